@@ -1,0 +1,182 @@
+/**
+ * The CloudEvents contract between the watch-forwarder and the reconcile function: event types,
+ * their data, the JSON Schemas of that data, and the pure mapping rules (ids, groups, subjects).
+ * The SDK work (building and parsing envelopes) lives in shared/adapters/cloudevents.
+ */
+
+/** Reverse-DNS prefix of every event type. */
+export const EVENT_TYPE_PREFIX = 'io.github.capi-taint-propagator';
+
+/** What changed, as the watch saw it. `resynced` is an object re-announced by a relist or periodic resync. */
+export const ChangeKind = { added: 'added', modified: 'modified', deleted: 'deleted', resynced: 'resynced' } as const;
+export type ChangeKind = (typeof ChangeKind)[keyof typeof ChangeKind];
+
+/** Kinds of object an event can name. */
+export const ObjectKind = { Machine: 'Machine', Node: 'Node' } as const;
+export type ObjectKind = (typeof ObjectKind)[keyof typeof ObjectKind];
+
+/** Current data-schema version, the `.v1` suffix of every type. */
+export const EVENT_VERSION = 'v1';
+
+/**
+ * Every event type the reconcile function accepts, e.g.
+ * `io.github.capi-taint-propagator.machine.modified.v1`.
+ */
+export const EventType = {
+  machineAdded: `${EVENT_TYPE_PREFIX}.machine.added.v1`,
+  machineModified: `${EVENT_TYPE_PREFIX}.machine.modified.v1`,
+  machineDeleted: `${EVENT_TYPE_PREFIX}.machine.deleted.v1`,
+  machineResynced: `${EVENT_TYPE_PREFIX}.machine.resynced.v1`,
+  nodeAdded: `${EVENT_TYPE_PREFIX}.node.added.v1`,
+  nodeModified: `${EVENT_TYPE_PREFIX}.node.modified.v1`,
+  nodeDeleted: `${EVENT_TYPE_PREFIX}.node.deleted.v1`,
+  nodeResynced: `${EVENT_TYPE_PREFIX}.node.resynced.v1`,
+} as const;
+export type EventType = (typeof EventType)[keyof typeof EventType];
+
+/** Builds the event type for an object kind and change. */
+export function eventTypeFor(kind: ObjectKind, change: ChangeKind): EventType {
+  return `${EVENT_TYPE_PREFIX}.${kind.toLowerCase()}.${change}.${EVENT_VERSION}` as EventType;
+}
+
+/** Splits an accepted event type into kind and change; undefined for anything we do not accept. */
+export function parseEventType(type: string): { kind: ObjectKind; change: ChangeKind } | undefined {
+  const m = /^io\.github\.capi-taint-propagator\.(machine|node)\.(added|modified|deleted|resynced)\.v1$/.exec(type);
+  if (!m) return undefined;
+  return { kind: m[1] === 'machine' ? ObjectKind.Machine : ObjectKind.Node, change: m[2] as ChangeKind };
+}
+
+/**
+ * Which cluster an event is about. `self` is the single-cluster mode where Machines and their Nodes
+ * live in the same cluster; otherwise a workload Cluster (namespace/name in the management cluster).
+ */
+export type ClusterRef = { readonly mode: 'self' } | { readonly mode: 'capi'; readonly namespace: string; readonly name: string };
+
+/** Data of a Machine event: the Machine (in the management cluster) and the Node it points to, if any. */
+export interface MachineEventData {
+  readonly kind: 'Machine';
+  readonly cluster: ClusterRef;
+  readonly machine: { readonly namespace: string; readonly name: string; readonly uid: string; readonly resourceVersion: string };
+  /** `status.nodeRef.name`, when the Machine has a Node. */
+  readonly nodeName?: string;
+  /** Time the forwarder observed the change (RFC 3339); for event-to-write latency. */
+  readonly observedAt: string;
+}
+
+/** Data of a Node event: the Node (in a workload cluster) and the Machine its CAPI annotations name. */
+export interface NodeEventData {
+  readonly kind: 'Node';
+  readonly cluster: ClusterRef;
+  readonly node: { readonly name: string; readonly uid: string; readonly resourceVersion: string };
+  /** From the Node's `cluster.x-k8s.io/machine` + `cluster.x-k8s.io/cluster-namespace` annotations. */
+  readonly machine?: { readonly namespace: string; readonly name: string };
+  readonly observedAt: string;
+}
+
+export type TaintEventData = MachineEventData | NodeEventData;
+
+/** A validated event as the reconcile function sees it. */
+export interface TaintEvent {
+  readonly id: string;
+  readonly source: string;
+  readonly type: EventType;
+  readonly subject: string;
+  readonly time: string;
+  readonly data: TaintEventData;
+}
+
+/** `source` attribute for a cluster: `/clusters/self` or `/clusters/<namespace>/<name>`. */
+export function sourceFor(cluster: ClusterRef): string {
+  return cluster.mode === 'self' ? '/clusters/self' : `/clusters/${cluster.namespace}/${cluster.name}`;
+}
+
+/** Stable text key of a cluster, used in group ids and client caches: `self` or `<namespace>/<name>`. */
+export function clusterKey(cluster: ClusterRef): string {
+  return cluster.mode === 'self' ? 'self' : `${cluster.namespace}/${cluster.name}`;
+}
+
+/**
+ * Deterministic event id: the same object version seen twice (relist, second forwarder) gets the same
+ * id, so consumers and SQS deduplication can drop it; a later change has a new resourceVersion.
+ */
+export function eventIdFor(uid: string, resourceVersion: string, change: ChangeKind): string {
+  return `${uid}:${resourceVersion}:${change}`;
+}
+
+/**
+ * FIFO message group: one Node is never reconciled twice at once. A Machine without a Node yet is
+ * grouped by the Machine itself.
+ */
+export function messageGroupIdFor(data: TaintEventData): string {
+  const key = clusterKey(data.cluster);
+  if (data.kind === 'Node') return `${key}/node/${data.node.name}`;
+  if (data.nodeName) return `${key}/node/${data.nodeName}`;
+  return `${key}/machine/${data.machine.namespace}/${data.machine.name}`;
+}
+
+/** `subject` attribute: `machines/<namespace>/<name>` or `nodes/<name>`. */
+export function subjectFor(data: TaintEventData): string {
+  return data.kind === 'Machine' ? `machines/${data.machine.namespace}/${data.machine.name}` : `nodes/${data.node.name}`;
+}
+
+const dns = { type: 'string', minLength: 1, maxLength: 253 } as const;
+const clusterRefSchema = {
+  oneOf: [
+    { type: 'object', additionalProperties: false, required: ['mode'], properties: { mode: { const: 'self' } } },
+    {
+      type: 'object',
+      additionalProperties: false,
+      required: ['mode', 'namespace', 'name'],
+      properties: { mode: { const: 'capi' }, namespace: dns, name: dns },
+    },
+  ],
+} as const;
+
+/** JSON Schema (draft-07) of `MachineEventData`; `events/schemas/` holds the same schema as a file. */
+export const machineEventDataSchema = {
+  $schema: 'http://json-schema.org/draft-07/schema#',
+  $id: `${EVENT_TYPE_PREFIX}/schemas/machine-event-data.v1.json`,
+  title: 'Machine event data (v1)',
+  type: 'object',
+  additionalProperties: false,
+  required: ['kind', 'cluster', 'machine', 'observedAt'],
+  properties: {
+    kind: { const: 'Machine' },
+    cluster: clusterRefSchema,
+    machine: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['namespace', 'name', 'uid', 'resourceVersion'],
+      properties: { namespace: dns, name: dns, uid: { type: 'string', minLength: 1 }, resourceVersion: { type: 'string', minLength: 1 } },
+    },
+    nodeName: dns,
+    observedAt: { type: 'string', format: 'date-time' },
+  },
+} as const;
+
+/** JSON Schema (draft-07) of `NodeEventData`. */
+export const nodeEventDataSchema = {
+  $schema: 'http://json-schema.org/draft-07/schema#',
+  $id: `${EVENT_TYPE_PREFIX}/schemas/node-event-data.v1.json`,
+  title: 'Node event data (v1)',
+  type: 'object',
+  additionalProperties: false,
+  required: ['kind', 'cluster', 'node', 'observedAt'],
+  properties: {
+    kind: { const: 'Node' },
+    cluster: clusterRefSchema,
+    node: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['name', 'uid', 'resourceVersion'],
+      properties: { name: dns, uid: { type: 'string', minLength: 1 }, resourceVersion: { type: 'string', minLength: 1 } },
+    },
+    machine: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['namespace', 'name'],
+      properties: { namespace: dns, name: dns },
+    },
+    observedAt: { type: 'string', format: 'date-time' },
+  },
+} as const;

@@ -1,0 +1,82 @@
+/**
+ * Taint vocabulary shared by every part of the product: the Node taint, the Machine taint with its
+ * propagation mode, and the well-known keys and annotations of Cluster API.
+ */
+
+/** The three taint effects Kubernetes knows. */
+export const TaintEffect = {
+  NoSchedule: 'NoSchedule',
+  PreferNoSchedule: 'PreferNoSchedule',
+  NoExecute: 'NoExecute',
+} as const;
+export type TaintEffect = (typeof TaintEffect)[keyof typeof TaintEffect];
+
+/** How a Machine taint is propagated to its Node (upstream `MachineTaintPropagation`). */
+export const Propagation = {
+  /** Kept on the Node: re-added when removed, value corrected, removed when dropped from the Machine. */
+  Always: 'Always',
+  /** Set once, when the Node is initialized (has no tracking annotation yet); then left alone. */
+  OnInitialization: 'OnInitialization',
+} as const;
+export type Propagation = (typeof Propagation)[keyof typeof Propagation];
+
+/**
+ * A taint as it sits on a Node (`V1Taint`-compatible). `effect` stays a plain string because a Node
+ * read from the API is data we do not control. An absent `value` and `""` both mean "no value".
+ */
+export interface Taint {
+  readonly key: string;
+  readonly value?: string;
+  readonly effect: string;
+  readonly timeAdded?: string;
+}
+
+/** A taint declared for a Machine (upstream `MachineTaint`), from `spec.taints` or an annotation. */
+export interface MachineTaint {
+  readonly key: string;
+  readonly value?: string;
+  readonly effect: TaintEffect;
+  readonly propagation: Propagation;
+}
+
+/** Node annotation listing the `key:effect` of the Always taints the product owns; its presence = initialized. */
+export const TRACKING_ANNOTATION = 'cluster.x-k8s.io/taints-from-machine';
+/** CAPI's startup gate taint on worker Nodes; removed in the same write that applies the Machine taints. */
+export const UNINITIALIZED_TAINT_KEY = 'node.cluster.x-k8s.io/uninitialized';
+/** CAPI's rollout taint; reserved, never declared on Machines. */
+export const OUTDATED_REVISION_TAINT_KEY = 'node.cluster.x-k8s.io/outdated-revision';
+/** Node annotations CAPI writes that lead from a Node back to its Machine. */
+export const MACHINE_ANNOTATION = 'cluster.x-k8s.io/machine';
+export const CLUSTER_NAME_ANNOTATION = 'cluster.x-k8s.io/cluster-name';
+export const CLUSTER_NAMESPACE_ANNOTATION = 'cluster.x-k8s.io/cluster-namespace';
+/** Machine label naming its Cluster, and the control-plane label. */
+export const CLUSTER_NAME_LABEL = 'cluster.x-k8s.io/cluster-name';
+export const CONTROL_PLANE_LABEL = 'cluster.x-k8s.io/control-plane';
+
+/**
+ * The identity of a taint: key and effect. Two taints with the same id are the same taint with
+ * possibly different values (upstream `MatchTaint`).
+ * @example taintId({ key: 'gpu', effect: 'NoSchedule' }) // 'gpu:NoSchedule'
+ */
+export function taintId(taint: { readonly key: string; readonly effect: string }): string {
+  return `${taint.key}:${taint.effect}`;
+}
+
+/** Returns true when both taints have the same key and effect. */
+export function isSameTaint(a: { key: string; effect: string }, b: { key: string; effect: string }): boolean {
+  return a.key === b.key && a.effect === b.effect;
+}
+
+/** The value of a taint with "absent" and `""` folded into `""`. */
+export function valueOf(taint: { readonly value?: string | undefined }): string {
+  return taint.value ?? '';
+}
+
+/**
+ * Kubernetes' string form of a taint: `key=value:effect`, or `key:effect` without a value.
+ * @example formatTaint({ key: 'gpu', value: 'a100', effect: 'NoSchedule' }) // 'gpu=a100:NoSchedule'
+ */
+export function formatTaint(taint: Taint | MachineTaint): string {
+  const value = valueOf(taint);
+  return value === '' ? `${taint.key}:${taint.effect}` : `${taint.key}=${value}:${taint.effect}`;
+}

@@ -1,0 +1,109 @@
+/**
+ * The product's error catalogue. Every error carries `retryable`, decided once here, so that the
+ * per-record boundary can pick a disposition with `instanceof` and never by matching messages.
+ * Errors never log; they are logged once, where they are handled.
+ */
+
+/** Base class of every error the product throws on purpose. */
+export class TaintPropagatorError extends Error {
+  /** True when the same input may succeed later (conflict, outage); false when it never will. */
+  readonly retryable: boolean;
+  constructor(message: string, options: { retryable: boolean; cause?: unknown }) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = new.target.name;
+    this.retryable = options.retryable;
+  }
+}
+
+/** Thrown at cold start when configuration is missing or invalid. */
+export class ConfigError extends TaintPropagatorError {
+  readonly variable: string;
+  constructor(variable: string, problem: string) {
+    super(`Invalid configuration ${variable}: ${problem}`, { retryable: false });
+    this.variable = variable;
+  }
+}
+
+/** Thrown when a queue record is not an event we accept (not JSON, not a CloudEvent, unknown type, bad data). */
+export class MalformedEventError extends TaintPropagatorError {
+  readonly reason: string;
+  constructor(reason: string, cause?: unknown) {
+    super(`Malformed event: ${reason}`, { retryable: false, cause });
+    this.reason = reason;
+  }
+}
+
+/** One broken rule of a taint declaration: which field, which rule, and a message. */
+export interface DeclarationIssue {
+  readonly field: string;
+  readonly rule: string;
+  readonly message: string;
+}
+
+/** Thrown when a Machine's taint declaration (either source) is invalid; nothing is written to its Node. */
+export class InvalidDeclarationError extends TaintPropagatorError {
+  readonly issues: readonly DeclarationIssue[];
+  constructor(issues: readonly DeclarationIssue[]) {
+    super(`Invalid taint declaration: ${issues.map((i) => `${i.field}: ${i.message}`).join('; ')}`, { retryable: false });
+    this.issues = issues;
+  }
+}
+
+/** Thrown when the Node's tracking annotation has an entry that is not `key:effect`; nothing is written. */
+export class MalformedTrackingAnnotationError extends TaintPropagatorError {
+  readonly entry: string;
+  constructor(entry: string) {
+    super(`invalid taint format: ${JSON.stringify(entry)}`, { retryable: false });
+    this.entry = entry;
+  }
+}
+
+/** Thrown by adapters on 404 for a Node. Callers treat it as the `node-gone` outcome, not a failure. */
+export class NodeNotFoundError extends TaintPropagatorError {
+  readonly nodeName: string;
+  constructor(nodeName: string, cause?: unknown) {
+    super(`Node ${nodeName} not found`, { retryable: false, cause });
+    this.nodeName = nodeName;
+  }
+}
+
+/** Thrown by adapters when the Node changed since it was read (409 Conflict on the resourceVersion precondition). */
+export class PatchConflictError extends TaintPropagatorError {
+  readonly nodeName: string;
+  readonly resourceVersion: string;
+  constructor(args: { nodeName: string; resourceVersion: string; cause?: unknown }) {
+    super(`Node ${args.nodeName} changed since resourceVersion ${args.resourceVersion} was read`, {
+      retryable: true,
+      cause: args.cause,
+    });
+    this.nodeName = args.nodeName;
+    this.resourceVersion = args.resourceVersion;
+  }
+}
+
+/** Thrown for failures that may pass on their own: 5xx, 429 throttling, timeouts, unreachable API servers. */
+export class TransientError extends TaintPropagatorError {
+  readonly operation: string;
+  constructor(operation: string, detail: string, cause?: unknown) {
+    super(`${operation} failed: ${detail}`, { retryable: true, cause });
+    this.operation = operation;
+  }
+}
+
+/** Thrown when the API server refuses our identity (401/403): fix RBAC or credentials; retried, then dead-lettered. */
+export class AccessDeniedError extends TaintPropagatorError {
+  readonly operation: string;
+  constructor(operation: string, detail: string, cause?: unknown) {
+    super(`${operation} was refused: ${detail}`, { retryable: true, cause });
+    this.operation = operation;
+  }
+}
+
+/** Thrown when a workload cluster's credentials cannot be found or used (missing or broken kubeconfig Secret). */
+export class ClusterCredentialsError extends TaintPropagatorError {
+  readonly cluster: string;
+  constructor(cluster: string, detail: string, cause?: unknown) {
+    super(`No usable credentials for cluster ${cluster}: ${detail}`, { retryable: true, cause });
+    this.cluster = cluster;
+  }
+}

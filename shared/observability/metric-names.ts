@@ -1,0 +1,34 @@
+/**
+ * Every CloudWatch metric the code emits, in one place. infra/alarms.yml and infra/dashboards.yml
+ * refer to these names; a test cross-checks them against this file.
+ */
+export const METRIC_NAMESPACE = 'CapiTaintPropagator';
+
+/** Metrics of the reconcile function. `Reconciles` carries the dimension `Outcome`. */
+export const ReconcileMetric = {
+  Reconciles: 'Reconciles',
+  NodeWrites: 'NodeWrites',
+  Conflicts: 'Conflicts',
+  TransientErrors: 'TransientErrors',
+  InvalidDeclarations: 'InvalidDeclarations',
+  MalformedTrackingAnnotations: 'MalformedTrackingAnnotations',
+  DeadLettered: 'DeadLettered',
+  EventToWriteLatency: 'EventToWriteLatency',
+} as const;
+export type ReconcileMetric = (typeof ReconcileMetric)[keyof typeof ReconcileMetric];
+
+/** Metrics of the watch-forwarder. */
+export const ForwarderMetric = {
+  EventsSeen: 'EventsSeen',
+  EventsForwarded: 'EventsForwarded',
+  EventsFiltered: 'EventsFiltered',
+  MalformedWatchEvents: 'MalformedWatchEvents',
+  SendFailures: 'SendFailures',
+  Relists: 'Relists',
+  WatchRestarts: 'WatchRestarts',
+  ForwarderLag: 'ForwarderLag',
+} as const;
+export type ForwarderMetric = (typeof ForwarderMetric)[keyof typeof ForwarderMetric];
+
+/** Dimension names. */
+export const MetricDimension = { Outcome: 'Outcome', Cluster: 'Cluster' } as const;
