@@ -1,0 +1,142 @@
+/**
+ * Where a Machine's taints come from: `spec.taints` (CAPI v1beta2) and three annotations (for CAPI
+ * versions without the field, or with its feature gate off), merged by key+effect with a fixed
+ * precedence. Every source goes through the same validation as upstream.
+ *
+ * Annotation value: comma-separated entries, whitespace around entries ignored:
+ *   key[=value]:Effect[@Propagation]   declare (Propagation defaults to Always)
+ *   key:Effect-                        cancel a declaration of a lower-precedence source
+ */
+import type { DeclarationIssue } from '#shared/errors.ts';
+import { DECLARATION_ANNOTATIONS, type DeclarationAnnotation } from './declaration-keys.ts';
+import type { MachineSnapshot } from './snapshots.ts';
+import { CONTROL_PLANE_LABEL, Propagation, taintId, type MachineTaint } from './taint.ts';
+import { MAX_TAINTS, validateMachineTaint, validateMachineTaints } from './validation.ts';
+
+/** A source of declarations, from lowest to highest precedence: the annotations, then `spec.taints`. */
+export type DeclarationSource = DeclarationAnnotation | 'spec.taints';
+export const DECLARATION_SOURCES: readonly DeclarationSource[] = [...DECLARATION_ANNOTATIONS, 'spec.taints'];
+
+/** One parsed annotation entry. */
+export type AnnotationEntry =
+  | { readonly kind: 'declare'; readonly taint: Record<string, string> }
+  | { readonly kind: 'cancel'; readonly key: string; readonly effect: string };
+
+/** A declaration of a lower source that a higher source replaced or cancelled. */
+export interface Override {
+  readonly id: string;
+  readonly source: DeclarationSource;
+  readonly by: DeclarationSource;
+  readonly cancelled: boolean;
+}
+
+/** The Machine's effective taints, where each came from, and what was overridden. */
+export interface EffectiveDeclaration {
+  readonly taints: readonly MachineTaint[];
+  readonly sourceOf: Readonly<Record<string, DeclarationSource>>;
+  readonly overrides: readonly Override[];
+}
+
+export type DeclarationResult =
+  | { readonly valid: true; readonly declaration: EffectiveDeclaration }
+  | { readonly valid: false; readonly issues: readonly DeclarationIssue[] };
+
+const ENTRY = /^(?<key>[^=:@]*)(?:=(?<value>[^:@]*))?:(?<effect>[^:@-]*)(?:@(?<propagation>[^@]*))?$/;
+const CANCEL = /^(?<key>[^=:@]*):(?<effect>[^:@]*)-$/;
+
+/**
+ * Parses one declaration annotation. Returns the entries, or issues for entries that are not of the
+ * documented syntax (field = `metadata.annotations[<key>]`).
+ * @example parseTaintAnnotation('gpu=a100:NoSchedule, spot:PreferNoSchedule@OnInitialization', 'a').entries.length // 2
+ */
+export function parseTaintAnnotation(value: string, annotation: string): { entries: AnnotationEntry[]; issues: DeclarationIssue[] } {
+  const entries: AnnotationEntry[] = [];
+  const issues: DeclarationIssue[] = [];
+  const field = `metadata.annotations[${annotation}]`;
+  value.split(',').forEach((rawEntry, i) => {
+    const entry = rawEntry.trim();
+    if (entry === '') {
+      if (value.trim() !== '') issues.push({ field: `${field}[${i}]`, rule: 'syntax', message: 'empty entry' });
+      return;
+    }
+    const cancel = CANCEL.exec(entry)?.groups;
+    if (cancel) {
+      entries.push({ kind: 'cancel', key: cancel.key ?? '', effect: cancel.effect ?? '' });
+      return;
+    }
+    const m = ENTRY.exec(entry)?.groups;
+    if (!m) {
+      issues.push({ field: `${field}[${i}]`, rule: 'syntax', message: `${JSON.stringify(entry)} is not key[=value]:Effect[@Propagation] or key:Effect-` });
+      return;
+    }
+    const taint: Record<string, string> = { key: m.key ?? '', effect: m.effect ?? '', propagation: m.propagation ?? Propagation.Always };
+    if (m.value !== undefined) taint.value = m.value;
+    entries.push({ kind: 'declare', taint });
+  });
+  return { entries, issues };
+}
+
+/**
+ * Computes a Machine's effective taints from all sources. Returns the merged declaration, or every
+ * issue of every source (an invalid source never yields a partial declaration).
+ * Precedence on a key+effect clash: `spec.taints` > `…/machine` > `…/cluster` > `…/class`.
+ */
+export function declaredTaintsOf(machine: Pick<MachineSnapshot, 'specTaints' | 'annotations' | 'labels'>): DeclarationResult {
+  const context = { worker: !Object.hasOwn(machine.labels, CONTROL_PLANE_LABEL) };
+  const issues: DeclarationIssue[] = [];
+  const layers: { source: DeclarationSource; declares: MachineTaint[]; cancels: { key: string; effect: string }[] }[] = [];
+
+  for (const annotation of DECLARATION_ANNOTATIONS) {
+    const value = machine.annotations[annotation];
+    if (value === undefined) continue;
+    const parsed = parseTaintAnnotation(value, annotation);
+    issues.push(...parsed.issues);
+    const field = `metadata.annotations[${annotation}]`;
+    const declares = parsed.entries.flatMap((e) => (e.kind === 'declare' ? [e.taint] : []));
+    const cancels = parsed.entries.flatMap((e) => (e.kind === 'cancel' ? [{ key: e.key, effect: e.effect }] : []));
+    const checked = declares.length === 0 ? { valid: true as const, taints: [] } : validateMachineTaints(declares, context, field);
+    if (!checked.valid) issues.push(...checked.issues);
+    cancels.forEach((c, i) => {
+      issues.push(...validateMachineTaint({ ...c, propagation: Propagation.Always }, { worker: false }, `${field}.cancel[${i}]`));
+      if (declares.some((d) => d.key === c.key && d.effect === c.effect)) {
+        issues.push({ field: `${field}.cancel[${i}]`, rule: 'unique', message: `${taintId(c)} is both declared and cancelled` });
+      }
+    });
+    layers.push({ source: annotation, declares: checked.valid ? [...checked.taints] : [], cancels });
+  }
+  const spec = validateMachineTaints(machine.specTaints, context);
+  if (!spec.valid) issues.push(...spec.issues);
+  else layers.push({ source: 'spec.taints', declares: [...spec.taints], cancels: [] });
+  if (issues.length > 0) return { valid: false, issues };
+
+  const chosen = new Map<string, { taint: MachineTaint; source: DeclarationSource }>();
+  const overrides: Override[] = [];
+  for (const layer of layers) {
+    for (const c of layer.cancels) {
+      const previous = chosen.get(taintId(c));
+      if (previous) overrides.push({ id: taintId(c), source: previous.source, by: layer.source, cancelled: true });
+      chosen.delete(taintId(c));
+    }
+    for (const taint of layer.declares) {
+      const previous = chosen.get(taintId(taint));
+      if (previous) overrides.push({ id: taintId(taint), source: previous.source, by: layer.source, cancelled: false });
+      chosen.set(taintId(taint), { taint, source: layer.source });
+    }
+  }
+  // spec.taints first in their order, then the annotations from highest to lowest precedence.
+  const taints: MachineTaint[] = [];
+  const sourceOf: Record<string, DeclarationSource> = {};
+  for (const layer of [...layers].reverse()) {
+    for (const taint of layer.declares) {
+      const winner = chosen.get(taintId(taint));
+      if (winner?.source === layer.source && !(taintId(taint) in sourceOf)) {
+        taints.push(winner.taint);
+        sourceOf[taintId(taint)] = layer.source;
+      }
+    }
+  }
+  if (taints.length > MAX_TAINTS) {
+    return { valid: false, issues: [{ field: 'taints', rule: 'maxItems', message: `all sources together declare ${taints.length} taints, at most ${MAX_TAINTS} are allowed` }] };
+  }
+  return { valid: true, declaration: { taints, sourceOf, overrides } };
+}

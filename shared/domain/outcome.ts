@@ -1,0 +1,28 @@
+/** What one reconcile did. Every outcome is counted (metric `Reconciles`, dimension `Outcome`). */
+export const ReconcileOutcome = {
+  /** The Node was written (taints and/or tracking annotation). */
+  patched: 'patched',
+  /** The Node already matched its Machine: no write. */
+  unchanged: 'unchanged',
+  /** Dry-run: the write was planned and logged, not sent. */
+  dryRun: 'dry-run',
+  /** The Node does not exist (any more): nothing to do. */
+  nodeGone: 'node-gone',
+  /** The Machine does not exist (any more), or a Node names no Machine: nothing to do. */
+  machineGone: 'machine-gone',
+  /** The Machine has no Node yet (no `status.nodeRef`). */
+  noNode: 'no-node',
+  /** The Machine is being deleted: its Node is left as it is. */
+  machineDeleting: 'machine-deleting',
+  /** The declaration is invalid: no write, Warning Event on the Machine. */
+  invalidDeclaration: 'invalid-declaration',
+  /** The Node's tracking annotation is malformed: no write, Warning Event on the Machine. */
+  malformedAnnotation: 'malformed-annotation',
+  /** 409 Conflict: retried through the queue. */
+  conflict: 'conflict',
+  /** A transient failure: retried through the queue. */
+  transientError: 'transient-error',
+  /** The record can never succeed and was sent to the dead-letter queue. */
+  deadLettered: 'dead-lettered',
+} as const;
+export type ReconcileOutcome = (typeof ReconcileOutcome)[keyof typeof ReconcileOutcome];

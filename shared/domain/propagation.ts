@@ -1,0 +1,102 @@
+/**
+ * The Machine → Node propagation step, rule for rule as upstream's `propagateMachineTaintsToNode`
+ * (upstream-capi.md §3.3), but pure: inputs are never mutated, and a malformed tracking annotation
+ * yields an error instead of a half-applied state.
+ */
+import { MalformedTrackingAnnotationError } from '#shared/errors.ts';
+import { Propagation, TRACKING_ANNOTATION, isSameTaint, taintId, valueOf, type MachineTaint, type Taint } from './taint.ts';
+import { decodeOwnedTaints, encodeOwnedTaints, parseOwnedTaintId } from './tracking-annotation.ts';
+
+/** The parts of a Node that propagation reads and writes. */
+export interface NodeTaintState {
+  readonly taints: readonly Taint[];
+  readonly annotations: Readonly<Record<string, string>>;
+}
+
+/** Result of a propagation: the new state and whether it differs, or the error that forbids any write. */
+export type PropagationResult =
+  | { readonly ok: true; readonly state: NodeTaintState; readonly changed: boolean }
+  | { readonly ok: false; readonly error: MalformedTrackingAnnotationError };
+
+/**
+ * Applies a Machine's taints to a Node's state.
+ * - Always taints are ensured (added, or value corrected in place) and tracked in the annotation;
+ * - OnInitialization taints are ensured only while the Node has no tracking annotation;
+ * - taints tracked earlier but no longer declared are removed (all values of that key+effect);
+ * - nothing else is touched.
+ * Returns `changed: true` when taints or the annotation differ from the input. A tracking annotation
+ * entry that must be removed but is not `key:effect` yields `ok: false` (no write may happen).
+ * @example
+ * propagateMachineTaints({ taints: [], annotations: {} }, [{ key: 'gpu', effect: 'NoSchedule', propagation: 'Always' }])
+ * // { ok: true, changed: true, state: { taints: [{ key: 'gpu', effect: 'NoSchedule' }], annotations: { 'cluster.x-k8s.io/taints-from-machine': 'gpu:NoSchedule' } } }
+ */
+export function propagateMachineTaints(node: NodeTaintState, machineTaints: readonly MachineTaint[]): PropagationResult {
+  const initialized = Object.hasOwn(node.annotations, TRACKING_ANNOTATION);
+  const stored = node.annotations[TRACKING_ANNOTATION] ?? '';
+  const owned = decodeOwnedTaints(stored);
+  const always = new Set(machineTaints.filter((t) => t.propagation === Propagation.Always).map(taintId));
+  const onInit = new Set(machineTaints.filter((t) => t.propagation === Propagation.OnInitialization).map(taintId));
+
+  // Interpret every entry to delete before changing anything: a malformed one forbids the whole write.
+  const toDelete: { key: string; effect: string }[] = [];
+  for (const entry of owned) {
+    if (always.has(entry) || onInit.has(entry)) continue;
+    try {
+      toDelete.push(parseOwnedTaintId(entry));
+    } catch (error) {
+      if (error instanceof MalformedTrackingAnnotationError) return { ok: false, error };
+      throw error;
+    }
+  }
+
+  let taints: readonly Taint[] = node.taints;
+  let changed = false;
+  for (const taint of machineTaints) {
+    if (taint.propagation === Propagation.OnInitialization && initialized) continue;
+    const ensured = ensureNodeTaint(taints, taint);
+    taints = ensured.taints;
+    changed ||= ensured.changed;
+  }
+  for (const id of toDelete) {
+    const removed = removeNodeTaint(taints, id);
+    taints = removed.taints;
+    changed ||= removed.changed;
+  }
+
+  let annotations = node.annotations;
+  const encoded = encodeOwnedTaints(always);
+  if (!initialized || encoded !== stored) {
+    annotations = { ...node.annotations, [TRACKING_ANNOTATION]: encoded };
+    changed = true;
+  }
+  return { ok: true, state: { taints, annotations }, changed };
+}
+
+/**
+ * Ensures a taint with the Machine taint's key, effect and value: the first Node taint with the same
+ * key+effect gets its value replaced in place (any `timeAdded` is dropped, as upstream does), or the
+ * taint is appended. Returns a new list and `changed: true` when the list was modified.
+ */
+export function ensureNodeTaint(taints: readonly Taint[], wanted: MachineTaint): { taints: readonly Taint[]; changed: boolean } {
+  const index = taints.findIndex((t) => isSameTaint(t, wanted));
+  const desired = toNodeTaint(wanted);
+  if (index === -1) return { taints: [...taints, desired], changed: true };
+  const current = taints[index] as Taint;
+  if (valueOf(current) === valueOf(wanted)) return { taints, changed: false };
+  return { taints: taints.map((t, i) => (i === index ? desired : t)), changed: true };
+}
+
+/**
+ * Removes every taint with the given key and effect, whatever its value (upstream `RemoveNodeTaint`).
+ * Returns a new list and `changed: true` when something was removed.
+ */
+export function removeNodeTaint(taints: readonly Taint[], drop: { key: string; effect: string }): { taints: readonly Taint[]; changed: boolean } {
+  const kept = taints.filter((t) => !isSameTaint(t, drop));
+  return kept.length === taints.length ? { taints, changed: false } : { taints: kept, changed: true };
+}
+
+/** The Node form of a Machine taint: key, effect and the value only when it has one. */
+export function toNodeTaint(taint: MachineTaint): Taint {
+  const value = valueOf(taint);
+  return value === '' ? { key: taint.key, effect: taint.effect } : { key: taint.key, value, effect: taint.effect };
+}

@@ -1,0 +1,84 @@
+/**
+ * The plan of one reconcile for one Node: remove the startup gate taint, propagate the Machine's
+ * taints, and describe the single write (or none) that brings the Node there.
+ */
+import type { MalformedTrackingAnnotationError } from '#shared/errors.ts';
+import { propagateMachineTaints, removeNodeTaint, type NodeTaintState } from './propagation.ts';
+import type { NodeSnapshot, NodeTaintPatch } from './snapshots.ts';
+import { TRACKING_ANNOTATION, taintId, valueOf, type MachineTaint, type Taint } from './taint.ts';
+
+/** What changed between two taint lists, by key+effect. */
+export interface TaintDiff {
+  readonly added: readonly Taint[];
+  readonly removed: readonly Taint[];
+  readonly updated: readonly { readonly before: Taint; readonly after: Taint }[];
+  readonly trackingAnnotation: { readonly before: string | undefined; readonly after: string | undefined };
+}
+
+export interface PlanInput {
+  readonly node: Pick<NodeSnapshot, 'resourceVersion' | 'taints' | 'annotations'>;
+  /** The Machine's effective, validated taints. */
+  readonly taints: readonly MachineTaint[];
+  /** The startup gate taint removed in the same write (upstream: `node.cluster.x-k8s.io/uninitialized:NoSchedule`). */
+  readonly startupTaint?: { readonly key: string; readonly effect: string };
+  /**
+   * First-enablement rule: true when this Node predates the product's enablement and carries no
+   * tracking annotation. It is then adopted as already initialized: Always taints apply, OnInitialization
+   * taints do not (a long-running Node is not suddenly tainted).
+   */
+  readonly adoptAsInitialized?: boolean;
+}
+
+export type NodeTaintPlan =
+  | { readonly kind: 'unchanged'; readonly state: NodeTaintState }
+  | { readonly kind: 'patch'; readonly patch: NodeTaintPatch; readonly before: NodeTaintState; readonly after: NodeTaintState; readonly diff: TaintDiff }
+  | { readonly kind: 'rejected'; readonly error: MalformedTrackingAnnotationError };
+
+/**
+ * Plans the Node write. Returns `unchanged` when the Node is already right (no write), `patch` with
+ * the complete taint list and the annotation change guarded by the Node's resourceVersion, or
+ * `rejected` when the tracking annotation is malformed (no write at all).
+ * @example planNodeTaints({ node: { resourceVersion: '7', taints: [], annotations: { 'cluster.x-k8s.io/taints-from-machine': '' } }, taints: [] }).kind // 'unchanged'
+ */
+export function planNodeTaints(input: PlanInput): NodeTaintPlan {
+  const before: NodeTaintState = { taints: input.node.taints, annotations: input.node.annotations };
+  let annotations = before.annotations;
+  if (input.adoptAsInitialized && !Object.hasOwn(annotations, TRACKING_ANNOTATION)) {
+    annotations = { ...annotations, [TRACKING_ANNOTATION]: '' };
+  }
+  const gated = input.startupTaint ? removeNodeTaint(before.taints, input.startupTaint).taints : before.taints;
+  const result = propagateMachineTaints({ taints: gated, annotations }, input.taints);
+  if (!result.ok) return { kind: 'rejected', error: result.error };
+
+  const after = result.state;
+  const annotationBefore = before.annotations[TRACKING_ANNOTATION];
+  const annotationAfter = after.annotations[TRACKING_ANNOTATION];
+  const taintsChanged = after.taints !== before.taints;
+  const annotationChanged = annotationBefore !== annotationAfter;
+  if (!taintsChanged && !annotationChanged) return { kind: 'unchanged', state: before };
+  return {
+    kind: 'patch',
+    before,
+    after,
+    patch: {
+      resourceVersion: input.node.resourceVersion,
+      taints: after.taints,
+      annotations: annotationChanged ? { [TRACKING_ANNOTATION]: annotationAfter ?? null } : {},
+    },
+    diff: { ...diffTaints(before.taints, after.taints), trackingAnnotation: { before: annotationBefore, after: annotationAfter } },
+  };
+}
+
+/** Compares two taint lists by key+effect. */
+export function diffTaints(before: readonly Taint[], after: readonly Taint[]): Omit<TaintDiff, 'trackingAnnotation'> {
+  const beforeById = new Map(before.map((t) => [taintId(t), t]));
+  const afterById = new Map(after.map((t) => [taintId(t), t]));
+  return {
+    added: after.filter((t) => !beforeById.has(taintId(t))),
+    removed: before.filter((t) => !afterById.has(taintId(t))),
+    updated: after.flatMap((t) => {
+      const old = beforeById.get(taintId(t));
+      return old && valueOf(old) !== valueOf(t) ? [{ before: old, after: t }] : [];
+    }),
+  };
+}

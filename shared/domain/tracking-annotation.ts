@@ -1,0 +1,34 @@
+/**
+ * The tracking annotation `cluster.x-k8s.io/taints-from-machine`: the `key:effect` of the Always
+ * taints the product owns on a Node, sorted byte-wise and comma-joined, exactly as upstream writes it.
+ */
+import { MalformedTrackingAnnotationError } from '#shared/errors.ts';
+
+/**
+ * Encodes owned taint ids: unique, sorted by UTF-16 code units (equal to Go's byte order for the
+ * ASCII keys validation allows), joined with `,`. No owned taints → `""`.
+ * @example encodeOwnedTaints(['b:NoSchedule', 'B:NoSchedule']) // 'B:NoSchedule,b:NoSchedule'
+ */
+export function encodeOwnedTaints(ids: Iterable<string>): string {
+  return [...new Set(ids)].sort().join(',');
+}
+
+/**
+ * Decodes the annotation value into its entries, as upstream does: no trimming, empty entries
+ * dropped, duplicates folded. Entries are not interpreted here (see `parseOwnedTaintId`).
+ * @example decodeOwnedTaints('a:NoSchedule,,a:NoSchedule') // Set { 'a:NoSchedule' }
+ */
+export function decodeOwnedTaints(value: string): Set<string> {
+  return new Set(value.split(',').filter((entry) => entry !== ''));
+}
+
+/**
+ * Interprets one entry as key and effect. Returns the pair; throws MalformedTrackingAnnotationError
+ * when the entry does not split into exactly two parts on `:`. Two-part oddities such as `":NoSchedule"`
+ * are accepted: they match nothing (upstream tolerates them too).
+ */
+export function parseOwnedTaintId(entry: string): { key: string; effect: string } {
+  const parts = entry.split(':');
+  if (parts.length !== 2) throw new MalformedTrackingAnnotationError(entry);
+  return { key: parts[0] as string, effect: parts[1] as string };
+}
