@@ -1,0 +1,54 @@
+/**
+ * Builds the reconcile function's dependencies from configuration and clients. Used by the Lambda
+ * handler and by the local pipeline (`npm start`), so both run the very same code.
+ */
+import type { KubeConfig } from '@kubernetes/client-node';
+import { fromCloudEventBody } from '#shared/adapters/cloudevents/cloud-event-body.ts';
+import { KubernetesClusterConnections, type WorkloadKubeConfigLoader } from '#shared/adapters/kubernetes/cluster-connections.ts';
+import { ConfigMapEnablementState, FixedEnablementState } from '#shared/adapters/kubernetes/enablement-state.ts';
+import { KubernetesEventRecorder } from '#shared/adapters/kubernetes/event-recorder.ts';
+import { KubernetesMachineStore } from '#shared/adapters/kubernetes/machine-store.ts';
+import { SqsRecordQueue, type SqsSender } from '#shared/adapters/sqs/record-queue.ts';
+import type { ReconcileConfig } from '#shared/config/reconcile-config.ts';
+import { logger as defaultLogger } from '#shared/observability/logger.ts';
+import { metrics as defaultMetrics } from '#shared/observability/metrics.ts';
+import type { Clock } from '#shared/ports/clock.ts';
+import type { BatchDeps } from './process-batch.ts';
+
+export interface ComposeArgs {
+  readonly config: ReconcileConfig;
+  /** The management cluster's KubeConfig (Machines, Events, state); also the Nodes' cluster in `self` mode. */
+  readonly managementKubeConfig: KubeConfig;
+  /** Returns the current management KubeConfig (a refreshed one when its token rotates). */
+  readonly refreshManagementKubeConfig?: () => Promise<KubeConfig>;
+  readonly workloadKubeConfig: WorkloadKubeConfigLoader;
+  readonly sqs: SqsSender;
+  readonly clock?: Clock;
+  readonly logger?: BatchDeps['logger'];
+  readonly metrics?: BatchDeps['metrics'];
+}
+
+/** Wires adapters into the dependencies of `processBatch`. */
+export function composeReconcile(args: ComposeArgs): BatchDeps {
+  const clock = args.clock ?? { now: () => new Date() };
+  const kc = args.managementKubeConfig;
+  const { config } = args;
+  return {
+    machines: new KubernetesMachineStore(kc),
+    clusters: new KubernetesClusterConnections({
+      management: args.refreshManagementKubeConfig ?? (async () => kc),
+      workload: args.workloadKubeConfig,
+      clock,
+    }),
+    recorder: new KubernetesEventRecorder(kc, clock),
+    enablement: config.firstEnabledAt ? new FixedEnablementState(config.firstEnabledAt) : new ConfigMapEnablementState(kc, config.stateNamespace, clock),
+    clock,
+    settings: { clusterMode: config.clusterMode, dryRun: config.dryRun, startupTaint: config.startupTaint },
+    queue: new SqsRecordQueue(args.sqs, config.queueUrl, config.deadLetterQueueUrl),
+    parse: fromCloudEventBody,
+    logger: args.logger ?? defaultLogger,
+    metrics: args.metrics ?? defaultMetrics,
+    retry: { baseSeconds: config.retryBaseSeconds, maxSeconds: config.retryMaxSeconds },
+    random: Math.random,
+  };
+}

@@ -1,0 +1,162 @@
+/**
+ * The per-record boundary of the reconcile function: parse, reconcile, then decide the record's
+ * fate in one place.
+ * - permanent (not an event we accept): sent to the dead-letter queue with its reason, counted, and
+ *   reported as processed, so it neither blocks its FIFO group nor vanishes;
+ * - retryable (409 conflict, API outage, refused identity): made visible again after a jittered
+ *   backoff that grows with the receive count, and reported as a batch item failure; the rest of
+ *   its message group in this batch is not processed (FIFO) and gets the same backoff;
+ * - outcomes (patched, unchanged, gone, invalid declaration, …): logged and counted.
+ */
+import { SqsFifoPartialProcessorAsync, processPartialResponse } from '@aws-lambda-powertools/batch';
+import type { Logger } from '@aws-lambda-powertools/logger';
+import { MetricUnit, type Metrics } from '@aws-lambda-powertools/metrics';
+import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
+import type { TaintEvent } from '#shared/domain/cloud-event.ts';
+import { ReconcileOutcome } from '#shared/domain/outcome.ts';
+import { MalformedEventError, PatchConflictError, TaintPropagatorError } from '#shared/errors.ts';
+import { MetricDimension, ReconcileMetric } from '#shared/observability/metric-names.ts';
+import type { RecordQueue } from '#shared/ports/record-queue.ts';
+import { reconcileNodeTaints, type ReconcileDeps, type ReconcileResult } from './reconcile-node-taints.ts';
+
+export interface BatchDeps extends ReconcileDeps {
+  readonly queue: RecordQueue;
+  readonly parse: (body: string) => TaintEvent;
+  readonly logger: Logger;
+  readonly metrics: Metrics;
+  readonly retry: { readonly baseSeconds: number; readonly maxSeconds: number };
+  /** Uniform random in [0, 1); injected so that backoff is testable. */
+  readonly random: () => number;
+}
+
+/**
+ * Backoff before a retried record becomes visible again: base × 2^(receives − 1), capped at max,
+ * with "equal jitter" (half fixed, half random) so that conflicting writers spread out.
+ */
+export function backoffSeconds(receiveCount: number, retry: { baseSeconds: number; maxSeconds: number }, random: () => number): number {
+  const ceiling = Math.min(retry.maxSeconds, retry.baseSeconds * 2 ** Math.max(0, receiveCount - 1));
+  return Math.round(ceiling / 2 + random() * (ceiling / 2));
+}
+
+/** Processes one SQS batch and returns the batch item failures (never throws for a record's failure). */
+export async function processBatch(event: SQSEvent, context: Context, deps: BatchDeps): Promise<SQSBatchResponse> {
+  const delayedGroups = new Map<string, number>();
+  const handled = new Set<string>();
+  const processor = new SqsFifoPartialProcessorAsync();
+  const response = await processPartialResponse(
+    event,
+    async (record: SQSRecord) => {
+      handled.add(record.messageId);
+      await processRecord(record, deps, delayedGroups);
+    },
+    processor,
+    { context, skipGroupOnError: true, throwOnFullBatchFailure: false },
+  );
+  // Records of a failed group that were skipped keep the queue's long visibility timeout and would
+  // block their group; give them the same short backoff as the record that failed.
+  for (const failure of response.batchItemFailures) {
+    if (handled.has(failure.itemIdentifier)) continue;
+    const record = event.Records.find((r) => r.messageId === failure.itemIdentifier);
+    const group = record?.attributes.MessageGroupId;
+    const delay = group === undefined ? undefined : delayedGroups.get(group);
+    if (record && delay !== undefined) {
+      await deps.queue.retryAfter(record.receiptHandle, delay).catch((error: unknown) => {
+        deps.logger.warn('Changing visibility of a skipped record failed; it returns after the queue visibility timeout', { messageId: record.messageId, error });
+      });
+    }
+  }
+  deps.metrics.publishStoredMetrics();
+  return response;
+}
+
+async function processRecord(record: SQSRecord, deps: BatchDeps, delayedGroups: Map<string, number>): Promise<void> {
+  const receiveCount = Number(record.attributes.ApproximateReceiveCount) || 1;
+  let event: TaintEvent;
+  try {
+    event = deps.parse(record.body);
+  } catch (error) {
+    if (!(error instanceof MalformedEventError)) throw error;
+    await deadLetter(record, deps, error.reason, error);
+    return;
+  }
+  const context = { cloudEventId: event.id, messageId: record.messageId, receiveCount };
+  try {
+    const result = await reconcileNodeTaints(deps, event);
+    report(result, event, deps, context);
+  } catch (error) {
+    if (error instanceof TaintPropagatorError && !error.retryable) {
+      await deadLetter(record, deps, error.message, error);
+      return;
+    }
+    const conflict = error instanceof PatchConflictError;
+    const delay = backoffSeconds(receiveCount, deps.retry, deps.random);
+    delayedGroups.set(record.attributes.MessageGroupId ?? '', delay);
+    deps.metrics.addMetric(conflict ? ReconcileMetric.Conflicts : ReconcileMetric.TransientErrors, MetricUnit.Count, 1);
+    countOutcome(deps, conflict ? ReconcileOutcome.conflict : ReconcileOutcome.transientError);
+    deps.logger.warn(conflict ? 'Retrying after a conflict' : 'Retrying after a transient failure', {
+      ...context,
+      outcome: conflict ? ReconcileOutcome.conflict : ReconcileOutcome.transientError,
+      reason: error instanceof Error ? error.message : String(error),
+      retryInSeconds: delay,
+      error,
+    });
+    await deps.queue.retryAfter(record.receiptHandle, delay).catch((visibilityError: unknown) => {
+      deps.logger.warn('Changing visibility failed; the record returns after the queue visibility timeout', { ...context, error: visibilityError });
+    });
+    throw error;
+  }
+}
+
+async function deadLetter(record: SQSRecord, deps: BatchDeps, reason: string, error: unknown): Promise<void> {
+  // If this send fails, the error propagates: the record is retried, never lost.
+  await deps.queue.deadLetter({ messageId: record.messageId, body: record.body, messageGroupId: record.attributes.MessageGroupId ?? 'dead-letter' }, reason);
+  deps.metrics.addMetric(ReconcileMetric.DeadLettered, MetricUnit.Count, 1);
+  countOutcome(deps, ReconcileOutcome.deadLettered);
+  deps.logger.error('Dead-lettering a record that can never succeed', { messageId: record.messageId, outcome: ReconcileOutcome.deadLettered, reason, error });
+}
+
+function report(result: ReconcileResult, event: TaintEvent, deps: BatchDeps, context: Record<string, unknown>): void {
+  countOutcome(deps, result.outcome);
+  const fields = {
+    ...context,
+    outcome: result.outcome,
+    cluster: result.cluster,
+    Machine: result.machine,
+    Node: result.node,
+    resourceVersion: result.resourceVersion,
+    ...(result.writtenResourceVersion ? { writtenResourceVersion: result.writtenResourceVersion } : {}),
+    ...(result.diff ? { diff: result.diff } : {}),
+    ...(result.planned ? { planned: result.planned } : {}),
+    ...(result.reason ? { reason: result.reason } : {}),
+    ...(result.adopted ? { adopted: true } : {}),
+  };
+  if (result.eventError) deps.logger.warn('Recording a Kubernetes Event failed', { ...context, error: result.eventError });
+  switch (result.outcome) {
+    case ReconcileOutcome.patched: {
+      deps.metrics.addMetric(ReconcileMetric.NodeWrites, MetricUnit.Count, 1);
+      const observed = Date.parse(event.data.observedAt);
+      if (!Number.isNaN(observed)) deps.metrics.addMetric(ReconcileMetric.EventToWriteLatency, MetricUnit.Milliseconds, Math.max(0, deps.clock.now().getTime() - observed));
+      deps.logger.info('Patched Node taints', fields);
+      return;
+    }
+    case ReconcileOutcome.dryRun:
+      deps.logger.info('Dry run: planned Node write not sent', fields);
+      return;
+    case ReconcileOutcome.invalidDeclaration:
+      deps.metrics.addMetric(ReconcileMetric.InvalidDeclarations, MetricUnit.Count, 1);
+      deps.logger.error('Refusing an invalid taint declaration', { ...fields, issues: result.issues });
+      return;
+    case ReconcileOutcome.malformedAnnotation:
+      deps.metrics.addMetric(ReconcileMetric.MalformedTrackingAnnotations, MetricUnit.Count, 1);
+      deps.logger.error('Refusing to write a Node with a malformed tracking annotation', fields);
+      return;
+    default:
+      deps.logger.info('Reconciled', fields);
+  }
+}
+
+function countOutcome(deps: BatchDeps, outcome: ReconcileOutcome): void {
+  const single = deps.metrics.singleMetric();
+  single.addDimension(MetricDimension.Outcome, outcome);
+  single.addMetric(ReconcileMetric.Reconciles, MetricUnit.Count, 1);
+}

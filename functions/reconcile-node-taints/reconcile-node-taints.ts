@@ -1,0 +1,174 @@
+/**
+ * The use case: one event in, one Node brought in line with its Machine's declared taints, with at
+ * most one write. Level-triggered: the event only says what to look at; everything is re-read, so
+ * duplicates, reordering and lost intermediate states are harmless.
+ */
+import { clusterKey, type ClusterRef, type TaintEvent } from '#shared/domain/cloud-event.ts';
+import { declaredTaintsOf } from '#shared/domain/declarations.ts';
+import { ReconcileOutcome } from '#shared/domain/outcome.ts';
+import type { MachineSnapshot } from '#shared/domain/snapshots.ts';
+import { planNodeTaints, type TaintDiff } from '#shared/domain/taint-plan.ts';
+import { CLUSTER_NAME_LABEL, TRACKING_ANNOTATION, formatTaint, type Taint } from '#shared/domain/taint.ts';
+import { ClusterCredentialsError, type DeclarationIssue } from '#shared/errors.ts';
+import type { Clock } from '#shared/ports/clock.ts';
+import type { ClusterConnections } from '#shared/ports/cluster-connections.ts';
+import type { EnablementState } from '#shared/ports/enablement-state.ts';
+import type { EventRecorder } from '#shared/ports/event-recorder.ts';
+import type { MachineStore } from '#shared/ports/machine-store.ts';
+
+export interface ReconcileSettings {
+  readonly clusterMode: 'capi' | 'self';
+  readonly dryRun: boolean;
+  readonly startupTaint: { readonly key: string; readonly effect: string } | undefined;
+}
+
+export interface ReconcileDeps {
+  readonly machines: MachineStore;
+  readonly clusters: ClusterConnections;
+  readonly recorder: EventRecorder;
+  readonly enablement: EnablementState;
+  readonly clock: Clock;
+  readonly settings: ReconcileSettings;
+}
+
+/** What one reconcile did, with everything the boundary logs and counts. */
+export interface ReconcileResult {
+  readonly outcome: ReconcileOutcome;
+  readonly cluster?: string;
+  readonly machine?: string;
+  readonly node?: string;
+  /** The Node's resourceVersion as read (the write's precondition). */
+  readonly resourceVersion?: string;
+  /** The Node's resourceVersion after our write. */
+  readonly writtenResourceVersion?: string;
+  readonly diff?: TaintDiff;
+  /** Dry-run: the taints and annotation before and after the planned write. */
+  readonly planned?: { readonly before: PlannedState; readonly after: PlannedState };
+  readonly issues?: readonly DeclarationIssue[];
+  readonly reason?: string;
+  /** True when the first-enablement rule adopted this Node as already initialized. */
+  readonly adopted?: boolean;
+  /** A Kubernetes Event could not be recorded (the outcome stands; the failure is logged). */
+  readonly eventError?: unknown;
+}
+
+export interface PlannedState {
+  readonly taints: readonly Taint[];
+  readonly trackingAnnotation: string | undefined;
+}
+
+const MACHINE_KIND = { apiVersion: 'cluster.x-k8s.io/v1beta2', kind: 'Machine' } as const;
+
+/**
+ * Reconciles the Node an event points at. Returns the outcome; throws PatchConflictError,
+ * TransientError, AccessDeniedError or ClusterCredentialsError for failures that the queue retries.
+ */
+export async function reconcileNodeTaints(deps: ReconcileDeps, event: TaintEvent): Promise<ReconcileResult> {
+  const found = await findMachine(deps, event);
+  if ('outcome' in found) return found;
+  const { machine } = found;
+  const machineName = `${machine.namespace}/${machine.name}`;
+  if (machine.deleting) return { outcome: ReconcileOutcome.machineDeleting, machine: machineName, reason: 'the Machine is being deleted' };
+  if (!machine.nodeName) return { outcome: ReconcileOutcome.noNode, machine: machineName, reason: 'the Machine has no status.nodeRef yet' };
+  const cluster = clusterOf(deps.settings, machine);
+  const base = { cluster: clusterKey(cluster), machine: machineName, node: machine.nodeName };
+
+  const declared = declaredTaintsOf(machine);
+  if (!declared.valid) {
+    const eventError = await recordEvent(deps, machine, 'Warning', 'InvalidTaintDeclaration',
+      `Taints not propagated to Node ${machine.nodeName}; fix the declaration: ${declared.issues.map((i) => `${i.field}: ${i.message}`).join('; ')}`);
+    return { ...base, outcome: ReconcileOutcome.invalidDeclaration, issues: declared.issues, eventError };
+  }
+
+  const nodes = await deps.clusters.nodesOf(cluster);
+  const node = await nodes.getNode(machine.nodeName);
+  if (!node) return { ...base, outcome: ReconcileOutcome.nodeGone, reason: 'the Node does not exist' };
+
+  const adopt = !Object.hasOwn(node.annotations, TRACKING_ANNOTATION) && (await predatesEnablement(deps, node.creationTimestamp));
+  const plan = planNodeTaints({
+    node,
+    taints: declared.declaration.taints,
+    ...(deps.settings.startupTaint ? { startupTaint: deps.settings.startupTaint } : {}),
+    adoptAsInitialized: adopt,
+  });
+  const read = { ...base, resourceVersion: node.resourceVersion, adopted: adopt };
+  if (plan.kind === 'rejected') {
+    const eventError = await recordEvent(deps, machine, 'Warning', 'MalformedTrackingAnnotation',
+      `Node ${node.name} not written: its annotation ${TRACKING_ANNOTATION} has ${plan.error.message}; fix or remove the entry`);
+    return { ...read, outcome: ReconcileOutcome.malformedAnnotation, reason: plan.error.message, eventError };
+  }
+  if (plan.kind === 'unchanged') return { ...read, outcome: ReconcileOutcome.unchanged };
+  if (deps.settings.dryRun) {
+    return {
+      ...read,
+      outcome: ReconcileOutcome.dryRun,
+      diff: plan.diff,
+      planned: {
+        before: { taints: plan.before.taints, trackingAnnotation: plan.before.annotations[TRACKING_ANNOTATION] },
+        after: { taints: plan.after.taints, trackingAnnotation: plan.after.annotations[TRACKING_ANNOTATION] },
+      },
+    };
+  }
+  const written = await nodes.patchNodeTaints(node.name, plan.patch);
+  const eventError = await recordEvent(deps, machine, 'Normal', 'TaintsPropagated', `Node ${node.name}: ${describeDiff(plan.diff)}`);
+  return { ...read, outcome: ReconcileOutcome.patched, writtenResourceVersion: written.resourceVersion, diff: plan.diff, eventError };
+}
+
+/** Finds the Machine an event is about, or the outcome that ends the reconcile early. */
+async function findMachine(deps: ReconcileDeps, event: TaintEvent): Promise<{ machine: MachineSnapshot } | ReconcileResult> {
+  const data = event.data;
+  const deleted = event.type.endsWith('.deleted.v1');
+  if (data.kind === 'Machine') {
+    const name = `${data.machine.namespace}/${data.machine.name}`;
+    if (deleted) return { outcome: ReconcileOutcome.machineGone, machine: name, reason: 'the Machine was deleted' };
+    const machine = await deps.machines.getMachine(data.machine.namespace, data.machine.name);
+    return machine ? { machine } : { outcome: ReconcileOutcome.machineGone, machine: name, reason: 'the Machine does not exist' };
+  }
+  if (deleted) return { outcome: ReconcileOutcome.nodeGone, node: data.node.name, reason: 'the Node was deleted' };
+  const machine = data.machine
+    ? await deps.machines.getMachine(data.machine.namespace, data.machine.name)
+    : await deps.machines.findMachineByNodeName(
+        data.cluster.mode === 'capi' ? data.cluster.namespace : '',
+        data.cluster.mode === 'capi' ? data.cluster.name : undefined,
+        data.node.name,
+      );
+  if (!machine) return { outcome: ReconcileOutcome.machineGone, node: data.node.name, reason: 'no Machine owns this Node' };
+  if (machine.nodeName !== undefined && machine.nodeName !== data.node.name) {
+    return { outcome: ReconcileOutcome.machineGone, node: data.node.name, machine: `${machine.namespace}/${machine.name}`, reason: `the Machine's Node is ${machine.nodeName}` };
+  }
+  return { machine };
+}
+
+function clusterOf(settings: ReconcileSettings, machine: MachineSnapshot): ClusterRef {
+  if (settings.clusterMode === 'self') return { mode: 'self' };
+  const name = machine.clusterName ?? machine.labels[CLUSTER_NAME_LABEL];
+  if (!name) throw new ClusterCredentialsError(`${machine.namespace}/?`, `Machine ${machine.namespace}/${machine.name} names no Cluster (spec.clusterName)`);
+  return { mode: 'capi', namespace: machine.namespace, name };
+}
+
+async function predatesEnablement(deps: ReconcileDeps, creationTimestamp: string | undefined): Promise<boolean> {
+  if (!creationTimestamp) return false;
+  return new Date(creationTimestamp).getTime() < (await deps.enablement.enabledAt()).getTime();
+}
+
+/** Records an Event on the Machine; returns the failure instead of throwing, so the outcome stands. */
+async function recordEvent(deps: ReconcileDeps, machine: MachineSnapshot, type: 'Normal' | 'Warning', reason: string, message: string): Promise<unknown> {
+  try {
+    await deps.recorder.record({ ...MACHINE_KIND, namespace: machine.namespace, name: machine.name, uid: machine.uid }, type, reason, message);
+    return undefined;
+  } catch (error) {
+    return error;
+  }
+}
+
+/** A one-line, human description of a taint diff, e.g. `added gpu=a100:NoSchedule; removed spot:NoSchedule`. */
+export function describeDiff(diff: TaintDiff): string {
+  const parts: string[] = [];
+  if (diff.added.length > 0) parts.push(`added ${diff.added.map(formatTaint).join(', ')}`);
+  if (diff.removed.length > 0) parts.push(`removed ${diff.removed.map(formatTaint).join(', ')}`);
+  if (diff.updated.length > 0) parts.push(`updated ${diff.updated.map((u) => `${formatTaint(u.before)} -> ${formatTaint(u.after)}`).join(', ')}`);
+  if (diff.trackingAnnotation.before !== diff.trackingAnnotation.after) {
+    parts.push(`${TRACKING_ANNOTATION}: ${JSON.stringify(diff.trackingAnnotation.before ?? null)} -> ${JSON.stringify(diff.trackingAnnotation.after ?? null)}`);
+  }
+  return parts.join('; ');
+}

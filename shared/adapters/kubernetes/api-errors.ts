@@ -1,0 +1,49 @@
+/**
+ * Translates client-node failures into the product's error catalogue, so that no caller ever looks
+ * at HTTP codes or messages. 404 is returned as `undefined` by the callers that expect it.
+ */
+import { ApiException } from '@kubernetes/client-node';
+import { AccessDeniedError, TransientError } from '#shared/errors.ts';
+
+/** The HTTP status of a failed API call, or undefined for transport failures. */
+export function statusOf(error: unknown): number | undefined {
+  if (error instanceof ApiException) return error.code;
+  if (typeof error === 'object' && error !== null) {
+    const e = error as { code?: unknown; statusCode?: unknown };
+    if (typeof e.statusCode === 'number') return e.statusCode;
+    if (typeof e.code === 'number') return e.code;
+  }
+  return undefined;
+}
+
+/** A short, credential-free description of an API failure (status + Kubernetes `reason`/`message`). */
+export function describeApiError(error: unknown): string {
+  const status = statusOf(error);
+  if (error instanceof ApiException) {
+    try {
+      const body = JSON.parse(String(error.body)) as { reason?: string; message?: string };
+      return `HTTP ${status}: ${body.reason ?? ''} ${body.message ?? ''}`.trim();
+    } catch {
+      return `HTTP ${status}`;
+    }
+  }
+  const message = error instanceof Error ? error.message : String(error);
+  return status === undefined ? message : `HTTP ${status}: ${message}`;
+}
+
+/**
+ * Maps an API failure that no caller expects: 401/403 → AccessDeniedError; anything else (429,
+ * 5xx, timeouts, connection errors, unexpected codes) → TransientError, retried through the queue.
+ */
+export function toProductError(operation: string, error: unknown): Error {
+  const status = statusOf(error);
+  if (status === 401 || status === 403) return new AccessDeniedError(operation, describeApiError(error), error);
+  return new TransientError(operation, describeApiError(error), error);
+}
+
+/** Kubernetes serialises times as RFC 3339 without fractions; client-node hands back Date objects. */
+export function toKubeTime(value: Date | string | undefined): string | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value === 'string') return value;
+  return value.toISOString().replace(/\.\d{3}Z$/, 'Z');
+}

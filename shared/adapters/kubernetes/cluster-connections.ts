@@ -1,0 +1,47 @@
+/**
+ * ClusterConnections over real API servers: the management cluster's own Nodes in `self` mode, or a
+ * workload cluster's through its CAPI kubeconfig Secret. Stores are cached per warm container and
+ * rebuilt after `ttlMs`, so that rotated credentials are picked up without a Secret read per event.
+ */
+import type { KubeConfig } from '@kubernetes/client-node';
+import { clusterKey, type ClusterRef } from '#shared/domain/cloud-event.ts';
+import type { Clock } from '#shared/ports/clock.ts';
+import type { ClusterConnections } from '#shared/ports/cluster-connections.ts';
+import type { NodeStore } from '#shared/ports/node-store.ts';
+import { KubernetesNodeStore } from './node-store.ts';
+
+/** Loads the KubeConfig of a workload cluster (throws ClusterCredentialsError when it cannot). */
+export type WorkloadKubeConfigLoader = (cluster: { namespace: string; name: string }) => Promise<KubeConfig>;
+
+export class KubernetesClusterConnections implements ClusterConnections {
+  readonly #management: () => Promise<KubeConfig>;
+  readonly #workload: WorkloadKubeConfigLoader;
+  readonly #clock: Clock;
+  readonly #ttlMs: number;
+  readonly #cache = new Map<string, { store: NodeStore; kubeConfig: KubeConfig; expires: number }>();
+
+  constructor(args: { management: () => Promise<KubeConfig>; workload: WorkloadKubeConfigLoader; clock: Clock; ttlMs?: number }) {
+    this.#management = args.management;
+    this.#workload = args.workload;
+    this.#clock = args.clock;
+    this.#ttlMs = args.ttlMs ?? 5 * 60_000;
+  }
+
+  async nodesOf(cluster: ClusterRef): Promise<NodeStore> {
+    const key = clusterKey(cluster);
+    const now = this.#clock.now().getTime();
+    const kubeConfig = cluster.mode === 'self' ? await this.#management() : undefined;
+    const cached = this.#cache.get(key);
+    // In self mode the management KubeConfig object changes when its token is refreshed.
+    if (cached && cached.expires > now && (kubeConfig === undefined || cached.kubeConfig === kubeConfig)) return cached.store;
+    const fresh = kubeConfig ?? (await this.#workload(cluster as { namespace: string; name: string }));
+    const store = new KubernetesNodeStore(fresh);
+    this.#cache.set(key, { store, kubeConfig: fresh, expires: now + this.#ttlMs });
+    return store;
+  }
+
+  /** Drops a cached connection, e.g. after its credentials were refused. */
+  forget(cluster: ClusterRef): void {
+    this.#cache.delete(clusterKey(cluster));
+  }
+}

@@ -1,0 +1,65 @@
+/**
+ * Remembers when the product was first enabled, in a ConfigMap of the management cluster, so that
+ * Nodes created before that moment are adopted without their OnInitialization taints.
+ */
+import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import type { Clock } from '#shared/ports/clock.ts';
+import type { EnablementState } from '#shared/ports/enablement-state.ts';
+import { statusOf, toKubeTime, toProductError } from './api-errors.ts';
+
+export const STATE_CONFIGMAP = 'capi-taint-propagator-state';
+export const ENABLED_AT_KEY = 'enabledAt';
+
+export class ConfigMapEnablementState implements EnablementState {
+  readonly #api: CoreV1Api;
+  readonly #namespace: string;
+  readonly #clock: Clock;
+  #cached: Date | undefined;
+
+  constructor(kubeConfig: KubeConfig, namespace: string, clock: Clock) {
+    this.#api = kubeConfig.makeApiClient(CoreV1Api);
+    this.#namespace = namespace;
+    this.#clock = clock;
+  }
+
+  async enabledAt(): Promise<Date> {
+    if (this.#cached) return this.#cached;
+    const stored = await this.#read();
+    if (stored) return (this.#cached = stored);
+    try {
+      await this.#api.createNamespacedConfigMap({
+        namespace: this.#namespace,
+        body: { metadata: { name: STATE_CONFIGMAP, namespace: this.#namespace }, data: { [ENABLED_AT_KEY]: toKubeTime(this.#clock.now()) as string } },
+      });
+    } catch (error) {
+      // 409: another reconcile recorded it first; its value wins.
+      if (statusOf(error) !== 409) throw toProductError(`Recording first enablement in ConfigMap ${this.#namespace}/${STATE_CONFIGMAP}`, error);
+    }
+    const created = await this.#read();
+    if (!created) throw toProductError(`Reading ConfigMap ${this.#namespace}/${STATE_CONFIGMAP}`, new Error('not found after create'));
+    return (this.#cached = created);
+  }
+
+  async #read(): Promise<Date | undefined> {
+    try {
+      const cm = await this.#api.readNamespacedConfigMap({ namespace: this.#namespace, name: STATE_CONFIGMAP });
+      const value = cm.data?.[ENABLED_AT_KEY];
+      const date = value ? new Date(value) : undefined;
+      return date && !Number.isNaN(date.getTime()) ? date : undefined;
+    } catch (error) {
+      if (statusOf(error) === 404) return undefined;
+      throw toProductError(`Reading ConfigMap ${this.#namespace}/${STATE_CONFIGMAP}`, error);
+    }
+  }
+}
+
+/** A fixed first-enablement time from configuration (`FIRST_ENABLED_AT`). */
+export class FixedEnablementState implements EnablementState {
+  readonly #at: Date;
+  constructor(at: Date) {
+    this.#at = at;
+  }
+  async enabledAt(): Promise<Date> {
+    return this.#at;
+  }
+}

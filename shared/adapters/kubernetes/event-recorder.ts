@@ -1,0 +1,47 @@
+/**
+ * Records core/v1 Events on Machines, so that `kubectl describe machine` shows what the product did
+ * to its Node (Normal) or why it refused (Warning).
+ */
+import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { randomBytes } from 'node:crypto';
+import type { Clock } from '#shared/ports/clock.ts';
+import type { EventRecorder, InvolvedObject } from '#shared/ports/event-recorder.ts';
+import { toKubeTime, toProductError } from './api-errors.ts';
+
+export const EVENT_COMPONENT = 'capi-taint-propagator';
+
+export class KubernetesEventRecorder implements EventRecorder {
+  readonly #api: CoreV1Api;
+  readonly #clock: Clock;
+
+  constructor(kubeConfig: KubeConfig, clock: Clock) {
+    this.#api = kubeConfig.makeApiClient(CoreV1Api);
+    this.#clock = clock;
+  }
+
+  async record(object: InvolvedObject, type: 'Normal' | 'Warning', reason: string, message: string): Promise<void> {
+    const now = this.#clock.now();
+    try {
+      await this.#api.createNamespacedEvent({
+        namespace: object.namespace,
+        body: {
+          metadata: { name: `${object.name}.${randomBytes(8).toString('hex')}`, namespace: object.namespace },
+          involvedObject: { apiVersion: object.apiVersion, kind: object.kind, namespace: object.namespace, name: object.name, uid: object.uid },
+          type,
+          reason,
+          // The API server limits an Event message to 1 KiB.
+          message: message.length > 1024 ? `${message.slice(0, 1021)}...` : message,
+          source: { component: EVENT_COMPONENT },
+          reportingComponent: EVENT_COMPONENT,
+          reportingInstance: EVENT_COMPONENT,
+          count: 1,
+          firstTimestamp: now,
+          lastTimestamp: now,
+          eventTime: undefined,
+        },
+      });
+    } catch (error) {
+      throw toProductError(`Recording Event ${reason} on ${object.kind} ${object.namespace}/${object.name} at ${toKubeTime(now)}`, error);
+    }
+  }
+}

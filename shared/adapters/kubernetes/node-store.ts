@@ -1,0 +1,69 @@
+/**
+ * NodeStore over a cluster's API server. The write is one JSON merge patch that carries the
+ * complete `spec.taints` (an atomic list), the changed annotations, and `metadata.resourceVersion`
+ * as an optimistic-concurrency precondition: the API server answers 409 when anyone wrote the Node
+ * since we read it, and we never overwrite their change.
+ */
+import { CoreV1Api, PatchStrategy, setHeaderOptions, type KubeConfig, type V1Node } from '@kubernetes/client-node';
+import type { NodeSnapshot, NodeTaintPatch } from '#shared/domain/snapshots.ts';
+import type { Taint } from '#shared/domain/taint.ts';
+import { NodeNotFoundError, PatchConflictError } from '#shared/errors.ts';
+import type { NodeStore } from '#shared/ports/node-store.ts';
+import { statusOf, toKubeTime, toProductError } from './api-errors.ts';
+
+/** Field manager recorded in managedFields for our writes. */
+export const FIELD_MANAGER = 'capi-taint-propagator';
+
+export class KubernetesNodeStore implements NodeStore {
+  readonly #api: CoreV1Api;
+
+  constructor(kubeConfig: KubeConfig) {
+    this.#api = kubeConfig.makeApiClient(CoreV1Api);
+  }
+
+  async getNode(name: string): Promise<NodeSnapshot | undefined> {
+    try {
+      return toNodeSnapshot(await this.#api.readNode({ name }));
+    } catch (error) {
+      if (statusOf(error) === 404) return undefined;
+      throw toProductError(`Reading Node ${name}`, error);
+    }
+  }
+
+  async patchNodeTaints(name: string, patch: NodeTaintPatch): Promise<NodeSnapshot> {
+    const body = {
+      metadata: { resourceVersion: patch.resourceVersion, ...(Object.keys(patch.annotations).length > 0 ? { annotations: patch.annotations } : {}) },
+      spec: { taints: patch.taints.map(toWireTaint) },
+    };
+    try {
+      const written = await this.#api.patchNode({ name, body, fieldManager: FIELD_MANAGER }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
+      return toNodeSnapshot(written);
+    } catch (error) {
+      const status = statusOf(error);
+      if (status === 409) throw new PatchConflictError({ nodeName: name, resourceVersion: patch.resourceVersion, cause: error });
+      if (status === 404) throw new NodeNotFoundError(name, error);
+      throw toProductError(`Patching Node ${name}`, error);
+    }
+  }
+}
+
+/** Maps a V1Node to the domain's view. */
+export function toNodeSnapshot(node: V1Node): NodeSnapshot {
+  const creationTimestamp = toKubeTime(node.metadata?.creationTimestamp);
+  return {
+    name: node.metadata?.name ?? '',
+    uid: node.metadata?.uid ?? '',
+    resourceVersion: node.metadata?.resourceVersion ?? '',
+    ...(creationTimestamp ? { creationTimestamp } : {}),
+    labels: node.metadata?.labels ?? {},
+    annotations: node.metadata?.annotations ?? {},
+    taints: (node.spec?.taints ?? []).map((t) => {
+      const timeAdded = toKubeTime(t.timeAdded as Date | string | undefined);
+      return { key: t.key, ...(t.value ? { value: t.value } : {}), effect: t.effect, ...(timeAdded ? { timeAdded } : {}) };
+    }),
+  };
+}
+
+function toWireTaint(t: Taint): Record<string, string> {
+  return { key: t.key, ...(t.value ? { value: t.value } : {}), effect: t.effect, ...(t.timeAdded ? { timeAdded: t.timeAdded } : {}) };
+}

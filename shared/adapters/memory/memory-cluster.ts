@@ -1,0 +1,105 @@
+/**
+ * In-memory adapters of the reconcile ports, for unit tests and handler tests. They keep the
+ * semantics that matter: every write bumps the Node's resourceVersion, and a write planned from an
+ * older resourceVersion fails with PatchConflictError, as the API server's precondition does.
+ */
+import type { ClusterRef } from '#shared/domain/cloud-event.ts';
+import type { MachineSnapshot, NodeSnapshot, NodeTaintPatch } from '#shared/domain/snapshots.ts';
+import { NodeNotFoundError, PatchConflictError } from '#shared/errors.ts';
+import type { ClusterConnections } from '#shared/ports/cluster-connections.ts';
+import type { EventRecorder, InvolvedObject } from '#shared/ports/event-recorder.ts';
+import type { MachineStore } from '#shared/ports/machine-store.ts';
+import type { NodeStore } from '#shared/ports/node-store.ts';
+
+/** Nodes of one cluster, kept in memory. */
+export class MemoryNodeStore implements NodeStore {
+  readonly #nodes = new Map<string, NodeSnapshot>();
+  #version = 1;
+  /** Number of reads and writes served, for assertions on API cost. */
+  reads = 0;
+  writes = 0;
+  /** Called before each write; lets a test change the Node "concurrently" (another writer). */
+  beforeWrite: ((name: string) => void) | undefined;
+
+  /** Adds or replaces a Node; assigns a fresh resourceVersion. */
+  put(node: Omit<NodeSnapshot, 'resourceVersion' | 'uid' | 'labels'> & Partial<Pick<NodeSnapshot, 'uid' | 'labels'>>): NodeSnapshot {
+    const stored: NodeSnapshot = { uid: `uid-${node.name}`, labels: {}, ...node, resourceVersion: String(++this.#version) };
+    this.#nodes.set(node.name, stored);
+    return stored;
+  }
+
+  /** Returns the stored Node without counting a read. */
+  peek(name: string): NodeSnapshot | undefined {
+    return this.#nodes.get(name);
+  }
+
+  async getNode(name: string): Promise<NodeSnapshot | undefined> {
+    this.reads++;
+    return this.#nodes.get(name);
+  }
+
+  async patchNodeTaints(name: string, patch: NodeTaintPatch): Promise<NodeSnapshot> {
+    this.beforeWrite?.(name);
+    this.writes++;
+    const current = this.#nodes.get(name);
+    if (!current) throw new NodeNotFoundError(name);
+    if (current.resourceVersion !== patch.resourceVersion) throw new PatchConflictError({ nodeName: name, resourceVersion: patch.resourceVersion });
+    const annotations: Record<string, string> = { ...current.annotations };
+    for (const [k, v] of Object.entries(patch.annotations)) {
+      if (v === null) delete annotations[k];
+      else annotations[k] = v;
+    }
+    return this.put({ ...current, taints: [...patch.taints], annotations });
+  }
+}
+
+/** Machines of the management cluster, kept in memory. */
+export class MemoryMachineStore implements MachineStore {
+  readonly #machines = new Map<string, MachineSnapshot>();
+  reads = 0;
+
+  put(machine: MachineSnapshot): void {
+    this.#machines.set(`${machine.namespace}/${machine.name}`, machine);
+  }
+
+  delete(namespace: string, name: string): void {
+    this.#machines.delete(`${namespace}/${name}`);
+  }
+
+  async getMachine(namespace: string, name: string): Promise<MachineSnapshot | undefined> {
+    this.reads++;
+    return this.#machines.get(`${namespace}/${name}`);
+  }
+
+  async findMachineByNodeName(clusterNamespace: string, clusterName: string | undefined, nodeName: string): Promise<MachineSnapshot | undefined> {
+    this.reads++;
+    const matches = [...this.#machines.values()].filter(
+      (m) => (clusterNamespace === '' || m.namespace === clusterNamespace) && (clusterName === undefined || m.clusterName === clusterName) && m.nodeName === nodeName,
+    );
+    return matches.length === 1 ? matches[0] : undefined;
+  }
+}
+
+/** Records Events in memory. */
+export class MemoryEventRecorder implements EventRecorder {
+  readonly events: { object: InvolvedObject; type: 'Normal' | 'Warning'; reason: string; message: string }[] = [];
+  async record(object: InvolvedObject, type: 'Normal' | 'Warning', reason: string, message: string): Promise<void> {
+    this.events.push({ object, type, reason, message });
+  }
+}
+
+/** One MemoryNodeStore per cluster key (`self` or `<namespace>/<name>`). */
+export class MemoryClusterConnections implements ClusterConnections {
+  readonly clusters = new Map<string, MemoryNodeStore>();
+
+  /** Returns (creating on first use) the store of a cluster. */
+  cluster(key: string): MemoryNodeStore {
+    let store = this.clusters.get(key);
+    if (!store) this.clusters.set(key, (store = new MemoryNodeStore()));
+    return store;
+  }
+
+  async nodesOf(cluster: ClusterRef): Promise<NodeStore> {
+    return this.cluster(cluster.mode === 'self' ? 'self' : `${cluster.namespace}/${cluster.name}`);
+  }
+}

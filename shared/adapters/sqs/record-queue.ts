@@ -1,0 +1,57 @@
+/**
+ * RecordQueue over SQS: ChangeMessageVisibility for backoff (FIFO queues have no per-message
+ * delay), SendMessage to the FIFO dead-letter queue for records that can never succeed.
+ */
+import { ChangeMessageVisibilityCommand, SendMessageCommand } from '@aws-sdk/client-sqs';
+import { TransientError } from '#shared/errors.ts';
+import type { DeadLetterRecord, RecordQueue } from '#shared/ports/record-queue.ts';
+
+/** The part of an SQS client this adapter uses; the real SQSClient and the embedded queue's client both fit. */
+export interface SqsSender {
+  send(command: ChangeMessageVisibilityCommand | SendMessageCommand): Promise<unknown>;
+}
+
+/** SQS caps message attribute values we send at this length, to keep reasons readable and small. */
+const MAX_REASON = 1000;
+
+export class SqsRecordQueue implements RecordQueue {
+  readonly #client: SqsSender;
+  readonly #queueUrl: string;
+  readonly #deadLetterQueueUrl: string;
+
+  constructor(client: SqsSender, queueUrl: string, deadLetterQueueUrl: string) {
+    this.#client = client;
+    this.#queueUrl = queueUrl;
+    this.#deadLetterQueueUrl = deadLetterQueueUrl;
+  }
+
+  async retryAfter(receiptHandle: string, seconds: number): Promise<void> {
+    try {
+      await this.#client.send(
+        new ChangeMessageVisibilityCommand({ QueueUrl: this.#queueUrl, ReceiptHandle: receiptHandle, VisibilityTimeout: Math.max(0, Math.round(seconds)) }),
+      );
+    } catch (error) {
+      throw new TransientError('Changing message visibility', error instanceof Error ? error.message : String(error), error);
+    }
+  }
+
+  async deadLetter(record: DeadLetterRecord, reason: string): Promise<void> {
+    try {
+      await this.#client.send(
+        new SendMessageCommand({
+          QueueUrl: this.#deadLetterQueueUrl,
+          MessageBody: record.body === '' ? '(empty body)' : record.body,
+          MessageGroupId: record.messageGroupId,
+          // One dead letter per source message; a retried send of the same record is deduplicated.
+          MessageDeduplicationId: record.messageId.slice(0, 128),
+          MessageAttributes: {
+            failureReason: { DataType: 'String', StringValue: reason.slice(0, MAX_REASON) },
+            sourceMessageId: { DataType: 'String', StringValue: record.messageId },
+          },
+        }),
+      );
+    } catch (error) {
+      throw new TransientError('Sending to the dead-letter queue', error instanceof Error ? error.message : String(error), error);
+    }
+  }
+}

@@ -1,0 +1,46 @@
+/**
+ * Configuration of the reconcile function, read once at cold start.
+ */
+import { ConfigError } from '#shared/errors.ts';
+import { TaintEffect, UNINITIALIZED_TAINT_KEY } from '#shared/domain/taint.ts';
+import { booleanVar, integerVar, oneOf, optionalString, requiredString, type Env } from './env.ts';
+
+export interface ReconcileConfig {
+  readonly clusterMode: 'capi' | 'self';
+  readonly queueUrl: string;
+  readonly deadLetterQueueUrl: string;
+  /** Log the planned write instead of sending it. */
+  readonly dryRun: boolean;
+  /** The startup gate taint removed in the write that applies the taints; `none` disables it. */
+  readonly startupTaint: { readonly key: string; readonly effect: TaintEffect } | undefined;
+  /** Backoff through the queue after a conflict or transient error: base × 2^(receives−1), capped, jittered. */
+  readonly retryBaseSeconds: number;
+  readonly retryMaxSeconds: number;
+  /** Namespace (management cluster) of the state ConfigMap that records the first enablement. */
+  readonly stateNamespace: string;
+  /** Overrides the recorded first-enablement time. */
+  readonly firstEnabledAt: Date | undefined;
+}
+
+/** Reads the reconcile function's settings; throws ConfigError naming the variable. */
+export function loadReconcileConfig(env: Env): Readonly<ReconcileConfig> {
+  const startupKey = optionalString(env, 'STARTUP_TAINT_KEY', UNINITIALIZED_TAINT_KEY);
+  const startupEffect = oneOf(env, 'STARTUP_TAINT_EFFECT', Object.values(TaintEffect), TaintEffect.NoSchedule);
+  const firstEnabled = optionalString(env, 'FIRST_ENABLED_AT');
+  const firstEnabledAt = firstEnabled === undefined ? undefined : new Date(firstEnabled);
+  if (firstEnabledAt && Number.isNaN(firstEnabledAt.getTime())) throw new ConfigError('FIRST_ENABLED_AT', `must be an RFC 3339 time, got ${JSON.stringify(firstEnabled)}`);
+  const retryBaseSeconds = integerVar(env, 'RETRY_BASE_SECONDS', 2, 0, 900);
+  const retryMaxSeconds = integerVar(env, 'RETRY_MAX_SECONDS', 300, 1, 43_200);
+  if (retryMaxSeconds < retryBaseSeconds) throw new ConfigError('RETRY_MAX_SECONDS', 'must not be below RETRY_BASE_SECONDS');
+  return Object.freeze({
+    clusterMode: oneOf(env, 'CLUSTER_MODE', ['capi', 'self'] as const, 'capi'),
+    queueUrl: requiredString(env, 'QUEUE_URL'),
+    deadLetterQueueUrl: requiredString(env, 'DEAD_LETTER_QUEUE_URL'),
+    dryRun: booleanVar(env, 'DRY_RUN', false),
+    startupTaint: startupKey === 'none' ? undefined : { key: startupKey, effect: startupEffect },
+    retryBaseSeconds,
+    retryMaxSeconds,
+    stateNamespace: optionalString(env, 'STATE_NAMESPACE', 'capi-taint-propagator'),
+    firstEnabledAt,
+  });
+}
