@@ -1,0 +1,133 @@
+import { ChangeMessageVisibilityCommand, SendMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
+import type { Context } from 'aws-lambda';
+import { mockClient } from 'aws-sdk-client-mock';
+import { beforeEach, describe, expect, it } from 'vitest';
+import { processBatch, backoffSeconds, type BatchDeps } from '#functions/reconcile-node-taints/process-batch.ts';
+import { fromCloudEventBody } from '#shared/adapters/cloudevents/cloud-event-body.ts';
+import { MemoryClusterConnections, MemoryEventRecorder, MemoryMachineStore } from '#shared/adapters/memory/memory-cluster.ts';
+import { SqsRecordQueue } from '#shared/adapters/sqs/record-queue.ts';
+import type { MachineSnapshot } from '#shared/domain/snapshots.ts';
+import { TRACKING_ANNOTATION } from '#shared/domain/taint.ts';
+import { logger } from '#shared/observability/logger.ts';
+import { metrics } from '#shared/observability/metrics.ts';
+import { machineBuilder, machineTaint, nodeTaint } from '#test/support/builders.ts';
+import { TEST_DLQ_URL, TEST_QUEUE_URL, machineEvent, nodeEvent, sqsEvent, sqsRecord } from '#test/support/sqs-records.ts';
+
+const sqsMock = mockClient(SQSClient);
+const inCluster = (m: MachineSnapshot): MachineSnapshot => ({ ...m, clusterName: 'wc1' });
+const context = { functionName: 'reconcile-node-taints', awsRequestId: 'req-1', getRemainingTimeInMillis: () => 30_000 } as unknown as Context;
+
+function setup() {
+  const machines = new MemoryMachineStore();
+  const clusters = new MemoryClusterConnections();
+  const recorder = new MemoryEventRecorder();
+  const deps: BatchDeps = {
+    machines,
+    clusters,
+    recorder,
+    enablement: { enabledAt: async () => new Date('2020-01-01T00:00:00Z') },
+    clock: { now: () => new Date('2026-11-22T10:00:01Z') },
+    settings: { clusterMode: 'capi', dryRun: false, startupTaint: { key: 'node.cluster.x-k8s.io/uninitialized', effect: 'NoSchedule' } },
+    queue: new SqsRecordQueue(new SQSClient({ region: 'eu-west-1' }), TEST_QUEUE_URL, TEST_DLQ_URL),
+    parse: fromCloudEventBody,
+    logger,
+    metrics,
+    retry: { baseSeconds: 4, maxSeconds: 300 },
+    random: () => 0,
+  };
+  const nodes = clusters.cluster('default/wc1');
+  return { deps, machines, nodes, recorder };
+}
+
+describe('Function: processBatch()', () => {
+  beforeEach(() => {
+    sqsMock.reset();
+    sqsMock.on(ChangeMessageVisibilityCommand).resolves({});
+    sqsMock.on(SendMessageCommand).resolves({ MessageId: 'dlq-1' });
+  });
+
+  it('fails exactly the conflicting record and the rest of its group, dead-letters the malformed one, and processes the others', async () => {
+    // Prepare
+    const { deps, machines, nodes, recorder } = setup();
+    machines.put(inCluster(machineBuilder().named('m-a').withNodeName('node-a').withSpecTaints([machineTaint('gpu', 'a100')]).build()));
+    machines.put(inCluster(machineBuilder().named('m-b').withNodeName('node-b').withSpecTaints([machineTaint('spot')]).build()));
+    nodes.put({ name: 'node-a', annotations: {}, taints: [nodeTaint('node.cluster.x-k8s.io/uninitialized')] });
+    nodes.put({ name: 'node-b', annotations: {}, taints: [] });
+    // Another writer changes node-b between our read and our write: a real conflict.
+    nodes.beforeWrite = (name) => {
+      if (name === 'node-b') {
+        const current = nodes.peek('node-b')!;
+        nodes.put({ ...current, taints: [...current.taints, nodeTaint('foreign')] });
+        nodes.beforeWrite = undefined;
+      }
+    };
+    const good = sqsRecord(machineEvent('default', 'm-a', { nodeName: 'node-a' }), { messageId: 'good' });
+    const conflict = sqsRecord(machineEvent('default', 'm-b', { nodeName: 'node-b' }), { messageId: 'conflict', receiveCount: 3 });
+    const sameGroupAfter = sqsRecord(nodeEvent('node-b', { machine: { namespace: 'default', name: 'm-b' } }), { messageId: 'after' });
+    const malformed = sqsRecord({ rawBody: '{"not":"a cloudevent"', groupId: 'default/wc1/node/node-x' }, { messageId: 'malformed' });
+    const gone = sqsRecord(nodeEvent('node-gone', { machine: { namespace: 'default', name: 'm-gone' } }), { messageId: 'gone' });
+
+    // Act
+    const response = await processBatch(sqsEvent(good, conflict, sameGroupAfter, malformed, gone), context, deps);
+
+    // Assess
+    expect(response.batchItemFailures).toEqual([{ itemIdentifier: 'conflict' }, { itemIdentifier: 'after' }]);
+    const visibility = sqsMock.commandCalls(ChangeMessageVisibilityCommand).map((c) => c.args[0].input);
+    // receive count 3 → ceiling 4 × 2² = 16 s; jitter 0 → 8 s, for the failed record and its skipped successor.
+    expect(visibility).toEqual([
+      { QueueUrl: TEST_QUEUE_URL, ReceiptHandle: 'rh-conflict', VisibilityTimeout: 8 },
+      { QueueUrl: TEST_QUEUE_URL, ReceiptHandle: 'rh-after', VisibilityTimeout: 8 },
+    ]);
+    const deadLetters = sqsMock.commandCalls(SendMessageCommand).map((c) => c.args[0].input);
+    expect(deadLetters).toHaveLength(1);
+    expect(deadLetters[0]).toMatchObject({ QueueUrl: TEST_DLQ_URL, MessageBody: '{"not":"a cloudevent"', MessageGroupId: 'default/wc1/node/node-x', MessageDeduplicationId: 'malformed' });
+    expect(deadLetters[0]?.MessageAttributes?.failureReason?.StringValue).toMatch(/not valid JSON|JSON/i);
+    expect(nodes.peek('node-a')?.taints).toEqual([nodeTaint('gpu', 'a100')]);
+    expect(nodes.peek('node-a')?.annotations[TRACKING_ANNOTATION]).toBe('gpu:NoSchedule');
+    expect(nodes.peek('node-b')?.taints).toEqual([nodeTaint('foreign')]);
+    expect(recorder.events.map((e) => `${e.object.name} ${e.type} ${e.reason}`)).toEqual(['m-a Normal TaintsPropagated']);
+  });
+
+  it('keeps a record for retry when the dead-letter queue cannot be reached, so nothing vanishes', async () => {
+    // Prepare
+    const { deps } = setup();
+    sqsMock.on(SendMessageCommand).rejects(new Error('connect ETIMEDOUT'));
+    const malformed = sqsRecord({ rawBody: 'garbage', groupId: 'g1' }, { messageId: 'malformed' });
+
+    // Act
+    const response = await processBatch(sqsEvent(malformed), context, deps);
+
+    // Assess
+    expect(response.batchItemFailures).toEqual([{ itemIdentifier: 'malformed' }]);
+  });
+
+  it('dead-letters a CloudEvent of an unknown type with its reason', async () => {
+    // Prepare
+    const { deps } = setup();
+    const body = JSON.stringify({ specversion: '1.0', id: '1', source: '/x', subject: 'nodes/n1', time: '2026-11-22T10:00:00Z', type: 'com.example.other.v1', datacontenttype: 'application/json', data: {} });
+    const record = sqsRecord({ rawBody: body, groupId: 'g1' }, { messageId: 'unknown-type' });
+
+    // Act
+    const response = await processBatch(sqsEvent(record), context, deps);
+
+    // Assess
+    expect(response.batchItemFailures).toEqual([]);
+    const sent = sqsMock.commandCalls(SendMessageCommand)[0]?.args[0].input;
+    expect(sent?.MessageAttributes?.failureReason?.StringValue).toContain('com.example.other.v1');
+  });
+});
+
+describe('Function: backoffSeconds()', () => {
+  it.each([
+    { name: 'first receive, no jitter', receiveCount: 1, random: 0, want: 1 },
+    { name: 'first receive, full jitter', receiveCount: 1, random: 0.999, want: 2 },
+    { name: 'grows with receive count', receiveCount: 4, random: 0, want: 8 },
+    { name: 'is capped at the maximum', receiveCount: 20, random: 0.999, want: 60 },
+  ])('$name', ({ receiveCount, random, want }) => {
+    // Act
+    const seconds = backoffSeconds(receiveCount, { baseSeconds: 2, maxSeconds: 60 }, () => random);
+
+    // Assess
+    expect(seconds).toBe(want);
+  });
+});

@@ -1,0 +1,189 @@
+import { describe, expect, it } from 'vitest';
+import { reconcileNodeTaints, type ReconcileDeps } from '#functions/reconcile-node-taints/reconcile-node-taints.ts';
+import { MemoryClusterConnections, MemoryEventRecorder, MemoryMachineStore } from '#shared/adapters/memory/memory-cluster.ts';
+import type { MachineSnapshot } from '#shared/domain/snapshots.ts';
+import { TRACKING_ANNOTATION, UNINITIALIZED_TAINT_KEY } from '#shared/domain/taint.ts';
+import { PatchConflictError } from '#shared/errors.ts';
+import { machineBuilder, machineTaint, nodeTaint } from '#test/support/builders.ts';
+import { machineEvent, nodeEvent } from '#test/support/sqs-records.ts';
+
+const ENABLED_AT = new Date('2026-01-01T00:00:00Z');
+const inCluster = (m: MachineSnapshot): MachineSnapshot => ({ ...m, clusterName: 'wc1' });
+
+function setup(settings: Partial<ReconcileDeps['settings']> = {}) {
+  const machines = new MemoryMachineStore();
+  const clusters = new MemoryClusterConnections();
+  const recorder = new MemoryEventRecorder();
+  const deps: ReconcileDeps = {
+    machines,
+    clusters,
+    recorder,
+    enablement: { enabledAt: async () => ENABLED_AT },
+    clock: { now: () => new Date('2026-11-22T10:00:00Z') },
+    settings: { clusterMode: 'capi', dryRun: false, startupTaint: { key: UNINITIALIZED_TAINT_KEY, effect: 'NoSchedule' }, ...settings },
+  };
+  return { deps, machines, nodes: clusters.cluster('default/wc1'), recorder };
+}
+
+const NEW_NODE = '2026-11-22T09:59:00Z';
+const OLD_NODE = '2025-06-01T00:00:00Z';
+
+describe('Function: reconcileNodeTaints()', () => {
+  it('writes the declared taints and removes the startup gate in one write, then records a Normal Event', async () => {
+    // Prepare
+    const { deps, machines, nodes, recorder } = setup();
+    machines.put(inCluster(machineBuilder().named('m1').withNodeName('n1').withSpecTaints([machineTaint('gpu', 'a100'), machineTaint('boot', 'x', 'NoSchedule', 'OnInitialization')]).build()));
+    nodes.put({ name: 'n1', creationTimestamp: NEW_NODE, annotations: {}, taints: [nodeTaint(UNINITIALIZED_TAINT_KEY), nodeTaint('foreign', 'keep', 'NoExecute')] });
+
+    // Act
+    const result = await reconcileNodeTaints(deps, machineEvent('default', 'm1', { nodeName: 'n1' }));
+
+    // Assess
+    expect(result.outcome).toBe('patched');
+    expect(nodes.writes).toBe(1);
+    expect(nodes.peek('n1')?.taints).toEqual([nodeTaint('foreign', 'keep', 'NoExecute'), nodeTaint('gpu', 'a100'), nodeTaint('boot', 'x')]);
+    expect(nodes.peek('n1')?.annotations[TRACKING_ANNOTATION]).toBe('gpu:NoSchedule');
+    expect(recorder.events).toHaveLength(1);
+    expect(recorder.events[0]).toMatchObject({ type: 'Normal', reason: 'TaintsPropagated' });
+    expect(recorder.events[0]?.message).toContain('added gpu=a100:NoSchedule, boot=x:NoSchedule');
+    expect(recorder.events[0]?.message).toContain(`removed ${UNINITIALIZED_TAINT_KEY}:NoSchedule`);
+  });
+
+  it('does not write a Node that already matches (zero writes, two reads)', async () => {
+    // Prepare
+    const { deps, machines, nodes, recorder } = setup();
+    machines.put(inCluster(machineBuilder().named('m1').withNodeName('n1').withSpecTaints([machineTaint('gpu', 'a100')]).build()));
+    nodes.put({ name: 'n1', creationTimestamp: NEW_NODE, annotations: { [TRACKING_ANNOTATION]: 'gpu:NoSchedule' }, taints: [nodeTaint('gpu', 'a100')] });
+
+    // Act
+    const result = await reconcileNodeTaints(deps, machineEvent('default', 'm1', { nodeName: 'n1' }));
+
+    // Assess
+    expect(result.outcome).toBe('unchanged');
+    expect({ machineReads: machines.reads, nodeReads: nodes.reads, writes: nodes.writes }).toEqual({ machineReads: 1, nodeReads: 1, writes: 0 });
+    expect(recorder.events).toEqual([]);
+  });
+
+  it('refuses an invalid declaration: no write, previously applied taints stay, a Warning Event names the problem', async () => {
+    // Prepare
+    const { deps, machines, nodes, recorder } = setup();
+    machines.put(inCluster(machineBuilder().named('m1').withNodeName('n1').withSpecTaints([{ key: 'node.kubernetes.io/bad', effect: 'NoSchedule', propagation: 'Always' }]).build()));
+    const before = nodes.put({ name: 'n1', creationTimestamp: NEW_NODE, annotations: { [TRACKING_ANNOTATION]: 'gpu:NoSchedule' }, taints: [nodeTaint('gpu', 'a100')] });
+
+    // Act
+    const result = await reconcileNodeTaints(deps, machineEvent('default', 'm1', { nodeName: 'n1' }));
+
+    // Assess
+    expect(result.outcome).toBe('invalid-declaration');
+    expect(result.issues?.[0]?.field).toBe('spec.taints[0].key');
+    expect(nodes.writes).toBe(0);
+    expect(nodes.peek('n1')).toEqual(before);
+    expect(recorder.events).toMatchObject([{ type: 'Warning', reason: 'InvalidTaintDeclaration' }]);
+    expect(recorder.events[0]?.message).toContain('node.kubernetes.io/');
+  });
+
+  it('refuses to write a Node whose tracking annotation is malformed and reports it on the Machine', async () => {
+    // Prepare
+    const { deps, machines, nodes, recorder } = setup();
+    machines.put(inCluster(machineBuilder().named('m1').withNodeName('n1').build()));
+    nodes.put({ name: 'n1', creationTimestamp: NEW_NODE, annotations: { [TRACKING_ANNOTATION]: 'a:NoSchedule,broken' }, taints: [nodeTaint('a')] });
+
+    // Act
+    const result = await reconcileNodeTaints(deps, machineEvent('default', 'm1', { nodeName: 'n1' }));
+
+    // Assess
+    expect(result.outcome).toBe('malformed-annotation');
+    expect(result.reason).toBe('invalid taint format: "broken"');
+    expect(nodes.writes).toBe(0);
+    expect(recorder.events).toMatchObject([{ type: 'Warning', reason: 'MalformedTrackingAnnotation' }]);
+  });
+
+  it('in dry-run mode plans the write, reports before and after, and writes nothing', async () => {
+    // Prepare
+    const { deps, machines, nodes } = setup({ dryRun: true });
+    machines.put(inCluster(machineBuilder().named('m1').withNodeName('n1').withSpecTaints([machineTaint('gpu', 'a100')]).build()));
+    nodes.put({ name: 'n1', creationTimestamp: NEW_NODE, annotations: {}, taints: [] });
+
+    // Act
+    const result = await reconcileNodeTaints(deps, machineEvent('default', 'm1', { nodeName: 'n1' }));
+
+    // Assess
+    expect(result.outcome).toBe('dry-run');
+    expect(result.planned).toEqual({
+      before: { taints: [], trackingAnnotation: undefined },
+      after: { taints: [nodeTaint('gpu', 'a100')], trackingAnnotation: 'gpu:NoSchedule' },
+    });
+    expect(nodes.writes).toBe(0);
+  });
+
+  it('adopts a Node that predates the first enablement without its OnInitialization taints', async () => {
+    // Prepare
+    const { deps, machines, nodes } = setup();
+    machines.put(inCluster(machineBuilder().named('m1').withNodeName('n1').withSpecTaints([machineTaint('gpu', 'a100'), machineTaint('boot', 'x', 'NoSchedule', 'OnInitialization')]).build()));
+    nodes.put({ name: 'n1', creationTimestamp: OLD_NODE, annotations: {}, taints: [] });
+
+    // Act
+    const result = await reconcileNodeTaints(deps, machineEvent('default', 'm1', { nodeName: 'n1' }));
+
+    // Assess
+    expect(result).toMatchObject({ outcome: 'patched', adopted: true });
+    expect(nodes.peek('n1')?.taints).toEqual([nodeTaint('gpu', 'a100')]);
+    expect(nodes.peek('n1')?.annotations[TRACKING_ANNOTATION]).toBe('gpu:NoSchedule');
+  });
+
+  it('lets a conflict escape as PatchConflictError so the queue retries it, leaving the foreign change in place', async () => {
+    // Prepare
+    const { deps, machines, nodes } = setup();
+    machines.put(inCluster(machineBuilder().named('m1').withNodeName('n1').withSpecTaints([machineTaint('gpu')]).build()));
+    nodes.put({ name: 'n1', creationTimestamp: NEW_NODE, annotations: {}, taints: [] });
+    nodes.beforeWrite = () => {
+      nodes.put({ ...nodes.peek('n1')!, taints: [nodeTaint('foreign')] });
+    };
+
+    // Act
+    const attempt = reconcileNodeTaints(deps, machineEvent('default', 'm1', { nodeName: 'n1' }));
+
+    // Assess
+    await expect(attempt).rejects.toBeInstanceOf(PatchConflictError);
+    expect(nodes.peek('n1')?.taints).toEqual([nodeTaint('foreign')]);
+  });
+
+  it('resolves a Node event to its Machine through the Node annotations, or by nodeRef when it has none', async () => {
+    // Prepare
+    const { deps, machines, nodes } = setup();
+    machines.put(inCluster(machineBuilder().named('m1').withNodeName('n1').withSpecTaints([machineTaint('gpu')]).build()));
+    nodes.put({ name: 'n1', creationTimestamp: NEW_NODE, annotations: {}, taints: [] });
+
+    // Act
+    const viaAnnotation = await reconcileNodeTaints(deps, nodeEvent('n1', { machine: { namespace: 'default', name: 'm1' } }));
+    const viaNodeRef = await reconcileNodeTaints(deps, nodeEvent('n1'));
+
+    // Assess
+    expect(viaAnnotation.outcome).toBe('patched');
+    expect(viaNodeRef).toMatchObject({ outcome: 'unchanged', machine: 'default/m1' });
+  });
+
+  it.each([
+    { name: 'Machine deleted event', event: () => machineEvent('default', 'm1', { nodeName: 'n1', change: 'deleted' }), outcome: 'machine-gone' },
+    { name: 'Machine no longer exists', event: () => machineEvent('default', 'missing', { nodeName: 'n1' }), outcome: 'machine-gone' },
+    { name: 'Node deleted event', event: () => nodeEvent('n1', { change: 'deleted' }), outcome: 'node-gone' },
+    { name: 'Node of no Machine', event: () => nodeEvent('stray'), outcome: 'machine-gone' },
+    { name: 'Machine without nodeRef', event: () => machineEvent('default', 'no-ref'), outcome: 'no-node' },
+    { name: 'Machine being deleted', event: () => machineEvent('default', 'deleting', { nodeName: 'n1' }), outcome: 'machine-deleting' },
+    { name: 'Node missing although referenced', event: () => machineEvent('default', 'm-ghost', { nodeName: 'ghost' }), outcome: 'node-gone' },
+  ])('ends without a write when: $name', async ({ event, outcome }) => {
+    // Prepare
+    const { deps, machines, nodes } = setup();
+    machines.put(inCluster(machineBuilder().named('no-ref').build()));
+    machines.put({ ...inCluster(machineBuilder().named('deleting').withNodeName('n1').build()), deleting: true });
+    machines.put(inCluster(machineBuilder().named('m-ghost').withNodeName('ghost').withSpecTaints([machineTaint('gpu')]).build()));
+    nodes.put({ name: 'n1', creationTimestamp: NEW_NODE, annotations: {}, taints: [] });
+
+    // Act
+    const result = await reconcileNodeTaints(deps, event());
+
+    // Assess
+    expect(result.outcome).toBe(outcome);
+    expect(nodes.writes).toBe(0);
+  });
+});
