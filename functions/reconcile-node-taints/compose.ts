@@ -17,6 +17,7 @@ import type { BatchDeps } from './process-batch.ts';
 
 export interface ComposeArgs {
   readonly config: ReconcileConfig;
+  readonly clusterMode: 'capi' | 'self';
   /** The management cluster's KubeConfig (Machines, Events, state); also the Nodes' cluster in `self` mode. */
   readonly managementKubeConfig: KubeConfig;
   /** Returns the current management KubeConfig (a refreshed one when its token rotates). */
@@ -43,7 +44,7 @@ export function composeReconcile(args: ComposeArgs): BatchDeps {
     recorder: new KubernetesEventRecorder(kc, clock),
     enablement: config.firstEnabledAt ? new FixedEnablementState(config.firstEnabledAt) : new ConfigMapEnablementState(kc, config.stateNamespace, clock),
     clock,
-    settings: { clusterMode: config.clusterMode, dryRun: config.dryRun, startupTaint: config.startupTaint },
+    settings: { clusterMode: args.clusterMode, dryRun: config.dryRun, startupTaint: config.startupTaint },
     queue: new SqsRecordQueue(args.sqs, config.queueUrl, config.deadLetterQueueUrl),
     parse: fromCloudEventBody,
     logger: args.logger ?? defaultLogger,

@@ -49,3 +49,8 @@ export function oneOf<T extends string>(env: Env, name: string, allowed: readonl
   }
   return v as T;
 }
+
+/** The process environment; the one place outside tests that touches `process.env`. */
+export function processEnv(): Env {
+  return process.env;
+}

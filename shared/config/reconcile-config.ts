@@ -6,7 +6,6 @@ import { TaintEffect, UNINITIALIZED_TAINT_KEY } from '#shared/domain/taint.ts';
 import { booleanVar, integerVar, oneOf, optionalString, requiredString, type Env } from './env.ts';
 
 export interface ReconcileConfig {
-  readonly clusterMode: 'capi' | 'self';
   readonly queueUrl: string;
   readonly deadLetterQueueUrl: string;
   /** Log the planned write instead of sending it. */
@@ -33,7 +32,6 @@ export function loadReconcileConfig(env: Env): Readonly<ReconcileConfig> {
   const retryMaxSeconds = integerVar(env, 'RETRY_MAX_SECONDS', 300, 1, 43_200);
   if (retryMaxSeconds < retryBaseSeconds) throw new ConfigError('RETRY_MAX_SECONDS', 'must not be below RETRY_BASE_SECONDS');
   return Object.freeze({
-    clusterMode: oneOf(env, 'CLUSTER_MODE', ['capi', 'self'] as const, 'capi'),
     queueUrl: requiredString(env, 'QUEUE_URL'),
     deadLetterQueueUrl: requiredString(env, 'DEAD_LETTER_QUEUE_URL'),
     dryRun: booleanVar(env, 'DRY_RUN', false),

@@ -1,0 +1,30 @@
+/**
+ * Lambda entry of the reconcile function (SQS FIFO trigger, ReportBatchItemFailures).
+ * Composition root: configuration is read once per cold start (a bad one fails the cold start);
+ * dependencies are rebuilt only when the management cluster's credentials are refreshed.
+ */
+import { SQSClient } from '@aws-sdk/client-sqs';
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
+import { loadManagementKubeConfig } from '#shared/adapters/kubernetes/management-kubeconfig.ts';
+import { workloadKubeConfigs } from '#shared/adapters/kubernetes/workload-kubeconfig.ts';
+import { loadClusterAccessConfig } from '#shared/config/cluster-access-config.ts';
+import { processEnv } from '#shared/config/env.ts';
+import { loadReconcileConfig } from '#shared/config/reconcile-config.ts';
+import { composeReconcile } from './compose.ts';
+import { processBatch, type BatchDeps } from './process-batch.ts';
+
+const config = loadReconcileConfig(processEnv());
+const access = loadClusterAccessConfig(processEnv());
+const sqs = new SQSClient({});
+let current: { kubeConfig: KubeConfig; deps: BatchDeps } | undefined;
+
+export async function handler(event: SQSEvent, context: Context): Promise<SQSBatchResponse> {
+  const kubeConfig = await loadManagementKubeConfig(access);
+  if (current?.kubeConfig !== kubeConfig) {
+    const workload = workloadKubeConfigs(kubeConfig);
+    const deps = composeReconcile({ config, clusterMode: access.clusterMode, managementKubeConfig: kubeConfig, workloadKubeConfig: (c) => workload.get({ mode: 'capi', ...c }), sqs });
+    current = { kubeConfig, deps };
+  }
+  return processBatch(event, context, current.deps);
+}
