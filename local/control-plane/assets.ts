@@ -1,0 +1,246 @@
+/**
+ * Finds (or builds) the binaries and the Cluster API CRDs that the local control plane runs on.
+ *
+ * Binaries are looked up per binary, envtest-style:
+ *   1. `TEST_ASSET_KUBE_APISERVER` / `TEST_ASSET_ETCD` / `TEST_ASSET_KUBECTL` (a full path to one binary);
+ *   2. `$KUBEBUILDER_ASSETS/<name>`;
+ *   3. the project cache `${XDG_CACHE_HOME:-~/.cache}/capi-taint-propagator/kube-assets/k8s-<K8S>-etcd-<ETCD>/`.
+ * When kube-apiserver or etcd is still missing and building is allowed, `build-assets.sh` builds all three into the
+ * cache from Go modules (minutes, once per version pair).
+ *
+ * The CRDs come from `CAPI_CRD_DIR`, or from the Go module cache (`go mod download sigs.k8s.io/cluster-api@<v>`).
+ * This is local tooling, so it reads the environment directly; nothing in shared/ or functions/ imports it.
+ */
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createInterface } from 'node:readline';
+
+/** Kubernetes version of kube-apiserver and kubectl (1.34: what CAPI v1.12 is built against). */
+export const KUBERNETES_VERSION = 'v1.34.3';
+/** etcd version (3.6.x is what Kubernetes 1.34 is tested with; has RequestWatchProgress). */
+export const ETCD_VERSION = 'v3.6.16';
+/** Cluster API release the CRDs come from (v1.12 is the first with `Machine.spec.taints`). */
+export const CLUSTER_API_VERSION = 'v1.12.5';
+
+/** CRD files installed from `<cluster-api module>/config/crd/bases/`. */
+export const CAPI_CRD_FILES = [
+  'cluster.x-k8s.io_clusters.yaml',
+  'cluster.x-k8s.io_machines.yaml',
+  'cluster.x-k8s.io_machinepools.yaml',
+  'cluster.x-k8s.io_machinesets.yaml',
+  'cluster.x-k8s.io_machinedeployments.yaml',
+] as const;
+
+/** Names of the binaries, as in the envtest layout. */
+export const BINARY_NAMES = { kubeApiserver: 'kube-apiserver', etcd: 'etcd', kubectl: 'kubectl' } as const;
+export type BinaryKey = keyof typeof BINARY_NAMES;
+
+/** Absolute paths of the binaries. kubectl is optional: the control plane does not need it. */
+export interface Binaries {
+  readonly kubeApiserver: string;
+  readonly etcd: string;
+  readonly kubectl: string | undefined;
+}
+
+/** Either usable assets, or why not (one sentence that also says how to get them). */
+export type Resolution<T> = { readonly available: true; readonly value: T } | { readonly available: false; readonly reason: string };
+
+/** Options of the resolvers. */
+export interface ResolveOptions {
+  /** Build missing binaries from Go modules (default true). */
+  readonly build?: boolean;
+  /** Receives progress lines (default: stderr). */
+  readonly log?: (line: string) => void;
+  /** Environment to read (default: `process.env`). */
+  readonly env?: NodeJS.ProcessEnv;
+}
+
+const HOW_TO_GET =
+  'install Go >= 1.24 (the binaries are then built once into the cache, ~5-10 min), or point ' +
+  'KUBEBUILDER_ASSETS (or TEST_ASSET_KUBE_APISERVER/TEST_ASSET_ETCD) at existing kube-apiserver 1.34 + etcd 3.5/3.6 binaries';
+
+const BUILD_SCRIPT = join(dirname(fileURLToPath(import.meta.url)), 'build-assets.sh');
+
+/** The project cache folder for the pinned version pair. */
+export function assetCacheDir(env: NodeJS.ProcessEnv = process.env): string {
+  const cacheHome = env['XDG_CACHE_HOME']?.trim() || join(homedir(), '.cache');
+  return join(cacheHome, 'capi-taint-propagator', 'kube-assets', `k8s-${KUBERNETES_VERSION}-etcd-${ETCD_VERSION}`);
+}
+
+function isExecutableFile(path: string): boolean {
+  try {
+    const st = statSync(path);
+    return st.isFile() && (st.mode & 0o111) !== 0;
+  } catch {
+    return false;
+  }
+}
+
+function envVarFor(key: BinaryKey): string {
+  return `TEST_ASSET_${BINARY_NAMES[key].toUpperCase().replace(/[^A-Z0-9]/g, '_')}`;
+}
+
+/** Where one binary is, or why it cannot be used. An explicit TEST_ASSET_* that does not exist is an error, not a fallback. */
+type Lookup = { path: string } | { missing: true } | { error: string };
+
+function lookupBinary(key: BinaryKey, env: NodeJS.ProcessEnv): Lookup {
+  const name = BINARY_NAMES[key];
+  const explicitVar = envVarFor(key);
+  const explicit = env[explicitVar]?.trim();
+  if (explicit) {
+    return isExecutableFile(explicit) ? { path: explicit } : { error: `${explicitVar}=${explicit} is not an executable file` };
+  }
+  const kubebuilder = env['KUBEBUILDER_ASSETS']?.trim();
+  if (kubebuilder && isExecutableFile(join(kubebuilder, name))) return { path: join(kubebuilder, name) };
+  const cached = join(assetCacheDir(env), name);
+  if (isExecutableFile(cached)) return { path: cached };
+  return { missing: true };
+}
+
+/** Looks the binaries up without building anything. */
+export function findBinaries(env: NodeJS.ProcessEnv = process.env): Resolution<Binaries> {
+  const api = lookupBinary('kubeApiserver', env);
+  const etcd = lookupBinary('etcd', env);
+  const kubectl = lookupBinary('kubectl', env);
+  for (const l of [api, etcd, kubectl]) if ('error' in l) return { available: false, reason: l.error };
+  if ('path' in api && 'path' in etcd) {
+    return { available: true, value: { kubeApiserver: api.path, etcd: etcd.path, kubectl: 'path' in kubectl ? kubectl.path : undefined } };
+  }
+  const missing = [api, etcd].map((l, i) => ('missing' in l ? ['kube-apiserver', 'etcd'][i] : undefined)).filter(Boolean);
+  return { available: false, reason: `no ${missing.join(' or ')} binary found` };
+}
+
+/** True when `go` is on PATH. */
+export function hasGo(env: NodeJS.ProcessEnv = process.env): boolean {
+  return spawnSync('go', ['version'], { env, stdio: 'ignore' }).status === 0;
+}
+
+/**
+ * Finds the binaries; builds them into the cache when kube-apiserver or etcd is missing, Go is present and
+ * `build` is not false. Never throws for a missing toolchain: returns `available: false` with the reason.
+ */
+export async function resolveBinaries(opts: ResolveOptions = {}): Promise<Resolution<Binaries>> {
+  const env = opts.env ?? process.env;
+  const log = opts.log ?? ((line: string) => process.stderr.write(`${line}\n`));
+  const found = findBinaries(env);
+  if (found.available || !found.reason.startsWith('no ')) return found;
+  if (opts.build === false) return { available: false, reason: `${found.reason} and building is disabled; ${HOW_TO_GET}` };
+  if (!hasGo(env)) return { available: false, reason: `${found.reason} and Go is not installed; ${HOW_TO_GET}` };
+  const built = await buildAssets({ env, log });
+  if (!built.ok) return { available: false, reason: built.reason };
+  return findBinaries(env);
+}
+
+/** Runs build-assets.sh into the cache, one builder at a time (a lock folder next to the cache folder). */
+async function buildAssets(o: { env: NodeJS.ProcessEnv; log: (line: string) => void }): Promise<{ ok: true } | { ok: false; reason: string }> {
+  const out = assetCacheDir(o.env);
+  mkdirSync(dirname(out), { recursive: true });
+  const lock = `${out}.lock`;
+  await acquireLock(lock, o.log);
+  try {
+    if (existsSync(join(out, 'kube-apiserver')) && existsSync(join(out, 'etcd'))) return { ok: true }; // built by whoever held the lock
+    o.log(`[control-plane] building kube-apiserver + kubectl ${KUBERNETES_VERSION} and etcd ${ETCD_VERSION} from Go modules into ${out} (one-time, usually 5-10 min on 2 cores)`);
+    const started = Date.now();
+    const code = await new Promise<number>((resolve, reject) => {
+      const child = spawn('bash', [BUILD_SCRIPT], {
+        env: { ...o.env, OUT: out, K8S_VERSION: KUBERNETES_VERSION, ETCD_VERSION },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      const forward = (s: NodeJS.ReadableStream): void => {
+        createInterface({ input: s }).on('line', (line) => o.log(line));
+      };
+      forward(child.stdout);
+      forward(child.stderr);
+      child.on('error', reject);
+      child.on('close', (c) => resolve(c ?? 1));
+    });
+    const secs = ((Date.now() - started) / 1000).toFixed(0);
+    if (code !== 0) return { ok: false, reason: `building the control-plane binaries failed (exit ${code}) after ${secs} s; see the lines above` };
+    o.log(`[control-plane] binaries built in ${formatDuration(Date.now() - started)}`);
+    return { ok: true };
+  } finally {
+    rmSync(lock, { recursive: true, force: true });
+  }
+}
+
+function formatDuration(ms: number): string {
+  const s = Math.round(ms / 1000);
+  return s < 60 ? `${s} s` : `${Math.floor(s / 60)} min ${s % 60} s`;
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+async function acquireLock(lock: string, log: (line: string) => void): Promise<void> {
+  let announced = false;
+  for (;;) {
+    try {
+      mkdirSync(lock);
+      writeFileSync(join(lock, 'pid'), String(process.pid));
+      return;
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
+    }
+    let owner = NaN;
+    try {
+      owner = Number(readFileSync(join(lock, 'pid'), 'utf8'));
+    } catch {
+      /* the owner has not written its pid yet */
+    }
+    if (Number.isInteger(owner) && !isAlive(owner)) {
+      rmSync(lock, { recursive: true, force: true }); // left behind by a builder that died
+      continue;
+    }
+    if (!announced) log(`[control-plane] another process (pid ${owner}) is building the binaries; waiting for it`);
+    announced = true;
+    await new Promise((r) => setTimeout(r, 2000));
+  }
+}
+
+/**
+ * The folder holding the Cluster API CRD YAML files: `CAPI_CRD_DIR`, else the module from the Go module cache
+ * (`go mod download`, which fetches it from the module proxy on first use), else the default module cache path
+ * `~/go/pkg/mod` when Go itself is absent.
+ */
+export function resolveCrdDir(env: NodeJS.ProcessEnv = process.env): Resolution<string> {
+  const explicit = env['CAPI_CRD_DIR']?.trim();
+  const missingIn = (dir: string): string[] => CAPI_CRD_FILES.filter((f) => !existsSync(join(dir, f)));
+  if (explicit) {
+    const missing = missingIn(explicit);
+    return missing.length === 0 ? { available: true, value: explicit } : { available: false, reason: `CAPI_CRD_DIR=${explicit} lacks ${missing.join(', ')}` };
+  }
+  const module = `sigs.k8s.io/cluster-api@${CLUSTER_API_VERSION}`;
+  if (hasGo(env)) {
+    const r = spawnSync('go', ['mod', 'download', '-json', module], {
+      env: { ...env, GOFLAGS: '-mod=mod', GOWORK: 'off', GOTOOLCHAIN: 'local' },
+      cwd: homedir(), // outside any go.mod / go.work
+      encoding: 'utf8',
+    });
+    let info: { Dir?: string; Error?: string } = {};
+    try {
+      info = JSON.parse(r.stdout) as typeof info;
+    } catch {
+      info = { Error: (r.stderr || r.stdout || `exit ${r.status}`).trim() };
+    }
+    if (info.Error || !info.Dir) return { available: false, reason: `go mod download ${module} failed: ${info.Error ?? 'no Dir'}; or set CAPI_CRD_DIR` };
+    const dir = join(info.Dir, 'config', 'crd', 'bases');
+    const missing = missingIn(dir);
+    return missing.length === 0 ? { available: true, value: dir } : { available: false, reason: `${dir} lacks ${missing.join(', ')}` };
+  }
+  const gopath = env['GOPATH']?.split(':')[0]?.trim() || join(homedir(), 'go');
+  const fallback = join(env['GOMODCACHE']?.trim() || join(gopath, 'pkg', 'mod'), 'sigs.k8s.io', `cluster-api@${CLUSTER_API_VERSION}`, 'config', 'crd', 'bases');
+  if (missingIn(fallback).length === 0) return { available: true, value: fallback };
+  return {
+    available: false,
+    reason: `the Cluster API ${CLUSTER_API_VERSION} CRDs are not in the Go module cache and Go is not installed; install Go, or set CAPI_CRD_DIR to a folder holding ${CAPI_CRD_FILES.join(', ')}`,
+  };
+}
