@@ -1,0 +1,107 @@
+/**
+ * Fluent builders for the domain's snapshots and taints, shared by every test tier.
+ * Defaults are minimal and valid; each `with…` returns the builder so a test states only what matters.
+ * @example nodeBuilder().withTaints(nodeTaint('gpu', 'a100')).withTracking('gpu:NoSchedule').build()
+ */
+import type { MachineSnapshot, NodeSnapshot } from '#shared/domain/snapshots.ts';
+import { CONTROL_PLANE_LABEL, TRACKING_ANNOTATION, type MachineTaint, type Propagation, type Taint, type TaintEffect } from '#shared/domain/taint.ts';
+
+/** A Node taint; `value` undefined = no value. `effect` is a plain string, as on a Node read from the API. */
+export function nodeTaint(key: string, value?: string, effect: string = 'NoSchedule', timeAdded?: string): Taint {
+  return {
+    key,
+    ...(value === undefined ? {} : { value }),
+    effect,
+    ...(timeAdded === undefined ? {} : { timeAdded }),
+  };
+}
+
+/** A Machine taint; `value` undefined = no value. */
+export function machineTaint(
+  key: string,
+  value?: string,
+  effect: TaintEffect = 'NoSchedule',
+  propagation: Propagation = 'Always',
+): MachineTaint {
+  return { key, ...(value === undefined ? {} : { value }), effect, propagation };
+}
+
+/** Builds a NodeSnapshot (also usable as a `NodeTaintState`). */
+export function nodeBuilder() {
+  let node: NodeSnapshot = { name: 'node-1', uid: 'node-uid-1', resourceVersion: '1', labels: {}, annotations: {}, taints: [] };
+  const builder = {
+    named(name: string) {
+      node = { ...node, name };
+      return builder;
+    },
+    withResourceVersion(resourceVersion: string) {
+      node = { ...node, resourceVersion };
+      return builder;
+    },
+    withTaints(...taints: Taint[]) {
+      node = { ...node, taints: [...node.taints, ...taints] };
+      return builder;
+    },
+    withAnnotations(annotations: Record<string, string>) {
+      node = { ...node, annotations: { ...node.annotations, ...annotations } };
+      return builder;
+    },
+    withLabels(labels: Record<string, string>) {
+      node = { ...node, labels: { ...node.labels, ...labels } };
+      return builder;
+    },
+    /** Sets the tracking annotation `cluster.x-k8s.io/taints-from-machine` (`''` = initialized, nothing owned). */
+    withTracking(value: string) {
+      return builder.withAnnotations({ [TRACKING_ANNOTATION]: value });
+    },
+    build(): NodeSnapshot {
+      return node;
+    },
+  };
+  return builder;
+}
+
+/** Builds a MachineSnapshot (a worker Machine unless `.controlPlane()`). */
+export function machineBuilder() {
+  let machine: MachineSnapshot = {
+    namespace: 'default',
+    name: 'machine-1',
+    uid: 'machine-uid-1',
+    resourceVersion: '1',
+    labels: {},
+    annotations: {},
+    specTaints: undefined,
+    deleting: false,
+  };
+  const builder = {
+    named(name: string) {
+      machine = { ...machine, name };
+      return builder;
+    },
+    /** Sets `spec.taints` as stored (unvalidated, so tests can pass anything). */
+    withSpecTaints(specTaints: unknown) {
+      machine = { ...machine, specTaints };
+      return builder;
+    },
+    withAnnotation(key: string, value: string) {
+      machine = { ...machine, annotations: { ...machine.annotations, [key]: value } };
+      return builder;
+    },
+    withLabels(labels: Record<string, string>) {
+      machine = { ...machine, labels: { ...machine.labels, ...labels } };
+      return builder;
+    },
+    /** Adds the `cluster.x-k8s.io/control-plane` label (any value counts). */
+    controlPlane() {
+      return builder.withLabels({ [CONTROL_PLANE_LABEL]: '' });
+    },
+    withNodeName(nodeName: string) {
+      machine = { ...machine, nodeName };
+      return builder;
+    },
+    build(): MachineSnapshot {
+      return machine;
+    },
+  };
+  return builder;
+}

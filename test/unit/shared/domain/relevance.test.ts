@@ -1,0 +1,140 @@
+import { describe, expect, it } from 'vitest';
+import { diffRelist, fingerprintOf, isRelevantChange, type ListedObject } from '#shared/domain/relevance.ts';
+import { toMachineFacts, toNodeFacts, type MachineFacts, type NodeFacts } from '#shared/domain/watch-event.ts';
+
+type Json = Record<string, any>;
+
+const baseNode = (): Json => ({
+  metadata: {
+    name: 'n1', uid: 'u-n1', resourceVersion: '10',
+    labels: { role: 'worker' },
+    annotations: { 'cluster.x-k8s.io/machine': 'm1', 'cluster.x-k8s.io/cluster-name': 'c1', 'cluster.x-k8s.io/cluster-namespace': 'ns' },
+    managedFields: [{ manager: 'kubelet' }],
+  },
+  spec: { taints: [{ key: 'a', effect: 'NoSchedule' }], podCIDR: '10.0.0.0/24' },
+  status: { conditions: [{ type: 'Ready', status: 'True', lastHeartbeatTime: '2026-01-01T00:00:00Z' }] },
+});
+
+const baseMachine = (): Json => ({
+  metadata: {
+    name: 'm1', namespace: 'ns', uid: 'u-m1', resourceVersion: '20',
+    labels: { 'cluster.x-k8s.io/cluster-name': 'c1' },
+    annotations: { 'taints.capi-taint-propagator.dev/machine': 'gpu=a:NoSchedule:Always', 'other/annotation': 'x' },
+  },
+  spec: { clusterName: 'c1', taints: [{ key: 'gpu', value: 'a', effect: 'NoSchedule', propagation: 'Always' }] },
+  status: { nodeRef: { name: 'n1' }, conditions: [{ type: 'Ready', status: 'True' }], phase: 'Running' },
+});
+
+function nodeChanged(mutate: (n: Json) => void): boolean {
+  const before = toNodeFacts(baseNode()) as NodeFacts;
+  const next = baseNode();
+  next.metadata.resourceVersion = '11';
+  mutate(next);
+  const after = toNodeFacts(next) as NodeFacts;
+  return isRelevantChange('modified', fingerprintOf(before), fingerprintOf(after));
+}
+
+function machineChanged(mutate: (m: Json) => void): boolean {
+  const before = toMachineFacts(baseMachine()) as MachineFacts;
+  const next = baseMachine();
+  next.metadata.resourceVersion = '21';
+  mutate(next);
+  const after = toMachineFacts(next) as MachineFacts;
+  return isRelevantChange('modified', fingerprintOf(before), fingerprintOf(after));
+}
+
+describe('Function: isRelevantChange() for Nodes', () => {
+  const cases: ReadonlyArray<{ name: string; mutate: (n: Json) => void; want: boolean }> = [
+    // heartbeats and other noise
+    { name: 'drops a status-only heartbeat', mutate: (n) => (n.status.conditions[0].lastHeartbeatTime = '2026-01-01T00:05:00Z'), want: false },
+    { name: 'drops a label change', mutate: (n) => (n.metadata.labels.role = 'gpu'), want: false },
+    { name: 'drops an unrelated annotation', mutate: (n) => (n.metadata.annotations['foo'] = 'bar'), want: false },
+    { name: 'drops a managedFields / podCIDR change', mutate: (n) => ((n.metadata.managedFields = []), (n.spec.podCIDR = '10.0.1.0/24')), want: false },
+    // what the reconcile function reads
+    { name: 'forwards a taint added', mutate: (n) => n.spec.taints.push({ key: 'b', effect: 'NoExecute' }), want: true },
+    { name: 'forwards a taint value changed', mutate: (n) => (n.spec.taints[0].value = 'x'), want: true },
+    { name: 'forwards all taints removed', mutate: (n) => delete n.spec.taints, want: true },
+    { name: 'forwards the tracking annotation set', mutate: (n) => (n.metadata.annotations['cluster.x-k8s.io/taints-from-machine'] = 'a:NoSchedule'), want: true },
+    { name: 'forwards the machine annotation changed', mutate: (n) => (n.metadata.annotations['cluster.x-k8s.io/machine'] = 'm2'), want: true },
+    { name: 'forwards the cluster-name annotation changed', mutate: (n) => (n.metadata.annotations['cluster.x-k8s.io/cluster-name'] = 'c2'), want: true },
+    { name: 'forwards the cluster-namespace annotation removed', mutate: (n) => delete n.metadata.annotations['cluster.x-k8s.io/cluster-namespace'], want: true },
+  ];
+  it.each(cases)('$name', ({ mutate, want }) => {
+    // Act + Assess
+    expect(nodeChanged(mutate)).toBe(want);
+  });
+});
+
+describe('Function: isRelevantChange() for Machines', () => {
+  const cases: ReadonlyArray<{ name: string; mutate: (m: Json) => void; want: boolean }> = [
+    // noise
+    { name: 'drops a status condition change', mutate: (m) => (m.status.conditions[0].status = 'False'), want: false },
+    { name: 'drops a phase change', mutate: (m) => (m.status.phase = 'Provisioned'), want: false },
+    { name: 'drops a non-declaration annotation', mutate: (m) => (m.metadata.annotations['other/annotation'] = 'y'), want: false },
+    { name: 'drops an unrelated label', mutate: (m) => (m.metadata.labels['team'] = 'a'), want: false },
+    // declarations
+    { name: 'forwards spec.taints changed', mutate: (m) => (m.spec.taints[0].effect = 'NoExecute'), want: true },
+    { name: 'forwards spec.taints removed', mutate: (m) => delete m.spec.taints, want: true },
+    { name: 'forwards a declaration annotation changed', mutate: (m) => (m.metadata.annotations['taints.capi-taint-propagator.dev/machine'] = ''), want: true },
+    { name: 'forwards a class-level declaration added', mutate: (m) => (m.metadata.annotations['taints.capi-taint-propagator.dev/class'] = 'x:NoSchedule:Always'), want: true },
+    // routing
+    { name: 'forwards nodeRef set to another Node', mutate: (m) => (m.status.nodeRef.name = 'n2'), want: true },
+    { name: 'forwards nodeRef removed', mutate: (m) => delete m.status.nodeRef, want: true },
+    { name: 'forwards the control-plane label added', mutate: (m) => (m.metadata.labels['cluster.x-k8s.io/control-plane'] = ''), want: true },
+    { name: 'forwards the cluster-name label changed', mutate: (m) => (m.metadata.labels['cluster.x-k8s.io/cluster-name'] = 'c2'), want: true },
+    { name: 'forwards spec.clusterName changed', mutate: (m) => (m.spec.clusterName = 'c2'), want: true },
+    // deletion
+    { name: 'forwards deletionTimestamp set', mutate: (m) => (m.metadata.deletionTimestamp = '2026-01-01T00:00:00Z'), want: true },
+  ];
+  it.each(cases)('$name', ({ mutate, want }) => {
+    expect(machineChanged(mutate)).toBe(want);
+  });
+});
+
+describe('Function: isRelevantChange() by change kind', () => {
+  const cases: ReadonlyArray<{ name: string; change: 'added' | 'modified' | 'deleted' | 'resynced'; previous: string | undefined; current: string; full?: boolean; want: boolean }> = [
+    { name: 'always forwards an addition', change: 'added', previous: 'a', current: 'a', want: true },
+    { name: 'always forwards a deletion', change: 'deleted', previous: 'a', current: 'a', want: true },
+    { name: 'forwards a modification of an object never seen', change: 'modified', previous: undefined, current: 'a', want: true },
+    { name: 'drops a resync of an unchanged object', change: 'resynced', previous: 'a', current: 'a', want: false },
+    { name: 'forwards a resync of a changed object', change: 'resynced', previous: 'a', current: 'b', want: true },
+    { name: 'forwards every object in a full resync', change: 'resynced', previous: 'a', current: 'a', full: true, want: true },
+  ];
+  it.each(cases)('$name', ({ change, previous, current, full, want }) => {
+    expect(isRelevantChange(change, previous, current, full)).toBe(want);
+  });
+});
+
+describe('Function: fingerprintOf()', () => {
+  it('ignores resourceVersion and key order', () => {
+    // Prepare
+    const a = toNodeFacts(baseNode()) as NodeFacts;
+    const b = { ...a, resourceVersion: '999' };
+    // Act + Assess
+    expect(fingerprintOf(b)).toBe(fingerprintOf(a));
+    expect(fingerprintOf({ ...a, taints: [{ effect: 'NoSchedule', key: 'a' }] })).toBe(fingerprintOf(a));
+  });
+
+  it('differs when a Node is re-created under the same name (new uid)', () => {
+    const a = toNodeFacts(baseNode()) as NodeFacts;
+    expect(fingerprintOf({ ...a, uid: 'other' })).not.toBe(fingerprintOf(a));
+  });
+});
+
+describe('Function: diffRelist()', () => {
+  const obj = (key: string, fingerprint: string): ListedObject<string> => ({ key, fingerprint, facts: key });
+  const known = new Map([['a', obj('a', '1')], ['b', obj('b', '1')], ['c', obj('c', '1')]]);
+
+  const cases: ReadonlyArray<{ name: string; listed: ListedObject<string>[]; full: boolean; want: { resynced: string[]; deleted: string[] } }> = [
+    { name: 'announces nothing when nothing changed', listed: [obj('a', '1'), obj('b', '1'), obj('c', '1')], full: false, want: { resynced: [], deleted: [] } },
+    { name: 'announces changed and new objects', listed: [obj('a', '2'), obj('b', '1'), obj('c', '1'), obj('d', '1')], full: false, want: { resynced: ['a', 'd'], deleted: [] } },
+    { name: 'announces deletions of objects gone', listed: [obj('a', '1')], full: false, want: { resynced: [], deleted: ['b', 'c'] } },
+    { name: 'announces everything in a full resync', listed: [obj('a', '1'), obj('b', '1')], full: true, want: { resynced: ['a', 'b'], deleted: ['c'] } },
+  ];
+  it.each(cases)('$name', ({ listed, full, want }) => {
+    // Act
+    const got = diffRelist(known, listed, full);
+    // Assess
+    expect({ resynced: got.resynced.map((o) => o.key), deleted: got.deleted.map((o) => o.key) }).toEqual(want);
+  });
+});

@@ -1,0 +1,97 @@
+import { describe, expect, it } from 'vitest';
+import { messageGroupIdFor, type ClusterRef } from '#shared/domain/cloud-event.ts';
+import { clusterOfMachine, objectKeyOf, toClusterFacts, toMachineFacts, toNodeFacts, toTaintEvent } from '#shared/domain/watch-event.ts';
+
+const at = new Date('2026-11-22T10:00:00.000Z');
+const capi: ClusterRef = { mode: 'capi', namespace: 'fleet', name: 'wc1' };
+
+const node = (annotations: Record<string, string> = {}) => ({
+  metadata: { name: 'n1', uid: 'u-n1', resourceVersion: '7', annotations },
+  spec: { taints: [{ key: 'a', effect: 'NoSchedule' }] },
+});
+const machine = (extra: { nodeName?: string; clusterName?: string; label?: string } = {}) => ({
+  metadata: { name: 'm1', namespace: 'fleet', uid: 'u-m1', resourceVersion: '9', labels: extra.label ? { 'cluster.x-k8s.io/cluster-name': extra.label } : {} },
+  spec: extra.clusterName ? { clusterName: extra.clusterName } : {},
+  status: extra.nodeName ? { nodeRef: { name: extra.nodeName } } : {},
+});
+
+describe('Function: toTaintEvent()', () => {
+  const cases = [
+    {
+      name: 'maps a Node added in a workload cluster, with its Machine from the CAPI annotations',
+      facts: toNodeFacts(node({ 'cluster.x-k8s.io/machine': 'm1', 'cluster.x-k8s.io/cluster-namespace': 'fleet' })),
+      change: 'added' as const,
+      cluster: capi,
+      want: {
+        id: 'u-n1:7:added', source: '/clusters/fleet/wc1', type: 'io.github.capi-taint-propagator.node.added.v1', subject: 'nodes/n1', time: at.toISOString(),
+        data: { kind: 'Node', cluster: capi, node: { name: 'n1', uid: 'u-n1', resourceVersion: '7' }, machine: { namespace: 'fleet', name: 'm1' }, observedAt: at.toISOString() },
+      },
+      group: 'fleet/wc1/node/n1',
+    },
+    {
+      name: 'defaults the Machine namespace to the Cluster namespace',
+      facts: toNodeFacts(node({ 'cluster.x-k8s.io/machine': 'm1' })),
+      change: 'modified' as const,
+      cluster: capi,
+      want: { data: { machine: { namespace: 'fleet', name: 'm1' } } },
+      group: 'fleet/wc1/node/n1',
+    },
+    {
+      name: 'omits the Machine of a Node without CAPI annotations',
+      facts: toNodeFacts(node()),
+      change: 'deleted' as const,
+      cluster: { mode: 'self' } as ClusterRef,
+      want: { id: 'u-n1:7:deleted', source: '/clusters/self', data: { kind: 'Node', cluster: { mode: 'self' }, node: { name: 'n1', uid: 'u-n1', resourceVersion: '7' }, observedAt: at.toISOString() } },
+      group: 'self/node/n1',
+    },
+    {
+      name: 'maps a Machine with a Node to the Node group',
+      facts: toMachineFacts(machine({ nodeName: 'n1', clusterName: 'wc1' })),
+      change: 'modified' as const,
+      cluster: capi,
+      want: {
+        id: 'u-m1:9:modified', type: 'io.github.capi-taint-propagator.machine.modified.v1', subject: 'machines/fleet/m1',
+        data: { kind: 'Machine', cluster: capi, machine: { namespace: 'fleet', name: 'm1', uid: 'u-m1', resourceVersion: '9' }, nodeName: 'n1', observedAt: at.toISOString() },
+      },
+      group: 'fleet/wc1/node/n1',
+    },
+    {
+      name: 'groups a Machine without a Node by the Machine',
+      facts: toMachineFacts(machine({ clusterName: 'wc1' })),
+      change: 'resynced' as const,
+      cluster: capi,
+      want: { type: 'io.github.capi-taint-propagator.machine.resynced.v1' },
+      group: 'fleet/wc1/machine/fleet/m1',
+    },
+  ];
+  it.each(cases)('$name', ({ facts, change, cluster, want, group }) => {
+    // Act
+    const event = toTaintEvent(facts!, change, cluster, at);
+    // Assess
+    expect(event).toMatchObject(want);
+    expect(messageGroupIdFor(event.data)).toBe(group);
+  });
+});
+
+describe('Function: toMachineFacts() / toNodeFacts() / toClusterFacts()', () => {
+  it('rejects objects without name, uid or resourceVersion', () => {
+    expect(toNodeFacts({ metadata: { name: 'n1', uid: 'u' } })).toBeUndefined();
+    expect(toNodeFacts('garbage')).toBeUndefined();
+    expect(toMachineFacts({ metadata: { name: 'm', uid: 'u', resourceVersion: '1' } })).toBeUndefined(); // no namespace
+    expect(toClusterFacts({ metadata: { name: 'c', namespace: 'ns', uid: 'u', resourceVersion: '1', deletionTimestamp: 'x' } })).toMatchObject({ deleting: true });
+  });
+
+  it('keys namespaced objects by namespace/name and Nodes by name', () => {
+    expect(objectKeyOf(toMachineFacts(machine())!)).toBe('fleet/m1');
+    expect(objectKeyOf(toNodeFacts(node())!)).toBe('n1');
+  });
+});
+
+describe('Function: clusterOfMachine()', () => {
+  it('uses spec.clusterName, then the cluster-name label, and self in self mode', () => {
+    expect(clusterOfMachine(toMachineFacts(machine({ clusterName: 'wc1', label: 'other' }))!, 'capi')).toEqual(capi);
+    expect(clusterOfMachine(toMachineFacts(machine({ label: 'wc1' }))!, 'capi')).toEqual(capi);
+    expect(clusterOfMachine(toMachineFacts(machine())!, 'capi')).toBeUndefined();
+    expect(clusterOfMachine(toMachineFacts(machine())!, 'self')).toEqual({ mode: 'self' });
+  });
+});
