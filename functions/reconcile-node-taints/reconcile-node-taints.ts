@@ -73,7 +73,7 @@ export async function reconcileNodeTaints(deps: ReconcileDeps, event: TaintEvent
   const cluster = clusterOf(deps.settings, machine);
   const base = { cluster: clusterKey(cluster), machine: machineName, node: machine.nodeName };
 
-  const declared = declaredTaintsOf(machine);
+  const declared = declaredTaintsOf(machine, deps.settings.startupTaint ? { startupTaint: deps.settings.startupTaint } : {});
   if (!declared.valid) {
     const eventError = await recordEvent(deps, machine, 'Warning', 'InvalidTaintDeclaration',
       `Taints not propagated to Node ${machine.nodeName}; fix the declaration: ${declared.issues.map((i) => `${i.field}: ${i.message}`).join('; ')}`);

@@ -37,6 +37,12 @@ export interface EffectiveDeclaration {
   readonly overrides: readonly Override[];
 }
 
+/** Options of `declaredTaintsOf`. */
+export interface DeclarationOptions {
+  /** The configured startup gate taint; declaring it is refused. */
+  readonly startupTaint?: { readonly key: string; readonly effect: string };
+}
+
 export type DeclarationResult =
   | { readonly valid: true; readonly declaration: EffectiveDeclaration }
   | { readonly valid: false; readonly issues: readonly DeclarationIssue[] };
@@ -81,7 +87,10 @@ export function parseTaintAnnotation(value: string, annotation: string): { entri
  * issue of every source (an invalid source never yields a partial declaration).
  * Precedence on a key+effect clash: `spec.taints` > `…/machine` > `…/cluster` > `…/class`.
  */
-export function declaredTaintsOf(machine: Pick<MachineSnapshot, 'specTaints' | 'annotations' | 'labels'>): DeclarationResult {
+export function declaredTaintsOf(
+  machine: Pick<MachineSnapshot, 'specTaints' | 'annotations' | 'labels'>,
+  options: DeclarationOptions = {},
+): DeclarationResult {
   const context = { worker: !Object.hasOwn(machine.labels, CONTROL_PLANE_LABEL) };
   const issues: DeclarationIssue[] = [];
   const layers: { source: DeclarationSource; declares: MachineTaint[]; cancels: { key: string; effect: string }[] }[] = [];
@@ -92,16 +101,19 @@ export function declaredTaintsOf(machine: Pick<MachineSnapshot, 'specTaints' | '
     const parsed = parseTaintAnnotation(value, annotation);
     issues.push(...parsed.issues);
     const field = `metadata.annotations[${annotation}]`;
-    const declares = parsed.entries.flatMap((e) => (e.kind === 'declare' ? [e.taint] : []));
-    const cancels = parsed.entries.flatMap((e) => (e.kind === 'cancel' ? [{ key: e.key, effect: e.effect }] : []));
+    const declared = parsed.entries.flatMap((e, position) => (e.kind === 'declare' ? [{ taint: e.taint, position }] : []));
+    const declares = declared.map((d) => d.taint);
+    const cancels = parsed.entries.flatMap((e, position) => (e.kind === 'cancel' ? [{ key: e.key, effect: e.effect, position }] : []));
     const checked = declares.length === 0 ? { valid: true as const, taints: [] } : validateMachineTaints(declares, context, field);
-    if (!checked.valid) issues.push(...checked.issues);
-    cancels.forEach((c, i) => {
-      issues.push(...validateMachineTaint({ ...c, propagation: Propagation.Always }, { worker: false }, `${field}.cancel[${i}]`));
+    // Issues name the entry's position in the annotation (cancel entries included), not its index among declarations.
+    if (!checked.valid) issues.push(...checked.issues.map((issue) => renumber(issue, field, declared.map((d) => d.position))));
+    for (const c of cancels) {
+      const at = `${field}[${c.position}]`;
+      issues.push(...validateMachineTaint({ key: c.key, effect: c.effect, propagation: Propagation.Always }, { worker: false }, at));
       if (declares.some((d) => d.key === c.key && d.effect === c.effect)) {
-        issues.push({ field: `${field}.cancel[${i}]`, rule: 'unique', message: `${taintId(c)} is both declared and cancelled` });
+        issues.push({ field: at, rule: 'unique', message: `${taintId(c)} is both declared and cancelled` });
       }
-    });
+    }
     layers.push({ source: annotation, declares: checked.valid ? [...checked.taints] : [], cancels });
   }
   const spec = validateMachineTaints(machine.specTaints, context);
@@ -135,8 +147,24 @@ export function declaredTaintsOf(machine: Pick<MachineSnapshot, 'specTaints' | '
       }
     }
   }
+  const gate = options.startupTaint;
+  const gated = gate ? taints.filter((t) => t.key === gate.key && t.effect === gate.effect) : [];
+  if (gated.length > 0) {
+    // The product removes the startup gate taint in every write; declaring it would make every reconcile write.
+    return { valid: false, issues: gated.map((t) => ({ field: sourceOf[taintId(t)] ?? 'taints', rule: 'startupGate', message: `${taintId(t)} is the startup gate taint, which is removed when taints are applied; it cannot be declared` })) };
+  }
   if (taints.length > MAX_TAINTS) {
     return { valid: false, issues: [{ field: 'taints', rule: 'maxItems', message: `all sources together declare ${taints.length} taints, at most ${MAX_TAINTS} are allowed` }] };
   }
   return { valid: true, declaration: { taints, sourceOf, overrides } };
+}
+
+/** Rewrites `<field>[k]…` (k = index among declarations) to `<field>[position of that entry]…`. */
+function renumber(issue: DeclarationIssue, field: string, positions: readonly number[]): DeclarationIssue {
+  const prefix = `${field}[`;
+  if (!issue.field.startsWith(prefix)) return issue;
+  const close = issue.field.indexOf(']', prefix.length);
+  const k = Number(issue.field.slice(prefix.length, close));
+  const position = positions[k];
+  return position === undefined ? issue : { ...issue, field: `${prefix}${position}${issue.field.slice(close)}` };
 }

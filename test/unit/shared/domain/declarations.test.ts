@@ -207,12 +207,17 @@ const cases: readonly Case[] = [
   {
     name: 'refuses a taint both declared and cancelled in the same annotation',
     machine: machineBuilder().withAnnotation(MACHINE, 'gpu:NoSchedule,gpu:NoSchedule-').build(),
-    want: { issues: [`${field(MACHINE)}.cancel[0] unique`] },
+    want: { issues: [`${field(MACHINE)}[1] unique`] },
   },
   {
     name: 'validates the key of a cancel entry',
     machine: machineBuilder().withAnnotation(MACHINE, 'node.kubernetes.io/foo:NoSchedule-,a:Bad-').build(),
-    want: { issues: [`${field(MACHINE)}.cancel[0].key reserved`, `${field(MACHINE)}.cancel[1].effect enum`] },
+    want: { issues: [`${field(MACHINE)}[0].key reserved`, `${field(MACHINE)}[1].effect enum`] },
+  },
+  {
+    name: 'names the position of an invalid entry that follows a cancel entry',
+    machine: machineBuilder().withAnnotation(MACHINE, 'old:NoSchedule-, ok:NoSchedule, node.kubernetes.io/x:NoSchedule').build(),
+    want: { issues: [`${field(MACHINE)}[2].key reserved`] },
   },
   {
     name: 'allows cancelling the control-plane key on a worker',
@@ -325,6 +330,35 @@ describe('Function: declaredTaintsOf()', () => {
       issues: [{ field: `${field(MACHINE)}[0].key`, rule: 'reserved', message: 'taint key is not allowed' }],
     });
     expect(result).not.toHaveProperty('declaration');
+  });
+});
+
+describe('Function: declaredTaintsOf() with a startup gate', () => {
+  const startupTaint = { key: 'example.com/pending', effect: 'NoSchedule' };
+
+  it.each([
+    { name: 'in spec.taints', machine: machineBuilder().withSpecTaints([{ key: 'example.com/pending', effect: 'NoSchedule', propagation: 'Always' }]).build(), field: 'spec.taints' },
+    { name: 'in an annotation', machine: machineBuilder().withAnnotation(MACHINE, 'example.com/pending:NoSchedule@OnInitialization').build(), field: MACHINE },
+  ])('refuses the configured startup gate taint declared $name (it would be removed and re-added in every write)', ({ machine, field: source }) => {
+    // Act
+    const result = declaredTaintsOf(machine, { startupTaint });
+
+    // Assess
+    expect(result.valid).toBe(false);
+    if (!result.valid) expect(result.issues.map((i) => `${i.field} ${i.rule}`)).toEqual([`${source} startupGate`]);
+  });
+
+  it('accepts the gate key with another effect, and any key when no gate is configured', () => {
+    // Prepare
+    const machine = machineBuilder().withSpecTaints([{ key: 'example.com/pending', effect: 'NoExecute', propagation: 'Always' }]).build();
+    const gated = machineBuilder().withSpecTaints([{ key: 'example.com/pending', effect: 'NoSchedule', propagation: 'Always' }]).build();
+
+    // Act
+    const otherEffect = declaredTaintsOf(machine, { startupTaint });
+    const noGate = declaredTaintsOf(gated);
+
+    // Assess
+    expect([otherEffect.valid, noGate.valid]).toEqual([true, true]);
   });
 });
 
