@@ -1,0 +1,67 @@
+/**
+ * Builds the watch-forwarder's dependencies from configuration and clients. Used by the Lambda
+ * handler, the long-running process (`npm run forwarder`), the local pipeline and the tests, so all
+ * of them run the very same core.
+ */
+import type { KubeConfig } from '@kubernetes/client-node';
+import { KubernetesLeaderLease } from '#shared/adapters/kubernetes/lease.ts';
+import { kubernetesWatchSources } from '#shared/adapters/kubernetes/watch-sources.ts';
+import { workloadKubeConfigs, type WorkloadKubeConfigs } from '#shared/adapters/kubernetes/workload-kubeconfig.ts';
+import { createSqsEventPublisher, type SqsSendClient } from '#shared/adapters/sqs/event-publisher.ts';
+import type { ForwarderConfig } from '#shared/config/forwarder-config.ts';
+import { ConfigError } from '#shared/errors.ts';
+import { logger as defaultLogger } from '#shared/observability/logger.ts';
+import type { Clock } from '#shared/ports/clock.ts';
+import type { EventPublisher } from '#shared/ports/event-publisher.ts';
+import type { ForwarderTelemetry } from '#shared/ports/forwarder-telemetry.ts';
+import type { WatchForwarderDeps } from './forward-watch-events.ts';
+
+export interface ComposeForwarderArgs {
+  readonly config: ForwarderConfig;
+  /** The management cluster (Machines, Clusters, kubeconfig Secrets, the Lease); also the Nodes' cluster in `self` mode. */
+  readonly managementKubeConfig: KubeConfig;
+  /** Where events go: an SQS client (real, mocked or embedded) with `config.queueUrl`, or a ready publisher. */
+  readonly sqs?: SqsSendClient;
+  readonly publisher?: EventPublisher;
+  readonly telemetry: ForwarderTelemetry;
+  readonly workloadKubeConfigs?: WorkloadKubeConfigs;
+  readonly clock?: Clock;
+  readonly logger?: WatchForwarderDeps['logger'];
+  /** Server-side watch timeout (default 300 s; tests shorten it). */
+  readonly watchTimeoutSeconds?: number;
+}
+
+/** Wires adapters into the dependencies of WatchForwarder. Throws ConfigError when no queue is given. */
+export function composeWatchForwarder(args: ComposeForwarderArgs): WatchForwarderDeps {
+  const { config } = args;
+  const kc = args.managementKubeConfig;
+  let publisher = args.publisher;
+  if (!publisher) {
+    if (!args.sqs || !config.queueUrl) throw new ConfigError('QUEUE_URL', 'is required to send events');
+    publisher = createSqsEventPublisher({ client: args.sqs, queueUrl: config.queueUrl });
+  }
+  return {
+    mode: config.clusterMode,
+    sources: kubernetesWatchSources({
+      managementKubeConfig: kc,
+      workloadKubeConfigs: args.workloadKubeConfigs ?? workloadKubeConfigs(kc),
+      ...(config.machineNamespace ? { machineNamespace: config.machineNamespace } : {}),
+      ...(config.nodeLabelSelector ? { nodeLabelSelector: config.nodeLabelSelector } : {}),
+      idleTimeoutMs: config.watchIdleSeconds * 1000,
+      resyncIntervalMs: config.resyncIntervalSeconds * 1000,
+      ...(args.watchTimeoutSeconds !== undefined ? { watchTimeoutSeconds: args.watchTimeoutSeconds } : {}),
+      telemetry: args.telemetry,
+    }),
+    lease: new KubernetesLeaderLease({
+      kubeConfig: kc,
+      namespace: config.stateNamespace,
+      name: config.leaseName,
+      identity: config.forwarderId,
+      leaseDurationSeconds: config.leaseDurationSeconds,
+    }),
+    publisher,
+    telemetry: args.telemetry,
+    clock: args.clock ?? { now: () => new Date() },
+    logger: args.logger ?? defaultLogger,
+  };
+}

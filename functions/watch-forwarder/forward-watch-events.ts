@@ -1,0 +1,377 @@
+/**
+ * The watch-forwarder's core, shared by the scheduled Lambda (one bounded window) and the
+ * long-running process (`npm run forwarder`): become the one active forwarder (Lease), resume every
+ * stream from the checkpoint, turn relevant changes into TaintEvents, publish them in batches,
+ * checkpoint only what was sent, and hand over cleanly when stopped.
+ */
+import { clusterKey, type ClusterRef, type TaintEvent } from '#shared/domain/cloud-event.ts';
+import {
+  MACHINES_STREAM,
+  clusterOfMachine,
+  nodeStreamKey,
+  toTaintEvent,
+  type Checkpoint,
+  type ClusterFacts,
+  type MachineFacts,
+  type NodeFacts,
+  type WatchedFacts,
+} from '#shared/domain/watch-event.ts';
+import type { Clock } from '#shared/ports/clock.ts';
+import type { EventPublisher } from '#shared/ports/event-publisher.ts';
+import type { ForwarderTelemetry } from '#shared/ports/forwarder-telemetry.ts';
+import type { LeaderLease } from '#shared/ports/leader-lease.ts';
+import type { StreamEvent, WatchSources, WatchStream } from '#shared/ports/watch-source.ts';
+import { ForwarderMetric } from '#shared/observability/metric-names.ts';
+import { logger as defaultLogger, LogKey } from '#shared/observability/logger.ts';
+
+type Logger = Pick<typeof defaultLogger, 'info' | 'warn' | 'error' | 'debug'>;
+
+/** What the core needs; the handler or local runner builds these from adapters. */
+export interface WatchForwarderDeps {
+  readonly mode: 'capi' | 'self';
+  readonly sources: WatchSources;
+  readonly lease: LeaderLease;
+  readonly publisher: EventPublisher;
+  readonly telemetry: ForwarderTelemetry;
+  readonly clock: Clock;
+  readonly logger?: Logger;
+}
+
+export interface WatchForwarderOptions {
+  /** How often the Lease is renewed and the checkpoint stored (default 5 s). */
+  readonly renewIntervalMs?: number;
+  /** How often a waiting forwarder retries the Lease (default 2 s). */
+  readonly acquireRetryMs?: number;
+  /** Pause between publish rounds when the queue of events is empty (default 100 ms). */
+  readonly flushIntervalMs?: number;
+  /** Events handed to the publisher per round (default 100). */
+  readonly maxEventsPerPublish?: number;
+  /** Watch intake pauses while this many events wait to be sent (default 5000). */
+  readonly maxPendingEvents?: number;
+  /** When stopping, how long to keep trying to send what is pending (default 10 s). */
+  readonly drainTimeoutMs?: number;
+}
+
+/** Result of one run. */
+export interface ForwarderRunSummary {
+  /** False when another forwarder held the Lease for the whole run (nothing was sent). */
+  readonly active: boolean;
+  /** Events still unsent at the end; the checkpoint stops before them so the next run re-reads them. */
+  readonly unsent: number;
+  readonly checkpoint: Checkpoint;
+}
+
+/** Ordered resume points of one stream; the checkpoint advances over the handled prefix only. */
+class StreamProgress {
+  private readonly entries: Array<{ checkpoint: string | undefined; done: boolean }> = [];
+  committed: string | undefined;
+
+  constructor(initial: string | undefined) {
+    this.committed = initial;
+  }
+
+  add(checkpoint: string | undefined, done: boolean): { done: boolean; checkpoint: string | undefined } {
+    const entry = { checkpoint, done };
+    this.entries.push(entry);
+    this.advance();
+    return entry;
+  }
+
+  advance(): void {
+    while (this.entries[0]?.done) {
+      const e = this.entries.shift();
+      if (e?.checkpoint !== undefined) this.committed = e.checkpoint;
+    }
+  }
+}
+
+interface Pending {
+  readonly event: TaintEvent;
+  readonly observedAt: Date;
+  readonly ticket: { done: boolean };
+  readonly progress: StreamProgress;
+  attempts: number;
+  notBefore: number;
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const t = setTimeout(done, ms);
+    function done(): void {
+      clearTimeout(t);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+    signal.addEventListener('abort', done, { once: true });
+  });
+}
+
+/**
+ * The forwarder. Create once; each `run(signal)` is one leadership term (a Lambda window or the
+ * lifetime of the process) and resolves after a clean hand-over.
+ */
+export class WatchForwarder {
+  private readonly d: WatchForwarderDeps;
+  private readonly log: Logger;
+  private readonly opt: Required<WatchForwarderOptions>;
+  private pending: Pending[] = [];
+  private progress = new Map<string, StreamProgress>();
+  private baseCheckpoint: Record<string, string> = {};
+  private leading = false;
+  private wakeIntake: Array<() => void> = [];
+  private termSignal: AbortSignal | undefined;
+
+  constructor(deps: WatchForwarderDeps, options: WatchForwarderOptions = {}) {
+    this.d = deps;
+    this.log = deps.logger ?? defaultLogger;
+    this.opt = {
+      renewIntervalMs: options.renewIntervalMs ?? 5_000,
+      acquireRetryMs: options.acquireRetryMs ?? 2_000,
+      flushIntervalMs: options.flushIntervalMs ?? 100,
+      maxEventsPerPublish: options.maxEventsPerPublish ?? 100,
+      maxPendingEvents: options.maxPendingEvents ?? 5_000,
+      drainTimeoutMs: options.drainTimeoutMs ?? 10_000,
+    };
+  }
+
+  /** True while this forwarder holds the Lease. */
+  isActive(): boolean {
+    return this.leading;
+  }
+
+  /** The resume points of every stream, covering only events that were sent or filtered. */
+  checkpoint(): Checkpoint {
+    const cp: Record<string, string> = { ...this.baseCheckpoint };
+    for (const [key, p] of this.progress) if (p.committed !== undefined) cp[key] = p.committed;
+    return cp;
+  }
+
+  /** Runs one leadership term until `signal` aborts (or leadership is lost), then hands over. */
+  async run(signal: AbortSignal): Promise<ForwarderRunSummary> {
+    const checkpoint = await this.acquire(signal);
+    if (!checkpoint) return { active: false, unsent: 0, checkpoint: {} };
+    this.leading = true;
+    this.baseCheckpoint = { ...checkpoint };
+    this.progress.clear();
+    this.pending = [];
+    const term = new AbortController();
+    const stop = (): void => term.abort();
+    signal.addEventListener('abort', stop, { once: true });
+    this.termSignal = term.signal;
+    term.signal.addEventListener('abort', () => this.releaseIntake(), { once: true });
+    this.log.info('Forwarding watch events', { mode: this.d.mode, checkpoint });
+
+    const streams: Promise<void>[] = [this.runStream(MACHINES_STREAM, this.d.sources.machines(this.startOf(MACHINES_STREAM)), term.signal, undefined)];
+    if (this.d.mode === 'self') {
+      const self: ClusterRef = { mode: 'self' };
+      streams.push(this.runStream(nodeStreamKey(self), this.d.sources.nodes(self, this.startOf(nodeStreamKey(self))), term.signal, self));
+    } else {
+      streams.push(this.runClusterDiscovery(term.signal));
+    }
+    const renewing = this.renewLoop(term);
+    const flushing = this.flushLoop(term.signal);
+
+    await Promise.all(streams);
+    term.abort();
+    await Promise.all([renewing, flushing]);
+    this.releaseIntake();
+    const unsent = await this.drain();
+    const final = this.checkpoint();
+    if (this.leading) {
+      try {
+        await this.d.lease.release(final);
+        this.log.info('Handed over', { checkpoint: final, unsent });
+      } catch (err) {
+        this.log.error('Releasing the Lease failed; the next forwarder waits for it to expire', { error: err as Error });
+      }
+    }
+    this.leading = false;
+    signal.removeEventListener('abort', stop);
+    return { active: true, unsent, checkpoint: final };
+  }
+
+  private startOf(key: string): { resumeFrom?: string } {
+    const rv = this.baseCheckpoint[key];
+    return rv !== undefined ? { resumeFrom: rv } : {};
+  }
+
+  private async acquire(signal: AbortSignal): Promise<Checkpoint | undefined> {
+    let announced = false;
+    while (!signal.aborted) {
+      try {
+        const attempt = await this.d.lease.tryAcquire();
+        if (attempt.acquired) return attempt.checkpoint;
+        if (!announced) this.log.info('Waiting for the active forwarder to hand over', { holder: attempt.holder });
+        announced = true;
+      } catch (err) {
+        this.log.warn('Acquiring the Lease failed', { error: err as Error });
+      }
+      await sleep(this.opt.acquireRetryMs, signal);
+    }
+    return undefined;
+  }
+
+  private async renewLoop(term: AbortController): Promise<void> {
+    while (!term.signal.aborted) {
+      await sleep(this.opt.renewIntervalMs, term.signal);
+      if (term.signal.aborted) return;
+      const still = await this.d.lease.renew(this.checkpoint());
+      if (!still) {
+        this.leading = false;
+        this.log.error('Lost the Lease; stopping without sending more');
+        term.abort();
+      }
+    }
+  }
+
+  private async runClusterDiscovery(signal: AbortSignal): Promise<void> {
+    const running = new Map<string, { controller: AbortController; done: Promise<void> }>();
+    const onEvent = async (e: StreamEvent<ClusterFacts>): Promise<void> => {
+      if (e.type !== 'change' || !e.relevant) return;
+      const cluster: ClusterRef = { mode: 'capi', namespace: e.facts.namespace, name: e.facts.name };
+      const key = nodeStreamKey(cluster);
+      const gone = e.change === 'deleted' || e.facts.deleting;
+      const current = running.get(key);
+      if (gone && current) {
+        this.log.info('Stopping Node watch of a removed cluster', { [LogKey.cluster]: clusterKey(cluster) });
+        current.controller.abort();
+        running.delete(key);
+        if (e.change === 'deleted') {
+          this.progress.delete(key);
+          delete this.baseCheckpoint[key];
+        }
+      } else if (!gone && !current) {
+        this.log.info('Starting Node watch', { [LogKey.cluster]: clusterKey(cluster), resumeFrom: this.baseCheckpoint[key] });
+        const controller = new AbortController();
+        signal.addEventListener('abort', () => controller.abort(), { once: true });
+        const done = this.runStream(key, this.d.sources.nodes(cluster, this.startOf(key)), controller.signal, cluster);
+        running.set(key, { controller, done });
+      }
+    };
+    await this.d.sources.clusters({}).run(signal, onEvent);
+    await Promise.all([...running.values()].map((r) => r.done));
+  }
+
+  private async runStream<T extends WatchedFacts>(key: string, stream: WatchStream<T>, signal: AbortSignal, cluster: ClusterRef | undefined): Promise<void> {
+    const progress = new StreamProgress(this.baseCheckpoint[key]);
+    this.progress.set(key, progress);
+    await stream.run(signal, (e) => this.accept(e, progress, cluster));
+  }
+
+  private async accept(e: StreamEvent<WatchedFacts>, progress: StreamProgress, cluster: ClusterRef | undefined): Promise<void> {
+    if (e.type === 'progress') {
+      progress.add(e.resourceVersion, true);
+      return;
+    }
+    const facts = e.facts;
+    if (facts.kind === 'Cluster') return;
+    this.d.telemetry.record(ForwarderMetric.EventsSeen, 1);
+    if (!e.relevant) {
+      this.d.telemetry.record(ForwarderMetric.EventsFiltered, 1);
+      progress.add(e.checkpoint, true);
+      return;
+    }
+    const ref = facts.kind === 'Machine' ? clusterOfMachine(facts as MachineFacts, this.d.mode) : cluster;
+    if (!ref) {
+      this.d.telemetry.record(ForwarderMetric.MalformedWatchEvents, 1);
+      this.log.error("Skipping Machine without a cluster name", { [LogKey.machine]: `${(facts as MachineFacts).namespace}/${facts.name}`, [LogKey.resourceVersion]: facts.resourceVersion });
+      progress.add(e.checkpoint, true);
+      return;
+    }
+    const event = toTaintEvent(facts as MachineFacts | NodeFacts, e.change, ref, e.observedAt);
+    const ticket = progress.add(e.checkpoint, false);
+    this.pending.push({ event, observedAt: e.observedAt, ticket, progress, attempts: 0, notBefore: 0 });
+    while (this.pending.length >= this.opt.maxPendingEvents && this.leading && !this.termSignal?.aborted) {
+      await new Promise<void>((resolve) => this.wakeIntake.push(resolve));
+    }
+  }
+
+  private releaseIntake(): void {
+    const waiting = this.wakeIntake;
+    this.wakeIntake = [];
+    for (const w of waiting) w();
+  }
+
+  /** Publishes ready events; returns how many were attempted. */
+  private async publishRound(): Promise<number> {
+    const now = this.d.clock.now().getTime();
+    const ready = this.pending.filter((p) => p.notBefore <= now).slice(0, this.opt.maxEventsPerPublish);
+    if (ready.length === 0 || !this.leading) return 0;
+    const result = await this.d.publisher.publish(ready.map((p) => p.event));
+    const sentAt = this.d.clock.now().getTime();
+    const sentIds = new Set(result.sent.map((ev) => ev.id));
+    const unsent = new Map(result.unsent.map((u) => [u.event.id, u]));
+    const touched = new Set<StreamProgress>();
+    const finished = new Set<Pending>();
+    for (const p of ready) {
+      const failure = unsent.get(p.event.id);
+      if (sentIds.has(p.event.id) && !failure) {
+        this.d.telemetry.record(ForwarderMetric.EventsForwarded, 1);
+        this.d.telemetry.record(ForwarderMetric.ForwarderLag, Math.max(0, sentAt - p.observedAt.getTime()));
+        finished.add(p);
+      } else {
+        this.d.telemetry.record(ForwarderMetric.SendFailures, 1);
+        if (failure && !failure.retryable) {
+          // Resending can never succeed; it is logged (by the publisher) and counted, and no longer holds the checkpoint.
+          finished.add(p);
+          continue;
+        }
+        p.attempts++;
+        p.notBefore = sentAt + Math.min(30_000, 500 * 2 ** Math.min(p.attempts, 10)) * (0.5 + Math.random() / 2);
+      }
+    }
+    for (const p of finished) {
+      p.ticket.done = true;
+      touched.add(p.progress);
+    }
+    for (const t of touched) t.advance();
+    this.pending = this.pending.filter((p) => !finished.has(p));
+    if (this.pending.length < this.opt.maxPendingEvents) this.releaseIntake();
+    return ready.length;
+  }
+
+  private async flushLoop(signal: AbortSignal): Promise<void> {
+    while (!signal.aborted) {
+      let attempted = 0;
+      try {
+        attempted = await this.publishRound();
+      } catch (err) {
+        this.log.error('Publishing events failed', { error: err as Error });
+      }
+      if (attempted === 0) await sleep(this.opt.flushIntervalMs, signal);
+    }
+  }
+
+  /** After the streams stopped: keep sending what is pending for a bounded time; returns what is left. */
+  private async drain(): Promise<number> {
+    const deadline = Date.now() + this.opt.drainTimeoutMs;
+    while (this.pending.length > 0 && this.leading && Date.now() < deadline) {
+      const attempted = await this.publishRound().catch(() => 0);
+      if (attempted === 0) await new Promise((r) => setTimeout(r, Math.min(200, Math.max(1, deadline - Date.now()))));
+    }
+    if (this.pending.length > 0) {
+      this.log.warn('Leaving unsent events to the next forwarder; the checkpoint stops before them', { count: this.pending.length });
+    }
+    return this.pending.length;
+  }
+}
+
+/**
+ * Runs one bounded window: the forwarder's run until `durationMs` elapses or `signal` aborts.
+ * Returns the run summary (inactive when another forwarder held the Lease throughout).
+ */
+export async function forwardWatchEvents(
+  deps: WatchForwarderDeps,
+  input: { readonly durationMs: number; readonly signal?: AbortSignal },
+  options?: WatchForwarderOptions,
+): Promise<ForwarderRunSummary> {
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(), input.durationMs);
+  input.signal?.addEventListener('abort', () => controller.abort(), { once: true });
+  try {
+    return await new WatchForwarder(deps, options).run(controller.signal);
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -1,0 +1,28 @@
+/** Scheduled Lambda entry: runs one bounded forwarder window, then hands over through the Lease checkpoint. */
+import type { Context, ScheduledEvent } from 'aws-lambda';
+import { SQSClient } from '@aws-sdk/client-sqs';
+import { loadManagementKubeConfig } from '#shared/adapters/kubernetes/management-kubeconfig.ts';
+import { loadClusterAccessConfig } from '#shared/config/cluster-access-config.ts';
+import { loadForwarderConfig } from '#shared/config/forwarder-config.ts';
+import { createForwarderTelemetry } from '#shared/observability/forwarder-telemetry.ts';
+import { logger } from '#shared/observability/logger.ts';
+import { metrics } from '#shared/observability/metrics.ts';
+import { composeWatchForwarder } from './compose.ts';
+import { forwardWatchEvents, type ForwarderRunSummary } from './forward-watch-events.ts';
+
+const config = loadForwarderConfig(process.env);
+const access = loadClusterAccessConfig(process.env);
+const sqs = new SQSClient({});
+const telemetry = createForwarderTelemetry(metrics);
+/** Time kept back from the Lambda timeout for draining sends and releasing the Lease. */
+const HAND_OVER_RESERVE_MS = 30_000;
+
+export const handler = async (_event: ScheduledEvent, context: Context): Promise<ForwarderRunSummary> => {
+  const managementKubeConfig = await loadManagementKubeConfig(access);
+  const deps = composeWatchForwarder({ config, managementKubeConfig, sqs, telemetry });
+  const durationMs = Math.max(1_000, Math.min(config.watchWindowSeconds * 1000, context.getRemainingTimeInMillis() - HAND_OVER_RESERVE_MS));
+  const summary = await forwardWatchEvents(deps, { durationMs });
+  logger.info('Forwarder window ended', { active: summary.active, unsent: summary.unsent, counts: telemetry.counts() });
+  metrics.publishStoredMetrics();
+  return summary;
+};

@@ -1,0 +1,57 @@
+/**
+ * `npm run forwarder`: the watch-forwarder as a long-running process (a terminal, or a container next
+ * to the cluster). Same core as the scheduled Lambda, without the window: it runs until SIGINT/SIGTERM,
+ * then sends what is pending, stores its checkpoint on the Lease and hands over.
+ *
+ * Management cluster: KUBECONFIG (or the default kubeconfig). Queue: SQS when QUEUE_URL is set;
+ * otherwise every event is printed as one CloudEvent JSON line on stdout (a dry run of the queue).
+ * Settings: see functions/watch-forwarder/README.md.
+ */
+import { KubeConfig } from '@kubernetes/client-node';
+import { SQSClient } from '@aws-sdk/client-sqs';
+import { toCloudEventBody } from '#shared/adapters/cloudevents/cloud-event-body.ts';
+import { loadForwarderConfig } from '#shared/config/forwarder-config.ts';
+import { createForwarderTelemetry } from '#shared/observability/forwarder-telemetry.ts';
+import { logger } from '#shared/observability/logger.ts';
+import type { EventPublisher } from '#shared/ports/event-publisher.ts';
+import { composeWatchForwarder } from '#functions/watch-forwarder/compose.ts';
+import { WatchForwarder } from '#functions/watch-forwarder/forward-watch-events.ts';
+
+const config = loadForwarderConfig(process.env);
+const kc = new KubeConfig();
+kc.loadFromDefault();
+const telemetry = createForwarderTelemetry();
+
+const stdoutPublisher: EventPublisher = {
+  async publish(events) {
+    for (const e of events) process.stdout.write(`${toCloudEventBody(e)}\n`);
+    return { sent: events, unsent: [] };
+  },
+};
+
+const deps = composeWatchForwarder({
+  config,
+  managementKubeConfig: kc,
+  telemetry,
+  ...(config.queueUrl ? { sqs: new SQSClient({}) } : { publisher: stdoutPublisher }),
+});
+const forwarder = new WatchForwarder(deps);
+const stop = new AbortController();
+for (const sig of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(sig, () => {
+    process.stderr.write(`${sig}: handing over...\n`);
+    stop.abort();
+  });
+}
+const report = setInterval(() => process.stderr.write(`forwarder: ${JSON.stringify(telemetry.counts())}\n`), 30_000);
+process.stderr.write(
+  `forwarder ${config.forwarderId}: mode ${config.clusterMode}, cluster ${kc.getCurrentCluster()?.server ?? '?'}, ` +
+    `queue ${config.queueUrl ?? 'stdout'}, lease ${config.stateNamespace}/${config.leaseName}\n`,
+);
+// A forwarder that loses the Lease goes back to waiting for it, until stopped.
+while (!stop.signal.aborted) {
+  const summary = await forwarder.run(stop.signal);
+  if (summary.active) logger.info('Forwarder term ended', { unsent: summary.unsent, checkpoint: summary.checkpoint });
+}
+clearInterval(report);
+process.stderr.write(`forwarder stopped: ${JSON.stringify(telemetry.counts())}\n`);

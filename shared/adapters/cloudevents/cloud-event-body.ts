@@ -1,0 +1,125 @@
+/**
+ * CloudEvents 1.0 structured JSON mode, the SQS message body: building it from a domain TaintEvent
+ * and parsing + validating it back. The only place that imports the cloudevents SDK.
+ */
+import { CloudEvent, HTTP, ValidationError } from 'cloudevents';
+import { Ajv, type ValidateFunction } from 'ajv';
+import addFormatsModule from 'ajv-formats';
+import {
+  machineEventDataSchema,
+  nodeEventDataSchema,
+  parseEventType,
+  type EventType,
+  type TaintEvent,
+  type TaintEventData,
+} from '#shared/domain/cloud-event.ts';
+import { MalformedEventError } from '#shared/errors.ts';
+
+// ajv-formats is CommonJS: under NodeNext its default import is module.exports, which is the plugin
+// function itself at runtime and also carries it as `.default`.
+type FormatsPlugin = (ajv: Ajv) => Ajv;
+const addFormats: FormatsPlugin =
+  (addFormatsModule as unknown as { default?: FormatsPlugin }).default ?? (addFormatsModule as unknown as FormatsPlugin);
+
+const ajv = new Ajv({ allErrors: true, strict: true });
+addFormats(ajv);
+// Compiled once per cold start.
+const validators: Readonly<Record<TaintEventData['kind'], ValidateFunction>> = {
+  Machine: ajv.compile(machineEventDataSchema),
+  Node: ajv.compile(nodeEventDataSchema),
+};
+
+const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/i;
+
+/** Content type of a structured-mode CloudEvent, for transports that carry one. */
+export const CLOUDEVENT_CONTENT_TYPE = 'application/cloudevents+json; charset=utf-8';
+
+/**
+ * Serialises a TaintEvent as a structured-mode CloudEvent (JSON text, `datacontenttype:
+ * application/json`). Returns the message body; throws the SDK's ValidationError only on a bug
+ * (an event that the domain built wrongly).
+ * @example toCloudEventBody(event) // '{"id":"…","time":"…","type":"io.github.capi-taint-propagator.node.added.v1",…}'
+ */
+export function toCloudEventBody(event: TaintEvent): string {
+  const ce = new CloudEvent<TaintEventData>({
+    specversion: '1.0',
+    id: event.id,
+    source: event.source,
+    type: event.type,
+    subject: event.subject,
+    time: event.time,
+    datacontenttype: 'application/json',
+    data: event.data,
+  });
+  return HTTP.structured(ce).body as string;
+}
+
+function describeAjvErrors(validate: ValidateFunction): string {
+  return (validate.errors ?? []).map((e) => `${e.instancePath || '/'} ${e.message ?? 'is invalid'}`).join('; ');
+}
+
+/**
+ * Parses a structured-mode CloudEvent body into a validated TaintEvent: CloudEvents 1.0 envelope
+ * (validated by the SDK), an accepted `type`, a `subject` and `time`, and `data` that is a JSON object
+ * matching the schema of its kind. Throws MalformedEventError with the reason for anything else.
+ */
+export function fromCloudEventBody(body: string): TaintEvent {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(body);
+  } catch (err) {
+    throw new MalformedEventError('body is not JSON', err);
+  }
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
+    throw new MalformedEventError('body is not a JSON object (batched CloudEvents are not accepted)');
+  }
+  const envelope = raw as Record<string, unknown>;
+  if (envelope.specversion !== '1.0') {
+    throw new MalformedEventError(`specversion must be "1.0", got ${JSON.stringify(envelope.specversion)}`);
+  }
+  // The SDK silently fills a missing `id` (random) and `time` ("now") and does not check the time's
+  // format, so both are checked on the raw envelope: the id is what deduplicates, the time is when
+  // the change was observed.
+  if (typeof envelope.id !== 'string' || envelope.id === '') throw new MalformedEventError('id is missing');
+  if (typeof envelope.time !== 'string') throw new MalformedEventError('time is missing');
+  if (!RFC3339.test(envelope.time) || Number.isNaN(Date.parse(envelope.time))) {
+    throw new MalformedEventError(`time ${JSON.stringify(envelope.time)} is not an RFC 3339 date-time`);
+  }
+  if (typeof envelope.subject !== 'string' || envelope.subject === '') throw new MalformedEventError('subject is missing');
+
+  let ce: CloudEvent<unknown>;
+  try {
+    const parsed = HTTP.toEvent({ headers: { 'content-type': CLOUDEVENT_CONTENT_TYPE }, body });
+    if (Array.isArray(parsed)) throw new MalformedEventError('batched CloudEvents are not accepted');
+    ce = parsed as CloudEvent<unknown>;
+    // HTTP.toEvent does not validate structured input; validate() throws ValidationError.
+    if (!ce.validate()) throw new MalformedEventError('not a valid CloudEvent');
+  } catch (err) {
+    if (err instanceof MalformedEventError) throw err;
+    if (err instanceof ValidationError) {
+      throw new MalformedEventError(`not a valid CloudEvent: ${err.message} ${JSON.stringify(err.errors ?? [])}`, err);
+    }
+    throw new MalformedEventError('not a CloudEvent', err);
+  }
+
+  const parsedType = parseEventType(ce.type);
+  if (!parsedType) throw new MalformedEventError(`unknown event type ${JSON.stringify(ce.type)}`);
+  const data: unknown = ce.data;
+  if (typeof data !== 'object' || data === null || Array.isArray(data)) {
+    throw new MalformedEventError('data must be a JSON object');
+  }
+  const validate = validators[parsedType.kind];
+  if (!validate(data)) throw new MalformedEventError(`data does not match the ${parsedType.kind} event schema: ${describeAjvErrors(validate)}`);
+  const typed = data as TaintEventData;
+  if (typed.kind !== parsedType.kind) {
+    throw new MalformedEventError(`data.kind ${typed.kind} does not match type ${ce.type}`);
+  }
+  return {
+    id: ce.id,
+    source: ce.source,
+    type: ce.type as EventType,
+    subject: envelope.subject,
+    time: envelope.time,
+    data: typed,
+  };
+}

@@ -1,0 +1,394 @@
+/**
+ * A list+watch session over one Kubernetes collection, in the spirit of client-node's `src/cache.ts`
+ * but without its silent spots:
+ * - list, then watch from the list's resourceVersion, with bookmarks; resume exactly from a
+ *   checkpoint by listing *at* that resourceVersion (`resourceVersionMatch=Exact`), so the replayed
+ *   changes are filtered against the state the forwarder last knew;
+ * - 410 Gone (watch or resume) → relist and announce only what changed while away, plus deletions;
+ * - a watchdog that restarts a watch that stays silent (no event, no bookmark) for `idleTimeoutMs`;
+ * - bounded, jittered backoff between failed attempts; a periodic full resync;
+ * - every line that is not a watch event we understand is counted (MalformedWatchEvents) and logged.
+ *
+ * It speaks HTTP itself (with the KubeConfig's credentials) instead of using client-node's `Watch`,
+ * because that class drops unparseable lines and swallows exceptions thrown by the callback.
+ */
+import http from 'node:http';
+import https from 'node:https';
+import { createInterface } from 'node:readline';
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { ChangeKind } from '#shared/domain/cloud-event.ts';
+import { diffRelist, fingerprintOf, isRelevantChange, type ListedObject } from '#shared/domain/relevance.ts';
+import { objectKeyOf, type WatchedFacts } from '#shared/domain/watch-event.ts';
+import { AccessDeniedError, TaintPropagatorError, TransientError } from '#shared/errors.ts';
+import type { StreamEvent, WatchStream } from '#shared/ports/watch-source.ts';
+import type { ForwarderTelemetry } from '#shared/ports/forwarder-telemetry.ts';
+import { ForwarderMetric } from '#shared/observability/metric-names.ts';
+import { logger as defaultLogger } from '#shared/observability/logger.ts';
+
+/** Thrown when the requested resourceVersion has been compacted away (HTTP 410 / watch ERROR 410). */
+export class ResourceVersionGoneError extends TaintPropagatorError {
+  readonly resourceVersion: string | undefined;
+  constructor(resourceVersion: string | undefined, cause?: unknown) {
+    super(`resourceVersion ${resourceVersion ?? '(none)'} is too old`, { retryable: true, cause });
+    this.resourceVersion = resourceVersion;
+  }
+}
+
+type Logger = Pick<typeof defaultLogger, 'info' | 'warn' | 'error' | 'debug'>;
+
+export interface WatchSessionOptions<T extends WatchedFacts> {
+  /** Stream name for logs, e.g. `machines` or `nodes/default/c1`. */
+  readonly name: string;
+  /** Credentials, resolved at every (re)connect so rotated kubeconfigs are picked up. */
+  readonly kubeConfig: () => Promise<KubeConfig>;
+  /** Collection path, e.g. `/api/v1/nodes`. */
+  readonly path: string;
+  readonly labelSelector?: string;
+  readonly toFacts: (obj: unknown) => T | undefined;
+  /** Resume exactly from this resourceVersion; without it the first list announces every object as `resynced`. */
+  readonly resumeFrom?: string;
+  /** Restart a watch silent for this long (default 60 s). */
+  readonly idleTimeoutMs?: number;
+  /** Full resync period; 0 = off (default 0). */
+  readonly resyncIntervalMs?: number;
+  /** Server-side watch timeout; jittered up to twice this (default 300 s). */
+  readonly watchTimeoutSeconds?: number;
+  readonly backoff?: { readonly initialMs: number; readonly maxMs: number };
+  readonly pageSize?: number;
+  readonly telemetry?: ForwarderTelemetry;
+  readonly logger?: Logger;
+  readonly random?: () => number;
+  readonly now?: () => Date;
+}
+
+interface RawResponse {
+  readonly status: number;
+  readonly body: NodeJS.ReadableStream & { destroy(err?: Error): void };
+}
+
+async function request(kc: KubeConfig, pathAndQuery: string, signal: AbortSignal): Promise<RawResponse> {
+  const cluster = kc.getCurrentCluster();
+  if (!cluster) throw new TransientError('connecting', 'the kubeconfig has no current cluster');
+  const url = new URL(cluster.server.replace(/\/+$/, '') + pathAndQuery);
+  const opts: https.RequestOptions = { method: 'GET', headers: { Accept: 'application/json' } };
+  await kc.applyToHTTPSOptions(opts);
+  const mod = url.protocol === 'http:' ? http : https;
+  return await new Promise<RawResponse>((resolve, reject) => {
+    const req = mod.request(url, { ...opts, signal }, (res) => resolve({ status: res.statusCode ?? 0, body: res }));
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+async function readAll(stream: NodeJS.ReadableStream): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const c of stream) chunks.push(typeof c === 'string' ? Buffer.from(c) : c);
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+function statusError(status: number, body: string, operation: string, rv: string | undefined): Error {
+  if (status === 410) return new ResourceVersionGoneError(rv);
+  const detail = `HTTP ${status}: ${body.slice(0, 300)}`;
+  if (status === 401 || status === 403) return new AccessDeniedError(operation, detail);
+  return new TransientError(operation, detail);
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const t = setTimeout(done, ms);
+    function done(): void {
+      clearTimeout(t);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+    signal.addEventListener('abort', done, { once: true });
+  });
+}
+
+/**
+ * True when `rv` is newer than `than`. resourceVersions are etcd revisions (decimal integers) on every
+ * real API server; anything else counts as newer, so the object is announced rather than missed.
+ */
+export function isNewerResourceVersion(rv: string, than: string): boolean {
+  if (!/^\d+$/.test(rv) || !/^\d+$/.test(than)) return true;
+  return BigInt(rv) > BigInt(than);
+}
+
+const WATCH_TYPES: Readonly<Record<string, ChangeKind>> = { ADDED: 'added', MODIFIED: 'modified', DELETED: 'deleted' };
+
+type WatchEnd = 'closed' | 'idle' | 'gone' | 'resync' | 'aborted';
+
+/** One list+watch session; `run` keeps it going until the signal aborts. */
+export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
+  private readonly o: WatchSessionOptions<T>;
+  private readonly log: Logger;
+  private readonly random: () => number;
+  private readonly now: () => Date;
+  private known = new Map<string, ListedObject<T>>();
+  private resourceVersion: string | undefined;
+  private resumeExpired = false;
+
+  constructor(options: WatchSessionOptions<T>) {
+    this.o = options;
+    this.log = options.logger ?? defaultLogger;
+    this.random = options.random ?? Math.random;
+    this.now = options.now ?? (() => new Date());
+  }
+
+  /** Runs list+watch until `signal` aborts; every failure is retried with backoff, never thrown. */
+  async run(signal: AbortSignal, onEvent: (event: StreamEvent<T>) => Promise<void>): Promise<void> {
+    const backoff = this.o.backoff ?? { initialMs: 250, maxMs: 30_000 };
+    const resyncMs = this.o.resyncIntervalMs ?? 0;
+    let failures = 0;
+    let resyncAt = resyncMs > 0 ? Date.now() + resyncMs : Infinity;
+    let pending: 'start' | 'relist' | 'resync' | undefined = 'start';
+    while (!signal.aborted) {
+      try {
+        if (pending === 'start') await this.start(signal, onEvent);
+        else if (pending === 'relist') await this.relist(signal, onEvent, false, 'watch expired (410 Gone)');
+        else if (pending === 'resync') await this.relist(signal, onEvent, true, 'periodic resync');
+        if (pending === 'resync') resyncAt = Date.now() + resyncMs;
+        pending = undefined;
+        if (signal.aborted) break;
+        const started = Date.now();
+        const end = await this.watch(signal, onEvent, resyncAt);
+        if (end === 'gone') pending = 'relist';
+        else if (end === 'resync') pending = 'resync';
+        else if (end === 'idle') {
+          this.o.telemetry?.record(ForwarderMetric.WatchRestarts, 1);
+          this.log.warn('Restarting silent watch', { stream: this.o.name, resourceVersion: this.resourceVersion });
+        }
+        if (Date.now() - started > 5_000 || end !== 'idle') failures = 0;
+      } catch (err) {
+        if (signal.aborted) break;
+        if (err instanceof ResourceVersionGoneError) {
+          // A stale checkpoint or an expired list continuation: start again from a fresh list.
+          if (pending === 'start') this.resumeExpired = true; // the checkpoint was compacted away
+          else if (pending === undefined) pending = 'relist'; // the watch's resourceVersion was compacted away
+          // else: a list continuation expired; list again
+          continue;
+        }
+        failures++;
+        const delay = Math.floor(this.random() * Math.min(backoff.maxMs, backoff.initialMs * 2 ** Math.min(failures, 16)));
+        this.o.telemetry?.record(ForwarderMetric.WatchRestarts, 1);
+        this.log.warn('Retrying watch after error', { stream: this.o.name, resourceVersion: this.resourceVersion, delayMs: delay, reason: String(err instanceof Error ? err.message : err) });
+        await sleep(delay, signal);
+      }
+    }
+  }
+
+  /** First list: exact at the checkpoint (no announcements), or fresh (announce everything). */
+  private async start(signal: AbortSignal, onEvent: (e: StreamEvent<T>) => Promise<void>): Promise<void> {
+    const resumeFrom = this.resumeExpired ? undefined : this.o.resumeFrom;
+    if (resumeFrom === undefined && this.resumeExpired && this.o.resumeFrom !== undefined) {
+      await this.relistSince(signal, onEvent, this.o.resumeFrom);
+      return;
+    }
+    if (resumeFrom === undefined) {
+      await this.relist(signal, onEvent, true, undefined);
+      return;
+    }
+    const { items, resourceVersion } = await this.list(signal, resumeFrom);
+    this.known = new Map(items.map((i) => [i.key, i]));
+    this.resourceVersion = resourceVersion;
+    this.log.info('Resuming watch from checkpoint', { stream: this.o.name, resourceVersion, objects: items.length });
+  }
+
+  private async relist(signal: AbortSignal, onEvent: (e: StreamEvent<T>) => Promise<void>, full: boolean, reason: string | undefined): Promise<void> {
+    if (reason !== undefined) {
+      this.o.telemetry?.record(ForwarderMetric.Relists, 1);
+      this.log.info('Relisting', { stream: this.o.name, reason, resourceVersion: this.resourceVersion });
+    }
+    const { items, resourceVersion } = await this.list(signal, undefined);
+    const observedAt = this.now();
+    const { resynced, deleted } = diffRelist(this.known, items, full);
+    this.known = new Map(items.map((i) => [i.key, i]));
+    for (const obj of resynced) await onEvent({ type: 'change', change: 'resynced', facts: obj.facts, relevant: true, observedAt });
+    for (const obj of deleted) await onEvent({ type: 'change', change: 'deleted', facts: obj.facts, relevant: true, observedAt });
+    this.resourceVersion = resourceVersion;
+    await onEvent({ type: 'progress', resourceVersion });
+    if (reason !== undefined) {
+      this.log.info('Relisted', { stream: this.o.name, resourceVersion, objects: items.length, resynced: resynced.length, deleted: deleted.length });
+    }
+  }
+
+  /**
+   * The checkpoint was compacted away and there is no baseline to compare with: announce only the
+   * objects whose resourceVersion is newer than the checkpoint (changed while away, possibly only in
+   * ways that do not matter); objects untouched since then stay quiet. Deletions during the gap
+   * cannot be seen; they leave nothing for the reconcile function to do.
+   */
+  private async relistSince(signal: AbortSignal, onEvent: (e: StreamEvent<T>) => Promise<void>, since: string): Promise<void> {
+    this.o.telemetry?.record(ForwarderMetric.Relists, 1);
+    this.log.warn('Relisting: checkpoint is older than the API server history', { stream: this.o.name, resourceVersion: since });
+    const { items, resourceVersion } = await this.list(signal, undefined);
+    const observedAt = this.now();
+    this.known = new Map(items.map((i) => [i.key, i]));
+    const changed = items.filter((i) => isNewerResourceVersion(i.facts.resourceVersion, since));
+    for (const obj of changed) await onEvent({ type: 'change', change: 'resynced', facts: obj.facts, relevant: true, observedAt });
+    this.resourceVersion = resourceVersion;
+    await onEvent({ type: 'progress', resourceVersion });
+    this.log.info('Relisted', { stream: this.o.name, resourceVersion, objects: items.length, resynced: changed.length });
+  }
+
+  private query(params: Record<string, string | undefined>): string {
+    const q = new URLSearchParams();
+    for (const [k, v] of Object.entries(params)) if (v !== undefined) q.set(k, v);
+    if (this.o.labelSelector) q.set('labelSelector', this.o.labelSelector);
+    return `${this.o.path}?${q.toString()}`;
+  }
+
+  /** Paginated list, current (no resourceVersion) or exactly at `at`. */
+  private async list(signal: AbortSignal, at: string | undefined): Promise<{ items: ListedObject<T>[]; resourceVersion: string }> {
+    const kc = await this.o.kubeConfig();
+    const items: ListedObject<T>[] = [];
+    let cont: string | undefined;
+    let listRv: string | undefined;
+    do {
+      const params = cont
+        ? { limit: String(this.o.pageSize ?? 500), continue: cont }
+        : { limit: String(this.o.pageSize ?? 500), resourceVersion: at, resourceVersionMatch: at ? 'Exact' : undefined };
+      const res = await request(kc, this.query(params), signal);
+      const text = await readAll(res.body);
+      if (res.status !== 200) throw statusError(res.status, text, `listing ${this.o.path}`, at);
+      const body: unknown = JSON.parse(text);
+      if (!isObject(body) || !Array.isArray(body.items) || !isObject(body.metadata)) {
+        throw new TransientError(`listing ${this.o.path}`, 'unexpected list response');
+      }
+      listRv ??= typeof body.metadata.resourceVersion === 'string' ? body.metadata.resourceVersion : undefined;
+      for (const raw of body.items) {
+        const facts = this.o.toFacts(raw);
+        if (!facts) {
+          this.malformed('list item without name, uid or resourceVersion', JSON.stringify(raw).slice(0, 300));
+          continue;
+        }
+        items.push({ key: objectKeyOf(facts), fingerprint: fingerprintOf(facts), facts });
+      }
+      cont = typeof body.metadata.continue === 'string' && body.metadata.continue !== '' ? body.metadata.continue : undefined;
+    } while (cont);
+    if (!listRv) throw new TransientError(`listing ${this.o.path}`, 'list has no resourceVersion');
+    return { items, resourceVersion: listRv };
+  }
+
+  private malformed(reason: string, line: string): void {
+    this.o.telemetry?.record(ForwarderMetric.MalformedWatchEvents, 1);
+    this.log.error('Skipping malformed watch event', { stream: this.o.name, reason, line: line.slice(0, 500), resourceVersion: this.resourceVersion });
+  }
+
+  /** One watch request from the current resourceVersion; resolves with why it ended. */
+  private async watch(signal: AbortSignal, onEvent: (e: StreamEvent<T>) => Promise<void>, resyncAt: number): Promise<WatchEnd> {
+    const kc = await this.o.kubeConfig();
+    const timeout = this.o.watchTimeoutSeconds ?? 300;
+    const controller = new AbortController();
+    const abort = (): void => controller.abort();
+    signal.addEventListener('abort', abort, { once: true });
+    let end: WatchEnd = 'closed';
+    let lastActivity = Date.now();
+    let busy = false;
+    const idleMs = this.o.idleTimeoutMs ?? 60_000;
+    const watchdog = setInterval(() => {
+      if (!busy && Date.now() - lastActivity > idleMs) {
+        end = 'idle';
+        controller.abort();
+      } else if (Date.now() >= resyncAt) {
+        end = 'resync';
+        controller.abort();
+      }
+    }, Math.min(1_000, idleMs / 4));
+    try {
+      const res = await request(
+        kc,
+        this.query({
+          watch: '1',
+          resourceVersion: this.resourceVersion,
+          allowWatchBookmarks: 'true',
+          timeoutSeconds: String(Math.floor(timeout * (1 + this.random()))),
+        }),
+        controller.signal,
+      );
+      if (res.status !== 200) throw statusError(res.status, await readAll(res.body), `watching ${this.o.path}`, this.resourceVersion);
+      res.body.on('data', () => {
+        lastActivity = Date.now();
+      });
+      const lines = createInterface({ input: res.body, crlfDelay: Infinity });
+      for await (const line of lines) {
+        if (line.trim() === '') continue;
+        busy = true;
+        const outcome = await this.handleLine(line, onEvent);
+        busy = false;
+        lastActivity = Date.now();
+        if (outcome === 'gone') {
+          end = 'gone';
+          break;
+        }
+      }
+      res.body.destroy();
+    } catch (err) {
+      if (!controller.signal.aborted) throw err;
+    } finally {
+      clearInterval(watchdog);
+      signal.removeEventListener('abort', abort);
+      controller.abort();
+    }
+    return signal.aborted ? 'aborted' : end;
+  }
+
+  private async handleLine(line: string, onEvent: (e: StreamEvent<T>) => Promise<void>): Promise<'ok' | 'gone'> {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(line);
+    } catch {
+      this.malformed('not JSON', line);
+      return 'ok';
+    }
+    if (!isObject(parsed) || typeof parsed.type !== 'string') {
+      this.malformed('no event type', line);
+      return 'ok';
+    }
+    const obj = parsed.object;
+    if (parsed.type === 'BOOKMARK') {
+      const rv = isObject(obj) && isObject(obj.metadata) ? obj.metadata.resourceVersion : undefined;
+      if (typeof rv !== 'string' || rv === '') {
+        this.malformed('bookmark without resourceVersion', line);
+        return 'ok';
+      }
+      this.resourceVersion = rv;
+      await onEvent({ type: 'progress', resourceVersion: rv });
+      return 'ok';
+    }
+    if (parsed.type === 'ERROR') {
+      const code = isObject(obj) ? obj.code : undefined;
+      if (code === 410) {
+        this.log.info('Watch expired', { stream: this.o.name, resourceVersion: this.resourceVersion });
+        return 'gone';
+      }
+      throw new TransientError(`watching ${this.o.path}`, `watch ERROR ${JSON.stringify(obj).slice(0, 300)}`);
+    }
+    const change = WATCH_TYPES[parsed.type];
+    const facts = change ? this.o.toFacts(obj) : undefined;
+    if (!change || !facts) {
+      this.malformed(change ? 'object without name, uid or resourceVersion' : `unknown event type ${parsed.type}`, line);
+      return 'ok';
+    }
+    const key = objectKeyOf(facts);
+    const fingerprint = fingerprintOf(facts);
+    const previous = this.known.get(key)?.fingerprint;
+    if (change === 'deleted') this.known.delete(key);
+    else this.known.set(key, { key, fingerprint, facts });
+    this.resourceVersion = facts.resourceVersion;
+    await onEvent({
+      type: 'change',
+      change,
+      facts,
+      relevant: isRelevantChange(change, previous, fingerprint),
+      observedAt: this.now(),
+      checkpoint: facts.resourceVersion,
+    });
+    return 'ok';
+  }
+}

@@ -1,0 +1,73 @@
+/**
+ * The forwarder's WatchSources over real API servers: Machines and Clusters (cluster.x-k8s.io/v1beta2)
+ * in the management cluster, Nodes in each workload cluster (credentials from the kubeconfig Secret).
+ */
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { ClusterRef } from '#shared/domain/cloud-event.ts';
+import { toClusterFacts, toMachineFacts, toNodeFacts, type ClusterFacts, type MachineFacts, type NodeFacts, type WatchedFacts } from '#shared/domain/watch-event.ts';
+import type { ForwarderTelemetry } from '#shared/ports/forwarder-telemetry.ts';
+import type { StreamStart, WatchSources, WatchStream } from '#shared/ports/watch-source.ts';
+import { WatchSession, type WatchSessionOptions } from './watch-session.ts';
+import type { WorkloadKubeConfigs } from './workload-kubeconfig.ts';
+import { nodeStreamKey, MACHINES_STREAM } from '#shared/domain/watch-event.ts';
+
+/** Cluster API group/version the forwarder reads. */
+export const CAPI_GROUP_VERSION = 'cluster.x-k8s.io/v1beta2';
+
+export interface KubernetesWatchSourcesOptions {
+  readonly managementKubeConfig: KubeConfig;
+  readonly workloadKubeConfigs: WorkloadKubeConfigs;
+  /** Watch Machines of one namespace only (default all). */
+  readonly machineNamespace?: string;
+  /** Watch only Nodes matching this selector (default all). */
+  readonly nodeLabelSelector?: string;
+  readonly idleTimeoutMs?: number;
+  readonly resyncIntervalMs?: number;
+  readonly watchTimeoutSeconds?: number;
+  readonly backoff?: { readonly initialMs: number; readonly maxMs: number };
+  readonly telemetry?: ForwarderTelemetry;
+}
+
+/** Creates WatchSources backed by WatchSession. */
+export function kubernetesWatchSources(o: KubernetesWatchSourcesOptions): WatchSources {
+  function session<T extends WatchedFacts>(
+    name: string,
+    kubeConfig: () => Promise<KubeConfig>,
+    path: string,
+    toFacts: (obj: unknown) => T | undefined,
+    start: StreamStart,
+    extra: Partial<WatchSessionOptions<T>> = {},
+  ): WatchStream<T> {
+    return new WatchSession<T>({
+      name,
+      kubeConfig,
+      path,
+      toFacts,
+      ...(start.resumeFrom !== undefined ? { resumeFrom: start.resumeFrom } : {}),
+      ...(o.idleTimeoutMs !== undefined ? { idleTimeoutMs: o.idleTimeoutMs } : {}),
+      ...(o.watchTimeoutSeconds !== undefined ? { watchTimeoutSeconds: o.watchTimeoutSeconds } : {}),
+      ...(o.backoff ? { backoff: o.backoff } : {}),
+      ...(o.telemetry ? { telemetry: o.telemetry } : {}),
+      ...extra,
+    });
+  }
+  const management = async (): Promise<KubeConfig> => o.managementKubeConfig;
+  const capiPath = (plural: string, namespace?: string): string =>
+    namespace ? `/apis/${CAPI_GROUP_VERSION}/namespaces/${encodeURIComponent(namespace)}/${plural}` : `/apis/${CAPI_GROUP_VERSION}/${plural}`;
+  return {
+    machines(start: StreamStart): WatchStream<MachineFacts> {
+      return session(MACHINES_STREAM, management, capiPath('machines', o.machineNamespace), toMachineFacts, start, {
+        resyncIntervalMs: o.resyncIntervalMs ?? 0,
+      });
+    },
+    clusters(start: StreamStart): WatchStream<ClusterFacts> {
+      return session('clusters', management, capiPath('clusters', o.machineNamespace), toClusterFacts, start);
+    },
+    nodes(cluster: ClusterRef, start: StreamStart): WatchStream<NodeFacts> {
+      return session(nodeStreamKey(cluster), () => o.workloadKubeConfigs.get(cluster), '/api/v1/nodes', toNodeFacts, start, {
+        resyncIntervalMs: o.resyncIntervalMs ?? 0,
+        ...(o.nodeLabelSelector ? { labelSelector: o.nodeLabelSelector } : {}),
+      });
+    },
+  };
+}

@@ -1,0 +1,158 @@
+/**
+ * Publishes TaintEvents to an SQS FIFO queue as structured CloudEvents: SendMessageBatch with at
+ * most 10 entries and 256 KiB per call, the Node as MessageGroupId, the event id as
+ * MessageDeduplicationId, per-entry failures retried with jittered backoff, and whatever still
+ * cannot be sent reported back (never dropped silently).
+ */
+import { createHash } from 'node:crypto';
+import { SendMessageBatchCommand, type SendMessageBatchCommandOutput, type SendMessageBatchRequestEntry } from '@aws-sdk/client-sqs';
+import { messageGroupIdFor, type TaintEvent } from '#shared/domain/cloud-event.ts';
+import { toCloudEventBody } from '#shared/adapters/cloudevents/cloud-event-body.ts';
+import type { EventPublisher, PublishResult, UnsentEvent } from '#shared/ports/event-publisher.ts';
+import { logger as defaultLogger, LogKey } from '#shared/observability/logger.ts';
+
+/** SQS's limits for one SendMessageBatch call. */
+export const SQS_MAX_BATCH_ENTRIES = 10;
+export const SQS_MAX_BATCH_BYTES = 256 * 1024;
+
+/**
+ * The one capability the publisher needs from an SQS client: the real `SQSClient`, an
+ * aws-sdk-client-mock, or an in-process queue that understands SendMessageBatchCommand.
+ */
+export interface SqsSendClient {
+  send(command: SendMessageBatchCommand): Promise<Partial<SendMessageBatchCommandOutput>>;
+}
+
+export interface SqsEventPublisherOptions {
+  readonly client: SqsSendClient;
+  readonly queueUrl: string;
+  /** Attempts per entry within one publish call (default 5). */
+  readonly maxAttempts?: number;
+  /** First backoff delay; doubles per attempt with full jitter, capped at 5 s (default 100 ms). */
+  readonly baseDelayMs?: number;
+  readonly sleep?: (ms: number) => Promise<void>;
+  readonly random?: () => number;
+  readonly logger?: Pick<typeof defaultLogger, 'warn' | 'error'>;
+}
+
+const SQS_ID = /^[\w!"#$%&'()*+,\-./:;<=>?@[\\\]^`{|}~]{1,128}$/;
+
+/**
+ * A MessageGroupId / MessageDeduplicationId from a text: the text itself when SQS accepts it
+ * (≤ 128 characters of alphanumerics and punctuation), otherwise its SHA-256 in hex, which keeps
+ * equal inputs equal and different inputs different.
+ */
+export function toSqsId(text: string): string {
+  return SQS_ID.test(text) ? text : createHash('sha256').update(text).digest('hex');
+}
+
+interface Entry {
+  readonly id: string;
+  readonly event: TaintEvent;
+  readonly request: SendMessageBatchRequestEntry;
+  readonly bytes: number;
+}
+
+function toEntry(event: TaintEvent, index: number): Entry {
+  const body = toCloudEventBody(event);
+  return {
+    id: `e${index}`,
+    event,
+    bytes: Buffer.byteLength(body, 'utf8'),
+    request: {
+      Id: `e${index}`,
+      MessageBody: body,
+      MessageGroupId: toSqsId(messageGroupIdFor(event.data)),
+      MessageDeduplicationId: toSqsId(event.id),
+    },
+  };
+}
+
+/** Splits entries into SendMessageBatch calls of at most 10 entries and 256 KiB. */
+export function chunkEntries<T extends { readonly bytes: number }>(entries: readonly T[]): T[][] {
+  const chunks: T[][] = [];
+  let current: T[] = [];
+  let bytes = 0;
+  for (const e of entries) {
+    if (current.length === SQS_MAX_BATCH_ENTRIES || (current.length > 0 && bytes + e.bytes > SQS_MAX_BATCH_BYTES)) {
+      chunks.push(current);
+      current = [];
+      bytes = 0;
+    }
+    current.push(e);
+    bytes += e.bytes;
+  }
+  if (current.length > 0) chunks.push(current);
+  return chunks;
+}
+
+function describe(err: unknown): string {
+  return err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+}
+
+/**
+ * Creates an EventPublisher over SQS. `publish` resolves with every event either sent or unsent
+ * (with the reason); it throws only on programming errors.
+ */
+export function createSqsEventPublisher(options: SqsEventPublisherOptions): EventPublisher {
+  const maxAttempts = options.maxAttempts ?? 5;
+  const baseDelayMs = options.baseDelayMs ?? 100;
+  const sleep = options.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
+  const random = options.random ?? Math.random;
+  const log = options.logger ?? defaultLogger;
+
+  async function sendChunk(chunk: readonly Entry[]): Promise<{ sent: Entry[]; unsent: Array<{ entry: Entry; reason: string; retryable: boolean }> }> {
+    const sent: Entry[] = [];
+    const unsent: Array<{ entry: Entry; reason: string; retryable: boolean }> = [];
+    let pending = [...chunk];
+    for (let attempt = 1; pending.length > 0; attempt++) {
+      const reasons = new Map<string, { reason: string; retryable: boolean }>();
+      try {
+        const out = await options.client.send(new SendMessageBatchCommand({ QueueUrl: options.queueUrl, Entries: pending.map((e) => e.request) }));
+        const okIds = new Set((out.Successful ?? []).map((s) => s.Id));
+        for (const f of out.Failed ?? []) {
+          if (f.Id) reasons.set(f.Id, { reason: `${f.Code ?? 'Failed'}: ${f.Message ?? ''}`.trim(), retryable: f.SenderFault !== true });
+        }
+        for (const e of pending) {
+          if (okIds.has(e.id)) sent.push(e);
+          else if (!reasons.has(e.id)) reasons.set(e.id, { reason: 'not reported by SendMessageBatch', retryable: true });
+        }
+      } catch (err) {
+        for (const e of pending) reasons.set(e.id, { reason: describe(err), retryable: true });
+      }
+      const failed = pending.filter((e) => reasons.has(e.id));
+      pending = [];
+      for (const e of failed) {
+        const r = reasons.get(e.id) ?? { reason: 'unknown', retryable: true };
+        if (!r.retryable || attempt >= maxAttempts) unsent.push({ entry: e, ...r });
+        else pending.push(e);
+      }
+      if (pending.length > 0) {
+        const delay = Math.floor(random() * Math.min(5_000, baseDelayMs * 2 ** (attempt - 1)));
+        log.warn('Retrying failed queue sends', { count: pending.length, attempt, delayMs: delay, reason: reasons.get(pending[0]?.id ?? '')?.reason });
+        await sleep(delay);
+      }
+    }
+    return { sent, unsent };
+  }
+
+  return {
+    async publish(events: readonly TaintEvent[]): Promise<PublishResult> {
+      const entries = events.map(toEntry);
+      const sent: TaintEvent[] = [];
+      const unsent: UnsentEvent[] = [];
+      for (const e of entries.filter((x) => x.bytes > SQS_MAX_BATCH_BYTES)) {
+        unsent.push({ event: e.event, reason: `message of ${e.bytes} bytes exceeds the 256 KiB limit`, retryable: false });
+      }
+      for (const chunk of chunkEntries(entries.filter((x) => x.bytes <= SQS_MAX_BATCH_BYTES))) {
+        const r = await sendChunk(chunk);
+        sent.push(...r.sent.map((e) => e.event));
+        unsent.push(...r.unsent.map((u) => ({ event: u.entry.event, reason: u.reason, retryable: u.retryable })));
+      }
+      for (const u of unsent) {
+        log.error('Sending event to the queue failed', { [LogKey.cloudEventId]: u.event.id, subject: u.event.subject, [LogKey.reason]: u.reason, retryable: u.retryable });
+      }
+      return { sent, unsent };
+    },
+  };
+}

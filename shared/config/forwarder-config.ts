@@ -1,0 +1,47 @@
+/**
+ * The watch-forwarder's configuration, read once from the environment through typed getters.
+ */
+import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import { integerVar, oneOf, optionalString, type Env } from './env.ts';
+
+export interface ForwarderConfig {
+  /** SQS FIFO queue URL; optional only for local runs that inject their own queue. */
+  readonly queueUrl: string | undefined;
+  /** `capi`: Machines in the management cluster, Nodes in each workload cluster. `self`: one cluster. */
+  readonly clusterMode: 'capi' | 'self';
+  /** Length of one Lambda window (the long-running process ignores it). */
+  readonly watchWindowSeconds: number;
+  /** Period of the full resync that re-announces every object; 0 turns it off. */
+  readonly resyncIntervalSeconds: number;
+  /** A watch that delivers nothing (not even a bookmark) for this long is restarted. */
+  readonly watchIdleSeconds: number;
+  /** Namespace of the Lease that elects the active forwarder and holds its checkpoint. */
+  readonly stateNamespace: string;
+  readonly leaseName: string;
+  /** This forwarder's identity in the Lease. */
+  readonly forwarderId: string;
+  /** Lease duration; a leader that has not renewed for this long can be replaced. */
+  readonly leaseDurationSeconds: number;
+  /** Only watch Machines in this namespace (default: all namespaces). */
+  readonly machineNamespace: string | undefined;
+  /** Only watch Nodes matching this label selector (default: all Nodes). */
+  readonly nodeLabelSelector: string | undefined;
+}
+
+/** Reads and validates the forwarder's settings; throws ConfigError naming the variable. */
+export function loadForwarderConfig(env: Env): ForwarderConfig {
+  return Object.freeze({
+    queueUrl: optionalString(env, 'QUEUE_URL'),
+    clusterMode: oneOf(env, 'CLUSTER_MODE', ['capi', 'self'] as const, 'capi'),
+    watchWindowSeconds: integerVar(env, 'WATCH_WINDOW_SECONDS', 780, 10, 900),
+    resyncIntervalSeconds: integerVar(env, 'RESYNC_INTERVAL_SECONDS', 1800, 0, 7 * 24 * 3600),
+    watchIdleSeconds: integerVar(env, 'WATCH_IDLE_SECONDS', 60, 5, 3600),
+    stateNamespace: optionalString(env, 'STATE_NAMESPACE', 'capi-taint-propagator'),
+    leaseName: optionalString(env, 'LEASE_NAME', 'capi-taint-propagator-forwarder'),
+    forwarderId: optionalString(env, 'FORWARDER_ID', `${hostname()}-${randomBytes(4).toString('hex')}`),
+    leaseDurationSeconds: integerVar(env, 'LEASE_DURATION_SECONDS', 15, 3, 600),
+    machineNamespace: optionalString(env, 'MACHINE_NAMESPACE'),
+    nodeLabelSelector: optionalString(env, 'NODE_LABEL_SELECTOR'),
+  });
+}

@@ -1,0 +1,70 @@
+/**
+ * The forwarder's relevance filter: a fingerprint of exactly what the reconcile function reads, and
+ * the rules that decide whether a watch event is worth a queue message. Pure.
+ */
+import type { ChangeKind } from './cloud-event.ts';
+import type { WatchedFacts } from './watch-event.ts';
+
+/** Deterministic JSON: object keys sorted, so that equal facts give equal strings. */
+function canonicalJson(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(canonicalJson).join(',')}]`;
+  if (typeof v === 'object' && v !== null) {
+    const entries = Object.entries(v as Record<string, unknown>)
+      .filter(([, x]) => x !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([k, x]) => `${JSON.stringify(k)}:${canonicalJson(x)}`).join(',')}}`;
+  }
+  return JSON.stringify(v) ?? 'null';
+}
+
+/**
+ * The relevant fingerprint of an object: everything the reconcile function reads, and nothing a
+ * heartbeat touches (status conditions, resourceVersion, managedFields…). The uid is included so a
+ * Node deleted and re-created under the same name while the forwarder was away counts as changed.
+ * Returns equal strings exactly when no relevant fact differs.
+ * @example fingerprintOf(a) === fingerprintOf({ ...a, resourceVersion: '99' }) // true
+ */
+export function fingerprintOf(facts: WatchedFacts): string {
+  const { resourceVersion: _ignored, ...relevant } = facts;
+  return canonicalJson(relevant);
+}
+
+/**
+ * Decides whether a change is forwarded. Additions and deletions always are; a modification only
+ * when the relevant fingerprint differs from the last one seen (or none was seen); a resync only when
+ * `full` (periodic resync) or when the fingerprint changed while the forwarder was away.
+ * Returns true when the change should become a CloudEvent.
+ * @example isRelevantChange('modified', fp, fp) // false: a status-only heartbeat
+ */
+export function isRelevantChange(change: ChangeKind, previous: string | undefined, current: string, full = false): boolean {
+  if (change === 'added' || change === 'deleted') return true;
+  if (change === 'resynced' && full) return true;
+  return previous === undefined || previous !== current;
+}
+
+/** One object of a relist, with the fingerprint computed by {@link fingerprintOf}. */
+export interface ListedObject<T> {
+  readonly key: string;
+  readonly fingerprint: string;
+  readonly facts: T;
+}
+
+/**
+ * Compares a fresh list with what the forwarder knew before (a relist after 410 Gone, a resume, or
+ * a periodic resync). Returns `resynced` for objects that are new or whose fingerprint changed (all
+ * of them when `full`), and `deleted` for known objects that are gone. Nothing when nothing changed.
+ */
+export function diffRelist<T>(
+  known: ReadonlyMap<string, ListedObject<T>>,
+  listed: readonly ListedObject<T>[],
+  full: boolean,
+): { resynced: ListedObject<T>[]; deleted: ListedObject<T>[] } {
+  const seen = new Set<string>();
+  const resynced: ListedObject<T>[] = [];
+  for (const obj of listed) {
+    seen.add(obj.key);
+    if (isRelevantChange('resynced', known.get(obj.key)?.fingerprint, obj.fingerprint, full)) resynced.push(obj);
+  }
+  const deleted = [...known.values()].filter((obj) => !seen.has(obj.key));
+  return { resynced, deleted };
+}

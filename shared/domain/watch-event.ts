@@ -1,0 +1,249 @@
+/**
+ * What the watch-forwarder keeps of a watched object: only the facts that matter to a Node's taints
+ * (never the whole object), read from plain Kubernetes JSON. Pure: no client library, no clock.
+ */
+import {
+  ObjectKind,
+  eventIdFor,
+  eventTypeFor,
+  sourceFor,
+  subjectFor,
+  type ChangeKind,
+  type ClusterRef,
+  type MachineEventData,
+  type NodeEventData,
+  type TaintEvent,
+  type TaintEventData,
+} from './cloud-event.ts';
+import { DECLARATION_ANNOTATIONS } from './declaration-keys.ts';
+import {
+  CLUSTER_NAME_ANNOTATION,
+  CLUSTER_NAME_LABEL,
+  CLUSTER_NAMESPACE_ANNOTATION,
+  CONTROL_PLANE_LABEL,
+  MACHINE_ANNOTATION,
+  TRACKING_ANNOTATION,
+} from './taint.ts';
+
+/** The facts of a Cluster API Machine that can change what its Node should carry. */
+export interface MachineFacts {
+  readonly kind: 'Machine';
+  readonly namespace: string;
+  readonly name: string;
+  readonly uid: string;
+  readonly resourceVersion: string;
+  /** `spec.taints` as stored (unvalidated; the reconcile function validates). */
+  readonly specTaints: unknown;
+  /** Values of the declaration annotations that are set, by key. */
+  readonly declarations: Readonly<Record<string, string>>;
+  readonly nodeName?: string;
+  readonly clusterName?: string;
+  readonly clusterNameLabel?: string;
+  readonly controlPlaneLabel?: string;
+  readonly deleting: boolean;
+}
+
+/** The facts of a Node that the reconcile function reads. */
+export interface NodeFacts {
+  readonly kind: 'Node';
+  readonly name: string;
+  readonly uid: string;
+  readonly resourceVersion: string;
+  readonly taints: unknown;
+  readonly trackingAnnotation?: string;
+  readonly machineAnnotation?: string;
+  readonly clusterNameAnnotation?: string;
+  readonly clusterNamespaceAnnotation?: string;
+}
+
+/** A CAPI Cluster in the management cluster, whose Nodes the forwarder watches. */
+export interface ClusterFacts {
+  readonly kind: 'Cluster';
+  readonly namespace: string;
+  readonly name: string;
+  readonly uid: string;
+  readonly resourceVersion: string;
+  readonly deleting: boolean;
+}
+
+export type WatchedFacts = MachineFacts | NodeFacts | ClusterFacts;
+
+/**
+ * The resume points of the forwarder's streams, by stream key (`machines`, `nodes/self`,
+ * `nodes/<namespace>/<name>`): the resourceVersion up to which every relevant change was sent.
+ */
+export type Checkpoint = Readonly<Record<string, string>>;
+
+/** Stream key of the Machine watch. */
+export const MACHINES_STREAM = 'machines';
+
+/** Stream key of the Node watch of a cluster: `nodes/self` or `nodes/<namespace>/<name>`. */
+export function nodeStreamKey(cluster: ClusterRef): string {
+  return cluster.mode === 'self' ? 'nodes/self' : `nodes/${cluster.namespace}/${cluster.name}`;
+}
+
+type Json = Record<string, unknown>;
+
+function isObject(v: unknown): v is Json {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+function str(v: unknown): string | undefined {
+  return typeof v === 'string' && v !== '' ? v : undefined;
+}
+
+function stringMap(v: unknown): Record<string, string> {
+  if (!isObject(v)) return {};
+  const out: Record<string, string> = {};
+  for (const [k, val] of Object.entries(v)) if (typeof val === 'string') out[k] = val;
+  return out;
+}
+
+interface Meta {
+  readonly name: string;
+  readonly namespace?: string;
+  readonly uid: string;
+  readonly resourceVersion: string;
+  readonly labels: Record<string, string>;
+  readonly annotations: Record<string, string>;
+  readonly deleting: boolean;
+}
+
+function metaOf(obj: unknown): Meta | undefined {
+  if (!isObject(obj) || !isObject(obj.metadata)) return undefined;
+  const m = obj.metadata;
+  const name = str(m.name);
+  const uid = str(m.uid);
+  const resourceVersion = str(m.resourceVersion);
+  if (!name || !uid || !resourceVersion) return undefined;
+  const namespace = str(m.namespace);
+  return {
+    name,
+    uid,
+    resourceVersion,
+    ...(namespace ? { namespace } : {}),
+    labels: stringMap(m.labels),
+    annotations: stringMap(m.annotations),
+    deleting: m.deletionTimestamp !== undefined && m.deletionTimestamp !== null,
+  };
+}
+
+/**
+ * Reads a Machine (cluster.x-k8s.io/v1beta2 JSON) into its facts.
+ * Returns undefined when the object lacks name, namespace, uid or resourceVersion (a malformed event).
+ */
+export function toMachineFacts(obj: unknown): MachineFacts | undefined {
+  const meta = metaOf(obj);
+  if (!meta?.namespace || !isObject(obj)) return undefined;
+  const spec = isObject(obj.spec) ? obj.spec : {};
+  const status = isObject(obj.status) ? obj.status : {};
+  const nodeRef = isObject(status.nodeRef) ? status.nodeRef : {};
+  const declarations: Record<string, string> = {};
+  for (const key of DECLARATION_ANNOTATIONS) {
+    const v = meta.annotations[key];
+    if (v !== undefined) declarations[key] = v;
+  }
+  const nodeName = str(nodeRef.name);
+  const clusterName = str(spec.clusterName);
+  const clusterNameLabel = meta.labels[CLUSTER_NAME_LABEL];
+  const controlPlaneLabel = meta.labels[CONTROL_PLANE_LABEL];
+  return {
+    kind: 'Machine',
+    namespace: meta.namespace,
+    name: meta.name,
+    uid: meta.uid,
+    resourceVersion: meta.resourceVersion,
+    specTaints: spec.taints ?? null,
+    declarations,
+    ...(nodeName ? { nodeName } : {}),
+    ...(clusterName ? { clusterName } : {}),
+    ...(clusterNameLabel !== undefined ? { clusterNameLabel } : {}),
+    ...(controlPlaneLabel !== undefined ? { controlPlaneLabel } : {}),
+    deleting: meta.deleting,
+  };
+}
+
+/** Reads a Node (core/v1 JSON) into its facts; undefined when name, uid or resourceVersion is missing. */
+export function toNodeFacts(obj: unknown): NodeFacts | undefined {
+  const meta = metaOf(obj);
+  if (!meta || !isObject(obj)) return undefined;
+  const spec = isObject(obj.spec) ? obj.spec : {};
+  const a = meta.annotations;
+  return {
+    kind: 'Node',
+    name: meta.name,
+    uid: meta.uid,
+    resourceVersion: meta.resourceVersion,
+    taints: spec.taints ?? null,
+    ...(a[TRACKING_ANNOTATION] !== undefined ? { trackingAnnotation: a[TRACKING_ANNOTATION] } : {}),
+    ...(a[MACHINE_ANNOTATION] !== undefined ? { machineAnnotation: a[MACHINE_ANNOTATION] } : {}),
+    ...(a[CLUSTER_NAME_ANNOTATION] !== undefined ? { clusterNameAnnotation: a[CLUSTER_NAME_ANNOTATION] } : {}),
+    ...(a[CLUSTER_NAMESPACE_ANNOTATION] !== undefined ? { clusterNamespaceAnnotation: a[CLUSTER_NAMESPACE_ANNOTATION] } : {}),
+  };
+}
+
+/** Reads a CAPI Cluster (v1beta2 JSON) into its facts; undefined when malformed. */
+export function toClusterFacts(obj: unknown): ClusterFacts | undefined {
+  const meta = metaOf(obj);
+  if (!meta?.namespace) return undefined;
+  return { kind: 'Cluster', namespace: meta.namespace, name: meta.name, uid: meta.uid, resourceVersion: meta.resourceVersion, deleting: meta.deleting };
+}
+
+/** Cache key of an object within its stream: `<namespace>/<name>` or `<name>`. */
+export function objectKeyOf(facts: WatchedFacts): string {
+  return facts.kind === 'Node' ? facts.name : `${facts.namespace}/${facts.name}`;
+}
+
+/**
+ * The cluster a Machine belongs to: `self` in single-cluster mode, otherwise its namespace and
+ * `spec.clusterName` (or the cluster-name label). Returns undefined when a capi Machine names no cluster.
+ */
+export function clusterOfMachine(machine: MachineFacts, mode: 'capi' | 'self'): ClusterRef | undefined {
+  if (mode === 'self') return { mode: 'self' };
+  const name = machine.clusterName ?? (machine.clusterNameLabel || undefined);
+  return name ? { mode: 'capi', namespace: machine.namespace, name } : undefined;
+}
+
+/**
+ * The small event data for an object: references and routing facts only.
+ * A Node carries `machine` when its CAPI annotations name one (namespace defaults to the cluster's).
+ */
+export function toEventData(facts: MachineFacts | NodeFacts, cluster: ClusterRef, observedAt: Date): TaintEventData {
+  const at = observedAt.toISOString();
+  if (facts.kind === 'Machine') {
+    const data: MachineEventData = {
+      kind: 'Machine',
+      cluster,
+      machine: { namespace: facts.namespace, name: facts.name, uid: facts.uid, resourceVersion: facts.resourceVersion },
+      ...(facts.nodeName ? { nodeName: facts.nodeName } : {}),
+      observedAt: at,
+    };
+    return data;
+  }
+  const machineNamespace = facts.clusterNamespaceAnnotation || (cluster.mode === 'capi' ? cluster.namespace : undefined);
+  const data: NodeEventData = {
+    kind: 'Node',
+    cluster,
+    node: { name: facts.name, uid: facts.uid, resourceVersion: facts.resourceVersion },
+    ...(facts.machineAnnotation && machineNamespace ? { machine: { namespace: machineNamespace, name: facts.machineAnnotation } } : {}),
+    observedAt: at,
+  };
+  return data;
+}
+
+/**
+ * Builds the CloudEvent (as a domain value) for one observed change. `time` is the observation
+ * time; the id is deterministic from uid, resourceVersion and change.
+ * @example toTaintEvent(nodeFacts, 'modified', { mode: 'self' }, now).type // '…node.modified.v1'
+ */
+export function toTaintEvent(facts: MachineFacts | NodeFacts, change: ChangeKind, cluster: ClusterRef, observedAt: Date): TaintEvent {
+  const data = toEventData(facts, cluster, observedAt);
+  return {
+    id: eventIdFor(facts.uid, facts.resourceVersion, change),
+    source: sourceFor(cluster),
+    type: eventTypeFor(facts.kind === 'Machine' ? ObjectKind.Machine : ObjectKind.Node, change),
+    subject: subjectFor(data),
+    time: observedAt.toISOString(),
+    data,
+  };
+}

@@ -1,0 +1,35 @@
+/**
+ * The watch-forwarder's telemetry: every counter goes to Powertools Metrics (EMF) when given, and is
+ * also totalled in memory so that a local run or a test can show or assert it.
+ */
+import { MetricUnit, type Metrics } from '@aws-lambda-powertools/metrics';
+import { ForwarderMetric } from './metric-names.ts';
+import type { ForwarderTelemetry } from '#shared/ports/forwarder-telemetry.ts';
+
+/** ForwarderTelemetry with in-memory totals (ForwarderLag: sum and count of samples). */
+export interface CountingForwarderTelemetry extends ForwarderTelemetry {
+  /** Totals since creation, by metric (for ForwarderLag, the number of samples). */
+  counts(): Readonly<Record<ForwarderMetric, number>>;
+  /** Largest ForwarderLag sample seen, in milliseconds. */
+  maxLagMs(): number;
+}
+
+/** Creates the forwarder telemetry; pass the Powertools `metrics` singleton to also emit EMF. */
+export function createForwarderTelemetry(metrics?: Pick<Metrics, 'addMetric'>): CountingForwarderTelemetry {
+  const totals = Object.fromEntries(Object.values(ForwarderMetric).map((m) => [m, 0])) as Record<ForwarderMetric, number>;
+  let maxLag = 0;
+  return {
+    record(metric: ForwarderMetric, value: number): void {
+      if (metric === ForwarderMetric.ForwarderLag) {
+        totals[metric] += 1;
+        maxLag = Math.max(maxLag, value);
+        metrics?.addMetric(metric, MetricUnit.Milliseconds, value);
+        return;
+      }
+      totals[metric] += value;
+      metrics?.addMetric(metric, MetricUnit.Count, value);
+    },
+    counts: () => ({ ...totals }),
+    maxLagMs: () => maxLag,
+  };
+}

@@ -1,0 +1,21 @@
+import type { TaintEvent } from '#shared/domain/cloud-event.ts';
+
+/** An event that could not be sent, with why. */
+export interface UnsentEvent {
+  readonly event: TaintEvent;
+  readonly reason: string;
+  /** False when resending the same message can never succeed (e.g. larger than the queue accepts). */
+  readonly retryable: boolean;
+}
+
+/** Outcome of one publish call: every input event is in exactly one of the two lists. */
+export interface PublishResult {
+  readonly sent: readonly TaintEvent[];
+  readonly unsent: readonly UnsentEvent[];
+}
+
+/** Sends TaintEvents to the event queue (SQS FIFO in AWS, the embedded queue locally). */
+export interface EventPublisher {
+  /** Sends the events (after its own bounded retries); never throws for a send failure, reports it in `unsent`. */
+  publish(events: readonly TaintEvent[]): Promise<PublishResult>;
+}

@@ -1,0 +1,7 @@
+import type { ForwarderMetric } from '#shared/observability/metric-names.ts';
+
+/** Where the watch-forwarder reports its counters and lag (Powertools Metrics in AWS, memory in tests). */
+export interface ForwarderTelemetry {
+  /** Adds `value` to a counter (a count) or records one sample (ForwarderLag, in milliseconds). */
+  record(metric: ForwarderMetric, value: number): void;
+}

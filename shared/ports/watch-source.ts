@@ -1,0 +1,36 @@
+import type { ChangeKind, ClusterRef } from '#shared/domain/cloud-event.ts';
+import type { ClusterFacts, MachineFacts, NodeFacts, WatchedFacts } from '#shared/domain/watch-event.ts';
+
+/**
+ * What a watch stream delivers, in order. A `change` carries the relevance decision; `checkpoint` is
+ * the resourceVersion it is safe to resume from once this and every earlier item has been handled
+ * (absent for changes synthesised by a relist, whose resume point is the `progress` that follows).
+ */
+export type StreamEvent<T extends WatchedFacts> =
+  | {
+      readonly type: 'change';
+      readonly change: ChangeKind;
+      readonly facts: T;
+      readonly relevant: boolean;
+      readonly observedAt: Date;
+      readonly checkpoint?: string;
+    }
+  | { readonly type: 'progress'; readonly resourceVersion: string };
+
+/** A list+watch of one collection that runs until its signal aborts; it retries every failure itself. */
+export interface WatchStream<T extends WatchedFacts> {
+  run(signal: AbortSignal, onEvent: (event: StreamEvent<T>) => Promise<void>): Promise<void>;
+}
+
+/** Where a stream starts: from a checkpointed resourceVersion (exact resume) or, when absent, a fresh list announcing every object. */
+export interface StreamStart {
+  readonly resumeFrom?: string;
+}
+
+/** The collections the watch-forwarder watches. */
+export interface WatchSources {
+  machines(start: StreamStart): WatchStream<MachineFacts>;
+  clusters(start: StreamStart): WatchStream<ClusterFacts>;
+  /** Nodes of a workload cluster (or of the one cluster in `self` mode); credentials are resolved at each (re)connect. */
+  nodes(cluster: ClusterRef, start: StreamStart): WatchStream<NodeFacts>;
+}

@@ -1,0 +1,207 @@
+import { afterEach, beforeAll, expect, it } from 'vitest';
+import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
+import { readFileSync } from 'node:fs';
+import { CHECKPOINT_ANNOTATION } from '#shared/adapters/kubernetes/lease.ts';
+import { eventIdFor } from '#shared/domain/cloud-event.ts';
+import {
+  MACHINES,
+  MERGE_PATCH,
+  adminKubeConfig,
+  createMachine,
+  createNamespace,
+  createNode,
+  describeWithControlPlane,
+  requireControlPlane,
+  setMachineNodeRef,
+  uniqueName,
+  waitFor,
+} from '#test/support/control-plane.ts';
+import type { ForwarderConfig } from '#shared/config/forwarder-config.ts';
+import { acceptAllSends, sentMessages, startForwarder, summary, type RunningForwarder } from './support.ts';
+
+describeWithControlPlane('Watch-forwarder against the real API server', () => {
+  let kc: KubeConfig;
+  let core: CoreV1Api;
+  const running: RunningForwarder[] = [];
+
+  beforeAll(() => {
+    kc = adminKubeConfig();
+    core = kc.makeApiClient(CoreV1Api);
+  });
+  afterEach(async () => {
+    await Promise.all(running.splice(0).map((r) => r.stop()));
+  });
+
+  async function setup(mode: 'self' | 'capi' = 'self'): Promise<{ ns: string; selector: string; label: Record<string, string>; lease: string }> {
+    acceptAllSends();
+    const ns = await createNamespace(kc, 'fwd');
+    const value = uniqueName('sel');
+    return { ns, selector: `fwd-test=${value}`, label: { 'fwd-test': value }, lease: uniqueName(`lease-${mode}`) };
+  }
+
+  function start(s: { ns: string; selector: string; lease: string }, more: Partial<ForwarderConfig> = {}): RunningForwarder {
+    const r = startForwarder(kc, { clusterMode: 'self', stateNamespace: s.ns, leaseName: s.lease, machineNamespace: s.ns, nodeLabelSelector: s.selector, forwarderId: uniqueName('fwd'), ...more });
+    running.push(r);
+    return r;
+  }
+
+  async function synced(r: RunningForwarder, keys: readonly string[]): Promise<void> {
+    await waitFor(() => keys.every((k) => r.forwarder.checkpoint()[k] !== undefined), { timeoutMs: 15_000, description: `streams ${keys.join(', ')} listed` });
+  }
+
+  const heartbeat = (name: string, at: string): Promise<unknown> =>
+    core.patchNodeStatus({ name, body: { status: { conditions: [{ type: 'Ready', status: 'True', reason: 'KubeletReady', message: 'ok', lastHeartbeatTime: at, lastTransitionTime: '2026-01-01T00:00:00Z' }] } } }, MERGE_PATCH);
+
+  it('forwards creations, relevant updates and deletions of Machines and Nodes as exactly the expected CloudEvents, and drops heartbeats', async () => {
+    // Prepare
+    const s = await setup();
+    const fwd = start(s);
+    await synced(fwd, ['machines', 'nodes/self']);
+    const nodeName = uniqueName('node');
+    const machineName = uniqueName('m');
+    const subjects = [`nodes/${nodeName}`, `machines/${s.ns}/${machineName}`];
+
+    // Act
+    const node = await createNode(kc, nodeName, { labels: s.label, annotations: { 'cluster.x-k8s.io/machine': machineName, 'cluster.x-k8s.io/cluster-namespace': s.ns } });
+    await createMachine(kc, s.ns, machineName, { nodeName });
+    await waitFor(() => sentMessages().length >= 3, { description: 'three events' });
+    const filteredBefore = fwd.telemetry.counts().EventsFiltered;
+    await heartbeat(nodeName, '2026-01-01T00:01:00Z');
+    await heartbeat(nodeName, '2026-01-01T00:02:00Z');
+    await waitFor(() => fwd.telemetry.counts().EventsFiltered >= filteredBefore + 2, { description: 'heartbeats filtered' });
+    await kc.makeApiClient(CustomObjectsApi).patchNamespacedCustomObject(
+      { ...MACHINES, namespace: s.ns, name: machineName, body: { spec: { taints: [{ key: 'gpu', value: 'a', effect: 'NoSchedule', propagation: 'Always' }] } } },
+      MERGE_PATCH,
+    );
+    await core.patchNode({ name: nodeName, body: { spec: { taints: [{ key: 'gpu', value: 'a', effect: 'NoSchedule' }] } } }, MERGE_PATCH);
+    await kc.makeApiClient(CustomObjectsApi).deleteNamespacedCustomObject({ ...MACHINES, namespace: s.ns, name: machineName });
+    await core.deleteNode({ name: nodeName });
+    await waitFor(() => sentMessages().length >= 7, { description: 'seven events' });
+    await new Promise((r) => setTimeout(r, 500)); // nothing more may follow
+
+    // Assess
+    const sent = sentMessages();
+    expect(summary(sent, subjects)).toEqual([
+      `added nodes/${nodeName}`,
+      `added machines/${s.ns}/${machineName}`,
+      `modified machines/${s.ns}/${machineName}`, // status.nodeRef set
+      `modified machines/${s.ns}/${machineName}`, // spec.taints
+      `modified nodes/${nodeName}`, // taints
+      `deleted machines/${s.ns}/${machineName}`,
+      `deleted nodes/${nodeName}`,
+    ]);
+    const first = sent[0];
+    expect(first?.event.id).toBe(eventIdFor(node.metadata?.uid ?? '', node.metadata?.resourceVersion ?? '', 'added'));
+    expect(first?.dedupId).toBe(first?.event.id);
+    expect(first?.event.data).toMatchObject({ kind: 'Node', cluster: { mode: 'self' }, machine: { namespace: s.ns, name: machineName } });
+    // One Node, one group; only the Machine's creation (before its nodeRef) is grouped by the Machine.
+    expect(sent.map((m) => m.groupId)).toEqual([
+      `self/node/${nodeName}`,
+      `self/machine/${s.ns}/${machineName}`,
+      ...Array.from({ length: 5 }, () => `self/node/${nodeName}`),
+    ]);
+    expect(new Set(sent.map((m) => m.dedupId)).size).toBe(sent.length);
+    const counts = fwd.telemetry.counts();
+    expect(counts.EventsForwarded).toBe(7);
+    expect(counts.EventsFiltered).toBeGreaterThanOrEqual(2);
+    expect(counts.SendFailures).toBe(0);
+    expect(counts.MalformedWatchEvents).toBe(0);
+  });
+
+  it('forwards, after a restart from its Lease checkpoint, exactly the changes made while it was stopped', async () => {
+    // Prepare
+    const s = await setup();
+    const [n1, n2, n3] = [uniqueName('node'), uniqueName('node'), uniqueName('node')];
+    const first = start(s);
+    await synced(first, ['machines', 'nodes/self']);
+    await createNode(kc, n1, { labels: s.label });
+    await createNode(kc, n2, { labels: s.label });
+    await waitFor(() => sentMessages().length >= 2, { description: 'two added events' });
+    const summaryOfFirst = await first.stop();
+    running.splice(running.indexOf(first), 1);
+    const lease = await kc.makeApiClient(CoordinationV1Api).readNamespacedLease({ name: s.lease, namespace: s.ns });
+    expect(JSON.parse(lease.metadata?.annotations?.[CHECKPOINT_ANNOTATION] ?? '{}')).toEqual(summaryOfFirst.checkpoint);
+    expect(lease.spec?.holderIdentity ?? '').toBe('');
+
+    // Act: changes while no forwarder runs
+    await core.patchNode({ name: n1, body: { spec: { taints: [{ key: 'k', effect: 'NoSchedule' }] } } }, MERGE_PATCH);
+    await heartbeat(n2, '2026-01-01T00:03:00Z');
+    await createNode(kc, n3, { labels: s.label });
+    const second = start(s);
+    await waitFor(() => sentMessages().length >= 4, { timeoutMs: 15_000, description: 'two more events' });
+    await new Promise((r) => setTimeout(r, 1_000));
+
+    // Assess
+    expect(summary(sentMessages(), [`nodes/${n1}`, `nodes/${n2}`, `nodes/${n3}`])).toEqual([`added nodes/${n1}`, `added nodes/${n2}`, `modified nodes/${n1}`, `added nodes/${n3}`]);
+    expect(second.telemetry.counts().Relists).toBe(0);
+    expect(second.telemetry.counts().EventsFiltered).toBeGreaterThanOrEqual(1); // n2's heartbeat, replayed and dropped
+  });
+
+  it('lets exactly one of two forwarders started together be active, and the other take over when it stops', async () => {
+    // Prepare
+    const s = await setup();
+    const a = start(s);
+    const b = start(s);
+    await waitFor(() => a.forwarder.isActive() || b.forwarder.isActive(), { description: 'a leader' });
+    await new Promise((r) => setTimeout(r, 2_000));
+    expect([a.forwarder.isActive(), b.forwarder.isActive()].filter(Boolean)).toHaveLength(1);
+    const [leader, follower] = a.forwarder.isActive() ? [a, b] : [b, a];
+    await synced(leader, ['machines', 'nodes/self']);
+
+    // Act
+    const n1 = uniqueName('node');
+    await createNode(kc, n1, { labels: s.label });
+    await waitFor(() => sentMessages().length >= 1);
+    await new Promise((r) => setTimeout(r, 500));
+    await leader.stop();
+    running.splice(running.indexOf(leader), 1);
+    await waitFor(() => follower.forwarder.isActive(), { timeoutMs: 10_000, description: 'the follower to take over' });
+    await synced(follower, ['machines', 'nodes/self']);
+    const n2 = uniqueName('node');
+    await createNode(kc, n2, { labels: s.label });
+    await waitFor(() => sentMessages().length >= 2);
+    await new Promise((r) => setTimeout(r, 500));
+
+    // Assess
+    expect(summary(sentMessages(), [`nodes/${n1}`, `nodes/${n2}`])).toEqual([`added nodes/${n1}`, `added nodes/${n2}`]);
+    expect(follower.telemetry.counts().EventsForwarded).toBe(1);
+  });
+
+  it('in capi mode watches the Nodes of a workload Cluster through its kubeconfig Secret', async () => {
+    // Prepare: a Cluster whose kubeconfig Secret points at this same API server
+    const s = await setup('capi');
+    const clusterName = uniqueName('wc');
+    await kc.makeApiClient(CustomObjectsApi).createNamespacedCustomObject({
+      group: 'cluster.x-k8s.io', version: 'v1beta2', plural: 'clusters', namespace: s.ns,
+      body: { apiVersion: 'cluster.x-k8s.io/v1beta2', kind: 'Cluster', metadata: { name: clusterName, namespace: s.ns }, spec: { controlPlaneEndpoint: { host: '127.0.0.1', port: 6443 } } },
+    });
+    await core.createNamespacedSecret({
+      namespace: s.ns,
+      body: {
+        metadata: { name: `${clusterName}-kubeconfig`, labels: { 'cluster.x-k8s.io/cluster-name': clusterName } },
+        type: 'cluster.x-k8s.io/secret',
+        data: { value: readFileSync(requireControlPlane().kubeconfigPath).toString('base64') },
+      },
+    });
+    const fwd = start(s, { clusterMode: 'capi' });
+    const nodeKey = `nodes/${s.ns}/${clusterName}`;
+    await synced(fwd, ['machines', nodeKey]);
+    const nodeName = uniqueName('node');
+    const machineName = uniqueName('m');
+
+    // Act
+    await createNode(kc, nodeName, { labels: s.label, annotations: { 'cluster.x-k8s.io/machine': machineName } });
+    await createMachine(kc, s.ns, machineName, { clusterName });
+    await setMachineNodeRef(kc, s.ns, machineName, nodeName);
+    await waitFor(() => sentMessages().length >= 3, { description: 'three events' });
+
+    // Assess
+    const sent = sentMessages();
+    const cluster = { mode: 'capi', namespace: s.ns, name: clusterName };
+    expect(summary(sent, [`nodes/${nodeName}`, `machines/${s.ns}/${machineName}`])).toEqual([`added nodes/${nodeName}`, `added machines/${s.ns}/${machineName}`, `modified machines/${s.ns}/${machineName}`]);
+    expect(sent[0]?.event).toMatchObject({ source: `/clusters/${s.ns}/${clusterName}`, data: { cluster, machine: { namespace: s.ns, name: machineName } } });
+    expect(sent[0]?.groupId).toBe(`${s.ns}/${clusterName}/node/${nodeName}`);
+    expect(sent[1]?.groupId).toBe(`${s.ns}/${clusterName}/machine/${s.ns}/${machineName}`); // no Node yet
+    expect(sent[2]?.groupId).toBe(`${s.ns}/${clusterName}/node/${nodeName}`);
+  });
+});

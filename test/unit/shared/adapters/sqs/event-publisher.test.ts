@@ -1,0 +1,158 @@
+import { beforeEach, describe, expect, it } from 'vitest';
+import { mockClient } from 'aws-sdk-client-mock';
+import { SendMessageBatchCommand, SQSClient } from '@aws-sdk/client-sqs';
+import { chunkEntries, createSqsEventPublisher, toSqsId } from '#shared/adapters/sqs/event-publisher.ts';
+import { fromCloudEventBody } from '#shared/adapters/cloudevents/cloud-event-body.ts';
+import type { TaintEvent } from '#shared/domain/cloud-event.ts';
+
+const QUEUE = 'https://sqs.eu-west-1.amazonaws.com/123456789012/events.fifo';
+const sqsMock = mockClient(SQSClient);
+const noSleep = async (): Promise<void> => undefined;
+const silent = { warn: () => undefined, error: () => undefined };
+
+function nodeEvent(i: number, nodeName = `n${i}`): TaintEvent {
+  return {
+    id: `uid-${i}:${100 + i}:modified`,
+    source: '/clusters/fleet/wc1',
+    type: 'io.github.capi-taint-propagator.node.modified.v1',
+    subject: `nodes/${nodeName}`,
+    time: '2026-11-22T10:00:00.000Z',
+    data: { kind: 'Node', cluster: { mode: 'capi', namespace: 'fleet', name: 'wc1' }, node: { name: nodeName, uid: `uid-${i}`, resourceVersion: String(100 + i) }, observedAt: '2026-11-22T10:00:00.000Z' },
+  };
+}
+
+function entriesOf(call: number): NonNullable<SendMessageBatchCommand['input']['Entries']> {
+  return (sqsMock.commandCalls(SendMessageBatchCommand)[call]?.args[0].input.Entries ?? []);
+}
+
+function okAll(): void {
+  sqsMock.on(SendMessageBatchCommand).callsFake((input: SendMessageBatchCommand['input']) => ({
+    Successful: (input.Entries ?? []).map((e) => ({ Id: e.Id, MessageId: `m-${e.Id}`, MD5OfMessageBody: 'x' })),
+    Failed: [],
+  }));
+}
+
+describe('Function: createSqsEventPublisher()', () => {
+  beforeEach(() => {
+    sqsMock.reset();
+  });
+
+  it('sends CloudEvent bodies in batches of at most 10, grouped by Node and deduplicated by event id', async () => {
+    // Prepare
+    okAll();
+    const publisher = createSqsEventPublisher({ client: new SQSClient({}), queueUrl: QUEUE, sleep: noSleep, logger: silent });
+    const events = Array.from({ length: 23 }, (_, i) => nodeEvent(i));
+    // Act
+    const result = await publisher.publish(events);
+    // Assess
+    expect(result.sent).toHaveLength(23);
+    expect(result.unsent).toEqual([]);
+    expect(sqsMock.commandCalls(SendMessageBatchCommand).map((c) => c.args[0].input.Entries?.length)).toEqual([10, 10, 3]);
+    const first = entriesOf(0)[0];
+    expect(first).toMatchObject({ MessageGroupId: 'fleet/wc1/node/n0', MessageDeduplicationId: 'uid-0:100:modified' });
+    expect(fromCloudEventBody(first?.MessageBody ?? '')).toEqual(events[0]);
+    expect(sqsMock.commandCalls(SendMessageBatchCommand)[0]?.args[0].input.QueueUrl).toBe(QUEUE);
+  });
+
+  it('keeps every call under 256 KiB', async () => {
+    // Prepare
+    okAll();
+    const publisher = createSqsEventPublisher({ client: new SQSClient({}), queueUrl: QUEUE, sleep: noSleep, logger: silent });
+    const events = Array.from({ length: 10 }, (_, i) => nodeEvent(i, `n${i}-${'x'.repeat(60_000)}`));
+    // Act
+    const result = await publisher.publish(events);
+    // Assess
+    expect(result.sent).toHaveLength(10);
+    const calls = sqsMock.commandCalls(SendMessageBatchCommand);
+    expect(calls.length).toBeGreaterThan(1);
+    for (const c of calls) {
+      const bytes = (c.args[0].input.Entries ?? []).reduce((n, e) => n + Buffer.byteLength(e.MessageBody ?? ''), 0);
+      expect(bytes).toBeLessThanOrEqual(256 * 1024);
+    }
+  });
+
+  it('retries the entries that failed in a partial batch failure, and only those', async () => {
+    // Prepare
+    let call = 0;
+    sqsMock.on(SendMessageBatchCommand).callsFake((input: SendMessageBatchCommand['input']) => {
+      call++;
+      const entries = input.Entries ?? [];
+      if (call === 1) {
+        return {
+          Successful: entries.slice(1).map((e) => ({ Id: e.Id, MessageId: 'm', MD5OfMessageBody: 'x' })),
+          Failed: [{ Id: entries[0]?.Id, Code: 'InternalError', SenderFault: false, Message: 'try again' }],
+        };
+      }
+      return { Successful: entries.map((e) => ({ Id: e.Id, MessageId: 'm', MD5OfMessageBody: 'x' })), Failed: [] };
+    });
+    const publisher = createSqsEventPublisher({ client: new SQSClient({}), queueUrl: QUEUE, sleep: noSleep, logger: silent });
+    // Act
+    const result = await publisher.publish([nodeEvent(1), nodeEvent(2), nodeEvent(3)]);
+    // Assess
+    expect(result.sent.map((e) => e.id).sort()).toEqual(['uid-1:101:modified', 'uid-2:102:modified', 'uid-3:103:modified']);
+    expect(result.unsent).toEqual([]);
+    expect(entriesOf(1).map((e) => e.MessageDeduplicationId)).toEqual(['uid-1:101:modified']);
+  });
+
+  it('retries a call that throws (throttling, network) with backoff, then succeeds', async () => {
+    // Prepare
+    const delays: number[] = [];
+    sqsMock.on(SendMessageBatchCommand).rejectsOnce(Object.assign(new Error('Rate exceeded'), { name: 'ThrottlingException' }));
+    sqsMock.on(SendMessageBatchCommand).callsFake((input: SendMessageBatchCommand['input']) => ({
+      Successful: (input.Entries ?? []).map((e) => ({ Id: e.Id, MessageId: 'm', MD5OfMessageBody: 'x' })),
+    }));
+    sqsMock.on(SendMessageBatchCommand).rejectsOnce(Object.assign(new Error('Rate exceeded'), { name: 'ThrottlingException' })).callsFake((input: SendMessageBatchCommand['input']) => ({
+      Successful: (input.Entries ?? []).map((e) => ({ Id: e.Id, MessageId: 'm', MD5OfMessageBody: 'x' })),
+    }));
+    const publisher = createSqsEventPublisher({ client: new SQSClient({}), queueUrl: QUEUE, sleep: async (ms) => void delays.push(ms), random: () => 1, baseDelayMs: 100, logger: silent });
+    // Act
+    const result = await publisher.publish([nodeEvent(1)]);
+    // Assess
+    expect(result.sent).toHaveLength(1);
+    expect(delays).toEqual([100]);
+  });
+
+  it('reports what still fails after the last attempt as unsent, with the reason', async () => {
+    // Prepare
+    sqsMock.on(SendMessageBatchCommand).rejects(new Error('connect ECONNREFUSED'));
+    const publisher = createSqsEventPublisher({ client: new SQSClient({}), queueUrl: QUEUE, sleep: noSleep, maxAttempts: 3, logger: silent });
+    // Act
+    const result = await publisher.publish([nodeEvent(1), nodeEvent(2)]);
+    // Assess
+    expect(result.sent).toEqual([]);
+    expect(result.unsent.map((u) => [u.event.id, u.retryable])).toEqual([['uid-1:101:modified', true], ['uid-2:102:modified', true]]);
+    expect(result.unsent[0]?.reason).toMatch(/ECONNREFUSED/);
+    expect(sqsMock.commandCalls(SendMessageBatchCommand)).toHaveLength(3);
+  });
+
+  it('does not retry a sender fault and reports it as not retryable', async () => {
+    // Prepare
+    sqsMock.on(SendMessageBatchCommand).callsFake((input: SendMessageBatchCommand['input']) => ({
+      Failed: (input.Entries ?? []).map((e) => ({ Id: e.Id, Code: 'InvalidParameterValue', SenderFault: true, Message: 'bad' })),
+    }));
+    const publisher = createSqsEventPublisher({ client: new SQSClient({}), queueUrl: QUEUE, sleep: noSleep, logger: silent });
+    // Act
+    const result = await publisher.publish([nodeEvent(1)]);
+    // Assess
+    expect(result.unsent).toMatchObject([{ retryable: false, reason: 'InvalidParameterValue: bad' }]);
+    expect(sqsMock.commandCalls(SendMessageBatchCommand)).toHaveLength(1);
+  });
+});
+
+describe('Function: toSqsId()', () => {
+  it('keeps ids SQS accepts and hashes the others deterministically', () => {
+    expect(toSqsId('fleet/wc1/node/n1')).toBe('fleet/wc1/node/n1');
+    const long = `ns/${'c'.repeat(100)}/node/${'n'.repeat(100)}`;
+    expect(toSqsId(long)).toMatch(/^[0-9a-f]{64}$/);
+    expect(toSqsId(long)).toBe(toSqsId(long));
+    expect(toSqsId(`${long}x`)).not.toBe(toSqsId(long));
+    expect(toSqsId('has space')).toMatch(/^[0-9a-f]{64}$/);
+  });
+});
+
+describe('Function: chunkEntries()', () => {
+  it('splits by count and by bytes', () => {
+    expect(chunkEntries(Array.from({ length: 21 }, () => ({ bytes: 1 }))).map((c) => c.length)).toEqual([10, 10, 1]);
+    expect(chunkEntries(Array.from({ length: 3 }, () => ({ bytes: 100 * 1024 }))).map((c) => c.length)).toEqual([2, 1]);
+  });
+});
