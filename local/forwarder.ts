@@ -13,6 +13,7 @@ import { toCloudEventBody } from '#shared/adapters/cloudevents/cloud-event-body.
 import { loadForwarderConfig } from '#shared/config/forwarder-config.ts';
 import { createForwarderTelemetry } from '#shared/observability/forwarder-telemetry.ts';
 import { logger } from '#shared/observability/logger.ts';
+import { ensureNamespace } from './local-namespace.ts';
 import type { EventPublisher } from '#shared/ports/event-publisher.ts';
 import { composeWatchForwarder } from '#functions/watch-forwarder/compose.ts';
 import { WatchForwarder } from '#functions/watch-forwarder/forward-watch-events.ts';
@@ -20,7 +21,13 @@ import { WatchForwarder } from '#functions/watch-forwarder/forward-watch-events.
 const config = loadForwarderConfig(process.env);
 const kc = new KubeConfig();
 kc.loadFromDefault();
+if (!kc.getCurrentCluster() || kc.getCurrentCluster()?.server === 'http://localhost:8080') {
+  process.stderr.write('forwarder: no cluster configured; set KUBECONFIG (e.g. the path `npm run control-plane` prints)\n');
+  process.exit(2);
+}
 const telemetry = createForwarderTelemetry();
+// A developer's cluster may lack the state namespace (installations create it with the RBAC manifests).
+await ensureNamespace(kc, config.stateNamespace);
 
 const stdoutPublisher: EventPublisher = {
   async publish(events) {

@@ -5,6 +5,7 @@
 import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 import type { Clock } from '#shared/ports/clock.ts';
 import type { EnablementState } from '#shared/ports/enablement-state.ts';
+import { TransientError } from '#shared/errors.ts';
 import { statusOf, toKubeTime, toProductError } from './api-errors.ts';
 
 export const STATE_CONFIGMAP = 'capi-taint-propagator-state';
@@ -33,6 +34,13 @@ export class ConfigMapEnablementState implements EnablementState {
       });
     } catch (error) {
       // 409: another reconcile recorded it first; its value wins.
+      if (statusOf(error) === 404) {
+        throw new TransientError(
+          `Recording first enablement in ConfigMap ${this.#namespace}/${STATE_CONFIGMAP}`,
+          `namespace ${this.#namespace} does not exist: apply infra/rbac/management-cluster.yaml or set STATE_NAMESPACE`,
+          error,
+        );
+      }
       if (statusOf(error) !== 409) throw toProductError(`Recording first enablement in ConfigMap ${this.#namespace}/${STATE_CONFIGMAP}`, error);
     }
     const created = await this.#read();

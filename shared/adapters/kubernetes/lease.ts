@@ -114,6 +114,13 @@ export class KubernetesLeaderLease implements LeaderLease {
         return { acquired: true, checkpoint: {} };
       } catch (err) {
         if (codeOf(err) === 409) return { acquired: false, holder: undefined };
+        if (codeOf(err) === 404) {
+          throw new TransientError(
+            `creating Lease ${this.o.namespace}/${this.o.name}`,
+            `namespace ${this.o.namespace} does not exist: apply infra/rbac/management-cluster.yaml or set STATE_NAMESPACE`,
+            err,
+          );
+        }
         throw translate(err, `creating Lease ${this.o.namespace}/${this.o.name}`);
       }
     }
