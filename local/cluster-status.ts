@@ -1,0 +1,74 @@
+/**
+ * Reads every Machine and its Node and computes their taint status (`shared/domain/taint-status.ts`).
+ * Used by `npm run status`, by `npm start` (Nodes out of sync) and by the demo's summary.
+ */
+import { CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
+import { MACHINE_API, toMachineSnapshot } from '#shared/adapters/kubernetes/machine-store.ts';
+import { toNodeSnapshot } from '#shared/adapters/kubernetes/node-store.ts';
+import { workloadKubeConfigs, type WorkloadKubeConfigs } from '#shared/adapters/kubernetes/workload-kubeconfig.ts';
+import { describeApiError } from '#shared/adapters/kubernetes/api-errors.ts';
+import type { MachineSnapshot, NodeSnapshot } from '#shared/domain/snapshots.ts';
+import { CLUSTER_NAME_LABEL } from '#shared/domain/taint.ts';
+import { SyncState, taintStatusOf, type TaintStatus } from '#shared/domain/taint-status.ts';
+
+export interface ReadStatusOptions {
+  readonly kubeConfig: KubeConfig;
+  readonly mode: 'self' | 'capi';
+  /** Only Machines of this namespace (default all). */
+  readonly machineNamespace?: string;
+  /** Only Machines matching this label selector. */
+  readonly machineLabelSelector?: string;
+  readonly startupTaint?: { readonly key: string; readonly effect: string };
+  readonly workload?: WorkloadKubeConfigs;
+}
+
+/** Returns the status of every Machine (sorted by namespace/name). Unreachable workload clusters show as `node-missing` with the reason. */
+export async function readTaintStatuses(o: ReadStatusOptions): Promise<TaintStatus[]> {
+  const custom = o.kubeConfig.makeApiClient(CustomObjectsApi);
+  const selector = o.machineLabelSelector ? { labelSelector: o.machineLabelSelector } : {};
+  const list = (o.machineNamespace
+    ? await custom.listNamespacedCustomObject({ ...MACHINE_API, namespace: o.machineNamespace, ...selector })
+    : await custom.listClusterCustomObject({ ...MACHINE_API, ...selector })) as { items?: unknown[] };
+  const machines = (list.items ?? []).map((m) => toMachineSnapshot(m as Parameters<typeof toMachineSnapshot>[0]));
+  machines.sort((a, b) => `${a.namespace}/${a.name}`.localeCompare(`${b.namespace}/${b.name}`));
+
+  const workload = o.workload ?? workloadKubeConfigs(o.kubeConfig);
+  const nodesByCluster = new Map<string, Promise<Map<string, NodeSnapshot> | Error>>();
+  const nodesOf = (machine: MachineSnapshot): Promise<Map<string, NodeSnapshot> | Error> => {
+    const clusterName = machine.clusterName ?? machine.labels[CLUSTER_NAME_LABEL] ?? '';
+    const key = o.mode === 'self' ? 'self' : `${machine.namespace}/${clusterName}`;
+    let nodes = nodesByCluster.get(key);
+    if (!nodes) {
+      nodes = (async () => {
+        try {
+          const kc = o.mode === 'self' ? o.kubeConfig : await workload.get({ mode: 'capi', namespace: machine.namespace, name: clusterName });
+          const items = (await kc.makeApiClient(CoreV1Api).listNode()).items;
+          return new Map(items.map((n) => [n.metadata?.name ?? '', toNodeSnapshot(n)]));
+        } catch (error) {
+          return error instanceof Error ? new Error(`cluster ${key}: ${describeApiError(error)}`) : new Error(String(error));
+        }
+      })();
+      nodesByCluster.set(key, nodes);
+    }
+    return nodes;
+  };
+
+  const statuses: TaintStatus[] = [];
+  for (const machine of machines) {
+    if (!machine.nodeName) {
+      statuses.push(taintStatusOf({ machine, node: undefined, ...startup(o) }));
+      continue;
+    }
+    const nodes = await nodesOf(machine);
+    if (nodes instanceof Error) {
+      statuses.push({ ...taintStatusOf({ machine, node: undefined, ...startup(o) }), state: SyncState.nodeMissing, reason: nodes.message });
+      continue;
+    }
+    statuses.push(taintStatusOf({ machine, node: nodes.get(machine.nodeName), ...startup(o) }));
+  }
+  return statuses;
+}
+
+function startup(o: ReadStatusOptions): { startupTaint?: { key: string; effect: string } } {
+  return o.startupTaint ? { startupTaint: o.startupTaint } : {};
+}

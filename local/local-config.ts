@@ -1,0 +1,66 @@
+/**
+ * Settings of the local commands (`npm start`, `npm run demo`, `npm run status`), from the
+ * environment and the command line, through the project's typed env getters. Pure.
+ */
+import { booleanVar, integerVar, oneOf, optionalString, type Env } from '#shared/config/env.ts';
+import { ConfigError } from '#shared/errors.ts';
+import { TaintEffect, UNINITIALIZED_TAINT_KEY } from '#shared/domain/taint.ts';
+
+export interface LocalConfig {
+  /** A kubeconfig to use; undefined → start the local control plane. */
+  readonly kubeconfig: string | undefined;
+  readonly mode: 'self' | 'capi';
+  readonly stateNamespace: string;
+  readonly machineNamespace: string | undefined;
+  readonly nodeLabelSelector: string | undefined;
+  readonly visibilityTimeoutSeconds: number;
+  readonly maxReceiveCount: number;
+  readonly retryBaseSeconds: number;
+  readonly retryMaxSeconds: number;
+  readonly dryRun: boolean;
+  readonly startupTaint: { readonly key: string; readonly effect: TaintEffect } | null;
+  readonly firstEnabledAt: Date | undefined;
+  /** Seconds between two looks at the counters (a block is printed only when something changed). */
+  readonly reportIntervalSeconds: number;
+}
+
+/**
+ * Reads the local settings. `--capi` / `--self` / `--mode=<m>` on the command line win over
+ * `CLUSTER_MODE`; the default is `self` (one cluster holds Machines and Nodes). Throws ConfigError.
+ * @example loadLocalConfig({}, ['--capi']).mode // 'capi'
+ */
+export function loadLocalConfig(env: Env, argv: readonly string[]): LocalConfig {
+  let mode = oneOf(env, 'CLUSTER_MODE', ['capi', 'self'] as const, 'self');
+  for (const arg of argv) {
+    if (arg === '--capi') mode = 'capi';
+    else if (arg === '--self') mode = 'self';
+    else if (arg.startsWith('--mode=')) {
+      const value = arg.slice('--mode='.length);
+      if (value !== 'capi' && value !== 'self') throw new ConfigError('--mode', `must be capi or self, got ${JSON.stringify(value)}`);
+      mode = value;
+    } else throw new ConfigError(arg, 'unknown argument (known: --capi, --self, --mode=capi|self)');
+  }
+  const startupKey = optionalString(env, 'STARTUP_TAINT_KEY', UNINITIALIZED_TAINT_KEY);
+  const startupEffect = oneOf(env, 'STARTUP_TAINT_EFFECT', Object.values(TaintEffect), TaintEffect.NoSchedule);
+  const firstEnabled = optionalString(env, 'FIRST_ENABLED_AT');
+  const firstEnabledAt = firstEnabled === undefined ? undefined : new Date(firstEnabled);
+  if (firstEnabledAt && Number.isNaN(firstEnabledAt.getTime())) throw new ConfigError('FIRST_ENABLED_AT', `must be an RFC 3339 time, got ${JSON.stringify(firstEnabled)}`);
+  const retryBaseSeconds = integerVar(env, 'RETRY_BASE_SECONDS', 1, 0, 900);
+  const retryMaxSeconds = integerVar(env, 'RETRY_MAX_SECONDS', 30, 1, 43_200);
+  if (retryMaxSeconds < retryBaseSeconds) throw new ConfigError('RETRY_MAX_SECONDS', 'must not be below RETRY_BASE_SECONDS');
+  return Object.freeze({
+    kubeconfig: optionalString(env, 'KUBECONFIG'),
+    mode,
+    stateNamespace: optionalString(env, 'STATE_NAMESPACE', 'capi-taint-propagator'),
+    machineNamespace: optionalString(env, 'MACHINE_NAMESPACE'),
+    nodeLabelSelector: optionalString(env, 'NODE_LABEL_SELECTOR'),
+    visibilityTimeoutSeconds: integerVar(env, 'VISIBILITY_TIMEOUT_SECONDS', 30, 1, 43_200),
+    maxReceiveCount: integerVar(env, 'MAX_RECEIVE_COUNT', 5, 1, 1000),
+    retryBaseSeconds,
+    retryMaxSeconds,
+    dryRun: booleanVar(env, 'DRY_RUN', false),
+    startupTaint: startupKey === 'none' ? null : { key: startupKey, effect: startupEffect },
+    firstEnabledAt,
+    reportIntervalSeconds: integerVar(env, 'REPORT_INTERVAL_SECONDS', 2, 1, 3600),
+  });
+}

@@ -1,0 +1,114 @@
+/**
+ * What `npm start` prints while the pipeline runs: a few lines of totals, printed only when something
+ * changed, and the activity feed. Pure formatting, unit tested.
+ */
+import { ReconcileOutcome } from '#shared/domain/outcome.ts';
+
+/** Totals of one pipeline run. */
+export interface PipelineCounters {
+  /** The forwarder holds the Lease (it is watching). */
+  readonly forwarderActive: boolean;
+  readonly eventsSeen: number;
+  readonly eventsForwarded: number;
+  readonly eventsFiltered: number;
+  readonly sendFailures: number;
+  readonly relists: number;
+  readonly watchRestarts: number;
+  /** Reconciles by outcome (every outcome present, 0 when none). */
+  readonly reconciles: Readonly<Record<ReconcileOutcome, number>>;
+  /** Node writes (outcome `patched`). */
+  readonly writes: number;
+  /** 409 Conflicts retried through the queue. */
+  readonly conflicts: number;
+  readonly transientErrors: number;
+  /** Records the reconcile function sent to the dead-letter queue (malformed, never retryable). */
+  readonly deadLettered: number;
+  /** Messages in the dead-letter queue (including redrives after maxReceiveCount). */
+  readonly deadLetterQueueDepth: number;
+  readonly queueVisible: number;
+  readonly queueInFlight: number;
+  readonly invocations: number;
+}
+
+/** Counters of a pipeline that has done nothing yet. */
+export function emptyCounters(): PipelineCounters {
+  const reconciles = Object.fromEntries(Object.values(ReconcileOutcome).map((o) => [o, 0])) as Record<ReconcileOutcome, number>;
+  return {
+    forwarderActive: false,
+    eventsSeen: 0,
+    eventsForwarded: 0,
+    eventsFiltered: 0,
+    sendFailures: 0,
+    relists: 0,
+    watchRestarts: 0,
+    reconciles,
+    writes: 0,
+    conflicts: 0,
+    transientErrors: 0,
+    deadLettered: 0,
+    deadLetterQueueDepth: 0,
+    queueVisible: 0,
+    queueInFlight: 0,
+    invocations: 0,
+  };
+}
+
+/** One Node that is not in sync, for the report. */
+export interface OutOfSyncNode {
+  readonly node: string;
+  /** Short reason, e.g. `out-of-sync`, `invalid-declaration`. */
+  readonly state: string;
+}
+
+/**
+ * Renders the status block: events, reconciles by outcome (non-zero only), writes, conflicts,
+ * dead letters, queue depth and the Nodes out of sync. Returns the lines, without a timestamp, so
+ * that equal blocks mean "nothing changed".
+ * @example formatReport(emptyCounters(), [])[0] // 'events    forwarded 0, filtered 0 (seen 0)'
+ */
+export function formatReport(c: PipelineCounters, outOfSync: readonly OutOfSyncNode[] | undefined): string[] {
+  const outcomes = Object.entries(c.reconciles)
+    .filter(([, n]) => n > 0)
+    .map(([o, n]) => `${o} ${n}`);
+  const total = Object.values(c.reconciles).reduce((a, b) => a + b, 0);
+  const events = `events    forwarded ${c.eventsForwarded}, filtered ${c.eventsFiltered} (seen ${c.eventsSeen})`;
+  const extras = [
+    c.sendFailures > 0 ? `send failures ${c.sendFailures}` : '',
+    c.relists > 0 ? `relists ${c.relists}` : '',
+    c.watchRestarts > 0 ? `watch restarts ${c.watchRestarts}` : '',
+    c.forwarderActive ? '' : 'forwarder waiting for the Lease',
+  ].filter((s) => s !== '');
+  const lines = [
+    extras.length > 0 ? `${events}; ${extras.join(', ')}` : events,
+    `reconciles ${total}${outcomes.length > 0 ? `: ${outcomes.join(', ')}` : ''}`,
+    `writes    ${c.writes}, conflicts retried ${c.conflicts}${c.transientErrors > 0 ? `, transient errors retried ${c.transientErrors}` : ''}, dead-lettered ${c.deadLettered} (DLQ depth ${c.deadLetterQueueDepth})`,
+    `queue     ${c.queueVisible} waiting, ${c.queueInFlight} in flight`,
+  ];
+  if (outOfSync !== undefined) {
+    lines.push(
+      outOfSync.length === 0
+        ? 'Nodes     all in sync'
+        : `Nodes     ${outOfSync.length} not in sync: ${outOfSync
+            .slice(0, 8)
+            .map((n) => `${n.node} (${n.state})`)
+            .join(', ')}${outOfSync.length > 8 ? `, +${outOfSync.length - 8} more` : ''}`,
+    );
+  }
+  return lines;
+}
+
+/**
+ * A filter for the activity feed: lets an Event through unless the same Machine already reported
+ * the same reason and message (a Node that keeps changing re-triggers an invalid declaration's
+ * Warning on every reconcile). Returns true when the activity should be printed.
+ * @example const show = createActivityFilter(); show(a); show(a) // true, then false
+ */
+export function createActivityFilter(): (activity: { readonly machine: string; readonly reason: string; readonly message: string }) => boolean {
+  const last = new Map<string, string>();
+  return (a) => {
+    const key = `${a.machine}\u0000${a.reason}`;
+    if (last.get(key) === a.message) return false;
+    last.set(key, a.message);
+    return true;
+  };
+}

@@ -1,0 +1,356 @@
+/**
+ * The whole product in one process, as a reusable module (`npm start`, `npm run demo`, the e2e tests):
+ *
+ *   watch-forwarder ──SendMessageBatch──> embedded SQS FIFO queue ──SQSEvent──> processBatch (reconcile)
+ *                                              │ redrive after maxReceiveCount        │ malformed → SendMessage
+ *                                              └──────────> dead-letter queue <──────┘
+ *
+ * The forwarder and the reconcile function are composed exactly as in AWS (`composeWatchForwarder`,
+ * `composeReconcile`); only the SQS client is the embedded one and Lambda's event source mapping is
+ * emulated by `LambdaSqsEventSource`. Counters for live displays and tests come from the forwarder's
+ * telemetry, the reconcile function's Metrics calls and the queues.
+ */
+import { Metrics } from '@aws-lambda-powertools/metrics';
+import type { Logger } from '@aws-lambda-powertools/logger';
+import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
+import { composeReconcile } from '#functions/reconcile-node-taints/compose.ts';
+import { processBatch, type BatchDeps } from '#functions/reconcile-node-taints/process-batch.ts';
+import { composeWatchForwarder } from '#functions/watch-forwarder/compose.ts';
+import { WatchForwarder, type WatchForwarderOptions } from '#functions/watch-forwarder/forward-watch-events.ts';
+import { statusOf } from '#shared/adapters/kubernetes/api-errors.ts';
+import { workloadKubeConfigs } from '#shared/adapters/kubernetes/workload-kubeconfig.ts';
+import { EmbeddedFifoQueue } from '#shared/adapters/memory/embedded-fifo-queue.ts';
+import { EmbeddedSqsClient } from '#shared/adapters/memory/embedded-sqs-client.ts';
+import { LambdaSqsEventSource, type InvocationResult } from '#shared/adapters/memory/lambda-sqs-event-source.ts';
+import type { ForwarderConfig } from '#shared/config/forwarder-config.ts';
+import type { ReconcileConfig } from '#shared/config/reconcile-config.ts';
+import { ReconcileOutcome } from '#shared/domain/outcome.ts';
+import { UNINITIALIZED_TAINT_KEY } from '#shared/domain/taint.ts';
+import { createForwarderTelemetry, type CountingForwarderTelemetry } from '#shared/observability/forwarder-telemetry.ts';
+import { METRIC_NAMESPACE, MetricDimension, ReconcileMetric } from '#shared/observability/metric-names.ts';
+import { logger as defaultLogger } from '#shared/observability/logger.ts';
+import type { EventRecorder } from '#shared/ports/event-recorder.ts';
+import { emptyCounters, type PipelineCounters } from './pipeline-report.ts';
+
+export type { PipelineCounters } from './pipeline-report.ts';
+
+/** Options of {@link startPipeline}; every default suits an interactive local run. */
+export interface PipelineOptions {
+  /** The management cluster (and the Nodes' cluster in `self` mode): a KubeConfig or a kubeconfig file path. */
+  readonly kubeconfig: KubeConfig | string;
+  readonly mode: 'self' | 'capi';
+  /** Namespace of the forwarder's Lease and the first-enablement ConfigMap; created when missing. Default `capi-taint-propagator`. */
+  readonly stateNamespace?: string;
+  /** Lease name; tests give each pipeline its own. Default `capi-taint-propagator-forwarder`. */
+  readonly leaseName?: string;
+  /** Only Machines of this namespace (default all). */
+  readonly machineNamespace?: string;
+  /** Only Nodes matching this label selector (default all). */
+  readonly nodeLabelSelector?: string;
+  /** Queue visibility timeout in seconds (default 30; the Lambda function timeout is derived from it). */
+  readonly visibilityTimeoutSeconds?: number;
+  /** Receives before a message is redriven to the dead-letter queue (default 5). */
+  readonly maxReceiveCount?: number;
+  /** Backoff after a conflict: base × 2^(receives−1), capped (defaults 1 s and 30 s). */
+  readonly retryBaseSeconds?: number;
+  readonly retryMaxSeconds?: number;
+  /** The startup gate taint; `null` disables it. Default `node.cluster.x-k8s.io/uninitialized:NoSchedule`. */
+  readonly startupTaint?: { readonly key: string; readonly effect: 'NoSchedule' | 'PreferNoSchedule' | 'NoExecute' } | null;
+  /** Overrides the recorded first enablement (FIRST_ENABLED_AT); default: the ConfigMap in the state namespace. */
+  readonly firstEnabledAt?: Date;
+  readonly dryRun?: boolean;
+  /** Periodic full resync of the forwarder (default 0 = off). */
+  readonly resyncIntervalSeconds?: number;
+  /** Lease duration of the forwarder (default 15 s). */
+  readonly leaseDurationSeconds?: number;
+  /** Event source pollers, i.e. concurrent reconcile invocations (default 2). */
+  readonly concurrency?: number;
+  /** Records per invocation (default 10). */
+  readonly batchSize?: number;
+  /** Timing of the forwarder core (tests shorten the renew interval). */
+  readonly forwarderOptions?: WatchForwarderOptions;
+  /** Logger of both functions (default the product's singleton). */
+  readonly logger?: Logger;
+  /** Called for each Kubernetes Event the reconcile function records (for activity feeds). Must not throw. */
+  readonly onActivity?: (activity: Activity) => void;
+  /** Called after every reconcile invocation. Must not throw. */
+  readonly onInvocation?: (result: InvocationResult) => void;
+}
+
+/** One notable thing the reconcile function did, as told to the Machine's Kubernetes Events. */
+export interface Activity {
+  readonly at: Date;
+  readonly type: 'Normal' | 'Warning';
+  readonly reason: string;
+  /** `namespace/name` of the Machine. */
+  readonly machine: string;
+  readonly message: string;
+}
+
+/** The running pipeline. */
+export interface Pipeline {
+  readonly mode: 'self' | 'capi';
+  readonly kubeConfig: KubeConfig;
+  readonly queue: EmbeddedFifoQueue;
+  readonly deadLetterQueue: EmbeddedFifoQueue;
+  /** The SQS client both functions use (the embedded queues, by URL). */
+  readonly sqs: EmbeddedSqsClient;
+  readonly eventSource: LambdaSqsEventSource;
+  /** Startup gate the reconcile function removes (for status views). */
+  readonly startupTaint: { readonly key: string; readonly effect: string } | undefined;
+  /** Totals since start. */
+  counters(): PipelineCounters;
+  /** Stops the forwarder (it hands over: sends what is pending, stores its checkpoint on the Lease). */
+  stopForwarder(): Promise<void>;
+  /** Starts a new forwarder process-equivalent (fresh adapters, new identity) that resumes from the Lease checkpoint. */
+  startForwarder(): void;
+  /** Resolves when the forwarder holds the Lease (it has started its watches), or rejects after `timeoutMs`. */
+  waitForForwarder(timeoutMs?: number): Promise<void>;
+  /** Stops everything: forwarder first (hand-over), then the event source after its running invocations. */
+  stop(): Promise<void>;
+}
+
+const QUEUE_NAME = 'capi-taint-propagator-events.fifo';
+const DLQ_NAME = 'capi-taint-propagator-events-dlq.fifo';
+
+/** Starts the forwarder, the queues and the reconcile event source against a cluster. Returns once everything is running. */
+export async function startPipeline(options: PipelineOptions): Promise<Pipeline> {
+  const kc = toKubeConfig(options.kubeconfig);
+  const log = options.logger ?? defaultLogger;
+  const stateNamespace = options.stateNamespace ?? 'capi-taint-propagator';
+  await ensureNamespace(kc, stateNamespace);
+
+  const visibilityTimeoutSeconds = options.visibilityTimeoutSeconds ?? 30;
+  const deadLetterQueue = new EmbeddedFifoQueue({ name: DLQ_NAME, visibilityTimeoutSeconds });
+  const queue = new EmbeddedFifoQueue({
+    name: QUEUE_NAME,
+    visibilityTimeoutSeconds,
+    redrivePolicy: { deadLetterQueue, maxReceiveCount: options.maxReceiveCount ?? 5 },
+  });
+  const sqs = new EmbeddedSqsClient([queue, deadLetterQueue]);
+
+  const counters = new CounterBox();
+  const startupTaint =
+    options.startupTaint === null ? undefined : (options.startupTaint ?? { key: UNINITIALIZED_TAINT_KEY, effect: 'NoSchedule' as const });
+  const reconcileConfig: ReconcileConfig = {
+    queueUrl: queue.url,
+    deadLetterQueueUrl: deadLetterQueue.url,
+    dryRun: options.dryRun ?? false,
+    startupTaint,
+    retryBaseSeconds: options.retryBaseSeconds ?? 1,
+    retryMaxSeconds: options.retryMaxSeconds ?? 30,
+    stateNamespace,
+    firstEnabledAt: options.firstEnabledAt,
+  };
+  const workload = workloadKubeConfigs(kc);
+  const composed = composeReconcile({
+    config: reconcileConfig,
+    clusterMode: options.mode,
+    managementKubeConfig: kc,
+    workloadKubeConfig: (c) => workload.get({ mode: 'capi', ...c }),
+    sqs,
+    logger: log,
+    metrics: new CountingMetrics(counters),
+  });
+  const deps: BatchDeps = { ...composed, recorder: observedRecorder(composed.recorder, options.onActivity) };
+  const eventSource = new LambdaSqsEventSource({
+    queue,
+    handler: (event: SQSEvent, context: Context): Promise<SQSBatchResponse> => processBatch(event, context, deps),
+    batchSize: options.batchSize ?? 10,
+    concurrency: options.concurrency ?? 2,
+    functionName: 'reconcile-node-taints',
+    // Lambda's rule: the queue's visibility timeout must not be below the function timeout.
+    functionTimeoutSeconds: Math.max(1, Math.min(visibilityTimeoutSeconds, 60)),
+    maxIdleWaitMs: 1000,
+    onInvocation: options.onInvocation,
+    onPollError: (error) => log.error('Polling the embedded queue failed', { error: error as Error }),
+  });
+  eventSource.start();
+
+  const telemetry: CountingForwarderTelemetry = createForwarderTelemetry();
+  let generation = 0;
+  let current: { forwarder: WatchForwarder; stop: AbortController; done: Promise<void> } | undefined;
+  const forwarderConfig = (): ForwarderConfig => ({
+    queueUrl: queue.url,
+    clusterMode: options.mode,
+    watchWindowSeconds: 780,
+    resyncIntervalSeconds: options.resyncIntervalSeconds ?? 0,
+    watchIdleSeconds: 60,
+    stateNamespace,
+    leaseName: options.leaseName ?? 'capi-taint-propagator-forwarder',
+    forwarderId: `local-forwarder-${process.pid}-${++generation}`,
+    leaseDurationSeconds: options.leaseDurationSeconds ?? 15,
+    machineNamespace: options.machineNamespace,
+    nodeLabelSelector: options.nodeLabelSelector,
+  });
+  const startForwarder = (): void => {
+    if (current) return;
+    const deps = composeWatchForwarder({ config: forwarderConfig(), managementKubeConfig: kc, sqs, telemetry, workloadKubeConfigs: workload, logger: log });
+    const forwarder = new WatchForwarder(deps, options.forwarderOptions);
+    const stop = new AbortController();
+    // Like `npm run forwarder`: a forwarder that loses the Lease waits for it again, until stopped.
+    const done = (async () => {
+      while (!stop.signal.aborted) {
+        try {
+          await forwarder.run(stop.signal);
+        } catch (error) {
+          log.error('Forwarder term failed; starting over', { error: error as Error });
+          await new Promise((r) => setTimeout(r, 1000));
+        }
+      }
+    })();
+    current = { forwarder, stop, done };
+  };
+  const stopForwarder = async (): Promise<void> => {
+    const running = current;
+    if (!running) return;
+    running.stop.abort();
+    await running.done;
+    current = undefined;
+  };
+  startForwarder();
+
+  let stopped = false;
+  return {
+    mode: options.mode,
+    kubeConfig: kc,
+    queue,
+    deadLetterQueue,
+    sqs,
+    eventSource,
+    startupTaint,
+    counters: () => counters.snapshot(telemetry, eventSource, queue, deadLetterQueue, current?.forwarder.isActive() ?? false),
+    stopForwarder,
+    startForwarder,
+    async waitForForwarder(timeoutMs = 30_000): Promise<void> {
+      const deadline = Date.now() + timeoutMs;
+      while (!current?.forwarder.isActive()) {
+        if (Date.now() > deadline) throw new Error(`The forwarder did not become active within ${timeoutMs} ms`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    },
+    async stop(): Promise<void> {
+      if (stopped) return;
+      stopped = true;
+      await stopForwarder();
+      await eventSource.stop();
+    },
+  };
+}
+
+function toKubeConfig(kubeconfig: KubeConfig | string): KubeConfig {
+  if (typeof kubeconfig !== 'string') return kubeconfig;
+  const kc = new KubeConfig();
+  kc.loadFromFile(kubeconfig);
+  return kc;
+}
+
+/** Creates the state namespace when it is missing, as an installation would. */
+async function ensureNamespace(kc: KubeConfig, name: string): Promise<void> {
+  const api = kc.makeApiClient(CoreV1Api);
+  try {
+    await api.readNamespace({ name });
+  } catch (error) {
+    if (statusOf(error) !== 404) throw error;
+    try {
+      await api.createNamespace({ body: { metadata: { name } } });
+    } catch (createError) {
+      if (statusOf(createError) !== 409) throw createError;
+    }
+  }
+}
+
+/** The reconcile function's Event recorder, also reporting each Event to `onActivity`. */
+function observedRecorder(inner: EventRecorder, onActivity: PipelineOptions['onActivity']): EventRecorder {
+  if (!onActivity) return inner;
+  return {
+    async record(object, type, reason, message) {
+      try {
+        onActivity({ at: new Date(), type, reason, machine: `${object.namespace}/${object.name}`, message });
+      } catch {
+        // A display must never change the outcome of a reconcile.
+      }
+      return inner.record(object, type, reason, message);
+    },
+  };
+}
+
+/** Mutable totals behind {@link Pipeline.counters}. */
+class CounterBox {
+  readonly outcomes: Record<string, number> = {};
+  readonly metrics: Record<string, number> = {};
+
+  add(metric: string, value: number, outcome: string | undefined): void {
+    if (metric === ReconcileMetric.Reconciles && outcome !== undefined) this.outcomes[outcome] = (this.outcomes[outcome] ?? 0) + value;
+    else this.metrics[metric] = (this.metrics[metric] ?? 0) + value;
+  }
+
+  snapshot(
+    telemetry: CountingForwarderTelemetry,
+    eventSource: LambdaSqsEventSource,
+    queue: EmbeddedFifoQueue,
+    dlq: EmbeddedFifoQueue,
+    forwarderActive: boolean,
+  ): PipelineCounters {
+    const f = telemetry.counts();
+    const q = queue.stats();
+    const source = eventSource.counters;
+    const empty = emptyCounters();
+    return {
+      ...empty,
+      forwarderActive,
+      eventsSeen: f.EventsSeen,
+      eventsForwarded: f.EventsForwarded,
+      eventsFiltered: f.EventsFiltered,
+      sendFailures: f.SendFailures,
+      relists: f.Relists,
+      watchRestarts: f.WatchRestarts,
+      reconciles: { ...empty.reconciles, ...this.outcomes },
+      writes: this.metrics[ReconcileMetric.NodeWrites] ?? 0,
+      conflicts: this.metrics[ReconcileMetric.Conflicts] ?? 0,
+      transientErrors: this.metrics[ReconcileMetric.TransientErrors] ?? 0,
+      deadLettered: (this.metrics[ReconcileMetric.DeadLettered] ?? 0),
+      deadLetterQueueDepth: dlq.stats().total,
+      queueVisible: q.visible,
+      queueInFlight: q.inFlight,
+      invocations: source.invocations,
+    };
+  }
+}
+
+/**
+ * Powertools Metrics that only count in memory: the reconcile function calls it exactly as in AWS,
+ * and nothing is printed as EMF (a local run has no CloudWatch).
+ */
+class CountingMetrics extends Metrics {
+  private readonly box: CounterBox;
+  private readonly dimensions: Record<string, string> = {};
+
+  constructor(box: CounterBox, single = false) {
+    super({ namespace: METRIC_NAMESPACE, serviceName: 'capi-taint-propagator', singleMetric: single });
+    this.box = box;
+  }
+
+  override addDimension(name: string, value: string): this {
+    this.dimensions[name] = value;
+    return this;
+  }
+
+  override addMetric(name: string, _unit: Parameters<Metrics['addMetric']>[1], value: number): this {
+    this.box.add(name, value, this.dimensions[MetricDimension.Outcome]);
+    return this;
+  }
+
+  override singleMetric(): Metrics {
+    return new CountingMetrics(this.box, true);
+  }
+
+  override publishStoredMetrics(): this {
+    // Nothing is stored: every call was counted in addMetric.
+    return this;
+  }
+}
+
+/** Outcome names in display order (also used by tests). */
+export const OUTCOMES: readonly string[] = Object.values(ReconcileOutcome);

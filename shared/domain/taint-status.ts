@@ -1,0 +1,143 @@
+/**
+ * The status view of one Machine/Node pair: what the Machine declares, what the Node carries, who
+ * owns each Node taint, and whether the Node is in sync (the next reconcile would not write). Pure:
+ * it reuses the very planner the reconcile function runs, so "in sync" means exactly "no write".
+ */
+import type { DeclarationIssue } from '#shared/errors.ts';
+import { declaredTaintsOf, type DeclarationSource } from './declarations.ts';
+import type { MachineSnapshot, NodeSnapshot } from './snapshots.ts';
+import { planNodeTaints, type TaintDiff } from './taint-plan.ts';
+import { Propagation, TRACKING_ANNOTATION, isSameTaint, taintId, type MachineTaint, type Taint } from './taint.ts';
+import { decodeOwnedTaints } from './tracking-annotation.ts';
+
+/** Who a Node taint belongs to, as far as the product can tell. */
+export const TaintOwner = {
+  /** Listed in the tracking annotation: the product keeps it (an `Always` taint). */
+  tracked: 'tracked',
+  /** Set once when the Node was initialized (an `OnInitialization` declaration); now left alone. */
+  initializationOnly: 'initialization-only',
+  /** The startup gate taint; removed in the write that applies the Machine's taints. */
+  startupGate: 'startup-gate',
+  /** Anyone else's (kubelet, autoscaler, users, another controller): never touched. */
+  foreign: 'foreign',
+} as const;
+export type TaintOwner = (typeof TaintOwner)[keyof typeof TaintOwner];
+
+/** Whether a pair is in sync, and if not, why. */
+export const SyncState = {
+  /** The next reconcile would not write. */
+  inSync: 'in-sync',
+  /** The next reconcile would write (see `pending`). */
+  outOfSync: 'out-of-sync',
+  /** The declaration is invalid: the Node is deliberately left as it is. */
+  invalidDeclaration: 'invalid-declaration',
+  /** The tracking annotation has an entry that cannot be read: the Node is deliberately not written. */
+  malformedAnnotation: 'malformed-annotation',
+  /** The Machine has no Node yet (`status.nodeRef` unset). */
+  noNode: 'no-node',
+  /** The Machine names a Node that does not exist. */
+  nodeMissing: 'node-missing',
+  /** The Machine is being deleted: its Node is left as it is. */
+  machineDeleting: 'machine-deleting',
+} as const;
+export type SyncState = (typeof SyncState)[keyof typeof SyncState];
+
+/** A declared taint with the source that won for its key+effect. */
+export interface DesiredTaint extends MachineTaint {
+  readonly source: DeclarationSource;
+}
+
+/** A taint on the Node and its owner. `declaredAs` is set when the Machine declares the same key+effect. */
+export interface OwnedTaint {
+  readonly taint: Taint;
+  readonly owner: TaintOwner;
+  readonly declaredAs?: DesiredTaint;
+}
+
+/** The status of one Machine/Node pair. */
+export interface TaintStatus {
+  /** `namespace/name` of the Machine. */
+  readonly machine: string;
+  readonly node?: string;
+  readonly state: SyncState;
+  /** The Machine's effective declaration (empty when invalid). */
+  readonly desired: readonly DesiredTaint[];
+  /** The Node's taints as they are, with their owners (empty without a Node). */
+  readonly actual: readonly OwnedTaint[];
+  /** True when the Node carries the tracking annotation. */
+  readonly initialized: boolean;
+  /** Out of sync: what the next reconcile would change. */
+  readonly pending?: TaintDiff;
+  /** Out of sync: the complete taint list after that write. */
+  readonly expected?: readonly Taint[];
+  readonly issues?: readonly DeclarationIssue[];
+  readonly reason?: string;
+}
+
+export interface TaintStatusInput {
+  readonly machine: MachineSnapshot;
+  /** The Node named by the Machine's `status.nodeRef`, or undefined when it does not exist. */
+  readonly node: NodeSnapshot | undefined;
+  /** The startup gate taint the reconcile function removes (as configured), if any. */
+  readonly startupTaint?: { readonly key: string; readonly effect: string };
+}
+
+/**
+ * Computes the status of a Machine/Node pair. Returns `in-sync` exactly when the reconcile planner
+ * would not write the Node. A Node without the tracking annotation is reported out of sync (its
+ * first reconcile initializes it), even if the first-enablement rule would later adopt it.
+ * @example
+ * taintStatusOf({ machine: { ...m, specTaints: [{ key: 'gpu', effect: 'NoSchedule', propagation: 'Always' }] }, node: { ...n, taints: [{ key: 'gpu', effect: 'NoSchedule' }], annotations: { 'cluster.x-k8s.io/taints-from-machine': 'gpu:NoSchedule' } } }).state
+ * // 'in-sync'
+ */
+export function taintStatusOf(input: TaintStatusInput): TaintStatus {
+  const { machine, node } = input;
+  const base = { machine: `${machine.namespace}/${machine.name}`, ...(machine.nodeName ? { node: machine.nodeName } : {}) };
+  const declared = declaredTaintsOf(machine);
+  const desired: DesiredTaint[] = declared.valid
+    ? declared.declaration.taints.map((t) => ({ ...t, source: declared.declaration.sourceOf[taintId(t)] ?? 'spec.taints' }))
+    : [];
+  const initialized = node !== undefined && Object.hasOwn(node.annotations, TRACKING_ANNOTATION);
+  const actual = node ? ownersOf(node, desired, input.startupTaint) : [];
+  const common = { ...base, desired, actual, initialized };
+
+  if (machine.deleting) return { ...common, state: SyncState.machineDeleting, reason: 'the Machine is being deleted' };
+  if (!machine.nodeName) return { ...common, state: SyncState.noNode, reason: 'the Machine has no status.nodeRef yet' };
+  if (!node) return { ...common, state: SyncState.nodeMissing, reason: `Node ${machine.nodeName} does not exist` };
+  if (!declared.valid) {
+    return { ...common, state: SyncState.invalidDeclaration, issues: declared.issues, reason: declared.issues.map((i) => `${i.field}: ${i.message}`).join('; ') };
+  }
+  const plan = planNodeTaints({ node, taints: declared.declaration.taints, ...(input.startupTaint ? { startupTaint: input.startupTaint } : {}) });
+  if (plan.kind === 'rejected') return { ...common, state: SyncState.malformedAnnotation, reason: plan.error.message };
+  if (plan.kind === 'unchanged') return { ...common, state: SyncState.inSync };
+  return {
+    ...common,
+    state: SyncState.outOfSync,
+    pending: plan.diff,
+    expected: plan.after.taints,
+    reason: initialized ? 'the next reconcile would write the Node' : 'the Node is not initialized yet (no tracking annotation)',
+  };
+}
+
+/**
+ * Classifies each Node taint. Tracked (in the annotation) comes first; then the startup gate; then
+ * a taint whose key+effect is declared `OnInitialization` on an initialized Node; everything else is foreign.
+ */
+export function ownersOf(
+  node: Pick<NodeSnapshot, 'taints' | 'annotations'>,
+  desired: readonly DesiredTaint[],
+  startupTaint?: { readonly key: string; readonly effect: string },
+): OwnedTaint[] {
+  const annotation = node.annotations[TRACKING_ANNOTATION];
+  const tracked = annotation === undefined ? new Set<string>() : decodeOwnedTaints(annotation);
+  return node.taints.map((taint) => {
+    const declaredAs = desired.find((d) => isSameTaint(d, taint));
+    const withDeclaration = declaredAs ? { declaredAs } : {};
+    if (tracked.has(taintId(taint))) return { taint, owner: TaintOwner.tracked, ...withDeclaration };
+    if (startupTaint && isSameTaint(taint, startupTaint)) return { taint, owner: TaintOwner.startupGate, ...withDeclaration };
+    if (annotation !== undefined && declaredAs?.propagation === Propagation.OnInitialization) {
+      return { taint, owner: TaintOwner.initializationOnly, declaredAs };
+    }
+    return { taint, owner: TaintOwner.foreign, ...withDeclaration };
+  });
+}

@@ -1,0 +1,200 @@
+/**
+ * The whole pipeline in this process — watch-forwarder → embedded SQS FIFO queue → processBatch (the
+ * Lambda handler's body, driven as Lambda's event source would) → Node — against the real local
+ * control plane. Expected Node states are upstream's (upstream-capi.md §3.3), written out by hand.
+ */
+import { ReceiveMessageCommand, SendMessageCommand } from '@aws-sdk/client-sqs';
+import { CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
+import { readFileSync } from 'node:fs';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { World } from './support.ts';
+import { HAMMER_TAINT_KEY, expectNode, joinNode, setAnnotations, setSpecTaints, startForeignWriter, startWorld } from './support.ts';
+import { MERGE_PATCH, adminKubeConfig, createMachine, describeWithControlPlane, requireControlPlane, setMachineNodeRef, uniqueName } from '#test/support/control-plane.ts';
+
+const CLASS = 'taints.capi-taint-propagator.dev/class';
+const MACHINE = 'taints.capi-taint-propagator.dev/machine';
+const FOREIGN = { key: 'foreign.example.com/kubelet', value: 'x', effect: 'NoExecute' };
+const FOREIGN_S = 'foreign.example.com/kubelet=x:NoExecute';
+
+describeWithControlPlane('e2e: the whole pipeline in-process', () => {
+  let kc: KubeConfig;
+  let world: World | undefined;
+
+  beforeAll(() => {
+    requireControlPlane();
+    kc = adminKubeConfig();
+  });
+
+  afterEach(async () => {
+    await world?.pipeline.stop();
+    world = undefined;
+  });
+
+  /**
+   * The declaration edits of the issue, each followed by upstream's exact result. `m` declares through
+   * spec.taints and the class annotation; every step waits for the Node to converge.
+   */
+  async function runEditSequence(w: World, machine: string, node: string, foreignKey?: string): Promise<void> {
+    const converge = (taints: string[], tracking: string) => expectNode(kc, node, { taints, tracking }, foreignKey ? { foreignKey } : {});
+    // Joined: gate removed, Always tracked, OnInitialization applied once, foreign kept.
+    await converge([FOREIGN_S, 'a=1:NoSchedule', 'b=1:PreferNoSchedule', 'c=1:NoExecute'], 'a:NoSchedule,c:NoExecute');
+    // Value change of an Always taint: corrected in place.
+    await setSpecTaints(kc, w.ns, machine, [{ key: 'a', value: '2', effect: 'NoSchedule' }, { key: 'b', value: '1', effect: 'PreferNoSchedule', propagation: 'OnInitialization' }]);
+    await converge([FOREIGN_S, 'a=2:NoSchedule', 'b=1:PreferNoSchedule', 'c=1:NoExecute'], 'a:NoSchedule,c:NoExecute');
+    // Always → OnInitialization (with a value change): ownership dropped, the taint stays with its value.
+    await setSpecTaints(kc, w.ns, machine, [{ key: 'a', value: '3', effect: 'NoSchedule', propagation: 'OnInitialization' }, { key: 'b', value: '1', effect: 'PreferNoSchedule', propagation: 'OnInitialization' }]);
+    await converge([FOREIGN_S, 'a=2:NoSchedule', 'b=1:PreferNoSchedule', 'c=1:NoExecute'], 'c:NoExecute');
+    // OnInitialization → Always (with a value change): ensured and tracked.
+    await setSpecTaints(kc, w.ns, machine, [{ key: 'a', value: '3', effect: 'NoSchedule', propagation: 'OnInitialization' }, { key: 'b', value: '2', effect: 'PreferNoSchedule' }]);
+    await converge([FOREIGN_S, 'a=2:NoSchedule', 'b=2:PreferNoSchedule', 'c=1:NoExecute'], 'b:PreferNoSchedule,c:NoExecute');
+    // Removal of an Always declaration (the whole annotation): removed from the Node.
+    await setAnnotations(kc, w.ns, machine, { [CLASS]: null });
+    await converge([FOREIGN_S, 'a=2:NoSchedule', 'b=2:PreferNoSchedule'], 'b:PreferNoSchedule');
+    // Effect change: new key:effect added, the old tracked one removed.
+    await setSpecTaints(kc, w.ns, machine, [{ key: 'a', value: '3', effect: 'NoSchedule', propagation: 'OnInitialization' }, { key: 'b', value: '2', effect: 'NoExecute' }]);
+    await converge([FOREIGN_S, 'a=2:NoSchedule', 'b=2:NoExecute'], 'b:NoExecute');
+  }
+
+  /** Bodies and reasons of the messages in the dead-letter queue (left in place). */
+  async function deadLetters(w: World): Promise<string[]> {
+    const out = await w.pipeline.sqs.send(
+      new ReceiveMessageCommand({ QueueUrl: w.pipeline.deadLetterQueue.url, MaxNumberOfMessages: 10, VisibilityTimeout: 0, MessageAttributeNames: ['All'] }),
+    );
+    return (out.Messages ?? []).map((m) => `${m.MessageAttributes?.['failureReason']?.StringValue ?? '(redriven)'}: ${m.Body ?? ''}`);
+  }
+
+  async function machineWithNode(w: World, prefix: string): Promise<{ machine: string; node: string }> {
+    const node = await joinNode(w, prefix, [FOREIGN]);
+    const machine = uniqueName(prefix);
+    await createMachine(kc, w.ns, machine, {
+      specTaints: [{ key: 'a', value: '1', effect: 'NoSchedule' }, { key: 'b', value: '1', effect: 'PreferNoSchedule', propagation: 'OnInitialization' }],
+      annotations: { [CLASS]: 'c=1:NoExecute' },
+    });
+    await setMachineNodeRef(kc, w.ns, machine, node);
+    return { machine, node };
+  }
+
+  it('converges Nodes of new Machines, then follows every kind of declaration edit exactly as upstream', async () => {
+    // Prepare
+    world = await startWorld(kc);
+    const { machine, node } = await machineWithNode(world, 'edits');
+
+    // Act + Assess (each step)
+    await runEditSequence(world, machine, node);
+
+    // Assess
+    const c = world.pipeline.counters();
+    expect(c.writes, JSON.stringify(c)).toBeGreaterThanOrEqual(5);
+    expect(await deadLetters(world), JSON.stringify(c)).toEqual([]);
+  });
+
+  it('converges every change while a foreign writer hammers the same Nodes, keeps its taints, and retries conflicts through the queue', async () => {
+    // Prepare
+    world = await startWorld(kc);
+    const pairs = [await machineWithNode(world, 'hammer-a'), await machineWithNode(world, 'hammer-b')];
+    const writer = startForeignWriter(kc, pairs.map((p) => p.node));
+
+    // Act
+    try {
+      await Promise.all(pairs.map((p) => runEditSequence(world as World, p.machine, p.node, HAMMER_TAINT_KEY)));
+    } finally {
+      const { writes } = await writer.stop();
+      expect(writes).toBeGreaterThan(50);
+    }
+
+    // Assess: after the writer stopped, each Node has exactly upstream's result plus the writer's own taint.
+    for (const p of pairs) {
+      await expectNode(kc, p.node, { taints: [FOREIGN_S, 'a=2:NoSchedule', 'b=2:NoExecute', ...writer.taintOf(p.node)], tracking: 'b:NoExecute' });
+    }
+    const c = world.pipeline.counters();
+    expect(c.conflicts).toBeGreaterThan(0);
+    expect(c.reconciles.conflict).toBe(c.conflicts);
+    expect(await deadLetters(world), JSON.stringify(c)).toEqual([]);
+  });
+
+  it('dead-letters a malformed message with its reason, and the rest of its group still flows', async () => {
+    // Prepare
+    world = await startWorld(kc);
+    const node = await joinNode(world, 'dlq');
+    const machine = uniqueName('dlq');
+    await createMachine(kc, world.ns, machine, { specTaints: [{ key: 'x', value: '1', effect: 'NoSchedule' }], nodeName: node });
+    await expectNode(kc, node, { taints: ['x=1:NoSchedule'], tracking: 'x:NoSchedule' });
+    const group = `self/node/${node}`;
+
+    // Act: a malformed message at the head of the Node's group, then a real change behind it.
+    await world.pipeline.sqs.send(
+      new SendMessageCommand({ QueueUrl: world.pipeline.queue.url, MessageBody: '{"not":"a CloudEvent"}', MessageGroupId: group, MessageDeduplicationId: uniqueName('bad') }),
+    );
+    await setSpecTaints(kc, world.ns, machine, [{ key: 'x', value: '2', effect: 'NoSchedule' }]);
+
+    // Assess
+    await expectNode(kc, node, { taints: ['x=2:NoSchedule'], tracking: 'x:NoSchedule' });
+    const dead = await world.pipeline.sqs.send(
+      new ReceiveMessageCommand({ QueueUrl: world.pipeline.deadLetterQueue.url, MaxNumberOfMessages: 10, MessageAttributeNames: ['All'], MessageSystemAttributeNames: ['MessageGroupId'] }),
+    );
+    expect(dead.Messages).toHaveLength(1);
+    expect(dead.Messages?.[0]?.Body).toBe('{"not":"a CloudEvent"}');
+    expect(dead.Messages?.[0]?.Attributes?.MessageGroupId).toBe(group);
+    expect(dead.Messages?.[0]?.MessageAttributes?.['failureReason']?.StringValue).toMatch(/\S/);
+    expect(world.pipeline.counters().deadLettered).toBe(1);
+    expect(world.pipeline.counters().reconciles['dead-lettered']).toBe(1);
+  });
+
+  it('loses no change when the forwarder is restarted mid-run', async () => {
+    // Prepare
+    world = await startWorld(kc);
+    const { machine, node } = await machineWithNode(world, 'restart');
+    await expectNode(kc, node, { taints: [FOREIGN_S, 'a=1:NoSchedule', 'b=1:PreferNoSchedule', 'c=1:NoExecute'], tracking: 'a:NoSchedule,c:NoExecute' });
+
+    // Act: stop the forwarder (hand-over), change things while nobody watches, start a new one.
+    await world.pipeline.stopForwarder();
+    await setSpecTaints(kc, world.ns, machine, [{ key: 'a', value: '9', effect: 'NoSchedule' }]);
+    const late = await joinNode(world, 'restart-late');
+    const lateMachine = uniqueName('restart-late');
+    await createMachine(kc, world.ns, lateMachine, { annotations: { [MACHINE]: 'late=yes:NoSchedule, boot:PreferNoSchedule@OnInitialization' }, nodeName: late });
+    await new Promise((r) => setTimeout(r, 500));
+    const forwardedBefore = world.pipeline.counters().eventsForwarded;
+    world.pipeline.startForwarder();
+    await world.pipeline.waitForForwarder(20_000);
+
+    // Assess
+    await expectNode(kc, node, { taints: [FOREIGN_S, 'a=9:NoSchedule', 'b=1:PreferNoSchedule', 'c=1:NoExecute'], tracking: 'a:NoSchedule,c:NoExecute' });
+    await expectNode(kc, late, { taints: ['late=yes:NoSchedule', 'boot=:PreferNoSchedule'], tracking: 'late:NoSchedule' });
+    expect(world.pipeline.counters().eventsForwarded).toBeGreaterThan(forwardedBefore);
+  });
+
+  describe('capi mode', () => {
+    it('reaches the workload cluster through the <cluster>-kubeconfig Secret and converges its Nodes', async () => {
+      // Prepare: the "workload cluster" is the same API server, reached through its kubeconfig Secret.
+      const cluster = uniqueName('wc');
+      world = await startWorld(kc, { mode: 'capi' });
+      const core = kc.makeApiClient(CoreV1Api);
+      await core.createNamespacedSecret({
+        namespace: world.ns,
+        body: {
+          metadata: { name: `${cluster}-kubeconfig`, labels: { 'cluster.x-k8s.io/cluster-name': cluster } },
+          type: 'cluster.x-k8s.io/secret',
+          data: { value: readFileSync(requireControlPlane().kubeconfigPath).toString('base64') },
+        },
+      });
+      await kc.makeApiClient(CustomObjectsApi).createNamespacedCustomObject({
+        group: 'cluster.x-k8s.io',
+        version: 'v1beta2',
+        plural: 'clusters',
+        namespace: world.ns,
+        body: { apiVersion: 'cluster.x-k8s.io/v1beta2', kind: 'Cluster', metadata: { name: cluster, namespace: world.ns }, spec: { paused: false } },
+      });
+      const node = await joinNode(world, 'capi', [FOREIGN]);
+      const machine = uniqueName('capi');
+
+      // Act
+      await createMachine(kc, world.ns, machine, { clusterName: cluster, specTaints: [{ key: 'role', value: 'db', effect: 'NoSchedule' }], nodeName: node });
+
+      // Assess
+      await expectNode(kc, node, { taints: [FOREIGN_S, 'role=db:NoSchedule'], tracking: 'role:NoSchedule' });
+      // A Node-side change (someone removes the managed taint) is seen through the workload watch and repaired.
+      await core.patchNode({ name: node, body: { spec: { taints: [FOREIGN] } } }, MERGE_PATCH);
+      await expectNode(kc, node, { taints: [FOREIGN_S, 'role=db:NoSchedule'], tracking: 'role:NoSchedule' });
+    });
+  });
+});

@@ -1,0 +1,111 @@
+import { describe, expect, it } from 'vitest';
+import { loadLocalConfig } from '#local/local-config.ts';
+import { createActivityFilter, emptyCounters, formatReport } from '#local/pipeline-report.ts';
+import { explainOwner, formatStatusTable, summarizeStates } from '#local/status-format.ts';
+import { ConfigError } from '#shared/errors.ts';
+import { SyncState, TaintOwner, type TaintStatus } from '#shared/domain/taint-status.ts';
+
+describe('Function: loadLocalConfig()', () => {
+  it('defaults to self mode, the uninitialized startup gate and short local backoff', () => {
+    // Act
+    const c = loadLocalConfig({}, []);
+
+    // Assess
+    expect(c).toMatchObject({ kubeconfig: undefined, mode: 'self', retryBaseSeconds: 1, retryMaxSeconds: 30, maxReceiveCount: 5, visibilityTimeoutSeconds: 30, reportIntervalSeconds: 2 });
+    expect(c.startupTaint).toEqual({ key: 'node.cluster.x-k8s.io/uninitialized', effect: 'NoSchedule' });
+  });
+
+  it.each([
+    { env: { CLUSTER_MODE: 'capi' }, argv: [], mode: 'capi' },
+    { env: {}, argv: ['--capi'], mode: 'capi' },
+    { env: { CLUSTER_MODE: 'capi' }, argv: ['--self'], mode: 'self' },
+    { env: {}, argv: ['--mode=capi'], mode: 'capi' },
+  ])('takes the mode from $argv over $env', ({ env, argv, mode }) => {
+    expect(loadLocalConfig(env, argv).mode).toBe(mode);
+  });
+
+  it.each([
+    { env: {}, argv: ['--bogus'] },
+    { env: {}, argv: ['--mode=both'] },
+    { env: { RETRY_BASE_SECONDS: '10', RETRY_MAX_SECONDS: '5' }, argv: [] },
+    { env: { FIRST_ENABLED_AT: 'yesterday' }, argv: [] },
+  ])('refuses $argv / $env with a ConfigError', ({ env, argv }) => {
+    expect(() => loadLocalConfig(env, argv)).toThrow(ConfigError);
+  });
+
+  it('turns the startup gate off with STARTUP_TAINT_KEY=none', () => {
+    expect(loadLocalConfig({ STARTUP_TAINT_KEY: 'none', KUBECONFIG: '/k' }, []).startupTaint).toBeNull();
+  });
+});
+
+describe('Function: formatReport()', () => {
+  it('prints non-zero outcomes, writes, conflicts, dead letters and the Nodes out of sync', () => {
+    // Prepare
+    const c = { ...emptyCounters(), forwarderActive: true, eventsForwarded: 5, eventsFiltered: 2, eventsSeen: 7, writes: 2, conflicts: 3, deadLettered: 1, deadLetterQueueDepth: 1, reconciles: { ...emptyCounters().reconciles, patched: 2, conflict: 3 } };
+
+    // Act
+    const lines = formatReport(c, [{ node: 'n1', state: 'out-of-sync' }]);
+
+    // Assess
+    expect(lines).toEqual([
+      'events    forwarded 5, filtered 2 (seen 7)',
+      'reconciles 5: patched 2, conflict 3',
+      'writes    2, conflicts retried 3, dead-lettered 1 (DLQ depth 1)',
+      'queue     0 waiting, 0 in flight',
+      'Nodes     1 not in sync: n1 (out-of-sync)',
+    ]);
+  });
+
+  it('says when the forwarder waits for the Lease and when every Node is in sync', () => {
+    const lines = formatReport(emptyCounters(), []);
+    expect(lines[0]).toContain('forwarder waiting for the Lease');
+    expect(lines.at(-1)).toBe('Nodes     all in sync');
+  });
+});
+
+describe('Function: createActivityFilter()', () => {
+  it('lets each new message of a Machine and reason through once', () => {
+    // Prepare
+    const show = createActivityFilter();
+    const a = { machine: 'ns/m', reason: 'InvalidTaintDeclaration', message: 'bad' };
+
+    // Act + Assess
+    expect([show(a), show(a), show({ ...a, message: 'worse' }), show({ ...a, machine: 'ns/other' }), show(a)]).toEqual([true, false, true, true, true]);
+  });
+});
+
+describe('Function: formatStatusTable()', () => {
+  const status: TaintStatus = {
+    machine: 'ns/m1',
+    node: 'n1',
+    state: SyncState.inSync,
+    initialized: true,
+    desired: [{ key: 'gpu', value: 'a100', effect: 'NoSchedule', propagation: 'Always', source: 'spec.taints' }],
+    actual: [
+      { taint: { key: 'gpu', value: 'a100', effect: 'NoSchedule' }, owner: TaintOwner.tracked, declaredAs: { key: 'gpu', value: 'a100', effect: 'NoSchedule', propagation: 'Always', source: 'spec.taints' } },
+      { taint: { key: 'x', effect: 'NoExecute' }, owner: TaintOwner.foreign },
+    ],
+  };
+
+  it('shows each Node taint with its owner and what the Machine declares', () => {
+    expect(formatStatusTable([status])).toEqual([
+      'MACHINE -> NODE  STATE',
+      'ns/m1 -> n1      in sync',
+      '    has      gpu=a100:NoSchedule  tracked (Always from spec)',
+      '    has      x:NoExecute          foreign',
+      '    declares gpu=a100:NoSchedule (Always, spec)',
+    ]);
+  });
+
+  it('explains why a pair is not in sync and what the next write would leave', () => {
+    const lines = formatStatusTable([{ ...status, state: SyncState.outOfSync, reason: 'the next reconcile would write the Node', expected: [{ key: 'gpu', value: 'h100', effect: 'NoSchedule' }] }]);
+    expect(lines.slice(1, 2)).toEqual(['ns/m1 -> n1      OUT OF SYNC']);
+    expect(lines.slice(-2)).toEqual(['    why      the next reconcile would write the Node', '    expected gpu=h100:NoSchedule']);
+  });
+
+  it('summarizes states and names owners', () => {
+    expect(summarizeStates([status, status, { ...status, state: SyncState.invalidDeclaration }])).toBe('2 in sync, 1 invalid declaration');
+    expect(explainOwner({ taint: { key: 'a', effect: 'NoSchedule' }, owner: TaintOwner.tracked })).toBe('tracked (no longer declared)');
+    expect(formatStatusTable([])).toEqual(['No Machines found.']);
+  });
+});

@@ -1,0 +1,106 @@
+import { describe, expect, it } from 'vitest';
+import type { MachineSnapshot, NodeSnapshot } from '#shared/domain/snapshots.ts';
+import { SyncState, TaintOwner, ownersOf, taintStatusOf, type DesiredTaint } from '#shared/domain/taint-status.ts';
+import { TRACKING_ANNOTATION, UNINITIALIZED_TAINT_KEY } from '#shared/domain/taint.ts';
+
+const CLASS = 'taints.capi-taint-propagator.dev/class';
+const GATE = { key: UNINITIALIZED_TAINT_KEY, effect: 'NoSchedule' };
+
+function machine(overrides: Partial<MachineSnapshot> = {}): MachineSnapshot {
+  return { namespace: 'ns', name: 'm1', uid: 'u', resourceVersion: '1', labels: {}, annotations: {}, specTaints: undefined, nodeName: 'n1', deleting: false, ...overrides };
+}
+
+function node(overrides: Partial<NodeSnapshot> = {}): NodeSnapshot {
+  return { name: 'n1', uid: 'nu', resourceVersion: '7', labels: {}, annotations: {}, taints: [], ...overrides };
+}
+
+describe('Function: taintStatusOf()', () => {
+  const cases: ReadonlyArray<{ name: string; machine: MachineSnapshot; node: NodeSnapshot | undefined; want: { state: SyncState; owners?: string[]; expected?: string[] } }> = [
+    // in sync
+    {
+      name: 'is in sync when the Node carries the tracked Always taint and the annotation',
+      machine: machine({ specTaints: [{ key: 'gpu', value: 'a100', effect: 'NoSchedule', propagation: 'Always' }] }),
+      node: node({ taints: [{ key: 'gpu', value: 'a100', effect: 'NoSchedule' }, { key: 'other', effect: 'NoExecute' }], annotations: { [TRACKING_ANNOTATION]: 'gpu:NoSchedule' } }),
+      want: { state: SyncState.inSync, owners: ['gpu:tracked', 'other:foreign'] },
+    },
+    {
+      name: 'calls an OnInitialization taint on an initialized Node initialization-only, even with another value',
+      machine: machine({ annotations: { [CLASS]: 'boot=1:PreferNoSchedule@OnInitialization' } }),
+      node: node({ taints: [{ key: 'boot', value: 'changed', effect: 'PreferNoSchedule' }], annotations: { [TRACKING_ANNOTATION]: '' } }),
+      want: { state: SyncState.inSync, owners: ['boot:initialization-only'] },
+    },
+    // out of sync
+    {
+      name: 'is out of sync before the first reconcile, with the gate to remove and the taints to add',
+      machine: machine({ specTaints: [{ key: 'gpu', effect: 'NoSchedule', propagation: 'Always' }] }),
+      node: node({ taints: [GATE] }),
+      want: { state: SyncState.outOfSync, owners: [`${UNINITIALIZED_TAINT_KEY}:startup-gate`], expected: ['gpu:NoSchedule'] },
+    },
+    {
+      name: 'is out of sync when a tracked taint is no longer declared, and calls it tracked (no longer declared)',
+      machine: machine(),
+      node: node({ taints: [{ key: 'old', effect: 'NoSchedule' }], annotations: { [TRACKING_ANNOTATION]: 'old:NoSchedule' } }),
+      want: { state: SyncState.outOfSync, owners: ['old:tracked'], expected: [] },
+    },
+    {
+      name: 'is out of sync when a value differs from the declaration',
+      machine: machine({ specTaints: [{ key: 'gpu', value: 'h100', effect: 'NoSchedule', propagation: 'Always' }] }),
+      node: node({ taints: [{ key: 'gpu', value: 'a100', effect: 'NoSchedule' }], annotations: { [TRACKING_ANNOTATION]: 'gpu:NoSchedule' } }),
+      want: { state: SyncState.outOfSync, owners: ['gpu:tracked'], expected: ['gpu:NoSchedule'] },
+    },
+    // left alone on purpose
+    {
+      name: 'reports an invalid declaration and leaves the Node alone',
+      machine: machine({ annotations: { [CLASS]: 'gpu:NoSchedul' } }),
+      node: node({ taints: [GATE] }),
+      want: { state: SyncState.invalidDeclaration, owners: [`${UNINITIALIZED_TAINT_KEY}:startup-gate`] },
+    },
+    {
+      name: 'reports a malformed tracking annotation',
+      machine: machine(),
+      node: node({ annotations: { [TRACKING_ANNOTATION]: 'a:b:c' } }),
+      want: { state: SyncState.malformedAnnotation, owners: [] },
+    },
+    // no pair
+    { name: 'reports a Machine without a Node', machine: machine({ nodeName: undefined }), node: undefined, want: { state: SyncState.noNode } },
+    { name: 'reports a missing Node', machine: machine(), node: undefined, want: { state: SyncState.nodeMissing } },
+    { name: 'reports a Machine being deleted', machine: machine({ deleting: true }), node: node(), want: { state: SyncState.machineDeleting } },
+  ];
+
+  it.each(cases)('$name', ({ machine: m, node: n, want }) => {
+    // Act
+    const status = taintStatusOf({ machine: m, node: n, startupTaint: GATE });
+
+    // Assess
+    expect(status.state).toBe(want.state);
+    expect(status.machine).toBe('ns/m1');
+    if (want.owners) expect(status.actual.map((a) => `${a.taint.key}:${a.owner}`)).toEqual(want.owners);
+    if (want.expected) expect(status.expected?.map((t) => `${t.key}:${t.effect}`)).toEqual(want.expected);
+    else expect(status.expected).toBeUndefined();
+  });
+
+  it('lists the desired taints with the source that won', () => {
+    // Prepare
+    const m = machine({ specTaints: [{ key: 'gpu', value: 'a', effect: 'NoSchedule', propagation: 'Always' }], annotations: { [CLASS]: 'gpu=b:NoSchedule, pool=x:NoSchedule' } });
+
+    // Act
+    const status = taintStatusOf({ machine: m, node: node() });
+
+    // Assess
+    expect(status.desired.map((d) => `${d.key}=${d.value ?? ''}@${d.source}`)).toEqual(['gpu=a@spec.taints', `pool=x@${CLASS}`]);
+    expect(status.initialized).toBe(false);
+  });
+});
+
+describe('Function: ownersOf()', () => {
+  it('never calls a taint initialization-only on a Node that is not initialized', () => {
+    // Prepare
+    const desired: DesiredTaint[] = [{ key: 'boot', effect: 'NoSchedule', propagation: 'OnInitialization', source: 'spec.taints' }];
+
+    // Act
+    const owners = ownersOf({ taints: [{ key: 'boot', effect: 'NoSchedule' }], annotations: {} }, desired);
+
+    // Assess
+    expect(owners).toEqual([{ taint: { key: 'boot', effect: 'NoSchedule' }, owner: TaintOwner.foreign, declaredAs: desired[0] }]);
+  });
+});
