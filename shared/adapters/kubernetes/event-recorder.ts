@@ -9,10 +9,15 @@ import type { EventRecorder, InvolvedObject } from '#shared/ports/event-recorder
 import { toKubeTime, toProductError } from './api-errors.ts';
 
 export const EVENT_COMPONENT = 'capi-taint-propagator';
+/** An identical Event (same object, type, reason, message) is recorded at most once in this window. */
+export const EVENT_DEDUP_WINDOW_MS = 10 * 60_000;
+const MAX_REMEMBERED = 2_000;
 
 export class KubernetesEventRecorder implements EventRecorder {
   readonly #api: CoreV1Api;
   readonly #clock: Clock;
+  /** When each identical Event was last recorded: a Machine whose declaration stays invalid while its Node churns is reported once, not on every reconcile. */
+  readonly #recent = new Map<string, number>();
 
   constructor(kubeConfig: KubeConfig, clock: Clock) {
     this.#api = kubeConfig.makeApiClient(CoreV1Api);
@@ -21,6 +26,9 @@ export class KubernetesEventRecorder implements EventRecorder {
 
   async record(object: InvolvedObject, type: 'Normal' | 'Warning', reason: string, message: string): Promise<void> {
     const now = this.#clock.now();
+    const key = `${object.uid}\u0000${type}\u0000${reason}\u0000${message}`;
+    const last = this.#recent.get(key);
+    if (last !== undefined && now.getTime() - last < EVENT_DEDUP_WINDOW_MS) return;
     try {
       await this.#api.createNamespacedEvent({
         namespace: object.namespace,
@@ -40,8 +48,16 @@ export class KubernetesEventRecorder implements EventRecorder {
           eventTime: undefined,
         },
       });
+      this.#remember(key, now.getTime());
     } catch (error) {
       throw toProductError(`Recording Event ${reason} on ${object.kind} ${object.namespace}/${object.name} at ${toKubeTime(now)}`, error);
     }
+  }
+
+  #remember(key: string, at: number): void {
+    this.#recent.delete(key);
+    this.#recent.set(key, at);
+    // Maps iterate in insertion order: drop the oldest beyond the cap.
+    while (this.#recent.size > MAX_REMEMBERED) this.#recent.delete(this.#recent.keys().next().value as string);
   }
 }
