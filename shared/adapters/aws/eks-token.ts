@@ -1,0 +1,168 @@
+/**
+ * EKS IAM token minted from the caller's own AWS credentials, the aws-iam-authenticator recipe: a SigV4-presigned
+ * `GET https://sts.<region>.amazonaws.com/?Action=GetCallerIdentity&Version=2011-06-15` with the header
+ * `x-k8s-aws-id: <cluster name>` signed in, `X-Amz-Expires=60`, encoded as
+ * `k8s-aws-v1.` + base64url(url) without padding. EKS accepts it for 15 minutes after `X-Amz-Date`; we treat it as
+ * expired after 14 (as the Go client does), or earlier when the signing credentials expire first.
+ * Token and credentials are secrets: nothing here logs, and errors never carry them.
+ */
+import { Sha256 } from '@aws-crypto/sha256-js';
+import { HttpRequest } from '@smithy/protocol-http';
+import { SignatureV4 } from '@smithy/signature-v4';
+import type { Clock } from '#shared/ports/clock.ts';
+
+export const EKS_TOKEN_PREFIX = 'k8s-aws-v1.';
+/** The header that binds the token to one cluster; it must be among the signed headers. */
+export const CLUSTER_ID_HEADER = 'x-k8s-aws-id';
+/** `X-Amz-Expires` of the presigned URL (STS ignores it; EKS checks 0..900). */
+export const PRESIGN_EXPIRES_SECONDS = 60;
+/** EKS rejects a token 15 minutes after its `X-Amz-Date`. */
+export const TOKEN_VALIDITY_SECONDS = 15 * 60;
+/** Local lifetime we rely on: one minute short of what EKS accepts. */
+export const TOKEN_LOCAL_LIFETIME_SECONDS = 14 * 60;
+/** Default margin before the local expiry at which a cached token is replaced. */
+export const DEFAULT_REFRESH_BEFORE_SECONDS = 60;
+
+/** AWS credentials, structurally compatible with the SDK's AwsCredentialIdentity. */
+export interface AwsCredentials {
+  readonly accessKeyId: string;
+  readonly secretAccessKey: string;
+  readonly sessionToken?: string | undefined;
+  readonly expiration?: Date | undefined;
+}
+export type AwsCredentialsProvider = () => Promise<AwsCredentials>;
+
+export interface EksToken {
+  /** `k8s-aws-v1.<base64url>`; send as `Authorization: Bearer <token>`. */
+  readonly token: string;
+  /** When this process stops using the token (≤ 14 min after signing). */
+  readonly expiresAt: Date;
+}
+
+export interface CreateEksTokenArgs {
+  readonly clusterName: string;
+  readonly region: string;
+  readonly credentials: AwsCredentials | AwsCredentialsProvider;
+  /** The signing time (`X-Amz-Date`). */
+  readonly now: Date;
+}
+
+/** The STS host of a region (regional endpoint; China regions use the .cn partition). */
+export function stsHostname(region: string): string {
+  return region.startsWith('cn-') ? `sts.${region}.amazonaws.com.cn` : `sts.${region}.amazonaws.com`;
+}
+
+/** Mints one token. Pure apart from the signature computation: same inputs, same token. */
+export async function createEksToken(args: CreateEksTokenArgs): Promise<EksToken> {
+  const credentials = typeof args.credentials === 'function' ? await args.credentials() : args.credentials;
+  const hostname = stsHostname(args.region);
+  const signer = new SignatureV4({
+    service: 'sts',
+    region: args.region,
+    credentials: {
+      accessKeyId: credentials.accessKeyId,
+      secretAccessKey: credentials.secretAccessKey,
+      ...(credentials.sessionToken ? { sessionToken: credentials.sessionToken } : {}),
+    },
+    sha256: Sha256,
+    uriEscapePath: true,
+  });
+  const presigned = await signer.presign(
+    new HttpRequest({
+      method: 'GET',
+      protocol: 'https:',
+      hostname,
+      path: '/',
+      headers: { host: hostname, [CLUSTER_ID_HEADER]: args.clusterName },
+      query: { Action: 'GetCallerIdentity', Version: '2011-06-15' },
+    }),
+    { signingDate: args.now, expiresIn: PRESIGN_EXPIRES_SECONDS },
+  );
+  const url = `https://${hostname}/?${toQueryString(presigned.query ?? {})}`;
+  const token = EKS_TOKEN_PREFIX + Buffer.from(url, 'utf8').toString('base64url');
+  const localExpiry = args.now.getTime() + TOKEN_LOCAL_LIFETIME_SECONDS * 1000;
+  const credentialExpiry = credentials.expiration?.getTime() ?? Number.POSITIVE_INFINITY;
+  return { token, expiresAt: new Date(Math.min(localExpiry, credentialExpiry)) };
+}
+
+export interface EksTokenSourceOptions {
+  readonly clusterName: string;
+  readonly region: string;
+  /** Defaults to the SDK's default chain (in Lambda: the function role's credentials). */
+  readonly credentials?: AwsCredentialsProvider;
+  readonly clock?: Clock;
+  /** Replace a cached token this many seconds before its local expiry (default 60). */
+  readonly refreshBeforeSeconds?: number;
+}
+
+/** A per-cluster token cache: one token per warm container, replaced shortly before it expires. */
+export interface EksTokenSource {
+  /** The cached token while it is fresh, else a new one. Concurrent callers share one minting. */
+  getToken(): Promise<EksToken>;
+  /** Drops the cached token (for example after a 401), so the next call mints a new one. */
+  invalidate(): void;
+}
+
+export function createEksTokenSource(options: EksTokenSourceOptions): EksTokenSource {
+  const clock = options.clock ?? systemClock;
+  const refreshBeforeMs = (options.refreshBeforeSeconds ?? DEFAULT_REFRESH_BEFORE_SECONDS) * 1000;
+  const credentials = options.credentials ?? defaultCredentials();
+  let cached: EksToken | undefined;
+  let pending: Promise<EksToken> | undefined;
+
+  const isFresh = (token: EksToken): boolean => clock.now().getTime() < token.expiresAt.getTime() - refreshBeforeMs;
+
+  return {
+    async getToken() {
+      if (cached && isFresh(cached)) return cached;
+      pending ??= createEksToken({
+        clusterName: options.clusterName,
+        region: options.region,
+        credentials,
+        now: clock.now(),
+      })
+        .then((token) => {
+          cached = token;
+          return token;
+        })
+        .finally(() => {
+          pending = undefined;
+        });
+      return pending;
+    },
+    invalidate() {
+      cached = undefined;
+    },
+  };
+}
+
+const systemClock: Clock = { now: () => new Date() };
+
+/** The SDK's default credential chain, loaded on first use so that tests with fixed credentials never touch it. */
+function defaultCredentials(): AwsCredentialsProvider {
+  let provider: AwsCredentialsProvider | undefined;
+  return async () => {
+    if (!provider) {
+      const { defaultProvider } = await import('@aws-sdk/credential-provider-node');
+      provider = defaultProvider();
+    }
+    return provider();
+  };
+}
+
+/** RFC 3986 query encoding, as the signer canonicalises it (so the URL carries exactly what was signed). */
+function toQueryString(query: Record<string, string | string[] | null>): string {
+  const parts: string[] = [];
+  for (const key of Object.keys(query).sort()) {
+    const value = query[key];
+    const values = Array.isArray(value) ? value : [value];
+    for (const v of values) {
+      parts.push(v === null || v === undefined ? rfc3986(key) : `${rfc3986(key)}=${rfc3986(v)}`);
+    }
+  }
+  return parts.join('&');
+}
+
+function rfc3986(value: string): string {
+  return encodeURIComponent(value).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+}

@@ -1,0 +1,259 @@
+/**
+ * The management cluster's KubeConfig, from one of four sources (shared/config/cluster-access-config.ts):
+ * - `kubeconfig`: a kubeconfig file (KUBECONFIG, or the default locations) for local runs;
+ * - `eks`: an EKS IAM token minted from the function's role, with endpoint and CA from configuration;
+ * - `ssm` / `secretsmanager`: a kubeconfig stored in SSM Parameter Store (SecureString) or Secrets Manager.
+ * Loaded once per warm container. The EKS KubeConfig stays the same object: a custom authenticator puts a cached
+ * token on every request and mints a new one shortly before it expires. Stored kubeconfigs are re-read after
+ * `reloadAfterSeconds`, so a rotated kubeconfig is picked up (the previous one is kept if the re-read fails).
+ * No credential, token or kubeconfig content is ever logged or put in an error message.
+ */
+import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import { GetParameterCommand, SSMClient } from '@aws-sdk/client-ssm';
+import type { Logger } from '@aws-lambda-powertools/logger';
+import { KubeConfig, type User } from '@kubernetes/client-node';
+import type { ClusterAccessConfig, ManagementAccess } from '#shared/config/cluster-access-config.ts';
+import { ClusterCredentialsError } from '#shared/errors.ts';
+import { logger as defaultLogger } from '#shared/observability/logger.ts';
+import type { Clock } from '#shared/ports/clock.ts';
+import { createEksTokenSource, type AwsCredentialsProvider, type EksTokenSource } from '../aws/eks-token.ts';
+
+/** The name under which errors report the management cluster. */
+export const MANAGEMENT_CLUSTER = 'management';
+/** authProvider name of the EKS user in the KubeConfig we build (handled by our authenticator only). */
+export const EKS_AUTH_PROVIDER = 'capi-taint-propagator-eks-iam';
+export const DEFAULT_RELOAD_AFTER_SECONDS = 300;
+
+/** The logger methods used here (the shared Powertools logger, or another instance in tests). */
+export type KubeConfigLog = Pick<Logger, 'debug' | 'info' | 'warn'>;
+
+export interface ManagementKubeConfigDeps {
+  readonly clock?: Clock;
+  /** AWS credentials for the EKS token (default: the SDK's default chain, i.e. the function role). */
+  readonly credentials?: AwsCredentialsProvider;
+  /** Replace the EKS token this many seconds before it expires (default 60). */
+  readonly eksRefreshBeforeSeconds?: number;
+  readonly ssm?: SSMClient;
+  readonly secretsManager?: SecretsManagerClient;
+  /** Re-read a stored (SSM / Secrets Manager) kubeconfig after this many seconds (default 300). */
+  readonly reloadAfterSeconds?: number;
+  readonly logger?: KubeConfigLog;
+}
+
+export interface ManagementKubeConfigLoader {
+  /** The cached KubeConfig, or a freshly loaded one. Throws ClusterCredentialsError when none can be loaded. */
+  load(): Promise<KubeConfig>;
+  /** Forgets the cached KubeConfig and token (e.g. after a 401), so the next load starts over. */
+  invalidate(): void;
+}
+
+/** Creates a loader with its own cache. */
+export function createManagementKubeConfigLoader(
+  config: ClusterAccessConfig,
+  deps: ManagementKubeConfigDeps = {},
+): ManagementKubeConfigLoader {
+  const access = config.management;
+  const clock = deps.clock ?? systemClock;
+  const log = deps.logger ?? defaultLogger;
+  const reloadAfterMs = (deps.reloadAfterSeconds ?? DEFAULT_RELOAD_AFTER_SECONDS) * 1000;
+  let cached: { kubeConfig: KubeConfig; reloadAt: number } | undefined;
+  let pending: Promise<KubeConfig> | undefined;
+  let tokenSource: EksTokenSource | undefined;
+
+  const loadFresh = async (): Promise<{ kubeConfig: KubeConfig; reloadAt: number }> => {
+    switch (access.auth) {
+      case 'kubeconfig':
+        log.info('Loading management kubeconfig', { source: 'kubeconfig', path: access.kubeconfigPath ?? 'default' });
+        return { kubeConfig: fromKubeconfigFile(access.kubeconfigPath), reloadAt: Number.POSITIVE_INFINITY };
+      case 'eks': {
+        tokenSource ??= createEksTokenSource({
+          clusterName: access.clusterName,
+          region: access.region,
+          ...(deps.credentials ? { credentials: deps.credentials } : {}),
+          clock,
+          ...(deps.eksRefreshBeforeSeconds === undefined ? {} : { refreshBeforeSeconds: deps.eksRefreshBeforeSeconds }),
+        });
+        log.info('Loading management kubeconfig', { source: 'eks', cluster: access.clusterName, endpoint: access.endpoint });
+        const getToken = tokenGetter(tokenSource, access.clusterName, log);
+        const kubeConfig = fromEksToken(access, getToken);
+        // Mint the first token now, so that a credentials problem surfaces at load time.
+        await getToken();
+        return { kubeConfig, reloadAt: Number.POSITIVE_INFINITY };
+      }
+      case 'ssm':
+      case 'secretsmanager': {
+        const text = await readStoredKubeconfig(access, deps, log);
+        return { kubeConfig: fromStoredKubeconfig(text, describe(access)), reloadAt: clock.now().getTime() + reloadAfterMs };
+      }
+    }
+  };
+
+  const refresh = async (): Promise<KubeConfig> => {
+    try {
+      cached = await loadFresh();
+      return cached.kubeConfig;
+    } catch (err) {
+      if (cached && access.auth !== 'kubeconfig') {
+        log.warn('Reloading management kubeconfig failed, keeping the previous one', {
+          source: access.auth,
+          reason: err instanceof Error ? err.message : 'unknown error',
+        });
+        cached = { kubeConfig: cached.kubeConfig, reloadAt: clock.now().getTime() + Math.min(reloadAfterMs, 60_000) };
+        return cached.kubeConfig;
+      }
+      throw err;
+    }
+  };
+
+  return {
+    async load() {
+      if (cached && clock.now().getTime() < cached.reloadAt) return cached.kubeConfig;
+      pending ??= refresh().finally(() => {
+        pending = undefined;
+      });
+      return pending;
+    },
+    invalidate() {
+      cached = undefined;
+      tokenSource?.invalidate();
+    },
+  };
+}
+
+const loaders = new Map<string, ManagementKubeConfigLoader>();
+
+/**
+ * The management cluster's KubeConfig, cached per warm container (one loader per access configuration; the deps
+ * of the first call are kept). Call it per invocation: it is cheap while the cache is fresh.
+ */
+export async function loadManagementKubeConfig(
+  config: ClusterAccessConfig,
+  deps: ManagementKubeConfigDeps = {},
+): Promise<KubeConfig> {
+  const key = JSON.stringify(config.management);
+  let loader = loaders.get(key);
+  if (!loader) {
+    loader = createManagementKubeConfigLoader(config, deps);
+    loaders.set(key, loader);
+  }
+  return loader.load();
+}
+
+/** Forgets every cached management KubeConfig (after a 401, and between tests). */
+export function resetManagementKubeConfigCache(): void {
+  for (const loader of loaders.values()) loader.invalidate();
+  loaders.clear();
+}
+
+const systemClock: Clock = { now: () => new Date() };
+
+function describe(access: ManagementAccess): string {
+  switch (access.auth) {
+    case 'kubeconfig':
+      return `kubeconfig file ${access.kubeconfigPath ?? '(default location)'}`;
+    case 'eks':
+      return `EKS cluster ${access.clusterName}`;
+    case 'ssm':
+      return `SSM parameter ${access.parameterName}`;
+    case 'secretsmanager':
+      return `secret ${access.secretId}`;
+  }
+}
+
+function fromKubeconfigFile(path: string | undefined): KubeConfig {
+  const kubeConfig = new KubeConfig();
+  try {
+    if (path !== undefined && !path.includes(':')) kubeConfig.loadFromFile(path);
+    else kubeConfig.loadFromDefault();
+  } catch {
+    // The parser's message may quote the file; report the source only.
+    throw new ClusterCredentialsError(MANAGEMENT_CLUSTER, `${describe({ auth: 'kubeconfig', kubeconfigPath: path })} could not be read as a kubeconfig`);
+  }
+  requireCurrentCluster(kubeConfig, describe({ auth: 'kubeconfig', kubeconfigPath: path }));
+  return kubeConfig;
+}
+
+function fromStoredKubeconfig(text: string, source: string): KubeConfig {
+  const kubeConfig = new KubeConfig();
+  try {
+    kubeConfig.loadFromString(text);
+  } catch {
+    // js-yaml errors quote the offending lines, which may hold keys or tokens: keep only the source.
+    throw new ClusterCredentialsError(MANAGEMENT_CLUSTER, `${source} is not a valid kubeconfig`);
+  }
+  requireCurrentCluster(kubeConfig, source);
+  return kubeConfig;
+}
+
+function requireCurrentCluster(kubeConfig: KubeConfig, source: string): void {
+  if (!kubeConfig.getCurrentCluster() || !kubeConfig.getCurrentUser()) {
+    throw new ClusterCredentialsError(MANAGEMENT_CLUSTER, `${source} has no current context with a cluster and a user`);
+  }
+}
+
+async function readStoredKubeconfig(
+  access: Extract<ManagementAccess, { auth: 'ssm' | 'secretsmanager' }>,
+  deps: ManagementKubeConfigDeps,
+  log: KubeConfigLog,
+): Promise<string> {
+  const source = describe(access);
+  log.info('Loading management kubeconfig', access.auth === 'ssm'
+    ? { source: 'ssm', parameter: access.parameterName }
+    : { source: 'secretsmanager', secretId: access.secretId });
+  try {
+    if (access.auth === 'ssm') {
+      const ssm = deps.ssm ?? new SSMClient(access.region ? { region: access.region } : {});
+      const out = await ssm.send(new GetParameterCommand({ Name: access.parameterName, WithDecryption: true }));
+      const value = out.Parameter?.Value;
+      if (!value) throw new ClusterCredentialsError(MANAGEMENT_CLUSTER, `${source} is empty`);
+      return value;
+    }
+    const secrets = deps.secretsManager ?? new SecretsManagerClient(access.region ? { region: access.region } : {});
+    const out = await secrets.send(new GetSecretValueCommand({ SecretId: access.secretId }));
+    const value = out.SecretString ?? (out.SecretBinary ? Buffer.from(out.SecretBinary).toString('utf8') : undefined);
+    if (!value) throw new ClusterCredentialsError(MANAGEMENT_CLUSTER, `${source} is empty`);
+    return value;
+  } catch (err) {
+    if (err instanceof ClusterCredentialsError) throw err;
+    // AWS error names and messages carry names and ARNs, never the value; the raw error is not kept as cause.
+    const name = err instanceof Error ? err.name : 'Error';
+    const message = err instanceof Error ? err.message : String(err);
+    throw new ClusterCredentialsError(MANAGEMENT_CLUSTER, `reading ${source} failed: ${name}: ${message}`);
+  }
+}
+
+function fromEksToken(access: Extract<ManagementAccess, { auth: 'eks' }>, getToken: () => Promise<string>): KubeConfig {
+  const kubeConfig = new KubeConfig();
+  kubeConfig.addAuthenticator({
+    isAuthProvider: (user: User) => user.authProvider?.name === EKS_AUTH_PROVIDER,
+    applyAuthentication: async (_user, opts) => {
+      const token = await getToken();
+      opts.headers = { ...(opts.headers ?? {}), Authorization: `Bearer ${token}` };
+    },
+  });
+  kubeConfig.loadFromOptions({
+    clusters: [{ name: access.clusterName, server: access.endpoint, caData: access.caData, skipTLSVerify: false }],
+    users: [{ name: 'capi-taint-propagator', authProvider: { name: EKS_AUTH_PROVIDER, config: {} } }],
+    contexts: [{ name: 'management', cluster: access.clusterName, user: 'capi-taint-propagator' }],
+    currentContext: 'management',
+  });
+  return kubeConfig;
+}
+
+/** Wraps the token source: logs when a new token is in use (its expiry only) and hides failure details. */
+function tokenGetter(tokens: EksTokenSource, clusterName: string, log: KubeConfigLog): () => Promise<string> {
+  let lastExpiry = 0;
+  return async () => {
+    try {
+      const { token, expiresAt } = await tokens.getToken();
+      if (expiresAt.getTime() !== lastExpiry) {
+        lastExpiry = expiresAt.getTime();
+        log.debug('Using a new EKS token', { cluster: clusterName, expiresAt: expiresAt.toISOString() });
+      }
+      return token;
+    } catch (err) {
+      const name = err instanceof Error ? err.name : 'Error';
+      throw new ClusterCredentialsError(MANAGEMENT_CLUSTER, `minting an EKS token for ${clusterName} failed: ${name}`);
+    }
+  };
+}

@@ -1,0 +1,104 @@
+/**
+ * How the functions reach their clusters: which cluster holds the Machines and Nodes (CLUSTER_MODE) and how the
+ * management cluster is authenticated (MANAGEMENT_AUTH). Read once at cold start; throws ConfigError naming the
+ * variable. Workload clusters always use CAPI's `<cluster>-kubeconfig` Secrets (mode `capi`).
+ */
+import { ConfigError } from '#shared/errors.ts';
+import { oneOf, optionalString, type Env } from './env.ts';
+
+/** `capi`: Machines in the management cluster, Nodes in the workload clusters. `self`: one cluster holds both. */
+export const ClusterMode = { Capi: 'capi', Self: 'self' } as const;
+export type ClusterMode = (typeof ClusterMode)[keyof typeof ClusterMode];
+
+/** Where the management cluster's credentials come from. */
+export const ManagementAuth = {
+  /** A kubeconfig file: KUBECONFIG, or the default locations (local runs). */
+  Kubeconfig: 'kubeconfig',
+  /** An EKS IAM token minted from the function's own role (presigned STS GetCallerIdentity). */
+  Eks: 'eks',
+  /** A kubeconfig stored in SSM Parameter Store (SecureString). */
+  Ssm: 'ssm',
+  /** A kubeconfig stored in Secrets Manager. */
+  SecretsManager: 'secretsmanager',
+} as const;
+export type ManagementAuth = (typeof ManagementAuth)[keyof typeof ManagementAuth];
+
+export type ManagementAccess =
+  | { readonly auth: 'kubeconfig'; readonly kubeconfigPath: string | undefined }
+  | {
+      readonly auth: 'eks';
+      readonly clusterName: string;
+      /** API server URL (https). */
+      readonly endpoint: string;
+      /** Base64 of the cluster CA bundle (PEM), as in `aws eks describe-cluster` certificateAuthority.data. */
+      readonly caData: string;
+      readonly region: string;
+    }
+  | { readonly auth: 'ssm'; readonly parameterName: string; readonly region: string | undefined }
+  | { readonly auth: 'secretsmanager'; readonly secretId: string; readonly region: string | undefined };
+
+export interface ClusterAccessConfig {
+  readonly clusterMode: ClusterMode;
+  readonly management: ManagementAccess;
+}
+
+/** Reads CLUSTER_MODE, MANAGEMENT_AUTH and the variables the chosen auth mode needs (others are ignored). */
+export function loadClusterAccessConfig(env: Env): ClusterAccessConfig {
+  const clusterMode = oneOf(env, 'CLUSTER_MODE', Object.values(ClusterMode), ClusterMode.Capi);
+  const auth = oneOf(env, 'MANAGEMENT_AUTH', Object.values(ManagementAuth), ManagementAuth.Kubeconfig);
+  return Object.freeze({ clusterMode, management: Object.freeze(loadManagementAccess(env, auth)) });
+}
+
+function loadManagementAccess(env: Env, auth: ManagementAuth): ManagementAccess {
+  switch (auth) {
+    case ManagementAuth.Kubeconfig:
+      return { auth, kubeconfigPath: optionalString(env, 'KUBECONFIG') };
+    case ManagementAuth.Eks:
+      return {
+        auth,
+        clusterName: requiredFor(env, 'EKS_CLUSTER_NAME', auth),
+        endpoint: httpsUrl(requiredFor(env, 'EKS_ENDPOINT', auth), 'EKS_ENDPOINT'),
+        caData: base64Pem(requiredFor(env, 'EKS_CA_DATA', auth), 'EKS_CA_DATA'),
+        region: requiredFor(env, 'AWS_REGION', auth),
+      };
+    case ManagementAuth.Ssm:
+      return {
+        auth,
+        parameterName: requiredFor(env, 'MANAGEMENT_KUBECONFIG_PARAMETER', auth),
+        region: optionalString(env, 'AWS_REGION'),
+      };
+    case ManagementAuth.SecretsManager:
+      return {
+        auth,
+        secretId: requiredFor(env, 'MANAGEMENT_KUBECONFIG_SECRET_ID', auth),
+        region: optionalString(env, 'AWS_REGION'),
+      };
+  }
+}
+
+function requiredFor(env: Env, name: string, auth: ManagementAuth): string {
+  const value = optionalString(env, name);
+  if (value === undefined) throw new ConfigError(name, `is required when MANAGEMENT_AUTH=${auth}`);
+  return value;
+}
+
+function httpsUrl(value: string, name: string): string {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new ConfigError(name, `must be an https URL, got ${JSON.stringify(value)}`);
+  }
+  if (url.protocol !== 'https:') throw new ConfigError(name, `must be an https URL, got ${JSON.stringify(value)}`);
+  return value.replace(/\/+$/, '');
+}
+
+/** Checks the shape only; the value is public (a CA certificate), but is still never echoed back in full. */
+function base64Pem(value: string, name: string): string {
+  const compact = value.replace(/\s+/g, '');
+  const decoded = /^[A-Za-z0-9+/]+={0,2}$/.test(compact) ? Buffer.from(compact, 'base64').toString('utf8') : '';
+  if (!decoded.includes('-----BEGIN CERTIFICATE-----')) {
+    throw new ConfigError(name, 'must be the base64 of a PEM certificate bundle (certificateAuthority.data)');
+  }
+  return compact;
+}
