@@ -1,5 +1,5 @@
 /**
- * Declarations from `spec.taints` and the three annotations (shared/domain/DECLARATIONS.md):
+ * Declarations from `spec.taints` and the three annotations (README.md, "Declaring taints"):
  * syntax, precedence (spec.taints > machine > cluster > class, by key+effect), cancel entries,
  * the same validation as upstream for every source, and the merged-size limit.
  */
@@ -362,7 +362,7 @@ describe('Function: declaredTaintsOf() with a startup gate', () => {
   });
 });
 
-describe('Documentation: shared/domain/DECLARATIONS.md examples', () => {
+describe('Documentation: README "Declaring taints" examples', () => {
   it('merges the ClusterClass + Cluster topology example into the documented result', () => {
     // Prepare: the annotations CAPI copies onto a Machine of the gpu-a MachineDeployment
     const machine = machineBuilder()
