@@ -1,0 +1,223 @@
+/**
+ * Runs the scenarios of a profile against one API server and assembles `results.json`: the stable figures at the
+ * top level, each target with its measured value and verdict, and every scenario's details.
+ */
+import { readFileSync } from 'node:fs';
+import os from 'node:os';
+import { SIZES, type BenchContext, type Profile, type Sizes } from './context.ts';
+import { loadKubeConfig, RawKube } from './kube.ts';
+import { round } from './stats.ts';
+import { runThroughput, type ThroughputResult } from '../scenarios/throughput.ts';
+import { runApiCost, type ApiCostResult } from '../scenarios/api-cost.ts';
+import { runE2eLatency, type E2eLatencyResult } from '../scenarios/e2e-latency.ts';
+import { runForwarder, type ForwarderResult } from '../scenarios/forwarder.ts';
+import { runConflictStorm, type ConflictStormResult } from '../scenarios/conflict-storm.ts';
+import { runColdStart, type ColdStartResult } from '../scenarios/cold-start.ts';
+
+export const SCENARIOS = ['throughput', 'api-cost', 'e2e-latency', 'forwarder', 'conflict-storm', 'cold-start'] as const;
+export type ScenarioName = (typeof SCENARIOS)[number];
+
+/** The figures of the issue, under their stable keys. */
+export const FIGURE_KEYS = [
+  'throughputRatio',
+  'callsPerChangedNode',
+  'readsPerUnchangedNode',
+  'writesPerUnchangedNode',
+  'e2eP50Ms',
+  'e2eP99Ms',
+  'filteredShare',
+  'messagesPerChange',
+  'forwarderPeakMiB',
+  'reconcileBundleBytes',
+  'reconcileLoadMs',
+] as const;
+export type FigureKey = (typeof FIGURE_KEYS)[number];
+
+export interface Target {
+  readonly figure: FigureKey;
+  readonly target: string;
+  readonly measured: number | undefined;
+  readonly met: boolean | undefined;
+}
+
+export interface BenchResults extends Partial<Record<FigureKey, number>> {
+  readonly schema: 1;
+  readonly profile: Profile;
+  readonly startedAt: string;
+  readonly durationSeconds: number;
+  readonly machine: Record<string, string | number>;
+  readonly versions: Record<string, string>;
+  readonly targets: readonly Target[];
+  readonly scenarios: {
+    throughput?: ThroughputResult;
+    apiCost?: ApiCostResult;
+    e2eLatency?: E2eLatencyResult;
+    forwarder?: ForwarderResult;
+    conflictStorm?: ConflictStormResult;
+    coldStart?: ColdStartResult;
+  };
+  /** Scenarios that threw, with the error (the run goes on with the others). */
+  readonly failures: Readonly<Record<string, string>>;
+}
+
+export interface RunBenchOptions {
+  readonly profile: Profile;
+  readonly kubeconfigPath: string;
+  readonly only?: readonly ScenarioName[];
+  readonly log?: (line: string) => void;
+  /** Extra machine facts (e.g. the etcd version, known to whoever started the control plane). */
+  readonly machineFacts?: Record<string, string | number>;
+  /** Overrides of the profile's sizes (e.g. `--throughput-n=1000`). */
+  readonly sizes?: Partial<Sizes>;
+  /** etcd client URL, to report its version. */
+  readonly etcdEndpoint?: string;
+}
+
+export async function runBench(o: RunBenchOptions): Promise<BenchResults> {
+  const log = o.log ?? ((line: string) => process.stderr.write(`${line}\n`));
+  const ctx: BenchContext = { profile: o.profile, sizes: { ...SIZES[o.profile], ...o.sizes }, kubeconfigPath: o.kubeconfigPath, log };
+  const selected = new Set<ScenarioName>(o.only && o.only.length > 0 ? o.only : SCENARIOS);
+  const startedAt = new Date();
+  const t0 = performance.now();
+  const scenarios: BenchResults['scenarios'] = {};
+  const failures: Record<string, string> = {};
+
+  async function step<T>(name: ScenarioName, title: string, fn: () => Promise<T>): Promise<T | undefined> {
+    if (!selected.has(name)) return undefined;
+    const start = performance.now();
+    log(`[bench] ${title} (${o.profile})`);
+    try {
+      const r = await fn();
+      log(`[bench] ${name} done in ${((performance.now() - start) / 1000).toFixed(1)} s`);
+      return r;
+    } catch (e) {
+      failures[name] = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
+      log(`[bench] ${name} FAILED: ${failures[name]}`);
+      return undefined;
+    }
+  }
+
+  const throughput = await step('throughput', 'Scenario 1: reconcile throughput vs floor', () => runThroughput(ctx));
+  if (throughput) scenarios.throughput = throughput;
+  const apiCost = await step('api-cost', 'Scenario 2: API calls per reconcile', () => runApiCost(ctx));
+  if (apiCost) scenarios.apiCost = apiCost;
+  const e2e = await step('e2e-latency', 'Scenario 3: end-to-end latency', () => runE2eLatency(ctx));
+  if (e2e) scenarios.e2eLatency = e2e;
+  const forwarder = await step('forwarder', 'Scenario 4: forwarder under heartbeat churn', () => runForwarder(ctx));
+  if (forwarder) scenarios.forwarder = forwarder;
+  const storm = await step('conflict-storm', 'Scenario 5: conflict storm', () => runConflictStorm(ctx));
+  if (storm) scenarios.conflictStorm = storm;
+  const cold = await step('cold-start', 'Scenario 6: cold start', () => runColdStart(ctx));
+  if (cold) scenarios.coldStart = cold;
+
+  const figures: Partial<Record<FigureKey, number>> = {};
+  if (throughput) figures.throughputRatio = throughput.throughputRatio;
+  if (apiCost) {
+    figures.callsPerChangedNode = apiCost.callsPerChangedNode;
+    figures.readsPerUnchangedNode = apiCost.readsPerUnchangedNode;
+    figures.writesPerUnchangedNode = apiCost.writesPerUnchangedNode;
+  }
+  if (e2e) {
+    figures.e2eP50Ms = e2e.p50Ms;
+    figures.e2eP99Ms = e2e.p99Ms;
+  }
+  if (forwarder) {
+    figures.filteredShare = forwarder.filteredShare;
+    figures.messagesPerChange = forwarder.messagesPerChange;
+    figures.forwarderPeakMiB = forwarder.peakMiB;
+  }
+  if (cold) {
+    figures.reconcileBundleBytes = cold.reconcileBundleBytes;
+    figures.reconcileLoadMs = cold.reconcileLoadMs;
+  }
+
+  return {
+    schema: 1,
+    profile: o.profile,
+    startedAt: startedAt.toISOString(),
+    durationSeconds: round((performance.now() - t0) / 1000, 1),
+    machine: { ...machineFacts(), ...o.machineFacts },
+    versions: await versions(o.kubeconfigPath, o.etcdEndpoint),
+    ...figures,
+    targets: judge(figures, {
+      throughputAtN: throughput?.ratioAtN,
+      e2eRate: e2e?.targetRatePerSec,
+      forwarderObjects: forwarder?.nodes,
+    }),
+    scenarios,
+    failures,
+  };
+}
+
+/** The sizes at which the figures were measured: a target is judged only at the size it names. */
+export interface JudgedAt {
+  readonly throughputAtN: number | undefined;
+  readonly e2eRate: number | undefined;
+  readonly forwarderObjects: number | undefined;
+}
+
+/**
+ * The issue's targets, judged on the measured figures. `met` is undefined when a figure was not measured, or was
+ * measured at a smaller size than the target names (quick and smoke runs).
+ */
+export function judge(f: Partial<Record<FigureKey, number>>, at: JudgedAt): Target[] {
+  const t = (figure: FigureKey, target: string, ok: (v: number) => boolean, atSize = true): Target => {
+    const measured = f[figure];
+    return { figure, target, measured, met: measured === undefined || Number.isNaN(measured) || !atSize ? undefined : ok(measured) };
+  };
+  const e2eAtSize = at.e2eRate === 50;
+  const forwarderAtSize = (at.forwarderObjects ?? 0) >= 5000;
+  return [
+    t('throughputRatio', '>= 0.8 x floor at N = 1 000', (v) => v >= 0.8, at.throughputAtN === 1000),
+    t('callsPerChangedNode', '<= 3 API calls per changed Node (including reads)', (v) => v <= 3),
+    t('readsPerUnchangedNode', '<= 2 reads per unchanged Node', (v) => v <= 2),
+    t('writesPerUnchangedNode', '0 writes per unchanged Node', (v) => v === 0),
+    t('e2eP50Ms', 'reported (p99 is the target)', () => true, e2eAtSize),
+    t('e2eP99Ms', 'p99 <= 1 000 ms at 50 changes/s', (v) => v <= 1000, e2eAtSize),
+    t('filteredShare', '>= 99 % of heartbeat-only Node updates filtered', (v) => v >= 0.99),
+    t('messagesPerChange', '<= 1.1 queue messages per real change', (v) => v <= 1.1),
+    t('forwarderPeakMiB', '<= 150 MB peak with 5 000 Nodes + 5 000 Machines', (v) => v <= 150, forwarderAtSize),
+    t('reconcileBundleBytes', '<= 1 MiB minified', (v) => v <= 1024 * 1024),
+    t('reconcileLoadMs', '<= 100 ms module load', (v) => v <= 100),
+  ];
+}
+
+function machineFacts(): Record<string, string | number> {
+  const cpus = os.cpus();
+  return {
+    nproc: os.availableParallelism(),
+    cpuModel: cpus[0]?.model ?? 'unknown',
+    memoryMiB: Math.round(os.totalmem() / 2 ** 20),
+    os: `${os.type()} ${os.release()} (${os.arch()})`,
+    loadAverage1m: round(os.loadavg()[0] ?? 0, 2),
+  };
+}
+
+async function versions(kubeconfigPath: string, etcdEndpoint: string | undefined): Promise<Record<string, string>> {
+  const out: Record<string, string> = { node: process.version };
+  for (const pkg of ['@kubernetes/client-node', '@aws-sdk/client-sqs', 'esbuild', '@aws-lambda-powertools/batch']) {
+    try {
+      const url = new URL(`../../node_modules/${pkg}/package.json`, import.meta.url);
+      out[pkg] = (JSON.parse(readFileSync(url, 'utf8')) as { version: string }).version;
+    } catch {
+      out[pkg] = 'unknown';
+    }
+  }
+  try {
+    const raw = await RawKube.from(loadKubeConfig(kubeconfigPath));
+    const v = await raw.get<{ gitVersion: string }>('/version');
+    out['kube-apiserver'] = v.gitVersion;
+    raw.close();
+  } catch {
+    out['kube-apiserver'] = 'unknown';
+  }
+  if (etcdEndpoint) {
+    try {
+      const v = (await (await fetch(`${etcdEndpoint}/version`)).json()) as { etcdserver?: string };
+      out['etcd'] = v.etcdserver ?? 'unknown';
+    } catch {
+      out['etcd'] = 'unknown';
+    }
+  }
+  return out;
+}

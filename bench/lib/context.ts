@@ -1,0 +1,76 @@
+/**
+ * What every scenario receives: where the API server is, the sizes of the chosen profile, and a log line writer.
+ */
+
+/** `full`: the issue's sizes (< 20 min); `quick`: every scenario small (< 3 min); `smoke`: tiny, seconds (npm test). */
+export type Profile = 'full' | 'quick' | 'smoke';
+
+export interface Sizes {
+  /** Scenario 1: Machine/Node pairs per run; the ratio target is judged at 1 000. */
+  readonly throughputN: readonly number[];
+  /** Scenario 2: changed, unchanged and conflicting Nodes. */
+  readonly apiCostN: number;
+  /** Scenario 3: edits per second and duration of the steady phase. */
+  readonly e2eRate: number;
+  readonly e2eSeconds: number;
+  /** Scenario 4: Nodes (= Machines), heartbeat writes per second, real changes, measuring window. */
+  readonly forwarderObjects: number;
+  readonly heartbeatRate: number;
+  readonly forwarderSeconds: number;
+  readonly forwarderRealChanges: number;
+  /** Scenario 5: Nodes and the foreign writer's target rates (writes/s). */
+  readonly stormNodes: number;
+  readonly stormRates: readonly number[];
+  /** Scenario 6: fresh processes per bundle. */
+  readonly coldStartRuns: number;
+}
+
+export const SIZES: Readonly<Record<Profile, Sizes>> = {
+  full: {
+    throughputN: [100, 1000, 5000],
+    apiCostN: 50,
+    e2eRate: 50,
+    e2eSeconds: 30,
+    forwarderObjects: 5000,
+    heartbeatRate: 200,
+    forwarderSeconds: 30,
+    forwarderRealChanges: 100,
+    stormNodes: 50,
+    stormRates: [0, 50, 200, 800],
+    coldStartRuns: 11,
+  },
+  quick: {
+    throughputN: [100],
+    apiCostN: 20,
+    e2eRate: 50,
+    e2eSeconds: 8,
+    forwarderObjects: 500,
+    heartbeatRate: 100,
+    forwarderSeconds: 8,
+    forwarderRealChanges: 20,
+    stormNodes: 20,
+    stormRates: [0, 200],
+    coldStartRuns: 5,
+  },
+  smoke: {
+    throughputN: [4],
+    apiCostN: 2,
+    e2eRate: 10,
+    e2eSeconds: 1,
+    forwarderObjects: 6,
+    heartbeatRate: 20,
+    forwarderSeconds: 1,
+    forwarderRealChanges: 2,
+    stormNodes: 3,
+    stormRates: [0, 20],
+    coldStartRuns: 1,
+  },
+};
+
+export interface BenchContext {
+  readonly profile: Profile;
+  readonly sizes: Sizes;
+  /** Admin kubeconfig of the API server under test. */
+  readonly kubeconfigPath: string;
+  readonly log: (line: string) => void;
+}

@@ -1,0 +1,424 @@
+/**
+ * Kubernetes plumbing of the benchmarks: KubeConfigs whose every HTTP request is counted at the client, a fast
+ * keep-alive client for setup and load generation (so that generating load costs the measured code as little as
+ * possible), and bulk creation / cleanup of Nodes and Machines.
+ */
+import { randomBytes } from 'node:crypto';
+import https from 'node:https';
+import http from 'node:http';
+import { KubeConfig } from '@kubernetes/client-node';
+
+// ---------------------------------------------------------------------------------------------------------------
+// Counting API calls at the client
+
+/** What a request touched, from its URL. */
+export type CallTarget = 'node' | 'machine' | 'event' | 'configmap' | 'lease' | 'secret' | 'list-or-watch' | 'other';
+
+/** Counts of HTTP requests sent through one KubeConfig. GET is a read; POST, PUT, PATCH and DELETE are writes. */
+export interface CallCounts {
+  readonly reads: number;
+  readonly writes: number;
+  readonly total: number;
+  /** `<METHOD> <target>`, e.g. `GET node`, `PATCH node`, `POST event`. */
+  readonly byKind: Readonly<Record<string, number>>;
+}
+
+/** Running request counters; `snapshot()` then `since(before)` gives the calls of a phase. */
+export class CallCounter {
+  #byKind = new Map<string, number>();
+
+  add(method: string, url: string): void {
+    const key = `${method.toUpperCase()} ${targetOf(url)}`;
+    this.#byKind.set(key, (this.#byKind.get(key) ?? 0) + 1);
+  }
+
+  snapshot(): CallCounts {
+    const byKind = Object.fromEntries([...this.#byKind.entries()].sort(([a], [b]) => a.localeCompare(b)));
+    let reads = 0;
+    let writes = 0;
+    for (const [key, n] of this.#byKind) {
+      if (key.startsWith('GET ')) reads += n;
+      else writes += n;
+    }
+    return { reads, writes, total: reads + writes, byKind };
+  }
+
+  /** The calls made since `before` was taken. */
+  since(before: CallCounts): CallCounts {
+    const now = this.snapshot();
+    const byKind: Record<string, number> = {};
+    for (const [k, n] of Object.entries(now.byKind)) {
+      const d = n - (before.byKind[k] ?? 0);
+      if (d !== 0) byKind[k] = d;
+    }
+    return { reads: now.reads - before.reads, writes: now.writes - before.writes, total: now.total - before.total, byKind };
+  }
+}
+
+export function targetOf(url: string): CallTarget {
+  if (url === WATCH_SESSION) return 'list-or-watch';
+  const path = new URL(url, 'https://x').pathname;
+  if (/\/api\/v1\/nodes(\/|$)/.test(path)) return 'node';
+  if (/\/machines(\/|$)/.test(path)) return 'machine';
+  if (/\/events(\/|$)/.test(path)) return 'event';
+  if (/\/configmaps(\/|$)/.test(path)) return 'configmap';
+  if (/\/leases(\/|$)/.test(path)) return 'lease';
+  if (/\/secrets(\/|$)/.test(path)) return 'secret';
+  return 'other';
+}
+
+const WATCH_SESSION = 'watch-session';
+
+/**
+ * A KubeConfig loaded from `kubeconfigPath` whose requests are all counted: client-node API calls (every generated
+ * API method authenticates each request through `applySecurityAuthentication`, which sees method and URL) and raw
+ * requests that take their TLS options from `applyToHTTPSOptions` (the forwarder's watch sessions: one count per
+ * list page or watch connection). Retries inside client-node would each pass through here too.
+ */
+export function countingKubeConfig(kubeconfigPath: string, counter: CallCounter, opts: { keepAlive?: boolean } = {}): KubeConfig {
+  const kc = new KubeConfig();
+  kc.loadFromFile(kubeconfigPath);
+  const auth = kc.applySecurityAuthentication.bind(kc);
+  // client-node 2.0.1 builds a new undici Agent (so a new TCP + TLS connection) for every request. The `keepAlive`
+  // variant reuses the first one, i.e. one pooled keep-alive connection set per KubeConfig: the fix under test.
+  let shared: ReturnType<typeof Object> | undefined;
+  kc.applySecurityAuthentication = async (context) => {
+    counter.add(String(context.getHttpMethod()), context.getUrl());
+    await auth(context);
+    if (opts.keepAlive) {
+      const created = context.getDispatcher();
+      if (created !== undefined) {
+        if (shared === undefined) shared = created;
+        else void (created as { close?: () => Promise<void> }).close?.();
+        context.setDispatcher(shared as typeof created);
+      }
+    }
+  };
+  const tlsOptions = kc.applyToHTTPSOptions.bind(kc);
+  kc.applyToHTTPSOptions = async (opts) => {
+    // The watch session calls this right before each GET (list page or watch); the path is not passed in.
+    counter.add('GET', WATCH_SESSION);
+    return tlsOptions(opts);
+  };
+  return kc;
+}
+
+/** A plain KubeConfig (not counted), e.g. for a foreign writer or an observer. */
+export function loadKubeConfig(kubeconfigPath: string): KubeConfig {
+  const kc = new KubeConfig();
+  kc.loadFromFile(kubeconfigPath);
+  return kc;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// A fast keep-alive client for setup and load generation
+
+/** HTTP error of {@link RawKube}. */
+export class RawKubeError extends Error {
+  readonly status: number;
+  constructor(status: number, message: string) {
+    super(message);
+    this.name = 'RawKubeError';
+    this.status = status;
+  }
+}
+
+/**
+ * Minimal JSON client over one keep-alive HTTPS agent, with the KubeConfig's certificates. The benchmarks use it to
+ * create objects and to play kubelets and foreign writers; it is also the "keep-alive" reference floor.
+ */
+export class RawKube {
+  readonly #server: URL;
+  readonly #opts: https.RequestOptions;
+  readonly #agent: https.Agent | http.Agent;
+
+  private constructor(server: URL, opts: https.RequestOptions, maxSockets: number) {
+    this.#server = server;
+    this.#opts = opts;
+    this.#agent = server.protocol === 'http:' ? new http.Agent({ keepAlive: true, maxSockets }) : new https.Agent({ keepAlive: true, maxSockets, ...pickTls(opts) });
+  }
+
+  static async from(kc: KubeConfig, maxSockets = 64): Promise<RawKube> {
+    const cluster = kc.getCurrentCluster();
+    if (!cluster) throw new Error('the kubeconfig has no current cluster');
+    const opts: https.RequestOptions = {};
+    await kc.applyToHTTPSOptions(opts);
+    return new RawKube(new URL(cluster.server), opts, maxSockets);
+  }
+
+  async request<T = Record<string, unknown>>(method: string, path: string, body?: unknown, contentType = 'application/json'): Promise<T> {
+    const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
+    const url = new URL(this.#server.pathname.replace(/\/+$/, '') + path, this.#server);
+    const mod = url.protocol === 'http:' ? http : https;
+    return new Promise<T>((resolve, reject) => {
+      const req = mod.request(
+        url,
+        {
+          method,
+          agent: this.#agent,
+          headers: {
+            Accept: 'application/json',
+            ...(this.#opts.headers ?? {}),
+            ...(payload ? { 'Content-Type': contentType, 'Content-Length': payload.length } : {}),
+          },
+        },
+        (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (c: Buffer) => chunks.push(c));
+          res.on('end', () => {
+            const text = Buffer.concat(chunks).toString('utf8');
+            const status = res.statusCode ?? 0;
+            if (status >= 200 && status < 300) resolve((text ? JSON.parse(text) : {}) as T);
+            else reject(new RawKubeError(status, `${method} ${path}: HTTP ${status}: ${text.slice(0, 300)}`));
+          });
+          res.on('error', reject);
+        },
+      );
+      req.on('error', reject);
+      if (payload) req.write(payload);
+      req.end();
+    });
+  }
+
+  get<T = Record<string, unknown>>(path: string): Promise<T> {
+    return this.request<T>('GET', path);
+  }
+
+  post<T = Record<string, unknown>>(path: string, body: unknown): Promise<T> {
+    return this.request<T>('POST', path, body);
+  }
+
+  mergePatch<T = Record<string, unknown>>(path: string, body: unknown): Promise<T> {
+    return this.request<T>('PATCH', path, body, 'application/merge-patch+json');
+  }
+
+  /**
+   * Streams a watch (`path` with `watch=1` and a resourceVersion); calls `onEvent` per line until `signal` aborts.
+   * Resolves when the stream ends.
+   */
+  async watch(path: string, onEvent: (type: string, object: RawNode) => void, signal: AbortSignal): Promise<void> {
+    const url = new URL(this.#server.pathname.replace(/\/+$/, '') + path, this.#server);
+    const mod = url.protocol === 'http:' ? http : https;
+    await new Promise<void>((resolve, reject) => {
+      const req = mod.request(url, { method: 'GET', agent: this.#agent, signal, headers: { Accept: 'application/json', ...(this.#opts.headers ?? {}) } }, (res) => {
+        let buffer = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => {
+          buffer += chunk;
+          let i: number;
+          while ((i = buffer.indexOf('\n')) >= 0) {
+            const line = buffer.slice(0, i);
+            buffer = buffer.slice(i + 1);
+            if (line.trim() === '') continue;
+            const e = JSON.parse(line) as { type: string; object: RawNode };
+            onEvent(e.type, e.object);
+          }
+        });
+        res.on('end', () => resolve());
+        res.on('error', () => resolve());
+      });
+      req.on('error', (e) => (signal.aborted ? resolve() : reject(e)));
+      req.end();
+    });
+  }
+
+  close(): void {
+    this.#agent.destroy();
+  }
+}
+
+function pickTls(opts: https.RequestOptions): https.AgentOptions {
+  const out: https.AgentOptions = {};
+  if (opts.ca) out.ca = opts.ca;
+  if (opts.cert) out.cert = opts.cert;
+  if (opts.key) out.key = opts.key;
+  if (opts.rejectUnauthorized !== undefined) out.rejectUnauthorized = opts.rejectUnauthorized;
+  if (opts.servername) out.servername = opts.servername;
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Objects
+
+export const MACHINES_PATH = '/apis/cluster.x-k8s.io/v1beta2';
+/** Label on every object a benchmark creates: `capi-tp-bench=<run id>`, for selection and cleanup. */
+export const BENCH_LABEL = 'capi-tp-bench';
+
+/** A short random id, valid in names and label values. */
+export function runId(prefix: string): string {
+  return `${prefix}-${randomBytes(4).toString('hex')}`;
+}
+
+/** Runs `fn` over `items` with at most `concurrency` at a time; resolves with the results in order. */
+export async function mapConcurrent<T, R>(items: readonly T[], concurrency: number, fn: (item: T, index: number) => Promise<R>): Promise<R[]> {
+  const out = new Array<R>(items.length);
+  let next = 0;
+  const workers = Array.from({ length: Math.max(1, Math.min(concurrency, items.length)) }, async () => {
+    for (;;) {
+      const i = next++;
+      if (i >= items.length) return;
+      out[i] = await fn(items[i] as T, i);
+    }
+  });
+  await Promise.all(workers);
+  return out;
+}
+
+export interface BenchTaint {
+  readonly key: string;
+  readonly value?: string;
+  readonly effect: 'NoSchedule' | 'PreferNoSchedule' | 'NoExecute';
+}
+
+/** One Machine and its Node, with the Machine's uid and resourceVersion after creation. */
+export interface Pair {
+  readonly machine: string;
+  readonly node: string;
+  readonly uid: string;
+  readonly resourceVersion: string;
+}
+
+export async function createNamespace(raw: RawKube, name: string, run: string): Promise<void> {
+  await raw.post('/api/v1/namespaces', { metadata: { name, labels: { [BENCH_LABEL]: run } } });
+}
+
+/**
+ * Creates `count` Node/Machine pairs: Node `<run>-n<i>` (no taints unless given, a Ready condition, the CAPI
+ * annotations naming its Machine) and Machine `<namespace>/m<i>` with `spec.taints` and `status.nodeRef`.
+ * Three requests per pair, `concurrency` pairs at a time, over the keep-alive client.
+ */
+export async function createPairs(
+  raw: RawKube,
+  opts: {
+    run: string;
+    namespace: string;
+    count: number;
+    machineTaints: readonly BenchTaint[];
+    nodeTaints?: readonly BenchTaint[];
+    nodeAnnotations?: Readonly<Record<string, string>>;
+    /** Give each Node a kubelet-like status (conditions, capacity, node info, images): one more request per pair. */
+    nodeStatus?: boolean;
+    concurrency?: number;
+  },
+): Promise<Pair[]> {
+  const indexes = Array.from({ length: opts.count }, (_, i) => i);
+  return mapConcurrent(indexes, opts.concurrency ?? 32, async (i) => {
+    const names = { machine: `m${i}`, node: `${opts.run}-n${i}` };
+    await raw.post('/api/v1/nodes', {
+      apiVersion: 'v1',
+      kind: 'Node',
+      metadata: {
+        name: names.node,
+        labels: { [BENCH_LABEL]: opts.run, 'kubernetes.io/hostname': names.node },
+        annotations: {
+          'cluster.x-k8s.io/machine': names.machine,
+          'cluster.x-k8s.io/cluster-namespace': opts.namespace,
+          'cluster.x-k8s.io/cluster-name': 'bench',
+          ...opts.nodeAnnotations,
+        },
+      },
+      spec: opts.nodeTaints && opts.nodeTaints.length > 0 ? { taints: opts.nodeTaints } : {},
+    });
+    if (opts.nodeStatus) await raw.mergePatch(`/api/v1/nodes/${names.node}/status`, { status: kubeletStatus(names.node, new Date()) });
+    await createMachine(raw, opts.namespace, names.machine, opts.run, opts.machineTaints);
+    const m = await raw.mergePatch<{ metadata: { uid: string; resourceVersion: string } }>(
+      `${MACHINES_PATH}/namespaces/${opts.namespace}/machines/${names.machine}/status`,
+      { status: { nodeRef: { name: names.node } } },
+    );
+    return { ...names, uid: m.metadata.uid, resourceVersion: m.metadata.resourceVersion };
+  });
+}
+
+/**
+ * A kubelet-like Node status (about 3 KB of JSON: four conditions, addresses, capacity, node info, ten images).
+ * A heartbeat is this status with a new `lastHeartbeatTime`; nothing the reconcile function reads changes.
+ */
+export function kubeletStatus(node: string, heartbeat: Date): Record<string, unknown> {
+  const t = heartbeat.toISOString().replace(/\.\d+Z$/, 'Z');
+  const since = '2026-01-01T00:00:00Z';
+  const condition = (type: string, status: string, reason: string, message: string) => ({ type, status, lastHeartbeatTime: t, lastTransitionTime: since, reason, message });
+  return {
+    conditions: [
+      condition('MemoryPressure', 'False', 'KubeletHasSufficientMemory', 'kubelet has sufficient memory available'),
+      condition('DiskPressure', 'False', 'KubeletHasNoDiskPressure', 'kubelet has no disk pressure'),
+      condition('PIDPressure', 'False', 'KubeletHasSufficientPID', 'kubelet has sufficient PID available'),
+      condition('Ready', 'True', 'KubeletReady', 'kubelet is posting ready status'),
+    ],
+    addresses: [
+      { type: 'InternalIP', address: '10.0.0.1' },
+      { type: 'Hostname', address: node },
+    ],
+    capacity: { cpu: '8', memory: '32869004Ki', pods: '110', 'ephemeral-storage': '101430960Ki' },
+    allocatable: { cpu: '7910m', memory: '31717004Ki', pods: '110', 'ephemeral-storage': '93478772582' },
+    nodeInfo: {
+      machineID: 'ec2d8f8a1f7b4a4c9a3e1f0b2c3d4e5f',
+      systemUUID: 'ec2d8f8a-1f7b-4a4c-9a3e-1f0b2c3d4e5f',
+      bootID: 'b6f1c2d3-e4f5-4a6b-8c7d-9e0f1a2b3c4d',
+      kernelVersion: '6.1.0-18-cloud-amd64',
+      osImage: 'Debian GNU/Linux 12 (bookworm)',
+      containerRuntimeVersion: 'containerd://1.7.13',
+      kubeletVersion: 'v1.34.3',
+      kubeProxyVersion: 'v1.34.3',
+      operatingSystem: 'linux',
+      architecture: 'amd64',
+    },
+    images: Array.from({ length: 10 }, (_, i) => ({
+      names: [`registry.example.com/platform/component-${i}@sha256:${String(i).repeat(64).slice(0, 64)}`, `registry.example.com/platform/component-${i}:v1.${i}.0`],
+      sizeBytes: 10_000_000 + i * 1_000_003,
+    })),
+  };
+}
+
+async function createMachine(raw: RawKube, namespace: string, name: string, run: string, taints: readonly BenchTaint[]): Promise<void> {
+  const spec: Record<string, unknown> = {
+    clusterName: 'bench',
+    bootstrap: { dataSecretName: `${name}-bootstrap` },
+    infrastructureRef: { apiGroup: 'infrastructure.cluster.x-k8s.io', kind: 'DockerMachine', name },
+  };
+  if (taints.length > 0) spec['taints'] = taints.map((t) => ({ ...t, propagation: 'Always' }));
+  await raw.post(`${MACHINES_PATH}/namespaces/${namespace}/machines`, {
+    apiVersion: 'cluster.x-k8s.io/v1beta2',
+    kind: 'Machine',
+    metadata: { name, namespace, labels: { 'cluster.x-k8s.io/cluster-name': 'bench', [BENCH_LABEL]: run } },
+    spec,
+  });
+}
+
+/** Sets a Machine's `spec.taints` (merge patch: the list is replaced). Returns the Machine's new resourceVersion. */
+export async function setMachineTaints(raw: RawKube, namespace: string, machine: string, taints: readonly BenchTaint[]): Promise<string> {
+  const out = await raw.mergePatch<{ metadata: { resourceVersion: string; uid: string } }>(`${MACHINES_PATH}/namespaces/${namespace}/machines/${machine}`, {
+    spec: { taints: taints.map((t) => ({ ...t, propagation: 'Always' })) },
+  });
+  return out.metadata.resourceVersion;
+}
+
+/** Reads a Machine's uid and resourceVersion (for building events). */
+export async function machineMeta(raw: RawKube, namespace: string, machine: string): Promise<{ uid: string; resourceVersion: string }> {
+  const m = await raw.get<{ metadata: { uid: string; resourceVersion: string } }>(`${MACHINES_PATH}/namespaces/${namespace}/machines/${machine}`);
+  return { uid: m.metadata.uid, resourceVersion: m.metadata.resourceVersion };
+}
+
+export interface RawNode {
+  metadata: { name: string; resourceVersion: string; uid?: string; annotations?: Record<string, string> };
+  spec?: { taints?: Array<{ key: string; value?: string; effect: string }> };
+}
+
+/** Lists the Nodes of a run (one request). */
+export async function listNodes(raw: RawKube, run: string): Promise<RawNode[]> {
+  const list = await raw.get<{ items: RawNode[] }>(`/api/v1/nodes?labelSelector=${encodeURIComponent(`${BENCH_LABEL}=${run}`)}`);
+  return list.items;
+}
+
+/** Whether a Node carries a taint with this key, value and effect. */
+export function hasTaint(node: RawNode, t: BenchTaint): boolean {
+  return (node.spec?.taints ?? []).some((x) => x.key === t.key && (x.value ?? '') === (t.value ?? '') && x.effect === t.effect);
+}
+
+/** Deletes what a run created: its Nodes (one deletecollection) and its namespaces (Machines and Events go with them, eventually). */
+export async function cleanup(raw: RawKube, run: string, namespaces: readonly string[]): Promise<void> {
+  await raw.request('DELETE', `/api/v1/nodes?labelSelector=${encodeURIComponent(`${BENCH_LABEL}=${run}`)}`).catch(() => undefined);
+  for (const ns of namespaces) {
+    await raw.request('DELETE', `${MACHINES_PATH}/namespaces/${ns}/machines`).catch(() => undefined);
+    await raw.request('DELETE', `/api/v1/namespaces/${ns}`).catch(() => undefined);
+  }
+}

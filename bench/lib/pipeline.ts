@@ -1,0 +1,129 @@
+/**
+ * The reconcile half of the pipeline, composed exactly as in production except for the transport: the Lambda SQS
+ * handler body (`processBatch`) with the production composition (`composeReconcile`), driven with real SQSEvents by
+ * the Lambda event-source emulator from an embedded SQS FIFO queue (FIFO groups per Node, visibility-based backoff,
+ * partial batch failures). API calls are real and counted at the client.
+ */
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { Context, SQSEvent } from 'aws-lambda';
+import { composeReconcile } from '#functions/reconcile-node-taints/compose.ts';
+import { processBatch, type BatchDeps } from '#functions/reconcile-node-taints/process-batch.ts';
+import { EmbeddedFifoQueue } from '#shared/adapters/memory/embedded-fifo-queue.ts';
+import { EmbeddedSqsClient } from '#shared/adapters/memory/embedded-sqs-client.ts';
+import { LambdaSqsEventSource } from '#shared/adapters/memory/lambda-sqs-event-source.ts';
+import { createSqsEventPublisher } from '#shared/adapters/sqs/event-publisher.ts';
+import { loadReconcileConfig, type ReconcileConfig } from '#shared/config/reconcile-config.ts';
+import { eventIdFor, eventTypeFor, sourceFor, subjectFor, type MachineEventData, type TaintEvent } from '#shared/domain/cloud-event.ts';
+import type { EventPublisher } from '#shared/ports/event-publisher.ts';
+
+/** Production's settings (serverless.yml): reserved concurrency 10, FIFO batch size 10. */
+export const RECONCILE_CONCURRENCY = 10;
+export const RECONCILE_BATCH_SIZE = 10;
+
+export interface ReconcilePipelineOptions {
+  /** The management (= workload, `self` mode) cluster, normally a counting KubeConfig. */
+  readonly kubeConfig: KubeConfig;
+  readonly concurrency?: number;
+  readonly batchSize?: number;
+  /** Environment overrides for the reconcile configuration (defaults: production's). */
+  readonly env?: Readonly<Record<string, string>>;
+  /** Lets a scenario wrap the dependencies (e.g. to count conflicts). */
+  readonly wrapDeps?: (deps: BatchDeps) => BatchDeps;
+}
+
+/** Counters kept by the pipeline, from the records' fates. */
+export interface ReconcileTally {
+  invocations: number;
+  records: number;
+  failedRecords: number;
+}
+
+export class ReconcilePipeline {
+  readonly queue: EmbeddedFifoQueue;
+  readonly deadLetters: EmbeddedFifoQueue;
+  readonly sqs: EmbeddedSqsClient;
+  readonly publisher: EventPublisher;
+  readonly config: ReconcileConfig;
+  readonly deps: BatchDeps;
+  readonly source: LambdaSqsEventSource;
+
+  constructor(o: ReconcilePipelineOptions) {
+    this.deadLetters = new EmbeddedFifoQueue({ name: 'bench-taints-dlq.fifo', region: 'eu-west-1', accountId: '123456789012' });
+    this.queue = new EmbeddedFifoQueue({
+      name: 'bench-taints.fifo',
+      region: 'eu-west-1',
+      accountId: '123456789012',
+      visibilityTimeoutSeconds: 180,
+      redrivePolicy: { deadLetterQueue: this.deadLetters, maxReceiveCount: 20 },
+    });
+    this.sqs = new EmbeddedSqsClient([this.queue, this.deadLetters]);
+    this.publisher = createSqsEventPublisher({ client: this.sqs, queueUrl: this.queue.url });
+    this.config = loadReconcileConfig({
+      QUEUE_URL: this.queue.url,
+      DEAD_LETTER_QUEUE_URL: this.deadLetters.url,
+      // Nodes created by the benchmark are newer than this: none is adopted, every declared taint is written.
+      FIRST_ENABLED_AT: '2000-01-01T00:00:00Z',
+      ...o.env,
+    });
+    const deps = composeReconcile({
+      config: this.config,
+      clusterMode: 'self',
+      managementKubeConfig: o.kubeConfig,
+      workloadKubeConfig: async () => {
+        throw new Error('self mode: no workload cluster');
+      },
+      sqs: this.sqs,
+    });
+    this.deps = o.wrapDeps ? o.wrapDeps(deps) : deps;
+    const handler = (event: SQSEvent, context: Context) => processBatch(event, context, this.deps);
+    this.source = new LambdaSqsEventSource({
+      queue: this.queue,
+      handler,
+      batchSize: o.batchSize ?? RECONCILE_BATCH_SIZE,
+      concurrency: o.concurrency ?? RECONCILE_CONCURRENCY,
+      functionName: 'reconcile-node-taints',
+      functionTimeoutSeconds: 60,
+      maxIdleWaitMs: 1_000,
+    });
+  }
+
+  start(): void {
+    this.source.start();
+  }
+
+  async stop(): Promise<void> {
+    await this.source.stop();
+  }
+
+  /** Resolves when the queue is empty and no invocation runs. */
+  drain(timeoutMs: number): Promise<void> {
+    return this.source.drain({ timeoutMs });
+  }
+}
+
+/** A Machine `modified` event as the forwarder would publish it (self mode). */
+export function machineModified(namespace: string, machine: string, uid: string, resourceVersion: string, nodeName: string, observedAt: Date): TaintEvent {
+  const data: MachineEventData = {
+    kind: 'Machine',
+    cluster: { mode: 'self' },
+    machine: { namespace, name: machine, uid, resourceVersion },
+    nodeName,
+    observedAt: observedAt.toISOString(),
+  };
+  return {
+    id: eventIdFor(uid, resourceVersion, 'modified'),
+    source: sourceFor(data.cluster),
+    type: eventTypeFor('Machine', 'modified'),
+    subject: subjectFor(data),
+    time: data.observedAt,
+    data,
+  };
+}
+
+/** Publishes events through the product's SQS publisher (batches of 10), failing loudly on any unsent one. */
+export async function publishAll(publisher: EventPublisher, events: readonly TaintEvent[]): Promise<void> {
+  for (let i = 0; i < events.length; i += 100) {
+    const r = await publisher.publish(events.slice(i, i + 100));
+    if (r.unsent.length > 0) throw new Error(`could not enqueue ${r.unsent.length} events: ${r.unsent[0]?.reason}`);
+  }
+}

@@ -1,0 +1,88 @@
+/**
+ * `npm run bench [-- --quick | --smoke] [--only=throughput,forwarder] [--throughput-n=1000] [--kubeconfig=<path>] [--etcd=<url>] [--no-write]`
+ *
+ * Runs the benchmark scenarios against a real API server: the local control plane started here (default), or the
+ * one of `--kubeconfig` (admin rights needed; the benchmarks create and delete labelled Nodes and namespaces).
+ * Writes `bench/results.json` and, for a full run of every scenario, the generated tables of BENCHMARKS.md
+ * (between its `results` markers; the analysis around them is written by hand).
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+
+// The reconcile handler and the forwarder log every record through Powertools; on this machine that would measure
+// the terminal. Silence them before any product module is loaded (product modules are imported dynamically below).
+process.env['POWERTOOLS_LOG_LEVEL'] ??= 'SILENT';
+process.env['POWERTOOLS_METRICS_DISABLED'] ??= 'true';
+process.env['POWERTOOLS_DEV'] ??= 'false';
+
+const { values } = parseArgs({
+  options: {
+    quick: { type: 'boolean', default: false },
+    smoke: { type: 'boolean', default: false },
+    only: { type: 'string' },
+    kubeconfig: { type: 'string' },
+    etcd: { type: 'string' },
+    'throughput-n': { type: 'string' },
+    'no-write': { type: 'boolean', default: false },
+  },
+});
+
+const { runBench, SCENARIOS } = await import('./lib/bench.ts');
+type ScenarioName = (typeof SCENARIOS)[number];
+
+const profile = values.smoke ? 'smoke' : values.quick ? 'quick' : 'full';
+const only = (values.only ?? '')
+  .split(',')
+  .map((s) => s.trim())
+  .filter((s) => s !== '');
+for (const name of only) {
+  if (!(SCENARIOS as readonly string[]).includes(name)) {
+    process.stderr.write(`unknown scenario ${name}; known: ${SCENARIOS.join(', ')}\n`);
+    process.exit(2);
+  }
+}
+
+let stop: (() => Promise<void>) | undefined;
+let kubeconfigPath = values.kubeconfig;
+let etcdEndpoint = values.etcd;
+if (!kubeconfigPath) {
+  const { startControlPlane } = await import('#local/control-plane/control-plane.ts');
+  const cp = await startControlPlane({ log: (line) => process.stderr.write(`${line}\n`) });
+  kubeconfigPath = cp.kubeconfigPath;
+  etcdEndpoint = cp.etcdEndpoint;
+  stop = () => cp.stop();
+}
+
+try {
+  const throughputN = values['throughput-n']?.split(',').map(Number).filter((n) => Number.isInteger(n) && n > 0);
+  const results = await runBench({
+    profile,
+    kubeconfigPath,
+    only: only as ScenarioName[],
+    ...(etcdEndpoint ? { etcdEndpoint } : {}),
+    ...(throughputN && throughputN.length > 0 ? { sizes: { throughputN } } : {}),
+  });
+  const json = `${JSON.stringify(results, null, 2)}\n`;
+  if (!values['no-write'] && profile !== 'smoke') {
+    const partial = only.length > 0 || values['throughput-n'] !== undefined;
+    const file = profile === 'full' && !partial ? 'results.json' : `out/results.${profile}${partial ? '.partial' : ''}.json`;
+    mkdirSync(new URL('./out/', import.meta.url), { recursive: true });
+    writeFileSync(new URL(`./${file}`, import.meta.url), json);
+    process.stderr.write(`[bench] wrote bench/${file}\n`);
+    if (profile === 'full' && !partial) {
+      const { writeBenchmarksMarkdown } = await import('./lib/report.ts');
+      writeBenchmarksMarkdown(new URL('../BENCHMARKS.md', import.meta.url), results);
+      process.stderr.write('[bench] updated the generated tables of BENCHMARKS.md\n');
+    }
+  }
+  for (const t of results.targets) {
+    process.stdout.write(`${t.met === undefined ? (t.measured === undefined ? '  -   ' : 'SMALL ') : t.met ? ' MET  ' : 'MISSED'} ${t.figure} = ${t.measured ?? 'n/a'}  (target ${t.target})\n`);
+  }
+  const failed = Object.keys(results.failures);
+  if (failed.length > 0) {
+    process.stderr.write(`[bench] scenarios that failed: ${failed.join(', ')}\n`);
+    process.exitCode = 1;
+  }
+} finally {
+  await stop?.();
+}
