@@ -8,6 +8,7 @@ import { KubernetesClusterConnections, type WorkloadKubeConfigLoader } from '#sh
 import { ConfigMapEnablementState, FixedEnablementState } from '#shared/adapters/kubernetes/enablement-state.ts';
 import { KubernetesEventRecorder } from '#shared/adapters/kubernetes/event-recorder.ts';
 import { KubernetesMachineStore } from '#shared/adapters/kubernetes/machine-store.ts';
+import { withPooledConnections } from '#shared/adapters/kubernetes/pooled-connections.ts';
 import { SqsRecordQueue, type SqsSender } from '#shared/adapters/sqs/record-queue.ts';
 import type { ReconcileConfig } from '#shared/config/reconcile-config.ts';
 import { logger as defaultLogger } from '#shared/observability/logger.ts';
@@ -32,13 +33,15 @@ export interface ComposeArgs {
 /** Wires adapters into the dependencies of `processBatch`. */
 export function composeReconcile(args: ComposeArgs): BatchDeps {
   const clock = args.clock ?? { now: () => new Date() };
-  const kc = args.managementKubeConfig;
+  // One connection pool per cluster instead of a TLS handshake per API call.
+  const kc = withPooledConnections(args.managementKubeConfig);
+  const refresh = args.refreshManagementKubeConfig;
   const { config } = args;
   return {
     machines: new KubernetesMachineStore(kc),
     clusters: new KubernetesClusterConnections({
-      management: args.refreshManagementKubeConfig ?? (async () => kc),
-      workload: args.workloadKubeConfig,
+      management: refresh ? async () => withPooledConnections(await refresh()) : async () => kc,
+      workload: async (cluster) => withPooledConnections(await args.workloadKubeConfig(cluster)),
       clock,
     }),
     recorder: new KubernetesEventRecorder(kc, clock),

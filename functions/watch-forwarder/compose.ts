@@ -5,6 +5,7 @@
  */
 import type { KubeConfig } from '@kubernetes/client-node';
 import { KubernetesLeaderLease } from '#shared/adapters/kubernetes/lease.ts';
+import { withPooledConnections } from '#shared/adapters/kubernetes/pooled-connections.ts';
 import { kubernetesWatchSources } from '#shared/adapters/kubernetes/watch-sources.ts';
 import { workloadKubeConfigs, type WorkloadKubeConfigs } from '#shared/adapters/kubernetes/workload-kubeconfig.ts';
 import { createSqsEventPublisher, type SqsSendClient } from '#shared/adapters/sqs/event-publisher.ts';
@@ -34,7 +35,8 @@ export interface ComposeForwarderArgs {
 /** Wires adapters into the dependencies of WatchForwarder. Throws ConfigError when no queue is given. */
 export function composeWatchForwarder(args: ComposeForwarderArgs): WatchForwarderDeps {
   const { config } = args;
-  const kc = args.managementKubeConfig;
+  // One connection pool per cluster instead of a TLS handshake per API call.
+  const kc = withPooledConnections(args.managementKubeConfig);
   let publisher = args.publisher;
   if (!publisher) {
     if (!args.sqs || !config.queueUrl) throw new ConfigError('QUEUE_URL', 'is required to send events');
