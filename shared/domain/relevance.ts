@@ -3,6 +3,7 @@
  * the rules that decide whether a watch event is worth a queue message. Pure.
  */
 import type { ChangeKind } from './cloud-event.ts';
+import { FIELD_MANAGER } from './taint.ts';
 import type { WatchedFacts } from './watch-event.ts';
 
 /** Deterministic JSON: object keys sorted, so that equal facts give equal strings. */
@@ -26,7 +27,33 @@ function canonicalJson(v: unknown): string {
  */
 export function fingerprintOf(facts: WatchedFacts): string {
   const { resourceVersion: _ignored, ...relevant } = facts;
+  if (relevant.kind === 'Node') {
+    const { writers: _who, ...node } = relevant;
+    return canonicalJson(node);
+  }
   return canonicalJson(relevant);
+}
+
+/**
+ * Recognises the echo of the reconcile function's own write: between two states of a Node only the
+ * taints and/or the tracking annotation changed, and the field manager that last wrote each changed
+ * part is the reconcile function's. The Node is then exactly as that reconcile planned it (its write
+ * carried the resourceVersion precondition), so another reconcile would find nothing to do.
+ * Any other writer takes ownership of what it writes, so its changes are never mistaken for ours.
+ * Returns true when the change need not be forwarded.
+ * @example isOwnNodeWrite(before, { ...before, taints: [t], writers: { taints: FIELD_MANAGER } }) // true
+ */
+export function isOwnNodeWrite(previous: WatchedFacts | undefined, current: WatchedFacts): boolean {
+  if (previous?.kind !== 'Node' || current.kind !== 'Node') return false;
+  const { resourceVersion: _r1, writers: _w1, taints: beforeTaints, trackingAnnotation: beforeAnnotation, ...beforeRest } = previous;
+  const { resourceVersion: _r2, writers, taints, trackingAnnotation, ...rest } = current;
+  if (canonicalJson(rest) !== canonicalJson(beforeRest)) return false;
+  const taintsChanged = canonicalJson(taints) !== canonicalJson(beforeTaints);
+  const annotationChanged = trackingAnnotation !== beforeAnnotation;
+  if (!taintsChanged && !annotationChanged) return false;
+  if (taintsChanged && writers?.taints !== FIELD_MANAGER) return false;
+  if (annotationChanged && writers?.trackingAnnotation !== FIELD_MANAGER) return false;
+  return true;
 }
 
 /**

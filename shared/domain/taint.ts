@@ -45,6 +45,8 @@ export const TRACKING_ANNOTATION = 'cluster.x-k8s.io/taints-from-machine';
 export const UNINITIALIZED_TAINT_KEY = 'node.cluster.x-k8s.io/uninitialized';
 /** CAPI's rollout taint; reserved, never declared on Machines. */
 export const OUTDATED_REVISION_TAINT_KEY = 'node.cluster.x-k8s.io/outdated-revision';
+/** Field manager of the reconcile function's Node writes (recorded by the API server in managedFields). */
+export const FIELD_MANAGER = 'capi-taint-propagator';
 /** Node annotations CAPI writes that lead from a Node back to its Machine. */
 export const MACHINE_ANNOTATION = 'cluster.x-k8s.io/machine';
 export const CLUSTER_NAME_ANNOTATION = 'cluster.x-k8s.io/cluster-name';

@@ -54,6 +54,11 @@ export interface NodeFacts {
   readonly machineAnnotation?: string;
   readonly clusterNameAnnotation?: string;
   readonly clusterNamespaceAnnotation?: string;
+  /**
+   * The field managers that last wrote `spec.taints` and the tracking annotation (from managedFields).
+   * Not part of the relevant fingerprint; used to recognise the echo of the reconcile function's own write.
+   */
+  readonly writers?: { readonly taints?: string; readonly trackingAnnotation?: string };
 }
 
 /** A CAPI Cluster in the management cluster, whose Nodes the forwarder watches. */
@@ -179,7 +184,29 @@ export function toNodeFacts(obj: unknown): NodeFacts | undefined {
     ...(a[MACHINE_ANNOTATION] !== undefined ? { machineAnnotation: a[MACHINE_ANNOTATION] } : {}),
     ...(a[CLUSTER_NAME_ANNOTATION] !== undefined ? { clusterNameAnnotation: a[CLUSTER_NAME_ANNOTATION] } : {}),
     ...(a[CLUSTER_NAMESPACE_ANNOTATION] !== undefined ? { clusterNamespaceAnnotation: a[CLUSTER_NAMESPACE_ANNOTATION] } : {}),
+    writers: writersOf(isObject(obj.metadata) ? obj.metadata.managedFields : undefined),
   };
+}
+
+/**
+ * Who last wrote `spec.taints` and the tracking annotation, read from managedFields. An atomic list
+ * and a single annotation have one owner after an update; anything ambiguous is left out.
+ */
+function writersOf(managedFields: unknown): { taints?: string; trackingAnnotation?: string } {
+  const taints = new Set<string>();
+  const annotation = new Set<string>();
+  for (const entry of Array.isArray(managedFields) ? managedFields : []) {
+    if (!isObject(entry) || typeof entry.manager !== 'string' || !isObject(entry.fieldsV1)) continue;
+    const spec = entry.fieldsV1['f:spec'];
+    const metadata = entry.fieldsV1['f:metadata'];
+    if (isObject(spec) && spec['f:taints'] !== undefined) taints.add(entry.manager);
+    const annotations = isObject(metadata) ? metadata['f:annotations'] : undefined;
+    if (isObject(annotations) && annotations[`f:${TRACKING_ANNOTATION}`] !== undefined) annotation.add(entry.manager);
+  }
+  const only = (set: Set<string>) => (set.size === 1 ? [...set][0] : undefined);
+  const t = only(taints);
+  const a = only(annotation);
+  return { ...(t ? { taints: t } : {}), ...(a ? { trackingAnnotation: a } : {}) };
 }
 
 /** Reads a CAPI Cluster (v1beta2 JSON) into its facts; undefined when malformed. */

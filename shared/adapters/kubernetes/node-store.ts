@@ -6,13 +6,13 @@
  */
 import { CoreV1Api, PatchStrategy, setHeaderOptions, type KubeConfig, type V1Node } from '@kubernetes/client-node';
 import type { NodeSnapshot, NodeTaintPatch } from '#shared/domain/snapshots.ts';
-import type { Taint } from '#shared/domain/taint.ts';
+import { FIELD_MANAGER, type Taint } from '#shared/domain/taint.ts';
 import { NodeNotFoundError, PatchConflictError } from '#shared/errors.ts';
 import type { NodeStore } from '#shared/ports/node-store.ts';
 import { statusOf, toKubeTime, toProductError } from './api-errors.ts';
 
-/** Field manager recorded in managedFields for our writes. */
-export const FIELD_MANAGER = 'capi-taint-propagator';
+/** Field manager recorded in managedFields for our writes (the forwarder recognises its echo by it). */
+export { FIELD_MANAGER } from '#shared/domain/taint.ts';
 
 export class KubernetesNodeStore implements NodeStore {
   readonly #api: CoreV1Api;

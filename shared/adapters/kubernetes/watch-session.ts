@@ -17,7 +17,7 @@ import https from 'node:https';
 import { createInterface } from 'node:readline';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { ChangeKind } from '#shared/domain/cloud-event.ts';
-import { diffRelist, fingerprintOf, isRelevantChange, type ListedObject } from '#shared/domain/relevance.ts';
+import { diffRelist, fingerprintOf, isOwnNodeWrite, isRelevantChange, type ListedObject } from '#shared/domain/relevance.ts';
 import { objectKeyOf, type WatchedFacts } from '#shared/domain/watch-event.ts';
 import { AccessDeniedError, TaintPropagatorError, TransientError } from '#shared/errors.ts';
 import type { StreamEvent, WatchStream } from '#shared/ports/watch-source.ts';
@@ -377,7 +377,8 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
     }
     const key = objectKeyOf(facts);
     const fingerprint = fingerprintOf(facts);
-    const previous = this.known.get(key)?.fingerprint;
+    const known = this.known.get(key);
+    const previous = known?.fingerprint;
     if (change === 'deleted') this.known.delete(key);
     else this.known.set(key, { key, fingerprint, facts });
     this.resourceVersion = facts.resourceVersion;
@@ -385,7 +386,8 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
       type: 'change',
       change,
       facts,
-      relevant: isRelevantChange(change, previous, fingerprint),
+      // The echo of the reconcile function's own write needs no reconcile (it would find the Node in sync).
+      relevant: isRelevantChange(change, previous, fingerprint) && !(change === 'modified' && isOwnNodeWrite(known?.facts, facts)),
       observedAt: this.now(),
       checkpoint: facts.resourceVersion,
     });

@@ -51,7 +51,7 @@ describeWithControlPlane('Function: withPooledConnections()', () => {
     kc.applySecurityAuthentication = async (context) => {
       await inner(context);
       first ??= context.getDispatcher();
-      context.setDispatcher(first as ReturnType<typeof context.getDispatcher>);
+      context.setDispatcher(first as NonNullable<ReturnType<typeof context.getDispatcher>>);
     };
     const store = new KubernetesNodeStore(withPooledConnections(kc));
 

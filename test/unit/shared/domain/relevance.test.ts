@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { diffRelist, fingerprintOf, isRelevantChange, type ListedObject } from '#shared/domain/relevance.ts';
+import { diffRelist, fingerprintOf, isOwnNodeWrite, isRelevantChange, type ListedObject } from '#shared/domain/relevance.ts';
 import { toMachineFacts, toNodeFacts, type MachineFacts, type NodeFacts } from '#shared/domain/watch-event.ts';
 
 type Json = Record<string, any>;
@@ -136,5 +136,58 @@ describe('Function: diffRelist()', () => {
     const got = diffRelist(known, listed, full);
     // Assess
     expect({ resynced: got.resynced.map((o) => o.key), deleted: got.deleted.map((o) => o.key) }).toEqual(want);
+  });
+});
+
+describe('Function: isOwnNodeWrite()', () => {
+  const TA = 'cluster.x-k8s.io/taints-from-machine';
+  const ours = 'capi-taint-propagator';
+  /** A Node as the API server returns it after an update by `manager` of taints and/or the tracking annotation. */
+  function written(mutate: (n: Json) => void, owners: { taints?: string; annotation?: string }): NodeFacts {
+    const n = baseNode();
+    n.metadata.resourceVersion = '11';
+    mutate(n);
+    n.metadata.managedFields = [
+      { manager: 'kubelet', fieldsV1: { 'f:status': {} } },
+      ...(owners.taints ? [{ manager: owners.taints, fieldsV1: { 'f:spec': { 'f:taints': {} } } }] : []),
+      ...(owners.annotation ? [{ manager: owners.annotation, fieldsV1: { 'f:metadata': { 'f:annotations': { [`f:${TA}`]: {} } } } }] : []),
+    ];
+    return toNodeFacts(n) as NodeFacts;
+  }
+  const before = () => toNodeFacts(baseNode()) as NodeFacts;
+  const addGpu = (n: Json) => n.spec.taints.push({ key: 'gpu', value: 'a', effect: 'NoSchedule' });
+  const track = (n: Json) => (n.metadata.annotations[TA] = 'gpu:NoSchedule');
+
+  it.each([
+    { name: 'our write of taints and annotation', mutate: (n: Json) => (addGpu(n), track(n)), owners: { taints: ours, annotation: ours }, want: true },
+    { name: 'our write of the annotation only', mutate: track, owners: { annotation: ours }, want: true },
+    { name: 'a foreign write of taints after ours (it owns the atomic list now)', mutate: (n: Json) => (addGpu(n), track(n)), owners: { taints: 'kubectl-edit', annotation: ours }, want: false },
+    { name: 'taints changed but nobody recorded as their writer', mutate: addGpu, owners: {}, want: false },
+    { name: 'our taints plus a change of the Machine annotation', mutate: (n: Json) => (addGpu(n), (n.metadata.annotations['cluster.x-k8s.io/machine'] = 'm2')), owners: { taints: ours }, want: false },
+    { name: 'nothing relevant changed (a heartbeat)', mutate: (n: Json) => (n.status.conditions[0].lastHeartbeatTime = 'later'), owners: { taints: ours }, want: false },
+  ])('$name → $want', ({ mutate, owners, want }) => {
+    // Act
+    const own = isOwnNodeWrite(before(), written(mutate, owners));
+
+    // Assess
+    expect(own).toBe(want);
+  });
+
+  it('never applies to a Node seen for the first time, or to Machines', () => {
+    // Prepare
+    const node = written((n) => (addGpu(n), track(n)), { taints: ours, annotation: ours });
+    const machine = toMachineFacts(baseMachine()) as MachineFacts;
+
+    // Act + Assess
+    expect([isOwnNodeWrite(undefined, node), isOwnNodeWrite(machine, machine)]).toEqual([false, false]);
+  });
+
+  it('leaves the writers out of the fingerprint', () => {
+    // Prepare
+    const a = written(addGpu, { taints: ours });
+    const b = written(addGpu, { taints: 'someone-else' });
+
+    // Act + Assess
+    expect(fingerprintOf(a)).toBe(fingerprintOf(b));
   });
 });

@@ -1,0 +1,49 @@
+/**
+ * The echo of the reconcile function's own Node write is not forwarded (it would only reconcile to
+ * `unchanged`), while anyone else's write to the same fields is.
+ */
+import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { afterEach, beforeAll, expect, it } from 'vitest';
+import { KubernetesNodeStore } from '#shared/adapters/kubernetes/node-store.ts';
+import { TRACKING_ANNOTATION } from '#shared/domain/taint.ts';
+import { MERGE_PATCH, adminKubeConfig, createNamespace, createNode, describeWithControlPlane, uniqueName, waitFor } from '#test/support/control-plane.ts';
+import { acceptAllSends, sentMessages, startForwarder, type RunningForwarder } from './support.ts';
+
+describeWithControlPlane('Watch-forwarder and the reconcile function’s own writes', () => {
+  let kc: KubeConfig;
+  const running: RunningForwarder[] = [];
+
+  beforeAll(() => {
+    kc = adminKubeConfig();
+  });
+  afterEach(async () => {
+    await Promise.all(running.splice(0).map((r) => r.stop()));
+  });
+
+  it('does not forward the echo of our write, and forwards a foreign write of the same fields', async () => {
+    // Prepare
+    acceptAllSends();
+    const ns = await createNamespace(kc, 'echo');
+    const label = uniqueName('echo');
+    const node = uniqueName('node');
+    await createNode(kc, node, { labels: { 'echo-test': label } });
+    const fwd = startForwarder(kc, { clusterMode: 'self', stateNamespace: ns, leaseName: uniqueName('lease'), machineNamespace: ns, nodeLabelSelector: `echo-test=${label}`, forwarderId: uniqueName('fwd') });
+    running.push(fwd);
+    await waitFor(() => sentMessages().some((m) => m.event.subject === `nodes/${node}`), { timeoutMs: 15_000, description: 'initial announcement' });
+    const store = new KubernetesNodeStore(kc);
+    const current = await store.getNode(node);
+    const forNode = () => sentMessages().filter((m) => m.event.subject === `nodes/${node}`).map((m) => m.event.type.split('.').at(-2));
+
+    // Act: the reconcile function's write (same adapter, same field manager) …
+    const ours = await store.patchNodeTaints(node, { resourceVersion: current!.resourceVersion, taints: [{ key: 'gpu', value: 'a', effect: 'NoSchedule' }], annotations: { [TRACKING_ANNOTATION]: 'gpu:NoSchedule' } });
+    // … then another writer changes the taints (a marker label makes its event easy to wait for).
+    await kc.makeApiClient(CoreV1Api).patchNode({ name: node, body: { spec: { taints: [...ours.taints, { key: 'other', effect: 'NoSchedule' }] } } }, MERGE_PATCH);
+    await waitFor(() => forNode().length >= 2, { timeoutMs: 15_000, description: 'the foreign write forwarded' });
+    await new Promise((r) => setTimeout(r, 500));
+
+    // Assess: the initial announcement and the foreign write; nothing for our own write.
+    expect(forNode()).toEqual(['resynced', 'modified']);
+    expect(sentMessages().filter((m) => m.event.subject === `nodes/${node}`)[1]?.event.data).toMatchObject({ node: { resourceVersion: expect.not.stringMatching(`^${ours.resourceVersion}$`) } });
+    expect(fwd.telemetry.counts().EventsFiltered).toBeGreaterThanOrEqual(1);
+  });
+});
