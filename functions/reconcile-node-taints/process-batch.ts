@@ -65,7 +65,8 @@ export async function processBatch(event: SQSEvent, context: Context, deps: Batc
       });
     }
   }
-  deps.metrics.publishStoredMetrics();
+  // Outcomes go out as single metrics; publish the rest only when there is any (Powertools warns otherwise).
+  if (deps.metrics.hasStoredMetrics()) deps.metrics.publishStoredMetrics();
   return response;
 }
 

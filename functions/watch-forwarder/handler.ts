@@ -23,6 +23,6 @@ export const handler = async (_event: ScheduledEvent, context: Context): Promise
   const durationMs = Math.max(1_000, Math.min(config.watchWindowSeconds * 1000, context.getRemainingTimeInMillis() - HAND_OVER_RESERVE_MS));
   const summary = await forwardWatchEvents(deps, { durationMs });
   logger.info('Forwarder window ended', { active: summary.active, unsent: summary.unsent, counts: telemetry.counts() });
-  metrics.publishStoredMetrics();
+  if (metrics.hasStoredMetrics()) metrics.publishStoredMetrics();
   return summary;
 };
