@@ -2,9 +2,10 @@
  * Settings of the local commands (`npm start`, `npm run demo`, `npm run status`), from the
  * environment and the command line, through the project's typed env getters. Pure.
  */
-import { booleanVar, integerVar, oneOf, optionalString, type Env } from '#shared/config/env.ts';
+import { integerVar, oneOf, optionalString, type Env } from '#shared/config/env.ts';
+import { loadReconcileBehaviour } from '#shared/config/reconcile-config.ts';
+import type { TaintEffect } from '#shared/domain/taint.ts';
 import { ConfigError } from '#shared/errors.ts';
-import { TaintEffect, UNINITIALIZED_TAINT_KEY } from '#shared/domain/taint.ts';
 
 export interface LocalConfig {
   /** A kubeconfig to use; undefined → start the local control plane. */
@@ -40,27 +41,20 @@ export function loadLocalConfig(env: Env, argv: readonly string[]): LocalConfig 
       mode = value;
     } else throw new ConfigError(arg, 'unknown argument (known: --capi, --self, --mode=capi|self)');
   }
-  const startupKey = optionalString(env, 'STARTUP_TAINT_KEY', UNINITIALIZED_TAINT_KEY);
-  const startupEffect = oneOf(env, 'STARTUP_TAINT_EFFECT', Object.values(TaintEffect), TaintEffect.NoSchedule);
-  const firstEnabled = optionalString(env, 'FIRST_ENABLED_AT');
-  const firstEnabledAt = firstEnabled === undefined ? undefined : new Date(firstEnabled);
-  if (firstEnabledAt && Number.isNaN(firstEnabledAt.getTime())) throw new ConfigError('FIRST_ENABLED_AT', `must be an RFC 3339 time, got ${JSON.stringify(firstEnabled)}`);
-  const retryBaseSeconds = integerVar(env, 'RETRY_BASE_SECONDS', 1, 0, 900);
-  const retryMaxSeconds = integerVar(env, 'RETRY_MAX_SECONDS', 30, 1, 43_200);
-  if (retryMaxSeconds < retryBaseSeconds) throw new ConfigError('RETRY_MAX_SECONDS', 'must not be below RETRY_BASE_SECONDS');
+  const behaviour = loadReconcileBehaviour(env, { baseSeconds: 1, maxSeconds: 30 });
   return Object.freeze({
     kubeconfig: optionalString(env, 'KUBECONFIG'),
     mode,
-    stateNamespace: optionalString(env, 'STATE_NAMESPACE', 'capi-taint-propagator'),
+    stateNamespace: behaviour.stateNamespace,
     machineNamespace: optionalString(env, 'MACHINE_NAMESPACE'),
     nodeLabelSelector: optionalString(env, 'NODE_LABEL_SELECTOR'),
     visibilityTimeoutSeconds: integerVar(env, 'VISIBILITY_TIMEOUT_SECONDS', 30, 1, 43_200),
     maxReceiveCount: integerVar(env, 'MAX_RECEIVE_COUNT', 5, 1, 1000),
-    retryBaseSeconds,
-    retryMaxSeconds,
-    dryRun: booleanVar(env, 'DRY_RUN', false),
-    startupTaint: startupKey === 'none' ? null : { key: startupKey, effect: startupEffect },
-    firstEnabledAt,
+    retryBaseSeconds: behaviour.retryBaseSeconds,
+    retryMaxSeconds: behaviour.retryMaxSeconds,
+    dryRun: behaviour.dryRun,
+    startupTaint: behaviour.startupTaint ?? null,
+    firstEnabledAt: behaviour.firstEnabledAt,
     reportIntervalSeconds: integerVar(env, 'REPORT_INTERVAL_SECONDS', 2, 1, 3600),
   });
 }

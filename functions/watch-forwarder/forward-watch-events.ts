@@ -4,6 +4,7 @@
  * stream from the checkpoint, turn relevant changes into TaintEvents, publish them in batches,
  * checkpoint only what was sent, and hand over cleanly when stopped.
  */
+import { setTimeout as delay } from 'node:timers/promises';
 import { clusterKey, type ClusterRef, type TaintEvent } from '#shared/domain/cloud-event.ts';
 import {
   MACHINES_STREAM,
@@ -94,17 +95,9 @@ interface Pending {
   notBefore: number;
 }
 
+/** Waits `ms`, or less when `signal` aborts (then resolves instead of rejecting). */
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const t = setTimeout(done, ms);
-    function done(): void {
-      clearTimeout(t);
-      signal.removeEventListener('abort', done);
-      resolve();
-    }
-    signal.addEventListener('abort', done, { once: true });
-  });
+  return delay(ms, undefined, { signal }).catch(() => undefined);
 }
 
 /**

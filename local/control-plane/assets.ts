@@ -171,7 +171,8 @@ function formatDuration(ms: number): string {
   return s < 60 ? `${s} s` : `${Math.floor(s / 60)} min ${s % 60} s`;
 }
 
-function isAlive(pid: number): boolean {
+/** True when a process with this pid exists (EPERM: it exists but is not ours). */
+export function isAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;

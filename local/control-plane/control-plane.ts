@@ -16,7 +16,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ApiextensionsV1Api, KubeConfig, loadAllYaml } from '@kubernetes/client-node';
 import type { V1CustomResourceDefinition } from '@kubernetes/client-node';
-import { CAPI_CRD_FILES, resolveBinaries, resolveCrdDir } from './assets.ts';
+import { CAPI_CRD_FILES, isAlive, resolveBinaries, resolveCrdDir } from './assets.ts';
 import type { Binaries } from './assets.ts';
 import { compactEtcdAt } from './etcd-maintenance.ts';
 import { createClientCert, createServerPki, createServiceAccountKey, kubeconfigYaml, mintClientKubeconfig } from './pki.ts';
@@ -213,14 +213,6 @@ function sweepStale(base: string): void {
   }
 }
 
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
 
 /** Processes whose command line mentions `needle` (checked in /proc, so a reused pid is never killed by mistake). */
 function pidsWithArgument(needle: string): number[] {

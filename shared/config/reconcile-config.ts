@@ -5,9 +5,8 @@ import { ConfigError } from '#shared/errors.ts';
 import { TaintEffect, UNINITIALIZED_TAINT_KEY } from '#shared/domain/taint.ts';
 import { booleanVar, integerVar, oneOf, optionalString, requiredString, type Env } from './env.ts';
 
-export interface ReconcileConfig {
-  readonly queueUrl: string;
-  readonly deadLetterQueueUrl: string;
+/** How reconciles behave: shared by the Lambda and the local pipeline (which retries sooner). */
+export interface ReconcileBehaviour {
   /** Log the planned write instead of sending it. */
   readonly dryRun: boolean;
   /** The startup gate taint removed in the write that applies the taints; `none` disables it. */
@@ -21,24 +20,39 @@ export interface ReconcileConfig {
   readonly firstEnabledAt: Date | undefined;
 }
 
-/** Reads the reconcile function's settings; throws ConfigError naming the variable. */
-export function loadReconcileConfig(env: Env): Readonly<ReconcileConfig> {
+export interface ReconcileConfig extends ReconcileBehaviour {
+  readonly queueUrl: string;
+  readonly deadLetterQueueUrl: string;
+}
+
+/**
+ * Reads DRY_RUN, STARTUP_TAINT_KEY/EFFECT, RETRY_BASE_SECONDS, RETRY_MAX_SECONDS, STATE_NAMESPACE and
+ * FIRST_ENABLED_AT; `retryDefaults` lets the local pipeline retry sooner. Throws ConfigError naming the variable.
+ */
+export function loadReconcileBehaviour(env: Env, retryDefaults = { baseSeconds: 2, maxSeconds: 300 }): ReconcileBehaviour {
   const startupKey = optionalString(env, 'STARTUP_TAINT_KEY', UNINITIALIZED_TAINT_KEY);
   const startupEffect = oneOf(env, 'STARTUP_TAINT_EFFECT', Object.values(TaintEffect), TaintEffect.NoSchedule);
   const firstEnabled = optionalString(env, 'FIRST_ENABLED_AT');
   const firstEnabledAt = firstEnabled === undefined ? undefined : new Date(firstEnabled);
   if (firstEnabledAt && Number.isNaN(firstEnabledAt.getTime())) throw new ConfigError('FIRST_ENABLED_AT', `must be an RFC 3339 time, got ${JSON.stringify(firstEnabled)}`);
-  const retryBaseSeconds = integerVar(env, 'RETRY_BASE_SECONDS', 2, 0, 900);
-  const retryMaxSeconds = integerVar(env, 'RETRY_MAX_SECONDS', 300, 1, 43_200);
+  const retryBaseSeconds = integerVar(env, 'RETRY_BASE_SECONDS', retryDefaults.baseSeconds, 0, 900);
+  const retryMaxSeconds = integerVar(env, 'RETRY_MAX_SECONDS', retryDefaults.maxSeconds, 1, 43_200);
   if (retryMaxSeconds < retryBaseSeconds) throw new ConfigError('RETRY_MAX_SECONDS', 'must not be below RETRY_BASE_SECONDS');
-  return Object.freeze({
-    queueUrl: requiredString(env, 'QUEUE_URL'),
-    deadLetterQueueUrl: requiredString(env, 'DEAD_LETTER_QUEUE_URL'),
+  return {
     dryRun: booleanVar(env, 'DRY_RUN', false),
     startupTaint: startupKey === 'none' ? undefined : { key: startupKey, effect: startupEffect },
     retryBaseSeconds,
     retryMaxSeconds,
     stateNamespace: optionalString(env, 'STATE_NAMESPACE', 'capi-taint-propagator'),
     firstEnabledAt,
+  };
+}
+
+/** Reads the reconcile function's settings; throws ConfigError naming the variable. */
+export function loadReconcileConfig(env: Env): Readonly<ReconcileConfig> {
+  return Object.freeze({
+    ...loadReconcileBehaviour(env),
+    queueUrl: requiredString(env, 'QUEUE_URL'),
+    deadLetterQueueUrl: requiredString(env, 'DEAD_LETTER_QUEUE_URL'),
   });
 }

@@ -12,6 +12,7 @@
  * It speaks HTTP itself (with the KubeConfig's credentials) instead of using client-node's `Watch`,
  * because that class drops unparseable lines and swallows exceptions thrown by the callback.
  */
+import { setTimeout as delay } from 'node:timers/promises';
 import http from 'node:http';
 import https from 'node:https';
 import { createInterface } from 'node:readline';
@@ -97,17 +98,9 @@ function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
+/** Waits `ms`, or less when `signal` aborts (then resolves instead of rejecting). */
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) return resolve();
-    const t = setTimeout(done, ms);
-    function done(): void {
-      clearTimeout(t);
-      signal.removeEventListener('abort', done);
-      resolve();
-    }
-    signal.addEventListener('abort', done, { once: true });
-  });
+  return delay(ms, undefined, { signal }).catch(() => undefined);
 }
 
 /**
