@@ -2,10 +2,12 @@
  * Scenario 1, reconcile throughput: N Machine/Node pairs whose declarations changed (every Node lacks its Machine's
  * taint); time for the reconcile handler, fed through the embedded FIFO queue, to converge all of them, against the
  * floor measured in the same run on the same Nodes: a minimal loop doing just GET Node + PATCH Node (merge patch
- * with the resourceVersion precondition) per Node, with the same client (client-node, same KubeConfig) and the
- * same concurrency. A second floor with a keep-alive HTTPS agent shows what the client itself costs.
+ * with the resourceVersion precondition) per Node, with the same client as the product (client-node with the
+ * product's connection pooling, `withPooledConnections`) and the same concurrency. A second floor with a plain
+ * keep-alive HTTPS agent shows what the client itself costs.
  */
 import { CoreV1Api, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
+import { withPooledConnections } from '#shared/adapters/kubernetes/pooled-connections.ts';
 import type { BenchContext } from '../lib/context.ts';
 import { CallCounter, RawKube, cleanup, countingKubeConfig, createNamespace, createPairs, hasTaint, listNodes, loadKubeConfig, machineMeta, mapConcurrent, runId, setMachineTaints, type BenchTaint, type CallCounts, type Pair, type RawNode } from '../lib/kube.ts';
 import { RECONCILE_CONCURRENCY, ReconcilePipeline, machineModified, publishAll } from '../lib/pipeline.ts';
@@ -64,7 +66,8 @@ async function runOnce(ctx: BenchContext, n: number, concurrency: number): Promi
 
     // Floor before, pipeline, floor after: the mean floor absorbs drift of a shared, noisy machine.
     const floorCounter = new CallCounter();
-    const floorKc = countingKubeConfig(ctx.kubeconfigPath, floorCounter);
+    // The same client as the product: client-node with the product's connection pooling.
+    const floorKc = withPooledConnections(countingKubeConfig(ctx.kubeconfigPath, floorCounter));
     const floorApi = floorKc.makeApiClient(CoreV1Api);
     const floor1 = await floorLoop(pairs, concurrency, (node) => floorStep(floorApi, node, 'bench.capi-tp/floor-1'));
 
