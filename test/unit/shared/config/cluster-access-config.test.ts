@@ -22,7 +22,7 @@ describe('loadClusterAccessConfig', () => {
   });
 
   it.each([
-    { env: { CLUSTER_MODE: 'self', KUBECONFIG: '/tmp/kc' }, expected: { clusterMode: 'self', management: { auth: 'kubeconfig', kubeconfigPath: '/tmp/kc' } } },
+    { env: { CLUSTER_MODE: 'self', KUBECONFIG: 'kubeconfigs/dev.yaml' }, expected: { clusterMode: 'self', management: { auth: 'kubeconfig', kubeconfigPath: 'kubeconfigs/dev.yaml' } } },
     {
       env: eksEnv,
       expected: {

@@ -7,18 +7,8 @@ import {
   type EmbeddedFifoQueueOptions,
   type ReceivedMessage,
 } from '#shared/adapters/memory/embedded-fifo-queue.ts';
-import type { Clock } from '#shared/ports/clock.ts';
+import { manualClock } from '#test/support/manual-clock.ts';
 
-/** A clock that only moves when the test says so. */
-function manualClock(start = Date.parse('2026-01-01T00:00:00Z')): Clock & { advance(ms: number): void } {
-  let now = start;
-  return {
-    now: () => new Date(now),
-    advance: (ms) => {
-      now += ms;
-    },
-  };
-}
 
 function queueWith(options: Partial<EmbeddedFifoQueueOptions> = {}) {
   const clock = manualClock();

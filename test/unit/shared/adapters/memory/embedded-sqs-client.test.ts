@@ -18,17 +18,8 @@ import {
 } from '@aws-sdk/client-sqs';
 import { EmbeddedFifoQueue } from '#shared/adapters/memory/embedded-fifo-queue.ts';
 import { EmbeddedSqsClient, type SqsCommandSender } from '#shared/adapters/memory/embedded-sqs-client.ts';
-import type { Clock } from '#shared/ports/clock.ts';
+import { manualClock } from '#test/support/manual-clock.ts';
 
-function manualClock(start = Date.parse('2026-01-01T00:00:00Z')): Clock & { advance(ms: number): void } {
-  let now = start;
-  return {
-    now: () => new Date(now),
-    advance: (ms) => {
-      now += ms;
-    },
-  };
-}
 
 function setup() {
   const clock = manualClock();

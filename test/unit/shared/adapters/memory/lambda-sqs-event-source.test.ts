@@ -9,17 +9,8 @@ import {
   LambdaSqsEventSource,
   type SqsBatchHandler,
 } from '#shared/adapters/memory/lambda-sqs-event-source.ts';
-import type { Clock } from '#shared/ports/clock.ts';
+import { manualClock } from '#test/support/manual-clock.ts';
 
-function manualClock(start = Date.parse('2026-01-01T00:00:00Z')): Clock & { advance(ms: number): void } {
-  let now = start;
-  return {
-    now: () => new Date(now),
-    advance: (ms) => {
-      now += ms;
-    },
-  };
-}
 
 function setup(maxReceiveCount = 5) {
   const clock = manualClock();
