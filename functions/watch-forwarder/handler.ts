@@ -1,4 +1,5 @@
 /** Scheduled Lambda entry: runs one bounded forwarder window, then hands over through the Lease checkpoint. */
+import { processEnv } from '#shared/config/env.ts';
 import type { Context, ScheduledEvent } from 'aws-lambda';
 import { SQSClient } from '@aws-sdk/client-sqs';
 import { loadManagementKubeConfig } from '#shared/adapters/kubernetes/management-kubeconfig.ts';
@@ -10,8 +11,8 @@ import { metrics } from '#shared/observability/metrics.ts';
 import { composeWatchForwarder } from './compose.ts';
 import { forwardWatchEvents, type ForwarderRunSummary } from './forward-watch-events.ts';
 
-const config = loadForwarderConfig(process.env);
-const access = loadClusterAccessConfig(process.env);
+const config = loadForwarderConfig(processEnv());
+const access = loadClusterAccessConfig(processEnv());
 const sqs = new SQSClient({});
 const telemetry = createForwarderTelemetry(metrics);
 /** Time kept back from the Lambda timeout for draining sends and releasing the Lease. */

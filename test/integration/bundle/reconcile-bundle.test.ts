@@ -1,0 +1,83 @@
+/**
+ * The deployable artifact, not the sources: the reconcile handler bundled with the esbuild options of
+ * serverless.yml (as serverless-esbuild builds it), loaded as Lambda loads it (CommonJS, in a fresh Node
+ * process, configuration from the environment) and invoked with an SQS event against the real API server.
+ */
+import { CoreV1Api, loadYaml } from '@kubernetes/client-node';
+import { build } from 'esbuild';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, expect, it } from 'vitest';
+import { TRACKING_ANNOTATION, UNINITIALIZED_TAINT_KEY } from '#shared/domain/taint.ts';
+import { adminKubeConfig, createMachine, createNamespace, createNode, describeWithControlPlane, requireControlPlane, uniqueName } from '#test/support/control-plane.ts';
+import { machineEvent, sqsEvent, sqsRecord } from '#test/support/sqs-records.ts';
+
+const run = promisify(execFile);
+const dir = mkdtempSync(join(tmpdir(), 'reconcile-bundle-'));
+
+interface EsbuildSettings { bundle: boolean; minify: boolean; sourcemap: boolean; keepNames: boolean; target: string; platform: 'node'; format: 'cjs'; exclude: string[] }
+
+describeWithControlPlane('The bundled reconcile handler (the Lambda artifact)', () => {
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('loads as CommonJS with its configuration from the environment and reconciles a Node', async () => {
+    // Prepare: bundle exactly as serverless-esbuild does with serverless.yml's custom.esbuild.
+    const settings = (loadYaml(readFileSync('serverless.yml', 'utf8')) as { custom: { esbuild: EsbuildSettings } }).custom.esbuild;
+    const outfile = join(dir, 'handler.js');
+    await build({
+      entryPoints: ['functions/reconcile-node-taints/handler.ts'],
+      outfile,
+      bundle: settings.bundle,
+      minify: settings.minify,
+      sourcemap: settings.sourcemap,
+      keepNames: settings.keepNames,
+      target: settings.target,
+      platform: settings.platform,
+      format: settings.format,
+      external: settings.exclude,
+      logLevel: 'silent',
+    });
+    const kc = adminKubeConfig();
+    const ns = await createNamespace(kc, 'bundle');
+    const node = uniqueName('node');
+    await createNode(kc, node, { taints: [{ key: UNINITIALIZED_TAINT_KEY, effect: 'NoSchedule' }] });
+    await createMachine(kc, ns, 'm1', { nodeName: node, specTaints: [{ key: 'gpu', value: 'a100', effect: 'NoSchedule' }] });
+    const event = sqsEvent(sqsRecord(machineEvent(ns, 'm1', { nodeName: node, cluster: { mode: 'self' } })));
+    writeFileSync(join(dir, 'event.json'), JSON.stringify(event));
+    writeFileSync(
+      join(dir, 'invoke.cjs'),
+      `const { handler } = require('./handler.js');
+       handler(require('./event.json'), { awsRequestId: 'bundle-test', functionName: 'reconcile', getRemainingTimeInMillis: () => 30000 })
+         .then((r) => process.stdout.write('RESULT ' + JSON.stringify(r) + '\\n'), (e) => { console.error(e); process.exit(1); });`,
+    );
+
+    // Act: a fresh process with nothing but the Lambda-style environment (the SDK resolves from node_modules here,
+    // from the runtime on Lambda).
+    const { stdout } = await run(process.execPath, ['--enable-source-maps', join(dir, 'invoke.cjs')], {
+      cwd: dir,
+      env: {
+        PATH: process.env.PATH ?? '',
+        NODE_PATH: resolve('node_modules'),
+        KUBECONFIG: requireControlPlane().kubeconfigPath,
+        CLUSTER_MODE: 'self',
+        MANAGEMENT_AUTH: 'kubeconfig',
+        QUEUE_URL: 'https://sqs.eu-west-1.amazonaws.com/123456789012/taints.fifo',
+        DEAD_LETTER_QUEUE_URL: 'https://sqs.eu-west-1.amazonaws.com/123456789012/taints-dlq.fifo',
+        STATE_NAMESPACE: ns,
+        AWS_REGION: 'eu-west-1',
+        POWERTOOLS_LOG_LEVEL: 'WARN',
+      },
+      timeout: 60_000,
+    });
+
+    // Assess
+    expect(stdout).toContain('RESULT {"batchItemFailures":[]}');
+    expect(stdout).toMatch(/"Outcome":"patched","Reconciles":1/);
+    const after = await kc.makeApiClient(CoreV1Api).readNode({ name: node });
+    expect(after.spec?.taints?.map((t) => `${t.key}=${t.value}:${t.effect}`)).toEqual(['gpu=a100:NoSchedule']);
+    expect(after.metadata?.annotations?.[TRACKING_ANNOTATION]).toBe('gpu:NoSchedule');
+  });
+});
