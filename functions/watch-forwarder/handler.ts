@@ -15,8 +15,8 @@ const config = loadForwarderConfig(processEnv());
 const access = loadClusterAccessConfig(processEnv());
 const sqs = new SQSClient({});
 const telemetry = createForwarderTelemetry(metrics);
-/** Time kept back from the Lambda timeout for draining sends and releasing the Lease. */
-const HAND_OVER_RESERVE_MS = 30_000;
+/** Time kept back from the Lambda timeout for draining sends (at most 10 s) and releasing the Lease; README: window + 15 s ≤ timeout. */
+const HAND_OVER_RESERVE_MS = 15_000;
 
 export const handler = async (_event: ScheduledEvent, context: Context): Promise<ForwarderRunSummary> => {
   const managementKubeConfig = await loadManagementKubeConfig(access);
