@@ -9,6 +9,7 @@ import { workloadKubeConfigs, type WorkloadKubeConfigs } from '#shared/adapters/
 import { describeApiError } from '#shared/adapters/kubernetes/api-errors.ts';
 import type { MachineSnapshot, NodeSnapshot } from '#shared/domain/snapshots.ts';
 import { CLUSTER_NAME_LABEL } from '#shared/domain/taint.ts';
+import type { SpecTaintsOwner } from '#shared/domain/ownership.ts';
 import { SyncState, taintStatusOf, type TaintStatus } from '#shared/domain/taint-status.ts';
 
 export interface ReadStatusOptions {
@@ -19,6 +20,8 @@ export interface ReadStatusOptions {
   /** Only Machines matching this label selector. */
   readonly machineLabelSelector?: string;
   readonly startupTaint?: { readonly key: string; readonly effect: string };
+  /** Who propagates `spec.taints` (as the reconcile function is configured; default upstream CAPI). */
+  readonly specTaintsOwner?: SpecTaintsOwner;
   readonly workload?: WorkloadKubeConfigs;
 }
 
@@ -69,6 +72,7 @@ export async function readTaintStatuses(o: ReadStatusOptions): Promise<TaintStat
   return statuses;
 }
 
-function startup(o: ReadStatusOptions): { startupTaint?: { key: string; effect: string } } {
-  return o.startupTaint ? { startupTaint: o.startupTaint } : {};
+/** The reconcile settings the planner needs, as configured. */
+function startup(o: ReadStatusOptions): { startupTaint?: { key: string; effect: string }; specTaintsOwner?: SpecTaintsOwner } {
+  return { ...(o.startupTaint ? { startupTaint: o.startupTaint } : {}), ...(o.specTaintsOwner ? { specTaintsOwner: o.specTaintsOwner } : {}) };
 }

@@ -105,6 +105,9 @@ async function main(): Promise<number> {
     mode: 'self',
     // The product was "enabled" before these Nodes joined, so their OnInitialization taints apply.
     firstEnabledAt: enabledAt,
+    // No CAPI controller runs here: the product propagates spec.taints and removes CAPI's startup taint itself.
+    specTaintsOwner: 'product',
+    startupTaint: { key: UNINITIALIZED_TAINT_KEY, effect: 'NoSchedule' },
     visibilityTimeoutSeconds: 10,
     retryBaseSeconds: 1,
     retryMaxSeconds: 4,
@@ -168,7 +171,7 @@ async function main(): Promise<number> {
   let converged = false;
   let stableSince = 0;
   while (Date.now() < deadline) {
-    statuses = await readTaintStatuses({ kubeConfig: kc, mode: 'self', machineNamespace: NS, ...(pipeline.startupTaint ? { startupTaint: pipeline.startupTaint } : {}) });
+    statuses = await readTaintStatuses({ kubeConfig: kc, mode: 'self', machineNamespace: NS, ...(pipeline.startupTaint ? { startupTaint: pipeline.startupTaint } : {}), specTaintsOwner: pipeline.specTaintsOwner });
     const c = pipeline.counters();
     const settled = statuses.every((s) => s.state === SyncState.inSync || s.state === SyncState.invalidDeclaration) && c.queueVisible + c.queueInFlight === 0;
     if (settled) {

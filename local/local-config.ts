@@ -4,6 +4,7 @@
  */
 import { integerVar, oneOf, optionalString, type Env } from '#shared/config/env.ts';
 import { loadReconcileBehaviour } from '#shared/config/reconcile-config.ts';
+import type { SpecTaintsOwner } from '#shared/domain/ownership.ts';
 import type { TaintEffect } from '#shared/domain/taint.ts';
 import { ConfigError } from '#shared/errors.ts';
 
@@ -19,6 +20,8 @@ export interface LocalConfig {
   readonly retryBaseSeconds: number;
   readonly retryMaxSeconds: number;
   readonly dryRun: boolean;
+  /** Who propagates `spec.taints` (SPEC_TAINTS_OWNER: upstream CAPI by default). */
+  readonly specTaintsOwner: SpecTaintsOwner;
   readonly startupTaint: { readonly key: string; readonly effect: TaintEffect } | null;
   readonly firstEnabledAt: Date | undefined;
   /** Seconds between two looks at the counters (a block is printed only when something changed). */
@@ -53,6 +56,7 @@ export function loadLocalConfig(env: Env, argv: readonly string[]): LocalConfig 
     retryBaseSeconds: behaviour.retryBaseSeconds,
     retryMaxSeconds: behaviour.retryMaxSeconds,
     dryRun: behaviour.dryRun,
+    specTaintsOwner: behaviour.specTaintsOwner,
     startupTaint: behaviour.startupTaint ?? null,
     firstEnabledAt: behaviour.firstEnabledAt,
     reportIntervalSeconds: integerVar(env, 'REPORT_INTERVAL_SECONDS', 2, 1, 3600),

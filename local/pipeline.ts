@@ -26,7 +26,8 @@ import { LambdaSqsEventSource, type InvocationResult } from '#shared/adapters/me
 import type { ForwarderConfig } from '#shared/config/forwarder-config.ts';
 import type { ReconcileConfig } from '#shared/config/reconcile-config.ts';
 import { ReconcileOutcome } from '#shared/domain/outcome.ts';
-import { UNINITIALIZED_TAINT_KEY } from '#shared/domain/taint.ts';
+import { SpecTaintsOwner } from '#shared/domain/ownership.ts';
+import { STARTUP_GATE_TAINT_KEY } from '#shared/domain/taint.ts';
 import { createForwarderTelemetry, type CountingForwarderTelemetry } from '#shared/observability/forwarder-telemetry.ts';
 import { METRIC_NAMESPACE, MetricDimension, ReconcileMetric } from '#shared/observability/metric-names.ts';
 import { logger as defaultLogger } from '#shared/observability/logger.ts';
@@ -55,7 +56,9 @@ export interface PipelineOptions {
   /** Backoff after a conflict: base × 2^(receives−1), capped (defaults 1 s and 30 s). */
   readonly retryBaseSeconds?: number;
   readonly retryMaxSeconds?: number;
-  /** The startup gate taint; `null` disables it. Default `node.cluster.x-k8s.io/uninitialized:NoSchedule`. */
+  /** Who propagates `spec.taints` (default upstream CAPI; `product` where no CAPI controller does, e.g. a bare API server). */
+  readonly specTaintsOwner?: SpecTaintsOwner;
+  /** The startup gate taint; `null` disables it. Default `taints.capi-taint-propagator.dev/uninitialized:NoSchedule`. */
   readonly startupTaint?: { readonly key: string; readonly effect: 'NoSchedule' | 'PreferNoSchedule' | 'NoExecute' } | null;
   /** Overrides the recorded first enablement (FIRST_ENABLED_AT); default: the ConfigMap in the state namespace. */
   readonly firstEnabledAt?: Date;
@@ -99,6 +102,8 @@ export interface Pipeline {
   readonly eventSource: LambdaSqsEventSource;
   /** Startup gate the reconcile function removes (for status views). */
   readonly startupTaint: { readonly key: string; readonly effect: string } | undefined;
+  /** Who propagates `spec.taints` (for status views). */
+  readonly specTaintsOwner: SpecTaintsOwner;
   /** Totals since start. */
   counters(): PipelineCounters;
   /** Stops the forwarder (it hands over: sends what is pending, stores its checkpoint on the Lease). */
@@ -132,11 +137,12 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
 
   const counters = new CounterBox();
   const startupTaint =
-    options.startupTaint === null ? undefined : (options.startupTaint ?? { key: UNINITIALIZED_TAINT_KEY, effect: 'NoSchedule' as const });
+    options.startupTaint === null ? undefined : (options.startupTaint ?? { key: STARTUP_GATE_TAINT_KEY, effect: 'NoSchedule' as const });
   const reconcileConfig: ReconcileConfig = {
     queueUrl: queue.url,
     deadLetterQueueUrl: deadLetterQueue.url,
     dryRun: options.dryRun ?? false,
+    specTaintsOwner: options.specTaintsOwner ?? SpecTaintsOwner.upstream,
     startupTaint,
     retryBaseSeconds: options.retryBaseSeconds ?? 1,
     retryMaxSeconds: options.retryMaxSeconds ?? 30,
@@ -220,6 +226,7 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
     sqs,
     eventSource,
     startupTaint,
+    specTaintsOwner: reconcileConfig.specTaintsOwner,
     counters: () => counters.snapshot(telemetry, eventSource, queue, deadLetterQueue, current?.forwarder.isActive() ?? false),
     stopForwarder,
     startForwarder,

@@ -97,6 +97,7 @@ try {
     retryBaseSeconds: config.retryBaseSeconds,
     retryMaxSeconds: config.retryMaxSeconds,
     dryRun: config.dryRun,
+    specTaintsOwner: config.specTaintsOwner,
     startupTaint: config.startupTaint,
     ...(config.firstEnabledAt ? { firstEnabledAt: config.firstEnabledAt } : {}),
     onActivity: (a: Activity) => {
@@ -131,6 +132,7 @@ const report = async (): Promise<void> => {
         mode: config.mode,
         ...(config.machineNamespace ? { machineNamespace: config.machineNamespace } : {}),
         ...(running.startupTaint ? { startupTaint: running.startupTaint } : {}),
+        specTaintsOwner: running.specTaintsOwner,
       });
       outOfSync = statuses
         .filter((s) => s.state !== SyncState.inSync && s.state !== SyncState.noNode && s.state !== SyncState.machineDeleting)

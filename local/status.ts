@@ -33,6 +33,7 @@ try {
     mode: config.mode,
     ...(config.machineNamespace ? { machineNamespace: config.machineNamespace } : {}),
     ...(config.startupTaint ? { startupTaint: config.startupTaint } : {}),
+    specTaintsOwner: config.specTaintsOwner,
   });
   process.stdout.write(`Cluster ${kc.getCurrentCluster()?.server ?? '?'} (mode ${config.mode})\n\n`);
   for (const line of formatStatusTable(statuses)) process.stdout.write(`${line}\n`);

@@ -63,6 +63,8 @@ export class ReconcilePipeline {
       DEAD_LETTER_QUEUE_URL: this.deadLetters.url,
       // Nodes created by the benchmark are newer than this: none is adopted, every declared taint is written.
       FIRST_ENABLED_AT: '2000-01-01T00:00:00Z',
+      // A bare API server: no CAPI controller propagates spec.taints, the product does.
+      SPEC_TAINTS_OWNER: 'product',
       ...o.env,
     });
     const deps = composeReconcile({

@@ -2,6 +2,7 @@
  * Builds the reconcile function's dependencies from configuration and clients. Used by the Lambda
  * handler and by the local pipeline (`npm start`), so both run the very same code.
  */
+import { startupGateWarning } from '#shared/domain/ownership.ts';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { fromCloudEventBody } from '#shared/adapters/cloudevents/cloud-event-body.ts';
 import { KubernetesClusterConnections, type WorkloadKubeConfigLoader } from '#shared/adapters/kubernetes/cluster-connections.ts';
@@ -37,6 +38,9 @@ export function composeReconcile(args: ComposeArgs): BatchDeps {
   const kc = withPooledConnections(args.managementKubeConfig);
   const refresh = args.refreshManagementKubeConfig;
   const { config } = args;
+  const logger = args.logger ?? defaultLogger;
+  const gateWarning = startupGateWarning(config.startupTaint);
+  if (gateWarning) logger.warn(`STARTUP_TAINT_KEY: ${gateWarning}`);
   return {
     machines: new KubernetesMachineStore(kc),
     clusters: new KubernetesClusterConnections({
@@ -47,10 +51,10 @@ export function composeReconcile(args: ComposeArgs): BatchDeps {
     recorder: new KubernetesEventRecorder(kc, clock),
     enablement: config.firstEnabledAt ? new FixedEnablementState(config.firstEnabledAt) : new ConfigMapEnablementState(kc, config.stateNamespace, clock),
     clock,
-    settings: { clusterMode: args.clusterMode, dryRun: config.dryRun, startupTaint: config.startupTaint },
+    settings: { clusterMode: args.clusterMode, dryRun: config.dryRun, startupTaint: config.startupTaint, specTaintsOwner: config.specTaintsOwner },
     queue: new SqsRecordQueue(args.sqs, config.queueUrl, config.deadLetterQueueUrl),
     parse: fromCloudEventBody,
-    logger: args.logger ?? defaultLogger,
+    logger,
     metrics: args.metrics ?? defaultMetrics,
     retry: { baseSeconds: config.retryBaseSeconds, maxSeconds: config.retryMaxSeconds },
     random: Math.random,

@@ -7,8 +7,9 @@ import { clusterKey, type ClusterRef, type TaintEvent } from '#shared/domain/clo
 import { declaredTaintsOf } from '#shared/domain/declarations.ts';
 import { ReconcileOutcome } from '#shared/domain/outcome.ts';
 import type { MachineSnapshot } from '#shared/domain/snapshots.ts';
-import { planNodeTaints, type TaintDiff } from '#shared/domain/taint-plan.ts';
-import { CLUSTER_NAME_LABEL, TRACKING_ANNOTATION, formatTaint, type Taint } from '#shared/domain/taint.ts';
+import { planOwnedTaints, type SpecTaintsOwner } from '#shared/domain/ownership.ts';
+import type { TaintDiff } from '#shared/domain/taint-plan.ts';
+import { CLUSTER_NAME_LABEL, OWN_TRACKING_ANNOTATION, formatTaint, type Taint } from '#shared/domain/taint.ts';
 import { ClusterCredentialsError, type DeclarationIssue } from '#shared/errors.ts';
 import type { Clock } from '#shared/ports/clock.ts';
 import type { ClusterConnections } from '#shared/ports/cluster-connections.ts';
@@ -20,6 +21,8 @@ export interface ReconcileSettings {
   readonly clusterMode: 'capi' | 'self';
   readonly dryRun: boolean;
   readonly startupTaint: { readonly key: string; readonly effect: string } | undefined;
+  /** Who propagates `spec.taints` (default: upstream CAPI; the product then leaves those taints alone). */
+  readonly specTaintsOwner?: SpecTaintsOwner;
 }
 
 export interface ReconcileDeps {
@@ -84,17 +87,16 @@ export async function reconcileNodeTaints(deps: ReconcileDeps, event: TaintEvent
   const node = await nodes.getNode(machine.nodeName);
   if (!node) return { ...base, outcome: ReconcileOutcome.nodeGone, reason: 'the Node does not exist' };
 
-  const adopt = !Object.hasOwn(node.annotations, TRACKING_ANNOTATION) && (await predatesEnablement(deps, node.creationTimestamp));
-  const plan = planNodeTaints({
-    node,
-    taints: declared.declaration.taints,
+  const adopt = !Object.hasOwn(node.annotations, OWN_TRACKING_ANNOTATION) && (await predatesEnablement(deps, node.creationTimestamp));
+  const { plan } = planOwnedTaints(node, declared.declaration, {
+    ...(deps.settings.specTaintsOwner ? { specTaintsOwner: deps.settings.specTaintsOwner } : {}),
     ...(deps.settings.startupTaint ? { startupTaint: deps.settings.startupTaint } : {}),
     adoptAsInitialized: adopt,
   });
   const read = { ...base, resourceVersion: node.resourceVersion, adopted: adopt };
   if (plan.kind === 'rejected') {
     const eventError = await recordEvent(deps, machine, 'Warning', 'MalformedTrackingAnnotation',
-      `Node ${node.name} not written: its annotation ${TRACKING_ANNOTATION} has ${plan.error.message}; fix or remove the entry`);
+      `Node ${node.name} not written: its annotation ${OWN_TRACKING_ANNOTATION} has ${plan.error.message}; fix or remove the entry`);
     return { ...read, outcome: ReconcileOutcome.malformedAnnotation, reason: plan.error.message, eventError };
   }
   if (plan.kind === 'unchanged') return { ...read, outcome: ReconcileOutcome.unchanged };
@@ -104,8 +106,8 @@ export async function reconcileNodeTaints(deps: ReconcileDeps, event: TaintEvent
       outcome: ReconcileOutcome.dryRun,
       diff: plan.diff,
       planned: {
-        before: { taints: plan.before.taints, trackingAnnotation: plan.before.annotations[TRACKING_ANNOTATION] },
-        after: { taints: plan.after.taints, trackingAnnotation: plan.after.annotations[TRACKING_ANNOTATION] },
+        before: { taints: plan.before.taints, trackingAnnotation: plan.before.annotations[OWN_TRACKING_ANNOTATION] },
+        after: { taints: plan.after.taints, trackingAnnotation: plan.after.annotations[OWN_TRACKING_ANNOTATION] },
       },
     };
   }
@@ -168,7 +170,7 @@ export function describeDiff(diff: TaintDiff): string {
   if (diff.removed.length > 0) parts.push(`removed ${diff.removed.map(formatTaint).join(', ')}`);
   if (diff.updated.length > 0) parts.push(`updated ${diff.updated.map((u) => `${formatTaint(u.before)} -> ${formatTaint(u.after)}`).join(', ')}`);
   if (diff.trackingAnnotation.before !== diff.trackingAnnotation.after) {
-    parts.push(`${TRACKING_ANNOTATION}: ${JSON.stringify(diff.trackingAnnotation.before ?? null)} -> ${JSON.stringify(diff.trackingAnnotation.after ?? null)}`);
+    parts.push(`${diff.trackingAnnotation.name}: ${JSON.stringify(diff.trackingAnnotation.before ?? null)} -> ${JSON.stringify(diff.trackingAnnotation.after ?? null)}`);
   }
   return parts.join('; ');
 }

@@ -5,7 +5,7 @@
  */
 import { propagateMachineTaints, removeNodeTaint } from '#shared/domain/propagation.ts';
 import { planNodeTaints } from '#shared/domain/taint-plan.ts';
-import { TaintEffect, UNINITIALIZED_TAINT_KEY, type MachineTaint, type Taint } from '#shared/domain/taint.ts';
+import { TRACKING_ANNOTATION, TaintEffect, UNINITIALIZED_TAINT_KEY, type MachineTaint, type Taint } from '#shared/domain/taint.ts';
 import { validateMachineTaints } from '#shared/domain/validation.ts';
 
 export type CaseResult =
@@ -50,6 +50,8 @@ function runCase(v: Vector, name: string): CaseResult {
       const plan = planNodeTaints({
         node: { resourceVersion: '1', taints, annotations },
         taints: v.machineTaints as MachineTaint[],
+        // The vectors are upstream's rules: upstream's annotation and upstream's startup taint.
+        annotation: TRACKING_ANNOTATION,
         startupTaint: { key: UNINITIALIZED_TAINT_KEY, effect: TaintEffect.NoSchedule },
       });
       if (plan.kind === 'rejected') return compare(name, { taints, annotations, changed: false, error: plan.error.message }, expected);

@@ -2,7 +2,8 @@
  * Configuration of the reconcile function, read once at cold start.
  */
 import { ConfigError } from '#shared/errors.ts';
-import { TaintEffect, UNINITIALIZED_TAINT_KEY } from '#shared/domain/taint.ts';
+import { SpecTaintsOwner } from '#shared/domain/ownership.ts';
+import { STARTUP_GATE_TAINT_KEY, TaintEffect } from '#shared/domain/taint.ts';
 import { booleanVar, integerVar, oneOf, optionalString, requiredString, type Env } from './env.ts';
 
 /** How reconciles behave: shared by the Lambda and the local pipeline (which retries sooner). */
@@ -11,6 +12,8 @@ export interface ReconcileBehaviour {
   readonly dryRun: boolean;
   /** The startup gate taint removed in the write that applies the taints; `none` disables it. */
   readonly startupTaint: { readonly key: string; readonly effect: TaintEffect } | undefined;
+  /** Who propagates `Machine.spec.taints`: upstream CAPI (default) or the product (`SPEC_TAINTS_OWNER`). */
+  readonly specTaintsOwner: SpecTaintsOwner;
   /** Backoff through the queue after a conflict or transient error: base × 2^(receives−1), capped, jittered. */
   readonly retryBaseSeconds: number;
   readonly retryMaxSeconds: number;
@@ -26,11 +29,11 @@ export interface ReconcileConfig extends ReconcileBehaviour {
 }
 
 /**
- * Reads DRY_RUN, STARTUP_TAINT_KEY/EFFECT, RETRY_BASE_SECONDS, RETRY_MAX_SECONDS, STATE_NAMESPACE and
+ * Reads DRY_RUN, SPEC_TAINTS_OWNER, STARTUP_TAINT_KEY/EFFECT, RETRY_BASE_SECONDS, RETRY_MAX_SECONDS, STATE_NAMESPACE and
  * FIRST_ENABLED_AT; `retryDefaults` lets the local pipeline retry sooner. Throws ConfigError naming the variable.
  */
 export function loadReconcileBehaviour(env: Env, retryDefaults = { baseSeconds: 2, maxSeconds: 300 }): ReconcileBehaviour {
-  const startupKey = optionalString(env, 'STARTUP_TAINT_KEY', UNINITIALIZED_TAINT_KEY);
+  const startupKey = optionalString(env, 'STARTUP_TAINT_KEY', STARTUP_GATE_TAINT_KEY);
   const startupEffect = oneOf(env, 'STARTUP_TAINT_EFFECT', Object.values(TaintEffect), TaintEffect.NoSchedule);
   const firstEnabled = optionalString(env, 'FIRST_ENABLED_AT');
   const firstEnabledAt = firstEnabled === undefined ? undefined : new Date(firstEnabled);
@@ -40,6 +43,7 @@ export function loadReconcileBehaviour(env: Env, retryDefaults = { baseSeconds: 
   if (retryMaxSeconds < retryBaseSeconds) throw new ConfigError('RETRY_MAX_SECONDS', 'must not be below RETRY_BASE_SECONDS');
   return {
     dryRun: booleanVar(env, 'DRY_RUN', false),
+    specTaintsOwner: oneOf(env, 'SPEC_TAINTS_OWNER', Object.values(SpecTaintsOwner), SpecTaintsOwner.upstream),
     startupTaint: startupKey === 'none' ? undefined : { key: startupKey, effect: startupEffect },
     retryBaseSeconds,
     retryMaxSeconds,

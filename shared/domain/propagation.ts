@@ -13,6 +13,17 @@ export interface NodeTaintState {
   readonly annotations: Readonly<Record<string, string>>;
 }
 
+/** Which tracking annotation an owner keeps, and what it has handed over to another owner. */
+export interface PropagationOptions {
+  /** The owner's tracking annotation (default: upstream's `cluster.x-k8s.io/taints-from-machine`). */
+  readonly annotation?: string;
+  /**
+   * `key:effect` ids another owner now holds: when they leave this owner's declaration they leave its
+   * annotation too, but their taints stay on the Node (a hand-over, not a removal).
+   */
+  readonly handedOver?: ReadonlySet<string>;
+}
+
 /** Result of a propagation: the new state and whether it differs, or the error that forbids any write. */
 export type PropagationResult =
   | { readonly ok: true; readonly state: NodeTaintState; readonly changed: boolean }
@@ -22,7 +33,8 @@ export type PropagationResult =
  * Applies a Machine's taints to a Node's state.
  * - Always taints are ensured (added, or value corrected in place) and tracked in the annotation;
  * - OnInitialization taints are ensured only while the Node has no tracking annotation;
- * - taints tracked earlier but no longer declared are removed (all values of that key+effect);
+ * - taints tracked earlier but no longer declared are removed (all values of that key+effect), except those
+ *   handed over to another owner (`options.handedOver`): they only leave the annotation;
  * - nothing else is touched.
  * Returns `changed: true` when taints or the annotation differ from the input. A tracking annotation
  * entry that must be removed but is not `key:effect` yields `ok: false` (no write may happen).
@@ -30,17 +42,20 @@ export type PropagationResult =
  * propagateMachineTaints({ taints: [], annotations: {} }, [{ key: 'gpu', effect: 'NoSchedule', propagation: 'Always' }])
  * // { ok: true, changed: true, state: { taints: [{ key: 'gpu', effect: 'NoSchedule' }], annotations: { 'cluster.x-k8s.io/taints-from-machine': 'gpu:NoSchedule' } } }
  */
-export function propagateMachineTaints(node: NodeTaintState, machineTaints: readonly MachineTaint[]): PropagationResult {
-  const initialized = Object.hasOwn(node.annotations, TRACKING_ANNOTATION);
-  const stored = node.annotations[TRACKING_ANNOTATION] ?? '';
+export function propagateMachineTaints(node: NodeTaintState, machineTaints: readonly MachineTaint[], options: PropagationOptions = {}): PropagationResult {
+  const annotation = options.annotation ?? TRACKING_ANNOTATION;
+  const handedOver = options.handedOver ?? new Set<string>();
+  const initialized = Object.hasOwn(node.annotations, annotation);
+  const stored = node.annotations[annotation] ?? '';
   const owned = decodeOwnedTaints(stored);
   const always = new Set(machineTaints.filter((t) => t.propagation === Propagation.Always).map(taintId));
   const onInit = new Set(machineTaints.filter((t) => t.propagation === Propagation.OnInitialization).map(taintId));
 
   // Interpret every entry to delete before changing anything: a malformed one forbids the whole write.
+  // An entry handed over to the other owner leaves the annotation but its taint stays on the Node.
   const toDelete: { key: string; effect: string }[] = [];
   for (const entry of owned) {
-    if (always.has(entry) || onInit.has(entry)) continue;
+    if (always.has(entry) || onInit.has(entry) || handedOver.has(entry)) continue;
     try {
       toDelete.push(parseOwnedTaintId(entry));
     } catch (error) {
@@ -66,7 +81,7 @@ export function propagateMachineTaints(node: NodeTaintState, machineTaints: read
   let annotations = node.annotations;
   const encoded = encodeOwnedTaints(always);
   if (!initialized || encoded !== stored) {
-    annotations = { ...node.annotations, [TRACKING_ANNOTATION]: encoded };
+    annotations = { ...node.annotations, [annotation]: encoded };
     changed = true;
   }
   return { ok: true, state: { taints, annotations }, changed };

@@ -36,7 +36,7 @@ export function fingerprintOf(facts: WatchedFacts): string {
 
 /**
  * Recognises the echo of the reconcile function's own write: between two states of a Node only the
- * taints and/or the tracking annotation changed, and the field manager that last wrote each changed
+ * taints and/or the product's tracking annotation changed, and the field manager that last wrote each changed
  * part is the reconcile function's. The Node is then exactly as that reconcile planned it (its write
  * carried the resourceVersion precondition), so another reconcile would find nothing to do.
  * Any other writer takes ownership of what it writes, so its changes are never mistaken for ours.
@@ -45,14 +45,14 @@ export function fingerprintOf(facts: WatchedFacts): string {
  */
 export function isOwnNodeWrite(previous: WatchedFacts | undefined, current: WatchedFacts): boolean {
   if (previous?.kind !== 'Node' || current.kind !== 'Node') return false;
-  const { resourceVersion: _r1, writers: _w1, taints: beforeTaints, trackingAnnotation: beforeAnnotation, ...beforeRest } = previous;
-  const { resourceVersion: _r2, writers, taints, trackingAnnotation, ...rest } = current;
+  const { resourceVersion: _r1, writers: _w1, taints: beforeTaints, ownTrackingAnnotation: beforeAnnotation, ...beforeRest } = previous;
+  const { resourceVersion: _r2, writers, taints, ownTrackingAnnotation, ...rest } = current;
   if (canonicalJson(rest) !== canonicalJson(beforeRest)) return false;
   const taintsChanged = canonicalJson(taints) !== canonicalJson(beforeTaints);
-  const annotationChanged = trackingAnnotation !== beforeAnnotation;
+  const annotationChanged = ownTrackingAnnotation !== beforeAnnotation;
   if (!taintsChanged && !annotationChanged) return false;
   if (taintsChanged && writers?.taints !== FIELD_MANAGER) return false;
-  if (annotationChanged && writers?.trackingAnnotation !== FIELD_MANAGER) return false;
+  if (annotationChanged && writers?.ownTrackingAnnotation !== FIELD_MANAGER) return false;
   return true;
 }
 

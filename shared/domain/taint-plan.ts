@@ -5,22 +5,35 @@
 import type { MalformedTrackingAnnotationError } from '#shared/errors.ts';
 import { propagateMachineTaints, removeNodeTaint, type NodeTaintState } from './propagation.ts';
 import type { NodeSnapshot, NodeTaintPatch } from './snapshots.ts';
-import { TRACKING_ANNOTATION, taintId, valueOf, type MachineTaint, type Taint } from './taint.ts';
+import { OWN_TRACKING_ANNOTATION, taintId, valueOf, type MachineTaint, type Taint } from './taint.ts';
 
 /** What changed between two taint lists, by key+effect. */
 export interface TaintDiff {
   readonly added: readonly Taint[];
   readonly removed: readonly Taint[];
   readonly updated: readonly { readonly before: Taint; readonly after: Taint }[];
-  readonly trackingAnnotation: { readonly before: string | undefined; readonly after: string | undefined };
+  /** The tracking annotation the write changes (`name`), before and after. */
+  readonly trackingAnnotation: { readonly name: string; readonly before: string | undefined; readonly after: string | undefined };
 }
 
 export interface PlanInput {
   readonly node: Pick<NodeSnapshot, 'resourceVersion' | 'taints' | 'annotations'>;
-  /** The Machine's effective, validated taints. */
+  /** The effective, validated taints this owner propagates (the product: see `ownershipOf`). */
   readonly taints: readonly MachineTaint[];
+  /** The owner's tracking annotation (default: the product's `taints.capi-taint-propagator.dev/applied`). */
+  readonly annotation?: string;
+  /**
+   * `key:effect` ids another owner holds (upstream CAPI: declared in `spec.taints` or tracked in its annotation).
+   * They are never removed: when they leave this owner's annotation, their taints stay on the Node.
+   */
+  readonly handedOver?: ReadonlySet<string>;
   /** The startup gate taint removed in the same write (upstream: `node.cluster.x-k8s.io/uninitialized:NoSchedule`). */
   readonly startupTaint?: { readonly key: string; readonly effect: string };
+  /**
+   * True while another owner still has to apply its taints (the Machine declares `spec.taints` and CAPI has not
+   * initialized the Node): the startup gate stays, so no workload lands before every declared taint is there.
+   */
+  readonly holdStartupTaint?: boolean;
   /**
    * First-enablement rule: true when this Node predates the product's enablement and carries no
    * tracking annotation. It is then adopted as already initialized: Always taints apply, OnInitialization
@@ -38,21 +51,25 @@ export type NodeTaintPlan =
  * Plans the Node write. Returns `unchanged` when the Node is already right (no write), `patch` with
  * the complete taint list and the annotation change guarded by the Node's resourceVersion, or
  * `rejected` when the tracking annotation is malformed (no write at all).
- * @example planNodeTaints({ node: { resourceVersion: '7', taints: [], annotations: { 'cluster.x-k8s.io/taints-from-machine': '' } }, taints: [] }).kind // 'unchanged'
+ * @example planNodeTaints({ node: { resourceVersion: '7', taints: [], annotations: { 'taints.capi-taint-propagator.dev/applied': '' } }, taints: [] }).kind // 'unchanged'
  */
 export function planNodeTaints(input: PlanInput): NodeTaintPlan {
+  const annotation = input.annotation ?? OWN_TRACKING_ANNOTATION;
   const before: NodeTaintState = { taints: input.node.taints, annotations: input.node.annotations };
   let annotations = before.annotations;
-  if (input.adoptAsInitialized && !Object.hasOwn(annotations, TRACKING_ANNOTATION)) {
-    annotations = { ...annotations, [TRACKING_ANNOTATION]: '' };
+  if (input.adoptAsInitialized && !Object.hasOwn(annotations, annotation)) {
+    annotations = { ...annotations, [annotation]: '' };
   }
-  const gated = input.startupTaint ? removeNodeTaint(before.taints, input.startupTaint).taints : before.taints;
-  const result = propagateMachineTaints({ taints: gated, annotations }, input.taints);
+  const gated = input.startupTaint && !input.holdStartupTaint ? removeNodeTaint(before.taints, input.startupTaint).taints : before.taints;
+  const result = propagateMachineTaints({ taints: gated, annotations }, input.taints, {
+    annotation,
+    ...(input.handedOver ? { handedOver: input.handedOver } : {}),
+  });
   if (!result.ok) return { kind: 'rejected', error: result.error };
 
   const after = result.state;
-  const annotationBefore = before.annotations[TRACKING_ANNOTATION];
-  const annotationAfter = after.annotations[TRACKING_ANNOTATION];
+  const annotationBefore = before.annotations[annotation];
+  const annotationAfter = after.annotations[annotation];
   const taintsChanged = after.taints !== before.taints;
   const annotationChanged = annotationBefore !== annotationAfter;
   if (!taintsChanged && !annotationChanged) return { kind: 'unchanged', state: before };
@@ -63,9 +80,9 @@ export function planNodeTaints(input: PlanInput): NodeTaintPlan {
     patch: {
       resourceVersion: input.node.resourceVersion,
       taints: after.taints,
-      annotations: annotationChanged ? { [TRACKING_ANNOTATION]: annotationAfter ?? null } : {},
+      annotations: annotationChanged ? { [annotation]: annotationAfter ?? null } : {},
     },
-    diff: { ...diffTaints(before.taints, after.taints), trackingAnnotation: { before: annotationBefore, after: annotationAfter } },
+    diff: { ...diffTaints(before.taints, after.taints), trackingAnnotation: { name: annotation, before: annotationBefore, after: annotationAfter } },
   };
 }
 

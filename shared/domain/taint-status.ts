@@ -6,14 +6,17 @@
 import type { DeclarationIssue } from '#shared/errors.ts';
 import { declaredTaintsOf, type DeclarationSource } from './declarations.ts';
 import type { MachineSnapshot, NodeSnapshot } from './snapshots.ts';
-import { planNodeTaints, type TaintDiff } from './taint-plan.ts';
-import { Propagation, TRACKING_ANNOTATION, isSameTaint, taintId, type MachineTaint, type Taint } from './taint.ts';
+import { planOwnedTaints, SpecTaintsOwner, type Ownership } from './ownership.ts';
+import type { TaintDiff } from './taint-plan.ts';
+import { OWN_TRACKING_ANNOTATION, Propagation, TRACKING_ANNOTATION, formatTaint, isSameTaint, taintId, valueOf, type MachineTaint, type Taint } from './taint.ts';
 import { decodeOwnedTaints } from './tracking-annotation.ts';
 
 /** Who a Node taint belongs to, as far as the product can tell. */
 export const TaintOwner = {
-  /** Listed in the tracking annotation: the product keeps it (an `Always` taint). */
+  /** Listed in the product's tracking annotation: the product keeps it (an `Always` taint). */
   tracked: 'tracked',
+  /** Upstream Cluster API's: declared in `spec.taints` or listed in `cluster.x-k8s.io/taints-from-machine`. */
+  upstream: 'upstream',
   /** Set once when the Node was initialized (an `OnInitialization` declaration); now left alone. */
   initializationOnly: 'initialization-only',
   /** The startup gate taint; removed in the write that applies the Machine's taints. */
@@ -29,6 +32,8 @@ export const SyncState = {
   inSync: 'in-sync',
   /** The next reconcile would write (see `pending`). */
   outOfSync: 'out-of-sync',
+  /** The product's part is done; upstream CAPI has not applied the Machine's `spec.taints` yet. */
+  waitingForUpstream: 'waiting-for-upstream',
   /** The declaration is invalid: the Node is deliberately left as it is. */
   invalidDeclaration: 'invalid-declaration',
   /** The tracking annotation has an entry that cannot be read: the Node is deliberately not written. */
@@ -64,7 +69,7 @@ export interface TaintStatus {
   readonly desired: readonly DesiredTaint[];
   /** The Node's taints as they are, with their owners (empty without a Node). */
   readonly actual: readonly OwnedTaint[];
-  /** True when the Node carries the tracking annotation. */
+  /** True when the Node carries the product's tracking annotation. */
   readonly initialized: boolean;
   /** Out of sync: what the next reconcile would change. */
   readonly pending?: TaintDiff;
@@ -80,6 +85,8 @@ export interface TaintStatusInput {
   readonly node: NodeSnapshot | undefined;
   /** The startup gate taint the reconcile function removes (as configured), if any. */
   readonly startupTaint?: { readonly key: string; readonly effect: string };
+  /** Who propagates `spec.taints` (as configured; default upstream CAPI). */
+  readonly specTaintsOwner?: SpecTaintsOwner;
 }
 
 /**
@@ -92,13 +99,14 @@ export interface TaintStatusInput {
  */
 export function taintStatusOf(input: TaintStatusInput): TaintStatus {
   const { machine, node } = input;
+  const specTaintsOwner = input.specTaintsOwner ?? SpecTaintsOwner.upstream;
   const base = { machine: `${machine.namespace}/${machine.name}`, ...(machine.nodeName ? { node: machine.nodeName } : {}) };
-  const declared = declaredTaintsOf(machine);
+  const declared = declaredTaintsOf(machine, input.startupTaint ? { startupTaint: input.startupTaint } : {});
   const desired: DesiredTaint[] = declared.valid
     ? declared.declaration.taints.map((t) => ({ ...t, source: declared.declaration.sourceOf[taintId(t)] ?? 'spec.taints' }))
     : [];
-  const initialized = node !== undefined && Object.hasOwn(node.annotations, TRACKING_ANNOTATION);
-  const actual = node ? ownersOf(node, desired, input.startupTaint) : [];
+  const initialized = node !== undefined && Object.hasOwn(node.annotations, OWN_TRACKING_ANNOTATION);
+  const actual = node ? ownersOf(node, desired, input.startupTaint, specTaintsOwner) : [];
   const common = { ...base, desired, actual, initialized };
 
   if (machine.deleting) return { ...common, state: SyncState.machineDeleting, reason: 'the Machine is being deleted' };
@@ -107,33 +115,58 @@ export function taintStatusOf(input: TaintStatusInput): TaintStatus {
   if (!declared.valid) {
     return { ...common, state: SyncState.invalidDeclaration, issues: declared.issues, reason: declared.issues.map((i) => `${i.field}: ${i.message}`).join('; ') };
   }
-  const plan = planNodeTaints({ node, taints: declared.declaration.taints, ...(input.startupTaint ? { startupTaint: input.startupTaint } : {}) });
+  const { plan, ownership } = planOwnedTaints(node, declared.declaration, {
+    specTaintsOwner,
+    ...(input.startupTaint ? { startupTaint: input.startupTaint } : {}),
+  });
   if (plan.kind === 'rejected') return { ...common, state: SyncState.malformedAnnotation, reason: plan.error.message };
-  if (plan.kind === 'unchanged') return { ...common, state: SyncState.inSync };
+  if (plan.kind === 'unchanged') {
+    const waiting = upstreamPending(ownership, node.taints);
+    return waiting ? { ...common, state: SyncState.waitingForUpstream, reason: waiting } : { ...common, state: SyncState.inSync };
+  }
   return {
     ...common,
     state: SyncState.outOfSync,
     pending: plan.diff,
     expected: plan.after.taints,
-    reason: initialized ? 'the next reconcile would write the Node' : 'the Node is not initialized yet (no tracking annotation)',
+    reason: initialized ? 'the next reconcile would write the Node' : `the Node is not initialized yet (no ${OWN_TRACKING_ANNOTATION} annotation)`,
   };
 }
 
 /**
- * Classifies each Node taint. Tracked (in the annotation) comes first; then the startup gate; then
- * a taint whose key+effect is declared `OnInitialization` on an initialized Node; everything else is foreign.
+ * Why upstream's part is not done yet, or undefined when it is: CAPI has not initialized the Node, or an
+ * `Always` taint of `spec.taints` is missing or has another value (CAPI's gate off, or CAPI not running).
+ */
+function upstreamPending(ownership: Ownership, taints: readonly Taint[]): string | undefined {
+  if (ownership.awaitingUpstream) return `Cluster API has not initialized the Node yet (no ${TRACKING_ANNOTATION} annotation), so spec.taints are not applied`;
+  const missing = ownership.upstreamTaints.filter(
+    (t) => t.propagation === Propagation.Always && !taints.some((n) => isSameTaint(n, t) && valueOf(n) === valueOf(t)),
+  );
+  if (missing.length === 0) return undefined;
+  return `Cluster API has not applied ${missing.map(formatTaint).join(', ')} from spec.taints (is its MachineTaintPropagation gate on?)`;
+}
+
+/**
+ * Classifies each Node taint. Tracked (in the product's annotation) comes first; then upstream's (tracked in
+ * CAPI's annotation, or declared in `spec.taints` when upstream owns them); then the startup gate; then a taint
+ * whose key+effect is declared `OnInitialization` on an initialized Node; everything else is foreign.
  */
 export function ownersOf(
   node: Pick<NodeSnapshot, 'taints' | 'annotations'>,
   desired: readonly DesiredTaint[],
   startupTaint?: { readonly key: string; readonly effect: string },
+  specTaintsOwner: SpecTaintsOwner = SpecTaintsOwner.upstream,
 ): OwnedTaint[] {
-  const annotation = node.annotations[TRACKING_ANNOTATION];
+  const annotation = node.annotations[OWN_TRACKING_ANNOTATION];
   const tracked = annotation === undefined ? new Set<string>() : decodeOwnedTaints(annotation);
+  const upstreamAnnotation = node.annotations[TRACKING_ANNOTATION];
+  const upstream = new Set(upstreamAnnotation === undefined ? [] : decodeOwnedTaints(upstreamAnnotation));
+  if (specTaintsOwner === SpecTaintsOwner.upstream) for (const d of desired) if (d.source === 'spec.taints') upstream.add(taintId(d));
   return node.taints.map((taint) => {
     const declaredAs = desired.find((d) => isSameTaint(d, taint));
     const withDeclaration = declaredAs ? { declaredAs } : {};
     if (tracked.has(taintId(taint))) return { taint, owner: TaintOwner.tracked, ...withDeclaration };
+    if (upstream.has(taintId(taint))) return { taint, owner: TaintOwner.upstream, ...withDeclaration };
     if (startupTaint && isSameTaint(taint, startupTaint)) return { taint, owner: TaintOwner.startupGate, ...withDeclaration };
     if (annotation !== undefined && declaredAs?.propagation === Propagation.OnInitialization) {
       return { taint, owner: TaintOwner.initializationOnly, declaredAs };

@@ -39,10 +39,26 @@ export interface MachineTaint {
   readonly propagation: Propagation;
 }
 
-/** Node annotation listing the `key:effect` of the Always taints the product owns; its presence = initialized. */
+/**
+ * Upstream Cluster API's tracking annotation: the `key:effect` of the Always taints CAPI's own propagation
+ * (`Machine.spec.taints`, gate `MachineTaintPropagation`) owns on a Node; its presence = initialized by CAPI.
+ * The product reads it (to leave those taints to CAPI) and never writes it.
+ */
 export const TRACKING_ANNOTATION = 'cluster.x-k8s.io/taints-from-machine';
-/** CAPI's startup gate taint on worker Nodes; removed in the same write that applies the Machine taints. */
+/**
+ * The product's own tracking annotation: same format and rules as upstream's, for the taints the product owns
+ * (those declared in its annotations). A separate key is what makes the two owners coexist: CAPI rewrites its
+ * annotation to exactly its own set on every reconcile, so sharing it means a write war.
+ */
+export const OWN_TRACKING_ANNOTATION = 'taints.capi-taint-propagator.dev/applied';
+/** CAPI's startup taint on worker Nodes; CAPI removes it in its first Node patch, gate on or off. */
 export const UNINITIALIZED_TAINT_KEY = 'node.cluster.x-k8s.io/uninitialized';
+/**
+ * The product's default startup gate: a taint added at registration (kubelet `--register-with-taints`, CABPK
+ * `nodeRegistration.taints`) that CAPI does not know, removed by the product in the write that applies the
+ * product's taints, and only once CAPI has applied the Machine's `spec.taints`.
+ */
+export const STARTUP_GATE_TAINT_KEY = 'taints.capi-taint-propagator.dev/uninitialized';
 /** CAPI's rollout taint; reserved, never declared on Machines. */
 export const OUTDATED_REVISION_TAINT_KEY = 'node.cluster.x-k8s.io/outdated-revision';
 /** Field manager of the reconcile function's Node writes (recorded by the API server in managedFields). */

@@ -22,6 +22,7 @@ import {
   CLUSTER_NAMESPACE_ANNOTATION,
   CONTROL_PLANE_LABEL,
   MACHINE_ANNOTATION,
+  OWN_TRACKING_ANNOTATION,
   TRACKING_ANNOTATION,
 } from './taint.ts';
 
@@ -50,15 +51,18 @@ export interface NodeFacts {
   readonly uid: string;
   readonly resourceVersion: string;
   readonly taints: unknown;
+  /** Upstream CAPI's tracking annotation (it decides which taints the product leaves to CAPI). */
   readonly trackingAnnotation?: string;
+  /** The product's own tracking annotation. */
+  readonly ownTrackingAnnotation?: string;
   readonly machineAnnotation?: string;
   readonly clusterNameAnnotation?: string;
   readonly clusterNamespaceAnnotation?: string;
   /**
-   * The field managers that last wrote `spec.taints` and the tracking annotation (from managedFields).
+   * The field managers that last wrote `spec.taints` and the product's tracking annotation (from managedFields).
    * Not part of the relevant fingerprint; used to recognise the echo of the reconcile function's own write.
    */
-  readonly writers?: { readonly taints?: string; readonly trackingAnnotation?: string };
+  readonly writers?: { readonly taints?: string; readonly ownTrackingAnnotation?: string };
 }
 
 /** A CAPI Cluster in the management cluster, whose Nodes the forwarder watches. */
@@ -181,6 +185,7 @@ export function toNodeFacts(obj: unknown): NodeFacts | undefined {
     resourceVersion: meta.resourceVersion,
     taints: spec.taints ?? null,
     ...(a[TRACKING_ANNOTATION] !== undefined ? { trackingAnnotation: a[TRACKING_ANNOTATION] } : {}),
+    ...(a[OWN_TRACKING_ANNOTATION] !== undefined ? { ownTrackingAnnotation: a[OWN_TRACKING_ANNOTATION] } : {}),
     ...(a[MACHINE_ANNOTATION] !== undefined ? { machineAnnotation: a[MACHINE_ANNOTATION] } : {}),
     ...(a[CLUSTER_NAME_ANNOTATION] !== undefined ? { clusterNameAnnotation: a[CLUSTER_NAME_ANNOTATION] } : {}),
     ...(a[CLUSTER_NAMESPACE_ANNOTATION] !== undefined ? { clusterNamespaceAnnotation: a[CLUSTER_NAMESPACE_ANNOTATION] } : {}),
@@ -189,10 +194,10 @@ export function toNodeFacts(obj: unknown): NodeFacts | undefined {
 }
 
 /**
- * Who last wrote `spec.taints` and the tracking annotation, read from managedFields. An atomic list
+ * Who last wrote `spec.taints` and the product's tracking annotation, read from managedFields. An atomic list
  * and a single annotation have one owner after an update; anything ambiguous is left out.
  */
-function writersOf(managedFields: unknown): { taints?: string; trackingAnnotation?: string } {
+function writersOf(managedFields: unknown): { taints?: string; ownTrackingAnnotation?: string } {
   const taints = new Set<string>();
   const annotation = new Set<string>();
   for (const entry of Array.isArray(managedFields) ? managedFields : []) {
@@ -201,12 +206,12 @@ function writersOf(managedFields: unknown): { taints?: string; trackingAnnotatio
     const metadata = entry.fieldsV1['f:metadata'];
     if (isObject(spec) && spec['f:taints'] !== undefined) taints.add(entry.manager);
     const annotations = isObject(metadata) ? metadata['f:annotations'] : undefined;
-    if (isObject(annotations) && annotations[`f:${TRACKING_ANNOTATION}`] !== undefined) annotation.add(entry.manager);
+    if (isObject(annotations) && annotations[`f:${OWN_TRACKING_ANNOTATION}`] !== undefined) annotation.add(entry.manager);
   }
   const only = (set: Set<string>) => (set.size === 1 ? [...set][0] : undefined);
   const t = only(taints);
   const a = only(annotation);
-  return { ...(t ? { taints: t } : {}), ...(a ? { trackingAnnotation: a } : {}) };
+  return { ...(t ? { taints: t } : {}), ...(a ? { ownTrackingAnnotation: a } : {}) };
 }
 
 /** Reads a CAPI Cluster (v1beta2 JSON) into its facts; undefined when malformed. */

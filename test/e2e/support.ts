@@ -4,7 +4,7 @@
  */
 import { CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 import { startPipeline, type Pipeline, type PipelineOptions } from '#local/pipeline.ts';
-import { TRACKING_ANNOTATION, UNINITIALIZED_TAINT_KEY } from '#shared/domain/taint.ts';
+import { OWN_TRACKING_ANNOTATION, UNINITIALIZED_TAINT_KEY } from '#shared/domain/taint.ts';
 import { MACHINES, MERGE_PATCH, createNamespace, uniqueName, waitFor, type MachineTaint } from '#test/support/control-plane.ts';
 
 /** The label every Node of one test carries; the test's pipeline watches only those. */
@@ -34,6 +34,9 @@ export async function startWorld(kc: KubeConfig, overrides: Partial<PipelineOpti
     retryBaseSeconds: 0,
     retryMaxSeconds: 1,
     firstEnabledAt: new Date('2000-01-01T00:00:00Z'),
+    // A bare API server: no CAPI controller propagates spec.taints or removes its startup taint, the product does.
+    specTaintsOwner: 'product',
+    startupTaint: { key: UNINITIALIZED_TAINT_KEY, effect: 'NoSchedule' },
     forwarderOptions: { renewIntervalMs: 1000, acquireRetryMs: 200, flushIntervalMs: 20 },
     ...overrides,
   });
@@ -61,7 +64,7 @@ export function taintString(t: { key: string; value?: string; effect: string }):
 /** The Node's taints (sorted, as a multiset) and its tracking annotation. */
 export async function nodeState(kc: KubeConfig, name: string): Promise<{ taints: string[]; tracking: string | undefined }> {
   const node = await kc.makeApiClient(CoreV1Api).readNode({ name });
-  return { taints: (node.spec?.taints ?? []).map(taintString).sort(), tracking: node.metadata?.annotations?.[TRACKING_ANNOTATION] };
+  return { taints: (node.spec?.taints ?? []).map(taintString).sort(), tracking: node.metadata?.annotations?.[OWN_TRACKING_ANNOTATION] };
 }
 
 /**

@@ -4,7 +4,7 @@
  * @example nodeBuilder().withTaints(nodeTaint('gpu', 'a100')).withTracking('gpu:NoSchedule').build()
  */
 import type { MachineSnapshot, NodeSnapshot } from '#shared/domain/snapshots.ts';
-import { CONTROL_PLANE_LABEL, TRACKING_ANNOTATION, type MachineTaint, type Propagation, type Taint, type TaintEffect } from '#shared/domain/taint.ts';
+import { CONTROL_PLANE_LABEL, OWN_TRACKING_ANNOTATION, TRACKING_ANNOTATION, type MachineTaint, type Propagation, type Taint, type TaintEffect } from '#shared/domain/taint.ts';
 
 /** A Node taint; `value` undefined = no value. `effect` is a plain string, as on a Node read from the API. */
 export function nodeTaint(key: string, value?: string, effect: string = 'NoSchedule', timeAdded?: string): Taint {
@@ -53,6 +53,10 @@ export function nodeBuilder() {
     /** Sets the tracking annotation `cluster.x-k8s.io/taints-from-machine` (`''` = initialized, nothing owned). */
     withTracking(value: string) {
       return builder.withAnnotations({ [TRACKING_ANNOTATION]: value });
+    },
+    /** Sets the product's own tracking annotation `taints.capi-taint-propagator.dev/applied`. */
+    withOwnTracking(value: string) {
+      return builder.withAnnotations({ [OWN_TRACKING_ANNOTATION]: value });
     },
     build(): NodeSnapshot {
       return node;

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, expect, it } from 'vitest';
-import { TRACKING_ANNOTATION, UNINITIALIZED_TAINT_KEY } from '#shared/domain/taint.ts';
+import { OWN_TRACKING_ANNOTATION, UNINITIALIZED_TAINT_KEY } from '#shared/domain/taint.ts';
 import { adminKubeConfig, createMachine, createNamespace, createNode, describeWithControlPlane, requireControlPlane, uniqueName } from '#test/support/control-plane.ts';
 import { machineEvent, sqsEvent, sqsRecord } from '#test/support/sqs-records.ts';
 
@@ -67,6 +67,9 @@ describeWithControlPlane('The bundled reconcile handler (the Lambda artifact)', 
         QUEUE_URL: 'https://sqs.eu-west-1.amazonaws.com/123456789012/taints.fifo',
         DEAD_LETTER_QUEUE_URL: 'https://sqs.eu-west-1.amazonaws.com/123456789012/taints-dlq.fifo',
         STATE_NAMESPACE: ns,
+        // A bare API server: no CAPI controller propagates spec.taints or removes its startup taint, the product does.
+        SPEC_TAINTS_OWNER: 'product',
+        STARTUP_TAINT_KEY: UNINITIALIZED_TAINT_KEY,
         AWS_REGION: 'eu-west-1',
         POWERTOOLS_LOG_LEVEL: 'WARN',
       },
@@ -78,6 +81,6 @@ describeWithControlPlane('The bundled reconcile handler (the Lambda artifact)', 
     expect(stdout).toMatch(/"Outcome":"patched","Reconciles":1/);
     const after = await kc.makeApiClient(CoreV1Api).readNode({ name: node });
     expect(after.spec?.taints?.map((t) => `${t.key}=${t.value}:${t.effect}`)).toEqual(['gpu=a100:NoSchedule']);
-    expect(after.metadata?.annotations?.[TRACKING_ANNOTATION]).toBe('gpu:NoSchedule');
+    expect(after.metadata?.annotations?.[OWN_TRACKING_ANNOTATION]).toBe('gpu:NoSchedule');
   });
 });

@@ -5,7 +5,7 @@
 import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 import { afterEach, beforeAll, expect, it } from 'vitest';
 import { KubernetesNodeStore } from '#shared/adapters/kubernetes/node-store.ts';
-import { TRACKING_ANNOTATION } from '#shared/domain/taint.ts';
+import { OWN_TRACKING_ANNOTATION } from '#shared/domain/taint.ts';
 import { MERGE_PATCH, adminKubeConfig, createNamespace, createNode, describeWithControlPlane, uniqueName, waitFor } from '#test/support/control-plane.ts';
 import { acceptAllSends, sentMessages, startForwarder, type RunningForwarder } from './support.ts';
 
@@ -35,7 +35,7 @@ describeWithControlPlane('Watch-forwarder and the reconcile function’s own wri
     const forNode = () => sentMessages().filter((m) => m.event.subject === `nodes/${node}`).map((m) => m.event.type.split('.').at(-2));
 
     // Act: the reconcile function's write (same adapter, same field manager) …
-    const ours = await store.patchNodeTaints(node, { resourceVersion: current!.resourceVersion, taints: [{ key: 'gpu', value: 'a', effect: 'NoSchedule' }], annotations: { [TRACKING_ANNOTATION]: 'gpu:NoSchedule' } });
+    const ours = await store.patchNodeTaints(node, { resourceVersion: current!.resourceVersion, taints: [{ key: 'gpu', value: 'a', effect: 'NoSchedule' }], annotations: { [OWN_TRACKING_ANNOTATION]: 'gpu:NoSchedule' } });
     // … then another writer changes the taints (a marker label makes its event easy to wait for).
     await kc.makeApiClient(CoreV1Api).patchNode({ name: node, body: { spec: { taints: [...ours.taints, { key: 'other', effect: 'NoSchedule' }] } } }, MERGE_PATCH);
     await waitFor(() => forNode().length >= 2, { timeoutMs: 15_000, description: 'the foreign write forwarded' });

@@ -15,7 +15,7 @@ import { composeWatchForwarder } from '#functions/watch-forwarder/compose.ts';
 import { forwardWatchEvents } from '#functions/watch-forwarder/forward-watch-events.ts';
 import { workloadKubeConfigs } from '#shared/adapters/kubernetes/workload-kubeconfig.ts';
 import type { TaintEvent } from '#shared/domain/cloud-event.ts';
-import { TRACKING_ANNOTATION } from '#shared/domain/taint.ts';
+import { OWN_TRACKING_ANNOTATION } from '#shared/domain/taint.ts';
 import { loadForwarderConfig } from '#shared/config/forwarder-config.ts';
 import { createForwarderTelemetry } from '#shared/observability/forwarder-telemetry.ts';
 import {
@@ -103,7 +103,7 @@ describeWithControlPlane('least privilege: infra/rbac manifests on a real API se
     // … and the reconcile function handles what it forwarded.
     const workload = workloadKubeConfigs(reconcileKc);
     const batchDeps = composeReconcile({
-      config: { queueUrl: TEST_QUEUE_URL, deadLetterQueueUrl: TEST_DLQ_URL, dryRun: false, startupTaint: { key: 'node.cluster.x-k8s.io/uninitialized', effect: 'NoSchedule' }, retryBaseSeconds: 1, retryMaxSeconds: 5, stateNamespace: STATE_NAMESPACE, firstEnabledAt: undefined },
+      config: { queueUrl: TEST_QUEUE_URL, deadLetterQueueUrl: TEST_DLQ_URL, dryRun: false, specTaintsOwner: 'product', startupTaint: { key: 'node.cluster.x-k8s.io/uninitialized', effect: 'NoSchedule' }, retryBaseSeconds: 1, retryMaxSeconds: 5, stateNamespace: STATE_NAMESPACE, firstEnabledAt: undefined },
       clusterMode: 'self',
       managementKubeConfig: reconcileKc,
       workloadKubeConfig: (c) => workload.get({ mode: 'capi', ...c }),
@@ -118,7 +118,7 @@ describeWithControlPlane('least privilege: infra/rbac manifests on a real API se
     expect(sqsMock.commandCalls(SendMessageCommand)).toHaveLength(0);
     const after = await admin.makeApiClient(CoreV1Api).readNode({ name: node });
     expect(after.spec?.taints?.map((t) => `${t.key}=${t.value}:${t.effect}`)).toEqual(['gpu=a100:NoSchedule']);
-    expect(after.metadata?.annotations?.[TRACKING_ANNOTATION]).toBe('gpu:NoSchedule');
+    expect(after.metadata?.annotations?.[OWN_TRACKING_ANNOTATION]).toBe('gpu:NoSchedule');
     const events = await admin.makeApiClient(CoreV1Api).listNamespacedEvent({ namespace: ns, fieldSelector: 'involvedObject.name=m1' });
     expect(events.items.map((e) => e.reason)).toContain('TaintsPropagated');
   });

@@ -12,7 +12,7 @@ import { composeReconcile } from '#functions/reconcile-node-taints/compose.ts';
 import { processBatch, type BatchDeps } from '#functions/reconcile-node-taints/process-batch.ts';
 import { workloadKubeConfigs } from '#shared/adapters/kubernetes/workload-kubeconfig.ts';
 import type { ClusterRef } from '#shared/domain/cloud-event.ts';
-import { TRACKING_ANNOTATION, UNINITIALIZED_TAINT_KEY } from '#shared/domain/taint.ts';
+import { OWN_TRACKING_ANNOTATION, UNINITIALIZED_TAINT_KEY } from '#shared/domain/taint.ts';
 import type { ReconcileConfig } from '#shared/config/reconcile-config.ts';
 import { MERGE_PATCH, adminKubeConfig, createMachine, createNamespace, createNode, describeWithControlPlane, requireControlPlane, uniqueName } from '#test/support/control-plane.ts';
 import { TEST_DLQ_URL, TEST_QUEUE_URL, machineEvent, sqsEvent, sqsRecord } from '#test/support/sqs-records.ts';
@@ -25,6 +25,8 @@ function config(overrides: Partial<ReconcileConfig> = {}): ReconcileConfig {
     queueUrl: TEST_QUEUE_URL,
     deadLetterQueueUrl: TEST_DLQ_URL,
     dryRun: false,
+    // A bare API server: no CAPI controller propagates spec.taints or removes its startup taint, the product does.
+    specTaintsOwner: 'product',
     startupTaint: { key: UNINITIALIZED_TAINT_KEY, effect: 'NoSchedule' },
     retryBaseSeconds: 1,
     retryMaxSeconds: 10,
@@ -88,7 +90,7 @@ describeWithControlPlane('reconcile-node-taints against a real API server', () =
     expect(response.batchItemFailures).toEqual([]);
     const after = await readNode(kc, node);
     expect(after.spec?.taints?.map((t) => `${t.key}=${t.value ?? ''}:${t.effect}`)).toEqual(['foreign=x:NoExecute', 'gpu=a100:NoSchedule', 'boot=:PreferNoSchedule', 'pool=edge:NoSchedule']);
-    expect(after.metadata?.annotations?.[TRACKING_ANNOTATION]).toBe('gpu:NoSchedule,pool:NoSchedule');
+    expect(after.metadata?.annotations?.[OWN_TRACKING_ANNOTATION]).toBe('gpu:NoSchedule,pool:NoSchedule');
     expect(Number(after.metadata?.resourceVersion)).toBeGreaterThan(Number(rvBefore));
     const events = await eventsOn(kc, ns, 'm1');
     expect(events).toHaveLength(1);
@@ -144,7 +146,7 @@ describeWithControlPlane('reconcile-node-taints against a real API server', () =
   it('does not touch a Node whose Machine declares invalid taints, and records a Warning Event', async () => {
     // Prepare
     const node = uniqueName('node');
-    await createNode(kc, node, { taints: [{ key: 'gpu', value: 'old', effect: 'NoSchedule' }], annotations: { [TRACKING_ANNOTATION]: 'gpu:NoSchedule' } });
+    await createNode(kc, node, { taints: [{ key: 'gpu', value: 'old', effect: 'NoSchedule' }], annotations: { [OWN_TRACKING_ANNOTATION]: 'gpu:NoSchedule' } });
     await createMachine(kc, ns, 'm1', { nodeName: node, annotations: { 'taints.capi-taint-propagator.dev/machine': 'gpu=new:NoSchedule, node.kubernetes.io/not-yours:NoSchedule' } });
     const rvBefore = (await readNode(kc, node)).metadata?.resourceVersion;
 

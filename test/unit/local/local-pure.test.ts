@@ -6,13 +6,14 @@ import { ConfigError } from '#shared/errors.ts';
 import { SyncState, TaintOwner, type TaintStatus } from '#shared/domain/taint-status.ts';
 
 describe('Function: loadLocalConfig()', () => {
-  it('defaults to self mode, the uninitialized startup gate and short local backoff', () => {
+  it('defaults to self mode, the product startup gate, upstream-owned spec.taints and short local backoff', () => {
     // Act
     const c = loadLocalConfig({}, []);
 
     // Assess
     expect(c).toMatchObject({ kubeconfig: undefined, mode: 'self', retryBaseSeconds: 1, retryMaxSeconds: 30, maxReceiveCount: 5, visibilityTimeoutSeconds: 30, reportIntervalSeconds: 2 });
-    expect(c.startupTaint).toEqual({ key: 'node.cluster.x-k8s.io/uninitialized', effect: 'NoSchedule' });
+    expect(c.startupTaint).toEqual({ key: 'taints.capi-taint-propagator.dev/uninitialized', effect: 'NoSchedule' });
+    expect(c.specTaintsOwner).toBe('upstream');
   });
 
   it.each([

@@ -7,7 +7,7 @@ import { fromCloudEventBody } from '#shared/adapters/cloudevents/cloud-event-bod
 import { MemoryClusterConnections, MemoryEventRecorder, MemoryMachineStore } from '#shared/adapters/memory/memory-cluster.ts';
 import { SqsRecordQueue } from '#shared/adapters/sqs/record-queue.ts';
 import type { MachineSnapshot } from '#shared/domain/snapshots.ts';
-import { TRACKING_ANNOTATION } from '#shared/domain/taint.ts';
+import { OWN_TRACKING_ANNOTATION } from '#shared/domain/taint.ts';
 import { logger } from '#shared/observability/logger.ts';
 import { metrics } from '#shared/observability/metrics.ts';
 import { machineBuilder, machineTaint, nodeTaint } from '#test/support/builders.ts';
@@ -27,7 +27,7 @@ function setup() {
     recorder,
     enablement: { enabledAt: async () => new Date('2020-01-01T00:00:00Z') },
     clock: { now: () => new Date('2026-11-22T10:00:01Z') },
-    settings: { clusterMode: 'capi', dryRun: false, startupTaint: { key: 'node.cluster.x-k8s.io/uninitialized', effect: 'NoSchedule' } },
+    settings: { clusterMode: 'capi', dryRun: false, startupTaint: { key: 'node.cluster.x-k8s.io/uninitialized', effect: 'NoSchedule' }, specTaintsOwner: 'product' },
     queue: new SqsRecordQueue(new SQSClient({ region: 'eu-west-1' }), TEST_QUEUE_URL, TEST_DLQ_URL),
     parse: fromCloudEventBody,
     logger,
@@ -83,7 +83,7 @@ describe('Function: processBatch()', () => {
     expect(deadLetters[0]).toMatchObject({ QueueUrl: TEST_DLQ_URL, MessageBody: '{"not":"a cloudevent"', MessageGroupId: 'default/wc1/node/node-x', MessageDeduplicationId: 'malformed' });
     expect(deadLetters[0]?.MessageAttributes?.failureReason?.StringValue).toMatch(/not valid JSON|JSON/i);
     expect(nodes.peek('node-a')?.taints).toEqual([nodeTaint('gpu', 'a100')]);
-    expect(nodes.peek('node-a')?.annotations[TRACKING_ANNOTATION]).toBe('gpu:NoSchedule');
+    expect(nodes.peek('node-a')?.annotations[OWN_TRACKING_ANNOTATION]).toBe('gpu:NoSchedule');
     expect(nodes.peek('node-b')?.taints).toEqual([nodeTaint('foreign')]);
     expect(recorder.events.map((e) => `${e.object.name} ${e.type} ${e.reason}`)).toEqual(['m-a Normal TaintsPropagated']);
   });

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { reconcileNodeTaints, type ReconcileDeps } from '#functions/reconcile-node-taints/reconcile-node-taints.ts';
 import { MemoryClusterConnections, MemoryEventRecorder, MemoryMachineStore } from '#shared/adapters/memory/memory-cluster.ts';
 import type { MachineSnapshot } from '#shared/domain/snapshots.ts';
-import { TRACKING_ANNOTATION, UNINITIALIZED_TAINT_KEY } from '#shared/domain/taint.ts';
+import { OWN_TRACKING_ANNOTATION, UNINITIALIZED_TAINT_KEY } from '#shared/domain/taint.ts';
 import { PatchConflictError } from '#shared/errors.ts';
 import { machineBuilder, machineTaint, nodeTaint } from '#test/support/builders.ts';
 import { machineEvent, nodeEvent } from '#test/support/sqs-records.ts';
@@ -20,7 +20,8 @@ function setup(settings: Partial<ReconcileDeps['settings']> = {}) {
     recorder,
     enablement: { enabledAt: async () => ENABLED_AT },
     clock: { now: () => new Date('2026-11-22T10:00:00Z') },
-    settings: { clusterMode: 'capi', dryRun: false, startupTaint: { key: UNINITIALIZED_TAINT_KEY, effect: 'NoSchedule' }, ...settings },
+    // These cases exercise the product's own propagation of every source; the upstream split has its own cases.
+    settings: { clusterMode: 'capi', dryRun: false, startupTaint: { key: UNINITIALIZED_TAINT_KEY, effect: 'NoSchedule' }, specTaintsOwner: 'product', ...settings },
   };
   return { deps, machines, nodes: clusters.cluster('default/wc1'), recorder };
 }
@@ -42,7 +43,7 @@ describe('Function: reconcileNodeTaints()', () => {
     expect(result.outcome).toBe('patched');
     expect(nodes.writes).toBe(1);
     expect(nodes.peek('n1')?.taints).toEqual([nodeTaint('foreign', 'keep', 'NoExecute'), nodeTaint('gpu', 'a100'), nodeTaint('boot', 'x')]);
-    expect(nodes.peek('n1')?.annotations[TRACKING_ANNOTATION]).toBe('gpu:NoSchedule');
+    expect(nodes.peek('n1')?.annotations[OWN_TRACKING_ANNOTATION]).toBe('gpu:NoSchedule');
     expect(recorder.events).toHaveLength(1);
     expect(recorder.events[0]).toMatchObject({ type: 'Normal', reason: 'TaintsPropagated' });
     expect(recorder.events[0]?.message).toContain('added gpu=a100:NoSchedule, boot=x:NoSchedule');
@@ -53,7 +54,7 @@ describe('Function: reconcileNodeTaints()', () => {
     // Prepare
     const { deps, machines, nodes, recorder } = setup();
     machines.put(inCluster(machineBuilder().named('m1').withNodeName('n1').withSpecTaints([machineTaint('gpu', 'a100')]).build()));
-    nodes.put({ name: 'n1', creationTimestamp: NEW_NODE, annotations: { [TRACKING_ANNOTATION]: 'gpu:NoSchedule' }, taints: [nodeTaint('gpu', 'a100')] });
+    nodes.put({ name: 'n1', creationTimestamp: NEW_NODE, annotations: { [OWN_TRACKING_ANNOTATION]: 'gpu:NoSchedule' }, taints: [nodeTaint('gpu', 'a100')] });
 
     // Act
     const result = await reconcileNodeTaints(deps, machineEvent('default', 'm1', { nodeName: 'n1' }));
@@ -68,7 +69,7 @@ describe('Function: reconcileNodeTaints()', () => {
     // Prepare
     const { deps, machines, nodes, recorder } = setup();
     machines.put(inCluster(machineBuilder().named('m1').withNodeName('n1').withSpecTaints([{ key: 'node.kubernetes.io/bad', effect: 'NoSchedule', propagation: 'Always' }]).build()));
-    const before = nodes.put({ name: 'n1', creationTimestamp: NEW_NODE, annotations: { [TRACKING_ANNOTATION]: 'gpu:NoSchedule' }, taints: [nodeTaint('gpu', 'a100')] });
+    const before = nodes.put({ name: 'n1', creationTimestamp: NEW_NODE, annotations: { [OWN_TRACKING_ANNOTATION]: 'gpu:NoSchedule' }, taints: [nodeTaint('gpu', 'a100')] });
 
     // Act
     const result = await reconcileNodeTaints(deps, machineEvent('default', 'm1', { nodeName: 'n1' }));
@@ -86,7 +87,7 @@ describe('Function: reconcileNodeTaints()', () => {
     // Prepare
     const { deps, machines, nodes, recorder } = setup();
     machines.put(inCluster(machineBuilder().named('m1').withNodeName('n1').build()));
-    nodes.put({ name: 'n1', creationTimestamp: NEW_NODE, annotations: { [TRACKING_ANNOTATION]: 'a:NoSchedule,broken' }, taints: [nodeTaint('a')] });
+    nodes.put({ name: 'n1', creationTimestamp: NEW_NODE, annotations: { [OWN_TRACKING_ANNOTATION]: 'a:NoSchedule,broken' }, taints: [nodeTaint('a')] });
 
     // Act
     const result = await reconcileNodeTaints(deps, machineEvent('default', 'm1', { nodeName: 'n1' }));
@@ -128,7 +129,7 @@ describe('Function: reconcileNodeTaints()', () => {
     // Assess
     expect(result).toMatchObject({ outcome: 'patched', adopted: true });
     expect(nodes.peek('n1')?.taints).toEqual([nodeTaint('gpu', 'a100')]);
-    expect(nodes.peek('n1')?.annotations[TRACKING_ANNOTATION]).toBe('gpu:NoSchedule');
+    expect(nodes.peek('n1')?.annotations[OWN_TRACKING_ANNOTATION]).toBe('gpu:NoSchedule');
   });
 
   it('lets a conflict escape as PatchConflictError so the queue retries it, leaving the foreign change in place', async () => {
@@ -185,5 +186,39 @@ describe('Function: reconcileNodeTaints()', () => {
     // Assess
     expect(result.outcome).toBe(outcome);
     expect(nodes.writes).toBe(0);
+  });
+
+  describe('next to upstream CAPI (spec.taints owned by upstream, the default)', () => {
+    const UPSTREAM = 'cluster.x-k8s.io/taints-from-machine';
+
+    it("writes only its own taints and annotation, leaving spec.taints and CAPI's annotation to CAPI", async () => {
+      // Prepare
+      const { deps, machines, nodes } = setup({ specTaintsOwner: 'upstream' });
+      machines.put(inCluster(machineBuilder().named('m1').withNodeName('n1').withSpecTaints([machineTaint('gpu', 'a100')]).withAnnotation('taints.capi-taint-propagator.dev/machine', 'pool=edge:NoSchedule').build()));
+      nodes.put({ name: 'n1', creationTimestamp: NEW_NODE, annotations: { [UPSTREAM]: 'gpu:NoSchedule' }, taints: [nodeTaint('gpu', 'a100'), nodeTaint(UNINITIALIZED_TAINT_KEY)] });
+
+      // Act
+      const result = await reconcileNodeTaints(deps, machineEvent('default', 'm1', { nodeName: 'n1' }));
+
+      // Assess
+      expect(result.outcome).toBe('patched');
+      expect(nodes.peek('n1')?.taints).toEqual([nodeTaint('gpu', 'a100'), nodeTaint('pool', 'edge')]);
+      expect(nodes.peek('n1')?.annotations).toEqual({ [UPSTREAM]: 'gpu:NoSchedule', [OWN_TRACKING_ANNOTATION]: 'pool:NoSchedule' });
+    });
+
+    it('applies an annotation-declared OnInitialization taint to a Node that CAPI initialized first', async () => {
+      // Prepare
+      const { deps, machines, nodes } = setup({ specTaintsOwner: 'upstream' });
+      machines.put(inCluster(machineBuilder().named('m1').withNodeName('n1').withAnnotation('taints.capi-taint-propagator.dev/class', 'warming:PreferNoSchedule@OnInitialization').build()));
+      nodes.put({ name: 'n1', creationTimestamp: NEW_NODE, annotations: { [UPSTREAM]: '' }, taints: [] });
+
+      // Act
+      const result = await reconcileNodeTaints(deps, machineEvent('default', 'm1', { nodeName: 'n1' }));
+
+      // Assess
+      expect(result.outcome).toBe('patched');
+      expect(nodes.peek('n1')?.taints).toEqual([nodeTaint('warming', undefined, 'PreferNoSchedule')]);
+      expect(nodes.peek('n1')?.annotations[OWN_TRACKING_ANNOTATION]).toBe('');
+    });
   });
 });

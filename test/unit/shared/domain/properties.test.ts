@@ -7,7 +7,9 @@ import { describe, expect, it } from 'vitest';
 import { declaredTaintsOf } from '#shared/domain/declarations.ts';
 import { DECLARATION_ANNOTATIONS } from '#shared/domain/declaration-keys.ts';
 import { planNodeTaints } from '#shared/domain/taint-plan.ts';
-import { TRACKING_ANNOTATION, UNINITIALIZED_TAINT_KEY, taintId, type MachineTaint, type Taint } from '#shared/domain/taint.ts';
+import { OWN_TRACKING_ANNOTATION as OWN, TRACKING_ANNOTATION as UPSTREAM, UNINITIALIZED_TAINT_KEY, taintId, type MachineTaint, type Taint } from '#shared/domain/taint.ts';
+import { planOwnedTaints } from '#shared/domain/ownership.ts';
+import type { EffectiveDeclaration } from '#shared/domain/declarations.ts';
 import { decodeOwnedTaints, encodeOwnedTaints, parseOwnedTaintId } from '#shared/domain/tracking-annotation.ts';
 
 const EFFECTS = ['NoSchedule', 'PreferNoSchedule', 'NoExecute'] as const;
@@ -39,18 +41,24 @@ const trackingArb = fc.option(
     .map((entries) => entries.join(',')),
   { nil: undefined },
 );
-const nodeArb = fc.record({ taints: fc.array(nodeTaintArb, { maxLength: 8 }), tracking: trackingArb, other: fc.option(fc.constant('keep'), { nil: undefined }) }).map(({ taints, tracking, other }) => ({
-  resourceVersion: '1',
-  taints,
-  annotations: { ...(tracking === undefined ? {} : { [TRACKING_ANNOTATION]: tracking }), ...(other === undefined ? {} : { other }) },
-}));
+const nodeArb = fc
+  .record({ taints: fc.array(nodeTaintArb, { maxLength: 8 }), tracking: trackingArb, upstream: trackingArb, other: fc.option(fc.constant('keep'), { nil: undefined }) })
+  .map(({ taints, tracking, upstream, other }) => ({
+    resourceVersion: '1',
+    taints,
+    annotations: {
+      ...(tracking === undefined ? {} : { [OWN]: tracking }),
+      ...(upstream === undefined ? {} : { [UPSTREAM]: upstream }),
+      ...(other === undefined ? {} : { other }),
+    },
+  }));
 
 describe('Property: planNodeTaints()', () => {
   it('never removes or changes a Node taint that is neither tracked nor declared', () => {
     fc.assert(
       fc.property(nodeArb, machineTaintsArb, fc.boolean(), (node, taints, adoptAsInitialized) => {
         // Prepare
-        const tracked = decodeOwnedTaints(node.annotations[TRACKING_ANNOTATION] ?? '');
+        const tracked = decodeOwnedTaints(node.annotations[OWN] ?? '');
         const declared = new Set(taints.map(taintId));
         const foreign = (t: Taint) => !tracked.has(taintId(t)) && !declared.has(taintId(t)) && taintId(t) !== taintId(GATE);
 
@@ -203,6 +211,57 @@ describe('Property: declaredTaintsOf()', () => {
         // Assess
         expect(result.valid ? [] : result.issues.map((i) => i.rule)).toEqual(['unique']);
       }),
+    );
+  });
+});
+
+describe('Property: planOwnedTaints() next to upstream CAPI', () => {
+  /** A declaration whose taints come from spec.taints or from the product's machine annotation, at random. */
+  const declarationArb: fc.Arbitrary<EffectiveDeclaration> = fc
+    .tuple(machineTaintsArb, fc.array(fc.boolean(), { minLength: 6, maxLength: 6 }))
+    .map(([taints, fromSpec]) => ({
+      taints,
+      sourceOf: Object.fromEntries(taints.map((t, i) => [taintId(t), fromSpec[i] ? 'spec.taints' : 'taints.capi-taint-propagator.dev/machine'])),
+      overrides: [],
+    }));
+
+  it("never writes upstream's annotation and never removes or changes a taint upstream holds", () => {
+    fc.assert(
+      fc.property(nodeArb, declarationArb, fc.boolean(), (node, declaration, adoptAsInitialized) => {
+        // Prepare
+        const upstreamIds = new Set([
+          ...declaration.taints.filter((t) => declaration.sourceOf[taintId(t)] === 'spec.taints').map(taintId),
+          ...decodeOwnedTaints(node.annotations[UPSTREAM] ?? ''),
+        ]);
+        const held = node.taints.filter((t) => upstreamIds.has(taintId(t)));
+
+        // Act
+        const { plan } = planOwnedTaints(node, declaration, { startupTaint: GATE, adoptAsInitialized });
+
+        // Assess
+        if (plan.kind !== 'patch') return;
+        expect(Object.keys(plan.patch.annotations)).not.toContain(UPSTREAM);
+        for (const t of held) {
+          const declaredByProduct = declaration.taints.some((d) => taintId(d) === taintId(t) && declaration.sourceOf[taintId(d)] !== 'spec.taints');
+          if (!declaredByProduct) expect(plan.patch.taints).toContainEqual(t);
+        }
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it('is idempotent: planning again on the planned Node writes nothing', () => {
+    fc.assert(
+      fc.property(nodeArb, declarationArb, (node, declaration) => {
+        // Act
+        const first = planOwnedTaints(node, declaration, { startupTaint: GATE }).plan;
+        if (first.kind !== 'patch') return;
+        const second = planOwnedTaints({ ...node, taints: first.after.taints, annotations: first.after.annotations }, declaration, { startupTaint: GATE }).plan;
+
+        // Assess
+        expect(second.kind).toBe('unchanged');
+      }),
+      { numRuns: 500 },
     );
   });
 });

@@ -140,7 +140,7 @@ describe('Function: diffRelist()', () => {
 });
 
 describe('Function: isOwnNodeWrite()', () => {
-  const TA = 'cluster.x-k8s.io/taints-from-machine';
+  const TA = 'taints.capi-taint-propagator.dev/applied';
   const ours = 'capi-taint-propagator';
   /** A Node as the API server returns it after an update by `manager` of taints and/or the tracking annotation. */
   function written(mutate: (n: Json) => void, owners: { taints?: string; annotation?: string }): NodeFacts {

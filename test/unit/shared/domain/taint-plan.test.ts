@@ -5,10 +5,10 @@
 import { describe, expect, it } from 'vitest';
 import { MalformedTrackingAnnotationError } from '#shared/errors.ts';
 import { diffTaints, planNodeTaints, type NodeTaintPlan, type PlanInput } from '#shared/domain/taint-plan.ts';
-import { TRACKING_ANNOTATION, UNINITIALIZED_TAINT_KEY, type Taint } from '#shared/domain/taint.ts';
+import { OWN_TRACKING_ANNOTATION, UNINITIALIZED_TAINT_KEY, type Taint } from '#shared/domain/taint.ts';
 import { machineTaint, nodeBuilder, nodeTaint } from '#test/support/builders.ts';
 
-const A = TRACKING_ANNOTATION;
+const A = OWN_TRACKING_ANNOTATION;
 const GATE = { key: UNINITIALIZED_TAINT_KEY, effect: 'NoSchedule' } as const;
 const gateTaint = nodeTaint(UNINITIALIZED_TAINT_KEY);
 
@@ -45,7 +45,7 @@ const cases: readonly Case[] = [
   },
   {
     name: 'removes the startup gate from an already initialized Node too',
-    input: { node: nodeBuilder().withTaints(gateTaint, nodeTaint('x')).withTracking('').build(), taints: [], startupTaint: GATE },
+    input: { node: nodeBuilder().withTaints(gateTaint, nodeTaint('x')).withOwnTracking('').build(), taints: [], startupTaint: GATE },
     want: { kind: 'patch', taints: [nodeTaint('x')], patchAnnotations: {}, annotations: { [A]: '' } },
   },
   {
@@ -53,7 +53,7 @@ const cases: readonly Case[] = [
     input: {
       node: nodeBuilder()
         .withTaints(nodeTaint(UNINITIALIZED_TAINT_KEY, 'v'), nodeTaint(UNINITIALIZED_TAINT_KEY, undefined, 'PreferNoSchedule'), gateTaint)
-        .withTracking('')
+        .withOwnTracking('')
         .build(),
       taints: [],
       startupTaint: GATE,
@@ -63,7 +63,7 @@ const cases: readonly Case[] = [
   {
     name: 'removes a configured startup gate key and leaves the upstream one alone',
     input: {
-      node: nodeBuilder().withTaints(gateTaint, nodeTaint('example.com/booting', undefined, 'NoExecute')).withTracking('').build(),
+      node: nodeBuilder().withTaints(gateTaint, nodeTaint('example.com/booting', undefined, 'NoExecute')).withOwnTracking('').build(),
       taints: [],
       startupTaint: { key: 'example.com/booting', effect: 'NoExecute' },
     },
@@ -71,19 +71,19 @@ const cases: readonly Case[] = [
   },
   {
     name: 'leaves a gate-like taint alone when no startup gate is configured',
-    input: { node: nodeBuilder().withTaints(gateTaint).withTracking('').build(), taints: [] },
+    input: { node: nodeBuilder().withTaints(gateTaint).withOwnTracking('').build(), taints: [] },
     want: { kind: 'unchanged' },
   },
   {
     name: 'does not remove the startup gate when the tracking annotation is malformed (no write at all, Q7)',
-    input: { node: nodeBuilder().withTaints(gateTaint).withTracking('junk').build(), taints: [machineTaint('a')], startupTaint: GATE },
+    input: { node: nodeBuilder().withTaints(gateTaint).withOwnTracking('junk').build(), taints: [machineTaint('a')], startupTaint: GATE },
     want: { kind: 'rejected', error: 'invalid taint format: "junk"' },
   },
 
   // --- no write when the Node is right ---
   {
     name: 'plans no write when taints and annotation are already right',
-    input: { node: nodeBuilder().withTaints(nodeTaint('a', 'v')).withTracking('a:NoSchedule').build(), taints: [machineTaint('a', 'v')], startupTaint: GATE },
+    input: { node: nodeBuilder().withTaints(nodeTaint('a', 'v')).withOwnTracking('a:NoSchedule').build(), taints: [machineTaint('a', 'v')], startupTaint: GATE },
     want: { kind: 'unchanged' },
   },
   {
@@ -110,7 +110,7 @@ const cases: readonly Case[] = [
   {
     name: 'changes nothing through adoption when the annotation is already present',
     input: {
-      node: nodeBuilder().withTaints(nodeTaint('always')).withTracking('always:NoSchedule').build(),
+      node: nodeBuilder().withTaints(nodeTaint('always')).withOwnTracking('always:NoSchedule').build(),
       taints: [machineTaint('always'), machineTaint('init', undefined, 'NoSchedule', 'OnInitialization')],
       adoptAsInitialized: true,
     },
@@ -161,7 +161,7 @@ describe('Function: planNodeTaints()', () => {
     // Prepare
     const node = nodeBuilder()
       .withTaints(gateTaint, nodeTaint('old'), nodeTaint('fix', 'before'), nodeTaint('keep'))
-      .withTracking('fix:NoSchedule,old:NoSchedule')
+      .withOwnTracking('fix:NoSchedule,old:NoSchedule')
       .build();
 
     // Act
@@ -173,7 +173,7 @@ describe('Function: planNodeTaints()', () => {
       added: [nodeTaint('new', 'n')],
       removed: [gateTaint, nodeTaint('old')],
       updated: [{ before: nodeTaint('fix', 'before'), after: nodeTaint('fix', 'after') }],
-      trackingAnnotation: { before: 'fix:NoSchedule,old:NoSchedule', after: 'fix:NoSchedule,new:NoSchedule' },
+      trackingAnnotation: { name: A, before: 'fix:NoSchedule,old:NoSchedule', after: 'fix:NoSchedule,new:NoSchedule' },
     });
     expect(plan.kind === 'patch' && plan.patch.taints).toEqual([nodeTaint('fix', 'after'), nodeTaint('keep'), nodeTaint('new', 'n')]);
   });

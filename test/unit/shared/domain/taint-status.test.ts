@@ -1,9 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import type { MachineSnapshot, NodeSnapshot } from '#shared/domain/snapshots.ts';
 import { SyncState, TaintOwner, ownersOf, taintStatusOf, type DesiredTaint } from '#shared/domain/taint-status.ts';
-import { TRACKING_ANNOTATION, UNINITIALIZED_TAINT_KEY } from '#shared/domain/taint.ts';
+import { OWN_TRACKING_ANNOTATION, TRACKING_ANNOTATION as UPSTREAM, UNINITIALIZED_TAINT_KEY } from '#shared/domain/taint.ts';
 
 const CLASS = 'taints.capi-taint-propagator.dev/class';
+const MACHINE = 'taints.capi-taint-propagator.dev/machine';
 const GATE = { key: UNINITIALIZED_TAINT_KEY, effect: 'NoSchedule' };
 
 function machine(overrides: Partial<MachineSnapshot> = {}): MachineSnapshot {
@@ -19,33 +20,67 @@ describe('Function: taintStatusOf()', () => {
     // in sync
     {
       name: 'is in sync when the Node carries the tracked Always taint and the annotation',
-      machine: machine({ specTaints: [{ key: 'gpu', value: 'a100', effect: 'NoSchedule', propagation: 'Always' }] }),
-      node: node({ taints: [{ key: 'gpu', value: 'a100', effect: 'NoSchedule' }, { key: 'other', effect: 'NoExecute' }], annotations: { [TRACKING_ANNOTATION]: 'gpu:NoSchedule' } }),
+      machine: machine({ annotations: { [MACHINE]: 'gpu=a100:NoSchedule' } }),
+      node: node({ taints: [{ key: 'gpu', value: 'a100', effect: 'NoSchedule' }, { key: 'other', effect: 'NoExecute' }], annotations: { [OWN_TRACKING_ANNOTATION]: 'gpu:NoSchedule' } }),
       want: { state: SyncState.inSync, owners: ['gpu:tracked', 'other:foreign'] },
     },
     {
       name: 'calls an OnInitialization taint on an initialized Node initialization-only, even with another value',
       machine: machine({ annotations: { [CLASS]: 'boot=1:PreferNoSchedule@OnInitialization' } }),
-      node: node({ taints: [{ key: 'boot', value: 'changed', effect: 'PreferNoSchedule' }], annotations: { [TRACKING_ANNOTATION]: '' } }),
+      node: node({ taints: [{ key: 'boot', value: 'changed', effect: 'PreferNoSchedule' }], annotations: { [OWN_TRACKING_ANNOTATION]: '' } }),
       want: { state: SyncState.inSync, owners: ['boot:initialization-only'] },
     },
     // out of sync
     {
       name: 'is out of sync before the first reconcile, with the gate to remove and the taints to add',
-      machine: machine({ specTaints: [{ key: 'gpu', effect: 'NoSchedule', propagation: 'Always' }] }),
+      machine: machine({ annotations: { [MACHINE]: 'gpu:NoSchedule' } }),
       node: node({ taints: [GATE] }),
       want: { state: SyncState.outOfSync, owners: [`${UNINITIALIZED_TAINT_KEY}:startup-gate`], expected: ['gpu:NoSchedule'] },
     },
     {
       name: 'is out of sync when a tracked taint is no longer declared, and calls it tracked (no longer declared)',
       machine: machine(),
-      node: node({ taints: [{ key: 'old', effect: 'NoSchedule' }], annotations: { [TRACKING_ANNOTATION]: 'old:NoSchedule' } }),
+      node: node({ taints: [{ key: 'old', effect: 'NoSchedule' }], annotations: { [OWN_TRACKING_ANNOTATION]: 'old:NoSchedule' } }),
       want: { state: SyncState.outOfSync, owners: ['old:tracked'], expected: [] },
     },
     {
       name: 'is out of sync when a value differs from the declaration',
-      machine: machine({ specTaints: [{ key: 'gpu', value: 'h100', effect: 'NoSchedule', propagation: 'Always' }] }),
-      node: node({ taints: [{ key: 'gpu', value: 'a100', effect: 'NoSchedule' }], annotations: { [TRACKING_ANNOTATION]: 'gpu:NoSchedule' } }),
+      machine: machine({ annotations: { [MACHINE]: 'gpu=h100:NoSchedule' } }),
+      node: node({ taints: [{ key: 'gpu', value: 'a100', effect: 'NoSchedule' }], annotations: { [OWN_TRACKING_ANNOTATION]: 'gpu:NoSchedule' } }),
+      want: { state: SyncState.outOfSync, owners: ['gpu:tracked'], expected: ['gpu:NoSchedule'] },
+    },
+    // next to upstream CAPI, which owns spec.taints
+    {
+      name: "calls spec.taints upstream's and is in sync when CAPI applied them",
+      machine: machine({ specTaints: [{ key: 'gpu', value: 'a100', effect: 'NoSchedule', propagation: 'Always' }], annotations: { [MACHINE]: 'pool=edge:NoSchedule' } }),
+      node: node({
+        taints: [{ key: 'gpu', value: 'a100', effect: 'NoSchedule' }, { key: 'pool', value: 'edge', effect: 'NoSchedule' }],
+        annotations: { [UPSTREAM]: 'gpu:NoSchedule', [OWN_TRACKING_ANNOTATION]: 'pool:NoSchedule' },
+      }),
+      want: { state: SyncState.inSync, owners: ['gpu:upstream', 'pool:tracked'] },
+    },
+    {
+      name: 'applies its own taints but holds the startup gate until CAPI has initialized the Node',
+      machine: machine({ specTaints: [{ key: 'gpu', effect: 'NoSchedule', propagation: 'Always' }], annotations: { [MACHINE]: 'pool=edge:NoSchedule' } }),
+      node: node({ taints: [GATE] }),
+      want: { state: SyncState.outOfSync, owners: [`${UNINITIALIZED_TAINT_KEY}:startup-gate`], expected: [`${UNINITIALIZED_TAINT_KEY}:NoSchedule`, 'pool:NoSchedule'] },
+    },
+    {
+      name: 'waits for upstream with the gate held once its own part is done',
+      machine: machine({ specTaints: [{ key: 'gpu', effect: 'NoSchedule', propagation: 'Always' }], annotations: { [MACHINE]: 'pool=edge:NoSchedule' } }),
+      node: node({ taints: [GATE, { key: 'pool', value: 'edge', effect: 'NoSchedule' }], annotations: { [OWN_TRACKING_ANNOTATION]: 'pool:NoSchedule' } }),
+      want: { state: SyncState.waitingForUpstream, owners: [`${UNINITIALIZED_TAINT_KEY}:startup-gate`, 'pool:tracked'] },
+    },
+    {
+      name: 'waits for upstream when CAPI initialized the Node without a declared spec taint (its gate off)',
+      machine: machine({ specTaints: [{ key: 'gpu', effect: 'NoSchedule', propagation: 'Always' }] }),
+      node: node({ annotations: { [UPSTREAM]: '', [OWN_TRACKING_ANNOTATION]: '' } }),
+      want: { state: SyncState.waitingForUpstream, owners: [] },
+    },
+    {
+      name: 'hands a taint moved to spec.taints over to CAPI: it leaves the own annotation and stays on the Node',
+      machine: machine({ specTaints: [{ key: 'gpu', effect: 'NoSchedule', propagation: 'Always' }] }),
+      node: node({ taints: [{ key: 'gpu', effect: 'NoSchedule' }], annotations: { [UPSTREAM]: 'gpu:NoSchedule', [OWN_TRACKING_ANNOTATION]: 'gpu:NoSchedule' } }),
       want: { state: SyncState.outOfSync, owners: ['gpu:tracked'], expected: ['gpu:NoSchedule'] },
     },
     // left alone on purpose
@@ -58,7 +93,7 @@ describe('Function: taintStatusOf()', () => {
     {
       name: 'reports a malformed tracking annotation',
       machine: machine(),
-      node: node({ annotations: { [TRACKING_ANNOTATION]: 'a:b:c' } }),
+      node: node({ annotations: { [OWN_TRACKING_ANNOTATION]: 'a:b:c' } }),
       want: { state: SyncState.malformedAnnotation, owners: [] },
     },
     // no pair
@@ -95,7 +130,7 @@ describe('Function: taintStatusOf()', () => {
 describe('Function: ownersOf()', () => {
   it('never calls a taint initialization-only on a Node that is not initialized', () => {
     // Prepare
-    const desired: DesiredTaint[] = [{ key: 'boot', effect: 'NoSchedule', propagation: 'OnInitialization', source: 'spec.taints' }];
+    const desired: DesiredTaint[] = [{ key: 'boot', effect: 'NoSchedule', propagation: 'OnInitialization', source: CLASS }];
 
     // Act
     const owners = ownersOf({ taints: [{ key: 'boot', effect: 'NoSchedule' }], annotations: {} }, desired);

@@ -1,0 +1,110 @@
+/**
+ * One owner per taint, next to upstream Cluster API.
+ *
+ * Upstream's own propagation (gate `MachineTaintPropagation`) owns what `Machine.spec.taints` declares and
+ * tracks it in `cluster.x-k8s.io/taints-from-machine`, which it rewrites to exactly its own set on every
+ * reconcile. The product owns what its annotations declare and tracks it in its own annotation
+ * (`taints.capi-taint-propagator.dev/applied`), with the same format and rules. So neither ever removes
+ * or rewrites what the other applied, and there is no write war:
+ *
+ * | declared in                         | owner        | tracked in                                 |
+ * |-------------------------------------|--------------|--------------------------------------------|
+ * | `spec.taints`                       | upstream     | `cluster.x-k8s.io/taints-from-machine`     |
+ * | the product's annotations           | the product  | `taints.capi-taint-propagator.dev/applied` |
+ * | both (same key and effect)          | upstream     | (`spec.taints` wins; the product hands over) |
+ *
+ * A taint the product tracked that becomes upstream's (moved to `spec.taints`, or tracked by CAPI) is handed
+ * over: it leaves the product's annotation and stays on the Node. That makes the migration from annotations
+ * to `spec.taints` flap-free. With `specTaintsOwner: 'product'` (no upstream controller propagates
+ * `spec.taints`: CAPI without the gate's controller, a bare API server) the product owns every source.
+ */
+import type { EffectiveDeclaration } from './declarations.ts';
+import { planNodeTaints, type NodeTaintPlan } from './taint-plan.ts';
+import type { NodeSnapshot } from './snapshots.ts';
+import { OWN_TRACKING_ANNOTATION, STARTUP_GATE_TAINT_KEY, TRACKING_ANNOTATION, UNINITIALIZED_TAINT_KEY, taintId, type MachineTaint } from './taint.ts';
+import { decodeOwnedTaints } from './tracking-annotation.ts';
+
+/** Who propagates `Machine.spec.taints`. */
+export const SpecTaintsOwner = {
+  /** Upstream CAPI's propagation (the default: `spec.taints` can only be set with its gate on). */
+  upstream: 'upstream',
+  /** The product, for management clusters where no upstream controller propagates `spec.taints`. */
+  product: 'product',
+} as const;
+export type SpecTaintsOwner = (typeof SpecTaintsOwner)[keyof typeof SpecTaintsOwner];
+
+/** The split of one Machine's declaration between the product and upstream CAPI, for one Node. */
+export interface Ownership {
+  /** The taints the product propagates. */
+  readonly productTaints: readonly MachineTaint[];
+  /** The taints the Machine declares that upstream CAPI propagates (`spec.taints`). */
+  readonly upstreamTaints: readonly MachineTaint[];
+  /** `key:effect` ids upstream holds: declared in `spec.taints` or tracked in its annotation on the Node. */
+  readonly upstreamIds: ReadonlySet<string>;
+  /** The Machine declares `spec.taints` and CAPI has not initialized the Node yet (no upstream annotation). */
+  readonly awaitingUpstream: boolean;
+}
+
+/**
+ * Splits a declaration between the owners for a Node.
+ * @example ownershipOf(declaration, { annotations: {} }).awaitingUpstream // true when spec.taints declares something
+ */
+export function ownershipOf(
+  declaration: EffectiveDeclaration,
+  node: Pick<NodeSnapshot, 'annotations'>,
+  specTaintsOwner: SpecTaintsOwner = SpecTaintsOwner.upstream,
+): Ownership {
+  if (specTaintsOwner === SpecTaintsOwner.product) {
+    return { productTaints: declaration.taints, upstreamTaints: [], upstreamIds: new Set(), awaitingUpstream: false };
+  }
+  const fromSpec = (t: MachineTaint) => declaration.sourceOf[taintId(t)] === 'spec.taints';
+  const upstreamTaints = declaration.taints.filter(fromSpec);
+  const tracked = node.annotations[TRACKING_ANNOTATION];
+  const upstreamIds = new Set([...upstreamTaints.map(taintId), ...(tracked === undefined ? [] : decodeOwnedTaints(tracked))]);
+  return {
+    productTaints: declaration.taints.filter((t) => !fromSpec(t)),
+    upstreamTaints,
+    upstreamIds,
+    awaitingUpstream: upstreamTaints.length > 0 && tracked === undefined,
+  };
+}
+
+/** Everything the product's planner needs besides the Node and the declaration. */
+export interface OwnedPlanOptions {
+  readonly specTaintsOwner?: SpecTaintsOwner;
+  readonly startupTaint?: { readonly key: string; readonly effect: string };
+  readonly adoptAsInitialized?: boolean;
+}
+
+/**
+ * The product's plan for a Node: its own taints in its own annotation, upstream's left alone, the startup gate
+ * held while upstream has not applied `spec.taints`. The reconcile function and the status view both call this,
+ * so "in sync" means exactly "the reconcile function would not write".
+ */
+export function planOwnedTaints(
+  node: Pick<NodeSnapshot, 'resourceVersion' | 'taints' | 'annotations'>,
+  declaration: EffectiveDeclaration,
+  options: OwnedPlanOptions = {},
+): { readonly plan: NodeTaintPlan; readonly ownership: Ownership } {
+  const ownership = ownershipOf(declaration, node, options.specTaintsOwner);
+  const plan = planNodeTaints({
+    node,
+    taints: ownership.productTaints,
+    annotation: OWN_TRACKING_ANNOTATION,
+    handedOver: ownership.upstreamIds,
+    holdStartupTaint: ownership.awaitingUpstream,
+    ...(options.startupTaint ? { startupTaint: options.startupTaint } : {}),
+    ...(options.adoptAsInitialized ? { adoptAsInitialized: true } : {}),
+  });
+  return { plan, ownership };
+}
+
+/**
+ * Returns a warning when the configured startup gate cannot hold workloads off next to CAPI: CAPI removes
+ * `node.cluster.x-k8s.io/uninitialized` in its first Node patch (gate on or off), before the product's taints
+ * may be there. Undefined when the gate is fine or disabled.
+ */
+export function startupGateWarning(gate: { readonly key: string; readonly effect: string } | undefined): string | undefined {
+  if (gate?.key !== UNINITIALIZED_TAINT_KEY) return undefined;
+  return `the startup gate ${gate.key}:${gate.effect} is removed by Cluster API itself in its first Node patch, so it does not hold workloads off until the product's taints are there; use the default ${STARTUP_GATE_TAINT_KEY}:NoSchedule, added at registration (e.g. CABPK nodeRegistration.taints)`;
+}
