@@ -171,7 +171,8 @@ describe('npx serverless package (offline, no credentials)', () => {
     for (const name of ['DEAD_LETTER_QUEUE_URL', 'DRY_RUN', 'STARTUP_TAINT_KEY', 'RETRY_BASE_SECONDS', 'RETRY_MAX_SECONDS', 'FIRST_ENABLED_AT']) {
       expect(reconcile.Properties.Environment.Variables).toHaveProperty(name);
     }
-    expect(reconcile.Properties.Environment.Variables.STARTUP_TAINT_KEY).toBe('node.cluster.x-k8s.io/uninitialized');
+    expect(reconcile.Properties.Environment.Variables.STARTUP_TAINT_KEY).toBe('taints.capi-taint-propagator.dev/uninitialized');
+    expect(reconcile.Properties.Environment.Variables.SPEC_TAINTS_OWNER).toBe('upstream');
     expect(reconcile.Properties.ReservedConcurrentExecutions).toBeGreaterThan(0);
     const [, forwarder] = functionByHandler(defaults.template, 'functions/watch-forwarder/handler.handler');
     for (const name of ['WATCH_WINDOW_SECONDS', 'RESYNC_INTERVAL_SECONDS', 'WATCH_IDLE_SECONDS', 'LEASE_NAME']) {
