@@ -99,11 +99,29 @@ export class AccessDeniedError extends TaintPropagatorError {
   }
 }
 
-/** Thrown when a workload cluster's credentials cannot be found or used (missing or broken kubeconfig Secret). */
+/**
+ * Thrown when a cluster's credentials cannot be found or used (missing or broken kubeconfig Secret, unreadable stored
+ * kubeconfig). Its message says what happened and where, never the content; it keeps no cause, because the causes at
+ * hand (YAML parser errors, API exceptions, AWS errors) may quote the kubeconfig, headers or response bodies.
+ */
 export class ClusterCredentialsError extends TaintPropagatorError {
   readonly cluster: string;
-  constructor(cluster: string, detail: string, cause?: unknown) {
-    super(`No usable credentials for cluster ${cluster}: ${detail}`, { retryable: true, cause });
+  constructor(cluster: string, detail: string) {
+    super(`No usable credentials for cluster ${cluster}: ${detail}`, { retryable: true });
     this.cluster = cluster;
+  }
+}
+
+/**
+ * Thrown when an untrusted kubeconfig (a CAPI `<cluster>-kubeconfig` Secret, a stored management kubeconfig) uses a
+ * feature that would make the product run a program, read a file or send its credential elsewhere (exec plugin, auth
+ * provider, file paths, proxy, …). `refused` names each offending field by position (`users[0].user.exec (exec plugin)`),
+ * never its value. Retryable like any credentials problem: a fixed Secret is picked up on the next attempt.
+ */
+export class RefusedKubeconfigError extends ClusterCredentialsError {
+  readonly refused: readonly string[];
+  constructor(cluster: string, source: string, refused: readonly string[]) {
+    super(cluster, `${source} uses kubeconfig features the product refuses (only inline credentials are accepted): ${refused.join(', ')}`);
+    this.refused = refused;
   }
 }

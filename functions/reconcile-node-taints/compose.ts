@@ -6,6 +6,7 @@ import { startupGateWarning } from '#shared/domain/ownership.ts';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { fromCloudEventBody } from '#shared/adapters/cloudevents/cloud-event-body.ts';
 import { KubernetesClusterConnections, type WorkloadKubeConfigLoader } from '#shared/adapters/kubernetes/cluster-connections.ts';
+import { clusterCredentialsReporter } from '#shared/adapters/kubernetes/credentials-reporter.ts';
 import { ConfigMapEnablementState, FixedEnablementState } from '#shared/adapters/kubernetes/enablement-state.ts';
 import { KubernetesEventRecorder } from '#shared/adapters/kubernetes/event-recorder.ts';
 import { KubernetesMachineStore } from '#shared/adapters/kubernetes/machine-store.ts';
@@ -14,6 +15,8 @@ import { SqsRecordQueue, type SqsSender } from '#shared/adapters/sqs/record-queu
 import type { ReconcileConfig } from '#shared/config/reconcile-config.ts';
 import { logger as defaultLogger } from '#shared/observability/logger.ts';
 import { metrics as defaultMetrics } from '#shared/observability/metrics.ts';
+import { ReconcileMetric } from '#shared/observability/metric-names.ts';
+import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { Clock } from '#shared/ports/clock.ts';
 import type { BatchDeps } from './process-batch.ts';
 
@@ -41,21 +44,25 @@ export function composeReconcile(args: ComposeArgs): BatchDeps {
   const logger = args.logger ?? defaultLogger;
   const gateWarning = startupGateWarning(config.startupTaint);
   if (gateWarning) logger.warn(`STARTUP_TAINT_KEY: ${gateWarning}`);
+  const metrics = args.metrics ?? defaultMetrics;
+  const recorder = new KubernetesEventRecorder(kc, clock);
   return {
     machines: new KubernetesMachineStore(kc),
     clusters: new KubernetesClusterConnections({
       management: refresh ? async () => withPooledConnections(await refresh()) : async () => kc,
       workload: async (cluster) => withPooledConnections(await args.workloadKubeConfig(cluster)),
       clock,
+      // A Cluster whose kubeconfig is unusable or refused: log, metric, Warning Event on the Cluster.
+      reporter: clusterCredentialsReporter({ kubeConfig: kc, recorder, logger, clock, count: () => metrics.addMetric(ReconcileMetric.UnusableKubeconfigs, MetricUnit.Count, 1) }),
     }),
-    recorder: new KubernetesEventRecorder(kc, clock),
+    recorder,
     enablement: config.firstEnabledAt ? new FixedEnablementState(config.firstEnabledAt) : new ConfigMapEnablementState(kc, config.stateNamespace, clock),
     clock,
     settings: { clusterMode: args.clusterMode, dryRun: config.dryRun, startupTaint: config.startupTaint, specTaintsOwner: config.specTaintsOwner },
     queue: new SqsRecordQueue(args.sqs, config.queueUrl, config.deadLetterQueueUrl),
     parse: fromCloudEventBody,
     logger,
-    metrics: args.metrics ?? defaultMetrics,
+    metrics,
     retry: { baseSeconds: config.retryBaseSeconds, maxSeconds: config.retryMaxSeconds },
     random: Math.random,
   };

@@ -1,10 +1,122 @@
 /**
  * The one structured JSON logger (Powertools Logger). Keys are lowerCamel; object kinds are
  * capitalised (`Node`, `Machine`), as in Cluster API's logs. Level from POWERTOOLS_LOG_LEVEL.
+ *
+ * Secret-free by construction: errors are written by SecretFreeLogFormatter, which keeps the product's own errors
+ * (their messages are built never to hold content) and reduces every foreign error in a cause chain — a YAML parser
+ * error with its snippet and `mark.buffer`, an API exception with response headers and body, an AWS error with its
+ * metadata — to its name, a withheld or scrubbed message, its code and its stack frames. A last line of defence
+ * scrubs PEM blocks, bearer tokens, EKS tokens and kubeconfig credential fields from every string written.
  */
-import { Logger } from '@aws-lambda-powertools/logger';
+import { LogFormatter, LogItem, Logger } from '@aws-lambda-powertools/logger';
+import type { LogAttributes, UnformattedAttributes } from '@aws-lambda-powertools/logger/types';
+import { TaintPropagatorError } from '#shared/errors.ts';
 
-export const logger = new Logger({ serviceName: 'capi-taint-propagator' });
+const MAX_FOREIGN_MESSAGE = 300;
+
+/** Replaces credential-looking content in a string (defence in depth: messages are meant to be secret-free already). */
+export function scrubSecrets(text: string): string {
+  return text
+    .replace(/-----BEGIN [A-Z0-9 ]+-----[\s\S]*?(-----END [A-Z0-9 ]+-----|$)/g, '[redacted PEM]')
+    .replace(/\b(Bearer|Basic) [A-Za-z0-9._~+/=-]{8,}/g, '$1 [redacted]')
+    .replace(/k8s-aws-v1\.[A-Za-z0-9_-]+/g, '[redacted EKS token]')
+    .replace(/((?:client-key-data|client-certificate-data|certificate-authority-data|token|password|secretAccessKey|sessionToken)["']?\s*[:=]\s*["']?)[^\s"',}]+/gi, '$1[redacted]');
+}
+
+/** Node system errors (ECONNREFUSED, ETIMEDOUT, …) describe the transport only; their messages are kept. */
+function isSystemError(error: Error): boolean {
+  const e = error as Error & { code?: unknown; syscall?: unknown };
+  return typeof e.code === 'string' && /^E[A-Z0-9_]+$/.test(e.code) && typeof e.syscall === 'string';
+}
+
+/** Message of a foreign error: withheld for errors known to quote content, scrubbed and capped otherwise. */
+function foreignMessage(error: Error): string {
+  const e = error as Error & { mark?: unknown; body?: unknown; headers?: unknown; code?: unknown; $metadata?: unknown };
+  if (e.mark !== undefined || e.name === 'YAMLException') return '(message withheld: a parser error quotes its input)';
+  if (e.body !== undefined || e.headers !== undefined) return typeof e.code === 'number' ? `HTTP ${e.code} (response withheld)` : '(message withheld: it quotes a response)';
+  if (isSystemError(error)) return error.message;
+  const scrubbed = scrubSecrets(error.message);
+  return scrubbed.length > MAX_FOREIGN_MESSAGE ? `${scrubbed.slice(0, MAX_FOREIGN_MESSAGE)}…` : scrubbed;
+}
+
+/** The stack's frames only (its first lines repeat the message). */
+function framesOf(stack: string | undefined): string[] {
+  return (stack ?? '').split('\n').filter((line) => /^\s+at /.test(line));
+}
+
+/**
+ * Powertools' standard log shape, with a `formatError` that never writes content: own errors as they are (their
+ * cause formatted by the same rule), foreign errors as name + safe message + code/status + frames, nothing else of theirs.
+ */
+export class SecretFreeLogFormatter extends LogFormatter {
+  formatAttributes(attributes: UnformattedAttributes, additional: LogAttributes): LogItem {
+    const base: LogAttributes = {
+      level: attributes.logLevel,
+      message: attributes.message,
+      timestamp: this.formatTimestamp(attributes.timestamp),
+      service: attributes.serviceName,
+      cold_start: attributes.lambdaContext?.coldStart,
+      function_arn: attributes.lambdaContext?.invokedFunctionArn,
+      function_memory_size: attributes.lambdaContext?.memoryLimitInMB,
+      function_name: attributes.lambdaContext?.functionName,
+      function_request_id: attributes.lambdaContext?.awsRequestId,
+      sampling_rate: attributes.sampleRateValue,
+      xray_trace_id: attributes.xRayTraceId,
+    };
+    return new LogItem({ attributes: base }).addAttributes(additional);
+  }
+
+  override formatError(error: Error): LogAttributes {
+    return this.#format(error, 0);
+  }
+
+  #format(error: Error, depth: number): LogAttributes {
+    const cause = (error as { cause?: unknown }).cause;
+    const formattedCause = depth >= 5 || cause === undefined ? undefined : cause instanceof Error ? this.#format(cause, depth + 1) : '(non-error cause withheld)';
+    if (error instanceof TaintPropagatorError) {
+      const own: Record<string, unknown> = {};
+      for (const key of Object.keys(error)) if (!['name', 'message', 'stack', 'cause'].includes(key)) own[key] = (error as unknown as Record<string, unknown>)[key];
+      return {
+        name: error.name,
+        location: this.getCodeLocation(error.stack),
+        message: scrubSecrets(error.message),
+        stack: [`${error.name}: ${scrubSecrets(error.message)}`, ...framesOf(error.stack)].join('\n'),
+        ...(formattedCause !== undefined ? { cause: formattedCause } : {}),
+        ...own,
+      };
+    }
+    const message = foreignMessage(error);
+    const e = error as Error & { code?: unknown; statusCode?: unknown; syscall?: unknown; $metadata?: { httpStatusCode?: unknown } };
+    return {
+      name: error.name,
+      location: this.getCodeLocation(error.stack),
+      message,
+      stack: [`${error.name}: ${message}`, ...framesOf(error.stack)].join('\n'),
+      ...(formattedCause !== undefined ? { cause: formattedCause } : {}),
+      ...(typeof e.code === 'string' || typeof e.code === 'number' ? { code: e.code } : {}),
+      ...(typeof e.statusCode === 'number' ? { statusCode: e.statusCode } : {}),
+      ...(typeof e.$metadata?.httpStatusCode === 'number' ? { httpStatusCode: e.$metadata.httpStatusCode } : {}),
+      ...(isSystemError(error) ? { syscall: e.syscall } : {}),
+    };
+  }
+}
+
+/** JSON replacer run before Powertools' own: scrubs every string value written. */
+function scrubStrings(_key: string, value: unknown): unknown {
+  return typeof value === 'string' ? scrubSecrets(value) : value;
+}
+
+/** A Powertools Logger with the secret-free formatter (use this instead of `new Logger`). */
+export function createLogger(options: { readonly logLevel?: 'DEBUG' | 'INFO' | 'WARN' | 'ERROR' | 'SILENT'; readonly serviceName?: string } = {}): Logger {
+  return new Logger({
+    serviceName: options.serviceName ?? 'capi-taint-propagator',
+    ...(options.logLevel ? { logLevel: options.logLevel } : {}),
+    logFormatter: new SecretFreeLogFormatter(),
+    jsonReplacerFn: scrubStrings,
+  });
+}
+
+export const logger = createLogger();
 
 /** Log key names shared by both functions. */
 export const LogKey = {

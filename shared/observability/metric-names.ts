@@ -14,6 +14,8 @@ export const ReconcileMetric = {
   MalformedTrackingAnnotations: 'MalformedTrackingAnnotations',
   DeadLettered: 'DeadLettered',
   EventToWriteLatency: 'EventToWriteLatency',
+  /** A workload cluster skipped because its kubeconfig is missing, broken or refused (exec, auth provider, file path). */
+  UnusableKubeconfigs: 'UnusableKubeconfigs',
 } as const;
 export type ReconcileMetric = (typeof ReconcileMetric)[keyof typeof ReconcileMetric];
 
@@ -27,6 +29,8 @@ export const ForwarderMetric = {
   Relists: 'Relists',
   WatchRestarts: 'WatchRestarts',
   ForwarderLag: 'ForwarderLag',
+  /** A workload cluster's Node watch skipped because its kubeconfig is missing, broken or refused. */
+  UnusableKubeconfigs: 'UnusableKubeconfigs',
 } as const;
 export type ForwarderMetric = (typeof ForwarderMetric)[keyof typeof ForwarderMetric];
 

@@ -5,9 +5,11 @@
  */
 import type { KubeConfig } from '@kubernetes/client-node';
 import { clusterKey, type ClusterRef } from '#shared/domain/cloud-event.ts';
+import { ClusterCredentialsError } from '#shared/errors.ts';
 import type { Clock } from '#shared/ports/clock.ts';
 import type { ClusterConnections } from '#shared/ports/cluster-connections.ts';
 import type { NodeStore } from '#shared/ports/node-store.ts';
+import type { ClusterCredentialsReporter } from './credentials-reporter.ts';
 import { KubernetesNodeStore } from './node-store.ts';
 
 /** Loads the KubeConfig of a workload cluster (throws ClusterCredentialsError when it cannot). */
@@ -18,9 +20,15 @@ export class KubernetesClusterConnections implements ClusterConnections {
   readonly #workload: WorkloadKubeConfigLoader;
   readonly #clock: Clock;
   readonly #ttlMs: number;
+  readonly #reporter: ClusterCredentialsReporter | undefined;
   readonly #cache = new Map<string, { store: NodeStore; kubeConfig: KubeConfig; expires: number }>();
 
-  constructor(args: { management: () => Promise<KubeConfig>; workload: WorkloadKubeConfigLoader; clock: Clock; ttlMs?: number }) {
+  /**
+   * `reporter` is told about a workload cluster whose kubeconfig is unusable or refused (log, metric, Warning Event
+   * on the Cluster); the error still propagates, so the record is retried through the queue.
+   */
+  constructor(args: { management: () => Promise<KubeConfig>; workload: WorkloadKubeConfigLoader; clock: Clock; ttlMs?: number; reporter?: ClusterCredentialsReporter }) {
+    this.#reporter = args.reporter;
     this.#management = args.management;
     this.#workload = args.workload;
     this.#clock = args.clock;
@@ -34,10 +42,19 @@ export class KubernetesClusterConnections implements ClusterConnections {
     const cached = this.#cache.get(key);
     // In self mode the management KubeConfig object changes when its token is refreshed.
     if (cached && cached.expires > now && (kubeConfig === undefined || cached.kubeConfig === kubeConfig)) return cached.store;
-    const fresh = kubeConfig ?? (await this.#workload(cluster as { namespace: string; name: string }));
+    const fresh = kubeConfig ?? (await this.#loadWorkload(cluster as { namespace: string; name: string }));
     const store = new KubernetesNodeStore(fresh);
     this.#cache.set(key, { store, kubeConfig: fresh, expires: now + this.#ttlMs });
     return store;
+  }
+
+  async #loadWorkload(cluster: { namespace: string; name: string }): Promise<KubeConfig> {
+    try {
+      return await this.#workload(cluster);
+    } catch (err) {
+      if (err instanceof ClusterCredentialsError) await this.#reporter?.report(cluster, err);
+      throw err;
+    }
   }
 
   /** Drops a cached connection, e.g. after its credentials were refused. */

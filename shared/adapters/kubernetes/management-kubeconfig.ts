@@ -2,7 +2,8 @@
  * The management cluster's KubeConfig, from one of four sources (shared/config/cluster-access-config.ts):
  * - `kubeconfig`: a kubeconfig file (KUBECONFIG, or the default locations) for local runs;
  * - `eks`: an EKS IAM token minted from the function's role, with endpoint and CA from configuration;
- * - `ssm` / `secretsmanager`: a kubeconfig stored in SSM Parameter Store (SecureString) or Secrets Manager.
+ * - `ssm` / `secretsmanager`: a kubeconfig stored in SSM Parameter Store (SecureString) or Secrets Manager. It is
+ *   untrusted (whoever may write that parameter or secret wrote it): inline credentials only, see untrusted-kubeconfig.ts.
  * Loaded once per warm container. The EKS KubeConfig stays the same object: a custom authenticator puts a cached
  * token on every request and mints a new one shortly before it expires. Stored kubeconfigs are re-read after
  * `reloadAfterSeconds`, so a rotated kubeconfig is picked up (the previous one is kept if the re-read fails).
@@ -17,6 +18,7 @@ import { ClusterCredentialsError } from '#shared/errors.ts';
 import { logger as defaultLogger } from '#shared/observability/logger.ts';
 import type { Clock } from '#shared/ports/clock.ts';
 import { createEksTokenSource, type AwsCredentialsProvider, type EksTokenSource } from '../aws/eks-token.ts';
+import { kubeConfigFromUntrusted } from './untrusted-kubeconfig.ts';
 
 /** The name under which errors report the management cluster. */
 export const MANAGEMENT_CLUSTER = 'management';
@@ -173,16 +175,9 @@ function fromKubeconfigFile(path: string | undefined): KubeConfig {
   return kubeConfig;
 }
 
+/** Stored kubeconfigs are untrusted like workload Secrets: inline credentials only (untrusted-kubeconfig.ts). */
 function fromStoredKubeconfig(text: string, source: string): KubeConfig {
-  const kubeConfig = new KubeConfig();
-  try {
-    kubeConfig.loadFromString(text);
-  } catch {
-    // js-yaml errors quote the offending lines, which may hold keys or tokens: keep only the source.
-    throw new ClusterCredentialsError(MANAGEMENT_CLUSTER, `${source} is not a valid kubeconfig`);
-  }
-  requireCurrentCluster(kubeConfig, source);
-  return kubeConfig;
+  return kubeConfigFromUntrusted(text, { cluster: MANAGEMENT_CLUSTER, source });
 }
 
 function requireCurrentCluster(kubeConfig: KubeConfig, source: string): void {
@@ -215,9 +210,10 @@ async function readStoredKubeconfig(
     return value;
   } catch (err) {
     if (err instanceof ClusterCredentialsError) throw err;
-    // AWS error names and messages carry names and ARNs, never the value; the raw error is not kept as cause.
+    // AWS error names and messages carry names and ARNs, never the value; the raw error (with the response
+    // metadata) is not kept as cause, and the message is capped.
     const name = err instanceof Error ? err.name : 'Error';
-    const message = err instanceof Error ? err.message : String(err);
+    const message = err instanceof Error ? err.message.slice(0, 300) : 'unknown error';
     throw new ClusterCredentialsError(MANAGEMENT_CLUSTER, `reading ${source} failed: ${name}: ${message}`);
   }
 }

@@ -89,7 +89,15 @@ async function readAll(stream: NodeJS.ReadableStream): Promise<string> {
 
 function statusError(status: number, body: string, operation: string, rv: string | undefined): Error {
   if (status === 410) return new ResourceVersionGoneError(rv);
-  const detail = `HTTP ${status}: ${body.slice(0, 300)}`;
+  // Only a Kubernetes Status's reason and message, never the raw body (a server named by a kubeconfig may echo anything).
+  let detail = `HTTP ${status}`;
+  try {
+    const parsed = JSON.parse(body) as { reason?: unknown; message?: unknown };
+    const text = [parsed.reason, parsed.message].filter((v): v is string => typeof v === 'string').join(' ');
+    if (text !== '') detail = `${detail}: ${text.slice(0, 300)}`;
+  } catch {
+    // not a Status: the status code alone
+  }
   if (status === 401 || status === 403) return new AccessDeniedError(operation, detail);
   return new TransientError(operation, detail);
 }

@@ -9,6 +9,9 @@ import type { ForwarderTelemetry } from '#shared/ports/forwarder-telemetry.ts';
 import type { StreamStart, WatchSources, WatchStream } from '#shared/ports/watch-source.ts';
 import { WatchSession, type WatchSessionOptions } from './watch-session.ts';
 import type { WorkloadKubeConfigs } from './workload-kubeconfig.ts';
+import { clusterCredentialsReporter, type ClusterCredentialsReporter } from './credentials-reporter.ts';
+import { ClusterCredentialsError } from '#shared/errors.ts';
+import { ForwarderMetric } from '#shared/observability/metric-names.ts';
 import { nodeStreamKey, MACHINES_STREAM } from '#shared/domain/watch-event.ts';
 
 /** Cluster API group/version the forwarder reads. */
@@ -26,6 +29,12 @@ export interface KubernetesWatchSourcesOptions {
   readonly watchTimeoutSeconds?: number;
   readonly backoff?: { readonly initialMs: number; readonly maxMs: number };
   readonly telemetry?: ForwarderTelemetry;
+  /**
+   * Reports a cluster whose Node watch is skipped because its kubeconfig is unusable or refused (default: error log,
+   * UnusableKubeconfigs metric, Warning Event on the Cluster in the management cluster). The watch keeps retrying
+   * with backoff, so a fixed Secret is picked up; other clusters are unaffected.
+   */
+  readonly credentialsReporter?: ClusterCredentialsReporter;
 }
 
 /** Creates WatchSources backed by WatchSession. */
@@ -52,6 +61,17 @@ export function kubernetesWatchSources(o: KubernetesWatchSourcesOptions): WatchS
     });
   }
   const management = async (): Promise<KubeConfig> => o.managementKubeConfig;
+  const reporter =
+    o.credentialsReporter ??
+    clusterCredentialsReporter({ kubeConfig: o.managementKubeConfig, count: () => o.telemetry?.record(ForwarderMetric.UnusableKubeconfigs, 1) });
+  const workloadKubeConfig = async (cluster: ClusterRef): Promise<KubeConfig> => {
+    try {
+      return await o.workloadKubeConfigs.get(cluster);
+    } catch (err) {
+      if (err instanceof ClusterCredentialsError && cluster.mode === 'capi') await reporter.report(cluster, err);
+      throw err;
+    }
+  };
   const capiPath = (plural: string, namespace?: string): string =>
     namespace ? `/apis/${CAPI_GROUP_VERSION}/namespaces/${encodeURIComponent(namespace)}/${plural}` : `/apis/${CAPI_GROUP_VERSION}/${plural}`;
   return {
@@ -64,7 +84,7 @@ export function kubernetesWatchSources(o: KubernetesWatchSourcesOptions): WatchS
       return session('clusters', management, capiPath('clusters', o.machineNamespace), toClusterFacts, start);
     },
     nodes(cluster: ClusterRef, start: StreamStart): WatchStream<NodeFacts> {
-      return session(nodeStreamKey(cluster), () => o.workloadKubeConfigs.get(cluster), '/api/v1/nodes', toNodeFacts, start, {
+      return session(nodeStreamKey(cluster), () => workloadKubeConfig(cluster), '/api/v1/nodes', toNodeFacts, start, {
         resyncIntervalMs: o.resyncIntervalMs ?? 0,
         ...(o.nodeLabelSelector ? { labelSelector: o.nodeLabelSelector } : {}),
       });

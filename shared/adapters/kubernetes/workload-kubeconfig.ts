@@ -1,12 +1,17 @@
 /**
  * Workload-cluster credentials by Cluster API's convention: the Secret `<cluster>-kubeconfig` in the
  * Cluster's namespace (type `cluster.x-k8s.io/secret`, label `cluster.x-k8s.io/cluster-name`), whose
- * key `value` holds a kubeconfig. KubeConfigs are cached per Secret resourceVersion, so rotated
- * credentials are picked up on the next `get` without rebuilding clients for unchanged Secrets.
+ * key `value` holds a kubeconfig. The kubeconfig is untrusted (anyone who may create a Secret in that namespace
+ * could have written it): it goes through `kubeConfigFromUntrusted` — inline credentials only, no exec plugin,
+ * auth provider or file path — before client-node sees any of it. KubeConfigs are cached per Secret
+ * resourceVersion, so rotated credentials are picked up on the next `get` without rebuilding clients for
+ * unchanged Secrets.
  */
-import { ApiException, CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { CoreV1Api, type KubeConfig, type V1Secret } from '@kubernetes/client-node';
 import { clusterKey, type ClusterRef } from '#shared/domain/cloud-event.ts';
 import { ClusterCredentialsError } from '#shared/errors.ts';
+import { statusOf } from './api-errors.ts';
+import { kubeConfigFromUntrusted } from './untrusted-kubeconfig.ts';
 
 /** CAPI's kubeconfig Secret key. */
 export const KUBECONFIG_SECRET_KEY = 'value';
@@ -21,39 +26,45 @@ export interface WorkloadKubeConfigs {
   /**
    * Returns the KubeConfig of the cluster (the management KubeConfig in `self` mode); the same
    * instance while the Secret is unchanged, a new one after rotation. Throws ClusterCredentialsError
-   * when the Secret is missing, unreadable or holds no usable kubeconfig.
+   * when the Secret is missing, unreadable or holds no usable kubeconfig, and RefusedKubeconfigError
+   * when the kubeconfig uses a refused feature.
    */
   get(cluster: ClusterRef): Promise<KubeConfig>;
 }
 
+/** Reads a Secret (the management cluster's CoreV1Api by default; replaceable in unit tests). */
+export type SecretReader = (namespace: string, name: string) => Promise<V1Secret>;
+
 /** Creates the per-cluster KubeConfig cache over the management cluster's Secrets. */
-export function workloadKubeConfigs(managementKc: KubeConfig): WorkloadKubeConfigs {
-  const core = managementKc.makeApiClient(CoreV1Api);
+export function workloadKubeConfigs(managementKc: KubeConfig, options: { readonly readSecret?: SecretReader } = {}): WorkloadKubeConfigs {
+  let readSecret = options.readSecret;
+  if (!readSecret) {
+    const core = managementKc.makeApiClient(CoreV1Api);
+    readSecret = (namespace, name) => core.readNamespacedSecret({ namespace, name });
+  }
+  const read = readSecret;
   const cache = new Map<string, { resourceVersion: string; kc: KubeConfig }>();
   return {
     async get(cluster: ClusterRef): Promise<KubeConfig> {
       if (cluster.mode === 'self') return managementKc;
       const key = clusterKey(cluster);
       const secretName = kubeconfigSecretName(cluster.name);
-      let secret;
+      const where = `Secret ${cluster.namespace}/${secretName}`;
+      let secret: V1Secret;
       try {
-        secret = await core.readNamespacedSecret({ name: secretName, namespace: cluster.namespace });
+        secret = await read(cluster.namespace, secretName);
       } catch (err) {
-        const detail = err instanceof ApiException ? (err.code === 404 ? `Secret ${cluster.namespace}/${secretName} not found` : `reading Secret ${cluster.namespace}/${secretName}: HTTP ${err.code}`) : `reading Secret ${cluster.namespace}/${secretName} failed`;
-        throw new ClusterCredentialsError(key, detail, err);
+        // The API exception holds response headers and body: report the status only, keep no cause.
+        const status = statusOf(err);
+        throw new ClusterCredentialsError(key, status === 404 ? `${where} not found` : status !== undefined ? `reading ${where}: HTTP ${status}` : `reading ${where} failed`);
       }
       const rv = secret.metadata?.resourceVersion ?? '';
       const cached = cache.get(key);
       if (cached && cached.resourceVersion === rv && rv !== '') return cached.kc;
+      cache.delete(key);
       const encoded = secret.data?.[KUBECONFIG_SECRET_KEY];
-      if (!encoded) throw new ClusterCredentialsError(key, `Secret ${cluster.namespace}/${secretName} has no key "${KUBECONFIG_SECRET_KEY}"`);
-      const kc = new KubeConfig();
-      try {
-        kc.loadFromString(Buffer.from(encoded, 'base64').toString('utf8'));
-      } catch (err) {
-        throw new ClusterCredentialsError(key, `Secret ${cluster.namespace}/${secretName} does not hold a valid kubeconfig`, err);
-      }
-      if (!kc.getCurrentCluster()) throw new ClusterCredentialsError(key, `the kubeconfig in Secret ${cluster.namespace}/${secretName} has no current cluster`);
+      if (!encoded) throw new ClusterCredentialsError(key, `${where} has no key "${KUBECONFIG_SECRET_KEY}"`);
+      const kc = kubeConfigFromUntrusted(Buffer.from(encoded, 'base64').toString('utf8'), { cluster: key, source: `the kubeconfig in ${where}` });
       cache.set(key, { resourceVersion: rv, kc });
       return kc;
     },

@@ -1,0 +1,75 @@
+/**
+ * Reports a workload cluster that is skipped because its kubeconfig is unusable — the Secret is missing or broken,
+ * or it uses a refused feature (exec plugin, auth provider, file path, …): an error log (when the problem first
+ * appears or changes, and again every `repeatAfterMs`), a metric on every report, and a Warning Event on the Cluster
+ * (`kubectl describe cluster` shows it). Only the error's message goes out, which never holds kubeconfig content.
+ * Reporting never throws: a failure to record the Event is logged and the skip goes on.
+ */
+import { CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
+import { ClusterCredentialsError, RefusedKubeconfigError } from '#shared/errors.ts';
+import { logger as defaultLogger, LogKey } from '#shared/observability/logger.ts';
+import type { Clock } from '#shared/ports/clock.ts';
+import type { EventRecorder } from '#shared/ports/event-recorder.ts';
+import { KubernetesEventRecorder } from './event-recorder.ts';
+
+export const CLUSTER_API = { group: 'cluster.x-k8s.io', version: 'v1beta2', plural: 'clusters' } as const;
+/** Event reasons on the Cluster. */
+export const KubeconfigEventReason = { Refused: 'KubeconfigRefused', Unusable: 'KubeconfigUnusable' } as const;
+
+type Log = Pick<typeof defaultLogger, 'error' | 'warn'>;
+
+export interface ClusterCredentialsReporter {
+  /** Reports that `cluster` is skipped because of `error`. Never throws. */
+  report(cluster: { readonly namespace: string; readonly name: string }, error: ClusterCredentialsError): Promise<void>;
+}
+
+export interface CredentialsReporterOptions {
+  /** The management cluster (where the Cluster and its Events live). */
+  readonly kubeConfig: KubeConfig;
+  /** Counts one unusable-kubeconfig report (a metric). */
+  readonly count: () => void;
+  readonly recorder?: EventRecorder;
+  readonly logger?: Log;
+  readonly clock?: Clock;
+  /** Log an unchanged problem again after this long (default 10 min). */
+  readonly repeatAfterMs?: number;
+}
+
+export function clusterCredentialsReporter(o: CredentialsReporterOptions): ClusterCredentialsReporter {
+  const clock = o.clock ?? { now: () => new Date() };
+  const log = o.logger ?? defaultLogger;
+  const recorder = o.recorder ?? new KubernetesEventRecorder(o.kubeConfig, clock);
+  const clusters = o.kubeConfig.makeApiClient(CustomObjectsApi);
+  const repeatAfterMs = o.repeatAfterMs ?? 10 * 60_000;
+  const logged = new Map<string, { message: string; at: number }>();
+  return {
+    async report(cluster, error) {
+      const key = `${cluster.namespace}/${cluster.name}`;
+      const refused = error instanceof RefusedKubeconfigError;
+      o.count();
+      const now = clock.now().getTime();
+      const last = logged.get(key);
+      if (!last || last.message !== error.message || now - last.at >= repeatAfterMs) {
+        logged.set(key, { message: error.message, at: now });
+        log.error(refused ? 'Skipping cluster: its kubeconfig uses refused features' : 'Skipping cluster: its kubeconfig is unusable', {
+          [LogKey.cluster]: key,
+          [LogKey.reason]: error.message,
+          ...(refused ? { refused: error.refused } : {}),
+        });
+      }
+      try {
+        const object = (await clusters.getNamespacedCustomObject({ ...CLUSTER_API, namespace: cluster.namespace, name: cluster.name })) as { metadata?: { uid?: string } };
+        const uid = object.metadata?.uid;
+        if (!uid) return;
+        await recorder.record(
+          { apiVersion: `${CLUSTER_API.group}/${CLUSTER_API.version}`, kind: 'Cluster', namespace: cluster.namespace, name: cluster.name, uid },
+          'Warning',
+          refused ? KubeconfigEventReason.Refused : KubeconfigEventReason.Unusable,
+          `Nodes of this cluster are skipped: ${error.message}`,
+        );
+      } catch (eventError) {
+        log.warn('Recording a Warning Event on the Cluster failed', { [LogKey.cluster]: key, error: eventError as Error });
+      }
+    },
+  };
+}

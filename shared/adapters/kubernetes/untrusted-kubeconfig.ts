@@ -1,0 +1,154 @@
+/**
+ * Kubeconfigs the product did not get from its own operator — CAPI `<cluster>-kubeconfig` Secrets (anyone who may
+ * create a Secret in a Cluster's namespace can write one) and management kubeconfigs stored in SSM Parameter Store or
+ * Secrets Manager — are data, never programs. They are parsed and checked here, and only then turned into a KubeConfig
+ * that holds nothing but the current context's inline credentials:
+ *
+ * - accepted: `server` (https), `certificate-authority-data`, `tls-server-name`, `client-certificate-data` +
+ *   `client-key-data`, `token`;
+ * - refused (RefusedKubeconfigError, naming the field, never its value): `exec`, `auth-provider` (gcp `cmd-path`,
+ *   oidc, azure, `tokenFile`, …), every file path (`certificate-authority`, `client-certificate`, `client-key`,
+ *   `token-file`), `insecure-skip-tls-verify: true`, `proxy-url`, impersonation (`as`, `as-groups`, …), basic auth
+ *   (`username`/`password`), and a non-https server.
+ *
+ * Why here and not in client-node: `KubeConfig.loadFromString` reads `token-file` while loading, and authenticating a
+ * request runs `exec` plugins and the gcp `cmd-path`, reads `tokenFile` and every certificate/key path. So nothing of
+ * an untrusted kubeconfig reaches client-node before it passed this check; client-node only ever sees the object
+ * built by `loadFromOptions` below. YAML aliases are refused (no alias bombs) and the text is size-capped.
+ *
+ * Errors never carry the text: a YAML error is reported by line number only, without the parser's snippet or buffer.
+ * Local developer kubeconfigs (KUBECONFIG of `npm start`) do not come through here and keep client-node's full support.
+ */
+import { KubeConfig } from '@kubernetes/client-node';
+import { load } from 'js-yaml';
+import { ClusterCredentialsError, RefusedKubeconfigError } from '#shared/errors.ts';
+
+/** Larger than any real kubeconfig (a Secret is at most 1 MiB); bigger input is refused before parsing. */
+export const MAX_KUBECONFIG_BYTES = 256 * 1024;
+
+/** Fields of `clusters[].cluster` that are refused, and why (shown in errors). */
+const REFUSED_CLUSTER_FIELDS: Readonly<Record<string, string>> = {
+  'certificate-authority': 'file path',
+  'proxy-url': 'proxy',
+};
+/** Fields of `users[].user` that are refused, and why. */
+const REFUSED_USER_FIELDS: Readonly<Record<string, string>> = {
+  exec: 'exec plugin',
+  'auth-provider': 'auth provider',
+  'client-certificate': 'file path',
+  'client-key': 'file path',
+  'token-file': 'file path',
+  tokenFile: 'file path',
+  username: 'basic auth',
+  password: 'basic auth',
+  as: 'impersonation',
+  'as-uid': 'impersonation',
+  'as-groups': 'impersonation',
+  'as-user-extra': 'impersonation',
+};
+
+const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;
+
+type Obj = Record<string, unknown>;
+const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** Where the text came from, for messages: `cluster` is the key errors carry, `source` a human description. */
+export interface KubeconfigSource {
+  readonly cluster: string;
+  /** e.g. `Secret ns/wc1-kubeconfig` or `SSM parameter /capi/mgmt`. */
+  readonly source: string;
+}
+
+/**
+ * Parses and checks an untrusted kubeconfig and returns a KubeConfig with the current context's inline credentials
+ * only. Throws RefusedKubeconfigError when it uses a refused feature, ClusterCredentialsError when it is not a usable
+ * kubeconfig; neither quotes the text.
+ */
+export function kubeConfigFromUntrusted(text: string, from: KubeconfigSource): KubeConfig {
+  const fail = (detail: string): ClusterCredentialsError => new ClusterCredentialsError(from.cluster, `${from.source} ${detail}`);
+  if (Buffer.byteLength(text, 'utf8') > MAX_KUBECONFIG_BYTES) throw fail(`holds more than ${MAX_KUBECONFIG_BYTES} bytes`);
+  let doc: unknown;
+  try {
+    doc = load(text, { maxAliases: 0, maxDepth: 20 });
+  } catch (err) {
+    // js-yaml's message quotes the offending lines and its `mark.buffer` holds the whole text: keep the line only.
+    const line = isObj(err) && isObj(err.mark) && typeof err.mark.line === 'number' ? ` (YAML error at line ${err.mark.line + 1})` : '';
+    throw fail(`is not a valid kubeconfig${line}`);
+  }
+  if (!isObj(doc)) throw fail('is not a valid kubeconfig (not a YAML mapping)');
+
+  const refused: string[] = [];
+  const clusters = entries(doc.clusters, 'cluster');
+  const users = entries(doc.users, 'user');
+  const contexts = entries(doc.contexts, 'context');
+  clusters.forEach(({ body }, i) => {
+    for (const [field, why] of Object.entries(REFUSED_CLUSTER_FIELDS)) if (body[field] !== undefined) refused.push(`clusters[${i}].cluster.${field} (${why})`);
+    if (body['insecure-skip-tls-verify'] === true || body['insecure-skip-tls-verify'] === 'true') refused.push(`clusters[${i}].cluster.insecure-skip-tls-verify (TLS verification off)`);
+    if (typeof body.server === 'string' && !body.server.startsWith('https://')) refused.push(`clusters[${i}].cluster.server (not https)`);
+  });
+  users.forEach(({ body }, i) => {
+    for (const [field, why] of Object.entries(REFUSED_USER_FIELDS)) if (body[field] !== undefined) refused.push(`users[${i}].user.${field} (${why})`);
+  });
+  if (refused.length > 0) throw new RefusedKubeconfigError(from.cluster, from.source, refused);
+
+  const currentName = doc['current-context'];
+  if (typeof currentName !== 'string' || currentName === '') throw fail('has no current context (current-context is missing)');
+  const context = contexts.find((c) => c.name === currentName)?.body;
+  if (!context) throw fail('has no current context (no context named by current-context)');
+  const cluster = clusters.find((c) => c.name === context.cluster);
+  const user = users.find((u) => u.name === context.user);
+  if (!cluster || !user) throw fail('has no current context with a cluster and a user');
+
+  const server = cluster.body.server;
+  if (typeof server !== 'string' || !isHttpsUrl(server)) throw fail(`has no valid https server in clusters[${cluster.index}]`);
+  const caData = optionalBase64(cluster.body['certificate-authority-data'], `clusters[${cluster.index}].cluster.certificate-authority-data`, fail);
+  const tlsServerName = cluster.body['tls-server-name'];
+  const certData = optionalBase64(user.body['client-certificate-data'], `users[${user.index}].user.client-certificate-data`, fail);
+  const keyData = optionalBase64(user.body['client-key-data'], `users[${user.index}].user.client-key-data`, fail);
+  const token = user.body.token;
+  if (token !== undefined && (typeof token !== 'string' || token === '' || /[\r\n]/.test(token))) throw fail(`has an invalid users[${user.index}].user.token (must be one line)`);
+  if ((certData === undefined) !== (keyData === undefined)) throw fail(`has only one of client-certificate-data and client-key-data in users[${user.index}]`);
+  if (token === undefined && certData === undefined) throw fail(`has no inline credential (token or client certificate) in users[${user.index}]`);
+
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: [
+      {
+        name: 'cluster',
+        server: server.replace(/\/+$/, ''),
+        skipTLSVerify: false,
+        ...(caData ? { caData } : {}),
+        ...(typeof tlsServerName === 'string' && tlsServerName !== '' ? { tlsServerName } : {}),
+      },
+    ],
+    users: [{ name: 'user', ...(token !== undefined ? { token } : {}), ...(certData ? { certData, keyData } : {}) }],
+    contexts: [{ name: 'context', cluster: 'cluster', user: 'user' }],
+    currentContext: 'context',
+  });
+  return kc;
+}
+
+/** The named entries of `clusters`, `users` or `contexts` (entries without a name or body are skipped). */
+function entries(list: unknown, bodyKey: string): Array<{ index: number; name: string; body: Obj }> {
+  if (!Array.isArray(list)) return [];
+  const out: Array<{ index: number; name: string; body: Obj }> = [];
+  list.forEach((entry: unknown, index) => {
+    if (isObj(entry) && typeof entry.name === 'string' && isObj(entry[bodyKey])) out.push({ index, name: entry.name, body: entry[bodyKey] as Obj });
+  });
+  return out;
+}
+
+function isHttpsUrl(value: string): boolean {
+  try {
+    return new URL(value).protocol === 'https:';
+  } catch {
+    return false;
+  }
+}
+
+function optionalBase64(value: unknown, field: string, fail: (detail: string) => ClusterCredentialsError): string | undefined {
+  if (value === undefined || value === null || value === '') return undefined;
+  const compact = typeof value === 'string' ? value.replace(/\s+/g, '') : '';
+  if (!BASE64.test(compact)) throw fail(`has an invalid ${field} (not base64)`);
+  return compact;
+}
