@@ -31,6 +31,8 @@ export interface CredentialsReporterOptions {
   readonly recorder?: EventRecorder;
   readonly logger?: Log;
   readonly clock?: Clock;
+  /** The Cluster's uid, for the Event (default: read the Cluster from `kubeConfig`; undefined when it does not exist). */
+  readonly clusterUid?: (namespace: string, name: string) => Promise<string | undefined>;
   /** Log an unchanged problem again after this long (default 10 min). */
   readonly repeatAfterMs?: number;
 }
@@ -39,7 +41,12 @@ export function clusterCredentialsReporter(o: CredentialsReporterOptions): Clust
   const clock = o.clock ?? { now: () => new Date() };
   const log = o.logger ?? defaultLogger;
   const recorder = o.recorder ?? new KubernetesEventRecorder(o.kubeConfig, clock);
-  const clusters = o.kubeConfig.makeApiClient(CustomObjectsApi);
+  let clusterUid = o.clusterUid;
+  if (!clusterUid) {
+    const api = o.kubeConfig.makeApiClient(CustomObjectsApi);
+    clusterUid = async (namespace, name) => ((await api.getNamespacedCustomObject({ ...CLUSTER_API, namespace, name })) as { metadata?: { uid?: string } }).metadata?.uid;
+  }
+  const uidOf = clusterUid;
   const repeatAfterMs = o.repeatAfterMs ?? 10 * 60_000;
   const logged = new Map<string, { message: string; at: number }>();
   return {
@@ -58,8 +65,7 @@ export function clusterCredentialsReporter(o: CredentialsReporterOptions): Clust
         });
       }
       try {
-        const object = (await clusters.getNamespacedCustomObject({ ...CLUSTER_API, namespace: cluster.namespace, name: cluster.name })) as { metadata?: { uid?: string } };
-        const uid = object.metadata?.uid;
+        const uid = await uidOf(cluster.namespace, cluster.name);
         if (!uid) return;
         await recorder.record(
           { apiVersion: `${CLUSTER_API.group}/${CLUSTER_API.version}`, kind: 'Cluster', namespace: cluster.namespace, name: cluster.name, uid },
