@@ -17,6 +17,7 @@ import { workloadKubeConfigs } from '#shared/adapters/kubernetes/workload-kubeco
 import type { TaintEvent } from '#shared/domain/cloud-event.ts';
 import { OWN_TRACKING_ANNOTATION } from '#shared/domain/taint.ts';
 import { loadForwarderConfig } from '#shared/config/forwarder-config.ts';
+import { kubeconfigSecretRbac } from '#local/rbac/kubeconfig-secret-rbac.ts';
 import { createForwarderTelemetry } from '#shared/observability/forwarder-telemetry.ts';
 import {
   MACHINES,
@@ -37,13 +38,13 @@ import { TEST_DLQ_URL, TEST_QUEUE_URL, sqsEvent, sqsRecord } from '#test/support
 const STATE_NAMESPACE = 'capi-taint-propagator';
 const sqsMock = mockClient(SQSClient);
 
-async function apply(kc: KubeConfig, file: string, namespace?: string): Promise<void> {
+async function apply(kc: KubeConfig, source: string | readonly KubernetesObject[]): Promise<void> {
   const api = KubernetesObjectApi.makeApiClient(kc);
-  for (const doc of loadAllYaml(readFileSync(file, 'utf8')) as KubernetesObject[]) {
+  const docs = typeof source === 'string' ? (loadAllYaml(readFileSync(source, 'utf8')) as KubernetesObject[]) : source;
+  for (const doc of docs) {
     if (!doc?.kind) continue;
-    const object = namespace && doc.kind.endsWith('Binding') && doc.kind !== 'ClusterRoleBinding' ? { ...doc, metadata: { ...doc.metadata, namespace } } : doc;
     try {
-      await api.create(object);
+      await api.create(doc);
     } catch (error) {
       if (statusOf(error) !== 409) throw error;
     }
@@ -70,12 +71,14 @@ describeWithControlPlane('least privilege: infra/rbac manifests on a real API se
     ns = await createNamespace(admin, 'rbac');
     await apply(admin, 'infra/rbac/management-cluster.yaml');
     await apply(admin, 'infra/rbac/workload-cluster.yaml');
-    await apply(admin, 'infra/rbac/management-kubeconfig-secrets.yaml', ns);
+    // What `npm run rbac:kubeconfig-secrets` prints for the one Cluster wc1 of this namespace.
+    await apply(admin, kubeconfigSecretRbac([{ namespace: ns, name: 'wc1' }]) as KubernetesObject[]);
     forwarderKc = kubeConfigFromFile(await mintUser(uniqueName('forwarder'), ['capi-taint-propagator-forwarder']));
     reconcileKc = kubeConfigFromFile(await mintUser(uniqueName('reconcile'), ['capi-taint-propagator-reconcile']));
     await waitForAccess(forwarderKc, { group: 'cluster.x-k8s.io', resource: 'machines', verb: 'watch' }, true);
     await waitForAccess(reconcileKc, { resource: 'nodes', verb: 'patch' }, true);
-    await waitForAccess(reconcileKc, { resource: 'secrets', verb: 'get', namespace: ns }, true);
+    await waitForAccess(reconcileKc, { resource: 'secrets', verb: 'get', namespace: ns, name: 'wc1-kubeconfig' }, true);
+    await waitForAccess(forwarderKc, { resource: 'secrets', verb: 'get', namespace: ns, name: 'wc1-kubeconfig' }, true);
   });
 
   it('lets the forwarder and the reconcile function do their whole job as their own identities', async () => {
@@ -130,7 +133,10 @@ describeWithControlPlane('least privilege: infra/rbac manifests on a real API se
     await createMachine(admin, ns, 'm-refused', {});
     const other = await createNamespace(admin, 'unrelated');
     await admin.makeApiClient(CoreV1Api).createNamespacedSecret({ namespace: other, body: { metadata: { name: 'db-password' }, stringData: { password: 'x' } } });
-    await admin.makeApiClient(CoreV1Api).createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'wc1-kubeconfig' }, stringData: { value: 'x' } } });
+    // CAPI keeps these next to the kubeconfig Secret: only the kubeconfig may be read.
+    for (const name of ['wc1-kubeconfig', 'wc1-ca', 'wc1-etcd', 'wc1-sa', 'wc1-proxy', 'wc1-bootstrap-token']) {
+      await admin.makeApiClient(CoreV1Api).createNamespacedSecret({ namespace: ns, body: { metadata: { name }, stringData: { value: 'x' } } });
+    }
     const fwdCore = forwarderKc.makeApiClient(CoreV1Api);
     const recCore = reconcileKc.makeApiClient(CoreV1Api);
 
@@ -147,6 +153,16 @@ describeWithControlPlane('least privilege: infra/rbac manifests on a real API se
       ),
       reconcileCreatesConfigMapElsewhere: await refused(() => recCore.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: 'x' } } })),
       reconcileReadsClusterKubeconfig: await refused(() => recCore.readNamespacedSecret({ namespace: ns, name: 'wc1-kubeconfig' })),
+      forwarderReadsClusterKubeconfig: await refused(() => fwdCore.readNamespacedSecret({ namespace: ns, name: 'wc1-kubeconfig' })),
+      reconcileListsSecrets: await refused(() => recCore.listNamespacedSecret({ namespace: ns })),
+      ...Object.fromEntries(
+        await Promise.all(
+          ['ca', 'etcd', 'sa', 'proxy', 'bootstrap-token'].flatMap((kind) => [
+            refused(() => fwdCore.readNamespacedSecret({ namespace: ns, name: `wc1-${kind}` })).then((code) => [`forwarderReads-wc1-${kind}`, code] as const),
+            refused(() => recCore.readNamespacedSecret({ namespace: ns, name: `wc1-${kind}` })).then((code) => [`reconcileReads-wc1-${kind}`, code] as const),
+          ]),
+        ),
+      ),
     };
 
     // Assess
@@ -160,6 +176,9 @@ describeWithControlPlane('least privilege: infra/rbac manifests on a real API se
       reconcileWritesMachine: 403,
       reconcileCreatesConfigMapElsewhere: 403,
       reconcileReadsClusterKubeconfig: 200,
+      forwarderReadsClusterKubeconfig: 200,
+      reconcileListsSecrets: 403,
+      ...Object.fromEntries(['ca', 'etcd', 'sa', 'proxy', 'bootstrap-token'].flatMap((kind) => [[`forwarderReads-wc1-${kind}`, 403], [`reconcileReads-wc1-${kind}`, 403]])),
     });
   });
 });

@@ -1,0 +1,130 @@
+/**
+ * infra/rbac/workload-cluster.yaml's ValidatingAdmissionPolicy on a real API server (1.34), with the reconcile identity
+ * (a client certificate in group capi-taint-propagator-reconcile, bound only through that file): it may change a Node's
+ * spec.taints and the two tracking annotations, and nothing else — even though RBAC lets it patch Nodes.
+ */
+import { CoreV1Api, KubernetesObjectApi, loadAllYaml, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
+import { readFileSync } from 'node:fs';
+import { beforeAll, expect, it } from 'vitest';
+import { KubernetesNodeStore } from '#shared/adapters/kubernetes/node-store.ts';
+import { TRACKING_ANNOTATION } from '#shared/domain/taint.ts';
+import {
+  MERGE_PATCH,
+  adminKubeConfig,
+  createNode,
+  describeWithControlPlane,
+  kubeConfigFromFile,
+  mintUser,
+  statusOf,
+  uniqueName,
+  waitFor,
+  waitForAccess,
+} from '#test/support/control-plane.ts';
+
+const PRODUCT_ANNOTATION = 'taints.capi-taint-propagator.dev/applied';
+
+async function outcome(action: () => Promise<unknown>): Promise<number | undefined> {
+  try {
+    await action();
+    return 200;
+  } catch (error) {
+    return statusOf(error);
+  }
+}
+
+describeWithControlPlane('ValidatingAdmissionPolicy: the reconcile identity may change only taints and tracking annotations', () => {
+  let admin: KubeConfig;
+  let reconcile: CoreV1Api;
+
+  beforeAll(async () => {
+    admin = adminKubeConfig();
+    const api = KubernetesObjectApi.makeApiClient(admin);
+    for (const doc of loadAllYaml(readFileSync('infra/rbac/workload-cluster.yaml', 'utf8')) as KubernetesObject[]) {
+      if (!doc?.kind) continue;
+      await api.create(doc).catch((error: unknown) => {
+        if (statusOf(error) !== 409) throw error;
+      });
+    }
+    const kc = kubeConfigFromFile(await mintUser(uniqueName('reconcile'), ['capi-taint-propagator-reconcile']));
+    reconcile = kc.makeApiClient(CoreV1Api);
+    await waitForAccess(kc, { resource: 'nodes', verb: 'patch' }, true);
+    // The policy is picked up asynchronously: wait until a label change on a probe Node is denied by it.
+    const probe = uniqueName('probe');
+    await createNode(admin, probe);
+    await waitFor(async () => (await outcome(() => reconcile.patchNode({ name: probe, body: { metadata: { labels: { probe: String(Date.now()) } } } }, MERGE_PATCH))) === 403, {
+      timeoutMs: 30_000,
+      description: 'the policy to deny a label change',
+    });
+  });
+
+  it('allows taints and the two tracking annotations; denies labels, other annotations and other fields', async () => {
+    // Prepare
+    const node = uniqueName('node');
+    await createNode(admin, node, { labels: { pool: 'a' }, annotations: { 'example.com/other': 'x' } });
+    const patch = (body: object) => outcome(() => reconcile.patchNode({ name: node, body }, MERGE_PATCH));
+
+    // Act
+    const outcomes = {
+      taints: await patch({ spec: { taints: [{ key: 'gpu', value: 'a100', effect: 'NoSchedule' }] } }),
+      taintsAndUpstreamTracking: await patch({ metadata: { annotations: { [TRACKING_ANNOTATION]: 'gpu:NoSchedule' } }, spec: { taints: [{ key: 'gpu', effect: 'NoSchedule' }] } }),
+      productTracking: await patch({ metadata: { annotations: { [PRODUCT_ANNOTATION]: 'gpu:NoSchedule' } } }),
+      removeTracking: await patch({ metadata: { annotations: { [TRACKING_ANNOTATION]: null } } }),
+      addLabel: await patch({ metadata: { labels: { evil: 'true' } } }),
+      changeLabel: await patch({ metadata: { labels: { pool: 'b' } } }),
+      removeLabel: await patch({ metadata: { labels: { pool: null } } }),
+      addOtherAnnotation: await patch({ metadata: { annotations: { 'example.com/new': 'y' } } }),
+      changeOtherAnnotation: await patch({ metadata: { annotations: { 'example.com/other': 'z' } } }),
+      removeOtherAnnotation: await patch({ metadata: { annotations: { 'example.com/other': null } } }),
+      taintsWithALabel: await patch({ metadata: { labels: { evil: 'true' } }, spec: { taints: [] } }),
+      unschedulable: await patch({ spec: { unschedulable: true } }),
+      providerID: await patch({ spec: { providerID: 'aws:///evil' } }),
+      podCIDR: await patch({ spec: { podCIDR: '10.9.0.0/24', podCIDRs: ['10.9.0.0/24'] } }),
+      finalizers: await patch({ metadata: { finalizers: ['example.com/block'] } }),
+    };
+    const after = await admin.makeApiClient(CoreV1Api).readNode({ name: node });
+    const adminLabel = await outcome(() => admin.makeApiClient(CoreV1Api).patchNode({ name: node, body: { metadata: { labels: { admin: 'ok' } } } }, MERGE_PATCH));
+
+    // Assess
+    expect(outcomes).toEqual({
+      taints: 200,
+      taintsAndUpstreamTracking: 200,
+      productTracking: 200,
+      removeTracking: 200,
+      addLabel: 403,
+      changeLabel: 403,
+      removeLabel: 403,
+      addOtherAnnotation: 403,
+      changeOtherAnnotation: 403,
+      removeOtherAnnotation: 403,
+      taintsWithALabel: 403,
+      unschedulable: 403,
+      providerID: 403,
+      podCIDR: 403,
+      finalizers: 403,
+    });
+    expect(after.metadata?.labels).toEqual({ pool: 'a' });
+    expect(after.metadata?.annotations).toEqual({ 'example.com/other': 'x', [PRODUCT_ANNOTATION]: 'gpu:NoSchedule' });
+    expect(after.spec?.taints?.map((t) => t.key)).toEqual(['gpu']);
+    expect(after.spec?.unschedulable).toBeUndefined();
+    expect(adminLabel).toBe(200); // the policy binds the reconcile identity only
+  });
+
+  it("lets the product's own write through: the reconcile NodeStore's patch (taints, tracking annotation, resourceVersion)", async () => {
+    // Prepare
+    const node = uniqueName('node');
+    const created = await createNode(admin, node, { labels: { pool: 'a' } });
+    const store = new KubernetesNodeStore(kubeConfigFromFile(await mintUser(uniqueName('reconcile'), ['capi-taint-propagator-reconcile'])));
+
+    // Act
+    const written = await store.patchNodeTaints(node, {
+      resourceVersion: created.metadata?.resourceVersion ?? '',
+      taints: [{ key: 'gpu', effect: 'NoSchedule' }],
+      annotations: { [TRACKING_ANNOTATION]: 'gpu:NoSchedule' },
+    });
+
+    // Assess
+    expect(written.taints.map((t) => t.key)).toEqual(['gpu']);
+    expect(written.annotations[TRACKING_ANNOTATION]).toBe('gpu:NoSchedule');
+    expect(written.labels).toEqual({ pool: 'a' });
+  });
+});
