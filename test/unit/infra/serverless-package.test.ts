@@ -129,6 +129,23 @@ function dashboardBody(resource: Json): Json {
   return JSON.parse(text.replace(/\$\{([^}!]+)\}/g, (_m, name: string) => `sub-${name.replace(/[^\w]/g, '-')}`));
 }
 
+const REDRIVE_ROLE = 'arn:aws:iam::111122223333:role/ops-dlq-redrive';
+
+/** A template value with every Fn::If resolved for this stage's parameters and AWS::NoValue dropped. */
+function resolved(template: Json, value: Json): Json {
+  if (Array.isArray(value)) return value.map((v) => resolved(template, v)).filter((v) => v !== NO_VALUE);
+  if (value && typeof value === 'object') {
+    if ('Fn::If' in value) {
+      const [condition, whenTrue, whenFalse] = value['Fn::If'] as [string, Json, Json];
+      return resolved(template, evaluateCondition(template, condition) ? whenTrue : whenFalse);
+    }
+    if (value.Ref === 'AWS::NoValue') return NO_VALUE;
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, resolved(template, v)]));
+  }
+  return value;
+}
+const NO_VALUE = Symbol('AWS::NoValue');
+
 let defaults: Packaged;
 let ssm: Packaged;
 
@@ -141,6 +158,7 @@ beforeAll(async () => {
     '--param=managementKubeconfigParameter=/capi-taint-propagator/management-kubeconfig',
     '--param=managementKubeconfigKmsKeyArn=arn:aws:kms:eu-west-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab',
     '--param=alarmEmail=oncall@example.com',
+    `--param=queueRedriveRoleArn=${REDRIVE_ROLE}`,
   ]);
 }, 480_000);
 
@@ -355,5 +373,56 @@ describe('npx serverless package (offline, no credentials)', () => {
       expect(used, name).toContain(name);
     }
     expect(JSON.stringify(body)).toContain('GROUP BY Outcome');
+  });
+});
+
+describe('queue security in the packaged template', () => {
+  it.each([
+    ['defaults', () => defaults, []],
+    ['with a DLQ redrive role', () => ssm, [REDRIVE_ROLE]],
+  ])('encrypts both queues and lets only the forwarder send, only the reconcile function consume and dead-letter: %s', (_name, packaged, redrive) => {
+    const { template } = packaged();
+    const r = template.Resources;
+    const forwarderRole = { 'Fn::GetAtt': ['WatchForwarderRole', 'Arn'] };
+    const reconcileRole = { 'Fn::GetAtt': ['ReconcileNodeTaintsRole', 'Arn'] };
+    // Server-side encryption at rest on both queues.
+    expect(r.EventQueue.Properties.SqsManagedSseEnabled).toBe(true);
+    expect(r.EventDeadLetterQueue.Properties.SqsManagedSseEnabled).toBe(true);
+    // One policy per queue; only Deny statements (grants stay in the roles), each with Principal '*'.
+    const policies = resourcesOfType(template, 'AWS::SQS::QueuePolicy');
+    expect(policies.map(([, p]) => JSON.stringify(p.Properties.Queues)).sort()).toEqual(['[{"Ref":"EventDeadLetterQueue"}]', '[{"Ref":"EventQueue"}]']);
+    const statementsFor = (queue: string): Record<string, Json> => {
+      const [, policy] = policies.find(([, p]) => p.Properties.Queues[0].Ref === queue) as [string, Json];
+      const statements = resolved(template, policy.Properties.PolicyDocument.Statement) as Json[];
+      for (const st of statements) {
+        expect(st.Effect, st.Sid).toBe('Deny');
+        expect(st.Principal, st.Sid).toBe('*');
+        expect(st.Resource, st.Sid).toEqual({ 'Fn::GetAtt': [queue, 'Arn'] });
+      }
+      return Object.fromEntries(statements.map((st) => [st.Sid, st]));
+    };
+    const events = statementsFor('EventQueue');
+    expect(events.DenyInsecureTransport).toMatchObject({ Action: 'sqs:*', Condition: { Bool: { 'aws:SecureTransport': 'false' } } });
+    expect(events.OnlyTheForwarderSends).toMatchObject({ Action: ['sqs:SendMessage'], Condition: { ArnNotEquals: { 'aws:PrincipalArn': [forwarderRole, ...redrive] } } });
+    expect(events.OnlyTheReconcileFunctionConsumes).toMatchObject({
+      Action: ['sqs:ReceiveMessage', 'sqs:DeleteMessage', 'sqs:ChangeMessageVisibility'],
+      Condition: { ArnNotEquals: { 'aws:PrincipalArn': [reconcileRole] } },
+    });
+    const dlq = statementsFor('EventDeadLetterQueue');
+    expect(dlq.DenyInsecureTransport).toMatchObject({ Action: 'sqs:*' });
+    expect(dlq.OnlyTheReconcileFunctionSendsDeadLetters).toMatchObject({ Action: ['sqs:SendMessage'], Condition: { ArnNotEquals: { 'aws:PrincipalArn': [reconcileRole] } } });
+    // The roles agree with the policies: SendMessage on the event queue only for the forwarder, on the DLQ only for reconcile.
+    const sends = (queue: string): string[] =>
+      resourcesOfType(template, 'AWS::IAM::Role')
+        .filter(([, role]) =>
+          (role.Properties.Policies as Json[]).some((policy) =>
+            statementsOf(template, policy.PolicyDocument).some(
+              (st) => asArray(st.Action as string | string[]).includes('sqs:SendMessage') && JSON.stringify(st.Resource).includes(`"${queue}"`),
+            ),
+          ),
+        )
+        .map(([id]) => id);
+    expect(sends('EventQueue')).toEqual(['WatchForwarderRole']);
+    expect(sends('EventDeadLetterQueue')).toEqual(['ReconcileNodeTaintsRole']);
   });
 });
