@@ -1,7 +1,7 @@
 /**
  * The management-cluster RBAC that lets the functions read workload credentials — and nothing else: one Role per
- * namespace with `get` on exactly the `<cluster>-kubeconfig` Secrets of the Clusters in it (`resourceNames`), bound to
- * both function groups. CA (`<cluster>-ca`), etcd (`<cluster>-etcd`), service-account (`<cluster>-sa`), proxy and
+ * namespace with `get` on exactly the `<cluster>-kubeconfig` Secrets of the Clusters in it and the optional dedicated
+ * `<cluster>-taint-propagator-kubeconfig` next to each (`resourceNames`), bound to both function groups. CA (`<cluster>-ca`), etcd (`<cluster>-etcd`), service-account (`<cluster>-sa`), proxy and
  * bootstrap Secrets next to them stay out of reach, and so does `list`/`watch` (RBAC cannot limit those by name).
  * Pure; `npm run rbac:kubeconfig-secrets` (kubeconfig-secret-rbac-main.ts) prints it for the Clusters that exist.
  */
@@ -23,7 +23,7 @@ export function kubeconfigSecretRbac(clusters: readonly ClusterName[]): Manifest
   const byNamespace = new Map<string, Set<string>>();
   for (const c of clusters) {
     if (!byNamespace.has(c.namespace)) byNamespace.set(c.namespace, new Set());
-    byNamespace.get(c.namespace)?.add(`${c.name}-kubeconfig`);
+    byNamespace.get(c.namespace)?.add(`${c.name}-kubeconfig`).add(`${c.name}-taint-propagator-kubeconfig`);
   }
   const out: Manifest[] = [];
   for (const namespace of [...byNamespace.keys()].sort()) {

@@ -7,11 +7,14 @@ import { CoreV1Api, KubernetesObjectApi, loadAllYaml, type KubeConfig, type Kube
 import { readFileSync } from 'node:fs';
 import { beforeAll, expect, it } from 'vitest';
 import { KubernetesNodeStore } from '#shared/adapters/kubernetes/node-store.ts';
+import { workloadKubeConfigs } from '#shared/adapters/kubernetes/workload-kubeconfig.ts';
 import { TRACKING_ANNOTATION } from '#shared/domain/taint.ts';
 import {
   MERGE_PATCH,
   adminKubeConfig,
+  createNamespace,
   createNode,
+  requireControlPlane,
   describeWithControlPlane,
   kubeConfigFromFile,
   mintUser,
@@ -126,5 +129,28 @@ describeWithControlPlane('ValidatingAdmissionPolicy: the reconcile identity may 
     expect(written.taints.map((t) => t.key)).toEqual(['gpu']);
     expect(written.annotations[TRACKING_ANNOTATION]).toBe('gpu:NoSchedule');
     expect(written.labels).toEqual({ pool: 'a' });
+  });
+
+  it('a dedicated <cluster>-taint-propagator-kubeconfig is used instead of CAPI\'s admin kubeconfig, and the policy holds it', async () => {
+    // Prepare: CAPI's admin kubeconfig and, next to it, a dedicated credential in the reconcile group.
+    const ns = await createNamespace(admin, 'dedicated');
+    const node = uniqueName('node');
+    await createNode(admin, node, { labels: { pool: 'a' } });
+    const dedicated = readFileSync(await mintUser(uniqueName('wc1-taint-propagator'), ['capi-taint-propagator-reconcile']));
+    const core = admin.makeApiClient(CoreV1Api);
+    await core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'wc1-kubeconfig' }, data: { value: readFileSync(requireControlPlane().kubeconfigPath).toString('base64') } } });
+    const workload = workloadKubeConfigs(admin);
+    const viaCapiSecret = (await workload.get({ mode: 'capi', namespace: ns, name: 'wc1' })).makeApiClient(CoreV1Api);
+    const adminLabel = await outcome(() => viaCapiSecret.patchNode({ name: node, body: { metadata: { labels: { capi: 'admin' } } } }, MERGE_PATCH));
+    await core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'wc1-taint-propagator-kubeconfig' }, data: { value: dedicated.toString('base64') } } });
+
+    // Act
+    const viaDedicated = (await workload.get({ mode: 'capi', namespace: ns, name: 'wc1' })).makeApiClient(CoreV1Api);
+    const dedicatedLabel = await outcome(() => viaDedicated.patchNode({ name: node, body: { metadata: { labels: { dedicated: 'x' } } } }, MERGE_PATCH));
+    const dedicatedTaints = await outcome(() => viaDedicated.patchNode({ name: node, body: { spec: { taints: [{ key: 'gpu', effect: 'NoSchedule' }] } } }, MERGE_PATCH));
+    const dedicatedDelete = await outcome(() => viaDedicated.deleteNode({ name: node }));
+
+    // Assess: CAPI's admin credential could change anything; the dedicated one only what the product needs.
+    expect({ adminLabel, dedicatedLabel, dedicatedTaints, dedicatedDelete }).toEqual({ adminLabel: 200, dedicatedLabel: 403, dedicatedTaints: 200, dedicatedDelete: 403 });
   });
 });

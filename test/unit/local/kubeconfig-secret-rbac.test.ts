@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { kubeconfigSecretRbac, parseClusterArgs, toYamlStream } from '#local/rbac/kubeconfig-secret-rbac.ts';
 
 describe('kubeconfigSecretRbac()', () => {
-  it('grants get on exactly the <cluster>-kubeconfig Secrets, one Role and RoleBinding per namespace', () => {
+  it('grants get on exactly the <cluster>-kubeconfig Secrets (and the dedicated ones next to them), one Role and RoleBinding per namespace', () => {
     // Act
     const manifests = kubeconfigSecretRbac([
       { namespace: 'team-b', name: 'edge' },
@@ -14,7 +14,7 @@ describe('kubeconfigSecretRbac()', () => {
 
     // Assess
     expect(manifests.map((m) => `${m.kind as string} ${(m.metadata as { namespace: string }).namespace}`)).toEqual(['Role team-a', 'RoleBinding team-a', 'Role team-b', 'RoleBinding team-b']);
-    expect(manifests[0]?.rules).toEqual([{ apiGroups: [''], resources: ['secrets'], resourceNames: ['wc1-kubeconfig', 'wc2-kubeconfig'], verbs: ['get'] }]);
+    expect(manifests[0]?.rules).toEqual([{ apiGroups: [''], resources: ['secrets'], resourceNames: ['wc1-kubeconfig', 'wc1-taint-propagator-kubeconfig', 'wc2-kubeconfig', 'wc2-taint-propagator-kubeconfig'], verbs: ['get'] }]);
     expect(manifests[1]?.subjects).toEqual([
       { apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: 'capi-taint-propagator-forwarder' },
       { apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: 'capi-taint-propagator-reconcile' },

@@ -92,7 +92,9 @@ it('keeps every planted secret out of logs, Events, metrics and dead letters on 
   const workload = workloadKubeConfigs(new KubeConfig(), {
     readSecret: async (_ns, name) => {
       if (name === 'wc-forbidden-kubeconfig') throw echoingApiException(403);
-      return secretOf(secrets[name] ?? '', '1');
+      const text = secrets[name];
+      if (text === undefined) throw new ApiException(404, 'Not Found', '{}', {});
+      return secretOf(text, '1');
     },
   });
   const reporter = clusterCredentialsReporter({

@@ -203,6 +203,31 @@ describe('workloadKubeConfigs() over untrusted Secrets', () => {
     expect(existsSync(MARKER)).toBe(false);
   });
 
+  it("prefers the dedicated <cluster>-taint-propagator-kubeconfig and falls back to CAPI's <cluster>-kubeconfig", async () => {
+    // Prepare
+    const notFound = Object.assign(new Error('not found'), { code: 404 });
+    const dedicated = new Map<string, string>([['wc1-taint-propagator-kubeconfig', kubeconfig({}, { token: 'dedicated' })]]);
+    const capi = kubeconfig({}, { token: 'capi-admin' });
+    const reads: string[] = [];
+    const workload = workloadKubeConfigs(new KubeConfig(), {
+      readSecret: async (_ns, name) => {
+        reads.push(name);
+        const text = dedicated.get(name) ?? (name.endsWith('-taint-propagator-kubeconfig') ? undefined : capi);
+        if (text === undefined) throw notFound;
+        return secret(text);
+      },
+    });
+
+    // Act
+    const withDedicated = await workload.get({ mode: 'capi', namespace: 'ns', name: 'wc1' });
+    const withoutDedicated = await workload.get({ mode: 'capi', namespace: 'ns', name: 'wc2' });
+
+    // Assess
+    expect(withDedicated.getCurrentUser()?.token).toBe('dedicated');
+    expect(withoutDedicated.getCurrentUser()?.token).toBe('capi-admin');
+    expect(reads).toEqual(['wc1-taint-propagator-kubeconfig', 'wc2-taint-propagator-kubeconfig', 'wc2-kubeconfig']);
+  });
+
   it('reports a failed Secret read by status only, without the API response', async () => {
     // Prepare
     const apiError = Object.assign(new Error(`HTTP-Code: 403 Body: ${TOKEN} Headers: {"authorization":"Bearer ${TOKEN}"}`), { code: 403, body: TOKEN, headers: { authorization: TOKEN } });
