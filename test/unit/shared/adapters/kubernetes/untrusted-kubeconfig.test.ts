@@ -188,7 +188,12 @@ describe('workloadKubeConfigs() over untrusted Secrets', () => {
     // Prepare
     const texts = [kubeconfig({}, { exec: { command: '/bin/sh', args: ['-c', `touch ${MARKER}`] } }), kubeconfig({}, { token: TOKEN })];
     let reads = 0;
-    const workload = workloadKubeConfigs(new KubeConfig(), { readSecret: async () => secret(texts[Math.min(reads++, 1)] ?? '', String(reads)) });
+    const workload = workloadKubeConfigs(new KubeConfig(), {
+      readSecret: async (_ns, name) => {
+        if (name !== 'wc1-kubeconfig') throw Object.assign(new Error('not found'), { code: 404 });
+        return secret(texts[Math.min(reads++, 1)] ?? '', String(reads));
+      },
+    });
 
     // Act
     const first = await workload.get({ mode: 'capi', namespace: 'ns', name: 'wc1' }).then(() => undefined, (err: unknown) => err);
