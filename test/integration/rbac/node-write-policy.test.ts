@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { beforeAll, expect, it } from 'vitest';
 import { KubernetesNodeStore } from '#shared/adapters/kubernetes/node-store.ts';
 import { workloadKubeConfigs } from '#shared/adapters/kubernetes/workload-kubeconfig.ts';
-import { TRACKING_ANNOTATION } from '#shared/domain/taint.ts';
+import { OWN_TRACKING_ANNOTATION, TRACKING_ANNOTATION } from '#shared/domain/taint.ts';
 import {
   MERGE_PATCH,
   adminKubeConfig,
@@ -24,7 +24,7 @@ import {
   waitForAccess,
 } from '#test/support/control-plane.ts';
 
-const PRODUCT_ANNOTATION = 'taints.capi-taint-propagator.dev/applied';
+const PRODUCT_ANNOTATION = OWN_TRACKING_ANNOTATION;
 
 async function outcome(action: () => Promise<unknown>): Promise<number | undefined> {
   try {

@@ -180,7 +180,7 @@ describeWithControlPlane('hostile kubeconfig Secrets on a real API server', () =
     }
     const workload = workloadKubeConfigs(admin);
     const deps = composeReconcile({
-      config: { queueUrl: TEST_QUEUE_URL, deadLetterQueueUrl: TEST_DLQ_URL, dryRun: false, startupTaint: undefined, retryBaseSeconds: 1, retryMaxSeconds: 5, stateNamespace: ns, firstEnabledAt: new Date('2020-01-01T00:00:00Z') },
+      config: { queueUrl: TEST_QUEUE_URL, deadLetterQueueUrl: TEST_DLQ_URL, dryRun: false, specTaintsOwner: 'product', startupTaint: undefined, retryBaseSeconds: 1, retryMaxSeconds: 5, stateNamespace: ns, firstEnabledAt: new Date('2020-01-01T00:00:00Z') },
       clusterMode: 'capi',
       managementKubeConfig: admin,
       workloadKubeConfig: (c) => workload.get({ mode: 'capi', ...c }),
