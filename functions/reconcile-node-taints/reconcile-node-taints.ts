@@ -8,7 +8,7 @@ import { declaredTaintsOf } from '#shared/domain/declarations.ts';
 import { ReconcileOutcome } from '#shared/domain/outcome.ts';
 import type { MachineSnapshot } from '#shared/domain/snapshots.ts';
 import { planOwnedTaints, type SpecTaintsOwner } from '#shared/domain/ownership.ts';
-import type { TaintDiff } from '#shared/domain/taint-plan.ts';
+import { restoredTaints, type TaintDiff } from '#shared/domain/taint-plan.ts';
 import { CLUSTER_NAME_LABEL, OWN_TRACKING_ANNOTATION, formatTaint, type Taint } from '#shared/domain/taint.ts';
 import { ClusterCredentialsError, type DeclarationIssue } from '#shared/errors.ts';
 import type { Clock } from '#shared/ports/clock.ts';
@@ -112,7 +112,11 @@ export async function reconcileNodeTaints(deps: ReconcileDeps, event: TaintEvent
     };
   }
   const written = await nodes.patchNodeTaints(node.name, plan.patch);
-  const eventError = await recordEvent(deps, machine, 'Normal', 'TaintsPropagated', `Node ${node.name}: ${describeDiff(plan.diff)}`);
+  // One Event per write: TaintRestored when an Always taint someone removed was put back, else TaintsPropagated.
+  const restored = restoredTaints(plan.diff, node.annotations[OWN_TRACKING_ANNOTATION]);
+  const eventError = restored.length > 0
+    ? await recordEvent(deps, machine, 'Normal', 'TaintRestored', `Node ${node.name}: put back ${restored.map(formatTaint).join(', ')}, removed by someone else (Always taints are kept); ${describeDiff(plan.diff)}`)
+    : await recordEvent(deps, machine, 'Normal', 'TaintsPropagated', `Node ${node.name}: ${describeDiff(plan.diff)}`);
   return { ...read, outcome: ReconcileOutcome.patched, writtenResourceVersion: written.resourceVersion, diff: plan.diff, eventError };
 }
 

@@ -11,7 +11,7 @@ import type { DeclarationIssue } from '#shared/errors.ts';
 import { DECLARATION_ANNOTATIONS, type DeclarationAnnotation } from './declaration-keys.ts';
 import type { MachineSnapshot } from './snapshots.ts';
 import { CONTROL_PLANE_LABEL, Propagation, taintId, type MachineTaint } from './taint.ts';
-import { MAX_TAINTS, validateMachineTaint, validateMachineTaints } from './validation.ts';
+import { MAX_TAINTS, quote, validateMachineTaint, validateMachineTaints } from './validation.ts';
 
 /** A source of declarations, from lowest to highest precedence: the annotations, then `spec.taints`. */
 export type DeclarationSource = DeclarationAnnotation | 'spec.taints';
@@ -59,6 +59,14 @@ export function parseTaintAnnotation(value: string, annotation: string): { entri
   const entries: AnnotationEntry[] = [];
   const issues: DeclarationIssue[] = [];
   const field = `metadata.annotations[${annotation}]`;
+  const trimmed = value.trim();
+  if (trimmed.startsWith('[') || trimmed.startsWith('{')) {
+    // Pasted JSON or YAML flow syntax: one syntax error, not one issue per fragment between commas.
+    return {
+      entries,
+      issues: [{ field, rule: 'syntax', message: `Invalid value: ${quote(trimmed)}: looks like JSON; write comma-separated key[=value]:Effect[@Propagation] entries, e.g. "gpu=a100:NoSchedule,spot:PreferNoSchedule@OnInitialization"` }],
+    };
+  }
   value.split(',').forEach((rawEntry, i) => {
     const entry = rawEntry.trim();
     if (entry === '') {
@@ -72,7 +80,7 @@ export function parseTaintAnnotation(value: string, annotation: string): { entri
     }
     const m = ENTRY.exec(entry)?.groups;
     if (!m) {
-      issues.push({ field: `${field}[${i}]`, rule: 'syntax', message: `${JSON.stringify(entry)} is not key[=value]:Effect[@Propagation] or key:Effect-` });
+      issues.push({ field: `${field}[${i}]`, rule: 'syntax', message: `Invalid value: ${quote(entry)}: is not key[=value]:Effect[@Propagation] or key:Effect-` });
       return;
     }
     const taint: Record<string, string> = { key: m.key ?? '', effect: m.effect ?? '', propagation: m.propagation ?? Propagation.Always };
@@ -100,6 +108,8 @@ export function declaredTaintsOf(
     if (value === undefined) continue;
     const parsed = parseTaintAnnotation(value, annotation);
     issues.push(...parsed.issues);
+    // An annotation with a syntax error is reported by its syntax errors alone: its other entries are not judged.
+    if (parsed.issues.length > 0) continue;
     const field = `metadata.annotations[${annotation}]`;
     const declared = parsed.entries.flatMap((e, position) => (e.kind === 'declare' ? [{ taint: e.taint, position }] : []));
     const declares = declared.map((d) => d.taint);

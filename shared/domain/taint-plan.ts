@@ -5,6 +5,7 @@
 import type { MalformedTrackingAnnotationError } from '#shared/errors.ts';
 import { propagateMachineTaints, removeNodeTaint, type NodeTaintState } from './propagation.ts';
 import type { NodeSnapshot, NodeTaintPatch } from './snapshots.ts';
+import { decodeOwnedTaints } from './tracking-annotation.ts';
 import { OWN_TRACKING_ANNOTATION, taintId, valueOf, type MachineTaint, type Taint } from './taint.ts';
 
 /** What changed between two taint lists, by key+effect. */
@@ -84,6 +85,17 @@ export function planNodeTaints(input: PlanInput): NodeTaintPlan {
     },
     diff: { ...diffTaints(before.taints, after.taints), trackingAnnotation: { name: annotation, before: annotationBefore, after: annotationAfter } },
   };
+}
+
+/**
+ * The taints a write puts back: added although the owner's annotation already tracked them, i.e. an `Always`
+ * taint someone removed from the Node.
+ * @example restoredTaints({ ...diff, added: [gpu] }, 'gpu:NoSchedule') // [gpu]
+ */
+export function restoredTaints(diff: Pick<TaintDiff, 'added'>, trackedBefore: string | undefined): readonly Taint[] {
+  if (trackedBefore === undefined) return [];
+  const tracked = decodeOwnedTaints(trackedBefore);
+  return diff.added.filter((t) => tracked.has(taintId(t)));
 }
 
 /** Compares two taint lists by key+effect. */

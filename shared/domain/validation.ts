@@ -39,7 +39,7 @@ export type ValidationResult =
  */
 export function validateMachineTaints(raw: unknown, context: ValidationContext, path = 'spec.taints'): ValidationResult {
   if (raw === undefined || raw === null) return { valid: true, taints: [] };
-  if (!Array.isArray(raw)) return invalid([{ field: path, rule: 'type', message: 'must be a list' }]);
+  if (!Array.isArray(raw)) return invalid([{ field: path, rule: 'type', message: `Invalid value: ${quote(raw)}: must be a list` }]);
   const issues: DeclarationIssue[] = [];
   if (raw.length === 0) issues.push({ field: path, rule: 'minItems', message: 'must have at least 1 item when set (omit the field for no taints)' });
   if (raw.length > MAX_TAINTS) issues.push({ field: path, rule: 'maxItems', message: `must have at most ${MAX_TAINTS} items, has ${raw.length}` });
@@ -49,7 +49,7 @@ export function validateMachineTaints(raw: unknown, context: ValidationContext, 
     issues.push(...itemIssues);
     if (isRecord(item) && typeof item.key === 'string' && typeof item.effect === 'string') {
       const id = `${item.key}:${item.effect}`;
-      if (seen.has(id)) issues.push({ field: `${path}[${i}]`, rule: 'unique', message: `duplicate key and effect ${JSON.stringify(id)}` });
+      if (seen.has(id)) issues.push({ field: `${path}[${i}]`, rule: 'unique', message: `Duplicate value: ${JSON.stringify(id)}: key and effect must be unique` });
       seen.add(id);
     }
   });
@@ -59,35 +59,39 @@ export function validateMachineTaints(raw: unknown, context: ValidationContext, 
 
 /** Validates one taint; returns its issues (empty when valid). */
 export function validateMachineTaint(raw: unknown, context: ValidationContext, path: string): DeclarationIssue[] {
-  if (!isRecord(raw)) return [{ field: path, rule: 'type', message: 'must be an object' }];
+  if (!isRecord(raw)) return [{ field: path, rule: 'type', message: `Invalid value: ${quote(raw)}: must be an object` }];
   const issues: DeclarationIssue[] = [];
   const { key, value, effect, propagation } = raw;
   if (typeof key !== 'string' || key === '') {
-    issues.push({ field: `${path}.key`, rule: 'required', message: 'is required' });
+    issues.push({ field: `${path}.key`, rule: 'required', message: key === undefined ? 'Required value' : `Invalid value: ${quote(key)}: is required` });
   } else {
     issues.push(...validateKey(key, context, `${path}.key`));
   }
   if (value !== undefined) {
-    if (typeof value !== 'string') issues.push({ field: `${path}.value`, rule: 'type', message: 'must be a string' });
-    else if (value === '') issues.push({ field: `${path}.value`, rule: 'minLength', message: 'must not be empty when set (omit it for no value)' });
-    else if (value.length > 63) issues.push({ field: `${path}.value`, rule: 'maxLength', message: `must be at most 63 characters, has ${value.length}` });
+    if (typeof value !== 'string') issues.push({ field: `${path}.value`, rule: 'type', message: `Invalid value: ${quote(value)}: must be a string` });
+    else if (value === '') issues.push({ field: `${path}.value`, rule: 'minLength', message: 'Invalid value: "": must not be empty when set (omit it for no value)' });
+    else if (value.length > 63) issues.push({ field: `${path}.value`, rule: 'maxLength', message: `Invalid value: ${quote(value)}: must be at most 63 characters, has ${value.length}` });
     else if (!VALUE_PATTERN.test(value)) {
-      issues.push({ field: `${path}.value`, rule: 'pattern', message: 'must consist of alphanumerics, "-", "_" or ".", and start and end with an alphanumeric' });
+      issues.push({ field: `${path}.value`, rule: 'pattern', message: `Invalid value: ${quote(value)}: must consist of alphanumerics, "-", "_" or ".", and start and end with an alphanumeric` });
     }
   }
-  if (effect === undefined || effect === '') issues.push({ field: `${path}.effect`, rule: 'required', message: 'is required' });
+  if (effect === undefined || effect === '') issues.push({ field: `${path}.effect`, rule: 'required', message: 'Required value' });
   else if (typeof effect !== 'string' || !EFFECTS.includes(effect)) {
-    issues.push({ field: `${path}.effect`, rule: 'enum', message: `must be one of ${EFFECTS.join(', ')}` });
+    issues.push({ field: `${path}.effect`, rule: 'enum', message: `Unsupported value: ${quote(effect)}: supported values: ${EFFECTS.map(quote).join(', ')}` });
   }
-  if (propagation === undefined || propagation === '') issues.push({ field: `${path}.propagation`, rule: 'required', message: 'is required' });
+  if (propagation === undefined || propagation === '') issues.push({ field: `${path}.propagation`, rule: 'required', message: 'Required value' });
   else if (typeof propagation !== 'string' || !PROPAGATIONS.includes(propagation)) {
-    issues.push({ field: `${path}.propagation`, rule: 'enum', message: `must be one of ${PROPAGATIONS.join(', ')}` });
+    issues.push({ field: `${path}.propagation`, rule: 'enum', message: `Unsupported value: ${quote(propagation)}: supported values: ${PROPAGATIONS.map(quote).join(', ')}` });
   }
   return issues;
 }
 
 /** Key rules: CRD length + pattern, then the webhook's reserved keys, label-key syntax and worker rule. */
 function validateKey(key: string, context: ValidationContext, field: string): DeclarationIssue[] {
+  return keyIssues(key, context, field).map((issue) => ({ ...issue, message: `Invalid value: ${quote(key)}: ${issue.message}` }));
+}
+
+function keyIssues(key: string, context: ValidationContext, field: string): DeclarationIssue[] {
   const issues: DeclarationIssue[] = [];
   if (key.length > 317) issues.push({ field, rule: 'maxLength', message: `must be at most 317 characters, has ${key.length}` });
   if (!KEY_PATTERN.test(key)) issues.push({ field, rule: 'pattern', message: 'must be an optional DNS subdomain prefix and "/", followed by a name' });
@@ -136,6 +140,15 @@ function labelKeyIssues(key: string, field: string): DeclarationIssue[] {
 function toMachineTaint(raw: Record<string, unknown>): MachineTaint {
   const taint = { key: raw.key as string, effect: raw.effect as TaintEffect, propagation: raw.propagation as Propagation };
   return typeof raw.value === 'string' ? { ...taint, value: raw.value } : taint;
+}
+
+/**
+ * The offending value as the API server quotes it: JSON, cut after 64 characters.
+ * @example quote('NoSchedul') // '"NoSchedul"'
+ */
+export function quote(value: unknown): string {
+  const text = JSON.stringify(value) ?? String(value);
+  return text.length > 64 ? `${text.slice(0, 61)}...` : text;
 }
 
 function isRecord(x: unknown): x is Record<string, unknown> {

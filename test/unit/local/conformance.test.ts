@@ -91,7 +91,7 @@ describe('Function: runVectors()', () => {
     {
       name: 'fails a validation case the product rejects, with the issues',
       vector: validationWrongReject,
-      want: { status: 'failed', difference: expect.stringMatching(/^valid: expected true, product rejected \(spec\.taints\[0\]\.key: taint key must not have the prefix node\.kubernetes\.io\//) },
+      want: { status: 'failed', difference: expect.stringMatching(/^valid: expected true, product rejected \(spec\.taints\[0\]\.key: Invalid value: "node\.kubernetes\.io\/x": taint key must not have the prefix node\.kubernetes\.io\//) },
     },
     { name: 'fails an unknown kind', vector: { kind: 'mystery', name: 'x' }, want: { status: 'failed', difference: 'unknown kind "mystery"' } },
     { name: 'fails a case that cannot be evaluated instead of throwing', vector: { kind: 'propagation', name: 'broken', machineTaints: [] }, want: { status: 'failed', difference: expect.stringMatching(/^threw /) } },

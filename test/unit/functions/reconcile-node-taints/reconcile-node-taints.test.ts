@@ -220,5 +220,21 @@ describe('Function: reconcileNodeTaints()', () => {
       expect(nodes.peek('n1')?.taints).toEqual([nodeTaint('warming', undefined, 'PreferNoSchedule')]);
       expect(nodes.peek('n1')?.annotations[OWN_TRACKING_ANNOTATION]).toBe('');
     });
+
+    it('records TaintRestored when it puts back an Always taint someone removed', async () => {
+      // Prepare
+      const { deps, machines, nodes, recorder } = setup({ specTaintsOwner: 'upstream' });
+      machines.put(inCluster(machineBuilder().named('m1').withNodeName('n1').withAnnotation('taints.capi-taint-propagator.dev/machine', 'pool=edge:NoSchedule').build()));
+      nodes.put({ name: 'n1', creationTimestamp: NEW_NODE, annotations: { [OWN_TRACKING_ANNOTATION]: 'pool:NoSchedule' }, taints: [] });
+
+      // Act
+      const result = await reconcileNodeTaints(deps, machineEvent('default', 'm1', { nodeName: 'n1' }));
+
+      // Assess
+      expect(result.outcome).toBe('patched');
+      expect(recorder.events).toHaveLength(1);
+      expect(recorder.events[0]).toMatchObject({ type: 'Normal', reason: 'TaintRestored' });
+      expect(recorder.events[0]?.message).toContain('put back pool=edge:NoSchedule');
+    });
   });
 });

@@ -88,8 +88,38 @@ describe('Function: parseTaintAnnotation()', () => {
 
     // Assess
     expect(parsed.issues).toEqual([
-      { field: `${field(CLASS)}[1]`, rule: 'syntax', message: '"gpu" is not key[=value]:Effect[@Propagation] or key:Effect-' },
+      { field: `${field(CLASS)}[1]`, rule: 'syntax', message: 'Invalid value: "gpu": is not key[=value]:Effect[@Propagation] or key:Effect-' },
     ]);
+  });
+
+  it('reports pasted JSON as one syntax error, not one issue per fragment', () => {
+    // Act
+    const result = declaredTaintsOf({ specTaints: undefined, labels: {}, annotations: { [CLASS]: ' [{"key":"gpu","value":"a100","effect":"NoSchedule"},{"key":"spot","effect":"NoExecute"}]' } });
+
+    // Assess
+    expect(result.valid).toBe(false);
+    if (result.valid) return;
+    expect(result.issues).toHaveLength(1);
+    expect(result.issues[0]).toMatchObject({ field: field(CLASS), rule: 'syntax' });
+    expect(result.issues[0]?.message).toMatch(/^Invalid value: "\[\{\\"key\\":\\"gpu\\".*looks like JSON/);
+  });
+
+  it('reports an annotation with a syntax error by its syntax errors alone', () => {
+    // Act
+    const result = declaredTaintsOf({ specTaints: undefined, labels: {}, annotations: { [CLASS]: 'gpu, Bad Key:NoSchedul' } });
+
+    // Assess
+    expect(result.valid).toBe(false);
+    if (!result.valid) expect(result.issues.map((i) => i.rule)).toEqual(['syntax']);
+  });
+
+  it('quotes the offending value the way the API server does', () => {
+    // Act
+    const result = declaredTaintsOf({ specTaints: undefined, labels: {}, annotations: { [CLASS]: 'gpu:NoSchedul' } });
+
+    // Assess
+    expect(result.valid).toBe(false);
+    if (!result.valid) expect(result.issues[0]?.message).toBe('Unsupported value: "NoSchedul": supported values: "NoSchedule", "PreferNoSchedule", "NoExecute"');
   });
 });
 
@@ -327,7 +357,7 @@ describe('Function: declaredTaintsOf()', () => {
     // Assess
     expect(result).toEqual({
       valid: false,
-      issues: [{ field: `${field(MACHINE)}[0].key`, rule: 'reserved', message: 'taint key is not allowed' }],
+      issues: [{ field: `${field(MACHINE)}[0].key`, rule: 'reserved', message: 'Invalid value: "node.cluster.x-k8s.io/uninitialized": taint key is not allowed' }],
     });
     expect(result).not.toHaveProperty('declaration');
   });

@@ -163,7 +163,7 @@ describe('Function: validateMachineTaints()', () => {
     // Assess
     expect(result).toEqual({
       valid: false,
-      issues: [{ field: 'spec.template.spec.taints[0].key', rule: 'reserved', message: 'taint is deprecated since 1.24 and should not be used anymore' }],
+      issues: [{ field: 'spec.template.spec.taints[0].key', rule: 'reserved', message: 'Invalid value: "node-role.kubernetes.io/master": taint is deprecated since 1.24 and should not be used anymore' }],
     });
   });
 
@@ -188,7 +188,7 @@ describe('Function: validateMachineTaint()', () => {
     // Assess
     expect(good).toEqual([]);
     expect(bad).toEqual([
-      { field: 'x.key', rule: 'reserved', message: 'taint key must not have the prefix node.kubernetes.io/, except for node.kubernetes.io/out-of-service' },
+      { field: 'x.key', rule: 'reserved', message: 'Invalid value: "node.kubernetes.io/foo": taint key must not have the prefix node.kubernetes.io/, except for node.kubernetes.io/out-of-service' },
     ]);
   });
 });
