@@ -1,5 +1,5 @@
 /**
- * The whole pipeline in this process — watch-forwarder → embedded SQS FIFO queue → processBatch (the
+ * The whole pipeline in this process — watch-forwarder → SQS FIFO queue (in-process fauxqs over HTTP) → processBatch (the
  * Lambda handler's body, driven as Lambda's event source would) → Node — against the real local
  * control plane. Expected Node states are upstream's (upstream-capi.md §3.3), written out by hand.
  */
