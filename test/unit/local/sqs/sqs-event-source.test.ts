@@ -114,9 +114,9 @@ describe('SqsEventSource (Lambda event source mapping over local SQS)', () => {
     // Prepare: the first invocation fails, the next one succeeds.
     let calls = 0;
     const receives: string[] = [];
-    const { s, src, results } = await setUp(async (event) => {
+    const { s, src, results } = await setUp(async (event): Promise<SQSBatchResponse> => {
       receives.push(...event.Records.map((r) => `${r.body}#${r.attributes.ApproximateReceiveCount}`));
-      return ++calls === 1 ? failing() : {};
+      return ++calls === 1 ? failing() : { batchItemFailures: [] };
     });
     await sendAll(s, [{ body: 'a', group: 'g' }]);
 
