@@ -140,6 +140,8 @@ describeWithControlPlane('e2e: the whole pipeline in-process', () => {
     expect(dead.Messages?.[0]?.MessageAttributes?.['failureReason']?.StringValue).toMatch(/\S/);
     expect(world.pipeline.counters().deadLettered).toBe(1);
     expect(world.pipeline.counters().reconciles['dead-lettered']).toBe(1);
+    // The live totals read the queues with GetQueueAttributes: the dead letter (now in flight) counts in the DLQ depth.
+    expect((await world.pipeline.freshCounters()).deadLetterQueueDepth).toBe(1);
   });
 
   it('loses no change when the forwarder is restarted mid-run', async () => {
