@@ -1,17 +1,19 @@
 /**
  * The whole product in one process, as a reusable module (`npm start`, `npm run demo`, the e2e tests):
  *
- *   watch-forwarder ──SendMessageBatch──> embedded SQS FIFO queue ──SQSEvent──> processBatch (reconcile)
+ *   watch-forwarder ──SendMessageBatch──> SQS FIFO queue ──SQSEvent──> processBatch (reconcile)
  *                                              │ redrive after maxReceiveCount        │ malformed → SendMessage
  *                                              └──────────> dead-letter queue <──────┘
  *
  * The forwarder and the reconcile function are composed exactly as in AWS (`composeWatchForwarder`,
- * `composeReconcile`); only the SQS client is the embedded one and Lambda's event source mapping is
- * emulated by `LambdaSqsEventSource`. Counters for live displays and tests come from the forwarder's
- * telemetry, the reconcile function's Metrics calls and the queues.
+ * `composeReconcile`) with a real `SQSClient`; SQS is an in-process server spoken to over HTTP on loopback
+ * (fauxqs, see local/sqs/local-sqs.ts; not durable: the messages live in this process), and Lambda's event
+ * source mapping is the small `SqsEventSource`. Counters for live displays and tests come from the forwarder's
+ * telemetry, the reconcile function's Metrics calls and GetQueueAttributes on both queues.
  */
 import { Metrics } from '@aws-lambda-powertools/metrics';
 import type { Logger } from '@aws-lambda-powertools/logger';
+import type { SQSClient } from '@aws-sdk/client-sqs';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import { composeReconcile } from '#functions/reconcile-node-taints/compose.ts';
@@ -20,9 +22,6 @@ import { composeWatchForwarder } from '#functions/watch-forwarder/compose.ts';
 import { WatchForwarder, type WatchForwarderOptions } from '#functions/watch-forwarder/forward-watch-events.ts';
 import { statusOf } from '#shared/adapters/kubernetes/api-errors.ts';
 import { workloadKubeConfigs } from '#shared/adapters/kubernetes/workload-kubeconfig.ts';
-import { EmbeddedFifoQueue } from '#shared/adapters/memory/embedded-fifo-queue.ts';
-import { EmbeddedSqsClient } from '#shared/adapters/memory/embedded-sqs-client.ts';
-import { LambdaSqsEventSource, type InvocationResult } from '#shared/adapters/memory/lambda-sqs-event-source.ts';
 import type { ForwarderConfig } from '#shared/config/forwarder-config.ts';
 import type { ReconcileConfig } from '#shared/config/reconcile-config.ts';
 import { ReconcileOutcome } from '#shared/domain/outcome.ts';
@@ -33,6 +32,8 @@ import { METRIC_NAMESPACE, MetricDimension, ReconcileMetric } from '#shared/obse
 import { logger as defaultLogger } from '#shared/observability/logger.ts';
 import type { EventRecorder } from '#shared/ports/event-recorder.ts';
 import { emptyCounters, type PipelineCounters } from './pipeline-report.ts';
+import { startLocalSqs, type LocalQueue, type LocalSqs, type QueueDepth } from './sqs/local-sqs.ts';
+import { SqsEventSource, type InvocationResult } from './sqs/sqs-event-source.ts';
 
 export type { PipelineCounters } from './pipeline-report.ts';
 
@@ -53,6 +54,12 @@ export interface PipelineOptions {
   readonly visibilityTimeoutSeconds?: number;
   /** Receives before a message is redriven to the dead-letter queue (default 5). */
   readonly maxReceiveCount?: number;
+  /**
+   * An SQS server that outlives this pipeline (e.g. to restart the pipeline over the same messages); its queues'
+   * settings win over `visibilityTimeoutSeconds` and `maxReceiveCount`. Default: a new in-process one, stopped
+   * with the pipeline.
+   */
+  readonly sqs?: LocalSqs;
   /** Backoff after a conflict: base × 2^(receives−1), capped (defaults 1 s and 30 s). */
   readonly retryBaseSeconds?: number;
   readonly retryMaxSeconds?: number;
@@ -95,29 +102,30 @@ export interface Activity {
 export interface Pipeline {
   readonly mode: 'self' | 'capi';
   readonly kubeConfig: KubeConfig;
-  readonly queue: EmbeddedFifoQueue;
-  readonly deadLetterQueue: EmbeddedFifoQueue;
-  /** The SQS client both functions use (the embedded queues, by URL). */
-  readonly sqs: EmbeddedSqsClient;
-  readonly eventSource: LambdaSqsEventSource;
+  readonly queue: LocalQueue;
+  readonly deadLetterQueue: LocalQueue;
+  /** The SQS client both functions use (a real SQSClient, pointed at the local server). */
+  readonly sqs: SQSClient;
+  /** The local SQS server (its endpoint, queues and GetQueueAttributes). */
+  readonly localSqs: LocalSqs;
+  readonly eventSource: SqsEventSource;
   /** Startup gate the reconcile function removes (for status views). */
   readonly startupTaint: { readonly key: string; readonly effect: string } | undefined;
   /** Who propagates `spec.taints` (for status views). */
   readonly specTaintsOwner: SpecTaintsOwner;
-  /** Totals since start. */
+  /** Totals since start; the queue depths are GetQueueAttributes results at most ~250 ms old. */
   counters(): PipelineCounters;
+  /** Totals with queue depths read now. */
+  freshCounters(): Promise<PipelineCounters>;
   /** Stops the forwarder (it hands over: sends what is pending, stores its checkpoint on the Lease). */
   stopForwarder(): Promise<void>;
   /** Starts a new forwarder process-equivalent (fresh adapters, new identity) that resumes from the Lease checkpoint. */
   startForwarder(): void;
   /** Resolves when the forwarder holds the Lease (it has started its watches), or rejects after `timeoutMs`. */
   waitForForwarder(timeoutMs?: number): Promise<void>;
-  /** Stops everything: forwarder first (hand-over), then the event source after its running invocations. */
+  /** Stops everything: forwarder first (hand-over), then the event source after its running invocations, then SQS (unless given). */
   stop(): Promise<void>;
 }
-
-const QUEUE_NAME = 'capi-taint-propagator-events.fifo';
-const DLQ_NAME = 'capi-taint-propagator-events-dlq.fifo';
 
 /** Starts the forwarder, the queues and the reconcile event source against a cluster. Returns once everything is running. */
 export async function startPipeline(options: PipelineOptions): Promise<Pipeline> {
@@ -127,13 +135,9 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
   await ensureNamespace(kc, stateNamespace);
 
   const visibilityTimeoutSeconds = options.visibilityTimeoutSeconds ?? 30;
-  const deadLetterQueue = new EmbeddedFifoQueue({ name: DLQ_NAME, visibilityTimeoutSeconds });
-  const queue = new EmbeddedFifoQueue({
-    name: QUEUE_NAME,
-    visibilityTimeoutSeconds,
-    redrivePolicy: { deadLetterQueue, maxReceiveCount: options.maxReceiveCount ?? 5 },
-  });
-  const sqs = new EmbeddedSqsClient([queue, deadLetterQueue]);
+  const localSqs = options.sqs ?? (await startLocalSqs({ visibilityTimeoutSeconds, maxReceiveCount: options.maxReceiveCount ?? 5 }));
+  const { queue, deadLetterQueue } = localSqs;
+  const sqs = localSqs.newClient();
 
   const counters = new CounterBox();
   const startupTaint =
@@ -160,19 +164,21 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
     metrics: new CountingMetrics(counters),
   });
   const deps: BatchDeps = { ...composed, recorder: observedRecorder(composed.recorder, options.onActivity) };
-  const eventSource = new LambdaSqsEventSource({
+  const eventSource = new SqsEventSource({
+    client: sqs,
     queue,
+    region: localSqs.region,
     handler: (event: SQSEvent, context: Context): Promise<SQSBatchResponse> => processBatch(event, context, deps),
     batchSize: options.batchSize ?? 10,
     concurrency: options.concurrency ?? 2,
     functionName: 'reconcile-node-taints',
     // Lambda's rule: the queue's visibility timeout must not be below the function timeout.
     functionTimeoutSeconds: Math.max(1, Math.min(visibilityTimeoutSeconds, 60)),
-    maxIdleWaitMs: 1000,
-    onInvocation: options.onInvocation,
-    onPollError: (error) => log.error('Polling the embedded queue failed', { error: error as Error }),
+    ...(options.onInvocation ? { onInvocation: options.onInvocation } : {}),
+    onPollError: (error) => log.error('Polling the local SQS queue failed', { error: error as Error }),
   });
   eventSource.start();
+  const depths = new DepthSampler(localSqs);
 
   const telemetry: CountingForwarderTelemetry = createForwarderTelemetry();
   let generation = 0;
@@ -218,16 +224,22 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
   startForwarder();
 
   let stopped = false;
+  const snapshot = (): PipelineCounters => counters.snapshot(telemetry, eventSource, depths.queue, depths.deadLetterQueue, current?.forwarder.isActive() ?? false);
   return {
     mode: options.mode,
     kubeConfig: kc,
     queue,
     deadLetterQueue,
     sqs,
+    localSqs,
     eventSource,
     startupTaint,
     specTaintsOwner: reconcileConfig.specTaintsOwner,
-    counters: () => counters.snapshot(telemetry, eventSource, queue, deadLetterQueue, current?.forwarder.isActive() ?? false),
+    counters: snapshot,
+    async freshCounters(): Promise<PipelineCounters> {
+      await depths.sample();
+      return snapshot();
+    },
     stopForwarder,
     startForwarder,
     async waitForForwarder(timeoutMs = 30_000): Promise<void> {
@@ -242,6 +254,9 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
       stopped = true;
       await stopForwarder();
       await eventSource.stop();
+      await depths.stop();
+      sqs.destroy();
+      if (!options.sqs) await localSqs.stop();
     },
   };
 }
@@ -293,15 +308,8 @@ class CounterBox {
     else this.metrics[metric] = (this.metrics[metric] ?? 0) + value;
   }
 
-  snapshot(
-    telemetry: CountingForwarderTelemetry,
-    eventSource: LambdaSqsEventSource,
-    queue: EmbeddedFifoQueue,
-    dlq: EmbeddedFifoQueue,
-    forwarderActive: boolean,
-  ): PipelineCounters {
+  snapshot(telemetry: CountingForwarderTelemetry, eventSource: SqsEventSource, q: QueueDepth, dlq: QueueDepth, forwarderActive: boolean): PipelineCounters {
     const f = telemetry.counts();
-    const q = queue.stats();
     const source = eventSource.counters;
     const empty = emptyCounters();
     return {
@@ -318,11 +326,45 @@ class CounterBox {
       conflicts: this.metrics[ReconcileMetric.Conflicts] ?? 0,
       transientErrors: this.metrics[ReconcileMetric.TransientErrors] ?? 0,
       deadLettered: (this.metrics[ReconcileMetric.DeadLettered] ?? 0),
-      deadLetterQueueDepth: dlq.stats().total,
-      queueVisible: q.visible,
+      deadLetterQueueDepth: dlq.visible + dlq.inFlight + dlq.delayed,
+      queueVisible: q.visible + q.delayed,
       queueInFlight: q.inFlight,
       invocations: source.invocations,
     };
+  }
+}
+
+/** The last GetQueueAttributes of both queues, refreshed in the background so that `counters()` stays synchronous. */
+class DepthSampler {
+  queue: QueueDepth = { visible: 0, inFlight: 0, delayed: 0 };
+  deadLetterQueue: QueueDepth = { visible: 0, inFlight: 0, delayed: 0 };
+  readonly #sqs: LocalSqs;
+  readonly #timer: NodeJS.Timeout;
+  #pending: Promise<void> | undefined;
+
+  constructor(sqs: LocalSqs) {
+    this.#sqs = sqs;
+    this.#timer = setInterval(() => void this.sample().catch(() => undefined), 250);
+    this.#timer.unref();
+  }
+
+  /** Reads both depths now (joins a read already under way). */
+  sample(): Promise<void> {
+    this.#pending ??= (async () => {
+      try {
+        const [q, dlq] = await Promise.all([this.#sqs.depth(this.#sqs.queue), this.#sqs.depth(this.#sqs.deadLetterQueue)]);
+        this.queue = q;
+        this.deadLetterQueue = dlq;
+      } finally {
+        this.#pending = undefined;
+      }
+    })();
+    return this.#pending;
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.#timer);
+    await this.#pending?.catch(() => undefined);
   }
 }
 

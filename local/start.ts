@@ -1,5 +1,5 @@
 /**
- * `npm start`: the whole pipeline on this machine — watch-forwarder, embedded SQS FIFO queue (+ DLQ) and
+ * `npm start`: the whole pipeline on this machine — watch-forwarder, an in-process SQS server (fauxqs, on loopback) with the FIFO queue (+ DLQ) and
  * the reconcile handler — in one process.
  *
  * With KUBECONFIG set it runs against that cluster; without, it starts the local control plane
@@ -112,7 +112,7 @@ try {
 
 out(
   `capi-taint-propagator running locally: mode ${config.mode}, cluster ${kc.getCurrentCluster()?.server ?? '?'}, ` +
-    `embedded queue (visibility ${config.visibilityTimeoutSeconds} s, DLQ after ${config.maxReceiveCount} receives), ` +
+    `SQS ${pipeline.localSqs.endpoint} (in memory; visibility ${config.visibilityTimeoutSeconds} s, DLQ after ${config.maxReceiveCount} receives), ` +
     `retry backoff ${config.retryBaseSeconds}-${config.retryMaxSeconds} s${config.dryRun ? ', DRY RUN' : ''}`,
 );
 out('Edit Machines (spec.taints or the taints.capi-taint-propagator.dev/* annotations) and watch the Nodes follow. Ctrl-C stops.');

@@ -1,20 +1,20 @@
 /**
- * The reconcile half of the pipeline, composed exactly as in production except for the transport: the Lambda SQS
- * handler body (`processBatch`) with the production composition (`composeReconcile`), driven with real SQSEvents by
- * the Lambda event-source emulator from an embedded SQS FIFO queue (FIFO groups per Node, visibility-based backoff,
- * partial batch failures). API calls are real and counted at the client.
+ * The reconcile half of the pipeline, composed exactly as in production: the Lambda SQS handler body (`processBatch`)
+ * with the production composition (`composeReconcile`) and a real SQSClient, driven with SQSEvents by the local event
+ * source mapping from an SQS FIFO queue served in-process over HTTP (fauxqs: FIFO groups per Node, visibility-based
+ * backoff, redrive). API calls are real and counted at the client.
  */
+import type { SQSClient } from '@aws-sdk/client-sqs';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Context, SQSEvent } from 'aws-lambda';
 import { composeReconcile } from '#functions/reconcile-node-taints/compose.ts';
 import { processBatch, type BatchDeps } from '#functions/reconcile-node-taints/process-batch.ts';
-import { EmbeddedFifoQueue } from '#shared/adapters/memory/embedded-fifo-queue.ts';
-import { EmbeddedSqsClient } from '#shared/adapters/memory/embedded-sqs-client.ts';
-import { LambdaSqsEventSource } from '#shared/adapters/memory/lambda-sqs-event-source.ts';
 import { createSqsEventPublisher } from '#shared/adapters/sqs/event-publisher.ts';
 import { loadReconcileConfig, type ReconcileConfig } from '#shared/config/reconcile-config.ts';
 import { eventIdFor, eventTypeFor, sourceFor, subjectFor, type MachineEventData, type TaintEvent } from '#shared/domain/cloud-event.ts';
 import type { EventPublisher } from '#shared/ports/event-publisher.ts';
+import { startLocalSqs, type LocalQueue, type LocalSqs } from '#local/sqs/local-sqs.ts';
+import { SqsEventSource } from '#local/sqs/sqs-event-source.ts';
 
 /** Production's settings (serverless.yml): reserved concurrency 10, FIFO batch size 10. */
 export const RECONCILE_CONCURRENCY = 10;
@@ -39,24 +39,25 @@ export interface ReconcileTally {
 }
 
 export class ReconcilePipeline {
-  readonly queue: EmbeddedFifoQueue;
-  readonly deadLetters: EmbeddedFifoQueue;
-  readonly sqs: EmbeddedSqsClient;
+  readonly localSqs: LocalSqs;
+  readonly queue: LocalQueue;
+  readonly deadLetters: LocalQueue;
+  readonly sqs: SQSClient;
   readonly publisher: EventPublisher;
   readonly config: ReconcileConfig;
   readonly deps: BatchDeps;
-  readonly source: LambdaSqsEventSource;
+  readonly source: SqsEventSource;
 
-  constructor(o: ReconcilePipelineOptions) {
-    this.deadLetters = new EmbeddedFifoQueue({ name: 'bench-taints-dlq.fifo', region: 'eu-west-1', accountId: '123456789012' });
-    this.queue = new EmbeddedFifoQueue({
-      name: 'bench-taints.fifo',
-      region: 'eu-west-1',
-      accountId: '123456789012',
-      visibilityTimeoutSeconds: 180,
-      redrivePolicy: { deadLetterQueue: this.deadLetters, maxReceiveCount: 20 },
-    });
-    this.sqs = new EmbeddedSqsClient([this.queue, this.deadLetters]);
+  /** Starts the local SQS server with the queue pair; the pollers start with `start()`. */
+  static async create(o: ReconcilePipelineOptions): Promise<ReconcilePipeline> {
+    return new ReconcilePipeline(o, await startLocalSqs({ queueName: 'bench-taints.fifo', deadLetterQueueName: 'bench-taints-dlq.fifo', visibilityTimeoutSeconds: 180, maxReceiveCount: 20 }));
+  }
+
+  private constructor(o: ReconcilePipelineOptions, localSqs: LocalSqs) {
+    this.localSqs = localSqs;
+    this.queue = localSqs.queue;
+    this.deadLetters = localSqs.deadLetterQueue;
+    this.sqs = localSqs.client;
     this.publisher = createSqsEventPublisher({ client: this.sqs, queueUrl: this.queue.url });
     this.config = loadReconcileConfig({
       QUEUE_URL: this.queue.url,
@@ -78,14 +79,15 @@ export class ReconcilePipeline {
     });
     this.deps = o.wrapDeps ? o.wrapDeps(deps) : deps;
     const handler = (event: SQSEvent, context: Context) => processBatch(event, context, this.deps);
-    this.source = new LambdaSqsEventSource({
+    this.source = new SqsEventSource({
+      client: this.sqs,
       queue: this.queue,
+      region: localSqs.region,
       handler,
       batchSize: o.batchSize ?? RECONCILE_BATCH_SIZE,
       concurrency: o.concurrency ?? RECONCILE_CONCURRENCY,
       functionName: 'reconcile-node-taints',
       functionTimeoutSeconds: 60,
-      maxIdleWaitMs: 1_000,
     });
   }
 
@@ -93,8 +95,10 @@ export class ReconcilePipeline {
     this.source.start();
   }
 
+  /** Stops the pollers after their running invocations, then the SQS server (its messages are lost). */
   async stop(): Promise<void> {
     await this.source.stop();
+    await this.localSqs.stop();
   }
 
   /** Resolves when the queue is empty and no invocation runs. */

@@ -2,7 +2,7 @@
  * Scenario 2, API cost: HTTP requests per reconcile, counted at the client (every request the reconcile function's
  * KubeConfig sends), for a changed Node, an unchanged Node (reached by a Machine event and by a Node event), and a
  * Node whose write meets one 409 conflict (a foreign writer changes it between our read and our write; its
- * requests are not counted). Runs the production handler through the embedded queue; conflicts retry after a 0 s
+ * requests are not counted). Runs the production handler through the local SQS FIFO queue (fauxqs); conflicts retry after a 0 s
  * backoff so that the count does not wait on the clock.
  */
 import type { BatchDeps } from '#functions/reconcile-node-taints/process-batch.ts';
@@ -112,10 +112,10 @@ export async function runApiCost(ctx: BenchContext): Promise<ApiCostResult> {
 
 async function measure(ctx: BenchContext, pairs: readonly Pair[], eventOf: (p: Pair) => TaintEvent, wrapDeps?: (deps: BatchDeps) => BatchDeps): Promise<CaseCost> {
   const counter = new CallCounter();
-  const pipeline = new ReconcilePipeline({ kubeConfig: countingKubeConfig(ctx.kubeconfigPath, counter), env: { RETRY_BASE_SECONDS: '0', RETRY_MAX_SECONDS: '1' }, ...(wrapDeps ? { wrapDeps } : {}) });
-  await publishAll(pipeline.publisher, pairs.map(eventOf));
-  pipeline.start();
+  const pipeline = await ReconcilePipeline.create({ kubeConfig: countingKubeConfig(ctx.kubeconfigPath, counter), env: { RETRY_BASE_SECONDS: '0', RETRY_MAX_SECONDS: '1' }, ...(wrapDeps ? { wrapDeps } : {}) });
   try {
+    await publishAll(pipeline.publisher, pairs.map(eventOf));
+    pipeline.start();
     await pipeline.drain(120_000);
   } finally {
     await pipeline.stop();

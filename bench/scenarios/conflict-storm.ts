@@ -48,7 +48,7 @@ export async function runConflictStorm(ctx: BenchContext): Promise<ConflictStorm
 
       let conflicts = 0;
       const counter = new CallCounter();
-      const pipeline = new ReconcilePipeline({
+      const pipeline = await ReconcilePipeline.create({
         kubeConfig: countingKubeConfig(ctx.kubeconfigPath, counter),
         wrapDeps: (deps) => ({
           ...deps,

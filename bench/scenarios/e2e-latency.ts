@@ -1,6 +1,6 @@
 /**
  * Scenario 3, end-to-end latency: a Machine edit → the Node's taints updated, through the whole pipeline on this
- * machine: the watch-forwarder (production composition, real watches, real Lease) publishing into the embedded SQS
+ * machine: the watch-forwarder (production composition, real watches, real Lease) publishing into the local SQS
  * FIFO queue, and the reconcile handler fed by the Lambda event-source emulator, against the real API server.
  * Edits arrive at a steady rate, round-robin over M Machines (each Machine is edited every M / rate seconds, far
  * longer than a reconcile). Latency = from just before the edit's PATCH is sent to the moment an independent watch
@@ -54,9 +54,9 @@ export async function runE2eLatency(ctx: BenchContext): Promise<E2eLatencyResult
     const initial: BenchTaint = { key: KEY, value: 'v0', effect: 'NoSchedule' };
     const pairs = await createPairs(raw, { run, namespace: ns, count: m, machineTaints: [initial] });
 
-    // The pipeline: forwarder → embedded queue → reconcile.
+    // The pipeline: forwarder → local SQS FIFO queue (fauxqs, over HTTP) → reconcile.
     const counter = new CallCounter();
-    pipeline = new ReconcilePipeline({ kubeConfig: countingKubeConfig(ctx.kubeconfigPath, counter) });
+    pipeline = await ReconcilePipeline.create({ kubeConfig: countingKubeConfig(ctx.kubeconfigPath, counter) });
     let messages = 0;
     const sqs = {
       send: async (command: SendMessageBatchCommand) => {

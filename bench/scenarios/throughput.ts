@@ -1,6 +1,6 @@
 /**
  * Scenario 1, reconcile throughput: N Machine/Node pairs whose declarations changed (every Node lacks its Machine's
- * taint); time for the reconcile handler, fed through the embedded FIFO queue, to converge all of them, against the
+ * taint); time for the reconcile handler, fed through the local SQS FIFO queue, to converge all of them, against the
  * floor measured in the same run on the same Nodes: a minimal loop doing just GET Node + PATCH Node (merge patch
  * with the resourceVersion precondition) per Node, with the same client as the product (client-node with the
  * product's connection pooling, `withPooledConnections`) and the same concurrency. A second floor with a plain
@@ -72,16 +72,20 @@ async function runOnce(ctx: BenchContext, n: number, concurrency: number): Promi
     const floor1 = await floorLoop(pairs, concurrency, (node) => floorStep(floorApi, node, 'bench.capi-tp/floor-1'));
 
     const counter = new CallCounter();
-    const pipeline = new ReconcilePipeline({ kubeConfig: countingKubeConfig(ctx.kubeconfigPath, counter), concurrency });
+    const pipeline = await ReconcilePipeline.create({ kubeConfig: countingKubeConfig(ctx.kubeconfigPath, counter), concurrency });
     const now = new Date();
     const events = pairs.map((p) => machineModified(ns, p.machine, p.uid, p.resourceVersion, p.node, now));
     const before = counter.snapshot();
     const start = performance.now();
-    await publishAll(pipeline.publisher, events);
-    pipeline.start();
-    await pipeline.drain(Math.max(120_000, n * 200));
-    const pipelineMs = since(start);
-    await pipeline.stop();
+    let pipelineMs: number;
+    try {
+      await publishAll(pipeline.publisher, events);
+      pipeline.start();
+      await pipeline.drain(Math.max(120_000, n * 200));
+      pipelineMs = since(start);
+    } finally {
+      await pipeline.stop();
+    }
     const pipelineCalls = counter.since(before);
 
     const floor2 = await floorLoop(pairs, concurrency, (node) => floorStep(floorApi, node, 'bench.capi-tp/floor-2'));
@@ -95,13 +99,17 @@ async function runOnce(ctx: BenchContext, n: number, concurrency: number): Promi
       await setMachineTaints(raw, ns, p.machine, [DECLARED, second]);
       return machineMeta(raw, ns, p.machine);
     });
-    const kaPipeline = new ReconcilePipeline({ kubeConfig: countingKubeConfig(ctx.kubeconfigPath, new CallCounter(), { keepAlive: true }), concurrency });
+    const kaPipeline = await ReconcilePipeline.create({ kubeConfig: countingKubeConfig(ctx.kubeconfigPath, new CallCounter(), { keepAlive: true }), concurrency });
     const kaStart = performance.now();
-    await publishAll(kaPipeline.publisher, pairs.map((p, i) => machineModified(ns, p.machine, p.uid, metas[i]?.resourceVersion ?? `${p.resourceVersion}1`, p.node, new Date())));
-    kaPipeline.start();
-    await kaPipeline.drain(Math.max(120_000, n * 200));
-    const kaPipelineMs = since(kaStart);
-    await kaPipeline.stop();
+    let kaPipelineMs: number;
+    try {
+      await publishAll(kaPipeline.publisher, pairs.map((p, i) => machineModified(ns, p.machine, p.uid, metas[i]?.resourceVersion ?? `${p.resourceVersion}1`, p.node, new Date())));
+      kaPipeline.start();
+      await kaPipeline.drain(Math.max(120_000, n * 200));
+      kaPipelineMs = since(kaStart);
+    } finally {
+      await kaPipeline.stop();
+    }
 
     const nodes = await listNodes(raw, run);
     const converged = nodes.filter((node) => hasTaint(node, DECLARED)).length;

@@ -21,7 +21,7 @@ export interface ComposeForwarderArgs {
   readonly config: ForwarderConfig;
   /** The management cluster (Machines, Clusters, kubeconfig Secrets, the Lease); also the Nodes' cluster in `self` mode. */
   readonly managementKubeConfig: KubeConfig;
-  /** Where events go: an SQS client (real, mocked or embedded) with `config.queueUrl`, or a ready publisher. */
+  /** Where events go: an SQS client (real AWS, the local server, or a mock) with `config.queueUrl`, or a ready publisher. */
   readonly sqs?: SqsSendClient;
   readonly publisher?: EventPublisher;
   readonly telemetry: ForwarderTelemetry;

@@ -14,7 +14,7 @@ export interface PublishResult {
   readonly unsent: readonly UnsentEvent[];
 }
 
-/** Sends TaintEvents to the event queue (SQS FIFO in AWS, the embedded queue locally). */
+/** Sends TaintEvents to the event queue (SQS FIFO in AWS, a local SQS server in `npm start`). */
 export interface EventPublisher {
   /** Sends the events (after its own bounded retries); never throws for a send failure, reports it in `unsent`. */
   publish(events: readonly TaintEvent[]): Promise<PublishResult>;

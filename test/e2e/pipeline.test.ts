@@ -1,5 +1,5 @@
 /**
- * The whole pipeline in this process — watch-forwarder → embedded SQS FIFO queue → processBatch (the
+ * The whole pipeline in this process — watch-forwarder → SQS FIFO queue (in-process fauxqs over HTTP) → processBatch (the
  * Lambda handler's body, driven as Lambda's event source would) → Node — against the real local
  * control plane. Expected Node states are upstream's (upstream-capi.md §3.3), written out by hand.
  */
@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { World } from './support.ts';
 import { HAMMER_TAINT_KEY, expectNode, joinNode, setAnnotations, setSpecTaints, startForeignWriter, startWorld } from './support.ts';
-import { MERGE_PATCH, adminKubeConfig, createMachine, describeWithControlPlane, requireControlPlane, setMachineNodeRef, uniqueName } from '#test/support/control-plane.ts';
+import { MERGE_PATCH, adminKubeConfig, createMachine, describeWithControlPlane, requireControlPlane, setMachineNodeRef, uniqueName, waitFor } from '#test/support/control-plane.ts';
 
 const CLASS = 'taints.capi-taint-propagator.dev/class';
 const MACHINE = 'taints.capi-taint-propagator.dev/machine';
@@ -127,8 +127,10 @@ describeWithControlPlane('e2e: the whole pipeline in-process', () => {
     );
     await setSpecTaints(kc, world.ns, machine, [{ key: 'x', value: '2', effect: 'NoSchedule' }]);
 
-    // Assess
+    // Assess: reconcile is level-triggered, so a message ahead of the malformed one may already have written x=2;
+    // the dead letter is then still on its way.
     await expectNode(kc, node, { taints: ['x=2:NoSchedule'], tracking: 'x:NoSchedule' });
+    await waitFor(async () => (await world?.pipeline.localSqs.depth(world.pipeline.deadLetterQueue))?.visible === 1, { timeoutMs: 30_000, description: 'the dead letter' });
     const dead = await world.pipeline.sqs.send(
       new ReceiveMessageCommand({ QueueUrl: world.pipeline.deadLetterQueue.url, MaxNumberOfMessages: 10, MessageAttributeNames: ['All'], MessageSystemAttributeNames: ['MessageGroupId'] }),
     );
@@ -138,6 +140,8 @@ describeWithControlPlane('e2e: the whole pipeline in-process', () => {
     expect(dead.Messages?.[0]?.MessageAttributes?.['failureReason']?.StringValue).toMatch(/\S/);
     expect(world.pipeline.counters().deadLettered).toBe(1);
     expect(world.pipeline.counters().reconciles['dead-lettered']).toBe(1);
+    // The live totals read the queues with GetQueueAttributes: the dead letter (now in flight) counts in the DLQ depth.
+    expect((await world.pipeline.freshCounters()).deadLetterQueueDepth).toBe(1);
   });
 
   it('loses no change when the forwarder is restarted mid-run', async () => {

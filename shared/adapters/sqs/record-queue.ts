@@ -6,7 +6,7 @@ import { ChangeMessageVisibilityCommand, SendMessageCommand } from '@aws-sdk/cli
 import { TransientError } from '#shared/errors.ts';
 import type { DeadLetterRecord, RecordQueue } from '#shared/ports/record-queue.ts';
 
-/** The part of an SQS client this adapter uses; the real SQSClient and the embedded queue's client both fit. */
+/** The part of an SQS client this adapter uses; the real SQSClient and its mocks fit. */
 export interface SqsSender {
   send(command: ChangeMessageVisibilityCommand | SendMessageCommand): Promise<unknown>;
 }

@@ -1,56 +1,13 @@
 /**
- * `npx serverless package` offline, without AWS credentials (no AWS_* variables, an empty HOME), in a copy of the
- * service in a temp dir (so that parallel runs never share .serverless/ or .esbuild/), then assertions on the
- * generated CloudFormation template. Metric names are cross-checked against shared/observability/metric-names.ts.
+ * `npx serverless package` offline, without AWS credentials (test/support/serverless-package.ts, shared with
+ * template-validation.test.ts), then assertions on the generated CloudFormation template. Metric names are
+ * cross-checked against shared/observability/metric-names.ts.
  */
-import { execFile } from 'node:child_process';
-import { cp, mkdir, mkdtemp, readFile, rm, stat, symlink } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { promisify } from 'node:util';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { ForwarderMetric, METRIC_NAMESPACE, ReconcileMetric } from '#shared/observability/metric-names.ts';
-
-const run = promisify(execFile);
-const root = resolve(import.meta.dirname, '../../..');
-
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- a CloudFormation template is untyped JSON
-type Json = any;
-
-interface Packaged {
-  template: Json;
-  dir: string;
-  seconds: number;
-}
-
-async function packageService(args: string[]): Promise<Packaged> {
-  const dir = await mkdtemp(join(tmpdir(), 'ctp-sls-'));
-  const service = join(dir, 'service');
-  await mkdir(service);
-  for (const entry of ['serverless.yml', 'package.json', 'tsconfig.json', 'infra', 'functions', 'shared']) {
-    await cp(join(root, entry), join(service, entry), { recursive: true });
-  }
-  await symlink(join(root, 'node_modules'), join(service, 'node_modules'), 'dir');
-  const home = join(dir, 'home');
-  await mkdir(home);
-  // No AWS_* variables, no ~/.aws: proves packaging needs no account.
-  const env: NodeJS.ProcessEnv = {
-    PATH: process.env.PATH,
-    HOME: home,
-    NPM_CONFIG_UPDATE_NOTIFIER: 'false',
-    SLS_TELEMETRY_DISABLED: '1',
-  };
-  const started = Date.now();
-  try {
-    await run('npx', ['--no-install', 'serverless', 'package', ...args], { cwd: service, env, timeout: 240_000, maxBuffer: 16 * 1024 * 1024 });
-  } catch (err) {
-    const e = err as { stdout?: string; stderr?: string; message: string };
-    throw new Error(`serverless package failed: ${e.message}\n${e.stdout ?? ''}\n${e.stderr ?? ''}`);
-  }
-  const seconds = (Date.now() - started) / 1000;
-  const template = JSON.parse(await readFile(join(service, '.serverless', 'cloudformation-template-update-stack.json'), 'utf8')) as Json;
-  return { template, dir, seconds };
-}
+import { PACKAGE_VARIANTS, evaluateCondition, packagedService, type Json, type Packaged } from '#test/support/serverless-package.ts';
 
 function resourcesOfType(template: Json, type: string): [string, Json][] {
   return Object.entries(template.Resources as Record<string, Json>).filter(([, r]) => r.Type === type);
@@ -60,17 +17,6 @@ function functionByHandler(template: Json, handler: string): [string, Json] {
   const found = resourcesOfType(template, 'AWS::Lambda::Function').find(([, r]) => r.Properties.Handler === handler);
   if (!found) throw new Error(`no function with handler ${handler}`);
   return found;
-}
-
-/** Evaluates a CloudFormation condition whose parameters were already resolved by the framework. */
-function evaluateCondition(template: Json, c: Json): boolean {
-  if (typeof c === 'string') return evaluateCondition(template, template.Conditions[c]);
-  if ('Condition' in c) return evaluateCondition(template, c.Condition);
-  if ('Fn::Equals' in c) return String(c['Fn::Equals'][0]) === String(c['Fn::Equals'][1]);
-  if ('Fn::Not' in c) return !evaluateCondition(template, c['Fn::Not'][0]);
-  if ('Fn::And' in c) return (c['Fn::And'] as Json[]).every((x) => evaluateCondition(template, x));
-  if ('Fn::Or' in c) return (c['Fn::Or'] as Json[]).some((x) => evaluateCondition(template, x));
-  throw new Error(`cannot evaluate condition ${JSON.stringify(c)}`);
 }
 
 /** The IAM statements in effect for this stage's parameters (Fn::If resolved, AWS::NoValue dropped). */
@@ -150,27 +96,16 @@ let defaults: Packaged;
 let ssm: Packaged;
 
 beforeAll(async () => {
-  defaults = await packageService([]);
-  ssm = await packageService([
-    '--stage',
-    'prod',
-    '--param=managementAuth=ssm',
-    '--param=managementKubeconfigParameter=/capi-taint-propagator/management-kubeconfig',
-    '--param=managementKubeconfigKmsKeyArn=arn:aws:kms:eu-west-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab',
-    '--param=alarmEmail=oncall@example.com',
-    `--param=queueRedriveRoleArn=${REDRIVE_ROLE}`,
-  ]);
+  // Defaults plus the one parameter EKS auth (the default) needs; then SSM auth with a customer KMS key.
+  [defaults, ssm] = await Promise.all([packagedService(PACKAGE_VARIANTS.eks), packagedService(PACKAGE_VARIANTS.ssm)]);
 }, 480_000);
-
-afterAll(async () => {
-  for (const p of [defaults, ssm]) if (p) await rm(p.dir, { recursive: true, force: true });
-});
 
 describe('npx serverless package (offline, no credentials)', () => {
   it('produces a template and one zip per function', async () => {
-    const zips = ['reconcileNodeTaints.zip', 'watchForwarder.zip'].map((z) => join(defaults.dir, 'service', '.serverless', z));
+    const zips = ['reconcileNodeTaints.zip', 'watchForwarder.zip'].map((z) => join(defaults.serviceDir, '.serverless', z));
     for (const zip of zips) expect((await stat(zip)).size).toBeGreaterThan(1000);
-    console.info(`serverless package: ${defaults.seconds.toFixed(1)} s (defaults), ${ssm.seconds.toFixed(1)} s (ssm)`);
+    const took = (p: Packaged): string => `${p.seconds.toFixed(1)} s${p.reused ? ', reused' : ''}`;
+    console.info(`serverless package: ${took(defaults)} (defaults), ${took(ssm)} (ssm)`);
   });
 
   it('runs on nodejs22.x or newer, arm64, with source maps and the documented environment', () => {

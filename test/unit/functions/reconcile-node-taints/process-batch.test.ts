@@ -4,7 +4,7 @@ import { mockClient } from 'aws-sdk-client-mock';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { processBatch, backoffSeconds, type BatchDeps } from '#functions/reconcile-node-taints/process-batch.ts';
 import { fromCloudEventBody } from '#shared/adapters/cloudevents/cloud-event-body.ts';
-import { MemoryClusterConnections, MemoryEventRecorder, MemoryMachineStore } from '#shared/adapters/memory/memory-cluster.ts';
+import { MemoryClusterConnections, MemoryEventRecorder, MemoryMachineStore } from '#test/support/memory-cluster.ts';
 import { SqsRecordQueue } from '#shared/adapters/sqs/record-queue.ts';
 import type { MachineSnapshot } from '#shared/domain/snapshots.ts';
 import { OWN_TRACKING_ANNOTATION } from '#shared/domain/taint.ts';

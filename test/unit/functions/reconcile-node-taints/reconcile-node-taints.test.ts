@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { reconcileNodeTaints, type ReconcileDeps } from '#functions/reconcile-node-taints/reconcile-node-taints.ts';
-import { MemoryClusterConnections, MemoryEventRecorder, MemoryMachineStore } from '#shared/adapters/memory/memory-cluster.ts';
+import { MemoryClusterConnections, MemoryEventRecorder, MemoryMachineStore } from '#test/support/memory-cluster.ts';
 import type { MachineSnapshot } from '#shared/domain/snapshots.ts';
 import { OWN_TRACKING_ANNOTATION, UNINITIALIZED_TAINT_KEY } from '#shared/domain/taint.ts';
 import { PatchConflictError } from '#shared/errors.ts';
