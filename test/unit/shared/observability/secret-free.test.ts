@@ -20,7 +20,7 @@ import { KubernetesClusterConnections } from '#shared/adapters/kubernetes/cluste
 import { clusterCredentialsReporter } from '#shared/adapters/kubernetes/credentials-reporter.ts';
 import { createManagementKubeConfigLoader } from '#shared/adapters/kubernetes/management-kubeconfig.ts';
 import { workloadKubeConfigs } from '#shared/adapters/kubernetes/workload-kubeconfig.ts';
-import { MemoryEventRecorder, MemoryMachineStore } from '#shared/adapters/memory/memory-cluster.ts';
+import { MemoryEventRecorder, MemoryMachineStore } from '#test/support/memory-cluster.ts';
 import { SqsRecordQueue } from '#shared/adapters/sqs/record-queue.ts';
 import type { ClusterAccessConfig } from '#shared/config/cluster-access-config.ts';
 import { TransientError } from '#shared/errors.ts';
