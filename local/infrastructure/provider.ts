@@ -271,6 +271,9 @@ export class LocalProvider {
       return; // the update event continues
     }
     if ((o.status?.['initialization'] as { provisioned?: boolean } | undefined)?.provisioned === true) return;
+    // The watch may not have delivered our own last status write yet: check the stored object before registering.
+    const fresh = (await this.#custom.getNamespacedCustomObject({ ...gvp(LOCAL_MACHINE), namespace: ns, name })) as Obj;
+    if ((fresh.status?.['initialization'] as { provisioned?: boolean } | undefined)?.provisioned === true) return;
     const machine = (await this.#custom.getNamespacedCustomObject({ group: CAPI_GROUP, version: 'v1beta2', plural: 'machines', namespace: ns, name: owner.name })) as Obj;
     const clusterName = (machine.spec?.['clusterName'] as string | undefined) ?? o.metadata?.labels?.[CLUSTER_NAME_LABEL] ?? '';
     const target = this.#nodeClusterFor({ namespace: ns, name: clusterName });
