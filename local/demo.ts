@@ -85,7 +85,7 @@ const DEPLOYMENTS = [
 async function main(): Promise<number> {
   out('capi-taint-propagator demo: a fresh local control plane with Cluster API, the whole pipeline in this process.');
   try {
-    cp = await startControlPlane({ log: (line) => out(`  ${line}`), handleSignals: false, capi: {} });
+    cp = await startControlPlane({ log: (line) => line.startsWith('[local-provider]') || out(`  ${line}`), handleSignals: false, capi: {} });
   } catch (e) {
     out(e instanceof ControlPlaneUnavailableError ? e.message : `control plane failed to start: ${e instanceof Error ? e.message : String(e)}`);
     return 2;
