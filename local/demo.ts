@@ -7,8 +7,9 @@
  * Seeded through Cluster API only (no hand-written Machine, no hand-set nodeRef), namespace `demo`, self mode:
  * - ClusterClass `demo` (local provider templates), worker classes `gpu` (class annotation
  *   `pool=gpu:NoSchedule, warming:PreferNoSchedule@OnInitialization`) and `edge` (`pool=edge:NoSchedule,
- *   maintenance:NoExecute`); every Node registers with the startup gate `node.cluster.x-k8s.io/uninitialized` and
- *   a foreign `node.kubernetes.io/not-ready:NoSchedule`;
+ *   maintenance:NoExecute`); every Node registers with Cluster API's `node.cluster.x-k8s.io/uninitialized`, the
+ *   product's startup gate `taints.capi-taint-propagator.dev/uninitialized` and a foreign
+ *   `node.kubernetes.io/not-ready:NoSchedule`;
  * - topology Cluster `demo`: MachineDeployment `gpu` (2 replicas, cluster annotation `gpu=a100:NoSchedule`), `edge`
  *   (1 replica, cancels `maintenance:NoExecute-`, adds `zone=eu-1a:PreferNoSchedule@OnInitialization`) and `broken`
  *   (1 replica, `NoSchedul` is no effect: its Node is never written);
@@ -19,7 +20,7 @@
 import { CoreV1Api, CustomObjectsApi, PatchStrategy, setHeaderOptions, type V1Taint } from '@kubernetes/client-node';
 import { statusOf } from '#shared/adapters/kubernetes/api-errors.ts';
 import { SyncState, type TaintStatus } from '#shared/domain/taint-status.ts';
-import { UNINITIALIZED_TAINT_KEY } from '#shared/domain/taint.ts';
+import { STARTUP_GATE_TAINT_KEY, UNINITIALIZED_TAINT_KEY } from '#shared/domain/taint.ts';
 import { processEnv } from '#shared/config/env.ts';
 import { logger } from '#shared/observability/logger.ts';
 import { ControlPlaneUnavailableError, startControlPlane, type ControlPlane } from './control-plane/control-plane.ts';
@@ -98,9 +99,6 @@ async function main(): Promise<number> {
     mode: 'self',
     // The product was "enabled" before these Nodes joined, so their OnInitialization taints apply.
     firstEnabledAt: enabledAt,
-    // No CAPI controller runs here: the product propagates spec.taints and removes CAPI's startup taint itself.
-    specTaintsOwner: 'product',
-    startupTaint: { key: UNINITIALIZED_TAINT_KEY, effect: 'NoSchedule' },
     visibilityTimeoutSeconds: 10,
     retryBaseSeconds: 1,
     retryMaxSeconds: 4,
@@ -188,7 +186,17 @@ async function seed(custom: CustomObjectsApi): Promise<void> {
   await create(gvp(LOCAL_CONTROL_PLANE_TEMPLATE), LOCAL_CONTROL_PLANE_TEMPLATE.kind, 'demo', { template: { spec: {} } });
   await create(gvp(LOCAL_BOOTSTRAP_CONFIG_TEMPLATE), LOCAL_BOOTSTRAP_CONFIG_TEMPLATE.kind, 'demo', { template: { spec: {} } });
   await create(gvp(LOCAL_MACHINE_TEMPLATE), LOCAL_MACHINE_TEMPLATE.kind, 'demo', {
-    template: { spec: { startupTaints: [{ key: UNINITIALIZED_TAINT_KEY, effect: 'NoSchedule' }, { key: 'node.kubernetes.io/not-ready', effect: 'NoSchedule' }] } },
+    // As kubeadm would register them: CAPI's own startup taint (CAPI removes it), the product's startup gate (the
+    // product removes it once the declared taints are on) and a foreign one nobody here owns.
+    template: {
+      spec: {
+        startupTaints: [
+          { key: UNINITIALIZED_TAINT_KEY, effect: 'NoSchedule' },
+          { key: STARTUP_GATE_TAINT_KEY, effect: 'NoSchedule' },
+          { key: 'node.kubernetes.io/not-ready', effect: 'NoSchedule' },
+        ],
+      },
+    },
   });
   const worker = (name: string, classTaints: string): Record<string, unknown> => ({
     class: name,
