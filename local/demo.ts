@@ -170,7 +170,7 @@ async function main(): Promise<number> {
     `  pipeline: ${counters.eventsForwarded} events forwarded, ${counters.eventsFiltered} filtered; ${Object.values(counters.reconciles).reduce((a, b) => a + b, 0)} reconciles; ` +
       `${counters.writes} Node writes; ${counters.conflicts} conflicts retried through the queue; ${counters.reconciles['invalid-declaration']} invalid-declaration outcomes; ${counters.deadLetterQueueDepth} dead letters`,
   );
-  out('  Foreign taints (not-ready, the autoscaler\'s) were never touched; the broken MachineDeployment\'s Node is never written until its declaration is fixed.');
+  out('  Foreign taints (not-ready, the autoscaler\'s) were never touched; the broken MachineDeployment\'s Node keeps the startup gate until its declaration is fixed.');
   return converged ? 0 : 1;
 }
 
