@@ -47,8 +47,8 @@ export default defineConfig({
           include: ['test/e2e-capi/**/*.test.ts'],
           globalSetup: ['test/support/capi-control-plane-setup.ts'],
           testTimeout: 180_000,
-          // The first run may build the Cluster API manager (minutes) inside the global setup.
-          hookTimeout: 900_000,
+          // beforeAll of examples-and-gates starts a second control plane with the manager.
+          hookTimeout: 180_000,
           fileParallelism: false,
         },
       },
