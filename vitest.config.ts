@@ -1,6 +1,7 @@
 import { defineConfig } from 'vitest/config';
 
-// Three tiers, one runner. Integration and e2e share one real control plane per run (global setup).
+// Four tiers, one runner. Integration and e2e share one bare control plane per run (global setup); e2e-capi gets its
+// own control plane with the Cluster API manager and the local provider (a manager would adopt the bare Machines).
 export default defineConfig({
   test: {
     // `npm test` turns coverage on; the gate is on the pure domain (house style: near-total coverage there).
@@ -36,6 +37,18 @@ export default defineConfig({
           globalSetup: ['test/support/control-plane-setup.ts'],
           testTimeout: 120_000,
           hookTimeout: 120_000,
+          fileParallelism: false,
+        },
+      },
+      {
+        extends: true,
+        test: {
+          name: 'e2e-capi',
+          include: ['test/e2e-capi/**/*.test.ts'],
+          globalSetup: ['test/support/capi-control-plane-setup.ts'],
+          testTimeout: 180_000,
+          // beforeAll of examples-and-gates starts a second control plane with the manager.
+          hookTimeout: 180_000,
           fileParallelism: false,
         },
       },

@@ -1,27 +1,39 @@
 /**
- * `npm run demo`: a small, realistic scenario on a fresh local control plane, run through the whole
- * pipeline until it converges, ending with a summary of what each Node has and why. Exit 0 on
+ * `npm run demo`: a small, realistic scenario on a fresh local control plane WITH Cluster API (the upstream core
+ * manager, default gates: MachineTaintPropagation off, ClusterTopology on) and the local infrastructure provider,
+ * run through the whole pipeline until it converges, ending with a summary of what each Node has and why. Exit 0 on
  * convergence, 1 otherwise. It never touches KUBECONFIG's cluster: it always starts its own.
  *
- * Scenario (namespace `demo`, self mode):
- * - gpu-0, gpu-1: `spec.taints` gpu=a100:NoSchedule (Always) + ClusterClass-level annotation
- *   `pool=gpu:NoSchedule, warming:PreferNoSchedule@OnInitialization`;
- * - edge-0: annotations only — class `pool=edge:NoSchedule, maintenance:NoExecute`, cluster cancels
- *   `maintenance:NoExecute-`, machine `zone=eu-1a:PreferNoSchedule@OnInitialization`;
- * - broken-0: an invalid declaration (`NoSchedul` is no effect): its Node is never written;
- * - every Node joins with the startup gate `node.cluster.x-k8s.io/uninitialized:NoSchedule` and a
- *   foreign `node.kubernetes.io/not-ready:NoSchedule`;
- * - an "autoscaler" keeps writing the same Nodes (labels, annotations, its own taint) with its own
- *   optimistic lock, while gpu-0's value is changed to h100 and edge-0's zone becomes Always.
+ * Seeded through Cluster API only (no hand-written Machine, no hand-set nodeRef), namespace `demo`, self mode:
+ * - ClusterClass `demo` (local provider templates), worker classes `gpu` (class annotation
+ *   `pool=gpu:NoSchedule, warming:PreferNoSchedule@OnInitialization`) and `edge` (`pool=edge:NoSchedule,
+ *   maintenance:NoExecute`); every Node registers with Cluster API's `node.cluster.x-k8s.io/uninitialized`, the
+ *   product's startup gate `taints.capi-taint-propagator.dev/uninitialized` and a foreign
+ *   `node.kubernetes.io/not-ready:NoSchedule`;
+ * - topology Cluster `demo`: MachineDeployment `gpu` (2 replicas, cluster annotation `gpu=a100:NoSchedule`), `edge`
+ *   (1 replica, cancels `maintenance:NoExecute-`, adds `zone=eu-1a:PreferNoSchedule@OnInitialization`) and `broken`
+ *   (1 replica, `NoSchedul` is no effect: its Node is never written);
+ * - an "autoscaler" keeps writing the same Nodes (labels, annotations, its own taint) with its own optimistic lock,
+ *   while the topology changes gpu a100 → a10g → l4 → h100 and edge's zone becomes Always (Cluster API carries the
+ *   annotations down to the Machines in place).
  */
 import { CoreV1Api, CustomObjectsApi, PatchStrategy, setHeaderOptions, type V1Taint } from '@kubernetes/client-node';
 import { statusOf } from '#shared/adapters/kubernetes/api-errors.ts';
-import { MACHINE_API } from '#shared/adapters/kubernetes/machine-store.ts';
 import { SyncState, type TaintStatus } from '#shared/domain/taint-status.ts';
-import { UNINITIALIZED_TAINT_KEY } from '#shared/domain/taint.ts';
+import { STARTUP_GATE_TAINT_KEY, UNINITIALIZED_TAINT_KEY } from '#shared/domain/taint.ts';
 import { processEnv } from '#shared/config/env.ts';
 import { logger } from '#shared/observability/logger.ts';
 import { ControlPlaneUnavailableError, startControlPlane, type ControlPlane } from './control-plane/control-plane.ts';
+import {
+  BOOTSTRAP_GROUP,
+  CONTROL_PLANE_GROUP,
+  INFRASTRUCTURE_GROUP,
+  LOCAL_BOOTSTRAP_CONFIG_TEMPLATE,
+  LOCAL_CLUSTER_TEMPLATE,
+  LOCAL_CONTROL_PLANE_TEMPLATE,
+  LOCAL_MACHINE_TEMPLATE,
+  VERSION as LOCAL_VERSION,
+} from './infrastructure/crds.ts';
 import { readTaintStatuses } from './cluster-status.ts';
 import { startPipeline, type Pipeline } from './pipeline.ts';
 import { createActivityFilter, formatReport } from './pipeline-report.ts';
@@ -32,7 +44,6 @@ const CLUSTER = 'demo';
 const ACTOR_TAINT = 'autoscaler.example.com/scale-down-candidate';
 const CLASS = 'taints.capi-taint-propagator.dev/class';
 const CLUSTER_ANNOTATION = 'taints.capi-taint-propagator.dev/cluster';
-const MACHINE_ANNOTATION = 'taints.capi-taint-propagator.dev/machine';
 const CONVERGE_TIMEOUT_MS = 120_000;
 
 const out = (line: string): void => {
@@ -61,38 +72,21 @@ for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
   });
 }
 
-interface MachineSpec {
-  readonly name: string;
-  readonly specTaints?: readonly { key: string; value?: string; effect: string; propagation: string }[];
-  readonly annotations?: Readonly<Record<string, string>>;
-}
+const CAPI = { group: 'cluster.x-k8s.io', version: 'v1beta2' } as const;
+const CLUSTERS = { ...CAPI, plural: 'clusters' } as const;
+const KUBERNETES_VERSION = 'v1.34.3';
 
-const MACHINES: readonly MachineSpec[] = [
-  {
-    name: 'gpu-0',
-    specTaints: [{ key: 'gpu', value: 'a100', effect: 'NoSchedule', propagation: 'Always' }],
-    annotations: { [CLASS]: 'pool=gpu:NoSchedule, warming:PreferNoSchedule@OnInitialization' },
-  },
-  {
-    name: 'gpu-1',
-    specTaints: [{ key: 'gpu', value: 'a100', effect: 'NoSchedule', propagation: 'Always' }],
-    annotations: { [CLASS]: 'pool=gpu:NoSchedule, warming:PreferNoSchedule@OnInitialization' },
-  },
-  {
-    name: 'edge-0',
-    annotations: {
-      [CLASS]: 'pool=edge:NoSchedule, maintenance:NoExecute',
-      [CLUSTER_ANNOTATION]: 'maintenance:NoExecute-',
-      [MACHINE_ANNOTATION]: 'zone=eu-1a:PreferNoSchedule@OnInitialization',
-    },
-  },
-  { name: 'broken-0', annotations: { [MACHINE_ANNOTATION]: 'gpu=a100:NoSchedul' } },
-];
+/** The topology's MachineDeployments: name, worker class, replicas, cluster-level declaration. */
+const DEPLOYMENTS = [
+  { name: 'gpu', class: 'gpu', replicas: 2, cluster: 'gpu=a100:NoSchedule' },
+  { name: 'edge', class: 'edge', replicas: 1, cluster: 'maintenance:NoExecute-, zone=eu-1a:PreferNoSchedule@OnInitialization' },
+  { name: 'broken', class: 'edge', replicas: 1, cluster: 'gpu=a100:NoSchedul' },
+] as const;
 
 async function main(): Promise<number> {
-  out('capi-taint-propagator demo: a fresh local control plane, the whole pipeline in this process.');
+  out('capi-taint-propagator demo: a fresh local control plane with Cluster API, the whole pipeline in this process.');
   try {
-    cp = await startControlPlane({ log: (line) => out(`  ${line}`), handleSignals: false });
+    cp = await startControlPlane({ log: (line) => line.startsWith('[local-provider]') || out(`  ${line}`), handleSignals: false, capi: {} });
   } catch (e) {
     out(e instanceof ControlPlaneUnavailableError ? e.message : `control plane failed to start: ${e instanceof Error ? e.message : String(e)}`);
     return 2;
@@ -105,9 +99,6 @@ async function main(): Promise<number> {
     mode: 'self',
     // The product was "enabled" before these Nodes joined, so their OnInitialization taints apply.
     firstEnabledAt: enabledAt,
-    // No CAPI controller runs here: the product propagates spec.taints and removes CAPI's startup taint itself.
-    specTaintsOwner: 'product',
-    startupTaint: { key: UNINITIALIZED_TAINT_KEY, effect: 'NoSchedule' },
     visibilityTimeoutSeconds: 10,
     retryBaseSeconds: 1,
     retryMaxSeconds: 4,
@@ -130,38 +121,21 @@ async function main(): Promise<number> {
   };
   const reporter = setInterval(report, 2000);
 
-  step('Creating 4 Machines (spec.taints and annotations; one invalid declaration)');
-  for (const m of MACHINES) await createMachine(custom, m);
-  step('Nodes join with the startup gate taint; CAPI sets status.nodeRef');
-  for (const m of MACHINES) {
-    await core.createNode({
-      body: {
-        metadata: { name: `demo-${m.name}`, labels: { 'node.kubernetes.io/instance-type': m.name.startsWith('gpu') ? 'p4d.24xlarge' : 'm7g.large' } },
-        spec: { taints: [{ key: UNINITIALIZED_TAINT_KEY, effect: 'NoSchedule' }, { key: 'node.kubernetes.io/not-ready', effect: 'NoSchedule' }] },
-      },
-    });
-    await custom.patchNamespacedCustomObjectStatus(
-      { ...MACHINE_API, namespace: NS, name: m.name, body: { status: { nodeRef: { name: `demo-${m.name}` } } } },
-      mergePatch,
-    );
-    await sleep(300);
-  }
+  step('Creating a ClusterClass (class-level taints) and a topology Cluster with 3 MachineDeployments (cluster-level taints, one invalid)');
+  await seed(custom);
+  step('Cluster API creates MachineSets and Machines; the local provider registers their Nodes; Cluster API sets status.nodeRef');
+  const nodes = await waitForNodes(custom, DEPLOYMENTS.reduce((n, d) => n + d.replicas, 0));
+  step(`${nodes.length} Nodes joined: ${nodes.join(', ')}`);
 
   step(`Another actor ("autoscaler") starts writing the same Nodes: labels, annotations, its own taint ${ACTOR_TAINT}`);
-  const actor = runForeignWriter(core, MACHINES.map((m) => `demo-${m.name}`), 10_000);
+  const actor = runForeignWriter(core, nodes, 10_000);
   await sleep(2000);
-  step('Editing declarations while it writes: gpu-0 gpu=a100 -> a10g -> l4 -> h100 (spec.taints); edge-0 zone OnInitialization -> Always (annotation)');
+  step('Editing the topology while it writes: gpu=a100 -> a10g -> l4 -> h100; edge zone OnInitialization -> Always (Cluster API carries them to the Machines in place)');
   for (const value of ['a10g', 'l4', 'h100']) {
-    await custom.patchNamespacedCustomObject(
-      { ...MACHINE_API, namespace: NS, name: 'gpu-0', body: { spec: { taints: [{ key: 'gpu', value, effect: 'NoSchedule', propagation: 'Always' }] } } },
-      mergePatch,
-    );
+    await setClusterDeclaration(custom, 'gpu', `gpu=${value}:NoSchedule`);
     await sleep(1500);
   }
-  await custom.patchNamespacedCustomObject(
-    { ...MACHINE_API, namespace: NS, name: 'edge-0', body: { metadata: { annotations: { [MACHINE_ANNOTATION]: 'zone=eu-1b:PreferNoSchedule@Always' } } } },
-    mergePatch,
-  );
+  await setClusterDeclaration(custom, 'edge', 'maintenance:NoExecute-, zone=eu-1b:PreferNoSchedule@Always');
   const writes = await actor;
   step(`The autoscaler stopped after ${writes.written} writes (${writes.conflicts} of its own conflicts retried)`);
 
@@ -196,29 +170,87 @@ async function main(): Promise<number> {
     `  pipeline: ${counters.eventsForwarded} events forwarded, ${counters.eventsFiltered} filtered; ${Object.values(counters.reconciles).reduce((a, b) => a + b, 0)} reconciles; ` +
       `${counters.writes} Node writes; ${counters.conflicts} conflicts retried through the queue; ${counters.reconciles['invalid-declaration']} invalid-declaration outcomes; ${counters.deadLetterQueueDepth} dead letters`,
   );
-  out('  Foreign taints (not-ready, the autoscaler\'s) were never touched; broken-0 keeps its startup gate until its declaration is fixed.');
+  out('  Foreign taints (not-ready, the autoscaler\'s) were never touched; the broken MachineDeployment\'s Node keeps the startup gate until its declaration is fixed.');
   return converged ? 0 : 1;
 }
 
 const mergePatch = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+const apiVersion = (group: string): string => `${group}/${LOCAL_VERSION}`;
 
-async function createMachine(custom: CustomObjectsApi, m: MachineSpec): Promise<void> {
-  const spec: Record<string, unknown> = {
-    clusterName: CLUSTER,
-    bootstrap: { dataSecretName: `${m.name}-bootstrap` },
-    infrastructureRef: { apiGroup: 'infrastructure.cluster.x-k8s.io', kind: 'DockerMachine', name: m.name },
-  };
-  if (m.specTaints) spec['taints'] = m.specTaints;
-  await custom.createNamespacedCustomObject({
-    ...MACHINE_API,
-    namespace: NS,
-    body: {
-      apiVersion: `${MACHINE_API.group}/${MACHINE_API.version}`,
-      kind: 'Machine',
-      metadata: { name: m.name, namespace: NS, labels: { 'cluster.x-k8s.io/cluster-name': CLUSTER }, annotations: { ...m.annotations } },
-      spec,
+/** ClusterClass `demo` with its templates, and the topology Cluster `demo`. */
+async function seed(custom: CustomObjectsApi): Promise<void> {
+  const create = (api: { group: string; version: string; plural: string }, kind: string, name: string, spec: Record<string, unknown>): Promise<unknown> =>
+    custom.createNamespacedCustomObject({ ...api, namespace: NS, body: { apiVersion: `${api.group}/${api.version}`, kind, metadata: { name, namespace: NS }, spec } });
+  const gvp = (k: { group: string; version: string; plural: string }): { group: string; version: string; plural: string } => ({ group: k.group, version: k.version, plural: k.plural });
+  await create(gvp(LOCAL_CLUSTER_TEMPLATE), LOCAL_CLUSTER_TEMPLATE.kind, 'demo', { template: { spec: {} } });
+  await create(gvp(LOCAL_CONTROL_PLANE_TEMPLATE), LOCAL_CONTROL_PLANE_TEMPLATE.kind, 'demo', { template: { spec: {} } });
+  await create(gvp(LOCAL_BOOTSTRAP_CONFIG_TEMPLATE), LOCAL_BOOTSTRAP_CONFIG_TEMPLATE.kind, 'demo', { template: { spec: {} } });
+  await create(gvp(LOCAL_MACHINE_TEMPLATE), LOCAL_MACHINE_TEMPLATE.kind, 'demo', {
+    // As kubeadm would register them: CAPI's own startup taint (CAPI removes it), the product's startup gate (the
+    // product removes it once the declared taints are on) and a foreign one nobody here owns.
+    template: {
+      spec: {
+        startupTaints: [
+          { key: UNINITIALIZED_TAINT_KEY, effect: 'NoSchedule' },
+          { key: STARTUP_GATE_TAINT_KEY, effect: 'NoSchedule' },
+          { key: 'node.kubernetes.io/not-ready', effect: 'NoSchedule' },
+        ],
+      },
     },
   });
+  const worker = (name: string, classTaints: string): Record<string, unknown> => ({
+    class: name,
+    metadata: { annotations: { [CLASS]: classTaints } },
+    bootstrap: { templateRef: { apiVersion: apiVersion(BOOTSTRAP_GROUP), kind: LOCAL_BOOTSTRAP_CONFIG_TEMPLATE.kind, name: 'demo' } },
+    infrastructure: { templateRef: { apiVersion: apiVersion(INFRASTRUCTURE_GROUP), kind: LOCAL_MACHINE_TEMPLATE.kind, name: 'demo' } },
+  });
+  await create({ ...CAPI, plural: 'clusterclasses' }, 'ClusterClass', 'demo', {
+    infrastructure: { templateRef: { apiVersion: apiVersion(INFRASTRUCTURE_GROUP), kind: LOCAL_CLUSTER_TEMPLATE.kind, name: 'demo' } },
+    controlPlane: { templateRef: { apiVersion: apiVersion(CONTROL_PLANE_GROUP), kind: LOCAL_CONTROL_PLANE_TEMPLATE.kind, name: 'demo' } },
+    workers: {
+      machineDeployments: [worker('gpu', 'pool=gpu:NoSchedule, warming:PreferNoSchedule@OnInitialization'), worker('edge', 'pool=edge:NoSchedule, maintenance:NoExecute')],
+    },
+  });
+  await create(CLUSTERS, 'Cluster', CLUSTER, {
+    topology: {
+      classRef: { name: 'demo' },
+      version: KUBERNETES_VERSION,
+      controlPlane: { replicas: 1 },
+      workers: {
+        machineDeployments: DEPLOYMENTS.map((d) => ({ class: d.class, name: d.name, replicas: d.replicas, metadata: { annotations: { [CLUSTER_ANNOTATION]: d.cluster } } })),
+      },
+    },
+  });
+}
+
+/** Waits until `count` Machines of the demo Cluster have a Node (Cluster API's status.nodeRef); returns the Node names. */
+async function waitForNodes(custom: CustomObjectsApi, count: number): Promise<string[]> {
+  const deadline = Date.now() + CONVERGE_TIMEOUT_MS;
+  while (Date.now() < deadline) {
+    const list = (await custom.listNamespacedCustomObject({ ...CAPI, plural: 'machines', namespace: NS })) as { items: { status?: { nodeRef?: { name?: string } } }[] };
+    const names = list.items.map((m) => m.status?.nodeRef?.name).filter((n): n is string => Boolean(n));
+    if (names.length === count) return names.sort();
+    await sleep(250);
+  }
+  throw new Error(`Cluster API did not give ${count} Machines a Node within ${CONVERGE_TIMEOUT_MS / 1000} s`);
+}
+
+/** Sets the cluster-level declaration of one topology MachineDeployment (read-modify-write of the Cluster). */
+async function setClusterDeclaration(custom: CustomObjectsApi, deployment: string, value: string): Promise<void> {
+  for (;;) {
+    const cluster = (await custom.getNamespacedCustomObject({ ...CLUSTERS, namespace: NS, name: CLUSTER })) as {
+      spec: { topology: { workers: { machineDeployments: { name: string; metadata?: { annotations?: Record<string, string> } }[] } } };
+    };
+    for (const md of cluster.spec.topology.workers.machineDeployments) {
+      if (md.name === deployment) md.metadata = { ...md.metadata, annotations: { ...md.metadata?.annotations, [CLUSTER_ANNOTATION]: value } };
+    }
+    try {
+      await custom.replaceNamespacedCustomObject({ ...CLUSTERS, namespace: NS, name: CLUSTER, body: cluster });
+      return;
+    } catch (e) {
+      if (statusOf(e) !== 409) throw e; // the topology controller wrote the Cluster meanwhile: read again
+    }
+  }
 }
 
 /**

@@ -60,13 +60,21 @@ export interface OutOfSyncNode {
   readonly state: string;
 }
 
+/** How many Machines there are, and which of them are still waiting for a Node (no `status.nodeRef` yet). */
+export interface MachineCensus {
+  readonly machines: number;
+  /** `namespace/name` of the Machines without a Node yet. */
+  readonly waitingForNode: readonly string[];
+}
+
 /**
  * Renders the status block: events, reconciles by outcome (non-zero only), writes, conflicts,
  * dead letters, queue depth and the Nodes out of sync. Returns the lines, without a timestamp, so
- * that equal blocks mean "nothing changed".
+ * that equal blocks mean "nothing changed". With a `census`, the Nodes line tells "no Machine",
+ * "waiting for a Node" and "in sync" apart.
  * @example formatReport(emptyCounters(), [])[0] // 'events    forwarded 0, filtered 0 (seen 0)'
  */
-export function formatReport(c: PipelineCounters, outOfSync: readonly OutOfSyncNode[] | undefined): string[] {
+export function formatReport(c: PipelineCounters, outOfSync: readonly OutOfSyncNode[] | undefined, census?: MachineCensus): string[] {
   const outcomes = Object.entries(c.reconciles)
     .filter(([, n]) => n > 0)
     .map(([o, n]) => `${o} ${n}`);
@@ -84,7 +92,9 @@ export function formatReport(c: PipelineCounters, outOfSync: readonly OutOfSyncN
     `writes    ${c.writes}, conflicts retried ${c.conflicts}${c.transientErrors > 0 ? `, transient errors retried ${c.transientErrors}` : ''}, dead-lettered ${c.deadLettered} (DLQ depth ${c.deadLetterQueueDepth})`,
     `queue     ${c.queueVisible} waiting, ${c.queueInFlight} in flight`,
   ];
-  if (outOfSync !== undefined) {
+  if (outOfSync !== undefined && census !== undefined) {
+    lines.push(nodesLine(outOfSync, census));
+  } else if (outOfSync !== undefined) {
     lines.push(
       outOfSync.length === 0
         ? 'Nodes     all in sync'
@@ -95,6 +105,18 @@ export function formatReport(c: PipelineCounters, outOfSync: readonly OutOfSyncN
     );
   }
   return lines;
+}
+
+function nodesLine(outOfSync: readonly OutOfSyncNode[], census: MachineCensus): string {
+  if (census.machines === 0) return 'Nodes     no Machine yet';
+  const list = (names: readonly string[]): string => `${names.slice(0, 8).join(', ')}${names.length > 8 ? `, +${names.length - 8} more` : ''}`;
+  const inSync = census.machines - census.waitingForNode.length - outOfSync.length;
+  const parts = [
+    inSync === census.machines ? `all ${inSync} in sync` : `${inSync} in sync`,
+    census.waitingForNode.length > 0 ? `${census.waitingForNode.length} waiting for a Node: ${list(census.waitingForNode)}` : '',
+    outOfSync.length > 0 ? `${outOfSync.length} not in sync: ${list(outOfSync.map((n) => `${n.node} (${n.state})`))}` : '',
+  ].filter((p) => p !== '');
+  return `Nodes     ${parts.join('; ')}`;
 }
 
 /**

@@ -14,11 +14,12 @@ import { processEnv } from '#shared/config/env.ts';
 import { ConfigError } from '#shared/errors.ts';
 import { logger } from '#shared/observability/logger.ts';
 import { SyncState } from '#shared/domain/taint-status.ts';
-import { ControlPlaneUnavailableError, startControlPlane, type ControlPlane } from './control-plane/control-plane.ts';
+import { parseControlPlaneArgs } from './control-plane/args.ts';
+import { ControlPlaneUnavailableError, startControlPlane, type CapiOptions, type ControlPlane } from './control-plane/control-plane.ts';
 import { readTaintStatuses } from './cluster-status.ts';
 import { loadLocalConfig, type LocalConfig } from './local-config.ts';
 import { startPipeline, type Activity, type Pipeline } from './pipeline.ts';
-import { createActivityFilter, formatReport, type OutOfSyncNode } from './pipeline-report.ts';
+import { createActivityFilter, formatReport, type MachineCensus, type OutOfSyncNode } from './pipeline-report.ts';
 
 const isNewActivity = createActivityFilter();
 
@@ -28,10 +29,14 @@ const out = (line: string): void => {
 const clock = (): string => new Date().toTimeString().slice(0, 8);
 
 let config: LocalConfig;
+let capi: CapiOptions | false;
 try {
-  config = loadLocalConfig(processEnv(), process.argv.slice(2));
+  // The local control plane's flags (--no-capi, --capi-feature-gates=…, --capi-namespace=…); the rest is ours.
+  const rest: string[] = [];
+  capi = parseControlPlaneArgs(process.argv.slice(2), rest);
+  config = loadLocalConfig(processEnv(), rest);
 } catch (e) {
-  process.stderr.write(`${e instanceof ConfigError ? e.message : String(e)}\n`);
+  process.stderr.write(`${e instanceof ConfigError || e instanceof Error ? e.message : String(e)}\n`);
   process.exit(2);
 }
 // Structured JSON logs would drown the human display; POWERTOOLS_LOG_LEVEL=INFO brings them back.
@@ -67,9 +72,9 @@ const kc = new KubeConfig();
 if (config.kubeconfig) {
   kc.loadFromDefault();
 } else {
-  out('KUBECONFIG is not set: starting the local control plane (kube-apiserver + etcd + Cluster API CRDs)...');
+  out(`KUBECONFIG is not set: starting the local control plane (kube-apiserver + etcd + Cluster API CRDs${capi ? ', the Cluster API manager and the local provider' : ''})...`);
   try {
-    cp = await startControlPlane({ log: (line) => out(`  ${line}`), handleSignals: false });
+    cp = await startControlPlane({ log: (line) => out(`  ${line}`), handleSignals: false, capi });
   } catch (e) {
     process.stderr.write(`${e instanceof ControlPlaneUnavailableError ? e.message : `control plane failed to start: ${e instanceof Error ? e.message : String(e)}`}\n`);
     process.exit(e instanceof ControlPlaneUnavailableError ? 2 : 1);
@@ -80,7 +85,12 @@ if (config.kubeconfig) {
   out('');
   out('Local control plane is up. In another terminal:');
   out(`  export KUBECONFIG=${cp.kubeconfigPath}`);
-  out(`  ${kubectl} get machines,nodes -A`);
+  if (cp.capi) {
+    out(`  ${kubectl} apply -f local/examples/cluster-annotations.yaml   # Cluster API makes Machines, the local provider their Nodes`);
+    out(`  ${kubectl} get machinedeployments,machines,nodes -A`);
+  } else {
+    out(`  ${kubectl} get machines,nodes -A`);
+  }
   out(`  npm run status`);
   out('');
 }
@@ -115,7 +125,7 @@ out(
     `SQS ${pipeline.localSqs.endpoint} (in memory; visibility ${config.visibilityTimeoutSeconds} s, DLQ after ${config.maxReceiveCount} receives), ` +
     `retry backoff ${config.retryBaseSeconds}-${config.retryMaxSeconds} s${config.dryRun ? ', DRY RUN' : ''}`,
 );
-out('Edit Machines (spec.taints or the taints.capi-taint-propagator.dev/* annotations) and watch the Nodes follow. Ctrl-C stops.');
+out('Apply local/examples/*.yaml or edit MachineDeployments (spec.taints, or the taints.capi-taint-propagator.dev/* annotations in their template) and watch the Nodes follow. Ctrl-C stops.');
 
 let last = '';
 let reading = false;
@@ -125,6 +135,7 @@ const report = async (): Promise<void> => {
   reading = true;
   try {
     let outOfSync: OutOfSyncNode[] | undefined;
+    let census: MachineCensus | undefined;
     let statusError = '';
     try {
       const statuses = await readTaintStatuses({
@@ -137,10 +148,12 @@ const report = async (): Promise<void> => {
       outOfSync = statuses
         .filter((s) => s.state !== SyncState.inSync && s.state !== SyncState.noNode && s.state !== SyncState.machineDeleting)
         .map((s) => ({ node: s.node ?? s.machine, state: s.state }));
+      const live = statuses.filter((s) => s.state !== SyncState.machineDeleting);
+      census = { machines: live.length, waitingForNode: live.filter((s) => s.state === SyncState.noNode).map((s) => s.machine) };
     } catch (e) {
       statusError = `Nodes     (status unavailable: ${describeApiError(e)})`;
     }
-    const lines = formatReport(running.counters(), outOfSync);
+    const lines = formatReport(running.counters(), outOfSync, census);
     if (statusError) lines.push(statusError);
     const block = lines.join('\n');
     if (block !== last && !stopping) {

@@ -8,31 +8,35 @@
  * When kube-apiserver or etcd is still missing and building is allowed, `build-assets.sh` builds all three into the
  * cache from Go modules (minutes, once per version pair).
  *
- * The CRDs come from `CAPI_CRD_DIR`, or from the Go module cache (`go mod download sigs.k8s.io/cluster-api@<v>`).
+ * The Cluster API CRDs and webhook manifests come from the Go module cache (`go mod download sigs.k8s.io/cluster-api@<v>`);
+ * the Cluster API core manager is built from the same module into
+ * `${XDG_CACHE_HOME:-~/.cache}/capi-taint-propagator/cluster-api/<v>/` (same lock + partial-folder pattern).
  * This is local tooling, so it reads the environment directly; nothing in shared/ or functions/ imports it.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createInterface } from 'node:readline';
 
-/** Kubernetes version of kube-apiserver and kubectl (1.34: what CAPI v1.12 is built against). */
+/** Kubernetes version of kube-apiserver and kubectl (1.34: what CAPI v1.12-v1.14 are built against). */
 export const KUBERNETES_VERSION = 'v1.34.3';
 /** etcd version (3.6.x is what Kubernetes 1.34 is tested with; has RequestWatchProgress). */
 export const ETCD_VERSION = 'v3.6.16';
-/** Cluster API release the CRDs come from (v1.12 is the first with `Machine.spec.taints`). */
-export const CLUSTER_API_VERSION = 'v1.12.5';
+/**
+ * Default Cluster API release: the core manager is built from it and ALL its CRDs are installed (v1.12 is the first
+ * with `Machine.spec.taints`; v1.14 adds `taints` to ClusterClass and Cluster topology). `CAPI_VERSION` overrides it.
+ */
+export const DEFAULT_CLUSTER_API_VERSION = 'v1.14.2';
 
-/** CRD files installed from `<cluster-api module>/config/crd/bases/`. */
-export const CAPI_CRD_FILES = [
-  'cluster.x-k8s.io_clusters.yaml',
-  'cluster.x-k8s.io_machines.yaml',
-  'cluster.x-k8s.io_machinepools.yaml',
-  'cluster.x-k8s.io_machinesets.yaml',
-  'cluster.x-k8s.io_machinedeployments.yaml',
-] as const;
+/** The Cluster API release to use: `CAPI_VERSION` (a tag such as `v1.12.5`), else {@link DEFAULT_CLUSTER_API_VERSION}. */
+export function clusterApiVersion(env: NodeJS.ProcessEnv = process.env): string {
+  const v = env['CAPI_VERSION']?.trim();
+  if (!v) return DEFAULT_CLUSTER_API_VERSION;
+  if (!/^v\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?$/.test(v)) throw new Error(`CAPI_VERSION must be a release tag such as v1.14.2, got ${JSON.stringify(v)}`);
+  return v;
+}
 
 /** Names of the binaries, as in the envtest layout. */
 export const BINARY_NAMES = { kubeApiserver: 'kube-apiserver', etcd: 'etcd', kubectl: 'kubectl' } as const;
@@ -135,18 +139,42 @@ export async function resolveBinaries(opts: ResolveOptions = {}): Promise<Resolu
 }
 
 /** Runs build-assets.sh into the cache, one builder at a time (a lock folder next to the cache folder). */
-async function buildAssets(o: { env: NodeJS.ProcessEnv; log: (line: string) => void }): Promise<{ ok: true } | { ok: false; reason: string }> {
+function buildAssets(o: { env: NodeJS.ProcessEnv; log: (line: string) => void }): Promise<{ ok: true } | { ok: false; reason: string }> {
   const out = assetCacheDir(o.env);
+  return buildInto({
+    out,
+    script: BUILD_SCRIPT,
+    scriptEnv: { K8S_VERSION: KUBERNETES_VERSION, ETCD_VERSION },
+    done: () => existsSync(join(out, 'kube-apiserver')) && existsSync(join(out, 'etcd')),
+    what: `kube-apiserver + kubectl ${KUBERNETES_VERSION} and etcd ${ETCD_VERSION}`,
+    estimate: 'one-time, usually 5-10 min on 2 cores',
+    env: o.env,
+    log: o.log,
+  });
+}
+
+/** Runs a build script with `OUT=<out>` under the `<out>.lock` folder; the script builds into `<out>.partial` and renames it. */
+async function buildInto(o: {
+  out: string;
+  script: string;
+  scriptEnv: Record<string, string>;
+  done: () => boolean;
+  what: string;
+  estimate: string;
+  env: NodeJS.ProcessEnv;
+  log: (line: string) => void;
+}): Promise<{ ok: true } | { ok: false; reason: string }> {
+  const out = o.out;
   mkdirSync(dirname(out), { recursive: true });
   const lock = `${out}.lock`;
   await acquireLock(lock, o.log);
   try {
-    if (existsSync(join(out, 'kube-apiserver')) && existsSync(join(out, 'etcd'))) return { ok: true }; // built by whoever held the lock
-    o.log(`[control-plane] building kube-apiserver + kubectl ${KUBERNETES_VERSION} and etcd ${ETCD_VERSION} from Go modules into ${out} (one-time, usually 5-10 min on 2 cores)`);
+    if (o.done()) return { ok: true }; // built by whoever held the lock
+    o.log(`[control-plane] building ${o.what} from Go modules into ${out} (${o.estimate})`);
     const started = Date.now();
     const code = await new Promise<number>((resolve, reject) => {
-      const child = spawn('bash', [BUILD_SCRIPT], {
-        env: { ...o.env, OUT: out, K8S_VERSION: KUBERNETES_VERSION, ETCD_VERSION },
+      const child = spawn('bash', [o.script], {
+        env: { ...o.env, OUT: out, ...o.scriptEnv },
         stdio: ['ignore', 'pipe', 'pipe'],
       });
       const forward = (s: NodeJS.ReadableStream): void => {
@@ -158,8 +186,8 @@ async function buildAssets(o: { env: NodeJS.ProcessEnv; log: (line: string) => v
       child.on('close', (c) => resolve(c ?? 1));
     });
     const secs = ((Date.now() - started) / 1000).toFixed(0);
-    if (code !== 0) return { ok: false, reason: `building the control-plane binaries failed (exit ${code}) after ${secs} s; see the lines above` };
-    o.log(`[control-plane] binaries built in ${formatDuration(Date.now() - started)}`);
+    if (code !== 0) return { ok: false, reason: `building ${o.what} failed (exit ${code}) after ${secs} s; see the lines above` };
+    o.log(`[control-plane] ${o.what} built in ${formatDuration(Date.now() - started)}`);
     return { ok: true };
   } finally {
     rmSync(lock, { recursive: true, force: true });
@@ -207,19 +235,47 @@ async function acquireLock(lock: string, log: (line: string) => void): Promise<v
   }
 }
 
-/**
- * The folder holding the Cluster API CRD YAML files: `CAPI_CRD_DIR`, else the module from the Go module cache
- * (`go mod download`, which fetches it from the module proxy on first use), else the default module cache path
- * `~/go/pkg/mod` when Go itself is absent.
- */
-export function resolveCrdDir(env: NodeJS.ProcessEnv = process.env): Resolution<string> {
-  const explicit = env['CAPI_CRD_DIR']?.trim();
-  const missingIn = (dir: string): string[] => CAPI_CRD_FILES.filter((f) => !existsSync(join(dir, f)));
-  if (explicit) {
-    const missing = missingIn(explicit);
-    return missing.length === 0 ? { available: true, value: explicit } : { available: false, reason: `CAPI_CRD_DIR=${explicit} lacks ${missing.join(', ')}` };
+/** Where the Cluster API module's manifests are: every CRD of the core manager, and its webhook configurations. */
+export interface ClusterApiManifests {
+  readonly version: string;
+  /** Folder of the core CRDs (`core/config/crd/bases` from v1.14, `config/crd/bases` before). */
+  readonly crdDir: string;
+  /** Every `*.yaml` in `crdDir`. */
+  readonly crdFiles: readonly string[];
+  /** `…/config/webhook/manifests.yaml`: the core manager's Mutating/ValidatingWebhookConfigurations. */
+  readonly webhookManifest: string;
+}
+
+/** Both layouts of the module: v1.14 moved the core manager's config under `core/`. */
+function manifestsIn(moduleDir: string, version: string): ClusterApiManifests | undefined {
+  for (const base of [join(moduleDir, 'core', 'config'), join(moduleDir, 'config')]) {
+    const crdDir = join(base, 'crd', 'bases');
+    const webhookManifest = join(base, 'webhook', 'manifests.yaml');
+    if (!existsSync(crdDir) || !existsSync(webhookManifest)) continue;
+    const crdFiles = readdirSync(crdDir).filter((f) => f.endsWith('.yaml')).sort();
+    if (crdFiles.includes('cluster.x-k8s.io_machines.yaml')) return { version, crdDir, crdFiles, webhookManifest };
   }
-  const module = `sigs.k8s.io/cluster-api@${CLUSTER_API_VERSION}`;
+  return undefined;
+}
+
+/**
+ * The Cluster API module's manifests for {@link clusterApiVersion}: from the Go module cache (`go mod download`,
+ * which fetches the module from the proxy on first use), else the default module cache path `~/go/pkg/mod` when Go
+ * itself is absent. `CAPI_MODULE_DIR` points at an unpacked module instead (offline use).
+ */
+export function resolveClusterApiManifests(env: NodeJS.ProcessEnv = process.env): Resolution<ClusterApiManifests> {
+  let version: string;
+  try {
+    version = clusterApiVersion(env);
+  } catch (e) {
+    return { available: false, reason: (e as Error).message };
+  }
+  const explicit = env['CAPI_MODULE_DIR']?.trim();
+  if (explicit) {
+    const m = manifestsIn(explicit, version);
+    return m ? { available: true, value: m } : { available: false, reason: `CAPI_MODULE_DIR=${explicit} has no core/config or config folder with crd/bases and webhook/manifests.yaml` };
+  }
+  const module = `sigs.k8s.io/cluster-api@${version}`;
   if (hasGo(env)) {
     const r = spawnSync('go', ['mod', 'download', '-json', module], {
       env: { ...env, GOFLAGS: '-mod=mod', GOWORK: 'off', GOTOOLCHAIN: 'local' },
@@ -232,16 +288,72 @@ export function resolveCrdDir(env: NodeJS.ProcessEnv = process.env): Resolution<
     } catch {
       info = { Error: (r.stderr || r.stdout || `exit ${r.status}`).trim() };
     }
-    if (info.Error || !info.Dir) return { available: false, reason: `go mod download ${module} failed: ${info.Error ?? 'no Dir'}; or set CAPI_CRD_DIR` };
-    const dir = join(info.Dir, 'config', 'crd', 'bases');
-    const missing = missingIn(dir);
-    return missing.length === 0 ? { available: true, value: dir } : { available: false, reason: `${dir} lacks ${missing.join(', ')}` };
+    if (info.Error || !info.Dir) return { available: false, reason: `go mod download ${module} failed: ${info.Error ?? 'no Dir'}; or set CAPI_MODULE_DIR` };
+    const m = manifestsIn(info.Dir, version);
+    return m ? { available: true, value: m } : { available: false, reason: `${info.Dir} has no CRDs and webhook manifests where Cluster API keeps them` };
   }
   const gopath = env['GOPATH']?.split(':')[0]?.trim() || join(homedir(), 'go');
-  const fallback = join(env['GOMODCACHE']?.trim() || join(gopath, 'pkg', 'mod'), 'sigs.k8s.io', `cluster-api@${CLUSTER_API_VERSION}`, 'config', 'crd', 'bases');
-  if (missingIn(fallback).length === 0) return { available: true, value: fallback };
+  const fallback = join(env['GOMODCACHE']?.trim() || join(gopath, 'pkg', 'mod'), 'sigs.k8s.io', `cluster-api@${version}`);
+  const m = manifestsIn(fallback, version);
+  if (m) return { available: true, value: m };
   return {
     available: false,
-    reason: `the Cluster API ${CLUSTER_API_VERSION} CRDs are not in the Go module cache and Go is not installed; install Go, or set CAPI_CRD_DIR to a folder holding ${CAPI_CRD_FILES.join(', ')}`,
+    reason: `the Cluster API ${version} module is not in the Go module cache and Go is not installed; install Go, or set CAPI_MODULE_DIR to an unpacked sigs.k8s.io/cluster-api@${version}`,
   };
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The Cluster API core manager
+
+/** File name of the manager binary in its cache folder. */
+export const CAPI_MANAGER_BINARY = 'cluster-api-manager';
+
+const CAPI_BUILD_SCRIPT = join(dirname(fileURLToPath(import.meta.url)), 'build-capi.sh');
+
+/** `${XDG_CACHE_HOME:-~/.cache}/capi-taint-propagator/cluster-api/<version>/`, beside the kube binaries. */
+export function capiCacheDir(env: NodeJS.ProcessEnv = process.env, version = clusterApiVersion(env)): string {
+  const cacheHome = env['XDG_CACHE_HOME']?.trim() || join(homedir(), '.cache');
+  return join(cacheHome, 'capi-taint-propagator', 'cluster-api', version);
+}
+
+/** The manager binary: `TEST_ASSET_CLUSTER_API_MANAGER`, else the cache. Never builds. */
+export function findClusterApiManager(env: NodeJS.ProcessEnv = process.env): Resolution<string> {
+  const explicit = env['TEST_ASSET_CLUSTER_API_MANAGER']?.trim();
+  if (explicit) return isExecutableFile(explicit) ? { available: true, value: explicit } : { available: false, reason: `TEST_ASSET_CLUSTER_API_MANAGER=${explicit} is not an executable file` };
+  let dir: string;
+  try {
+    dir = capiCacheDir(env);
+  } catch (e) {
+    return { available: false, reason: (e as Error).message };
+  }
+  const bin = join(dir, CAPI_MANAGER_BINARY);
+  return isExecutableFile(bin) ? { available: true, value: bin } : { available: false, reason: `no Cluster API manager binary in ${dir}` };
+}
+
+/**
+ * The Cluster API core manager binary; builds it into the cache (`build-capi.sh`, one builder at a time, into a
+ * `.partial` folder renamed when complete) when missing, Go is present and `build` is not false.
+ */
+export async function resolveClusterApiManager(opts: ResolveOptions = {}): Promise<Resolution<string>> {
+  const env = opts.env ?? process.env;
+  const log = opts.log ?? ((line: string) => process.stderr.write(`${line}\n`));
+  const found = findClusterApiManager(env);
+  if (found.available || !found.reason.startsWith('no ')) return found;
+  const version = clusterApiVersion(env);
+  const how = `install Go >= 1.24 (the manager is then built once into the cache, ~2-4 min), or set TEST_ASSET_CLUSTER_API_MANAGER to a Cluster API ${version} core manager binary`;
+  if (opts.build === false) return { available: false, reason: `${found.reason} and building is disabled; ${how}` };
+  if (!hasGo(env)) return { available: false, reason: `${found.reason} and Go is not installed; ${how}` };
+  const out = capiCacheDir(env, version);
+  const built = await buildInto({
+    out,
+    script: CAPI_BUILD_SCRIPT,
+    scriptEnv: { CAPI_VERSION: version },
+    done: () => existsSync(join(out, CAPI_MANAGER_BINARY)),
+    what: `the Cluster API ${version} core manager`,
+    estimate: 'one-time, usually 2-4 min on 2 cores',
+    env,
+    log,
+  });
+  if (!built.ok) return { available: false, reason: built.reason };
+  return findClusterApiManager(env);
 }

@@ -1,23 +1,25 @@
 /**
  * A real Kubernetes control plane on loopback: etcd + kube-apiserver (RBAC on, client-certificate authentication,
- * a generated CA), with the Cluster API CRDs installed and established. The envtest model, in TypeScript.
+ * a generated CA), with the Cluster API CRDs installed and established. The envtest model, in TypeScript. With
+ * `capi` it also runs the upstream Cluster API core manager (its webhooks registered with the API server) and the
+ * local infrastructure provider (`local/infrastructure/`), which turns LocalMachines into Nodes.
  *
  * Nothing is left behind: children run in their own process group under `setpriv --pdeathsig KILL` (they die with
  * this process even on SIGKILL), they are killed on stop, on process exit and on SIGINT/SIGTERM/SIGHUP, and the
  * temporary folder is removed. Folders of earlier runs whose owner died are swept at the next start.
  */
-import { spawn, spawnSync } from 'node:child_process';
-import type { ChildProcess } from 'node:child_process';
-import { closeSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync, accessSync, constants as fsConstants } from 'node:fs';
+import { readdirSync, readFileSync, rmSync, writeFileSync, accessSync, constants as fsConstants } from 'node:fs';
 import { mkdtemp, readFile } from 'node:fs/promises';
-import { request } from 'node:https';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ApiextensionsV1Api, KubeConfig, loadAllYaml } from '@kubernetes/client-node';
 import type { V1CustomResourceDefinition } from '@kubernetes/client-node';
-import { CAPI_CRD_FILES, isAlive, resolveBinaries, resolveCrdDir } from './assets.ts';
-import type { Binaries } from './assets.ts';
+import { LocalProvider } from '../infrastructure/provider.ts';
+import { LOCAL_PROVIDER_CRDS } from '../infrastructure/crds.ts';
+import { isAlive, resolveBinaries, resolveClusterApiManager, resolveClusterApiManifests } from './assets.ts';
+import type { Binaries, ClusterApiManifests } from './assets.ts';
+import { startCapiManager, type CapiManager, type FeatureGates } from './capi-manager.ts';
+import { ChildExitedError, freePort, httpsGet, killGroup, pollUntil, spawnChild, stopChild, type Child, type Tls } from './children.ts';
 import { compactEtcdAt } from './etcd-maintenance.ts';
 import { createClientCert, createServerPki, createServiceAccountKey, kubeconfigYaml, mintClientKubeconfig } from './pki.ts';
 
@@ -43,8 +45,33 @@ export interface ControlPlane {
   mintUser(name: string, groups: string[]): Promise<string>;
   /** Compacts etcd at its current revision: watches and lists from older resourceVersions then get 410 Gone. */
   compactEtcd(): Promise<void>;
-  /** Stops kube-apiserver then etcd (SIGTERM, SIGKILL after 10 s) and removes `dir`. Idempotent. */
+  /** The Cluster API version whose CRDs are installed (and whose manager runs, with `capi`). */
+  readonly clusterApiVersion: string;
+  /** The Cluster API manager and the local infrastructure provider; undefined for a bare control plane (`capi: false`). */
+  readonly capi: ClusterApiRuntime | undefined;
+  /**
+   * Stops the local provider and the Cluster API manager (webhook registrations removed first), then kube-apiserver
+   * and etcd (SIGTERM, SIGKILL after 10 s), and removes `dir`. Idempotent.
+   */
   stop(): Promise<void>;
+}
+
+/** Cluster API options of {@link startControlPlane}. */
+export interface CapiOptions {
+  /** Gates on top of the defaults (`ClusterTopology=true`; `MachineTaintPropagation` stays off unless set here). */
+  readonly featureGates?: FeatureGates;
+  /** Restrict the manager (and its webhooks) to one namespace; default all namespaces. */
+  readonly namespace?: string;
+}
+
+/** The Cluster API side of a running control plane. */
+export interface ClusterApiRuntime {
+  /** The running manager (changes on restart). */
+  readonly manager: CapiManager;
+  /** The local infrastructure provider (LocalCluster, LocalMachine, …), running in this process. */
+  readonly provider: LocalProvider;
+  /** Stops the manager (webhooks first) and starts it again with other gates or namespace; the provider keeps running. */
+  restartManager(options?: CapiOptions): Promise<CapiManager>;
 }
 
 /** Options of {@link startControlPlane}. */
@@ -63,6 +90,11 @@ export interface StartOptions {
    * watch from etcd, so that a compaction makes watches of Nodes and Machines from older resourceVersions get 410.
    */
   readonly extraApiserverArgs?: readonly string[];
+  /**
+   * Run the Cluster API core manager and the local infrastructure provider (default false: a bare API server with
+   * the Cluster API CRDs, which is what tests writing bare Machines need).
+   */
+  readonly capi?: CapiOptions | false;
 }
 
 /** Thrown when the control plane cannot run here (no binaries and no Go, no CRDs); `reason` says why and how to fix it. */
@@ -76,7 +108,6 @@ export class ControlPlaneUnavailableError extends Error {
 }
 
 const DIR_PREFIX = 'capi-tp-control-plane-';
-const STOP_TIMEOUT_MS = 10_000;
 
 /** How long to wait for readiness: `KUBEBUILDER_CONTROLPLANE_START_TIMEOUT` (Go duration: `90s`, `2m`), default 60 s. */
 function startTimeoutMs(): number {
@@ -90,67 +121,9 @@ function startTimeoutMs(): number {
 // ---------------------------------------------------------------------------------------------------------------
 // Child processes and their cleanup
 
-interface Child {
-  readonly name: string;
-  readonly proc: ChildProcess;
-  readonly logPath: string;
-  /** Resolves with a description of how the process ended. */
-  readonly exited: Promise<string>;
-  alive: boolean;
-}
-
 /** Live control planes of this process, for the exit and signal handlers. */
 const live = new Set<{ children: Child[]; dir: string; stop: () => Promise<void> }>();
 let handlersInstalled = false;
-
-const hasSetpriv = ((): boolean => spawnSync('setpriv', ['--help'], { stdio: 'ignore' }).status === 0)();
-
-function spawnChild(name: string, bin: string, args: string[], logPath: string): Child {
-  const fd = openSync(logPath, 'a');
-  // setpriv sets PR_SET_PDEATHSIG then execs the binary: the kernel kills it if this process dies, even by SIGKILL.
-  // detached: its own process group, so a terminal's Ctrl-C reaches only us and we stop the children in order.
-  const [cmd, argv] = hasSetpriv ? ['setpriv', ['--pdeathsig', 'KILL', '--', bin, ...args]] : [bin, args];
-  const proc = spawn(cmd, argv as string[], { detached: true, stdio: ['ignore', fd, fd] });
-  closeSync(fd);
-  const child: Child = {
-    name,
-    proc,
-    logPath,
-    alive: true,
-    exited: new Promise<string>((resolve) => {
-      proc.once('error', (e) => {
-        child.alive = false;
-        resolve(`failed to start: ${e.message}`);
-      });
-      proc.once('exit', (code, signal) => {
-        child.alive = false;
-        resolve(signal ? `killed by ${signal}` : `exited with code ${code}`);
-      });
-    }),
-  };
-  return child;
-}
-
-function killGroup(child: Child, signal: NodeJS.Signals): void {
-  if (!child.alive || child.proc.pid === undefined) return;
-  try {
-    process.kill(-child.proc.pid, signal);
-  } catch {
-    try {
-      child.proc.kill(signal);
-    } catch {
-      /* already gone */
-    }
-  }
-}
-
-async function stopChild(child: Child): Promise<void> {
-  if (!child.alive) return;
-  killGroup(child, 'SIGTERM');
-  const timer = setTimeout(() => killGroup(child, 'SIGKILL'), STOP_TIMEOUT_MS);
-  await child.exited;
-  clearTimeout(timer);
-}
 
 function installProcessHandlers(handleSignals: boolean): void {
   if (handlersInstalled) return;
@@ -234,81 +207,6 @@ function pidsWithArgument(needle: string): number[] {
 }
 
 // ---------------------------------------------------------------------------------------------------------------
-// HTTP helpers (node:https: fetch cannot present a client certificate without an undici dispatcher)
-
-interface Tls {
-  readonly ca: Buffer;
-  readonly cert: Buffer;
-  readonly key: Buffer;
-}
-
-function httpsGet(url: string, tls: Tls): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const req = request(url, { method: 'GET', ...tls, timeout: 5000 }, (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (d: string) => (body += d));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-      res.on('error', reject);
-    });
-    req.on('timeout', () => req.destroy(new Error(`GET ${url} timed out`)));
-    req.on('error', reject);
-    req.end();
-  });
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.unref();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      const port = typeof addr === 'object' && addr ? addr.port : 0;
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
-function logTail(path: string, lines = 25): string {
-  try {
-    return readFileSync(path, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
-  } catch {
-    return '(no log)';
-  }
-}
-
-/**
- * Polls `probe` every 100 ms until it returns true. Fails early when one of `children` exits, and after `timeoutMs`
- * with `what` in the message. Never sleeps for a fixed time beyond the polling interval.
- */
-async function pollUntil(what: string, timeoutMs: number, children: Child[], probe: () => Promise<boolean>): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  let last = '';
-  for (;;) {
-    const dead = children.find((c) => !c.alive);
-    if (dead) throw new ChildExitedError(dead, await dead.exited);
-    try {
-      if (await probe()) return;
-    } catch (e) {
-      last = (e as Error).message;
-    }
-    if (Date.now() > deadline) throw new Error(`Timed out after ${timeoutMs} ms waiting for ${what}${last ? ` (last error: ${last})` : ''}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
-class ChildExitedError extends Error {
-  readonly portClash: boolean;
-  constructor(child: Child, how: string) {
-    const tail = logTail(child.logPath);
-    super(`${child.name} ${how} during startup; last lines of ${child.logPath}:\n${tail}`);
-    this.name = 'ChildExitedError';
-    this.portClash = /address already in use/i.test(tail);
-  }
-}
-
-// ---------------------------------------------------------------------------------------------------------------
 // Start
 
 /**
@@ -321,8 +219,14 @@ export async function startControlPlane(opts: StartOptions = {}): Promise<Contro
   const log = opts.log ?? ((line: string) => process.stderr.write(`${line}\n`));
   const binaries = await resolveBinaries({ build: opts.build ?? true, log });
   if (!binaries.available) throw new ControlPlaneUnavailableError(binaries.reason);
-  const crdDir = resolveCrdDir();
-  if (!crdDir.available) throw new ControlPlaneUnavailableError(crdDir.reason);
+  const manifests = resolveClusterApiManifests();
+  if (!manifests.available) throw new ControlPlaneUnavailableError(manifests.reason);
+  let managerBinary: string | undefined;
+  if (opts.capi) {
+    const manager = await resolveClusterApiManager({ build: opts.build ?? true, log });
+    if (!manager.available) throw new ControlPlaneUnavailableError(manager.reason);
+    managerBinary = manager.value;
+  }
   installProcessHandlers(opts.handleSignals ?? true);
 
   const started = Date.now();
@@ -330,8 +234,19 @@ export async function startControlPlane(opts: StartOptions = {}): Promise<Contro
   sweepStale(base);
   for (let attempt = 1; ; attempt++) {
     try {
-      const cp = await startOnce(binaries.value, crdDir.value, base, opts.extraApiserverArgs ?? []);
+      const cp = await startOnce(binaries.value, manifests.value, base, opts.extraApiserverArgs ?? []);
       log(`[control-plane] control plane ready in ${((Date.now() - started) / 1000).toFixed(1)} s: ${cp.server} (etcd ${cp.etcdEndpoint}, dir ${cp.dir})`);
+      if (!opts.capi || !managerBinary) return cp;
+      try {
+        const capiStarted = Date.now();
+        const capi = await startClusterApi(cp, managerBinary, manifests.value, opts.capi, log);
+        const gates = Object.entries(capi.manager.featureGates).map(([k, v]) => `${k}=${String(v)}`).join(',');
+        log(`[control-plane] Cluster API ${manifests.value.version} manager and local provider ready in ${((Date.now() - capiStarted) / 1000).toFixed(1)} s (feature gates ${gates}; ${capi.manager.namespace ? `namespace ${capi.manager.namespace}` : 'all namespaces'}; log ${capi.manager.logPath})`);
+        return withCapi(cp, capi);
+      } catch (e) {
+        await cp.stop();
+        throw e;
+      }
       return cp;
     } catch (e) {
       // Free ports are picked then released; another process may take one in between (envtest has the same race).
@@ -344,7 +259,77 @@ export async function startControlPlane(opts: StartOptions = {}): Promise<Contro
   }
 }
 
-async function startOnce(bin: Binaries, crdDir: string, base: string, extraApiserverArgs: readonly string[]): Promise<ControlPlane> {
+/** Per control plane: its children (for the Cluster API manager to join) by `dir`. */
+const childrenByDir = new Map<string, Child[]>();
+
+/** Starts the manager, then the local provider (CRDs installed, informers synced); `restartManager` swaps the manager. */
+async function startClusterApi(cp: ControlPlane, binary: string, manifests: ClusterApiManifests, options: CapiOptions, log: (line: string) => void): Promise<ClusterApiRuntime> {
+  const children = childrenByDir.get(cp.dir);
+  if (!children) throw new Error(`control plane ${cp.dir} is not running`);
+  const start = (o: CapiOptions): Promise<CapiManager> =>
+    startCapiManager(
+      {
+        binary,
+        kubeconfigPath: cp.kubeconfigPath,
+        dir: cp.dir,
+        caCertPath: cp.caCertPath,
+        caKeyPath: cp.caKeyPath,
+        webhookManifest: manifests.webhookManifest,
+        featureGates: o.featureGates ?? {},
+        ...(o.namespace ? { namespace: o.namespace } : {}),
+        timeoutMs: startTimeoutMs(),
+      },
+      children,
+    );
+  const kc = new KubeConfig();
+  kc.loadFromFile(cp.kubeconfigPath);
+  const pki = join(cp.dir, 'pki');
+  const tls: Tls = { ca: await readFile(cp.caCertPath), cert: await readFile(join(pki, 'admin.crt')), key: await readFile(join(pki, 'admin.key')) };
+  await installCrdObjects(kc, LOCAL_PROVIDER_CRDS, children, startTimeoutMs(), { tls, server: cp.server });
+  let manager = await start(options);
+  const provider = new LocalProvider({
+    kubeConfig: kc,
+    selfHosted: { kubeconfigYaml: await readFile(cp.kubeconfigPath, 'utf8'), server: cp.server },
+    ...(options.namespace ? { namespace: options.namespace } : {}),
+    log,
+  });
+  try {
+    await provider.start();
+  } catch (e) {
+    await manager.stop();
+    throw e;
+  }
+  return {
+    get manager() {
+      return manager;
+    },
+    provider,
+    async restartManager(o: CapiOptions = {}) {
+      await manager.stop();
+      manager = await start({ featureGates: o.featureGates ?? manager.featureGates, ...(o.namespace ?? manager.namespace ? { namespace: o.namespace ?? manager.namespace } : {}) });
+      return manager;
+    },
+  };
+}
+
+/** The control plane with its Cluster API side, stopped first. */
+function withCapi(cp: ControlPlane, capi: ClusterApiRuntime): ControlPlane {
+  let stopping: Promise<void> | undefined;
+  return {
+    ...cp,
+    capi,
+    stop: () => {
+      stopping ??= (async () => {
+        await capi.provider.stop();
+        await capi.manager.stop();
+        await cp.stop();
+      })();
+      return stopping;
+    },
+  };
+}
+
+async function startOnce(bin: Binaries, manifests: ClusterApiManifests, base: string, extraApiserverArgs: readonly string[]): Promise<ControlPlane> {
   const dir = await mkdtemp(join(base, DIR_PREFIX));
   writeFileSync(join(dir, 'owner.pid'), String(process.pid));
   const children: Child[] = [];
@@ -355,11 +340,13 @@ async function startOnce(bin: Binaries, crdDir: string, base: string, extraApise
       for (const c of [...children].reverse()) await stopChild(c);
       rmSync(dir, { recursive: true, force: true });
       live.delete(entry);
+      childrenByDir.delete(dir);
     })();
     return stopping;
   };
   const entry = { children, dir, stop };
   live.add(entry);
+  childrenByDir.set(dir, children);
 
   try {
     const pkiDir = join(dir, 'pki');
@@ -421,7 +408,7 @@ async function startOnce(bin: Binaries, crdDir: string, base: string, extraApise
     // The default namespace is created by a bootstrap controller shortly after readiness.
     await pollUntil('the default namespace', timeout, children, async () => (await httpsGet(`${server}/api/v1/namespaces/default`, tls)).status === 200);
 
-    await installCrds(kubeconfigPath, crdDir, tls, server, children, timeout);
+    await installCrds(kubeconfigPath, manifests, tls, server, children, timeout);
 
     return {
       dir,
@@ -437,6 +424,8 @@ async function startOnce(bin: Binaries, crdDir: string, base: string, extraApise
       compactEtcd: async () => {
         await compactEtcdAt(etcdEndpoint);
       },
+      clusterApiVersion: manifests.version,
+      capi: undefined,
       stop,
     };
   } catch (e) {
@@ -445,23 +434,37 @@ async function startOnce(bin: Binaries, crdDir: string, base: string, extraApise
   }
 }
 
-/** Creates the CRDs, then waits until each is Established and its group version lists every resource. */
-async function installCrds(kubeconfigPath: string, crdDir: string, tls: Tls, server: string, children: Child[], timeout: number): Promise<void> {
+/** Creates every Cluster API CRD of the module, then waits until each is Established and served by discovery. */
+async function installCrds(kubeconfigPath: string, manifests: ClusterApiManifests, tls: Tls, server: string, children: Child[], timeout: number): Promise<void> {
   const kc = new KubeConfig();
   kc.loadFromFile(kubeconfigPath);
-  const api = kc.makeApiClient(ApiextensionsV1Api);
   // client-node's loadAllYaml returns typed models; its serializer turns them back into the same JSON (checked for these files).
   const crds: V1CustomResourceDefinition[] = [];
-  for (const f of CAPI_CRD_FILES) {
-    for (const doc of loadAllYaml(await readFile(join(crdDir, f), 'utf8'))) if (doc) crds.push(doc as V1CustomResourceDefinition);
+  for (const f of manifests.crdFiles) {
+    for (const doc of loadAllYaml(await readFile(join(manifests.crdDir, f), 'utf8'))) if (doc) crds.push(doc as V1CustomResourceDefinition);
   }
+  await installCrdObjects(kc, crds, children, timeout, { tls, server });
+}
+
+/**
+ * Creates CRDs, waits until each is Established, then (with `discovery`) until every served group version lists
+ * its resources: Established can precede discovery by a moment.
+ */
+export async function installCrdObjects(
+  kc: KubeConfig,
+  crds: readonly V1CustomResourceDefinition[],
+  children: Child[],
+  timeout: number,
+  discovery?: { tls: Tls; server: string },
+): Promise<void> {
+  const api = kc.makeApiClient(ApiextensionsV1Api);
   await Promise.all(crds.map((body) => api.createCustomResourceDefinition({ body })));
   const names = crds.map((c) => c.metadata?.name ?? '');
-  await pollUntil('the Cluster API CRDs to be Established', timeout, children, async () => {
+  await pollUntil('the CRDs to be Established', timeout, children, async () => {
     const got = await Promise.all(names.map((name) => api.readCustomResourceDefinition({ name })));
     return got.every((crd) => crd.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True'));
   });
-  // Established can precede discovery by a moment; wait until every v1beta2 resource is served.
+  if (!discovery) return;
   const byGroupVersion = new Map<string, string[]>();
   for (const crd of crds) {
     for (const v of crd.spec.versions.filter((x) => x.served)) {
@@ -469,9 +472,9 @@ async function installCrds(kubeconfigPath: string, crdDir: string, tls: Tls, ser
       byGroupVersion.set(gv, [...(byGroupVersion.get(gv) ?? []), crd.spec.names.plural]);
     }
   }
-  await pollUntil('discovery to list the Cluster API resources', timeout, children, async () => {
+  await pollUntil('discovery to list the new resources', timeout, children, async () => {
     for (const [gv, plurals] of byGroupVersion) {
-      const res = await httpsGet(`${server}/apis/${gv}`, tls);
+      const res = await httpsGet(`${discovery.server}/apis/${gv}`, discovery.tls);
       if (res.status !== 200) return false;
       const served = new Set((JSON.parse(res.body) as { resources: { name: string }[] }).resources.map((r) => r.name));
       if (!plurals.every((p) => served.has(p))) return false;

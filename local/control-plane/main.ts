@@ -1,7 +1,13 @@
 /**
- * `npm run control-plane`: starts etcd + kube-apiserver with the Cluster API CRDs in the foreground, prints the
- * admin kubeconfig path, and stops everything (and removes its files) on SIGINT/SIGTERM/SIGHUP.
+ * `npm run control-plane`: starts etcd + kube-apiserver with the Cluster API CRDs, the Cluster API core manager and
+ * the local infrastructure provider in the foreground, prints the admin kubeconfig path, and stops everything (and
+ * removes its files) on SIGINT/SIGTERM/SIGHUP.
+ *
+ *   --capi-feature-gates=MachineTaintPropagation=true   gates of the manager (ClusterTopology=true by default)
+ *   --capi-namespace=<ns>                               the manager watches only this namespace
+ *   --no-capi                                           a bare API server with the CRDs (no manager, no provider)
  */
+import { parseControlPlaneArgs } from './args.ts';
 import { ControlPlaneUnavailableError, startControlPlane } from './control-plane.ts';
 import type { ControlPlane } from './control-plane.ts';
 
@@ -23,8 +29,16 @@ async function shutdown(signal: string): Promise<void> {
 
 for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(sig, () => void shutdown(sig));
 
+let capi: ReturnType<typeof parseControlPlaneArgs>;
 try {
-  cp = await startControlPlane({ log: out, handleSignals: false });
+  capi = parseControlPlaneArgs(process.argv.slice(2));
+} catch (e) {
+  process.stderr.write(`control-plane: ${e instanceof Error ? e.message : String(e)}\n`);
+  process.exit(2);
+}
+
+try {
+  cp = await startControlPlane({ log: out, handleSignals: false, capi });
 } catch (e) {
   if (e instanceof ControlPlaneUnavailableError) {
     process.stderr.write(`${e.message}\n`);
@@ -43,9 +57,13 @@ if (stopping) {
   out(`  export KUBECONFIG=${cp.kubeconfigPath}`);
   out(`  ${kubectl} get --raw /readyz`);
   out(`  ${kubectl} get crds`);
+  if (cp.capi) {
+    out(`  ${kubectl} apply -f local/examples/cluster-annotations.yaml   # a Cluster whose MachineDeployment makes Machines and Nodes`);
+    out(`  ${kubectl} get clusters,machinedeployments,machines,nodes -A`);
+  }
   out('');
   out(`server: ${cp.server}   etcd: ${cp.etcdEndpoint}`);
-  out(`logs:   ${cp.apiserverLogPath}, ${cp.etcdLogPath}`);
+  out(`logs:   ${cp.apiserverLogPath}, ${cp.etcdLogPath}${cp.capi ? `, ${cp.capi.manager.logPath}` : ''}`);
   out('Press Ctrl-C to stop (everything under the folder above is removed).');
   // Stay in the foreground until a signal arrives.
   const keepAlive = setInterval(() => undefined, 1 << 30);

@@ -78,6 +78,18 @@ export async function createServerPki(pkiDir: string): Promise<{ ca: CertPair; s
   return { ca, serving };
 }
 
+/**
+ * Signs another serving pair (SAN 127.0.0.1, localhost) with the CA in `pkiDir`, as `<dir>/tls.crt` and `<dir>/tls.key`
+ * (the names controller-runtime's webhook server reads from its cert dir).
+ */
+export async function createServingCert(o: { readonly dir: string; readonly caCertPath: string; readonly caKeyPath: string; readonly commonName: string }): Promise<CertPair> {
+  await mkdir(o.dir, { recursive: true, mode: 0o700 });
+  const cnf = await ensureCnf(o.dir);
+  const pair = { certPath: join(o.dir, 'tls.crt'), keyPath: join(o.dir, 'tls.key') };
+  await signedCert(cnf, { certPath: o.caCertPath, keyPath: o.caKeyPath }, pair, 'serving', `/CN=${rdn(o.commonName)}`);
+  return pair;
+}
+
 async function signedCert(cnf: string, ca: CertPair, out: CertPair, extensions: 'serving' | 'client', subject: string): Promise<void> {
   const serial = `0x${randomBytes(16).toString('hex')}`; // random serials: no shared ca.srl, so mints may run in parallel
   await openssl(['req', '-x509', '-new', '-config', cnf, '-extensions', extensions, ...KEY_ARGS, '-subj', subject,

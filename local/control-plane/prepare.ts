@@ -1,22 +1,30 @@
 /**
  * `npm run control-plane:prepare`: finds kube-apiserver, etcd and kubectl (TEST_ASSET_*, KUBEBUILDER_ASSETS, the
- * cache) or builds them from Go modules with progress, and fetches the Cluster API CRDs. Exits 1 with the reason
- * when they cannot be had. CI runs it before the tests so that a build shows as a build, not as a slow test.
+ * cache) or builds them from Go modules with progress, fetches the Cluster API module (CRDs, webhook manifests) and
+ * builds its core manager into the cache (`CAPI_VERSION` picks the release). Exits 1 with the reason when something
+ * cannot be had. CI runs it before the tests so that a build shows as a build, not as a slow test.
  */
-import { resolveBinaries, resolveCrdDir } from './assets.ts';
+import { resolveBinaries, resolveClusterApiManager, resolveClusterApiManifests } from './assets.ts';
 
 const started = Date.now();
-const binaries = await resolveBinaries({ log: (line) => console.log(line) });
+const log = (line: string): void => console.log(line);
+const binaries = await resolveBinaries({ log });
 if (!binaries.available) {
   console.error(`control-plane: ${binaries.reason}`);
   process.exit(1);
 }
-const crds = resolveCrdDir();
-if (!crds.available) {
-  console.error(`control-plane: ${crds.reason}`);
+const manifests = resolveClusterApiManifests();
+if (!manifests.available) {
+  console.error(`control-plane: ${manifests.reason}`);
+  process.exit(1);
+}
+const manager = await resolveClusterApiManager({ log });
+if (!manager.available) {
+  console.error(`control-plane: ${manager.reason}`);
   process.exit(1);
 }
 console.log(`control-plane: kube-apiserver ${binaries.value.kubeApiserver}`);
 console.log(`control-plane: etcd ${binaries.value.etcd}`);
-console.log(`control-plane: CRDs ${crds.value}`);
+console.log(`control-plane: Cluster API ${manifests.value.version}: ${manifests.value.crdFiles.length} CRDs in ${manifests.value.crdDir}`);
+console.log(`control-plane: Cluster API manager ${manager.value}`);
 console.log(`control-plane: ready to start (prepared in ${((Date.now() - started) / 1000).toFixed(1)} s)`);

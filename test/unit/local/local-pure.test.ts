@@ -62,6 +62,18 @@ describe('Function: formatReport()', () => {
     expect(lines[0]).toContain('forwarder waiting for the Lease');
     expect(lines.at(-1)).toBe('Nodes     all in sync');
   });
+
+  it('with a census, tells "no Machine", "waiting for a Node" and "in sync" apart', () => {
+    const last = (outOfSync: { node: string; state: string }[], machines: number, waitingForNode: string[]): string | undefined =>
+      formatReport(emptyCounters(), outOfSync, { machines, waitingForNode }).at(-1);
+    expect(last([], 0, [])).toBe('Nodes     no Machine yet');
+    expect(last([], 2, [])).toBe('Nodes     all 2 in sync');
+    expect(last([], 3, ['ns/m-1'])).toBe('Nodes     2 in sync; 1 waiting for a Node: ns/m-1');
+    expect(last([{ node: 'n1', state: 'out-of-sync' }], 3, ['ns/m-1'])).toBe('Nodes     1 in sync; 1 waiting for a Node: ns/m-1; 1 not in sync: n1 (out-of-sync)');
+    expect(last([], 10, Array.from({ length: 10 }, (_, i) => `ns/m-${i}`))).toBe(
+      'Nodes     0 in sync; 10 waiting for a Node: ns/m-0, ns/m-1, ns/m-2, ns/m-3, ns/m-4, ns/m-5, ns/m-6, ns/m-7, +2 more',
+    );
+  });
 });
 
 describe('Function: createActivityFilter()', () => {

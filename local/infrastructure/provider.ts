@@ -1,0 +1,524 @@
+/**
+ * The local Cluster API provider: plays the part the in-memory and Docker providers play in Cluster API's own tests,
+ * for the local control plane. Watch-driven (client-node informers; a reconcile runs per changed object, retried
+ * with backoff only after an error), never polling.
+ *
+ * - **LocalCluster** (infrastructure): `spec.controlPlaneEndpoint` = the API server holding the Cluster's Nodes,
+ *   `status.initialization.provisioned=true`, and the Cluster's `<name>-kubeconfig` Secret (type
+ *   `cluster.x-k8s.io/secret`, key `value`, label `cluster.x-k8s.io/cluster-name`), removed with the LocalCluster.
+ * - **LocalMachine** (infrastructure): once Cluster API has made a Machine its owner, registers a **Node named like
+ *   the Machine** as a kubelet would: `spec.providerID`, the `spec.startupTaints` it asks for, then through `/status`
+ *   Ready=True and MemoryPressure/DiskPressure/PIDPressure=False; then `spec.providerID` and
+ *   `status.initialization.provisioned=true` on the LocalMachine. A finalizer deletes the Node with it.
+ * - **LocalControlPlane** (controlplane): a machine-less control plane (the API server itself): reports itself
+ *   initialized, at `spec.version`, with `spec.replicas` replicas ready and up to date.
+ * - **LocalBootstrapConfig** (bootstrap): a bootstrap data Secret (nothing to run) and `status.dataSecretName`.
+ *
+ * Where a Cluster's Nodes live is one function, {@link NodeClusterResolver}: today every Cluster is self-hosted (its
+ * Nodes are in the management API server); a resolver returning another API server per Cluster is all it takes to
+ * give Clusters their own workload API servers.
+ */
+import {
+  ApiException,
+  CoreV1Api,
+  CustomObjectsApi,
+  KubeConfig,
+  makeInformer,
+  PatchStrategy,
+  setHeaderOptions,
+  type Informer,
+  type KubernetesListObject,
+  type KubernetesObject,
+  type ObjectCache,
+  type V1Node,
+  type V1OwnerReference,
+  type V1Taint,
+} from '@kubernetes/client-node';
+import {
+  LOCAL_BOOTSTRAP_CONFIG,
+  LOCAL_CLUSTER,
+  LOCAL_CONTROL_PLANE,
+  LOCAL_MACHINE,
+  type KindApi,
+} from './crds.ts';
+
+/** Label Cluster API puts on objects of a Cluster (and requires on the kubeconfig Secret). */
+export const CLUSTER_NAME_LABEL = 'cluster.x-k8s.io/cluster-name';
+/** Label on the Secrets this provider creates. */
+export const MANAGED_BY_LABEL = 'infrastructure.cluster.x-k8s.io/managed-by';
+const MANAGED_BY = 'local-provider';
+/** Finalizer on LocalMachines: their Node goes first. */
+export const MACHINE_FINALIZER = 'localmachine.infrastructure.cluster.x-k8s.io';
+const CAPI_GROUP = 'cluster.x-k8s.io';
+
+/** The API server where one Cluster's Nodes live. */
+export interface NodeCluster {
+  /** Client of that API server (the provider creates and deletes Nodes there). */
+  readonly kubeConfig: KubeConfig;
+  /** Admin kubeconfig (YAML) of that API server, stored in the Cluster's `<name>-kubeconfig` Secret. */
+  readonly kubeconfigYaml: string;
+  /** Its URL, `https://<host>:<port>`: the Cluster's `controlPlaneEndpoint`. */
+  readonly server: string;
+}
+
+/** Which API server holds the Nodes of a Cluster. */
+export type NodeClusterResolver = (cluster: { readonly namespace: string; readonly name: string }) => NodeCluster;
+
+/** Options of {@link LocalProvider}. */
+export interface LocalProviderOptions {
+  /** The management cluster (where the Cluster API objects are). */
+  readonly kubeConfig: KubeConfig;
+  /** Self-hosted Clusters: Nodes in the management API server, whose admin kubeconfig is this. */
+  readonly selfHosted?: { readonly kubeconfigYaml: string; readonly server: string };
+  /** Overrides `selfHosted`: where each Cluster's Nodes live. */
+  readonly nodeClusterFor?: NodeClusterResolver;
+  /** Only objects of this namespace (default all). */
+  readonly namespace?: string;
+  /** Receives one line per notable action and per error (default: none). */
+  readonly log?: (line: string) => void;
+}
+
+interface Obj extends KubernetesObject {
+  spec?: Record<string, unknown>;
+  status?: Record<string, unknown>;
+}
+
+type Handler = (obj: Obj) => Promise<void>;
+
+const MERGE = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+
+/** The provider; `start()` resolves once every informer has listed its objects. */
+export class LocalProvider {
+  readonly #kc: KubeConfig;
+  readonly #custom: CustomObjectsApi;
+  readonly #core: CoreV1Api;
+  readonly #namespace: string | undefined;
+  readonly #log: (line: string) => void;
+  readonly #nodeClusterFor: NodeClusterResolver;
+  readonly #informers: { api: KindApi; informer: Informer<Obj> & ObjectCache<Obj> }[] = [];
+  readonly #queue = new KeyedQueue();
+  #stopped = false;
+
+  constructor(o: LocalProviderOptions) {
+    this.#kc = o.kubeConfig;
+    this.#custom = o.kubeConfig.makeApiClient(CustomObjectsApi);
+    this.#core = o.kubeConfig.makeApiClient(CoreV1Api);
+    this.#namespace = o.namespace;
+    this.#log = o.log ?? (() => undefined);
+    if (o.nodeClusterFor) this.#nodeClusterFor = o.nodeClusterFor;
+    else if (o.selfHosted) {
+      const self: NodeCluster = { kubeConfig: o.kubeConfig, ...o.selfHosted };
+      this.#nodeClusterFor = () => self;
+    } else throw new Error('LocalProvider needs selfHosted or nodeClusterFor');
+  }
+
+  /** Starts the informers and waits for their first lists. */
+  async start(): Promise<void> {
+    const handlers: [KindApi, Handler, Handler | undefined][] = [
+      [LOCAL_CLUSTER, (o) => this.#reconcileCluster(o), (o) => this.#clusterDeleted(o)],
+      [LOCAL_MACHINE, (o) => this.#reconcileMachine(o), undefined],
+      [LOCAL_CONTROL_PLANE, (o) => this.#reconcileControlPlane(o), undefined],
+      [LOCAL_BOOTSTRAP_CONFIG, (o) => this.#reconcileBootstrap(o), (o) => this.#bootstrapDeleted(o)],
+    ];
+    await Promise.all(handlers.map(([api, onChange, onDelete]) => this.#watch(api, onChange, onDelete)));
+  }
+
+  /** Stops the informers and waits for running reconciles. */
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    await Promise.all(this.#informers.map(({ informer }) => informer.stop()));
+    await this.#queue.drain();
+  }
+
+  async #watch(api: KindApi, onChange: Handler, onDelete: Handler | undefined): Promise<void> {
+    const ns = this.#namespace;
+    const path = ns ? `/apis/${api.group}/${api.version}/namespaces/${ns}/${api.plural}` : `/apis/${api.group}/${api.version}/${api.plural}`;
+    const list = async (): Promise<KubernetesListObject<Obj>> =>
+      (ns
+        ? await this.#custom.listNamespacedCustomObject({ group: api.group, version: api.version, plural: api.plural, namespace: ns })
+        : await this.#custom.listClusterCustomObject({ group: api.group, version: api.version, plural: api.plural })) as KubernetesListObject<Obj>;
+    // A CRD created a moment ago may answer 429 ("storage is (re)initializing") until its storage is up: wait for
+    // one successful list before the informer starts (at most 30 s).
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await list();
+        break;
+      } catch (e) {
+        if (attempt >= 300 || this.#stopped) throw e;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    }
+    const informer = makeInformer<Obj>(this.#kc, path, list);
+    this.#informers.push({ api, informer });
+    const keyOf = (o: Obj): string => `${api.kind}/${o.metadata?.namespace ?? ''}/${o.metadata?.name ?? ''}`;
+    const enqueue = (o: Obj): void => {
+      if (this.#stopped) return;
+      const namespace = o.metadata?.namespace ?? '';
+      const name = o.metadata?.name ?? '';
+      this.#queue.add(keyOf(o), async () => {
+        // Always the newest state the watch delivered; gone means a delete event handles it.
+        const current = informer.get(name, namespace);
+        if (current && !this.#stopped) await onChange(current);
+      }, (e) => this.#log(`[local-provider] ${api.kind} ${namespace}/${name}: ${describe(e)} (retrying)`));
+    };
+    informer.on('add', enqueue);
+    informer.on('update', enqueue);
+    if (onDelete) {
+      informer.on('delete', (o) => {
+        if (this.#stopped) return;
+        this.#queue.add(`${keyOf(o)}#deleted`, () => onDelete(o), (e) => this.#log(`[local-provider] ${api.kind} ${o.metadata?.namespace}/${o.metadata?.name} deleted: ${describe(e)} (retrying)`));
+      });
+    }
+    informer.on('error', (e) => {
+      if (this.#stopped) return;
+      this.#log(`[local-provider] ${api.kind} watch failed: ${describe(e)}; restarting it`);
+      setTimeout(() => {
+        if (!this.#stopped) informer.start().catch(() => undefined); // a failed restart reports through 'error' again
+      }, 1000);
+    });
+    await informer.start();
+  }
+
+  // ---------------------------------------------------------------------------------------------------------------
+  // LocalCluster
+
+  async #reconcileCluster(o: Obj): Promise<void> {
+    if (o.metadata?.deletionTimestamp) return;
+    const ns = o.metadata?.namespace ?? '';
+    const owner = ownerOf(o, 'Cluster');
+    if (!owner) return; // Cluster API sets the owner reference; that update brings us back
+    const target = this.#nodeClusterFor({ namespace: ns, name: owner.name });
+    const url = new URL(target.server);
+    const endpoint = { host: url.hostname, port: Number(url.port || 443) };
+    await this.#ensureKubeconfigSecret(ns, owner, target);
+    if (!(o.spec?.['controlPlaneEndpoint'] as { host?: string } | undefined)?.host) {
+      await this.#custom.patchNamespacedCustomObject({ ...gvp(LOCAL_CLUSTER), namespace: ns, name: o.metadata?.name ?? '', body: { spec: { controlPlaneEndpoint: endpoint } } }, MERGE);
+    }
+    if ((o.status?.['initialization'] as { provisioned?: boolean } | undefined)?.provisioned !== true) {
+      await this.#custom.patchNamespacedCustomObjectStatus({ ...gvp(LOCAL_CLUSTER), namespace: ns, name: o.metadata?.name ?? '', body: { status: { initialization: { provisioned: true } } } }, MERGE);
+      this.#log(`[local-provider] LocalCluster ${ns}/${o.metadata?.name} provisioned for Cluster ${owner.name} (Nodes at ${target.server})`);
+    }
+  }
+
+  async #ensureKubeconfigSecret(namespace: string, cluster: V1OwnerReference, target: NodeCluster): Promise<void> {
+    const name = `${cluster.name}-kubeconfig`;
+    try {
+      await this.#core.createNamespacedSecret({
+        namespace,
+        body: {
+          metadata: {
+            name,
+            namespace,
+            labels: { [CLUSTER_NAME_LABEL]: cluster.name, [MANAGED_BY_LABEL]: MANAGED_BY },
+            ownerReferences: [{ apiVersion: cluster.apiVersion, kind: 'Cluster', name: cluster.name, uid: cluster.uid }],
+          },
+          type: 'cluster.x-k8s.io/secret',
+          data: { value: Buffer.from(target.kubeconfigYaml).toString('base64') },
+        },
+      });
+      this.#log(`[local-provider] Secret ${namespace}/${name} created`);
+    } catch (e) {
+      if (!(e instanceof ApiException) || e.code !== 409) throw e; // exists: never overwrite someone's kubeconfig
+    }
+  }
+
+  async #clusterDeleted(o: Obj): Promise<void> {
+    const owner = ownerOf(o, 'Cluster');
+    if (!owner) return;
+    await this.#deleteManagedSecret(o.metadata?.namespace ?? '', `${owner.name}-kubeconfig`);
+  }
+
+  async #deleteManagedSecret(namespace: string, name: string): Promise<void> {
+    try {
+      const secret = await this.#core.readNamespacedSecret({ namespace, name });
+      if (secret.metadata?.labels?.[MANAGED_BY_LABEL] !== MANAGED_BY) return;
+      await this.#core.deleteNamespacedSecret({ namespace, name, body: { preconditions: { uid: secret.metadata?.uid ?? '' } } });
+    } catch (e) {
+      if (!(e instanceof ApiException) || (e.code !== 404 && e.code !== 409)) throw e;
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------------------------------
+  // LocalMachine
+
+  async #reconcileMachine(o: Obj): Promise<void> {
+    const ns = o.metadata?.namespace ?? '';
+    const name = o.metadata?.name ?? '';
+    const finalizers = o.metadata?.finalizers ?? [];
+    const owner = ownerOf(o, 'Machine');
+    if (o.metadata?.deletionTimestamp) {
+      if (!finalizers.includes(MACHINE_FINALIZER)) return;
+      const nodeName = (o.status?.['nodeName'] as string | undefined) ?? owner?.name;
+      const clusterName = o.metadata?.labels?.[CLUSTER_NAME_LABEL] ?? '';
+      if (nodeName) await this.#deleteNode(this.#nodeClusterFor({ namespace: ns, name: clusterName }), nodeName, providerIdOf(ns, nodeName));
+      await this.#custom.patchNamespacedCustomObject(
+        {
+          ...gvp(LOCAL_MACHINE),
+          namespace: ns,
+          name,
+          body: { metadata: { finalizers: finalizers.filter((f) => f !== MACHINE_FINALIZER), resourceVersion: o.metadata?.resourceVersion } },
+        },
+        MERGE,
+      );
+      return;
+    }
+    if (!owner) return; // Cluster API sets the owning Machine; that update brings us back
+    if (!finalizers.includes(MACHINE_FINALIZER)) {
+      await this.#custom.patchNamespacedCustomObject(
+        { ...gvp(LOCAL_MACHINE), namespace: ns, name, body: { metadata: { finalizers: [...finalizers, MACHINE_FINALIZER], resourceVersion: o.metadata?.resourceVersion } } },
+        MERGE,
+      );
+      return; // the update event continues
+    }
+    if ((o.status?.['initialization'] as { provisioned?: boolean } | undefined)?.provisioned === true) return;
+    // The watch may not have delivered our own last status write yet: check the stored object before registering.
+    const fresh = (await this.#custom.getNamespacedCustomObject({ ...gvp(LOCAL_MACHINE), namespace: ns, name })) as Obj;
+    if ((fresh.status?.['initialization'] as { provisioned?: boolean } | undefined)?.provisioned === true) return;
+    const machine = (await this.#custom.getNamespacedCustomObject({ group: CAPI_GROUP, version: 'v1beta2', plural: 'machines', namespace: ns, name: owner.name })) as Obj;
+    const clusterName = (machine.spec?.['clusterName'] as string | undefined) ?? o.metadata?.labels?.[CLUSTER_NAME_LABEL] ?? '';
+    const target = this.#nodeClusterFor({ namespace: ns, name: clusterName });
+    const providerID = providerIdOf(ns, owner.name);
+    await this.#registerNode(target, {
+      name: owner.name,
+      providerID,
+      taints: (o.spec?.['startupTaints'] as V1Taint[] | undefined) ?? [],
+      kubeletVersion: (machine.spec?.['version'] as string | undefined) ?? 'v0.0.0',
+      clusterName,
+    });
+    const addresses = [{ type: 'InternalIP', address: '127.0.0.1' }, { type: 'Hostname', address: owner.name }];
+    if (o.spec?.['providerID'] !== providerID) {
+      await this.#custom.patchNamespacedCustomObject({ ...gvp(LOCAL_MACHINE), namespace: ns, name, body: { spec: { providerID } } }, MERGE);
+    }
+    await this.#custom.patchNamespacedCustomObjectStatus(
+      { ...gvp(LOCAL_MACHINE), namespace: ns, name, body: { status: { initialization: { provisioned: true }, addresses, nodeName: owner.name } } },
+      MERGE,
+    );
+    this.#log(`[local-provider] LocalMachine ${ns}/${name} provisioned: Node ${owner.name} (${providerID})`);
+  }
+
+  /** Creates the Node with its startup taints, then reports it Ready, as a kubelet registering itself would. */
+  async #registerNode(target: NodeCluster, n: { name: string; providerID: string; taints: V1Taint[]; kubeletVersion: string; clusterName: string }): Promise<void> {
+    const core = target.kubeConfig.makeApiClient(CoreV1Api);
+    let node: V1Node;
+    try {
+      node = await core.createNode({
+        body: {
+          metadata: {
+            name: n.name,
+            labels: {
+              'kubernetes.io/hostname': n.name,
+              'kubernetes.io/os': 'linux',
+              'kubernetes.io/arch': 'amd64',
+              'node.kubernetes.io/instance-type': 'local',
+            },
+          },
+          spec: { providerID: n.providerID, ...(n.taints.length > 0 ? { taints: n.taints.map((t) => ({ key: t.key, ...(t.value ? { value: t.value } : {}), effect: t.effect })) } : {}) },
+        },
+      });
+    } catch (e) {
+      if (!(e instanceof ApiException) || e.code !== 409) throw e;
+      node = await core.readNode({ name: n.name });
+      if (node.spec?.providerID !== n.providerID) {
+        throw new Error(`Node ${n.name} exists with providerID ${JSON.stringify(node.spec?.providerID ?? '')}, not ${n.providerID}: not taking it over`);
+      }
+    }
+    if (node.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True')) return;
+    const now = new Date();
+    const condition = (type: string, status: string, reason: string, message: string) => ({ type, status, reason, message, lastHeartbeatTime: now, lastTransitionTime: now });
+    await core.patchNodeStatus(
+      {
+        name: n.name,
+        body: {
+          status: {
+            conditions: [
+              condition('MemoryPressure', 'False', 'KubeletHasSufficientMemory', 'kubelet has sufficient memory available'),
+              condition('DiskPressure', 'False', 'KubeletHasNoDiskPressure', 'kubelet has no disk pressure'),
+              condition('PIDPressure', 'False', 'KubeletHasSufficientPID', 'kubelet has sufficient PID available'),
+              condition('Ready', 'True', 'KubeletReady', 'kubelet is posting ready status (local provider)'),
+            ],
+            addresses: [{ type: 'InternalIP', address: '127.0.0.1' }, { type: 'Hostname', address: n.name }],
+            capacity: { cpu: '4', memory: '8Gi', pods: '110' },
+            allocatable: { cpu: '4', memory: '8Gi', pods: '110' },
+            nodeInfo: {
+              kubeletVersion: n.kubeletVersion,
+              kubeProxyVersion: n.kubeletVersion,
+              architecture: 'amd64',
+              operatingSystem: 'linux',
+              osImage: 'capi-taint-propagator local provider',
+              containerRuntimeVersion: 'local://0',
+              kernelVersion: '',
+              machineID: '',
+              systemUUID: '',
+              bootID: '',
+            },
+          },
+        },
+      },
+      setHeaderOptions('Content-Type', PatchStrategy.StrategicMergePatch),
+    );
+  }
+
+  async #deleteNode(target: NodeCluster, name: string, providerID: string): Promise<void> {
+    const core = target.kubeConfig.makeApiClient(CoreV1Api);
+    try {
+      const node = await core.readNode({ name });
+      if (node.spec?.providerID !== providerID) return; // not ours
+      await core.deleteNode({ name, body: { preconditions: { uid: node.metadata?.uid ?? '' } } });
+      this.#log(`[local-provider] Node ${name} deleted`);
+    } catch (e) {
+      if (!(e instanceof ApiException) || (e.code !== 404 && e.code !== 409)) throw e;
+    }
+  }
+
+  // ---------------------------------------------------------------------------------------------------------------
+  // LocalControlPlane
+
+  async #reconcileControlPlane(o: Obj): Promise<void> {
+    if (o.metadata?.deletionTimestamp) return;
+    const ns = o.metadata?.namespace ?? '';
+    const name = o.metadata?.name ?? '';
+    const owner = ownerOf(o, 'Cluster');
+    if (!owner) return;
+    const target = this.#nodeClusterFor({ namespace: ns, name: owner.name });
+    if (!(o.spec?.['controlPlaneEndpoint'] as { host?: string } | undefined)?.host) {
+      const url = new URL(target.server);
+      await this.#custom.patchNamespacedCustomObject(
+        { ...gvp(LOCAL_CONTROL_PLANE), namespace: ns, name, body: { spec: { controlPlaneEndpoint: { host: url.hostname, port: Number(url.port || 443) } } } },
+        MERGE,
+      );
+      return; // the update event continues
+    }
+    await this.#ensureKubeconfigSecret(ns, owner, target);
+    const version = (o.spec?.['version'] as string | undefined) ?? '';
+    const replicas = (o.spec?.['replicas'] as number | undefined) ?? 0;
+    const desired = {
+      initialization: { controlPlaneInitialized: true },
+      ...(version ? { version } : {}),
+      replicas,
+      readyReplicas: replicas,
+      availableReplicas: replicas,
+      upToDateReplicas: replicas,
+      externalManagedControlPlane: true,
+    };
+    const status = o.status ?? {};
+    if (Object.entries(desired).every(([k, v]) => JSON.stringify(status[k]) === JSON.stringify(v))) return;
+    await this.#custom.patchNamespacedCustomObjectStatus({ ...gvp(LOCAL_CONTROL_PLANE), namespace: ns, name, body: { status: desired } }, MERGE);
+  }
+
+  // ---------------------------------------------------------------------------------------------------------------
+  // LocalBootstrapConfig
+
+  async #reconcileBootstrap(o: Obj): Promise<void> {
+    if (o.metadata?.deletionTimestamp) return;
+    const ns = o.metadata?.namespace ?? '';
+    const name = o.metadata?.name ?? '';
+    if (o.status?.['dataSecretName'] === name && (o.status?.['initialization'] as { dataSecretCreated?: boolean } | undefined)?.dataSecretCreated === true) return;
+    const clusterName = o.metadata?.labels?.[CLUSTER_NAME_LABEL];
+    try {
+      await this.#core.createNamespacedSecret({
+        namespace: ns,
+        body: {
+          metadata: {
+            name,
+            namespace: ns,
+            labels: { ...(clusterName ? { [CLUSTER_NAME_LABEL]: clusterName } : {}), [MANAGED_BY_LABEL]: MANAGED_BY },
+            ownerReferences: [{ apiVersion: `${LOCAL_BOOTSTRAP_CONFIG.group}/${LOCAL_BOOTSTRAP_CONFIG.version}`, kind: LOCAL_BOOTSTRAP_CONFIG.kind, name, uid: o.metadata?.uid ?? '', controller: true }],
+          },
+          type: 'cluster.x-k8s.io/secret',
+          data: { value: Buffer.from('# local provider: the Node registers itself, nothing to run\n').toString('base64'), format: Buffer.from('cloud-config').toString('base64') },
+        },
+      });
+    } catch (e) {
+      if (!(e instanceof ApiException) || e.code !== 409) throw e;
+    }
+    await this.#custom.patchNamespacedCustomObjectStatus(
+      { ...gvp(LOCAL_BOOTSTRAP_CONFIG), namespace: ns, name, body: { status: { initialization: { dataSecretCreated: true }, dataSecretName: name } } },
+      MERGE,
+    );
+  }
+
+  async #bootstrapDeleted(o: Obj): Promise<void> {
+    await this.#deleteManagedSecret(o.metadata?.namespace ?? '', o.metadata?.name ?? '');
+  }
+}
+
+/** `local:///<namespace>/<machine>`: unique per Machine, stable across provider restarts. */
+export function providerIdOf(namespace: string, machineName: string): string {
+  return `local:///${namespace}/${machineName}`;
+}
+
+function ownerOf(o: Obj, kind: string): V1OwnerReference | undefined {
+  return o.metadata?.ownerReferences?.find((r) => r.kind === kind && r.apiVersion.startsWith(`${CAPI_GROUP}/`));
+}
+
+function gvp(api: KindApi): { group: string; version: string; plural: string } {
+  return { group: api.group, version: api.version, plural: api.plural };
+}
+
+function describe(e: unknown): string {
+  if (e instanceof ApiException) {
+    const body = typeof e.body === 'string' ? e.body : JSON.stringify(e.body);
+    const message = /"message":"((?:[^"\\]|\\.)*)"/.exec(body ?? '')?.[1];
+    return `HTTP ${e.code}${message ? `: ${message}` : ''}`;
+  }
+  return e instanceof Error ? e.message : String(e);
+}
+
+/**
+ * At most one running task per key; a key added while its task runs runs once more afterwards (the newest state is
+ * read when it starts). A failed task is retried with backoff (0.25 s doubling to 8 s) unless a newer add came in.
+ */
+class KeyedQueue {
+  readonly #running = new Map<string, Promise<void>>();
+  readonly #again = new Map<string, { task: () => Promise<void>; onError: (e: unknown) => void }>();
+  readonly #failures = new Map<string, number>();
+  readonly #timers = new Set<NodeJS.Timeout>();
+  #closed = false;
+
+  add(key: string, task: () => Promise<void>, onError: (e: unknown) => void): void {
+    if (this.#closed) return;
+    if (this.#running.has(key)) {
+      this.#again.set(key, { task, onError });
+      return;
+    }
+    const run = (async () => {
+      try {
+        await task();
+        this.#failures.delete(key);
+      } catch (e) {
+        if (e instanceof ApiException && e.code === 409) {
+          // Someone wrote the object since our read: the watch brings the newer state (and another add).
+          this.#failures.delete(key);
+        } else {
+          const n = (this.#failures.get(key) ?? 0) + 1;
+          this.#failures.set(key, n);
+          onError(e);
+          if (!this.#again.has(key)) {
+            const timer = setTimeout(() => {
+              this.#timers.delete(timer);
+              this.add(key, task, onError);
+            }, Math.min(8000, 250 * 2 ** (n - 1)));
+            this.#timers.add(timer);
+          }
+        }
+      } finally {
+        this.#running.delete(key);
+        const next = this.#again.get(key);
+        if (next) {
+          this.#again.delete(key);
+          this.add(key, next.task, next.onError);
+        }
+      }
+    })();
+    this.#running.set(key, run);
+  }
+
+  /** No new tasks; waits for the running ones. */
+  async drain(): Promise<void> {
+    this.#closed = true;
+    for (const t of this.#timers) clearTimeout(t);
+    this.#timers.clear();
+    this.#again.clear();
+    while (this.#running.size > 0) await Promise.allSettled([...this.#running.values()]);
+  }
+}

@@ -1,0 +1,196 @@
+/**
+ * Harness for tests with Cluster API in the loop (the `e2e-capi` tier): the upstream core manager and the local
+ * infrastructure provider run against the control plane started by `test/support/capi-control-plane-setup.ts`.
+ *
+ * A test works in its own namespace: `createSelfHostedCluster` (LocalCluster + LocalControlPlane + Cluster; the
+ * provider writes its labelled `<name>-kubeconfig` Secret), then `createMachineDeployment` (LocalMachineTemplate with
+ * startup taints, LocalBootstrapConfigTemplate, MachineDeployment with annotations and/or `spec.taints`), then
+ * `waitForMachineNodes` until Cluster API has set each Machine's `status.nodeRef` to its Node. Nothing here writes a
+ * Machine or a nodeRef: Cluster API does.
+ */
+import { describe, inject } from 'vitest';
+import { CoreV1Api, CustomObjectsApi, KubeConfig, type V1Node } from '@kubernetes/client-node';
+import {
+  LOCAL_BOOTSTRAP_CONFIG_TEMPLATE,
+  LOCAL_CLUSTER,
+  LOCAL_CONTROL_PLANE,
+  LOCAL_MACHINE_TEMPLATE,
+  type KindApi,
+} from '#local/infrastructure/crds.ts';
+import { MERGE_PATCH, uniqueName, waitFor, type MachineTaint } from './control-plane.ts';
+import type { ProvidedCapiControlPlane } from './capi-control-plane-setup.ts';
+
+export const CAPI = { group: 'cluster.x-k8s.io', version: 'v1beta2' } as const;
+export const CLUSTERS = { ...CAPI, plural: 'clusters' } as const;
+export const MACHINE_DEPLOYMENTS = { ...CAPI, plural: 'machinedeployments' } as const;
+export const MACHINES = { ...CAPI, plural: 'machines' } as const;
+/** Label Cluster API puts on the Machines of a MachineDeployment. */
+export const DEPLOYMENT_NAME_LABEL = 'cluster.x-k8s.io/deployment-name';
+/** Kubernetes version the Machines "run" (the local API server's). */
+export const KUBERNETES_VERSION = 'v1.34.3';
+
+export type AvailableCapiControlPlane = Extract<ProvidedCapiControlPlane, { available: true }>;
+
+/** The provided control plane with Cluster API, or why there is none. */
+export function capiControlPlane(): ProvidedCapiControlPlane {
+  return inject('capiControlPlane');
+}
+
+/** `describe`, skipped when the control plane with Cluster API cannot run here (never with `CI=true`: setup fails). */
+export function describeWithCapi(name: string, fn: () => void): void {
+  describe.skipIf(!capiControlPlane().available)(name, fn);
+}
+
+/** Admin KubeConfig of the control plane with Cluster API. */
+export function capiKubeConfig(): KubeConfig {
+  const cp = capiControlPlane();
+  if (!cp.available) throw new Error(`No control plane with Cluster API: ${cp.reason}`);
+  const kc = new KubeConfig();
+  kc.loadFromFile(cp.kubeconfigPath);
+  return kc;
+}
+
+/** A Kubernetes object as CustomObjectsApi returns it (the parts the tests look at). */
+export interface Obj {
+  apiVersion?: string;
+  kind?: string;
+  metadata: { name: string; namespace?: string; uid?: string; labels?: Record<string, string>; annotations?: Record<string, string>; deletionTimestamp?: string; finalizers?: string[] };
+  spec?: Record<string, unknown>;
+  status?: Record<string, unknown> & { conditions?: { type: string; status: string; reason?: string; message?: string }[] };
+}
+
+const gvp = (k: KindApi): { group: string; version: string; plural: string } => ({ group: k.group, version: k.version, plural: k.plural });
+
+async function create(kc: KubeConfig, api: { group: string; version: string; plural: string }, kind: string, namespace: string, body: Omit<Obj, 'apiVersion' | 'kind'>): Promise<Obj> {
+  return (await kc.makeApiClient(CustomObjectsApi).createNamespacedCustomObject({
+    ...api,
+    namespace,
+    body: { apiVersion: `${api.group}/${api.version}`, kind, ...body, metadata: { ...body.metadata, namespace } },
+  })) as Obj;
+}
+
+/** Reads one object of a namespaced custom resource. */
+export async function getObject(kc: KubeConfig, api: { group: string; version: string; plural: string }, namespace: string, name: string): Promise<Obj> {
+  return (await kc.makeApiClient(CustomObjectsApi).getNamespacedCustomObject({ ...api, namespace, name })) as Obj;
+}
+
+/** Lists a namespaced custom resource, optionally by label selector. */
+export async function listObjects(kc: KubeConfig, api: { group: string; version: string; plural: string }, namespace: string, labelSelector?: string): Promise<Obj[]> {
+  const list = (await kc.makeApiClient(CustomObjectsApi).listNamespacedCustomObject({ ...api, namespace, ...(labelSelector ? { labelSelector } : {}) })) as { items: Obj[] };
+  return list.items;
+}
+
+function conditionTrue(o: Obj, type: string): boolean {
+  return o.status?.conditions?.some((c) => c.type === type && c.status === 'True') ?? false;
+}
+
+/**
+ * Creates a self-hosted Cluster (its Nodes live in this API server): LocalCluster + LocalControlPlane + Cluster.
+ * Waits until the provider has written the `<name>-kubeconfig` Secret, the control plane counts as initialized and
+ * Cluster API's connection to the Cluster is up (condition `RemoteConnectionProbe`), i.e. until Machines can get Nodes.
+ */
+export async function createSelfHostedCluster(kc: KubeConfig, namespace: string, name = uniqueName('cluster'), timeoutMs = 60_000): Promise<string> {
+  await create(kc, gvp(LOCAL_CLUSTER), LOCAL_CLUSTER.kind, namespace, { metadata: { name } });
+  await create(kc, gvp(LOCAL_CONTROL_PLANE), LOCAL_CONTROL_PLANE.kind, namespace, { metadata: { name }, spec: { version: KUBERNETES_VERSION } });
+  await create(kc, CLUSTERS, 'Cluster', namespace, {
+    metadata: { name },
+    spec: {
+      controlPlaneRef: { apiGroup: LOCAL_CONTROL_PLANE.group, kind: LOCAL_CONTROL_PLANE.kind, name },
+      infrastructureRef: { apiGroup: LOCAL_CLUSTER.group, kind: LOCAL_CLUSTER.kind, name },
+    },
+  });
+  await waitForClusterConnected(kc, namespace, name, timeoutMs);
+  return name;
+}
+
+/** Waits until the Cluster's kubeconfig Secret exists and Cluster API reports the remote connection up. */
+export async function waitForClusterConnected(kc: KubeConfig, namespace: string, name: string, timeoutMs = 60_000): Promise<Obj> {
+  const core = kc.makeApiClient(CoreV1Api);
+  await waitFor(() => core.readNamespacedSecret({ namespace, name: `${name}-kubeconfig` }), { timeoutMs, description: `Secret ${namespace}/${name}-kubeconfig` });
+  return waitFor(
+    async () => {
+      const c = await getObject(kc, CLUSTERS, namespace, name);
+      return conditionTrue(c, 'ControlPlaneInitialized') && conditionTrue(c, 'RemoteConnectionProbe') ? c : undefined;
+    },
+    { timeoutMs, intervalMs: 200, description: `Cluster ${namespace}/${name} to be initialized and connected` },
+  );
+}
+
+/** Options of {@link createMachineDeployment}. */
+export interface MachineDeploymentOptions {
+  readonly cluster: string;
+  readonly name?: string;
+  readonly replicas: number;
+  /** `spec.template.metadata.annotations` (copied by Cluster API to every Machine, in place). */
+  readonly annotations?: Readonly<Record<string, string>>;
+  /** `spec.template.spec.taints` (refused by the webhook unless the manager's MachineTaintPropagation gate is on). */
+  readonly taints?: readonly MachineTaint[];
+  /** Taints the Nodes register with (LocalMachineTemplate `spec.template.spec.startupTaints`). */
+  readonly startupTaints?: readonly { key: string; value?: string; effect: string }[];
+}
+
+/** Creates a LocalMachineTemplate, a LocalBootstrapConfigTemplate and a MachineDeployment using them; returns the name. */
+export async function createMachineDeployment(kc: KubeConfig, namespace: string, o: MachineDeploymentOptions): Promise<string> {
+  const name = o.name ?? uniqueName('md');
+  await create(kc, gvp(LOCAL_MACHINE_TEMPLATE), LOCAL_MACHINE_TEMPLATE.kind, namespace, {
+    metadata: { name },
+    spec: { template: { spec: o.startupTaints && o.startupTaints.length > 0 ? { startupTaints: o.startupTaints } : {} } },
+  });
+  await create(kc, gvp(LOCAL_BOOTSTRAP_CONFIG_TEMPLATE), LOCAL_BOOTSTRAP_CONFIG_TEMPLATE.kind, namespace, { metadata: { name }, spec: { template: { spec: {} } } });
+  await create(kc, MACHINE_DEPLOYMENTS, 'MachineDeployment', namespace, {
+    metadata: { name },
+    spec: {
+      clusterName: o.cluster,
+      replicas: o.replicas,
+      template: {
+        metadata: o.annotations ? { annotations: { ...o.annotations } } : {},
+        spec: {
+          clusterName: o.cluster,
+          version: KUBERNETES_VERSION,
+          bootstrap: { configRef: { apiGroup: LOCAL_BOOTSTRAP_CONFIG_TEMPLATE.group, kind: LOCAL_BOOTSTRAP_CONFIG_TEMPLATE.kind, name } },
+          infrastructureRef: { apiGroup: LOCAL_MACHINE_TEMPLATE.group, kind: LOCAL_MACHINE_TEMPLATE.kind, name },
+          ...(o.taints && o.taints.length > 0 ? { taints: o.taints.map((t) => ({ ...t, propagation: t.propagation ?? 'Always' })) } : {}),
+        },
+      },
+    },
+  });
+  return name;
+}
+
+/** Sets `spec.replicas` of a MachineDeployment. */
+export async function scaleMachineDeployment(kc: KubeConfig, namespace: string, name: string, replicas: number): Promise<void> {
+  await kc.makeApiClient(CustomObjectsApi).patchNamespacedCustomObject({ ...MACHINE_DEPLOYMENTS, namespace, name, body: { spec: { replicas } } }, MERGE_PATCH);
+}
+
+/** A Machine of a MachineDeployment and the Node Cluster API linked it to. */
+export interface MachineNode {
+  readonly machine: Obj;
+  readonly node: V1Node;
+}
+
+/**
+ * Waits until the MachineDeployment has exactly `replicas` Machines (none deleting), each with a `status.nodeRef`
+ * written by Cluster API to an existing Node; returns them sorted by Machine name.
+ */
+export async function waitForMachineNodes(kc: KubeConfig, namespace: string, deployment: string, replicas: number, timeoutMs = 60_000): Promise<MachineNode[]> {
+  const core = kc.makeApiClient(CoreV1Api);
+  return waitFor(
+    async () => {
+      const machines = await listObjects(kc, MACHINES, namespace, `${DEPLOYMENT_NAME_LABEL}=${deployment}`);
+      if (machines.length !== replicas || machines.some((m) => m.metadata.deletionTimestamp)) return undefined;
+      const pairs: MachineNode[] = [];
+      for (const machine of machines) {
+        const nodeName = (machine.status?.['nodeRef'] as { name?: string } | undefined)?.name;
+        if (!nodeName) return undefined;
+        pairs.push({ machine, node: await core.readNode({ name: nodeName }) });
+      }
+      return pairs.sort((a, b) => a.machine.metadata.name.localeCompare(b.machine.metadata.name));
+    },
+    { timeoutMs, intervalMs: 200, description: `${replicas} Machines of MachineDeployment ${namespace}/${deployment} with Nodes` },
+  );
+}
+
+/** `key=value:effect` of a Node taint (value empty when absent). */
+export function taintText(t: { key: string; value?: string; effect: string }): string {
+  return `${t.key}=${t.value ?? ''}:${t.effect}`;
+}
