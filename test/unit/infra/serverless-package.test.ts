@@ -23,6 +23,19 @@ interface Packaged {
   seconds: number;
 }
 
+/** A refused `serverless package`: exit code, stdout + stderr, and whether a template was written anyway. */
+class PackageError extends Error {
+  readonly code: number | string | undefined;
+  readonly output: string;
+  readonly templateWritten: boolean;
+  constructor(code: number | string | undefined, output: string, templateWritten: boolean) {
+    super(`serverless package failed (exit ${String(code)}):\n${output}`);
+    this.code = code;
+    this.output = output;
+    this.templateWritten = templateWritten;
+  }
+}
+
 async function packageService(args: string[]): Promise<Packaged> {
   const dir = await mkdtemp(join(tmpdir(), 'ctp-sls-'));
   const service = join(dir, 'service');
@@ -41,14 +54,17 @@ async function packageService(args: string[]): Promise<Packaged> {
     SLS_TELEMETRY_DISABLED: '1',
   };
   const started = Date.now();
+  const templatePath = join(service, '.serverless', 'cloudformation-template-update-stack.json');
   try {
     await run('npx', ['--no-install', 'serverless', 'package', ...args], { cwd: service, env, timeout: 240_000, maxBuffer: 16 * 1024 * 1024 });
   } catch (err) {
-    const e = err as { stdout?: string; stderr?: string; message: string };
-    throw new Error(`serverless package failed: ${e.message}\n${e.stdout ?? ''}\n${e.stderr ?? ''}`);
+    const e = err as { code?: number | string; stdout?: string; stderr?: string };
+    const templateWritten = await stat(templatePath).then(() => true, () => false);
+    await rm(dir, { recursive: true, force: true });
+    throw new PackageError(e.code, `${e.stdout ?? ''}\n${e.stderr ?? ''}`, templateWritten);
   }
   const seconds = (Date.now() - started) / 1000;
-  const template = JSON.parse(await readFile(join(service, '.serverless', 'cloudformation-template-update-stack.json'), 'utf8')) as Json;
+  const template = JSON.parse(await readFile(templatePath, 'utf8')) as Json;
   return { template, dir, seconds };
 }
 
@@ -129,34 +145,41 @@ function dashboardBody(resource: Json): Json {
   return JSON.parse(text.replace(/\$\{([^}!]+)\}/g, (_m, name: string) => `sub-${name.replace(/[^\w]/g, '-')}`));
 }
 
-let defaults: Packaged;
+let eks: Packaged;
 let ssm: Packaged;
+let secretsManager: Packaged;
+let refused: { code: number | string | undefined; output: string; templateWritten: boolean };
 
 beforeAll(async () => {
-  defaults = await packageService([]);
-  ssm = await packageService([
-    '--stage',
-    'prod',
-    '--param=managementAuth=ssm',
-    '--param=managementKubeconfigParameter=/capi-taint-propagator/management-kubeconfig',
-    '--param=managementKubeconfigKmsKeyArn=arn:aws:kms:eu-west-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab',
-    '--param=alarmEmail=oncall@example.com',
+  // The three worked parameter files (infra/params/*.yml, wired as stages of serverless.yml), packaged side by side,
+  // and serverless.yml's defaults, which the parameter check must refuse.
+  [eks, ssm, secretsManager, refused] = await Promise.all([
+    packageService(['--stage', 'example-eks']),
+    packageService(['--stage', 'example-ssm']),
+    packageService(['--stage', 'example-secretsmanager']),
+    packageService([]).then(
+      async (p) => {
+        await rm(p.dir, { recursive: true, force: true });
+        return { code: 0, output: '', templateWritten: true };
+      },
+      (e: PackageError) => ({ code: e.code, output: e.output, templateWritten: e.templateWritten }),
+    ),
   ]);
 }, 480_000);
 
 afterAll(async () => {
-  for (const p of [defaults, ssm]) if (p) await rm(p.dir, { recursive: true, force: true });
+  for (const p of [eks, ssm, secretsManager]) if (p) await rm(p.dir, { recursive: true, force: true });
 });
 
 describe('npx serverless package (offline, no credentials)', () => {
   it('produces a template and one zip per function', async () => {
-    const zips = ['reconcileNodeTaints.zip', 'watchForwarder.zip'].map((z) => join(defaults.dir, 'service', '.serverless', z));
+    const zips = ['reconcileNodeTaints.zip', 'watchForwarder.zip'].map((z) => join(eks.dir, 'service', '.serverless', z));
     for (const zip of zips) expect((await stat(zip)).size).toBeGreaterThan(1000);
-    console.info(`serverless package: ${defaults.seconds.toFixed(1)} s (defaults), ${ssm.seconds.toFixed(1)} s (ssm)`);
+    console.info(`serverless package: ${eks.seconds.toFixed(1)} s (eks), ${ssm.seconds.toFixed(1)} s (ssm)`);
   });
 
   it('runs on nodejs22.x or newer, arm64, with source maps and the documented environment', () => {
-    const functions = resourcesOfType(defaults.template, 'AWS::Lambda::Function');
+    const functions = resourcesOfType(eks.template, 'AWS::Lambda::Function');
     expect(functions).toHaveLength(2);
     for (const [id, fn] of functions) {
       const version = Number(/^nodejs(\d+)\.x$/.exec(fn.Properties.Runtime)?.[1]);
@@ -167,21 +190,21 @@ describe('npx serverless package (offline, no credentials)', () => {
         expect(fn.Properties.Environment.Variables, `${id} ${name}`).toHaveProperty(name);
       }
     }
-    const [, reconcile] = functionByHandler(defaults.template, 'functions/reconcile-node-taints/handler.handler');
+    const [, reconcile] = functionByHandler(eks.template, 'functions/reconcile-node-taints/handler.handler');
     for (const name of ['DEAD_LETTER_QUEUE_URL', 'DRY_RUN', 'STARTUP_TAINT_KEY', 'RETRY_BASE_SECONDS', 'RETRY_MAX_SECONDS', 'FIRST_ENABLED_AT']) {
       expect(reconcile.Properties.Environment.Variables).toHaveProperty(name);
     }
     expect(reconcile.Properties.Environment.Variables.STARTUP_TAINT_KEY).toBe('taints.capi-taint-propagator.dev/uninitialized');
     expect(reconcile.Properties.Environment.Variables.SPEC_TAINTS_OWNER).toBe('upstream');
     expect(reconcile.Properties.ReservedConcurrentExecutions).toBeGreaterThan(0);
-    const [, forwarder] = functionByHandler(defaults.template, 'functions/watch-forwarder/handler.handler');
+    const [, forwarder] = functionByHandler(eks.template, 'functions/watch-forwarder/handler.handler');
     for (const name of ['WATCH_WINDOW_SECONDS', 'RESYNC_INTERVAL_SECONDS', 'WATCH_IDLE_SECONDS', 'LEASE_NAME']) {
       expect(forwarder.Properties.Environment.Variables).toHaveProperty(name);
     }
   });
 
   it('has a FIFO queue with a FIFO dead-letter queue, redrive after >= 5 receives, long DLQ retention', () => {
-    const r = defaults.template.Resources;
+    const r = eks.template.Resources;
     expect(r.EventQueue.Properties.FifoQueue).toBe(true);
     expect(r.EventDeadLetterQueue.Properties.FifoQueue).toBe(true);
     expect(r.EventQueue.Properties.RedrivePolicy.deadLetterTargetArn).toEqual({ 'Fn::GetAtt': ['EventDeadLetterQueue', 'Arn'] });
@@ -191,14 +214,14 @@ describe('npx serverless package (offline, no credentials)', () => {
   });
 
   it('sizes the visibility timeout at >= 6x the reconcile timeout', () => {
-    const [, reconcile] = functionByHandler(defaults.template, 'functions/reconcile-node-taints/handler.handler');
-    const visibility = Number(defaults.template.Resources.EventQueue.Properties.VisibilityTimeout);
+    const [, reconcile] = functionByHandler(eks.template, 'functions/reconcile-node-taints/handler.handler');
+    const visibility = Number(eks.template.Resources.EventQueue.Properties.VisibilityTimeout);
     expect(visibility).toBeGreaterThanOrEqual(6 * Number(reconcile.Properties.Timeout));
   });
 
   it('triggers reconcile from the queue with ReportBatchItemFailures, batch size <= 10, no batching window', () => {
-    const [reconcileId] = functionByHandler(defaults.template, 'functions/reconcile-node-taints/handler.handler');
-    const mappings = resourcesOfType(defaults.template, 'AWS::Lambda::EventSourceMapping');
+    const [reconcileId] = functionByHandler(eks.template, 'functions/reconcile-node-taints/handler.handler');
+    const mappings = resourcesOfType(eks.template, 'AWS::Lambda::EventSourceMapping');
     expect(mappings).toHaveLength(1);
     const [, mapping] = mappings[0] as [string, Json];
     expect(mapping.Properties.EventSourceArn).toEqual({ 'Fn::GetAtt': ['EventQueue', 'Arn'] });
@@ -210,8 +233,8 @@ describe('npx serverless package (offline, no credentials)', () => {
   });
 
   it('schedules the forwarder with a timeout that covers the watch window and fits the schedule', () => {
-    const [forwarderId, forwarder] = functionByHandler(defaults.template, 'functions/watch-forwarder/handler.handler');
-    const rules = resourcesOfType(defaults.template, 'AWS::Events::Rule');
+    const [forwarderId, forwarder] = functionByHandler(eks.template, 'functions/watch-forwarder/handler.handler');
+    const rules = resourcesOfType(eks.template, 'AWS::Events::Rule');
     expect(rules).toHaveLength(1);
     const [, rule] = rules[0] as [string, Json];
     expect(rule.Properties.State).toBe('ENABLED');
@@ -228,8 +251,8 @@ describe('npx serverless package (offline, no credentials)', () => {
   });
 
   it('gives each function exactly one log group, with retention', () => {
-    const groups = resourcesOfType(defaults.template, 'AWS::Logs::LogGroup');
-    const functions = resourcesOfType(defaults.template, 'AWS::Lambda::Function');
+    const groups = resourcesOfType(eks.template, 'AWS::Logs::LogGroup');
+    const functions = resourcesOfType(eks.template, 'AWS::Lambda::Function');
     expect(groups).toHaveLength(functions.length);
     for (const [, fn] of functions) {
       const matching = groups.filter(([, g]) => g.Properties.LogGroupName === `/aws/lambda/${fn.Properties.FunctionName}`);
@@ -239,7 +262,8 @@ describe('npx serverless package (offline, no credentials)', () => {
   });
 
   it.each([
-    ['defaults (eks)', () => defaults],
+    ['eks', () => eks],
+    ['secretsmanager', () => secretsManager],
     ['ssm + customer KMS key', () => ssm],
   ])('holds IAM statements without wildcard actions or resources: %s', (_name, packaged) => {
     const { template } = packaged();
@@ -283,15 +307,15 @@ describe('npx serverless package (offline, no credentials)', () => {
     const forwarder = actions('WatchForwarderRole');
     expect(forwarder['sqs:SendMessage']).toEqual([{ 'Fn::GetAtt': ['EventQueue', 'Arn'] }]);
     expect(Object.keys(forwarder).some((a) => a.includes('ChangeMessageVisibility') || a.includes('ReceiveMessage'))).toBe(false);
-    // With EKS auth (the default) there is nothing to read or decrypt.
-    const eksActions = Object.keys(actions('ReconcileNodeTaintsRole', defaults.template));
+    // With EKS auth there is nothing to read or decrypt.
+    const eksActions = Object.keys(actions('ReconcileNodeTaintsRole', eks.template));
     expect(eksActions.filter((a) => /^(ssm|secretsmanager|kms):/.test(a))).toEqual([]);
-    expect(defaults.template.Resources.ReconcileNodeTaintsAccessEntry.Properties.KubernetesGroups).toEqual(['capi-taint-propagator-reconcile']);
-    expect(defaults.template.Resources.WatchForwarderAccessEntry.Properties.KubernetesGroups).toEqual(['capi-taint-propagator-forwarder']);
+    expect(eks.template.Resources.ReconcileNodeTaintsAccessEntry.Properties.KubernetesGroups).toEqual(['capi-taint-propagator-reconcile']);
+    expect(eks.template.Resources.WatchForwarderAccessEntry.Properties.KubernetesGroups).toEqual(['capi-taint-propagator-forwarder']);
   });
 
   it('builds every alarm on a metric the code emits (or on AWS/SQS, AWS/Lambda metrics)', () => {
-    const alarms = resourcesOfType(defaults.template, 'AWS::CloudWatch::Alarm');
+    const alarms = resourcesOfType(eks.template, 'AWS::CloudWatch::Alarm');
     expect(alarms.length).toBeGreaterThanOrEqual(5);
     const used = new Set<string>();
     for (const [id, alarm] of alarms) {
@@ -310,7 +334,7 @@ describe('npx serverless package (offline, no credentials)', () => {
       expect(p.AlarmActions, id).toEqual([{ Ref: 'AlarmTopic' }]);
     }
     // The alarms the issue asks for: DLQ not empty, old messages, error rate, conflict storm, stalled forwarder.
-    const r = defaults.template.Resources;
+    const r = eks.template.Resources;
     expect(r.DeadLetterQueueNotEmptyAlarm.Properties.Dimensions[0].Value).toEqual({ 'Fn::GetAtt': ['EventDeadLetterQueue', 'QueueName'] });
     expect(used).toContain('AWS/SQS/ApproximateAgeOfOldestMessage');
     expect(used).toContain('AWS/Lambda/Errors');
@@ -319,7 +343,7 @@ describe('npx serverless package (offline, no credentials)', () => {
   });
 
   it('builds every dashboard widget on metrics the code emits', () => {
-    const dashboards = resourcesOfType(defaults.template, 'AWS::CloudWatch::Dashboard');
+    const dashboards = resourcesOfType(eks.template, 'AWS::CloudWatch::Dashboard');
     expect(dashboards).toHaveLength(1);
     const body = dashboardBody((dashboards[0] as [string, Json])[1]);
     const used = new Set<string>();
@@ -355,5 +379,97 @@ describe('npx serverless package (offline, no credentials)', () => {
       expect(used, name).toContain(name);
     }
     expect(JSON.stringify(body)).toContain('GROUP BY Outcome');
+  });
+});
+
+/** A property value with every Fn::If resolved for this stage's parameters (undefined for AWS::NoValue). */
+function resolveIfs(template: Json, value: Json): Json {
+  if (Array.isArray(value)) return value.map((v) => resolveIfs(template, v)).filter((v) => v !== undefined);
+  if (!value || typeof value !== 'object') return value;
+  if ('Fn::If' in value) {
+    const [condition, whenTrue, whenFalse] = value['Fn::If'] as [string, Json, Json];
+    return resolveIfs(template, evaluateCondition(template, condition) ? whenTrue : whenFalse);
+  }
+  if (value.Ref === 'AWS::NoValue') return undefined;
+  return Object.fromEntries(Object.entries(value as Record<string, Json>).map(([k, v]) => [k, resolveIfs(template, v)]).filter(([, v]) => v !== undefined));
+}
+
+/** The resources CloudFormation would create for this stage's parameters. */
+function createdResources(template: Json): Record<string, Json> {
+  return Object.fromEntries(Object.entries(template.Resources as Record<string, Json>).filter(([, r]) => !r.Condition || evaluateCondition(template, r.Condition)));
+}
+
+describe('deploy parameters checked at package time', () => {
+  it("refuses serverless.yml's defaults with one message naming every missing parameter, and writes no template", () => {
+    expect(refused.code).not.toBe(0);
+    expect(refused.templateWritten).toBe(false);
+    expect(refused.output).toContain('Deploy parameters of stage "dev" are incomplete or inconsistent (nothing was packaged):');
+    for (const name of ['eksClusterName', 'eksEndpoint', 'eksCaData']) expect(refused.output).toContain(`  - ${name} is required when managementAuth=eks`);
+    expect(refused.output).toContain('infra/params/eks.yml, ssm.yml, secretsmanager.yml');
+    expect(refused.output).not.toMatch(/\n\s+at /); // a message, not a stack trace
+  });
+
+  it('packages each worked parameter file with the values it sets', () => {
+    const env = (p: Packaged): Json => functionByHandler(p.template, 'functions/reconcile-node-taints/handler.handler')[1].Properties.Environment.Variables;
+    expect(env(eks)).toMatchObject({ MANAGEMENT_AUTH: 'eks', EKS_CLUSTER_NAME: 'mgmt' });
+    expect(eks.template.Resources.ReconcileNodeTaintsAccessEntry.Properties.ClusterName).toBe('mgmt');
+    expect(env(ssm)).toMatchObject({ MANAGEMENT_AUTH: 'ssm', MANAGEMENT_KUBECONFIG_PARAMETER: '/capi-taint-propagator/management-kubeconfig' });
+    expect(env(secretsManager)).toMatchObject({ MANAGEMENT_AUTH: 'secretsmanager', MANAGEMENT_KUBECONFIG_SECRET_ID: 'capi-taint-propagator/management-kubeconfig' });
+    for (const p of [ssm, secretsManager]) expect(createdResources(p.template)).not.toHaveProperty('ReconcileNodeTaintsAccessEntry');
+  });
+});
+
+describe('private networks (infra/vpc.yml)', () => {
+  const functions = (p: Packaged): [string, Json][] => resourcesOfType(p.template, 'AWS::Lambda::Function');
+
+  it('puts both functions into the given subnets and security groups, with the ENI permissions', () => {
+    for (const [id, fn] of functions(eks)) {
+      expect(resolveIfs(eks.template, fn.Properties.VpcConfig), id).toEqual({
+        SubnetIds: { 'Fn::Split': [',', 'subnet-0a1b2c3d4e5f60718,subnet-0f1e2d3c4b5a69788'] },
+        SecurityGroupIds: { 'Fn::Split': [',', 'sg-0123456789abcdef0'] },
+      });
+    }
+    for (const role of ['ReconcileNodeTaintsRole', 'WatchForwarderRole']) {
+      expect(resolveIfs(eks.template, eks.template.Resources[role].Properties.ManagedPolicyArns), role).toEqual([
+        { 'Fn::Sub': 'arn:${AWS::Partition}:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole' },
+      ]);
+    }
+  });
+
+  it('creates the interface endpoints the functions call, on request: SQS, plus SSM or Secrets Manager when used', () => {
+    const created = createdResources(eks.template);
+    const endpoints = Object.values(created).filter((r) => r.Type === 'AWS::EC2::VPCEndpoint');
+    expect(endpoints.map((e) => e.Properties.ServiceName['Fn::Sub'])).toEqual(['com.amazonaws.${AWS::Region}.sqs']);
+    for (const e of endpoints) {
+      expect(e.Properties).toMatchObject({ VpcEndpointType: 'Interface', PrivateDnsEnabled: true, VpcId: 'vpc-0123456789abcdef0', SecurityGroupIds: [{ Ref: 'VpcEndpointSecurityGroup' }] });
+    }
+    expect(created.VpcEndpointSecurityGroup.Properties.SecurityGroupIngress).toEqual([
+      { IpProtocol: 'tcp', FromPort: 443, ToPort: 443, CidrIp: '10.0.0.0/16', Description: "HTTPS from the functions' subnets" },
+    ]);
+    // The same conditions with managementAuth=ssm / secretsmanager pick their endpoint.
+    const conditionsWith = (auth: string): Json => JSON.parse(JSON.stringify(eks.template.Conditions).replaceAll('"eks"', `"${auth}"`));
+    for (const [auth, id] of [['ssm', 'SsmVpcEndpoint'], ['secretsmanager', 'SecretsManagerVpcEndpoint']] as const) {
+      const template = { ...eks.template, Conditions: conditionsWith(auth) };
+      expect(evaluateCondition(template, eks.template.Resources[id].Condition), id).toBe(true);
+    }
+  });
+
+  it.each([
+    ['ssm', () => ssm],
+    ['secretsmanager', () => secretsManager],
+  ])('leaves the functions outside any VPC when no subnets are given: %s', (_name, packaged) => {
+    const p = packaged();
+    for (const [id, fn] of functions(p)) expect(resolveIfs(p.template, fn.Properties).VpcConfig, id).toBeUndefined();
+    for (const role of ['ReconcileNodeTaintsRole', 'WatchForwarderRole']) expect(resolveIfs(p.template, p.template.Resources[role].Properties).ManagedPolicyArns).toBeUndefined();
+    const created = Object.values(createdResources(p.template)).map((r) => r.Type);
+    expect(created).not.toContain('AWS::EC2::VPCEndpoint');
+    expect(created).not.toContain('AWS::EC2::SecurityGroup');
+  });
+});
+
+describe('stack outputs', () => {
+  it('outputs the dead-letter queue ARN and URL (a redrive needs the ARN)', () => {
+    expect(eks.template.Outputs.EventDeadLetterQueueArn.Value).toEqual({ 'Fn::GetAtt': ['EventDeadLetterQueue', 'Arn'] });
+    expect(eks.template.Outputs.EventDeadLetterQueueUrl.Value).toEqual({ Ref: 'EventDeadLetterQueue' });
   });
 });
