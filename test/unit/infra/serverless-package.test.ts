@@ -4,6 +4,7 @@
  * generated CloudFormation template. Metric names are cross-checked against shared/observability/metric-names.ts.
  */
 import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { cp, mkdir, mkdtemp, readFile, rm, stat, symlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -471,5 +472,24 @@ describe('stack outputs', () => {
   it('outputs the dead-letter queue ARN and URL (a redrive needs the ARN)', () => {
     expect(eks.template.Outputs.EventDeadLetterQueueArn.Value).toEqual({ 'Fn::GetAtt': ['EventDeadLetterQueue', 'Arn'] });
     expect(eks.template.Outputs.EventDeadLetterQueueUrl.Value).toEqual({ Ref: 'EventDeadLetterQueue' });
+  });
+});
+
+describe('alarms and the runbook (README.md, "Runbook")', () => {
+  const runbook = (): string[] => {
+    const readme = readFileSync(join(root, 'README.md'), 'utf8');
+    const section = readme.slice(readme.indexOf('### Runbook'), readme.indexOf('\n## ', readme.indexOf('### Runbook')));
+    return [...section.matchAll(/^#### (.+)$/gm)].map((m) => m[1] ?? '');
+  };
+
+  it('has one runbook section per alarm, named as the alarm, and each alarm description links its section', () => {
+    const alarms = resourcesOfType(eks.template, 'AWS::CloudWatch::Alarm').map(([, a]) => a.Properties);
+    const sections = alarms.map((p) => {
+      const name: string = p.AlarmName;
+      expect(name.startsWith('capi-taint-propagator-example-eks-'), name).toBe(true);
+      return name.slice('capi-taint-propagator-example-eks-'.length);
+    });
+    expect(runbook().sort()).toEqual([...sections].sort());
+    for (const [i, p] of alarms.entries()) expect(p.AlarmDescription).toMatch(new RegExp(` Runbook README\\.md#${sections[i]}$`));
   });
 });
