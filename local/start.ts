@@ -2,8 +2,10 @@
  * `npm start`: the whole pipeline on this machine — watch-forwarder, embedded SQS FIFO queue (+ DLQ) and
  * the reconcile handler — in one process.
  *
- * With KUBECONFIG set it runs against that cluster; without, it starts the local control plane
- * (kube-apiserver + etcd + Cluster API CRDs) and prints how to reach it with kubectl. Mode `self` by
+ * With KUBECONFIG set it prints the context and server and runs against that cluster, but a cluster that is not on
+ * this machine needs an explicit opt-in (--allow-remote or ALLOW_REMOTE_CONTEXT; local/cluster-target.ts decides);
+ * without KUBECONFIG, it starts the local control plane (kube-apiserver + etcd + Cluster API CRDs) and prints how to
+ * reach it with kubectl. Mode `self` by
  * default (Machines and Nodes in one cluster); `npm start -- --capi` or CLUSTER_MODE=capi for Cluster
  * API mode. Every REPORT_INTERVAL_SECONDS (2) it prints the totals, only when they changed, and each
  * Kubernetes Event the reconcile function records as it happens. Ctrl-C stops everything.
@@ -14,9 +16,11 @@ import { processEnv } from '#shared/config/env.ts';
 import { ConfigError } from '#shared/errors.ts';
 import { logger } from '#shared/observability/logger.ts';
 import { SyncState } from '#shared/domain/taint-status.ts';
+import { STATE_CONFIGMAP } from '#shared/adapters/kubernetes/enablement-state.ts';
+import { decideStart } from './cluster-target.ts';
 import { ControlPlaneUnavailableError, startControlPlane, type ControlPlane } from './control-plane/control-plane.ts';
 import { readTaintStatuses } from './cluster-status.ts';
-import { loadLocalConfig, type LocalConfig } from './local-config.ts';
+import { loadLocalConfig, START_USAGE, type LocalConfig } from './local-config.ts';
 import { startPipeline, type Activity, type Pipeline } from './pipeline.ts';
 import { createActivityFilter, formatReport, type OutOfSyncNode } from './pipeline-report.ts';
 
@@ -34,6 +38,11 @@ try {
   process.stderr.write(`${e instanceof ConfigError ? e.message : String(e)}\n`);
   process.exit(2);
 }
+if (config.help) {
+  out(START_USAGE);
+  process.exit(0);
+}
+const LEASE_NAME = 'capi-taint-propagator-forwarder';
 // Structured JSON logs would drown the human display; POWERTOOLS_LOG_LEVEL=INFO brings them back.
 if (processEnv()['POWERTOOLS_LOG_LEVEL'] === undefined) logger.setLogLevel('SILENT');
 
@@ -65,7 +74,25 @@ for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(sig, () =
 
 const kc = new KubeConfig();
 if (config.kubeconfig) {
-  kc.loadFromDefault();
+  // Reads the file only; nothing is sent to the server before the decision.
+  try {
+    kc.loadFromDefault();
+  } catch (e) {
+    process.stderr.write(`KUBECONFIG=${config.kubeconfig} cannot be read: ${e instanceof Error ? e.message : String(e)}\n`);
+    process.exit(2);
+  }
+  const decision = decideStart(
+    { kubeconfig: config.kubeconfig, context: kc.getCurrentContext() || undefined, server: kc.getCurrentCluster()?.server },
+    { allowRemoteFlag: config.allowRemote, allowRemoteContext: config.allowRemoteContext },
+    { stateNamespace: config.stateNamespace, leaseName: LEASE_NAME, stateConfigMap: STATE_CONFIGMAP },
+    config.dryRun,
+  );
+  if (decision.kind === 'refused') {
+    process.stderr.write(`${decision.lines.join('\n')}\n`);
+    process.exit(2);
+  }
+  for (const line of decision.lines) out(line);
+  out('');
 } else {
   out('KUBECONFIG is not set: starting the local control plane (kube-apiserver + etcd + Cluster API CRDs)...');
   try {
@@ -88,6 +115,7 @@ if (config.kubeconfig) {
 try {
   pipeline = await startPipeline({
     kubeconfig: kc,
+    leaseName: LEASE_NAME,
     mode: config.mode,
     stateNamespace: config.stateNamespace,
     ...(config.machineNamespace ? { machineNamespace: config.machineNamespace } : {}),
@@ -111,7 +139,7 @@ try {
 }
 
 out(
-  `capi-taint-propagator running locally: mode ${config.mode}, cluster ${kc.getCurrentCluster()?.server ?? '?'}, ` +
+  `capi-taint-propagator running locally: mode ${config.mode}, context ${kc.getCurrentContext() || '?'}, cluster ${kc.getCurrentCluster()?.server ?? '?'}, ` +
     `embedded queue (visibility ${config.visibilityTimeoutSeconds} s, DLQ after ${config.maxReceiveCount} receives), ` +
     `retry backoff ${config.retryBaseSeconds}-${config.retryMaxSeconds} s${config.dryRun ? ', DRY RUN' : ''}`,
 );
