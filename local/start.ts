@@ -23,6 +23,7 @@ import { readTaintStatuses } from './cluster-status.ts';
 import { loadLocalConfig, START_USAGE, type LocalConfig } from './local-config.ts';
 import { startPipeline, type Activity, type Pipeline } from './pipeline.ts';
 import { createActivityFilter, formatReport, type OutOfSyncNode } from './pipeline-report.ts';
+import { formatState, isLeftAlone, needsAttention } from './status-format.ts';
 
 const isNewActivity = createActivityFilter();
 
@@ -162,9 +163,10 @@ const report = async (): Promise<void> => {
         ...(running.startupTaint ? { startupTaint: running.startupTaint } : {}),
         specTaintsOwner: running.specTaintsOwner,
       });
+      // The same verdicts and words as npm run status: out of sync / Node missing, and the pairs left alone on purpose.
       outOfSync = statuses
-        .filter((s) => s.state !== SyncState.inSync && s.state !== SyncState.noNode && s.state !== SyncState.machineDeleting)
-        .map((s) => ({ node: s.node ?? s.machine, state: s.state }));
+        .filter((s) => needsAttention(s) || (isLeftAlone(s) && s.state !== SyncState.machineDeleting))
+        .map((s) => ({ node: s.node ?? s.machine, state: formatState(s) }));
     } catch (e) {
       statusError = `Nodes     (status unavailable: ${describeApiError(e)})`;
     }
