@@ -27,6 +27,7 @@ export const PARAMETER_OF_VARIABLE: Readonly<Record<string, string>> = {
   AWS_REGION: 'region',
   DRY_RUN: 'dryRun',
   STARTUP_TAINT_KEY: 'startupTaintKey',
+  SPEC_TAINTS_OWNER: 'specTaintsOwner',
   RETRY_BASE_SECONDS: 'retryBaseSeconds',
   RETRY_MAX_SECONDS: 'retryMaxSeconds',
   FIRST_ENABLED_AT: 'firstEnabledAt',

@@ -165,7 +165,7 @@ const report = async (): Promise<void> => {
       });
       // The same verdicts and words as npm run status: out of sync / Node missing, and the pairs left alone on purpose.
       outOfSync = statuses
-        .filter((s) => needsAttention(s) || (isLeftAlone(s) && s.state !== SyncState.machineDeleting))
+        .filter((s) => needsAttention(s) || s.state === SyncState.waitingForUpstream || (isLeftAlone(s) && s.state !== SyncState.machineDeleting))
         .map((s) => ({ node: s.node ?? s.machine, state: formatState(s) }));
     } catch (e) {
       statusError = `Nodes     (status unavailable: ${describeApiError(e)})`;

@@ -32,6 +32,8 @@ export function explainOwner(o: OwnedTaint, state?: SyncState): string {
       if (state === SyncState.invalidDeclaration) return 'tracked (kept while the declaration is invalid)';
       if (state === SyncState.malformedAnnotation) return 'tracked (kept while the tracking annotation is malformed)';
       return 'tracked (no longer declared: the next write removes it)';
+    case TaintOwner.upstream:
+      return `upstream CAPI${from}`;
     case TaintOwner.initializationOnly:
       return `initialization-only${from}`;
     case TaintOwner.startupGate:
@@ -45,6 +47,7 @@ export function explainOwner(o: OwnedTaint, state?: SyncState): string {
 export const STATE_LABEL: Readonly<Record<SyncState, string>> = {
   [SyncState.inSync]: 'in sync',
   [SyncState.outOfSync]: 'out of sync',
+  [SyncState.waitingForUpstream]: 'waiting for upstream CAPI',
   [SyncState.invalidDeclaration]: 'invalid declaration (left alone)',
   [SyncState.malformedAnnotation]: 'malformed annotation (left alone)',
   [SyncState.noNode]: 'no Node yet',
@@ -142,6 +145,7 @@ export function toStatusDocument(views: readonly { status: TaintStatus; override
 
 const OWNER_SHORT: Readonly<Record<string, string>> = {
   [TaintOwner.tracked]: 'tracked',
+  [TaintOwner.upstream]: 'upstream',
   [TaintOwner.initializationOnly]: 'init-only',
   [TaintOwner.startupGate]: 'startup-gate',
   [TaintOwner.foreign]: 'foreign',

@@ -8,10 +8,12 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { loadYaml } from '@kubernetes/client-node';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import { OWN_TRACKING_ANNOTATION } from '#shared/domain/taint.ts';
 import { adminKubeConfig, createMachine, createNamespace, createNode, describeWithControlPlane, uniqueName } from '#test/support/control-plane.ts';
 
 const root = resolve(import.meta.dirname, '../../..');
-const TRACKING = 'cluster.x-k8s.io/taints-from-machine';
+const TRACKING = OWN_TRACKING_ANNOTATION;
+const MACHINE_ANNOTATION = 'taints.capi-taint-propagator.dev/machine';
 
 interface Run {
   code: number;
@@ -45,9 +47,9 @@ describeWithControlPlane('npm run status against the real control plane', () => 
     await createNode(kc, nodes.sync, { taints: [{ key: 'gpu', value: 'a100', effect: 'NoSchedule' }, { key: 'example.com/foreign', effect: 'NoExecute' }], annotations: { [TRACKING]: 'gpu:NoSchedule' } });
     await createNode(kc, nodes.out, {});
     await createNode(kc, nodes.invalid, { taints: [{ key: 'gpu', effect: 'NoSchedule' }], annotations: { [TRACKING]: 'gpu:NoSchedule' } });
-    await createMachine(kc, ns, 'm-sync', { nodeName: nodes.sync, specTaints: [{ key: 'gpu', value: 'a100', effect: 'NoSchedule' }] });
-    await createMachine(kc, ns, 'm-out', { nodeName: nodes.out, specTaints: [{ key: 'pool', value: 'x', effect: 'NoSchedule' }] });
-    await createMachine(kc, ns, 'm-invalid', { nodeName: nodes.invalid, annotations: { 'taints.capi-taint-propagator.dev/machine': 'gpu:NoSchedul' } });
+    await createMachine(kc, ns, 'm-sync', { nodeName: nodes.sync, annotations: { [MACHINE_ANNOTATION]: 'gpu=a100:NoSchedule' } });
+    await createMachine(kc, ns, 'm-out', { nodeName: nodes.out, annotations: { [MACHINE_ANNOTATION]: 'pool=x:NoSchedule' } });
+    await createMachine(kc, ns, 'm-invalid', { nodeName: nodes.invalid, annotations: { [MACHINE_ANNOTATION]: 'gpu:NoSchedul' } });
 
     // A kubeconfig whose current context points nowhere (127.0.0.1:1), plus the admin context: --context must pick it.
     adminContext = kc.getCurrentContext();
@@ -118,7 +120,7 @@ describeWithControlPlane('npm run status against the real control plane', () => 
     const one = await status(['m-sync', '-n', ns], { KUBECONFIG: join(home, '.kube', 'config') });
     expect(one.code).toBe(0);
     expect(one.stdout).toContain(`${ns}/m-sync -> ${nodes.sync}  in sync`);
-    expect(one.stdout).toContain('tracked (Always from spec)');
+    expect(one.stdout).toContain('tracked (Always from machine annotation)');
     const missing = await status(['nope', '-n', ns], { KUBECONFIG: join(home, '.kube', 'config') });
     expect(missing.code).toBe(1);
     expect(missing.stderr).toBe(`Error from server (NotFound): machines.cluster.x-k8s.io "nope" not found in namespace "${ns}"\n`);

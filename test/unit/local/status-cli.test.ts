@@ -123,6 +123,7 @@ describe('One vocabulary for the verdicts', () => {
     [SyncState.malformedAnnotation, false, true],
     [SyncState.machineDeleting, false, true],
     [SyncState.noNode, false, false],
+    [SyncState.waitingForUpstream, false, false],
   ])('%s: needs attention %s, left alone %s', (state, attention, leftAlone) => {
     expect([needsAttention({ state }), isLeftAlone({ state })]).toEqual([attention, leftAlone]);
   });
