@@ -2,11 +2,12 @@
  * Reads every Machine and its Node and computes their taint status (`shared/domain/taint-status.ts`).
  * Used by `npm run status`, by `npm start` (Nodes out of sync) and by the demo's summary.
  */
-import { CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
+import { ApiException, CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 import { MACHINE_API, toMachineSnapshot } from '#shared/adapters/kubernetes/machine-store.ts';
 import { toNodeSnapshot } from '#shared/adapters/kubernetes/node-store.ts';
 import { workloadKubeConfigs, type WorkloadKubeConfigs } from '#shared/adapters/kubernetes/workload-kubeconfig.ts';
 import { describeApiError } from '#shared/adapters/kubernetes/api-errors.ts';
+import { declaredTaintsOf, type Override } from '#shared/domain/declarations.ts';
 import type { MachineSnapshot, NodeSnapshot } from '#shared/domain/snapshots.ts';
 import { CLUSTER_NAME_LABEL } from '#shared/domain/taint.ts';
 import type { SpecTaintsOwner } from '#shared/domain/ownership.ts';
@@ -17,6 +18,8 @@ export interface ReadStatusOptions {
   readonly mode: 'self' | 'capi';
   /** Only Machines of this namespace (default all). */
   readonly machineNamespace?: string;
+  /** Only this Machine (needs `machineNamespace`). */
+  readonly machineName?: string;
   /** Only Machines matching this label selector. */
   readonly machineLabelSelector?: string;
   readonly startupTaint?: { readonly key: string; readonly effect: string };
@@ -25,15 +28,57 @@ export interface ReadStatusOptions {
   readonly workload?: WorkloadKubeConfigs;
 }
 
+/** Thrown when the one Machine asked for does not exist; the message reads like kubectl's. */
+export class MachineNotFoundError extends Error {
+  constructor(namespace: string, name: string) {
+    super(`machines.cluster.x-k8s.io "${name}" not found in namespace "${namespace}"`);
+    this.name = 'MachineNotFoundError';
+  }
+}
+
+/** A Machine's status with the declarations that a higher source overrode or cancelled (for the detailed view). */
+export interface MachineStatusView {
+  readonly status: TaintStatus;
+  readonly overrides: readonly Override[];
+}
+
 /** Returns the status of every Machine (sorted by namespace/name). Unreachable workload clusters show as `node-missing` with the reason. */
 export async function readTaintStatuses(o: ReadStatusOptions): Promise<TaintStatus[]> {
+  return (await readStatusViews(o)).map((v) => v.status);
+}
+
+/** Like readTaintStatuses, with each Machine's overridden and cancelled declarations. Throws MachineNotFoundError for a missing `machineName`. */
+export async function readStatusViews(o: ReadStatusOptions): Promise<MachineStatusView[]> {
+  const machines = await readMachines(o);
+  const statuses = await statusesOf(o, machines);
+  return statuses.map((status, i) => {
+    const declared = declaredTaintsOf(machines[i] as MachineSnapshot, startup(o));
+    return { status, overrides: declared.valid ? declared.declaration.overrides : [] };
+  });
+}
+
+async function readMachines(o: ReadStatusOptions): Promise<MachineSnapshot[]> {
   const custom = o.kubeConfig.makeApiClient(CustomObjectsApi);
+  if (o.machineName !== undefined) {
+    const namespace = o.machineNamespace ?? 'default';
+    try {
+      const one = await custom.getNamespacedCustomObject({ ...MACHINE_API, namespace, name: o.machineName });
+      return [toMachineSnapshot(one as Parameters<typeof toMachineSnapshot>[0])];
+    } catch (error) {
+      if (error instanceof ApiException && error.code === 404) throw new MachineNotFoundError(namespace, o.machineName);
+      throw error;
+    }
+  }
   const selector = o.machineLabelSelector ? { labelSelector: o.machineLabelSelector } : {};
   const list = (o.machineNamespace
     ? await custom.listNamespacedCustomObject({ ...MACHINE_API, namespace: o.machineNamespace, ...selector })
     : await custom.listClusterCustomObject({ ...MACHINE_API, ...selector })) as { items?: unknown[] };
   const machines = (list.items ?? []).map((m) => toMachineSnapshot(m as Parameters<typeof toMachineSnapshot>[0]));
   machines.sort((a, b) => `${a.namespace}/${a.name}`.localeCompare(`${b.namespace}/${b.name}`));
+  return machines;
+}
+
+async function statusesOf(o: ReadStatusOptions, machines: readonly MachineSnapshot[]): Promise<TaintStatus[]> {
 
   const workload = o.workload ?? workloadKubeConfigs(o.kubeConfig);
   const nodesByCluster = new Map<string, Promise<Map<string, NodeSnapshot> | Error>>();

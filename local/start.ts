@@ -2,8 +2,10 @@
  * `npm start`: the whole pipeline on this machine — watch-forwarder, an in-process SQS server (fauxqs, on loopback) with the FIFO queue (+ DLQ) and
  * the reconcile handler — in one process.
  *
- * With KUBECONFIG set it runs against that cluster; without, it starts the local control plane
- * (kube-apiserver + etcd + Cluster API CRDs) and prints how to reach it with kubectl. Mode `self` by
+ * With KUBECONFIG set it prints the context and server and runs against that cluster, but a cluster that is not on
+ * this machine needs an explicit opt-in (--allow-remote or ALLOW_REMOTE_CONTEXT; local/cluster-target.ts decides);
+ * without KUBECONFIG, it starts the local control plane (kube-apiserver + etcd + Cluster API CRDs) and prints how to
+ * reach it with kubectl. Mode `self` by
  * default (Machines and Nodes in one cluster); `npm start -- --capi` or CLUSTER_MODE=capi for Cluster
  * API mode. Every REPORT_INTERVAL_SECONDS (2) it prints the totals, only when they changed, and each
  * Kubernetes Event the reconcile function records as it happens. Ctrl-C stops everything.
@@ -14,12 +16,15 @@ import { processEnv } from '#shared/config/env.ts';
 import { ConfigError } from '#shared/errors.ts';
 import { logger } from '#shared/observability/logger.ts';
 import { SyncState } from '#shared/domain/taint-status.ts';
+import { STATE_CONFIGMAP } from '#shared/adapters/kubernetes/enablement-state.ts';
+import { decideStart } from './cluster-target.ts';
 import { parseControlPlaneArgs } from './control-plane/args.ts';
 import { ControlPlaneUnavailableError, startControlPlane, type CapiOptions, type ControlPlane } from './control-plane/control-plane.ts';
 import { readTaintStatuses } from './cluster-status.ts';
-import { loadLocalConfig, type LocalConfig } from './local-config.ts';
+import { loadLocalConfig, START_USAGE, type LocalConfig } from './local-config.ts';
 import { startPipeline, type Activity, type Pipeline } from './pipeline.ts';
 import { createActivityFilter, formatReport, type MachineCensus, type OutOfSyncNode } from './pipeline-report.ts';
+import { formatState, isLeftAlone, needsAttention } from './status-format.ts';
 
 const isNewActivity = createActivityFilter();
 
@@ -39,6 +44,11 @@ try {
   process.stderr.write(`${e instanceof ConfigError || e instanceof Error ? e.message : String(e)}\n`);
   process.exit(2);
 }
+if (config.help) {
+  out(START_USAGE);
+  process.exit(0);
+}
+const LEASE_NAME = 'capi-taint-propagator-forwarder';
 // Structured JSON logs would drown the human display; POWERTOOLS_LOG_LEVEL=INFO brings them back.
 if (processEnv()['POWERTOOLS_LOG_LEVEL'] === undefined) logger.setLogLevel('SILENT');
 
@@ -70,7 +80,25 @@ for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(sig, () =
 
 const kc = new KubeConfig();
 if (config.kubeconfig) {
-  kc.loadFromDefault();
+  // Reads the file only; nothing is sent to the server before the decision.
+  try {
+    kc.loadFromDefault();
+  } catch (e) {
+    process.stderr.write(`KUBECONFIG=${config.kubeconfig} cannot be read: ${e instanceof Error ? e.message : String(e)}\n`);
+    process.exit(2);
+  }
+  const decision = decideStart(
+    { kubeconfig: config.kubeconfig, context: kc.getCurrentContext() || undefined, server: kc.getCurrentCluster()?.server },
+    { allowRemoteFlag: config.allowRemote, allowRemoteContext: config.allowRemoteContext },
+    { stateNamespace: config.stateNamespace, leaseName: LEASE_NAME, stateConfigMap: STATE_CONFIGMAP },
+    config.dryRun,
+  );
+  if (decision.kind === 'refused') {
+    process.stderr.write(`${decision.lines.join('\n')}\n`);
+    process.exit(2);
+  }
+  for (const line of decision.lines) out(line);
+  out('');
 } else {
   out(`KUBECONFIG is not set: starting the local control plane (kube-apiserver + etcd + Cluster API CRDs${capi ? ', the Cluster API manager and the local provider' : ''})...`);
   try {
@@ -98,6 +126,7 @@ if (config.kubeconfig) {
 try {
   pipeline = await startPipeline({
     kubeconfig: kc,
+    leaseName: LEASE_NAME,
     mode: config.mode,
     stateNamespace: config.stateNamespace,
     ...(config.machineNamespace ? { machineNamespace: config.machineNamespace } : {}),
@@ -121,7 +150,7 @@ try {
 }
 
 out(
-  `capi-taint-propagator running locally: mode ${config.mode}, cluster ${kc.getCurrentCluster()?.server ?? '?'}, ` +
+  `capi-taint-propagator running locally: mode ${config.mode}, context ${kc.getCurrentContext() || '?'}, cluster ${kc.getCurrentCluster()?.server ?? '?'}, ` +
     `SQS ${pipeline.localSqs.endpoint} (in memory; visibility ${config.visibilityTimeoutSeconds} s, DLQ after ${config.maxReceiveCount} receives), ` +
     `retry backoff ${config.retryBaseSeconds}-${config.retryMaxSeconds} s${config.dryRun ? ', DRY RUN' : ''}`,
 );
@@ -145,9 +174,10 @@ const report = async (): Promise<void> => {
         ...(running.startupTaint ? { startupTaint: running.startupTaint } : {}),
         specTaintsOwner: running.specTaintsOwner,
       });
+      // The same verdicts and words as npm run status: out of sync / Node missing, and the pairs left alone on purpose.
       outOfSync = statuses
-        .filter((s) => s.state !== SyncState.inSync && s.state !== SyncState.noNode && s.state !== SyncState.machineDeleting)
-        .map((s) => ({ node: s.node ?? s.machine, state: s.state }));
+        .filter((s) => needsAttention(s) || s.state === SyncState.waitingForUpstream || (isLeftAlone(s) && s.state !== SyncState.machineDeleting))
+        .map((s) => ({ node: s.node ?? s.machine, state: formatState(s) }));
       const live = statuses.filter((s) => s.state !== SyncState.machineDeleting);
       census = { machines: live.length, waitingForNode: live.filter((s) => s.state === SyncState.noNode).map((s) => s.machine) };
     } catch (e) {

@@ -1,6 +1,9 @@
 /**
- * Text rendering of taint statuses for `npm run status` and the demo's summary. Pure, unit tested.
+ * Rendering of taint statuses for `npm run status` (table, wide, one Machine in detail, JSON/YAML documents), the
+ * demo's summary and `npm start`'s "not in sync" line: one set of words for the verdicts of the shared planner
+ * (shared/domain/taint-status.ts). Pure, unit tested.
  */
+import type { Override } from '#shared/domain/declarations.ts';
 import { formatTaint, type Taint } from '#shared/domain/taint.ts';
 import { SyncState, TaintOwner, type DesiredTaint, type OwnedTaint, type TaintStatus } from '#shared/domain/taint-status.ts';
 
@@ -17,12 +20,20 @@ export function formatDesired(d: DesiredTaint): string {
   return `${formatTaint(d)} (${d.propagation}, ${SOURCE_LABEL[d.source] ?? d.source})`;
 }
 
-/** Why a Node taint is there, in a few words: `tracked: Always from spec`, `initialization-only`, `foreign`. */
-export function explainOwner(o: OwnedTaint): string {
+/**
+ * Why a Node taint is there, in a few words: `tracked (Always from spec)`, `initialization-only`, `foreign`. With an
+ * invalid declaration nothing counts as declared, so a tracked taint is said to be kept, not "no longer declared".
+ */
+export function explainOwner(o: OwnedTaint, state?: SyncState): string {
   const from = o.declaredAs ? ` from ${SOURCE_LABEL[o.declaredAs.source] ?? o.declaredAs.source}` : '';
   switch (o.owner) {
     case TaintOwner.tracked:
-      return o.declaredAs ? `tracked (${o.declaredAs.propagation}${from})` : 'tracked (no longer declared)';
+      if (o.declaredAs) return `tracked (${o.declaredAs.propagation}${from})`;
+      if (state === SyncState.invalidDeclaration) return 'tracked (kept while the declaration is invalid)';
+      if (state === SyncState.malformedAnnotation) return 'tracked (kept while the tracking annotation is malformed)';
+      return 'tracked (no longer declared: the next write removes it)';
+    case TaintOwner.upstream:
+      return `upstream CAPI${from}`;
     case TaintOwner.initializationOnly:
       return `initialization-only${from}`;
     case TaintOwner.startupGate:
@@ -32,16 +43,31 @@ export function explainOwner(o: OwnedTaint): string {
   }
 }
 
-/** The state column: `in sync`, `OUT OF SYNC`, `invalid declaration`, … */
-export function formatState(s: TaintStatus): string {
-  switch (s.state) {
-    case SyncState.inSync:
-      return 'in sync';
-    case SyncState.outOfSync:
-      return 'OUT OF SYNC';
-    default:
-      return s.state.replaceAll('-', ' ');
-  }
+/** The words for each verdict, used by `npm run status`, `npm start` and the demo alike. */
+export const STATE_LABEL: Readonly<Record<SyncState, string>> = {
+  [SyncState.inSync]: 'in sync',
+  [SyncState.outOfSync]: 'out of sync',
+  [SyncState.waitingForUpstream]: 'waiting for upstream CAPI',
+  [SyncState.invalidDeclaration]: 'invalid declaration (left alone)',
+  [SyncState.malformedAnnotation]: 'malformed annotation (left alone)',
+  [SyncState.noNode]: 'no Node yet',
+  [SyncState.nodeMissing]: 'Node missing',
+  [SyncState.machineDeleting]: 'Machine deleting (left alone)',
+};
+
+/** The state column: `in sync`, `out of sync`, `invalid declaration (left alone)`, … */
+export function formatState(s: Pick<TaintStatus, 'state'>): string {
+  return STATE_LABEL[s.state] ?? s.state;
+}
+
+/** A Node the next reconcile would write, or that is missing: `npm run status` exits 3 for these. */
+export function needsAttention(s: Pick<TaintStatus, 'state'>): boolean {
+  return s.state === SyncState.outOfSync || s.state === SyncState.nodeMissing;
+}
+
+/** Not in sync, on purpose (invalid declaration, malformed annotation, Machine being deleted): never written. */
+export function isLeftAlone(s: Pick<TaintStatus, 'state'>): boolean {
+  return s.state === SyncState.invalidDeclaration || s.state === SyncState.malformedAnnotation || s.state === SyncState.machineDeleting;
 }
 
 /**
@@ -56,7 +82,7 @@ export function formatStatusTable(statuses: readonly TaintStatus[]): string[] {
   for (const s of statuses) {
     lines.push(`${pairOf(s).padEnd(pairWidth)}  ${formatState(s)}`);
     const taintWidth = Math.max(0, ...s.actual.map((a) => formatTaint(a.taint).length));
-    for (const a of s.actual) lines.push(`    has      ${formatTaint(a.taint).padEnd(taintWidth)}  ${explainOwner(a)}`);
+    for (const a of s.actual) lines.push(`    has      ${formatTaint(a.taint).padEnd(taintWidth)}  ${explainOwner(a, s.state)}`);
     if (s.actual.length === 0 && s.node !== undefined && s.state !== SyncState.nodeMissing) lines.push('    has      (no taints)');
     lines.push(`    declares ${s.desired.length === 0 ? (s.state === SyncState.invalidDeclaration ? '(invalid)' : '(nothing)') : s.desired.map(formatDesired).join(', ')}`);
     if (s.state !== SyncState.inSync && s.reason) lines.push(`    why      ${s.reason}`);
@@ -79,4 +105,53 @@ export function summarizeStates(statuses: readonly TaintStatus[]): string {
 
 function pairOf(s: TaintStatus): string {
   return `${s.machine} -> ${s.node ?? '(no Node)'}`;
+}
+
+/** One row per Machine, kubectl style: NAMESPACE, MACHINE, NODE, STATE, DECLARED (count), NODE TAINTS (count). */
+export function formatStatusRows(statuses: readonly TaintStatus[], wide = false): string[] {
+  if (statuses.length === 0) return ['No Machines found.'];
+  const header = ['NAMESPACE', 'MACHINE', 'NODE', 'STATE', 'DECLARED', 'NODE TAINTS', ...(wide ? ['DECLARES', 'NODE HAS', 'WHY'] : [])];
+  const rows = statuses.map((s) => {
+    const [namespace = '', name = ''] = splitName(s.machine);
+    const row = [namespace, name, s.node ?? '<none>', formatState(s), String(s.desired.length), String(s.actual.length)];
+    if (!wide) return row;
+    return [
+      ...row,
+      s.desired.length === 0 ? '<none>' : s.desired.map((d) => `${formatTaint(d)}@${d.propagation}`).join(','),
+      s.actual.length === 0 ? '<none>' : s.actual.map((a) => `${formatTaint(a.taint)}(${OWNER_SHORT[a.owner] ?? a.owner})`).join(','),
+      s.state === SyncState.inSync ? '' : (s.reason ?? ''),
+    ];
+  });
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const render = (cells: readonly string[]): string => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i] ?? 0))).join('   ').trimEnd();
+  return [render(header), ...rows.map(render)];
+}
+
+/** One Machine in detail: the block of formatStatusTable, then the declarations a higher source overrode or cancelled. */
+export function formatStatusDetail(status: TaintStatus, overrides: readonly Override[]): string[] {
+  const lines = formatStatusTable([status]);
+  for (const o of overrides) {
+    const verb = o.cancelled ? 'cancelled ' : 'overridden';
+    lines.push(`    ${verb} ${o.id} from ${SOURCE_LABEL[o.source] ?? o.source} by ${SOURCE_LABEL[o.by] ?? o.by}`);
+  }
+  return lines;
+}
+
+/** The `-o json|yaml` document: one Machine's status, or a list (kubectl's shape: kind + items). */
+export function toStatusDocument(views: readonly { status: TaintStatus; overrides: readonly Override[] }[], single: boolean): unknown {
+  const items = views.map((v) => ({ ...v.status, stateLabel: formatState(v.status), overrides: v.overrides }));
+  return single && items.length === 1 ? { kind: 'TaintStatus', ...items[0] } : { kind: 'TaintStatusList', items };
+}
+
+const OWNER_SHORT: Readonly<Record<string, string>> = {
+  [TaintOwner.tracked]: 'tracked',
+  [TaintOwner.upstream]: 'upstream',
+  [TaintOwner.initializationOnly]: 'init-only',
+  [TaintOwner.startupGate]: 'startup-gate',
+  [TaintOwner.foreign]: 'foreign',
+};
+
+function splitName(machine: string): [string, string] {
+  const slash = machine.indexOf('/');
+  return slash < 0 ? ['', machine] : [machine.slice(0, slash), machine.slice(slash + 1)];
 }

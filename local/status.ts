@@ -1,45 +1,101 @@
 /**
- * `npm run status`: for every Machine/Node pair of the cluster in KUBECONFIG, what the Machine
- * declares, what the Node has, who owns each Node taint (tracked, initialization-only, startup gate,
- * foreign) and whether the pair is in sync. `-- --capi` (or CLUSTER_MODE=capi) reads Nodes from each
- * workload cluster through its `<cluster>-kubeconfig` Secret; MACHINE_NAMESPACE narrows the Machines.
- * Exit code: 0 all in sync (or deliberately left alone), 3 some pair out of sync, 1/2 on errors.
+ * `npm run status -- [MACHINE] [--kubeconfig f] [--context c] [-n ns] [-o table|wide|json|yaml] [--capi]`: for every
+ * Machine/Node pair (or one Machine), what the Machine declares, what the Node has, who owns each Node taint and whether
+ * the pair is in sync, as decided by the reconcile function's own planner (shared/domain/taint-status.ts). Reads only.
+ * Kubeconfig: --kubeconfig, else KUBECONFIG, else ~/.kube/config. `--help` lists everything (local/status-args.ts).
+ * Exit code: 0 all in sync (or deliberately left alone), 3 some pair out of sync or its Node missing, 1 the cluster
+ * could not be read or the Machine does not exist, 2 bad arguments or no kubeconfig.
  */
-import { KubeConfig } from '@kubernetes/client-node';
+import { existsSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import { dumpYaml, KubeConfig } from '@kubernetes/client-node';
 import { describeApiError } from '#shared/adapters/kubernetes/api-errors.ts';
 import { processEnv } from '#shared/config/env.ts';
-import { SyncState } from '#shared/domain/taint-status.ts';
+import { loadReconcileBehaviour } from '#shared/config/reconcile-config.ts';
 import { ConfigError } from '#shared/errors.ts';
-import { readTaintStatuses } from './cluster-status.ts';
-import { loadLocalConfig } from './local-config.ts';
-import { formatStatusTable, summarizeStates } from './status-format.ts';
+import { MachineNotFoundError, readStatusViews } from './cluster-status.ts';
+import { OutputFormat, parseStatusArgs, STATUS_USAGE, type StatusArgs } from './status-args.ts';
+import { formatStatusDetail, formatStatusRows, needsAttention, summarizeStates, toStatusDocument } from './status-format.ts';
 
-let config;
+const fail = (code: number, message: string): never => {
+  process.stderr.write(`${message}\n`);
+  process.exit(code);
+};
+
+let args: StatusArgs;
+let behaviour: ReturnType<typeof loadReconcileBehaviour>;
 try {
-  config = loadLocalConfig(processEnv(), process.argv.slice(2));
+  args = parseStatusArgs(process.argv.slice(2), processEnv());
+  behaviour = loadReconcileBehaviour(processEnv());
 } catch (e) {
-  process.stderr.write(`${e instanceof ConfigError ? e.message : String(e)}\n`);
-  process.exit(2);
+  fail(2, `error: ${e instanceof ConfigError ? e.message : String(e)}`);
+  throw e;
 }
-if (!config.kubeconfig) {
-  process.stderr.write('KUBECONFIG is not set: point it at the cluster to inspect (npm start prints the export line for the local control plane).\n');
-  process.exit(2);
+if (args.help) {
+  process.stdout.write(`${STATUS_USAGE}\n`);
+  process.exit(0);
 }
+
+// kubectl's order: --kubeconfig, then KUBECONFIG (a list of files), then ~/.kube/config. Never an in-cluster guess.
 const kc = new KubeConfig();
-kc.loadFromDefault();
+const defaultFile = join(homedir(), '.kube', 'config');
+const envKubeconfig = processEnv()['KUBECONFIG']?.trim();
+let source: string;
 try {
-  const statuses = await readTaintStatuses({
-    kubeConfig: kc,
-    mode: config.mode,
-    ...(config.machineNamespace ? { machineNamespace: config.machineNamespace } : {}),
-    ...(config.startupTaint ? { startupTaint: config.startupTaint } : {}),
-    specTaintsOwner: config.specTaintsOwner,
-  });
-  process.stdout.write(`Cluster ${kc.getCurrentCluster()?.server ?? '?'} (mode ${config.mode})\n\n`);
-  for (const line of formatStatusTable(statuses)) process.stdout.write(`${line}\n`);
-  if (statuses.length > 0) process.stdout.write(`\n${summarizeStates(statuses)}\n`);
-  process.exit(statuses.some((s) => s.state === SyncState.outOfSync || s.state === SyncState.nodeMissing) ? 3 : 0);
+  if (args.kubeconfig !== undefined) {
+    if (!existsSync(args.kubeconfig)) fail(2, `error: --kubeconfig ${args.kubeconfig}: no such file`);
+    kc.loadFromFile(args.kubeconfig);
+    source = args.kubeconfig;
+  } else if (envKubeconfig) {
+    kc.loadFromDefault();
+    source = `KUBECONFIG=${envKubeconfig}`;
+  } else if (existsSync(defaultFile)) {
+    kc.loadFromFile(defaultFile);
+    source = '~/.kube/config';
+  } else {
+    fail(2, 'error: no kubeconfig: KUBECONFIG is not set and ~/.kube/config does not exist. Pass --kubeconfig <file>, or run npm start (it prints the export line of its local control plane).');
+    throw new Error('unreachable');
+  }
 } catch (e) {
-  process.stderr.write(`status failed: ${describeApiError(e)}\n`);
-  process.exit(1);
+  fail(2, `error: cannot read the kubeconfig: ${e instanceof Error ? e.message : String(e)}`);
+  throw e;
+}
+if (args.context !== undefined) {
+  if (!kc.getContextObject(args.context)) {
+    fail(2, `error: context ${JSON.stringify(args.context)} not found in ${source} (contexts: ${kc.getContexts().map((c) => c.name).join(', ') || 'none'})`);
+  }
+  kc.setCurrentContext(args.context);
+}
+const contextName = kc.getCurrentContext();
+const namespace = args.namespace ?? (args.machine !== undefined ? (kc.getContextObject(contextName)?.namespace ?? 'default') : undefined);
+
+try {
+  const views = await readStatusViews({
+    kubeConfig: kc,
+    mode: args.mode,
+    ...(namespace !== undefined ? { machineNamespace: namespace } : {}),
+    ...(args.machine !== undefined ? { machineName: args.machine } : {}),
+    ...(behaviour.startupTaint ? { startupTaint: behaviour.startupTaint } : {}),
+    specTaintsOwner: behaviour.specTaintsOwner,
+  });
+  const statuses = views.map((v) => v.status);
+  const single = args.machine !== undefined;
+  switch (args.output) {
+    case OutputFormat.Json:
+      process.stdout.write(`${JSON.stringify(toStatusDocument(views, single), null, 2)}\n`);
+      break;
+    case OutputFormat.Yaml:
+      process.stdout.write(dumpYaml(toStatusDocument(views, single)));
+      break;
+    default: {
+      process.stdout.write(`Context ${contextName || '(none)'}, cluster ${kc.getCurrentCluster()?.server ?? '?'} (mode ${args.mode})\n\n`);
+      const lines = single && views[0] ? formatStatusDetail(views[0].status, views[0].overrides) : formatStatusRows(statuses, args.output === OutputFormat.Wide);
+      for (const line of lines) process.stdout.write(`${line}\n`);
+      if (statuses.length > 1) process.stdout.write(`\n${summarizeStates(statuses)}\n`);
+    }
+  }
+  process.exit(statuses.some(needsAttention) ? 3 : 0);
+} catch (e) {
+  fail(1, e instanceof MachineNotFoundError ? `Error from server (NotFound): ${e.message}` : `status failed: ${describeApiError(e)}`);
 }

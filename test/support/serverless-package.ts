@@ -37,19 +37,25 @@ export interface Packaged {
   readonly reused: boolean;
 }
 
+/** A refused `serverless package`: exit code, stdout + stderr, and whether a template was written anyway. */
+export class PackageError extends Error {
+  readonly code: number | string | undefined;
+  readonly output: string;
+  readonly templateWritten: boolean;
+  constructor(code: number | string | undefined, output: string, templateWritten: boolean) {
+    super(`serverless package failed (exit ${String(code)}):\n${output}`);
+    this.code = code;
+    this.output = output;
+    this.templateWritten = templateWritten;
+  }
+}
+
 /** Parameter sets the tests package: one deployable set per management auth mode. */
 export const PACKAGE_VARIANTS = {
-  eks: ['--param=eksClusterName=management'],
-  ssm: [
-    '--stage',
-    'prod',
-    '--param=managementAuth=ssm',
-    '--param=managementKubeconfigParameter=/capi-taint-propagator/management-kubeconfig',
-    '--param=managementKubeconfigKmsKeyArn=arn:aws:kms:eu-west-1:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab',
-    '--param=alarmEmail=oncall@example.com',
-    '--param=queueRedriveRoleArn=arn:aws:iam::111122223333:role/ops-dlq-redrive',
-  ],
-  secretsmanager: ['--param=managementAuth=secretsmanager', '--param=managementKubeconfigSecretId=capi-taint-propagator/management-kubeconfig'],
+  // The worked parameter files (infra/params/*.yml, wired as stages of serverless.yml); ssm also with a redrive role.
+  eks: ['--stage', 'example-eks'],
+  ssm: ['--stage', 'example-ssm', '--param=queueRedriveRoleArn=arn:aws:iam::111122223333:role/ops-dlq-redrive'],
+  secretsmanager: ['--stage', 'example-secrets'],
 } as const satisfies Record<string, readonly string[]>;
 
 /** Evaluates a CloudFormation condition whose parameters were already resolved by the framework. */
@@ -114,8 +120,9 @@ async function packageInto(dir: string, args: readonly string[]): Promise<void> 
   try {
     await run('npx', ['--no-install', 'serverless', 'package', ...args], { cwd: service, env, timeout: 240_000, maxBuffer: 16 * 1024 * 1024 });
   } catch (err) {
-    const e = err as { stdout?: string; stderr?: string; message: string };
-    throw new Error(`serverless package ${args.join(' ')} failed: ${e.message}\n${e.stdout ?? ''}\n${e.stderr ?? ''}`);
+    const e = err as { code?: number | string; stdout?: string; stderr?: string };
+    const templateWritten = await exists(join(service, '.serverless', 'cloudformation-template-update-stack.json'));
+    throw new PackageError(e.code, `${e.stdout ?? ''}\n${e.stderr ?? ''}`, templateWritten);
   }
   await writeFile(join(dir, 'meta.json'), JSON.stringify({ args, seconds: (Date.now() - started) / 1000 }));
 }

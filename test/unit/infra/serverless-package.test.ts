@@ -3,11 +3,14 @@
  * template-validation.test.ts), then assertions on the generated CloudFormation template. Metric names are
  * cross-checked against shared/observability/metric-names.ts.
  */
+import { readFileSync } from 'node:fs';
 import { stat } from 'node:fs/promises';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { ForwarderMetric, METRIC_NAMESPACE, ReconcileMetric } from '#shared/observability/metric-names.ts';
-import { PACKAGE_VARIANTS, evaluateCondition, packagedService, type Json, type Packaged } from '#test/support/serverless-package.ts';
+import { PACKAGE_VARIANTS, PackageError, evaluateCondition, packagedService, type Json, type Packaged } from '#test/support/serverless-package.ts';
+
+const root = resolve(import.meta.dirname, '../../..');
 
 function resourcesOfType(template: Json, type: string): [string, Json][] {
   return Object.entries(template.Resources as Record<string, Json>).filter(([, r]) => r.Type === type);
@@ -77,39 +80,39 @@ function dashboardBody(resource: Json): Json {
 
 const REDRIVE_ROLE = 'arn:aws:iam::111122223333:role/ops-dlq-redrive';
 
-/** A template value with every Fn::If resolved for this stage's parameters and AWS::NoValue dropped. */
-function resolved(template: Json, value: Json): Json {
-  if (Array.isArray(value)) return value.map((v) => resolved(template, v)).filter((v) => v !== NO_VALUE);
-  if (value && typeof value === 'object') {
-    if ('Fn::If' in value) {
-      const [condition, whenTrue, whenFalse] = value['Fn::If'] as [string, Json, Json];
-      return resolved(template, evaluateCondition(template, condition) ? whenTrue : whenFalse);
-    }
-    if (value.Ref === 'AWS::NoValue') return NO_VALUE;
-    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, resolved(template, v)]));
-  }
-  return value;
-}
-const NO_VALUE = Symbol('AWS::NoValue');
 
-let defaults: Packaged;
+let eks: Packaged;
 let ssm: Packaged;
+let secretsManager: Packaged;
+let refused: { code: number | string | undefined; output: string; templateWritten: boolean };
 
 beforeAll(async () => {
-  // Defaults plus the one parameter EKS auth (the default) needs; then SSM auth with a customer KMS key.
-  [defaults, ssm] = await Promise.all([packagedService(PACKAGE_VARIANTS.eks), packagedService(PACKAGE_VARIANTS.ssm)]);
+  // The three worked parameter files (infra/params/*.yml, wired as stages of serverless.yml), packaged side by side,
+  // and serverless.yml's eks, which the parameter check must refuse.
+  [eks, ssm, secretsManager, refused] = await Promise.all([
+    packagedService(PACKAGE_VARIANTS.eks),
+    packagedService(PACKAGE_VARIANTS.ssm),
+    packagedService(PACKAGE_VARIANTS.secretsmanager),
+    packagedService([]).then(
+      () => ({ code: 0, output: '', templateWritten: true }),
+      (e: unknown) => {
+        if (!(e instanceof PackageError)) throw e;
+        return { code: e.code, output: e.output, templateWritten: e.templateWritten };
+      },
+    ),
+  ]);
 }, 480_000);
 
 describe('npx serverless package (offline, no credentials)', () => {
   it('produces a template and one zip per function', async () => {
-    const zips = ['reconcileNodeTaints.zip', 'watchForwarder.zip'].map((z) => join(defaults.serviceDir, '.serverless', z));
+    const zips = ['reconcileNodeTaints.zip', 'watchForwarder.zip'].map((z) => join(eks.serviceDir, '.serverless', z));
     for (const zip of zips) expect((await stat(zip)).size).toBeGreaterThan(1000);
     const took = (p: Packaged): string => `${p.seconds.toFixed(1)} s${p.reused ? ', reused' : ''}`;
-    console.info(`serverless package: ${took(defaults)} (defaults), ${took(ssm)} (ssm)`);
+    console.info(`serverless package: ${took(eks)} (eks), ${took(ssm)} (ssm)`);
   });
 
   it('runs on nodejs22.x or newer, arm64, with source maps and the documented environment', () => {
-    const functions = resourcesOfType(defaults.template, 'AWS::Lambda::Function');
+    const functions = resourcesOfType(eks.template, 'AWS::Lambda::Function');
     expect(functions).toHaveLength(2);
     for (const [id, fn] of functions) {
       const version = Number(/^nodejs(\d+)\.x$/.exec(fn.Properties.Runtime)?.[1]);
@@ -120,21 +123,21 @@ describe('npx serverless package (offline, no credentials)', () => {
         expect(fn.Properties.Environment.Variables, `${id} ${name}`).toHaveProperty(name);
       }
     }
-    const [, reconcile] = functionByHandler(defaults.template, 'functions/reconcile-node-taints/handler.handler');
+    const [, reconcile] = functionByHandler(eks.template, 'functions/reconcile-node-taints/handler.handler');
     for (const name of ['DEAD_LETTER_QUEUE_URL', 'DRY_RUN', 'STARTUP_TAINT_KEY', 'RETRY_BASE_SECONDS', 'RETRY_MAX_SECONDS', 'FIRST_ENABLED_AT']) {
       expect(reconcile.Properties.Environment.Variables).toHaveProperty(name);
     }
     expect(reconcile.Properties.Environment.Variables.STARTUP_TAINT_KEY).toBe('taints.capi-taint-propagator.dev/uninitialized');
     expect(reconcile.Properties.Environment.Variables.SPEC_TAINTS_OWNER).toBe('upstream');
     expect(reconcile.Properties.ReservedConcurrentExecutions).toBeGreaterThan(0);
-    const [, forwarder] = functionByHandler(defaults.template, 'functions/watch-forwarder/handler.handler');
+    const [, forwarder] = functionByHandler(eks.template, 'functions/watch-forwarder/handler.handler');
     for (const name of ['WATCH_WINDOW_SECONDS', 'RESYNC_INTERVAL_SECONDS', 'WATCH_IDLE_SECONDS', 'LEASE_NAME']) {
       expect(forwarder.Properties.Environment.Variables).toHaveProperty(name);
     }
   });
 
   it('has a FIFO queue with a FIFO dead-letter queue, redrive after >= 5 receives, long DLQ retention', () => {
-    const r = defaults.template.Resources;
+    const r = eks.template.Resources;
     expect(r.EventQueue.Properties.FifoQueue).toBe(true);
     expect(r.EventDeadLetterQueue.Properties.FifoQueue).toBe(true);
     expect(r.EventQueue.Properties.RedrivePolicy.deadLetterTargetArn).toEqual({ 'Fn::GetAtt': ['EventDeadLetterQueue', 'Arn'] });
@@ -144,14 +147,14 @@ describe('npx serverless package (offline, no credentials)', () => {
   });
 
   it('sizes the visibility timeout at >= 6x the reconcile timeout', () => {
-    const [, reconcile] = functionByHandler(defaults.template, 'functions/reconcile-node-taints/handler.handler');
-    const visibility = Number(defaults.template.Resources.EventQueue.Properties.VisibilityTimeout);
+    const [, reconcile] = functionByHandler(eks.template, 'functions/reconcile-node-taints/handler.handler');
+    const visibility = Number(eks.template.Resources.EventQueue.Properties.VisibilityTimeout);
     expect(visibility).toBeGreaterThanOrEqual(6 * Number(reconcile.Properties.Timeout));
   });
 
   it('triggers reconcile from the queue with ReportBatchItemFailures, batch size <= 10, no batching window', () => {
-    const [reconcileId] = functionByHandler(defaults.template, 'functions/reconcile-node-taints/handler.handler');
-    const mappings = resourcesOfType(defaults.template, 'AWS::Lambda::EventSourceMapping');
+    const [reconcileId] = functionByHandler(eks.template, 'functions/reconcile-node-taints/handler.handler');
+    const mappings = resourcesOfType(eks.template, 'AWS::Lambda::EventSourceMapping');
     expect(mappings).toHaveLength(1);
     const [, mapping] = mappings[0] as [string, Json];
     expect(mapping.Properties.EventSourceArn).toEqual({ 'Fn::GetAtt': ['EventQueue', 'Arn'] });
@@ -163,8 +166,8 @@ describe('npx serverless package (offline, no credentials)', () => {
   });
 
   it('schedules the forwarder with a timeout that covers the watch window and fits the schedule', () => {
-    const [forwarderId, forwarder] = functionByHandler(defaults.template, 'functions/watch-forwarder/handler.handler');
-    const rules = resourcesOfType(defaults.template, 'AWS::Events::Rule');
+    const [forwarderId, forwarder] = functionByHandler(eks.template, 'functions/watch-forwarder/handler.handler');
+    const rules = resourcesOfType(eks.template, 'AWS::Events::Rule');
     expect(rules).toHaveLength(1);
     const [, rule] = rules[0] as [string, Json];
     expect(rule.Properties.State).toBe('ENABLED');
@@ -181,8 +184,8 @@ describe('npx serverless package (offline, no credentials)', () => {
   });
 
   it('gives each function exactly one log group, with retention', () => {
-    const groups = resourcesOfType(defaults.template, 'AWS::Logs::LogGroup');
-    const functions = resourcesOfType(defaults.template, 'AWS::Lambda::Function');
+    const groups = resourcesOfType(eks.template, 'AWS::Logs::LogGroup');
+    const functions = resourcesOfType(eks.template, 'AWS::Lambda::Function');
     expect(groups).toHaveLength(functions.length);
     for (const [, fn] of functions) {
       const matching = groups.filter(([, g]) => g.Properties.LogGroupName === `/aws/lambda/${fn.Properties.FunctionName}`);
@@ -192,7 +195,8 @@ describe('npx serverless package (offline, no credentials)', () => {
   });
 
   it.each([
-    ['defaults (eks)', () => defaults],
+    ['eks', () => eks],
+    ['secretsmanager', () => secretsManager],
     ['ssm + customer KMS key', () => ssm],
   ])('holds IAM statements without wildcard actions or resources: %s', (_name, packaged) => {
     const { template } = packaged();
@@ -236,15 +240,15 @@ describe('npx serverless package (offline, no credentials)', () => {
     const forwarder = actions('WatchForwarderRole');
     expect(forwarder['sqs:SendMessage']).toEqual([{ 'Fn::GetAtt': ['EventQueue', 'Arn'] }]);
     expect(Object.keys(forwarder).some((a) => a.includes('ChangeMessageVisibility') || a.includes('ReceiveMessage'))).toBe(false);
-    // With EKS auth (the default) there is nothing to read or decrypt.
-    const eksActions = Object.keys(actions('ReconcileNodeTaintsRole', defaults.template));
+    // With EKS auth there is nothing to read or decrypt.
+    const eksActions = Object.keys(actions('ReconcileNodeTaintsRole', eks.template));
     expect(eksActions.filter((a) => /^(ssm|secretsmanager|kms):/.test(a))).toEqual([]);
-    expect(defaults.template.Resources.ReconcileNodeTaintsAccessEntry.Properties.KubernetesGroups).toEqual(['capi-taint-propagator-reconcile']);
-    expect(defaults.template.Resources.WatchForwarderAccessEntry.Properties.KubernetesGroups).toEqual(['capi-taint-propagator-forwarder']);
+    expect(eks.template.Resources.ReconcileNodeTaintsAccessEntry.Properties.KubernetesGroups).toEqual(['capi-taint-propagator-reconcile']);
+    expect(eks.template.Resources.WatchForwarderAccessEntry.Properties.KubernetesGroups).toEqual(['capi-taint-propagator-forwarder']);
   });
 
   it('builds every alarm on a metric the code emits (or on AWS/SQS, AWS/Lambda metrics)', () => {
-    const alarms = resourcesOfType(defaults.template, 'AWS::CloudWatch::Alarm');
+    const alarms = resourcesOfType(eks.template, 'AWS::CloudWatch::Alarm');
     expect(alarms.length).toBeGreaterThanOrEqual(5);
     const used = new Set<string>();
     for (const [id, alarm] of alarms) {
@@ -263,7 +267,7 @@ describe('npx serverless package (offline, no credentials)', () => {
       expect(p.AlarmActions, id).toEqual([{ Ref: 'AlarmTopic' }]);
     }
     // The alarms the issue asks for: DLQ not empty, old messages, error rate, conflict storm, stalled forwarder.
-    const r = defaults.template.Resources;
+    const r = eks.template.Resources;
     expect(r.DeadLetterQueueNotEmptyAlarm.Properties.Dimensions[0].Value).toEqual({ 'Fn::GetAtt': ['EventDeadLetterQueue', 'QueueName'] });
     expect(used).toContain('AWS/SQS/ApproximateAgeOfOldestMessage');
     expect(used).toContain('AWS/Lambda/Errors');
@@ -272,7 +276,7 @@ describe('npx serverless package (offline, no credentials)', () => {
   });
 
   it('builds every dashboard widget on metrics the code emits', () => {
-    const dashboards = resourcesOfType(defaults.template, 'AWS::CloudWatch::Dashboard');
+    const dashboards = resourcesOfType(eks.template, 'AWS::CloudWatch::Dashboard');
     expect(dashboards).toHaveLength(1);
     const body = dashboardBody((dashboards[0] as [string, Json])[1]);
     const used = new Set<string>();
@@ -313,7 +317,7 @@ describe('npx serverless package (offline, no credentials)', () => {
 
 describe('queue security in the packaged template', () => {
   it.each([
-    ['defaults', () => defaults, []],
+    ['eks (no redrive role)', () => eks, []],
     ['with a DLQ redrive role', () => ssm, [REDRIVE_ROLE]],
   ])('encrypts both queues and lets only the forwarder send, only the reconcile function consume and dead-letter: %s', (_name, packaged, redrive) => {
     const { template } = packaged();
@@ -328,7 +332,7 @@ describe('queue security in the packaged template', () => {
     expect(policies.map(([, p]) => JSON.stringify(p.Properties.Queues)).sort()).toEqual(['[{"Ref":"EventDeadLetterQueue"}]', '[{"Ref":"EventQueue"}]']);
     const statementsFor = (queue: string): Record<string, Json> => {
       const [, policy] = policies.find(([, p]) => p.Properties.Queues[0].Ref === queue) as [string, Json];
-      const statements = resolved(template, policy.Properties.PolicyDocument.Statement) as Json[];
+      const statements = resolveIfs(template, policy.Properties.PolicyDocument.Statement) as Json[];
       for (const st of statements) {
         expect(st.Effect, st.Sid).toBe('Deny');
         expect(st.Principal, st.Sid).toBe('*');
@@ -359,5 +363,116 @@ describe('queue security in the packaged template', () => {
         .map(([id]) => id);
     expect(sends('EventQueue')).toEqual(['WatchForwarderRole']);
     expect(sends('EventDeadLetterQueue')).toEqual(['ReconcileNodeTaintsRole']);
+  });
+});
+
+/** A property value with every Fn::If resolved for this stage's parameters (undefined for AWS::NoValue). */
+function resolveIfs(template: Json, value: Json): Json {
+  if (Array.isArray(value)) return value.map((v) => resolveIfs(template, v)).filter((v) => v !== undefined);
+  if (!value || typeof value !== 'object') return value;
+  if ('Fn::If' in value) {
+    const [condition, whenTrue, whenFalse] = value['Fn::If'] as [string, Json, Json];
+    return resolveIfs(template, evaluateCondition(template, condition) ? whenTrue : whenFalse);
+  }
+  if (value.Ref === 'AWS::NoValue') return undefined;
+  return Object.fromEntries(Object.entries(value as Record<string, Json>).map(([k, v]) => [k, resolveIfs(template, v)]).filter(([, v]) => v !== undefined));
+}
+
+/** The resources CloudFormation would create for this stage's parameters. */
+function createdResources(template: Json): Record<string, Json> {
+  return Object.fromEntries(Object.entries(template.Resources as Record<string, Json>).filter(([, r]) => !r.Condition || evaluateCondition(template, r.Condition)));
+}
+
+describe('deploy parameters checked at package time', () => {
+  it("refuses serverless.yml's defaults with one message naming every missing parameter, and writes no template", () => {
+    expect(refused.code).not.toBe(0);
+    expect(refused.templateWritten).toBe(false);
+    expect(refused.output).toContain('Deploy parameters of stage "dev" are incomplete or inconsistent (nothing was packaged):');
+    for (const name of ['eksClusterName', 'eksEndpoint', 'eksCaData']) expect(refused.output).toContain(`  - ${name} is required when managementAuth=eks`);
+    expect(refused.output).toContain('infra/params/eks.yml, ssm.yml, secretsmanager.yml');
+    expect(refused.output).not.toMatch(/\n\s+at /); // a message, not a stack trace
+  });
+
+  it('packages each worked parameter file with the values it sets', () => {
+    const env = (p: Packaged): Json => functionByHandler(p.template, 'functions/reconcile-node-taints/handler.handler')[1].Properties.Environment.Variables;
+    expect(env(eks)).toMatchObject({ MANAGEMENT_AUTH: 'eks', EKS_CLUSTER_NAME: 'mgmt' });
+    expect(eks.template.Resources.ReconcileNodeTaintsAccessEntry.Properties.ClusterName).toBe('mgmt');
+    expect(env(ssm)).toMatchObject({ MANAGEMENT_AUTH: 'ssm', MANAGEMENT_KUBECONFIG_PARAMETER: '/capi-taint-propagator/management-kubeconfig' });
+    expect(env(secretsManager)).toMatchObject({ MANAGEMENT_AUTH: 'secretsmanager', MANAGEMENT_KUBECONFIG_SECRET_ID: 'capi-taint-propagator/management-kubeconfig' });
+    for (const p of [ssm, secretsManager]) expect(createdResources(p.template)).not.toHaveProperty('ReconcileNodeTaintsAccessEntry');
+  });
+});
+
+describe('private networks (infra/vpc.yml)', () => {
+  const functions = (p: Packaged): [string, Json][] => resourcesOfType(p.template, 'AWS::Lambda::Function');
+
+  it('puts both functions into the given subnets and security groups, with the ENI permissions', () => {
+    for (const [id, fn] of functions(eks)) {
+      expect(resolveIfs(eks.template, fn.Properties.VpcConfig), id).toEqual({
+        SubnetIds: { 'Fn::Split': [',', 'subnet-0a1b2c3d4e5f60718,subnet-0f1e2d3c4b5a69788'] },
+        SecurityGroupIds: { 'Fn::Split': [',', 'sg-0123456789abcdef0'] },
+      });
+    }
+    for (const role of ['ReconcileNodeTaintsRole', 'WatchForwarderRole']) {
+      expect(resolveIfs(eks.template, eks.template.Resources[role].Properties.ManagedPolicyArns), role).toEqual([
+        { 'Fn::Sub': 'arn:${AWS::Partition}:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole' },
+      ]);
+    }
+  });
+
+  it('creates the interface endpoints the functions call, on request: SQS, plus SSM or Secrets Manager when used', () => {
+    const created = createdResources(eks.template);
+    const endpoints = Object.values(created).filter((r) => r.Type === 'AWS::EC2::VPCEndpoint');
+    expect(endpoints.map((e) => e.Properties.ServiceName['Fn::Sub'])).toEqual(['com.amazonaws.${AWS::Region}.sqs']);
+    for (const e of endpoints) {
+      expect(e.Properties).toMatchObject({ VpcEndpointType: 'Interface', PrivateDnsEnabled: true, VpcId: 'vpc-0123456789abcdef0', SecurityGroupIds: [{ Ref: 'VpcEndpointSecurityGroup' }] });
+    }
+    expect(created.VpcEndpointSecurityGroup.Properties.SecurityGroupIngress).toEqual([
+      { IpProtocol: 'tcp', FromPort: 443, ToPort: 443, CidrIp: '10.0.0.0/16', Description: "HTTPS from the functions' subnets" },
+    ]);
+    // The same conditions with managementAuth=ssm / secretsmanager pick their endpoint.
+    const conditionsWith = (auth: string): Json => JSON.parse(JSON.stringify(eks.template.Conditions).replaceAll('"eks"', `"${auth}"`));
+    for (const [auth, id] of [['ssm', 'SsmVpcEndpoint'], ['secretsmanager', 'SecretsManagerVpcEndpoint']] as const) {
+      const template = { ...eks.template, Conditions: conditionsWith(auth) };
+      expect(evaluateCondition(template, eks.template.Resources[id].Condition), id).toBe(true);
+    }
+  });
+
+  it.each([
+    ['ssm', () => ssm],
+    ['secretsmanager', () => secretsManager],
+  ])('leaves the functions outside any VPC when no subnets are given: %s', (_name, packaged) => {
+    const p = packaged();
+    for (const [id, fn] of functions(p)) expect(resolveIfs(p.template, fn.Properties).VpcConfig, id).toBeUndefined();
+    for (const role of ['ReconcileNodeTaintsRole', 'WatchForwarderRole']) expect(resolveIfs(p.template, p.template.Resources[role].Properties).ManagedPolicyArns).toBeUndefined();
+    const created = Object.values(createdResources(p.template)).map((r) => r.Type);
+    expect(created).not.toContain('AWS::EC2::VPCEndpoint');
+    expect(created).not.toContain('AWS::EC2::SecurityGroup');
+  });
+});
+
+describe('stack outputs', () => {
+  it('outputs the dead-letter queue ARN and URL (a redrive needs the ARN)', () => {
+    expect(eks.template.Outputs.EventDeadLetterQueueArn.Value).toEqual({ 'Fn::GetAtt': ['EventDeadLetterQueue', 'Arn'] });
+    expect(eks.template.Outputs.EventDeadLetterQueueUrl.Value).toEqual({ Ref: 'EventDeadLetterQueue' });
+  });
+});
+
+describe('alarms and the runbook (README.md, "Runbook")', () => {
+  const runbook = (): string[] => {
+    const readme = readFileSync(join(root, 'README.md'), 'utf8');
+    const section = readme.slice(readme.indexOf('### Runbook'), readme.indexOf('\n## ', readme.indexOf('### Runbook')));
+    return [...section.matchAll(/^#### (.+)$/gm)].map((m) => m[1] ?? '');
+  };
+
+  it('has one runbook section per alarm, named as the alarm, and each alarm description links its section', () => {
+    const alarms = resourcesOfType(eks.template, 'AWS::CloudWatch::Alarm').map(([, a]) => a.Properties);
+    const sections = alarms.map((p) => {
+      const name: string = p.AlarmName;
+      expect(name.startsWith('capi-taint-propagator-example-eks-'), name).toBe(true);
+      return name.slice('capi-taint-propagator-example-eks-'.length);
+    });
+    expect(runbook().sort()).toEqual([...sections].sort());
+    for (const [i, p] of alarms.entries()) expect(p.AlarmDescription).toMatch(new RegExp(` Runbook README\\.md#${sections[i]}$`));
   });
 });

@@ -112,13 +112,13 @@ describe('Function: formatStatusTable()', () => {
 
   it('explains why a pair is not in sync and what the next write would leave', () => {
     const lines = formatStatusTable([{ ...status, state: SyncState.outOfSync, reason: 'the next reconcile would write the Node', expected: [{ key: 'gpu', value: 'h100', effect: 'NoSchedule' }] }]);
-    expect(lines.slice(1, 2)).toEqual(['ns/m1 -> n1      OUT OF SYNC']);
+    expect(lines.slice(1, 2)).toEqual(['ns/m1 -> n1      out of sync']);
     expect(lines.slice(-2)).toEqual(['    why      the next reconcile would write the Node', '    expected gpu=h100:NoSchedule']);
   });
 
   it('summarizes states and names owners', () => {
-    expect(summarizeStates([status, status, { ...status, state: SyncState.invalidDeclaration }])).toBe('2 in sync, 1 invalid declaration');
-    expect(explainOwner({ taint: { key: 'a', effect: 'NoSchedule' }, owner: TaintOwner.tracked })).toBe('tracked (no longer declared)');
+    expect(summarizeStates([status, status, { ...status, state: SyncState.invalidDeclaration }])).toBe('2 in sync, 1 invalid declaration (left alone)');
+    expect(explainOwner({ taint: { key: 'a', effect: 'NoSchedule' }, owner: TaintOwner.tracked })).toBe('tracked (no longer declared: the next write removes it)');
     expect(formatStatusTable([])).toEqual(['No Machines found.']);
   });
 });

@@ -1,0 +1,137 @@
+import { describe, expect, it } from 'vitest';
+import { parseStatusArgs } from '#local/status-args.ts';
+import { explainOwner, formatState, formatStatusDetail, formatStatusRows, isLeftAlone, needsAttention, STATE_LABEL, toStatusDocument } from '#local/status-format.ts';
+import { SyncState, TaintOwner, type TaintStatus } from '#shared/domain/taint-status.ts';
+import { ConfigError } from '#shared/errors.ts';
+
+describe('Function: parseStatusArgs()', () => {
+  it('defaults to every Machine in every namespace, as a table, in self mode', () => {
+    expect(parseStatusArgs([], {})).toEqual({ help: false, machine: undefined, kubeconfig: undefined, context: undefined, namespace: undefined, output: 'table', mode: 'self' });
+  });
+
+  it('reads kubectl-style flags and one Machine by name', () => {
+    // Act
+    const a = parseStatusArgs(['gpu-0', '--kubeconfig', '/k', '--context=prod', '-n', 'pools', '-o', 'yaml', '--capi'], {});
+
+    // Assess
+    expect(a).toEqual({ help: false, machine: 'gpu-0', kubeconfig: '/k', context: 'prod', namespace: 'pools', output: 'yaml', mode: 'capi' });
+  });
+
+  it.each([
+    [['-h'], { help: true }],
+    [['--help'], { help: true }],
+    [['-o', 'wide'], { output: 'wide' }],
+    [['--output=json'], { output: 'json' }],
+    [['--namespace', 'x'], { namespace: 'x' }],
+  ])('%j → %j', (argv, want) => {
+    expect(parseStatusArgs(argv, {})).toMatchObject(want);
+  });
+
+  it('takes the namespace from MACHINE_NAMESPACE and the mode from CLUSTER_MODE unless flags say otherwise', () => {
+    expect(parseStatusArgs([], { MACHINE_NAMESPACE: 'a', CLUSTER_MODE: 'capi' })).toMatchObject({ namespace: 'a', mode: 'capi' });
+    expect(parseStatusArgs(['-n', 'b', '--self'], { MACHINE_NAMESPACE: 'a', CLUSTER_MODE: 'capi' })).toMatchObject({ namespace: 'b', mode: 'self' });
+  });
+
+  it.each([
+    [['-o', 'xml'], '--output: must be one of table, wide, json, yaml, got "xml"'],
+    [['--bogus'], "Unknown option '--bogus'"],
+    [['a', 'b'], 'one MACHINE at most, got "a" "b"'],
+    [['--context', ''], '--context: must not be empty'],
+    [['--mode=both'], '--mode: must be capi or self, got "both"'],
+    [['-n'], "Option '-n, --namespace <value>' argument missing"],
+  ])('refuses %j, quoting what was wrong', (argv, message) => {
+    expect(() => parseStatusArgs(argv, {})).toThrow(ConfigError);
+    expect(() => parseStatusArgs(argv, {})).toThrow(message);
+  });
+});
+
+const declared = { key: 'gpu', value: 'a100', effect: 'NoSchedule', propagation: 'Always', source: 'spec.taints' } as const;
+const inSync: TaintStatus = {
+  machine: 'pools/gpu-0',
+  node: 'gpu-0',
+  state: SyncState.inSync,
+  initialized: true,
+  desired: [declared],
+  actual: [
+    { taint: { key: 'gpu', value: 'a100', effect: 'NoSchedule' }, owner: TaintOwner.tracked, declaredAs: declared },
+    { taint: { key: 'x', effect: 'NoExecute' }, owner: TaintOwner.foreign },
+  ],
+};
+const invalid: TaintStatus = {
+  machine: 'pools/broken-0',
+  node: 'broken-0',
+  state: SyncState.invalidDeclaration,
+  initialized: true,
+  desired: [],
+  actual: [{ taint: { key: 'gpu', value: 'a100', effect: 'NoSchedule' }, owner: TaintOwner.tracked }],
+  reason: 'spec.taints[0].effect: must be one of NoSchedule, PreferNoSchedule, NoExecute',
+};
+
+describe('Function: formatStatusRows()', () => {
+  it('prints one row per Machine with kubectl-style columns', () => {
+    expect(formatStatusRows([inSync, invalid])).toEqual([
+      'NAMESPACE   MACHINE    NODE       STATE                              DECLARED   NODE TAINTS',
+      'pools       gpu-0      gpu-0      in sync                            1          2',
+      'pools       broken-0   broken-0   invalid declaration (left alone)   0          1',
+    ]);
+  });
+
+  it('adds what is declared, what the Node has with owners, and why, with -o wide', () => {
+    const [header, first, second] = formatStatusRows([inSync, invalid], true);
+    expect(header).toMatch(/DECLARES\s+NODE HAS\s+WHY$/);
+    expect(first).toMatch(/gpu=a100:NoSchedule@Always\s+gpu=a100:NoSchedule\(tracked\),x:NoExecute\(foreign\)$/);
+    expect(second).toMatch(/<none>\s+gpu=a100:NoSchedule\(tracked\)\s+spec\.taints\[0\]\.effect: must be one of NoSchedule, PreferNoSchedule, NoExecute$/);
+  });
+
+  it('says when there is nothing', () => {
+    expect(formatStatusRows([])).toEqual(['No Machines found.']);
+  });
+});
+
+describe('Function: formatStatusDetail()', () => {
+  it('shows one Machine in detail with its overridden and cancelled declarations', () => {
+    const lines = formatStatusDetail(inSync, [
+      { id: 'gpu:NoSchedule', source: 'taints.capi-taint-propagator.dev/class', by: 'spec.taints', cancelled: false },
+      { id: 'spot:PreferNoSchedule', source: 'taints.capi-taint-propagator.dev/class', by: 'taints.capi-taint-propagator.dev/cluster', cancelled: true },
+    ]);
+    expect(lines.slice(-2)).toEqual([
+      '    overridden gpu:NoSchedule from class annotation by spec',
+      '    cancelled  spot:PreferNoSchedule from class annotation by cluster annotation',
+    ]);
+    expect(lines[1]).toBe('pools/gpu-0 -> gpu-0  in sync');
+  });
+
+  it('never calls a tracked taint "no longer declared" when the declaration is invalid', () => {
+    const lines = formatStatusDetail(invalid, []);
+    expect(lines).toContain('    has      gpu=a100:NoSchedule  tracked (kept while the declaration is invalid)');
+    expect(lines.join('\n')).not.toContain('no longer declared');
+    expect(explainOwner({ taint: { key: 'a', effect: 'NoSchedule' }, owner: TaintOwner.tracked }, SyncState.malformedAnnotation)).toBe('tracked (kept while the tracking annotation is malformed)');
+  });
+});
+
+describe('One vocabulary for the verdicts', () => {
+  it('has a label for every state of the shared planner', () => {
+    for (const state of Object.values(SyncState)) expect(STATE_LABEL[state], state).toMatch(/\w/);
+    expect(formatState({ state: SyncState.outOfSync })).toBe('out of sync');
+  });
+
+  it.each([
+    [SyncState.inSync, false, false],
+    [SyncState.outOfSync, true, false],
+    [SyncState.nodeMissing, true, false],
+    [SyncState.invalidDeclaration, false, true],
+    [SyncState.malformedAnnotation, false, true],
+    [SyncState.machineDeleting, false, true],
+    [SyncState.noNode, false, false],
+    [SyncState.waitingForUpstream, false, false],
+  ])('%s: needs attention %s, left alone %s', (state, attention, leftAlone) => {
+    expect([needsAttention({ state }), isLeftAlone({ state })]).toEqual([attention, leftAlone]);
+  });
+});
+
+describe('Function: toStatusDocument()', () => {
+  it('is a TaintStatusList for many and a TaintStatus for one Machine, with the label and overrides', () => {
+    expect(toStatusDocument([{ status: inSync, overrides: [] }, { status: invalid, overrides: [] }], false)).toMatchObject({ kind: 'TaintStatusList', items: [{ machine: 'pools/gpu-0', state: 'in-sync', stateLabel: 'in sync' }, { machine: 'pools/broken-0' }] });
+    expect(toStatusDocument([{ status: invalid, overrides: [] }], true)).toMatchObject({ kind: 'TaintStatus', machine: 'pools/broken-0', stateLabel: 'invalid declaration (left alone)', overrides: [] });
+  });
+});
