@@ -25,8 +25,14 @@ export interface ReadStatusOptions {
   readonly workload?: WorkloadKubeConfigs;
 }
 
-/** Returns the status of every Machine (sorted by namespace/name). Unreachable workload clusters show as `node-missing` with the reason. */
-export async function readTaintStatuses(o: ReadStatusOptions): Promise<TaintStatus[]> {
+/** A Machine's status as read; `nodeListError` is set when its cluster's Nodes could not be listed (state unknown, not missing). */
+export type ReadTaintStatus = TaintStatus & { readonly nodeListError?: string };
+
+/**
+ * Returns the status of every Machine (sorted by namespace/name). When a cluster's Nodes cannot be
+ * listed, its Machines carry `nodeListError` (and the reason) instead of a claim about their Nodes.
+ */
+export async function readTaintStatuses(o: ReadStatusOptions): Promise<ReadTaintStatus[]> {
   const custom = o.kubeConfig.makeApiClient(CustomObjectsApi);
   const selector = o.machineLabelSelector ? { labelSelector: o.machineLabelSelector } : {};
   const list = (o.machineNamespace
@@ -56,7 +62,7 @@ export async function readTaintStatuses(o: ReadStatusOptions): Promise<TaintStat
     return nodes;
   };
 
-  const statuses: TaintStatus[] = [];
+  const statuses: ReadTaintStatus[] = [];
   for (const machine of machines) {
     if (!machine.nodeName) {
       statuses.push(taintStatusOf({ machine, node: undefined, ...startup(o) }));
@@ -64,7 +70,7 @@ export async function readTaintStatuses(o: ReadStatusOptions): Promise<TaintStat
     }
     const nodes = await nodesOf(machine);
     if (nodes instanceof Error) {
-      statuses.push({ ...taintStatusOf({ machine, node: undefined, ...startup(o) }), state: SyncState.nodeMissing, reason: nodes.message });
+      statuses.push({ ...taintStatusOf({ machine, node: undefined, ...startup(o) }), state: SyncState.nodeMissing, reason: nodes.message, nodeListError: nodes.message });
       continue;
     }
     statuses.push(taintStatusOf({ machine, node: nodes.get(machine.nodeName), ...startup(o) }));

@@ -3,6 +3,7 @@
  * changed, and the activity feed. Pure formatting, unit tested.
  */
 import { ReconcileOutcome } from '#shared/domain/outcome.ts';
+import { SyncState, type TaintStatus } from '#shared/domain/taint-status.ts';
 
 /** Totals of one pipeline run. */
 export interface PipelineCounters {
@@ -58,6 +59,20 @@ export interface OutOfSyncNode {
   readonly node: string;
   /** Short reason, e.g. `out-of-sync`, `invalid-declaration`. */
   readonly state: string;
+}
+
+/** The state shown for Machines whose cluster's Nodes could not be listed (their Nodes may well exist). */
+export const NODE_LIST_FAILED = 'Node list failed';
+
+/**
+ * The Nodes to list as not in sync: everything but in-sync, no-node and machine-deleting. A Machine
+ * whose cluster's Node list failed is shown as `Node list failed`, never as `node-missing`.
+ * @example outOfSyncNodes([{ machine: 'ns/m1', node: 'n1', state: 'node-missing', nodeListError: 'HTTP 503' }]) // [{ node: 'n1', state: 'Node list failed' }]
+ */
+export function outOfSyncNodes(statuses: readonly (Pick<TaintStatus, 'machine' | 'node' | 'state'> & { readonly nodeListError?: string })[]): OutOfSyncNode[] {
+  return statuses
+    .filter((s) => s.state !== SyncState.inSync && s.state !== SyncState.noNode && s.state !== SyncState.machineDeleting)
+    .map((s) => ({ node: s.node ?? s.machine, state: s.nodeListError !== undefined ? NODE_LIST_FAILED : s.state }));
 }
 
 /**

@@ -53,6 +53,8 @@ export interface PipelineOptions {
   readonly visibilityTimeoutSeconds?: number;
   /** Receives before a message is redriven to the dead-letter queue (default 5). */
   readonly maxReceiveCount?: number;
+  /** Longest wait for one Kubernetes API call of the reconcile function, in seconds (default 10). */
+  readonly apiTimeoutSeconds?: number;
   /** Backoff after a conflict: base × 2^(receives−1), capped (defaults 1 s and 30 s). */
   readonly retryBaseSeconds?: number;
   readonly retryMaxSeconds?: number;
@@ -148,6 +150,9 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
     retryMaxSeconds: options.retryMaxSeconds ?? 30,
     stateNamespace,
     firstEnabledAt: options.firstEnabledAt,
+    // The reconcile function re-issues a record one receive before this redrive (only needs-a-human records reach the DLQ).
+    maxReceiveCount: options.maxReceiveCount ?? 5,
+    ...(options.apiTimeoutSeconds !== undefined ? { apiTimeoutSeconds: options.apiTimeoutSeconds } : {}),
   };
   const workload = workloadKubeConfigs(kc);
   const composed = composeReconcile({
@@ -182,7 +187,7 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
     clusterMode: options.mode,
     watchWindowSeconds: 780,
     resyncIntervalSeconds: options.resyncIntervalSeconds ?? 0,
-    watchIdleSeconds: 60,
+    watchIdleSeconds: 90,
     stateNamespace,
     leaseName: options.leaseName ?? 'capi-taint-propagator-forwarder',
     forwarderId: `local-forwarder-${process.pid}-${++generation}`,

@@ -13,12 +13,11 @@ import { describeApiError } from '#shared/adapters/kubernetes/api-errors.ts';
 import { processEnv } from '#shared/config/env.ts';
 import { ConfigError } from '#shared/errors.ts';
 import { logger } from '#shared/observability/logger.ts';
-import { SyncState } from '#shared/domain/taint-status.ts';
 import { ControlPlaneUnavailableError, startControlPlane, type ControlPlane } from './control-plane/control-plane.ts';
 import { readTaintStatuses } from './cluster-status.ts';
 import { loadLocalConfig, type LocalConfig } from './local-config.ts';
 import { startPipeline, type Activity, type Pipeline } from './pipeline.ts';
-import { createActivityFilter, formatReport, type OutOfSyncNode } from './pipeline-report.ts';
+import { createActivityFilter, formatReport, outOfSyncNodes, type OutOfSyncNode } from './pipeline-report.ts';
 
 const isNewActivity = createActivityFilter();
 
@@ -134,9 +133,7 @@ const report = async (): Promise<void> => {
         ...(running.startupTaint ? { startupTaint: running.startupTaint } : {}),
         specTaintsOwner: running.specTaintsOwner,
       });
-      outOfSync = statuses
-        .filter((s) => s.state !== SyncState.inSync && s.state !== SyncState.noNode && s.state !== SyncState.machineDeleting)
-        .map((s) => ({ node: s.node ?? s.machine, state: s.state }));
+      outOfSync = outOfSyncNodes(statuses);
     } catch (e) {
       statusError = `Nodes     (status unavailable: ${describeApiError(e)})`;
     }

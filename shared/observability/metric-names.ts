@@ -13,6 +13,7 @@ export const ReconcileMetric = {
   InvalidDeclarations: 'InvalidDeclarations',
   MalformedTrackingAnnotations: 'MalformedTrackingAnnotations',
   DeadLettered: 'DeadLettered',
+  Reissued: 'Reissued',
   EventToWriteLatency: 'EventToWriteLatency',
 } as const;
 export type ReconcileMetric = (typeof ReconcileMetric)[keyof typeof ReconcileMetric];

@@ -48,7 +48,7 @@ export interface WatchSessionOptions<T extends WatchedFacts> {
   readonly toFacts: (obj: unknown) => T | undefined;
   /** Resume exactly from this resourceVersion; without it the first list announces every object as `resynced`. */
   readonly resumeFrom?: string;
-  /** Restart a watch silent for this long (default 60 s). */
+  /** Restart a watch silent for this long (default 90 s: above kube-apiserver's bookmark cadence of about a minute). */
   readonly idleTimeoutMs?: number;
   /** Full resync period; 0 = off (default 0). */
   readonly resyncIntervalMs?: number;
@@ -283,7 +283,7 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
     let end: WatchEnd = 'closed';
     let lastActivity = Date.now();
     let busy = false;
-    const idleMs = this.o.idleTimeoutMs ?? 60_000;
+    const idleMs = this.o.idleTimeoutMs ?? 90_000;
     const watchdog = setInterval(() => {
       if (!busy && Date.now() - lastActivity > idleMs) {
         end = 'idle';

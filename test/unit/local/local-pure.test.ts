@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { loadLocalConfig } from '#local/local-config.ts';
-import { createActivityFilter, emptyCounters, formatReport } from '#local/pipeline-report.ts';
+import { NODE_LIST_FAILED, createActivityFilter, emptyCounters, formatReport, outOfSyncNodes } from '#local/pipeline-report.ts';
 import { explainOwner, formatStatusTable, summarizeStates } from '#local/status-format.ts';
 import { ConfigError } from '#shared/errors.ts';
 import { SyncState, TaintOwner, type TaintStatus } from '#shared/domain/taint-status.ts';
@@ -61,6 +61,27 @@ describe('Function: formatReport()', () => {
     const lines = formatReport(emptyCounters(), []);
     expect(lines[0]).toContain('forwarder waiting for the Lease');
     expect(lines.at(-1)).toBe('Nodes     all in sync');
+  });
+});
+
+describe('Function: outOfSyncNodes()', () => {
+  it('tells a failed Node list apart from a missing Node and leaves out Nodes that need nothing', () => {
+    // Act
+    const shown = outOfSyncNodes([
+      { machine: 'ns/m1', node: 'n1', state: 'node-missing', nodeListError: 'cluster ns/c1: HTTP 503' },
+      { machine: 'ns/m2', node: 'n2', state: 'node-missing' },
+      { machine: 'ns/m3', node: 'n3', state: 'in-sync' },
+      { machine: 'ns/m4', state: 'no-node' },
+      { machine: 'ns/m5', node: 'n5', state: 'out-of-sync' },
+    ]);
+
+    // Assess
+    expect(shown).toEqual([
+      { node: 'n1', state: NODE_LIST_FAILED },
+      { node: 'n2', state: 'node-missing' },
+      { node: 'n5', state: 'out-of-sync' },
+    ]);
+    expect(formatReport(emptyCounters(), shown).at(-1)).toBe('Nodes     3 not in sync: n1 (Node list failed), n2 (node-missing), n5 (out-of-sync)');
   });
 });
 
