@@ -197,7 +197,8 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
   });
   const startForwarder = (): void => {
     if (current) return;
-    const deps = composeWatchForwarder({ config: forwarderConfig(), managementKubeConfig: kc, sqs, telemetry, workloadKubeConfigs: workload, logger: log });
+    // The queue lives in this process: the Lease keeps the checkpoint of what was applied, so a restart after a kill re-announces the rest.
+    const deps = composeWatchForwarder({ config: forwarderConfig(), managementKubeConfig: kc, sqs, nonDurableQueue: { client: sqs }, telemetry, workloadKubeConfigs: workload, logger: log });
     const forwarder = new WatchForwarder(deps, options.forwarderOptions);
     const stop = new AbortController();
     // Like `npm run forwarder`: a forwarder that loses the Lease waits for it again, until stopped.

@@ -60,7 +60,9 @@ export async function processBatch(event: SQSEvent, context: Context, deps: Batc
   const handled = new Set<string>();
   const retryable = new Set<string>();
   const processor = new SqsFifoPartialProcessorAsync();
-  const deadline = Date.now() + Math.max(0, context.getRemainingTimeInMillis() - SETTLE_RESERVE_MS);
+  // Lambda always provides the remaining time; a caller without it (a test harness) gets no batch deadline.
+  const remainingMs = typeof context.getRemainingTimeInMillis === 'function' ? context.getRemainingTimeInMillis() : Infinity;
+  const deadline = Date.now() + Math.max(0, remainingMs - SETTLE_RESERVE_MS);
   const bounded = deps.withDeadline ?? (<T>(_deadline: number, fn: () => Promise<T>) => fn());
   const response = await processPartialResponse(
     event,

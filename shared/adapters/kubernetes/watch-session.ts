@@ -7,6 +7,8 @@
  * - 410 Gone (watch or resume) → relist and announce only what changed while away, plus deletions;
  * - a watchdog that restarts a watch that stays silent (no event, no bookmark) for `idleTimeoutMs`;
  * - bounded, jittered backoff between failed attempts; a periodic full resync;
+ * - a deadline on every list page and on every watch's connect (`requestTimeoutMs`): a hung call is
+ *   a transient failure, retried with backoff, never a stuck stream;
  * - every line that is not a watch event we understand is counted (MalformedWatchEvents) and logged.
  *
  * It speaks HTTP itself (with the KubeConfig's credentials) instead of using client-node's `Watch`,
@@ -55,6 +57,11 @@ export interface WatchSessionOptions<T extends WatchedFacts> {
   /** Server-side watch timeout; jittered up to twice this (default 300 s). */
   readonly watchTimeoutSeconds?: number;
   readonly backoff?: { readonly initialMs: number; readonly maxMs: number };
+  /**
+   * Deadline of one list page (request and body) and of a watch's connect (until its response
+   * headers); a call that misses it is a transient failure, retried with backoff (default 30 s).
+   */
+  readonly requestTimeoutMs?: number;
   readonly pageSize?: number;
   readonly telemetry?: ForwarderTelemetry;
   readonly logger?: Logger;
@@ -246,9 +253,12 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
       const params = cont
         ? { limit: String(this.o.pageSize ?? 500), continue: cont }
         : { limit: String(this.o.pageSize ?? 500), resourceVersion: at, resourceVersionMatch: at ? 'Exact' : undefined };
-      const res = await request(kc, this.query(params), signal);
-      const text = await readAll(res.body);
-      if (res.status !== 200) throw statusError(res.status, text, `listing ${this.o.path}`, at);
+      const text = await this.bounded(`listing ${this.o.path}`, signal, async (bound) => {
+        const res = await request(kc, this.query(params), bound);
+        const body = await readAll(res.body);
+        if (res.status !== 200) throw statusError(res.status, body, `listing ${this.o.path}`, at);
+        return body;
+      });
       const body: unknown = JSON.parse(text);
       if (!isObject(body) || !Array.isArray(body.items) || !isObject(body.metadata)) {
         throw new TransientError(`listing ${this.o.path}`, 'unexpected list response');
@@ -266,6 +276,18 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
     } while (cont);
     if (!listRv) throw new TransientError(`listing ${this.o.path}`, 'list has no resourceVersion');
     return { items, resourceVersion: listRv };
+  }
+
+  /** Runs one request under the session's signal and the request deadline; a missed deadline is a TransientError. */
+  private async bounded<R>(operation: string, signal: AbortSignal, fn: (bound: AbortSignal) => Promise<R>): Promise<R> {
+    const timeoutMs = this.o.requestTimeoutMs ?? 30_000;
+    const deadline = AbortSignal.timeout(timeoutMs);
+    try {
+      return await fn(AbortSignal.any([signal, deadline]));
+    } catch (err) {
+      if (deadline.aborted && !signal.aborted) throw new TransientError(operation, `no answer within ${timeoutMs} ms`, err);
+      throw err;
+    }
   }
 
   private malformed(reason: string, line: string): void {
@@ -293,6 +315,14 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
         controller.abort();
       }
     }, Math.min(1_000, idleMs / 4));
+    const connectTimeoutMs = this.o.requestTimeoutMs ?? 30_000;
+    let connected = false;
+    let connectTimedOut = false;
+    const connectDeadline = setTimeout(() => {
+      if (connected) return;
+      connectTimedOut = true;
+      controller.abort();
+    }, connectTimeoutMs);
     try {
       const res = await request(
         kc,
@@ -304,6 +334,8 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
         }),
         controller.signal,
       );
+      connected = true;
+      clearTimeout(connectDeadline);
       if (res.status !== 200) throw statusError(res.status, await readAll(res.body), `watching ${this.o.path}`, this.resourceVersion);
       res.body.on('data', () => {
         lastActivity = Date.now();
@@ -322,8 +354,10 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
       }
       res.body.destroy();
     } catch (err) {
+      if (connectTimedOut && !signal.aborted) throw new TransientError(`watching ${this.o.path}`, `not connected within ${connectTimeoutMs} ms`, err);
       if (!controller.signal.aborted) throw err;
     } finally {
+      clearTimeout(connectDeadline);
       clearInterval(watchdog);
       signal.removeEventListener('abort', abort);
       controller.abort();
