@@ -22,6 +22,8 @@ export interface PipelineCounters {
   /** 409 Conflicts retried through the queue. */
   readonly conflicts: number;
   readonly transientErrors: number;
+  /** Records re-issued as fresh messages after failing for transient reasons until just before the redrive. */
+  readonly reissued: number;
   /** Records the reconcile function sent to the dead-letter queue (malformed, never retryable). */
   readonly deadLettered: number;
   /** Messages in the dead-letter queue (including redrives after maxReceiveCount). */
@@ -46,6 +48,7 @@ export function emptyCounters(): PipelineCounters {
     writes: 0,
     conflicts: 0,
     transientErrors: 0,
+    reissued: 0,
     deadLettered: 0,
     deadLetterQueueDepth: 0,
     queueVisible: 0,
@@ -96,7 +99,7 @@ export function formatReport(c: PipelineCounters, outOfSync: readonly OutOfSyncN
   const lines = [
     extras.length > 0 ? `${events}; ${extras.join(', ')}` : events,
     `reconciles ${total}${outcomes.length > 0 ? `: ${outcomes.join(', ')}` : ''}`,
-    `writes    ${c.writes}, conflicts retried ${c.conflicts}${c.transientErrors > 0 ? `, transient errors retried ${c.transientErrors}` : ''}, dead-lettered ${c.deadLettered} (DLQ depth ${c.deadLetterQueueDepth})`,
+    `writes    ${c.writes}, conflicts retried ${c.conflicts}${c.transientErrors > 0 ? `, transient errors retried ${c.transientErrors}` : ''}${c.reissued > 0 ? `, re-issued ${c.reissued}` : ''}, dead-lettered ${c.deadLettered} (DLQ depth ${c.deadLetterQueueDepth})`,
     `queue     ${c.queueVisible} waiting, ${c.queueInFlight} in flight`,
   ];
   if (outOfSync !== undefined) {

@@ -323,6 +323,7 @@ class CounterBox {
       writes: this.metrics[ReconcileMetric.NodeWrites] ?? 0,
       conflicts: this.metrics[ReconcileMetric.Conflicts] ?? 0,
       transientErrors: this.metrics[ReconcileMetric.TransientErrors] ?? 0,
+      reissued: this.metrics[ReconcileMetric.Reissued] ?? 0,
       deadLettered: (this.metrics[ReconcileMetric.DeadLettered] ?? 0),
       deadLetterQueueDepth: dlq.stats().total,
       queueVisible: q.visible,

@@ -6,8 +6,8 @@
  *   server that is down), until `restore()`;
  * - `hang()`: keeps every connection open but forwards nothing either way (a hung API server or a
  *   black-holed network), until `restore()`, which then resets those connections;
- * - `flaky({ resetEvery, delayMs })`: delays every chunk and resets every `resetEvery`-th connection
- *   at its first byte from upstream, deterministically, until `steady()`.
+ * - `flaky({ resetEvery, delayMs })`: delays every chunk either way and resets the connection of every
+ *   `resetEvery`-th chunk from upstream (open connections included), deterministically, until `steady()`.
  * It is bounded: at most `maxConnections` at once (extra ones are reset) and it stops with `close()`.
  */
 import net from 'node:net';
@@ -27,7 +27,7 @@ export class FaultProxy {
   private readonly pairs = new Set<Pair>();
   private mode: Mode = 'pass';
   private flakiness: { resetEvery: number; delayMs: number } | undefined;
-  private accepted = 0;
+  private upstreamChunks = 0;
   /** Connections accepted and reset by faults, for assertions that a fault really happened. */
   resets = 0;
 
@@ -109,10 +109,8 @@ export class FaultProxy {
     upstream.on('error', () => undefined);
     const pair: Pair = { client, upstream, blackholed: this.mode === 'hang' };
     this.pairs.add(pair);
-    const flaky = this.flakiness;
-    const doomed = flaky !== undefined && ++this.accepted % flaky.resetEvery === 0;
-    this.forward(pair, client, upstream, flaky?.delayMs ?? 0, false);
-    this.forward(pair, upstream, client, flaky?.delayMs ?? 0, doomed);
+    this.forward(pair, client, upstream, false);
+    this.forward(pair, upstream, client, true);
     const drop = (): void => {
       this.pairs.delete(pair);
       client.destroy();
@@ -122,15 +120,17 @@ export class FaultProxy {
     upstream.on('close', drop);
   }
 
-  /** Copies `from` → `to`, each chunk after `delayMs` (order kept), nothing while black-holed. */
-  private forward(pair: Pair, from: net.Socket, to: net.Socket, delayMs: number, resetAtFirstByte: boolean): void {
+  /** Copies `from` → `to`; while flaky, each chunk after a delay (order kept) or a reset; nothing while black-holed. */
+  private forward(pair: Pair, from: net.Socket, to: net.Socket, fromUpstream: boolean): void {
     let chain = Promise.resolve();
     from.on('data', (chunk: Buffer) => {
       if (pair.blackholed) return;
-      if (resetAtFirstByte) {
+      const flaky = this.flakiness;
+      if (flaky && fromUpstream && ++this.upstreamChunks % flaky.resetEvery === 0) {
         this.reset(pair);
         return;
       }
+      const delayMs = flaky?.delayMs ?? 0;
       if (delayMs === 0) {
         to.write(chunk);
         return;

@@ -1,7 +1,8 @@
 /**
  * Child process of the kill test (test/e2e/faults.test.ts): the whole local pipeline (`startPipeline`,
  * as `npm start` runs it, with its in-memory queue) in a process of its own, so that the test can
- * SIGKILL it at any moment. Tells its parent `ready` over IPC once its forwarder holds the Lease.
+ * SIGKILL it at any moment. Tells its parent `ready` over IPC once its forwarder holds the Lease, and
+ * answers `counters` with the pipeline's counters.
  * Environment: FAULT_KUBECONFIG, FAULT_NAMESPACE, FAULT_RUN, FAULT_LABEL_SELECTOR, FAULT_LEASE_SECONDS.
  */
 import { startPipeline } from '#local/pipeline.ts';
@@ -19,4 +20,7 @@ const pipeline = await startPipeline({
   forwarderOptions: { renewIntervalMs: 1000, acquireRetryMs: 200, flushIntervalMs: 20 },
 });
 await pipeline.waitForForwarder(60_000);
+process.on('message', (message) => {
+  if (message === 'counters') process.send?.({ counters: pipeline.counters() });
+});
 process.send?.('ready');
