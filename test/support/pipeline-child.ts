@@ -6,6 +6,7 @@
  * Environment: FAULT_KUBECONFIG, FAULT_NAMESPACE, FAULT_RUN, FAULT_LABEL_SELECTOR, FAULT_LEASE_SECONDS.
  */
 import { startPipeline } from '#local/pipeline.ts';
+import { UNINITIALIZED_TAINT_KEY } from '#shared/domain/taint.ts';
 
 const env = process.env;
 const pipeline = await startPipeline({
@@ -17,6 +18,9 @@ const pipeline = await startPipeline({
   nodeLabelSelector: env['FAULT_LABEL_SELECTOR'] ?? '',
   leaseDurationSeconds: Number(env['FAULT_LEASE_SECONDS'] ?? '15'),
   firstEnabledAt: new Date('2000-01-01T00:00:00Z'),
+  // As the other e2e pipelines (test/e2e/support.ts): no CAPI controller runs, so the product applies spec.taints.
+  specTaintsOwner: 'product',
+  startupTaint: { key: UNINITIALIZED_TAINT_KEY, effect: 'NoSchedule' },
   forwarderOptions: { renewIntervalMs: 1000, acquireRetryMs: 200, flushIntervalMs: 20 },
 });
 await pipeline.waitForForwarder(60_000);

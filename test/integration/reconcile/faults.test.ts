@@ -12,7 +12,7 @@ import { composeReconcile } from '#functions/reconcile-node-taints/compose.ts';
 import { processBatch, type BatchDeps } from '#functions/reconcile-node-taints/process-batch.ts';
 import { workloadKubeConfigs } from '#shared/adapters/kubernetes/workload-kubeconfig.ts';
 import type { ReconcileConfig } from '#shared/config/reconcile-config.ts';
-import { TRACKING_ANNOTATION } from '#shared/domain/taint.ts';
+import { OWN_TRACKING_ANNOTATION } from '#shared/domain/taint.ts';
 import { metrics } from '#shared/observability/metrics.ts';
 import { adminKubeConfig, createMachine, createNamespace, createNode, describeWithControlPlane, requireControlPlane, statusOf, uniqueName } from '#test/support/control-plane.ts';
 import { FaultProxy } from '#test/support/fault-proxy.ts';
@@ -39,6 +39,7 @@ function deps(kc: KubeConfig, overrides: Partial<ReconcileConfig> = {}): BatchDe
       stateNamespace: 'default',
       firstEnabledAt: new Date('2000-01-01T00:00:00Z'),
       maxReceiveCount: 5,
+      specTaintsOwner: 'product',
       ...overrides,
     },
     clusterMode: 'self',
@@ -160,7 +161,7 @@ describeWithControlPlane('reconcile-node-taints under faults of the API server',
     for (const [i, node] of nodes.entries()) {
       const n = await core.readNode({ name: node });
       expect((n.spec?.taints ?? []).map((t) => `${t.key}=${t.value ?? ''}:${t.effect}`).sort()).toEqual([`foreign.example.com/keep=x:NoExecute`, `gpu=m${i + 1}:NoSchedule`]);
-      expect(n.metadata?.annotations?.[TRACKING_ANNOTATION]).toBe('gpu:NoSchedule');
+      expect(n.metadata?.annotations?.[OWN_TRACKING_ANNOTATION]).toBe('gpu:NoSchedule');
     }
   });
 
