@@ -30,6 +30,7 @@ export const PARAMETER_OF_VARIABLE: Readonly<Record<string, string>> = {
   SPEC_TAINTS_OWNER: 'specTaintsOwner',
   RETRY_BASE_SECONDS: 'retryBaseSeconds',
   RETRY_MAX_SECONDS: 'retryMaxSeconds',
+  MAX_RECEIVE_COUNT: 'maxReceiveCount',
   FIRST_ENABLED_AT: 'firstEnabledAt',
   WATCH_WINDOW_SECONDS: 'watchWindowSeconds',
   RESYNC_INTERVAL_SECONDS: 'resyncIntervalSeconds',

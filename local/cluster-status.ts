@@ -28,6 +28,9 @@ export interface ReadStatusOptions {
   readonly workload?: WorkloadKubeConfigs;
 }
 
+/** A Machine's status as read; `nodeListError` is set when its cluster's Nodes could not be listed (state unknown, not missing). */
+export type ReadTaintStatus = TaintStatus & { readonly nodeListError?: string };
+
 /** Thrown when the one Machine asked for does not exist; the message reads like kubectl's. */
 export class MachineNotFoundError extends Error {
   constructor(namespace: string, name: string) {
@@ -38,12 +41,15 @@ export class MachineNotFoundError extends Error {
 
 /** A Machine's status with the declarations that a higher source overrode or cancelled (for the detailed view). */
 export interface MachineStatusView {
-  readonly status: TaintStatus;
+  readonly status: ReadTaintStatus;
   readonly overrides: readonly Override[];
 }
 
-/** Returns the status of every Machine (sorted by namespace/name). Unreachable workload clusters show as `node-missing` with the reason. */
-export async function readTaintStatuses(o: ReadStatusOptions): Promise<TaintStatus[]> {
+/**
+ * Returns the status of every Machine (sorted by namespace/name). When a cluster's Nodes cannot be
+ * listed, its Machines carry `nodeListError` (and the reason) instead of a claim about their Nodes.
+ */
+export async function readTaintStatuses(o: ReadStatusOptions): Promise<ReadTaintStatus[]> {
   return (await readStatusViews(o)).map((v) => v.status);
 }
 
@@ -78,8 +84,7 @@ async function readMachines(o: ReadStatusOptions): Promise<MachineSnapshot[]> {
   return machines;
 }
 
-async function statusesOf(o: ReadStatusOptions, machines: readonly MachineSnapshot[]): Promise<TaintStatus[]> {
-
+async function statusesOf(o: ReadStatusOptions, machines: readonly MachineSnapshot[]): Promise<ReadTaintStatus[]> {
   const workload = o.workload ?? workloadKubeConfigs(o.kubeConfig);
   const nodesByCluster = new Map<string, Promise<Map<string, NodeSnapshot> | Error>>();
   const nodesOf = (machine: MachineSnapshot): Promise<Map<string, NodeSnapshot> | Error> => {
@@ -101,7 +106,7 @@ async function statusesOf(o: ReadStatusOptions, machines: readonly MachineSnapsh
     return nodes;
   };
 
-  const statuses: TaintStatus[] = [];
+  const statuses: ReadTaintStatus[] = [];
   for (const machine of machines) {
     if (!machine.nodeName) {
       statuses.push(taintStatusOf({ machine, node: undefined, ...startup(o) }));
@@ -109,7 +114,7 @@ async function statusesOf(o: ReadStatusOptions, machines: readonly MachineSnapsh
     }
     const nodes = await nodesOf(machine);
     if (nodes instanceof Error) {
-      statuses.push({ ...taintStatusOf({ machine, node: undefined, ...startup(o) }), state: SyncState.nodeMissing, reason: nodes.message });
+      statuses.push({ ...taintStatusOf({ machine, node: undefined, ...startup(o) }), state: SyncState.nodeMissing, reason: nodes.message, nodeListError: nodes.message });
       continue;
     }
     statuses.push(taintStatusOf({ machine, node: nodes.get(machine.nodeName), ...startup(o) }));

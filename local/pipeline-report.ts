@@ -3,6 +3,8 @@
  * changed, and the activity feed. Pure formatting, unit tested.
  */
 import { ReconcileOutcome } from '#shared/domain/outcome.ts';
+import { SyncState, type TaintStatus } from '#shared/domain/taint-status.ts';
+import { formatState, isLeftAlone, needsAttention } from './status-format.ts';
 
 /** Totals of one pipeline run. */
 export interface PipelineCounters {
@@ -21,6 +23,8 @@ export interface PipelineCounters {
   /** 409 Conflicts retried through the queue. */
   readonly conflicts: number;
   readonly transientErrors: number;
+  /** Records re-issued as fresh messages after failing for transient reasons until just before the redrive. */
+  readonly reissued: number;
   /** Records the reconcile function sent to the dead-letter queue (malformed, never retryable). */
   readonly deadLettered: number;
   /** Messages in the dead-letter queue (including redrives after maxReceiveCount). */
@@ -45,6 +49,7 @@ export function emptyCounters(): PipelineCounters {
     writes: 0,
     conflicts: 0,
     transientErrors: 0,
+    reissued: 0,
     deadLettered: 0,
     deadLetterQueueDepth: 0,
     queueVisible: 0,
@@ -65,6 +70,21 @@ export interface MachineCensus {
   readonly machines: number;
   /** `namespace/name` of the Machines without a Node yet. */
   readonly waitingForNode: readonly string[];
+}
+
+/** The state shown for Machines whose cluster's Nodes could not be listed (their Nodes may well exist). */
+export const NODE_LIST_FAILED = 'Node list failed';
+
+/**
+ * The Nodes to list as not in sync, with the words of `npm run status`: out of sync, Node missing, waiting for
+ * upstream, and the pairs left alone on purpose (but not a Machine being deleted). A Machine whose cluster's Node
+ * list failed is shown as `Node list failed`, never as `node-missing`.
+ * @example outOfSyncNodes([{ machine: 'ns/m1', node: 'n1', state: 'node-missing', nodeListError: 'HTTP 503' }]) // [{ node: 'n1', state: 'Node list failed' }]
+ */
+export function outOfSyncNodes(statuses: readonly (Pick<TaintStatus, 'machine' | 'node' | 'state'> & { readonly nodeListError?: string })[]): OutOfSyncNode[] {
+  return statuses
+    .filter((s) => s.nodeListError !== undefined || needsAttention(s) || s.state === SyncState.waitingForUpstream || (isLeftAlone(s) && s.state !== SyncState.machineDeleting))
+    .map((s) => ({ node: s.node ?? s.machine, state: s.nodeListError !== undefined ? NODE_LIST_FAILED : formatState(s) }));
 }
 
 /**
@@ -89,7 +109,7 @@ export function formatReport(c: PipelineCounters, outOfSync: readonly OutOfSyncN
   const lines = [
     extras.length > 0 ? `${events}; ${extras.join(', ')}` : events,
     `reconciles ${total}${outcomes.length > 0 ? `: ${outcomes.join(', ')}` : ''}`,
-    `writes    ${c.writes}, conflicts retried ${c.conflicts}${c.transientErrors > 0 ? `, transient errors retried ${c.transientErrors}` : ''}, dead-lettered ${c.deadLettered} (DLQ depth ${c.deadLetterQueueDepth})`,
+    `writes    ${c.writes}, conflicts retried ${c.conflicts}${c.transientErrors > 0 ? `, transient errors retried ${c.transientErrors}` : ''}${c.reissued > 0 ? `, re-issued ${c.reissued}` : ''}, dead-lettered ${c.deadLettered} (DLQ depth ${c.deadLetterQueueDepth})`,
     `queue     ${c.queueVisible} waiting, ${c.queueInFlight} in flight`,
   ];
   if (outOfSync !== undefined && census !== undefined) {

@@ -60,6 +60,8 @@ export interface PipelineOptions {
    * with the pipeline.
    */
   readonly sqs?: LocalSqs;
+  /** Longest wait for one Kubernetes API call of the reconcile function, in seconds (default 10). */
+  readonly apiTimeoutSeconds?: number;
   /** Backoff after a conflict: base × 2^(receives−1), capped (defaults 1 s and 30 s). */
   readonly retryBaseSeconds?: number;
   readonly retryMaxSeconds?: number;
@@ -152,6 +154,9 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
     retryMaxSeconds: options.retryMaxSeconds ?? 30,
     stateNamespace,
     firstEnabledAt: options.firstEnabledAt,
+    // The reconcile function re-issues a record one receive before this redrive (only needs-a-human records reach the DLQ).
+    maxReceiveCount: options.maxReceiveCount ?? 5,
+    ...(options.apiTimeoutSeconds !== undefined ? { apiTimeoutSeconds: options.apiTimeoutSeconds } : {}),
   };
   const workload = workloadKubeConfigs(kc);
   const composed = composeReconcile({
@@ -188,7 +193,7 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
     clusterMode: options.mode,
     watchWindowSeconds: 780,
     resyncIntervalSeconds: options.resyncIntervalSeconds ?? 0,
-    watchIdleSeconds: 60,
+    watchIdleSeconds: 90,
     stateNamespace,
     leaseName: options.leaseName ?? 'capi-taint-propagator-forwarder',
     forwarderId: `local-forwarder-${process.pid}-${++generation}`,
@@ -198,7 +203,8 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
   });
   const startForwarder = (): void => {
     if (current) return;
-    const deps = composeWatchForwarder({ config: forwarderConfig(), managementKubeConfig: kc, sqs, telemetry, workloadKubeConfigs: workload, logger: log });
+    // The queue lives in this process: the Lease keeps the checkpoint of what was applied, so a restart after a kill re-announces the rest.
+    const deps = composeWatchForwarder({ config: forwarderConfig(), managementKubeConfig: kc, sqs, nonDurableQueue: { client: sqs }, telemetry, workloadKubeConfigs: workload, logger: log });
     const forwarder = new WatchForwarder(deps, options.forwarderOptions);
     const stop = new AbortController();
     // Like `npm run forwarder`: a forwarder that loses the Lease waits for it again, until stopped.
@@ -325,6 +331,7 @@ class CounterBox {
       writes: this.metrics[ReconcileMetric.NodeWrites] ?? 0,
       conflicts: this.metrics[ReconcileMetric.Conflicts] ?? 0,
       transientErrors: this.metrics[ReconcileMetric.TransientErrors] ?? 0,
+      reissued: this.metrics[ReconcileMetric.Reissued] ?? 0,
       deadLettered: (this.metrics[ReconcileMetric.DeadLettered] ?? 0),
       deadLetterQueueDepth: dlq.visible + dlq.inFlight + dlq.delayed,
       queueVisible: q.visible + q.delayed,

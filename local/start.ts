@@ -23,8 +23,7 @@ import { ControlPlaneUnavailableError, startControlPlane, type CapiOptions, type
 import { readTaintStatuses } from './cluster-status.ts';
 import { loadLocalConfig, START_USAGE, type LocalConfig } from './local-config.ts';
 import { startPipeline, type Activity, type Pipeline } from './pipeline.ts';
-import { createActivityFilter, formatReport, type MachineCensus, type OutOfSyncNode } from './pipeline-report.ts';
-import { formatState, isLeftAlone, needsAttention } from './status-format.ts';
+import { createActivityFilter, formatReport, outOfSyncNodes, type MachineCensus, type OutOfSyncNode } from './pipeline-report.ts';
 
 const isNewActivity = createActivityFilter();
 
@@ -175,9 +174,7 @@ const report = async (): Promise<void> => {
         specTaintsOwner: running.specTaintsOwner,
       });
       // The same verdicts and words as npm run status: out of sync / Node missing, and the pairs left alone on purpose.
-      outOfSync = statuses
-        .filter((s) => needsAttention(s) || s.state === SyncState.waitingForUpstream || (isLeftAlone(s) && s.state !== SyncState.machineDeleting))
-        .map((s) => ({ node: s.node ?? s.machine, state: formatState(s) }));
+      outOfSync = outOfSyncNodes(statuses);
       const live = statuses.filter((s) => s.state !== SyncState.machineDeleting);
       census = { machines: live.length, waitingForNode: live.filter((s) => s.state === SyncState.noNode).map((s) => s.machine) };
     } catch (e) {

@@ -125,3 +125,15 @@ export class RefusedKubeconfigError extends ClusterCredentialsError {
     this.refused = refused;
   }
 }
+
+/**
+ * Thrown when one Machine cannot be reconciled as it is configured (e.g. it names no Cluster). Not
+ * retried: the same Machine fails the same way until someone edits it, and that edit brings a new event.
+ */
+export class MachineConfigurationError extends TaintPropagatorError {
+  readonly machine: string;
+  constructor(machine: string, problem: string) {
+    super(`Machine ${machine} ${problem}`, { retryable: false });
+    this.machine = machine;
+  }
+}

@@ -5,6 +5,7 @@
 import { startupGateWarning } from '#shared/domain/ownership.ts';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { fromCloudEventBody } from '#shared/adapters/cloudevents/cloud-event-body.ts';
+import { withCallDeadline } from '#shared/adapters/kubernetes/call-deadline.ts';
 import { KubernetesClusterConnections, type WorkloadKubeConfigLoader } from '#shared/adapters/kubernetes/cluster-connections.ts';
 import { clusterCredentialsReporter } from '#shared/adapters/kubernetes/credentials-reporter.ts';
 import { ConfigMapEnablementState, FixedEnablementState } from '#shared/adapters/kubernetes/enablement-state.ts';
@@ -65,5 +66,7 @@ export function composeReconcile(args: ComposeArgs): BatchDeps {
     metrics,
     retry: { baseSeconds: config.retryBaseSeconds, maxSeconds: config.retryMaxSeconds },
     random: Math.random,
+    reissueAtReceive: Math.max(1, (config.maxReceiveCount ?? 10) - 1),
+    withDeadline: (deadline, fn) => withCallDeadline(deadline, fn, (config.apiTimeoutSeconds ?? 10) * 1000),
   };
 }

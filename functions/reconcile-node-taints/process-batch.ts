@@ -3,9 +3,15 @@
  * fate in one place.
  * - permanent (not an event we accept): sent to the dead-letter queue with its reason, counted, and
  *   reported as processed, so it neither blocks its FIFO group nor vanishes;
- * - retryable (409 conflict, API outage, refused identity): made visible again after a jittered
- *   backoff that grows with the receive count, and reported as a batch item failure; the rest of
- *   its message group in this batch is not processed (FIFO) and gets the same backoff;
+ * - retryable (409 conflict, API outage, refused identity, a call past its deadline): made visible
+ *   again after a jittered backoff that grows with the receive count, and reported as a batch item
+ *   failure; the rest of its message group in this batch is not processed (FIFO) and gets the same
+ *   backoff. One receive before the queue's redrive would dead-letter it, such a record (and a record
+ *   skipped behind a failing head, which was charged receives it never got) is re-issued as a fresh
+ *   message instead: a change is never lost to an outage, and the dead-letter queue holds only what
+ *   needs a human (malformed events, permanent errors, unexpected failures);
+ * - every Kubernetes API call of a record is bounded by the invocation's remaining time, so a hung
+ *   call is a transient error of its record, not a timed-out batch;
  * - outcomes (patched, unchanged, gone, invalid declaration, …): logged and counted.
  */
 import { SqsFifoPartialProcessorAsync, processPartialResponse } from '@aws-lambda-powertools/batch';
@@ -27,7 +33,17 @@ export interface BatchDeps extends ReconcileDeps {
   readonly retry: { readonly baseSeconds: number; readonly maxSeconds: number };
   /** Uniform random in [0, 1); injected so that backoff is testable. */
   readonly random: () => number;
+  /**
+   * A failing record is re-issued once its receive count reaches this (one below the queue's
+   * maxReceiveCount); undefined: never (the queue's redrive decides).
+   */
+  readonly reissueAtReceive?: number;
+  /** Runs `fn` with every Kubernetes API call bounded by `deadline` (epoch ms); default: no bound. */
+  readonly withDeadline?: <T>(deadline: number, fn: () => Promise<T>) => Promise<T>;
 }
+
+/** Time kept back from the invocation's remaining time for the queue calls that settle a record. */
+export const SETTLE_RESERVE_MS = 3_000;
 
 /**
  * Backoff before a retried record becomes visible again: base × 2^(receives − 1), capped at max,
@@ -42,35 +58,63 @@ export function backoffSeconds(receiveCount: number, retry: { baseSeconds: numbe
 export async function processBatch(event: SQSEvent, context: Context, deps: BatchDeps): Promise<SQSBatchResponse> {
   const delayedGroups = new Map<string, number>();
   const handled = new Set<string>();
+  const retryable = new Set<string>();
   const processor = new SqsFifoPartialProcessorAsync();
+  // Lambda always provides the remaining time; a caller without it (a test harness) gets no batch deadline.
+  const remainingMs = typeof context.getRemainingTimeInMillis === 'function' ? context.getRemainingTimeInMillis() : Infinity;
+  const deadline = Date.now() + Math.max(0, remainingMs - SETTLE_RESERVE_MS);
+  const bounded = deps.withDeadline ?? (<T>(_deadline: number, fn: () => Promise<T>) => fn());
   const response = await processPartialResponse(
     event,
     async (record: SQSRecord) => {
       handled.add(record.messageId);
-      await processRecord(record, deps, delayedGroups);
+      await bounded(deadline, () => processRecord(record, deps, delayedGroups, retryable));
     },
     processor,
     { context, skipGroupOnError: true, throwOnFullBatchFailure: false },
   );
-  // Records of a failed group that were skipped keep the queue's long visibility timeout and would
-  // block their group; give them the same short backoff as the record that failed.
+  const failures: typeof response.batchItemFailures = [];
   for (const failure of response.batchItemFailures) {
-    if (handled.has(failure.itemIdentifier)) continue;
     const record = event.Records.find((r) => r.messageId === failure.itemIdentifier);
-    const group = record?.attributes.MessageGroupId;
+    const skipped = !handled.has(failure.itemIdentifier);
+    if (record && (skipped || retryable.has(record.messageId)) && (await reissueIfDue(record, deps, skipped))) continue;
+    failures.push(failure);
+    // Records of a failed group that were skipped keep the queue's long visibility timeout and would
+    // block their group; give them the same short backoff as the record that failed.
+    if (!skipped || !record) continue;
+    const group = record.attributes.MessageGroupId;
     const delay = group === undefined ? undefined : delayedGroups.get(group);
-    if (record && delay !== undefined) {
+    if (delay !== undefined) {
       await deps.queue.retryAfter(record.receiptHandle, delay).catch((error: unknown) => {
         deps.logger.warn('Changing visibility of a skipped record failed; it returns after the queue visibility timeout', { messageId: record.messageId, error });
       });
     }
   }
+  response.batchItemFailures = failures;
   // Outcomes go out as single metrics; publish the rest only when there is any (Powertools warns otherwise).
   if (deps.metrics.hasStoredMetrics()) deps.metrics.publishStoredMetrics();
   return response;
 }
 
-async function processRecord(record: SQSRecord, deps: BatchDeps, delayedGroups: Map<string, number>): Promise<void> {
+/**
+ * Re-issues a failing record whose receive count is one short of the redrive, then lets it be
+ * acknowledged. Returns false (the record stays a batch item failure) when not due or when the send fails.
+ */
+async function reissueIfDue(record: SQSRecord, deps: BatchDeps, skipped: boolean): Promise<boolean> {
+  const receiveCount = Number(record.attributes.ApproximateReceiveCount) || 1;
+  if (deps.reissueAtReceive === undefined || receiveCount < deps.reissueAtReceive || record.body === '') return false;
+  try {
+    await deps.queue.reissue({ messageId: record.messageId, body: record.body, messageGroupId: record.attributes.MessageGroupId ?? 'reissued' });
+  } catch (error) {
+    deps.logger.warn('Re-issuing a record failed; it stays in the queue', { messageId: record.messageId, receiveCount, error });
+    return false;
+  }
+  deps.metrics.addMetric(ReconcileMetric.Reissued, MetricUnit.Count, 1);
+  deps.logger.info('Re-issued a record as a fresh message before the redrive', { messageId: record.messageId, receiveCount, skipped });
+  return true;
+}
+
+async function processRecord(record: SQSRecord, deps: BatchDeps, delayedGroups: Map<string, number>, retryable: Set<string>): Promise<void> {
   const receiveCount = Number(record.attributes.ApproximateReceiveCount) || 1;
   let event: TaintEvent;
   try {
@@ -90,6 +134,9 @@ async function processRecord(record: SQSRecord, deps: BatchDeps, delayedGroups: 
       return;
     }
     const conflict = error instanceof PatchConflictError;
+    // Expected, retryable failures (conflict, outage, refused identity) are re-issued before the redrive;
+    // anything else is a bug or an unknown condition: the redrive brings it to a human.
+    if (error instanceof TaintPropagatorError) retryable.add(record.messageId);
     const delay = backoffSeconds(receiveCount, deps.retry, deps.random);
     delayedGroups.set(record.attributes.MessageGroupId ?? '', delay);
     deps.metrics.addMetric(conflict ? ReconcileMetric.Conflicts : ReconcileMetric.TransientErrors, MetricUnit.Count, 1);

@@ -6,16 +6,17 @@
 import { clusterKey, type ClusterRef, type TaintEvent } from '#shared/domain/cloud-event.ts';
 import { declaredTaintsOf } from '#shared/domain/declarations.ts';
 import { ReconcileOutcome } from '#shared/domain/outcome.ts';
-import type { MachineSnapshot } from '#shared/domain/snapshots.ts';
+import type { MachineSnapshot, NodeSnapshot, NodeTaintPatch } from '#shared/domain/snapshots.ts';
 import { planOwnedTaints, type SpecTaintsOwner } from '#shared/domain/ownership.ts';
 import { restoredTaints, type TaintDiff } from '#shared/domain/taint-plan.ts';
 import { CLUSTER_NAME_LABEL, OWN_TRACKING_ANNOTATION, formatTaint, type Taint } from '#shared/domain/taint.ts';
-import { ClusterCredentialsError, type DeclarationIssue } from '#shared/errors.ts';
+import { MachineConfigurationError, NodeNotFoundError, type DeclarationIssue } from '#shared/errors.ts';
 import type { Clock } from '#shared/ports/clock.ts';
 import type { ClusterConnections } from '#shared/ports/cluster-connections.ts';
 import type { EnablementState } from '#shared/ports/enablement-state.ts';
 import type { EventRecorder } from '#shared/ports/event-recorder.ts';
 import type { MachineStore } from '#shared/ports/machine-store.ts';
+import type { NodeStore } from '#shared/ports/node-store.ts';
 
 export interface ReconcileSettings {
   readonly clusterMode: 'capi' | 'self';
@@ -64,7 +65,8 @@ const MACHINE_KIND = { apiVersion: 'cluster.x-k8s.io/v1beta2', kind: 'Machine' }
 
 /**
  * Reconciles the Node an event points at. Returns the outcome; throws PatchConflictError,
- * TransientError, AccessDeniedError or ClusterCredentialsError for failures that the queue retries.
+ * TransientError, AccessDeniedError or ClusterCredentialsError for failures that the queue retries,
+ * and MachineConfigurationError (never retried) for a Machine that cannot be reconciled as it is.
  */
 export async function reconcileNodeTaints(deps: ReconcileDeps, event: TaintEvent): Promise<ReconcileResult> {
   const found = await findMachine(deps, event);
@@ -111,7 +113,8 @@ export async function reconcileNodeTaints(deps: ReconcileDeps, event: TaintEvent
       },
     };
   }
-  const written = await nodes.patchNodeTaints(node.name, plan.patch);
+  const written = await writeNode(nodes, node.name, plan.patch);
+  if (!written) return { ...read, outcome: ReconcileOutcome.nodeGone, reason: 'the Node was deleted between the read and the write' };
   // One Event per write: TaintRestored when an Always taint someone removed was put back, else TaintsPropagated.
   const restored = restoredTaints(plan.diff, node.annotations[OWN_TRACKING_ANNOTATION]);
   const eventError = restored.length > 0
@@ -148,8 +151,18 @@ async function findMachine(deps: ReconcileDeps, event: TaintEvent): Promise<{ ma
 function clusterOf(settings: ReconcileSettings, machine: MachineSnapshot): ClusterRef {
   if (settings.clusterMode === 'self') return { mode: 'self' };
   const name = machine.clusterName ?? machine.labels[CLUSTER_NAME_LABEL];
-  if (!name) throw new ClusterCredentialsError(`${machine.namespace}/?`, `Machine ${machine.namespace}/${machine.name} names no Cluster (spec.clusterName)`);
+  if (!name) throw new MachineConfigurationError(`${machine.namespace}/${machine.name}`, 'names no Cluster (spec.clusterName or the cluster-name label)');
   return { mode: 'capi', namespace: machine.namespace, name };
+}
+
+/** The write; a 404 (the Node was deleted after our read) is `undefined`, i.e. the `node-gone` outcome. */
+async function writeNode(nodes: NodeStore, name: string, patch: NodeTaintPatch): Promise<NodeSnapshot | undefined> {
+  try {
+    return await nodes.patchNodeTaints(name, patch);
+  } catch (error) {
+    if (error instanceof NodeNotFoundError) return undefined;
+    throw error;
+  }
 }
 
 async function predatesEnablement(deps: ReconcileDeps, creationTimestamp: string | undefined): Promise<boolean> {

@@ -9,6 +9,7 @@ import { withPooledConnections } from '#shared/adapters/kubernetes/pooled-connec
 import { kubernetesWatchSources } from '#shared/adapters/kubernetes/watch-sources.ts';
 import { workloadKubeConfigs, type WorkloadKubeConfigs } from '#shared/adapters/kubernetes/workload-kubeconfig.ts';
 import { createSqsEventPublisher, type SqsSendClient } from '#shared/adapters/sqs/event-publisher.ts';
+import { sqsQueueDrained, type SqsAttributesClient } from '#shared/adapters/sqs/queue-drained.ts';
 import type { ForwarderConfig } from '#shared/config/forwarder-config.ts';
 import { ConfigError } from '#shared/errors.ts';
 import { logger as defaultLogger } from '#shared/observability/logger.ts';
@@ -30,6 +31,13 @@ export interface ComposeForwarderArgs {
   readonly logger?: WatchForwarderDeps['logger'];
   /** Server-side watch timeout (default 300 s; tests shorten it). */
   readonly watchTimeoutSeconds?: number;
+  /**
+   * Set when the queue (`config.queueUrl`) is not durable, e.g. a local run's in-memory queue: the
+   * Lease then keeps the checkpoint of what was applied, not merely queued (see WatchForwarderDeps.queueDrained).
+   */
+  readonly nonDurableQueue?: { readonly client: SqsAttributesClient };
+  /** Deadline of a list page and of a watch's connect (default 30 s). */
+  readonly requestTimeoutMs?: number;
 }
 
 /** Wires adapters into the dependencies of WatchForwarder. Throws ConfigError when no queue is given. */
@@ -52,6 +60,7 @@ export function composeWatchForwarder(args: ComposeForwarderArgs): WatchForwarde
       idleTimeoutMs: config.watchIdleSeconds * 1000,
       resyncIntervalMs: config.resyncIntervalSeconds * 1000,
       ...(args.watchTimeoutSeconds !== undefined ? { watchTimeoutSeconds: args.watchTimeoutSeconds } : {}),
+      ...(args.requestTimeoutMs !== undefined ? { requestTimeoutMs: args.requestTimeoutMs } : {}),
       telemetry: args.telemetry,
     }),
     lease: new KubernetesLeaderLease({
@@ -65,5 +74,6 @@ export function composeWatchForwarder(args: ComposeForwarderArgs): WatchForwarde
     telemetry: args.telemetry,
     clock: args.clock ?? { now: () => new Date() },
     logger: args.logger ?? defaultLogger,
+    ...(args.nonDurableQueue && config.queueUrl ? { queueDrained: sqsQueueDrained(args.nonDurableQueue.client, config.queueUrl) } : {}),
   };
 }

@@ -36,6 +36,13 @@ export interface WatchForwarderDeps {
   readonly telemetry: ForwarderTelemetry;
   readonly clock: Clock;
   readonly logger?: Logger;
+  /**
+   * Given only when the queue is not durable (the in-memory queue of a local run): true when it holds
+   * no message, visible or in flight. The checkpoint stored in the Lease then advances only to a point
+   * after which the queue was seen empty, i.e. everything sent before it was applied (or dead-lettered),
+   * so a restart after a kill re-announces every change that might have died with the queue.
+   */
+  readonly queueDrained?: () => Promise<boolean>;
 }
 
 export interface WatchForwarderOptions {
@@ -111,6 +118,8 @@ export class WatchForwarder {
   private pending: Pending[] = [];
   private progress = new Map<string, StreamProgress>();
   private baseCheckpoint: Record<string, string> = {};
+  /** With a non-durable queue: the last checkpoint known to be applied, the one stored in the Lease. */
+  private appliedCheckpoint: Checkpoint = {};
   private leading = false;
   private wakeIntake: Array<() => void> = [];
   private termSignal: AbortSignal | undefined;
@@ -146,6 +155,7 @@ export class WatchForwarder {
     if (!checkpoint) return { active: false, unsent: 0, checkpoint: {} };
     this.leading = true;
     this.baseCheckpoint = { ...checkpoint };
+    this.appliedCheckpoint = { ...checkpoint };
     this.progress.clear();
     this.pending = [];
     const term = new AbortController();
@@ -170,7 +180,7 @@ export class WatchForwarder {
     await Promise.all([renewing, flushing]);
     this.releaseIntake();
     const unsent = await this.drain();
-    const final = this.checkpoint();
+    const final = await this.durableCheckpoint(this.opt.drainTimeoutMs);
     if (this.leading) {
       try {
         await this.d.lease.release(final);
@@ -182,6 +192,32 @@ export class WatchForwarder {
     this.leading = false;
     signal.removeEventListener('abort', stop);
     return { active: true, unsent, checkpoint: final };
+  }
+
+  /**
+   * The checkpoint it is safe to resume from after a crash: the sent checkpoint when the queue is
+   * durable; otherwise the last sent checkpoint that the queue was seen empty after (waiting up to
+   * `waitMs` for that). The snapshot is taken before the queue is looked at, so it covers only
+   * events that were already in the queue, and so were applied, when it was seen empty.
+   */
+  private async durableCheckpoint(waitMs: number): Promise<Checkpoint> {
+    const drained = this.d.queueDrained;
+    if (!drained) return this.checkpoint();
+    const until = Date.now() + waitMs;
+    for (;;) {
+      const candidate = this.checkpoint();
+      try {
+        if (await drained()) {
+          this.appliedCheckpoint = candidate;
+          break;
+        }
+      } catch (err) {
+        this.log.warn('Looking at the queue depth failed; the stored checkpoint stays where it was', { error: err as Error });
+      }
+      if (Date.now() >= until) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    return { ...this.appliedCheckpoint };
   }
 
   private startOf(key: string): { resumeFrom?: string } {
@@ -209,7 +245,7 @@ export class WatchForwarder {
     while (!term.signal.aborted) {
       await sleep(this.opt.renewIntervalMs, term.signal);
       if (term.signal.aborted) return;
-      const still = await this.d.lease.renew(this.checkpoint());
+      const still = await this.d.lease.renew(await this.durableCheckpoint(0));
       if (!still) {
         this.leading = false;
         this.log.error('Lost the Lease; stopping without sending more');

@@ -14,7 +14,10 @@ export interface ForwarderConfig {
   readonly watchWindowSeconds: number;
   /** Period of the full resync that re-announces every object; 0 turns it off. */
   readonly resyncIntervalSeconds: number;
-  /** A watch that delivers nothing (not even a bookmark) for this long is restarted. */
+  /**
+   * A watch that delivers nothing (not even a bookmark) for this long is restarted. kube-apiserver
+   * sends a bookmark about once a minute on a quiet watch, so this stays above that (minimum 70 s).
+   */
   readonly watchIdleSeconds: number;
   /** Namespace of the Lease that elects the active forwarder and holds its checkpoint. */
   readonly stateNamespace: string;
@@ -36,7 +39,7 @@ export function loadForwarderConfig(env: Env): ForwarderConfig {
     clusterMode: oneOf(env, 'CLUSTER_MODE', ['capi', 'self'] as const, 'capi'),
     watchWindowSeconds: integerVar(env, 'WATCH_WINDOW_SECONDS', 780, 10, 900),
     resyncIntervalSeconds: integerVar(env, 'RESYNC_INTERVAL_SECONDS', 1800, 0, 7 * 24 * 3600),
-    watchIdleSeconds: integerVar(env, 'WATCH_IDLE_SECONDS', 60, 5, 3600),
+    watchIdleSeconds: integerVar(env, 'WATCH_IDLE_SECONDS', 90, 70, 3600),
     stateNamespace: optionalString(env, 'STATE_NAMESPACE', 'capi-taint-propagator'),
     leaseName: optionalString(env, 'LEASE_NAME', 'capi-taint-propagator-forwarder'),
     forwarderId: optionalString(env, 'FORWARDER_ID', `${hostname()}-${randomBytes(4).toString('hex')}`),

@@ -26,13 +26,21 @@ export interface ReconcileBehaviour {
 export interface ReconcileConfig extends ReconcileBehaviour {
   readonly queueUrl: string;
   readonly deadLetterQueueUrl: string;
+  /**
+   * The event queue's redrive `maxReceiveCount` (default 10). A record that keeps failing for
+   * transient reasons is re-issued as a fresh message one receive before it, so that only records
+   * needing a human reach the dead-letter queue.
+   */
+  readonly maxReceiveCount?: number;
+  /** Longest wait for one Kubernetes API call, in seconds (default 10); never beyond the invocation's remaining time. */
+  readonly apiTimeoutSeconds?: number;
 }
 
 /**
  * Reads DRY_RUN, SPEC_TAINTS_OWNER, STARTUP_TAINT_KEY/EFFECT, RETRY_BASE_SECONDS, RETRY_MAX_SECONDS, STATE_NAMESPACE and
  * FIRST_ENABLED_AT; `retryDefaults` lets the local pipeline retry sooner. Throws ConfigError naming the variable.
  */
-export function loadReconcileBehaviour(env: Env, retryDefaults = { baseSeconds: 2, maxSeconds: 300 }): ReconcileBehaviour {
+export function loadReconcileBehaviour(env: Env, retryDefaults = { baseSeconds: 2, maxSeconds: 30 }): ReconcileBehaviour {
   const startupKey = optionalString(env, 'STARTUP_TAINT_KEY', STARTUP_GATE_TAINT_KEY);
   const startupEffect = oneOf(env, 'STARTUP_TAINT_EFFECT', Object.values(TaintEffect), TaintEffect.NoSchedule);
   const firstEnabled = optionalString(env, 'FIRST_ENABLED_AT');
@@ -58,5 +66,7 @@ export function loadReconcileConfig(env: Env): Readonly<ReconcileConfig> {
     ...loadReconcileBehaviour(env),
     queueUrl: requiredString(env, 'QUEUE_URL'),
     deadLetterQueueUrl: requiredString(env, 'DEAD_LETTER_QUEUE_URL'),
+    maxReceiveCount: integerVar(env, 'MAX_RECEIVE_COUNT', 10, 1, 1000),
+    apiTimeoutSeconds: integerVar(env, 'API_TIMEOUT_SECONDS', 10, 1, 900),
   });
 }

@@ -13,6 +13,7 @@ export const ReconcileMetric = {
   InvalidDeclarations: 'InvalidDeclarations',
   MalformedTrackingAnnotations: 'MalformedTrackingAnnotations',
   DeadLettered: 'DeadLettered',
+  Reissued: 'Reissued',
   EventToWriteLatency: 'EventToWriteLatency',
   /** A workload cluster skipped because its kubeconfig is missing, broken or refused (exec, auth provider, file path). */
   UnusableKubeconfigs: 'UnusableKubeconfigs',

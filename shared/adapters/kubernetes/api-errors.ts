@@ -4,10 +4,13 @@
  */
 import { ApiException } from '@kubernetes/client-node';
 import { AccessDeniedError, TransientError } from '#shared/errors.ts';
+import { isCallTimeout } from './call-deadline.ts';
 
 /** The HTTP status of a failed API call, or undefined for transport failures. */
 export function statusOf(error: unknown): number | undefined {
   if (error instanceof ApiException) return error.code;
+  // A DOMException (timeout, abort) has a numeric `code` of its own that is no HTTP status.
+  if (isCallTimeout(error)) return undefined;
   if (typeof error === 'object' && error !== null) {
     const e = error as { code?: unknown; statusCode?: unknown };
     if (typeof e.statusCode === 'number') return e.statusCode;
@@ -27,13 +30,15 @@ export function describeApiError(error: unknown): string {
       return `HTTP ${status}`;
     }
   }
+  if (isCallTimeout(error)) return `no answer within the call's deadline (${(error as Error).message})`;
   const message = error instanceof Error ? error.message : String(error);
   return status === undefined ? message : `HTTP ${status}: ${message}`;
 }
 
 /**
  * Maps an API failure that no caller expects: 401/403 → AccessDeniedError; anything else (429,
- * 5xx, timeouts, connection errors, unexpected codes) → TransientError, retried through the queue.
+ * 5xx, timeouts and calls past their deadline, connection errors, unexpected codes) → TransientError,
+ * retried through the queue.
  */
 export function toProductError(operation: string, error: unknown): Error {
   const status = statusOf(error);

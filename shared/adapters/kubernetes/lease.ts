@@ -8,6 +8,7 @@ import { ApiException, CoordinationV1Api, V1MicroTime, type KubeConfig, type V1L
 import type { Checkpoint } from '#shared/domain/watch-event.ts';
 import { AccessDeniedError, TransientError } from '#shared/errors.ts';
 import type { LeaderLease, LeaseAttempt } from '#shared/ports/leader-lease.ts';
+import { withCallDeadline } from './call-deadline.ts';
 
 /** Annotation on the Lease that holds the checkpoint as JSON `{ "<stream>": "<resourceVersion>" }`. */
 export const CHECKPOINT_ANNOTATION = 'capi-taint-propagator.dev/checkpoint';
@@ -105,7 +106,28 @@ export class KubernetesLeaderLease implements LeaderLease {
     } as V1Lease;
   }
 
-  async tryAcquire(): Promise<LeaseAttempt> {
+  /**
+   * Bounds one Lease operation (read + write) so that it ends well within the lease duration: a hung
+   * call fails like an unreachable API server instead of holding leadership decisions.
+   */
+  private bounded<T>(fn: () => Promise<T>): Promise<T> {
+    const durationMs = this.o.leaseDurationSeconds * 1000;
+    return withCallDeadline(Date.now() + durationMs * 0.6, fn, Math.max(1_000, durationMs / 3));
+  }
+
+  tryAcquire(): Promise<LeaseAttempt> {
+    return this.bounded(() => this.acquireOnce());
+  }
+
+  renew(checkpoint: Checkpoint): Promise<boolean> {
+    return this.bounded(() => this.renewOnce(checkpoint));
+  }
+
+  release(checkpoint: Checkpoint): Promise<void> {
+    return this.bounded(() => this.releaseOnce(checkpoint));
+  }
+
+  private async acquireOnce(): Promise<LeaseAttempt> {
     const lease = await this.read();
     if (!lease) {
       try {
@@ -137,7 +159,7 @@ export class KubernetesLeaderLease implements LeaderLease {
     }
   }
 
-  async renew(checkpoint: Checkpoint): Promise<boolean> {
+  private async renewOnce(checkpoint: Checkpoint): Promise<boolean> {
     for (let attempt = 0; attempt < 2; attempt++) {
       try {
         const lease = await this.read();
@@ -154,7 +176,7 @@ export class KubernetesLeaderLease implements LeaderLease {
     return false;
   }
 
-  async release(checkpoint: Checkpoint): Promise<void> {
+  private async releaseOnce(checkpoint: Checkpoint): Promise<void> {
     const lease = await this.read();
     if (!lease || (lease.spec?.holderIdentity ?? '') !== this.o.identity) return;
     try {

@@ -5,14 +5,16 @@
  * faster at N = 1 000). This keeps one dispatcher per KubeConfig and context and hands it to every request.
  * Credentials are unaffected: tokens travel in headers set per request; client certificates belong to the
  * KubeConfig, and a rotated kubeconfig is a new KubeConfig with its own pool.
+ * The same per-request hook gives every request its deadline (`call-deadline.ts`).
  */
 import type { KubeConfig } from '@kubernetes/client-node';
+import { callSignal } from './call-deadline.ts';
 
 const POOLED = Symbol.for('capi-taint-propagator.pooled-connections');
 
 type Closable = { close?: () => Promise<void> };
 
-/** Makes every API client of `kc` share one connection pool per context. Idempotent; returns `kc`. */
+/** Makes every API client of `kc` share one connection pool per context, each request bounded in time. Idempotent; returns `kc`. */
 export function withPooledConnections(kc: KubeConfig): KubeConfig {
   const marked = kc as KubeConfig & { [POOLED]?: true };
   if (marked[POOLED]) return kc;
@@ -20,6 +22,7 @@ export function withPooledConnections(kc: KubeConfig): KubeConfig {
   const pool = new Map<string, ReturnType<Parameters<KubeConfig['applySecurityAuthentication']>[0]['getDispatcher']>>();
   kc.applySecurityAuthentication = async (context) => {
     await authenticate(context);
+    context.setSignal(callSignal());
     const created = context.getDispatcher();
     if (created === undefined) return;
     const key = kc.getCurrentContext();

@@ -7,6 +7,8 @@
  * - 410 Gone (watch or resume) → relist and announce only what changed while away, plus deletions;
  * - a watchdog that restarts a watch that stays silent (no event, no bookmark) for `idleTimeoutMs`;
  * - bounded, jittered backoff between failed attempts; a periodic full resync;
+ * - a deadline on every list page and on every watch's connect (`requestTimeoutMs`): a hung call is
+ *   a transient failure, retried with backoff, never a stuck stream;
  * - every line that is not a watch event we understand is counted (MalformedWatchEvents) and logged.
  *
  * It speaks HTTP itself (with the KubeConfig's credentials) instead of using client-node's `Watch`,
@@ -48,13 +50,18 @@ export interface WatchSessionOptions<T extends WatchedFacts> {
   readonly toFacts: (obj: unknown) => T | undefined;
   /** Resume exactly from this resourceVersion; without it the first list announces every object as `resynced`. */
   readonly resumeFrom?: string;
-  /** Restart a watch silent for this long (default 60 s). */
+  /** Restart a watch silent for this long (default 90 s: above kube-apiserver's bookmark cadence of about a minute). */
   readonly idleTimeoutMs?: number;
   /** Full resync period; 0 = off (default 0). */
   readonly resyncIntervalMs?: number;
   /** Server-side watch timeout; jittered up to twice this (default 300 s). */
   readonly watchTimeoutSeconds?: number;
   readonly backoff?: { readonly initialMs: number; readonly maxMs: number };
+  /**
+   * Deadline of one list page (request and body) and of a watch's connect (until its response
+   * headers); a call that misses it is a transient failure, retried with backoff (default 30 s).
+   */
+  readonly requestTimeoutMs?: number;
   readonly pageSize?: number;
   readonly telemetry?: ForwarderTelemetry;
   readonly logger?: Logger;
@@ -254,9 +261,12 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
       const params = cont
         ? { limit: String(this.o.pageSize ?? 500), continue: cont }
         : { limit: String(this.o.pageSize ?? 500), resourceVersion: at, resourceVersionMatch: at ? 'Exact' : undefined };
-      const res = await request(kc, this.query(params), signal);
-      const text = await readAll(res.body);
-      if (res.status !== 200) throw statusError(res.status, text, `listing ${this.o.path}`, at);
+      const text = await this.bounded(`listing ${this.o.path}`, signal, async (bound) => {
+        const res = await request(kc, this.query(params), bound);
+        const body = await readAll(res.body);
+        if (res.status !== 200) throw statusError(res.status, body, `listing ${this.o.path}`, at);
+        return body;
+      });
       const body: unknown = JSON.parse(text);
       if (!isObject(body) || !Array.isArray(body.items) || !isObject(body.metadata)) {
         throw new TransientError(`listing ${this.o.path}`, 'unexpected list response');
@@ -276,6 +286,18 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
     return { items, resourceVersion: listRv };
   }
 
+  /** Runs one request under the session's signal and the request deadline; a missed deadline is a TransientError. */
+  private async bounded<R>(operation: string, signal: AbortSignal, fn: (bound: AbortSignal) => Promise<R>): Promise<R> {
+    const timeoutMs = this.o.requestTimeoutMs ?? 30_000;
+    const deadline = AbortSignal.timeout(timeoutMs);
+    try {
+      return await fn(AbortSignal.any([signal, deadline]));
+    } catch (err) {
+      if (deadline.aborted && !signal.aborted) throw new TransientError(operation, `no answer within ${timeoutMs} ms`, err);
+      throw err;
+    }
+  }
+
   private malformed(reason: string, line: string): void {
     this.o.telemetry?.record(ForwarderMetric.MalformedWatchEvents, 1);
     this.log.error('Skipping malformed watch event', { stream: this.o.name, reason, line: line.slice(0, 500), resourceVersion: this.resourceVersion });
@@ -291,7 +313,7 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
     let end: WatchEnd = 'closed';
     let lastActivity = Date.now();
     let busy = false;
-    const idleMs = this.o.idleTimeoutMs ?? 60_000;
+    const idleMs = this.o.idleTimeoutMs ?? 90_000;
     const watchdog = setInterval(() => {
       if (!busy && Date.now() - lastActivity > idleMs) {
         end = 'idle';
@@ -301,6 +323,14 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
         controller.abort();
       }
     }, Math.min(1_000, idleMs / 4));
+    const connectTimeoutMs = this.o.requestTimeoutMs ?? 30_000;
+    let connected = false;
+    let connectTimedOut = false;
+    const connectDeadline = setTimeout(() => {
+      if (connected) return;
+      connectTimedOut = true;
+      controller.abort();
+    }, connectTimeoutMs);
     try {
       const res = await request(
         kc,
@@ -312,6 +342,8 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
         }),
         controller.signal,
       );
+      connected = true;
+      clearTimeout(connectDeadline);
       if (res.status !== 200) throw statusError(res.status, await readAll(res.body), `watching ${this.o.path}`, this.resourceVersion);
       res.body.on('data', () => {
         lastActivity = Date.now();
@@ -330,8 +362,10 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
       }
       res.body.destroy();
     } catch (err) {
+      if (connectTimedOut && !signal.aborted) throw new TransientError(`watching ${this.o.path}`, `not connected within ${connectTimeoutMs} ms`, err);
       if (!controller.signal.aborted) throw err;
     } finally {
+      clearTimeout(connectDeadline);
       clearInterval(watchdog);
       signal.removeEventListener('abort', abort);
       controller.abort();

@@ -28,6 +28,8 @@ export interface KubernetesWatchSourcesOptions {
   readonly resyncIntervalMs?: number;
   readonly watchTimeoutSeconds?: number;
   readonly backoff?: { readonly initialMs: number; readonly maxMs: number };
+  /** Deadline of a list page and of a watch's connect (default 30 s). */
+  readonly requestTimeoutMs?: number;
   readonly telemetry?: ForwarderTelemetry;
   /**
    * Reports a cluster whose Node watch is skipped because its kubeconfig is unusable or refused (default: error log,
@@ -56,6 +58,7 @@ export function kubernetesWatchSources(o: KubernetesWatchSourcesOptions): WatchS
       ...(o.idleTimeoutMs !== undefined ? { idleTimeoutMs: o.idleTimeoutMs } : {}),
       ...(o.watchTimeoutSeconds !== undefined ? { watchTimeoutSeconds: o.watchTimeoutSeconds } : {}),
       ...(o.backoff ? { backoff: o.backoff } : {}),
+      ...(o.requestTimeoutMs !== undefined ? { requestTimeoutMs: o.requestTimeoutMs } : {}),
       ...(o.telemetry ? { telemetry: o.telemetry } : {}),
       ...extra,
     });

@@ -1,6 +1,7 @@
 /**
  * RecordQueue over SQS: ChangeMessageVisibility for backoff (FIFO queues have no per-message
- * delay), SendMessage to the FIFO dead-letter queue for records that can never succeed.
+ * delay), SendMessage to the FIFO dead-letter queue for records that can never succeed, and
+ * SendMessage to the event queue itself to re-issue a record before the redrive would take it.
  */
 import { ChangeMessageVisibilityCommand, SendMessageCommand } from '@aws-sdk/client-sqs';
 import { TransientError } from '#shared/errors.ts';
@@ -32,6 +33,23 @@ export class SqsRecordQueue implements RecordQueue {
       );
     } catch (error) {
       throw new TransientError('Changing message visibility', error instanceof Error ? error.message : String(error), error);
+    }
+  }
+
+  async reissue(record: DeadLetterRecord): Promise<void> {
+    try {
+      await this.#client.send(
+        new SendMessageCommand({
+          QueueUrl: this.#queueUrl,
+          MessageBody: record.body,
+          MessageGroupId: record.messageGroupId,
+          // New for every copy (each copy has its own message id), the same for a retried send of one copy.
+          MessageDeduplicationId: `reissue:${record.messageId}`.slice(0, 128),
+          MessageAttributes: { reissuedFrom: { DataType: 'String', StringValue: record.messageId } },
+        }),
+      );
+    } catch (error) {
+      throw new TransientError('Re-issuing a record', error instanceof Error ? error.message : String(error), error);
     }
   }
 

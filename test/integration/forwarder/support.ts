@@ -55,7 +55,7 @@ export interface RunningForwarder {
 }
 
 /** Starts a forwarder (not waiting for the Lease). */
-export function startForwarder(kc: KubeConfig, settings: Partial<ForwarderConfig> & Pick<ForwarderConfig, 'stateNamespace' | 'leaseName'>, extra: { watchTimeoutSeconds?: number } = {}): RunningForwarder {
+export function startForwarder(kc: KubeConfig, settings: Partial<ForwarderConfig> & Pick<ForwarderConfig, 'stateNamespace' | 'leaseName'>, extra: { watchTimeoutSeconds?: number; requestTimeoutMs?: number } = {}): RunningForwarder {
   const config: ForwarderConfig = { ...loadForwarderConfig({}), queueUrl: QUEUE_URL, leaseDurationSeconds: 4, watchIdleSeconds: 20, resyncIntervalSeconds: 0, ...settings };
   const telemetry = createForwarderTelemetry();
   const deps = composeWatchForwarder({
@@ -64,6 +64,7 @@ export function startForwarder(kc: KubeConfig, settings: Partial<ForwarderConfig
     sqs: new SQSClient({ region: 'eu-west-1', credentials: { accessKeyId: 'test', secretAccessKey: 'test' } }),
     telemetry,
     ...(extra.watchTimeoutSeconds !== undefined ? { watchTimeoutSeconds: extra.watchTimeoutSeconds } : {}),
+    ...(extra.requestTimeoutMs !== undefined ? { requestTimeoutMs: extra.requestTimeoutMs } : {}),
   });
   const forwarder = new WatchForwarder(deps, { renewIntervalMs: 1_000, acquireRetryMs: 250, flushIntervalMs: 20, drainTimeoutMs: 5_000 });
   const controller = new AbortController();

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { loadLocalConfig } from '#local/local-config.ts';
-import { createActivityFilter, emptyCounters, formatReport } from '#local/pipeline-report.ts';
+import { NODE_LIST_FAILED, createActivityFilter, emptyCounters, formatReport, outOfSyncNodes } from '#local/pipeline-report.ts';
 import { explainOwner, formatStatusTable, summarizeStates } from '#local/status-format.ts';
 import { ConfigError } from '#shared/errors.ts';
 import { SyncState, TaintOwner, type TaintStatus } from '#shared/domain/taint-status.ts';
@@ -73,6 +73,30 @@ describe('Function: formatReport()', () => {
     expect(last([], 10, Array.from({ length: 10 }, (_, i) => `ns/m-${i}`))).toBe(
       'Nodes     0 in sync; 10 waiting for a Node: ns/m-0, ns/m-1, ns/m-2, ns/m-3, ns/m-4, ns/m-5, ns/m-6, ns/m-7, +2 more',
     );
+  });
+});
+
+describe('Function: outOfSyncNodes()', () => {
+  it('tells a failed Node list apart from a missing Node and leaves out Nodes that need nothing', () => {
+    // Act
+    const shown = outOfSyncNodes([
+      { machine: 'ns/m1', node: 'n1', state: 'node-missing', nodeListError: 'cluster ns/c1: HTTP 503' },
+      { machine: 'ns/m2', node: 'n2', state: 'node-missing' },
+      { machine: 'ns/m3', node: 'n3', state: 'in-sync' },
+      { machine: 'ns/m4', state: 'no-node' },
+      { machine: 'ns/m5', node: 'n5', state: 'out-of-sync' },
+      { machine: 'ns/m6', node: 'n6', state: 'invalid-declaration' },
+      { machine: 'ns/m7', node: 'n7', state: 'machine-deleting' },
+    ]);
+
+    // Assess
+    expect(shown).toEqual([
+      { node: 'n1', state: NODE_LIST_FAILED },
+      { node: 'n2', state: 'Node missing' },
+      { node: 'n5', state: 'out of sync' },
+      { node: 'n6', state: 'invalid declaration (left alone)' },
+    ]);
+    expect(formatReport(emptyCounters(), shown).at(-1)).toBe('Nodes     4 not in sync: n1 (Node list failed), n2 (Node missing), n5 (out of sync), n6 (invalid declaration (left alone))');
   });
 });
 

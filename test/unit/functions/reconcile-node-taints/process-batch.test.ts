@@ -1,8 +1,9 @@
 import { ChangeMessageVisibilityCommand, SendMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
 import type { Context } from 'aws-lambda';
 import { mockClient } from 'aws-sdk-client-mock';
-import { beforeEach, describe, expect, it } from 'vitest';
-import { processBatch, backoffSeconds, type BatchDeps } from '#functions/reconcile-node-taints/process-batch.ts';
+import { beforeEach, describe, expect, it, vi } from 'vitest';
+import { processBatch, backoffSeconds, SETTLE_RESERVE_MS, type BatchDeps } from '#functions/reconcile-node-taints/process-batch.ts';
+import { NodeNotFoundError, TransientError } from '#shared/errors.ts';
 import { fromCloudEventBody } from '#shared/adapters/cloudevents/cloud-event-body.ts';
 import { MemoryClusterConnections, MemoryEventRecorder, MemoryMachineStore } from '#test/support/memory-cluster.ts';
 import { SqsRecordQueue } from '#shared/adapters/sqs/record-queue.ts';
@@ -114,6 +115,140 @@ describe('Function: processBatch()', () => {
     expect(response.batchItemFailures).toEqual([]);
     const sent = sqsMock.commandCalls(SendMessageCommand)[0]?.args[0].input;
     expect(sent?.MessageAttributes?.failureReason?.StringValue).toContain('com.example.other.v1');
+  });
+});
+
+describe('Function: processBatch() at the edges of retry', () => {
+  beforeEach(() => {
+    sqsMock.reset();
+    sqsMock.on(ChangeMessageVisibilityCommand).resolves({});
+    sqsMock.on(SendMessageCommand).resolves({ MessageId: 'new-1' });
+  });
+
+  function sentTo(url: string) {
+    return sqsMock.commandCalls(SendMessageCommand).map((c) => c.args[0].input).filter((i) => i.QueueUrl === url);
+  }
+
+  it('re-issues a record failing for transient reasons one receive before the redrive, and a record skipped behind it, instead of letting them reach the DLQ', async () => {
+    // Prepare: the workload cluster's API server is down.
+    const { deps, machines } = setup();
+    machines.put(inCluster(machineBuilder().named('m-a').withNodeName('node-a').withSpecTaints([machineTaint('gpu', 'a100')]).build()));
+    const down = { nodesOf: async () => { throw new TransientError('Reading Node node-a', 'connect ECONNREFUSED'); } };
+    const batchDeps: BatchDeps = { ...deps, clusters: down, reissueAtReceive: 4 };
+    const early = sqsRecord(machineEvent('default', 'm-a', { nodeName: 'node-a' }), { messageId: 'early', receiveCount: 3 });
+    const head = sqsRecord(machineEvent('default', 'm-a', { nodeName: 'node-a' }), { messageId: 'head', receiveCount: 4 });
+    const skipped = sqsRecord(nodeEvent('node-a', { machine: { namespace: 'default', name: 'm-a' } }), { messageId: 'skipped', receiveCount: 4 });
+
+    // Act
+    const first = await processBatch(sqsEvent(early), context, batchDeps);
+    const second = await processBatch(sqsEvent(head, skipped), context, batchDeps);
+
+    // Assess: below the threshold the record waits in the queue; at it, both records go back as fresh messages.
+    expect(first.batchItemFailures).toEqual([{ itemIdentifier: 'early' }]);
+    expect(second.batchItemFailures).toEqual([]);
+    const reissued = sentTo(TEST_QUEUE_URL);
+    expect(reissued.map((i) => i.MessageDeduplicationId)).toEqual(['reissue:head', 'reissue:skipped']);
+    expect(reissued.map((i) => i.MessageBody)).toEqual([head.body, skipped.body]);
+    expect(reissued.every((i) => i.MessageGroupId === head.attributes.MessageGroupId)).toBe(true);
+    expect(sentTo(TEST_DLQ_URL)).toEqual([]);
+  });
+
+  it('leaves a record that failed unexpectedly to the redrive (a human looks at it), while its skipped successor is re-issued', async () => {
+    // Prepare
+    const { deps, machines } = setup();
+    machines.put(inCluster(machineBuilder().named('m-a').withNodeName('node-a').build()));
+    const broken = { nodesOf: async () => { throw new TypeError('cannot read properties of undefined'); } };
+    const batchDeps: BatchDeps = { ...deps, clusters: broken, reissueAtReceive: 4 };
+    const head = sqsRecord(machineEvent('default', 'm-a', { nodeName: 'node-a' }), { messageId: 'head', receiveCount: 9 });
+    const skipped = sqsRecord(nodeEvent('node-a', { machine: { namespace: 'default', name: 'm-a' } }), { messageId: 'skipped', receiveCount: 4 });
+
+    // Act
+    const response = await processBatch(sqsEvent(head, skipped), context, batchDeps);
+
+    // Assess
+    expect(response.batchItemFailures).toEqual([{ itemIdentifier: 'head' }]);
+    expect(sentTo(TEST_QUEUE_URL).map((i) => i.MessageDeduplicationId)).toEqual(['reissue:skipped']);
+  });
+
+  it('keeps a due record as a batch item failure when the re-issue cannot be sent, so it is never lost', async () => {
+    // Prepare
+    const { deps, machines } = setup();
+    sqsMock.on(SendMessageCommand).rejects(new Error('connect ETIMEDOUT'));
+    machines.put(inCluster(machineBuilder().named('m-a').withNodeName('node-a').build()));
+    const down = { nodesOf: async () => { throw new TransientError('Reading Node node-a', 'HTTP 503'); } };
+    const head = sqsRecord(machineEvent('default', 'm-a', { nodeName: 'node-a' }), { messageId: 'head', receiveCount: 4 });
+
+    // Act
+    const response = await processBatch(sqsEvent(head), context, { ...deps, clusters: down, reissueAtReceive: 4 });
+
+    // Assess
+    expect(response.batchItemFailures).toEqual([{ itemIdentifier: 'head' }]);
+  });
+
+  it('reports node-gone, not a failure, when the Node is deleted between the read and the write (404 on the PATCH)', async () => {
+    // Prepare
+    const { deps, machines, nodes } = setup();
+    machines.put(inCluster(machineBuilder().named('m-a').withNodeName('node-a').withSpecTaints([machineTaint('gpu')]).build()));
+    nodes.put({ name: 'node-a', annotations: {}, taints: [] });
+    const deletedBeforeWrite = {
+      nodesOf: async () => ({
+        getNode: (name: string) => nodes.getNode(name),
+        patchNodeTaints: async (name: string) => { throw new NodeNotFoundError(name); },
+      }),
+    };
+    const outcomes: string[] = [];
+    const single = vi.spyOn(metrics, 'singleMetric').mockImplementation(() => ({ addDimension: (_n: string, v: string) => { outcomes.push(v); }, addMetric: () => undefined }) as unknown as ReturnType<typeof metrics.singleMetric>);
+    const record = sqsRecord(machineEvent('default', 'm-a', { nodeName: 'node-a' }), { messageId: 'r1' });
+
+    // Act
+    const response = await processBatch(sqsEvent(record), context, { ...deps, clusters: deletedBeforeWrite });
+    single.mockRestore();
+
+    // Assess
+    expect(response.batchItemFailures).toEqual([]);
+    expect(outcomes).toEqual(['node-gone']);
+    expect(sqsMock.commandCalls(SendMessageCommand)).toEqual([]);
+  });
+
+  it('reports a Machine that names no Cluster once, to the dead-letter queue with the reason, instead of retrying it as transient', async () => {
+    // Prepare
+    const { deps, machines } = setup();
+    machines.put(machineBuilder().named('m-lost').withNodeName('node-l').withSpecTaints([machineTaint('gpu')]).build());
+    const record = sqsRecord(machineEvent('default', 'm-lost', { nodeName: 'node-l' }), { messageId: 'lost' });
+
+    // Act
+    const response = await processBatch(sqsEvent(record), context, deps);
+
+    // Assess
+    expect(response.batchItemFailures).toEqual([]);
+    expect(sqsMock.commandCalls(ChangeMessageVisibilityCommand)).toEqual([]);
+    const dead = sentTo(TEST_DLQ_URL);
+    expect(dead).toHaveLength(1);
+    expect(dead[0]?.MessageAttributes?.failureReason?.StringValue).toBe('Machine default/m-lost names no Cluster (spec.clusterName or the cluster-name label)');
+  });
+
+  it('bounds the API calls of every record by the invocation\'s remaining time', async () => {
+    // Prepare
+    const { deps, machines, nodes } = setup();
+    machines.put(inCluster(machineBuilder().named('m-a').withNodeName('node-a').build()));
+    nodes.put({ name: 'node-a', annotations: {}, taints: [] });
+    const deadlines: number[] = [];
+    const shortContext = { ...context, getRemainingTimeInMillis: () => 20_000 } as Context;
+    const before = Date.now();
+
+    // Act
+    await processBatch(sqsEvent(sqsRecord(machineEvent('default', 'm-a', { nodeName: 'node-a' }))), shortContext, {
+      ...deps,
+      withDeadline: (deadline, fn) => {
+        deadlines.push(deadline);
+        return fn();
+      },
+    });
+
+    // Assess: 20 s remaining minus the reserve for settling the records.
+    expect(deadlines).toHaveLength(1);
+    expect(deadlines[0]! - before).toBeGreaterThanOrEqual(20_000 - SETTLE_RESERVE_MS);
+    expect(deadlines[0]! - Date.now()).toBeLessThanOrEqual(20_000 - SETTLE_RESERVE_MS);
   });
 });
 

@@ -1,0 +1,45 @@
+/**
+ * Deadlines for Kubernetes API calls made through client-node 2.x. Every request of a KubeConfig
+ * wrapped by `withPooledConnections` carries an AbortSignal (client-node's RequestContext.setSignal,
+ * handed to undici's fetch, which also bounds reading the body): at most the call timeout of the
+ * innermost `withCallDeadline` scope, never beyond its deadline, and `DEFAULT_CALL_TIMEOUT_MS`
+ * outside any scope. A call that runs out of time rejects with a TimeoutError, which the stores map
+ * to a TransientError (retried), never a hang.
+ */
+import { AsyncLocalStorage } from 'node:async_hooks';
+
+/** Bound of a call made outside any scope (e.g. a tool's one-off read). */
+export const DEFAULT_CALL_TIMEOUT_MS = 30_000;
+
+interface Scope {
+  /** Epoch ms after which no call may run. */
+  readonly deadline: number;
+  /** Longest single call. */
+  readonly callTimeoutMs: number;
+}
+
+const scopes = new AsyncLocalStorage<Scope>();
+
+/**
+ * Runs `fn` with every API call it makes (directly or in anything it awaits) bounded by
+ * `callTimeoutMs` and by `deadline` (epoch ms), whichever comes first.
+ * @example await withCallDeadline(Date.now() + 25_000, () => store.getNode('n1'), 10_000)
+ */
+export function withCallDeadline<T>(deadline: number, fn: () => Promise<T>, callTimeoutMs = DEFAULT_CALL_TIMEOUT_MS): Promise<T> {
+  const outer = scopes.getStore();
+  const scope = { deadline: Math.min(deadline, outer?.deadline ?? Infinity), callTimeoutMs: Math.min(callTimeoutMs, outer?.callTimeoutMs ?? Infinity) };
+  return scopes.run(scope, fn);
+}
+
+/** The signal for a call starting now: aborts when the current scope's call timeout or deadline passes. */
+export function callSignal(now = Date.now()): AbortSignal {
+  const scope = scopes.getStore();
+  const ms = scope === undefined ? DEFAULT_CALL_TIMEOUT_MS : Math.min(scope.callTimeoutMs, scope.deadline - now);
+  if (ms <= 0) return AbortSignal.abort(new DOMException('the deadline of this invocation has passed', 'TimeoutError'));
+  return AbortSignal.timeout(Math.ceil(ms));
+}
+
+/** True for the rejection of a call whose signal ran out of time (or was aborted). */
+export function isCallTimeout(error: unknown): boolean {
+  return error instanceof Error && (error.name === 'TimeoutError' || error.name === 'AbortError');
+}
