@@ -160,7 +160,7 @@ describeWithControlPlane('reconcile-node-taints against a real API server', () =
     expect(after.spec?.taints?.map((t) => `${t.key}=${t.value}`)).toEqual(['gpu=old']);
     const events = await eventsOn(kc, ns, 'm1');
     expect(events).toMatchObject([{ type: 'Warning', reason: 'InvalidTaintDeclaration' }]);
-    expect(events[0]?.message).toContain('metadata.annotations[taints.capi-taint-propagator.dev/machine][1].key: taint key must not have the prefix node.kubernetes.io/');
+    expect(events[0]?.message).toContain('metadata.annotations[taints.capi-taint-propagator.dev/machine][1].key: Invalid value: "node.kubernetes.io/not-yours": taint key must not have the prefix node.kubernetes.io/');
   });
 
   it('in dry-run mode writes nothing', async () => {
