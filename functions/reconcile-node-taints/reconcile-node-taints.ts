@@ -63,6 +63,9 @@ export interface PlannedState {
 
 const MACHINE_KIND = { apiVersion: 'cluster.x-k8s.io/v1beta2', kind: 'Machine' } as const;
 
+/** Reason of the Normal Event recorded when a declaration the forwarder saw invalid is valid again. */
+export const DECLARATION_VALID = 'DeclarationValid';
+
 /**
  * Reconciles the Node an event points at. Returns the outcome; throws PatchConflictError,
  * TransientError, AccessDeniedError or ClusterCredentialsError for failures that the queue retries,
@@ -84,6 +87,7 @@ export async function reconcileNodeTaints(deps: ReconcileDeps, event: TaintEvent
       `Taints not propagated to Node ${machine.nodeName}; fix the declaration: ${declared.issues.map((i) => `${i.field}: ${i.message}`).join('; ')}`);
     return { ...base, outcome: ReconcileOutcome.invalidDeclaration, issues: declared.issues, eventError };
   }
+  const recovered = event.data.kind === 'Machine' && event.data.declarationRecovered === true;
 
   const nodes = await deps.clusters.nodesOf(cluster);
   const node = await nodes.getNode(machine.nodeName);
@@ -101,7 +105,11 @@ export async function reconcileNodeTaints(deps: ReconcileDeps, event: TaintEvent
       `Node ${node.name} not written: its annotation ${OWN_TRACKING_ANNOTATION} has ${plan.error.message}; fix or remove the entry`);
     return { ...read, outcome: ReconcileOutcome.malformedAnnotation, reason: plan.error.message, eventError };
   }
-  if (plan.kind === 'unchanged') return { ...read, outcome: ReconcileOutcome.unchanged };
+  if (plan.kind === 'unchanged') {
+    // The forwarder saw this declaration invalid before: say that it took, although the Node needed nothing.
+    const eventError = recovered ? await recordEvent(deps, machine, 'Normal', DECLARATION_VALID, `Taint declaration is valid again; Node ${node.name} is in sync`) : undefined;
+    return { ...read, outcome: ReconcileOutcome.unchanged, ...(eventError !== undefined ? { eventError } : {}) };
+  }
   if (deps.settings.dryRun) {
     return {
       ...read,
@@ -117,9 +125,12 @@ export async function reconcileNodeTaints(deps: ReconcileDeps, event: TaintEvent
   if (!written) return { ...read, outcome: ReconcileOutcome.nodeGone, reason: 'the Node was deleted between the read and the write' };
   // One Event per write: TaintRestored when an Always taint someone removed was put back, else TaintsPropagated.
   const restored = restoredTaints(plan.diff, node.annotations[OWN_TRACKING_ANNOTATION]);
-  const eventError = restored.length > 0
-    ? await recordEvent(deps, machine, 'Normal', 'TaintRestored', `Node ${node.name}: put back ${restored.map(formatTaint).join(', ')}, removed by someone else (Always taints are kept); ${describeDiff(plan.diff)}`)
-    : await recordEvent(deps, machine, 'Normal', 'TaintsPropagated', `Node ${node.name}: ${describeDiff(plan.diff)}`);
+  // DeclarationValid instead when the forwarder saw the declaration invalid before (the write is what the fix brought).
+  const eventError = recovered
+    ? await recordEvent(deps, machine, 'Normal', DECLARATION_VALID, `Taint declaration is valid again; Node ${node.name}: ${describeDiff(plan.diff)}`)
+    : restored.length > 0
+      ? await recordEvent(deps, machine, 'Normal', 'TaintRestored', `Node ${node.name}: put back ${restored.map(formatTaint).join(', ')}, removed by someone else (Always taints are kept); ${describeDiff(plan.diff)}`)
+      : await recordEvent(deps, machine, 'Normal', 'TaintsPropagated', `Node ${node.name}: ${describeDiff(plan.diff)}`);
   return { ...read, outcome: ReconcileOutcome.patched, writtenResourceVersion: written.resourceVersion, diff: plan.diff, eventError };
 }
 

@@ -308,7 +308,7 @@ export class WatchForwarder {
       progress.add(e.checkpoint, true);
       return;
     }
-    const event = toTaintEvent(facts as MachineFacts | NodeFacts, e.change, ref, e.observedAt);
+    const event = toTaintEvent(facts as MachineFacts | NodeFacts, e.change, ref, e.observedAt, e.declarationRecovered ? { declarationRecovered: true } : {});
     const ticket = progress.add(e.checkpoint, false);
     this.pending.push({ event, observedAt: e.observedAt, ticket, progress, attempts: 0, notBefore: 0 });
     while (this.pending.length >= this.opt.maxPendingEvents && this.leading && !this.termSignal?.aborted) {

@@ -59,6 +59,8 @@ export interface MachineEventData {
   readonly machine: { readonly namespace: string; readonly name: string; readonly uid: string; readonly resourceVersion: string };
   /** `status.nodeRef.name`, when the Machine has a Node. */
   readonly nodeName?: string;
+  /** Hint: the declaration was invalid in the previous version the forwarder saw (a Normal Event says it took). */
+  readonly declarationRecovered?: true;
   /** Time the forwarder observed the change (RFC 3339); for event-to-write latency. */
   readonly observedAt: string;
 }
@@ -150,6 +152,7 @@ export const machineEventDataSchema = {
       properties: { namespace: dns, name: dns, uid: { type: 'string', minLength: 1 }, resourceVersion: { type: 'string', minLength: 1 } },
     },
     nodeName: dns,
+    declarationRecovered: { const: true },
     observedAt: { type: 'string', format: 'date-time' },
   },
 } as const;

@@ -3,8 +3,9 @@
  * the rules that decide whether a watch event is worth a queue message. Pure.
  */
 import type { ChangeKind } from './cloud-event.ts';
-import { FIELD_MANAGER } from './taint.ts';
-import type { WatchedFacts } from './watch-event.ts';
+import { declaredTaintsOf } from './declarations.ts';
+import { CONTROL_PLANE_LABEL, FIELD_MANAGER } from './taint.ts';
+import type { MachineFacts, WatchedFacts } from './watch-event.ts';
 
 /** Deterministic JSON: object keys sorted, so that equal facts give equal strings. */
 function canonicalJson(v: unknown): string {
@@ -94,4 +95,24 @@ export function diffRelist<T>(
   }
   const deleted = [...known.values()].filter((obj) => !seen.has(obj.key));
   return { resynced, deleted };
+}
+
+/** True when the facts' taint declaration (`spec.taints` and the declaration annotations) is valid. */
+function declarationValid(m: MachineFacts): boolean {
+  const labels: Record<string, string> = m.controlPlaneLabel !== undefined ? { [CONTROL_PLANE_LABEL]: m.controlPlaneLabel } : {};
+  return declaredTaintsOf({ specTaints: m.specTaints, annotations: m.declarations, labels }).valid;
+}
+
+/**
+ * Recognises a Machine whose taint declaration was invalid in the previous version the forwarder saw and is valid
+ * in this one: the reconcile function then records a Normal `DeclarationValid` Event, so whoever fixed it sees it
+ * took. Only the declaration is compared (validated only when it changed). A hint: the reconcile function checks
+ * the declaration itself, so a wrong hint can at most cause an Event that says a valid declaration is valid.
+ * @example isDeclarationRecovery(withAnnotation('gpu:NoSchedul'), withAnnotation('gpu:NoSchedule')) // true
+ */
+export function isDeclarationRecovery(previous: WatchedFacts | undefined, current: WatchedFacts): boolean {
+  if (previous?.kind !== 'Machine' || current.kind !== 'Machine') return false;
+  const declarationOf = (m: MachineFacts): string => canonicalJson({ s: m.specTaints, d: m.declarations, c: m.controlPlaneLabel });
+  if (declarationOf(previous) === declarationOf(current)) return false;
+  return !declarationValid(previous) && declarationValid(current);
 }

@@ -240,7 +240,7 @@ export function clusterOfMachine(machine: MachineFacts, mode: 'capi' | 'self'): 
  * The small event data for an object: references and routing facts only.
  * A Node carries `machine` when its CAPI annotations name one (namespace defaults to the cluster's).
  */
-export function toEventData(facts: MachineFacts | NodeFacts, cluster: ClusterRef, observedAt: Date): TaintEventData {
+export function toEventData(facts: MachineFacts | NodeFacts, cluster: ClusterRef, observedAt: Date, hints: EventHints = {}): TaintEventData {
   const at = observedAt.toISOString();
   if (facts.kind === 'Machine') {
     const data: MachineEventData = {
@@ -248,6 +248,7 @@ export function toEventData(facts: MachineFacts | NodeFacts, cluster: ClusterRef
       cluster,
       machine: { namespace: facts.namespace, name: facts.name, uid: facts.uid, resourceVersion: facts.resourceVersion },
       ...(facts.nodeName ? { nodeName: facts.nodeName } : {}),
+      ...(hints.declarationRecovered ? { declarationRecovered: true as const } : {}),
       observedAt: at,
     };
     return data;
@@ -263,13 +264,19 @@ export function toEventData(facts: MachineFacts | NodeFacts, cluster: ClusterRef
   return data;
 }
 
+/** What the forwarder knows beyond the object itself (from the previous version it saw). */
+export interface EventHints {
+  /** A Machine's declaration went from invalid to valid. */
+  readonly declarationRecovered?: boolean;
+}
+
 /**
  * Builds the CloudEvent (as a domain value) for one observed change. `time` is the observation
  * time; the id is deterministic from uid, resourceVersion and change.
  * @example toTaintEvent(nodeFacts, 'modified', { mode: 'self' }, now).type // '…node.modified.v1'
  */
-export function toTaintEvent(facts: MachineFacts | NodeFacts, change: ChangeKind, cluster: ClusterRef, observedAt: Date): TaintEvent {
-  const data = toEventData(facts, cluster, observedAt);
+export function toTaintEvent(facts: MachineFacts | NodeFacts, change: ChangeKind, cluster: ClusterRef, observedAt: Date, hints: EventHints = {}): TaintEvent {
+  const data = toEventData(facts, cluster, observedAt, hints);
   return {
     id: eventIdFor(facts.uid, facts.resourceVersion, change),
     source: sourceFor(cluster),

@@ -12,6 +12,8 @@ export type StreamEvent<T extends WatchedFacts> =
       readonly change: ChangeKind;
       readonly facts: T;
       readonly relevant: boolean;
+      /** A Machine whose taint declaration was invalid in the previous version seen and is valid now. */
+      readonly declarationRecovered?: boolean;
       readonly observedAt: Date;
       readonly checkpoint?: string;
     }

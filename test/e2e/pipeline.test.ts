@@ -88,6 +88,35 @@ describeWithControlPlane('e2e: the whole pipeline in-process', () => {
     expect(await deadLetters(world), JSON.stringify(c)).toEqual([]);
   });
 
+  it('says so when a declaration is valid again: a Warning for the broken edit, a Normal DeclarationValid after the fix', async () => {
+    // Prepare
+    world = await startWorld(kc);
+    const { machine, node } = await machineWithNode(world, 'recover');
+    await expectNode(kc, node, { taints: [FOREIGN_S, 'a=1:NoSchedule', 'b=1:PreferNoSchedule', 'c=1:NoExecute'], tracking: 'a:NoSchedule,c:NoExecute' });
+    const core = kc.makeApiClient(CoreV1Api);
+    const eventsOfMachine = async (): Promise<string[]> =>
+      (await core.listNamespacedEvent({ namespace: (world as World).ns, fieldSelector: `involvedObject.name=${machine}` })).items
+        .sort((a, b) => String(a.metadata?.creationTimestamp).localeCompare(String(b.metadata?.creationTimestamp)) || String(a.metadata?.resourceVersion).localeCompare(String(b.metadata?.resourceVersion)))
+        .map((e) => `${e.type} ${e.reason}: ${e.message}`);
+
+    // Act: a typo in the effect, then its fix with a new value.
+    await setAnnotations(kc, world.ns, machine, { [MACHINE]: 'd=1:NoSchedul' });
+    await waitFor(async () => (await eventsOfMachine()).some((e) => e.startsWith('Warning InvalidTaintDeclaration')), { timeoutMs: 30_000, description: 'the Warning Event' });
+    await setAnnotations(kc, world.ns, machine, { [MACHINE]: 'd=1:NoSchedule' });
+
+    // Assess: the Node got the fixed taint, and the Events say what happened, in order.
+    await expectNode(kc, node, { taints: [FOREIGN_S, 'a=1:NoSchedule', 'b=1:PreferNoSchedule', 'c=1:NoExecute', 'd=1:NoSchedule'], tracking: 'a:NoSchedule,c:NoExecute,d:NoSchedule' });
+    const events = await waitFor(async () => {
+      const all = await eventsOfMachine();
+      return all.some((e) => e.startsWith('Normal DeclarationValid')) ? all : undefined;
+    }, { timeoutMs: 30_000, description: 'the DeclarationValid Event' });
+    const reasons = events.map((e) => e.split(':')[0]);
+    expect(reasons.indexOf('Warning InvalidTaintDeclaration')).toBeGreaterThanOrEqual(0);
+    expect(reasons.indexOf('Normal DeclarationValid')).toBeGreaterThan(reasons.indexOf('Warning InvalidTaintDeclaration'));
+    expect(events.find((e) => e.startsWith('Warning'))).toContain('Unsupported value: "NoSchedul"');
+    expect(events.find((e) => e.startsWith('Normal DeclarationValid'))).toContain(`Taint declaration is valid again; Node ${node}: added d=1:NoSchedule`);
+  });
+
   it('converges every change while a foreign writer hammers the same Nodes, keeps its taints, and retries conflicts through the queue', async () => {
     // Prepare
     world = await startWorld(kc);

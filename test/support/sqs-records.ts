@@ -10,7 +10,7 @@ export const TEST_DLQ_URL = 'https://sqs.eu-west-1.amazonaws.com/123456789012/ta
 const OBSERVED = '2026-11-22T10:00:00Z';
 
 /** A Machine event about `namespace/name` whose Node is `nodeName`. */
-export function machineEvent(namespace: string, name: string, opts: { nodeName?: string; change?: ChangeKind; cluster?: ClusterRef; rv?: string } = {}): TaintEvent {
+export function machineEvent(namespace: string, name: string, opts: { nodeName?: string; change?: ChangeKind; cluster?: ClusterRef; rv?: string; declarationRecovered?: true } = {}): TaintEvent {
   const cluster = opts.cluster ?? { mode: 'capi', namespace, name: 'wc1' };
   const change = opts.change ?? 'modified';
   const data: TaintEventData = {
@@ -18,6 +18,7 @@ export function machineEvent(namespace: string, name: string, opts: { nodeName?:
     cluster,
     machine: { namespace, name, uid: `uid-${name}`, resourceVersion: opts.rv ?? '10' },
     ...(opts.nodeName ? { nodeName: opts.nodeName } : {}),
+    ...(opts.declarationRecovered ? { declarationRecovered: true as const } : {}),
     observedAt: OBSERVED,
   };
   return wrap(data, eventTypeFor('Machine', change), eventIdFor(`uid-${name}`, opts.rv ?? '10', change));

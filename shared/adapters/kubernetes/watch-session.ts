@@ -20,7 +20,7 @@ import https from 'node:https';
 import { createInterface } from 'node:readline';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { ChangeKind } from '#shared/domain/cloud-event.ts';
-import { diffRelist, fingerprintOf, isOwnNodeWrite, isRelevantChange, type ListedObject } from '#shared/domain/relevance.ts';
+import { diffRelist, fingerprintOf, isDeclarationRecovery, isOwnNodeWrite, isRelevantChange, type ListedObject } from '#shared/domain/relevance.ts';
 import { objectKeyOf, type WatchedFacts } from '#shared/domain/watch-event.ts';
 import { AccessDeniedError, TaintPropagatorError, TransientError } from '#shared/errors.ts';
 import type { StreamEvent, WatchStream } from '#shared/ports/watch-source.ts';
@@ -423,6 +423,7 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
       facts,
       // The echo of the reconcile function's own write needs no reconcile (it would find the Node in sync).
       relevant: isRelevantChange(change, previous, fingerprint) && !(change === 'modified' && isOwnNodeWrite(known?.facts, facts)),
+      ...(change === 'modified' && isDeclarationRecovery(known?.facts, facts) ? { declarationRecovered: true } : {}),
       observedAt: this.now(),
       checkpoint: facts.resourceVersion,
     });

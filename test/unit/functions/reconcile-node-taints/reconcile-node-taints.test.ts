@@ -236,5 +236,38 @@ describe('Function: reconcileNodeTaints()', () => {
       expect(recorder.events[0]).toMatchObject({ type: 'Normal', reason: 'TaintRestored' });
       expect(recorder.events[0]?.message).toContain('put back pool=edge:NoSchedule');
     });
+
+    it('records DeclarationValid when the forwarder saw the declaration invalid before: with the write it brought, or in sync', async () => {
+      // Prepare
+      const { deps, machines, nodes, recorder } = setup({ specTaintsOwner: 'upstream' });
+      machines.put(inCluster(machineBuilder().named('m1').withNodeName('n1').withAnnotation('taints.capi-taint-propagator.dev/machine', 'pool=edge:NoSchedule').build()));
+      nodes.put({ name: 'n1', creationTimestamp: NEW_NODE, annotations: {}, taints: [] });
+
+      // Act
+      const first = await reconcileNodeTaints(deps, machineEvent('default', 'm1', { nodeName: 'n1', declarationRecovered: true }));
+      const again = await reconcileNodeTaints(deps, machineEvent('default', 'm1', { nodeName: 'n1', declarationRecovered: true, rv: '11' }));
+      const plain = await reconcileNodeTaints(deps, machineEvent('default', 'm1', { nodeName: 'n1', rv: '12' }));
+
+      // Assess
+      expect([first.outcome, again.outcome, plain.outcome]).toEqual(['patched', 'unchanged', 'unchanged']);
+      expect(recorder.events.map((e) => `${e.type} ${e.reason}: ${e.message}`)).toEqual([
+        'Normal DeclarationValid: Taint declaration is valid again; Node n1: added pool=edge:NoSchedule; taints.capi-taint-propagator.dev/applied: null -> "pool:NoSchedule"',
+        'Normal DeclarationValid: Taint declaration is valid again; Node n1 is in sync',
+      ]);
+    });
+
+    it('records no DeclarationValid for a hint when the declaration is (still) invalid: the Warning says why', async () => {
+      // Prepare
+      const { deps, machines, nodes, recorder } = setup({ specTaintsOwner: 'upstream' });
+      machines.put(inCluster(machineBuilder().named('m1').withNodeName('n1').withAnnotation('taints.capi-taint-propagator.dev/machine', 'pool=edge:NoSchedul').build()));
+      nodes.put({ name: 'n1', creationTimestamp: NEW_NODE, annotations: {}, taints: [] });
+
+      // Act
+      const result = await reconcileNodeTaints(deps, machineEvent('default', 'm1', { nodeName: 'n1', declarationRecovered: true }));
+
+      // Assess
+      expect(result.outcome).toBe('invalid-declaration');
+      expect(recorder.events.map((e) => `${e.type} ${e.reason}`)).toEqual(['Warning InvalidTaintDeclaration']);
+    });
   });
 });

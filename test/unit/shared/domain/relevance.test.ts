@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { diffRelist, fingerprintOf, isOwnNodeWrite, isRelevantChange, type ListedObject } from '#shared/domain/relevance.ts';
+import { diffRelist, fingerprintOf, isDeclarationRecovery, isOwnNodeWrite, isRelevantChange, type ListedObject } from '#shared/domain/relevance.ts';
 import { toMachineFacts, toNodeFacts, type MachineFacts, type NodeFacts } from '#shared/domain/watch-event.ts';
 
 type Json = Record<string, any>;
@@ -189,5 +189,32 @@ describe('Function: isOwnNodeWrite()', () => {
 
     // Act + Assess
     expect(fingerprintOf(a)).toBe(fingerprintOf(b));
+  });
+});
+
+describe('Function: isDeclarationRecovery()', () => {
+  const machine = (annotation: string | undefined, mutate: (m: Json) => void = () => undefined): MachineFacts => {
+    const m = baseMachine();
+    delete m.spec.taints;
+    if (annotation === undefined) delete m.metadata.annotations['taints.capi-taint-propagator.dev/machine'];
+    else m.metadata.annotations['taints.capi-taint-propagator.dev/machine'] = annotation;
+    mutate(m);
+    return toMachineFacts(m) as MachineFacts;
+  };
+  const cases: { name: string; previous: () => MachineFacts | NodeFacts | undefined; current: () => MachineFacts | NodeFacts; want: boolean }[] = [
+    { name: 'invalid effect fixed', previous: () => machine('gpu=a:NoSchedul'), current: () => machine('gpu=a:NoSchedule'), want: true },
+    { name: 'syntax error fixed by removing the annotation', previous: () => machine('{"gpu": "a"}'), current: () => machine(undefined), want: true },
+    { name: 'invalid spec.taints fixed', previous: () => machine(undefined, (m) => (m.spec.taints = [{ key: 'gpu', effect: 'NoSchedul', propagation: 'Always' }])), current: () => machine(undefined, (m) => (m.spec.taints = [{ key: 'gpu', effect: 'NoSchedule', propagation: 'Always' }])), want: true },
+    { name: 'still invalid', previous: () => machine('gpu=a:NoSchedul'), current: () => machine('gpu=a:NoSchedulee'), want: false },
+    { name: 'valid to valid', previous: () => machine('gpu=a:NoSchedule'), current: () => machine('gpu=b:NoSchedule'), want: false },
+    { name: 'valid to invalid', previous: () => machine('gpu=a:NoSchedule'), current: () => machine('gpu=a:NoSchedul'), want: false },
+    { name: 'declaration unchanged (a label changed)', previous: () => machine('gpu=a:NoSchedul'), current: () => machine('gpu=a:NoSchedul', (m) => (m.metadata.labels.x = 'y')), want: false },
+    { name: 'first version seen', previous: () => undefined, current: () => machine('gpu=a:NoSchedule'), want: false },
+    { name: 'a Node', previous: () => toNodeFacts(baseNode()) as NodeFacts, current: () => toNodeFacts(baseNode()) as NodeFacts, want: false },
+    // Validity is judged with the Machine's control-plane label, as the reconcile function judges it.
+    { name: 'control-plane label considered', previous: () => machine('gpu=a:NoSchedul', (m) => (m.metadata.labels['cluster.x-k8s.io/control-plane'] = '')), current: () => machine('gpu=a:NoSchedule', (m) => (m.metadata.labels['cluster.x-k8s.io/control-plane'] = '')), want: true },
+  ];
+  it.each(cases)('$name', ({ previous, current, want }) => {
+    expect(isDeclarationRecovery(previous(), current())).toBe(want);
   });
 });
