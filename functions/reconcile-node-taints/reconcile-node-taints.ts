@@ -8,7 +8,7 @@ import { declaredTaintsOf } from '#shared/domain/declarations.ts';
 import { ReconcileOutcome } from '#shared/domain/outcome.ts';
 import type { MachineSnapshot, NodeSnapshot, NodeTaintPatch } from '#shared/domain/snapshots.ts';
 import { planOwnedTaints, type SpecTaintsOwner } from '#shared/domain/ownership.ts';
-import { restoredTaints, type TaintDiff } from '#shared/domain/taint-plan.ts';
+import { mayAdoptAsInitialized, restoredTaints, type TaintDiff } from '#shared/domain/taint-plan.ts';
 import { CLUSTER_NAME_LABEL, OWN_TRACKING_ANNOTATION, formatTaint, type Taint } from '#shared/domain/taint.ts';
 import { MachineConfigurationError, NodeNotFoundError, type DeclarationIssue } from '#shared/errors.ts';
 import type { Clock } from '#shared/ports/clock.ts';
@@ -93,7 +93,7 @@ export async function reconcileNodeTaints(deps: ReconcileDeps, event: TaintEvent
   const node = await nodes.getNode(machine.nodeName);
   if (!node) return { ...base, outcome: ReconcileOutcome.nodeGone, reason: 'the Node does not exist' };
 
-  const adopt = !Object.hasOwn(node.annotations, OWN_TRACKING_ANNOTATION) && (await predatesEnablement(deps, node.creationTimestamp));
+  const adopt = mayAdoptAsInitialized(node, deps.settings.startupTaint) && (await predatesEnablement(deps, node.creationTimestamp));
   const { plan } = planOwnedTaints(node, declared.declaration, {
     ...(deps.settings.specTaintsOwner ? { specTaintsOwner: deps.settings.specTaintsOwner } : {}),
     ...(deps.settings.startupTaint ? { startupTaint: deps.settings.startupTaint } : {}),

@@ -49,6 +49,22 @@ export type NodeTaintPlan =
   | { readonly kind: 'rejected'; readonly error: MalformedTrackingAnnotationError };
 
 /**
+ * Whether the first-enablement rule may adopt this Node as already initialized (if it also predates enablement): it
+ * has no tracking annotation of this owner **and does not carry the startup gate**. A Node with the gate registered
+ * waiting for its taints, so it is new by definition, however close its creation is to the moment of enablement (the
+ * very first Nodes after a deployment are created seconds before the first reconcile records that moment).
+ * @example mayAdoptAsInitialized({ taints: [{ key: 'g', effect: 'NoSchedule' }], annotations: {} }, { key: 'g', effect: 'NoSchedule' }) // false
+ */
+export function mayAdoptAsInitialized(
+  node: Pick<NodeSnapshot, 'taints' | 'annotations'>,
+  startupTaint: { readonly key: string; readonly effect: string } | undefined,
+  annotation: string = OWN_TRACKING_ANNOTATION,
+): boolean {
+  if (Object.hasOwn(node.annotations, annotation)) return false;
+  return !startupTaint || !removeNodeTaint(node.taints, startupTaint).changed;
+}
+
+/**
  * Plans the Node write. Returns `unchanged` when the Node is already right (no write), `patch` with
  * the complete taint list and the annotation change guarded by the Node's resourceVersion, or
  * `rejected` when the tracking annotation is malformed (no write at all).
@@ -58,7 +74,7 @@ export function planNodeTaints(input: PlanInput): NodeTaintPlan {
   const annotation = input.annotation ?? OWN_TRACKING_ANNOTATION;
   const before: NodeTaintState = { taints: input.node.taints, annotations: input.node.annotations };
   let annotations = before.annotations;
-  if (input.adoptAsInitialized && !Object.hasOwn(annotations, annotation)) {
+  if (input.adoptAsInitialized && mayAdoptAsInitialized(before, input.startupTaint, annotation)) {
     annotations = { ...annotations, [annotation]: '' };
   }
   const gated = input.startupTaint && !input.holdStartupTaint ? removeNodeTaint(before.taints, input.startupTaint).taints : before.taints;

@@ -132,6 +132,21 @@ describe('Function: reconcileNodeTaints()', () => {
     expect(nodes.peek('n1')?.annotations[OWN_TRACKING_ANNOTATION]).toBe('gpu:NoSchedule');
   });
 
+  it('never adopts a Node that still carries the startup gate, however old: it registered waiting for its taints', async () => {
+    // Prepare: found in a real npm start — the first Nodes are created a second before the first reconcile records enablement.
+    const { deps, machines, nodes } = setup();
+    machines.put(inCluster(machineBuilder().named('m1').withNodeName('n1').withSpecTaints([machineTaint('gpu', 'a100'), machineTaint('boot', 'x', 'NoSchedule', 'OnInitialization')]).build()));
+    nodes.put({ name: 'n1', creationTimestamp: OLD_NODE, annotations: {}, taints: [nodeTaint(UNINITIALIZED_TAINT_KEY)] });
+
+    // Act
+    const result = await reconcileNodeTaints(deps, machineEvent('default', 'm1', { nodeName: 'n1' }));
+
+    // Assess
+    expect(result).toMatchObject({ outcome: 'patched', adopted: false });
+    expect(nodes.peek('n1')?.taints).toEqual([nodeTaint('gpu', 'a100'), nodeTaint('boot', 'x')]);
+    expect(nodes.peek('n1')?.annotations[OWN_TRACKING_ANNOTATION]).toBe('gpu:NoSchedule');
+  });
+
   it('lets a conflict escape as PatchConflictError so the queue retries it, leaving the foreign change in place', async () => {
     // Prepare
     const { deps, machines, nodes } = setup();

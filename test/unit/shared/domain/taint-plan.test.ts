@@ -117,6 +117,17 @@ const cases: readonly Case[] = [
     want: { kind: 'unchanged' },
   },
   {
+    // The very first Nodes after a deployment are created seconds before the first reconcile records enablement.
+    name: 'never adopts a Node that still carries the startup gate: it is new, OnInitialization taints apply',
+    input: {
+      node: nodeBuilder().withTaints(nodeTaint('gate')).build(),
+      taints: [machineTaint('always'), machineTaint('init', undefined, 'NoSchedule', 'OnInitialization')],
+      startupTaint: { key: 'gate', effect: 'NoSchedule' },
+      adoptAsInitialized: true,
+    },
+    want: { kind: 'patch', taints: [nodeTaint('always'), nodeTaint('init')], patchAnnotations: { [A]: 'always:NoSchedule' }, annotations: { [A]: 'always:NoSchedule' } },
+  },
+  {
     name: 'applies OnInitialization taints when adoption is off and the annotation is absent',
     input: { node: nodeBuilder().build(), taints: [machineTaint('init', undefined, 'NoSchedule', 'OnInitialization')], adoptAsInitialized: false },
     want: { kind: 'patch', taints: [nodeTaint('init')], patchAnnotations: { [A]: '' }, annotations: { [A]: '' } },
