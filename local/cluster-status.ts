@@ -3,7 +3,8 @@
  * Used by `npm run status`, by `npm start` (Nodes out of sync) and by the demo's summary.
  */
 import { ApiException, CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
-import { MACHINE_API, toMachineSnapshot } from '#shared/adapters/kubernetes/machine-store.ts';
+import { KubernetesCapiDiscovery } from '#shared/adapters/kubernetes/capi-discovery.ts';
+import { MACHINES, toMachineSnapshot } from '#shared/adapters/kubernetes/machine-store.ts';
 import { toNodeSnapshot } from '#shared/adapters/kubernetes/node-store.ts';
 import { workloadKubeConfigs, type WorkloadKubeConfigs } from '#shared/adapters/kubernetes/workload-kubeconfig.ts';
 import { describeApiError } from '#shared/adapters/kubernetes/api-errors.ts';
@@ -65,11 +66,13 @@ export async function readStatusViews(o: ReadStatusOptions): Promise<MachineStat
 
 async function readMachines(o: ReadStatusOptions): Promise<MachineSnapshot[]> {
   const custom = o.kubeConfig.makeApiClient(CustomObjectsApi);
+  const version = await new KubernetesCapiDiscovery(o.kubeConfig).version();
+  const MACHINE_API = { ...MACHINES, version };
   if (o.machineName !== undefined) {
     const namespace = o.machineNamespace ?? 'default';
     try {
       const one = await custom.getNamespacedCustomObject({ ...MACHINE_API, namespace, name: o.machineName });
-      return [toMachineSnapshot(one as Parameters<typeof toMachineSnapshot>[0])];
+      return [toMachineSnapshot(one as Parameters<typeof toMachineSnapshot>[0], version)];
     } catch (error) {
       if (error instanceof ApiException && error.code === 404) throw new MachineNotFoundError(namespace, o.machineName);
       throw error;
@@ -79,7 +82,7 @@ async function readMachines(o: ReadStatusOptions): Promise<MachineSnapshot[]> {
   const list = (o.machineNamespace
     ? await custom.listNamespacedCustomObject({ ...MACHINE_API, namespace: o.machineNamespace, ...selector })
     : await custom.listClusterCustomObject({ ...MACHINE_API, ...selector })) as { items?: unknown[] };
-  const machines = (list.items ?? []).map((m) => toMachineSnapshot(m as Parameters<typeof toMachineSnapshot>[0]));
+  const machines = (list.items ?? []).map((m) => toMachineSnapshot(m as Parameters<typeof toMachineSnapshot>[0], version));
   machines.sort((a, b) => `${a.namespace}/${a.name}`.localeCompare(`${b.namespace}/${b.name}`));
   return machines;
 }

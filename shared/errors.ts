@@ -137,3 +137,14 @@ export class MachineConfigurationError extends TaintPropagatorError {
     this.machine = machine;
   }
 }
+
+/**
+ * The management cluster serves no Cluster API version the product reads (neither cluster.x-k8s.io/v1beta2 nor
+ * v1beta1, or one without the Machine/Cluster resources). Retryable: installing or upgrading Cluster API fixes it,
+ * and no change is dropped meanwhile (the forwarder keeps retrying, reconciles go back to the queue).
+ */
+export class UnsupportedClusterApiError extends TaintPropagatorError {
+  constructor(problem: string, cause?: unknown) {
+    super(`Unsupported Cluster API on the management cluster: ${problem}`, { retryable: true, cause });
+  }
+}

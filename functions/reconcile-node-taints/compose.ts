@@ -10,6 +10,7 @@ import { KubernetesClusterConnections, type WorkloadKubeConfigLoader } from '#sh
 import { clusterCredentialsReporter } from '#shared/adapters/kubernetes/credentials-reporter.ts';
 import { ConfigMapEnablementState, FixedEnablementState } from '#shared/adapters/kubernetes/enablement-state.ts';
 import { KubernetesEventRecorder } from '#shared/adapters/kubernetes/event-recorder.ts';
+import { KubernetesCapiDiscovery } from '#shared/adapters/kubernetes/capi-discovery.ts';
 import { KubernetesMachineStore } from '#shared/adapters/kubernetes/machine-store.ts';
 import { withPooledConnections } from '#shared/adapters/kubernetes/pooled-connections.ts';
 import { SqsRecordQueue, type SqsSender } from '#shared/adapters/sqs/record-queue.ts';
@@ -47,14 +48,22 @@ export function composeReconcile(args: ComposeArgs): BatchDeps {
   if (gateWarning) logger.warn(`STARTUP_TAINT_KEY: ${gateWarning}`);
   const metrics = args.metrics ?? defaultMetrics;
   const recorder = new KubernetesEventRecorder(kc, clock);
+  // Which Cluster API version to read: discovered once per container (and again after a 404 on the group version).
+  const capi = new KubernetesCapiDiscovery(kc, {
+    onUnsupported: (error) => {
+      metrics.addMetric(ReconcileMetric.UnsupportedClusterApi, MetricUnit.Count, 1);
+      logger.error('No supported Cluster API version on the management cluster; the record goes back to the queue', { reason: error.message });
+    },
+    onChosen: (version) => logger.info('Cluster API version chosen by discovery', { capiApiVersion: version }),
+  });
   return {
-    machines: new KubernetesMachineStore(kc),
+    machines: new KubernetesMachineStore(kc, capi),
     clusters: new KubernetesClusterConnections({
       management: refresh ? async () => withPooledConnections(await refresh()) : async () => kc,
       workload: async (cluster) => withPooledConnections(await args.workloadKubeConfig(cluster)),
       clock,
       // A Cluster whose kubeconfig is unusable or refused: log, metric, Warning Event on the Cluster.
-      reporter: clusterCredentialsReporter({ kubeConfig: kc, recorder, logger, clock, count: () => metrics.addMetric(ReconcileMetric.UnusableKubeconfigs, MetricUnit.Count, 1) }),
+      reporter: clusterCredentialsReporter({ kubeConfig: kc, capi, recorder, logger, clock, count: () => metrics.addMetric(ReconcileMetric.UnusableKubeconfigs, MetricUnit.Count, 1) }),
     }),
     recorder,
     enablement: config.firstEnabledAt ? new FixedEnablementState(config.firstEnabledAt) : new ConfigMapEnablementState(kc, config.stateNamespace, clock),

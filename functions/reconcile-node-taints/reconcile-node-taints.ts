@@ -61,8 +61,6 @@ export interface PlannedState {
   readonly trackingAnnotation: string | undefined;
 }
 
-const MACHINE_KIND = { apiVersion: 'cluster.x-k8s.io/v1beta2', kind: 'Machine' } as const;
-
 /** Reason of the Normal Event recorded when a declaration the forwarder saw invalid is valid again. */
 export const DECLARATION_VALID = 'DeclarationValid';
 
@@ -184,7 +182,7 @@ async function predatesEnablement(deps: ReconcileDeps, creationTimestamp: string
 /** Records an Event on the Machine; returns the failure instead of throwing, so the outcome stands. */
 async function recordEvent(deps: ReconcileDeps, machine: MachineSnapshot, type: 'Normal' | 'Warning', reason: string, message: string): Promise<unknown> {
   try {
-    await deps.recorder.record({ ...MACHINE_KIND, namespace: machine.namespace, name: machine.name, uid: machine.uid }, type, reason, message);
+    await deps.recorder.record({ apiVersion: machine.apiVersion, kind: 'Machine', namespace: machine.namespace, name: machine.name, uid: machine.uid }, type, reason, message);
     return undefined;
   } catch (error) {
     return error;

@@ -4,6 +4,7 @@
  * of them run the very same core.
  */
 import type { KubeConfig } from '@kubernetes/client-node';
+import { KubernetesCapiDiscovery } from '#shared/adapters/kubernetes/capi-discovery.ts';
 import { KubernetesLeaderLease } from '#shared/adapters/kubernetes/lease.ts';
 import { withPooledConnections } from '#shared/adapters/kubernetes/pooled-connections.ts';
 import { kubernetesWatchSources } from '#shared/adapters/kubernetes/watch-sources.ts';
@@ -12,6 +13,7 @@ import { createSqsEventPublisher, type SqsSendClient } from '#shared/adapters/sq
 import { sqsQueueDrained, type SqsAttributesClient } from '#shared/adapters/sqs/queue-drained.ts';
 import type { ForwarderConfig } from '#shared/config/forwarder-config.ts';
 import { ConfigError } from '#shared/errors.ts';
+import { ForwarderMetric } from '#shared/observability/metric-names.ts';
 import { logger as defaultLogger } from '#shared/observability/logger.ts';
 import type { Clock } from '#shared/ports/clock.ts';
 import type { EventPublisher } from '#shared/ports/event-publisher.ts';
@@ -50,10 +52,27 @@ export function composeWatchForwarder(args: ComposeForwarderArgs): WatchForwarde
     if (!args.sqs || !config.queueUrl) throw new ConfigError('QUEUE_URL', 'is required to send events');
     publisher = createSqsEventPublisher({ client: args.sqs, queueUrl: config.queueUrl });
   }
+  const logger = args.logger ?? defaultLogger;
+  // Which Cluster API version to read: discovered before the first list, again after a 404 on the group version.
+  // In `self` mode too: Machines are always read from the management cluster.
+  let lastProblem: string | undefined;
+  const capi = new KubernetesCapiDiscovery(kc, {
+    onUnsupported: (error) => {
+      args.telemetry.record(ForwarderMetric.UnsupportedClusterApi, 1);
+      if (error.message === lastProblem) return; // once per problem; the metric counts every attempt
+      lastProblem = error.message;
+      logger.error('No supported Cluster API version on the management cluster; retrying with backoff', { reason: error.message });
+    },
+    onChosen: (version) => {
+      lastProblem = undefined;
+      logger.info('Cluster API version chosen by discovery', { capiApiVersion: version });
+    },
+  });
   return {
     mode: config.clusterMode,
     sources: kubernetesWatchSources({
       managementKubeConfig: kc,
+      capi,
       workloadKubeConfigs: args.workloadKubeConfigs ?? workloadKubeConfigs(kc),
       ...(config.machineNamespace ? { machineNamespace: config.machineNamespace } : {}),
       ...(config.nodeLabelSelector ? { nodeLabelSelector: config.nodeLabelSelector } : {}),
@@ -73,7 +92,7 @@ export function composeWatchForwarder(args: ComposeForwarderArgs): WatchForwarde
     publisher,
     telemetry: args.telemetry,
     clock: args.clock ?? { now: () => new Date() },
-    logger: args.logger ?? defaultLogger,
+    logger,
     ...(args.nonDurableQueue && config.queueUrl ? { queueDrained: sqsQueueDrained(args.nonDurableQueue.client, config.queueUrl) } : {}),
   };
 }

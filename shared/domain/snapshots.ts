@@ -15,8 +15,10 @@ export interface NodeSnapshot {
   readonly taints: readonly Taint[];
 }
 
-/** A Cluster API Machine as read from the management cluster (v1beta2). */
+/** A Cluster API Machine as read from the management cluster (v1beta2 or v1beta1: one shape). */
 export interface MachineSnapshot {
+  /** The group version it was read in (`cluster.x-k8s.io/v1beta2` or `…/v1beta1`): Events about it name it. */
+  readonly apiVersion: string;
   readonly namespace: string;
   readonly name: string;
   readonly uid: string;

@@ -17,6 +17,8 @@ export const ReconcileMetric = {
   EventToWriteLatency: 'EventToWriteLatency',
   /** A workload cluster skipped because its kubeconfig is missing, broken or refused (exec, auth provider, file path). */
   UnusableKubeconfigs: 'UnusableKubeconfigs',
+  /** The management cluster serves neither cluster.x-k8s.io/v1beta2 nor v1beta1 with Machines and Clusters. */
+  UnsupportedClusterApi: 'UnsupportedClusterApi',
 } as const;
 export type ReconcileMetric = (typeof ReconcileMetric)[keyof typeof ReconcileMetric];
 
@@ -32,6 +34,8 @@ export const ForwarderMetric = {
   ForwarderLag: 'ForwarderLag',
   /** A workload cluster's Node watch skipped because its kubeconfig is missing, broken or refused. */
   UnusableKubeconfigs: 'UnusableKubeconfigs',
+  /** The management cluster serves neither cluster.x-k8s.io/v1beta2 nor v1beta1 with Machines and Clusters. */
+  UnsupportedClusterApi: 'UnsupportedClusterApi',
 } as const;
 export type ForwarderMetric = (typeof ForwarderMetric)[keyof typeof ForwarderMetric];
 

@@ -68,6 +68,7 @@ export function nodeBuilder() {
 /** Builds a MachineSnapshot (a worker Machine unless `.controlPlane()`). */
 export function machineBuilder() {
   let machine: MachineSnapshot = {
+    apiVersion: 'cluster.x-k8s.io/v1beta2',
     namespace: 'default',
     name: 'machine-1',
     uid: 'machine-uid-1',

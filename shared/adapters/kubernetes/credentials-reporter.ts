@@ -6,13 +6,14 @@
  * Reporting never throws: a failure to record the Event is logged and the skip goes on.
  */
 import { CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
+import { capiApiVersionString, CAPI_GROUP } from '#shared/domain/capi-api.ts';
 import { ClusterCredentialsError, RefusedKubeconfigError } from '#shared/errors.ts';
 import { logger as defaultLogger, LogKey } from '#shared/observability/logger.ts';
 import type { Clock } from '#shared/ports/clock.ts';
 import type { EventRecorder } from '#shared/ports/event-recorder.ts';
 import { KubernetesEventRecorder } from './event-recorder.ts';
 
-export const CLUSTER_API = { group: 'cluster.x-k8s.io', version: 'v1beta2', plural: 'clusters' } as const;
+import type { CapiApi } from './capi-discovery.ts';
 /** Event reasons on the Cluster. */
 export const KubeconfigEventReason = { Refused: 'KubeconfigRefused', Unusable: 'KubeconfigUnusable' } as const;
 
@@ -26,6 +27,8 @@ export interface ClusterCredentialsReporter {
 export interface CredentialsReporterOptions {
   /** The management cluster (where the Cluster and its Events live). */
   readonly kubeConfig: KubeConfig;
+  /** Which Cluster API group version the Cluster is read in (and its Event names). */
+  readonly capi: CapiApi;
   /** Counts one unusable-kubeconfig report (a metric). */
   readonly count: () => void;
   readonly recorder?: EventRecorder;
@@ -44,7 +47,8 @@ export function clusterCredentialsReporter(o: CredentialsReporterOptions): Clust
   let clusterUid = o.clusterUid;
   if (!clusterUid) {
     const api = o.kubeConfig.makeApiClient(CustomObjectsApi);
-    clusterUid = async (namespace, name) => ((await api.getNamespacedCustomObject({ ...CLUSTER_API, namespace, name })) as { metadata?: { uid?: string } }).metadata?.uid;
+    clusterUid = async (namespace, name) =>
+      ((await api.getNamespacedCustomObject({ group: CAPI_GROUP, version: await o.capi.version(), plural: 'clusters', namespace, name })) as { metadata?: { uid?: string } }).metadata?.uid;
   }
   const uidOf = clusterUid;
   const repeatAfterMs = o.repeatAfterMs ?? 10 * 60_000;
@@ -68,7 +72,7 @@ export function clusterCredentialsReporter(o: CredentialsReporterOptions): Clust
         const uid = await uidOf(cluster.namespace, cluster.name);
         if (!uid) return;
         await recorder.record(
-          { apiVersion: `${CLUSTER_API.group}/${CLUSTER_API.version}`, kind: 'Cluster', namespace: cluster.namespace, name: cluster.name, uid },
+          { apiVersion: capiApiVersionString(await o.capi.version()), kind: 'Cluster', namespace: cluster.namespace, name: cluster.name, uid },
           'Warning',
           refused ? KubeconfigEventReason.Refused : KubeconfigEventReason.Unusable,
           `Nodes of this cluster are skipped: ${error.message}`,

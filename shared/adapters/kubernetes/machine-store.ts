@@ -1,14 +1,19 @@
 /**
- * MachineStore over the management cluster: Cluster API Machines, v1beta2 (the first version with
- * `spec.taints`), read as custom objects.
+ * MachineStore over the management cluster: Cluster API Machines, read as custom objects in the group version that
+ * discovery chose (v1beta2, else v1beta1; see `capi-discovery.ts`). Both map to the same MachineSnapshot. A 404 for the
+ * whole collection (the version is no longer served: Cluster API upgraded or removed) makes discovery ask again and
+ * the read is retried once in the new version; a 404 for one Machine means it is gone.
  */
-import { CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
+import { ApiException, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
+import { capiApiVersionString, CAPI_GROUP, type CapiApiVersion } from '#shared/domain/capi-api.ts';
 import type { MachineSnapshot } from '#shared/domain/snapshots.ts';
 import { CLUSTER_NAME_LABEL } from '#shared/domain/taint.ts';
 import type { MachineStore } from '#shared/ports/machine-store.ts';
 import { statusOf, toProductError } from './api-errors.ts';
+import { isCollectionNotServed, type CapiApi } from './capi-discovery.ts';
 
-export const MACHINE_API = { group: 'cluster.x-k8s.io', version: 'v1beta2', plural: 'machines' } as const;
+/** Group and plural of Machines; the version comes from discovery. */
+export const MACHINES = { group: CAPI_GROUP, plural: 'machines' } as const;
 
 interface MachineObject {
   metadata?: {
@@ -22,44 +27,62 @@ interface MachineObject {
     annotations?: Record<string, string>;
   };
   spec?: { clusterName?: string; taints?: unknown };
+  /** v1beta2: `{name}`; v1beta1: a full ObjectReference (`{apiVersion, kind, name, uid}`). Only the name is read. */
   status?: { nodeRef?: { name?: string } };
 }
 
 export class KubernetesMachineStore implements MachineStore {
   readonly #api: CustomObjectsApi;
+  readonly #capi: CapiApi;
 
-  constructor(kubeConfig: KubeConfig) {
+  constructor(kubeConfig: KubeConfig, capi: CapiApi) {
     this.#api = kubeConfig.makeApiClient(CustomObjectsApi);
+    this.#capi = capi;
   }
 
   async getMachine(namespace: string, name: string): Promise<MachineSnapshot | undefined> {
-    try {
-      const machine = (await this.#api.getNamespacedCustomObject({ ...MACHINE_API, namespace, name })) as MachineObject;
-      return toMachineSnapshot(machine);
-    } catch (error) {
-      if (statusOf(error) === 404) return undefined;
-      throw toProductError(`Reading Machine ${namespace}/${name}`, error);
-    }
+    return this.#inServedVersion(`Reading Machine ${namespace}/${name}`, async (version) => {
+      try {
+        const machine = (await this.#api.getNamespacedCustomObject({ ...MACHINES, version, namespace, name })) as MachineObject;
+        return toMachineSnapshot(machine, version);
+      } catch (error) {
+        if (statusOf(error) === 404 && !isCollectionNotServed(404, error instanceof ApiException ? error.body : undefined)) return undefined;
+        throw error;
+      }
+    });
   }
 
   async findMachineByNodeName(clusterNamespace: string, clusterName: string | undefined, nodeName: string): Promise<MachineSnapshot | undefined> {
     const labelSelector = clusterName ? `${CLUSTER_NAME_LABEL}=${clusterName}` : undefined;
-    try {
+    return this.#inServedVersion(`Listing Machines for Node ${nodeName}`, async (version) => {
       const list = (clusterNamespace === ''
-        ? await this.#api.listClusterCustomObject({ ...MACHINE_API, ...(labelSelector ? { labelSelector } : {}) })
-        : await this.#api.listNamespacedCustomObject({ ...MACHINE_API, namespace: clusterNamespace, ...(labelSelector ? { labelSelector } : {}) })) as { items?: MachineObject[] };
+        ? await this.#api.listClusterCustomObject({ ...MACHINES, version, ...(labelSelector ? { labelSelector } : {}) })
+        : await this.#api.listNamespacedCustomObject({ ...MACHINES, version, namespace: clusterNamespace, ...(labelSelector ? { labelSelector } : {}) })) as { items?: MachineObject[] };
       const matches = (list.items ?? []).filter((m) => m.status?.nodeRef?.name === nodeName);
-      return matches.length === 1 ? toMachineSnapshot(matches[0] as MachineObject) : undefined;
-    } catch (error) {
-      throw toProductError(`Listing Machines for Node ${nodeName}`, error);
+      return matches.length === 1 ? toMachineSnapshot(matches[0] as MachineObject, version) : undefined;
+    });
+  }
+
+  /** Runs `read` in the discovered version; after a 404 for the collection, once more in the re-discovered one. */
+  async #inServedVersion<R>(operation: string, read: (version: CapiApiVersion) => Promise<R>): Promise<R> {
+    let version = await this.#capi.version();
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await read(version);
+      } catch (error) {
+        if (statusOf(error) !== 404 || attempt > 1) throw toProductError(operation, error);
+        this.#capi.notServed(version);
+        version = await this.#capi.version();
+      }
     }
   }
 }
 
-/** Maps the Machine custom object to the domain's view. */
-export function toMachineSnapshot(machine: MachineObject): MachineSnapshot {
+/** Maps the Machine custom object (read in `version`) to the domain's view. */
+export function toMachineSnapshot(machine: MachineObject, version: CapiApiVersion): MachineSnapshot {
   const m = machine.metadata ?? {};
   return {
+    apiVersion: capiApiVersionString(version),
     namespace: m.namespace ?? '',
     name: m.name ?? '',
     uid: m.uid ?? '',

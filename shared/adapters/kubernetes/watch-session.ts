@@ -37,6 +37,9 @@ export class ResourceVersionGoneError extends TaintPropagatorError {
   }
 }
 
+/** HTTP 404 for the collection itself: its group version (or CRD) is not served (any more). Retried with backoff. */
+export class CollectionNotServedError extends TransientError {}
+
 type Logger = Pick<typeof defaultLogger, 'info' | 'warn' | 'error' | 'debug'>;
 
 export interface WatchSessionOptions<T extends WatchedFacts> {
@@ -44,8 +47,13 @@ export interface WatchSessionOptions<T extends WatchedFacts> {
   readonly name: string;
   /** Credentials, resolved at every (re)connect so rotated kubeconfigs are picked up. */
   readonly kubeConfig: () => Promise<KubeConfig>;
-  /** Collection path, e.g. `/api/v1/nodes`. */
-  readonly path: string;
+  /**
+   * Collection path, e.g. `/api/v1/nodes`; or a function resolved before every (re)connect (the Cluster API group
+   * version comes from discovery). A 404 for the collection calls `collectionNotServed` and is retried with backoff.
+   */
+  readonly path: string | (() => Promise<string>);
+  /** Told when the server answers 404 for the collection (e.g. a group version no longer served). */
+  readonly collectionNotServed?: () => void;
   readonly labelSelector?: string;
   readonly toFacts: (obj: unknown) => T | undefined;
   /** Resume exactly from this resourceVersion; without it the first list announces every object as `resynced`. */
@@ -106,6 +114,7 @@ function statusError(status: number, body: string, operation: string, rv: string
     // not a Status: the status code alone
   }
   if (status === 401 || status === 403) return new AccessDeniedError(operation, detail);
+  if (status === 404) return new CollectionNotServedError(operation, detail);
   return new TransientError(operation, detail);
 }
 
@@ -140,6 +149,8 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
   private known = new Map<string, ListedObject<T>>();
   private resourceVersion: string | undefined;
   private resumeExpired = false;
+  /** The collection path of the current attempt (see WatchSessionOptions.path). */
+  private path = '';
 
   constructor(options: WatchSessionOptions<T>) {
     this.o = options;
@@ -157,6 +168,7 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
     let pending: 'start' | 'relist' | 'resync' | undefined = 'start';
     while (!signal.aborted) {
       try {
+        this.path = typeof this.o.path === 'string' ? this.o.path : await this.o.path();
         if (pending === 'start') await this.start(signal, onEvent);
         else if (pending === 'relist') await this.relist(signal, onEvent, false, 'watch expired (410 Gone)');
         else if (pending === 'resync') await this.relist(signal, onEvent, true, 'periodic resync');
@@ -181,6 +193,7 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
           // else: a list continuation expired; list again
           continue;
         }
+        if (err instanceof CollectionNotServedError) this.o.collectionNotServed?.();
         failures++;
         const delay = Math.floor(this.random() * Math.min(backoff.maxMs, backoff.initialMs * 2 ** Math.min(failures, 16)));
         this.o.telemetry?.record(ForwarderMetric.WatchRestarts, 1);
@@ -248,7 +261,7 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
     const q = new URLSearchParams();
     for (const [k, v] of Object.entries(params)) if (v !== undefined) q.set(k, v);
     if (this.o.labelSelector) q.set('labelSelector', this.o.labelSelector);
-    return `${this.o.path}?${q.toString()}`;
+    return `${this.path}?${q.toString()}`;
   }
 
   /** Paginated list, current (no resourceVersion) or exactly at `at`. */
@@ -261,15 +274,15 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
       const params = cont
         ? { limit: String(this.o.pageSize ?? 500), continue: cont }
         : { limit: String(this.o.pageSize ?? 500), resourceVersion: at, resourceVersionMatch: at ? 'Exact' : undefined };
-      const text = await this.bounded(`listing ${this.o.path}`, signal, async (bound) => {
+      const text = await this.bounded(`listing ${this.path}`, signal, async (bound) => {
         const res = await request(kc, this.query(params), bound);
         const body = await readAll(res.body);
-        if (res.status !== 200) throw statusError(res.status, body, `listing ${this.o.path}`, at);
+        if (res.status !== 200) throw statusError(res.status, body, `listing ${this.path}`, at);
         return body;
       });
       const body: unknown = JSON.parse(text);
       if (!isObject(body) || !Array.isArray(body.items) || !isObject(body.metadata)) {
-        throw new TransientError(`listing ${this.o.path}`, 'unexpected list response');
+        throw new TransientError(`listing ${this.path}`, 'unexpected list response');
       }
       listRv ??= typeof body.metadata.resourceVersion === 'string' ? body.metadata.resourceVersion : undefined;
       for (const raw of body.items) {
@@ -282,7 +295,7 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
       }
       cont = typeof body.metadata.continue === 'string' && body.metadata.continue !== '' ? body.metadata.continue : undefined;
     } while (cont);
-    if (!listRv) throw new TransientError(`listing ${this.o.path}`, 'list has no resourceVersion');
+    if (!listRv) throw new TransientError(`listing ${this.path}`, 'list has no resourceVersion');
     return { items, resourceVersion: listRv };
   }
 
@@ -344,7 +357,7 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
       );
       connected = true;
       clearTimeout(connectDeadline);
-      if (res.status !== 200) throw statusError(res.status, await readAll(res.body), `watching ${this.o.path}`, this.resourceVersion);
+      if (res.status !== 200) throw statusError(res.status, await readAll(res.body), `watching ${this.path}`, this.resourceVersion);
       res.body.on('data', () => {
         lastActivity = Date.now();
       });
@@ -362,7 +375,7 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
       }
       res.body.destroy();
     } catch (err) {
-      if (connectTimedOut && !signal.aborted) throw new TransientError(`watching ${this.o.path}`, `not connected within ${connectTimeoutMs} ms`, err);
+      if (connectTimedOut && !signal.aborted) throw new TransientError(`watching ${this.path}`, `not connected within ${connectTimeoutMs} ms`, err);
       if (!controller.signal.aborted) throw err;
     } finally {
       clearTimeout(connectDeadline);
@@ -402,7 +415,7 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
         this.log.info('Watch expired', { stream: this.o.name, resourceVersion: this.resourceVersion });
         return 'gone';
       }
-      throw new TransientError(`watching ${this.o.path}`, `watch ERROR ${JSON.stringify(obj).slice(0, 300)}`);
+      throw new TransientError(`watching ${this.path}`, `watch ERROR ${JSON.stringify(obj).slice(0, 300)}`);
     }
     const change = WATCH_TYPES[parsed.type];
     const facts = change ? this.o.toFacts(obj) : undefined;

@@ -1,6 +1,8 @@
 /**
- * The forwarder's WatchSources over real API servers: Machines and Clusters (cluster.x-k8s.io/v1beta2)
- * in the management cluster, Nodes in each workload cluster (credentials from the kubeconfig Secret).
+ * The forwarder's WatchSources over real API servers: Machines and Clusters (cluster.x-k8s.io, in the version
+ * discovery chose: v1beta2, else v1beta1) in the management cluster, Nodes in each workload cluster (credentials from
+ * the kubeconfig Secret). The version is resolved before every (re)connect; a 404 for the collection makes discovery
+ * ask again, so a Cluster API upgrade that stops serving a version is followed without a restart.
  */
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { ClusterRef } from '#shared/domain/cloud-event.ts';
@@ -14,12 +16,14 @@ import { ClusterCredentialsError } from '#shared/errors.ts';
 import { ForwarderMetric } from '#shared/observability/metric-names.ts';
 import { nodeStreamKey, MACHINES_STREAM } from '#shared/domain/watch-event.ts';
 
-/** Cluster API group/version the forwarder reads. */
-export const CAPI_GROUP_VERSION = 'cluster.x-k8s.io/v1beta2';
+import { capiApiVersionString } from '#shared/domain/capi-api.ts';
+import type { CapiApi } from './capi-discovery.ts';
 
 export interface KubernetesWatchSourcesOptions {
   readonly managementKubeConfig: KubeConfig;
   readonly workloadKubeConfigs: WorkloadKubeConfigs;
+  /** Which Cluster API group version to read (discovery over the management cluster). */
+  readonly capi: CapiApi;
   /** Watch Machines of one namespace only (default all). */
   readonly machineNamespace?: string;
   /** Watch only Nodes matching this selector (default all). */
@@ -44,7 +48,7 @@ export function kubernetesWatchSources(o: KubernetesWatchSourcesOptions): WatchS
   function session<T extends WatchedFacts>(
     name: string,
     kubeConfig: () => Promise<KubeConfig>,
-    path: string,
+    path: string | (() => Promise<string>),
     toFacts: (obj: unknown) => T | undefined,
     start: StreamStart,
     extra: Partial<WatchSessionOptions<T>> = {},
@@ -66,7 +70,7 @@ export function kubernetesWatchSources(o: KubernetesWatchSourcesOptions): WatchS
   const management = async (): Promise<KubeConfig> => o.managementKubeConfig;
   const reporter =
     o.credentialsReporter ??
-    clusterCredentialsReporter({ kubeConfig: o.managementKubeConfig, count: () => o.telemetry?.record(ForwarderMetric.UnusableKubeconfigs, 1) });
+    clusterCredentialsReporter({ kubeConfig: o.managementKubeConfig, capi: o.capi, count: () => o.telemetry?.record(ForwarderMetric.UnusableKubeconfigs, 1) });
   const workloadKubeConfig = async (cluster: ClusterRef): Promise<KubeConfig> => {
     try {
       return await o.workloadKubeConfigs.get(cluster);
@@ -75,16 +79,31 @@ export function kubernetesWatchSources(o: KubernetesWatchSourcesOptions): WatchS
       throw err;
     }
   };
-  const capiPath = (plural: string, namespace?: string): string =>
-    namespace ? `/apis/${CAPI_GROUP_VERSION}/namespaces/${encodeURIComponent(namespace)}/${plural}` : `/apis/${CAPI_GROUP_VERSION}/${plural}`;
+  // The version of the current attempt, so that a 404 re-checks only when it was about the version still in use.
+  const capiPath = (plural: string, namespace?: string) => {
+    let used: Awaited<ReturnType<CapiApi['version']>> | undefined;
+    return {
+      path: async (): Promise<string> => {
+        used = await o.capi.version();
+        const gv = capiApiVersionString(used);
+        return namespace ? `/apis/${gv}/namespaces/${encodeURIComponent(namespace)}/${plural}` : `/apis/${gv}/${plural}`;
+      },
+      collectionNotServed: (): void => {
+        if (used) o.capi.notServed(used);
+      },
+    };
+  };
+  const machinesPath = capiPath('machines', o.machineNamespace);
+  const clustersPath = capiPath('clusters', o.machineNamespace);
   return {
     machines(start: StreamStart): WatchStream<MachineFacts> {
-      return session(MACHINES_STREAM, management, capiPath('machines', o.machineNamespace), toMachineFacts, start, {
+      return session(MACHINES_STREAM, management, machinesPath.path, toMachineFacts, start, {
         resyncIntervalMs: o.resyncIntervalMs ?? 0,
+        collectionNotServed: machinesPath.collectionNotServed,
       });
     },
     clusters(start: StreamStart): WatchStream<ClusterFacts> {
-      return session('clusters', management, capiPath('clusters', o.machineNamespace), toClusterFacts, start);
+      return session('clusters', management, clustersPath.path, toClusterFacts, start, { collectionNotServed: clustersPath.collectionNotServed });
     },
     nodes(cluster: ClusterRef, start: StreamStart): WatchStream<NodeFacts> {
       return session(nodeStreamKey(cluster), () => workloadKubeConfig(cluster), '/api/v1/nodes', toNodeFacts, start, {

@@ -24,7 +24,7 @@ interface NodeState {
 }
 
 function machine(specTaints: MachineTaint[] | undefined, annotations: Record<string, string> = {}): MachineSnapshot {
-  return { namespace: 'ns', name: 'm', uid: 'u', resourceVersion: '1', labels: {}, annotations, specTaints, nodeName: 'n', deleting: false };
+  return { apiVersion: 'cluster.x-k8s.io/v1beta2', namespace: 'ns', name: 'm', uid: 'u', resourceVersion: '1', labels: {}, annotations, specTaints, nodeName: 'n', deleting: false };
 }
 
 function declarationOf(m: MachineSnapshot): EffectiveDeclaration {

@@ -8,7 +8,7 @@ const MACHINE = 'taints.capi-taint-propagator.dev/machine';
 const GATE = { key: UNINITIALIZED_TAINT_KEY, effect: 'NoSchedule' };
 
 function machine(overrides: Partial<MachineSnapshot> = {}): MachineSnapshot {
-  return { namespace: 'ns', name: 'm1', uid: 'u', resourceVersion: '1', labels: {}, annotations: {}, specTaints: undefined, nodeName: 'n1', deleting: false, ...overrides };
+  return { apiVersion: 'cluster.x-k8s.io/v1beta2', namespace: 'ns', name: 'm1', uid: 'u', resourceVersion: '1', labels: {}, annotations: {}, specTaints: undefined, nodeName: 'n1', deleting: false, ...overrides };
 }
 
 function node(overrides: Partial<NodeSnapshot> = {}): NodeSnapshot {

@@ -4,6 +4,7 @@
  * errors — driven through the product's boundaries and the real Powertools logger (the product's createLogger, DEBUG)
  * and Powertools metrics; every captured line, recorded Event and dead letter is searched for the planted secrets.
  */
+import { fixedCapiApi } from '#shared/adapters/kubernetes/capi-discovery.ts';
 import { Metrics } from '@aws-lambda-powertools/metrics';
 import { GetSecretValueCommand, ResourceNotFoundException, SecretsManagerClient, DecryptionFailure } from '@aws-sdk/client-secrets-manager';
 import { ChangeMessageVisibilityCommand, SendMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
@@ -99,6 +100,7 @@ it('keeps every planted secret out of logs, Events, metrics and dead letters on 
   });
   const reporter = clusterCredentialsReporter({
     kubeConfig: new KubeConfig(),
+    capi: fixedCapiApi('v1beta2'),
     recorder,
     logger,
     clusterUid: async (_ns, name) => `uid-${name}`,

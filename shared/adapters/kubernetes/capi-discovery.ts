@@ -1,0 +1,112 @@
+/**
+ * Discovery of the Cluster API group version to read (see `#shared/domain/capi-api.ts` for the rule): asks the
+ * management cluster which of `cluster.x-k8s.io/v1beta2` and `v1beta1` it serves with Machines and Clusters, once,
+ * and keeps the answer until a caller reports a 404 on the group version (Cluster API upgraded or removed), when the
+ * next call asks again. One API call on a current Cluster API (v1beta2 served), two on v1.10 and older, three when
+ * neither is served (the third, `/apis`, only to say precisely what is served).
+ */
+import { ApisApi, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
+import { CAPI_GROUP, chooseCapiApiVersion, SUPPORTED_CAPI_API_VERSIONS, type CapiApiVersion, type ServedVersion } from '#shared/domain/capi-api.ts';
+import { UnsupportedClusterApiError } from '#shared/errors.ts';
+import { statusOf, toProductError } from './api-errors.ts';
+
+/** The group version in use, resolved lazily. */
+export interface CapiApi {
+  /** The version to read; throws UnsupportedClusterApiError when none is served, a TransientError when discovery failed. */
+  version(): Promise<CapiApiVersion>;
+  /** A read in `version` answered 404 for the whole resource: ask the server again on the next call. */
+  notServed(version: CapiApiVersion): void;
+}
+
+/** A fixed version (tests, and callers that already know). */
+export function fixedCapiApi(version: CapiApiVersion): CapiApi {
+  return { version: async () => version, notServed: () => undefined };
+}
+
+export interface CapiDiscoveryOptions {
+  /** Called once per discovery that found no supported version (log + metric). */
+  readonly onUnsupported?: (error: UnsupportedClusterApiError) => void;
+  /** Called when discovery settled on a version (including a change after a re-check). */
+  readonly onChosen?: (version: CapiApiVersion) => void;
+}
+
+/** Discovery over the management cluster's API server. */
+export class KubernetesCapiDiscovery implements CapiApi {
+  readonly #custom: CustomObjectsApi;
+  readonly #apis: ApisApi;
+  readonly #o: CapiDiscoveryOptions;
+  #cached: Promise<CapiApiVersion> | undefined;
+  #current: CapiApiVersion | undefined;
+
+  constructor(kubeConfig: KubeConfig, options: CapiDiscoveryOptions = {}) {
+    this.#custom = kubeConfig.makeApiClient(CustomObjectsApi);
+    this.#apis = kubeConfig.makeApiClient(ApisApi);
+    this.#o = options;
+  }
+
+  version(): Promise<CapiApiVersion> {
+    this.#cached ??= this.#discover().catch((error: unknown) => {
+      this.#cached = undefined; // ask again next time: a failed or unsupported discovery is not remembered
+      throw error;
+    });
+    return this.#cached;
+  }
+
+  notServed(version: CapiApiVersion): void {
+    if (this.#current === version) {
+      this.#cached = undefined;
+      this.#current = undefined;
+    }
+  }
+
+  async #discover(): Promise<CapiApiVersion> {
+    const found: Partial<Record<CapiApiVersion, ServedVersion>> = {};
+    for (const version of SUPPORTED_CAPI_API_VERSIONS) {
+      found[version] = await this.#served(version);
+      const choice = chooseCapiApiVersion(found);
+      if (choice.supported) return this.#chosen(choice.version);
+    }
+    let groupVersions: string[] | undefined;
+    try {
+      const groups = await this.#apis.getAPIVersions();
+      groupVersions = groups.groups.find((g) => g.name === CAPI_GROUP)?.versions.map((v) => v.version);
+    } catch (error) {
+      throw toProductError('Listing API groups', error);
+    }
+    const choice = chooseCapiApiVersion(found, groupVersions);
+    if (choice.supported) return this.#chosen(choice.version); // served between the two calls
+    const error = new UnsupportedClusterApiError(choice.problem);
+    this.#o.onUnsupported?.(error);
+    throw error;
+  }
+
+  #chosen(version: CapiApiVersion): CapiApiVersion {
+    if (this.#current !== version) this.#o.onChosen?.(version);
+    this.#current = version;
+    return version;
+  }
+
+  async #served(version: CapiApiVersion): Promise<ServedVersion> {
+    try {
+      const list = await this.#custom.getAPIResources({ group: CAPI_GROUP, version });
+      return { served: true, resources: list.resources.map((r) => r.name).filter((n) => !n.includes('/')) };
+    } catch (error) {
+      if (statusOf(error) === 404) return { served: false };
+      throw toProductError(`Discovering ${CAPI_GROUP}/${version}`, error);
+    }
+  }
+}
+
+/**
+ * True when a 404 says the collection itself is not served (a plain "404 page not found", no Kubernetes Status
+ * naming an object), as opposed to one object that does not exist.
+ */
+export function isCollectionNotServed(status: number | undefined, body: unknown): boolean {
+  if (status !== 404) return false;
+  try {
+    const parsed = JSON.parse(String(body)) as { kind?: unknown; details?: { name?: unknown } };
+    return !(parsed.kind === 'Status' && typeof parsed.details?.name === 'string' && parsed.details.name !== '');
+  } catch {
+    return true;
+  }
+}
