@@ -95,6 +95,11 @@ export interface StartOptions {
    * the Cluster API CRDs, which is what tests writing bare Machines need).
    */
   readonly capi?: CapiOptions | false;
+  /**
+   * Cluster API release whose CRDs (and manager) to run, e.g. `v1.10.9` (default: `CAPI_VERSION`, else the pinned
+   * default). The version matrix starts one control plane per release with it.
+   */
+  readonly clusterApiVersion?: string;
 }
 
 /** Thrown when the control plane cannot run here (no binaries and no Go, no CRDs); `reason` says why and how to fix it. */
@@ -219,11 +224,13 @@ export async function startControlPlane(opts: StartOptions = {}): Promise<Contro
   const log = opts.log ?? ((line: string) => process.stderr.write(`${line}\n`));
   const binaries = await resolveBinaries({ build: opts.build ?? true, log });
   if (!binaries.available) throw new ControlPlaneUnavailableError(binaries.reason);
-  const manifests = resolveClusterApiManifests();
+  // An explicit release ignores the overrides that name one release's files (a manager binary, an unpacked module).
+  const env = opts.clusterApiVersion ? { ...process.env, CAPI_VERSION: opts.clusterApiVersion, TEST_ASSET_CLUSTER_API_MANAGER: '', CAPI_MODULE_DIR: '' } : process.env;
+  const manifests = resolveClusterApiManifests(env);
   if (!manifests.available) throw new ControlPlaneUnavailableError(manifests.reason);
   let managerBinary: string | undefined;
   if (opts.capi) {
-    const manager = await resolveClusterApiManager({ build: opts.build ?? true, log });
+    const manager = await resolveClusterApiManager({ build: opts.build ?? true, log, env });
     if (!manager.available) throw new ControlPlaneUnavailableError(manager.reason);
     managerBinary = manager.value;
   }

@@ -1,6 +1,7 @@
 /**
- * CRDs of the local Cluster API provider (all `v1alpha1`), with the contract label Cluster API requires on every
- * provider CRD (`cluster.x-k8s.io/v1beta2: <served versions joined by _>`):
+ * CRDs of the local Cluster API provider (all `v1alpha1`), with the contract labels Cluster API requires on every
+ * provider CRD (`cluster.x-k8s.io/<contract>: <served versions joined by _>`), for both contracts: `v1beta2`
+ * (CAPI v1.11 and later) and `v1beta1` (CAPI v1.10 and older):
  *
  * | group | kinds |
  * |---|---|
@@ -116,7 +117,7 @@ function crd(o: CrdShape): V1CustomResourceDefinition {
     kind: 'CustomResourceDefinition',
     metadata: {
       name: `${o.kind.plural}.${o.kind.group}`,
-      labels: { 'cluster.x-k8s.io/v1beta2': VERSION, 'cluster.x-k8s.io/provider': 'local' },
+      labels: { 'cluster.x-k8s.io/v1beta2': VERSION, 'cluster.x-k8s.io/v1beta1': VERSION, 'cluster.x-k8s.io/provider': 'local' },
     },
     spec: {
       group: o.kind.group,

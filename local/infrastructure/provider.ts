@@ -14,6 +14,11 @@
  *   initialized, at `spec.version`, with `spec.replicas` replicas ready and up to date.
  * - **LocalBootstrapConfig** (bootstrap): a bootstrap data Secret (nothing to run) and `status.dataSecretName`.
  *
+ * Both provider contracts are served at once, so one provider works with every Cluster API release from v1.8 on: the
+ * CRDs carry both contract labels (`cluster.x-k8s.io/v1beta1` and `…/v1beta2`), and each status carries the v1beta2
+ * contract fields (`initialization.provisioned`, `initialization.controlPlaneInitialized`, `initialization.dataSecretCreated`)
+ * and the v1beta1 ones (`ready`, `initialized`). Machines are read in the version of their owner reference.
+ *
  * Where a Cluster's Nodes live is one function, {@link NodeClusterResolver}: today every Cluster is self-hosted (its
  * Nodes are in the management API server); a resolver returning another API server per Cluster is all it takes to
  * give Clusters their own workload API servers.
@@ -194,8 +199,8 @@ export class LocalProvider {
     if (!(o.spec?.['controlPlaneEndpoint'] as { host?: string } | undefined)?.host) {
       await this.#custom.patchNamespacedCustomObject({ ...gvp(LOCAL_CLUSTER), namespace: ns, name: o.metadata?.name ?? '', body: { spec: { controlPlaneEndpoint: endpoint } } }, MERGE);
     }
-    if ((o.status?.['initialization'] as { provisioned?: boolean } | undefined)?.provisioned !== true) {
-      await this.#custom.patchNamespacedCustomObjectStatus({ ...gvp(LOCAL_CLUSTER), namespace: ns, name: o.metadata?.name ?? '', body: { status: { initialization: { provisioned: true } } } }, MERGE);
+    if ((o.status?.['initialization'] as { provisioned?: boolean } | undefined)?.provisioned !== true || o.status?.['ready'] !== true) {
+      await this.#custom.patchNamespacedCustomObjectStatus({ ...gvp(LOCAL_CLUSTER), namespace: ns, name: o.metadata?.name ?? '', body: { status: { initialization: { provisioned: true }, ready: true } } }, MERGE);
       this.#log(`[local-provider] LocalCluster ${ns}/${o.metadata?.name} provisioned for Cluster ${owner.name} (Nodes at ${target.server})`);
     }
   }
@@ -274,7 +279,9 @@ export class LocalProvider {
     // The watch may not have delivered our own last status write yet: check the stored object before registering.
     const fresh = (await this.#custom.getNamespacedCustomObject({ ...gvp(LOCAL_MACHINE), namespace: ns, name })) as Obj;
     if ((fresh.status?.['initialization'] as { provisioned?: boolean } | undefined)?.provisioned === true) return;
-    const machine = (await this.#custom.getNamespacedCustomObject({ group: CAPI_GROUP, version: 'v1beta2', plural: 'machines', namespace: ns, name: owner.name })) as Obj;
+    // In the version Cluster API wrote the owner reference with (v1beta1 up to CAPI v1.10, v1beta2 from v1.11).
+    const machineVersion = owner.apiVersion.split('/')[1] ?? 'v1beta2';
+    const machine = (await this.#custom.getNamespacedCustomObject({ group: CAPI_GROUP, version: machineVersion, plural: 'machines', namespace: ns, name: owner.name })) as Obj;
     const clusterName = (machine.spec?.['clusterName'] as string | undefined) ?? o.metadata?.labels?.[CLUSTER_NAME_LABEL] ?? '';
     const target = this.#nodeClusterFor({ namespace: ns, name: clusterName });
     const providerID = providerIdOf(ns, owner.name);
@@ -290,7 +297,7 @@ export class LocalProvider {
       await this.#custom.patchNamespacedCustomObject({ ...gvp(LOCAL_MACHINE), namespace: ns, name, body: { spec: { providerID } } }, MERGE);
     }
     await this.#custom.patchNamespacedCustomObjectStatus(
-      { ...gvp(LOCAL_MACHINE), namespace: ns, name, body: { status: { initialization: { provisioned: true }, addresses, nodeName: owner.name } } },
+      { ...gvp(LOCAL_MACHINE), namespace: ns, name, body: { status: { initialization: { provisioned: true }, ready: true, addresses, nodeName: owner.name } } },
       MERGE,
     );
     this.#log(`[local-provider] LocalMachine ${ns}/${name} provisioned: Node ${owner.name} (${providerID})`);
@@ -393,6 +400,10 @@ export class LocalProvider {
     const replicas = (o.spec?.['replicas'] as number | undefined) ?? 0;
     const desired = {
       initialization: { controlPlaneInitialized: true },
+      ready: true, // v1beta1 contract
+      initialized: true, // v1beta1 contract
+      updatedReplicas: replicas, // v1beta1 contract
+      unavailableReplicas: 0, // v1beta1 contract
       ...(version ? { version } : {}),
       replicas,
       readyReplicas: replicas,
@@ -412,7 +423,7 @@ export class LocalProvider {
     if (o.metadata?.deletionTimestamp) return;
     const ns = o.metadata?.namespace ?? '';
     const name = o.metadata?.name ?? '';
-    if (o.status?.['dataSecretName'] === name && (o.status?.['initialization'] as { dataSecretCreated?: boolean } | undefined)?.dataSecretCreated === true) return;
+    if (o.status?.['dataSecretName'] === name && (o.status?.['initialization'] as { dataSecretCreated?: boolean } | undefined)?.dataSecretCreated === true && o.status?.['ready'] === true) return;
     const clusterName = o.metadata?.labels?.[CLUSTER_NAME_LABEL];
     try {
       await this.#core.createNamespacedSecret({
@@ -432,7 +443,7 @@ export class LocalProvider {
       if (!(e instanceof ApiException) || e.code !== 409) throw e;
     }
     await this.#custom.patchNamespacedCustomObjectStatus(
-      { ...gvp(LOCAL_BOOTSTRAP_CONFIG), namespace: ns, name, body: { status: { initialization: { dataSecretCreated: true }, dataSecretName: name } } },
+      { ...gvp(LOCAL_BOOTSTRAP_CONFIG), namespace: ns, name, body: { status: { initialization: { dataSecretCreated: true }, ready: true, dataSecretName: name } } },
       MERGE,
     );
   }

@@ -19,11 +19,23 @@ import {
 } from '#local/infrastructure/crds.ts';
 import { MERGE_PATCH, uniqueName, waitFor, type MachineTaint } from './control-plane.ts';
 import type { ProvidedCapiControlPlane } from './capi-control-plane-setup.ts';
+import type { CapiApiVersion } from '#shared/domain/capi-api.ts';
 
 export const CAPI = { group: 'cluster.x-k8s.io', version: 'v1beta2' } as const;
 export const CLUSTERS = { ...CAPI, plural: 'clusters' } as const;
 export const MACHINE_DEPLOYMENTS = { ...CAPI, plural: 'machinedeployments' } as const;
 export const MACHINES = { ...CAPI, plural: 'machines' } as const;
+
+/** The Cluster API objects in one group version (v1beta1 for releases up to v1.10). */
+export function capiResources(version: CapiApiVersion = 'v1beta2') {
+  const gv = { group: CAPI.group, version };
+  return { clusters: { ...gv, plural: 'clusters' }, machineDeployments: { ...gv, plural: 'machinedeployments' }, machines: { ...gv, plural: 'machines' } } as const;
+}
+
+/** A reference to a provider object as the version spells it: v1beta2 `{apiGroup, kind, name}`, v1beta1 `{apiVersion, kind, name}`. */
+function providerRef(k: KindApi, name: string, version: CapiApiVersion): Record<string, string> {
+  return version === 'v1beta2' ? { apiGroup: k.group, kind: k.kind, name } : { apiVersion: `${k.group}/${k.version}`, kind: k.kind, name };
+}
 /** Label Cluster API puts on the Machines of a MachineDeployment. */
 export const DEPLOYMENT_NAME_LABEL = 'cluster.x-k8s.io/deployment-name';
 /** Kubernetes version the Machines "run" (the local API server's). */
@@ -89,28 +101,29 @@ function conditionTrue(o: Obj, type: string): boolean {
  * Waits until the provider has written the `<name>-kubeconfig` Secret, the control plane counts as initialized and
  * Cluster API's connection to the Cluster is up (condition `RemoteConnectionProbe`), i.e. until Machines can get Nodes.
  */
-export async function createSelfHostedCluster(kc: KubeConfig, namespace: string, name = uniqueName('cluster'), timeoutMs = 60_000): Promise<string> {
+export async function createSelfHostedCluster(kc: KubeConfig, namespace: string, name = uniqueName('cluster'), timeoutMs = 60_000, version: CapiApiVersion = 'v1beta2'): Promise<string> {
   await create(kc, gvp(LOCAL_CLUSTER), LOCAL_CLUSTER.kind, namespace, { metadata: { name } });
   await create(kc, gvp(LOCAL_CONTROL_PLANE), LOCAL_CONTROL_PLANE.kind, namespace, { metadata: { name }, spec: { version: KUBERNETES_VERSION } });
-  await create(kc, CLUSTERS, 'Cluster', namespace, {
+  await create(kc, capiResources(version).clusters, 'Cluster', namespace, {
     metadata: { name },
-    spec: {
-      controlPlaneRef: { apiGroup: LOCAL_CONTROL_PLANE.group, kind: LOCAL_CONTROL_PLANE.kind, name },
-      infrastructureRef: { apiGroup: LOCAL_CLUSTER.group, kind: LOCAL_CLUSTER.kind, name },
-    },
+    spec: { controlPlaneRef: providerRef(LOCAL_CONTROL_PLANE, name, version), infrastructureRef: providerRef(LOCAL_CLUSTER, name, version) },
   });
-  await waitForClusterConnected(kc, namespace, name, timeoutMs);
+  await waitForClusterConnected(kc, namespace, name, timeoutMs, version);
   return name;
 }
 
-/** Waits until the Cluster's kubeconfig Secret exists and Cluster API reports the remote connection up. */
-export async function waitForClusterConnected(kc: KubeConfig, namespace: string, name: string, timeoutMs = 60_000): Promise<Obj> {
+/**
+ * Waits until the Cluster's kubeconfig Secret exists and Cluster API reports the control plane initialized and (from
+ * v1beta2) the remote connection up; v1beta1 has no such condition: there the infrastructure must be ready.
+ */
+export async function waitForClusterConnected(kc: KubeConfig, namespace: string, name: string, timeoutMs = 60_000, version: CapiApiVersion = 'v1beta2'): Promise<Obj> {
   const core = kc.makeApiClient(CoreV1Api);
   await waitFor(() => core.readNamespacedSecret({ namespace, name: `${name}-kubeconfig` }), { timeoutMs, description: `Secret ${namespace}/${name}-kubeconfig` });
   return waitFor(
     async () => {
-      const c = await getObject(kc, CLUSTERS, namespace, name);
-      return conditionTrue(c, 'ControlPlaneInitialized') && conditionTrue(c, 'RemoteConnectionProbe') ? c : undefined;
+      const c = await getObject(kc, capiResources(version).clusters, namespace, name);
+      const connected = version === 'v1beta2' ? conditionTrue(c, 'RemoteConnectionProbe') : c.status?.['infrastructureReady'] === true;
+      return conditionTrue(c, 'ControlPlaneInitialized') && connected ? c : undefined;
     },
     { timeoutMs, intervalMs: 200, description: `Cluster ${namespace}/${name} to be initialized and connected` },
   );
@@ -127,6 +140,8 @@ export interface MachineDeploymentOptions {
   readonly taints?: readonly MachineTaint[];
   /** Taints the Nodes register with (LocalMachineTemplate `spec.template.spec.startupTaints`). */
   readonly startupTaints?: readonly { key: string; value?: string; effect: string }[];
+  /** The group version to write in (default v1beta2; v1beta1 for Cluster API v1.10 and older). */
+  readonly capiVersion?: CapiApiVersion;
 }
 
 /** Creates a LocalMachineTemplate, a LocalBootstrapConfigTemplate and a MachineDeployment using them; returns the name. */
@@ -137,7 +152,8 @@ export async function createMachineDeployment(kc: KubeConfig, namespace: string,
     spec: { template: { spec: o.startupTaints && o.startupTaints.length > 0 ? { startupTaints: o.startupTaints } : {} } },
   });
   await create(kc, gvp(LOCAL_BOOTSTRAP_CONFIG_TEMPLATE), LOCAL_BOOTSTRAP_CONFIG_TEMPLATE.kind, namespace, { metadata: { name }, spec: { template: { spec: {} } } });
-  await create(kc, MACHINE_DEPLOYMENTS, 'MachineDeployment', namespace, {
+  const version = o.capiVersion ?? 'v1beta2';
+  await create(kc, capiResources(version).machineDeployments, 'MachineDeployment', namespace, {
     metadata: { name },
     spec: {
       clusterName: o.cluster,
@@ -147,8 +163,8 @@ export async function createMachineDeployment(kc: KubeConfig, namespace: string,
         spec: {
           clusterName: o.cluster,
           version: KUBERNETES_VERSION,
-          bootstrap: { configRef: { apiGroup: LOCAL_BOOTSTRAP_CONFIG_TEMPLATE.group, kind: LOCAL_BOOTSTRAP_CONFIG_TEMPLATE.kind, name } },
-          infrastructureRef: { apiGroup: LOCAL_MACHINE_TEMPLATE.group, kind: LOCAL_MACHINE_TEMPLATE.kind, name },
+          bootstrap: { configRef: providerRef(LOCAL_BOOTSTRAP_CONFIG_TEMPLATE, name, version) },
+          infrastructureRef: providerRef(LOCAL_MACHINE_TEMPLATE, name, version),
           ...(o.taints && o.taints.length > 0 ? { taints: o.taints.map((t) => ({ ...t, propagation: t.propagation ?? 'Always' })) } : {}),
         },
       },
@@ -158,8 +174,8 @@ export async function createMachineDeployment(kc: KubeConfig, namespace: string,
 }
 
 /** Sets `spec.replicas` of a MachineDeployment. */
-export async function scaleMachineDeployment(kc: KubeConfig, namespace: string, name: string, replicas: number): Promise<void> {
-  await kc.makeApiClient(CustomObjectsApi).patchNamespacedCustomObject({ ...MACHINE_DEPLOYMENTS, namespace, name, body: { spec: { replicas } } }, MERGE_PATCH);
+export async function scaleMachineDeployment(kc: KubeConfig, namespace: string, name: string, replicas: number, version: CapiApiVersion = 'v1beta2'): Promise<void> {
+  await kc.makeApiClient(CustomObjectsApi).patchNamespacedCustomObject({ ...capiResources(version).machineDeployments, namespace, name, body: { spec: { replicas } } }, MERGE_PATCH);
 }
 
 /** A Machine of a MachineDeployment and the Node Cluster API linked it to. */
@@ -172,11 +188,11 @@ export interface MachineNode {
  * Waits until the MachineDeployment has exactly `replicas` Machines (none deleting), each with a `status.nodeRef`
  * written by Cluster API to an existing Node; returns them sorted by Machine name.
  */
-export async function waitForMachineNodes(kc: KubeConfig, namespace: string, deployment: string, replicas: number, timeoutMs = 60_000): Promise<MachineNode[]> {
+export async function waitForMachineNodes(kc: KubeConfig, namespace: string, deployment: string, replicas: number, timeoutMs = 60_000, version: CapiApiVersion = 'v1beta2'): Promise<MachineNode[]> {
   const core = kc.makeApiClient(CoreV1Api);
   return waitFor(
     async () => {
-      const machines = await listObjects(kc, MACHINES, namespace, `${DEPLOYMENT_NAME_LABEL}=${deployment}`);
+      const machines = await listObjects(kc, capiResources(version).machines, namespace, `${DEPLOYMENT_NAME_LABEL}=${deployment}`);
       if (machines.length !== replicas || machines.some((m) => m.metadata.deletionTimestamp)) return undefined;
       const pairs: MachineNode[] = [];
       for (const machine of machines) {
