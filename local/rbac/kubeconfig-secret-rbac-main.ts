@@ -7,6 +7,7 @@
  */
 import { CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
 import { describeApiError } from '#shared/adapters/kubernetes/api-errors.ts';
+import { KubernetesCapiDiscovery } from '#shared/adapters/kubernetes/capi-discovery.ts';
 import { kubeconfigSecretRbac, parseClusterArgs, toYamlStream, type ClusterName } from './kubeconfig-secret-rbac.ts';
 
 const args = process.argv.slice(2);
@@ -17,7 +18,8 @@ try {
   } else {
     const kc = new KubeConfig();
     kc.loadFromDefault();
-    const list = (await kc.makeApiClient(CustomObjectsApi).listClusterCustomObject({ group: 'cluster.x-k8s.io', version: 'v1beta2', plural: 'clusters' })) as {
+    const version = await new KubernetesCapiDiscovery(kc).version(); // v1beta2, or v1beta1 on CAPI v1.10 and older
+    const list = (await kc.makeApiClient(CustomObjectsApi).listClusterCustomObject({ group: 'cluster.x-k8s.io', version, plural: 'clusters' })) as {
       items?: Array<{ metadata?: { namespace?: string; name?: string } }>;
     };
     clusters = (list.items ?? []).flatMap((c) => (c.metadata?.namespace && c.metadata.name ? [{ namespace: c.metadata.namespace, name: c.metadata.name }] : []));

@@ -9,9 +9,12 @@ import { ApiextensionsV1Api, KubeConfig } from '@kubernetes/client-node';
 import { startControlPlane, type ControlPlane } from '#local/control-plane/control-plane.ts';
 import { KubernetesCapiDiscovery, type CapiApi } from '#shared/adapters/kubernetes/capi-discovery.ts';
 import { KubernetesMachineStore } from '#shared/adapters/kubernetes/machine-store.ts';
+import { kubernetesWatchSources } from '#shared/adapters/kubernetes/watch-sources.ts';
+import { workloadKubeConfigs } from '#shared/adapters/kubernetes/workload-kubeconfig.ts';
+import type { MachineFacts } from '#shared/domain/watch-event.ts';
 import type { CapiApiVersion } from '#shared/domain/capi-api.ts';
 import { UnsupportedClusterApiError } from '#shared/errors.ts';
-import { createMachine, createNamespace, describeWithControlPlane, waitFor } from '#test/support/control-plane.ts';
+import { createMachine, createNamespace, describeWithControlPlane, MERGE_PATCH, waitFor } from '#test/support/control-plane.ts';
 
 /** Sets which versions of the Machine and Cluster CRDs are served, then waits until discovery shows it. */
 async function serve(kc: KubeConfig, versions: Record<CapiApiVersion, boolean>): Promise<void> {
@@ -117,5 +120,42 @@ describeWithControlPlane('Class: KubernetesCapiDiscovery, with KubernetesMachine
     // Assess
     expect(machine).toMatchObject({ apiVersion: 'cluster.x-k8s.io/v1beta2', name: 'm1' });
     expect(chosen).toEqual(['v1beta2', 'v1beta1', 'v1beta2']);
+  });
+
+  it("the forwarder's Machine watch follows a version that stops being served, without a restart", async () => {
+    // Prepare: both served (as the previous test left it); a watch in v1beta2. A watch already open keeps delivering
+    // after the version stops being served (same storage); the next (re)connect gets 404 and discovers again. A 1 s
+    // server-side watch timeout makes that reconnect come soon.
+    const watchChosen: CapiApiVersion[] = [];
+    const capi = new KubernetesCapiDiscovery(kc, { onChosen: (v) => watchChosen.push(v) });
+    const sources = kubernetesWatchSources({ managementKubeConfig: kc, workloadKubeConfigs: workloadKubeConfigs(kc), capi, machineNamespace: ns, backoff: { initialMs: 50, maxMs: 200 }, watchTimeoutSeconds: 1 });
+    const seen: MachineFacts[] = [];
+    const abort = new AbortController();
+    const running = sources.machines({}).run(abort.signal, async (e) => {
+      if (e.type === 'change') seen.push(e.facts);
+    });
+    try {
+      await waitFor(() => seen.some((f) => f.name === 'm1'), { timeoutMs: 20_000, description: 'the first list' });
+
+      // Act: only v1beta1 is served from now on; then the Machine changes (written through v1beta1).
+      await serve(kc, { v1beta2: false, v1beta1: true });
+      await waitFor(() => watchChosen.length === 2, { timeoutMs: 20_000, description: 'the watch to reconnect and discover again' });
+      const { CustomObjectsApi } = await import('@kubernetes/client-node');
+      await kc.makeApiClient(CustomObjectsApi).patchNamespacedCustomObject(
+        { group: 'cluster.x-k8s.io', version: 'v1beta1', plural: 'machines', namespace: ns, name: 'm1', body: { metadata: { annotations: { 'taints.capi-taint-propagator.dev/machine': 'after=1:NoSchedule' } } } },
+        MERGE_PATCH,
+      );
+
+      // Assess: the change arrives, through a watch in the re-discovered version.
+      await waitFor(() => seen.some((f) => f.name === 'm1' && f.declarations['taints.capi-taint-propagator.dev/machine'] === 'after=1:NoSchedule'), {
+        timeoutMs: 30_000,
+        description: 'the change made after v1beta2 stopped being served',
+      });
+      expect(watchChosen).toEqual(['v1beta2', 'v1beta1']);
+    } finally {
+      abort.abort();
+      await running;
+      await serve(kc, { v1beta2: true, v1beta1: true });
+    }
   });
 });
