@@ -200,6 +200,7 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
     leaseDurationSeconds: options.leaseDurationSeconds ?? 15,
     machineNamespace: options.machineNamespace,
     nodeLabelSelector: options.nodeLabelSelector,
+    startupTaint,
   });
   const startForwarder = (): void => {
     if (current) return;

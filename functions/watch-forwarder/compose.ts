@@ -70,6 +70,7 @@ export function composeWatchForwarder(args: ComposeForwarderArgs): WatchForwarde
   });
   return {
     mode: config.clusterMode,
+    ...(config.startupTaint ? { startupTaint: config.startupTaint } : {}),
     sources: kubernetesWatchSources({
       managementKubeConfig: kc,
       capi,

@@ -6,6 +6,7 @@
  */
 import { setTimeout as delay } from 'node:timers/promises';
 import { clusterKey, type ClusterRef, type TaintEvent } from '#shared/domain/cloud-event.ts';
+import { forwardDecision } from '#shared/domain/relevance.ts';
 import {
   MACHINES_STREAM,
   clusterOfMachine,
@@ -43,6 +44,11 @@ export interface WatchForwarderDeps {
    * so a restart after a kill re-announces every change that might have died with the queue.
    */
   readonly queueDrained?: () => Promise<boolean>;
+  /**
+   * The startup gate the reconcile function removes (STARTUP_TAINT_KEY/EFFECT): a foreign write that adds or removes
+   * it is forwarded, never taken for noise. Undefined when the gate is off.
+   */
+  readonly startupTaint?: { readonly key: string; readonly effect: string };
 }
 
 export interface WatchForwarderOptions {
@@ -257,7 +263,7 @@ export class WatchForwarder {
   private async runClusterDiscovery(signal: AbortSignal): Promise<void> {
     const running = new Map<string, { controller: AbortController; done: Promise<void> }>();
     const onEvent = async (e: StreamEvent<ClusterFacts>): Promise<void> => {
-      if (e.type !== 'change' || !e.relevant) return;
+      if (e.type !== 'change' || !forwardDecision(e.change, e.previous, e.facts).forward) return;
       const cluster: ClusterRef = { mode: 'capi', namespace: e.facts.namespace, name: e.facts.name };
       const key = nodeStreamKey(cluster);
       const gone = e.change === 'deleted' || e.facts.deleting;
@@ -296,8 +302,11 @@ export class WatchForwarder {
     const facts = e.facts;
     if (facts.kind === 'Cluster') return;
     this.d.telemetry.record(ForwarderMetric.EventsSeen, 1);
-    if (!e.relevant) {
+    // Heartbeats, the echo of our own write and foreign taint noise cost no message (and so no API call).
+    const decision = forwardDecision(e.change, e.previous, facts, this.d.startupTaint ? { startupTaint: this.d.startupTaint } : {});
+    if (!decision.forward) {
       this.d.telemetry.record(ForwarderMetric.EventsFiltered, 1);
+      if (decision.filtered === 'foreign-taints') this.d.telemetry.record(ForwarderMetric.ForeignTaintChangesFiltered, 1);
       progress.add(e.checkpoint, true);
       return;
     }
@@ -308,7 +317,7 @@ export class WatchForwarder {
       progress.add(e.checkpoint, true);
       return;
     }
-    const event = toTaintEvent(facts as MachineFacts | NodeFacts, e.change, ref, e.observedAt, e.declarationRecovered ? { declarationRecovered: true } : {});
+    const event = toTaintEvent(facts as MachineFacts | NodeFacts, e.change, ref, e.observedAt, decision.declarationRecovered ? { declarationRecovered: true } : {});
     const ticket = progress.add(e.checkpoint, false);
     this.pending.push({ event, observedAt: e.observedAt, ticket, progress, attempts: 0, notBefore: 0 });
     while (this.pending.length >= this.opt.maxPendingEvents && this.leading && !this.termSignal?.aborted) {

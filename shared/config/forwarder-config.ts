@@ -3,6 +3,7 @@
  */
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
+import { STARTUP_GATE_TAINT_KEY, TaintEffect } from '#shared/domain/taint.ts';
 import { integerVar, oneOf, optionalString, type Env } from './env.ts';
 
 export interface ForwarderConfig {
@@ -30,6 +31,11 @@ export interface ForwarderConfig {
   readonly machineNamespace: string | undefined;
   /** Only watch Nodes matching this label selector (default: all Nodes). */
   readonly nodeLabelSelector: string | undefined;
+  /**
+   * The startup gate the reconcile function removes (STARTUP_TAINT_KEY/EFFECT, same variables and defaults as the
+   * reconcile function's; `none` = off): a foreign write of it is never filtered as noise.
+   */
+  readonly startupTaint?: { readonly key: string; readonly effect: string } | undefined;
 }
 
 /** Reads and validates the forwarder's settings; throws ConfigError naming the variable. */
@@ -46,5 +52,11 @@ export function loadForwarderConfig(env: Env): ForwarderConfig {
     leaseDurationSeconds: integerVar(env, 'LEASE_DURATION_SECONDS', 15, 3, 600),
     machineNamespace: optionalString(env, 'MACHINE_NAMESPACE'),
     nodeLabelSelector: optionalString(env, 'NODE_LABEL_SELECTOR'),
+    startupTaint: startupTaintOf(env),
   });
+}
+
+function startupTaintOf(env: Env): { key: string; effect: string } | undefined {
+  const key = optionalString(env, 'STARTUP_TAINT_KEY', STARTUP_GATE_TAINT_KEY);
+  return key === 'none' ? undefined : { key, effect: oneOf(env, 'STARTUP_TAINT_EFFECT', Object.values(TaintEffect), TaintEffect.NoSchedule) };
 }

@@ -5,6 +5,7 @@
 import type { ChangeKind } from './cloud-event.ts';
 import { declaredTaintsOf } from './declarations.ts';
 import { CONTROL_PLANE_LABEL, FIELD_MANAGER } from './taint.ts';
+import { decodeOwnedTaints } from './tracking-annotation.ts';
 import type { MachineFacts, WatchedFacts } from './watch-event.ts';
 
 /** Deterministic JSON: object keys sorted, so that equal facts give equal strings. */
@@ -115,4 +116,68 @@ export function isDeclarationRecovery(previous: WatchedFacts | undefined, curren
   const declarationOf = (m: MachineFacts): string => canonicalJson({ s: m.specTaints, d: m.declarations, c: m.controlPlaneLabel });
   if (declarationOf(previous) === declarationOf(current)) return false;
   return !declarationValid(previous) && declarationValid(current);
+}
+
+/**
+ * Recognises noise from someone else's taint write: between two states of a Node only `spec.taints` changed, the
+ * writer is not the reconcile function, the product has initialized the Node (its tracking annotation is present and
+ * well formed), and every taint the product owns there — each `key:effect` of that annotation, and the startup gate
+ * — is exactly as before and present. A reconcile would find nothing to do (the Node was in sync before, or an
+ * earlier event for it is already queued), so the change costs no message and no API call. Typical case: the node
+ * lifecycle controller tainting thousands of Nodes `node.kubernetes.io/unreachable:NoExecute` when a zone goes dark.
+ * A wrong skip can only delay a repair until the next event or resync, never cause a write.
+ * Returns true when the change need not be forwarded.
+ * @example isForeignTaintNoise(before, { ...before, taints: [...before.taints, unreachable], writers: { taints: 'node-controller' } }) // true
+ */
+export function isForeignTaintNoise(previous: WatchedFacts | undefined, current: WatchedFacts, startupTaint?: { readonly key: string; readonly effect: string }): boolean {
+  if (previous?.kind !== 'Node' || current.kind !== 'Node') return false;
+  const { resourceVersion: _r1, writers: _w1, taints: beforeTaints, ...beforeRest } = previous;
+  const { resourceVersion: _r2, writers, taints, ...rest } = current;
+  if (canonicalJson(rest) !== canonicalJson(beforeRest)) return false;
+  if (writers?.taints === FIELD_MANAGER || writers?.taints === undefined) return false;
+  if (current.ownTrackingAnnotation === undefined) return false; // not initialized by the product yet
+  const owned = decodeOwnedTaints(current.ownTrackingAnnotation);
+  if ([...owned].some((id) => id.split(':').length !== 2)) return false; // malformed: the reconcile reports it
+  const before = taintIds(beforeTaints);
+  const after = taintIds(taints);
+  if (!before || !after) return false;
+  if (canonicalJson([...before.values()]) === canonicalJson([...after.values()])) return false; // not a taint change
+  const ours = (id: string): boolean => owned.has(id) || (startupTaint !== undefined && id === `${startupTaint.key}:${startupTaint.effect}`);
+  for (const id of new Set([...before.keys(), ...after.keys()])) {
+    if (ours(id) && before.get(id) !== after.get(id)) return false; // an owned taint or the gate changed
+  }
+  return [...owned].every((id) => after.has(id)); // and every tracked taint is there
+}
+
+/** `key:effect` → canonical taint of a raw `spec.taints`; undefined when it is not a list of taints. */
+function taintIds(raw: unknown): Map<string, string> | undefined {
+  if (raw === null || raw === undefined) return new Map();
+  if (!Array.isArray(raw)) return undefined;
+  const ids = new Map<string, string>();
+  for (const t of raw) {
+    if (typeof t !== 'object' || t === null) return undefined;
+    const { key, effect, value } = t as { key?: unknown; effect?: unknown; value?: unknown };
+    if (typeof key !== 'string' || typeof effect !== 'string') return undefined;
+    ids.set(`${key}:${effect}`, canonicalJson({ key, effect, value: typeof value === 'string' ? value : '' }));
+  }
+  return ids;
+}
+
+/** Why a watch change is or is not forwarded. */
+export type ForwardDecision =
+  | { readonly forward: true; readonly declarationRecovered?: true }
+  | { readonly forward: false; readonly filtered: 'unchanged' | 'own-write' | 'foreign-taints' };
+
+/**
+ * The forwarder's rule for one watch change, given the last state it saw of the object (`previous`, undefined when
+ * none): additions, deletions and relist announcements always go; a modification goes unless nothing the reconcile
+ * reads changed (heartbeats), it is the echo of the product's own write, or it is foreign taint noise.
+ * @example forwardDecision('modified', node, { ...node, resourceVersion: '9' }) // { forward: false, filtered: 'unchanged' }
+ */
+export function forwardDecision(change: ChangeKind, previous: WatchedFacts | undefined, current: WatchedFacts, options: { readonly startupTaint?: { readonly key: string; readonly effect: string } } = {}): ForwardDecision {
+  if (change !== 'modified' || previous === undefined) return { forward: true };
+  if (!isRelevantChange(change, fingerprintOf(previous), fingerprintOf(current))) return { forward: false, filtered: 'unchanged' };
+  if (isOwnNodeWrite(previous, current)) return { forward: false, filtered: 'own-write' };
+  if (isForeignTaintNoise(previous, current, options.startupTaint)) return { forward: false, filtered: 'foreign-taints' };
+  return isDeclarationRecovery(previous, current) ? { forward: true, declarationRecovered: true } : { forward: true };
 }

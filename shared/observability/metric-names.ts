@@ -32,6 +32,8 @@ export const ForwarderMetric = {
   Relists: 'Relists',
   WatchRestarts: 'WatchRestarts',
   ForwarderLag: 'ForwarderLag',
+  /** Foreign taint writes on Nodes whose owned taints are intact (e.g. node-lifecycle taints): no message sent. */
+  ForeignTaintChangesFiltered: 'ForeignTaintChangesFiltered',
   /** A workload cluster's Node watch skipped because its kubeconfig is missing, broken or refused. */
   UnusableKubeconfigs: 'UnusableKubeconfigs',
   /** The management cluster serves neither cluster.x-k8s.io/v1beta2 nor v1beta1 with Machines and Clusters. */

@@ -11,9 +11,11 @@ export type StreamEvent<T extends WatchedFacts> =
       readonly type: 'change';
       readonly change: ChangeKind;
       readonly facts: T;
-      readonly relevant: boolean;
-      /** A Machine whose taint declaration was invalid in the previous version seen and is valid now. */
-      readonly declarationRecovered?: boolean;
+      /**
+       * The last state of the same object the stream saw (a watch modification); absent for additions, deletions
+       * and changes announced by a relist, which are always forwarded.
+       */
+      readonly previous?: T;
       readonly observedAt: Date;
       readonly checkpoint?: string;
     }

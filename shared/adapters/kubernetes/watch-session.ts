@@ -20,7 +20,7 @@ import https from 'node:https';
 import { createInterface } from 'node:readline';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { ChangeKind } from '#shared/domain/cloud-event.ts';
-import { diffRelist, fingerprintOf, isDeclarationRecovery, isOwnNodeWrite, isRelevantChange, type ListedObject } from '#shared/domain/relevance.ts';
+import { diffRelist, fingerprintOf, type ListedObject } from '#shared/domain/relevance.ts';
 import { objectKeyOf, type WatchedFacts } from '#shared/domain/watch-event.ts';
 import { AccessDeniedError, TaintPropagatorError, TransientError } from '#shared/errors.ts';
 import type { StreamEvent, WatchStream } from '#shared/ports/watch-source.ts';
@@ -229,8 +229,8 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
     const observedAt = this.now();
     const { resynced, deleted } = diffRelist(this.known, items, full);
     this.known = new Map(items.map((i) => [i.key, i]));
-    for (const obj of resynced) await onEvent({ type: 'change', change: 'resynced', facts: obj.facts, relevant: true, observedAt });
-    for (const obj of deleted) await onEvent({ type: 'change', change: 'deleted', facts: obj.facts, relevant: true, observedAt });
+    for (const obj of resynced) await onEvent({ type: 'change', change: 'resynced', facts: obj.facts, observedAt });
+    for (const obj of deleted) await onEvent({ type: 'change', change: 'deleted', facts: obj.facts, observedAt });
     this.resourceVersion = resourceVersion;
     await onEvent({ type: 'progress', resourceVersion });
     if (reason !== undefined) {
@@ -251,7 +251,7 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
     const observedAt = this.now();
     this.known = new Map(items.map((i) => [i.key, i]));
     const changed = items.filter((i) => isNewerResourceVersion(i.facts.resourceVersion, since));
-    for (const obj of changed) await onEvent({ type: 'change', change: 'resynced', facts: obj.facts, relevant: true, observedAt });
+    for (const obj of changed) await onEvent({ type: 'change', change: 'resynced', facts: obj.facts, observedAt });
     this.resourceVersion = resourceVersion;
     await onEvent({ type: 'progress', resourceVersion });
     this.log.info('Relisted', { stream: this.o.name, resourceVersion, objects: items.length, resynced: changed.length });
@@ -426,7 +426,6 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
     const key = objectKeyOf(facts);
     const fingerprint = fingerprintOf(facts);
     const known = this.known.get(key);
-    const previous = known?.fingerprint;
     if (change === 'deleted') this.known.delete(key);
     else this.known.set(key, { key, fingerprint, facts });
     this.resourceVersion = facts.resourceVersion;
@@ -434,9 +433,8 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
       type: 'change',
       change,
       facts,
-      // The echo of the reconcile function's own write needs no reconcile (it would find the Node in sync).
-      relevant: isRelevantChange(change, previous, fingerprint) && !(change === 'modified' && isOwnNodeWrite(known?.facts, facts)),
-      ...(change === 'modified' && isDeclarationRecovery(known?.facts, facts) ? { declarationRecovered: true } : {}),
+      // Whether it is worth a message is the use case's decision (forwardDecision), from the last state seen.
+      ...(known ? { previous: known.facts } : {}),
       observedAt: this.now(),
       checkpoint: facts.resourceVersion,
     });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { diffRelist, fingerprintOf, isDeclarationRecovery, isOwnNodeWrite, isRelevantChange, type ListedObject } from '#shared/domain/relevance.ts';
+import { diffRelist, fingerprintOf, forwardDecision, isDeclarationRecovery, isForeignTaintNoise, isOwnNodeWrite, isRelevantChange, type ListedObject } from '#shared/domain/relevance.ts';
 import { toMachineFacts, toNodeFacts, type MachineFacts, type NodeFacts } from '#shared/domain/watch-event.ts';
 
 type Json = Record<string, any>;
@@ -216,5 +216,85 @@ describe('Function: isDeclarationRecovery()', () => {
   ];
   it.each(cases)('$name', ({ previous, current, want }) => {
     expect(isDeclarationRecovery(previous(), current())).toBe(want);
+  });
+});
+
+describe('Function: isForeignTaintNoise()', () => {
+  const OWN = 'taints.capi-taint-propagator.dev/applied';
+  const GATE = { key: 'taints.capi-taint-propagator.dev/uninitialized', effect: 'NoSchedule' };
+  const UNREACHABLE = { key: 'node.kubernetes.io/unreachable', effect: 'NoExecute', timeAdded: '2026-11-23T08:00:00Z' };
+  /** An initialized Node: the product tracks gpu:NoSchedule; `a` is someone else's. */
+  const node = (taints: Json[], options: { own?: string | null; manager?: string } = {}): NodeFacts => {
+    const n = baseNode();
+    n.spec.taints = taints;
+    if (options.own !== null) n.metadata.annotations[OWN] = options.own ?? 'gpu:NoSchedule';
+    n.metadata.managedFields = [{ manager: options.manager ?? 'node-controller', fieldsV1: { 'f:spec': { 'f:taints': {} } } }];
+    return toNodeFacts(n) as NodeFacts;
+  };
+  const GPU = { key: 'gpu', value: 'a', effect: 'NoSchedule' };
+  const OTHER = { key: 'a', effect: 'NoSchedule' };
+  const before = node([OTHER, GPU]);
+
+  const cases: ReadonlyArray<{ name: string; after: NodeFacts; want: boolean }> = [
+    { name: 'a foreign NoExecute taint added, the tracked one intact', after: node([OTHER, GPU, UNREACHABLE]), want: true },
+    { name: 'a foreign taint removed', after: node([GPU]), want: true },
+    { name: "a foreign taint's value changed", after: node([{ ...OTHER, value: 'x' }, GPU]), want: true },
+    { name: 'the tracked taint removed by someone', after: node([OTHER]), want: false },
+    { name: "the tracked taint's value changed by someone", after: node([OTHER, { ...GPU, value: 'b' }]), want: false },
+    { name: 'the startup gate added by someone', after: node([OTHER, GPU, GATE]), want: false },
+    { name: 'the write is the reconcile function’s own', after: node([OTHER, GPU, UNREACHABLE], { manager: 'capi-taint-propagator' }), want: false },
+    { name: 'the tracking annotation changed too', after: node([OTHER, GPU, UNREACHABLE], { own: '' }), want: false },
+    { name: 'the tracking annotation is malformed', after: node([OTHER, GPU, UNREACHABLE], { own: 'gpu' }), want: false },
+  ];
+  for (const c of cases) {
+    it(`${c.want ? 'filters' : 'forwards'}: ${c.name}`, () => {
+      const b = c.name.includes('malformed') ? node([OTHER, GPU], { own: 'gpu' }) : before;
+      expect(isForeignTaintNoise(b, c.after, GATE)).toBe(c.want);
+    });
+  }
+
+  it('forwards a Node the product has not initialized (no tracking annotation): its first taints may still be due', () => {
+    expect(isForeignTaintNoise(node([OTHER], { own: null }), node([OTHER, UNREACHABLE], { own: null }), GATE)).toBe(false);
+  });
+
+  it('forwards when a tracked taint was already missing before (a repair is due)', () => {
+    expect(isForeignTaintNoise(node([OTHER]), node([OTHER, UNREACHABLE]), GATE)).toBe(false);
+  });
+
+  it('without a gate, a foreign write of the default gate key is a foreign taint like any other', () => {
+    expect(isForeignTaintNoise(before, node([OTHER, GPU, GATE]), undefined)).toBe(true);
+  });
+
+  it('is never true for Machines or a first sighting', () => {
+    const m = toMachineFacts(baseMachine()) as MachineFacts;
+    expect(isForeignTaintNoise(m, m)).toBe(false);
+    expect(isForeignTaintNoise(undefined, before)).toBe(false);
+  });
+});
+
+describe('Function: forwardDecision()', () => {
+  it('forwards additions, deletions, relist announcements and first sightings', () => {
+    const n = toNodeFacts(baseNode()) as NodeFacts;
+    for (const change of ['added', 'deleted', 'resynced'] as const) expect(forwardDecision(change, n, n)).toEqual({ forward: true });
+    expect(forwardDecision('modified', undefined, n)).toEqual({ forward: true });
+  });
+
+  it('filters a heartbeat as unchanged, and names foreign taint noise', () => {
+    const n = toNodeFacts(baseNode()) as NodeFacts;
+    expect(forwardDecision('modified', n, { ...n, resourceVersion: '99' })).toEqual({ forward: false, filtered: 'unchanged' });
+    const own = baseNode();
+    own.metadata.annotations['taints.capi-taint-propagator.dev/applied'] = '';
+    const before = toNodeFacts(own) as NodeFacts;
+    own.spec.taints = [...own.spec.taints, { key: 'node.kubernetes.io/unreachable', effect: 'NoExecute' }];
+    own.metadata.managedFields = [{ manager: 'node-controller', fieldsV1: { 'f:spec': { 'f:taints': {} } } }];
+    expect(forwardDecision('modified', before, toNodeFacts(own) as NodeFacts)).toEqual({ forward: false, filtered: 'foreign-taints' });
+  });
+
+  it('carries the declaration-recovered hint', () => {
+    const broken = baseMachine();
+    broken.metadata.annotations['taints.capi-taint-propagator.dev/machine'] = 'gpu:NoSchedul';
+    const fixed = baseMachine();
+    fixed.metadata.annotations['taints.capi-taint-propagator.dev/machine'] = 'gpu:NoSchedule';
+    expect(forwardDecision('modified', toMachineFacts(broken) as MachineFacts, toMachineFacts(fixed) as MachineFacts)).toEqual({ forward: true, declarationRecovered: true });
   });
 });
