@@ -70,6 +70,8 @@ export const DECLARATION_VALID = 'DeclarationValid';
  * and MachineConfigurationError (never retried) for a Machine that cannot be reconciled as it is.
  */
 export async function reconcileNodeTaints(deps: ReconcileDeps, event: TaintEvent): Promise<ReconcileResult> {
+  // The Node read starts with the Machine read (one round trip for both); it is used only if the Machine confirms it.
+  const prefetch = prefetchNode(deps, event);
   const found = await findMachine(deps, event);
   if ('outcome' in found) return found;
   const { machine } = found;
@@ -87,8 +89,11 @@ export async function reconcileNodeTaints(deps: ReconcileDeps, event: TaintEvent
   }
   const recovered = event.data.kind === 'Machine' && event.data.declarationRecovered === true;
 
-  const nodes = await deps.clusters.nodesOf(cluster);
-  const node = await nodes.getNode(machine.nodeName);
+  const prefetched = prefetch && prefetch.cluster === clusterKey(cluster) && prefetch.node === machine.nodeName ? await prefetch.result : undefined;
+  // A failed speculative read is not reported nor trusted: the read is made again the ordinary way (which reports).
+  const confirmed = prefetched && !('error' in prefetched) ? prefetched : undefined;
+  const nodes = confirmed ? confirmed.store : await deps.clusters.nodesOf(cluster);
+  const node = confirmed ? confirmed.node : await nodes.getNode(machine.nodeName);
   if (!node) return { ...base, outcome: ReconcileOutcome.nodeGone, reason: 'the Node does not exist' };
 
   const adopt = mayAdoptAsInitialized(node, deps.settings.startupTaint) && (await predatesEnablement(deps, node.creationTimestamp));
@@ -130,6 +135,34 @@ export async function reconcileNodeTaints(deps: ReconcileDeps, event: TaintEvent
       ? await recordEvent(deps, machine, 'Normal', 'TaintRestored', `Node ${node.name}: put back ${restored.map(formatTaint).join(', ')}, removed by someone else (Always taints are kept); ${describeDiff(plan.diff)}`)
       : await recordEvent(deps, machine, 'Normal', 'TaintsPropagated', `Node ${node.name}: ${describeDiff(plan.diff)}`);
   return { ...read, outcome: ReconcileOutcome.patched, writtenResourceVersion: written.resourceVersion, diff: plan.diff, eventError };
+}
+
+/** A Node read started before the Machine is known, from the event's routing facts. */
+interface NodePrefetch {
+  readonly cluster: string;
+  readonly node: string;
+  /** Settles, never rejects: a failure is kept and thrown only if the read turns out to be the one needed. */
+  readonly result: Promise<{ readonly store: NodeStore; readonly node: NodeSnapshot | undefined } | { readonly error: unknown }>;
+}
+
+/**
+ * Starts reading the Node the event names (a Machine event's `nodeName`, a Node event's Node) in the cluster it names,
+ * so that the Machine and the Node are read in parallel. The event is only a hint: the result is used only when the
+ * Machine, read from the management cluster, names the same Node in the same cluster; otherwise the Node is read again
+ * (a forged or outdated message costs at most this one extra read; its credential problems are not reported, and a
+ * failed speculative read is made again the ordinary way). A Node read that is older than a sequential one would be
+ * is no risk: the write carries its resourceVersion as a precondition.
+ */
+function prefetchNode(deps: ReconcileDeps, event: TaintEvent): NodePrefetch | undefined {
+  if (event.type.endsWith('.deleted.v1')) return undefined;
+  const data = event.data;
+  const node = data.kind === 'Machine' ? data.nodeName : data.node.name;
+  if (node === undefined) return undefined;
+  const result = (async () => {
+    const store = await deps.clusters.nodesOf(data.cluster, { report: false });
+    return { store, node: await store.getNode(node) };
+  })().catch((error: unknown) => ({ error }));
+  return { cluster: clusterKey(data.cluster), node, result };
 }
 
 /** Finds the Machine an event is about, or the outcome that ends the reconcile early. */

@@ -3,6 +3,9 @@ import type { NodeStore } from './node-store.ts';
 
 /** Hands out a NodeStore for a workload cluster (or for the management cluster itself in `self` mode). */
 export interface ClusterConnections {
-  /** Throws ClusterCredentialsError when the cluster's kubeconfig is missing or unusable. */
-  nodesOf(cluster: ClusterRef): Promise<NodeStore>;
+  /**
+   * Throws ClusterCredentialsError when the cluster's kubeconfig is missing or unusable, after reporting it (log,
+   * metric, Warning Event on the Cluster) unless `report` is false (a speculative read that may turn out unneeded).
+   */
+  nodesOf(cluster: ClusterRef, options?: { readonly report?: boolean }): Promise<NodeStore>;
 }

@@ -35,24 +35,24 @@ export class KubernetesClusterConnections implements ClusterConnections {
     this.#ttlMs = args.ttlMs ?? 5 * 60_000;
   }
 
-  async nodesOf(cluster: ClusterRef): Promise<NodeStore> {
+  async nodesOf(cluster: ClusterRef, options: { readonly report?: boolean } = {}): Promise<NodeStore> {
     const key = clusterKey(cluster);
     const now = this.#clock.now().getTime();
     const kubeConfig = cluster.mode === 'self' ? await this.#management() : undefined;
     const cached = this.#cache.get(key);
     // In self mode the management KubeConfig object changes when its token is refreshed.
     if (cached && cached.expires > now && (kubeConfig === undefined || cached.kubeConfig === kubeConfig)) return cached.store;
-    const fresh = kubeConfig ?? (await this.#loadWorkload(cluster as { namespace: string; name: string }));
+    const fresh = kubeConfig ?? (await this.#loadWorkload(cluster as { namespace: string; name: string }, options.report ?? true));
     const store = new KubernetesNodeStore(fresh);
     this.#cache.set(key, { store, kubeConfig: fresh, expires: now + this.#ttlMs });
     return store;
   }
 
-  async #loadWorkload(cluster: { namespace: string; name: string }): Promise<KubeConfig> {
+  async #loadWorkload(cluster: { namespace: string; name: string }, report: boolean): Promise<KubeConfig> {
     try {
       return await this.#workload(cluster);
     } catch (err) {
-      if (err instanceof ClusterCredentialsError) await this.#reporter?.report(cluster, err);
+      if (err instanceof ClusterCredentialsError && report) await this.#reporter?.report(cluster, err);
       throw err;
     }
   }

@@ -285,4 +285,69 @@ describe('Function: reconcileNodeTaints()', () => {
       expect(recorder.events.map((e) => `${e.type} ${e.reason}`)).toEqual(['Warning InvalidTaintDeclaration']);
     });
   });
+
+  describe('reads the Machine and the Node in parallel', () => {
+    it('starts the Node read before the Machine read has answered (one round trip for both), and uses it', async () => {
+      // Prepare: a Machine store that answers only once the Node has been read.
+      const { deps, machines, nodes } = setup();
+      machines.put(inCluster(machineBuilder().named('m1').withNodeName('n1').withSpecTaints([machineTaint('gpu', 'a100')]).build()));
+      nodes.put({ name: 'n1', creationTimestamp: NEW_NODE, annotations: {}, taints: [] });
+      const order: string[] = [];
+      const slow = {
+        ...deps,
+        machines: {
+          getMachine: async (ns: string, name: string) => {
+            order.push('machine read started');
+            while (nodes.reads === 0) await new Promise((r) => setImmediate(r));
+            order.push('machine read answered');
+            return machines.getMachine(ns, name);
+          },
+          findMachineByNodeName: machines.findMachineByNodeName.bind(machines),
+        },
+      };
+
+      // Act
+      const result = await reconcileNodeTaints(slow, machineEvent('default', 'm1', { nodeName: 'n1' }));
+
+      // Assess
+      expect(result.outcome).toBe('patched');
+      expect(order).toEqual(['machine read started', 'machine read answered']);
+      expect(nodes.reads).toBe(1);
+      expect(nodes.writes).toBe(1);
+    });
+
+    it('does not trust an event that names another Node: reads the Machine’s own Node (one extra read, the right write)', async () => {
+      // Prepare
+      const { deps, machines, nodes } = setup();
+      machines.put(inCluster(machineBuilder().named('m1').withNodeName('n1').withSpecTaints([machineTaint('gpu', 'a100')]).build()));
+      nodes.put({ name: 'n1', creationTimestamp: NEW_NODE, annotations: {}, taints: [] });
+      nodes.put({ name: 'victim', creationTimestamp: NEW_NODE, annotations: {}, taints: [nodeTaint('foreign', 'keep', 'NoExecute')] });
+
+      // Act: a forged (or outdated) message points at another Node.
+      const result = await reconcileNodeTaints(deps, machineEvent('default', 'm1', { nodeName: 'victim' }));
+
+      // Assess
+      expect(result).toMatchObject({ outcome: 'patched', node: 'n1' });
+      expect(nodes.reads).toBe(2);
+      expect(nodes.peek('victim')?.taints).toEqual([nodeTaint('foreign', 'keep', 'NoExecute')]);
+      expect(nodes.peek('n1')?.taints).toEqual([nodeTaint('gpu', 'a100')]);
+    });
+
+    it('does not trust an event that names another cluster: reads in the Machine’s cluster', async () => {
+      // Prepare
+      const { deps, machines, nodes } = setup();
+      const other = (deps.clusters as MemoryClusterConnections).cluster('default/elsewhere');
+      machines.put(inCluster(machineBuilder().named('m1').withNodeName('n1').withSpecTaints([machineTaint('gpu', 'a100')]).build()));
+      nodes.put({ name: 'n1', creationTimestamp: NEW_NODE, annotations: {}, taints: [] });
+      other.put({ name: 'n1', creationTimestamp: NEW_NODE, annotations: {}, taints: [] });
+
+      // Act
+      const result = await reconcileNodeTaints(deps, machineEvent('default', 'm1', { nodeName: 'n1', cluster: { mode: 'capi', namespace: 'default', name: 'elsewhere' } }));
+
+      // Assess
+      expect(result).toMatchObject({ outcome: 'patched', cluster: 'default/wc1' });
+      expect(other.writes).toBe(0);
+      expect(nodes.writes).toBe(1);
+    });
+  });
 });

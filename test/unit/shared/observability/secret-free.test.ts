@@ -109,13 +109,13 @@ it('keeps every planted secret out of logs, Events, metrics and dead letters on 
   const real = new KubernetesClusterConnections({ management: async () => new KubeConfig(), workload: (c) => workload.get({ mode: 'capi', ...c }), clock: { now: () => new Date() }, reporter });
   // Cluster wc-401 has usable credentials, but its API server answers 401 with the credential echoed back.
   const clusters: ClusterConnections = {
-    nodesOf: async (cluster) =>
+    nodesOf: async (cluster, options) =>
       cluster.mode === 'capi' && cluster.name === 'wc-401'
         ? {
             getNode: async (name) => Promise.reject(toProductError(`Reading Node ${name}`, echoingApiException(401))),
             patchNodeTaints: async () => Promise.reject(new Error('unreachable')),
           }
-        : real.nodesOf(cluster),
+        : real.nodesOf(cluster, options),
   };
   const machines = new MemoryMachineStore();
   for (const cluster of ['wc-broken', 'wc-exec', 'wc-files', 'wc-forbidden', 'wc-401']) {
