@@ -12,7 +12,7 @@ import { KubeConfig } from '@kubernetes/client-node';
 // Counting API calls at the client
 
 /** What a request touched, from its URL. */
-export type CallTarget = 'node' | 'machine' | 'event' | 'configmap' | 'lease' | 'secret' | 'list-or-watch' | 'other';
+export type CallTarget = 'node' | 'machine' | 'event' | 'configmap' | 'lease' | 'secret' | 'list-or-watch' | 'discovery' | 'other';
 
 /** Counts of HTTP requests sent through one KubeConfig. GET is a read; POST, PUT, PATCH and DELETE are writes. */
 export interface CallCounts {
@@ -64,6 +64,8 @@ export function targetOf(url: string): CallTarget {
   if (/\/configmaps(\/|$)/.test(path)) return 'configmap';
   if (/\/leases(\/|$)/.test(path)) return 'lease';
   if (/\/secrets(\/|$)/.test(path)) return 'secret';
+  // API discovery (`/apis`, `/apis/<group>/<version>`): the Cluster API version, once per process.
+  if (/^\/apis(\/[^/]+\/[^/]+)?\/?$/.test(path)) return 'discovery';
   return 'other';
 }
 
