@@ -6,7 +6,7 @@
  * resolves from node_modules, as the Lambda runtime's copy does; its own load time is reported alongside.
  */
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, rmSync, statSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { BenchContext } from '../lib/context.ts';
@@ -16,12 +16,14 @@ export interface BundleFigures {
   readonly function: string;
   readonly bundleBytes: number;
   readonly sourceMapBytes: number;
-  /** Median require() time with NODE_OPTIONS=--enable-source-maps (as deployed). */
+  /** Median require() time as deployed (source maps loaded only if serverless.yml's NODE_OPTIONS says so). */
   readonly loadMs: number;
   readonly loadMsRuns: readonly number[];
+  /** Median require() time with NODE_OPTIONS=--enable-source-maps. */
+  readonly loadMsSourceMaps: number;
   /** Median require() time without source maps. */
   readonly loadMsNoSourceMaps: number;
-  /** Median wall time of `node -e require(bundle)`, process start to exit, with source maps. */
+  /** Median wall time of `node -e require(bundle)`, process start to exit, as deployed. */
   readonly processWallMs: number;
 }
 
@@ -34,6 +36,8 @@ export interface ColdStartResult {
   readonly emptyProcessWallMs: number;
   readonly reconcileBundleBytes: number;
   readonly reconcileLoadMs: number;
+  readonly forwarderBundleBytes: number;
+  readonly forwarderLoadMs: number;
 }
 
 const FUNCTIONS = ['reconcile-node-taints', 'watch-forwarder'] as const;
@@ -55,6 +59,8 @@ export async function runColdStart(ctx: BenchContext): Promise<ColdStartResult> 
   const root = fileURLToPath(new URL('../../', import.meta.url));
   // Inside the repository (git-ignored) so that the external @aws-sdk/* resolve from node_modules.
   const outRoot = join(root, 'bench', 'out', `cold-start-${process.pid}`);
+  // "As deployed": with source maps loaded only when serverless.yml sets NODE_OPTIONS=--enable-source-maps.
+  const deployedWithSourceMaps = /^\s*NODE_OPTIONS:.*--enable-source-maps/m.test(readFileSync(join(root, 'serverless.yml'), 'utf8'));
   mkdirSync(outRoot, { recursive: true });
   const runs = ctx.sizes.coldStartRuns;
   try {
@@ -77,25 +83,28 @@ export async function runColdStart(ctx: BenchContext): Promise<ColdStartResult> 
       const file = join(outdir, 'handler.js');
       const withMaps = measureLoads(file, runs, true);
       const withoutMaps = measureLoads(file, runs, false);
+      const deployed = deployedWithSourceMaps ? withMaps : withoutMaps;
       const figures: BundleFigures = {
         function: fn,
         bundleBytes: statSync(file).size,
         sourceMapBytes: statSync(`${file}.map`).size,
-        loadMs: round(median(withMaps.loads), 1),
-        loadMsRuns: withMaps.loads.map((x) => round(x, 1)),
+        loadMs: round(median(deployed.loads), 1),
+        loadMsRuns: deployed.loads.map((x) => round(x, 1)),
+        loadMsSourceMaps: round(median(withMaps.loads), 1),
         loadMsNoSourceMaps: round(median(withoutMaps.loads), 1),
-        processWallMs: round(median(withMaps.walls), 1),
+        processWallMs: round(median(deployed.walls), 1),
       };
       bundles.push(figures);
       ctx.log(
-        `  ${fn}: ${(figures.bundleBytes / 1024).toFixed(0)} KiB (+ ${(figures.sourceMapBytes / 1024).toFixed(0)} KiB map), load ${figures.loadMs} ms ` +
-          `(${figures.loadMsNoSourceMaps} ms without source maps), process ${figures.processWallMs} ms`,
+        `  ${fn}: ${(figures.bundleBytes / 1024).toFixed(0)} KiB (+ ${(figures.sourceMapBytes / 1024).toFixed(0)} KiB map), load ${figures.loadMs} ms as deployed ` +
+          `(${figures.loadMsSourceMaps} ms with --enable-source-maps, ${figures.loadMsNoSourceMaps} ms without), process ${figures.processWallMs} ms`,
       );
     }
     const sdk = measureLoads('@aws-sdk/client-sqs', runs, false, outRoot);
     const empty = measureLoads(undefined, runs, false);
     const reconcile = bundles.find((b) => b.function === 'reconcile-node-taints');
-    if (!reconcile) throw new Error('reconcile bundle missing');
+    const forwarder = bundles.find((b) => b.function === 'watch-forwarder');
+    if (!reconcile || !forwarder) throw new Error('reconcile or forwarder bundle missing');
     return {
       runs,
       bundles,
@@ -103,6 +112,8 @@ export async function runColdStart(ctx: BenchContext): Promise<ColdStartResult> 
       emptyProcessWallMs: round(median(empty.walls), 1),
       reconcileBundleBytes: reconcile.bundleBytes,
       reconcileLoadMs: reconcile.loadMs,
+      forwarderBundleBytes: forwarder.bundleBytes,
+      forwarderLoadMs: forwarder.loadMs,
     };
   } finally {
     rmSync(outRoot, { recursive: true, force: true });

@@ -30,7 +30,8 @@ export interface ComposeArgs {
   /** Returns the current management KubeConfig (a refreshed one when its token rotates). */
   readonly refreshManagementKubeConfig?: () => Promise<KubeConfig>;
   readonly workloadKubeConfig: WorkloadKubeConfigLoader;
-  readonly sqs: SqsSender;
+  /** An SQS client, or a function that makes one on first use (loaded lazily by the Lambda handler). */
+  readonly sqs: SqsSender | (() => Promise<SqsSender>);
   readonly clock?: Clock;
   readonly logger?: BatchDeps['logger'];
   readonly metrics?: BatchDeps['metrics'];

@@ -3,7 +3,6 @@
  * Composition root: configuration is read once per cold start (a bad one fails the cold start);
  * dependencies are rebuilt only when the management cluster's credentials are refreshed.
  */
-import { SQSClient } from '@aws-sdk/client-sqs';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import { loadManagementKubeConfig } from '#shared/adapters/kubernetes/management-kubeconfig.ts';
@@ -11,12 +10,14 @@ import { workloadKubeConfigs } from '#shared/adapters/kubernetes/workload-kubeco
 import { loadClusterAccessConfig } from '#shared/config/cluster-access-config.ts';
 import { processEnv } from '#shared/config/env.ts';
 import { loadReconcileConfig } from '#shared/config/reconcile-config.ts';
+import type { SqsSender } from '#shared/adapters/sqs/record-queue.ts';
 import { composeReconcile } from './compose.ts';
 import { processBatch, type BatchDeps } from './process-batch.ts';
 
 const config = loadReconcileConfig(processEnv());
 const access = loadClusterAccessConfig(processEnv());
-const sqs = new SQSClient({});
+// Loaded on first use: the SQS SDK is needed only for retries, re-issues and dead letters, not on the happy path.
+const sqs = async (): Promise<SqsSender> => new (await import('@aws-sdk/client-sqs')).SQSClient({});
 let current: { kubeConfig: KubeConfig; deps: BatchDeps } | undefined;
 
 export async function handler(event: SQSEvent, context: Context): Promise<SQSBatchResponse> {

@@ -9,8 +9,10 @@
  * `reloadAfterSeconds`, so a rotated kubeconfig is picked up (the previous one is kept if the re-read fails).
  * No credential, token or kubeconfig content is ever logged or put in an error message.
  */
-import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
-import { GetParameterCommand, SSMClient } from '@aws-sdk/client-ssm';
+// Types only at module scope: the SDK clients are loaded when a stored kubeconfig is read (managementAuth ssm or
+// secretsmanager), so EKS and kubeconfig deployments do not pay their load time at every cold start.
+import type { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import type { SSMClient } from '@aws-sdk/client-ssm';
 import type { Logger } from '@aws-lambda-powertools/logger';
 import { KubeConfig, type User } from '@kubernetes/client-node';
 import type { ClusterAccessConfig, ManagementAccess } from '#shared/config/cluster-access-config.ts';
@@ -197,12 +199,14 @@ async function readStoredKubeconfig(
     : { source: 'secretsmanager', secretId: access.secretId });
   try {
     if (access.auth === 'ssm') {
+      const { GetParameterCommand, SSMClient } = await import('@aws-sdk/client-ssm');
       const ssm = deps.ssm ?? new SSMClient(access.region ? { region: access.region } : {});
       const out = await ssm.send(new GetParameterCommand({ Name: access.parameterName, WithDecryption: true }));
       const value = out.Parameter?.Value;
       if (!value) throw new ClusterCredentialsError(MANAGEMENT_CLUSTER, `${source} is empty`);
       return value;
     }
+    const { GetSecretValueCommand, SecretsManagerClient } = await import('@aws-sdk/client-secrets-manager');
     const secrets = deps.secretsManager ?? new SecretsManagerClient(access.region ? { region: access.region } : {});
     const out = await secrets.send(new GetSecretValueCommand({ SecretId: access.secretId }));
     const value = out.SecretString ?? (out.SecretBinary ? Buffer.from(out.SecretBinary).toString('utf8') : undefined);

@@ -2,8 +2,9 @@
  * RecordQueue over SQS: ChangeMessageVisibility for backoff (FIFO queues have no per-message
  * delay), SendMessage to the FIFO dead-letter queue for records that can never succeed, and
  * SendMessage to the event queue itself to re-issue a record before the redrive would take it.
+ * None of these is on the happy path, so the SDK is loaded on first use (not at a cold start).
  */
-import { ChangeMessageVisibilityCommand, SendMessageCommand } from '@aws-sdk/client-sqs';
+import type { ChangeMessageVisibilityCommand, SendMessageCommand } from '@aws-sdk/client-sqs';
 import { TransientError } from '#shared/errors.ts';
 import type { DeadLetterRecord, RecordQueue } from '#shared/ports/record-queue.ts';
 
@@ -15,20 +16,26 @@ export interface SqsSender {
 /** SQS caps message attribute values we send at this length, to keep reasons readable and small. */
 const MAX_REASON = 1000;
 
+/** The commands, loaded with the SDK on first use. */
+const commands = async () => import('@aws-sdk/client-sqs');
+
 export class SqsRecordQueue implements RecordQueue {
-  readonly #client: SqsSender;
+  readonly #client: () => Promise<SqsSender>;
   readonly #queueUrl: string;
   readonly #deadLetterQueueUrl: string;
 
-  constructor(client: SqsSender, queueUrl: string, deadLetterQueueUrl: string) {
-    this.#client = client;
+  /** `client`: an SQS client, or a function that makes one on first use (the Lambda handler's, lazily loaded). */
+  constructor(client: SqsSender | (() => Promise<SqsSender>), queueUrl: string, deadLetterQueueUrl: string) {
+    let made: Promise<SqsSender> | undefined;
+    this.#client = typeof client === 'function' ? () => (made ??= client()) : async () => client;
     this.#queueUrl = queueUrl;
     this.#deadLetterQueueUrl = deadLetterQueueUrl;
   }
 
   async retryAfter(receiptHandle: string, seconds: number): Promise<void> {
     try {
-      await this.#client.send(
+      const { ChangeMessageVisibilityCommand } = await commands();
+      await (await this.#client()).send(
         new ChangeMessageVisibilityCommand({ QueueUrl: this.#queueUrl, ReceiptHandle: receiptHandle, VisibilityTimeout: Math.max(0, Math.round(seconds)) }),
       );
     } catch (error) {
@@ -38,7 +45,8 @@ export class SqsRecordQueue implements RecordQueue {
 
   async reissue(record: DeadLetterRecord): Promise<void> {
     try {
-      await this.#client.send(
+      const { SendMessageCommand } = await commands();
+      await (await this.#client()).send(
         new SendMessageCommand({
           QueueUrl: this.#queueUrl,
           MessageBody: record.body,
@@ -55,7 +63,8 @@ export class SqsRecordQueue implements RecordQueue {
 
   async deadLetter(record: DeadLetterRecord, reason: string): Promise<void> {
     try {
-      await this.#client.send(
+      const { SendMessageCommand } = await commands();
+      await (await this.#client()).send(
         new SendMessageCommand({
           QueueUrl: this.#deadLetterQueueUrl,
           MessageBody: record.body === '' ? '(empty body)' : record.body,

@@ -111,14 +111,14 @@ describe('npx serverless package (offline, no credentials)', () => {
     console.info(`serverless package: ${took(eks)} (eks), ${took(ssm)} (ssm)`);
   });
 
-  it('runs on nodejs22.x or newer, arm64, with source maps and the documented environment', () => {
+  it('runs on nodejs22.x or newer, arm64, without loading source maps at start, with the documented environment', () => {
     const functions = resourcesOfType(eks.template, 'AWS::Lambda::Function');
     expect(functions).toHaveLength(2);
     for (const [id, fn] of functions) {
       const version = Number(/^nodejs(\d+)\.x$/.exec(fn.Properties.Runtime)?.[1]);
       expect(version, id).toBeGreaterThanOrEqual(22);
       expect(fn.Properties.Architectures, id).toEqual(['arm64']);
-      expect(fn.Properties.Environment.Variables.NODE_OPTIONS, id).toBe('--enable-source-maps');
+      expect(fn.Properties.Environment.Variables.NODE_OPTIONS, id).toBeUndefined();
       for (const name of ['CLUSTER_MODE', 'MANAGEMENT_AUTH', 'EKS_CLUSTER_NAME', 'EKS_ENDPOINT', 'EKS_CA_DATA', 'MANAGEMENT_KUBECONFIG_PARAMETER', 'MANAGEMENT_KUBECONFIG_SECRET_ID', 'STATE_NAMESPACE', 'POWERTOOLS_LOG_LEVEL', 'POWERTOOLS_SERVICE_NAME', 'QUEUE_URL']) {
         expect(fn.Properties.Environment.Variables, `${id} ${name}`).toHaveProperty(name);
       }
