@@ -13,8 +13,9 @@ import { runE2eLatency, type E2eLatencyResult } from '../scenarios/e2e-latency.t
 import { runForwarder, type ForwarderResult } from '../scenarios/forwarder.ts';
 import { runConflictStorm, type ConflictStormResult } from '../scenarios/conflict-storm.ts';
 import { runColdStart, type ColdStartResult } from '../scenarios/cold-start.ts';
+import { runIncidentStorm, type IncidentStormResult } from '../scenarios/incident-storm.ts';
 
-export const SCENARIOS = ['throughput', 'api-cost', 'e2e-latency', 'forwarder', 'conflict-storm', 'cold-start'] as const;
+export const SCENARIOS = ['throughput', 'api-cost', 'e2e-latency', 'forwarder', 'conflict-storm', 'cold-start', 'incident-storm'] as const;
 export type ScenarioName = (typeof SCENARIOS)[number];
 
 /** The figures of the issue, under their stable keys. */
@@ -31,6 +32,8 @@ export const FIGURE_KEYS = [
   'reconcileBundleBytes',
   'reconcileLoadMs',
   'forwarderLoadMs',
+  'callsPerNoiseEvent',
+  'messagesPerNoiseEvent',
 ] as const;
 export type FigureKey = (typeof FIGURE_KEYS)[number];
 
@@ -56,6 +59,7 @@ export interface BenchResults extends Partial<Record<FigureKey, number>> {
     forwarder?: ForwarderResult;
     conflictStorm?: ConflictStormResult;
     coldStart?: ColdStartResult;
+    incidentStorm?: IncidentStormResult;
   };
   /** Scenarios that threw, with the error (the run goes on with the others). */
   readonly failures: Readonly<Record<string, string>>;
@@ -110,6 +114,8 @@ export async function runBench(o: RunBenchOptions): Promise<BenchResults> {
   if (storm) scenarios.conflictStorm = storm;
   const cold = await step('cold-start', 'Scenario 6: cold start', () => runColdStart(ctx));
   if (cold) scenarios.coldStart = cold;
+  const incident = await step('incident-storm', 'Scenario 7: incident storm and noise', () => runIncidentStorm(ctx));
+  if (incident) scenarios.incidentStorm = incident;
 
   const figures: Partial<Record<FigureKey, number>> = {};
   if (throughput) figures.throughputRatio = throughput.throughputRatio;
@@ -131,6 +137,10 @@ export async function runBench(o: RunBenchOptions): Promise<BenchResults> {
     figures.reconcileBundleBytes = cold.reconcileBundleBytes;
     figures.reconcileLoadMs = cold.reconcileLoadMs;
     figures.forwarderLoadMs = cold.forwarderLoadMs;
+  }
+  if (incident) {
+    figures.callsPerNoiseEvent = incident.callsPerNoiseEvent;
+    figures.messagesPerNoiseEvent = incident.messagesPerNoiseEvent;
   }
 
   return {
@@ -182,6 +192,8 @@ export function judge(f: Partial<Record<FigureKey, number>>, at: JudgedAt): Targ
     t('reconcileBundleBytes', '<= 1 MiB minified', (v) => v <= 1024 * 1024),
     t('reconcileLoadMs', '<= 100 ms module load, as deployed', (v) => v <= 100),
     t('forwarderLoadMs', '<= 100 ms module load, as deployed', (v) => v <= 100),
+    t('callsPerNoiseEvent', '0 API calls per noise event (foreign taints, labels, unrelated Machine changes)', (v) => v === 0),
+    t('messagesPerNoiseEvent', '0 queue messages per noise event', (v) => v === 0),
   ];
 }
 

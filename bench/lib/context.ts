@@ -23,6 +23,8 @@ export interface Sizes {
   readonly stormRates: readonly number[];
   /** Scenario 6: fresh processes per bundle. */
   readonly coldStartRuns: number;
+  /** Scenario 7: Nodes that get a foreign NoExecute taint at once (plus a label change, and their Machines noise). */
+  readonly incidentNodes: number;
 }
 
 export const SIZES: Readonly<Record<Profile, Sizes>> = {
@@ -38,6 +40,7 @@ export const SIZES: Readonly<Record<Profile, Sizes>> = {
     stormNodes: 50,
     stormRates: [0, 50, 200, 800],
     coldStartRuns: 11,
+    incidentNodes: 5000,
   },
   quick: {
     throughputN: [100],
@@ -51,6 +54,7 @@ export const SIZES: Readonly<Record<Profile, Sizes>> = {
     stormNodes: 20,
     stormRates: [0, 200],
     coldStartRuns: 5,
+    incidentNodes: 200,
   },
   smoke: {
     throughputN: [4],
@@ -64,6 +68,7 @@ export const SIZES: Readonly<Record<Profile, Sizes>> = {
     stormNodes: 3,
     stormRates: [0, 20],
     coldStartRuns: 1,
+    incidentNodes: 4,
   },
 };
 

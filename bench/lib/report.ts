@@ -130,6 +130,16 @@ export function renderResults(r: BenchResults): string {
     );
     out.push('', `External \`@aws-sdk/client-sqs\` alone: ${c.awsSdkSqsLoadMs} ms (part of the forwarder's load; the reconcile function loads it only on a retry, re-issue or dead letter); an empty \`node -e ''\` process: ${c.emptyProcessWallMs} ms wall.`);
   }
+  if (s.incidentStorm) {
+    const c = s.incidentStorm;
+    out.push('', '### 7. Incident storm and noise (whole pipeline)', '');
+    out.push(
+      table(
+        ['Nodes', 'noise events (foreign NoExecute taints + Node labels + Machine annotations)', 'written in ms', 'messages', 'reconcile API calls', 'messages / noise event', 'calls / noise event', 'foreign taint changes filtered', 'queue empty after ms', 'marker alone: messages / calls'],
+        [[c.nodes, `${c.noiseEvents} (${c.foreignTaints} + ${c.nodes} + ${c.nodes})`, c.storm.writeMs, c.noiseMessages, c.noiseCalls, `**${c.messagesPerNoiseEvent}**`, `**${c.callsPerNoiseEvent}**`, c.storm.foreignTaintChangesFiltered, c.queueEmptyAfterMs, `${c.marker.messages} / ${c.marker.calls}`]],
+      ),
+    );
+  }
   return out.join('\n');
 }
 

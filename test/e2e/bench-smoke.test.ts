@@ -17,8 +17,10 @@ describeWithControlPlane('Benchmarks: smoke run of every scenario', () => {
 
     // Assess
     expect(results.failures, lines.join('\n')).toEqual({});
-    expect(Object.keys(results.scenarios).sort()).toEqual(['apiCost', 'coldStart', 'conflictStorm', 'e2eLatency', 'forwarder', 'throughput']);
-    expect(SCENARIOS).toHaveLength(6);
+    expect(Object.keys(results.scenarios).sort()).toEqual(['apiCost', 'coldStart', 'conflictStorm', 'e2eLatency', 'forwarder', 'incidentStorm', 'throughput']);
+    expect(SCENARIOS).toHaveLength(7);
+    // Noise costs nothing, and the marker after it went through (the scenario throws otherwise).
+    expect(results.scenarios.incidentStorm).toMatchObject({ noiseMessages: 0, noiseCalls: 0 });
     for (const key of FIGURE_KEYS) {
       expect(Number.isFinite(results[key]), `${key} = ${results[key]}`).toBe(true);
     }
