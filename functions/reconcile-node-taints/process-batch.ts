@@ -24,6 +24,7 @@ import { MalformedEventError, PatchConflictError, TaintPropagatorError } from '#
 import { MetricDimension, ReconcileMetric } from '#shared/observability/metric-names.ts';
 import type { RecordQueue } from '#shared/ports/record-queue.ts';
 import { reconcileNodeTaints, type ReconcileDeps, type ReconcileResult } from './reconcile-node-taints.ts';
+import { backoffDelay } from '#shared/domain/backoff.ts';
 
 export interface BatchDeps extends ReconcileDeps {
   readonly queue: RecordQueue;
@@ -50,8 +51,7 @@ export const SETTLE_RESERVE_MS = 3_000;
  * with "equal jitter" (half fixed, half random) so that conflicting writers spread out.
  */
 export function backoffSeconds(receiveCount: number, retry: { baseSeconds: number; maxSeconds: number }, random: () => number): number {
-  const ceiling = Math.min(retry.maxSeconds, retry.baseSeconds * 2 ** Math.max(0, receiveCount - 1));
-  return Math.round(ceiling / 2 + random() * (ceiling / 2));
+  return Math.round(backoffDelay(Math.max(1, receiveCount), { base: retry.baseSeconds, max: retry.maxSeconds, jitter: 'equal' }, random));
 }
 
 /** Processes one SQS batch and returns the batch item failures (never throws for a record's failure). */

@@ -25,6 +25,7 @@ import type { LeaderLease } from '#shared/ports/leader-lease.ts';
 import type { StreamEvent, WatchSources, WatchStream } from '#shared/ports/watch-source.ts';
 import { ForwarderMetric } from '#shared/observability/metric-names.ts';
 import { logger as defaultLogger, LogKey } from '#shared/observability/logger.ts';
+import { backoffDelay } from '#shared/domain/backoff.ts';
 
 type Logger = Pick<typeof defaultLogger, 'info' | 'warn' | 'error' | 'debug'>;
 
@@ -356,7 +357,7 @@ export class WatchForwarder {
           continue;
         }
         p.attempts++;
-        p.notBefore = sentAt + Math.min(30_000, 500 * 2 ** Math.min(p.attempts, 10)) * (0.5 + Math.random() / 2);
+        p.notBefore = sentAt + backoffDelay(p.attempts + 1, { base: 500, max: 30_000, jitter: 'equal' }, Math.random);
       }
     }
     for (const p of finished) {

@@ -27,6 +27,7 @@ import type { StreamEvent, WatchStream } from '#shared/ports/watch-source.ts';
 import type { ForwarderTelemetry } from '#shared/ports/forwarder-telemetry.ts';
 import { ForwarderMetric } from '#shared/observability/metric-names.ts';
 import { logger as defaultLogger } from '#shared/observability/logger.ts';
+import { backoffDelay } from '#shared/domain/backoff.ts';
 
 /** Thrown when the requested resourceVersion has been compacted away (HTTP 410 / watch ERROR 410). */
 export class ResourceVersionGoneError extends TaintPropagatorError {
@@ -195,7 +196,7 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
         }
         if (err instanceof CollectionNotServedError) this.o.collectionNotServed?.();
         failures++;
-        const delay = Math.floor(this.random() * Math.min(backoff.maxMs, backoff.initialMs * 2 ** Math.min(failures, 16)));
+        const delay = Math.floor(backoffDelay(failures + 1, { base: backoff.initialMs, max: backoff.maxMs, jitter: 'full' }, this.random));
         this.o.telemetry?.record(ForwarderMetric.WatchRestarts, 1);
         this.log.warn('Retrying watch after error', { stream: this.o.name, resourceVersion: this.resourceVersion, delayMs: delay, reason: String(err instanceof Error ? err.message : err) });
         await sleep(delay, signal);

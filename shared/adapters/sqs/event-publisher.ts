@@ -10,6 +10,7 @@ import { messageGroupIdFor, type TaintEvent } from '#shared/domain/cloud-event.t
 import { toCloudEventBody } from '#shared/adapters/cloudevents/cloud-event-body.ts';
 import type { EventPublisher, PublishResult, UnsentEvent } from '#shared/ports/event-publisher.ts';
 import { logger as defaultLogger, LogKey } from '#shared/observability/logger.ts';
+import { backoffDelay } from '#shared/domain/backoff.ts';
 
 /** SQS's limits for one SendMessageBatch call. */
 export const SQS_MAX_BATCH_ENTRIES = 10;
@@ -128,7 +129,7 @@ export function createSqsEventPublisher(options: SqsEventPublisherOptions): Even
         else pending.push(e);
       }
       if (pending.length > 0) {
-        const delay = Math.floor(random() * Math.min(5_000, baseDelayMs * 2 ** (attempt - 1)));
+        const delay = Math.floor(backoffDelay(attempt, { base: baseDelayMs, max: 5_000, jitter: 'full' }, random));
         log.warn('Retrying failed queue sends', { count: pending.length, attempt, delayMs: delay, reason: reasons.get(pending[0]?.id ?? '')?.reason });
         await sleep(delay);
       }

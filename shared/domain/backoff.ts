@@ -1,0 +1,25 @@
+/**
+ * The one backoff rule of the product: exponential, capped, jittered. Used by the watch streams, the queue sends of
+ * the forwarder, its per-event resends, and the reconcile function's retries through the queue. Pure.
+ */
+
+/** How a delay grows: `base × 2^(attempt − 1)`, capped at `max`, then jittered. */
+export interface BackoffPolicy {
+  readonly base: number;
+  readonly max: number;
+  /**
+   * `full`: uniform in [0, ceiling) — spreads retries most (AWS's "full jitter"); `equal`: ceiling/2 plus uniform in
+   * [0, ceiling/2) — never retries almost at once, for retries that should wait (e.g. conflicting writers).
+   */
+  readonly jitter: 'full' | 'equal';
+}
+
+/**
+ * The delay before retry number `attempt` (1 = the first retry), in the policy's unit.
+ * @example backoffDelay(3, { base: 100, max: 5_000, jitter: 'full' }, () => 0.5) // 200: half of min(5 000, 100 × 2²)
+ */
+export function backoffDelay(attempt: number, policy: BackoffPolicy, random: () => number): number {
+  const exponent = Math.min(Math.max(0, attempt - 1), 30);
+  const ceiling = Math.min(policy.max, policy.base * 2 ** exponent);
+  return policy.jitter === 'full' ? random() * ceiling : ceiling / 2 + random() * (ceiling / 2);
+}
