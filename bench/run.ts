@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --quick | --smoke] [--only=throughput,forwarder] [--throughput-n=1000] [--kubeconfig=<path>] [--etcd=<url>] [--no-write]`
+ * `npm run bench [-- --quick | --smoke] [--only=throughput,forwarder] [--throughput-n=1000] [--forwarder-objects=20000] [--kubeconfig=<path>] [--etcd=<url>] [--no-write]`
  *
  * Runs the benchmark scenarios against a real API server: the local control plane started here (default), or the
  * one of `--kubeconfig` (admin rights needed; the benchmarks create and delete labelled Nodes and namespaces).
@@ -23,6 +23,7 @@ const { values } = parseArgs({
     kubeconfig: { type: 'string' },
     etcd: { type: 'string' },
     'throughput-n': { type: 'string' },
+    'forwarder-objects': { type: 'string' },
     'no-write': { type: 'boolean', default: false },
   },
 });
@@ -55,16 +56,21 @@ if (!kubeconfigPath) {
 
 try {
   const throughputN = values['throughput-n']?.split(',').map(Number).filter((n) => Number.isInteger(n) && n > 0);
+  const forwarderObjects = values['forwarder-objects'] === undefined ? undefined : Number(values['forwarder-objects']);
+  if (forwarderObjects !== undefined && !(Number.isInteger(forwarderObjects) && forwarderObjects > 0)) throw new Error(`--forwarder-objects must be a positive integer, got ${values['forwarder-objects']}`);
   const results = await runBench({
     profile,
     kubeconfigPath,
     only: only as ScenarioName[],
     ...(etcdEndpoint ? { etcdEndpoint } : {}),
-    ...(throughputN && throughputN.length > 0 ? { sizes: { throughputN } } : {}),
+    sizes: {
+      ...(throughputN && throughputN.length > 0 ? { throughputN } : {}),
+      ...(forwarderObjects !== undefined ? { forwarderObjects } : {}),
+    },
   });
   const json = `${JSON.stringify(results, null, 2)}\n`;
   if (!values['no-write'] && profile !== 'smoke') {
-    const partial = only.length > 0 || values['throughput-n'] !== undefined;
+    const partial = only.length > 0 || values['throughput-n'] !== undefined || values['forwarder-objects'] !== undefined;
     const file = profile === 'full' && !partial ? 'results.json' : `out/results.${profile}${partial ? '.partial' : ''}.json`;
     mkdirSync(new URL('./out/', import.meta.url), { recursive: true });
     writeFileSync(new URL(`./${file}`, import.meta.url), json);
