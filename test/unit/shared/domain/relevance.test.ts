@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { diffRelist, fingerprintOf, forwardDecision, isDeclarationRecovery, isForeignTaintNoise, isOwnNodeWrite, isRelevantChange, type ListedObject } from '#shared/domain/relevance.ts';
 import { toMachineFacts, toNodeFacts, type MachineFacts, type NodeFacts } from '#shared/domain/watch-event.ts';
+import { FIELD_MANAGER } from '#shared/domain/taint.ts';
 
 type Json = Record<string, any>;
 
@@ -296,5 +297,50 @@ describe('Function: forwardDecision()', () => {
     const fixed = baseMachine();
     fixed.metadata.annotations['taints.capi-taint-propagator.dev/machine'] = 'gpu:NoSchedule';
     expect(forwardDecision('modified', toMachineFacts(broken) as MachineFacts, toMachineFacts(fixed) as MachineFacts)).toEqual({ forward: true, declarationRecovered: true });
+  });
+});
+
+describe('Function: isForeignTaintNoise() with odd taint lists, and forwardDecision() for our own write', () => {
+  const OWN = 'taints.capi-taint-propagator.dev/applied';
+  const facts = (taints: unknown, manager = 'node-controller'): NodeFacts => {
+    const n = baseNode();
+    n.metadata.annotations[OWN] = '';
+    n.metadata.managedFields = [{ manager, fieldsV1: { 'f:spec': { 'f:taints': {} } } }];
+    const f = toNodeFacts(n) as NodeFacts;
+    return { ...f, taints } as NodeFacts;
+  };
+  const UNREACHABLE = { key: 'node.kubernetes.io/unreachable', effect: 'NoExecute' };
+
+  it('treats a Node without taints as an empty list: the first foreign taint is noise', () => {
+    expect(isForeignTaintNoise(facts(null), facts([UNREACHABLE]))).toBe(true);
+    expect(isForeignTaintNoise(facts(undefined), facts([UNREACHABLE]))).toBe(true);
+  });
+
+  it('forwards whatever it cannot read as a list of taints (the reconcile function decides)', () => {
+    expect(isForeignTaintNoise(facts('not a list'), facts([UNREACHABLE]))).toBe(false);
+    expect(isForeignTaintNoise(facts([]), facts([UNREACHABLE, 'text']))).toBe(false);
+    expect(isForeignTaintNoise(facts([]), facts([UNREACHABLE, { key: 1, effect: 'NoSchedule' }]))).toBe(false);
+  });
+
+  it('takes someone else reordering the same taints for noise too', () => {
+    const a = { key: 'a', effect: 'NoSchedule' };
+    expect(isForeignTaintNoise(facts([a, UNREACHABLE]), facts([UNREACHABLE, a]))).toBe(true);
+  });
+
+  it('is false when the taints did not change at all (only who wrote them, or the resourceVersion)', () => {
+    const a = { key: 'a', effect: 'NoSchedule' };
+    expect(isForeignTaintNoise(facts([a]), facts([a], 'someone-else'))).toBe(false);
+    expect(isOwnNodeWrite(facts([a]), facts([a], FIELD_MANAGER))).toBe(false);
+  });
+
+  it('names the echo of our own write', () => {
+    const before = facts([]);
+    const after = {
+      ...facts([{ key: 'gpu', value: 'a', effect: 'NoSchedule' }]),
+      ownTrackingAnnotation: 'gpu:NoSchedule',
+      writers: { taints: FIELD_MANAGER, ownTrackingAnnotation: FIELD_MANAGER },
+    } as NodeFacts;
+    expect(forwardDecision('modified', before, after)).toEqual({ forward: false, filtered: 'own-write' });
+    expect(forwardDecision('modified', before, { ...after, writers: { taints: 'someone', ownTrackingAnnotation: 'someone' } })).toEqual({ forward: true });
   });
 });
