@@ -86,7 +86,9 @@ export interface CapiManager {
 /** Controllers whose workers must run before the manager counts as ready (the rest start in the same breath). */
 function expectedControllers(gates: FeatureGates): string[] {
   const names = ['cluster', 'machine', 'machineset', 'machinedeployment'];
-  if ({ ...DEFAULT_FEATURE_GATES, ...gates }['ClusterTopology']) names.push('topology/cluster', 'clusterclass');
+  const effective = { ...DEFAULT_FEATURE_GATES, ...gates };
+  if (effective['MachinePool'] !== false) names.push('machinepool'); // beta, on by default from v1.8 to v1.14
+  if (effective['ClusterTopology']) names.push('topology/cluster', 'clusterclass');
   return names;
 }
 

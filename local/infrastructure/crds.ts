@@ -5,7 +5,7 @@
  *
  * | group | kinds |
  * |---|---|
- * | `infrastructure.cluster.x-k8s.io` | LocalCluster, LocalClusterTemplate, LocalMachine, LocalMachineTemplate |
+ * | `infrastructure.cluster.x-k8s.io` | LocalCluster, LocalClusterTemplate, LocalMachine, LocalMachineTemplate, LocalMachinePool |
  * | `controlplane.cluster.x-k8s.io` | LocalControlPlane, LocalControlPlaneTemplate |
  * | `bootstrap.cluster.x-k8s.io` | LocalBootstrapConfig, LocalBootstrapConfigTemplate |
  *
@@ -33,6 +33,7 @@ export const LOCAL_CLUSTER = api(INFRASTRUCTURE_GROUP, 'LocalCluster');
 export const LOCAL_CLUSTER_TEMPLATE = api(INFRASTRUCTURE_GROUP, 'LocalClusterTemplate');
 export const LOCAL_MACHINE = api(INFRASTRUCTURE_GROUP, 'LocalMachine');
 export const LOCAL_MACHINE_TEMPLATE = api(INFRASTRUCTURE_GROUP, 'LocalMachineTemplate');
+export const LOCAL_MACHINE_POOL = api(INFRASTRUCTURE_GROUP, 'LocalMachinePool');
 export const LOCAL_CONTROL_PLANE = api(CONTROL_PLANE_GROUP, 'LocalControlPlane');
 export const LOCAL_CONTROL_PLANE_TEMPLATE = api(CONTROL_PLANE_GROUP, 'LocalControlPlaneTemplate');
 export const LOCAL_BOOTSTRAP_CONFIG = api(BOOTSTRAP_GROUP, 'LocalBootstrapConfig');
@@ -79,6 +80,33 @@ const machineStatus: V1JSONSchemaProps = {
       items: { type: 'object', required: ['type', 'address'], properties: { type: { type: 'string' }, address: { type: 'string' } } },
     },
     nodeName: { type: 'string' },
+  },
+};
+
+/**
+ * An infrastructure MachinePool (the contract's `spec.providerIDList`, written by the provider) with the template its
+ * Nodes register from: `template.spec.startupTaints`, read when a Node joins (as a launch template would be).
+ */
+const machinePoolSpec: V1JSONSchemaProps = {
+  type: 'object',
+  properties: {
+    providerIDList: {
+      type: 'array',
+      maxItems: 1000,
+      description: 'Set by the provider: the providerIDs of the Nodes of the pool (local:///<namespace>/<pool>-<n>).',
+      items: { type: 'string', maxLength: 512 },
+    },
+    template: { type: 'object', properties: { spec: { type: 'object', properties: { startupTaints } } } },
+  },
+};
+
+/** Both contracts: v1beta2 `initialization.provisioned`, v1beta1 `ready` (still what CAPI v1.14 reads), and `replicas`. */
+const machinePoolStatus: V1JSONSchemaProps = {
+  type: 'object',
+  properties: {
+    initialization: { type: 'object', properties: { provisioned: { type: 'boolean' } } },
+    ready: { type: 'boolean' },
+    replicas: { type: 'integer', format: 'int32', minimum: 0 },
   },
 };
 
@@ -162,6 +190,16 @@ export const LOCAL_PROVIDER_CRDS: readonly V1CustomResourceDefinition[] = [
     ],
   }),
   crd({ kind: LOCAL_MACHINE_TEMPLATE, spec: template(spec(machineSpec)) }),
+  crd({
+    kind: LOCAL_MACHINE_POOL,
+    spec: spec(machinePoolSpec),
+    status: spec(machinePoolStatus),
+    columns: [
+      { name: 'Cluster', type: 'string', jsonPath: ".metadata.labels['cluster\\.x-k8s\\.io/cluster-name']" },
+      { name: 'Replicas', type: 'integer', jsonPath: '.status.replicas' },
+      { name: 'Provisioned', type: 'boolean', jsonPath: '.status.initialization.provisioned' },
+    ],
+  }),
   crd({
     kind: LOCAL_CONTROL_PLANE,
     spec: spec({ type: 'object', properties: { controlPlaneEndpoint: endpoint, version: { type: 'string' }, replicas: { type: 'integer', format: 'int32' } } }),

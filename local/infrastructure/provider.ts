@@ -10,6 +10,13 @@
  *   the Machine** as a kubelet would: `spec.providerID`, the `spec.startupTaints` it asks for, then through `/status`
  *   Ready=True and MemoryPressure/DiskPressure/PIDPressure=False; then `spec.providerID` and
  *   `status.initialization.provisioned=true` on the LocalMachine. A finalizer deletes the Node with it.
+ * - **LocalMachinePool** (infrastructure): once Cluster API has made a MachinePool its owner, keeps one Node per
+ *   replica of the MachinePool's `spec.replicas` (Nodes `<pool>-<n>`, lowest free `n` first; scaling down removes
+ *   the highest), registered like a LocalMachine's Node with the pool's `spec.template.spec.startupTaints` of the
+ *   moment it joins; `spec.providerIDList` = those Nodes' providerIDs, then `status.replicas`, `ready` and
+ *   `initialization.provisioned`. Cluster API's MachinePool controller turns the list into `status.nodeRefs`. The
+ *   provider watches the owning MachinePools (in their owner reference's version) to follow scaling. A finalizer
+ *   deletes the pool's Nodes with it.
  * - **LocalControlPlane** (controlplane): a machine-less control plane (the API server itself): reports itself
  *   initialized, at `spec.version`, with `spec.replicas` replicas ready and up to date.
  * - **LocalBootstrapConfig** (bootstrap): a bootstrap data Secret (nothing to run) and `status.dataSecretName`.
@@ -44,6 +51,7 @@ import {
   LOCAL_CLUSTER,
   LOCAL_CONTROL_PLANE,
   LOCAL_MACHINE,
+  LOCAL_MACHINE_POOL,
   type KindApi,
 } from './crds.ts';
 
@@ -54,6 +62,10 @@ export const MANAGED_BY_LABEL = 'infrastructure.cluster.x-k8s.io/managed-by';
 const MANAGED_BY = 'local-provider';
 /** Finalizer on LocalMachines: their Node goes first. */
 export const MACHINE_FINALIZER = 'localmachine.infrastructure.cluster.x-k8s.io';
+/** Finalizer on LocalMachinePools: their Nodes go first. */
+export const MACHINE_POOL_FINALIZER = 'localmachinepool.infrastructure.cluster.x-k8s.io';
+/** Annotation on the Nodes of a LocalMachinePool: `<namespace>/<pool>` (which Nodes the pool may scale down or delete). */
+export const MACHINE_POOL_ANNOTATION = 'infrastructure.cluster.x-k8s.io/local-machine-pool';
 const CAPI_GROUP = 'cluster.x-k8s.io';
 
 /** The API server where one Cluster's Nodes live. */
@@ -89,6 +101,8 @@ interface Obj extends KubernetesObject {
 }
 
 type Handler = (obj: Obj) => Promise<void>;
+/** Queues a reconcile of one object of a watched kind (by namespace and name). */
+type Enqueue = (namespace: string, name: string) => void;
 
 const MERGE = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 
@@ -102,6 +116,9 @@ export class LocalProvider {
   readonly #nodeClusterFor: NodeClusterResolver;
   readonly #informers: { api: KindApi; informer: Informer<Obj> & ObjectCache<Obj> }[] = [];
   readonly #queue = new KeyedQueue();
+  /** Informers on Cluster API MachinePools, one per group version seen in a LocalMachinePool's owner reference. */
+  readonly #machinePoolWatches = new Map<string, Promise<void>>();
+  #enqueuePool: Enqueue = () => undefined;
   #stopped = false;
 
   constructor(o: LocalProviderOptions) {
@@ -122,10 +139,12 @@ export class LocalProvider {
     const handlers: [KindApi, Handler, Handler | undefined][] = [
       [LOCAL_CLUSTER, (o) => this.#reconcileCluster(o), (o) => this.#clusterDeleted(o)],
       [LOCAL_MACHINE, (o) => this.#reconcileMachine(o), undefined],
+      [LOCAL_MACHINE_POOL, (o) => this.#reconcileMachinePool(o), undefined],
       [LOCAL_CONTROL_PLANE, (o) => this.#reconcileControlPlane(o), undefined],
       [LOCAL_BOOTSTRAP_CONFIG, (o) => this.#reconcileBootstrap(o), (o) => this.#bootstrapDeleted(o)],
     ];
-    await Promise.all(handlers.map(([api, onChange, onDelete]) => this.#watch(api, onChange, onDelete)));
+    const enqueues = await Promise.all(handlers.map(([api, onChange, onDelete]) => this.#watch(api, onChange, onDelete)));
+    this.#enqueuePool = enqueues[handlers.findIndex(([api]) => api === LOCAL_MACHINE_POOL)] ?? this.#enqueuePool;
   }
 
   /** Stops the informers and waits for running reconciles. */
@@ -135,7 +154,8 @@ export class LocalProvider {
     await this.#queue.drain();
   }
 
-  async #watch(api: KindApi, onChange: Handler, onDelete: Handler | undefined): Promise<void> {
+  /** Starts an informer on a kind; returns how to queue a reconcile of one of its objects. */
+  async #watch(api: KindApi, onChange: Handler, onDelete: Handler | undefined): Promise<Enqueue> {
     const ns = this.#namespace;
     const path = ns ? `/apis/${api.group}/${api.version}/namespaces/${ns}/${api.plural}` : `/apis/${api.group}/${api.version}/${api.plural}`;
     const list = async (): Promise<KubernetesListObject<Obj>> =>
@@ -156,15 +176,16 @@ export class LocalProvider {
     const informer = makeInformer<Obj>(this.#kc, path, list);
     this.#informers.push({ api, informer });
     const keyOf = (o: Obj): string => `${api.kind}/${o.metadata?.namespace ?? ''}/${o.metadata?.name ?? ''}`;
-    const enqueue = (o: Obj): void => {
+    const enqueueByName: Enqueue = (namespace, name) => {
       if (this.#stopped) return;
-      const namespace = o.metadata?.namespace ?? '';
-      const name = o.metadata?.name ?? '';
-      this.#queue.add(keyOf(o), async () => {
+      this.#queue.add(`${api.kind}/${namespace}/${name}`, async () => {
         // Always the newest state the watch delivered; gone means a delete event handles it.
         const current = informer.get(name, namespace);
         if (current && !this.#stopped) await onChange(current);
       }, (e) => this.#log(`[local-provider] ${api.kind} ${namespace}/${name}: ${describe(e)} (retrying)`));
+    };
+    const enqueue = (o: Obj): void => {
+      enqueueByName(o.metadata?.namespace ?? '', o.metadata?.name ?? '');
     };
     informer.on('add', enqueue);
     informer.on('update', enqueue);
@@ -182,6 +203,8 @@ export class LocalProvider {
       }, 1000);
     });
     await informer.start();
+    if (this.#stopped) await informer.stop(); // started lazily (MachinePools) while the provider stopped
+    return enqueueByName;
   }
 
   // ---------------------------------------------------------------------------------------------------------------
@@ -304,7 +327,7 @@ export class LocalProvider {
   }
 
   /** Creates the Node with its startup taints, then reports it Ready, as a kubelet registering itself would. */
-  async #registerNode(target: NodeCluster, n: { name: string; providerID: string; taints: V1Taint[]; kubeletVersion: string; clusterName: string }): Promise<void> {
+  async #registerNode(target: NodeCluster, n: { name: string; providerID: string; taints: V1Taint[]; kubeletVersion: string; clusterName: string; annotations?: Record<string, string> }): Promise<void> {
     const core = target.kubeConfig.makeApiClient(CoreV1Api);
     let node: V1Node;
     try {
@@ -312,6 +335,7 @@ export class LocalProvider {
         body: {
           metadata: {
             name: n.name,
+            ...(n.annotations ? { annotations: n.annotations } : {}),
             labels: {
               'kubernetes.io/hostname': n.name,
               'kubernetes.io/os': 'linux',
@@ -327,6 +351,11 @@ export class LocalProvider {
       node = await core.readNode({ name: n.name });
       if (node.spec?.providerID !== n.providerID) {
         throw new Error(`Node ${n.name} exists with providerID ${JSON.stringify(node.spec?.providerID ?? '')}, not ${n.providerID}: not taking it over`);
+      }
+      for (const [key, value] of Object.entries(n.annotations ?? {})) {
+        if (node.metadata?.annotations?.[key] !== value) {
+          throw new Error(`Node ${n.name} exists without annotation ${key}=${value} (has ${JSON.stringify(node.metadata?.annotations?.[key] ?? '')}): not taking it over`);
+        }
       }
     }
     if (node.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True')) return;
@@ -375,6 +404,106 @@ export class LocalProvider {
     } catch (e) {
       if (!(e instanceof ApiException) || (e.code !== 404 && e.code !== 409)) throw e;
     }
+  }
+
+  // ---------------------------------------------------------------------------------------------------------------
+  // LocalMachinePool
+
+  async #reconcileMachinePool(o: Obj): Promise<void> {
+    const ns = o.metadata?.namespace ?? '';
+    const name = o.metadata?.name ?? '';
+    const finalizers = o.metadata?.finalizers ?? [];
+    const owner = ownerOf(o, 'MachinePool');
+    const clusterName = o.metadata?.labels?.[CLUSTER_NAME_LABEL] ?? '';
+    if (o.metadata?.deletionTimestamp) {
+      if (!finalizers.includes(MACHINE_POOL_FINALIZER)) return;
+      const target = this.#nodeClusterFor({ namespace: ns, name: clusterName });
+      for (const member of await this.#poolMembers(target, ns, name)) await this.#deleteNode(target, member.name, member.providerID);
+      await this.#custom.patchNamespacedCustomObject(
+        {
+          ...gvp(LOCAL_MACHINE_POOL),
+          namespace: ns,
+          name,
+          body: { metadata: { finalizers: finalizers.filter((f) => f !== MACHINE_POOL_FINALIZER), resourceVersion: o.metadata?.resourceVersion } },
+        },
+        MERGE,
+      );
+      this.#log(`[local-provider] LocalMachinePool ${ns}/${name} deleted with its Nodes`);
+      return;
+    }
+    if (!owner) return; // Cluster API sets the owning MachinePool; that update brings us back
+    if (!finalizers.includes(MACHINE_POOL_FINALIZER)) {
+      await this.#custom.patchNamespacedCustomObject(
+        { ...gvp(LOCAL_MACHINE_POOL), namespace: ns, name, body: { metadata: { finalizers: [...finalizers, MACHINE_POOL_FINALIZER], resourceVersion: o.metadata?.resourceVersion } } },
+        MERGE,
+      );
+      return; // the update event continues
+    }
+    // Scaling changes the MachinePool, not this object: follow MachinePools in the version Cluster API owns us with.
+    const machinePoolApi: KindApi = { group: CAPI_GROUP, version: owner.apiVersion.split('/')[1] ?? 'v1beta2', plural: 'machinepools', kind: 'MachinePool' };
+    await this.#watchMachinePools(machinePoolApi);
+    const pool = (await this.#custom.getNamespacedCustomObject({ ...gvp(machinePoolApi), namespace: ns, name: owner.name })) as Obj;
+    const replicas = (pool.spec?.['replicas'] as number | undefined) ?? 1;
+    const poolClusterName = (pool.spec?.['clusterName'] as string | undefined) ?? clusterName;
+    const target = this.#nodeClusterFor({ namespace: ns, name: poolClusterName });
+    const members = await this.#poolMembers(target, ns, name);
+    // Scale down: the highest indices leave (their Nodes deleted, as when a cloud terminates instances).
+    for (const leaving of members.splice(replicas)) await this.#deleteNode(target, leaving.name, leaving.providerID);
+    // Scale up: the lowest free indices join, with the template's startup taints of this moment.
+    const template = (o.spec?.['template'] as { spec?: { startupTaints?: V1Taint[] } } | undefined)?.spec;
+    const kubeletVersion = ((pool.spec?.['template'] as { spec?: { version?: string } } | undefined)?.spec?.version) ?? 'v0.0.0';
+    const used = new Set(members.map((m) => m.index));
+    for (let index = 0; members.length < replicas; index++) {
+      if (used.has(index)) continue;
+      const nodeName = `${name}-${index}`;
+      const providerID = providerIdOf(ns, nodeName);
+      await this.#registerNode(target, { name: nodeName, providerID, taints: template?.startupTaints ?? [], kubeletVersion, clusterName: poolClusterName, annotations: { [MACHINE_POOL_ANNOTATION]: `${ns}/${name}` } });
+      members.push({ name: nodeName, providerID, index });
+      this.#log(`[local-provider] LocalMachinePool ${ns}/${name}: Node ${nodeName} (${providerID}) joined`);
+    }
+    members.sort((a, b) => a.index - b.index);
+    const providerIDList = members.map((m) => m.providerID);
+    // The list first: Cluster API waits for it while status.replicas is not 0.
+    if (JSON.stringify(o.spec?.['providerIDList'] ?? []) !== JSON.stringify(providerIDList)) {
+      await this.#custom.patchNamespacedCustomObject({ ...gvp(LOCAL_MACHINE_POOL), namespace: ns, name, body: { spec: { providerIDList } } }, MERGE);
+    }
+    const desired = { initialization: { provisioned: true }, ready: true, replicas: members.length };
+    const status = o.status ?? {};
+    if (Object.entries(desired).every(([k, v]) => JSON.stringify(status[k]) === JSON.stringify(v))) return;
+    await this.#custom.patchNamespacedCustomObjectStatus({ ...gvp(LOCAL_MACHINE_POOL), namespace: ns, name, body: { status: desired } }, MERGE);
+  }
+
+  /**
+   * The Nodes of a pool, by index: annotated with the pool, providerID `local:///<ns>/<pool>-<n>`, named `<pool>-<n>`.
+   * Listed from the API server (not from the pool's providerIDList), so a Node registered just before a failure is
+   * still found.
+   */
+  async #poolMembers(target: NodeCluster, namespace: string, pool: string): Promise<{ name: string; providerID: string; index: number }[]> {
+    const nodes = await target.kubeConfig.makeApiClient(CoreV1Api).listNode();
+    const prefix = `${pool}-`;
+    return nodes.items
+      .flatMap((n) => {
+        const name = n.metadata?.name ?? '';
+        const index = name.startsWith(prefix) && /^(0|[1-9]\d{0,5})$/.test(name.slice(prefix.length)) ? Number(name.slice(prefix.length)) : -1;
+        const ours = index >= 0 && n.metadata?.annotations?.[MACHINE_POOL_ANNOTATION] === `${namespace}/${pool}` && n.spec?.providerID === providerIdOf(namespace, name);
+        return ours ? [{ name, providerID: providerIdOf(namespace, name), index }] : [];
+      })
+      .sort((a, b) => a.index - b.index);
+  }
+
+  /** Starts (once per version) the informer on MachinePools that queues their LocalMachinePool's reconcile. */
+  async #watchMachinePools(api: KindApi): Promise<void> {
+    let started = this.#machinePoolWatches.get(api.version);
+    if (!started) {
+      started = this.#watch(api, async (mp) => {
+        const ref = (mp.spec?.['template'] as { spec?: { infrastructureRef?: { kind?: string; name?: string; apiGroup?: string; apiVersion?: string } } } | undefined)?.spec?.infrastructureRef;
+        const group = ref?.apiGroup ?? ref?.apiVersion?.split('/')[0];
+        if (ref?.kind === LOCAL_MACHINE_POOL.kind && group === LOCAL_MACHINE_POOL.group && ref.name) this.#enqueuePool(mp.metadata?.namespace ?? '', ref.name);
+      }, undefined).then(() => undefined);
+      this.#machinePoolWatches.set(api.version, started);
+      started.catch(() => this.#machinePoolWatches.delete(api.version)); // the failed reconcile retries, and so does this
+    }
+    await started;
   }
 
   // ---------------------------------------------------------------------------------------------------------------

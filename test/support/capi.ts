@@ -5,15 +5,18 @@
  * A test works in its own namespace: `createSelfHostedCluster` (LocalCluster + LocalControlPlane + Cluster; the
  * provider writes its labelled `<name>-kubeconfig` Secret), then `createMachineDeployment` (LocalMachineTemplate with
  * startup taints, LocalBootstrapConfigTemplate, MachineDeployment with annotations and/or `spec.taints`), then
- * `waitForMachineNodes` until Cluster API has set each Machine's `status.nodeRef` to its Node. Nothing here writes a
- * Machine or a nodeRef: Cluster API does.
+ * `waitForMachineNodes` until Cluster API has set each Machine's `status.nodeRef` to its Node; or `createMachinePool`
+ * (LocalMachinePool with startup taints, LocalBootstrapConfig, MachinePool) and `waitForMachinePoolNodes` until Cluster
+ * API has set the MachinePool's `status.nodeRefs`. Nothing here writes a Machine or a nodeRef: Cluster API does.
  */
 import { describe, inject } from 'vitest';
 import { CoreV1Api, CustomObjectsApi, KubeConfig, type V1Node } from '@kubernetes/client-node';
 import {
+  LOCAL_BOOTSTRAP_CONFIG,
   LOCAL_BOOTSTRAP_CONFIG_TEMPLATE,
   LOCAL_CLUSTER,
   LOCAL_CONTROL_PLANE,
+  LOCAL_MACHINE_POOL,
   LOCAL_MACHINE_TEMPLATE,
   type KindApi,
 } from '#local/infrastructure/crds.ts';
@@ -25,11 +28,17 @@ export const CAPI = { group: 'cluster.x-k8s.io', version: 'v1beta2' } as const;
 export const CLUSTERS = { ...CAPI, plural: 'clusters' } as const;
 export const MACHINE_DEPLOYMENTS = { ...CAPI, plural: 'machinedeployments' } as const;
 export const MACHINES = { ...CAPI, plural: 'machines' } as const;
+export const MACHINE_POOLS = { ...CAPI, plural: 'machinepools' } as const;
 
 /** The Cluster API objects in one group version (v1beta1 for releases up to v1.10). */
 export function capiResources(version: CapiApiVersion = 'v1beta2') {
   const gv = { group: CAPI.group, version };
-  return { clusters: { ...gv, plural: 'clusters' }, machineDeployments: { ...gv, plural: 'machinedeployments' }, machines: { ...gv, plural: 'machines' } } as const;
+  return {
+    clusters: { ...gv, plural: 'clusters' },
+    machineDeployments: { ...gv, plural: 'machinedeployments' },
+    machines: { ...gv, plural: 'machines' },
+    machinePools: { ...gv, plural: 'machinepools' },
+  } as const;
 }
 
 /** A reference to a provider object as the version spells it: v1beta2 `{apiGroup, kind, name}`, v1beta1 `{apiVersion, kind, name}`. */
@@ -209,4 +218,81 @@ export async function waitForMachineNodes(kc: KubeConfig, namespace: string, dep
 /** `key=value:effect` of a Node taint (value empty when absent). */
 export function taintText(t: { key: string; value?: string; effect: string }): string {
   return `${t.key}=${t.value ?? ''}:${t.effect}`;
+}
+
+/** Options of {@link createMachinePool}. */
+export interface MachinePoolOptions {
+  readonly cluster: string;
+  readonly name?: string;
+  readonly replicas: number;
+  /** `spec.template.metadata.annotations` of the MachinePool. */
+  readonly annotations?: Readonly<Record<string, string>>;
+  /** Taints the pool's Nodes register with (LocalMachinePool `spec.template.spec.startupTaints`). */
+  readonly startupTaints?: readonly { key: string; value?: string; effect: string }[];
+  /** The group version to write in (default v1beta2; v1beta1 for Cluster API v1.10 and older). */
+  readonly capiVersion?: CapiApiVersion;
+}
+
+/** Creates a LocalMachinePool, a LocalBootstrapConfig and a MachinePool using them (all named alike); returns the name. */
+export async function createMachinePool(kc: KubeConfig, namespace: string, o: MachinePoolOptions): Promise<string> {
+  const name = o.name ?? uniqueName('mp');
+  await create(kc, gvp(LOCAL_MACHINE_POOL), LOCAL_MACHINE_POOL.kind, namespace, {
+    metadata: { name },
+    spec: { template: { spec: o.startupTaints && o.startupTaints.length > 0 ? { startupTaints: o.startupTaints } : {} } },
+  });
+  await create(kc, gvp(LOCAL_BOOTSTRAP_CONFIG), LOCAL_BOOTSTRAP_CONFIG.kind, namespace, { metadata: { name }, spec: {} });
+  const version = o.capiVersion ?? 'v1beta2';
+  await create(kc, capiResources(version).machinePools, 'MachinePool', namespace, {
+    metadata: { name },
+    spec: {
+      clusterName: o.cluster,
+      replicas: o.replicas,
+      template: {
+        // The MachinePool CRD refuses an empty template metadata (minProperties 1), unlike the MachineDeployment's.
+        ...(o.annotations ? { metadata: { annotations: { ...o.annotations } } } : {}),
+        spec: {
+          clusterName: o.cluster,
+          version: KUBERNETES_VERSION,
+          bootstrap: { configRef: providerRef(LOCAL_BOOTSTRAP_CONFIG, name, version) },
+          infrastructureRef: providerRef(LOCAL_MACHINE_POOL, name, version),
+        },
+      },
+    },
+  });
+  return name;
+}
+
+/** Sets `spec.replicas` of a MachinePool. */
+export async function scaleMachinePool(kc: KubeConfig, namespace: string, name: string, replicas: number, version: CapiApiVersion = 'v1beta2'): Promise<void> {
+  await kc.makeApiClient(CustomObjectsApi).patchNamespacedCustomObject({ ...capiResources(version).machinePools, namespace, name, body: { spec: { replicas } } }, MERGE_PATCH);
+}
+
+/** A MachinePool as Cluster API left it, and the Nodes its `status.nodeRefs` name. */
+export interface MachinePoolNodes {
+  readonly pool: Obj;
+  /** In the order of `status.nodeRefs`. */
+  readonly nodes: V1Node[];
+}
+
+/**
+ * Waits until Cluster API's `status.nodeRefs` of the MachinePool lists exactly `replicas` Nodes, each existing with
+ * the referenced UID; returns the MachinePool and those Nodes.
+ */
+export async function waitForMachinePoolNodes(kc: KubeConfig, namespace: string, pool: string, replicas: number, timeoutMs = 60_000, version: CapiApiVersion = 'v1beta2'): Promise<MachinePoolNodes> {
+  const core = kc.makeApiClient(CoreV1Api);
+  return waitFor(
+    async () => {
+      const mp = await getObject(kc, capiResources(version).machinePools, namespace, pool);
+      const refs = (mp.status?.['nodeRefs'] as { name?: string; uid?: string }[] | undefined) ?? [];
+      if (refs.length !== replicas) return undefined;
+      const nodes: V1Node[] = [];
+      for (const ref of refs) {
+        const node = await core.readNode({ name: ref.name ?? '' }).catch(() => undefined);
+        if (!node || node.metadata?.uid !== ref.uid) return undefined;
+        nodes.push(node);
+      }
+      return { pool: mp, nodes };
+    },
+    { timeoutMs, intervalMs: 200, description: `status.nodeRefs of MachinePool ${namespace}/${pool} to list ${replicas} existing Nodes` },
+  );
 }

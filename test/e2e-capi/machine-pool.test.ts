@@ -1,0 +1,126 @@
+/**
+ * Cluster API in the loop: a MachinePool backed by a LocalMachinePool. The local provider registers one Node per
+ * replica and keeps `spec.providerIDList`; Cluster API's own MachinePool controller (gate `MachinePool`, beta and on
+ * by default) copies the list and sets `status.nodeRefs`. Nothing here writes a nodeRef or a providerIDList.
+ */
+import { beforeAll, expect, it } from 'vitest';
+import { CoreV1Api, CustomObjectsApi, type KubeConfig, type V1Node } from '@kubernetes/client-node';
+import { LOCAL_BOOTSTRAP_CONFIG, LOCAL_MACHINE_POOL } from '#local/infrastructure/crds.ts';
+import { MACHINE_POOL_ANNOTATION, MACHINE_POOL_FINALIZER, providerIdOf } from '#local/infrastructure/provider.ts';
+import { createNamespace, statusOf, waitFor } from '#test/support/control-plane.ts';
+import {
+  MACHINE_POOLS,
+  MACHINES,
+  capiControlPlane,
+  capiKubeConfig,
+  createMachinePool,
+  createSelfHostedCluster,
+  describeWithCapi,
+  getObject,
+  listObjects,
+  scaleMachinePool,
+  taintText,
+  waitForMachinePoolNodes,
+} from '#test/support/capi.ts';
+
+const STARTUP = { key: 'example.com/booting', effect: 'NoSchedule' };
+const local = (k: typeof LOCAL_MACHINE_POOL): { group: string; version: string; plural: string } => ({ group: k.group, version: k.version, plural: k.plural });
+const names = (nodes: readonly V1Node[]): string[] => nodes.map((n) => n.metadata?.name ?? '').sort();
+const ready = (n: V1Node): boolean => n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
+
+describeWithCapi('Cluster API in the loop: MachinePool → LocalMachinePool → Nodes (status.nodeRefs by Cluster API)', () => {
+  let kc: KubeConfig;
+  let core: CoreV1Api;
+  let ns: string;
+  let cluster: string;
+
+  beforeAll(async () => {
+    kc = capiKubeConfig();
+    core = kc.makeApiClient(CoreV1Api);
+    ns = await createNamespace(kc, 'capi-mp');
+    cluster = await createSelfHostedCluster(kc, ns);
+  });
+
+  const gone = async (name: string): Promise<void> => {
+    await waitFor(async () => statusOf(await core.readNode({ name }).catch((e: unknown) => e)) === 404, { timeoutMs: 30_000, description: `Node ${name} deleted` });
+  };
+
+  it('runs the manager with the MachinePool gate at its default (on)', () => {
+    const cp = capiControlPlane();
+    expect(cp.available && cp.featureGates['MachinePool']).toBeUndefined();
+  });
+
+  it('a pool of 3 gets 3 Ready Nodes with the startup taints; scaled to 5 and back to 3, the removed Nodes are deleted', async () => {
+    const pool = await createMachinePool(kc, ns, { cluster, replicas: 3, startupTaints: [STARTUP] });
+    const three = await waitForMachinePoolNodes(kc, ns, pool, 3);
+    expect(names(three.nodes)).toEqual([`${pool}-0`, `${pool}-1`, `${pool}-2`]);
+    const localPool = await getObject(kc, local(LOCAL_MACHINE_POOL), ns, pool);
+    const providerIDs = [0, 1, 2].map((i) => providerIdOf(ns, `${pool}-${i}`));
+    expect(localPool.spec?.['providerIDList']).toEqual(providerIDs);
+    expect(localPool.status).toMatchObject({ initialization: { provisioned: true }, ready: true, replicas: 3 });
+    expect(localPool.metadata.finalizers).toContain(MACHINE_POOL_FINALIZER);
+    // Cluster API copied the list from the LocalMachinePool, and took status.replicas from it.
+    expect(three.pool.spec?.['providerIDList']).toEqual(providerIDs);
+    expect(three.pool.status?.['replicas']).toBe(3);
+    for (const node of three.nodes) {
+      expect(ready(node)).toBe(true);
+      expect(providerIDs).toContain(node.spec?.providerID);
+      expect((node.spec?.taints ?? []).map(taintText)).toEqual([taintText(STARTUP)]);
+    }
+
+    await scaleMachinePool(kc, ns, pool, 5);
+    const five = await waitForMachinePoolNodes(kc, ns, pool, 5);
+    expect(names(five.nodes)).toEqual([0, 1, 2, 3, 4].map((i) => `${pool}-${i}`));
+    // The first three are the same Nodes (same UIDs): scaling up only adds.
+    const uids = (nodes: readonly V1Node[]): Record<string, string> => Object.fromEntries(nodes.map((n) => [n.metadata?.name ?? '', n.metadata?.uid ?? '']));
+    expect(uids(five.nodes)).toMatchObject(uids(three.nodes));
+    for (const node of five.nodes) expect(ready(node) && (node.spec?.taints ?? []).map(taintText)).toEqual([taintText(STARTUP)]);
+
+    await scaleMachinePool(kc, ns, pool, 3);
+    const back = await waitForMachinePoolNodes(kc, ns, pool, 3);
+    expect(uids(back.nodes)).toEqual(uids(three.nodes));
+    for (const removed of [`${pool}-3`, `${pool}-4`]) await gone(removed);
+    expect((await getObject(kc, local(LOCAL_MACHINE_POOL), ns, pool)).spec?.['providerIDList']).toEqual(providerIDs);
+  });
+
+  it("Cluster API copies the template's annotations nowhere: its Node patch carries only its own four annotations, and no Machines exist", async () => {
+    const pool = await createMachinePool(kc, ns, { cluster, replicas: 2, annotations: { 'example.com/from-template': 'yes' } });
+    const { nodes } = await waitForMachinePoolNodes(kc, ns, pool, 2);
+    // Positive signal that Cluster API's Node patch (machinepool_controller_noderef.go patchNodes) has landed.
+    const patched = await waitFor(
+      async () => {
+        const got = await Promise.all(nodes.map((n) => core.readNode({ name: n.metadata?.name ?? '' })));
+        return got.every((n) => n.metadata?.annotations?.['cluster.x-k8s.io/owner-name'] === pool) ? got : undefined;
+      },
+      { timeoutMs: 30_000, description: 'owner annotations on the pool Nodes' },
+    );
+    for (const node of patched) {
+      expect(node.metadata?.annotations).toEqual({
+        'cluster.x-k8s.io/cluster-name': cluster,
+        'cluster.x-k8s.io/cluster-namespace': ns,
+        'cluster.x-k8s.io/owner-kind': 'MachinePool',
+        'cluster.x-k8s.io/owner-name': pool,
+        [MACHINE_POOL_ANNOTATION]: `${ns}/${pool}`, // the local provider's, at registration
+      });
+    }
+    // MachinePool Machines (which would carry the template's annotations) exist only for providers reporting
+    // status.infrastructureMachineKind; the LocalMachinePool does not.
+    expect(await listObjects(kc, MACHINES, ns, `cluster.x-k8s.io/pool-name=${pool}`)).toEqual([]);
+    const localPool = await getObject(kc, local(LOCAL_MACHINE_POOL), ns, pool);
+    expect(localPool.metadata.annotations?.['example.com/from-template']).toBeUndefined();
+    const mp = await getObject(kc, MACHINE_POOLS, ns, pool);
+    expect((mp.spec?.['template'] as { metadata?: { annotations?: Record<string, string> } }).metadata?.annotations).toEqual({ 'example.com/from-template': 'yes' });
+  });
+
+  it('deleting the MachinePool deletes its Nodes, the LocalMachinePool and the LocalBootstrapConfig', async () => {
+    const pool = await createMachinePool(kc, ns, { cluster, replicas: 2 });
+    const { nodes } = await waitForMachinePoolNodes(kc, ns, pool, 2);
+    await kc.makeApiClient(CustomObjectsApi).deleteNamespacedCustomObject({ ...MACHINE_POOLS, namespace: ns, name: pool });
+    for (const n of nodes) await gone(n.metadata?.name ?? '');
+    const deleted = (api: { group: string; version: string; plural: string }, what: string) =>
+      waitFor(async () => statusOf(await getObject(kc, api, ns, pool).catch((e: unknown) => e)) === 404, { timeoutMs: 30_000, description: `${what} deleted` });
+    await deleted(local(LOCAL_MACHINE_POOL), 'LocalMachinePool');
+    await deleted(local(LOCAL_BOOTSTRAP_CONFIG), 'LocalBootstrapConfig');
+    await deleted(MACHINE_POOLS, 'MachinePool');
+  });
+});
