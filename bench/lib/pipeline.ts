@@ -4,10 +4,14 @@
  * source mapping from an SQS FIFO queue served in-process over HTTP (fauxqs: FIFO groups per Node, visibility-based
  * backoff, redrive). API calls are real and counted at the client.
  */
-import type { SQSClient } from '@aws-sdk/client-sqs';
+import type { SendMessageBatchCommand, SQSClient } from '@aws-sdk/client-sqs';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Context, SQSEvent } from 'aws-lambda';
 import { composeReconcile } from '#functions/reconcile-node-taints/compose.ts';
+import { composeWatchForwarder } from '#functions/watch-forwarder/compose.ts';
+import { WatchForwarder } from '#functions/watch-forwarder/forward-watch-events.ts';
+import { loadForwarderConfig } from '#shared/config/forwarder-config.ts';
+import { createForwarderTelemetry, type CountingForwarderTelemetry } from '#shared/observability/forwarder-telemetry.ts';
 import { processBatch, type BatchDeps } from '#functions/reconcile-node-taints/process-batch.ts';
 import { createSqsEventPublisher } from '#shared/adapters/sqs/event-publisher.ts';
 import { loadReconcileConfig, type ReconcileConfig } from '#shared/config/reconcile-config.ts';
@@ -132,4 +136,38 @@ export async function publishAll(publisher: EventPublisher, events: readonly Tai
     const r = await publisher.publish(events.slice(i, i + 100));
     if (r.unsent.length > 0) throw new Error(`could not enqueue ${r.unsent.length} events: ${r.unsent[0]?.reason}`);
   }
+}
+
+/** A production-composed forwarder sending into a ReconcilePipeline's queue, with its messages counted. */
+export interface CountedForwarder {
+  /** Queue messages the forwarder has sent so far. */
+  messages(): number;
+  readonly telemetry: CountingForwarderTelemetry;
+  /** Resolves when the forwarder has stopped (after `signal` aborts). */
+  readonly done: Promise<unknown>;
+}
+
+/**
+ * Starts the watch-forwarder as production composes it (real watches, real Lease), in `self` mode, watching the
+ * run's namespace and labelled Nodes, publishing into `pipeline`'s queue; counts the messages it sends.
+ */
+export function startCountedForwarder(o: { pipeline: ReconcilePipeline; kubeConfig: KubeConfig; namespace: string; run: string; nodeLabel: string; signal: AbortSignal }): CountedForwarder {
+  let messages = 0;
+  const sqs = {
+    send: async (command: SendMessageBatchCommand) => {
+      messages += command.input.Entries?.length ?? 0;
+      return o.pipeline.sqs.send(command);
+    },
+  };
+  const config = loadForwarderConfig({
+    QUEUE_URL: o.pipeline.queue.url,
+    CLUSTER_MODE: 'self',
+    STATE_NAMESPACE: o.namespace,
+    LEASE_NAME: `forwarder-${o.run}`,
+    MACHINE_NAMESPACE: o.namespace,
+    NODE_LABEL_SELECTOR: `${o.nodeLabel}=${o.run}`,
+  });
+  const telemetry = createForwarderTelemetry();
+  const done = new WatchForwarder(composeWatchForwarder({ config, managementKubeConfig: o.kubeConfig, sqs, telemetry })).run(o.signal);
+  return { messages: () => messages, telemetry, done };
 }

@@ -6,14 +6,9 @@
  * longer than a reconcile). Latency = from just before the edit's PATCH is sent to the moment an independent watch
  * (another connection) sees the Node carry the edited taint.
  */
-import type { SendMessageBatchCommand } from '@aws-sdk/client-sqs';
-import { composeWatchForwarder } from '#functions/watch-forwarder/compose.ts';
-import { WatchForwarder } from '#functions/watch-forwarder/forward-watch-events.ts';
-import { loadForwarderConfig } from '#shared/config/forwarder-config.ts';
-import { createForwarderTelemetry } from '#shared/observability/forwarder-telemetry.ts';
 import type { BenchContext } from '../lib/context.ts';
 import { BENCH_LABEL, CallCounter, RawKube, cleanup, countingKubeConfig, createNamespace, createPairs, listNodes, loadKubeConfig, runId, setMachineTaints, type BenchTaint, type CallCounts, type RawNode } from '../lib/kube.ts';
-import { ReconcilePipeline } from '../lib/pipeline.ts';
+import { ReconcilePipeline, startCountedForwarder } from '../lib/pipeline.ts';
 import { quantile, round, sleep, since } from '../lib/stats.ts';
 
 export interface E2eLatencyResult {
@@ -57,23 +52,8 @@ export async function runE2eLatency(ctx: BenchContext): Promise<E2eLatencyResult
     // The pipeline: forwarder → local SQS FIFO queue (fauxqs, over HTTP) → reconcile.
     const counter = new CallCounter();
     pipeline = await ReconcilePipeline.create({ kubeConfig: countingKubeConfig(ctx.kubeconfigPath, counter) });
-    let messages = 0;
-    const sqs = {
-      send: async (command: SendMessageBatchCommand) => {
-        messages += command.input.Entries?.length ?? 0;
-        return pipeline!.sqs.send(command);
-      },
-    };
-    const config = loadForwarderConfig({
-      QUEUE_URL: pipeline.queue.url,
-      CLUSTER_MODE: 'self',
-      STATE_NAMESPACE: ns,
-      LEASE_NAME: `forwarder-${run}`,
-      MACHINE_NAMESPACE: ns,
-      NODE_LABEL_SELECTOR: `${BENCH_LABEL}=${run}`,
-    });
-    const deps = composeWatchForwarder({ config, managementKubeConfig: loadKubeConfig(ctx.kubeconfigPath), sqs, telemetry: createForwarderTelemetry() });
-    forwarderRun = new WatchForwarder(deps).run(stop.signal);
+    const forwarder = startCountedForwarder({ pipeline, kubeConfig: loadKubeConfig(ctx.kubeconfigPath), namespace: ns, run, nodeLabel: BENCH_LABEL, signal: stop.signal });
+    forwarderRun = forwarder.done;
     pipeline.start();
 
     // Warm-up: the forwarder's initial sync announces every object; wait until every Node carries v0.
@@ -117,7 +97,7 @@ export async function runE2eLatency(ctx: BenchContext): Promise<E2eLatencyResult
       .catch(() => undefined);
 
     const before = counter.snapshot();
-    const messagesBefore = messages;
+    const messagesBefore = forwarder.messages();
     const total = Math.max(1, Math.round(rate * ctx.sizes.e2eSeconds));
     const start = performance.now();
     const inflight: Promise<void>[] = [];
@@ -138,7 +118,7 @@ export async function runE2eLatency(ctx: BenchContext): Promise<E2eLatencyResult
     for (let waited = 0; outstanding > 0 && waited < 30_000; waited += 100) await sleep(100);
     await pipeline.drain(30_000).catch(() => undefined);
     const calls = counter.since(before);
-    const sent = messages - messagesBefore;
+    const sent = forwarder.messages() - messagesBefore;
 
     const result: E2eLatencyResult = {
       machines: m,

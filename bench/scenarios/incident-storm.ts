@@ -8,14 +8,9 @@
  * Node: the positive signal that the forwarder saw everything before it. The same marker is measured alone first,
  * so noise = (storm + marker) − marker, in queue messages and in API calls of the reconcile function.
  */
-import type { SendMessageBatchCommand } from '@aws-sdk/client-sqs';
-import { composeWatchForwarder } from '#functions/watch-forwarder/compose.ts';
-import { WatchForwarder } from '#functions/watch-forwarder/forward-watch-events.ts';
-import { loadForwarderConfig } from '#shared/config/forwarder-config.ts';
-import { createForwarderTelemetry } from '#shared/observability/forwarder-telemetry.ts';
 import type { BenchContext } from '../lib/context.ts';
 import { BENCH_LABEL, CallCounter, RawKube, cleanup, countingKubeConfig, createNamespace, createPairs, listNodes, loadKubeConfig, mapConcurrent, runId, setMachineTaints, type BenchTaint, type RawNode } from '../lib/kube.ts';
-import { ReconcilePipeline } from '../lib/pipeline.ts';
+import { ReconcilePipeline, startCountedForwarder } from '../lib/pipeline.ts';
 import { round, sleep, since } from '../lib/stats.ts';
 
 export interface IncidentStormResult {
@@ -53,16 +48,9 @@ export async function runIncidentStorm(ctx: BenchContext): Promise<IncidentStorm
 
     const counter = new CallCounter();
     pipeline = await ReconcilePipeline.create({ kubeConfig: countingKubeConfig(ctx.kubeconfigPath, counter) });
-    let messages = 0;
-    const sqs = {
-      send: async (command: SendMessageBatchCommand) => {
-        messages += command.input.Entries?.length ?? 0;
-        return pipeline!.sqs.send(command);
-      },
-    };
-    const config = loadForwarderConfig({ QUEUE_URL: pipeline.queue.url, CLUSTER_MODE: 'self', STATE_NAMESPACE: ns, LEASE_NAME: `forwarder-${run}`, MACHINE_NAMESPACE: ns, NODE_LABEL_SELECTOR: `${BENCH_LABEL}=${run}` });
-    const telemetry = createForwarderTelemetry();
-    forwarderRun = new WatchForwarder(composeWatchForwarder({ config, managementKubeConfig: loadKubeConfig(ctx.kubeconfigPath), sqs, telemetry })).run(stop.signal);
+    const forwarder = startCountedForwarder({ pipeline, kubeConfig: loadKubeConfig(ctx.kubeconfigPath), namespace: ns, run, nodeLabel: BENCH_LABEL, signal: stop.signal });
+    forwarderRun = forwarder.done;
+    const telemetry = forwarder.telemetry;
     pipeline.start();
 
     // Warm-up: every Node carries the declared taint and the product's tracking annotation.
@@ -89,13 +77,13 @@ export async function runIncidentStorm(ctx: BenchContext): Promise<IncidentStorm
       await pipeline!.drain(60_000);
     };
     let before = counter.snapshot();
-    let sentBefore = messages;
+    let sentBefore = forwarder.messages();
     await marker('v1');
-    const markerAlone = { messages: messages - sentBefore, calls: counter.since(before).total };
+    const markerAlone = { messages: forwarder.messages() - sentBefore, calls: counter.since(before).total };
 
     // The storm and the noise, then the marker.
     before = counter.snapshot();
-    sentBefore = messages;
+    sentBefore = forwarder.messages();
     const filteredBefore = telemetry.counts().ForeignTaintChangesFiltered ?? 0;
     const current = new Map((await listNodes(raw, run)).map((node) => [node.metadata.name, node]));
     const writeStart = performance.now();
@@ -112,7 +100,7 @@ export async function runIncidentStorm(ctx: BenchContext): Promise<IncidentStorm
     await marker('v2');
     const queueEmptyAfterMs = since(lastWrite);
     const calls = counter.since(before).total;
-    const noiseMessages = messages - sentBefore - markerAlone.messages;
+    const noiseMessages = forwarder.messages() - sentBefore - markerAlone.messages;
     const noiseCalls = calls - markerAlone.calls;
     const noiseEvents = 3 * n;
     const result: IncidentStormResult = {

@@ -16,10 +16,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CoreV1Api, CustomObjectsApi, KubeConfig, Watch, type V1Node } from '@kubernetes/client-node';
 import { startControlPlane, type ControlPlane } from '#local/control-plane/control-plane.ts';
-import { startPipeline, type Pipeline } from '#local/pipeline.ts';
+import type { Pipeline } from '#local/pipeline.ts';
 import { OWN_TRACKING_ANNOTATION, STARTUP_GATE_TAINT_KEY, TRACKING_ANNOTATION } from '#shared/domain/taint.ts';
-import { createNamespace, MERGE_PATCH, uniqueName, waitFor, type MachineTaint } from '#test/support/control-plane.ts';
-import { MACHINE_DEPLOYMENTS, createMachineDeployment, createSelfHostedCluster, describeWithCapi, taintText, waitForMachineNodes } from '#test/support/capi.ts';
+import { createNamespace, MERGE_PATCH, waitFor, type MachineTaint } from '#test/support/control-plane.ts';
+import { MACHINE_DEPLOYMENTS, createMachineDeployment, createSelfHostedCluster, describeWithCapi, taintText, waitForMachineNodes, startProductPipeline } from '#test/support/capi.ts';
 
 const GATE = { key: STARTUP_GATE_TAINT_KEY, effect: 'NoSchedule' };
 const GATE_TEXT = taintText(GATE);
@@ -183,19 +183,7 @@ describeWithCapi('Next to the real Cluster API manager: one owner per taint, no 
     cluster = await createSelfHostedCluster(kc, ns);
     await history.start(kc);
     // As npm start runs it: spec.taints owned by upstream, the product's gate, enablement recorded by the first reconcile.
-    pipeline = await startPipeline({
-      kubeconfig: kc,
-      mode: 'self',
-      stateNamespace: ns,
-      leaseName: uniqueName('forwarder'),
-      machineNamespace: ns,
-      visibilityTimeoutSeconds: 5,
-      maxReceiveCount: 50,
-      retryBaseSeconds: 0,
-      retryMaxSeconds: 1,
-      forwarderOptions: { renewIntervalMs: 1000, acquireRetryMs: 200, flushIntervalMs: 20 },
-    });
-    await pipeline.waitForForwarder(20_000);
+    pipeline = await startProductPipeline(kc, ns);
   }, 180_000);
 
   afterAll(async () => {

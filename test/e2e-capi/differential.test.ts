@@ -12,10 +12,10 @@ import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { CoreV1Api, CustomObjectsApi, KubeConfig, type V1Node, type V1Taint } from '@kubernetes/client-node';
 import { startControlPlane, type ControlPlane } from '#local/control-plane/control-plane.ts';
-import { startPipeline, type Pipeline } from '#local/pipeline.ts';
+import type { Pipeline } from '#local/pipeline.ts';
 import { OWN_TRACKING_ANNOTATION, STARTUP_GATE_TAINT_KEY, TRACKING_ANNOTATION } from '#shared/domain/taint.ts';
-import { createNamespace, MERGE_PATCH, uniqueName, waitFor, type MachineTaint } from '#test/support/control-plane.ts';
-import { MACHINE_DEPLOYMENTS, createMachineDeployment, createSelfHostedCluster, describeWithCapi, taintText, waitForMachineNodes } from '#test/support/capi.ts';
+import { createNamespace, MERGE_PATCH, waitFor, type MachineTaint } from '#test/support/control-plane.ts';
+import { MACHINE_DEPLOYMENTS, createMachineDeployment, createSelfHostedCluster, describeWithCapi, taintText, waitForMachineNodes, startProductPipeline } from '#test/support/capi.ts';
 
 const MACHINE = 'taints.capi-taint-propagator.dev/machine';
 const STEP_TIMEOUT_MS = 20_000;
@@ -182,19 +182,7 @@ describeWithCapi('Differential conformance: Cluster API propagation vs the produ
 
   it('the product (the manager restarted with the gate off, machine annotation): the same result after every step', async () => {
     await cp.capi?.restartManager({ featureGates: { MachineTaintPropagation: false } });
-    pipeline = await startPipeline({
-      kubeconfig: kc,
-      mode: 'self',
-      stateNamespace: ns,
-      leaseName: uniqueName('forwarder'),
-      machineNamespace: ns,
-      visibilityTimeoutSeconds: 5,
-      maxReceiveCount: 50,
-      retryBaseSeconds: 0,
-      retryMaxSeconds: 1,
-      forwarderOptions: { renewIntervalMs: 1000, acquireRetryMs: 200, flushIntervalMs: 20 },
-    });
-    await pipeline.waitForForwarder(20_000);
+    pipeline = await startProductPipeline(kc, ns);
     const product: Side = {
       name: 'product',
       trackingAnnotation: OWN_TRACKING_ANNOTATION,

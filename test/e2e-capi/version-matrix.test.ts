@@ -15,10 +15,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CoreV1Api, CustomObjectsApi, KubeConfig, type CoreV1Event, type V1Node } from '@kubernetes/client-node';
 import { CAPI_VERSION_MATRIX, selectedCapiReleases, type CapiRelease } from '#local/control-plane/capi-versions.ts';
 import { ControlPlaneUnavailableError, startControlPlane, type ControlPlane } from '#local/control-plane/control-plane.ts';
-import { startPipeline, type Pipeline } from '#local/pipeline.ts';
+import type { Pipeline } from '#local/pipeline.ts';
 import { OWN_TRACKING_ANNOTATION, STARTUP_GATE_TAINT_KEY } from '#shared/domain/taint.ts';
 import { createNamespace, MERGE_PATCH, uniqueName, waitFor } from '#test/support/control-plane.ts';
-import { capiControlPlane, capiResources, createMachineDeployment, createSelfHostedCluster, taintText, waitForMachineNodes, type MachineNode } from '#test/support/capi.ts';
+import { capiControlPlane, capiResources, createMachineDeployment, createSelfHostedCluster, taintText, waitForMachineNodes, type MachineNode, startProductPipeline } from '#test/support/capi.ts';
 
 const GATE = { key: STARTUP_GATE_TAINT_KEY, effect: 'NoSchedule' };
 const MACHINE = 'taints.capi-taint-propagator.dev/machine';
@@ -75,19 +75,7 @@ describe.each(selectedCapiReleases())('Cluster API $release (serves $servedApi)'
     core = kc.makeApiClient(CoreV1Api);
     ns = await createNamespace(kc, 'matrix');
     cluster = await createSelfHostedCluster(kc, ns, uniqueName('cluster'), 90_000, row.servedApi);
-    pipeline = await startPipeline({
-      kubeconfig: kc,
-      mode: 'self',
-      stateNamespace: ns,
-      leaseName: uniqueName('forwarder'),
-      machineNamespace: ns,
-      visibilityTimeoutSeconds: 5,
-      maxReceiveCount: 50,
-      retryBaseSeconds: 0,
-      retryMaxSeconds: 1,
-      forwarderOptions: { renewIntervalMs: 1000, acquireRetryMs: 200, flushIntervalMs: 20 },
-    });
-    await pipeline.waitForForwarder(20_000);
+    pipeline = await startProductPipeline(kc, ns);
   }, 300_000);
 
   afterAll(async () => {

@@ -21,6 +21,7 @@ import {
   type KindApi,
 } from '#local/infrastructure/crds.ts';
 import { MERGE_PATCH, uniqueName, waitFor, type MachineTaint } from './control-plane.ts';
+import { startPipeline, type Pipeline } from '#local/pipeline.ts';
 import type { ProvidedCapiControlPlane } from './capi-control-plane-setup.ts';
 import type { CapiApiVersion } from '#shared/domain/capi-api.ts';
 
@@ -295,4 +296,26 @@ export async function waitForMachinePoolNodes(kc: KubeConfig, namespace: string,
     },
     { timeoutMs, intervalMs: 200, description: `status.nodeRefs of MachinePool ${namespace}/${pool} to list ${replicas} existing Nodes` },
   );
+}
+
+/**
+ * The product's pipeline as `npm start` runs it (spec.taints owned by upstream, the product's startup gate, enablement
+ * recorded by the first reconcile), watching one namespace, with short retry and lease timings for tests; resolves
+ * once the forwarder holds its Lease.
+ */
+export async function startProductPipeline(kc: KubeConfig, namespace: string): Promise<Pipeline> {
+  const pipeline = await startPipeline({
+    kubeconfig: kc,
+    mode: 'self',
+    stateNamespace: namespace,
+    leaseName: uniqueName('forwarder'),
+    machineNamespace: namespace,
+    visibilityTimeoutSeconds: 5,
+    maxReceiveCount: 50,
+    retryBaseSeconds: 0,
+    retryMaxSeconds: 1,
+    forwarderOptions: { renewIntervalMs: 1000, acquireRetryMs: 200, flushIntervalMs: 20 },
+  });
+  await pipeline.waitForForwarder(20_000);
+  return pipeline;
 }
