@@ -7,7 +7,7 @@ import { FIGURE_KEYS, runBench, SCENARIOS, type BenchResults } from '../../bench
 import { describeWithControlPlane, requireControlPlane } from '#test/support/control-plane.ts';
 
 describeWithControlPlane('Benchmarks: smoke run of every scenario', () => {
-  it('runs all six scenarios and produces every figure of results.json', async () => {
+  it('runs every scenario (all seven) and produces every figure of results.json', async () => {
     // Prepare
     const cp = requireControlPlane();
     const lines: string[] = [];
