@@ -59,6 +59,8 @@ export async function processBatch(event: SQSEvent, context: Context, deps: Batc
   const delayedGroups = new Map<string, number>();
   const handled = new Set<string>();
   const retryable = new Set<string>();
+  /** Backoff (seconds) of each record that failed, applied once its fate is decided. */
+  const retryDelays = new Map<string, number>();
   const processor = new SqsFifoPartialProcessorAsync();
   // Lambda always provides the remaining time; a caller without it (a test harness) gets no batch deadline.
   const remainingMs = typeof context.getRemainingTimeInMillis === 'function' ? context.getRemainingTimeInMillis() : Infinity;
@@ -68,7 +70,7 @@ export async function processBatch(event: SQSEvent, context: Context, deps: Batc
     event,
     async (record: SQSRecord) => {
       handled.add(record.messageId);
-      await bounded(deadline, () => processRecord(record, deps, delayedGroups, retryable));
+      await bounded(deadline, () => processRecord(record, deps, { delayedGroups, retryDelays, retryable }));
     },
     processor,
     { context, skipGroupOnError: true, throwOnFullBatchFailure: false },
@@ -77,16 +79,18 @@ export async function processBatch(event: SQSEvent, context: Context, deps: Batc
   for (const failure of response.batchItemFailures) {
     const record = event.Records.find((r) => r.messageId === failure.itemIdentifier);
     const skipped = !handled.has(failure.itemIdentifier);
+    // The re-issue is decided before the record's visibility is touched: a record made visible again could be
+    // received by another poller before it is deleted here, and would then count one more receive towards the redrive.
     if (record && (skipped || retryable.has(record.messageId)) && (await reissueIfDue(record, deps, skipped))) continue;
     failures.push(failure);
-    // Records of a failed group that were skipped keep the queue's long visibility timeout and would
-    // block their group; give them the same short backoff as the record that failed.
-    if (!skipped || !record) continue;
+    if (!record) continue;
+    // The failed record gets its backoff; records of its group that were skipped would keep the queue's long
+    // visibility timeout and block their group, so they get the same short backoff.
     const group = record.attributes.MessageGroupId;
-    const delay = group === undefined ? undefined : delayedGroups.get(group);
+    const delay = skipped ? (group === undefined ? undefined : delayedGroups.get(group)) : retryDelays.get(record.messageId);
     if (delay !== undefined) {
       await deps.queue.retryAfter(record.receiptHandle, delay).catch((error: unknown) => {
-        deps.logger.warn('Changing visibility of a skipped record failed; it returns after the queue visibility timeout', { messageId: record.messageId, error });
+        deps.logger.warn('Changing visibility failed; the record returns after the queue visibility timeout', { messageId: record.messageId, skipped, error });
       });
     }
   }
@@ -114,7 +118,14 @@ async function reissueIfDue(record: SQSRecord, deps: BatchDeps, skipped: boolean
   return true;
 }
 
-async function processRecord(record: SQSRecord, deps: BatchDeps, delayedGroups: Map<string, number>, retryable: Set<string>): Promise<void> {
+/** What processRecord leaves for the batch to settle once every record ran. */
+interface Settlement {
+  readonly delayedGroups: Map<string, number>;
+  readonly retryDelays: Map<string, number>;
+  readonly retryable: Set<string>;
+}
+
+async function processRecord(record: SQSRecord, deps: BatchDeps, { delayedGroups, retryDelays, retryable }: Settlement): Promise<void> {
   const receiveCount = Number(record.attributes.ApproximateReceiveCount) || 1;
   let event: TaintEvent;
   try {
@@ -139,6 +150,7 @@ async function processRecord(record: SQSRecord, deps: BatchDeps, delayedGroups: 
     if (error instanceof TaintPropagatorError) retryable.add(record.messageId);
     const delay = backoffSeconds(receiveCount, deps.retry, deps.random);
     delayedGroups.set(record.attributes.MessageGroupId ?? '', delay);
+    retryDelays.set(record.messageId, delay);
     deps.metrics.addMetric(conflict ? ReconcileMetric.Conflicts : ReconcileMetric.TransientErrors, MetricUnit.Count, 1);
     countOutcome(deps, conflict ? ReconcileOutcome.conflict : ReconcileOutcome.transientError);
     deps.logger.warn(conflict ? 'Retrying after a conflict' : 'Retrying after a transient failure', {
@@ -147,9 +159,6 @@ async function processRecord(record: SQSRecord, deps: BatchDeps, delayedGroups: 
       reason: error instanceof Error ? error.message : String(error),
       retryInSeconds: delay,
       error,
-    });
-    await deps.queue.retryAfter(record.receiptHandle, delay).catch((visibilityError: unknown) => {
-      deps.logger.warn('Changing visibility failed; the record returns after the queue visibility timeout', { ...context, error: visibilityError });
     });
     throw error;
   }

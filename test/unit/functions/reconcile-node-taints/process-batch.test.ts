@@ -151,6 +151,10 @@ describe('Function: processBatch() at the edges of retry', () => {
     expect(reissued.map((i) => i.MessageBody)).toEqual([head.body, skipped.body]);
     expect(reissued.every((i) => i.MessageGroupId === head.attributes.MessageGroupId)).toBe(true);
     expect(sentTo(TEST_DLQ_URL)).toEqual([]);
+    // Only the record that stays gets its backoff: a re-issued record is never made visible again (another poller
+    // could receive it before its deletion and charge it one more receive, up to the redrive).
+    const visibilityChanged = sqsMock.commandCalls(ChangeMessageVisibilityCommand).map((c) => c.args[0].input.ReceiptHandle);
+    expect(visibilityChanged).toEqual([early.receiptHandle]);
   });
 
   it('leaves a record that failed unexpectedly to the redrive (a human looks at it), while its skipped successor is re-issued', async () => {
