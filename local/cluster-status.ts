@@ -4,7 +4,9 @@
  */
 import { ApiException, CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 import { KubernetesCapiDiscovery } from '#shared/adapters/kubernetes/capi-discovery.ts';
-import { MACHINES, toMachineSnapshot } from '#shared/adapters/kubernetes/machine-store.ts';
+import { MACHINES, MACHINE_POOLS, toMachinePoolSnapshot, toMachineSnapshot } from '#shared/adapters/kubernetes/machine-store.ts';
+import type { CapiApiVersion } from '#shared/domain/capi-api.ts';
+import { declarationOwnerOf, machinePoolOf } from '#shared/domain/machine-pool.ts';
 import { toNodeSnapshot } from '#shared/adapters/kubernetes/node-store.ts';
 import { workloadKubeConfigs, type WorkloadKubeConfigs } from '#shared/adapters/kubernetes/workload-kubeconfig.ts';
 import { describeApiError } from '#shared/adapters/kubernetes/api-errors.ts';
@@ -82,9 +84,31 @@ async function readMachines(o: ReadStatusOptions): Promise<MachineSnapshot[]> {
   const list = (o.machineNamespace
     ? await custom.listNamespacedCustomObject({ ...MACHINE_API, namespace: o.machineNamespace, ...selector })
     : await custom.listClusterCustomObject({ ...MACHINE_API, ...selector })) as { items?: unknown[] };
-  const machines = (list.items ?? []).map((m) => toMachineSnapshot(m as Parameters<typeof toMachineSnapshot>[0], version));
-  machines.sort((a, b) => `${a.namespace}/${a.name}`.localeCompare(`${b.namespace}/${b.name}`));
+  // A MachinePool's Machines are no declaration source of their own: their Nodes are listed under the pool.
+  const machines = (list.items ?? []).map((m) => toMachineSnapshot(m as Parameters<typeof toMachineSnapshot>[0], version)).filter((m) => machinePoolOf(m) === undefined);
+  machines.push(...(await readPoolMembers(custom, version, o)));
+  machines.sort((a, b) => `${a.namespace}/${a.name}/${a.nodeName ?? ''}`.localeCompare(`${b.namespace}/${b.name}/${b.nodeName ?? ''}`));
   return machines;
+}
+
+/** Every Node of every MachinePool (one entry per Node, the pool as its declaration owner); none where pools are not served. */
+async function readPoolMembers(custom: CustomObjectsApi, version: CapiApiVersion, o: ReadStatusOptions): Promise<MachineSnapshot[]> {
+  const API = { ...MACHINE_POOLS, version };
+  const selector = o.machineLabelSelector ? { labelSelector: o.machineLabelSelector } : {};
+  let items: unknown[];
+  try {
+    const list = (o.machineNamespace
+      ? await custom.listNamespacedCustomObject({ ...API, namespace: o.machineNamespace, ...selector })
+      : await custom.listClusterCustomObject({ ...API, ...selector })) as { items?: unknown[] };
+    items = list.items ?? [];
+  } catch (error) {
+    if (error instanceof ApiException && error.code === 404) return [];
+    throw error;
+  }
+  return items.flatMap((p) => {
+    const pool = toMachinePoolSnapshot(p as Parameters<typeof toMachinePoolSnapshot>[0], version);
+    return pool.nodeNames.map((node) => declarationOwnerOf(pool, node)).filter((m): m is MachineSnapshot => m !== undefined);
+  });
 }
 
 async function statusesOf(o: ReadStatusOptions, machines: readonly MachineSnapshot[]): Promise<ReadTaintStatus[]> {

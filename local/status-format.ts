@@ -104,7 +104,7 @@ export function summarizeStates(statuses: readonly TaintStatus[]): string {
 }
 
 function pairOf(s: TaintStatus): string {
-  return `${s.machine} -> ${s.node ?? '(no Node)'}`;
+  return `${s.machinePool ? 'MachinePool ' : ''}${s.machine} -> ${s.node ?? '(no Node)'}`;
 }
 
 /** One row per Machine, kubectl style: NAMESPACE, MACHINE, NODE, STATE, DECLARED (count), NODE TAINTS (count). */
@@ -113,7 +113,8 @@ export function formatStatusRows(statuses: readonly TaintStatus[], wide = false)
   const header = ['NAMESPACE', 'MACHINE', 'NODE', 'STATE', 'DECLARED', 'NODE TAINTS', ...(wide ? ['DECLARES', 'NODE HAS', 'WHY'] : [])];
   const rows = statuses.map((s) => {
     const [namespace = '', name = ''] = splitName(s.machine);
-    const row = [namespace, name, s.node ?? '<none>', formatState(s), String(s.desired.length), String(s.actual.length)];
+    // A MachinePool's Node is listed under its pool, kubectl's kind/name form.
+    const row = [namespace, s.machinePool ? `machinepool/${name}` : name, s.node ?? '<none>', formatState(s), String(s.desired.length), String(s.actual.length)];
     if (!wide) return row;
     return [
       ...row,

@@ -174,11 +174,13 @@ async function deadLetter(record: SQSRecord, deps: BatchDeps, reason: string, er
 
 function report(result: ReconcileResult, event: TaintEvent, deps: BatchDeps, context: Record<string, unknown>): void {
   countOutcome(deps, result.outcome);
+  if (result.machinePool !== undefined) countOutcome(deps, result.outcome, ReconcileMetric.MachinePoolReconciles);
   const fields = {
     ...context,
     outcome: result.outcome,
     cluster: result.cluster,
     Machine: result.machine,
+    ...(result.machinePool !== undefined ? { MachinePool: result.machinePool } : {}),
     Node: result.node,
     resourceVersion: result.resourceVersion,
     ...(result.writtenResourceVersion ? { writtenResourceVersion: result.writtenResourceVersion } : {}),
@@ -212,8 +214,8 @@ function report(result: ReconcileResult, event: TaintEvent, deps: BatchDeps, con
   }
 }
 
-function countOutcome(deps: BatchDeps, outcome: ReconcileOutcome): void {
+function countOutcome(deps: BatchDeps, outcome: ReconcileOutcome, metric: ReconcileMetric = ReconcileMetric.Reconciles): void {
   const single = deps.metrics.singleMetric();
   single.addDimension(MetricDimension.Outcome, outcome);
-  single.addMetric(ReconcileMetric.Reconciles, MetricUnit.Count, 1);
+  single.addMetric(metric, MetricUnit.Count, 1);
 }

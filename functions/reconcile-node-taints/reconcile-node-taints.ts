@@ -7,6 +7,7 @@ import { clusterKey, type ClusterRef, type TaintEvent } from '#shared/domain/clo
 import { declaredTaintsOf } from '#shared/domain/declarations.ts';
 import { ReconcileOutcome } from '#shared/domain/outcome.ts';
 import type { MachineSnapshot, NodeSnapshot, NodeTaintPatch } from '#shared/domain/snapshots.ts';
+import { declarationOwnerOf, machinePoolOf } from '#shared/domain/machine-pool.ts';
 import { planOwnedTaints, type SpecTaintsOwner } from '#shared/domain/ownership.ts';
 import { mayAdoptAsInitialized, restoredTaints, type TaintDiff } from '#shared/domain/taint-plan.ts';
 import { CLUSTER_NAME_LABEL, OWN_TRACKING_ANNOTATION, formatTaint, type Taint } from '#shared/domain/taint.ts';
@@ -40,6 +41,8 @@ export interface ReconcileResult {
   readonly outcome: ReconcileOutcome;
   readonly cluster?: string;
   readonly machine?: string;
+  /** Set instead of `machine` when the Node's declaration comes from a MachinePool. */
+  readonly machinePool?: string;
   readonly node?: string;
   /** The Node's resourceVersion as read (the write's precondition). */
   readonly resourceVersion?: string;
@@ -75,11 +78,11 @@ export async function reconcileNodeTaints(deps: ReconcileDeps, event: TaintEvent
   const found = await findMachine(deps, event);
   if ('outcome' in found) return found;
   const { machine } = found;
-  const machineName = `${machine.namespace}/${machine.name}`;
-  if (machine.deleting) return { outcome: ReconcileOutcome.machineDeleting, machine: machineName, reason: 'the Machine is being deleted' };
-  if (!machine.nodeName) return { outcome: ReconcileOutcome.noNode, machine: machineName, reason: 'the Machine has no status.nodeRef yet' };
+  const owner = ownerOf(machine);
+  if (machine.deleting) return { outcome: ReconcileOutcome.machineDeleting, ...owner, reason: `the ${machine.kind ?? 'Machine'} is being deleted` };
+  if (!machine.nodeName) return { outcome: ReconcileOutcome.noNode, ...owner, reason: 'the Machine has no status.nodeRef yet' };
   const cluster = clusterOf(deps.settings, machine);
-  const base = { cluster: clusterKey(cluster), machine: machineName, node: machine.nodeName };
+  const base = { cluster: clusterKey(cluster), ...owner, node: machine.nodeName };
 
   const declared = declaredTaintsOf(machine, deps.settings.startupTaint ? { startupTaint: deps.settings.startupTaint } : {});
   if (!declared.valid) {
@@ -87,7 +90,7 @@ export async function reconcileNodeTaints(deps: ReconcileDeps, event: TaintEvent
       `Taints not propagated to Node ${machine.nodeName}; fix the declaration: ${declared.issues.map((i) => `${i.field}: ${i.message}`).join('; ')}`);
     return { ...base, outcome: ReconcileOutcome.invalidDeclaration, issues: declared.issues, eventError };
   }
-  const recovered = event.data.kind === 'Machine' && event.data.declarationRecovered === true;
+  const recovered = event.data.kind !== 'Node' && event.data.declarationRecovered === true;
 
   const prefetched = prefetch && prefetch.cluster === clusterKey(cluster) && prefetch.node === machine.nodeName ? await prefetch.result : undefined;
   // A failed speculative read is not reported nor trusted: the read is made again the ordinary way (which reports).
@@ -156,7 +159,7 @@ interface NodePrefetch {
 function prefetchNode(deps: ReconcileDeps, event: TaintEvent): NodePrefetch | undefined {
   if (event.type.endsWith('.deleted.v1')) return undefined;
   const data = event.data;
-  const node = data.kind === 'Machine' ? data.nodeName : data.node.name;
+  const node = data.kind === 'Node' ? data.node.name : data.nodeName;
   if (node === undefined) return undefined;
   const result = (async () => {
     const store = await deps.clusters.nodesOf(data.cluster, { report: false });
@@ -165,29 +168,64 @@ function prefetchNode(deps: ReconcileDeps, event: TaintEvent): NodePrefetch | un
   return { cluster: clusterKey(data.cluster), node, result };
 }
 
-/** Finds the Machine an event is about, or the outcome that ends the reconcile early. */
+/** `machine: <ns>/<name>`, or `machinePool: <ns>/<name>` for a pool's Node: what logs, metrics and results name. */
+function ownerOf(owner: MachineSnapshot): { machine: string } | { machinePool: string } {
+  const name = `${owner.namespace}/${owner.name}`;
+  return owner.kind === 'MachinePool' ? { machinePool: name } : { machine: name };
+}
+
+/**
+ * Finds the object whose declaration the event's Node carries — its Machine, or its MachinePool (see
+ * `#shared/domain/machine-pool.ts`) — or the outcome that ends the reconcile early.
+ */
 async function findMachine(deps: ReconcileDeps, event: TaintEvent): Promise<{ machine: MachineSnapshot } | ReconcileResult> {
   const data = event.data;
   const deleted = event.type.endsWith('.deleted.v1');
+  if (data.kind === 'MachinePool') {
+    const name = `${data.machinePool.namespace}/${data.machinePool.name}`;
+    // A pool deleted, or a Node that left it: its Node is left alone (as a Machine's Node when the Machine goes).
+    if (deleted) return { outcome: ReconcileOutcome.machineGone, machinePool: name, node: data.nodeName, reason: 'the MachinePool was deleted' };
+    const pool = await deps.machines.getMachinePool(data.machinePool.namespace, data.machinePool.name);
+    if (!pool) return { outcome: ReconcileOutcome.machineGone, machinePool: name, node: data.nodeName, reason: 'the MachinePool does not exist' };
+    const owner = declarationOwnerOf(pool, data.nodeName);
+    return owner ? { machine: owner } : { outcome: ReconcileOutcome.machineGone, machinePool: name, node: data.nodeName, reason: `Node ${data.nodeName} is not in the MachinePool's status.nodeRefs` };
+  }
   if (data.kind === 'Machine') {
     const name = `${data.machine.namespace}/${data.machine.name}`;
     if (deleted) return { outcome: ReconcileOutcome.machineGone, machine: name, reason: 'the Machine was deleted' };
     const machine = await deps.machines.getMachine(data.machine.namespace, data.machine.name);
-    return machine ? { machine } : { outcome: ReconcileOutcome.machineGone, machine: name, reason: 'the Machine does not exist' };
+    if (!machine) return { outcome: ReconcileOutcome.machineGone, machine: name, reason: 'the Machine does not exist' };
+    return viaPool(deps, machine);
   }
   if (deleted) return { outcome: ReconcileOutcome.nodeGone, node: data.node.name, reason: 'the Node was deleted' };
+  const clusterNamespace = data.cluster.mode === 'capi' ? data.cluster.namespace : '';
+  const clusterName = data.cluster.mode === 'capi' ? data.cluster.name : undefined;
   const machine = data.machine
     ? await deps.machines.getMachine(data.machine.namespace, data.machine.name)
-    : await deps.machines.findMachineByNodeName(
-        data.cluster.mode === 'capi' ? data.cluster.namespace : '',
-        data.cluster.mode === 'capi' ? data.cluster.name : undefined,
-        data.node.name,
-      );
-  if (!machine) return { outcome: ReconcileOutcome.machineGone, node: data.node.name, reason: 'no Machine owns this Node' };
+    : await deps.machines.findMachineByNodeName(clusterNamespace, clusterName, data.node.name);
+  if (!machine) {
+    // No Machine: a MachinePool Node (most pools have no Machine objects, only status.nodeRefs).
+    const pool = await deps.machines.findMachinePoolByNodeName(clusterNamespace, clusterName, data.node.name);
+    const owner = pool ? declarationOwnerOf(pool, data.node.name) : undefined;
+    return owner ? { machine: owner } : { outcome: ReconcileOutcome.machineGone, node: data.node.name, reason: 'no Machine or MachinePool owns this Node' };
+  }
   if (machine.nodeName !== undefined && machine.nodeName !== data.node.name) {
     return { outcome: ReconcileOutcome.machineGone, node: data.node.name, machine: `${machine.namespace}/${machine.name}`, reason: `the Machine's Node is ${machine.nodeName}` };
   }
-  return { machine };
+  return viaPool(deps, machine);
+}
+
+/** A Machine of a MachinePool is no declaration source of its own: its Node follows the pool (one source per Node). */
+async function viaPool(deps: ReconcileDeps, machine: MachineSnapshot): Promise<{ machine: MachineSnapshot } | ReconcileResult> {
+  const poolName = machinePoolOf(machine);
+  if (poolName === undefined) return { machine };
+  const name = `${machine.namespace}/${poolName}`;
+  if (!machine.nodeName) return { outcome: ReconcileOutcome.noNode, machinePool: name, reason: `Machine ${machine.name} of the MachinePool has no status.nodeRef yet` };
+  const pool = await deps.machines.getMachinePool(machine.namespace, poolName);
+  if (!pool) return { outcome: ReconcileOutcome.machineGone, machinePool: name, node: machine.nodeName, reason: `Machine ${machine.name} names a MachinePool that does not exist` };
+  const owner = declarationOwnerOf(pool, machine.nodeName);
+  // The pool's status.nodeRefs lists the Node a moment later; the pool's own event then brings the Node in line.
+  return owner ? { machine: owner } : { outcome: ReconcileOutcome.noNode, machinePool: name, node: machine.nodeName, reason: `Node ${machine.nodeName} is not in the MachinePool's status.nodeRefs yet` };
 }
 
 function clusterOf(settings: ReconcileSettings, machine: MachineSnapshot): ClusterRef {
@@ -215,7 +253,7 @@ async function predatesEnablement(deps: ReconcileDeps, creationTimestamp: string
 /** Records an Event on the Machine; returns the failure instead of throwing, so the outcome stands. */
 async function recordEvent(deps: ReconcileDeps, machine: MachineSnapshot, type: 'Normal' | 'Warning', reason: string, message: string): Promise<unknown> {
   try {
-    await deps.recorder.record({ apiVersion: machine.apiVersion, kind: 'Machine', namespace: machine.namespace, name: machine.name, uid: machine.uid }, type, reason, message);
+    await deps.recorder.record({ apiVersion: machine.apiVersion, kind: machine.kind ?? 'Machine', namespace: machine.namespace, name: machine.name, uid: machine.uid }, type, reason, message);
     return undefined;
   } catch (error) {
     return error;

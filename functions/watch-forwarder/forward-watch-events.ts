@@ -6,15 +6,18 @@
  */
 import { setTimeout as delay } from 'node:timers/promises';
 import { clusterKey, type ClusterRef, type TaintEvent } from '#shared/domain/cloud-event.ts';
-import { forwardDecision } from '#shared/domain/relevance.ts';
+import { forwardDecision, isDeclarationRecovery, poolNodesToAnnounce } from '#shared/domain/relevance.ts';
 import {
   MACHINES_STREAM,
+  MACHINE_POOLS_STREAM,
   clusterOfMachine,
   nodeStreamKey,
+  toMachinePoolEvents,
   toTaintEvent,
   type Checkpoint,
   type ClusterFacts,
   type MachineFacts,
+  type MachinePoolFacts,
   type NodeFacts,
   type WatchedFacts,
 } from '#shared/domain/watch-event.ts';
@@ -173,6 +176,9 @@ export class WatchForwarder {
     this.log.info('Forwarding watch events', { mode: this.d.mode, checkpoint });
 
     const streams: Promise<void>[] = [this.runStream(MACHINES_STREAM, this.d.sources.machines(this.startOf(MACHINES_STREAM)), term.signal, undefined)];
+    if (this.d.sources.machinePools) {
+      streams.push(this.runStream(MACHINE_POOLS_STREAM, this.d.sources.machinePools(this.startOf(MACHINE_POOLS_STREAM)), term.signal, undefined));
+    }
     if (this.d.mode === 'self') {
       const self: ClusterRef = { mode: 'self' };
       streams.push(this.runStream(nodeStreamKey(self), this.d.sources.nodes(self, this.startOf(nodeStreamKey(self))), term.signal, self));
@@ -303,6 +309,10 @@ export class WatchForwarder {
     const facts = e.facts;
     if (facts.kind === 'Cluster') return;
     this.d.telemetry.record(ForwarderMetric.EventsSeen, 1);
+    if (facts.kind === 'MachinePool') {
+      await this.acceptPool(e as StreamEvent<MachinePoolFacts> & { type: 'change' }, facts, progress);
+      return;
+    }
     // Heartbeats, the echo of our own write and foreign taint noise cost no message (and so no API call).
     const decision = forwardDecision(e.change, e.previous, facts, this.d.startupTaint ? { startupTaint: this.d.startupTaint } : {});
     if (!decision.forward) {
@@ -321,6 +331,33 @@ export class WatchForwarder {
     const event = toTaintEvent(facts as MachineFacts | NodeFacts, e.change, ref, e.observedAt, decision.declarationRecovered ? { declarationRecovered: true } : {});
     const ticket = progress.add(e.checkpoint, false);
     this.pending.push({ event, observedAt: e.observedAt, ticket, progress, attempts: 0, notBefore: 0 });
+    while (this.pending.length >= this.opt.maxPendingEvents && this.leading && !this.termSignal?.aborted) {
+      await new Promise<void>((resolve) => this.wakeIntake.push(resolve));
+    }
+  }
+
+  /** A MachinePool change: one event per Node it concerns (none for a deletion or a change that concerns no Node). */
+  private async acceptPool(e: StreamEvent<MachinePoolFacts> & { type: 'change' }, facts: MachinePoolFacts, progress: StreamProgress): Promise<void> {
+    const nodes = forwardDecision(e.change, e.previous, facts).forward ? poolNodesToAnnounce(e.change, e.previous, facts) : [];
+    if (nodes.length === 0) {
+      this.d.telemetry.record(ForwarderMetric.EventsFiltered, 1);
+      progress.add(e.checkpoint, true);
+      return;
+    }
+    const ref = clusterOfMachine(facts, this.d.mode);
+    if (!ref) {
+      this.d.telemetry.record(ForwarderMetric.MalformedWatchEvents, 1);
+      this.log.error('Skipping MachinePool without a cluster name', { MachinePool: `${facts.namespace}/${facts.name}`, [LogKey.resourceVersion]: facts.resourceVersion });
+      progress.add(e.checkpoint, true);
+      return;
+    }
+    const recovered = isDeclarationRecovery(e.previous, facts);
+    const events = toMachinePoolEvents(facts, nodes, e.change, ref, e.observedAt, recovered ? { declarationRecovered: true } : {});
+    // Only the last event carries the resume point: the stream's checkpoint passes this change once all of them are sent.
+    events.forEach((event, i) => {
+      const ticket = progress.add(i === events.length - 1 ? e.checkpoint : undefined, false);
+      this.pending.push({ event, observedAt: e.observedAt, ticket, progress, attempts: 0, notBefore: 0 });
+    });
     while (this.pending.length >= this.opt.maxPendingEvents && this.leading && !this.termSignal?.aborted) {
       await new Promise<void>((resolve) => this.wakeIntake.push(resolve));
     }

@@ -12,7 +12,7 @@ export const ChangeKind = { added: 'added', modified: 'modified', deleted: 'dele
 export type ChangeKind = (typeof ChangeKind)[keyof typeof ChangeKind];
 
 /** Kinds of object an event can name. */
-export const ObjectKind = { Machine: 'Machine', Node: 'Node' } as const;
+export const ObjectKind = { Machine: 'Machine', Node: 'Node', MachinePool: 'MachinePool' } as const;
 export type ObjectKind = (typeof ObjectKind)[keyof typeof ObjectKind];
 
 /** Current data-schema version, the `.v1` suffix of every type. */
@@ -31,6 +31,10 @@ export const EventType = {
   nodeModified: `${EVENT_TYPE_PREFIX}.node.modified.v1`,
   nodeDeleted: `${EVENT_TYPE_PREFIX}.node.deleted.v1`,
   nodeResynced: `${EVENT_TYPE_PREFIX}.node.resynced.v1`,
+  machinePoolAdded: `${EVENT_TYPE_PREFIX}.machinepool.added.v1`,
+  machinePoolModified: `${EVENT_TYPE_PREFIX}.machinepool.modified.v1`,
+  machinePoolDeleted: `${EVENT_TYPE_PREFIX}.machinepool.deleted.v1`,
+  machinePoolResynced: `${EVENT_TYPE_PREFIX}.machinepool.resynced.v1`,
 } as const;
 export type EventType = (typeof EventType)[keyof typeof EventType];
 
@@ -41,9 +45,10 @@ export function eventTypeFor(kind: ObjectKind, change: ChangeKind): EventType {
 
 /** Splits an accepted event type into kind and change; undefined for anything we do not accept. */
 export function parseEventType(type: string): { kind: ObjectKind; change: ChangeKind } | undefined {
-  const m = /^io\.github\.capi-taint-propagator\.(machine|node)\.(added|modified|deleted|resynced)\.v1$/.exec(type);
+  const m = /^io\.github\.capi-taint-propagator\.(machine|node|machinepool)\.(added|modified|deleted|resynced)\.v1$/.exec(type);
   if (!m) return undefined;
-  return { kind: m[1] === 'machine' ? ObjectKind.Machine : ObjectKind.Node, change: m[2] as ChangeKind };
+  const kind = m[1] === 'machine' ? ObjectKind.Machine : m[1] === 'node' ? ObjectKind.Node : ObjectKind.MachinePool;
+  return { kind, change: m[2] as ChangeKind };
 }
 
 /**
@@ -75,7 +80,22 @@ export interface NodeEventData {
   readonly observedAt: string;
 }
 
-export type TaintEventData = MachineEventData | NodeEventData;
+/**
+ * Data of a MachinePool event: one per affected Node (a pool's declaration applies to every Node in
+ * `status.nodeRefs`), so that each Node is reconciled in its own FIFO group.
+ */
+export interface MachinePoolEventData {
+  readonly kind: 'MachinePool';
+  readonly cluster: ClusterRef;
+  readonly machinePool: { readonly namespace: string; readonly name: string; readonly uid: string; readonly resourceVersion: string };
+  /** The Node of the pool this event is about (one of `status.nodeRefs`). */
+  readonly nodeName: string;
+  /** Hint: the declaration was invalid in the previous version the forwarder saw. */
+  readonly declarationRecovered?: true;
+  readonly observedAt: string;
+}
+
+export type TaintEventData = MachineEventData | NodeEventData | MachinePoolEventData;
 
 /** A validated event as the reconcile function sees it. */
 export interface TaintEvent {
@@ -101,8 +121,9 @@ export function clusterKey(cluster: ClusterRef): string {
  * Deterministic event id: the same object version seen twice (relist, second forwarder) gets the same
  * id, so consumers and SQS deduplication can drop it; a later change has a new resourceVersion.
  */
-export function eventIdFor(uid: string, resourceVersion: string, change: ChangeKind): string {
-  return `${uid}:${resourceVersion}:${change}`;
+export function eventIdFor(uid: string, resourceVersion: string, change: ChangeKind, node?: string): string {
+  // A MachinePool version becomes one event per Node: the Node is part of the id, or deduplication would keep one.
+  return node === undefined ? `${uid}:${resourceVersion}:${change}` : `${uid}:${resourceVersion}:${change}:${node}`;
 }
 
 /**
@@ -112,12 +133,14 @@ export function eventIdFor(uid: string, resourceVersion: string, change: ChangeK
 export function messageGroupIdFor(data: TaintEventData): string {
   const key = clusterKey(data.cluster);
   if (data.kind === 'Node') return `${key}/node/${data.node.name}`;
+  if (data.kind === 'MachinePool') return `${key}/node/${data.nodeName}`;
   if (data.nodeName) return `${key}/node/${data.nodeName}`;
   return `${key}/machine/${data.machine.namespace}/${data.machine.name}`;
 }
 
-/** `subject` attribute: `machines/<namespace>/<name>` or `nodes/<name>`. */
+/** `subject` attribute: `machines/<namespace>/<name>`, `nodes/<name>` or `machinepools/<namespace>/<name>`. */
 export function subjectFor(data: TaintEventData): string {
+  if (data.kind === 'MachinePool') return `machinepools/${data.machinePool.namespace}/${data.machinePool.name}`;
   return data.kind === 'Machine' ? `machines/${data.machine.namespace}/${data.machine.name}` : `nodes/${data.node.name}`;
 }
 
@@ -180,6 +203,29 @@ export const nodeEventDataSchema = {
       required: ['namespace', 'name'],
       properties: { namespace: dns, name: dns },
     },
+    observedAt: { type: 'string', format: 'date-time' },
+  },
+} as const;
+
+/** JSON Schema (draft-07) of `MachinePoolEventData`. */
+export const machinePoolEventDataSchema = {
+  $schema: 'http://json-schema.org/draft-07/schema#',
+  $id: `${EVENT_TYPE_PREFIX}/schemas/machinepool-event-data.v1.json`,
+  title: 'MachinePool event data (v1)',
+  type: 'object',
+  additionalProperties: false,
+  required: ['kind', 'cluster', 'machinePool', 'nodeName', 'observedAt'],
+  properties: {
+    kind: { const: 'MachinePool' },
+    cluster: clusterRefSchema,
+    machinePool: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['namespace', 'name', 'uid', 'resourceVersion'],
+      properties: { namespace: dns, name: dns, uid: { type: 'string', minLength: 1 }, resourceVersion: { type: 'string', minLength: 1 } },
+    },
+    nodeName: dns,
+    declarationRecovered: { const: true },
     observedAt: { type: 'string', format: 'date-time' },
   },
 } as const;

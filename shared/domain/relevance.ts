@@ -6,7 +6,7 @@ import type { ChangeKind } from './cloud-event.ts';
 import { declaredTaintsOf } from './declarations.ts';
 import { CONTROL_PLANE_LABEL, FIELD_MANAGER } from './taint.ts';
 import { decodeOwnedTaints } from './tracking-annotation.ts';
-import type { MachineFacts, WatchedFacts } from './watch-event.ts';
+import type { MachineFacts, MachinePoolFacts, WatchedFacts } from './watch-event.ts';
 
 /** Deterministic JSON: object keys sorted, so that equal facts give equal strings. */
 function canonicalJson(v: unknown): string {
@@ -99,7 +99,8 @@ export function diffRelist<T>(
 }
 
 /** True when the facts' taint declaration (`spec.taints` and the declaration annotations) is valid. */
-function declarationValid(m: MachineFacts): boolean {
+function declarationValid(m: MachineFacts | MachinePoolFacts): boolean {
+  if (m.kind === 'MachinePool') return declaredTaintsOf({ specTaints: m.specTaints, annotations: m.declarations, labels: {} }).valid;
   const labels: Record<string, string> = m.controlPlaneLabel !== undefined ? { [CONTROL_PLANE_LABEL]: m.controlPlaneLabel } : {};
   return declaredTaintsOf({ specTaints: m.specTaints, annotations: m.declarations, labels }).valid;
 }
@@ -112,8 +113,9 @@ function declarationValid(m: MachineFacts): boolean {
  * @example isDeclarationRecovery(withAnnotation('gpu:NoSchedul'), withAnnotation('gpu:NoSchedule')) // true
  */
 export function isDeclarationRecovery(previous: WatchedFacts | undefined, current: WatchedFacts): boolean {
-  if (previous?.kind !== 'Machine' || current.kind !== 'Machine') return false;
-  const declarationOf = (m: MachineFacts): string => canonicalJson({ s: m.specTaints, d: m.declarations, c: m.controlPlaneLabel });
+  const declares = (f: WatchedFacts | undefined): f is MachineFacts | MachinePoolFacts => f?.kind === 'Machine' || f?.kind === 'MachinePool';
+  if (!declares(previous) || !declares(current) || previous.kind !== current.kind) return false;
+  const declarationOf = (m: MachineFacts | MachinePoolFacts): string => canonicalJson({ s: m.specTaints, d: m.declarations, c: m.kind === 'Machine' ? m.controlPlaneLabel : undefined });
   if (declarationOf(previous) === declarationOf(current)) return false;
   return !declarationValid(previous) && declarationValid(current);
 }
@@ -180,4 +182,20 @@ export function forwardDecision(change: ChangeKind, previous: WatchedFacts | und
   if (isOwnNodeWrite(previous, current)) return { forward: false, filtered: 'own-write' };
   if (isForeignTaintNoise(previous, current, options.startupTaint)) return { forward: false, filtered: 'foreign-taints' };
   return isDeclarationRecovery(previous, current) ? { forward: true, declarationRecovered: true } : { forward: true };
+}
+
+/**
+ * The Nodes a MachinePool change is announced to (one event each). Additions and relist announcements: every Node of
+ * the pool. A modification: every Node when what decides their taints changed (declaration, cluster), otherwise only
+ * the Nodes that joined (`status.nodeRefs` grew); a Node that left is left alone. A deletion, or a pool being deleted:
+ * none (its Nodes are left alone, as a deleted Machine's Node).
+ * @example poolNodesToAnnounce('modified', { ...pool, nodeNames: ['a'] }, { ...pool, nodeNames: ['a', 'b'] }) // ['b']
+ */
+export function poolNodesToAnnounce(change: ChangeKind, previous: WatchedFacts | undefined, current: MachinePoolFacts): readonly string[] {
+  if (change === 'deleted' || current.deleting) return [];
+  if (change !== 'modified' || previous?.kind !== 'MachinePool') return current.nodeNames;
+  const decides = (p: MachinePoolFacts): string => canonicalJson({ s: p.specTaints, d: p.declarations, c: p.clusterName, l: p.clusterNameLabel });
+  if (decides(previous) !== decides(current) || previous.deleting) return current.nodeNames;
+  const before = new Set(previous.nodeNames);
+  return current.nodeNames.filter((n) => !before.has(n));
 }

@@ -15,8 +15,14 @@ export interface NodeSnapshot {
   readonly taints: readonly Taint[];
 }
 
-/** A Cluster API Machine as read from the management cluster (v1beta2 or v1beta1: one shape). */
+/**
+ * A Cluster API Machine as read from the management cluster (v1beta2 or v1beta1: one shape) — or, with `kind`
+ * `MachinePool`, a MachinePool seen from one of its Nodes (see `declarationOwnerOf` in `machine-pool.ts`): the object
+ * whose declaration the Node carries, and on which Events about it are recorded.
+ */
 export interface MachineSnapshot {
+  /** Absent for a Machine. */
+  readonly kind?: 'MachinePool';
   /** The group version it was read in (`cluster.x-k8s.io/v1beta2` or `…/v1beta1`): Events about it name it. */
   readonly apiVersion: string;
   readonly namespace: string;
@@ -33,6 +39,26 @@ export interface MachineSnapshot {
   /** `status.nodeRef.name`. */
   readonly nodeName?: string;
   /** True when `metadata.deletionTimestamp` is set. */
+  readonly deleting: boolean;
+}
+
+/** A Cluster API MachinePool as read from the management cluster (v1beta2 or v1beta1, or the v1.8–v1.10 `exp` API). */
+export interface MachinePoolSnapshot {
+  readonly apiVersion: string;
+  readonly namespace: string;
+  readonly name: string;
+  readonly uid: string;
+  readonly resourceVersion: string;
+  readonly labels: Readonly<Record<string, string>>;
+  /** `metadata.annotations`. */
+  readonly annotations: Readonly<Record<string, string>>;
+  /** `spec.template.metadata.annotations`. */
+  readonly templateAnnotations: Readonly<Record<string, string>>;
+  /** `spec.template.spec.taints` as stored (no Cluster API version accepts it yet; read where present). */
+  readonly specTaints: unknown;
+  readonly clusterName?: string;
+  /** Names of `status.nodeRefs`: the Nodes of the pool. */
+  readonly nodeNames: readonly string[];
   readonly deleting: boolean;
 }
 

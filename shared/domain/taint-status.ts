@@ -61,8 +61,10 @@ export interface OwnedTaint {
 
 /** The status of one Machine/Node pair. */
 export interface TaintStatus {
-  /** `namespace/name` of the Machine. */
+  /** `namespace/name` of the Machine (of the MachinePool when `machinePool` is true). */
   readonly machine: string;
+  /** True for a Node of a MachinePool: `machine` names the pool. */
+  readonly machinePool?: true;
   readonly node?: string;
   readonly state: SyncState;
   /** The Machine's effective declaration (empty when invalid). */
@@ -100,7 +102,11 @@ export interface TaintStatusInput {
 export function taintStatusOf(input: TaintStatusInput): TaintStatus {
   const { machine, node } = input;
   const specTaintsOwner = input.specTaintsOwner ?? SpecTaintsOwner.upstream;
-  const base = { machine: `${machine.namespace}/${machine.name}`, ...(machine.nodeName ? { node: machine.nodeName } : {}) };
+  const base = {
+    machine: `${machine.namespace}/${machine.name}`,
+    ...(machine.kind === 'MachinePool' ? { machinePool: true as const } : {}),
+    ...(machine.nodeName ? { node: machine.nodeName } : {}),
+  };
   const declared = declaredTaintsOf(machine, input.startupTaint ? { startupTaint: input.startupTaint } : {});
   const desired: DesiredTaint[] = declared.valid
     ? declared.declaration.taints.map((t) => ({ ...t, source: declared.declaration.sourceOf[taintId(t)] ?? 'spec.taints' }))

@@ -11,11 +11,13 @@ import {
   type ChangeKind,
   type ClusterRef,
   type MachineEventData,
+  type MachinePoolEventData,
   type NodeEventData,
   type TaintEvent,
   type TaintEventData,
 } from './cloud-event.ts';
 import { DECLARATION_ANNOTATIONS } from './declaration-keys.ts';
+import { poolDeclarations } from './machine-pool.ts';
 import {
   CLUSTER_NAME_ANNOTATION,
   CLUSTER_NAME_LABEL,
@@ -75,7 +77,25 @@ export interface ClusterFacts {
   readonly deleting: boolean;
 }
 
-export type WatchedFacts = MachineFacts | NodeFacts | ClusterFacts;
+/** The facts of a Cluster API MachinePool that can change what its Nodes should carry (see `machine-pool.ts`). */
+export interface MachinePoolFacts {
+  readonly kind: 'MachinePool';
+  readonly namespace: string;
+  readonly name: string;
+  readonly uid: string;
+  readonly resourceVersion: string;
+  /** `spec.template.spec.taints` as stored. */
+  readonly specTaints: unknown;
+  /** The pool's declaration annotations (metadata, else template metadata), by key. */
+  readonly declarations: Readonly<Record<string, string>>;
+  /** `status.nodeRefs` names, sorted. */
+  readonly nodeNames: readonly string[];
+  readonly clusterName?: string;
+  readonly clusterNameLabel?: string;
+  readonly deleting: boolean;
+}
+
+export type WatchedFacts = MachineFacts | NodeFacts | ClusterFacts | MachinePoolFacts;
 
 /**
  * The resume points of the forwarder's streams, by stream key (`machines`, `nodes/self`,
@@ -85,6 +105,9 @@ export type Checkpoint = Readonly<Record<string, string>>;
 
 /** Stream key of the Machine watch. */
 export const MACHINES_STREAM = 'machines';
+
+/** Stream key of the MachinePool watch. */
+export const MACHINE_POOLS_STREAM = 'machinepools';
 
 /** Stream key of the Node watch of a cluster: `nodes/self` or `nodes/<namespace>/<name>`. */
 export function nodeStreamKey(cluster: ClusterRef): string {
@@ -172,6 +195,37 @@ export function toMachineFacts(obj: unknown): MachineFacts | undefined {
   };
 }
 
+/**
+ * Reads a MachinePool (cluster.x-k8s.io JSON, any served version) into its facts.
+ * Returns undefined when the object lacks name, namespace, uid or resourceVersion (a malformed event).
+ */
+export function toMachinePoolFacts(obj: unknown): MachinePoolFacts | undefined {
+  const meta = metaOf(obj);
+  if (!meta?.namespace || !isObject(obj)) return undefined;
+  const spec = isObject(obj.spec) ? obj.spec : {};
+  const status = isObject(obj.status) ? obj.status : {};
+  const template = isObject(spec.template) ? spec.template : {};
+  const templateSpec = isObject(template.spec) ? template.spec : {};
+  const templateMeta = isObject(template.metadata) ? template.metadata : {};
+  const nodeRefs = Array.isArray(status.nodeRefs) ? status.nodeRefs : [];
+  const nodeNames = [...new Set(nodeRefs.map((r) => (isObject(r) ? str(r.name) : undefined)).filter((n): n is string => n !== undefined))].sort();
+  const clusterName = str(spec.clusterName);
+  const clusterNameLabel = meta.labels[CLUSTER_NAME_LABEL];
+  return {
+    kind: 'MachinePool',
+    namespace: meta.namespace,
+    name: meta.name,
+    uid: meta.uid,
+    resourceVersion: meta.resourceVersion,
+    specTaints: templateSpec.taints ?? null,
+    declarations: poolDeclarations({ annotations: meta.annotations, templateAnnotations: stringMap(templateMeta.annotations) }),
+    nodeNames,
+    ...(clusterName ? { clusterName } : {}),
+    ...(clusterNameLabel !== undefined ? { clusterNameLabel } : {}),
+    deleting: meta.deleting,
+  };
+}
+
 /** Reads a Node (core/v1 JSON) into its facts; undefined when name, uid or resourceVersion is missing. */
 export function toNodeFacts(obj: unknown): NodeFacts | undefined {
   const meta = metaOf(obj);
@@ -230,7 +284,7 @@ export function objectKeyOf(facts: WatchedFacts): string {
  * The cluster a Machine belongs to: `self` in single-cluster mode, otherwise its namespace and
  * `spec.clusterName` (or the cluster-name label). Returns undefined when a capi Machine names no cluster.
  */
-export function clusterOfMachine(machine: MachineFacts, mode: 'capi' | 'self'): ClusterRef | undefined {
+export function clusterOfMachine(machine: MachineFacts | MachinePoolFacts, mode: 'capi' | 'self'): ClusterRef | undefined {
   if (mode === 'self') return { mode: 'self' };
   const name = machine.clusterName ?? (machine.clusterNameLabel || undefined);
   return name ? { mode: 'capi', namespace: machine.namespace, name } : undefined;
@@ -285,4 +339,37 @@ export function toTaintEvent(facts: MachineFacts | NodeFacts, change: ChangeKind
     time: observedAt.toISOString(),
     data,
   };
+}
+
+/**
+ * The CloudEvents for one observed MachinePool change: one per Node in `nodes` (see `poolNodesToAnnounce`), each in
+ * its Node's FIFO group, with the Node in the id so that deduplication keeps every one.
+ */
+export function toMachinePoolEvents(
+  facts: MachinePoolFacts,
+  nodes: readonly string[],
+  change: ChangeKind,
+  cluster: ClusterRef,
+  observedAt: Date,
+  hints: EventHints = {},
+): TaintEvent[] {
+  const at = observedAt.toISOString();
+  return nodes.map((nodeName) => {
+    const data: MachinePoolEventData = {
+      kind: 'MachinePool',
+      cluster,
+      machinePool: { namespace: facts.namespace, name: facts.name, uid: facts.uid, resourceVersion: facts.resourceVersion },
+      nodeName,
+      ...(hints.declarationRecovered ? { declarationRecovered: true as const } : {}),
+      observedAt: at,
+    };
+    return {
+      id: eventIdFor(facts.uid, facts.resourceVersion, change, nodeName),
+      source: sourceFor(cluster),
+      type: eventTypeFor(ObjectKind.MachinePool, change),
+      subject: subjectFor(data),
+      time: at,
+      data,
+    };
+  });
 }

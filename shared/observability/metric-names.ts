@@ -19,6 +19,8 @@ export const ReconcileMetric = {
   UnusableKubeconfigs: 'UnusableKubeconfigs',
   /** The management cluster serves neither cluster.x-k8s.io/v1beta2 nor v1beta1 with Machines and Clusters. */
   UnsupportedClusterApi: 'UnsupportedClusterApi',
+  /** Reconciles of Nodes whose declaration comes from a MachinePool (dimension Outcome, as Reconciles). */
+  MachinePoolReconciles: 'MachinePoolReconciles',
 } as const;
 export type ReconcileMetric = (typeof ReconcileMetric)[keyof typeof ReconcileMetric];
 

@@ -1,9 +1,13 @@
-import type { MachineSnapshot } from '#shared/domain/snapshots.ts';
+import type { MachinePoolSnapshot, MachineSnapshot } from '#shared/domain/snapshots.ts';
 
-/** Reads Cluster API Machines from the management cluster. */
+/** Reads Cluster API Machines and MachinePools from the management cluster. */
 export interface MachineStore {
   /** Returns the Machine, or undefined when it does not exist. */
   getMachine(namespace: string, name: string): Promise<MachineSnapshot | undefined>;
   /** Returns the Machine whose `status.nodeRef.name` is `nodeName` in the given cluster, if exactly one. */
   findMachineByNodeName(clusterNamespace: string, clusterName: string | undefined, nodeName: string): Promise<MachineSnapshot | undefined>;
+  /** Returns the MachinePool, or undefined when it does not exist (or MachinePools are not served). */
+  getMachinePool(namespace: string, name: string): Promise<MachinePoolSnapshot | undefined>;
+  /** Returns the MachinePool whose `status.nodeRefs` holds `nodeName` in the given cluster, if exactly one. */
+  findMachinePoolByNodeName(clusterNamespace: string, clusterName: string | undefined, nodeName: string): Promise<MachinePoolSnapshot | undefined>;
 }

@@ -1,5 +1,5 @@
 import type { ChangeKind, ClusterRef } from '#shared/domain/cloud-event.ts';
-import type { ClusterFacts, MachineFacts, NodeFacts, WatchedFacts } from '#shared/domain/watch-event.ts';
+import type { ClusterFacts, MachineFacts, MachinePoolFacts, NodeFacts, WatchedFacts } from '#shared/domain/watch-event.ts';
 
 /**
  * What a watch stream delivers, in order. A `change` carries the relevance decision; `checkpoint` is
@@ -34,6 +34,8 @@ export interface StreamStart {
 /** The collections the watch-forwarder watches. */
 export interface WatchSources {
   machines(start: StreamStart): WatchStream<MachineFacts>;
+  /** MachinePools (their declarations and `status.nodeRefs`); absent where a source has none. */
+  machinePools?(start: StreamStart): WatchStream<MachinePoolFacts>;
   clusters(start: StreamStart): WatchStream<ClusterFacts>;
   /** Nodes of a workload cluster (or of the one cluster in `self` mode); credentials are resolved at each (re)connect. */
   nodes(cluster: ClusterRef, start: StreamStart): WatchStream<NodeFacts>;

@@ -1,13 +1,16 @@
 /**
  * Cluster API in the loop: a MachinePool backed by a LocalMachinePool. The local provider registers one Node per
  * replica and keeps `spec.providerIDList`; Cluster API's own MachinePool controller (gate `MachinePool`, beta and on
- * by default) copies the list and sets `status.nodeRefs`. Nothing here writes a nodeRef or a providerIDList.
+ * by default) copies the list and sets `status.nodeRefs`. Nothing here writes a nodeRef or a providerIDList. Then the
+ * product: taints declared on the MachinePool reach its Nodes (which upstream never built).
  */
 import { beforeAll, expect, it } from 'vitest';
 import { CoreV1Api, CustomObjectsApi, type KubeConfig, type V1Node } from '@kubernetes/client-node';
 import { LOCAL_BOOTSTRAP_CONFIG, LOCAL_MACHINE_POOL } from '#local/infrastructure/crds.ts';
 import { MACHINE_POOL_ANNOTATION, MACHINE_POOL_FINALIZER, providerIdOf } from '#local/infrastructure/provider.ts';
-import { createNamespace, statusOf, waitFor } from '#test/support/control-plane.ts';
+import { readTaintStatuses } from '#local/cluster-status.ts';
+import { OWN_TRACKING_ANNOTATION, STARTUP_GATE_TAINT_KEY } from '#shared/domain/taint.ts';
+import { createNamespace, MERGE_PATCH, statusOf, waitFor } from '#test/support/control-plane.ts';
 import {
   MACHINE_POOLS,
   MACHINES,
@@ -19,11 +22,14 @@ import {
   getObject,
   listObjects,
   scaleMachinePool,
+  startProductPipeline,
   taintText,
   waitForMachinePoolNodes,
 } from '#test/support/capi.ts';
 
 const STARTUP = { key: 'example.com/booting', effect: 'NoSchedule' };
+const GATE = { key: STARTUP_GATE_TAINT_KEY, effect: 'NoSchedule' };
+const MACHINE = 'taints.capi-taint-propagator.dev/machine';
 const local = (k: typeof LOCAL_MACHINE_POOL): { group: string; version: string; plural: string } => ({ group: k.group, version: k.version, plural: k.plural });
 const names = (nodes: readonly V1Node[]): string[] => nodes.map((n) => n.metadata?.name ?? '').sort();
 const ready = (n: V1Node): boolean => n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
@@ -122,5 +128,71 @@ describeWithCapi('Cluster API in the loop: MachinePool → LocalMachinePool → 
     await deleted(local(LOCAL_MACHINE_POOL), 'LocalMachinePool');
     await deleted(local(LOCAL_BOOTSTRAP_CONFIG), 'LocalBootstrapConfig');
     await deleted(MACHINE_POOLS, 'MachinePool');
+  });
+
+  it('the product: pool declarations reach every member; an edit lands in place; OnInitialization taints only on joining Nodes; Events and status name the pool', async () => {
+    // Prepare: the declaration sits in the pool's template metadata (where a topology puts it), the product's gate on registration.
+    const pipeline = await startProductPipeline(kc, ns);
+    try {
+      const pool = await createMachinePool(kc, ns, { cluster, replicas: 3, startupTaints: [GATE], annotations: { [MACHINE]: 'p1=1:NoSchedule, p2:PreferNoSchedule@OnInitialization' } });
+      const converge = async (node: string, want: string[], tracking: string): Promise<void> => {
+        await waitFor(
+          async () => {
+            const n = await core.readNode({ name: node });
+            const taints = (n.spec?.taints ?? []).map(taintText).sort();
+            return JSON.stringify(taints) === JSON.stringify([...want].sort()) && n.metadata?.annotations?.[OWN_TRACKING_ANNOTATION] === tracking;
+          },
+          { timeoutMs: 60_000, description: `Node ${node} to carry ${want.join(', ')} (tracking ${tracking})` },
+        );
+      };
+
+      // Act 1: three Nodes join.
+      const three = await waitForMachinePoolNodes(kc, ns, pool, 3);
+      const members = names(three.nodes);
+
+      // Assess 1: each gets the Always and the OnInitialization taint, and loses the gate.
+      for (const n of members) await converge(n, ['p1=1:NoSchedule', 'p2=:PreferNoSchedule'], 'p1:NoSchedule');
+
+      // Act 2: an edit on the pool's own metadata (it ranks above the template's): a new value, another OnInitialization taint.
+      await kc.makeApiClient(CustomObjectsApi).patchNamespacedCustomObject(
+        { ...MACHINE_POOLS, namespace: ns, name: pool, body: { metadata: { annotations: { [MACHINE]: 'p1=2:NoSchedule, p3:PreferNoSchedule@OnInitialization' } } } },
+        MERGE_PATCH,
+      );
+
+      // Assess 2: in place on every member; p3 is not applied to initialized Nodes, p2 (no longer declared) stays.
+      for (const n of members) await converge(n, ['p1=2:NoSchedule', 'p2=:PreferNoSchedule'], 'p1:NoSchedule');
+
+      // Act 3: scale to 5.
+      await scaleMachinePool(kc, ns, pool, 5);
+      const five = await waitForMachinePoolNodes(kc, ns, pool, 5);
+      const joined = names(five.nodes).filter((n) => !members.includes(n));
+
+      // Assess 3: the joining Nodes get the current declaration, OnInitialization included; the others are unchanged.
+      expect(joined).toHaveLength(2);
+      for (const n of joined) await converge(n, ['p1=2:NoSchedule', 'p3=:PreferNoSchedule'], 'p1:NoSchedule');
+      for (const n of members) await converge(n, ['p1=2:NoSchedule', 'p2=:PreferNoSchedule'], 'p1:NoSchedule');
+
+      // Act 4: back to 3.
+      await scaleMachinePool(kc, ns, pool, 3);
+      await waitForMachinePoolNodes(kc, ns, pool, 3);
+      for (const removed of joined) await gone(removed);
+
+      // Assess 4: the members are as they were; Events on the MachinePool name it; status lists the Nodes under the pool, in sync.
+      for (const n of members) await converge(n, ['p1=2:NoSchedule', 'p2=:PreferNoSchedule'], 'p1:NoSchedule');
+      const events = await waitFor(
+        async () => {
+          const list = await core.listNamespacedEvent({ namespace: ns, fieldSelector: `involvedObject.kind=MachinePool,involvedObject.name=${pool}` });
+          const ours = list.items.filter((e) => e.reason === 'TaintsPropagated');
+          return ours.length >= 5 ? ours : undefined;
+        },
+        { timeoutMs: 30_000, description: `TaintsPropagated Events on MachinePool ${pool}` },
+      );
+      expect(events.map((e) => e.message ?? '').join('\n')).toContain(`Node ${members[0]}: `);
+      const statuses = (await readTaintStatuses({ kubeConfig: kc, mode: 'self', machineNamespace: ns, startupTaint: GATE })).filter((s) => s.machine === `${ns}/${pool}`);
+      expect(statuses.map((s) => [s.node, s.machinePool, s.state])).toEqual(members.map((n) => [n, true, 'in-sync']));
+      expect(pipeline.counters().deadLettered).toBe(0);
+    } finally {
+      await pipeline.stop();
+    }
   });
 });

@@ -4,7 +4,7 @@
  * older resourceVersion fails with PatchConflictError, as the API server's precondition does.
  */
 import type { ClusterRef } from '#shared/domain/cloud-event.ts';
-import type { MachineSnapshot, NodeSnapshot, NodeTaintPatch } from '#shared/domain/snapshots.ts';
+import type { MachinePoolSnapshot, MachineSnapshot, NodeSnapshot, NodeTaintPatch } from '#shared/domain/snapshots.ts';
 import { NodeNotFoundError, PatchConflictError } from '#shared/errors.ts';
 import type { ClusterConnections } from '#shared/ports/cluster-connections.ts';
 import type { EventRecorder, InvolvedObject } from '#shared/ports/event-recorder.ts';
@@ -75,6 +75,25 @@ export class MemoryMachineStore implements MachineStore {
     this.reads++;
     const matches = [...this.#machines.values()].filter(
       (m) => (clusterNamespace === '' || m.namespace === clusterNamespace) && (clusterName === undefined || m.clusterName === clusterName) && m.nodeName === nodeName,
+    );
+    return matches.length === 1 ? matches[0] : undefined;
+  }
+
+  readonly #pools = new Map<string, MachinePoolSnapshot>();
+
+  putPool(pool: MachinePoolSnapshot): void {
+    this.#pools.set(`${pool.namespace}/${pool.name}`, pool);
+  }
+
+  async getMachinePool(namespace: string, name: string): Promise<MachinePoolSnapshot | undefined> {
+    this.reads++;
+    return this.#pools.get(`${namespace}/${name}`);
+  }
+
+  async findMachinePoolByNodeName(clusterNamespace: string, clusterName: string | undefined, nodeName: string): Promise<MachinePoolSnapshot | undefined> {
+    this.reads++;
+    const matches = [...this.#pools.values()].filter(
+      (p) => (clusterNamespace === '' || p.namespace === clusterNamespace) && (clusterName === undefined || p.clusterName === clusterName) && p.nodeNames.includes(nodeName),
     );
     return matches.length === 1 ? matches[0] : undefined;
   }

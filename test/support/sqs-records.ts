@@ -38,6 +38,20 @@ export function nodeEvent(name: string, opts: { machine?: { namespace: string; n
   return wrap(data, eventTypeFor('Node', change), eventIdFor(`uid-${name}`, opts.rv ?? '20', change));
 }
 
+/** A MachinePool event about one of its Nodes. */
+export function machinePoolEvent(namespace: string, name: string, nodeName: string, opts: { change?: ChangeKind; cluster?: ClusterRef; rv?: string } = {}): TaintEvent {
+  const cluster = opts.cluster ?? { mode: 'capi', namespace, name: 'wc1' };
+  const change = opts.change ?? 'modified';
+  const data: TaintEventData = {
+    kind: 'MachinePool',
+    cluster,
+    machinePool: { namespace, name, uid: `uid-${name}`, resourceVersion: opts.rv ?? '30' },
+    nodeName,
+    observedAt: OBSERVED,
+  };
+  return wrap(data, eventTypeFor('MachinePool', change), eventIdFor(`uid-${name}`, opts.rv ?? '30', change, nodeName));
+}
+
 function wrap(data: TaintEventData, type: TaintEvent['type'], id: string): TaintEvent {
   return { id, source: sourceFor(data.cluster), type, subject: subjectFor(data), time: OBSERVED, data };
 }

@@ -6,7 +6,7 @@
  */
 import { ApiException, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 import { capiApiVersionString, CAPI_GROUP, type CapiApiVersion } from '#shared/domain/capi-api.ts';
-import type { MachineSnapshot } from '#shared/domain/snapshots.ts';
+import type { MachinePoolSnapshot, MachineSnapshot } from '#shared/domain/snapshots.ts';
 import { CLUSTER_NAME_LABEL } from '#shared/domain/taint.ts';
 import type { MachineStore } from '#shared/ports/machine-store.ts';
 import { statusOf, toProductError } from './api-errors.ts';
@@ -14,6 +14,14 @@ import { isCollectionNotServed, type CapiApi } from './capi-discovery.ts';
 
 /** Group and plural of Machines; the version comes from discovery. */
 export const MACHINES = { group: CAPI_GROUP, plural: 'machines' } as const;
+/** Group and plural of MachinePools (the same group version as Machines, `exp` API included). */
+export const MACHINE_POOLS = { group: CAPI_GROUP, plural: 'machinepools' } as const;
+
+interface MachinePoolObject {
+  metadata?: MachineObject['metadata'];
+  spec?: { clusterName?: string; template?: { metadata?: { annotations?: Record<string, string> }; spec?: { taints?: unknown } } };
+  status?: { nodeRefs?: { name?: string }[] };
+}
 
 interface MachineObject {
   metadata?: {
@@ -63,6 +71,36 @@ export class KubernetesMachineStore implements MachineStore {
     });
   }
 
+  async getMachinePool(namespace: string, name: string): Promise<MachinePoolSnapshot | undefined> {
+    return this.#inServedVersion(`Reading MachinePool ${namespace}/${name}`, async (version) => {
+      try {
+        const pool = (await this.#api.getNamespacedCustomObject({ ...MACHINE_POOLS, version, namespace, name })) as MachinePoolObject;
+        return toMachinePoolSnapshot(pool, version);
+      } catch (error) {
+        // Not found, or MachinePools not served at all (a Cluster API without the CRD): no pool owns the Node.
+        if (statusOf(error) === 404) return undefined;
+        throw error;
+      }
+    });
+  }
+
+  async findMachinePoolByNodeName(clusterNamespace: string, clusterName: string | undefined, nodeName: string): Promise<MachinePoolSnapshot | undefined> {
+    const labelSelector = clusterName ? `${CLUSTER_NAME_LABEL}=${clusterName}` : undefined;
+    return this.#inServedVersion(`Listing MachinePools for Node ${nodeName}`, async (version) => {
+      let list: { items?: MachinePoolObject[] };
+      try {
+        list = (clusterNamespace === ''
+          ? await this.#api.listClusterCustomObject({ ...MACHINE_POOLS, version, ...(labelSelector ? { labelSelector } : {}) })
+          : await this.#api.listNamespacedCustomObject({ ...MACHINE_POOLS, version, namespace: clusterNamespace, ...(labelSelector ? { labelSelector } : {}) })) as { items?: MachinePoolObject[] };
+      } catch (error) {
+        if (statusOf(error) === 404) return undefined; // MachinePools not served: no pool owns the Node
+        throw error;
+      }
+      const matches = (list.items ?? []).filter((p) => (p.status?.nodeRefs ?? []).some((r) => r.name === nodeName));
+      return matches.length === 1 ? toMachinePoolSnapshot(matches[0] as MachinePoolObject, version) : undefined;
+    });
+  }
+
   /** Runs `read` in the discovered version; after a 404 for the collection, once more in the re-discovered one. */
   async #inServedVersion<R>(operation: string, read: (version: CapiApiVersion) => Promise<R>): Promise<R> {
     let version = await this.#capi.version();
@@ -93,6 +131,26 @@ export function toMachineSnapshot(machine: MachineObject, version: CapiApiVersio
     specTaints: machine.spec?.taints,
     ...(machine.spec?.clusterName ? { clusterName: machine.spec.clusterName } : {}),
     ...(machine.status?.nodeRef?.name ? { nodeName: machine.status.nodeRef.name } : {}),
+    deleting: m.deletionTimestamp !== undefined && m.deletionTimestamp !== null,
+  };
+}
+
+/** Maps the MachinePool custom object (read in `version`) to the domain's view. */
+export function toMachinePoolSnapshot(pool: MachinePoolObject, version: CapiApiVersion): MachinePoolSnapshot {
+  const m = pool.metadata ?? {};
+  const nodeNames = (pool.status?.nodeRefs ?? []).map((r) => r.name).filter((n): n is string => typeof n === 'string' && n !== '');
+  return {
+    apiVersion: capiApiVersionString(version),
+    namespace: m.namespace ?? '',
+    name: m.name ?? '',
+    uid: m.uid ?? '',
+    resourceVersion: m.resourceVersion ?? '',
+    labels: m.labels ?? {},
+    annotations: m.annotations ?? {},
+    templateAnnotations: pool.spec?.template?.metadata?.annotations ?? {},
+    specTaints: pool.spec?.template?.spec?.taints,
+    ...(pool.spec?.clusterName ? { clusterName: pool.spec.clusterName } : {}),
+    nodeNames,
     deleting: m.deletionTimestamp !== undefined && m.deletionTimestamp !== null,
   };
 }

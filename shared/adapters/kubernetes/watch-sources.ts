@@ -6,7 +6,7 @@
  */
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { ClusterRef } from '#shared/domain/cloud-event.ts';
-import { toClusterFacts, toMachineFacts, toNodeFacts, type ClusterFacts, type MachineFacts, type NodeFacts, type WatchedFacts } from '#shared/domain/watch-event.ts';
+import { toClusterFacts, toMachineFacts, toMachinePoolFacts, toNodeFacts, type ClusterFacts, type MachineFacts, type MachinePoolFacts, type NodeFacts, type WatchedFacts } from '#shared/domain/watch-event.ts';
 import type { ForwarderTelemetry } from '#shared/ports/forwarder-telemetry.ts';
 import type { StreamStart, WatchSources, WatchStream } from '#shared/ports/watch-source.ts';
 import { WatchSession, type WatchSessionOptions } from './watch-session.ts';
@@ -14,7 +14,7 @@ import type { WorkloadKubeConfigs } from './workload-kubeconfig.ts';
 import { clusterCredentialsReporter, type ClusterCredentialsReporter } from './credentials-reporter.ts';
 import { ClusterCredentialsError } from '#shared/errors.ts';
 import { ForwarderMetric } from '#shared/observability/metric-names.ts';
-import { nodeStreamKey, MACHINES_STREAM } from '#shared/domain/watch-event.ts';
+import { nodeStreamKey, MACHINES_STREAM, MACHINE_POOLS_STREAM } from '#shared/domain/watch-event.ts';
 
 import { capiApiVersionString } from '#shared/domain/capi-api.ts';
 import type { CapiApi } from './capi-discovery.ts';
@@ -95,11 +95,18 @@ export function kubernetesWatchSources(o: KubernetesWatchSourcesOptions): WatchS
   };
   const machinesPath = capiPath('machines', o.machineNamespace);
   const clustersPath = capiPath('clusters', o.machineNamespace);
+  const machinePoolsPath = capiPath('machinepools', o.machineNamespace);
   return {
     machines(start: StreamStart): WatchStream<MachineFacts> {
       return session(MACHINES_STREAM, management, machinesPath.path, toMachineFacts, start, {
         resyncIntervalMs: o.resyncIntervalMs ?? 0,
         collectionNotServed: machinesPath.collectionNotServed,
+      });
+    },
+    machinePools(start: StreamStart): WatchStream<MachinePoolFacts> {
+      return session(MACHINE_POOLS_STREAM, management, machinePoolsPath.path, toMachinePoolFacts, start, {
+        resyncIntervalMs: o.resyncIntervalMs ?? 0,
+        // MachinePools are one more collection of the group version: a 404 for them alone says nothing about Machines.
       });
     },
     clusters(start: StreamStart): WatchStream<ClusterFacts> {

@@ -217,4 +217,45 @@ describeWithControlPlane('Watch-forwarder against the real API server', () => {
     expect(machineMessages[0]?.groupId).toBe(`${s.ns}/${clusterName}/machine/${s.ns}/${machineName}`); // no Node yet
     expect(machineMessages[1]?.groupId).toBe(`${s.ns}/${clusterName}/node/${nodeName}`);
   });
+
+  it('forwards a MachinePool as one event per affected Node: every member when added or re-declared, the joining Nodes on a scale-up, nothing for status-only changes or a Node leaving', async () => {
+    // Prepare: a MachinePool as Cluster API stores it (no controller here: the test writes status.nodeRefs).
+    const s = await setup();
+    const fwd = start(s);
+    await synced(fwd, ['machines', 'machinepools', 'nodes/self']);
+    const custom = kc.makeApiClient(CustomObjectsApi);
+    const pool = uniqueName('mp');
+    const MACHINE_POOLS = { group: 'cluster.x-k8s.io', version: 'v1beta2', plural: 'machinepools' };
+    const setStatus = (status: Record<string, unknown>) => custom.patchNamespacedCustomObjectStatus({ ...MACHINE_POOLS, namespace: s.ns, name: pool, body: { status } }, MERGE_PATCH);
+    const setDeclaration = (value: string) => custom.patchNamespacedCustomObject({ ...MACHINE_POOLS, namespace: s.ns, name: pool, body: { metadata: { annotations: { 'taints.capi-taint-propagator.dev/machine': value } } } }, MERGE_PATCH);
+    const refs = (...names: string[]) => names.map((name) => ({ apiVersion: 'v1', kind: 'Node', name, uid: `uid-${name}` }));
+    const poolMessages = () => sentMessages().filter((m) => m.event.subject === `machinepools/${s.ns}/${pool}`);
+    const seen = () => poolMessages().map((m) => `${m.event.type.split('.').slice(-2, -1)[0]} ${(m.event.data as { nodeName: string }).nodeName}`);
+
+    // Act
+    await custom.createNamespacedCustomObject({
+      ...MACHINE_POOLS,
+      namespace: s.ns,
+      body: {
+        apiVersion: 'cluster.x-k8s.io/v1beta2',
+        kind: 'MachinePool',
+        metadata: { name: pool, namespace: s.ns, annotations: { 'taints.capi-taint-propagator.dev/machine': 'a:NoSchedule' } },
+        spec: { clusterName: 'c1', replicas: 2, template: { spec: { clusterName: 'c1', bootstrap: { dataSecretName: 'boot' }, infrastructureRef: { apiGroup: 'infrastructure.example.com', kind: 'X', name: 'x' } } } },
+      },
+    });
+    await setStatus({ nodeRefs: refs('p-a', 'p-b') }); // both join
+    await waitFor(() => seen().length >= 2, { description: 'the two members' });
+    await setStatus({ nodeRefs: refs('p-a', 'p-b'), replicas: 2 }); // status only: nothing
+    await setStatus({ nodeRefs: refs('p-a', 'p-b', 'p-c'), replicas: 3 }); // scale-up: p-c only
+    await setStatus({ nodeRefs: refs('p-a', 'p-c'), replicas: 2 }); // p-b leaves: nothing
+    await setDeclaration('a:NoSchedule, b:NoExecute'); // every member (marker: the last change)
+    await waitFor(() => seen().length >= 5, { description: 'the joining Node and the re-declared members' });
+
+    // Assess
+    expect(seen()).toEqual(['modified p-a', 'modified p-b', 'modified p-c', 'modified p-a', 'modified p-c']);
+    const last = poolMessages().slice(-2);
+    expect(last.map((m) => m.groupId)).toEqual(['self/node/p-a', 'self/node/p-c']);
+    expect(new Set(poolMessages().map((m) => m.dedupId)).size).toBe(5);
+    expect(last.every((m) => m.event.data.kind === 'MachinePool' && m.event.data.cluster.mode === 'self')).toBe(true);
+  });
 });

@@ -3,7 +3,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import type { SQSEvent } from 'aws-lambda';
 import { fromCloudEventBody } from '#shared/adapters/cloudevents/cloud-event-body.ts';
-import { machineEventDataSchema, nodeEventDataSchema } from '#shared/domain/cloud-event.ts';
+import { machineEventDataSchema, machinePoolEventDataSchema, nodeEventDataSchema } from '#shared/domain/cloud-event.ts';
 import { fingerprintOf, isRelevantChange } from '#shared/domain/relevance.ts';
 import { toMachineFacts, toNodeFacts } from '#shared/domain/watch-event.ts';
 import { MalformedEventError } from '#shared/errors.ts';
@@ -32,6 +32,7 @@ describe('Sample events in events/', () => {
   it('ships the data schemas exactly as defined in shared/domain/cloud-event.ts', () => {
     expect(load(join(root, 'schemas/machine-event-data.v1.json'))).toEqual(machineEventDataSchema);
     expect(load(join(root, 'schemas/node-event-data.v1.json'))).toEqual(nodeEventDataSchema);
+    expect(load(join(root, 'schemas/machinepool-event-data.v1.json'))).toEqual(machinePoolEventDataSchema);
   });
 
   const sqsSamples = files.filter((f) => f.startsWith('reconcile-node-taints/'));

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { loadLocalConfig } from '#local/local-config.ts';
 import { NODE_LIST_FAILED, createActivityFilter, emptyCounters, formatReport, outOfSyncNodes } from '#local/pipeline-report.ts';
-import { explainOwner, formatStatusTable, summarizeStates } from '#local/status-format.ts';
+import { explainOwner, formatStatusRows, formatStatusTable, summarizeStates } from '#local/status-format.ts';
 import { ConfigError } from '#shared/errors.ts';
 import { SyncState, TaintOwner, type TaintStatus } from '#shared/domain/taint-status.ts';
 
@@ -138,6 +138,15 @@ describe('Function: formatStatusTable()', () => {
     const lines = formatStatusTable([{ ...status, state: SyncState.outOfSync, reason: 'the next reconcile would write the Node', expected: [{ key: 'gpu', value: 'h100', effect: 'NoSchedule' }] }]);
     expect(lines.slice(1, 2)).toEqual(['ns/m1 -> n1      out of sync']);
     expect(lines.slice(-2)).toEqual(['    why      the next reconcile would write the Node', '    expected gpu=h100:NoSchedule']);
+  });
+
+  it('names a MachinePool Node by its pool, in the table and in the kubectl-style rows', () => {
+    const member: TaintStatus = { ...status, machine: 'ns/pool-a', node: 'pool-a-0', machinePool: true };
+    expect(formatStatusTable([member])[1]).toBe('MachinePool ns/pool-a -> pool-a-0  in sync');
+    expect(formatStatusRows([status, member]).slice(1).map((r) => r.split(/\s{3,}/).slice(0, 3))).toEqual([
+      ['ns', 'm1', 'n1'],
+      ['ns', 'machinepool/pool-a', 'pool-a-0'],
+    ]);
   });
 
   it('summarizes states and names owners', () => {

@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { reconcileNodeTaints, type ReconcileDeps } from '#functions/reconcile-node-taints/reconcile-node-taints.ts';
 import { MemoryClusterConnections, MemoryEventRecorder, MemoryMachineStore } from '#test/support/memory-cluster.ts';
-import type { MachineSnapshot } from '#shared/domain/snapshots.ts';
+import type { MachinePoolSnapshot, MachineSnapshot } from '#shared/domain/snapshots.ts';
 import { OWN_TRACKING_ANNOTATION, UNINITIALIZED_TAINT_KEY } from '#shared/domain/taint.ts';
 import { PatchConflictError } from '#shared/errors.ts';
 import { machineBuilder, machineTaint, nodeTaint } from '#test/support/builders.ts';
-import { machineEvent, nodeEvent } from '#test/support/sqs-records.ts';
+import { machineEvent, machinePoolEvent, nodeEvent } from '#test/support/sqs-records.ts';
 
 const ENABLED_AT = new Date('2026-01-01T00:00:00Z');
 const inCluster = (m: MachineSnapshot): MachineSnapshot => ({ ...m, clusterName: 'wc1' });
@@ -303,6 +303,8 @@ describe('Function: reconcileNodeTaints()', () => {
             return machines.getMachine(ns, name);
           },
           findMachineByNodeName: machines.findMachineByNodeName.bind(machines),
+          getMachinePool: machines.getMachinePool.bind(machines),
+          findMachinePoolByNodeName: machines.findMachinePoolByNodeName.bind(machines),
         },
       };
 
@@ -349,5 +351,105 @@ describe('Function: reconcileNodeTaints()', () => {
       expect(other.writes).toBe(0);
       expect(nodes.writes).toBe(1);
     });
+  });
+});
+
+describe('Function: reconcileNodeTaints() for MachinePool Nodes', () => {
+  const MACHINE_ANN = 'taints.capi-taint-propagator.dev/machine';
+  const pool = (extra: Partial<MachinePoolSnapshot> = {}): MachinePoolSnapshot => ({
+    apiVersion: 'cluster.x-k8s.io/v1beta2',
+    namespace: 'default',
+    name: 'mp-0',
+    uid: 'uid-mp-0',
+    resourceVersion: '30',
+    labels: {},
+    annotations: { [MACHINE_ANN]: 'gpu=a:NoSchedule, boot:PreferNoSchedule@OnInitialization' },
+    templateAnnotations: {},
+    specTaints: undefined,
+    clusterName: 'wc1',
+    nodeNames: ['p1', 'p2'],
+    deleting: false,
+    ...extra,
+  });
+
+  it("gives a joining pool Node the pool's Always and OnInitialization taints, tracks the Always ones, and records the Event on the MachinePool", async () => {
+    // Prepare
+    const { deps, machines, nodes, recorder } = setup();
+    machines.putPool(pool());
+    nodes.put({ name: 'p2', creationTimestamp: NEW_NODE, annotations: {}, taints: [nodeTaint(UNINITIALIZED_TAINT_KEY)] });
+
+    // Act
+    const result = await reconcileNodeTaints(deps, machinePoolEvent('default', 'mp-0', 'p2', { change: 'added' }));
+
+    // Assess
+    expect(result).toMatchObject({ outcome: 'patched', machinePool: 'default/mp-0', node: 'p2', cluster: 'default/wc1' });
+    expect(result.machine).toBeUndefined();
+    expect(nodes.peek('p2')?.taints).toEqual([nodeTaint('gpu', 'a'), nodeTaint('boot', undefined, 'PreferNoSchedule')]);
+    expect(nodes.peek('p2')?.annotations[OWN_TRACKING_ANNOTATION]).toBe('gpu:NoSchedule');
+    expect(recorder.events).toHaveLength(1);
+    expect(recorder.events[0]?.object).toEqual({ apiVersion: 'cluster.x-k8s.io/v1beta2', kind: 'MachinePool', namespace: 'default', name: 'mp-0', uid: 'uid-mp-0' });
+  });
+
+  it('finds the pool of a Node event when no Machine owns the Node (a pool without Machine objects)', async () => {
+    // Prepare
+    const { deps, machines, nodes } = setup();
+    machines.putPool(pool());
+    nodes.put({ name: 'p1', creationTimestamp: NEW_NODE, annotations: {}, taints: [] });
+
+    // Act
+    const result = await reconcileNodeTaints(deps, nodeEvent('p1', { change: 'added' }));
+
+    // Assess
+    expect(result).toMatchObject({ outcome: 'patched', machinePool: 'default/mp-0' });
+    expect(nodes.peek('p1')?.taints.map((t) => t.key)).toEqual(['gpu', 'boot']);
+  });
+
+  it("follows the pool, not the Machine's own annotations, for a Machine of a MachinePool (one source per Node)", async () => {
+    // Prepare
+    const { deps, machines, nodes } = setup();
+    machines.putPool(pool());
+    machines.put(inCluster(machineBuilder().named('mp-0-abc').withNodeName('p1').withLabels({ 'cluster.x-k8s.io/pool-name': 'mp-0' }).withAnnotation(MACHINE_ANN, 'other:NoExecute').build()));
+    nodes.put({ name: 'p1', creationTimestamp: NEW_NODE, annotations: {}, taints: [] });
+
+    // Act
+    const viaMachine = await reconcileNodeTaints(deps, machineEvent('default', 'mp-0-abc', { nodeName: 'p1' }));
+    const viaNode = await reconcileNodeTaints(deps, nodeEvent('p1', { machine: { namespace: 'default', name: 'mp-0-abc' } }));
+
+    // Assess
+    expect(viaMachine).toMatchObject({ outcome: 'patched', machinePool: 'default/mp-0' });
+    expect(viaNode.outcome).toBe('unchanged');
+    expect(nodes.peek('p1')?.taints.map((t) => t.key)).toEqual(['gpu', 'boot']);
+  });
+
+  it('leaves alone a Node that is no longer in the pool, and a Node of a deleted pool', async () => {
+    // Prepare
+    const { deps, machines, nodes } = setup();
+    machines.putPool(pool({ nodeNames: ['p1'] }));
+    nodes.put({ name: 'p2', creationTimestamp: NEW_NODE, annotations: { [OWN_TRACKING_ANNOTATION]: 'gpu:NoSchedule' }, taints: [nodeTaint('gpu', 'a')] });
+
+    // Act
+    const left = await reconcileNodeTaints(deps, machinePoolEvent('default', 'mp-0', 'p2'));
+    const deleted = await reconcileNodeTaints(deps, machinePoolEvent('default', 'mp-0', 'p2', { change: 'deleted' }));
+    const gone = await reconcileNodeTaints(deps, machinePoolEvent('default', 'mp-9', 'p2'));
+
+    // Assess
+    expect([left.outcome, deleted.outcome, gone.outcome]).toEqual(['machine-gone', 'machine-gone', 'machine-gone']);
+    expect(left.reason).toContain("not in the MachinePool's status.nodeRefs");
+    expect(nodes.writes).toBe(0);
+  });
+
+  it("waits for the pool's status.nodeRefs when a pool Machine's Node is not listed yet", async () => {
+    // Prepare
+    const { deps, machines, nodes } = setup();
+    machines.putPool(pool({ nodeNames: [] }));
+    machines.put(inCluster(machineBuilder().named('mp-0-new').withNodeName('p3').withLabels({ 'cluster.x-k8s.io/pool-name': 'mp-0' }).build()));
+    nodes.put({ name: 'p3', creationTimestamp: NEW_NODE, annotations: {}, taints: [] });
+
+    // Act
+    const result = await reconcileNodeTaints(deps, machineEvent('default', 'mp-0-new', { nodeName: 'p3' }));
+
+    // Assess
+    expect(result).toMatchObject({ outcome: 'no-node', machinePool: 'default/mp-0' });
+    expect(nodes.writes).toBe(0);
   });
 });
