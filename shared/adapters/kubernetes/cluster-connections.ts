@@ -1,11 +1,14 @@
 /**
  * ClusterConnections over real API servers: the management cluster's own Nodes in `self` mode, or a
- * workload cluster's through its CAPI kubeconfig Secret. Stores are cached per warm container and
- * rebuilt after `ttlMs`, so that rotated credentials are picked up without a Secret read per event.
+ * workload cluster's through its CAPI kubeconfig Secret. Stores are cached per cluster and warm container
+ * (each with its own connection pool) and rebuilt after `ttlMs`, so that rotated credentials are picked up
+ * without a Secret read per event — and at once when the cached credential is refused (401/403): the
+ * connection is dropped, so the record's retry reads the Secret again (a rotated, revoked credential costs
+ * one retry, not a TTL). Other clusters' connections are untouched.
  */
 import type { KubeConfig } from '@kubernetes/client-node';
 import { clusterKey, type ClusterRef } from '#shared/domain/cloud-event.ts';
-import { ClusterCredentialsError } from '#shared/errors.ts';
+import { AccessDeniedError, ClusterCredentialsError } from '#shared/errors.ts';
 import type { Clock } from '#shared/ports/clock.ts';
 import type { ClusterConnections } from '#shared/ports/cluster-connections.ts';
 import type { NodeStore } from '#shared/ports/node-store.ts';
@@ -43,7 +46,7 @@ export class KubernetesClusterConnections implements ClusterConnections {
     // In self mode the management KubeConfig object changes when its token is refreshed.
     if (cached && cached.expires > now && (kubeConfig === undefined || cached.kubeConfig === kubeConfig)) return cached.store;
     const fresh = kubeConfig ?? (await this.#loadWorkload(cluster as { namespace: string; name: string }, options.report ?? true));
-    const store = new KubernetesNodeStore(fresh);
+    const store = this.#forgettingOnRefusal(cluster, new KubernetesNodeStore(fresh));
     this.#cache.set(key, { store, kubeConfig: fresh, expires: now + this.#ttlMs });
     return store;
   }
@@ -55,6 +58,23 @@ export class KubernetesClusterConnections implements ClusterConnections {
       if (err instanceof ClusterCredentialsError && report) await this.#reporter?.report(cluster, err);
       throw err;
     }
+  }
+
+  /** The store, dropping its cache entry when the API server refuses its credential. */
+  #forgettingOnRefusal(cluster: ClusterRef, store: NodeStore): NodeStore {
+    const guard = async <T>(call: () => Promise<T>): Promise<T> => {
+      try {
+        return await call();
+      } catch (error) {
+        if (error instanceof AccessDeniedError && this.#cache.get(clusterKey(cluster))?.store === wrapped) this.forget(cluster);
+        throw error;
+      }
+    };
+    const wrapped: NodeStore = {
+      getNode: (name) => guard(() => store.getNode(name)),
+      patchNodeTaints: (name, patch) => guard(() => store.patchNodeTaints(name, patch)),
+    };
+    return wrapped;
   }
 
   /** Drops a cached connection, e.g. after its credentials were refused. */

@@ -1,0 +1,49 @@
+import { readFileSync } from 'node:fs';
+import { CoreV1Api, RbacAuthorizationV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { expect, it } from 'vitest';
+import { KubernetesClusterConnections } from '#shared/adapters/kubernetes/cluster-connections.ts';
+import { workloadKubeConfigs } from '#shared/adapters/kubernetes/workload-kubeconfig.ts';
+import { AccessDeniedError } from '#shared/errors.ts';
+import { adminKubeConfig, createNamespace, createNode, describeWithControlPlane, mintUser, uniqueName } from '#test/support/control-plane.ts';
+
+describeWithControlPlane('Class: KubernetesClusterConnections (credential rotation)', () => {
+  it('drops a connection whose credential was revoked, so the next call reads the rotated Secret, without waiting for the cache to expire', async () => {
+    // Prepare: a "workload cluster" reached through its kubeconfig Secret, as a user allowed to read Nodes.
+    const admin = adminKubeConfig();
+    const core = admin.makeApiClient(CoreV1Api);
+    const rbac = admin.makeApiClient(RbacAuthorizationV1Api);
+    const ns = await createNamespace(admin, 'rotate');
+    const cluster = uniqueName('wc');
+    const node = uniqueName('node');
+    await createNode(admin, node);
+    const role = uniqueName('node-reader');
+    await rbac.createClusterRole({ body: { metadata: { name: role }, rules: [{ apiGroups: [''], resources: ['nodes'], verbs: ['get'] }] } });
+    const grant = async (user: string): Promise<string> => {
+      const path = await mintUser(user);
+      await rbac.createClusterRoleBinding({ body: { metadata: { name: user }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role }, subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: user }] } });
+      return readFileSync(path, 'utf8');
+    };
+    const [oldUser, newUser] = [uniqueName('old'), uniqueName('new')];
+    const secret = (kubeconfig: string) => ({ metadata: { name: `${cluster}-kubeconfig`, namespace: ns }, type: 'cluster.x-k8s.io/secret', data: { value: Buffer.from(kubeconfig).toString('base64') } });
+    await core.createNamespacedSecret({ namespace: ns, body: secret(await grant(oldUser)) });
+    const workload = workloadKubeConfigs(admin);
+    const connections = new KubernetesClusterConnections({
+      management: async (): Promise<KubeConfig> => admin,
+      workload: (c) => workload.get({ mode: 'capi', ...c }),
+      clock: { now: () => new Date() },
+      ttlMs: 60 * 60_000, // an hour: only the refusal can make it read the Secret again
+    });
+    const ref = { mode: 'capi' as const, namespace: ns, name: cluster };
+    expect((await (await connections.nodesOf(ref)).getNode(node))?.name).toBe(node);
+
+    // Act: the Secret is rotated to a new credential, and the old one revoked.
+    await core.replaceNamespacedSecret({ namespace: ns, name: `${cluster}-kubeconfig`, body: secret(await grant(newUser)) });
+    await rbac.deleteClusterRoleBinding({ name: oldUser });
+    const refused = await (await connections.nodesOf(ref)).getNode(node).catch((e: unknown) => e);
+    const retried = await (await connections.nodesOf(ref)).getNode(node);
+
+    // Assess: one refused call (the cached, revoked credential), then the rotated one works.
+    expect(refused).toBeInstanceOf(AccessDeniedError);
+    expect(retried?.name).toBe(node);
+  });
+});
