@@ -137,7 +137,8 @@ async function processRecord(record: SQSRecord, deps: BatchDeps, { delayedGroups
   }
   const context = { cloudEventId: event.id, messageId: record.messageId, receiveCount };
   try {
-    const result = await reconcileNodeTaints(deps, event);
+    // A retried record (a conflict, most often) reads the Node after the Machine: the freshest Node for its write.
+    const result = await reconcileNodeTaints(deps, event, { parallelReads: receiveCount === 1 });
     report(result, event, deps, context);
   } catch (error) {
     if (error instanceof TaintPropagatorError && !error.retryable) {

@@ -64,6 +64,16 @@ export interface PlannedState {
   readonly trackingAnnotation: string | undefined;
 }
 
+/** Options of one reconcile. */
+export interface ReconcileOptions {
+  /**
+   * Read the Machine and the Node in parallel (default true: one round trip for both). False reads the Node after the
+   * Machine, so that the Node is as fresh as possible when the write goes out: the retry of a conflict, when another
+   * writer keeps changing the Node, has the shortest window between its read and its write.
+   */
+  readonly parallelReads?: boolean;
+}
+
 /** Reason of the Normal Event recorded when a declaration the forwarder saw invalid is valid again. */
 export const DECLARATION_VALID = 'DeclarationValid';
 
@@ -72,9 +82,9 @@ export const DECLARATION_VALID = 'DeclarationValid';
  * TransientError, AccessDeniedError or ClusterCredentialsError for failures that the queue retries,
  * and MachineConfigurationError (never retried) for a Machine that cannot be reconciled as it is.
  */
-export async function reconcileNodeTaints(deps: ReconcileDeps, event: TaintEvent): Promise<ReconcileResult> {
+export async function reconcileNodeTaints(deps: ReconcileDeps, event: TaintEvent, options: ReconcileOptions = {}): Promise<ReconcileResult> {
   // The Node read starts with the Machine read (one round trip for both); it is used only if the Machine confirms it.
-  const prefetch = prefetchNode(deps, event);
+  const prefetch = options.parallelReads === false ? undefined : prefetchNode(deps, event);
   const found = await findMachine(deps, event);
   if ('outcome' in found) return found;
   const { machine } = found;

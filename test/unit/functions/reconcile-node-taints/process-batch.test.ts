@@ -189,6 +189,30 @@ describe('Function: processBatch() at the edges of retry', () => {
     expect(response.batchItemFailures).toEqual([{ itemIdentifier: 'head' }]);
   });
 
+  it('reads the Machine and the Node in parallel on a first receive, and the Node after the Machine on a retry', async () => {
+    // Prepare: a Machine read that answers a turn later, noting how many Node reads had started by then.
+    const { deps, machines, nodes } = setup();
+    machines.put(inCluster(machineBuilder().named('m-a').withNodeName('node-a').build()));
+    nodes.put({ name: 'node-a', annotations: {}, taints: [] });
+    const nodeReadsAtMachineAnswer: number[] = [];
+    const getMachine = machines.getMachine.bind(machines);
+    machines.getMachine = async (ns: string, name: string) => {
+      await new Promise((r) => setImmediate(r));
+      nodeReadsAtMachineAnswer.push(nodes.reads);
+      return getMachine(ns, name);
+    };
+    const first = sqsRecord(machineEvent('default', 'm-a', { nodeName: 'node-a' }), { messageId: 'first', receiveCount: 1 });
+    const retried = sqsRecord(machineEvent('default', 'm-a', { nodeName: 'node-a', rv: '11' }), { messageId: 'retried', receiveCount: 2 });
+
+    // Act
+    await processBatch(sqsEvent(first), context, deps);
+    await processBatch(sqsEvent(retried), context, deps);
+
+    // Assess: the first Node read had started before the Machine answered; the retry's had not.
+    expect(nodeReadsAtMachineAnswer).toEqual([1, 1]);
+    expect(nodes.reads).toBe(2);
+  });
+
   it('reports node-gone, not a failure, when the Node is deleted between the read and the write (404 on the PATCH)', async () => {
     // Prepare
     const { deps, machines, nodes } = setup();

@@ -287,6 +287,35 @@ describe('Function: reconcileNodeTaints()', () => {
   });
 
   describe('reads the Machine and the Node in parallel', () => {
+    it('reads the Node only after the Machine when asked to (a retried record: the freshest Node for its write)', async () => {
+      // Prepare
+      const { deps, machines, nodes } = setup();
+      machines.put(inCluster(machineBuilder().named('m1').withNodeName('n1').withSpecTaints([machineTaint('gpu', 'a100')]).build()));
+      nodes.put({ name: 'n1', creationTimestamp: NEW_NODE, annotations: {}, taints: [] });
+      const nodeReadsWhenMachineAnswered: number[] = [];
+      const sequential = {
+        ...deps,
+        machines: {
+          getMachine: async (ns: string, name: string) => {
+            await new Promise((r) => setImmediate(r));
+            nodeReadsWhenMachineAnswered.push(nodes.reads);
+            return machines.getMachine(ns, name);
+          },
+          findMachineByNodeName: machines.findMachineByNodeName.bind(machines),
+          getMachinePool: machines.getMachinePool.bind(machines),
+          findMachinePoolByNodeName: machines.findMachinePoolByNodeName.bind(machines),
+        },
+      };
+
+      // Act
+      const result = await reconcileNodeTaints(sequential, machineEvent('default', 'm1', { nodeName: 'n1' }), { parallelReads: false });
+
+      // Assess
+      expect(result.outcome).toBe('patched');
+      expect(nodeReadsWhenMachineAnswered).toEqual([0]);
+      expect(nodes.reads).toBe(1);
+    });
+
     it('starts the Node read before the Machine read has answered (one round trip for both), and uses it', async () => {
       // Prepare: a Machine store that answers only once the Node has been read.
       const { deps, machines, nodes } = setup();
