@@ -14,7 +14,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ApiextensionsV1Api, KubeConfig, loadAllYaml } from '@kubernetes/client-node';
 import type { V1CustomResourceDefinition } from '@kubernetes/client-node';
-import { LocalProvider } from '../infrastructure/provider.ts';
+import { LocalProvider, type NodeCluster } from '../infrastructure/provider.ts';
+import { startWorkloadApiServer, type WorkloadApiServer } from './workload-servers.ts';
 import { LOCAL_PROVIDER_CRDS } from '../infrastructure/crds.ts';
 import { isAlive, resolveBinaries, resolveClusterApiManager, resolveClusterApiManifests } from './assets.ts';
 import type { Binaries, ClusterApiManifests } from './assets.ts';
@@ -62,6 +63,12 @@ export interface CapiOptions {
   readonly featureGates?: FeatureGates;
   /** Restrict the manager (and its webhooks) to one namespace; default all namespaces. */
   readonly namespace?: string;
+  /**
+   * Workload clusters with API servers of their own (default 0: every Cluster is self-hosted, its Nodes in the
+   * management API server). With K > 0, the first K Clusters the local provider sees get one each (`wc-1` … `wc-K`,
+   * own CA, sharing etcd under their own prefix); later ones are self-hosted.
+   */
+  readonly workloadClusters?: number;
 }
 
 /** The Cluster API side of a running control plane. */
@@ -70,6 +77,10 @@ export interface ClusterApiRuntime {
   readonly manager: CapiManager;
   /** The local infrastructure provider (LocalCluster, LocalMachine, …), running in this process. */
   readonly provider: LocalProvider;
+  /** The workload API servers (`workloadClusters`), in order. */
+  readonly workloadServers: readonly WorkloadApiServer[];
+  /** The workload API server holding a Cluster's Nodes; undefined for a self-hosted Cluster. */
+  workloadServerOf(cluster: { readonly namespace: string; readonly name: string }): WorkloadApiServer | undefined;
   /** Stops the manager (webhooks first) and starts it again with other gates or namespace; the provider keeps running. */
   restartManager(options?: CapiOptions): Promise<CapiManager>;
 }
@@ -242,11 +253,12 @@ export async function startControlPlane(opts: StartOptions = {}): Promise<Contro
   for (let attempt = 1; ; attempt++) {
     try {
       const cp = await startOnce(binaries.value, manifests.value, base, opts.extraApiserverArgs ?? []);
+      const kubeApiserver = binaries.value.kubeApiserver;
       log(`[control-plane] control plane ready in ${((Date.now() - started) / 1000).toFixed(1)} s: ${cp.server} (etcd ${cp.etcdEndpoint}, dir ${cp.dir})`);
       if (!opts.capi || !managerBinary) return cp;
       try {
         const capiStarted = Date.now();
-        const capi = await startClusterApi(cp, managerBinary, manifests.value, opts.capi, log);
+        const capi = await startClusterApi(cp, managerBinary, manifests.value, opts.capi, log, kubeApiserver);
         const gates = Object.entries(capi.manager.featureGates).map(([k, v]) => `${k}=${String(v)}`).join(',');
         log(`[control-plane] Cluster API ${manifests.value.version} manager and local provider ready in ${((Date.now() - capiStarted) / 1000).toFixed(1)} s (feature gates ${gates}; ${capi.manager.namespace ? `namespace ${capi.manager.namespace}` : 'all namespaces'}; log ${capi.manager.logPath})`);
         return withCapi(cp, capi);
@@ -270,7 +282,7 @@ export async function startControlPlane(opts: StartOptions = {}): Promise<Contro
 const childrenByDir = new Map<string, Child[]>();
 
 /** Starts the manager, then the local provider (CRDs installed, informers synced); `restartManager` swaps the manager. */
-async function startClusterApi(cp: ControlPlane, binary: string, manifests: ClusterApiManifests, options: CapiOptions, log: (line: string) => void): Promise<ClusterApiRuntime> {
+async function startClusterApi(cp: ControlPlane, binary: string, manifests: ClusterApiManifests, options: CapiOptions, log: (line: string) => void, kubeApiserver: string): Promise<ClusterApiRuntime> {
   const children = childrenByDir.get(cp.dir);
   if (!children) throw new Error(`control plane ${cp.dir} is not running`);
   const start = (o: CapiOptions): Promise<CapiManager> =>
@@ -293,10 +305,40 @@ async function startClusterApi(cp: ControlPlane, binary: string, manifests: Clus
   const pki = join(cp.dir, 'pki');
   const tls: Tls = { ca: await readFile(cp.caCertPath), cert: await readFile(join(pki, 'admin.crt')), key: await readFile(join(pki, 'admin.key')) };
   await installCrdObjects(kc, LOCAL_PROVIDER_CRDS, children, startTimeoutMs(), { tls, server: cp.server });
+  const workloadServers = await Promise.all(
+    Array.from({ length: options.workloadClusters ?? 0 }, (_, i) =>
+      startWorkloadApiServer({ name: `wc-${i + 1}`, dir: cp.dir, kubeApiserver, etcdEndpoint: cp.etcdEndpoint, children, timeoutMs: startTimeoutMs() }),
+    ),
+  );
+  if (workloadServers.length > 0) log(`[control-plane] workload API servers: ${workloadServers.map((w) => `${w.name} ${w.server}`).join(', ')}`);
+  // The first K Clusters seen get a workload API server each, in order; later ones are self-hosted.
+  const assigned = new Map<string, WorkloadApiServer>();
+  const workloadServerOf = (c: { readonly namespace: string; readonly name: string }): WorkloadApiServer | undefined => {
+    const key = `${c.namespace}/${c.name}`;
+    const known = assigned.get(key);
+    if (known || assigned.size >= workloadServers.length) return known;
+    const next = workloadServers[assigned.size] as WorkloadApiServer;
+    assigned.set(key, next);
+    return next;
+  };
+  const selfHosted: NodeCluster = { kubeConfig: kc, kubeconfigYaml: await readFile(cp.kubeconfigPath, 'utf8'), server: cp.server };
+  const nodeClusters = new Map<string, NodeCluster>();
+  const nodeClusterFor = (c: { readonly namespace: string; readonly name: string }): NodeCluster => {
+    const w = workloadServerOf(c);
+    if (!w) return selfHosted;
+    let target = nodeClusters.get(w.name);
+    if (!target) {
+      const wkc = new KubeConfig();
+      wkc.loadFromFile(w.adminKubeconfigPath);
+      target = { kubeConfig: wkc, kubeconfigYaml: w.kubeconfigYaml, server: w.server };
+      nodeClusters.set(w.name, target);
+    }
+    return target;
+  };
   let manager = await start(options);
   const provider = new LocalProvider({
     kubeConfig: kc,
-    selfHosted: { kubeconfigYaml: await readFile(cp.kubeconfigPath, 'utf8'), server: cp.server },
+    nodeClusterFor,
     ...(options.namespace ? { namespace: options.namespace } : {}),
     log,
   });
@@ -311,6 +353,8 @@ async function startClusterApi(cp: ControlPlane, binary: string, manifests: Clus
       return manager;
     },
     provider,
+    workloadServers,
+    workloadServerOf: (c) => assigned.get(`${c.namespace}/${c.name}`),
     async restartManager(o: CapiOptions = {}) {
       await manager.stop();
       manager = await start({ featureGates: o.featureGates ?? manager.featureGates, ...(o.namespace ?? manager.namespace ? { namespace: o.namespace ?? manager.namespace } : {}) });

@@ -198,8 +198,17 @@ export interface MachineNode {
  * Waits until the MachineDeployment has exactly `replicas` Machines (none deleting), each with a `status.nodeRef`
  * written by Cluster API to an existing Node; returns them sorted by Machine name.
  */
-export async function waitForMachineNodes(kc: KubeConfig, namespace: string, deployment: string, replicas: number, timeoutMs = 60_000, version: CapiApiVersion = 'v1beta2'): Promise<MachineNode[]> {
-  const core = kc.makeApiClient(CoreV1Api);
+export async function waitForMachineNodes(
+  kc: KubeConfig,
+  namespace: string,
+  deployment: string,
+  replicas: number,
+  timeoutMs = 60_000,
+  version: CapiApiVersion = 'v1beta2',
+  /** Where the Nodes live (a workload API server); default the management cluster. */
+  nodesKubeConfig: KubeConfig = kc,
+): Promise<MachineNode[]> {
+  const core = nodesKubeConfig.makeApiClient(CoreV1Api);
   return waitFor(
     async () => {
       const machines = await listObjects(kc, capiResources(version).machines, namespace, `${DEPLOYMENT_NAME_LABEL}=${deployment}`);

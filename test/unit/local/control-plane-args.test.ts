@@ -31,6 +31,12 @@ describe('parseControlPlaneArgs', () => {
       namespace: 'team-a',
     });
   });
+  it('reads --workload-clusters as a count from 0 to 50, and refuses anything else', () => {
+    expect(parseControlPlaneArgs(['--workload-clusters=3'])).toEqual({ featureGates: {}, workloadClusters: 3 });
+    expect(parseControlPlaneArgs(['--workload-clusters=0'])).toEqual({ featureGates: {} });
+    for (const bad of ['x', '-1', '51', '2.5', '']) expect(() => parseControlPlaneArgs([`--workload-clusters=${bad}`])).toThrow(`--workload-clusters: "${bad}" is not a count`);
+    expect(() => parseControlPlaneArgs(['--no-capi', '--workload-clusters=2'])).toThrow('--no-capi cannot be combined');
+  });
   it('--no-capi gives a bare control plane and refuses Cluster API settings next to it', () => {
     expect(parseControlPlaneArgs(['--no-capi'])).toBe(false);
     expect(() => parseControlPlaneArgs(['--no-capi', '--capi-namespace=a'])).toThrow('--no-capi cannot be combined');

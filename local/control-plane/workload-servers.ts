@@ -1,0 +1,123 @@
+/**
+ * Workload clusters of the local control plane: extra kube-apiservers, each with its own certificate authority,
+ * serving certificate and service-account keys, sharing the control plane's etcd under their own key prefix
+ * (`--etcd-prefix=/workload/<name>`), so K clusters cost K apiserver processes and no more etcd. Each has its own
+ * Nodes, RBAC and identities. The local infrastructure provider registers a Cluster's Nodes in one of them and writes
+ * the Cluster's `<name>-kubeconfig` Secret for it, as a real provider does.
+ *
+ * The kubeconfig handed out is a client certificate of the user `capi-admin` (no `system:masters` group), bound to
+ * `cluster-admin` by a ClusterRoleBinding, so that a credential can be revoked (`revokeUser`) — which rotation tests need.
+ * `stop()` / `start()` take the API server away and bring it back on the same port with the same certificates (an
+ * outage as a client sees it).
+ */
+import { writeFileSync } from 'node:fs';
+import { mkdir, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { KubeConfig, RbacAuthorizationV1Api } from '@kubernetes/client-node';
+import { freePort, httpsGet, pollUntil, spawnChild, stopChild, type Child, type Tls } from './children.ts';
+import { createClientCert, createServerPki, createServiceAccountKey, kubeconfigYaml, mintClientKubeconfig } from './pki.ts';
+
+/** One workload cluster's API server. */
+export interface WorkloadApiServer {
+  /** `wc-1`, `wc-2`, … */
+  readonly name: string;
+  /** `https://127.0.0.1:<port>` (the same across stop/start). */
+  readonly server: string;
+  /** Kubeconfig (YAML) of `capi-admin` (cluster-admin through RBAC, revocable): what the Cluster's Secret holds. */
+  readonly kubeconfigYaml: string;
+  /** Kubeconfig path of the unrevocable `system:masters` admin (for tests and the provider). */
+  readonly adminKubeconfigPath: string;
+  readonly caCertPath: string;
+  /**
+   * Mints a new cluster-admin user of this API server (a client certificate bound to `cluster-admin`): a rotated
+   * credential. Returns its kubeconfig (YAML).
+   */
+  mintAdmin(name: string): Promise<string>;
+  /** Removes the ClusterRoleBinding of a user minted by `mintAdmin` (or `capi-admin`): its credential stops working. */
+  revokeUser(name: string): Promise<void>;
+  /** True while the API server process runs. */
+  running(): boolean;
+  /** Stops the API server process (SIGTERM). Idempotent. */
+  stop(): Promise<void>;
+  /** Starts it again (same port, certificates and data); resolves once `/readyz` answers. */
+  start(): Promise<void>;
+}
+
+export interface WorkloadServerOptions {
+  readonly name: string;
+  /** A folder of the control plane (removed with it). */
+  readonly dir: string;
+  readonly kubeApiserver: string;
+  readonly etcdEndpoint: string;
+  /** The control plane's children: a started process joins them, so that stopping the control plane stops it. */
+  readonly children: Child[];
+  readonly timeoutMs: number;
+}
+
+/** Starts one workload API server; resolves once it is ready and `capi-admin` is bound. */
+export async function startWorkloadApiServer(o: WorkloadServerOptions): Promise<WorkloadApiServer> {
+  const dir = join(o.dir, 'workload', o.name);
+  const pkiDir = join(dir, 'pki');
+  await mkdir(pkiDir, { recursive: true });
+  const [{ ca, serving }, port, saKey] = await Promise.all([createServerPki(pkiDir), freePort(), createServiceAccountKey(pkiDir)]);
+  const server = `https://127.0.0.1:${port}`;
+  const admin = await createClientCert({ dir: pkiDir, stem: 'admin', caCertPath: ca.certPath, caKeyPath: ca.keyPath, name: 'admin', groups: ['system:masters'] });
+  const adminKubeconfigPath = join(dir, 'admin.kubeconfig');
+  writeFileSync(adminKubeconfigPath, await kubeconfigYaml({ server, caCertPath: ca.certPath, user: 'admin', client: admin }), { mode: 0o600 });
+  const tls: Tls = { ca: await readFile(ca.certPath), cert: await readFile(admin.certPath), key: await readFile(admin.keyPath) };
+  const args = [
+    `--etcd-servers=${o.etcdEndpoint}`,
+    `--etcd-prefix=/workload/${o.name}`,
+    '--bind-address=127.0.0.1', `--secure-port=${port}`, '--advertise-address=127.0.0.1',
+    '--endpoint-reconciler-type=none',
+    `--cert-dir=${pkiDir}`, `--tls-cert-file=${serving.certPath}`, `--tls-private-key-file=${serving.keyPath}`,
+    `--client-ca-file=${ca.certPath}`,
+    '--authorization-mode=RBAC',
+    `--service-account-issuer=${server}`,
+    `--service-account-key-file=${saKey.publicKeyPath}`, `--service-account-signing-key-file=${saKey.privateKeyPath}`,
+    '--service-cluster-ip-range=10.0.0.0/24',
+    // As the control plane's own API server: tests see exactly the taints they write.
+    '--disable-admission-plugins=ServiceAccount,TaintNodesByCondition', '--allow-privileged=true',
+    '--profiling=false', '--v=1',
+  ];
+  let child: Child | undefined;
+  let generation = 0;
+  const start = async (): Promise<void> => {
+    if (child?.alive) return;
+    child = spawnChild(`kube-apiserver ${o.name}`, o.kubeApiserver, args, join(dir, `kube-apiserver-${++generation}.log`));
+    o.children.push(child);
+    await pollUntil(`kube-apiserver ${o.name} /readyz`, o.timeoutMs, [child], async () => (await httpsGet(`${server}/readyz`, tls)).status === 200);
+  };
+  await start();
+
+  const adminKc = new KubeConfig();
+  adminKc.loadFromFile(adminKubeconfigPath);
+  const rbac = adminKc.makeApiClient(RbacAuthorizationV1Api);
+  const mintAdmin = async (user: string): Promise<string> => {
+    const path = await mintClientKubeconfig({ dir: join(dir, 'users'), caCertPath: ca.certPath, caKeyPath: ca.keyPath, server, name: user, groups: [] });
+    await rbac.createClusterRoleBinding({
+      body: { metadata: { name: `local-admin-${user}` }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'cluster-admin' }, subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: user }] },
+    });
+    return readFile(path, 'utf8');
+  };
+  // The bootstrap policy (cluster-admin) appears shortly after readiness.
+  await pollUntil(`the cluster-admin ClusterRole of ${o.name}`, o.timeoutMs, [child as Child], async () => (await httpsGet(`${server}/apis/rbac.authorization.k8s.io/v1/clusterroles/cluster-admin`, tls)).status === 200);
+  const kubeconfig = await mintAdmin('capi-admin');
+
+  return {
+    name: o.name,
+    server,
+    kubeconfigYaml: kubeconfig,
+    adminKubeconfigPath,
+    caCertPath: ca.certPath,
+    mintAdmin,
+    revokeUser: async (user) => {
+      await rbac.deleteClusterRoleBinding({ name: `local-admin-${user}` });
+    },
+    running: () => child?.alive === true,
+    stop: async () => {
+      if (child) await stopChild(child);
+    },
+    start,
+  };
+}

@@ -1,0 +1,129 @@
+/**
+ * Fleets: five workload clusters, each with an API server (and certificate authority) of its own, made by the local
+ * provider the way a real provider does (Nodes registered there, the Cluster's `<name>-kubeconfig` Secret written for
+ * it), Cluster API's manager in the loop, the product in `capi` mode reading every cluster through its Secret. Then the
+ * faults fleets live with: one cluster's API server down for 30 s, another's credential rotated and the old one
+ * revoked, while every other cluster keeps converging; nothing is lost.
+ */
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { CoreV1Api, CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
+import { startControlPlane, type ControlPlane } from '#local/control-plane/control-plane.ts';
+import type { WorkloadApiServer } from '#local/control-plane/workload-servers.ts';
+import { startPipeline, type Pipeline } from '#local/pipeline.ts';
+import { OWN_TRACKING_ANNOTATION, STARTUP_GATE_TAINT_KEY } from '#shared/domain/taint.ts';
+import { createNamespace, MERGE_PATCH, statusOf, uniqueName, waitFor } from '#test/support/control-plane.ts';
+import { MACHINE_DEPLOYMENTS, createMachineDeployment, createSelfHostedCluster, describeWithCapi, taintText, waitForMachineNodes } from '#test/support/capi.ts';
+
+const CLUSTERS = 5;
+const OUTAGE_MS = 30_000;
+const GATE = { key: STARTUP_GATE_TAINT_KEY, effect: 'NoSchedule' };
+const MACHINE = 'taints.capi-taint-propagator.dev/machine';
+
+interface Member {
+  readonly cluster: string;
+  readonly server: WorkloadApiServer;
+  /** Admin of the workload API server (the test's own view of its Nodes). */
+  readonly kc: KubeConfig;
+  md: string;
+  node: string;
+}
+
+describeWithCapi('Fleets: workload clusters with API servers of their own', () => {
+  let cp: ControlPlane;
+  let kc: KubeConfig;
+  let ns: string;
+  let pipeline: Pipeline;
+  const members: Member[] = [];
+
+  beforeAll(async () => {
+    cp = await startControlPlane({ build: false, log: () => undefined, handleSignals: false, capi: { workloadClusters: CLUSTERS } });
+    kc = new KubeConfig();
+    kc.loadFromFile(cp.kubeconfigPath);
+    ns = await createNamespace(kc, 'fleet');
+    for (let i = 0; i < CLUSTERS; i++) {
+      const cluster = await createSelfHostedCluster(kc, ns);
+      const server = cp.capi?.workloadServerOf({ namespace: ns, name: cluster });
+      if (!server) throw new Error(`Cluster ${cluster} got no workload API server`);
+      const wkc = new KubeConfig();
+      wkc.loadFromFile(server.adminKubeconfigPath);
+      members.push({ cluster, server, kc: wkc, md: '', node: '' });
+    }
+    pipeline = await startPipeline({
+      kubeconfig: kc,
+      mode: 'capi',
+      stateNamespace: ns,
+      leaseName: uniqueName('forwarder'),
+      machineNamespace: ns,
+      visibilityTimeoutSeconds: 5,
+      maxReceiveCount: 50,
+      retryBaseSeconds: 0,
+      retryMaxSeconds: 2,
+      forwarderOptions: { renewIntervalMs: 1000, acquireRetryMs: 200, flushIntervalMs: 20 },
+    });
+    await pipeline.waitForForwarder(20_000);
+  }, 240_000);
+
+  afterAll(async () => {
+    await pipeline?.stop();
+    await cp?.stop();
+  });
+
+  const converge = async (m: Member, want: string[], timeoutMs = 60_000): Promise<void> => {
+    const core = m.kc.makeApiClient(CoreV1Api);
+    await waitFor(
+      async () => {
+        const n = await core.readNode({ name: m.node }).catch(() => undefined);
+        const taints = (n?.spec?.taints ?? []).map(taintText).sort();
+        const tracking = want.map((t) => `${t.split('=')[0]}:${t.split(':').pop()}`).sort().join(',');
+        return JSON.stringify(taints) === JSON.stringify([...want].sort()) && n?.metadata?.annotations?.[OWN_TRACKING_ANNOTATION] === tracking;
+      },
+      { timeoutMs, intervalMs: 200, description: `Node ${m.node} of ${m.cluster} (${m.server.name}) to carry ${want.join(', ')}` },
+    );
+  };
+  const declare = (m: Member, value: string) =>
+    kc.makeApiClient(CustomObjectsApi).patchNamespacedCustomObject({ ...MACHINE_DEPLOYMENTS, namespace: ns, name: m.md, body: { spec: { template: { metadata: { annotations: { [MACHINE]: value } } } } } }, MERGE_PATCH);
+
+  it('gives every Cluster its own API server and CA, and its declarations land on Nodes that exist only there', async () => {
+    // Prepare
+    expect(new Set(members.map((m) => m.server.server)).size).toBe(CLUSTERS);
+    expect(new Set(members.map((m) => m.server.caCertPath)).size).toBe(CLUSTERS);
+
+    // Act
+    for (const [i, m] of members.entries()) m.md = await createMachineDeployment(kc, ns, { cluster: m.cluster, replicas: 1, startupTaints: [GATE], annotations: { [MACHINE]: `fleet=${i}:NoSchedule` } });
+    for (const m of members) m.node = (await waitForMachineNodes(kc, ns, m.md, 1, 90_000, 'v1beta2', m.kc))[0]?.node.metadata?.name ?? '';
+
+    // Assess
+    for (const [i, m] of members.entries()) await converge(m, [`fleet=${i}:NoSchedule`]);
+    const management = kc.makeApiClient(CoreV1Api);
+    for (const m of members) expect(statusOf(await management.readNode({ name: m.node }).catch((e: unknown) => e))).toBe(404);
+  });
+
+  it('keeps converging the others while one API server is down for 30 s and another credential is rotated (the old one revoked); the stopped one catches up, nothing is lost', async () => {
+    // Prepare
+    const [down, rotated, ...others] = members as [Member, Member, ...Member[]];
+    const stoppedAt = Date.now();
+    await down.server.stop();
+
+    // Act: rotate a credential, then edit every cluster's declaration.
+    const core = kc.makeApiClient(CoreV1Api);
+    const fresh = await rotated.server.mintAdmin('capi-admin-rotated');
+    await core.patchNamespacedSecret({ namespace: ns, name: `${rotated.cluster}-kubeconfig`, body: { data: { value: Buffer.from(fresh).toString('base64') } } }, MERGE_PATCH);
+    await rotated.server.revokeUser('capi-admin');
+    for (const [i, m] of members.entries()) await declare(m, `fleet=${i}:NoSchedule, edited=${i}:NoExecute`);
+
+    // Assess: the running clusters converge during the outage (the rotated one with its new credential).
+    for (const m of [rotated, ...others]) await converge(m, [`fleet=${members.indexOf(m)}:NoSchedule`, `edited=${members.indexOf(m)}:NoExecute`]);
+    expect(Date.now() - stoppedAt).toBeLessThan(OUTAGE_MS);
+    expect(down.server.running()).toBe(false);
+
+    // Act: the outage ends after 30 s.
+    await new Promise((r) => setTimeout(r, Math.max(0, OUTAGE_MS - (Date.now() - stoppedAt))));
+    await down.server.start();
+
+    // Assess: the stopped cluster catches up; nothing was dead-lettered.
+    await converge(down, ['fleet=0:NoSchedule', 'edited=0:NoExecute'], 90_000);
+    const c = await pipeline.freshCounters();
+    expect(c.deadLetterQueueDepth, JSON.stringify(c)).toBe(0);
+    expect(c.transientErrors).toBeGreaterThan(0);
+  });
+});
