@@ -126,4 +126,23 @@ describeWithCapi('Fleets: workload clusters with API servers of their own', () =
     expect(c.deadLetterQueueDepth, JSON.stringify(c)).toBe(0);
     expect(c.transientErrors).toBeGreaterThan(0);
   });
+
+  it("follows the rotated credential in the forwarder too: after its cluster's API server restarts, the Node watch reconnects with the new Secret and a foreign removal of a tracked taint is put back", async () => {
+    // Prepare: the second cluster's Secret was rotated and its old credential revoked (previous test). A restart of
+    // its API server drops every connection, so the Node watch must connect again, with what the Secret holds now.
+    const rotated = members[1] as Member;
+    await rotated.server.stop();
+    await rotated.server.start();
+    const core = rotated.kc.makeApiClient(CoreV1Api);
+
+    // Act: someone removes the tracked Always taint from the Node (only a Node event can bring it back).
+    const node = await core.readNode({ name: rotated.node });
+    const kept = (node.spec?.taints ?? []).filter((t) => t.key !== 'fleet');
+    await core.patchNode({ name: rotated.node, body: { spec: { taints: kept } } }, MERGE_PATCH);
+
+    // Assess: put back, through the reconnected watch.
+    await converge(rotated, ['fleet=1:NoSchedule', 'edited=1:NoExecute']);
+    const events = await kc.makeApiClient(CoreV1Api).listNamespacedEvent({ namespace: ns, fieldSelector: 'reason=TaintRestored' });
+    expect(events.items.map((e) => e.message ?? '').join('\n')).toContain(`Node ${rotated.node}: put back fleet=1:NoSchedule`);
+  });
 });
