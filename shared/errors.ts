@@ -90,6 +90,9 @@ export class TransientError extends TaintPropagatorError {
   }
 }
 
+/** A transient failure that is a call with no answer within its deadline (its own timeout, or the invocation's time). */
+export class CallTimeoutError extends TransientError {}
+
 /** Thrown when the API server refuses our identity (401/403): fix RBAC or credentials; retried, then dead-lettered. */
 export class AccessDeniedError extends TaintPropagatorError {
   readonly operation: string;

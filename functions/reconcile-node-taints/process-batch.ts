@@ -11,7 +11,10 @@
  *   message instead: a change is never lost to an outage, and the dead-letter queue holds only what
  *   needs a human (malformed events, permanent errors, unexpected failures);
  * - every Kubernetes API call of a record is bounded by the invocation's remaining time, so a hung
- *   call is a transient error of its record, not a timed-out batch;
+ *   call is a transient error of its record, not a timed-out batch; and once a call timed out while
+ *   reconciling a Node of one cluster, that cluster's other records in the batch are not tried (they
+ *   fail at once, as transient): one hanging workload cluster costs a batch one timeout, and the
+ *   other clusters' records keep the time;
  * - outcomes (patched, unchanged, gone, invalid declaration, …): logged and counted.
  */
 import { SqsFifoPartialProcessorAsync, processPartialResponse } from '@aws-lambda-powertools/batch';
@@ -20,7 +23,8 @@ import { MetricUnit, type Metrics } from '@aws-lambda-powertools/metrics';
 import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
 import type { TaintEvent } from '#shared/domain/cloud-event.ts';
 import { ReconcileOutcome } from '#shared/domain/outcome.ts';
-import { MalformedEventError, PatchConflictError, TaintPropagatorError } from '#shared/errors.ts';
+import { CallTimeoutError, MalformedEventError, PatchConflictError, TaintPropagatorError, TransientError } from '#shared/errors.ts';
+import { clusterKey } from '#shared/domain/cloud-event.ts';
 import { MetricDimension, ReconcileMetric } from '#shared/observability/metric-names.ts';
 import type { RecordQueue } from '#shared/ports/record-queue.ts';
 import { reconcileNodeTaints, type ReconcileDeps, type ReconcileResult } from './reconcile-node-taints.ts';
@@ -61,6 +65,8 @@ export async function processBatch(event: SQSEvent, context: Context, deps: Batc
   const retryable = new Set<string>();
   /** Backoff (seconds) of each record that failed, applied once its fate is decided. */
   const retryDelays = new Map<string, number>();
+  /** Clusters with a call timeout in this batch: their further records are not tried. */
+  const timedOutClusters = new Set<string>();
   const processor = new SqsFifoPartialProcessorAsync();
   // Lambda always provides the remaining time; a caller without it (a test harness) gets no batch deadline.
   const remainingMs = typeof context.getRemainingTimeInMillis === 'function' ? context.getRemainingTimeInMillis() : Infinity;
@@ -70,7 +76,7 @@ export async function processBatch(event: SQSEvent, context: Context, deps: Batc
     event,
     async (record: SQSRecord) => {
       handled.add(record.messageId);
-      await bounded(deadline, () => processRecord(record, deps, { delayedGroups, retryDelays, retryable }));
+      await bounded(deadline, () => processRecord(record, deps, { delayedGroups, retryDelays, retryable, timedOutClusters }));
     },
     processor,
     { context, skipGroupOnError: true, throwOnFullBatchFailure: false },
@@ -123,9 +129,10 @@ interface Settlement {
   readonly delayedGroups: Map<string, number>;
   readonly retryDelays: Map<string, number>;
   readonly retryable: Set<string>;
+  readonly timedOutClusters: Set<string>;
 }
 
-async function processRecord(record: SQSRecord, deps: BatchDeps, { delayedGroups, retryDelays, retryable }: Settlement): Promise<void> {
+async function processRecord(record: SQSRecord, deps: BatchDeps, { delayedGroups, retryDelays, retryable, timedOutClusters }: Settlement): Promise<void> {
   const receiveCount = Number(record.attributes.ApproximateReceiveCount) || 1;
   let event: TaintEvent;
   try {
@@ -136,11 +143,14 @@ async function processRecord(record: SQSRecord, deps: BatchDeps, { delayedGroups
     return;
   }
   const context = { cloudEventId: event.id, messageId: record.messageId, receiveCount };
+  const cluster = clusterKey(event.data.cluster);
   try {
+    if (timedOutClusters.has(cluster)) throw new TransientError(`Reconciling a Node of cluster ${cluster}`, 'not tried: an API call for this cluster timed out earlier in this batch');
     // A retried record (a conflict, most often) reads the Node after the Machine: the freshest Node for its write.
     const result = await reconcileNodeTaints(deps, event, { parallelReads: receiveCount === 1 });
     report(result, event, deps, context);
   } catch (error) {
+    if (error instanceof CallTimeoutError) timedOutClusters.add(cluster);
     if (error instanceof TaintPropagatorError && !error.retryable) {
       await deadLetter(record, deps, error.message, error);
       return;

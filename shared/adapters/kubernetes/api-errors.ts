@@ -3,7 +3,7 @@
  * at HTTP codes or messages. 404 is returned as `undefined` by the callers that expect it.
  */
 import { ApiException } from '@kubernetes/client-node';
-import { AccessDeniedError, TransientError } from '#shared/errors.ts';
+import { AccessDeniedError, CallTimeoutError, TransientError } from '#shared/errors.ts';
 import { isCallTimeout } from './call-deadline.ts';
 
 /** The HTTP status of a failed API call, or undefined for transport failures. */
@@ -43,6 +43,7 @@ export function describeApiError(error: unknown): string {
 export function toProductError(operation: string, error: unknown): Error {
   const status = statusOf(error);
   if (status === 401 || status === 403) return new AccessDeniedError(operation, describeApiError(error), error);
+  if (isCallTimeout(error)) return new CallTimeoutError(operation, describeApiError(error), error);
   return new TransientError(operation, describeApiError(error), error);
 }
 

@@ -3,7 +3,8 @@ import type { Context } from 'aws-lambda';
 import { mockClient } from 'aws-sdk-client-mock';
 import { beforeEach, describe, expect, it, vi } from 'vitest';
 import { processBatch, backoffSeconds, SETTLE_RESERVE_MS, type BatchDeps } from '#functions/reconcile-node-taints/process-batch.ts';
-import { NodeNotFoundError, TransientError } from '#shared/errors.ts';
+import { CallTimeoutError, NodeNotFoundError, TransientError } from '#shared/errors.ts';
+import type { ClusterRef } from '#shared/domain/cloud-event.ts';
 import { fromCloudEventBody } from '#shared/adapters/cloudevents/cloud-event-body.ts';
 import { MemoryClusterConnections, MemoryEventRecorder, MemoryMachineStore } from '#test/support/memory-cluster.ts';
 import { SqsRecordQueue } from '#shared/adapters/sqs/record-queue.ts';
@@ -187,6 +188,40 @@ describe('Function: processBatch() at the edges of retry', () => {
 
     // Assess
     expect(response.batchItemFailures).toEqual([{ itemIdentifier: 'head' }]);
+  });
+
+  it('after a call to one workload cluster timed out, does not try that cluster again in the batch, and reconciles the other clusters', async () => {
+    // Prepare: cluster wc1 hangs (every Node call ends as a call timeout), cluster wc2 answers.
+    const { deps, machines } = setup();
+    const wc2 = new MemoryClusterConnections();
+    const calls: string[] = [];
+    const clusters = {
+      nodesOf: async (c: ClusterRef) => {
+        if (c.mode === 'capi' && c.name === 'wc2') return wc2.nodesOf({ mode: 'capi', namespace: 'default', name: 'wc2' });
+        return {
+          getNode: async (name: string) => {
+            calls.push(name);
+            throw new CallTimeoutError(`Reading Node ${name}`, 'no answer within the call deadline');
+          },
+          patchNodeTaints: async () => {
+            throw new Error('not reached');
+          },
+        };
+      },
+    };
+    for (const [m, n, c] of [['m-a', 'node-a', 'wc1'], ['m-b', 'node-b', 'wc2'], ['m-c', 'node-c', 'wc1']] as const) {
+      machines.put({ ...machineBuilder().named(m).withNodeName(n).withSpecTaints([machineTaint('gpu')]).build(), clusterName: c });
+    }
+    wc2.cluster('default/wc2').put({ name: 'node-b', annotations: {}, taints: [] });
+    const record = (m: string, n: string, c: string) => sqsRecord(machineEvent('default', m, { nodeName: n, cluster: { mode: 'capi', namespace: 'default', name: c } }), { messageId: m, receiveCount: 2 });
+
+    // Act
+    const response = await processBatch(sqsEvent(record('m-a', 'node-a', 'wc1'), record('m-b', 'node-b', 'wc2'), record('m-c', 'node-c', 'wc1')), context, { ...deps, clusters });
+
+    // Assess: one call to the hanging cluster; its second record failed without a call; the other cluster's Node written.
+    expect(calls).toEqual(['node-a']);
+    expect(response.batchItemFailures.map((f) => f.itemIdentifier).sort()).toEqual(['m-a', 'm-c']);
+    expect(wc2.cluster('default/wc2').peek('node-b')?.taints.map((t) => t.key)).toEqual(['gpu']);
   });
 
   it('reads the Machine and the Node in parallel on a first receive, and the Node after the Machine on a retry', async () => {

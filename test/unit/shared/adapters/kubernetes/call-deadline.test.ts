@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_CALL_TIMEOUT_MS, callSignal, isCallTimeout, withCallDeadline } from '#shared/adapters/kubernetes/call-deadline.ts';
 import { describeApiError, toProductError } from '#shared/adapters/kubernetes/api-errors.ts';
-import { TransientError } from '#shared/errors.ts';
+import { CallTimeoutError, TransientError } from '#shared/errors.ts';
 
 describe('Function: callSignal()', () => {
   it('is aborted already when the scope\'s deadline has passed, with a TimeoutError', async () => {
@@ -41,7 +41,7 @@ describe('Function: callSignal()', () => {
 });
 
 describe('Function: toProductError() for a call that ran out of time', () => {
-  it('is a TransientError that says so, not an "HTTP 23" from the DOMException code', () => {
+  it('is a CallTimeoutError (a TransientError) that says so, not an "HTTP 23" from the DOMException code', () => {
     // Prepare
     const timeout = new DOMException('The operation was aborted due to timeout', 'TimeoutError');
 
@@ -49,7 +49,9 @@ describe('Function: toProductError() for a call that ran out of time', () => {
     const error = toProductError('Reading Node n1', timeout);
 
     // Assess
+    expect(error).toBeInstanceOf(CallTimeoutError);
     expect(error).toBeInstanceOf(TransientError);
+    expect(toProductError('Reading Node n1', new Error('connect ECONNREFUSED'))).not.toBeInstanceOf(CallTimeoutError);
     expect(error.message).toBe("Reading Node n1 failed: no answer within the call's deadline (The operation was aborted due to timeout)");
     expect(describeApiError(timeout)).not.toContain('HTTP');
   });
