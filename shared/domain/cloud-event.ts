@@ -157,6 +157,14 @@ const clusterRefSchema = {
   ],
 } as const;
 
+/** A namespaced object at one version: `{ namespace, name, uid, resourceVersion }` (a Machine's, a MachinePool's). */
+const objectVersionSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['namespace', 'name', 'uid', 'resourceVersion'],
+  properties: { namespace: dns, name: dns, uid: { type: 'string', minLength: 1 }, resourceVersion: { type: 'string', minLength: 1 } },
+} as const;
+
 /** JSON Schema (draft-07) of `MachineEventData`; `events/schemas/` holds the same schema as a file. */
 export const machineEventDataSchema = {
   $schema: 'http://json-schema.org/draft-07/schema#',
@@ -168,12 +176,7 @@ export const machineEventDataSchema = {
   properties: {
     kind: { const: 'Machine' },
     cluster: clusterRefSchema,
-    machine: {
-      type: 'object',
-      additionalProperties: false,
-      required: ['namespace', 'name', 'uid', 'resourceVersion'],
-      properties: { namespace: dns, name: dns, uid: { type: 'string', minLength: 1 }, resourceVersion: { type: 'string', minLength: 1 } },
-    },
+    machine: objectVersionSchema,
     nodeName: dns,
     declarationRecovered: { const: true },
     observedAt: { type: 'string', format: 'date-time' },
@@ -218,12 +221,7 @@ export const machinePoolEventDataSchema = {
   properties: {
     kind: { const: 'MachinePool' },
     cluster: clusterRefSchema,
-    machinePool: {
-      type: 'object',
-      additionalProperties: false,
-      required: ['namespace', 'name', 'uid', 'resourceVersion'],
-      properties: { namespace: dns, name: dns, uid: { type: 'string', minLength: 1 }, resourceVersion: { type: 'string', minLength: 1 } },
-    },
+    machinePool: objectVersionSchema,
     nodeName: dns,
     declarationRecovered: { const: true },
     observedAt: { type: 'string', format: 'date-time' },

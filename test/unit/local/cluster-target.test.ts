@@ -28,10 +28,10 @@ describe('Function: isLoopbackServer()', () => {
 describe('Function: decideStart()', () => {
   it('runs against a cluster on this machine after naming its context and server', () => {
     // Act
-    const d = decideStart({ kubeconfig: '/tmp/kind', context: 'kind-dev', server: 'https://127.0.0.1:40123' }, noOptIn, objects, false);
+    const d = decideStart({ kubeconfig: 'kind.kubeconfig', context: 'kind-dev', server: 'https://127.0.0.1:40123' }, noOptIn, objects, false);
 
     // Assess
-    expect(d).toEqual({ kind: 'local', lines: ['KUBECONFIG=/tmp/kind', '  context  kind-dev', '  server   https://127.0.0.1:40123', '  (a cluster on this machine)'] });
+    expect(d).toEqual({ kind: 'local', lines: ['KUBECONFIG=kind.kubeconfig', '  context  kind-dev', '  server   https://127.0.0.1:40123', '  (a cluster on this machine)'] });
   });
 
   it('refuses another cluster without an opt-in, saying what it would create, what enabledAt means and the flags', () => {
