@@ -16,6 +16,7 @@ import { ApiextensionsV1Api, KubeConfig, loadAllYaml } from '@kubernetes/client-
 import type { V1CustomResourceDefinition } from '@kubernetes/client-node';
 import { LocalProvider, type NodeCluster } from '../infrastructure/provider.ts';
 import { startWorkloadApiServer, type WorkloadApiServer } from './workload-servers.ts';
+import { kubeApiserverArgs } from './apiserver-args.ts';
 import { LOCAL_PROVIDER_CRDS } from '../infrastructure/crds.ts';
 import { isAlive, resolveBinaries, resolveClusterApiManager, resolveClusterApiManifests } from './assets.ts';
 import type { Binaries, ClusterApiManifests } from './assets.ts';
@@ -433,23 +434,12 @@ async function startOnce(bin: Binaries, manifests: ClusterApiManifests, base: st
 
     // kube-apiserver
     const apiserverLogPath = join(dir, 'kube-apiserver.log');
-    const apiserver = spawnChild('kube-apiserver', bin.kubeApiserver, [
-      `--etcd-servers=${etcdEndpoint}`,
-      '--bind-address=127.0.0.1', `--secure-port=${apiPort}`, '--advertise-address=127.0.0.1',
-      '--endpoint-reconciler-type=none',
-      `--cert-dir=${pkiDir}`, `--tls-cert-file=${serving.certPath}`, `--tls-private-key-file=${serving.keyPath}`,
-      `--client-ca-file=${ca.certPath}`,
-      '--authorization-mode=RBAC',
-      `--service-account-issuer=${server}`,
-      `--service-account-key-file=${saKey.publicKeyPath}`, `--service-account-signing-key-file=${saKey.privateKeyPath}`,
-      '--service-cluster-ip-range=10.0.0.0/24',
-      // ServiceAccount: no controller creates the default ServiceAccounts. TaintNodesByCondition: it adds
-      // node.kubernetes.io/not-ready:NoSchedule to every created Node and no node lifecycle controller ever removes
-      // it; tests must see exactly the taints they write.
-      '--disable-admission-plugins=ServiceAccount,TaintNodesByCondition', '--allow-privileged=true',
-      '--profiling=false', '--v=1',
-      ...extraApiserverArgs,
-    ], apiserverLogPath);
+    const apiserver = spawnChild(
+      'kube-apiserver',
+      bin.kubeApiserver,
+      [...kubeApiserverArgs({ etcdEndpoint, port: apiPort, pkiDir, serving, caCertPath: ca.certPath, serviceAccountKey: saKey }), ...extraApiserverArgs],
+      apiserverLogPath,
+    );
     children.push(apiserver);
     const tls: Tls = { ca: await readFile(ca.certPath), cert: await readFile(admin.certPath), key: await readFile(admin.keyPath) };
     await pollUntil('kube-apiserver /readyz', timeout, children, async () => {

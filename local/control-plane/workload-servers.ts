@@ -14,6 +14,7 @@ import { writeFileSync } from 'node:fs';
 import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { KubeConfig, RbacAuthorizationV1Api } from '@kubernetes/client-node';
+import { kubeApiserverArgs } from './apiserver-args.ts';
 import { freePort, httpsGet, pollUntil, spawnChild, stopChild, type Child, type Tls } from './children.ts';
 import { createClientCert, createServerPki, createServiceAccountKey, kubeconfigYaml, mintClientKubeconfig } from './pki.ts';
 
@@ -65,21 +66,7 @@ export async function startWorkloadApiServer(o: WorkloadServerOptions): Promise<
   const adminKubeconfigPath = join(dir, 'admin.kubeconfig');
   writeFileSync(adminKubeconfigPath, await kubeconfigYaml({ server, caCertPath: ca.certPath, user: 'admin', client: admin }), { mode: 0o600 });
   const tls: Tls = { ca: await readFile(ca.certPath), cert: await readFile(admin.certPath), key: await readFile(admin.keyPath) };
-  const args = [
-    `--etcd-servers=${o.etcdEndpoint}`,
-    `--etcd-prefix=/workload/${o.name}`,
-    '--bind-address=127.0.0.1', `--secure-port=${port}`, '--advertise-address=127.0.0.1',
-    '--endpoint-reconciler-type=none',
-    `--cert-dir=${pkiDir}`, `--tls-cert-file=${serving.certPath}`, `--tls-private-key-file=${serving.keyPath}`,
-    `--client-ca-file=${ca.certPath}`,
-    '--authorization-mode=RBAC',
-    `--service-account-issuer=${server}`,
-    `--service-account-key-file=${saKey.publicKeyPath}`, `--service-account-signing-key-file=${saKey.privateKeyPath}`,
-    '--service-cluster-ip-range=10.0.0.0/24',
-    // As the control plane's own API server: tests see exactly the taints they write.
-    '--disable-admission-plugins=ServiceAccount,TaintNodesByCondition', '--allow-privileged=true',
-    '--profiling=false', '--v=1',
-  ];
+  const args = kubeApiserverArgs({ etcdEndpoint: o.etcdEndpoint, etcdPrefix: `/workload/${o.name}`, port, pkiDir, serving, caCertPath: ca.certPath, serviceAccountKey: saKey });
   let child: Child | undefined;
   let generation = 0;
   const start = async (): Promise<void> => {
