@@ -61,12 +61,9 @@ export class KubernetesMachineStore implements MachineStore {
   }
 
   async findMachineByNodeName(clusterNamespace: string, clusterName: string | undefined, nodeName: string): Promise<MachineSnapshot | undefined> {
-    const labelSelector = clusterName ? `${CLUSTER_NAME_LABEL}=${clusterName}` : undefined;
     return this.#inServedVersion(`Listing Machines for Node ${nodeName}`, async (version) => {
-      const list = (clusterNamespace === ''
-        ? await this.#api.listClusterCustomObject({ ...MACHINES, version, ...(labelSelector ? { labelSelector } : {}) })
-        : await this.#api.listNamespacedCustomObject({ ...MACHINES, version, namespace: clusterNamespace, ...(labelSelector ? { labelSelector } : {}) })) as { items?: MachineObject[] };
-      const matches = (list.items ?? []).filter((m) => m.status?.nodeRef?.name === nodeName);
+      const items = await this.#listOfCluster<MachineObject>(MACHINES, version, clusterNamespace, clusterName);
+      const matches = items.filter((m) => m.status?.nodeRef?.name === nodeName);
       return matches.length === 1 ? toMachineSnapshot(matches[0] as MachineObject, version) : undefined;
     });
   }
@@ -85,20 +82,26 @@ export class KubernetesMachineStore implements MachineStore {
   }
 
   async findMachinePoolByNodeName(clusterNamespace: string, clusterName: string | undefined, nodeName: string): Promise<MachinePoolSnapshot | undefined> {
-    const labelSelector = clusterName ? `${CLUSTER_NAME_LABEL}=${clusterName}` : undefined;
     return this.#inServedVersion(`Listing MachinePools for Node ${nodeName}`, async (version) => {
-      let list: { items?: MachinePoolObject[] };
+      let items: MachinePoolObject[];
       try {
-        list = (clusterNamespace === ''
-          ? await this.#api.listClusterCustomObject({ ...MACHINE_POOLS, version, ...(labelSelector ? { labelSelector } : {}) })
-          : await this.#api.listNamespacedCustomObject({ ...MACHINE_POOLS, version, namespace: clusterNamespace, ...(labelSelector ? { labelSelector } : {}) })) as { items?: MachinePoolObject[] };
+        items = await this.#listOfCluster<MachinePoolObject>(MACHINE_POOLS, version, clusterNamespace, clusterName);
       } catch (error) {
         if (statusOf(error) === 404) return undefined; // MachinePools not served: no pool owns the Node
         throw error;
       }
-      const matches = (list.items ?? []).filter((p) => (p.status?.nodeRefs ?? []).some((r) => r.name === nodeName));
+      const matches = items.filter((p) => (p.status?.nodeRefs ?? []).some((r) => r.name === nodeName));
       return matches.length === 1 ? toMachinePoolSnapshot(matches[0] as MachinePoolObject, version) : undefined;
     });
+  }
+
+  /** The objects of one Cluster (label `cluster.x-k8s.io/cluster-name`; every Cluster without a name) in a namespace ('' = all). */
+  async #listOfCluster<T>(resource: { group: string; plural: string }, version: CapiApiVersion, namespace: string, clusterName: string | undefined): Promise<T[]> {
+    const selector = clusterName ? { labelSelector: `${CLUSTER_NAME_LABEL}=${clusterName}` } : {};
+    const list = (namespace === ''
+      ? await this.#api.listClusterCustomObject({ ...resource, version, ...selector })
+      : await this.#api.listNamespacedCustomObject({ ...resource, version, namespace, ...selector })) as { items?: T[] };
+    return list.items ?? [];
   }
 
   /** Runs `read` in the discovered version; after a 404 for the collection, once more in the re-discovered one. */
