@@ -6,7 +6,7 @@
  */
 import { setTimeout as delay } from 'node:timers/promises';
 import { clusterKey, type ClusterRef, type TaintEvent } from '#shared/domain/cloud-event.ts';
-import { forwardDecision, isDeclarationRecovery, poolNodesToAnnounce } from '#shared/domain/relevance.ts';
+import { forwardDecision, poolNodesToAnnounce } from '#shared/domain/relevance.ts';
 import {
   MACHINES_STREAM,
   MACHINE_POOLS_STREAM,
@@ -338,7 +338,8 @@ export class WatchForwarder {
 
   /** A MachinePool change: one event per Node it concerns (none for a deletion or a change that concerns no Node). */
   private async acceptPool(e: StreamEvent<MachinePoolFacts> & { type: 'change' }, facts: MachinePoolFacts, progress: StreamProgress): Promise<void> {
-    const nodes = forwardDecision(e.change, e.previous, facts).forward ? poolNodesToAnnounce(e.change, e.previous, facts) : [];
+    const decision = forwardDecision(e.change, e.previous, facts);
+    const nodes = decision.forward ? poolNodesToAnnounce(e.change, e.previous, facts) : [];
     if (nodes.length === 0) {
       this.d.telemetry.record(ForwarderMetric.EventsFiltered, 1);
       progress.add(e.checkpoint, true);
@@ -351,8 +352,7 @@ export class WatchForwarder {
       progress.add(e.checkpoint, true);
       return;
     }
-    const recovered = isDeclarationRecovery(e.previous, facts);
-    const events = toMachinePoolEvents(facts, nodes, e.change, ref, e.observedAt, recovered ? { declarationRecovered: true } : {});
+    const events = toMachinePoolEvents(facts, nodes, e.change, ref, e.observedAt, decision.forward && decision.declarationRecovered ? { declarationRecovered: true } : {});
     // Only the last event carries the resume point: the stream's checkpoint passes this change once all of them are sent.
     events.forEach((event, i) => {
       const ticket = progress.add(i === events.length - 1 ? e.checkpoint : undefined, false);

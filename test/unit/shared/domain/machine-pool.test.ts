@@ -146,6 +146,7 @@ describe('Function: isDeclarationRecovery() for MachinePools', () => {
     expect(isDeclarationRecovery(broken, fixed)).toBe(true);
     expect(isDeclarationRecovery(fixed, broken)).toBe(false);
     expect(isDeclarationRecovery(fixed, { ...fixed, resourceVersion: '13' })).toBe(false);
+    expect(forwardDecision('modified', broken, fixed)).toEqual({ forward: true, declarationRecovered: true });
   });
 });
 
