@@ -21,10 +21,9 @@ import { SqsFifoPartialProcessorAsync, processPartialResponse } from '@aws-lambd
 import type { Logger } from '@aws-lambda-powertools/logger';
 import { MetricUnit, type Metrics } from '@aws-lambda-powertools/metrics';
 import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
-import type { TaintEvent } from '#shared/domain/cloud-event.ts';
+import { clusterKey, type TaintEvent } from '#shared/domain/cloud-event.ts';
 import { ReconcileOutcome } from '#shared/domain/outcome.ts';
 import { CallTimeoutError, MalformedEventError, PatchConflictError, TaintPropagatorError, TransientError } from '#shared/errors.ts';
-import { clusterKey } from '#shared/domain/cloud-event.ts';
 import { MetricDimension, ReconcileMetric } from '#shared/observability/metric-names.ts';
 import type { RecordQueue } from '#shared/ports/record-queue.ts';
 import { reconcileNodeTaints, type ReconcileDeps, type ReconcileResult } from './reconcile-node-taints.ts';
