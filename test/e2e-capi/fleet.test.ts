@@ -9,10 +9,10 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { CoreV1Api, CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
 import { startControlPlane, type ControlPlane } from '#local/control-plane/control-plane.ts';
 import type { WorkloadApiServer } from '#local/control-plane/workload-servers.ts';
-import { startPipeline, type Pipeline } from '#local/pipeline.ts';
+import type { Pipeline } from '#local/pipeline.ts';
 import { OWN_TRACKING_ANNOTATION, STARTUP_GATE_TAINT_KEY } from '#shared/domain/taint.ts';
-import { createNamespace, MERGE_PATCH, statusOf, uniqueName, waitFor } from '#test/support/control-plane.ts';
-import { MACHINE_DEPLOYMENTS, createMachineDeployment, createSelfHostedCluster, describeWithCapi, taintText, waitForMachineNodes } from '#test/support/capi.ts';
+import { createNamespace, MERGE_PATCH, statusOf, waitFor } from '#test/support/control-plane.ts';
+import { MACHINE_DEPLOYMENTS, createMachineDeployment, createSelfHostedCluster, describeWithCapi, startProductPipeline, taintText, waitForMachineNodes } from '#test/support/capi.ts';
 
 const CLUSTERS = 5;
 const OUTAGE_MS = 30_000;
@@ -48,19 +48,7 @@ describeWithCapi('Fleets: workload clusters with API servers of their own', () =
       wkc.loadFromFile(server.adminKubeconfigPath);
       members.push({ cluster, server, kc: wkc, md: '', node: '' });
     }
-    pipeline = await startPipeline({
-      kubeconfig: kc,
-      mode: 'capi',
-      stateNamespace: ns,
-      leaseName: uniqueName('forwarder'),
-      machineNamespace: ns,
-      visibilityTimeoutSeconds: 5,
-      maxReceiveCount: 50,
-      retryBaseSeconds: 0,
-      retryMaxSeconds: 2,
-      forwarderOptions: { renewIntervalMs: 1000, acquireRetryMs: 200, flushIntervalMs: 20 },
-    });
-    await pipeline.waitForForwarder(20_000);
+    pipeline = await startProductPipeline(kc, ns, { mode: 'capi', retryMaxSeconds: 2 });
   }, 240_000);
 
   afterAll(async () => {

@@ -21,7 +21,7 @@ import {
   type KindApi,
 } from '#local/infrastructure/crds.ts';
 import { MERGE_PATCH, uniqueName, waitFor, type MachineTaint } from './control-plane.ts';
-import { startPipeline, type Pipeline } from '#local/pipeline.ts';
+import { startPipeline, type Pipeline, type PipelineOptions } from '#local/pipeline.ts';
 import type { ProvidedCapiControlPlane } from './capi-control-plane-setup.ts';
 import type { CapiApiVersion } from '#shared/domain/capi-api.ts';
 
@@ -309,10 +309,10 @@ export async function waitForMachinePoolNodes(kc: KubeConfig, namespace: string,
 
 /**
  * The product's pipeline as `npm start` runs it (spec.taints owned by upstream, the product's startup gate, enablement
- * recorded by the first reconcile), watching one namespace, with short retry and lease timings for tests; resolves
- * once the forwarder holds its Lease.
+ * recorded by the first reconcile), watching one namespace, with short retry and lease timings for tests; `overrides`
+ * win (e.g. `mode: 'capi'` for workload clusters behind their Secrets). Resolves once the forwarder holds its Lease.
  */
-export async function startProductPipeline(kc: KubeConfig, namespace: string): Promise<Pipeline> {
+export async function startProductPipeline(kc: KubeConfig, namespace: string, overrides: Partial<PipelineOptions> = {}): Promise<Pipeline> {
   const pipeline = await startPipeline({
     kubeconfig: kc,
     mode: 'self',
@@ -324,6 +324,7 @@ export async function startProductPipeline(kc: KubeConfig, namespace: string): P
     retryBaseSeconds: 0,
     retryMaxSeconds: 1,
     forwarderOptions: { renewIntervalMs: 1000, acquireRetryMs: 200, flushIntervalMs: 20 },
+    ...overrides,
   });
   await pipeline.waitForForwarder(20_000);
   return pipeline;
