@@ -19,7 +19,7 @@ import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import { composeReconcile } from '#functions/reconcile-node-taints/compose.ts';
 import { processBatch, type BatchDeps } from '#functions/reconcile-node-taints/process-batch.ts';
 import { composeWatchForwarder } from '#functions/watch-forwarder/compose.ts';
-import { WatchForwarder, type WatchForwarderOptions } from '#functions/watch-forwarder/forward-watch-events.ts';
+import { forwardWatchEvents, WatchForwarder, type ForwarderRunSummary, type WatchForwarderOptions } from '#functions/watch-forwarder/forward-watch-events.ts';
 import { statusOf } from '#shared/adapters/kubernetes/api-errors.ts';
 import { workloadKubeConfigs } from '#shared/adapters/kubernetes/workload-kubeconfig.ts';
 import type { ForwarderConfig } from '#shared/config/forwarder-config.ts';
@@ -125,6 +125,12 @@ export interface Pipeline {
   startForwarder(): void;
   /** Resolves when the forwarder holds the Lease (it has started its watches), or rejects after `timeoutMs`. */
   waitForForwarder(timeoutMs?: number): Promise<void>;
+  /**
+   * Runs one forwarder window the way the scheduled Lambda does (`forwardWatchEvents`): a forwarder of fresh adapters
+   * resumes from the Lease checkpoint, watches for `durationMs`, then drains and hands over. Only while the
+   * long-running forwarder is stopped (`stopForwarder`).
+   */
+  runForwarderWindow(durationMs: number): Promise<ForwarderRunSummary>;
   /** Stops everything: forwarder first (hand-over), then the event source after its running invocations, then SQS (unless given). */
   stop(): Promise<void>;
 }
@@ -202,11 +208,11 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
     nodeLabelSelector: options.nodeLabelSelector,
     startupTaint,
   });
+  // The queue lives in this process: the Lease keeps the checkpoint of what was applied, so a restart after a kill re-announces the rest.
+  const composeForwarder = () => composeWatchForwarder({ config: forwarderConfig(), managementKubeConfig: kc, sqs, nonDurableQueue: { client: sqs }, telemetry, workloadKubeConfigs: workload, logger: log });
   const startForwarder = (): void => {
     if (current) return;
-    // The queue lives in this process: the Lease keeps the checkpoint of what was applied, so a restart after a kill re-announces the rest.
-    const deps = composeWatchForwarder({ config: forwarderConfig(), managementKubeConfig: kc, sqs, nonDurableQueue: { client: sqs }, telemetry, workloadKubeConfigs: workload, logger: log });
-    const forwarder = new WatchForwarder(deps, options.forwarderOptions);
+    const forwarder = new WatchForwarder(composeForwarder(), options.forwarderOptions);
     const stop = new AbortController();
     // Like `npm run forwarder`: a forwarder that loses the Lease waits for it again, until stopped.
     const done = (async () => {
@@ -249,6 +255,10 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
     },
     stopForwarder,
     startForwarder,
+    async runForwarderWindow(durationMs: number): Promise<ForwarderRunSummary> {
+      if (current) throw new Error('runForwarderWindow: stop the long-running forwarder first');
+      return forwardWatchEvents(composeForwarder(), { durationMs }, options.forwarderOptions);
+    },
     async waitForForwarder(timeoutMs = 30_000): Promise<void> {
       const deadline = Date.now() + timeoutMs;
       while (!current?.forwarder.isActive()) {

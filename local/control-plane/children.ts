@@ -66,6 +66,8 @@ export function killGroup(child: Child, signal: NodeJS.Signals): void {
 export async function stopChild(child: Child): Promise<void> {
   if (!child.alive) return;
   killGroup(child, 'SIGTERM');
+  // A paused (SIGSTOP) process would keep the SIGTERM pending until the SIGKILL below: let it handle it now.
+  killGroup(child, 'SIGCONT');
   const timer = setTimeout(() => killGroup(child, 'SIGKILL'), STOP_TIMEOUT_MS);
   await child.exited;
   clearTimeout(timer);

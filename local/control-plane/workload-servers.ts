@@ -8,14 +8,16 @@
  * The kubeconfig handed out is a client certificate of the user `capi-admin` (no `system:masters` group), bound to
  * `cluster-admin` by a ClusterRoleBinding, so that a credential can be revoked (`revokeUser`) — which rotation tests need.
  * `stop()` / `start()` take the API server away and bring it back on the same port with the same certificates (an
- * outage as a client sees it).
+ * outage as a client sees it). `pause()` / `resume()` make it hang instead (SIGSTOP / SIGCONT): the kernel still
+ * accepts connections on its port, but nothing answers — a slow or wedged API server as a client sees it, the failure
+ * that only deadlines catch.
  */
 import { writeFileSync } from 'node:fs';
 import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { KubeConfig, RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import { kubeApiserverArgs } from './apiserver-args.ts';
-import { freePort, httpsGet, pollUntil, spawnChild, stopChild, type Child, type Tls } from './children.ts';
+import { freePort, httpsGet, killGroup, pollUntil, spawnChild, stopChild, type Child, type Tls } from './children.ts';
 import { createClientCert, createServerPki, createServiceAccountKey, kubeconfigYaml, mintClientKubeconfig } from './pki.ts';
 
 /** One workload cluster's API server. */
@@ -42,6 +44,10 @@ export interface WorkloadApiServer {
   stop(): Promise<void>;
   /** Starts it again (same port, certificates and data); resolves once `/readyz` answers. */
   start(): Promise<void>;
+  /** Freezes the API server process (SIGSTOP): connections are accepted by the kernel, never answered. */
+  pause(): void;
+  /** Lets a paused API server run again (SIGCONT); it answers what waited. */
+  resume(): void;
 }
 
 export interface WorkloadServerOptions {
@@ -106,5 +112,12 @@ export async function startWorkloadApiServer(o: WorkloadServerOptions): Promise<
       if (child) await stopChild(child);
     },
     start,
+    pause: () => {
+      if (!child?.alive) throw new Error(`kube-apiserver ${o.name} is not running`);
+      killGroup(child, 'SIGSTOP');
+    },
+    resume: () => {
+      if (child) killGroup(child, 'SIGCONT');
+    },
   };
 }

@@ -3,7 +3,8 @@
  * provider the way a real provider does (Nodes registered there, the Cluster's `<name>-kubeconfig` Secret written for
  * it), Cluster API's manager in the loop, the product in `capi` mode reading every cluster through its Secret. Then the
  * faults fleets live with: one cluster's API server down for 30 s, another's credential rotated and the old one
- * revoked, while every other cluster keeps converging; nothing is lost.
+ * revoked, one hanging (connections accepted, never answered) through a forwarder window of the Lambda form, while
+ * every other cluster keeps converging; nothing is lost.
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { CoreV1Api, CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
@@ -16,6 +17,10 @@ import { MACHINE_DEPLOYMENTS, createMachineDeployment, createSelfHostedCluster, 
 
 const CLUSTERS = 5;
 const OUTAGE_MS = 30_000;
+/** A forwarder window of the Lambda form (the scheduled handler's `watchWindowSeconds`, shortened). */
+const WINDOW_MS = 10_000;
+/** What the scheduled handler keeps back from the Lambda timeout for draining and handing over (handler.ts). */
+const HAND_OVER_RESERVE_MS = 15_000;
 const GATE = { key: STARTUP_GATE_TAINT_KEY, effect: 'NoSchedule' };
 const MACHINE = 'taints.capi-taint-propagator.dev/machine';
 
@@ -48,7 +53,8 @@ describeWithCapi('Fleets: workload clusters with API servers of their own', () =
       wkc.loadFromFile(server.adminKubeconfigPath);
       members.push({ cluster, server, kc: wkc, md: '', node: '' });
     }
-    pipeline = await startProductPipeline(kc, ns, { mode: 'capi', retryMaxSeconds: 2 });
+    // A call deadline below the local event source's function timeout (the queue's visibility timeout, 5 s), as in AWS.
+    pipeline = await startProductPipeline(kc, ns, { mode: 'capi', retryMaxSeconds: 2, apiTimeoutSeconds: 3 });
   }, 240_000);
 
   afterAll(async () => {
@@ -132,5 +138,48 @@ describeWithCapi('Fleets: workload clusters with API servers of their own', () =
     await converge(rotated, ['fleet=1:NoSchedule', 'edited=1:NoExecute']);
     const events = await kc.makeApiClient(CoreV1Api).listNamespacedEvent({ namespace: ns, fieldSelector: 'reason=TaintRestored' });
     expect(events.items.map((e) => e.message ?? '').join('\n')).toContain(`Node ${rotated.node}: put back fleet=1:NoSchedule`);
+  });
+
+  it('costs the others nothing when an API server hangs (connections accepted, never answered): a forwarder window of the Lambda form forwards the other clusters\' Node changes and hands over in time, the reconcile function times out on the hung cluster only, and the hung cluster catches up once it answers', async () => {
+    // Prepare: the Lambda form (one window at a time instead of the long-running forwarder); the third cluster hangs.
+    const hung = members[2] as Member;
+    const others = members.filter((m) => m !== hung);
+    const want = (m: Member): string[] => [`fleet=${members.indexOf(m)}:NoSchedule`, `edited=${members.indexOf(m)}:NoExecute`];
+    await pipeline.stopForwarder();
+    const before = await pipeline.freshCounters();
+    hung.server.pause();
+    try {
+      // Act: a foreign writer removes the tracked Always taint from every other cluster's Node (only a Node event of
+      // that cluster's own watch brings it back), the hung cluster's declaration is edited, then one window runs.
+      for (const m of others) {
+        const core = m.kc.makeApiClient(CoreV1Api);
+        const node = await core.readNode({ name: m.node });
+        await core.patchNode({ name: m.node, body: { spec: { taints: (node.spec?.taints ?? []).filter((t) => t.key !== 'fleet') } } }, MERGE_PATCH);
+      }
+      await declare(hung, 'fleet=2:NoSchedule, edited=2:NoExecute, hung=2:NoSchedule');
+      const windowStarted = Date.now();
+      const summary = await pipeline.runForwarderWindow(WINDOW_MS);
+      const windowMs = Date.now() - windowStarted;
+
+      // Assess: the window handed over within the reserve the handler keeps (a hung watch does not hold it), sent
+      // everything, and every other cluster's change was forwarded by it (no other forwarder ran).
+      expect(summary).toMatchObject({ active: true, unsent: 0 });
+      expect(windowMs).toBeLessThan(WINDOW_MS + HAND_OVER_RESERVE_MS);
+      for (const m of others) await converge(m, want(m));
+      // The hung cluster's records met the call deadline (transient, retried through the queue) and still wait.
+      await waitFor(async () => (await pipeline.freshCounters()).transientErrors > before.transientErrors, { timeoutMs: 30_000, intervalMs: 200, description: 'a call to the hung cluster to time out' });
+      expect(hung.server.running()).toBe(true);
+    } finally {
+      hung.server.resume();
+    }
+
+    // Act: it answers again; the next window runs.
+    const next = pipeline.runForwarderWindow(WINDOW_MS);
+
+    // Assess: the hung cluster catches up; nothing was dead-lettered.
+    await converge(hung, ['fleet=2:NoSchedule', 'edited=2:NoExecute', 'hung=2:NoSchedule'], 90_000);
+    expect(await next).toMatchObject({ active: true, unsent: 0 });
+    const c = await pipeline.freshCounters();
+    expect(c.deadLetterQueueDepth, JSON.stringify(c)).toBe(0);
   });
 });
