@@ -174,6 +174,8 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
   private consumer: ((event: StreamEvent<T>) => Promise<void>) | undefined;
   /** Set while failing: when the first failed attempt since the last success ended. */
   private failingSince: Date | undefined;
+  /** What the current attempt is doing (`listing /api/v1/nodes`), to say where a system error happened. */
+  private operation = 'connecting';
 
   constructor(options: WatchSessionOptions<T>) {
     this.o = options;
@@ -192,6 +194,7 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
     this.consumer = onEvent;
     while (!signal.aborted) {
       try {
+        this.operation = 'resolving the collection';
         this.path = typeof this.o.path === 'string' ? this.o.path : await this.o.path();
         if (pending === 'start') await this.start(signal, onEvent);
         else if (pending === 'relist') await this.relist(signal, onEvent, false, 'watch expired (410 Gone)');
@@ -220,7 +223,7 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
         if (err instanceof CollectionNotServedError) this.o.collectionNotServed?.();
         failures++;
         const delay = Math.floor(backoffDelay(failures + 1, { base: backoff.initialMs, max: backoff.maxMs, jitter: 'full' }, this.random));
-        const reason = describeStreamFailure(err);
+        const reason = err instanceof TaintPropagatorError ? describeStreamFailure(err) : `${this.operation} failed: ${describeStreamFailure(err)}`;
         this.o.telemetry?.record(ForwarderMetric.WatchRestarts, 1);
         this.log.warn('Retrying watch after error', { stream: this.o.name, resourceVersion: this.resourceVersion, delayMs: delay, reason });
         if (this.failingSince === undefined) {
@@ -312,7 +315,9 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
 
   /** Paginated list, current (no resourceVersion) or exactly at `at`. */
   private async list(signal: AbortSignal, at: string | undefined): Promise<{ items: ListedObject<T>[]; resourceVersion: string }> {
+    this.operation = 'reading credentials';
     const kc = await this.o.kubeConfig();
+    this.operation = `listing ${this.path}`;
     const items: ListedObject<T>[] = [];
     let cont: string | undefined;
     let listRv: string | undefined;
@@ -371,7 +376,9 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
 
   /** One watch request from the current resourceVersion; resolves with why it ended. */
   private async watch(signal: AbortSignal, onEvent: (e: StreamEvent<T>) => Promise<void>, resyncAt: number): Promise<WatchEnd> {
+    this.operation = 'reading credentials';
     const kc = await this.o.kubeConfig();
+    this.operation = `watching ${this.path}`;
     const timeout = this.o.watchTimeoutSeconds ?? 300;
     const controller = new AbortController();
     const abort = (): void => controller.abort();
