@@ -31,8 +31,18 @@ export interface ReadStatusOptions {
   readonly workload?: WorkloadKubeConfigs;
 }
 
-/** A Machine's status as read; `nodeListError` is set when its cluster's Nodes could not be listed (state unknown, not missing). */
-export type ReadTaintStatus = TaintStatus & { readonly nodeListError?: string };
+/** A workload cluster whose Nodes could not be listed, and why (a description without credentials or response bodies). */
+export interface UnreachableCluster {
+  /** `<namespace>/<name>`, or `self`. */
+  readonly cluster: string;
+  readonly reason: string;
+}
+
+/**
+ * A Machine's status as read; `nodeListError` (`cluster <key>: <reason>`) and `unreachableCluster` are set when its
+ * cluster's Nodes could not be listed (state unknown, not missing).
+ */
+export type ReadTaintStatus = TaintStatus & { readonly nodeListError?: string; readonly unreachableCluster?: UnreachableCluster };
 
 /** Thrown when the one Machine asked for does not exist; the message reads like kubectl's. */
 export class MachineNotFoundError extends Error {
@@ -113,8 +123,8 @@ async function readPoolMembers(custom: CustomObjectsApi, version: CapiApiVersion
 
 async function statusesOf(o: ReadStatusOptions, machines: readonly MachineSnapshot[]): Promise<ReadTaintStatus[]> {
   const workload = o.workload ?? workloadKubeConfigs(o.kubeConfig);
-  const nodesByCluster = new Map<string, Promise<Map<string, NodeSnapshot> | Error>>();
-  const nodesOf = (machine: MachineSnapshot): Promise<Map<string, NodeSnapshot> | Error> => {
+  const nodesByCluster = new Map<string, Promise<Map<string, NodeSnapshot> | UnreachableCluster>>();
+  const nodesOf = (machine: MachineSnapshot): Promise<Map<string, NodeSnapshot> | UnreachableCluster> => {
     const clusterName = machine.clusterName ?? machine.labels[CLUSTER_NAME_LABEL] ?? '';
     const key = o.mode === 'self' ? 'self' : `${machine.namespace}/${clusterName}`;
     let nodes = nodesByCluster.get(key);
@@ -125,7 +135,7 @@ async function statusesOf(o: ReadStatusOptions, machines: readonly MachineSnapsh
           const items = (await kc.makeApiClient(CoreV1Api).listNode()).items;
           return new Map(items.map((n) => [n.metadata?.name ?? '', toNodeSnapshot(n)]));
         } catch (error) {
-          return error instanceof Error ? new Error(`cluster ${key}: ${describeApiError(error)}`) : new Error(String(error));
+          return { cluster: key, reason: error instanceof Error ? describeApiError(error) : 'unknown error' };
         }
       })();
       nodesByCluster.set(key, nodes);
@@ -140,8 +150,9 @@ async function statusesOf(o: ReadStatusOptions, machines: readonly MachineSnapsh
       continue;
     }
     const nodes = await nodesOf(machine);
-    if (nodes instanceof Error) {
-      statuses.push({ ...taintStatusOf({ machine, node: undefined, ...startup(o) }), state: SyncState.nodeMissing, reason: nodes.message, nodeListError: nodes.message });
+    if (!(nodes instanceof Map)) {
+      const message = `cluster ${nodes.cluster}: ${nodes.reason}`;
+      statuses.push({ ...taintStatusOf({ machine, node: undefined, ...startup(o) }), state: SyncState.nodeMissing, reason: message, nodeListError: message, unreachableCluster: nodes });
       continue;
     }
     statuses.push(taintStatusOf({ machine, node: nodes.get(machine.nodeName), ...startup(o) }));

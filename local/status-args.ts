@@ -39,7 +39,8 @@ Options:
   -h, --help                 this text
 
 Exit status: 0 every Node in sync or deliberately left alone, 3 some Node out of sync or missing,
-1 the cluster could not be read (or the Machine does not exist), 2 bad arguments or no kubeconfig.
+4 some workload cluster's Nodes could not be listed (named once each, with the reason), 1 the management
+cluster could not be read (or the Machine does not exist), 2 bad arguments or no kubeconfig.
 
 Examples:
   npm run status

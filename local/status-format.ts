@@ -55,9 +55,45 @@ export const STATE_LABEL: Readonly<Record<SyncState, string>> = {
   [SyncState.machineDeleting]: 'Machine deleting (left alone)',
 };
 
-/** The state column: `in sync`, `out of sync`, `invalid declaration (left alone)`, … */
-export function formatState(s: Pick<TaintStatus, 'state'>): string {
+/** The label of a Machine whose cluster's Nodes could not be listed: its state is unknown, not "Node missing". */
+export const CLUSTER_UNREACHABLE_LABEL = 'cluster unreachable';
+
+/** The state column: `in sync`, `out of sync`, `invalid declaration (left alone)`, …; `cluster unreachable` when its cluster's Nodes could not be listed. */
+export function formatState(s: Pick<TaintStatus, 'state'> & { readonly unreachableCluster?: UnreachableCluster }): string {
+  if (s.unreachableCluster) return CLUSTER_UNREACHABLE_LABEL;
   return STATE_LABEL[s.state] ?? s.state;
+}
+
+/** A workload cluster whose Nodes could not be listed (see local/cluster-status.ts). */
+export interface UnreachableCluster {
+  readonly cluster: string;
+  readonly reason: string;
+}
+
+/** Each cluster whose Nodes could not be listed, once, sorted (the reason of its first Machine). */
+export function unreachableClustersOf(statuses: readonly (Pick<TaintStatus, 'machine'> & { readonly unreachableCluster?: UnreachableCluster })[]): UnreachableCluster[] {
+  const byCluster = new Map<string, UnreachableCluster>();
+  for (const s of statuses) if (s.unreachableCluster && !byCluster.has(s.unreachableCluster.cluster)) byCluster.set(s.unreachableCluster.cluster, s.unreachableCluster);
+  return [...byCluster.values()].sort((a, b) => a.cluster.localeCompare(b.cluster));
+}
+
+/** The block naming each unreachable cluster once with its reason; empty when there is none. */
+export function formatUnreachableClusters(clusters: readonly UnreachableCluster[]): string[] {
+  if (clusters.length === 0) return [];
+  const width = Math.max(...clusters.map((c) => c.cluster.length));
+  return [
+    `${clusters.length} unreachable cluster${clusters.length === 1 ? '' : 's'} (Nodes could not be listed; the state of their Machines is unknown):`,
+    ...clusters.map((c) => `  ${c.cluster.padEnd(width)}  ${c.reason}`),
+  ];
+}
+
+/**
+ * The exit status of `npm run status`: 4 when some cluster's Nodes could not be listed (their state is unknown),
+ * else 3 when some Node is out of sync or missing, else 0.
+ */
+export function statusExitCode(statuses: readonly (Pick<TaintStatus, 'state'> & { readonly unreachableCluster?: UnreachableCluster })[]): 0 | 3 | 4 {
+  if (statuses.some((s) => s.unreachableCluster)) return 4;
+  return statuses.some(needsAttention) ? 3 : 0;
 }
 
 /** A Node the next reconcile would write, or that is missing: `npm run status` exits 3 for these. */
@@ -97,7 +133,7 @@ export function formatTaints(taints: readonly Taint[]): string {
 }
 
 /** One line per state: `3 in sync, 1 invalid declaration`. */
-export function summarizeStates(statuses: readonly TaintStatus[]): string {
+export function summarizeStates(statuses: readonly (TaintStatus & { readonly unreachableCluster?: UnreachableCluster })[]): string {
   const counts = new Map<string, number>();
   for (const s of statuses) counts.set(formatState(s), (counts.get(formatState(s)) ?? 0) + 1);
   return [...counts.entries()].map(([state, n]) => `${n} ${state}`).join(', ');
@@ -108,7 +144,7 @@ function pairOf(s: TaintStatus): string {
 }
 
 /** One row per Machine, kubectl style: NAMESPACE, MACHINE, NODE, STATE, DECLARED (count), NODE TAINTS (count). */
-export function formatStatusRows(statuses: readonly TaintStatus[], wide = false): string[] {
+export function formatStatusRows(statuses: readonly (TaintStatus & { readonly unreachableCluster?: UnreachableCluster })[], wide = false): string[] {
   if (statuses.length === 0) return ['No Machines found.'];
   const header = ['NAMESPACE', 'MACHINE', 'NODE', 'STATE', 'DECLARED', 'NODE TAINTS', ...(wide ? ['DECLARES', 'NODE HAS', 'WHY'] : [])];
   const rows = statuses.map((s) => {
@@ -120,7 +156,7 @@ export function formatStatusRows(statuses: readonly TaintStatus[], wide = false)
       ...row,
       s.desired.length === 0 ? '<none>' : s.desired.map((d) => `${formatTaint(d)}@${d.propagation}`).join(','),
       s.actual.length === 0 ? '<none>' : s.actual.map((a) => `${formatTaint(a.taint)}(${OWNER_SHORT[a.owner] ?? a.owner})`).join(','),
-      s.state === SyncState.inSync ? '' : (s.reason ?? ''),
+      s.unreachableCluster ? `cluster ${s.unreachableCluster.cluster} unreachable (see below)` : s.state === SyncState.inSync ? '' : (s.reason ?? ''),
     ];
   });
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
@@ -139,9 +175,10 @@ export function formatStatusDetail(status: TaintStatus, overrides: readonly Over
 }
 
 /** The `-o json|yaml` document: one Machine's status, or a list (kubectl's shape: kind + items). */
-export function toStatusDocument(views: readonly { status: TaintStatus; overrides: readonly Override[] }[], single: boolean): unknown {
+export function toStatusDocument(views: readonly { status: TaintStatus & { readonly unreachableCluster?: UnreachableCluster }; overrides: readonly Override[] }[], single: boolean): unknown {
   const items = views.map((v) => ({ ...v.status, stateLabel: formatState(v.status), overrides: v.overrides }));
-  return single && items.length === 1 ? { kind: 'TaintStatus', ...items[0] } : { kind: 'TaintStatusList', items };
+  const unreachable = unreachableClustersOf(views.map((v) => v.status));
+  return single && items.length === 1 ? { kind: 'TaintStatus', ...items[0] } : { kind: 'TaintStatusList', items, unreachableClusters: unreachable };
 }
 
 const OWNER_SHORT: Readonly<Record<string, string>> = {

@@ -3,7 +3,8 @@
  * Machine/Node pair (or one Machine), what the Machine declares, what the Node has, who owns each Node taint and whether
  * the pair is in sync, as decided by the reconcile function's own planner (shared/domain/taint-status.ts). Reads only.
  * Kubeconfig: --kubeconfig, else KUBECONFIG, else ~/.kube/config. `--help` lists everything (local/status-args.ts).
- * Exit code: 0 all in sync (or deliberately left alone), 3 some pair out of sync or its Node missing, 1 the cluster
+ * Exit code: 0 all in sync (or deliberately left alone), 3 some pair out of sync or its Node missing, 4 some workload
+ * cluster's Nodes could not be listed (each such cluster is named once, with the reason), 1 the management cluster
  * could not be read or the Machine does not exist, 2 bad arguments or no kubeconfig.
  */
 import { existsSync } from 'node:fs';
@@ -16,7 +17,7 @@ import { loadReconcileBehaviour } from '#shared/config/reconcile-config.ts';
 import { ConfigError } from '#shared/errors.ts';
 import { MachineNotFoundError, readStatusViews } from './cluster-status.ts';
 import { OutputFormat, parseStatusArgs, STATUS_USAGE, type StatusArgs } from './status-args.ts';
-import { formatStatusDetail, formatStatusRows, needsAttention, summarizeStates, toStatusDocument } from './status-format.ts';
+import { formatStatusDetail, formatStatusRows, formatUnreachableClusters, statusExitCode, summarizeStates, toStatusDocument, unreachableClustersOf } from './status-format.ts';
 
 const fail = (code: number, message: string): never => {
   process.stderr.write(`${message}\n`);
@@ -93,9 +94,11 @@ try {
       const lines = single && views[0] ? formatStatusDetail(views[0].status, views[0].overrides) : formatStatusRows(statuses, args.output === OutputFormat.Wide);
       for (const line of lines) process.stdout.write(`${line}\n`);
       if (statuses.length > 1) process.stdout.write(`\n${summarizeStates(statuses)}\n`);
+      const unreachable = formatUnreachableClusters(unreachableClustersOf(statuses));
+      if (unreachable.length > 0) process.stdout.write(`\n${unreachable.join('\n')}\n`);
     }
   }
-  process.exit(statuses.some(needsAttention) ? 3 : 0);
+  process.exit(statusExitCode(statuses));
 } catch (e) {
   fail(1, e instanceof MachineNotFoundError ? `Error from server (NotFound): ${e.message}` : `status failed: ${describeApiError(e)}`);
 }

@@ -40,6 +40,8 @@ export interface ComposeForwarderArgs {
   readonly nonDurableQueue?: { readonly client: SqsAttributesClient };
   /** Deadline of a list page and of a watch's connect (default 30 s). */
   readonly requestTimeoutMs?: number;
+  /** Backoff between a stream's failed attempts (default 250 ms doubling up to 30 s; tests shorten it). */
+  readonly watchBackoff?: { readonly initialMs: number; readonly maxMs: number };
 }
 
 /** Wires adapters into the dependencies of WatchForwarder. Throws ConfigError when no queue is given. */
@@ -81,6 +83,7 @@ export function composeWatchForwarder(args: ComposeForwarderArgs): WatchForwarde
       resyncIntervalMs: config.resyncIntervalSeconds * 1000,
       ...(args.watchTimeoutSeconds !== undefined ? { watchTimeoutSeconds: args.watchTimeoutSeconds } : {}),
       ...(args.requestTimeoutMs !== undefined ? { requestTimeoutMs: args.requestTimeoutMs } : {}),
+      ...(args.watchBackoff ? { backoff: args.watchBackoff } : {}),
       telemetry: args.telemetry,
     }),
     lease: new KubernetesLeaderLease({

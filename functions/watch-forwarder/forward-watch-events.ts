@@ -2,7 +2,9 @@
  * The watch-forwarder's core, shared by the scheduled Lambda (one bounded window) and the
  * long-running process (`npm run forwarder`): become the one active forwarder (Lease), resume every
  * stream from the checkpoint, turn relevant changes into TaintEvents, publish them in batches,
- * checkpoint only what was sent, and hand over cleanly when stopped.
+ * checkpoint only what was sent, and hand over cleanly when stopped. It also keeps the set of workload clusters
+ * whose Node stream is failing (unreachable, slow or refusing our credential): each transition is logged once with the
+ * cluster, and their number is sampled as the UnreachableClusters metric, while every other cluster keeps converging.
  */
 import { setTimeout as delay } from 'node:timers/promises';
 import { clusterKey, type ClusterRef, type TaintEvent } from '#shared/domain/cloud-event.ts';
@@ -25,7 +27,7 @@ import type { Clock } from '#shared/ports/clock.ts';
 import type { EventPublisher } from '#shared/ports/event-publisher.ts';
 import type { ForwarderTelemetry } from '#shared/ports/forwarder-telemetry.ts';
 import type { LeaderLease } from '#shared/ports/leader-lease.ts';
-import type { StreamEvent, WatchSources, WatchStream } from '#shared/ports/watch-source.ts';
+import type { StreamEvent, StreamHealthEvent, WatchSources, WatchStream } from '#shared/ports/watch-source.ts';
 import { ForwarderMetric } from '#shared/observability/metric-names.ts';
 import { logger as defaultLogger, LogKey } from '#shared/observability/logger.ts';
 import { backoffDelay } from '#shared/domain/backoff.ts';
@@ -68,6 +70,18 @@ export interface WatchForwarderOptions {
   readonly maxPendingEvents?: number;
   /** When stopping, how long to keep trying to send what is pending (default 10 s). */
   readonly drainTimeoutMs?: number;
+  /** How often the number of failing clusters is sampled as UnreachableClusters (default 60 s; also once at the end of each run). */
+  readonly healthSampleIntervalMs?: number;
+}
+
+/** A workload cluster whose Node stream is failing (see WatchForwarder.failingClusters). */
+export interface FailingCluster {
+  /** `<namespace>/<name>`, or `self` in `self` mode. */
+  readonly cluster: string;
+  /** Safe description of the first failure (no credential, no response body). */
+  readonly reason: string;
+  /** When its stream started failing. */
+  readonly since: Date;
 }
 
 /** Result of one run. */
@@ -133,6 +147,8 @@ export class WatchForwarder {
   private leading = false;
   private wakeIntake: Array<() => void> = [];
   private termSignal: AbortSignal | undefined;
+  /** Workload clusters whose Node stream is failing, by stream key. */
+  private failing = new Map<string, FailingCluster>();
 
   constructor(deps: WatchForwarderDeps, options: WatchForwarderOptions = {}) {
     this.d = deps;
@@ -144,12 +160,23 @@ export class WatchForwarder {
       maxEventsPerPublish: options.maxEventsPerPublish ?? 100,
       maxPendingEvents: options.maxPendingEvents ?? 5_000,
       drainTimeoutMs: options.drainTimeoutMs ?? 10_000,
+      healthSampleIntervalMs: options.healthSampleIntervalMs ?? 60_000,
     };
   }
 
   /** True while this forwarder holds the Lease. */
   isActive(): boolean {
     return this.leading;
+  }
+
+  /**
+   * The workload clusters whose Node stream is failing now (sorted by cluster). A cluster enters at its stream's first
+   * failed attempt and leaves when the stream recovers, when the Cluster is deleted (or being deleted), and when the
+   * run ends (each run starts with an empty set: in the Lambda form, a cluster still failing is reported again in the
+   * next window).
+   */
+  failingClusters(): FailingCluster[] {
+    return [...this.failing.values()].sort((a, b) => a.cluster.localeCompare(b.cluster));
   }
 
   /** The resume points of every stream, covering only events that were sent or filtered. */
@@ -168,6 +195,7 @@ export class WatchForwarder {
     this.appliedCheckpoint = { ...checkpoint };
     this.progress.clear();
     this.pending = [];
+    this.failing.clear();
     const term = new AbortController();
     const stop = (): void => term.abort();
     signal.addEventListener('abort', stop, { once: true });
@@ -187,10 +215,14 @@ export class WatchForwarder {
     }
     const renewing = this.renewLoop(term);
     const flushing = this.flushLoop(term.signal);
+    const sampling = this.sampleLoop(term.signal);
 
     await Promise.all(streams);
     term.abort();
-    await Promise.all([renewing, flushing]);
+    await Promise.all([renewing, flushing, sampling]);
+    // The last sample of the run, so that every window (however short) reports how many clusters were failing at its end.
+    this.sampleHealth();
+    this.failing.clear();
     this.releaseIntake();
     const unsent = await this.drain();
     const final = await this.durableCheckpoint(this.opt.drainTimeoutMs);
@@ -270,6 +302,10 @@ export class WatchForwarder {
   private async runClusterDiscovery(signal: AbortSignal): Promise<void> {
     const running = new Map<string, { controller: AbortController; done: Promise<void> }>();
     const onEvent = async (e: StreamEvent<ClusterFacts>): Promise<void> => {
+      if (e.type === 'failing' || e.type === 'recovered') {
+        this.streamHealth('clusters', undefined, e);
+        return;
+      }
       if (e.type !== 'change' || !forwardDecision(e.change, e.previous, e.facts).forward) return;
       const cluster: ClusterRef = { mode: 'capi', namespace: e.facts.namespace, name: e.facts.name };
       const key = nodeStreamKey(cluster);
@@ -279,6 +315,12 @@ export class WatchForwarder {
         this.log.info('Stopping Node watch of a removed cluster', { [LogKey.cluster]: clusterKey(cluster) });
         current.controller.abort();
         running.delete(key);
+        const failing = this.failing.get(key);
+        if (failing) {
+          // Its stream is stopped and will not recover: it leaves the set, so no removed cluster keeps the alarm on.
+          this.failing.delete(key);
+          this.log.info('Forgetting the failing Node watch of a removed cluster', { [LogKey.cluster]: failing.cluster, failingSince: failing.since.toISOString() });
+        }
         if (e.change === 'deleted') {
           this.progress.delete(key);
           delete this.baseCheckpoint[key];
@@ -298,10 +340,55 @@ export class WatchForwarder {
   private async runStream<T extends WatchedFacts>(key: string, stream: WatchStream<T>, signal: AbortSignal, cluster: ClusterRef | undefined): Promise<void> {
     const progress = new StreamProgress(this.baseCheckpoint[key]);
     this.progress.set(key, progress);
-    await stream.run(signal, (e) => this.accept(e, progress, cluster));
+    await stream.run(signal, (e) => {
+      if (e.type === 'failing' || e.type === 'recovered') {
+        // A stream stopped for a removed cluster is no longer tracked, whatever its last attempt says.
+        if (!signal.aborted) this.streamHealth(key, cluster, e);
+        return Promise.resolve();
+      }
+      return this.accept(e, progress, cluster);
+    });
+  }
+
+  /**
+   * A stream's health changed: logged once per transition. A Node stream (the cluster is known) enters or leaves the
+   * set of failing clusters; a management stream (Machines, MachinePools, Clusters) is logged only, by stream name.
+   */
+  private streamHealth(key: string, cluster: ClusterRef | undefined, e: StreamHealthEvent): void {
+    const who = cluster ? { [LogKey.cluster]: clusterKey(cluster) } : { stream: key };
+    if (e.type === 'failing') {
+      if (cluster) this.failing.set(key, { cluster: clusterKey(cluster), reason: e.reason, since: e.since });
+      this.log.warn(cluster ? 'Workload cluster unreachable: its Node watch is failing and retried with backoff' : 'Watch failing; retrying with backoff', {
+        ...who,
+        [LogKey.reason]: e.reason,
+        since: e.since.toISOString(),
+        ...(cluster ? { failingClusters: this.failing.size } : {}),
+      });
+      return;
+    }
+    if (cluster) this.failing.delete(key);
+    this.log.info(cluster ? 'Workload cluster reachable again: its Node watch recovered' : 'Watch recovered', {
+      ...who,
+      since: e.since.toISOString(),
+      failedForMs: Math.max(0, e.at.getTime() - e.since.getTime()),
+      ...(cluster ? { failingClusters: this.failing.size } : {}),
+    });
+  }
+
+  /** Records how many workload clusters are failing now (UnreachableClusters; 0 when none, so the alarm sees data). */
+  private sampleHealth(): void {
+    this.d.telemetry.record(ForwarderMetric.UnreachableClusters, this.failing.size);
+  }
+
+  private async sampleLoop(signal: AbortSignal): Promise<void> {
+    while (!signal.aborted) {
+      await sleep(this.opt.healthSampleIntervalMs, signal);
+      if (!signal.aborted) this.sampleHealth();
+    }
   }
 
   private async accept(e: StreamEvent<WatchedFacts>, progress: StreamProgress, cluster: ClusterRef | undefined): Promise<void> {
+    if (e.type === 'failing' || e.type === 'recovered') return;
     if (e.type === 'progress') {
       progress.add(e.resourceVersion, true);
       return;

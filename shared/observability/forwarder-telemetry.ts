@@ -6,9 +6,9 @@ import { MetricUnit, type Metrics } from '@aws-lambda-powertools/metrics';
 import { ForwarderMetric } from './metric-names.ts';
 import type { ForwarderTelemetry } from '#shared/ports/forwarder-telemetry.ts';
 
-/** ForwarderTelemetry with in-memory totals (ForwarderLag: sum and count of samples). */
+/** ForwarderTelemetry with in-memory totals (ForwarderLag: count of samples; UnreachableClusters: last sample). */
 export interface CountingForwarderTelemetry extends ForwarderTelemetry {
-  /** Totals since creation, by metric (for ForwarderLag, the number of samples). */
+  /** Totals since creation, by metric (for ForwarderLag, the number of samples; for the gauge UnreachableClusters, its last sample). */
   counts(): Readonly<Record<ForwarderMetric, number>>;
   /** Largest ForwarderLag sample seen, in milliseconds. */
   maxLagMs(): number;
@@ -24,6 +24,11 @@ export function createForwarderTelemetry(metrics?: Pick<Metrics, 'addMetric'>): 
         totals[metric] += 1;
         maxLag = Math.max(maxLag, value);
         metrics?.addMetric(metric, MetricUnit.Milliseconds, value);
+        return;
+      }
+      if (metric === ForwarderMetric.UnreachableClusters) {
+        totals[metric] = value;
+        metrics?.addMetric(metric, MetricUnit.Count, value);
         return;
       }
       totals[metric] += value;

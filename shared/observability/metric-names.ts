@@ -40,6 +40,12 @@ export const ForwarderMetric = {
   UnusableKubeconfigs: 'UnusableKubeconfigs',
   /** The management cluster serves neither cluster.x-k8s.io/v1beta2 nor v1beta1 with Machines and Clusters. */
   UnsupportedClusterApi: 'UnsupportedClusterApi',
+  /**
+   * A gauge, not a counter: how many workload clusters' Node watches are failing (unreachable, slow, refusing our
+   * credential), sampled every minute and at the end of each forwarder window. No per-cluster dimension (one custom
+   * metric per cluster would cost hundreds); the forwarder's logs name the clusters.
+   */
+  UnreachableClusters: 'UnreachableClusters',
 } as const;
 export type ForwarderMetric = (typeof ForwarderMetric)[keyof typeof ForwarderMetric];
 

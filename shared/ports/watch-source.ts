@@ -19,7 +19,31 @@ export type StreamEvent<T extends WatchedFacts> =
       readonly observedAt: Date;
       readonly checkpoint?: string;
     }
-  | { readonly type: 'progress'; readonly resourceVersion: string };
+  | { readonly type: 'progress'; readonly resourceVersion: string }
+  /**
+   * The stream's health changed. `failing`: an attempt (a list, a watch's connect or its stream, the credentials)
+   * failed after the stream's last success (or before any); it is told once per run of failures, at the first one,
+   * while the stream keeps retrying with backoff. `recovered`: the next list or watch connect succeeded.
+   * One failed attempt is the threshold on purpose: a Lambda window lasts 45 s and an API server that does not
+   * answer costs one request deadline (30 s) per attempt, so any higher count would never report it; brief blips
+   * (an API server restart) are filtered by the alarm's periods, not here.
+   */
+  | StreamHealthEvent;
+
+/** A change of a stream's health (see StreamEvent). `reason` is a safe description: never a credential, never a raw response body. */
+export type StreamHealthEvent =
+  | {
+      readonly type: 'failing';
+      readonly reason: string;
+      /** When the first failed attempt of this run of failures ended. */
+      readonly since: Date;
+    }
+  | {
+      readonly type: 'recovered';
+      /** When the stream started failing (the `since` of its `failing`). */
+      readonly since: Date;
+      readonly at: Date;
+    };
 
 /** A list+watch of one collection that runs until its signal aborts; it retries every failure itself. */
 export interface WatchStream<T extends WatchedFacts> {

@@ -31,8 +31,21 @@ export function describeApiError(error: unknown): string {
     }
   }
   if (isCallTimeout(error)) return `no answer within the call's deadline (${(error as Error).message})`;
-  const message = error instanceof Error ? error.message : String(error);
+  const message = error instanceof Error ? `${error.message}${transportCause(error)}` : String(error);
   return status === undefined ? message : `HTTP ${status}: ${message}`;
+}
+
+/**
+ * What fetch's bare `fetch failed` hides: its cause, when that is a system error (`connect ECONNREFUSED 127.0.0.1:6443`,
+ * a TLS verification failure) or fetch's own wrapper's cause (`bad port`). These name an address or a code, never a body.
+ */
+function transportCause(error: Error): string {
+  const cause = error.cause;
+  if (!(cause instanceof Error)) return '';
+  const code = (cause as { code?: unknown }).code;
+  const isSystem = typeof code === 'string' && /^[A-Z][A-Z0-9_]+$/.test(code);
+  if (!isSystem && !(error instanceof TypeError && error.message === 'fetch failed')) return '';
+  return ` (${cause.message.slice(0, 200)})`;
 }
 
 /**

@@ -9,7 +9,9 @@
  * - bounded, jittered backoff between failed attempts; a periodic full resync;
  * - a deadline on every list page and on every watch's connect (`requestTimeoutMs`): a hung call is
  *   a transient failure, retried with backoff, never a stuck stream;
- * - every line that is not a watch event we understand is counted (MalformedWatchEvents) and logged.
+ * - every line that is not a watch event we understand is counted (MalformedWatchEvents) and logged;
+ * - its health is told to the consumer: `failing` at the first failed attempt after a success (or before any),
+ *   `recovered` at the next successful list or watch connect, each with a safe description of the error.
  *
  * It speaks HTTP itself (with the KubeConfig's credentials) instead of using client-node's `Watch`,
  * because that class drops unparseable lines and swallows exceptions thrown by the callback.
@@ -23,7 +25,7 @@ import type { ChangeKind } from '#shared/domain/cloud-event.ts';
 import { diffRelist, fingerprintOf, type ListedObject } from '#shared/domain/relevance.ts';
 import { objectKeyOf, type WatchedFacts } from '#shared/domain/watch-event.ts';
 import { AccessDeniedError, TaintPropagatorError, TransientError } from '#shared/errors.ts';
-import type { StreamEvent, WatchStream } from '#shared/ports/watch-source.ts';
+import type { StreamEvent, StreamHealthEvent, WatchStream } from '#shared/ports/watch-source.ts';
 import type { ForwarderTelemetry } from '#shared/ports/forwarder-telemetry.ts';
 import { ForwarderMetric } from '#shared/observability/metric-names.ts';
 import { logger as defaultLogger } from '#shared/observability/logger.ts';
@@ -119,6 +121,22 @@ function statusError(status: number, body: string, operation: string, rv: string
   return new TransientError(operation, detail);
 }
 
+/**
+ * What went wrong in a stream's attempt, safe to log and to hand to the consumer: the product's own errors (their
+ * messages are built from status codes, a Kubernetes Status's reason and message, deadlines, and credential problems
+ * named without content), or a system error's code and message (`connect ECONNREFUSED 127.0.0.1:6443`, a TLS
+ * verification failure). Anything else is named by its class only, because its message may quote a response body.
+ */
+export function describeStreamFailure(err: unknown): string {
+  if (err instanceof TaintPropagatorError) return err.message;
+  if (err instanceof Error) {
+    const code = (err as { code?: unknown }).code;
+    if (typeof code === 'string' && /^[A-Z][A-Z0-9_]+$/.test(code)) return err.message.includes(code) ? err.message.slice(0, 300) : `${code}: ${err.message.slice(0, 300)}`;
+    return `${err.name} (details withheld: the message may quote a response)`;
+  }
+  return 'unknown error';
+}
+
 function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
@@ -152,6 +170,12 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
   private resumeExpired = false;
   /** The collection path of the current attempt (see WatchSessionOptions.path). */
   private path = '';
+  /** The consumer of the current run, told about health changes. */
+  private consumer: ((event: StreamEvent<T>) => Promise<void>) | undefined;
+  /** Set while failing: when the first failed attempt since the last success ended. */
+  private failingSince: Date | undefined;
+  /** What the current attempt is doing (`listing /api/v1/nodes`), to say where a system error happened. */
+  private operation = 'connecting';
 
   constructor(options: WatchSessionOptions<T>) {
     this.o = options;
@@ -167,8 +191,10 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
     let failures = 0;
     let resyncAt = resyncMs > 0 ? Date.now() + resyncMs : Infinity;
     let pending: 'start' | 'relist' | 'resync' | undefined = 'start';
+    this.consumer = onEvent;
     while (!signal.aborted) {
       try {
+        this.operation = 'resolving the collection';
         this.path = typeof this.o.path === 'string' ? this.o.path : await this.o.path();
         if (pending === 'start') await this.start(signal, onEvent);
         else if (pending === 'relist') await this.relist(signal, onEvent, false, 'watch expired (410 Gone)');
@@ -197,10 +223,32 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
         if (err instanceof CollectionNotServedError) this.o.collectionNotServed?.();
         failures++;
         const delay = Math.floor(backoffDelay(failures + 1, { base: backoff.initialMs, max: backoff.maxMs, jitter: 'full' }, this.random));
+        const reason = err instanceof TaintPropagatorError ? describeStreamFailure(err) : `${this.operation} failed: ${describeStreamFailure(err)}`;
         this.o.telemetry?.record(ForwarderMetric.WatchRestarts, 1);
-        this.log.warn('Retrying watch after error', { stream: this.o.name, resourceVersion: this.resourceVersion, delayMs: delay, reason: String(err instanceof Error ? err.message : err) });
+        this.log.warn('Retrying watch after error', { stream: this.o.name, resourceVersion: this.resourceVersion, delayMs: delay, reason });
+        if (this.failingSince === undefined) {
+          this.failingSince = this.now();
+          await this.tell({ type: 'failing', reason, since: this.failingSince });
+        }
         await sleep(delay, signal);
       }
+    }
+  }
+
+  /** A list or a watch connect succeeded: tells the consumer the stream recovered when it was failing. */
+  private async succeeded(): Promise<void> {
+    const since = this.failingSince;
+    if (since === undefined) return;
+    this.failingSince = undefined;
+    await this.tell({ type: 'recovered', since, at: this.now() });
+  }
+
+  /** Hands a health change to the consumer; a consumer that throws is logged, and the stream goes on. */
+  private async tell(event: StreamHealthEvent): Promise<void> {
+    try {
+      await this.consumer?.(event);
+    } catch (err) {
+      this.log.error('Reporting the stream health failed', { stream: this.o.name, health: event.type, reason: describeStreamFailure(err) });
     }
   }
 
@@ -267,7 +315,9 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
 
   /** Paginated list, current (no resourceVersion) or exactly at `at`. */
   private async list(signal: AbortSignal, at: string | undefined): Promise<{ items: ListedObject<T>[]; resourceVersion: string }> {
+    this.operation = 'reading credentials';
     const kc = await this.o.kubeConfig();
+    this.operation = `listing ${this.path}`;
     const items: ListedObject<T>[] = [];
     let cont: string | undefined;
     let listRv: string | undefined;
@@ -281,7 +331,13 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
         if (res.status !== 200) throw statusError(res.status, body, `listing ${this.path}`, at);
         return body;
       });
-      const body: unknown = JSON.parse(text);
+      let body: unknown;
+      try {
+        body = JSON.parse(text);
+      } catch {
+        // Never the text itself in the error: a server named by a kubeconfig may echo anything.
+        throw new TransientError(`listing ${this.path}`, 'list response is not JSON');
+      }
       if (!isObject(body) || !Array.isArray(body.items) || !isObject(body.metadata)) {
         throw new TransientError(`listing ${this.path}`, 'unexpected list response');
       }
@@ -297,6 +353,7 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
       cont = typeof body.metadata.continue === 'string' && body.metadata.continue !== '' ? body.metadata.continue : undefined;
     } while (cont);
     if (!listRv) throw new TransientError(`listing ${this.path}`, 'list has no resourceVersion');
+    await this.succeeded();
     return { items, resourceVersion: listRv };
   }
 
@@ -319,7 +376,9 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
 
   /** One watch request from the current resourceVersion; resolves with why it ended. */
   private async watch(signal: AbortSignal, onEvent: (e: StreamEvent<T>) => Promise<void>, resyncAt: number): Promise<WatchEnd> {
+    this.operation = 'reading credentials';
     const kc = await this.o.kubeConfig();
+    this.operation = `watching ${this.path}`;
     const timeout = this.o.watchTimeoutSeconds ?? 300;
     const controller = new AbortController();
     const abort = (): void => controller.abort();
@@ -359,6 +418,7 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
       connected = true;
       clearTimeout(connectDeadline);
       if (res.status !== 200) throw statusError(res.status, await readAll(res.body), `watching ${this.path}`, this.resourceVersion);
+      await this.succeeded();
       res.body.on('data', () => {
         lastActivity = Date.now();
       });

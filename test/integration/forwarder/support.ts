@@ -10,7 +10,7 @@ import type { TaintEvent } from '#shared/domain/cloud-event.ts';
 import { loadForwarderConfig, type ForwarderConfig } from '#shared/config/forwarder-config.ts';
 import { createForwarderTelemetry, type CountingForwarderTelemetry } from '#shared/observability/forwarder-telemetry.ts';
 import { composeWatchForwarder } from '#functions/watch-forwarder/compose.ts';
-import { WatchForwarder, type ForwarderRunSummary } from '#functions/watch-forwarder/forward-watch-events.ts';
+import { WatchForwarder, type ForwarderRunSummary, type WatchForwarderDeps, type WatchForwarderOptions } from '#functions/watch-forwarder/forward-watch-events.ts';
 
 export const QUEUE_URL = 'https://sqs.eu-west-1.amazonaws.com/123456789012/capi-taint-propagator-events.fifo';
 
@@ -55,7 +55,17 @@ export interface RunningForwarder {
 }
 
 /** Starts a forwarder (not waiting for the Lease). */
-export function startForwarder(kc: KubeConfig, settings: Partial<ForwarderConfig> & Pick<ForwarderConfig, 'stateNamespace' | 'leaseName'>, extra: { watchTimeoutSeconds?: number; requestTimeoutMs?: number } = {}): RunningForwarder {
+export function startForwarder(
+  kc: KubeConfig,
+  settings: Partial<ForwarderConfig> & Pick<ForwarderConfig, 'stateNamespace' | 'leaseName'>,
+  extra: {
+    watchTimeoutSeconds?: number;
+    requestTimeoutMs?: number;
+    watchBackoff?: { initialMs: number; maxMs: number };
+    logger?: WatchForwarderDeps['logger'];
+    options?: WatchForwarderOptions;
+  } = {},
+): RunningForwarder {
   const config: ForwarderConfig = { ...loadForwarderConfig({}), queueUrl: QUEUE_URL, leaseDurationSeconds: 4, watchIdleSeconds: 20, resyncIntervalSeconds: 0, ...settings };
   const telemetry = createForwarderTelemetry();
   const deps = composeWatchForwarder({
@@ -65,8 +75,10 @@ export function startForwarder(kc: KubeConfig, settings: Partial<ForwarderConfig
     telemetry,
     ...(extra.watchTimeoutSeconds !== undefined ? { watchTimeoutSeconds: extra.watchTimeoutSeconds } : {}),
     ...(extra.requestTimeoutMs !== undefined ? { requestTimeoutMs: extra.requestTimeoutMs } : {}),
+    ...(extra.watchBackoff ? { watchBackoff: extra.watchBackoff } : {}),
+    ...(extra.logger ? { logger: extra.logger } : {}),
   });
-  const forwarder = new WatchForwarder(deps, { renewIntervalMs: 1_000, acquireRetryMs: 250, flushIntervalMs: 20, drainTimeoutMs: 5_000 });
+  const forwarder = new WatchForwarder(deps, { renewIntervalMs: 1_000, acquireRetryMs: 250, flushIntervalMs: 20, drainTimeoutMs: 5_000, ...extra.options });
   const controller = new AbortController();
   const done = forwarder.run(controller.signal);
   return {

@@ -1,12 +1,14 @@
 /**
  * `npm run status` as a user runs it, against the real control plane: each output format once, one Machine by name,
- * --kubeconfig with --context, the ~/.kube/config fallback, and a Machine that does not exist.
+ * --kubeconfig with --context, the ~/.kube/config fallback, a Machine that does not exist, and (capi mode) a workload
+ * cluster whose API server refuses connections.
  */
 import { execFile } from 'node:child_process';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { loadYaml } from '@kubernetes/client-node';
+import { CoreV1Api, loadYaml } from '@kubernetes/client-node';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { OWN_TRACKING_ANNOTATION } from '#shared/domain/taint.ts';
 import { adminKubeConfig, createMachine, createNamespace, createNode, describeWithControlPlane, uniqueName } from '#test/support/control-plane.ts';
@@ -19,6 +21,15 @@ interface Run {
   code: number;
   stdout: string;
   stderr: string;
+}
+
+/** A port nothing listens on (taken from the OS, then released): connections to it are refused. */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  const { port } = server.address() as AddressInfo;
+  await new Promise<void>((r) => server.close(() => r()));
+  return port;
 }
 
 function status(args: string[], env: NodeJS.ProcessEnv): Promise<Run> {
@@ -124,6 +135,47 @@ describeWithControlPlane('npm run status against the real control plane', () => 
     const missing = await status(['nope', '-n', ns], { KUBECONFIG: join(home, '.kube', 'config') });
     expect(missing.code).toBe(1);
     expect(missing.stderr).toBe(`Error from server (NotFound): machines.cluster.x-k8s.io "nope" not found in namespace "${ns}"\n`);
+  });
+
+  it('in capi mode names each workload cluster whose Nodes cannot be listed once, with the reason, and exits 4', async () => {
+    // Prepare: cluster `gone` (its kubeconfig Secret names an address that refuses connections) with two Machines, and
+    // cluster `here` (this API server) with one Machine in sync.
+    const kc = adminKubeConfig();
+    const capiNs = await createNamespace(kc, 'status-capi');
+    const secret = async (cluster: string, server: string | undefined): Promise<void> => {
+      const copy = adminKubeConfig();
+      if (server) copy.clusters = copy.clusters.map((c) => ({ ...c, server }));
+      await kc.makeApiClient(CoreV1Api).createNamespacedSecret({
+        namespace: capiNs,
+        body: { metadata: { name: `${cluster}-kubeconfig` }, type: 'cluster.x-k8s.io/secret', data: { value: Buffer.from(copy.exportConfig()).toString('base64') } },
+      });
+    };
+    await secret('gone', `https://127.0.0.1:${await closedPort()}`);
+    await secret('here', undefined);
+    await createMachine(kc, capiNs, 'm-gone-1', { clusterName: 'gone', nodeName: 'gone-node-1', annotations: { [MACHINE_ANNOTATION]: 'gpu=a100:NoSchedule' } });
+    await createMachine(kc, capiNs, 'm-gone-2', { clusterName: 'gone', nodeName: 'gone-node-2', annotations: { [MACHINE_ANNOTATION]: 'gpu=a100:NoSchedule' } });
+    await createMachine(kc, capiNs, 'm-here', { clusterName: 'here', nodeName: nodes.sync, annotations: { [MACHINE_ANNOTATION]: 'gpu=a100:NoSchedule' } });
+
+    // Act
+    const table = await status(['--capi', '-n', capiNs], { HOME: home });
+    const json = await status(['--capi', '-n', capiNs, '-o', 'json'], { HOME: home });
+
+    // Assess: the rows say `cluster unreachable` (not "Node missing"), the cluster is named once with its reason.
+    expect(table.stderr).toBe('');
+    expect(table.code).toBe(4);
+    expect(json.code).toBe(4);
+    const rows = table.stdout.split('\n');
+    expect(rows).toContainEqual(expect.stringMatching(new RegExp(`^${capiNs}\\s+m-gone-1\\s+gone-node-1\\s+cluster unreachable\\s+1\\s+0$`)));
+    expect(rows).toContainEqual(expect.stringMatching(new RegExp(`^${capiNs}\\s+m-here\\s+${nodes.sync}\\s+in sync\\s+1\\s+2$`)));
+    expect(rows).toContain('2 cluster unreachable, 1 in sync');
+    expect(rows).toContain('1 unreachable cluster (Nodes could not be listed; the state of their Machines is unknown):');
+    const named = rows.filter((r) => r.includes(`${capiNs}/gone`));
+    expect(named).toHaveLength(1);
+    expect(named[0]).toMatch(new RegExp(`^  ${capiNs}/gone  .*ECONNREFUSED`));
+    const doc = JSON.parse(json.stdout) as { unreachableClusters: { cluster: string; reason: string }[] };
+    expect(doc.unreachableClusters).toEqual([{ cluster: `${capiNs}/gone`, reason: expect.stringContaining('ECONNREFUSED') }]);
+    // No credential in the output: none of the kubeconfig's base64 blobs.
+    for (const blob of adminKubeConfig().exportConfig().match(/[A-Za-z0-9+/=]{40,}/g) ?? []) expect(table.stdout + json.stdout).not.toContain(blob);
   });
 
   it('says what to do without any kubeconfig, and prints --help with exit 0', async () => {

@@ -1,6 +1,19 @@
 import { describe, expect, it } from 'vitest';
 import { parseStatusArgs } from '#local/status-args.ts';
-import { explainOwner, formatState, formatStatusDetail, formatStatusRows, isLeftAlone, needsAttention, STATE_LABEL, toStatusDocument } from '#local/status-format.ts';
+import {
+  explainOwner,
+  formatState,
+  formatStatusDetail,
+  formatStatusRows,
+  formatUnreachableClusters,
+  isLeftAlone,
+  needsAttention,
+  STATE_LABEL,
+  statusExitCode,
+  summarizeStates,
+  toStatusDocument,
+  unreachableClustersOf,
+} from '#local/status-format.ts';
 import { SyncState, TaintOwner, type TaintStatus } from '#shared/domain/taint-status.ts';
 import { ConfigError } from '#shared/errors.ts';
 
@@ -133,5 +146,59 @@ describe('Function: toStatusDocument()', () => {
   it('is a TaintStatusList for many and a TaintStatus for one Machine, with the label and overrides', () => {
     expect(toStatusDocument([{ status: inSync, overrides: [] }, { status: invalid, overrides: [] }], false)).toMatchObject({ kind: 'TaintStatusList', items: [{ machine: 'pools/gpu-0', state: 'in-sync', stateLabel: 'in sync' }, { machine: 'pools/broken-0' }] });
     expect(toStatusDocument([{ status: invalid, overrides: [] }], true)).toMatchObject({ kind: 'TaintStatus', machine: 'pools/broken-0', stateLabel: 'invalid declaration (left alone)', overrides: [] });
+  });
+});
+
+describe('Workload clusters whose Nodes could not be listed', () => {
+  // As local/cluster-status.ts reads them: the state is unknown, so the planner's "Node missing" is replaced in the words.
+  const unreachable = (machine: string, cluster: string, reason: string): TaintStatus & { unreachableCluster: { cluster: string; reason: string } } => ({
+    machine,
+    node: `${machine.split('/')[1]}-node`,
+    state: SyncState.nodeMissing,
+    initialized: false,
+    desired: inSync.desired,
+    actual: [],
+    reason: `cluster ${cluster}: ${reason}`,
+    unreachableCluster: { cluster, reason },
+  });
+  const refused = 'fetch failed (connect ECONNREFUSED 127.0.0.1:41234)';
+  const statuses = [inSync, unreachable('fleet/m1', 'fleet/wc-2', refused), unreachable('fleet/m2', 'fleet/wc-2', refused), unreachable('fleet/m3', 'fleet/wc-1', 'HTTP 401: Unauthorized')];
+
+  it('names each cluster once, sorted, with its reason, and says the state of its Machines is unknown', () => {
+    // Act
+    const lines = formatUnreachableClusters(unreachableClustersOf(statuses));
+
+    // Assess
+    expect(lines).toEqual([
+      '2 unreachable clusters (Nodes could not be listed; the state of their Machines is unknown):',
+      '  fleet/wc-1  HTTP 401: Unauthorized',
+      `  fleet/wc-2  ${refused}`,
+    ]);
+    expect(formatUnreachableClusters(unreachableClustersOf([inSync]))).toEqual([]);
+  });
+
+  it('labels their rows `cluster unreachable` (not "Node missing") in the table, the summary and the documents', () => {
+    // Act
+    const rows = formatStatusRows(statuses, true);
+    const doc = toStatusDocument(statuses.map((status) => ({ status, overrides: [] })), false) as { items: { stateLabel: string }[]; unreachableClusters: unknown };
+
+    // Assess
+    expect(rows[2]).toMatch(/^fleet\s+m1\s+m1-node\s+cluster unreachable\s+1\s+0\s+gpu=a100:NoSchedule@Always\s+<none>\s+cluster fleet\/wc-2 unreachable \(see below\)$/);
+    expect(summarizeStates(statuses)).toBe('1 in sync, 3 cluster unreachable');
+    expect(formatState(statuses[1] as TaintStatus)).toBe('cluster unreachable');
+    expect(doc.items.map((i) => i.stateLabel)).toEqual(['in sync', 'cluster unreachable', 'cluster unreachable', 'cluster unreachable']);
+    expect(doc.unreachableClusters).toEqual([
+      { cluster: 'fleet/wc-1', reason: 'HTTP 401: Unauthorized' },
+      { cluster: 'fleet/wc-2', reason: refused },
+    ]);
+  });
+
+  it.each([
+    ['all in sync', [inSync], 0],
+    ['an invalid declaration (left alone)', [inSync, invalid], 0],
+    ['a Node out of sync', [inSync, { ...inSync, state: SyncState.outOfSync }], 3],
+    ['an unreachable cluster, even with a Node out of sync', [{ ...inSync, state: SyncState.outOfSync }, ...statuses], 4],
+  ] as const)('exits with the right status: %s', (_name, given, code) => {
+    expect(statusExitCode(given)).toBe(code);
   });
 });
