@@ -91,6 +91,8 @@ export interface ForwarderRunSummary {
   /** Events still unsent at the end; the checkpoint stops before them so the next run re-reads them. */
   readonly unsent: number;
   readonly checkpoint: Checkpoint;
+  /** The workload clusters whose Node stream was failing when the run ended (what its last UnreachableClusters sample counted). */
+  readonly failingClusters: readonly FailingCluster[];
 }
 
 /** Ordered resume points of one stream; the checkpoint advances over the handled prefix only. */
@@ -189,7 +191,7 @@ export class WatchForwarder {
   /** Runs one leadership term until `signal` aborts (or leadership is lost), then hands over. */
   async run(signal: AbortSignal): Promise<ForwarderRunSummary> {
     const checkpoint = await this.acquire(signal);
-    if (!checkpoint) return { active: false, unsent: 0, checkpoint: {} };
+    if (!checkpoint) return { active: false, unsent: 0, checkpoint: {}, failingClusters: [] };
     this.leading = true;
     this.baseCheckpoint = { ...checkpoint };
     this.appliedCheckpoint = { ...checkpoint };
@@ -222,6 +224,7 @@ export class WatchForwarder {
     await Promise.all([renewing, flushing, sampling]);
     // The last sample of the run, so that every window (however short) reports how many clusters were failing at its end.
     this.sampleHealth();
+    const failingClusters = this.failingClusters();
     this.failing.clear();
     this.releaseIntake();
     const unsent = await this.drain();
@@ -236,7 +239,7 @@ export class WatchForwarder {
     }
     this.leading = false;
     signal.removeEventListener('abort', stop);
-    return { active: true, unsent, checkpoint: final };
+    return { active: true, unsent, checkpoint: final, failingClusters };
   }
 
   /**

@@ -23,7 +23,7 @@ export const handler = async (_event: ScheduledEvent, context: Context): Promise
   const deps = composeWatchForwarder({ config, managementKubeConfig, sqs, telemetry });
   const durationMs = Math.max(1_000, Math.min(config.watchWindowSeconds * 1000, context.getRemainingTimeInMillis() - HAND_OVER_RESERVE_MS));
   const summary = await forwardWatchEvents(deps, { durationMs });
-  logger.info('Forwarder window ended', { active: summary.active, unsent: summary.unsent, counts: telemetry.counts() });
+  logger.info('Forwarder window ended', { active: summary.active, unsent: summary.unsent, failingClusters: summary.failingClusters.map((f) => f.cluster), counts: telemetry.counts() });
   if (metrics.hasStoredMetrics()) metrics.publishStoredMetrics();
   return summary;
 };
