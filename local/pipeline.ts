@@ -19,7 +19,7 @@ import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import { composeReconcile } from '#functions/reconcile-node-taints/compose.ts';
 import { processBatch, type BatchDeps } from '#functions/reconcile-node-taints/process-batch.ts';
 import { composeWatchForwarder } from '#functions/watch-forwarder/compose.ts';
-import { forwardWatchEvents, WatchForwarder, type ForwarderRunSummary, type WatchForwarderOptions } from '#functions/watch-forwarder/forward-watch-events.ts';
+import { forwardWatchEvents, WatchForwarder, type FailingCluster, type ForwarderRunSummary, type WatchForwarderOptions } from '#functions/watch-forwarder/forward-watch-events.ts';
 import { statusOf } from '#shared/adapters/kubernetes/api-errors.ts';
 import { workloadKubeConfigs } from '#shared/adapters/kubernetes/workload-kubeconfig.ts';
 import type { ForwarderConfig } from '#shared/config/forwarder-config.ts';
@@ -72,6 +72,8 @@ export interface PipelineOptions {
   /** Overrides the recorded first enablement (FIRST_ENABLED_AT); default: the ConfigMap in the state namespace. */
   readonly firstEnabledAt?: Date;
   readonly dryRun?: boolean;
+  /** Deadline of each list page and watch connect of the forwarder, in ms (default 30 000). */
+  readonly watchRequestTimeoutMs?: number;
   /** Periodic full resync of the forwarder (default 0 = off). */
   readonly resyncIntervalSeconds?: number;
   /** Lease duration of the forwarder (default 15 s). */
@@ -131,6 +133,8 @@ export interface Pipeline {
    * long-running forwarder is stopped (`stopForwarder`).
    */
   runForwarderWindow(durationMs: number): Promise<ForwarderRunSummary>;
+  /** The workload clusters whose Node watch the running forwarder sees failing (empty when none runs). */
+  failingClusters(): FailingCluster[];
   /** Stops everything: forwarder first (hand-over), then the event source after its running invocations, then SQS (unless given). */
   stop(): Promise<void>;
 }
@@ -209,7 +213,17 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
     startupTaint,
   });
   // The queue lives in this process: the Lease keeps the checkpoint of what was applied, so a restart after a kill re-announces the rest.
-  const composeForwarder = () => composeWatchForwarder({ config: forwarderConfig(), managementKubeConfig: kc, sqs, nonDurableQueue: { client: sqs }, telemetry, workloadKubeConfigs: workload, logger: log });
+  const composeForwarder = () =>
+    composeWatchForwarder({
+      config: forwarderConfig(),
+      managementKubeConfig: kc,
+      sqs,
+      nonDurableQueue: { client: sqs },
+      telemetry,
+      workloadKubeConfigs: workload,
+      logger: log,
+      ...(options.watchRequestTimeoutMs !== undefined ? { requestTimeoutMs: options.watchRequestTimeoutMs } : {}),
+    });
   const startForwarder = (): void => {
     if (current) return;
     const forwarder = new WatchForwarder(composeForwarder(), options.forwarderOptions);
@@ -259,6 +273,7 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
       if (current) throw new Error('runForwarderWindow: stop the long-running forwarder first');
       return forwardWatchEvents(composeForwarder(), { durationMs }, options.forwarderOptions);
     },
+    failingClusters: () => current?.forwarder.failingClusters() ?? [],
     async waitForForwarder(timeoutMs = 30_000): Promise<void> {
       const deadline = Date.now() + timeoutMs;
       while (!current?.forwarder.isActive()) {

@@ -54,7 +54,8 @@ describeWithCapi('Fleets: workload clusters with API servers of their own', () =
       members.push({ cluster, server, kc: wkc, md: '', node: '' });
     }
     // A call deadline below the local event source's function timeout (the queue's visibility timeout, 5 s), as in AWS.
-    pipeline = await startProductPipeline(kc, ns, { mode: 'capi', retryMaxSeconds: 2, apiTimeoutSeconds: 3 });
+    // The forwarder's list and watch-connect deadline shortened too, so a hung cluster is reported within a short window.
+    pipeline = await startProductPipeline(kc, ns, { mode: 'capi', retryMaxSeconds: 2, apiTimeoutSeconds: 3, watchRequestTimeoutMs: 4_000 });
   }, 240_000);
 
   afterAll(async () => {
@@ -105,8 +106,11 @@ describeWithCapi('Fleets: workload clusters with API servers of their own', () =
     await rotated.server.revokeUser('capi-admin');
     for (const [i, m] of members.entries()) await declare(m, `fleet=${i}:NoSchedule, edited=${i}:NoExecute`);
 
-    // Assess: the running clusters converge during the outage (the rotated one with its new credential).
+    // Assess: the running clusters converge during the outage (the rotated one with its new credential), and the
+    // forwarder reports the stopped one, and only it, as unreachable.
     for (const m of [rotated, ...others]) await converge(m, [`fleet=${members.indexOf(m)}:NoSchedule`, `edited=${members.indexOf(m)}:NoExecute`]);
+    await waitFor(async () => pipeline.failingClusters().length > 0, { timeoutMs: 20_000, intervalMs: 200, description: 'the forwarder to report the stopped cluster' });
+    expect(pipeline.failingClusters().map((f) => f.cluster)).toEqual([`${ns}/${down.cluster}`]);
     expect(Date.now() - stoppedAt).toBeLessThan(OUTAGE_MS);
     expect(down.server.running()).toBe(false);
 
@@ -116,6 +120,7 @@ describeWithCapi('Fleets: workload clusters with API servers of their own', () =
 
     // Assess: the stopped cluster catches up; nothing was dead-lettered.
     await converge(down, ['fleet=0:NoSchedule', 'edited=0:NoExecute'], 90_000);
+    await waitFor(async () => pipeline.failingClusters().length === 0, { timeoutMs: 60_000, intervalMs: 200, description: 'the forwarder to see the stopped cluster recover' });
     const c = await pipeline.freshCounters();
     expect(c.deadLetterQueueDepth, JSON.stringify(c)).toBe(0);
     expect(c.transientErrors).toBeGreaterThan(0);
@@ -165,6 +170,9 @@ describeWithCapi('Fleets: workload clusters with API servers of their own', () =
       // everything, and every other cluster's change was forwarded by it (no other forwarder ran).
       expect(summary).toMatchObject({ active: true, unsent: 0 });
       expect(windowMs).toBeLessThan(WINDOW_MS + HAND_OVER_RESERVE_MS);
+      // It reported the hung cluster (its watch missed the connect deadline), and only it.
+      expect(summary.failingClusters.map((f) => f.cluster)).toEqual([`${ns}/${hung.cluster}`]);
+      expect(summary.failingClusters[0]?.reason).toMatch(/within 4000 ms/);
       for (const m of others) await converge(m, want(m));
       // The hung cluster's records met the call deadline (transient, retried through the queue) and still wait.
       await waitFor(async () => (await pipeline.freshCounters()).transientErrors > before.transientErrors, { timeoutMs: 30_000, intervalMs: 200, description: 'a call to the hung cluster to time out' });
@@ -178,7 +186,7 @@ describeWithCapi('Fleets: workload clusters with API servers of their own', () =
 
     // Assess: the hung cluster catches up; nothing was dead-lettered.
     await converge(hung, ['fleet=2:NoSchedule', 'edited=2:NoExecute', 'hung=2:NoSchedule'], 90_000);
-    expect(await next).toMatchObject({ active: true, unsent: 0 });
+    expect(await next).toMatchObject({ active: true, unsent: 0, failingClusters: [] });
     const c = await pipeline.freshCounters();
     expect(c.deadLetterQueueDepth, JSON.stringify(c)).toBe(0);
   });
