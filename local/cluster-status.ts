@@ -68,12 +68,29 @@ export async function readTaintStatuses(o: ReadStatusOptions): Promise<ReadTaint
 
 /** Like readTaintStatuses, with each Machine's overridden and cancelled declarations. Throws MachineNotFoundError for a missing `machineName`. */
 export async function readStatusViews(o: ReadStatusOptions): Promise<MachineStatusView[]> {
-  const machines = await readMachines(o);
+  const machines = await retryThrottled(() => readMachines(o));
   const statuses = await statusesOf(o, machines);
   return statuses.map((status, i) => {
     const declared = declaredTaintsOf(machines[i] as MachineSnapshot, startup(o));
     return { status, overrides: declared.valid ? declared.declaration.overrides : [] };
   });
+}
+
+/**
+ * Retries a read answered HTTP 429 (throttled, or a resource's storage still (re)initializing just after its CRD
+ * changed) after the answer's Retry-After (1 s when absent, at most 5 s), up to 5 attempts — as kubectl (client-go)
+ * does; client-node does not.
+ */
+export async function retryThrottled<T>(read: () => Promise<T>, wait: (ms: number) => Promise<void> = (ms) => new Promise((r) => setTimeout(r, ms))): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await read();
+    } catch (error) {
+      if (!(error instanceof ApiException) || error.code !== 429 || attempt >= 5) throw error;
+      const after = Number((error.headers as Record<string, string> | undefined)?.['retry-after']);
+      await wait(Math.min(5, after > 0 ? after : 1) * 1000);
+    }
+  }
 }
 
 async function readMachines(o: ReadStatusOptions): Promise<MachineSnapshot[]> {
@@ -132,7 +149,7 @@ async function statusesOf(o: ReadStatusOptions, machines: readonly MachineSnapsh
       nodes = (async () => {
         try {
           const kc = o.mode === 'self' ? o.kubeConfig : await workload.get({ mode: 'capi', namespace: machine.namespace, name: clusterName });
-          const items = (await kc.makeApiClient(CoreV1Api).listNode()).items;
+          const items = (await retryThrottled(() => kc.makeApiClient(CoreV1Api).listNode())).items;
           return new Map(items.map((n) => [n.metadata?.name ?? '', toNodeSnapshot(n)]));
         } catch (error) {
           return { cluster: key, reason: error instanceof Error ? describeApiError(error) : 'unknown error' };
