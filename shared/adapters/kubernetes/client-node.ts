@@ -1,7 +1,7 @@
 /**
  * The parts of @kubernetes/client-node the adapters use, imported from their own modules instead of the package's
  * index: the index also loads exec, attach, cp and port-forward (ws, tar-fs, streamx, ...), which the product never
- * calls and which esbuild cannot drop (the package declares no `sideEffects`). -116 KiB per Lambda bundle
+ * calls and which esbuild cannot drop (the package declares no `sideEffects`). -115 KiB per Lambda bundle
  * (BENCHMARKS.md, cold start). Types still come from the index (`import type` is erased).
  */
 export { KubeConfig } from '@kubernetes/client-node/dist/config.js';
