@@ -1,14 +1,16 @@
 /**
  * Scenario 6, cold start: each function's handler bundled with esbuild exactly as serverless-esbuild does it from
- * serverless.yml (bundle, minify, sourcemap, keepNames, platform node, target node22, format cjs, `@aws-sdk/*`
- * external), then its module-load time in fresh Node processes (median): the time `require()` of the bundle takes,
+ * serverless.yml's `custom.esbuild` (read by infra/lambda-bundle.ts: bundle, minify, sourcemap, keepNames, platform
+ * node, target node22, format cjs, mainFields, `@aws-sdk/*` external), then its module-load time in fresh Node
+ * processes (median), loaded as CommonJS as Lambda loads it: the time `require()` of the bundle takes,
  * with `--enable-source-maps` as deployed (serverless.yml sets NODE_OPTIONS) and without. The external AWS SDK
  * resolves from node_modules, as the Lambda runtime's copy does; its own load time is reported alongside.
  */
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { lambdaBundleOptions } from '#infra/lambda-bundle.ts';
 import type { BenchContext } from '../lib/context.ts';
 import { median, round } from '../lib/stats.ts';
 
@@ -62,21 +64,18 @@ export async function runColdStart(ctx: BenchContext): Promise<ColdStartResult> 
   // "As deployed": with source maps loaded only when serverless.yml sets NODE_OPTIONS=--enable-source-maps.
   const deployedWithSourceMaps = /^\s*NODE_OPTIONS:.*--enable-source-maps/m.test(readFileSync(join(root, 'serverless.yml'), 'utf8'));
   mkdirSync(outRoot, { recursive: true });
+  // The package's zip holds no package.json, so Lambda loads handler.js as CommonJS; without this file the
+  // repository's `"type": "module"` would make Node load the bundles here as ES modules.
+  writeFileSync(join(outRoot, 'package.json'), '{"type":"commonjs"}\n');
+  const bundleOptions = lambdaBundleOptions(root);
   const runs = ctx.sizes.coldStartRuns;
   try {
     const bundles: BundleFigures[] = [];
     for (const fn of FUNCTIONS) {
       const outdir = join(outRoot, fn);
       await build({
+        ...bundleOptions,
         entryPoints: [join(root, 'functions', fn, 'handler.ts')],
-        bundle: true,
-        minify: true,
-        sourcemap: true,
-        keepNames: true,
-        platform: 'node',
-        target: 'node22',
-        format: 'cjs',
-        external: ['@aws-sdk/*'],
         outdir,
         logLevel: 'silent',
       });

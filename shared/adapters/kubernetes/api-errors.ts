@@ -2,7 +2,7 @@
  * Translates client-node failures into the product's error catalogue, so that no caller ever looks
  * at HTTP codes or messages. 404 is returned as `undefined` by the callers that expect it.
  */
-import { ApiException } from '@kubernetes/client-node';
+import { ApiException } from './client-node.ts';
 import { AccessDeniedError, CallTimeoutError, TransientError } from '#shared/errors.ts';
 import { isCallTimeout } from './call-deadline.ts';
 

@@ -5,7 +5,8 @@
  * next call asks again. One API call on a current Cluster API (v1beta2 served), two on v1.10 and older, three when
  * neither is served (the third, `/apis`, only to say precisely what is served).
  */
-import { ApisApi, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
+import { ApisApi, CustomObjectsApi } from './client-node.ts';
+import type { KubeConfig } from '@kubernetes/client-node';
 import { CAPI_GROUP, chooseCapiApiVersion, SUPPORTED_CAPI_API_VERSIONS, type CapiApiVersion, type ServedVersion } from '#shared/domain/capi-api.ts';
 import { UnsupportedClusterApiError } from '#shared/errors.ts';
 import { statusOf, toProductError } from './api-errors.ts';

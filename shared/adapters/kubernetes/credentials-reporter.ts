@@ -5,7 +5,8 @@
  * (`kubectl describe cluster` shows it). Only the error's message goes out, which never holds kubeconfig content.
  * Reporting never throws: a failure to record the Event is logged and the skip goes on.
  */
-import { CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
+import { CustomObjectsApi } from './client-node.ts';
+import type { KubeConfig } from '@kubernetes/client-node';
 import { capiApiVersionString, CAPI_GROUP } from '#shared/domain/capi-api.ts';
 import { ClusterCredentialsError, RefusedKubeconfigError } from '#shared/errors.ts';
 import { logger as defaultLogger, LogKey } from '#shared/observability/logger.ts';

@@ -2,7 +2,8 @@
  * Remembers when the product was first enabled, in a ConfigMap of the management cluster, so that
  * Nodes created before that moment are adopted without their OnInitialization taints.
  */
-import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { CoreV1Api } from './client-node.ts';
+import type { KubeConfig } from '@kubernetes/client-node';
 import type { Clock } from '#shared/ports/clock.ts';
 import type { EnablementState } from '#shared/ports/enablement-state.ts';
 import { TransientError } from '#shared/errors.ts';

@@ -2,7 +2,8 @@
  * Records core/v1 Events on Machines, so that `kubectl describe machine` shows what the product did
  * to its Node (Normal) or why it refused (Warning).
  */
-import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { CoreV1Api } from './client-node.ts';
+import type { KubeConfig } from '@kubernetes/client-node';
 import { randomBytes } from 'node:crypto';
 import type { Clock } from '#shared/ports/clock.ts';
 import type { EventRecorder, InvolvedObject } from '#shared/ports/event-recorder.ts';

@@ -4,7 +4,8 @@
  * Lease's resourceVersion), with the forwarder's checkpoint stored in an annotation of the same Lease
  * so that leadership and resume point change hands together.
  */
-import { ApiException, CoordinationV1Api, V1MicroTime, type KubeConfig, type V1Lease } from '@kubernetes/client-node';
+import { ApiException, CoordinationV1Api, V1MicroTime } from './client-node.ts';
+import type { KubeConfig, V1Lease } from '@kubernetes/client-node';
 import type { Checkpoint } from '#shared/domain/watch-event.ts';
 import { AccessDeniedError, TransientError } from '#shared/errors.ts';
 import type { LeaderLease, LeaseAttempt } from '#shared/ports/leader-lease.ts';

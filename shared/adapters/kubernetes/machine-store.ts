@@ -4,7 +4,8 @@
  * whole collection (the version is no longer served: Cluster API upgraded or removed) makes discovery ask again and
  * the read is retried once in the new version; a 404 for one Machine means it is gone.
  */
-import { ApiException, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
+import { ApiException, CustomObjectsApi } from './client-node.ts';
+import type { KubeConfig } from '@kubernetes/client-node';
 import { capiApiVersionString, CAPI_GROUP, type CapiApiVersion } from '#shared/domain/capi-api.ts';
 import type { MachinePoolSnapshot, MachineSnapshot } from '#shared/domain/snapshots.ts';
 import { CLUSTER_NAME_LABEL } from '#shared/domain/taint.ts';

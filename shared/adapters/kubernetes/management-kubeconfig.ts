@@ -14,7 +14,8 @@
 import type { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import type { SSMClient } from '@aws-sdk/client-ssm';
 import type { Logger } from '@aws-lambda-powertools/logger';
-import { KubeConfig, type User } from '@kubernetes/client-node';
+import { KubeConfig } from './client-node.ts';
+import type { User } from '@kubernetes/client-node';
 import type { ClusterAccessConfig, ManagementAccess } from '#shared/config/cluster-access-config.ts';
 import { ClusterCredentialsError } from '#shared/errors.ts';
 import { logger as defaultLogger } from '#shared/observability/logger.ts';

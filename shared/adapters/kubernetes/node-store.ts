@@ -4,7 +4,8 @@
  * as an optimistic-concurrency precondition: the API server answers 409 when anyone wrote the Node
  * since we read it, and we never overwrite their change.
  */
-import { CoreV1Api, PatchStrategy, setHeaderOptions, type KubeConfig, type V1Node } from '@kubernetes/client-node';
+import { CoreV1Api, PatchStrategy, setHeaderOptions } from './client-node.ts';
+import type { KubeConfig, V1Node } from '@kubernetes/client-node';
 import type { NodeSnapshot, NodeTaintPatch } from '#shared/domain/snapshots.ts';
 import { FIELD_MANAGER, type Taint } from '#shared/domain/taint.ts';
 import { NodeNotFoundError, PatchConflictError } from '#shared/errors.ts';

@@ -19,7 +19,7 @@
  * Errors never carry the text: a YAML error is reported by line number only, without the parser's snippet or buffer.
  * Local developer kubeconfigs (KUBECONFIG of `npm start`) do not come through here and keep client-node's full support.
  */
-import { KubeConfig } from '@kubernetes/client-node';
+import { KubeConfig } from './client-node.ts';
 import { load } from 'js-yaml';
 import { ClusterCredentialsError, RefusedKubeconfigError } from '#shared/errors.ts';
 

@@ -8,7 +8,8 @@
  * resourceVersion, so rotated credentials are picked up on the next `get` without rebuilding clients for
  * unchanged Secrets.
  */
-import { CoreV1Api, type KubeConfig, type V1Secret } from '@kubernetes/client-node';
+import { CoreV1Api } from './client-node.ts';
+import type { KubeConfig, V1Secret } from '@kubernetes/client-node';
 import { clusterKey, type ClusterRef } from '#shared/domain/cloud-event.ts';
 import { ClusterCredentialsError } from '#shared/errors.ts';
 import { statusOf } from './api-errors.ts';

@@ -3,14 +3,15 @@
  * serverless.yml (as serverless-esbuild builds it), loaded as Lambda loads it (CommonJS, in a fresh Node
  * process, configuration from the environment) and invoked with an SQS event against the real API server.
  */
-import { CoreV1Api, loadYaml } from '@kubernetes/client-node';
+import { CoreV1Api } from '@kubernetes/client-node';
 import { build } from 'esbuild';
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, expect, it } from 'vitest';
+import { lambdaBundleOptions } from '#infra/lambda-bundle.ts';
 import { OWN_TRACKING_ANNOTATION, UNINITIALIZED_TAINT_KEY } from '#shared/domain/taint.ts';
 import { adminKubeConfig, createMachine, createNamespace, createNode, describeWithControlPlane, requireControlPlane, uniqueName } from '#test/support/control-plane.ts';
 import { machineEvent, sqsEvent, sqsRecord } from '#test/support/sqs-records.ts';
@@ -18,28 +19,13 @@ import { machineEvent, sqsEvent, sqsRecord } from '#test/support/sqs-records.ts'
 const run = promisify(execFile);
 const dir = mkdtempSync(join(tmpdir(), 'reconcile-bundle-'));
 
-interface EsbuildSettings { bundle: boolean; minify: boolean; sourcemap: boolean; keepNames: boolean; target: string; platform: 'node'; format: 'cjs'; exclude: string[] }
-
 describeWithControlPlane('The bundled reconcile handler (the Lambda artifact)', () => {
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
   it('loads as CommonJS with its configuration from the environment and reconciles a Node', async () => {
     // Prepare: bundle exactly as serverless-esbuild does with serverless.yml's custom.esbuild.
-    const settings = (loadYaml(readFileSync('serverless.yml', 'utf8')) as { custom: { esbuild: EsbuildSettings } }).custom.esbuild;
     const outfile = join(dir, 'handler.js');
-    await build({
-      entryPoints: ['functions/reconcile-node-taints/handler.ts'],
-      outfile,
-      bundle: settings.bundle,
-      minify: settings.minify,
-      sourcemap: settings.sourcemap,
-      keepNames: settings.keepNames,
-      target: settings.target,
-      platform: settings.platform,
-      format: settings.format,
-      external: settings.exclude,
-      logLevel: 'silent',
-    });
+    await build({ ...lambdaBundleOptions(resolve('.')), entryPoints: ['functions/reconcile-node-taints/handler.ts'], outfile, logLevel: 'silent' });
     const kc = adminKubeConfig();
     const ns = await createNamespace(kc, 'bundle');
     const node = uniqueName('node');

@@ -1,0 +1,35 @@
+/** serverless.yml's custom.esbuild turned into esbuild options as serverless-esbuild does (infra/lambda-bundle.ts). */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { lambdaBundleOptions } from '#infra/lambda-bundle.ts';
+
+const root = resolve(import.meta.dirname, '../../..');
+const dir = mkdtempSync(join(tmpdir(), 'lambda-bundle-'));
+
+function serviceWith(esbuild: string): string {
+  const service = mkdtempSync(join(dir, 'service-'));
+  writeFileSync(join(service, 'serverless.yml'), `service: x\ncustom:\n  esbuild:\n${esbuild}`);
+  return service;
+}
+
+describe('lambdaBundleOptions', () => {
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it("reads this repository's serverless.yml: the SDK external, ESM builds first, no plugin keys", () => {
+    const options = lambdaBundleOptions(root);
+    expect(options).toMatchObject({ bundle: true, platform: 'node', format: 'cjs', mainFields: ['module', 'main'] });
+    expect(options.external).toEqual(['@aws-sdk/*']);
+    expect(options).not.toHaveProperty('exclude');
+  });
+
+  it("adds exclude to external, drops serverless-esbuild keys, and defaults mainFields to esbuild's node default", () => {
+    const options = lambdaBundleOptions(serviceWith("    bundle: true\n    packager: npm\n    external: ['pg-native']\n    exclude: ['@aws-sdk/*']\n"));
+    expect(options).toEqual({ bundle: true, mainFields: ['main', 'module'], external: ['pg-native', '@aws-sdk/*'] });
+  });
+
+  it('refuses an esbuild option it does not pass on, naming it', () => {
+    expect(() => lambdaBundleOptions(serviceWith('    bundle: true\n    conditions: [import]\n'))).toThrow(/sets conditions/);
+  });
+});
