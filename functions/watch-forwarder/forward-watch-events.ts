@@ -6,8 +6,7 @@
  * whose Node stream is failing (unreachable, slow or refusing our credential): each transition is logged once with the
  * cluster, and their number is sampled as the UnreachableClusters metric, while every other cluster keeps converging.
  */
-import { setTimeout as delay } from 'node:timers/promises';
-import { clusterKey, type ClusterRef, type TaintEvent } from '#shared/domain/cloud-event.ts';
+import { clusterKey, type ClusterRef } from '#shared/domain/cloud-event.ts';
 import { forwardDecision, poolNodesToAnnounce } from '#shared/domain/relevance.ts';
 import {
   MACHINES_STREAM,
@@ -30,7 +29,8 @@ import type { LeaderLease } from '#shared/ports/leader-lease.ts';
 import type { StreamEvent, StreamHealthEvent, WatchSources, WatchStream } from '#shared/ports/watch-source.ts';
 import { ForwarderMetric } from '#shared/observability/metric-names.ts';
 import { logger as defaultLogger, LogKey } from '#shared/observability/logger.ts';
-import { backoffDelay } from '#shared/domain/backoff.ts';
+import { Outbox, type StreamProgress } from './outbox.ts';
+import { sleep } from './sleep.ts';
 
 type Logger = Pick<typeof defaultLogger, 'info' | 'warn' | 'error' | 'debug'>;
 
@@ -95,44 +95,6 @@ export interface ForwarderRunSummary {
   readonly failingClusters: readonly FailingCluster[];
 }
 
-/** Ordered resume points of one stream; the checkpoint advances over the handled prefix only. */
-class StreamProgress {
-  private readonly entries: Array<{ checkpoint: string | undefined; done: boolean }> = [];
-  committed: string | undefined;
-
-  constructor(initial: string | undefined) {
-    this.committed = initial;
-  }
-
-  add(checkpoint: string | undefined, done: boolean): { done: boolean; checkpoint: string | undefined } {
-    const entry = { checkpoint, done };
-    this.entries.push(entry);
-    this.advance();
-    return entry;
-  }
-
-  advance(): void {
-    while (this.entries[0]?.done) {
-      const e = this.entries.shift();
-      if (e?.checkpoint !== undefined) this.committed = e.checkpoint;
-    }
-  }
-}
-
-interface Pending {
-  readonly event: TaintEvent;
-  readonly observedAt: Date;
-  readonly ticket: { done: boolean };
-  readonly progress: StreamProgress;
-  attempts: number;
-  notBefore: number;
-}
-
-/** Waits `ms`, or less when `signal` aborts (then resolves instead of rejecting). */
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return delay(ms, undefined, { signal }).catch(() => undefined);
-}
-
 /**
  * The forwarder. Create once; each `run(signal)` is one leadership term (a Lambda window or the
  * lifetime of the process) and resolves after a clean hand-over.
@@ -141,14 +103,10 @@ export class WatchForwarder {
   private readonly d: WatchForwarderDeps;
   private readonly log: Logger;
   private readonly opt: Required<WatchForwarderOptions>;
-  private pending: Pending[] = [];
-  private progress = new Map<string, StreamProgress>();
-  private baseCheckpoint: Record<string, string> = {};
+  private readonly outbox: Outbox;
   /** With a non-durable queue: the last checkpoint known to be applied, the one stored in the Lease. */
   private appliedCheckpoint: Checkpoint = {};
   private leading = false;
-  private wakeIntake: Array<() => void> = [];
-  private termSignal: AbortSignal | undefined;
   /** Workload clusters whose Node stream is failing, by stream key. */
   private failing = new Map<string, FailingCluster>();
 
@@ -164,6 +122,10 @@ export class WatchForwarder {
       drainTimeoutMs: options.drainTimeoutMs ?? 10_000,
       healthSampleIntervalMs: options.healthSampleIntervalMs ?? 60_000,
     };
+    this.outbox = new Outbox(
+      { publisher: deps.publisher, telemetry: deps.telemetry, clock: deps.clock, logger: this.log, isLeading: () => this.leading },
+      { flushIntervalMs: this.opt.flushIntervalMs, maxEventsPerPublish: this.opt.maxEventsPerPublish, maxPendingEvents: this.opt.maxPendingEvents, drainTimeoutMs: this.opt.drainTimeoutMs },
+    );
   }
 
   /** True while this forwarder holds the Lease. */
@@ -183,9 +145,7 @@ export class WatchForwarder {
 
   /** The resume points of every stream, covering only events that were sent or filtered. */
   checkpoint(): Checkpoint {
-    const cp: Record<string, string> = { ...this.baseCheckpoint };
-    for (const [key, p] of this.progress) if (p.committed !== undefined) cp[key] = p.committed;
-    return cp;
+    return this.outbox.checkpoint();
   }
 
   /** Runs one leadership term until `signal` aborts (or leadership is lost), then hands over. */
@@ -193,30 +153,26 @@ export class WatchForwarder {
     const checkpoint = await this.acquire(signal);
     if (!checkpoint) return { active: false, unsent: 0, checkpoint: {}, failingClusters: [] };
     this.leading = true;
-    this.baseCheckpoint = { ...checkpoint };
     this.appliedCheckpoint = { ...checkpoint };
-    this.progress.clear();
-    this.pending = [];
     this.failing.clear();
     const term = new AbortController();
     const stop = (): void => term.abort();
     signal.addEventListener('abort', stop, { once: true });
-    this.termSignal = term.signal;
-    term.signal.addEventListener('abort', () => this.releaseIntake(), { once: true });
+    this.outbox.begin(checkpoint, term.signal);
     this.log.info('Forwarding watch events', { mode: this.d.mode, checkpoint });
 
-    const streams: Promise<void>[] = [this.runStream(MACHINES_STREAM, this.d.sources.machines(this.startOf(MACHINES_STREAM)), term.signal, undefined)];
+    const streams: Promise<void>[] = [this.runStream(MACHINES_STREAM, this.d.sources.machines(this.outbox.startOf(MACHINES_STREAM)), term.signal, undefined)];
     if (this.d.sources.machinePools) {
-      streams.push(this.runStream(MACHINE_POOLS_STREAM, this.d.sources.machinePools(this.startOf(MACHINE_POOLS_STREAM)), term.signal, undefined));
+      streams.push(this.runStream(MACHINE_POOLS_STREAM, this.d.sources.machinePools(this.outbox.startOf(MACHINE_POOLS_STREAM)), term.signal, undefined));
     }
     if (this.d.mode === 'self') {
       const self: ClusterRef = { mode: 'self' };
-      streams.push(this.runStream(nodeStreamKey(self), this.d.sources.nodes(self, this.startOf(nodeStreamKey(self))), term.signal, self));
+      streams.push(this.runStream(nodeStreamKey(self), this.d.sources.nodes(self, this.outbox.startOf(nodeStreamKey(self))), term.signal, self));
     } else {
       streams.push(this.runClusterDiscovery(term.signal));
     }
     const renewing = this.renewLoop(term);
-    const flushing = this.flushLoop(term.signal);
+    const flushing = this.outbox.flushLoop(term.signal);
     const sampling = this.sampleLoop(term.signal);
 
     await Promise.all(streams);
@@ -226,8 +182,8 @@ export class WatchForwarder {
     this.sampleHealth();
     const failingClusters = this.failingClusters();
     this.failing.clear();
-    this.releaseIntake();
-    const unsent = await this.drain();
+    this.outbox.releaseIntake();
+    const unsent = await this.outbox.drain();
     const final = await this.durableCheckpoint(this.opt.drainTimeoutMs);
     if (this.leading) {
       try {
@@ -266,11 +222,6 @@ export class WatchForwarder {
       await new Promise((r) => setTimeout(r, 100));
     }
     return { ...this.appliedCheckpoint };
-  }
-
-  private startOf(key: string): { resumeFrom?: string } {
-    const rv = this.baseCheckpoint[key];
-    return rv !== undefined ? { resumeFrom: rv } : {};
   }
 
   private async acquire(signal: AbortSignal): Promise<Checkpoint | undefined> {
@@ -324,15 +275,12 @@ export class WatchForwarder {
           this.failing.delete(key);
           this.log.info('Forgetting the failing Node watch of a removed cluster', { [LogKey.cluster]: failing.cluster, failingSince: failing.since.toISOString() });
         }
-        if (e.change === 'deleted') {
-          this.progress.delete(key);
-          delete this.baseCheckpoint[key];
-        }
+        if (e.change === 'deleted') this.outbox.forgetStream(key);
       } else if (!gone && !current) {
-        this.log.info('Starting Node watch', { [LogKey.cluster]: clusterKey(cluster), resumeFrom: this.baseCheckpoint[key] });
+        this.log.info('Starting Node watch', { [LogKey.cluster]: clusterKey(cluster), resumeFrom: this.outbox.startOf(key).resumeFrom });
         const controller = new AbortController();
         signal.addEventListener('abort', () => controller.abort(), { once: true });
-        const done = this.runStream(key, this.d.sources.nodes(cluster, this.startOf(key)), controller.signal, cluster);
+        const done = this.runStream(key, this.d.sources.nodes(cluster, this.outbox.startOf(key)), controller.signal, cluster);
         running.set(key, { controller, done });
       }
     };
@@ -341,8 +289,7 @@ export class WatchForwarder {
   }
 
   private async runStream<T extends WatchedFacts>(key: string, stream: WatchStream<T>, signal: AbortSignal, cluster: ClusterRef | undefined): Promise<void> {
-    const progress = new StreamProgress(this.baseCheckpoint[key]);
-    this.progress.set(key, progress);
+    const progress = this.outbox.openStream(key);
     await stream.run(signal, (e) => {
       if (e.type === 'failing' || e.type === 'recovered') {
         // A stream stopped for a removed cluster is no longer tracked, whatever its last attempt says.
@@ -419,11 +366,7 @@ export class WatchForwarder {
       return;
     }
     const event = toTaintEvent(facts as MachineFacts | NodeFacts, e.change, ref, e.observedAt, decision.declarationRecovered ? { declarationRecovered: true } : {});
-    const ticket = progress.add(e.checkpoint, false);
-    this.pending.push({ event, observedAt: e.observedAt, ticket, progress, attempts: 0, notBefore: 0 });
-    while (this.pending.length >= this.opt.maxPendingEvents && this.leading && !this.termSignal?.aborted) {
-      await new Promise<void>((resolve) => this.wakeIntake.push(resolve));
-    }
+    await this.outbox.enqueue([event], e.observedAt, progress, e.checkpoint);
   }
 
   /** A MachinePool change: one event per Node it concerns (none for a deletion or a change that concerns no Node). */
@@ -443,83 +386,7 @@ export class WatchForwarder {
       return;
     }
     const events = toMachinePoolEvents(facts, nodes, e.change, ref, e.observedAt, decision.forward && decision.declarationRecovered ? { declarationRecovered: true } : {});
-    // Only the last event carries the resume point: the stream's checkpoint passes this change once all of them are sent.
-    events.forEach((event, i) => {
-      const ticket = progress.add(i === events.length - 1 ? e.checkpoint : undefined, false);
-      this.pending.push({ event, observedAt: e.observedAt, ticket, progress, attempts: 0, notBefore: 0 });
-    });
-    while (this.pending.length >= this.opt.maxPendingEvents && this.leading && !this.termSignal?.aborted) {
-      await new Promise<void>((resolve) => this.wakeIntake.push(resolve));
-    }
-  }
-
-  private releaseIntake(): void {
-    const waiting = this.wakeIntake;
-    this.wakeIntake = [];
-    for (const w of waiting) w();
-  }
-
-  /** Publishes ready events; returns how many were attempted. */
-  private async publishRound(): Promise<number> {
-    const now = this.d.clock.now().getTime();
-    const ready = this.pending.filter((p) => p.notBefore <= now).slice(0, this.opt.maxEventsPerPublish);
-    if (ready.length === 0 || !this.leading) return 0;
-    const result = await this.d.publisher.publish(ready.map((p) => p.event));
-    const sentAt = this.d.clock.now().getTime();
-    const sentIds = new Set(result.sent.map((ev) => ev.id));
-    const unsent = new Map(result.unsent.map((u) => [u.event.id, u]));
-    const touched = new Set<StreamProgress>();
-    const finished = new Set<Pending>();
-    for (const p of ready) {
-      const failure = unsent.get(p.event.id);
-      if (sentIds.has(p.event.id) && !failure) {
-        this.d.telemetry.record(ForwarderMetric.EventsForwarded, 1);
-        this.d.telemetry.record(ForwarderMetric.ForwarderLag, Math.max(0, sentAt - p.observedAt.getTime()));
-        finished.add(p);
-      } else {
-        this.d.telemetry.record(ForwarderMetric.SendFailures, 1);
-        if (failure && !failure.retryable) {
-          // Resending can never succeed; it is logged (by the publisher) and counted, and no longer holds the checkpoint.
-          finished.add(p);
-          continue;
-        }
-        p.attempts++;
-        p.notBefore = sentAt + backoffDelay(p.attempts + 1, { base: 500, max: 30_000, jitter: 'equal' }, Math.random);
-      }
-    }
-    for (const p of finished) {
-      p.ticket.done = true;
-      touched.add(p.progress);
-    }
-    for (const t of touched) t.advance();
-    this.pending = this.pending.filter((p) => !finished.has(p));
-    if (this.pending.length < this.opt.maxPendingEvents) this.releaseIntake();
-    return ready.length;
-  }
-
-  private async flushLoop(signal: AbortSignal): Promise<void> {
-    while (!signal.aborted) {
-      let attempted = 0;
-      try {
-        attempted = await this.publishRound();
-      } catch (err) {
-        this.log.error('Publishing events failed', { error: err as Error });
-      }
-      if (attempted === 0) await sleep(this.opt.flushIntervalMs, signal);
-    }
-  }
-
-  /** After the streams stopped: keep sending what is pending for a bounded time; returns what is left. */
-  private async drain(): Promise<number> {
-    const deadline = Date.now() + this.opt.drainTimeoutMs;
-    while (this.pending.length > 0 && this.leading && Date.now() < deadline) {
-      const attempted = await this.publishRound().catch(() => 0);
-      if (attempted === 0) await new Promise((r) => setTimeout(r, Math.min(200, Math.max(1, deadline - Date.now()))));
-    }
-    if (this.pending.length > 0) {
-      this.log.warn('Leaving unsent events to the next forwarder; the checkpoint stops before them', { count: this.pending.length });
-    }
-    return this.pending.length;
+    await this.outbox.enqueue(events, e.observedAt, progress, e.checkpoint);
   }
 }
 
