@@ -29,6 +29,7 @@ import type { LeaderLease } from '#shared/ports/leader-lease.ts';
 import type { StreamEvent, StreamHealthEvent, WatchSources, WatchStream } from '#shared/ports/watch-source.ts';
 import { ForwarderMetric } from '#shared/observability/metric-names.ts';
 import { logger as defaultLogger, LogKey } from '#shared/observability/logger.ts';
+import { Leadership } from './leadership.ts';
 import { Outbox, type StreamProgress } from './outbox.ts';
 import { sleep } from './sleep.ts';
 
@@ -103,10 +104,8 @@ export class WatchForwarder {
   private readonly d: WatchForwarderDeps;
   private readonly log: Logger;
   private readonly opt: Required<WatchForwarderOptions>;
+  private readonly leadership: Leadership;
   private readonly outbox: Outbox;
-  /** With a non-durable queue: the last checkpoint known to be applied, the one stored in the Lease. */
-  private appliedCheckpoint: Checkpoint = {};
-  private leading = false;
   /** Workload clusters whose Node stream is failing, by stream key. */
   private failing = new Map<string, FailingCluster>();
 
@@ -123,14 +122,18 @@ export class WatchForwarder {
       healthSampleIntervalMs: options.healthSampleIntervalMs ?? 60_000,
     };
     this.outbox = new Outbox(
-      { publisher: deps.publisher, telemetry: deps.telemetry, clock: deps.clock, logger: this.log, isLeading: () => this.leading },
+      { publisher: deps.publisher, telemetry: deps.telemetry, clock: deps.clock, logger: this.log, isLeading: () => this.leadership.isActive() },
       { flushIntervalMs: this.opt.flushIntervalMs, maxEventsPerPublish: this.opt.maxEventsPerPublish, maxPendingEvents: this.opt.maxPendingEvents, drainTimeoutMs: this.opt.drainTimeoutMs },
+    );
+    this.leadership = new Leadership(
+      { lease: deps.lease, logger: this.log, sentCheckpoint: () => this.outbox.checkpoint(), ...(deps.queueDrained ? { queueDrained: deps.queueDrained } : {}) },
+      { renewIntervalMs: this.opt.renewIntervalMs, acquireRetryMs: this.opt.acquireRetryMs },
     );
   }
 
   /** True while this forwarder holds the Lease. */
   isActive(): boolean {
-    return this.leading;
+    return this.leadership.isActive();
   }
 
   /**
@@ -150,10 +153,8 @@ export class WatchForwarder {
 
   /** Runs one leadership term until `signal` aborts (or leadership is lost), then hands over. */
   async run(signal: AbortSignal): Promise<ForwarderRunSummary> {
-    const checkpoint = await this.acquire(signal);
+    const checkpoint = await this.leadership.acquire(signal);
     if (!checkpoint) return { active: false, unsent: 0, checkpoint: {}, failingClusters: [] };
-    this.leading = true;
-    this.appliedCheckpoint = { ...checkpoint };
     this.failing.clear();
     const term = new AbortController();
     const stop = (): void => term.abort();
@@ -171,7 +172,7 @@ export class WatchForwarder {
     } else {
       streams.push(this.runClusterDiscovery(term.signal));
     }
-    const renewing = this.renewLoop(term);
+    const renewing = this.leadership.renewLoop(term);
     const flushing = this.outbox.flushLoop(term.signal);
     const sampling = this.sampleLoop(term.signal);
 
@@ -184,73 +185,9 @@ export class WatchForwarder {
     this.failing.clear();
     this.outbox.releaseIntake();
     const unsent = await this.outbox.drain();
-    const final = await this.durableCheckpoint(this.opt.drainTimeoutMs);
-    if (this.leading) {
-      try {
-        await this.d.lease.release(final);
-        this.log.info('Handed over', { checkpoint: final, unsent });
-      } catch (err) {
-        this.log.error('Releasing the Lease failed; the next forwarder waits for it to expire', { error: err as Error });
-      }
-    }
-    this.leading = false;
+    const final = await this.leadership.handOver(this.opt.drainTimeoutMs, unsent);
     signal.removeEventListener('abort', stop);
     return { active: true, unsent, checkpoint: final, failingClusters };
-  }
-
-  /**
-   * The checkpoint it is safe to resume from after a crash: the sent checkpoint when the queue is
-   * durable; otherwise the last sent checkpoint that the queue was seen empty after (waiting up to
-   * `waitMs` for that). The snapshot is taken before the queue is looked at, so it covers only
-   * events that were already in the queue, and so were applied, when it was seen empty.
-   */
-  private async durableCheckpoint(waitMs: number): Promise<Checkpoint> {
-    const drained = this.d.queueDrained;
-    if (!drained) return this.checkpoint();
-    const until = Date.now() + waitMs;
-    for (;;) {
-      const candidate = this.checkpoint();
-      try {
-        if (await drained()) {
-          this.appliedCheckpoint = candidate;
-          break;
-        }
-      } catch (err) {
-        this.log.warn('Looking at the queue depth failed; the stored checkpoint stays where it was', { error: err as Error });
-      }
-      if (Date.now() >= until) break;
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    return { ...this.appliedCheckpoint };
-  }
-
-  private async acquire(signal: AbortSignal): Promise<Checkpoint | undefined> {
-    let announced = false;
-    while (!signal.aborted) {
-      try {
-        const attempt = await this.d.lease.tryAcquire();
-        if (attempt.acquired) return attempt.checkpoint;
-        if (!announced) this.log.info('Waiting for the active forwarder to hand over', { holder: attempt.holder });
-        announced = true;
-      } catch (err) {
-        this.log.warn('Acquiring the Lease failed', { error: err as Error });
-      }
-      await sleep(this.opt.acquireRetryMs, signal);
-    }
-    return undefined;
-  }
-
-  private async renewLoop(term: AbortController): Promise<void> {
-    while (!term.signal.aborted) {
-      await sleep(this.opt.renewIntervalMs, term.signal);
-      if (term.signal.aborted) return;
-      const still = await this.d.lease.renew(await this.durableCheckpoint(0));
-      if (!still) {
-        this.leading = false;
-        this.log.error('Lost the Lease; stopping without sending more');
-        term.abort();
-      }
-    }
   }
 
   private async runClusterDiscovery(signal: AbortSignal): Promise<void> {
