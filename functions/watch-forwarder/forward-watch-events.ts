@@ -5,32 +5,23 @@
  * checkpoint only what was sent, and hand over cleanly when stopped. It also keeps the set of workload clusters
  * whose Node stream is failing (unreachable, slow or refusing our credential): each transition is logged once with the
  * cluster, and their number is sampled as the UnreachableClusters metric, while every other cluster keeps converging.
+ *
+ * WatchForwarder composes one collaborator per job: {@link Leadership} (the Lease and the checkpoint stored in it),
+ * {@link StreamSupervisor} (the watch streams, relevance, per-cluster health) and {@link Outbox} (pending events,
+ * sending, back-pressure, checkpoint advance); it only runs them together for a term and in order at its end.
  */
-import { setTimeout as delay } from 'node:timers/promises';
-import { clusterKey, type ClusterRef, type TaintEvent } from '#shared/domain/cloud-event.ts';
-import { forwardDecision, poolNodesToAnnounce } from '#shared/domain/relevance.ts';
-import {
-  MACHINES_STREAM,
-  MACHINE_POOLS_STREAM,
-  clusterOfMachine,
-  nodeStreamKey,
-  toMachinePoolEvents,
-  toTaintEvent,
-  type Checkpoint,
-  type ClusterFacts,
-  type MachineFacts,
-  type MachinePoolFacts,
-  type NodeFacts,
-  type WatchedFacts,
-} from '#shared/domain/watch-event.ts';
+import type { Checkpoint } from '#shared/domain/watch-event.ts';
 import type { Clock } from '#shared/ports/clock.ts';
 import type { EventPublisher } from '#shared/ports/event-publisher.ts';
 import type { ForwarderTelemetry } from '#shared/ports/forwarder-telemetry.ts';
 import type { LeaderLease } from '#shared/ports/leader-lease.ts';
-import type { StreamEvent, StreamHealthEvent, WatchSources, WatchStream } from '#shared/ports/watch-source.ts';
-import { ForwarderMetric } from '#shared/observability/metric-names.ts';
-import { logger as defaultLogger, LogKey } from '#shared/observability/logger.ts';
-import { backoffDelay } from '#shared/domain/backoff.ts';
+import type { WatchSources } from '#shared/ports/watch-source.ts';
+import { logger as defaultLogger } from '#shared/observability/logger.ts';
+import { Leadership } from './leadership.ts';
+import { Outbox } from './outbox.ts';
+import { StreamSupervisor, type FailingCluster } from './stream-supervisor.ts';
+
+export type { FailingCluster } from './stream-supervisor.ts';
 
 type Logger = Pick<typeof defaultLogger, 'info' | 'warn' | 'error' | 'debug'>;
 
@@ -74,16 +65,6 @@ export interface WatchForwarderOptions {
   readonly healthSampleIntervalMs?: number;
 }
 
-/** A workload cluster whose Node stream is failing (see WatchForwarder.failingClusters). */
-export interface FailingCluster {
-  /** `<namespace>/<name>`, or `self` in `self` mode. */
-  readonly cluster: string;
-  /** Safe description of the first failure (no credential, no response body). */
-  readonly reason: string;
-  /** When its stream started failing. */
-  readonly since: Date;
-}
-
 /** Result of one run. */
 export interface ForwarderRunSummary {
   /** False when another forwarder held the Lease for the whole run (nothing was sent). */
@@ -95,44 +76,6 @@ export interface ForwarderRunSummary {
   readonly failingClusters: readonly FailingCluster[];
 }
 
-/** Ordered resume points of one stream; the checkpoint advances over the handled prefix only. */
-class StreamProgress {
-  private readonly entries: Array<{ checkpoint: string | undefined; done: boolean }> = [];
-  committed: string | undefined;
-
-  constructor(initial: string | undefined) {
-    this.committed = initial;
-  }
-
-  add(checkpoint: string | undefined, done: boolean): { done: boolean; checkpoint: string | undefined } {
-    const entry = { checkpoint, done };
-    this.entries.push(entry);
-    this.advance();
-    return entry;
-  }
-
-  advance(): void {
-    while (this.entries[0]?.done) {
-      const e = this.entries.shift();
-      if (e?.checkpoint !== undefined) this.committed = e.checkpoint;
-    }
-  }
-}
-
-interface Pending {
-  readonly event: TaintEvent;
-  readonly observedAt: Date;
-  readonly ticket: { done: boolean };
-  readonly progress: StreamProgress;
-  attempts: number;
-  notBefore: number;
-}
-
-/** Waits `ms`, or less when `signal` aborts (then resolves instead of rejecting). */
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return delay(ms, undefined, { signal }).catch(() => undefined);
-}
-
 /**
  * The forwarder. Create once; each `run(signal)` is one leadership term (a Lambda window or the
  * lifetime of the process) and resolves after a clean hand-over.
@@ -141,16 +84,9 @@ export class WatchForwarder {
   private readonly d: WatchForwarderDeps;
   private readonly log: Logger;
   private readonly opt: Required<WatchForwarderOptions>;
-  private pending: Pending[] = [];
-  private progress = new Map<string, StreamProgress>();
-  private baseCheckpoint: Record<string, string> = {};
-  /** With a non-durable queue: the last checkpoint known to be applied, the one stored in the Lease. */
-  private appliedCheckpoint: Checkpoint = {};
-  private leading = false;
-  private wakeIntake: Array<() => void> = [];
-  private termSignal: AbortSignal | undefined;
-  /** Workload clusters whose Node stream is failing, by stream key. */
-  private failing = new Map<string, FailingCluster>();
+  private readonly leadership: Leadership;
+  private readonly supervisor: StreamSupervisor;
+  private readonly outbox: Outbox;
 
   constructor(deps: WatchForwarderDeps, options: WatchForwarderOptions = {}) {
     this.d = deps;
@@ -164,11 +100,23 @@ export class WatchForwarder {
       drainTimeoutMs: options.drainTimeoutMs ?? 10_000,
       healthSampleIntervalMs: options.healthSampleIntervalMs ?? 60_000,
     };
+    this.outbox = new Outbox(
+      { publisher: deps.publisher, telemetry: deps.telemetry, clock: deps.clock, logger: this.log, isLeading: () => this.leadership.isActive() },
+      { flushIntervalMs: this.opt.flushIntervalMs, maxEventsPerPublish: this.opt.maxEventsPerPublish, maxPendingEvents: this.opt.maxPendingEvents, drainTimeoutMs: this.opt.drainTimeoutMs },
+    );
+    this.leadership = new Leadership(
+      { lease: deps.lease, logger: this.log, sentCheckpoint: () => this.outbox.checkpoint(), ...(deps.queueDrained ? { queueDrained: deps.queueDrained } : {}) },
+      { renewIntervalMs: this.opt.renewIntervalMs, acquireRetryMs: this.opt.acquireRetryMs },
+    );
+    this.supervisor = new StreamSupervisor(
+      { mode: deps.mode, sources: deps.sources, telemetry: deps.telemetry, logger: this.log, outbox: this.outbox, ...(deps.startupTaint ? { startupTaint: deps.startupTaint } : {}) },
+      { healthSampleIntervalMs: this.opt.healthSampleIntervalMs },
+    );
   }
 
   /** True while this forwarder holds the Lease. */
   isActive(): boolean {
-    return this.leading;
+    return this.leadership.isActive();
   }
 
   /**
@@ -178,348 +126,38 @@ export class WatchForwarder {
    * next window).
    */
   failingClusters(): FailingCluster[] {
-    return [...this.failing.values()].sort((a, b) => a.cluster.localeCompare(b.cluster));
+    return this.supervisor.failingClusters();
   }
 
   /** The resume points of every stream, covering only events that were sent or filtered. */
   checkpoint(): Checkpoint {
-    const cp: Record<string, string> = { ...this.baseCheckpoint };
-    for (const [key, p] of this.progress) if (p.committed !== undefined) cp[key] = p.committed;
-    return cp;
+    return this.outbox.checkpoint();
   }
 
   /** Runs one leadership term until `signal` aborts (or leadership is lost), then hands over. */
   async run(signal: AbortSignal): Promise<ForwarderRunSummary> {
-    const checkpoint = await this.acquire(signal);
+    const checkpoint = await this.leadership.acquire(signal);
     if (!checkpoint) return { active: false, unsent: 0, checkpoint: {}, failingClusters: [] };
-    this.leading = true;
-    this.baseCheckpoint = { ...checkpoint };
-    this.appliedCheckpoint = { ...checkpoint };
-    this.progress.clear();
-    this.pending = [];
-    this.failing.clear();
     const term = new AbortController();
     const stop = (): void => term.abort();
     signal.addEventListener('abort', stop, { once: true });
-    this.termSignal = term.signal;
-    term.signal.addEventListener('abort', () => this.releaseIntake(), { once: true });
+    this.outbox.begin(checkpoint, term.signal);
     this.log.info('Forwarding watch events', { mode: this.d.mode, checkpoint });
 
-    const streams: Promise<void>[] = [this.runStream(MACHINES_STREAM, this.d.sources.machines(this.startOf(MACHINES_STREAM)), term.signal, undefined)];
-    if (this.d.sources.machinePools) {
-      streams.push(this.runStream(MACHINE_POOLS_STREAM, this.d.sources.machinePools(this.startOf(MACHINE_POOLS_STREAM)), term.signal, undefined));
-    }
-    if (this.d.mode === 'self') {
-      const self: ClusterRef = { mode: 'self' };
-      streams.push(this.runStream(nodeStreamKey(self), this.d.sources.nodes(self, this.startOf(nodeStreamKey(self))), term.signal, self));
-    } else {
-      streams.push(this.runClusterDiscovery(term.signal));
-    }
-    const renewing = this.renewLoop(term);
-    const flushing = this.flushLoop(term.signal);
-    const sampling = this.sampleLoop(term.signal);
+    const streams = this.supervisor.supervise(term.signal);
+    const renewing = this.leadership.renewLoop(term);
+    const flushing = this.outbox.flushLoop(term.signal);
+    const sampling = this.supervisor.sampleLoop(term.signal);
 
-    await Promise.all(streams);
+    await streams;
     term.abort();
     await Promise.all([renewing, flushing, sampling]);
-    // The last sample of the run, so that every window (however short) reports how many clusters were failing at its end.
-    this.sampleHealth();
-    const failingClusters = this.failingClusters();
-    this.failing.clear();
-    this.releaseIntake();
-    const unsent = await this.drain();
-    const final = await this.durableCheckpoint(this.opt.drainTimeoutMs);
-    if (this.leading) {
-      try {
-        await this.d.lease.release(final);
-        this.log.info('Handed over', { checkpoint: final, unsent });
-      } catch (err) {
-        this.log.error('Releasing the Lease failed; the next forwarder waits for it to expire', { error: err as Error });
-      }
-    }
-    this.leading = false;
+    const failingClusters = this.supervisor.endTerm();
+    this.outbox.releaseIntake();
+    const unsent = await this.outbox.drain();
+    const final = await this.leadership.handOver(this.opt.drainTimeoutMs, unsent);
     signal.removeEventListener('abort', stop);
     return { active: true, unsent, checkpoint: final, failingClusters };
-  }
-
-  /**
-   * The checkpoint it is safe to resume from after a crash: the sent checkpoint when the queue is
-   * durable; otherwise the last sent checkpoint that the queue was seen empty after (waiting up to
-   * `waitMs` for that). The snapshot is taken before the queue is looked at, so it covers only
-   * events that were already in the queue, and so were applied, when it was seen empty.
-   */
-  private async durableCheckpoint(waitMs: number): Promise<Checkpoint> {
-    const drained = this.d.queueDrained;
-    if (!drained) return this.checkpoint();
-    const until = Date.now() + waitMs;
-    for (;;) {
-      const candidate = this.checkpoint();
-      try {
-        if (await drained()) {
-          this.appliedCheckpoint = candidate;
-          break;
-        }
-      } catch (err) {
-        this.log.warn('Looking at the queue depth failed; the stored checkpoint stays where it was', { error: err as Error });
-      }
-      if (Date.now() >= until) break;
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    return { ...this.appliedCheckpoint };
-  }
-
-  private startOf(key: string): { resumeFrom?: string } {
-    const rv = this.baseCheckpoint[key];
-    return rv !== undefined ? { resumeFrom: rv } : {};
-  }
-
-  private async acquire(signal: AbortSignal): Promise<Checkpoint | undefined> {
-    let announced = false;
-    while (!signal.aborted) {
-      try {
-        const attempt = await this.d.lease.tryAcquire();
-        if (attempt.acquired) return attempt.checkpoint;
-        if (!announced) this.log.info('Waiting for the active forwarder to hand over', { holder: attempt.holder });
-        announced = true;
-      } catch (err) {
-        this.log.warn('Acquiring the Lease failed', { error: err as Error });
-      }
-      await sleep(this.opt.acquireRetryMs, signal);
-    }
-    return undefined;
-  }
-
-  private async renewLoop(term: AbortController): Promise<void> {
-    while (!term.signal.aborted) {
-      await sleep(this.opt.renewIntervalMs, term.signal);
-      if (term.signal.aborted) return;
-      const still = await this.d.lease.renew(await this.durableCheckpoint(0));
-      if (!still) {
-        this.leading = false;
-        this.log.error('Lost the Lease; stopping without sending more');
-        term.abort();
-      }
-    }
-  }
-
-  private async runClusterDiscovery(signal: AbortSignal): Promise<void> {
-    const running = new Map<string, { controller: AbortController; done: Promise<void> }>();
-    const onEvent = async (e: StreamEvent<ClusterFacts>): Promise<void> => {
-      if (e.type === 'failing' || e.type === 'recovered') {
-        this.streamHealth('clusters', undefined, e);
-        return;
-      }
-      if (e.type !== 'change' || !forwardDecision(e.change, e.previous, e.facts).forward) return;
-      const cluster: ClusterRef = { mode: 'capi', namespace: e.facts.namespace, name: e.facts.name };
-      const key = nodeStreamKey(cluster);
-      const gone = e.change === 'deleted' || e.facts.deleting;
-      const current = running.get(key);
-      if (gone && current) {
-        this.log.info('Stopping Node watch of a removed cluster', { [LogKey.cluster]: clusterKey(cluster) });
-        current.controller.abort();
-        running.delete(key);
-        const failing = this.failing.get(key);
-        if (failing) {
-          // Its stream is stopped and will not recover: it leaves the set, so no removed cluster keeps the alarm on.
-          this.failing.delete(key);
-          this.log.info('Forgetting the failing Node watch of a removed cluster', { [LogKey.cluster]: failing.cluster, failingSince: failing.since.toISOString() });
-        }
-        if (e.change === 'deleted') {
-          this.progress.delete(key);
-          delete this.baseCheckpoint[key];
-        }
-      } else if (!gone && !current) {
-        this.log.info('Starting Node watch', { [LogKey.cluster]: clusterKey(cluster), resumeFrom: this.baseCheckpoint[key] });
-        const controller = new AbortController();
-        signal.addEventListener('abort', () => controller.abort(), { once: true });
-        const done = this.runStream(key, this.d.sources.nodes(cluster, this.startOf(key)), controller.signal, cluster);
-        running.set(key, { controller, done });
-      }
-    };
-    await this.d.sources.clusters({}).run(signal, onEvent);
-    await Promise.all([...running.values()].map((r) => r.done));
-  }
-
-  private async runStream<T extends WatchedFacts>(key: string, stream: WatchStream<T>, signal: AbortSignal, cluster: ClusterRef | undefined): Promise<void> {
-    const progress = new StreamProgress(this.baseCheckpoint[key]);
-    this.progress.set(key, progress);
-    await stream.run(signal, (e) => {
-      if (e.type === 'failing' || e.type === 'recovered') {
-        // A stream stopped for a removed cluster is no longer tracked, whatever its last attempt says.
-        if (!signal.aborted) this.streamHealth(key, cluster, e);
-        return Promise.resolve();
-      }
-      return this.accept(e, progress, cluster);
-    });
-  }
-
-  /**
-   * A stream's health changed: logged once per transition. A Node stream (the cluster is known) enters or leaves the
-   * set of failing clusters; a management stream (Machines, MachinePools, Clusters) is logged only, by stream name.
-   */
-  private streamHealth(key: string, cluster: ClusterRef | undefined, e: StreamHealthEvent): void {
-    const who = cluster ? { [LogKey.cluster]: clusterKey(cluster) } : { stream: key };
-    if (e.type === 'failing') {
-      if (cluster) this.failing.set(key, { cluster: clusterKey(cluster), reason: e.reason, since: e.since });
-      this.log.warn(cluster ? 'Workload cluster unreachable: its Node watch is failing and retried with backoff' : 'Watch failing; retrying with backoff', {
-        ...who,
-        [LogKey.reason]: e.reason,
-        since: e.since.toISOString(),
-        ...(cluster ? { failingClusters: this.failing.size } : {}),
-      });
-      return;
-    }
-    if (cluster) this.failing.delete(key);
-    this.log.info(cluster ? 'Workload cluster reachable again: its Node watch recovered' : 'Watch recovered', {
-      ...who,
-      since: e.since.toISOString(),
-      failedForMs: Math.max(0, e.at.getTime() - e.since.getTime()),
-      ...(cluster ? { failingClusters: this.failing.size } : {}),
-    });
-  }
-
-  /** Records how many workload clusters are failing now (UnreachableClusters; 0 when none, so the alarm sees data). */
-  private sampleHealth(): void {
-    this.d.telemetry.record(ForwarderMetric.UnreachableClusters, this.failing.size);
-  }
-
-  private async sampleLoop(signal: AbortSignal): Promise<void> {
-    while (!signal.aborted) {
-      await sleep(this.opt.healthSampleIntervalMs, signal);
-      if (!signal.aborted) this.sampleHealth();
-    }
-  }
-
-  private async accept(e: StreamEvent<WatchedFacts>, progress: StreamProgress, cluster: ClusterRef | undefined): Promise<void> {
-    if (e.type === 'failing' || e.type === 'recovered') return;
-    if (e.type === 'progress') {
-      progress.add(e.resourceVersion, true);
-      return;
-    }
-    const facts = e.facts;
-    if (facts.kind === 'Cluster') return;
-    this.d.telemetry.record(ForwarderMetric.EventsSeen, 1);
-    if (facts.kind === 'MachinePool') {
-      await this.acceptPool(e as StreamEvent<MachinePoolFacts> & { type: 'change' }, facts, progress);
-      return;
-    }
-    // Heartbeats, the echo of our own write and foreign taint noise cost no message (and so no API call).
-    const decision = forwardDecision(e.change, e.previous, facts, this.d.startupTaint ? { startupTaint: this.d.startupTaint } : {});
-    if (!decision.forward) {
-      this.d.telemetry.record(ForwarderMetric.EventsFiltered, 1);
-      if (decision.filtered === 'foreign-taints') this.d.telemetry.record(ForwarderMetric.ForeignTaintChangesFiltered, 1);
-      progress.add(e.checkpoint, true);
-      return;
-    }
-    const ref = facts.kind === 'Machine' ? clusterOfMachine(facts as MachineFacts, this.d.mode) : cluster;
-    if (!ref) {
-      this.d.telemetry.record(ForwarderMetric.MalformedWatchEvents, 1);
-      this.log.error("Skipping Machine without a cluster name", { [LogKey.machine]: `${(facts as MachineFacts).namespace}/${facts.name}`, [LogKey.resourceVersion]: facts.resourceVersion });
-      progress.add(e.checkpoint, true);
-      return;
-    }
-    const event = toTaintEvent(facts as MachineFacts | NodeFacts, e.change, ref, e.observedAt, decision.declarationRecovered ? { declarationRecovered: true } : {});
-    const ticket = progress.add(e.checkpoint, false);
-    this.pending.push({ event, observedAt: e.observedAt, ticket, progress, attempts: 0, notBefore: 0 });
-    while (this.pending.length >= this.opt.maxPendingEvents && this.leading && !this.termSignal?.aborted) {
-      await new Promise<void>((resolve) => this.wakeIntake.push(resolve));
-    }
-  }
-
-  /** A MachinePool change: one event per Node it concerns (none for a deletion or a change that concerns no Node). */
-  private async acceptPool(e: StreamEvent<MachinePoolFacts> & { type: 'change' }, facts: MachinePoolFacts, progress: StreamProgress): Promise<void> {
-    const decision = forwardDecision(e.change, e.previous, facts);
-    const nodes = decision.forward ? poolNodesToAnnounce(e.change, e.previous, facts) : [];
-    if (nodes.length === 0) {
-      this.d.telemetry.record(ForwarderMetric.EventsFiltered, 1);
-      progress.add(e.checkpoint, true);
-      return;
-    }
-    const ref = clusterOfMachine(facts, this.d.mode);
-    if (!ref) {
-      this.d.telemetry.record(ForwarderMetric.MalformedWatchEvents, 1);
-      this.log.error('Skipping MachinePool without a cluster name', { MachinePool: `${facts.namespace}/${facts.name}`, [LogKey.resourceVersion]: facts.resourceVersion });
-      progress.add(e.checkpoint, true);
-      return;
-    }
-    const events = toMachinePoolEvents(facts, nodes, e.change, ref, e.observedAt, decision.forward && decision.declarationRecovered ? { declarationRecovered: true } : {});
-    // Only the last event carries the resume point: the stream's checkpoint passes this change once all of them are sent.
-    events.forEach((event, i) => {
-      const ticket = progress.add(i === events.length - 1 ? e.checkpoint : undefined, false);
-      this.pending.push({ event, observedAt: e.observedAt, ticket, progress, attempts: 0, notBefore: 0 });
-    });
-    while (this.pending.length >= this.opt.maxPendingEvents && this.leading && !this.termSignal?.aborted) {
-      await new Promise<void>((resolve) => this.wakeIntake.push(resolve));
-    }
-  }
-
-  private releaseIntake(): void {
-    const waiting = this.wakeIntake;
-    this.wakeIntake = [];
-    for (const w of waiting) w();
-  }
-
-  /** Publishes ready events; returns how many were attempted. */
-  private async publishRound(): Promise<number> {
-    const now = this.d.clock.now().getTime();
-    const ready = this.pending.filter((p) => p.notBefore <= now).slice(0, this.opt.maxEventsPerPublish);
-    if (ready.length === 0 || !this.leading) return 0;
-    const result = await this.d.publisher.publish(ready.map((p) => p.event));
-    const sentAt = this.d.clock.now().getTime();
-    const sentIds = new Set(result.sent.map((ev) => ev.id));
-    const unsent = new Map(result.unsent.map((u) => [u.event.id, u]));
-    const touched = new Set<StreamProgress>();
-    const finished = new Set<Pending>();
-    for (const p of ready) {
-      const failure = unsent.get(p.event.id);
-      if (sentIds.has(p.event.id) && !failure) {
-        this.d.telemetry.record(ForwarderMetric.EventsForwarded, 1);
-        this.d.telemetry.record(ForwarderMetric.ForwarderLag, Math.max(0, sentAt - p.observedAt.getTime()));
-        finished.add(p);
-      } else {
-        this.d.telemetry.record(ForwarderMetric.SendFailures, 1);
-        if (failure && !failure.retryable) {
-          // Resending can never succeed; it is logged (by the publisher) and counted, and no longer holds the checkpoint.
-          finished.add(p);
-          continue;
-        }
-        p.attempts++;
-        p.notBefore = sentAt + backoffDelay(p.attempts + 1, { base: 500, max: 30_000, jitter: 'equal' }, Math.random);
-      }
-    }
-    for (const p of finished) {
-      p.ticket.done = true;
-      touched.add(p.progress);
-    }
-    for (const t of touched) t.advance();
-    this.pending = this.pending.filter((p) => !finished.has(p));
-    if (this.pending.length < this.opt.maxPendingEvents) this.releaseIntake();
-    return ready.length;
-  }
-
-  private async flushLoop(signal: AbortSignal): Promise<void> {
-    while (!signal.aborted) {
-      let attempted = 0;
-      try {
-        attempted = await this.publishRound();
-      } catch (err) {
-        this.log.error('Publishing events failed', { error: err as Error });
-      }
-      if (attempted === 0) await sleep(this.opt.flushIntervalMs, signal);
-    }
-  }
-
-  /** After the streams stopped: keep sending what is pending for a bounded time; returns what is left. */
-  private async drain(): Promise<number> {
-    const deadline = Date.now() + this.opt.drainTimeoutMs;
-    while (this.pending.length > 0 && this.leading && Date.now() < deadline) {
-      const attempted = await this.publishRound().catch(() => 0);
-      if (attempted === 0) await new Promise((r) => setTimeout(r, Math.min(200, Math.max(1, deadline - Date.now()))));
-    }
-    if (this.pending.length > 0) {
-      this.log.warn('Leaving unsent events to the next forwarder; the checkpoint stops before them', { count: this.pending.length });
-    }
-    return this.pending.length;
   }
 }
 

@@ -98,6 +98,27 @@ export function diffRelist<T>(
   return { resynced, deleted };
 }
 
+/**
+ * True when `rv` is newer than `than`. resourceVersions are etcd revisions (decimal integers) on every real API
+ * server; anything else counts as newer, so the object is announced rather than missed.
+ * @example isNewerResourceVersion('12', '9') // true: compared as numbers, not as text
+ */
+export function isNewerResourceVersion(rv: string, than: string): boolean {
+  if (!/^\d+$/.test(rv) || !/^\d+$/.test(than)) return true;
+  return BigInt(rv) > BigInt(than);
+}
+
+/**
+ * What a relist announces when the checkpoint was compacted away and there is no earlier state to compare with: the
+ * objects whose resourceVersion is newer than the checkpoint (changed while the forwarder was away, possibly only in
+ * ways that do not matter); objects untouched since then stay quiet. Deletions during the gap cannot be seen; they
+ * leave nothing for the reconcile function to do. Returns those objects, in list order.
+ * @example changedSince([{ key: 'n1', fingerprint, facts: { ...node, resourceVersion: '12' } }], '10') // that object
+ */
+export function changedSince<T extends { readonly resourceVersion: string }>(listed: readonly ListedObject<T>[], checkpoint: string): ListedObject<T>[] {
+  return listed.filter((obj) => isNewerResourceVersion(obj.facts.resourceVersion, checkpoint));
+}
+
 /** True when the facts' taint declaration (`spec.taints` and the declaration annotations) is valid. */
 function declarationValid(m: MachineFacts | MachinePoolFacts): boolean {
   if (m.kind === 'MachinePool') return declaredTaintsOf({ specTaints: m.specTaints, annotations: m.declarations, labels: {} }).valid;

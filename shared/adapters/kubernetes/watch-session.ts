@@ -22,7 +22,7 @@ import https from 'node:https';
 import { createInterface } from 'node:readline';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { ChangeKind } from '#shared/domain/cloud-event.ts';
-import { diffRelist, fingerprintOf, type ListedObject } from '#shared/domain/relevance.ts';
+import { changedSince, diffRelist, fingerprintOf, type ListedObject } from '#shared/domain/relevance.ts';
 import { objectKeyOf, type WatchedFacts } from '#shared/domain/watch-event.ts';
 import { AccessDeniedError, TaintPropagatorError, TransientError } from '#shared/errors.ts';
 import type { StreamEvent, StreamHealthEvent, WatchStream } from '#shared/ports/watch-source.ts';
@@ -144,15 +144,6 @@ function isObject(v: unknown): v is Record<string, unknown> {
 /** Waits `ms`, or less when `signal` aborts (then resolves instead of rejecting). */
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
   return delay(ms, undefined, { signal }).catch(() => undefined);
-}
-
-/**
- * True when `rv` is newer than `than`. resourceVersions are etcd revisions (decimal integers) on every
- * real API server; anything else counts as newer, so the object is announced rather than missed.
- */
-export function isNewerResourceVersion(rv: string, than: string): boolean {
-  if (!/^\d+$/.test(rv) || !/^\d+$/.test(than)) return true;
-  return BigInt(rv) > BigInt(than);
 }
 
 const WATCH_TYPES: Readonly<Record<string, ChangeKind>> = { ADDED: 'added', MODIFIED: 'modified', DELETED: 'deleted' };
@@ -288,10 +279,8 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
   }
 
   /**
-   * The checkpoint was compacted away and there is no baseline to compare with: announce only the
-   * objects whose resourceVersion is newer than the checkpoint (changed while away, possibly only in
-   * ways that do not matter); objects untouched since then stay quiet. Deletions during the gap
-   * cannot be seen; they leave nothing for the reconcile function to do.
+   * The checkpoint was compacted away and there is no baseline to compare with: a fresh list, of which the domain's
+   * rule (changedSince) picks what is announced.
    */
   private async relistSince(signal: AbortSignal, onEvent: (e: StreamEvent<T>) => Promise<void>, since: string): Promise<void> {
     this.o.telemetry?.record(ForwarderMetric.Relists, 1);
@@ -299,7 +288,7 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
     const { items, resourceVersion } = await this.list(signal, undefined);
     const observedAt = this.now();
     this.known = new Map(items.map((i) => [i.key, i]));
-    const changed = items.filter((i) => isNewerResourceVersion(i.facts.resourceVersion, since));
+    const changed = changedSince(items, since);
     for (const obj of changed) await onEvent({ type: 'change', change: 'resynced', facts: obj.facts, observedAt });
     this.resourceVersion = resourceVersion;
     await onEvent({ type: 'progress', resourceVersion });

@@ -6,66 +6,10 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { WatchForwarder, type ForwarderRunSummary } from '#functions/watch-forwarder/forward-watch-events.ts';
 import type { ClusterRef } from '#shared/domain/cloud-event.ts';
-import { nodeStreamKey, type ClusterFacts, type MachineFacts, type NodeFacts, type WatchedFacts } from '#shared/domain/watch-event.ts';
+import type { ClusterFacts } from '#shared/domain/watch-event.ts';
 import { ForwarderMetric } from '#shared/observability/metric-names.ts';
 import type { ForwarderTelemetry } from '#shared/ports/forwarder-telemetry.ts';
-import type { StreamEvent, StreamStart, WatchSources, WatchStream } from '#shared/ports/watch-source.ts';
-
-/** A stream the test drives: `emit` hands one event to the consumer once the forwarder runs the stream. */
-class ScriptedStream<T extends WatchedFacts> implements WatchStream<T> {
-  private consumer: ((e: StreamEvent<T>) => Promise<void>) | undefined;
-  private readonly started: Promise<void>;
-  private markStarted!: () => void;
-  stopped = false;
-
-  constructor() {
-    this.started = new Promise((resolve) => (this.markStarted = resolve));
-  }
-
-  async run(signal: AbortSignal, onEvent: (e: StreamEvent<T>) => Promise<void>): Promise<void> {
-    this.consumer = onEvent;
-    this.markStarted();
-    await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
-    this.stopped = true;
-  }
-
-  async emit(e: StreamEvent<T>): Promise<void> {
-    await this.started;
-    await this.consumer?.(e);
-  }
-}
-
-class ScriptedSources implements WatchSources {
-  readonly machineStream = new ScriptedStream<MachineFacts>();
-  readonly clusterStream = new ScriptedStream<ClusterFacts>();
-  readonly nodeStreams = new Map<string, ScriptedStream<NodeFacts>>();
-
-  machines(_start: StreamStart): WatchStream<MachineFacts> {
-    return this.machineStream;
-  }
-  clusters(_start: StreamStart): WatchStream<ClusterFacts> {
-    return this.clusterStream;
-  }
-  nodes(cluster: ClusterRef, _start: StreamStart): WatchStream<NodeFacts> {
-    const stream = new ScriptedStream<NodeFacts>();
-    this.nodeStreams.set(nodeStreamKey(cluster), stream);
-    return stream;
-  }
-  /** The Node stream of a cluster, once the forwarder started it. */
-  async nodesOf(cluster: ClusterRef): Promise<ScriptedStream<NodeFacts>> {
-    return await until(() => this.nodeStreams.get(nodeStreamKey(cluster)));
-  }
-}
-
-async function until<T>(probe: () => T | undefined, timeoutMs = 5_000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = probe();
-    if (v !== undefined && v !== false) return v;
-    if (Date.now() > end) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
+import { ScriptedSources, until } from '#test/support/scripted-watch-sources.ts';
 
 interface Logged {
   readonly level: 'info' | 'warn' | 'error' | 'debug';

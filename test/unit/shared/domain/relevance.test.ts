@@ -1,5 +1,16 @@
 import { describe, expect, it } from 'vitest';
-import { diffRelist, fingerprintOf, forwardDecision, isDeclarationRecovery, isForeignTaintNoise, isOwnNodeWrite, isRelevantChange, type ListedObject } from '#shared/domain/relevance.ts';
+import {
+  changedSince,
+  diffRelist,
+  fingerprintOf,
+  forwardDecision,
+  isDeclarationRecovery,
+  isForeignTaintNoise,
+  isNewerResourceVersion,
+  isOwnNodeWrite,
+  isRelevantChange,
+  type ListedObject,
+} from '#shared/domain/relevance.ts';
 import { toMachineFacts, toNodeFacts, type MachineFacts, type NodeFacts } from '#shared/domain/watch-event.ts';
 import { FIELD_MANAGER } from '#shared/domain/taint.ts';
 
@@ -137,6 +148,41 @@ describe('Function: diffRelist()', () => {
     const got = diffRelist(known, listed, full);
     // Assess
     expect({ resynced: got.resynced.map((o) => o.key), deleted: got.deleted.map((o) => o.key) }).toEqual(want);
+  });
+});
+
+describe('Function: isNewerResourceVersion()', () => {
+  const cases: ReadonlyArray<{ name: string; rv: string; than: string; want: boolean }> = [
+    { name: 'compares etcd revisions as numbers, not as text', rv: '12', than: '9', want: true },
+    { name: 'an older revision is not newer', rv: '9', than: '12', want: false },
+    { name: 'the same revision is not newer', rv: '12', than: '12', want: false },
+    { name: 'compares revisions beyond 2^53 exactly', rv: '9007199254740993', than: '9007199254740992', want: true },
+    { name: 'takes an opaque resourceVersion as newer (announced rather than missed)', rv: 'abc', than: '12', want: true },
+    { name: 'takes anything as newer than an opaque checkpoint', rv: '1', than: 'xyz', want: true },
+  ];
+  it.each(cases)('$name', ({ rv, than, want }) => {
+    // Act / Assess
+    expect(isNewerResourceVersion(rv, than)).toBe(want);
+  });
+});
+
+describe('Function: changedSince()', () => {
+  const obj = (key: string, resourceVersion: string): ListedObject<{ resourceVersion: string }> => ({ key, fingerprint: key, facts: { resourceVersion } });
+
+  it('announces only the objects changed after the compacted checkpoint, in list order', () => {
+    // Prepare
+    const listed = [obj('a', '120'), obj('b', '99'), obj('c', '100'), obj('d', '101')];
+
+    // Act
+    const got = changedSince(listed, '100');
+
+    // Assess
+    expect(got.map((o) => o.key)).toEqual(['a', 'd']);
+  });
+
+  it('announces nothing when nothing changed since the checkpoint', () => {
+    // Act / Assess
+    expect(changedSince([obj('a', '5'), obj('b', '7')], '7')).toEqual([]);
   });
 });
 

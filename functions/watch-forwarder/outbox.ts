@@ -1,0 +1,218 @@
+/**
+ * The forwarder's outbox: the TaintEvents waiting to be sent, sent in rounds and resent with backoff, and the
+ * checkpoint of every stream, which advances only over what was sent (or needed no message). It also holds watch
+ * intake back while too many events wait (`maxPendingEvents`), and sends what is left, for a bounded time, when the
+ * streams have stopped.
+ */
+import type { TaintEvent } from '#shared/domain/cloud-event.ts';
+import { backoffDelay } from '#shared/domain/backoff.ts';
+import type { Checkpoint } from '#shared/domain/watch-event.ts';
+import type { Clock } from '#shared/ports/clock.ts';
+import type { EventPublisher } from '#shared/ports/event-publisher.ts';
+import type { ForwarderTelemetry } from '#shared/ports/forwarder-telemetry.ts';
+import { ForwarderMetric } from '#shared/observability/metric-names.ts';
+import type { logger as defaultLogger } from '#shared/observability/logger.ts';
+import { sleep } from './sleep.ts';
+
+type Logger = Pick<typeof defaultLogger, 'info' | 'warn' | 'error' | 'debug'>;
+
+/** Ordered resume points of one stream; the checkpoint advances over the handled prefix only. */
+export class StreamProgress {
+  private readonly entries: Array<{ checkpoint: string | undefined; done: boolean }> = [];
+  committed: string | undefined;
+
+  constructor(initial: string | undefined) {
+    this.committed = initial;
+  }
+
+  /** Appends a resume point (undefined: none, e.g. all but the last event of one change); returns its ticket. */
+  add(checkpoint: string | undefined, done: boolean): { done: boolean; checkpoint: string | undefined } {
+    const entry = { checkpoint, done };
+    this.entries.push(entry);
+    this.advance();
+    return entry;
+  }
+
+  /** Moves `committed` over the leading entries that are done. */
+  advance(): void {
+    while (this.entries[0]?.done) {
+      const e = this.entries.shift();
+      if (e?.checkpoint !== undefined) this.committed = e.checkpoint;
+    }
+  }
+}
+
+interface Pending {
+  readonly event: TaintEvent;
+  readonly observedAt: Date;
+  readonly ticket: { done: boolean };
+  readonly progress: StreamProgress;
+  attempts: number;
+  notBefore: number;
+}
+
+export interface OutboxDeps {
+  readonly publisher: EventPublisher;
+  readonly telemetry: ForwarderTelemetry;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  /** True while this forwarder holds the Lease: nothing is sent otherwise, and intake is no longer held back. */
+  readonly isLeading: () => boolean;
+}
+
+export interface OutboxOptions {
+  /** Pause between publish rounds when nothing is ready to send. */
+  readonly flushIntervalMs: number;
+  /** Events handed to the publisher per round. */
+  readonly maxEventsPerPublish: number;
+  /** Intake ({@link Outbox.enqueue}) waits while this many events wait to be sent. */
+  readonly maxPendingEvents: number;
+  /** How long {@link Outbox.drain} keeps trying. */
+  readonly drainTimeoutMs: number;
+}
+
+/** See the module comment. One instance serves every term of a forwarder; {@link Outbox.begin} starts a term. */
+export class Outbox {
+  private readonly d: OutboxDeps;
+  private readonly opt: OutboxOptions;
+  private pending: Pending[] = [];
+  private progress = new Map<string, StreamProgress>();
+  private baseCheckpoint: Record<string, string> = {};
+  private wakeIntake: Array<() => void> = [];
+  private termSignal: AbortSignal | undefined;
+
+  constructor(deps: OutboxDeps, options: OutboxOptions) {
+    this.d = deps;
+    this.opt = options;
+  }
+
+  /** Starts a term from the checkpoint the Lease held: nothing pending; intake is let go when `term` aborts. */
+  begin(checkpoint: Checkpoint, term: AbortSignal): void {
+    this.baseCheckpoint = { ...checkpoint };
+    this.progress.clear();
+    this.pending = [];
+    this.termSignal = term;
+    term.addEventListener('abort', () => this.releaseIntake(), { once: true });
+  }
+
+  /** Where a stream resumes: the checkpoint's resourceVersion for it, if any. */
+  startOf(key: string): { resumeFrom?: string } {
+    const rv = this.baseCheckpoint[key];
+    return rv !== undefined ? { resumeFrom: rv } : {};
+  }
+
+  /** Tracks the progress of a (re)started stream, from its resume point. */
+  openStream(key: string): StreamProgress {
+    const progress = new StreamProgress(this.baseCheckpoint[key]);
+    this.progress.set(key, progress);
+    return progress;
+  }
+
+  /** A stream whose object is deleted (a removed cluster's Nodes): its resume point leaves the checkpoint. */
+  forgetStream(key: string): void {
+    this.progress.delete(key);
+    delete this.baseCheckpoint[key];
+  }
+
+  /** The resume points of every stream, covering only events that were sent or filtered. */
+  checkpoint(): Checkpoint {
+    const cp: Record<string, string> = { ...this.baseCheckpoint };
+    for (const [key, p] of this.progress) if (p.committed !== undefined) cp[key] = p.committed;
+    return cp;
+  }
+
+  /** How many events wait to be sent. */
+  size(): number {
+    return this.pending.length;
+  }
+
+  /**
+   * Queues the events of one change of a stream; only the last carries the change's resume point, so the stream's
+   * checkpoint passes the change once all of them are sent. Resolves once intake may go on: at once, or when the
+   * outbox is below `maxPendingEvents` again, the term ends, or leadership is lost.
+   */
+  async enqueue(events: readonly TaintEvent[], observedAt: Date, progress: StreamProgress, checkpoint: string | undefined): Promise<void> {
+    events.forEach((event, i) => {
+      const ticket = progress.add(i === events.length - 1 ? checkpoint : undefined, false);
+      this.pending.push({ event, observedAt, ticket, progress, attempts: 0, notBefore: 0 });
+    });
+    while (this.pending.length >= this.opt.maxPendingEvents && this.d.isLeading() && !this.termSignal?.aborted) {
+      await new Promise<void>((resolve) => this.wakeIntake.push(resolve));
+    }
+  }
+
+  /** Lets every intake waiting in {@link Outbox.enqueue} go on. */
+  releaseIntake(): void {
+    const waiting = this.wakeIntake;
+    this.wakeIntake = [];
+    for (const w of waiting) w();
+  }
+
+  /**
+   * Publishes the events that are due, at most `maxEventsPerPublish`. A sent event, or one that can never be sent
+   * (not retryable), no longer holds its stream's checkpoint; any other is resent after a backoff. Returns how many
+   * were attempted (0 when nothing was due or leadership is lost).
+   */
+  async publishRound(): Promise<number> {
+    const now = this.d.clock.now().getTime();
+    const ready = this.pending.filter((p) => p.notBefore <= now).slice(0, this.opt.maxEventsPerPublish);
+    if (ready.length === 0 || !this.d.isLeading()) return 0;
+    const result = await this.d.publisher.publish(ready.map((p) => p.event));
+    const sentAt = this.d.clock.now().getTime();
+    const sentIds = new Set(result.sent.map((ev) => ev.id));
+    const unsent = new Map(result.unsent.map((u) => [u.event.id, u]));
+    const touched = new Set<StreamProgress>();
+    const finished = new Set<Pending>();
+    for (const p of ready) {
+      const failure = unsent.get(p.event.id);
+      if (sentIds.has(p.event.id) && !failure) {
+        this.d.telemetry.record(ForwarderMetric.EventsForwarded, 1);
+        this.d.telemetry.record(ForwarderMetric.ForwarderLag, Math.max(0, sentAt - p.observedAt.getTime()));
+        finished.add(p);
+      } else {
+        this.d.telemetry.record(ForwarderMetric.SendFailures, 1);
+        if (failure && !failure.retryable) {
+          // Resending can never succeed; it is logged (by the publisher) and counted, and no longer holds the checkpoint.
+          finished.add(p);
+          continue;
+        }
+        p.attempts++;
+        p.notBefore = sentAt + backoffDelay(p.attempts + 1, { base: 500, max: 30_000, jitter: 'equal' }, Math.random);
+      }
+    }
+    for (const p of finished) {
+      p.ticket.done = true;
+      touched.add(p.progress);
+    }
+    for (const t of touched) t.advance();
+    this.pending = this.pending.filter((p) => !finished.has(p));
+    if (this.pending.length < this.opt.maxPendingEvents) this.releaseIntake();
+    return ready.length;
+  }
+
+  /** Publishes round after round until `signal` aborts, pausing `flushIntervalMs` when nothing was due. */
+  async flushLoop(signal: AbortSignal): Promise<void> {
+    while (!signal.aborted) {
+      let attempted = 0;
+      try {
+        attempted = await this.publishRound();
+      } catch (err) {
+        this.d.logger.error('Publishing events failed', { error: err as Error });
+      }
+      if (attempted === 0) await sleep(this.opt.flushIntervalMs, signal);
+    }
+  }
+
+  /** After the streams stopped: keeps sending what is pending for at most `drainTimeoutMs`; returns what is left. */
+  async drain(): Promise<number> {
+    const deadline = Date.now() + this.opt.drainTimeoutMs;
+    while (this.pending.length > 0 && this.d.isLeading() && Date.now() < deadline) {
+      const attempted = await this.publishRound().catch(() => 0);
+      if (attempted === 0) await new Promise((r) => setTimeout(r, Math.min(200, Math.max(1, deadline - Date.now()))));
+    }
+    if (this.pending.length > 0) {
+      this.d.logger.warn('Leaving unsent events to the next forwarder; the checkpoint stops before them', { count: this.pending.length });
+    }
+    return this.pending.length;
+  }
+}

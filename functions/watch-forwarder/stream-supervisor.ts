@@ -1,0 +1,240 @@
+/**
+ * The forwarder's stream supervision: runs the Machines and MachinePools streams and, per workload cluster, a Node
+ * stream (in `capi` mode started and stopped as Clusters appear and go; in `self` mode the one cluster's). It turns
+ * each change into TaintEvents by the domain's relevance rules and hands them to the outbox, and keeps the set of
+ * workload clusters whose Node stream is failing: each transition is logged once with the cluster, and their number
+ * is sampled as the UnreachableClusters metric, while every other cluster keeps converging.
+ */
+import { clusterKey, type ClusterRef } from '#shared/domain/cloud-event.ts';
+import { forwardDecision, poolNodesToAnnounce } from '#shared/domain/relevance.ts';
+import {
+  MACHINES_STREAM,
+  MACHINE_POOLS_STREAM,
+  clusterOfMachine,
+  nodeStreamKey,
+  toMachinePoolEvents,
+  toTaintEvent,
+  type ClusterFacts,
+  type MachineFacts,
+  type MachinePoolFacts,
+  type NodeFacts,
+  type WatchedFacts,
+} from '#shared/domain/watch-event.ts';
+import type { ForwarderTelemetry } from '#shared/ports/forwarder-telemetry.ts';
+import type { StreamEvent, StreamHealthEvent, WatchSources, WatchStream } from '#shared/ports/watch-source.ts';
+import { ForwarderMetric } from '#shared/observability/metric-names.ts';
+import { LogKey, type logger as defaultLogger } from '#shared/observability/logger.ts';
+import type { Outbox, StreamProgress } from './outbox.ts';
+import { sleep } from './sleep.ts';
+
+type Logger = Pick<typeof defaultLogger, 'info' | 'warn' | 'error' | 'debug'>;
+
+/** A workload cluster whose Node stream is failing (see WatchForwarder.failingClusters). */
+export interface FailingCluster {
+  /** `<namespace>/<name>`, or `self` in `self` mode. */
+  readonly cluster: string;
+  /** Safe description of the first failure (no credential, no response body). */
+  readonly reason: string;
+  /** When its stream started failing. */
+  readonly since: Date;
+}
+
+export interface StreamSupervisorDeps {
+  readonly mode: 'capi' | 'self';
+  readonly sources: WatchSources;
+  readonly telemetry: ForwarderTelemetry;
+  readonly logger: Logger;
+  /** Where each stream resumes, where its progress is kept, and where the events go. */
+  readonly outbox: Pick<Outbox, 'startOf' | 'openStream' | 'forgetStream' | 'enqueue'>;
+  /** The startup gate (see WatchForwarderDeps.startupTaint). */
+  readonly startupTaint?: { readonly key: string; readonly effect: string };
+}
+
+export interface StreamSupervisorOptions {
+  /** How often the number of failing clusters is sampled as UnreachableClusters. */
+  readonly healthSampleIntervalMs: number;
+}
+
+/** See the module comment. One instance serves every term of a forwarder. */
+export class StreamSupervisor {
+  private readonly d: StreamSupervisorDeps;
+  private readonly log: Logger;
+  private readonly opt: StreamSupervisorOptions;
+  /** Workload clusters whose Node stream is failing, by stream key. */
+  private failing = new Map<string, FailingCluster>();
+
+  constructor(deps: StreamSupervisorDeps, options: StreamSupervisorOptions) {
+    this.d = deps;
+    this.log = deps.logger;
+    this.opt = options;
+  }
+
+  /** The workload clusters whose Node stream is failing now, sorted by cluster (see WatchForwarder.failingClusters). */
+  failingClusters(): FailingCluster[] {
+    return [...this.failing.values()].sort((a, b) => a.cluster.localeCompare(b.cluster));
+  }
+
+  /** Runs every stream of a term until `signal` aborts (each run starts with no failing cluster). */
+  async supervise(signal: AbortSignal): Promise<void> {
+    this.failing.clear();
+    const streams: Promise<void>[] = [this.runStream(MACHINES_STREAM, this.d.sources.machines(this.d.outbox.startOf(MACHINES_STREAM)), signal, undefined)];
+    if (this.d.sources.machinePools) {
+      streams.push(this.runStream(MACHINE_POOLS_STREAM, this.d.sources.machinePools(this.d.outbox.startOf(MACHINE_POOLS_STREAM)), signal, undefined));
+    }
+    if (this.d.mode === 'self') {
+      const self: ClusterRef = { mode: 'self' };
+      streams.push(this.runStream(nodeStreamKey(self), this.d.sources.nodes(self, this.d.outbox.startOf(nodeStreamKey(self))), signal, self));
+    } else {
+      streams.push(this.runClusterDiscovery(signal));
+    }
+    await Promise.all(streams);
+  }
+
+  /** Samples UnreachableClusters every `healthSampleIntervalMs` until `signal` aborts. */
+  async sampleLoop(signal: AbortSignal): Promise<void> {
+    while (!signal.aborted) {
+      await sleep(this.opt.healthSampleIntervalMs, signal);
+      if (!signal.aborted) this.sampleHealth();
+    }
+  }
+
+  /**
+   * Ends a term once its streams stopped: the last UnreachableClusters sample of the run, so that every window (however
+   * short) reports how many clusters were failing at its end. Returns those clusters; the set is then empty.
+   */
+  endTerm(): FailingCluster[] {
+    this.sampleHealth();
+    const failingClusters = this.failingClusters();
+    this.failing.clear();
+    return failingClusters;
+  }
+
+  private async runClusterDiscovery(signal: AbortSignal): Promise<void> {
+    const running = new Map<string, { controller: AbortController; done: Promise<void> }>();
+    const onEvent = async (e: StreamEvent<ClusterFacts>): Promise<void> => {
+      if (e.type === 'failing' || e.type === 'recovered') {
+        this.streamHealth('clusters', undefined, e);
+        return;
+      }
+      if (e.type !== 'change' || !forwardDecision(e.change, e.previous, e.facts).forward) return;
+      const cluster: ClusterRef = { mode: 'capi', namespace: e.facts.namespace, name: e.facts.name };
+      const key = nodeStreamKey(cluster);
+      const gone = e.change === 'deleted' || e.facts.deleting;
+      const current = running.get(key);
+      if (gone && current) {
+        this.log.info('Stopping Node watch of a removed cluster', { [LogKey.cluster]: clusterKey(cluster) });
+        current.controller.abort();
+        running.delete(key);
+        const failing = this.failing.get(key);
+        if (failing) {
+          // Its stream is stopped and will not recover: it leaves the set, so no removed cluster keeps the alarm on.
+          this.failing.delete(key);
+          this.log.info('Forgetting the failing Node watch of a removed cluster', { [LogKey.cluster]: failing.cluster, failingSince: failing.since.toISOString() });
+        }
+        if (e.change === 'deleted') this.d.outbox.forgetStream(key);
+      } else if (!gone && !current) {
+        this.log.info('Starting Node watch', { [LogKey.cluster]: clusterKey(cluster), resumeFrom: this.d.outbox.startOf(key).resumeFrom });
+        const controller = new AbortController();
+        signal.addEventListener('abort', () => controller.abort(), { once: true });
+        const done = this.runStream(key, this.d.sources.nodes(cluster, this.d.outbox.startOf(key)), controller.signal, cluster);
+        running.set(key, { controller, done });
+      }
+    };
+    await this.d.sources.clusters({}).run(signal, onEvent);
+    await Promise.all([...running.values()].map((r) => r.done));
+  }
+
+  private async runStream<T extends WatchedFacts>(key: string, stream: WatchStream<T>, signal: AbortSignal, cluster: ClusterRef | undefined): Promise<void> {
+    const progress = this.d.outbox.openStream(key);
+    await stream.run(signal, (e) => {
+      if (e.type === 'failing' || e.type === 'recovered') {
+        // A stream stopped for a removed cluster is no longer tracked, whatever its last attempt says.
+        if (!signal.aborted) this.streamHealth(key, cluster, e);
+        return Promise.resolve();
+      }
+      return this.accept(e, progress, cluster);
+    });
+  }
+
+  /**
+   * A stream's health changed: logged once per transition. A Node stream (the cluster is known) enters or leaves the
+   * set of failing clusters; a management stream (Machines, MachinePools, Clusters) is logged only, by stream name.
+   */
+  private streamHealth(key: string, cluster: ClusterRef | undefined, e: StreamHealthEvent): void {
+    const who = cluster ? { [LogKey.cluster]: clusterKey(cluster) } : { stream: key };
+    if (e.type === 'failing') {
+      if (cluster) this.failing.set(key, { cluster: clusterKey(cluster), reason: e.reason, since: e.since });
+      this.log.warn(cluster ? 'Workload cluster unreachable: its Node watch is failing and retried with backoff' : 'Watch failing; retrying with backoff', {
+        ...who,
+        [LogKey.reason]: e.reason,
+        since: e.since.toISOString(),
+        ...(cluster ? { failingClusters: this.failing.size } : {}),
+      });
+      return;
+    }
+    if (cluster) this.failing.delete(key);
+    this.log.info(cluster ? 'Workload cluster reachable again: its Node watch recovered' : 'Watch recovered', {
+      ...who,
+      since: e.since.toISOString(),
+      failedForMs: Math.max(0, e.at.getTime() - e.since.getTime()),
+      ...(cluster ? { failingClusters: this.failing.size } : {}),
+    });
+  }
+
+  /** Records how many workload clusters are failing now (UnreachableClusters; 0 when none, so the alarm sees data). */
+  private sampleHealth(): void {
+    this.d.telemetry.record(ForwarderMetric.UnreachableClusters, this.failing.size);
+  }
+
+  private async accept(e: StreamEvent<WatchedFacts>, progress: StreamProgress, cluster: ClusterRef | undefined): Promise<void> {
+    if (e.type === 'failing' || e.type === 'recovered') return;
+    if (e.type === 'progress') {
+      progress.add(e.resourceVersion, true);
+      return;
+    }
+    const facts = e.facts;
+    if (facts.kind === 'Cluster') return;
+    this.d.telemetry.record(ForwarderMetric.EventsSeen, 1);
+    if (facts.kind === 'MachinePool') {
+      await this.acceptPool(e as StreamEvent<MachinePoolFacts> & { type: 'change' }, facts, progress);
+      return;
+    }
+    // Heartbeats, the echo of our own write and foreign taint noise cost no message (and so no API call).
+    const decision = forwardDecision(e.change, e.previous, facts, this.d.startupTaint ? { startupTaint: this.d.startupTaint } : {});
+    if (!decision.forward) {
+      this.d.telemetry.record(ForwarderMetric.EventsFiltered, 1);
+      if (decision.filtered === 'foreign-taints') this.d.telemetry.record(ForwarderMetric.ForeignTaintChangesFiltered, 1);
+      progress.add(e.checkpoint, true);
+      return;
+    }
+    const ref = facts.kind === 'Machine' ? clusterOfMachine(facts as MachineFacts, this.d.mode) : cluster;
+    if (!ref) {
+      this.d.telemetry.record(ForwarderMetric.MalformedWatchEvents, 1);
+      this.log.error("Skipping Machine without a cluster name", { [LogKey.machine]: `${(facts as MachineFacts).namespace}/${facts.name}`, [LogKey.resourceVersion]: facts.resourceVersion });
+      progress.add(e.checkpoint, true);
+      return;
+    }
+    const event = toTaintEvent(facts as MachineFacts | NodeFacts, e.change, ref, e.observedAt, decision.declarationRecovered ? { declarationRecovered: true } : {});
+    await this.d.outbox.enqueue([event], e.observedAt, progress, e.checkpoint);
+  }
+
+  /** A MachinePool change: one event per Node it concerns (none for a deletion or a change that concerns no Node). */
+  private async acceptPool(e: StreamEvent<MachinePoolFacts> & { type: 'change' }, facts: MachinePoolFacts, progress: StreamProgress): Promise<void> {
+    const decision = forwardDecision(e.change, e.previous, facts);
+    const nodes = decision.forward ? poolNodesToAnnounce(e.change, e.previous, facts) : [];
+    if (nodes.length === 0) {
+      this.d.telemetry.record(ForwarderMetric.EventsFiltered, 1);
+      progress.add(e.checkpoint, true);
+      return;
+    }
+    const ref = clusterOfMachine(facts, this.d.mode);
+    if (!ref) {
+      this.d.telemetry.record(ForwarderMetric.MalformedWatchEvents, 1);
+      this.log.error('Skipping MachinePool without a cluster name', { MachinePool: `${facts.namespace}/${facts.name}`, [LogKey.resourceVersion]: facts.resourceVersion });
+      progress.add(e.checkpoint, true);
+      return;
+    }
+    const events = toMachinePoolEvents(facts, nodes, e.change, ref, e.observedAt, decision.forward && decision.declarationRecovered ? { declarationRecovered: true } : {});
+    await this.d.outbox.enqueue(events, e.observedAt, progress, e.checkpoint);
+  }
+}

@@ -1,0 +1,69 @@
+/**
+ * Watch sources a unit test drives, faked at the port level (WatchSources): each stream hands the consumer exactly the
+ * events the test emits (changes, progress, and the health events a WatchSession emits); Node streams record where
+ * they were asked to start. The real streams are exercised by the integration tests.
+ */
+import type { ClusterRef } from '#shared/domain/cloud-event.ts';
+import { nodeStreamKey, type ClusterFacts, type MachineFacts, type NodeFacts, type WatchedFacts } from '#shared/domain/watch-event.ts';
+import type { StreamEvent, StreamStart, WatchSources, WatchStream } from '#shared/ports/watch-source.ts';
+
+/** A stream the test drives: `emit` hands one event to the consumer once the forwarder runs the stream. */
+export class ScriptedStream<T extends WatchedFacts> implements WatchStream<T> {
+  private consumer: ((e: StreamEvent<T>) => Promise<void>) | undefined;
+  private readonly started: Promise<void>;
+  private markStarted!: () => void;
+  stopped = false;
+
+  constructor() {
+    this.started = new Promise((resolve) => (this.markStarted = resolve));
+  }
+
+  async run(signal: AbortSignal, onEvent: (e: StreamEvent<T>) => Promise<void>): Promise<void> {
+    this.consumer = onEvent;
+    this.markStarted();
+    await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
+    this.stopped = true;
+  }
+
+  async emit(e: StreamEvent<T>): Promise<void> {
+    await this.started;
+    await this.consumer?.(e);
+  }
+}
+
+/** Machines, Clusters and per-cluster Node streams (no MachinePools), each a ScriptedStream. */
+export class ScriptedSources implements WatchSources {
+  readonly machineStream = new ScriptedStream<MachineFacts>();
+  readonly clusterStream = new ScriptedStream<ClusterFacts>();
+  readonly nodeStreams = new Map<string, ScriptedStream<NodeFacts>>();
+  /** Where each Node stream was asked to start, by stream key (the last start of a restarted one). */
+  readonly nodeStarts = new Map<string, StreamStart>();
+
+  machines(_start: StreamStart): WatchStream<MachineFacts> {
+    return this.machineStream;
+  }
+  clusters(_start: StreamStart): WatchStream<ClusterFacts> {
+    return this.clusterStream;
+  }
+  nodes(cluster: ClusterRef, start: StreamStart): WatchStream<NodeFacts> {
+    const stream = new ScriptedStream<NodeFacts>();
+    this.nodeStreams.set(nodeStreamKey(cluster), stream);
+    this.nodeStarts.set(nodeStreamKey(cluster), start);
+    return stream;
+  }
+  /** The Node stream of a cluster, once the forwarder started it. */
+  async nodesOf(cluster: ClusterRef): Promise<ScriptedStream<NodeFacts>> {
+    return await until(() => this.nodeStreams.get(nodeStreamKey(cluster)));
+  }
+}
+
+/** Polls `probe` every 5 ms until it returns a value (not undefined or false); throws after `timeoutMs`. */
+export async function until<T>(probe: () => T | undefined, timeoutMs = 5_000): Promise<T> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const v = probe();
+    if (v !== undefined && v !== false) return v;
+    if (Date.now() > end) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}

@@ -1,0 +1,209 @@
+/**
+ * The forwarder's outbox on its own: how a stream's checkpoint advances as events are sent, resent or given up, and
+ * how it holds watch intake back. Its ports are faked at the port level: a publisher told per event whether the
+ * queue takes it, a manual clock, telemetry that counts.
+ */
+import { describe, expect, it } from 'vitest';
+import { Outbox, type OutboxOptions } from '#functions/watch-forwarder/outbox.ts';
+import type { TaintEvent } from '#shared/domain/cloud-event.ts';
+import { toTaintEvent, type NodeFacts } from '#shared/domain/watch-event.ts';
+import { ForwarderMetric } from '#shared/observability/metric-names.ts';
+import type { EventPublisher } from '#shared/ports/event-publisher.ts';
+import { manualClock } from '#test/support/manual-clock.ts';
+
+type Fate = 'sent' | 'retryable' | 'permanent';
+
+/** A publisher that sends an event unless `fates` says otherwise, and keeps the ids of every call. */
+function scriptedPublisher(): EventPublisher & { fates: Map<string, Fate>; calls: string[][] } {
+  const fates = new Map<string, Fate>();
+  const calls: string[][] = [];
+  return {
+    fates,
+    calls,
+    publish: async (events) => {
+      calls.push(events.map((e) => e.id));
+      const fate = (e: TaintEvent): Fate => fates.get(e.id) ?? 'sent';
+      return {
+        sent: events.filter((e) => fate(e) === 'sent'),
+        unsent: events.filter((e) => fate(e) !== 'sent').map((event) => ({ event, reason: 'scripted', retryable: fate(event) === 'retryable' })),
+      };
+    },
+  };
+}
+
+const T0 = new Date('2026-11-22T10:00:00Z');
+const nodeEvent = (name: string, resourceVersion: string): TaintEvent => {
+  const facts: NodeFacts = { kind: 'Node', name, uid: `uid-${name}`, resourceVersion, taints: [] };
+  return toTaintEvent(facts, 'modified', { mode: 'self' }, T0);
+};
+
+function setup(options: Partial<OutboxOptions> = {}, checkpoint: Record<string, string> = { 'nodes/self': '10' }) {
+  const publisher = scriptedPublisher();
+  const clock = manualClock(T0.getTime());
+  const counts: Record<string, number> = {};
+  let leading = true;
+  const outbox = new Outbox(
+    {
+      publisher,
+      clock,
+      telemetry: {
+        record: (metric, value) => {
+          if (metric !== ForwarderMetric.ForwarderLag) counts[metric] = (counts[metric] ?? 0) + value;
+        },
+      },
+      logger: { info: () => undefined, warn: () => undefined, error: () => undefined, debug: () => undefined } as never,
+      isLeading: () => leading,
+    },
+    { flushIntervalMs: 5, maxEventsPerPublish: 100, maxPendingEvents: 100, drainTimeoutMs: 50, ...options },
+  );
+  const term = new AbortController();
+  outbox.begin(checkpoint, term.signal);
+  return { outbox, publisher, clock, counts, term, loseLeadership: () => void (leading = false) };
+}
+
+/** Lets every pending promise continuation run: intake waits on promises only, so one that can go on has gone on by then. */
+const settled = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
+describe('Class: Outbox (checkpoint advance)', () => {
+  it('advances a stream over the handled prefix only: a resent event holds back the later ones until it is sent', async () => {
+    // Prepare
+    const { outbox, publisher, clock, counts } = setup();
+    const progress = outbox.openStream('nodes/self');
+    const [e11, e12] = [nodeEvent('a', '11'), nodeEvent('b', '12')];
+    publisher.fates.set(e11.id, 'retryable');
+    await outbox.enqueue([e11], T0, progress, '11');
+    await outbox.enqueue([e12], T0, progress, '12');
+    progress.add('13', true); // a change that needed no message
+
+    // Act
+    const first = await outbox.publishRound();
+    const whileResending = outbox.checkpoint();
+    const beforeBackoff = await outbox.publishRound();
+    publisher.fates.delete(e11.id);
+    clock.advance(1_000); // the longest wait before the first resend (500 ms base, doubled, equal jitter)
+    const resent = await outbox.publishRound();
+
+    // Assess
+    expect([first, beforeBackoff, resent]).toEqual([2, 0, 1]);
+    expect(whileResending).toEqual({ 'nodes/self': '10' });
+    expect(outbox.checkpoint()).toEqual({ 'nodes/self': '13' });
+    expect(outbox.size()).toBe(0);
+    expect(counts).toMatchObject({ EventsForwarded: 2, SendFailures: 1 });
+  });
+
+  it('passes a change that became several events (a MachinePool\'s) only once every one of them is sent', async () => {
+    // Prepare
+    const { outbox, publisher, clock } = setup({}, { machinepools: '20' });
+    const progress = outbox.openStream('machinepools');
+    const events = [nodeEvent('n1', '21'), nodeEvent('n2', '21'), nodeEvent('n3', '21')];
+    publisher.fates.set(events[1]!.id, 'retryable');
+    await outbox.enqueue(events, T0, progress, '21');
+
+    // Act
+    await outbox.publishRound();
+    const partly = outbox.checkpoint();
+    publisher.fates.clear();
+    clock.advance(1_000);
+    await outbox.publishRound();
+
+    // Assess
+    expect(partly).toEqual({ machinepools: '20' });
+    expect(outbox.checkpoint()).toEqual({ machinepools: '21' });
+  });
+
+  it('gives up an event the queue can never take: it is counted as a send failure and no longer holds the checkpoint', async () => {
+    // Prepare
+    const { outbox, publisher, counts } = setup();
+    const progress = outbox.openStream('nodes/self');
+    const huge = nodeEvent('huge', '11');
+    publisher.fates.set(huge.id, 'permanent');
+    await outbox.enqueue([huge], T0, progress, '11');
+
+    // Act
+    await outbox.publishRound();
+
+    // Assess
+    expect(outbox.checkpoint()).toEqual({ 'nodes/self': '11' });
+    expect(outbox.size()).toBe(0);
+    expect(counts).toEqual({ SendFailures: 1 });
+  });
+
+  it('sends nothing once leadership is lost, and the checkpoint stays before what is pending', async () => {
+    // Prepare
+    const { outbox, publisher, loseLeadership } = setup();
+    await outbox.enqueue([nodeEvent('a', '11')], T0, outbox.openStream('nodes/self'), '11');
+    loseLeadership();
+
+    // Act
+    const attempted = await outbox.publishRound();
+    const left = await outbox.drain();
+
+    // Assess
+    expect([attempted, left]).toEqual([0, 1]);
+    expect(publisher.calls).toEqual([]);
+    expect(outbox.checkpoint()).toEqual({ 'nodes/self': '10' });
+  });
+
+  it('drops the resume point of a forgotten stream (a deleted cluster) and starts a stream from the checkpoint it was given', () => {
+    // Prepare
+    const { outbox } = setup({}, { 'nodes/fleet/wc1': '5', machines: '7' });
+
+    // Act
+    outbox.forgetStream('nodes/fleet/wc1');
+
+    // Assess
+    expect(outbox.checkpoint()).toEqual({ machines: '7' });
+    expect([outbox.startOf('machines'), outbox.startOf('nodes/fleet/wc1')]).toEqual([{ resumeFrom: '7' }, {}]);
+  });
+});
+
+describe('Class: Outbox (intake back-pressure)', () => {
+  it('holds intake while maxPendingEvents wait, and lets it go on once a round has sent some', async () => {
+    // Prepare
+    const { outbox } = setup({ maxPendingEvents: 2 });
+    const progress = outbox.openStream('nodes/self');
+    await outbox.enqueue([nodeEvent('a', '11')], T0, progress, '11');
+    let resumed = false;
+    const intake = outbox.enqueue([nodeEvent('b', '12')], T0, progress, '12').then(() => (resumed = true));
+
+    // Act
+    await settled();
+    const heldWhileFull = !resumed;
+    await outbox.publishRound();
+    await intake;
+
+    // Assess
+    expect(heldWhileFull).toBe(true);
+    expect(resumed).toBe(true);
+    expect(outbox.checkpoint()).toEqual({ 'nodes/self': '12' });
+  });
+
+  it('lets held intake go on when the term ends, with the events still pending', async () => {
+    // Prepare
+    const { outbox, term } = setup({ maxPendingEvents: 1 });
+    let resumed = false;
+    const intake = outbox.enqueue([nodeEvent('a', '11')], T0, outbox.openStream('nodes/self'), '11').then(() => (resumed = true));
+    await settled();
+    const heldWhileFull = !resumed;
+
+    // Act
+    term.abort();
+    await intake;
+
+    // Assess
+    expect(heldWhileFull).toBe(true);
+    expect(outbox.size()).toBe(1);
+  });
+
+  it('does not hold intake of a forwarder that is not leading (nothing would ever be sent to make room)', async () => {
+    // Prepare
+    const { outbox, loseLeadership } = setup({ maxPendingEvents: 1 });
+    loseLeadership();
+
+    // Act
+    await outbox.enqueue([nodeEvent('a', '11')], T0, outbox.openStream('nodes/self'), '11');
+
+    // Assess
+    expect(outbox.size()).toBe(1);
+  });
+});

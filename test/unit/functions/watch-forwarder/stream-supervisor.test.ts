@@ -1,0 +1,107 @@
+/**
+ * The forwarder's stream supervision on its own, with the real outbox behind it: what a change becomes (an event, or
+ * nothing, with the stream's resume point passed either way) and where a workload cluster's Node stream starts and
+ * what is left of it in the checkpoint once the Cluster is gone. Streams are scripted at the port level
+ * (test/support/scripted-watch-sources.ts); the per-cluster health tracking is covered by cluster-health.test.ts.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { Outbox } from '#functions/watch-forwarder/outbox.ts';
+import { StreamSupervisor } from '#functions/watch-forwarder/stream-supervisor.ts';
+import { eventIdFor } from '#shared/domain/cloud-event.ts';
+import type { Checkpoint, ClusterFacts, MachineFacts } from '#shared/domain/watch-event.ts';
+import { ScriptedSources, until } from '#test/support/scripted-watch-sources.ts';
+import { manualClock } from '#test/support/manual-clock.ts';
+
+const T0 = new Date('2026-11-22T10:00:00Z');
+const machine = (change: Partial<MachineFacts> = {}): MachineFacts => ({
+  kind: 'Machine',
+  namespace: 'fleet',
+  name: 'm1',
+  uid: 'uid-m1',
+  resourceVersion: '11',
+  specTaints: [{ key: 'gpu', effect: 'NoSchedule' }],
+  declarations: {},
+  nodeName: 'n1',
+  clusterName: 'wc1',
+  deleting: false,
+  ...change,
+});
+const cluster = (change: Partial<ClusterFacts> = {}): ClusterFacts => ({ kind: 'Cluster', namespace: 'fleet', name: 'wc1', uid: 'uid-wc1', resourceVersion: '1', deleting: false, ...change });
+
+let stop: (() => Promise<void>) | undefined;
+afterEach(async () => {
+  await stop?.();
+  stop = undefined;
+});
+
+function setup(mode: 'capi' | 'self', checkpoint: Checkpoint = {}) {
+  const sources = new ScriptedSources();
+  const sent: string[] = [];
+  const counts: Record<string, number> = {};
+  const errors: string[] = [];
+  const logger = { info: () => undefined, warn: () => undefined, error: (message: string) => void errors.push(message), debug: () => undefined } as never;
+  const telemetry = { record: (metric: string, value: number) => void (counts[metric] = (counts[metric] ?? 0) + value) };
+  const outbox = new Outbox(
+    { publisher: { publish: async (events) => (sent.push(...events.map((e) => e.id)), { sent: events, unsent: [] }) }, telemetry, clock: manualClock(T0.getTime()), logger, isLeading: () => true },
+    { flushIntervalMs: 5, maxEventsPerPublish: 100, maxPendingEvents: 100, drainTimeoutMs: 100 },
+  );
+  const supervisor = new StreamSupervisor({ mode, sources, telemetry, logger, outbox }, { healthSampleIntervalMs: 60_000 });
+  const term = new AbortController();
+  outbox.begin(checkpoint, term.signal);
+  const done = supervisor.supervise(term.signal);
+  stop = async () => {
+    term.abort();
+    await done;
+  };
+  return { sources, outbox, sent, counts, errors };
+}
+
+describe('Class: StreamSupervisor', () => {
+  it('turns a relevant Machine change into one event and passes a heartbeat without one; the checkpoint follows once the event is sent', async () => {
+    // Prepare
+    const { sources, outbox, sent, counts } = setup('self');
+
+    // Act
+    await sources.machineStream.emit({ type: 'change', change: 'added', facts: machine(), observedAt: T0, checkpoint: '11' });
+    await sources.machineStream.emit({ type: 'change', change: 'modified', facts: machine({ resourceVersion: '12' }), previous: machine(), observedAt: T0, checkpoint: '12' });
+    const beforeSending = outbox.checkpoint();
+    await outbox.publishRound();
+
+    // Assess
+    expect(beforeSending).toEqual({});
+    expect(sent).toEqual([eventIdFor('uid-m1', '11', 'added')]);
+    expect(outbox.checkpoint()).toEqual({ machines: '12' });
+    expect(counts).toMatchObject({ EventsSeen: 2, EventsFiltered: 1, EventsForwarded: 1 });
+  });
+
+  it('in capi mode skips a Machine without a cluster name: counted as malformed and logged, no event, its resume point passed', async () => {
+    // Prepare
+    const { sources, outbox, sent, counts, errors } = setup('capi');
+    const orphan = machine({ clusterName: undefined, clusterNameLabel: undefined }) as MachineFacts;
+
+    // Act
+    await sources.machineStream.emit({ type: 'change', change: 'added', facts: orphan, observedAt: T0, checkpoint: '11' });
+
+    // Assess
+    expect(outbox.size()).toBe(0);
+    expect(sent).toEqual([]);
+    expect(outbox.checkpoint()).toEqual({ machines: '11' });
+    expect(counts).toMatchObject({ MalformedWatchEvents: 1 });
+    expect(errors).toEqual(['Skipping Machine without a cluster name']);
+  });
+
+  it('starts a Cluster\'s Node stream from its resume point, and drops that resume point when the Cluster is deleted', async () => {
+    // Prepare
+    const { sources, outbox } = setup('capi', { machines: '3', 'nodes/fleet/wc1': '5' });
+    await sources.clusterStream.emit({ type: 'change', change: 'resynced', facts: cluster(), observedAt: T0 });
+    const nodes = await sources.nodesOf({ mode: 'capi', namespace: 'fleet', name: 'wc1' });
+
+    // Act
+    await sources.clusterStream.emit({ type: 'change', change: 'deleted', facts: cluster({ resourceVersion: '2' }), observedAt: T0 });
+    await until(() => nodes.stopped);
+
+    // Assess
+    expect(sources.nodeStarts.get('nodes/fleet/wc1')).toEqual({ resumeFrom: '5' });
+    expect(outbox.checkpoint()).toEqual({ machines: '3' });
+  });
+});
