@@ -131,7 +131,6 @@ export class StreamSupervisor {
           this.failing.delete(key);
           this.log.info('Forgetting the failing Node watch of a removed cluster', { [LogKey.cluster]: failing.cluster, failingSince: failing.since.toISOString() });
         }
-        if (e.change === 'deleted') this.d.outbox.forgetStream(key);
       } else if (!gone && !current) {
         this.log.info('Starting Node watch', { [LogKey.cluster]: clusterKey(cluster), resumeFrom: this.d.outbox.startOf(key).resumeFrom });
         const controller = new AbortController();
@@ -139,6 +138,9 @@ export class StreamSupervisor {
         const done = this.runStream(key, this.d.sources.nodes(cluster, this.d.outbox.startOf(key)), controller.signal, cluster);
         running.set(key, { controller, done });
       }
+      // A deleted Cluster's resume point goes, whether its stream stopped now or already when the Cluster began to be
+      // deleted (the usual path, with finalizers): a Cluster made again under that name starts from a fresh list.
+      if (e.change === 'deleted') this.d.outbox.forgetStream(key);
     };
     await this.d.sources.clusters({}).run(signal, onEvent);
     await Promise.all([...running.values()].map((r) => r.done));

@@ -104,4 +104,20 @@ describe('Class: StreamSupervisor', () => {
     expect(sources.nodeStarts.get('nodes/fleet/wc1')).toEqual({ resumeFrom: '5' });
     expect(outbox.checkpoint()).toEqual({ machines: '3' });
   });
+
+  it('drops the resume point of a Cluster deleted after it began to be deleted (its stream already stopped then)', async () => {
+    // Prepare
+    const { sources, outbox } = setup('capi', { machines: '3', 'nodes/fleet/wc1': '5' });
+    await sources.clusterStream.emit({ type: 'change', change: 'resynced', facts: cluster(), observedAt: T0 });
+    const nodes = await sources.nodesOf({ mode: 'capi', namespace: 'fleet', name: 'wc1' });
+    await sources.clusterStream.emit({ type: 'change', change: 'modified', previous: cluster(), facts: cluster({ resourceVersion: '2', deleting: true }), observedAt: T0 });
+    await until(() => nodes.stopped);
+
+    // Act
+    await sources.clusterStream.emit({ type: 'change', change: 'deleted', facts: cluster({ resourceVersion: '3', deleting: true }), observedAt: T0 });
+
+    // Assess
+    await until(() => !('nodes/fleet/wc1' in outbox.checkpoint()));
+    expect(outbox.checkpoint()).toEqual({ machines: '3' });
+  });
 });
