@@ -309,8 +309,8 @@ export async function createNamespace(raw: RawKube, name: string, run: string): 
  * Creates `count` Node/Machine pairs: Node `<nodePrefix><i>` (default `<run>-n<i>`; no taints unless given, the CAPI
  * annotations naming its Machine and Cluster) and Machine `<namespace>/<machinePrefix><i>` (default `m<i>`) with
  * `spec.taints`, `spec.clusterName` and `status.nodeRef`, for i = `first` … `first + count − 1`. The Nodes go to
- * `nodeKube` (a workload cluster's API server) when given, else to `raw`. Three requests per pair (four with
- * `nodeStatus`), `concurrency` pairs at a time, over the keep-alive clients.
+ * `nodeKube` (a workload cluster's API server) when given, else to `raw`. Three requests per pair, `concurrency`
+ * pairs at a time, over the keep-alive clients.
  */
 export async function createPairs(
   raw: RawKube,
@@ -322,7 +322,7 @@ export async function createPairs(
     machineTaints: readonly BenchTaint[];
     nodeTaints?: readonly BenchTaint[];
     nodeAnnotations?: Readonly<Record<string, string>>;
-    /** Give each Node a kubelet-like status (conditions, capacity, node info, images): one more request per pair. */
+    /** Give each Node a kubelet-like status (conditions, capacity, node info, images), as it is created. */
     nodeStatus?: boolean;
     concurrency?: number;
     /** The Cluster the Machines belong to (default `bench`). */
@@ -353,8 +353,9 @@ export async function createPairs(
         },
       },
       spec: opts.nodeTaints && opts.nodeTaints.length > 0 ? { taints: opts.nodeTaints } : {},
+      // A Node keeps the status it is created with (a kubelet registers its Node that way).
+      ...(opts.nodeStatus ? { status: kubeletStatus(names.node, new Date()) } : {}),
     });
-    if (opts.nodeStatus) await nodeKube.mergePatch(`/api/v1/nodes/${names.node}/status`, { status: kubeletStatus(names.node, new Date()) });
     await createMachine(raw, opts.namespace, names.machine, opts.run, opts.machineTaints, cluster);
     const m = await raw.mergePatch<{ metadata: { uid: string; resourceVersion: string } }>(
       `${MACHINES_PATH}/namespaces/${opts.namespace}/machines/${names.machine}/status`,

@@ -127,7 +127,7 @@ export function renderResults(r: BenchResults): string {
     out.push(`(a) The forwarder alone (${f.clusters} workload API servers started in ${f.serversStartMs} ms; objects created in ${f.setupMs} ms):`, '');
     out.push(forwarderTable([f.forwarder]));
     const e = f.e2e;
-    out.push('', `(b) End-to-end latency (forwarder + queue + reconcile; ${e.achievedRatePerSec} of ${e.targetRatePerSec} edits/s round-robin over the clusters, ${e.machines} Machines; ${e.messagesPerEdit} messages and ${e.reconcileCallsPerEdit} reconcile calls per edit: management ${callText(e.managementCalls.byKind)}; workload ${callText(e.workloadCalls.byKind)}):`, '');
+    out.push('', `(b) End-to-end latency (forwarder + queue + reconcile; ${e.achievedRatePerSec} of ${e.targetRatePerSec} edits/s round-robin over the clusters, ${e.machines} Machines; ${e.messagesPerEdit} messages and ${e.reconcileCallsPerEdit} reconcile calls per edit: management ${callText(e.managementCalls.byKind)}; workload ${callText(e.workloadCalls.byKind)}; forwarder's largest lag ${e.forwarderMaxLagMs ?? 'n/a'} ms, most messages in the queue ${e.maxQueueDepth ?? 'n/a'}; CPU in shares of a core: the bench process (forwarder, queue, reconcile) ${e.benchProcessCpuShare ?? 'n/a'}, the workload API servers ${e.workloadServersCpuShare ?? 'n/a'}):`, '');
     out.push(
       table(
         ['cluster', 'edits', 'p50 ms', 'p90 ms', 'p99 ms', 'max ms', 'lost', 'superseded'],

@@ -14,6 +14,8 @@
  *     resumes from its checkpoint, as each Lambda window does, so it does not announce the fleet again.
  * The workload API servers are stopped by the scenario (their `stop()`), after their Nodes are deleted.
  */
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
+import { readFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -70,6 +72,17 @@ export interface FleetResult {
     readonly warmupMs: number;
     /** Messages the pipeline's forwarder sent before the edits (its resume from (a)'s checkpoint plus the warm-up). */
     readonly warmupMessages: number;
+    /** Where the time goes: the forwarder's largest lag (watch event → message sent) since it started, and the most messages in the queue (waiting + in flight), sampled every 250 ms from the first edit until drained. */
+    readonly forwarderMaxLagMs: number;
+    readonly maxQueueDepth: number;
+    /**
+     * CPU from the first edit until drained, as a share of one core: this process (forwarder, SQS server, reconcile
+     * and observers share its one event loop) and the K workload API servers together.
+     */
+    readonly benchProcessCpuShare: number;
+    readonly workloadServersCpuShare: number;
+    /** New connections undici opened in this process from the first edit until drained (the reconcile function's and the forwarder's; pooled: a handful). */
+    readonly connectionsOpened: number;
   };
 }
 
@@ -160,7 +173,8 @@ export async function runFleet(ctx: BenchContext): Promise<FleetResult> {
 
     // (b) The whole pipeline.
     ctx.log(`  (b) end-to-end latency across ${k} clusters`);
-    const e2e = await measureLatency(ctx, { run, namespace: ns, leaseName, members });
+    const pids = children.map((c) => c.proc.pid).filter((pid): pid is number => pid !== undefined);
+    const e2e = await measureLatency(ctx, { run, namespace: ns, leaseName, members, serverPids: pids });
     return { clusters: k, nodesPerCluster: perCluster, serversStartMs: round(serversStartMs, 0), setupMs: round(setupMs, 0), forwarder, e2e };
   } finally {
     if (childScript) await rm(childScript, { force: true });
@@ -177,7 +191,7 @@ export async function runFleet(ctx: BenchContext): Promise<FleetResult> {
   }
 }
 
-async function measureLatency(ctx: BenchContext, o: { run: string; namespace: string; leaseName: string; members: readonly Member[] }): Promise<FleetResult['e2e']> {
+async function measureLatency(ctx: BenchContext, o: { run: string; namespace: string; leaseName: string; members: readonly Member[]; serverPids: readonly number[] }): Promise<FleetResult['e2e']> {
   const { run, namespace: ns, members } = o;
   const k = members.length;
   const rate = ctx.sizes.e2eRate;
@@ -254,7 +268,25 @@ async function measureLatency(ctx: BenchContext, o: { run: string; namespace: st
     const workloadBefore = workloadCounter.snapshot();
     const messagesBefore = forwarder.messages();
     const total = Math.max(1, Math.round(rate * ctx.sizes.e2eSeconds));
+    let maxQueueDepth = 0;
+    let sampling = true;
+    const queue = pipeline.queue;
+    const localSqs = pipeline.localSqs;
+    const sampler = (async () => {
+      while (sampling) {
+        const d = await localSqs.depth(queue).catch(() => undefined);
+        if (d) maxQueueDepth = Math.max(maxQueueDepth, d.visible + d.inFlight);
+        await sleep(250);
+      }
+    })();
     const start = performance.now();
+    const cpuStart = process.cpuUsage();
+    let connectionsOpened = 0;
+    const onConnect = (): void => {
+      connectionsOpened++;
+    };
+    subscribe('undici:client:connected', onConnect);
+    const serversCpuStart = cpuMsOf(o.serverPids);
     const inflight: Promise<void>[] = [];
     for (let i = 0; i < total; i++) {
       const wait = start + (i * 1000) / rate - performance.now();
@@ -274,6 +306,13 @@ async function measureLatency(ctx: BenchContext, o: { run: string; namespace: st
     const achievedRate = (total * 1000) / since(start);
     for (let waited = 0; outstanding.some((n) => n > 0) && waited < 30_000; waited += 100) await sleep(100);
     await pipeline.drain(30_000).catch(() => undefined);
+    sampling = false;
+    await sampler;
+    unsubscribe('undici:client:connected', onConnect);
+    const windowMs = since(start);
+    const cpu = process.cpuUsage(cpuStart);
+    const benchProcessCpuShare = round((cpu.user + cpu.system) / 1000 / windowMs, 2);
+    const workloadServersCpuShare = round((cpuMsOf(o.serverPids) - serversCpuStart) / windowMs, 2);
     const managementCalls = counter.since(before);
     const workloadCalls = workloadCounter.since(workloadBefore);
     const sent = forwarder.messages() - messagesBefore;
@@ -297,10 +336,15 @@ async function measureLatency(ctx: BenchContext, o: { run: string; namespace: st
       workloadCalls,
       warmupMs: round(warmupMs, 0),
       warmupMessages,
+      forwarderMaxLagMs: round(forwarder.telemetry.maxLagMs(), 0),
+      maxQueueDepth,
+      benchProcessCpuShare,
+      workloadServersCpuShare,
+      connectionsOpened,
     };
     ctx.log(
       `  ${total} edits at ${result.achievedRatePerSec}/s over ${result.machines} Machines in ${k} clusters: p50 ${result.overall.p50Ms} ms, p99 ${result.overall.p99Ms} ms, ` +
-        `lost ${result.overall.lost}; per cluster p99 ${perClusterResults.map((r) => r.p99Ms).join(' / ')} ms; ${result.messagesPerEdit} messages and ${result.reconcileCallsPerEdit} reconcile calls per edit`,
+        `lost ${result.overall.lost}; per cluster p99 ${perClusterResults.map((r) => r.p99Ms).join(' / ')} ms; ${result.messagesPerEdit} messages and ${result.reconcileCallsPerEdit} reconcile calls per edit; forwarder max lag ${result.forwarderMaxLagMs} ms, queue depth max ${maxQueueDepth}; CPU (share of a core) of this process ${benchProcessCpuShare}, of the workload API servers ${workloadServersCpuShare}; ${connectionsOpened} connections opened`,
     );
     return result;
   } finally {
@@ -310,6 +354,22 @@ async function measureLatency(ctx: BenchContext, o: { run: string; namespace: st
     await Promise.all(observers);
     management.close();
   }
+}
+
+/** CPU time (user + system, ms) of processes, from /proc (Linux); 0 for a process that is gone. */
+function cpuMsOf(pids: readonly number[]): number {
+  const tick = 10; // USER_HZ = 100 on Linux
+  let total = 0;
+  for (const pid of pids) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      total += (Number(fields[11]) + Number(fields[12])) * tick;
+    } catch {
+      // gone
+    }
+  }
+  return total;
 }
 
 function summarize(latencies: readonly number[], edits: number, lost: number, superseded: number): LatencySummary {
