@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --quick | --smoke] [--only=throughput,forwarder] [--throughput-n=1000] [--forwarder-objects=20000] [--kubeconfig=<path>] [--etcd=<url>] [--no-write]`
+ * `npm run bench [-- --quick | --smoke] [--only=throughput,forwarder] [--throughput-n=1000] [--forwarder-objects=1000,5000,20000] [--kubeconfig=<path>] [--etcd=<url>] [--no-write]`
  *
  * Runs the benchmark scenarios against a real API server: the local control plane started here (default), or the
  * one of `--kubeconfig` (admin rights needed; the benchmarks create and delete labelled Nodes and namespaces).
@@ -56,8 +56,8 @@ if (!kubeconfigPath) {
 
 try {
   const throughputN = values['throughput-n']?.split(',').map(Number).filter((n) => Number.isInteger(n) && n > 0);
-  const forwarderObjects = values['forwarder-objects'] === undefined ? undefined : Number(values['forwarder-objects']);
-  if (forwarderObjects !== undefined && !(Number.isInteger(forwarderObjects) && forwarderObjects > 0)) throw new Error(`--forwarder-objects must be a positive integer, got ${values['forwarder-objects']}`);
+  const forwarderObjects = values['forwarder-objects']?.split(',').map(Number);
+  if (forwarderObjects !== undefined && !forwarderObjects.every((n) => Number.isInteger(n) && n > 0)) throw new Error(`--forwarder-objects must be positive integers (comma-separated), got ${values['forwarder-objects']}`);
   const results = await runBench({
     profile,
     kubeconfigPath,

@@ -13,8 +13,11 @@ export interface Sizes {
   /** Scenario 3: edits per second and duration of the steady phase. */
   readonly e2eRate: number;
   readonly e2eSeconds: number;
-  /** Scenario 4: Nodes (= Machines), heartbeat writes per second, real changes, measuring window. */
-  readonly forwarderObjects: number;
+  /**
+   * Scenario 4: the sizes (Nodes = Machines; the figures are judged at 5 000, `forwarderPeakMiB20k` at 20 000),
+   * heartbeat writes per second, real changes, measuring window (each size; the fleet's forwarder too).
+   */
+  readonly forwarderObjects: readonly number[];
   readonly heartbeatRate: number;
   readonly forwarderSeconds: number;
   readonly forwarderRealChanges: number;
@@ -25,6 +28,9 @@ export interface Sizes {
   readonly coldStartRuns: number;
   /** Scenario 7: Nodes that get a foreign NoExecute taint at once (plus a label change, and their Machines noise). */
   readonly incidentNodes: number;
+  /** Scenario 8: workload clusters (each an API server of its own) and Nodes (= Machines) per cluster. */
+  readonly fleetClusters: number;
+  readonly fleetNodesPerCluster: number;
 }
 
 export const SIZES: Readonly<Record<Profile, Sizes>> = {
@@ -33,7 +39,7 @@ export const SIZES: Readonly<Record<Profile, Sizes>> = {
     apiCostN: 50,
     e2eRate: 50,
     e2eSeconds: 30,
-    forwarderObjects: 5000,
+    forwarderObjects: [1000, 5000, 20000],
     heartbeatRate: 200,
     forwarderSeconds: 30,
     forwarderRealChanges: 100,
@@ -41,13 +47,15 @@ export const SIZES: Readonly<Record<Profile, Sizes>> = {
     stormRates: [0, 50, 200, 800],
     coldStartRuns: 11,
     incidentNodes: 5000,
+    fleetClusters: 5,
+    fleetNodesPerCluster: 1000,
   },
   quick: {
     throughputN: [100],
     apiCostN: 20,
     e2eRate: 50,
     e2eSeconds: 8,
-    forwarderObjects: 500,
+    forwarderObjects: [100, 500],
     heartbeatRate: 100,
     forwarderSeconds: 8,
     forwarderRealChanges: 20,
@@ -55,13 +63,15 @@ export const SIZES: Readonly<Record<Profile, Sizes>> = {
     stormRates: [0, 200],
     coldStartRuns: 5,
     incidentNodes: 200,
+    fleetClusters: 3,
+    fleetNodesPerCluster: 100,
   },
   smoke: {
     throughputN: [4],
     apiCostN: 2,
     e2eRate: 10,
     e2eSeconds: 1,
-    forwarderObjects: 6,
+    forwarderObjects: [3, 6],
     heartbeatRate: 20,
     forwarderSeconds: 1,
     forwarderRealChanges: 2,
@@ -69,6 +79,8 @@ export const SIZES: Readonly<Record<Profile, Sizes>> = {
     stormRates: [0, 20],
     coldStartRuns: 1,
     incidentNodes: 4,
+    fleetClusters: 2,
+    fleetNodesPerCluster: 5,
   },
 };
 
@@ -77,5 +89,7 @@ export interface BenchContext {
   readonly sizes: Sizes;
   /** Admin kubeconfig of the API server under test. */
   readonly kubeconfigPath: string;
+  /** etcd client URL of that API server's etcd (scenario 8 starts workload API servers on it); unknown with `--kubeconfig` alone. */
+  readonly etcdEndpoint?: string;
   readonly log: (line: string) => void;
 }

@@ -80,6 +80,11 @@ const WATCH_SESSION = 'watch-session';
 export function countingKubeConfig(kubeconfigPath: string, counter: CallCounter, opts: { keepAlive?: boolean } = {}): KubeConfig {
   const kc = new KubeConfig();
   kc.loadFromFile(kubeconfigPath);
+  return countCalls(kc, counter, opts);
+}
+
+/** Makes every request of `kc` (this instance, e.g. a workload cluster's from its Secret) count in `counter`; see {@link countingKubeConfig}. */
+export function countCalls(kc: KubeConfig, counter: CallCounter, opts: { keepAlive?: boolean } = {}): KubeConfig {
   const auth = kc.applySecurityAuthentication.bind(kc);
   // client-node 2.0.1 builds a new undici Agent (so a new TCP + TLS connection) for every request. The `keepAlive`
   // variant reuses the first one, i.e. one pooled keep-alive connection set per KubeConfig: the fix under test.
@@ -103,6 +108,22 @@ export function countingKubeConfig(kubeconfigPath: string, counter: CallCounter,
     return tlsOptions(opts);
   };
   return kc;
+}
+
+/**
+ * Counts the requests sent to workload clusters: wraps a loader of workload KubeConfigs (the product's, reading
+ * `<cluster>-kubeconfig` Secrets) so that every KubeConfig it hands out counts in `counter` (each instance once).
+ */
+export function countingWorkloadLoader<A extends unknown[]>(load: (...args: A) => Promise<KubeConfig>, counter: CallCounter): (...args: A) => Promise<KubeConfig> {
+  const counted = new WeakSet<KubeConfig>();
+  return async (...args: A) => {
+    const kc = await load(...args);
+    if (!counted.has(kc)) {
+      counted.add(kc);
+      countCalls(kc, counter);
+    }
+    return kc;
+  };
 }
 
 /** A plain KubeConfig (not counted), e.g. for a foreign writer or an observer. */
@@ -285,9 +306,11 @@ export async function createNamespace(raw: RawKube, name: string, run: string): 
 }
 
 /**
- * Creates `count` Node/Machine pairs: Node `<run>-n<i>` (no taints unless given, a Ready condition, the CAPI
- * annotations naming its Machine) and Machine `<namespace>/m<i>` with `spec.taints` and `status.nodeRef`.
- * Three requests per pair, `concurrency` pairs at a time, over the keep-alive client.
+ * Creates `count` Node/Machine pairs: Node `<nodePrefix><i>` (default `<run>-n<i>`; no taints unless given, the CAPI
+ * annotations naming its Machine and Cluster) and Machine `<namespace>/<machinePrefix><i>` (default `m<i>`) with
+ * `spec.taints`, `spec.clusterName` and `status.nodeRef`, for i = `first` … `first + count − 1`. The Nodes go to
+ * `nodeKube` (a workload cluster's API server) when given, else to `raw`. Three requests per pair, `concurrency`
+ * pairs at a time, over the keep-alive clients.
  */
 export async function createPairs(
   raw: RawKube,
@@ -295,18 +318,28 @@ export async function createPairs(
     run: string;
     namespace: string;
     count: number;
+    first?: number;
     machineTaints: readonly BenchTaint[];
     nodeTaints?: readonly BenchTaint[];
     nodeAnnotations?: Readonly<Record<string, string>>;
-    /** Give each Node a kubelet-like status (conditions, capacity, node info, images): one more request per pair. */
+    /** Give each Node a kubelet-like status (conditions, capacity, node info, images), as it is created. */
     nodeStatus?: boolean;
     concurrency?: number;
+    /** The Cluster the Machines belong to (default `bench`). */
+    clusterName?: string;
+    machinePrefix?: string;
+    nodePrefix?: string;
+    /** Where the Nodes live (default `raw`, the management cluster: `self` mode). */
+    nodeKube?: RawKube;
   },
 ): Promise<Pair[]> {
-  const indexes = Array.from({ length: opts.count }, (_, i) => i);
+  const first = opts.first ?? 0;
+  const cluster = opts.clusterName ?? 'bench';
+  const nodeKube = opts.nodeKube ?? raw;
+  const indexes = Array.from({ length: opts.count }, (_, i) => first + i);
   return mapConcurrent(indexes, opts.concurrency ?? 32, async (i) => {
-    const names = { machine: `m${i}`, node: `${opts.run}-n${i}` };
-    await raw.post('/api/v1/nodes', {
+    const names = { machine: `${opts.machinePrefix ?? 'm'}${i}`, node: `${opts.nodePrefix ?? `${opts.run}-n`}${i}` };
+    await nodeKube.post('/api/v1/nodes', {
       apiVersion: 'v1',
       kind: 'Node',
       metadata: {
@@ -315,14 +348,15 @@ export async function createPairs(
         annotations: {
           'cluster.x-k8s.io/machine': names.machine,
           'cluster.x-k8s.io/cluster-namespace': opts.namespace,
-          'cluster.x-k8s.io/cluster-name': 'bench',
+          'cluster.x-k8s.io/cluster-name': cluster,
           ...opts.nodeAnnotations,
         },
       },
       spec: opts.nodeTaints && opts.nodeTaints.length > 0 ? { taints: opts.nodeTaints } : {},
+      // A Node keeps the status it is created with (a kubelet registers its Node that way).
+      ...(opts.nodeStatus ? { status: kubeletStatus(names.node, new Date()) } : {}),
     });
-    if (opts.nodeStatus) await raw.mergePatch(`/api/v1/nodes/${names.node}/status`, { status: kubeletStatus(names.node, new Date()) });
-    await createMachine(raw, opts.namespace, names.machine, opts.run, opts.machineTaints);
+    await createMachine(raw, opts.namespace, names.machine, opts.run, opts.machineTaints, cluster);
     const m = await raw.mergePatch<{ metadata: { uid: string; resourceVersion: string } }>(
       `${MACHINES_PATH}/namespaces/${opts.namespace}/machines/${names.machine}/status`,
       { status: { nodeRef: { name: names.node } } },
@@ -371,9 +405,9 @@ export function kubeletStatus(node: string, heartbeat: Date): Record<string, unk
   };
 }
 
-async function createMachine(raw: RawKube, namespace: string, name: string, run: string, taints: readonly BenchTaint[]): Promise<void> {
+async function createMachine(raw: RawKube, namespace: string, name: string, run: string, taints: readonly BenchTaint[], cluster: string): Promise<void> {
   const spec: Record<string, unknown> = {
-    clusterName: 'bench',
+    clusterName: cluster,
     bootstrap: { dataSecretName: `${name}-bootstrap` },
     infrastructureRef: { apiGroup: 'infrastructure.cluster.x-k8s.io', kind: 'DockerMachine', name },
   };
@@ -381,7 +415,7 @@ async function createMachine(raw: RawKube, namespace: string, name: string, run:
   await raw.post(`${MACHINES_PATH}/namespaces/${namespace}/machines`, {
     apiVersion: 'cluster.x-k8s.io/v1beta2',
     kind: 'Machine',
-    metadata: { name, namespace, labels: { 'cluster.x-k8s.io/cluster-name': 'bench', [BENCH_LABEL]: run } },
+    metadata: { name, namespace, labels: { 'cluster.x-k8s.io/cluster-name': cluster, [BENCH_LABEL]: run } },
     spec,
   });
 }

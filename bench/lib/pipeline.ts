@@ -10,6 +10,7 @@ import type { Context, SQSEvent } from 'aws-lambda';
 import { composeReconcile } from '#functions/reconcile-node-taints/compose.ts';
 import { composeWatchForwarder } from '#functions/watch-forwarder/compose.ts';
 import { WatchForwarder } from '#functions/watch-forwarder/forward-watch-events.ts';
+import { workloadKubeConfigs } from '#shared/adapters/kubernetes/workload-kubeconfig.ts';
 import { loadForwarderConfig } from '#shared/config/forwarder-config.ts';
 import { createForwarderTelemetry, type CountingForwarderTelemetry } from '#shared/observability/forwarder-telemetry.ts';
 import { processBatch, type BatchDeps } from '#functions/reconcile-node-taints/process-batch.ts';
@@ -19,6 +20,7 @@ import { eventIdFor, eventTypeFor, sourceFor, subjectFor, type MachineEventData,
 import type { EventPublisher } from '#shared/ports/event-publisher.ts';
 import { startLocalSqs, type LocalQueue, type LocalSqs } from '#local/sqs/local-sqs.ts';
 import { SqsEventSource } from '#local/sqs/sqs-event-source.ts';
+import { countingWorkloadLoader, type CallCounter } from './kube.ts';
 
 /** Production's settings (serverless.yml): reserved concurrency 10, FIFO batch size 10. */
 export const RECONCILE_CONCURRENCY = 10;
@@ -27,6 +29,13 @@ export const RECONCILE_BATCH_SIZE = 10;
 export interface ReconcilePipelineOptions {
   /** The management (= workload, `self` mode) cluster, normally a counting KubeConfig. */
   readonly kubeConfig: KubeConfig;
+  /**
+   * `self` (default): Nodes in the management cluster. `capi`: each Machine's Cluster has its Nodes in a workload
+   * cluster reached through its `<cluster>-kubeconfig` Secret, as the Lambda handler composes it.
+   */
+  readonly mode?: 'self' | 'capi';
+  /** `capi` mode: counts the requests sent to workload clusters (the management ones count in `kubeConfig`). */
+  readonly workloadCounter?: CallCounter;
   readonly concurrency?: number;
   readonly batchSize?: number;
   /** Environment overrides for the reconcile configuration (defaults: production's). */
@@ -72,13 +81,22 @@ export class ReconcilePipeline {
       SPEC_TAINTS_OWNER: 'product',
       ...o.env,
     });
+    const mode = o.mode ?? 'self';
+    // As functions/reconcile-node-taints/handler.ts: workload credentials from the management cluster's Secrets.
+    const workload = workloadKubeConfigs(o.kubeConfig);
+    const load = (c: { namespace: string; name: string }): Promise<KubeConfig> => workload.get({ mode: 'capi', ...c });
     const deps = composeReconcile({
       config: this.config,
-      clusterMode: 'self',
+      clusterMode: mode,
       managementKubeConfig: o.kubeConfig,
-      workloadKubeConfig: async () => {
-        throw new Error('self mode: no workload cluster');
-      },
+      workloadKubeConfig:
+        mode === 'self'
+          ? async () => {
+              throw new Error('self mode: no workload cluster');
+            }
+          : o.workloadCounter
+            ? countingWorkloadLoader(load, o.workloadCounter)
+            : load,
       sqs: this.sqs,
     });
     this.deps = o.wrapDeps ? o.wrapDeps(deps) : deps;
@@ -148,10 +166,21 @@ export interface CountedForwarder {
 }
 
 /**
- * Starts the watch-forwarder as production composes it (real watches, real Lease), in `self` mode, watching the
- * run's namespace and labelled Nodes, publishing into `pipeline`'s queue; counts the messages it sends.
+ * Starts the watch-forwarder as production composes it (real watches, real Lease), in `self` mode (default) or
+ * `capi` mode (the run's Clusters; each one's Nodes in its workload cluster), watching the run's namespace and
+ * labelled Nodes, publishing into `pipeline`'s queue; counts the messages it sends. Its Lease is
+ * `forwarder-<run>` unless `leaseName` is given (a forwarder taking over a Lease resumes from its checkpoint).
  */
-export function startCountedForwarder(o: { pipeline: ReconcilePipeline; kubeConfig: KubeConfig; namespace: string; run: string; nodeLabel: string; signal: AbortSignal }): CountedForwarder {
+export function startCountedForwarder(o: {
+  pipeline: ReconcilePipeline;
+  kubeConfig: KubeConfig;
+  namespace: string;
+  run: string;
+  nodeLabel: string;
+  signal: AbortSignal;
+  mode?: 'self' | 'capi';
+  leaseName?: string;
+}): CountedForwarder {
   let messages = 0;
   const sqs = {
     send: async (command: SendMessageBatchCommand) => {
@@ -161,9 +190,9 @@ export function startCountedForwarder(o: { pipeline: ReconcilePipeline; kubeConf
   };
   const config = loadForwarderConfig({
     QUEUE_URL: o.pipeline.queue.url,
-    CLUSTER_MODE: 'self',
+    CLUSTER_MODE: o.mode ?? 'self',
     STATE_NAMESPACE: o.namespace,
-    LEASE_NAME: `forwarder-${o.run}`,
+    LEASE_NAME: o.leaseName ?? `forwarder-${o.run}`,
     MACHINE_NAMESPACE: o.namespace,
     NODE_LABEL_SELECTOR: `${o.nodeLabel}=${o.run}`,
   });

@@ -4,27 +4,33 @@
  * Alone in its process, so that its peak memory (VmHWM) and CPU are the forwarder's own.
  *
  * IPC protocol (parent → child): `status`, `mark` (start of the measuring window), `report`, `stop`.
- * Environment: BENCH_KUBECONFIG, BENCH_NAMESPACE, BENCH_RUN, BENCH_LABEL_SELECTOR.
+ * Environment: BENCH_KUBECONFIG, BENCH_NAMESPACE, BENCH_LEASE, BENCH_LABEL_SELECTOR, BENCH_CLUSTER_MODE (`self`, or
+ * `capi`: the namespace's Clusters, each one's Nodes in its workload cluster through its `<cluster>-kubeconfig` Secret;
+ * requests to workload clusters are counted apart).
  */
 import { readFileSync } from 'node:fs';
 import type { SendMessageBatchCommand } from '@aws-sdk/client-sqs';
 import { composeWatchForwarder } from '#functions/watch-forwarder/compose.ts';
 import { WatchForwarder } from '#functions/watch-forwarder/forward-watch-events.ts';
+import { withPooledConnections } from '#shared/adapters/kubernetes/pooled-connections.ts';
+import { workloadKubeConfigs } from '#shared/adapters/kubernetes/workload-kubeconfig.ts';
 import { loadForwarderConfig } from '#shared/config/forwarder-config.ts';
+import type { ClusterRef } from '#shared/domain/cloud-event.ts';
 import { createForwarderTelemetry } from '#shared/observability/forwarder-telemetry.ts';
-import { CallCounter, countingKubeConfig } from '../lib/kube.ts';
+import { CallCounter, countingKubeConfig, countingWorkloadLoader } from '../lib/kube.ts';
 
 /** RSS once every module is loaded and before the forwarder starts: the floor under the forwarder's own memory. */
 const baselineRss = process.memoryUsage().rss;
 const env = process.env;
 const counter = new CallCounter();
+const workloadCounter = new CallCounter();
 const kc = countingKubeConfig(env['BENCH_KUBECONFIG'] ?? '', counter);
 const telemetry = createForwarderTelemetry();
 const config = loadForwarderConfig({
   QUEUE_URL: 'https://sqs.eu-west-1.amazonaws.com/123456789012/bench-forwarder.fifo',
-  CLUSTER_MODE: 'self',
+  CLUSTER_MODE: env['BENCH_CLUSTER_MODE'] ?? 'self',
   STATE_NAMESPACE: env['BENCH_NAMESPACE'],
-  LEASE_NAME: `forwarder-${env['BENCH_RUN']}`,
+  LEASE_NAME: env['BENCH_LEASE'],
   FORWARDER_ID: `bench-${process.pid}`,
   MACHINE_NAMESPACE: env['BENCH_NAMESPACE'],
   NODE_LABEL_SELECTOR: env['BENCH_LABEL_SELECTOR'],
@@ -51,7 +57,11 @@ const sampler = setInterval(() => {
   maxRss = Math.max(maxRss, process.memoryUsage().rss);
 }, 100);
 
-const deps = composeWatchForwarder({ config, managementKubeConfig: kc, sqs, telemetry });
+// What composeWatchForwarder builds by default (the Secrets read through the pooled management KubeConfig), with the
+// KubeConfigs it hands out counted.
+const workload = workloadKubeConfigs(withPooledConnections(kc));
+const countedWorkload = { get: countingWorkloadLoader((c: ClusterRef) => workload.get(c), workloadCounter) };
+const deps = composeWatchForwarder({ config, managementKubeConfig: kc, sqs, telemetry, ...(config.clusterMode === 'capi' ? { workloadKubeConfigs: countedWorkload } : {}) });
 const forwarder = new WatchForwarder(deps);
 const stop = new AbortController();
 const started = performance.now();
@@ -87,6 +97,7 @@ process.on('message', (msg: { type: string }) => {
         windowIds: windowIds ?? [],
         windowCalls: counter.snapshot().total - (m?.calls ?? 0),
         calls: counter.snapshot(),
+        workloadCalls: workloadCounter.snapshot(),
         peakMiB: vmHwmMiB(),
         maxSampledRssMiB: Math.max(maxRss, process.memoryUsage().rss) / 2 ** 20,
         heapUsedMiB: process.memoryUsage().heapUsed / 2 ** 20,

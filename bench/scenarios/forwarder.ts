@@ -7,20 +7,28 @@
  * - filteredShare = 1 − (messages whose resourceVersion is one a heartbeat wrote) / heartbeats written;
  * - messagesPerChange = messages sent in the window / real changes made;
  * - CPU of the forwarder in the window and in the initial sync; peak memory = VmHWM of the child.
+ * It runs at each size of the profile (full: 1 000, 5 000 and 20 000 Nodes, each with as many Machines), smallest
+ * first, creating only the objects the next size adds; each size gets a fresh child process and a Lease of its own,
+ * so that it lists and announces everything from scratch.
  */
 import { fork, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { BenchContext } from '../lib/context.ts';
-import { BENCH_LABEL, RawKube, cleanup, createNamespace, createPairs, kubeletStatus, loadKubeConfig, mapConcurrent, runId, setMachineTaints, type BenchTaint, type CallCounts } from '../lib/kube.ts';
+import { BENCH_LABEL, RawKube, cleanup, createNamespace, createPairs, kubeletStatus, loadKubeConfig, mapConcurrent, runId, setMachineTaints, type BenchTaint, type CallCounts, type Pair } from '../lib/kube.ts';
 import { round, sleep, since } from '../lib/stats.ts';
 
-export interface ForwarderResult {
+/** The forwarder at one size. */
+export interface ForwarderRun {
   readonly nodes: number;
   readonly machines: number;
+  /** Workload clusters holding the Nodes (0: `self` mode, the Nodes are in the management cluster). */
+  readonly clusters: number;
+  /** Time to create the objects this size added to the previous one's. */
   readonly setupMs: number;
-  /** Initial list + announce of every object (2 N messages). */
+  /** Process start → every object announced once (2 N messages): Lease, discovery, list pages, announcements. */
   readonly initialSyncMs: number;
   readonly initialSyncCpuMs: number;
   readonly initialMessages: number;
@@ -44,11 +52,18 @@ export interface ForwarderResult {
   readonly heapUsedMiB: number;
   /** RSS of the child once its modules were loaded, before the forwarder started. */
   readonly baselineRssMiB: number;
-  /** The forwarder's own API calls (list pages, watches, Lease). */
+  /** The forwarder's own API calls to the management cluster (list pages, watches, Lease; Secrets in `capi` mode). */
   readonly forwarderCalls: CallCounts;
+  /** `capi` mode: its calls to the workload clusters (Node list pages and watches). */
+  readonly workloadCalls?: CallCounts;
 }
 
-const DECLARED: BenchTaint = { key: 'bench.capi-tp/pool', value: 'gpu', effect: 'NoSchedule' };
+export interface ForwarderResult {
+  /** One run per size, smallest first. */
+  readonly runs: readonly ForwarderRun[];
+}
+
+export const DECLARED: BenchTaint = { key: 'bench.capi-tp/pool', value: 'gpu', effect: 'NoSchedule' };
 
 interface ChildReport {
   windowMs: number;
@@ -57,6 +72,7 @@ interface ChildReport {
   windowMessages: number;
   windowIds: string[];
   calls: CallCounts;
+  workloadCalls: CallCounts;
   peakMiB: number;
   maxSampledRssMiB: number;
   heapUsedMiB: number;
@@ -64,34 +80,88 @@ interface ChildReport {
 }
 
 export async function runForwarder(ctx: BenchContext): Promise<ForwarderResult> {
-  const { forwarderObjects: n, heartbeatRate, forwarderSeconds, forwarderRealChanges } = ctx.sizes;
+  const sizes = [...new Set(ctx.sizes.forwarderObjects)].sort((a, b) => a - b);
   const raw = await RawKube.from(loadKubeConfig(ctx.kubeconfigPath), 64);
   const run = runId('fw');
   const ns = run;
-  let child: ChildProcess | undefined;
+  let childScript: string | undefined;
   try {
-    const setupStart = performance.now();
     await createNamespace(raw, ns, run);
-    const pairs = await createPairs(raw, { run, namespace: ns, count: n, machineTaints: [DECLARED], nodeTaints: [DECLARED], nodeStatus: true, concurrency: 48 });
-    const setupMs = since(setupStart);
-    ctx.log(`  ${n} Nodes (with kubelet-like status) + ${n} Machines created in ${(setupMs / 1000).toFixed(1)} s`);
+    childScript = await bundleChild();
+    const pairs: Pair[] = [];
+    const runs: ForwarderRun[] = [];
+    for (const n of sizes) {
+      const setupStart = performance.now();
+      const added = await createPairs(raw, { run, namespace: ns, first: pairs.length, count: n - pairs.length, machineTaints: [DECLARED], nodeTaints: [DECLARED], nodeStatus: true, concurrency: 48 });
+      pairs.push(...added);
+      const setupMs = since(setupStart);
+      ctx.log(`  ${n} Nodes (with kubelet-like status) + ${n} Machines: ${added.length} of each created in ${(setupMs / 1000).toFixed(1)} s`);
+      const measured = await measureForwarder(ctx, {
+        run,
+        namespace: ns,
+        leaseName: `forwarder-${run}-${n}`,
+        mode: 'self',
+        childScript,
+        management: raw,
+        targets: pairs.map((pair) => ({ nodeKube: raw, pair })),
+      });
+      runs.push({ ...measured, clusters: 0, setupMs: round(setupMs, 0) });
+    }
+    return { runs };
+  } finally {
+    if (childScript) rmSync(childScript, { force: true });
+    await cleanup(raw, run, [ns]);
+    raw.close();
+  }
+}
 
-    // The child runs as one esbuild bundle, as the forwarder runs on Lambda: running the .ts sources directly would
-    // add Node's type-stripping compiler (WebAssembly, tens of MB) to the measured memory.
-    const childScript = await bundleChild();
-    child = fork(childScript, [], {
-      execArgv: [],
-      env: {
-        ...process.env,
-        POWERTOOLS_LOG_LEVEL: 'SILENT',
-        POWERTOOLS_METRICS_DISABLED: 'true',
-        BENCH_KUBECONFIG: ctx.kubeconfigPath,
-        BENCH_NAMESPACE: ns,
-        BENCH_RUN: run,
-        BENCH_LABEL_SELECTOR: `${BENCH_LABEL}=${run}`,
-      },
-      stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
-    });
+/** A Node (and its Machine) the forwarder watches, with the API server holding the Node. */
+export interface ForwarderTarget {
+  readonly nodeKube: RawKube;
+  readonly pair: Pair;
+}
+
+export interface MeasureForwarderOptions {
+  readonly run: string;
+  /** The Machines' namespace (also the Lease's, and in `capi` mode the Clusters' and kubeconfig Secrets'). */
+  readonly namespace: string;
+  /** A Lease nobody used yet: the forwarder starts from scratch (a used one would make it resume from its checkpoint). */
+  readonly leaseName: string;
+  readonly mode: 'self' | 'capi';
+  /** The bundle of `forwarder-child.ts` ({@link bundleChild}). */
+  readonly childScript: string;
+  /** The management cluster (Machines). */
+  readonly management: RawKube;
+  /** Every watched Node; heartbeats go through them in turn (interleave clusters for an even spread). */
+  readonly targets: readonly ForwarderTarget[];
+}
+
+/**
+ * Runs the forwarder alone in a child process until its initial sync is complete (2 N messages), then the measuring
+ * window (heartbeats at the profile's rate over `targets`, real changes spread evenly), and reports.
+ */
+export async function measureForwarder(ctx: BenchContext, o: MeasureForwarderOptions): Promise<Omit<ForwarderRun, 'clusters' | 'setupMs'>> {
+  const { heartbeatRate, forwarderSeconds, forwarderRealChanges } = ctx.sizes;
+  const n = o.targets.length;
+  const ns = o.namespace;
+  const raw = o.management;
+  // The child runs as one esbuild bundle, as the forwarder runs on Lambda: running the .ts sources directly would
+  // add Node's type-stripping compiler (WebAssembly, tens of MB) to the measured memory.
+  let child: ChildProcess | undefined = fork(o.childScript, [], {
+    execArgv: [],
+    env: {
+      ...process.env,
+      POWERTOOLS_LOG_LEVEL: 'SILENT',
+      POWERTOOLS_METRICS_DISABLED: 'true',
+      BENCH_KUBECONFIG: ctx.kubeconfigPath,
+      BENCH_NAMESPACE: ns,
+      BENCH_LEASE: o.leaseName,
+      BENCH_CLUSTER_MODE: o.mode,
+      BENCH_LABEL_SELECTOR: `${BENCH_LABEL}=${o.run}`,
+    },
+    stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+  });
+  try {
     const ipc = new ChildChannel(child);
     await ipc.next('started', 30_000);
 
@@ -108,9 +178,14 @@ export async function runForwarder(ctx: BenchContext): Promise<ForwarderResult> 
 
     // Measuring window: heartbeats at a steady rate, real changes spread evenly.
     const heartbeatRvs = new Set<string>();
+    // A heartbeat within the same second as the previous write to its Node changes nothing (times are stored to the
+    // second) and returns the Node's current resourceVersion, which may be a real change's: those are not heartbeats.
+    const changeRvs = new Set<string>();
     const total = Math.round(heartbeatRate * forwarderSeconds);
     const changeEvery = Math.max(1, Math.floor(total / Math.max(1, forwarderRealChanges)));
     let realChanges = 0;
+    // Values unique to this measurement: an earlier size's change to the same object must not make this one a no-op.
+    const tag = randomBytes(3).toString('hex');
     const start = performance.now();
     await mapConcurrent(
       Array.from({ length: total }, (_, i) => i),
@@ -119,22 +194,26 @@ export async function runForwarder(ctx: BenchContext): Promise<ForwarderResult> 
         const due = start + (i * 1000) / heartbeatRate;
         const wait = due - performance.now();
         if (wait > 0) await sleep(wait);
-        const pair = pairs[i % pairs.length];
-        if (!pair) return;
-        const hb = await raw.mergePatch<{ metadata: { resourceVersion: string } }>(`/api/v1/nodes/${pair.node}/status`, { status: kubeletStatus(pair.node, new Date()) });
+        const t = o.targets[i % n];
+        if (!t) return;
+        const hb = await t.nodeKube.mergePatch<{ metadata: { resourceVersion: string } }>(`/api/v1/nodes/${t.pair.node}/status`, { status: kubeletStatus(t.pair.node, new Date()) });
         heartbeatRvs.add(hb.metadata.resourceVersion);
         if (i % changeEvery === 0 && realChanges < forwarderRealChanges) {
           const k = realChanges++;
-          const target = pairs[(i * 7 + 3) % pairs.length] ?? pair;
+          const target = o.targets[(i * 7 + 3) % n] ?? t;
           if (k % 2 === 0) {
-            await setMachineTaints(raw, ns, target.machine, [DECLARED, { key: 'bench.capi-tp/change', value: `c${k}`, effect: 'NoSchedule' }]);
+            await setMachineTaints(raw, ns, target.pair.machine, [DECLARED, { key: 'bench.capi-tp/change', value: `c${k}-${tag}`, effect: 'NoSchedule' }]);
           } else {
-            await raw.mergePatch(`/api/v1/nodes/${target.node}`, { spec: { taints: [DECLARED, { key: 'bench.capi-tp/foreign', value: `c${k}`, effect: 'NoSchedule' }] } });
+            const changed = await target.nodeKube.mergePatch<{ metadata: { resourceVersion: string } }>(`/api/v1/nodes/${target.pair.node}`, {
+              spec: { taints: [DECLARED, { key: 'bench.capi-tp/foreign', value: `c${k}-${tag}`, effect: 'NoSchedule' }] },
+            });
+            changeRvs.add(changed.metadata.resourceVersion);
           }
         }
       },
     );
     const generateMs = since(start);
+    for (const rv of changeRvs) heartbeatRvs.delete(rv);
     // Let the forwarder catch up: until its message count is stable for a second (at most 10 s).
     let last = -1;
     for (let waited = 0; waited < 10_000; waited += 500) {
@@ -147,17 +226,16 @@ export async function runForwarder(ctx: BenchContext): Promise<ForwarderResult> 
     ipc.send('stop');
     await ipc.exited(20_000);
     child = undefined;
-    rmSync(childScript, { force: true });
 
+    // Workload API servers sharing the control plane's etcd share its revisions: a resourceVersion is unique across them.
     const ids = report.windowIds;
     const rvOf = (id: string): string => id.split(':')[1] ?? '';
     const heartbeatMessages = ids.filter((id) => heartbeatRvs.has(rvOf(id))).length;
     const changeMessages = ids.length - heartbeatMessages;
     const seen = report.windowCounts['EventsSeen'] ?? 0;
-    const result: ForwarderResult = {
+    const result = {
       nodes: n,
       machines: n,
-      setupMs: round(setupMs, 0),
       initialSyncMs: round(marked.syncMs, 0),
       initialSyncCpuMs: round(marked.syncCpuMs, 0),
       initialMessages: marked.messages,
@@ -180,6 +258,7 @@ export async function runForwarder(ctx: BenchContext): Promise<ForwarderResult> 
       heapUsedMiB: round(report.heapUsedMiB, 1),
       baselineRssMiB: round(report.baselineRssMiB, 1),
       forwarderCalls: report.calls,
+      ...(o.mode === 'capi' ? { workloadCalls: report.workloadCalls } : {}),
     };
     ctx.log(
       `  window ${(result.windowMs / 1000).toFixed(1)} s: ${result.heartbeatsWritten} heartbeats (${result.heartbeatRatePerSec}/s), ${realChanges} real changes, ` +
@@ -188,19 +267,16 @@ export async function runForwarder(ctx: BenchContext): Promise<ForwarderResult> 
     );
     return result;
   } finally {
-    if (child) {
-      child.kill('SIGKILL');
-    }
-    await cleanup(raw, run, [ns]);
-    raw.close();
+    if (child) child.kill('SIGKILL');
   }
 }
 
-async function bundleChild(): Promise<string> {
+/** Bundles `forwarder-child.ts` with esbuild (into `bench/out/`); the caller removes the file. */
+export async function bundleChild(): Promise<string> {
   const { build } = await import('esbuild');
   const outDir = fileURLToPath(new URL('../out/', import.meta.url));
   mkdirSync(outDir, { recursive: true });
-  const outfile = join(outDir, `forwarder-child-${process.pid}.cjs`);
+  const outfile = join(outDir, `forwarder-child-${process.pid}-${Date.now().toString(36)}.cjs`);
   await build({
     entryPoints: [fileURLToPath(new URL('./forwarder-child.ts', import.meta.url))],
     bundle: true,

@@ -7,7 +7,7 @@ import { FIGURE_KEYS, runBench, SCENARIOS, type BenchResults } from '../../bench
 import { describeWithControlPlane, requireControlPlane } from '#test/support/control-plane.ts';
 
 describeWithControlPlane('Benchmarks: smoke run of every scenario', () => {
-  it('runs every scenario (all seven) and produces every figure of results.json', async () => {
+  it('runs every scenario (all eight) and produces every figure of results.json', async () => {
     // Prepare
     const cp = requireControlPlane();
     const lines: string[] = [];
@@ -17,8 +17,8 @@ describeWithControlPlane('Benchmarks: smoke run of every scenario', () => {
 
     // Assess
     expect(results.failures, lines.join('\n')).toEqual({});
-    expect(Object.keys(results.scenarios).sort()).toEqual(['apiCost', 'coldStart', 'conflictStorm', 'e2eLatency', 'forwarder', 'incidentStorm', 'throughput']);
-    expect(SCENARIOS).toHaveLength(7);
+    expect(Object.keys(results.scenarios).sort()).toEqual(['apiCost', 'coldStart', 'conflictStorm', 'e2eLatency', 'fleet', 'forwarder', 'incidentStorm', 'throughput']);
+    expect(SCENARIOS).toHaveLength(8);
     // Noise costs nothing, and the marker after it went through (the scenario throws otherwise).
     expect(results.scenarios.incidentStorm).toMatchObject({ noiseMessages: 0, noiseCalls: 0 });
     for (const key of FIGURE_KEYS) {
@@ -29,5 +29,13 @@ describeWithControlPlane('Benchmarks: smoke run of every scenario', () => {
     expect(results.versions).toMatchObject({ node: expect.any(String), 'kube-apiserver': expect.stringMatching(/^v1\./), etcd: expect.any(String) });
     expect(results.scenarios.throughput?.runs.every((r) => r.converged === r.n)).toBe(true);
     expect(results.scenarios.e2eLatency?.lost).toBe(0);
+    // Scenario 4 ran at each size of the profile; the fleet's edits reached every cluster, none lost.
+    expect(results.scenarios.forwarder?.runs.map((r) => r.nodes)).toEqual([3, 6]);
+    const fleet = results.scenarios.fleet;
+    expect(fleet?.forwarder.initialMessages).toBe(2 * 2 * 5);
+    expect(fleet?.e2e.perCluster.map((c) => [c.lost, c.observed > 0])).toEqual([
+      [0, true],
+      [0, true],
+    ]);
   }, 240_000);
 });
