@@ -26,18 +26,11 @@ import type { BenchContext } from '../lib/context.ts';
 import { BENCH_LABEL, CallCounter, MACHINES_PATH, RawKube, cleanup, countingKubeConfig, createNamespace, createPairs, loadKubeConfig, mapConcurrent, runId, setMachineTaints, type CallCounts, type Pair, type RawNode } from '../lib/kube.ts';
 import { ReconcilePipeline, startCountedForwarder } from '../lib/pipeline.ts';
 import { quantile, round, sleep, since } from '../lib/stats.ts';
+import type { E2eLatencyResult } from './e2e-latency.ts';
 import { DECLARED, bundleChild, measureForwarder, type ForwarderRun } from './forwarder.ts';
 
-export interface LatencySummary {
-  readonly edits: number;
-  readonly observed: number;
-  readonly lost: number;
-  readonly superseded: number;
-  readonly p50Ms: number;
-  readonly p90Ms: number;
-  readonly p99Ms: number;
-  readonly maxMs: number;
-}
+/** The latency figures of scenario 3, per cluster and overall. */
+export type LatencySummary = Pick<E2eLatencyResult, 'edits' | 'observed' | 'lost' | 'superseded' | 'p50Ms' | 'p90Ms' | 'p99Ms' | 'maxMs'>;
 
 export interface FleetClusterLatency extends LatencySummary {
   /** The Cluster (`<namespace>/<name>`) and its workload API server. */

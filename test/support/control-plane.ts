@@ -160,6 +160,21 @@ export function statusOf(e: unknown): number | undefined {
   return e instanceof ApiException ? e.code : undefined;
 }
 
+/**
+ * Creates a Cluster API Cluster (v1beta2) and its `<name>-kubeconfig` Secret holding `kubeconfig`, as a provider
+ * writes it: what the product reads a workload cluster through in `capi` mode.
+ */
+export async function createClusterWithKubeconfig(kc: KubeConfig, namespace: string, name: string, kubeconfig: string): Promise<void> {
+  await kc.makeApiClient(CustomObjectsApi).createNamespacedCustomObject({
+    group: 'cluster.x-k8s.io', version: 'v1beta2', plural: 'clusters', namespace,
+    body: { apiVersion: 'cluster.x-k8s.io/v1beta2', kind: 'Cluster', metadata: { name, namespace }, spec: { controlPlaneEndpoint: { host: '127.0.0.1', port: 6443 } } },
+  });
+  await kc.makeApiClient(CoreV1Api).createNamespacedSecret({
+    namespace,
+    body: { metadata: { name: `${name}-kubeconfig`, labels: { 'cluster.x-k8s.io/cluster-name': name } }, type: 'cluster.x-k8s.io/secret', data: { value: Buffer.from(kubeconfig).toString('base64') } },
+  });
+}
+
 /** Options of {@link createNode}. */
 export interface NodeOptions {
   readonly taints?: readonly V1Taint[];

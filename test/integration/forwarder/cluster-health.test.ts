@@ -6,13 +6,13 @@
  * its stream recovers, it leaves the set, and a change made there is forwarded.
  */
 import { readFileSync } from 'node:fs';
-import { CoreV1Api, CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
+import { KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { resolveBinaries } from '#local/control-plane/assets.ts';
 import { startWorkloadApiServer, type WorkloadApiServer } from '#local/control-plane/workload-servers.ts';
 import type { Child } from '#local/control-plane/children.ts';
 import { ForwarderMetric } from '#shared/observability/metric-names.ts';
-import { adminKubeConfig, createNamespace, createNode, describeWithControlPlane, requireControlPlane, uniqueName, waitFor } from '#test/support/control-plane.ts';
+import { adminKubeConfig, createClusterWithKubeconfig, createNamespace, createNode, describeWithControlPlane, requireControlPlane, uniqueName, waitFor } from '#test/support/control-plane.ts';
 import { acceptAllSends, sentMessages, startForwarder } from './support.ts';
 
 describeWithControlPlane('Watch-forwarder: a workload cluster whose API server stops', () => {
@@ -40,16 +40,7 @@ describeWithControlPlane('Watch-forwarder: a workload cluster whose API server s
     const ns = await createNamespace(admin, 'health');
     const label = uniqueName('l');
     const clusters: Record<string, string> = { down: wc.kubeconfigYaml, up: readFileSync(requireControlPlane().kubeconfigPath, 'utf8') };
-    for (const [name, kubeconfig] of Object.entries(clusters)) {
-      await admin.makeApiClient(CustomObjectsApi).createNamespacedCustomObject({
-        group: 'cluster.x-k8s.io', version: 'v1beta2', plural: 'clusters', namespace: ns,
-        body: { apiVersion: 'cluster.x-k8s.io/v1beta2', kind: 'Cluster', metadata: { name, namespace: ns }, spec: { controlPlaneEndpoint: { host: '127.0.0.1', port: 6443 } } },
-      });
-      await admin.makeApiClient(CoreV1Api).createNamespacedSecret({
-        namespace: ns,
-        body: { metadata: { name: `${name}-kubeconfig`, labels: { 'cluster.x-k8s.io/cluster-name': name } }, type: 'cluster.x-k8s.io/secret', data: { value: Buffer.from(kubeconfig).toString('base64') } },
-      });
-    }
+    for (const [name, kubeconfig] of Object.entries(clusters)) await createClusterWithKubeconfig(admin, ns, name, kubeconfig);
     const logged: { level: string; message: string; attrs: Record<string, unknown> }[] = [];
     const keep = (level: string) => (message: string, attrs: Record<string, unknown> = {}) => void logged.push({ level, message, attrs });
     const fwd = startForwarder(

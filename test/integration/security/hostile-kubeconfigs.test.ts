@@ -7,7 +7,7 @@
  * (forwarder), the good cluster's Node patched (reconcile). Then: no marker, no connection to the listener, nothing
  * planted anywhere, and the other cluster kept working.
  */
-import { CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
+import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 import type { Context } from 'aws-lambda';
 import { ChangeMessageVisibilityCommand, SendMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -23,6 +23,7 @@ import { createClientCert, createServerPki } from '#local/control-plane/pki.ts';
 import { acceptAllSends, sentMessages, sqsMock, startForwarder } from '#test/integration/forwarder/support.ts';
 import {
   adminKubeConfig,
+  createClusterWithKubeconfig,
   createMachine,
   createNamespace,
   createNode,
@@ -110,16 +111,7 @@ describeWithControlPlane('hostile kubeconfig Secrets on a real API server', () =
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
-  async function createCluster(name: string, kubeconfig: string): Promise<void> {
-    await admin.makeApiClient(CustomObjectsApi).createNamespacedCustomObject({
-      group: 'cluster.x-k8s.io', version: 'v1beta2', plural: 'clusters', namespace: ns,
-      body: { apiVersion: 'cluster.x-k8s.io/v1beta2', kind: 'Cluster', metadata: { name, namespace: ns }, spec: { controlPlaneEndpoint: { host: '127.0.0.1', port: 6443 } } },
-    });
-    await admin.makeApiClient(CoreV1Api).createNamespacedSecret({
-      namespace: ns,
-      body: { metadata: { name: `${name}-kubeconfig`, labels: { 'cluster.x-k8s.io/cluster-name': name } }, type: 'cluster.x-k8s.io/secret', data: { value: Buffer.from(kubeconfig).toString('base64') } },
-    });
-  }
+  const createCluster = (name: string, kubeconfig: string): Promise<void> => createClusterWithKubeconfig(admin, ns, name, kubeconfig);
 
   async function clusterWarnings(): Promise<Map<string, string[]>> {
     const events = await admin.makeApiClient(CoreV1Api).listNamespacedEvent({ namespace: ns, fieldSelector: 'involvedObject.kind=Cluster,type=Warning' });
