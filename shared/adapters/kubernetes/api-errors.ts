@@ -42,10 +42,14 @@ export function describeApiError(error: unknown): string {
 function transportCause(error: Error): string {
   const cause = error.cause;
   if (!(cause instanceof Error)) return '';
-  const code = (cause as { code?: unknown }).code;
-  const isSystem = typeof code === 'string' && /^[A-Z][A-Z0-9_]+$/.test(code);
-  if (!isSystem && !(error instanceof TypeError && error.message === 'fetch failed')) return '';
+  if (!isSystemError(cause) && !(error instanceof TypeError && error.message === 'fetch failed')) return '';
   return ` (${cause.message.slice(0, 200)})`;
+}
+
+/** A Node.js system error (`ECONNREFUSED`, `ECONNRESET`, a TLS code…): its message names an address or a code, never a body. */
+export function isSystemError(error: unknown): error is Error & { readonly code: string } {
+  const code = error instanceof Error ? (error as { code?: unknown }).code : undefined;
+  return typeof code === 'string' && /^[A-Z][A-Z0-9_]+$/.test(code);
 }
 
 /**

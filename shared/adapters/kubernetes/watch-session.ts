@@ -30,6 +30,7 @@ import type { ForwarderTelemetry } from '#shared/ports/forwarder-telemetry.ts';
 import { ForwarderMetric } from '#shared/observability/metric-names.ts';
 import { logger as defaultLogger } from '#shared/observability/logger.ts';
 import { backoffDelay } from '#shared/domain/backoff.ts';
+import { isSystemError } from './api-errors.ts';
 
 /** Thrown when the requested resourceVersion has been compacted away (HTTP 410 / watch ERROR 410). */
 export class ResourceVersionGoneError extends TaintPropagatorError {
@@ -129,11 +130,8 @@ function statusError(status: number, body: string, operation: string, rv: string
  */
 export function describeStreamFailure(err: unknown): string {
   if (err instanceof TaintPropagatorError) return err.message;
-  if (err instanceof Error) {
-    const code = (err as { code?: unknown }).code;
-    if (typeof code === 'string' && /^[A-Z][A-Z0-9_]+$/.test(code)) return err.message.includes(code) ? err.message.slice(0, 300) : `${code}: ${err.message.slice(0, 300)}`;
-    return `${err.name} (details withheld: the message may quote a response)`;
-  }
+  if (isSystemError(err)) return err.message.includes(err.code) ? err.message.slice(0, 300) : `${err.code}: ${err.message.slice(0, 300)}`;
+  if (err instanceof Error) return `${err.name} (details withheld: the message may quote a response)`;
   return 'unknown error';
 }
 
