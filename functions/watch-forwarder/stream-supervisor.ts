@@ -188,8 +188,7 @@ export class StreamSupervisor {
     this.d.telemetry.record(ForwarderMetric.UnreachableClusters, this.failing.size);
   }
 
-  private async accept(e: StreamEvent<WatchedFacts>, progress: StreamProgress, cluster: ClusterRef | undefined): Promise<void> {
-    if (e.type === 'failing' || e.type === 'recovered') return;
+  private async accept(e: Exclude<StreamEvent<WatchedFacts>, StreamHealthEvent>, progress: StreamProgress, cluster: ClusterRef | undefined): Promise<void> {
     if (e.type === 'progress') {
       progress.add(e.resourceVersion, true);
       return;
