@@ -63,6 +63,11 @@ export async function runApiCost(ctx: BenchContext): Promise<ApiCostResult> {
     // Conflict: a foreign writer changes each Node once, between our read and our write.
     let conflicts = 0;
     const interfered = new Set<string>();
+    const interfere = async (name: string): Promise<void> => {
+      if (interfered.has(name)) return;
+      interfered.add(name);
+      await raw.mergePatch(`/api/v1/nodes/${name}`, { metadata: { labels: { 'bench.capi-tp/foreign': 'yes' } } });
+    };
     const conflict = await measure(
       ctx,
       racing,
@@ -75,16 +80,20 @@ export async function runApiCost(ctx: BenchContext): Promise<ApiCostResult> {
             return {
               getNode: (name: string) => store.getNode(name),
               async patchNodeTaints(name, patch) {
-                if (!interfered.has(name)) {
-                  interfered.add(name);
-                  await raw.mergePatch(`/api/v1/nodes/${name}`, { metadata: { labels: { 'bench.capi-tp/foreign': 'yes' } } });
-                }
+                await interfere(name);
                 try {
                   return await store.patchNodeTaints(name, patch);
                 } catch (e) {
                   conflicts++;
                   throw e;
                 }
+              },
+              // A write from the event's claimed state: the foreign write makes the claim stale (refused, then a read).
+              async patchClaimedNode(name, claim, patch) {
+                await interfere(name);
+                const written = await store.patchClaimedNode(name, claim, patch);
+                if (!written) conflicts++;
+                return written;
               },
             };
           },

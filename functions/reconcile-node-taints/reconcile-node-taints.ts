@@ -3,13 +3,14 @@
  * most one write. Level-triggered: the event only says what to look at; everything is re-read, so
  * duplicates, reordering and lost intermediate states are harmless.
  */
-import { clusterKey, type ClusterRef, type TaintEvent } from '#shared/domain/cloud-event.ts';
-import { declaredTaintsOf } from '#shared/domain/declarations.ts';
+import { clusterKey, type ClusterRef, type NodeState, type TaintEvent } from '#shared/domain/cloud-event.ts';
+import { declaredTaintsOf, type EffectiveDeclaration } from '#shared/domain/declarations.ts';
+import { claimedNode } from '#shared/domain/node-state.ts';
 import { ReconcileOutcome } from '#shared/domain/outcome.ts';
-import type { MachineSnapshot, NodeSnapshot, NodeTaintPatch } from '#shared/domain/snapshots.ts';
+import type { MachineSnapshot, NodeSnapshot } from '#shared/domain/snapshots.ts';
 import { declarationOwnerOf, machinePoolOf } from '#shared/domain/machine-pool.ts';
 import { planOwnedTaints, type SpecTaintsOwner } from '#shared/domain/ownership.ts';
-import { mayAdoptAsInitialized, restoredTaints, type TaintDiff } from '#shared/domain/taint-plan.ts';
+import { mayAdoptAsInitialized, restoredTaints, type NodeTaintPlan, type TaintDiff } from '#shared/domain/taint-plan.ts';
 import { CLUSTER_NAME_LABEL, OWN_TRACKING_ANNOTATION, formatTaint, type Taint } from '#shared/domain/taint.ts';
 import { MachineConfigurationError, NodeNotFoundError, type DeclarationIssue } from '#shared/errors.ts';
 import type { Clock } from '#shared/ports/clock.ts';
@@ -83,8 +84,11 @@ export const DECLARATION_VALID = 'DeclarationValid';
  * and MachineConfigurationError (never retried) for a Machine that cannot be reconciled as it is.
  */
 export async function reconcileNodeTaints(deps: ReconcileDeps, event: TaintEvent, options: ReconcileOptions = {}): Promise<ReconcileResult> {
-  // The Node read starts with the Machine read (one round trip for both); it is used only if the Machine confirms it.
-  const prefetch = options.parallelReads === false ? undefined : prefetchNode(deps, event);
+  // An event that claims the Node's state saves the Node read: a write is planned from the claim and the API server
+  // checks the claim in the same request. The Node is read only when that write does not go through (see writeFromClaim).
+  const claim = deps.settings.dryRun ? undefined : nodeClaimOf(event);
+  // Otherwise the Node read starts with the Machine read (one round trip for both); it is used only if the Machine confirms it.
+  const prefetch = claim || options.parallelReads === false ? undefined : prefetchNode(deps, event);
   const found = await findMachine(deps, event);
   if ('outcome' in found) return found;
   const { machine } = found;
@@ -101,6 +105,12 @@ export async function reconcileNodeTaints(deps: ReconcileDeps, event: TaintEvent
     return { ...base, outcome: ReconcileOutcome.invalidDeclaration, issues: declared.issues, eventError };
   }
   const recovered = event.data.kind !== 'Node' && event.data.declarationRecovered === true;
+  const target = { base, machine, declaration: declared.declaration, recovered };
+
+  if (claim && claim.cluster === clusterKey(cluster) && claim.node === machine.nodeName) {
+    const fromClaim = await writeFromClaim(deps, target, await deps.clusters.nodesOf(cluster), claim.state);
+    if (fromClaim) return fromClaim;
+  }
 
   const prefetched = prefetch && prefetch.cluster === clusterKey(cluster) && prefetch.node === machine.nodeName ? await prefetch.result : undefined;
   // A failed speculative read is not reported nor trusted: the read is made again the ordinary way (which reports).
@@ -109,12 +119,7 @@ export async function reconcileNodeTaints(deps: ReconcileDeps, event: TaintEvent
   const node = confirmed ? confirmed.node : await nodes.getNode(machine.nodeName);
   if (!node) return { ...base, outcome: ReconcileOutcome.nodeGone, reason: 'the Node does not exist' };
 
-  const adopt = mayAdoptAsInitialized(node, deps.settings.startupTaint) && (await predatesEnablement(deps, node.creationTimestamp));
-  const { plan } = planOwnedTaints(node, declared.declaration, {
-    ...(deps.settings.specTaintsOwner ? { specTaintsOwner: deps.settings.specTaintsOwner } : {}),
-    ...(deps.settings.startupTaint ? { startupTaint: deps.settings.startupTaint } : {}),
-    adoptAsInitialized: adopt,
-  });
+  const { plan, adopt } = await planFor(deps, node, target.declaration);
   const read = { ...base, resourceVersion: node.resourceVersion, adopted: adopt };
   if (plan.kind === 'rejected') {
     const eventError = await recordEvent(deps, machine, 'Warning', 'MalformedTrackingAnnotation',
@@ -137,8 +142,58 @@ export async function reconcileNodeTaints(deps: ReconcileDeps, event: TaintEvent
       },
     };
   }
-  const written = await writeNode(nodes, node.name, plan.patch);
-  if (!written) return { ...read, outcome: ReconcileOutcome.nodeGone, reason: 'the Node was deleted between the read and the write' };
+  const written = await orGone(() => nodes.patchNodeTaints(node.name, plan.patch));
+  if (written === GONE) return { ...read, outcome: ReconcileOutcome.nodeGone, reason: 'the Node was deleted between the read and the write' };
+  return afterWrite(deps, target, node, plan, read, written);
+}
+
+/** What a reconcile knows once the Machine is read and its declaration is valid. */
+interface Target {
+  readonly base: { readonly cluster: string; readonly node: string } & ({ machine: string } | { machinePool: string });
+  readonly machine: MachineSnapshot;
+  readonly declaration: EffectiveDeclaration;
+  /** The forwarder saw the declaration invalid before (see DECLARATION_VALID). */
+  readonly recovered: boolean;
+}
+
+/** The plan for a Node as read (or claimed), with the first-enablement rule applied. */
+async function planFor(deps: ReconcileDeps, node: NodeSnapshot, declaration: EffectiveDeclaration): Promise<{ plan: NodeTaintPlan; adopt: boolean }> {
+  const adopt = mayAdoptAsInitialized(node, deps.settings.startupTaint) && (await predatesEnablement(deps, node.creationTimestamp));
+  const { plan } = planOwnedTaints(node, declaration, {
+    ...(deps.settings.specTaintsOwner ? { specTaintsOwner: deps.settings.specTaintsOwner } : {}),
+    ...(deps.settings.startupTaint ? { startupTaint: deps.settings.startupTaint } : {}),
+    adoptAsInitialized: adopt,
+  });
+  return { plan, adopt };
+}
+
+/**
+ * The write of a changed Node planned from the state its event claims, without reading the Node: 3 API calls (the
+ * Machine, the write, its Event) instead of 4, and 2 round trips to the write. The write carries `test` operations for
+ * every field the plan read, so it goes through only when the live Node is exactly as claimed. Returns undefined
+ * — and the Node is then read and reconciled the ordinary way — when the claim needs no write (it may be stale: a
+ * Node is never declared in sync on a claim's word) or when the API server refused it (stale or forged).
+ */
+async function writeFromClaim(deps: ReconcileDeps, target: Target, nodes: NodeStore, state: NodeState): Promise<ReconcileResult | undefined> {
+  const node = claimedNode(target.base.node, state);
+  const { plan, adopt } = await planFor(deps, node, target.declaration);
+  if (plan.kind !== 'patch') return undefined;
+  const read = { ...target.base, resourceVersion: node.resourceVersion, adopted: adopt };
+  const written = await orGone(() => nodes.patchClaimedNode(node.name, state, plan.patch));
+  if (written === GONE) return { ...read, outcome: ReconcileOutcome.nodeGone, reason: 'the Node was deleted after the event' };
+  return written ? afterWrite(deps, target, node, plan, read, written) : undefined;
+}
+
+/** The result of a write that went through, with its Event. */
+async function afterWrite(
+  deps: ReconcileDeps,
+  target: Target,
+  node: NodeSnapshot,
+  plan: Extract<NodeTaintPlan, { kind: 'patch' }>,
+  read: Omit<ReconcileResult, 'outcome'>,
+  written: NodeSnapshot,
+): Promise<ReconcileResult> {
+  const { machine, recovered } = target;
   // One Event per write: TaintRestored when an Always taint someone removed was put back, else TaintsPropagated.
   const restored = restoredTaints(plan.diff, node.annotations[OWN_TRACKING_ANNOTATION]);
   // DeclarationValid instead when the forwarder saw the declaration invalid before (the write is what the fix brought).
@@ -148,6 +203,14 @@ export async function reconcileNodeTaints(deps: ReconcileDeps, event: TaintEvent
       ? await recordEvent(deps, machine, 'Normal', 'TaintRestored', `Node ${node.name}: put back ${restored.map(formatTaint).join(', ')}, removed by someone else (Always taints are kept); ${describeDiff(plan.diff)}`)
       : await recordEvent(deps, machine, 'Normal', 'TaintsPropagated', `Node ${node.name}: ${describeDiff(plan.diff)}`);
   return { ...read, outcome: ReconcileOutcome.patched, writtenResourceVersion: written.resourceVersion, diff: plan.diff, eventError };
+}
+
+/** The state an event claims for the Node it names (a Machine or MachinePool event's `nodeName`, a Node event's Node). */
+function nodeClaimOf(event: TaintEvent): { readonly cluster: string; readonly node: string; readonly state: NodeState } | undefined {
+  if (event.type.endsWith('.deleted.v1')) return undefined;
+  const data = event.data;
+  const node = data.kind === 'Node' ? data.node.name : data.nodeName;
+  return node !== undefined && data.nodeState !== undefined ? { cluster: clusterKey(data.cluster), node, state: data.nodeState } : undefined;
 }
 
 /** A Node read started before the Machine is known, from the event's routing facts. */
@@ -245,12 +308,14 @@ function clusterOf(settings: ReconcileSettings, machine: MachineSnapshot): Clust
   return { mode: 'capi', namespace: machine.namespace, name };
 }
 
-/** The write; a 404 (the Node was deleted after our read) is `undefined`, i.e. the `node-gone` outcome. */
-async function writeNode(nodes: NodeStore, name: string, patch: NodeTaintPatch): Promise<NodeSnapshot | undefined> {
+const GONE = Symbol('gone');
+
+/** A write; a 404 (the Node was deleted after it was read or claimed) is GONE, i.e. the `node-gone` outcome. */
+async function orGone<T>(write: () => Promise<T>): Promise<T | typeof GONE> {
   try {
-    return await nodes.patchNodeTaints(name, patch);
+    return await write();
   } catch (error) {
-    if (error instanceof NodeNotFoundError) return undefined;
+    if (error instanceof NodeNotFoundError) return GONE;
     throw error;
   }
 }

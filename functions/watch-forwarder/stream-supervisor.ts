@@ -62,6 +62,8 @@ export class StreamSupervisor {
   private readonly opt: StreamSupervisorOptions;
   /** Workload clusters whose Node stream is failing, by stream key. */
   private failing = new Map<string, FailingCluster>();
+  /** The running Node streams, by stream key: a Machine or MachinePool event carries its Node's state from there. */
+  private nodeStreams = new Map<string, WatchStream<WatchedFacts>>();
 
   constructor(deps: StreamSupervisorDeps, options: StreamSupervisorOptions) {
     this.d = deps;
@@ -148,14 +150,28 @@ export class StreamSupervisor {
 
   private async runStream<T extends WatchedFacts>(key: string, stream: WatchStream<T>, signal: AbortSignal, cluster: ClusterRef | undefined): Promise<void> {
     const progress = this.d.outbox.openStream(key);
-    await stream.run(signal, (e) => {
-      if (e.type === 'failing' || e.type === 'recovered') {
-        // A stream stopped for a removed cluster is no longer tracked, whatever its last attempt says.
-        if (!signal.aborted) this.streamHealth(key, cluster, e);
-        return Promise.resolve();
-      }
-      return this.accept(e, progress, cluster);
-    });
+    if (cluster) this.nodeStreams.set(key, stream);
+    try {
+      await stream.run(signal, (e) => {
+        if (e.type === 'failing' || e.type === 'recovered') {
+          // A stream stopped for a removed cluster is no longer tracked, whatever its last attempt says.
+          if (!signal.aborted) this.streamHealth(key, cluster, e);
+          return Promise.resolve();
+        }
+        return this.accept(e, progress, cluster);
+      });
+    } finally {
+      if (this.nodeStreams.get(key) === stream) this.nodeStreams.delete(key);
+    }
+  }
+
+  /** The last state the Node stream of `cluster` holds of a Node, by name (undefined when no such stream runs). */
+  private nodeFactsIn(cluster: ClusterRef): (name: string) => NodeFacts | undefined {
+    const stream = this.nodeStreams.get(nodeStreamKey(cluster));
+    return (name) => {
+      const facts = stream?.latest?.(name);
+      return facts?.kind === 'Node' ? facts : undefined;
+    };
   }
 
   /**
@@ -215,7 +231,8 @@ export class StreamSupervisor {
       progress.add(e.checkpoint, true);
       return;
     }
-    const event = toTaintEvent(facts as MachineFacts | NodeFacts, e.change, ref, e.observedAt, decision.declarationRecovered ? { declarationRecovered: true } : {});
+    const hints = { ...(decision.declarationRecovered ? { declarationRecovered: true } : {}), ...(facts.kind === 'Machine' ? { nodeFacts: this.nodeFactsIn(ref) } : {}) };
+    const event = toTaintEvent(facts as MachineFacts | NodeFacts, e.change, ref, e.observedAt, hints);
     await this.d.outbox.enqueue([event], e.observedAt, progress, e.checkpoint);
   }
 
@@ -235,7 +252,10 @@ export class StreamSupervisor {
       progress.add(e.checkpoint, true);
       return;
     }
-    const events = toMachinePoolEvents(facts, nodes, e.change, ref, e.observedAt, decision.forward && decision.declarationRecovered ? { declarationRecovered: true } : {});
+    const events = toMachinePoolEvents(facts, nodes, e.change, ref, e.observedAt, {
+      ...(decision.forward && decision.declarationRecovered ? { declarationRecovered: true } : {}),
+      nodeFacts: this.nodeFactsIn(ref),
+    });
     await this.d.outbox.enqueue(events, e.observedAt, progress, e.checkpoint);
   }
 }

@@ -13,6 +13,7 @@ import {
   type MachineEventData,
   type MachinePoolEventData,
   type NodeEventData,
+  type NodeState,
   type TaintEvent,
   type TaintEventData,
 } from './cloud-event.ts';
@@ -26,6 +27,7 @@ import {
   MACHINE_ANNOTATION,
   OWN_TRACKING_ANNOTATION,
   TRACKING_ANNOTATION,
+  type Taint,
 } from './taint.ts';
 
 /** The facts of a Cluster API Machine that can change what its Node should carry. */
@@ -52,6 +54,8 @@ export interface NodeFacts {
   readonly name: string;
   readonly uid: string;
   readonly resourceVersion: string;
+  /** `metadata.creationTimestamp` as stored (it never changes). */
+  readonly creationTimestamp?: string;
   readonly taints: unknown;
   /** Upstream CAPI's tracking annotation (it decides which taints the product leaves to CAPI). */
   readonly trackingAnnotation?: string;
@@ -232,11 +236,13 @@ export function toNodeFacts(obj: unknown): NodeFacts | undefined {
   if (!meta || !isObject(obj)) return undefined;
   const spec = isObject(obj.spec) ? obj.spec : {};
   const a = meta.annotations;
+  const creationTimestamp = isObject(obj.metadata) ? str(obj.metadata.creationTimestamp) : undefined;
   return {
     kind: 'Node',
     name: meta.name,
     uid: meta.uid,
     resourceVersion: meta.resourceVersion,
+    ...(creationTimestamp ? { creationTimestamp } : {}),
     taints: spec.taints ?? null,
     ...(a[TRACKING_ANNOTATION] !== undefined ? { trackingAnnotation: a[TRACKING_ANNOTATION] } : {}),
     ...(a[OWN_TRACKING_ANNOTATION] !== undefined ? { ownTrackingAnnotation: a[OWN_TRACKING_ANNOTATION] } : {}),
@@ -268,6 +274,39 @@ function writersOf(managedFields: unknown): { taints?: string; ownTrackingAnnota
   return { ...(t ? { taints: t } : {}), ...(a ? { ownTrackingAnnotation: a } : {}) };
 }
 
+/**
+ * The state of a Node in the forwarder's facts, as an event carries it. Undefined when its `spec.taints` is not a
+ * list of taints as the API server stores them (then no claim is made and the reconcile function reads the Node).
+ * @example nodeStateOf(facts)?.taints // [{ key: 'gpu', value: 'a100', effect: 'NoSchedule' }]
+ */
+export function nodeStateOf(facts: NodeFacts): NodeState | undefined {
+  const taints = storedTaints(facts.taints);
+  if (!taints) return undefined;
+  return {
+    uid: facts.uid,
+    resourceVersion: facts.resourceVersion,
+    ...(facts.creationTimestamp !== undefined ? { creationTimestamp: facts.creationTimestamp } : {}),
+    taints,
+    ...(facts.trackingAnnotation !== undefined ? { trackingAnnotation: facts.trackingAnnotation } : {}),
+    ...(facts.ownTrackingAnnotation !== undefined ? { ownTrackingAnnotation: facts.ownTrackingAnnotation } : {}),
+  };
+}
+
+/** `spec.taints` as stored (absent or null: none); undefined when any entry has another shape or field. */
+function storedTaints(raw: unknown): Taint[] | undefined {
+  if (raw === null || raw === undefined) return [];
+  if (!Array.isArray(raw)) return undefined;
+  const taints: Taint[] = [];
+  for (const t of raw) {
+    if (typeof t !== 'object' || t === null) return undefined;
+    const { key, value, effect, timeAdded, ...other } = t as Record<string, unknown>;
+    if (Object.keys(other).length > 0 || typeof key !== 'string' || typeof effect !== 'string') return undefined;
+    if ((value !== undefined && typeof value !== 'string') || (timeAdded !== undefined && typeof timeAdded !== 'string')) return undefined;
+    taints.push({ key, ...(value !== undefined ? { value } : {}), effect, ...(timeAdded !== undefined ? { timeAdded } : {}) });
+  }
+  return taints;
+}
+
 /** Reads a CAPI Cluster (v1beta2 JSON) into its facts; undefined when malformed. */
 export function toClusterFacts(obj: unknown): ClusterFacts | undefined {
   const meta = metaOf(obj);
@@ -291,37 +330,49 @@ export function clusterOfMachine(machine: MachineFacts | MachinePoolFacts, mode:
 }
 
 /**
- * The small event data for an object: references and routing facts only.
+ * The small event data for an object: references, routing facts and the Node's state (see NodeState).
  * A Node carries `machine` when its CAPI annotations name one (namespace defaults to the cluster's).
  */
 export function toEventData(facts: MachineFacts | NodeFacts, cluster: ClusterRef, observedAt: Date, hints: EventHints = {}): TaintEventData {
   const at = observedAt.toISOString();
   if (facts.kind === 'Machine') {
+    const nodeState = facts.nodeName !== undefined ? knownNodeState(hints, facts.nodeName) : undefined;
     const data: MachineEventData = {
       kind: 'Machine',
       cluster,
       machine: { namespace: facts.namespace, name: facts.name, uid: facts.uid, resourceVersion: facts.resourceVersion },
       ...(facts.nodeName ? { nodeName: facts.nodeName } : {}),
       ...(hints.declarationRecovered ? { declarationRecovered: true as const } : {}),
+      ...(nodeState ? { nodeState } : {}),
       observedAt: at,
     };
     return data;
   }
   const machineNamespace = facts.clusterNamespaceAnnotation || (cluster.mode === 'capi' ? cluster.namespace : undefined);
+  const nodeState = nodeStateOf(facts);
   const data: NodeEventData = {
     kind: 'Node',
     cluster,
     node: { name: facts.name, uid: facts.uid, resourceVersion: facts.resourceVersion },
     ...(facts.machineAnnotation && machineNamespace ? { machine: { namespace: machineNamespace, name: facts.machineAnnotation } } : {}),
+    ...(nodeState ? { nodeState } : {}),
     observedAt: at,
   };
   return data;
 }
 
-/** What the forwarder knows beyond the object itself (from the previous version it saw). */
+/** What the forwarder knows beyond the object itself (from the previous version it saw, and from its other streams). */
 export interface EventHints {
   /** A Machine's declaration went from invalid to valid. */
   readonly declarationRecovered?: boolean;
+  /** The last state the forwarder saw of a Node of the object's cluster, by name (a Machine or MachinePool event carries its Node's). */
+  readonly nodeFacts?: (name: string) => NodeFacts | undefined;
+}
+
+/** The state of the named Node as the forwarder last saw it, if it did. */
+function knownNodeState(hints: EventHints, name: string): NodeState | undefined {
+  const node = hints.nodeFacts?.(name);
+  return node?.name === name ? nodeStateOf(node) : undefined;
 }
 
 /**
@@ -355,12 +406,14 @@ export function toMachinePoolEvents(
 ): TaintEvent[] {
   const at = observedAt.toISOString();
   return nodes.map((nodeName) => {
+    const nodeState = knownNodeState(hints, nodeName);
     const data: MachinePoolEventData = {
       kind: 'MachinePool',
       cluster,
       machinePool: { namespace: facts.namespace, name: facts.name, uid: facts.uid, resourceVersion: facts.resourceVersion },
       nodeName,
       ...(hints.declarationRecovered ? { declarationRecovered: true as const } : {}),
+      ...(nodeState ? { nodeState } : {}),
       observedAt: at,
     };
     return {

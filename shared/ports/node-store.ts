@@ -1,3 +1,4 @@
+import type { NodeState } from '#shared/domain/cloud-event.ts';
 import type { NodeSnapshot, NodeTaintPatch } from '#shared/domain/snapshots.ts';
 
 /** Reads and writes Nodes of one cluster. */
@@ -9,4 +10,12 @@ export interface NodeStore {
    * as written. Throws PatchConflictError on 409, NodeNotFoundError on 404, TransientError/AccessDeniedError.
    */
   patchNodeTaints(name: string, patch: NodeTaintPatch): Promise<NodeSnapshot>;
+  /**
+   * Writes like patchNodeTaints a plan made from a claimed state instead of a read (see NodeState): the write goes
+   * through only when the live Node is exactly as `claim` says — its resourceVersion, taints, both tracking annotations
+   * and creation time — and the API server checks that in the same request. Returns the Node as written, or
+   * undefined when the claim did not hold (nothing was written; read the Node). Throws NodeNotFoundError on 404,
+   * PatchConflictError on 409, TransientError/AccessDeniedError.
+   */
+  patchClaimedNode(name: string, claim: NodeState, patch: NodeTaintPatch): Promise<NodeSnapshot | undefined>;
 }

@@ -48,6 +48,8 @@ export type StreamHealthEvent =
 /** A list+watch of one collection that runs until its signal aborts; it retries every failure itself. */
 export interface WatchStream<T extends WatchedFacts> {
   run(signal: AbortSignal, onEvent: (event: StreamEvent<T>) => Promise<void>): Promise<void>;
+  /** The last state of an object the stream holds, by its key (`objectKeyOf`); undefined when it holds none. */
+  latest?(key: string): T | undefined;
 }
 
 /** Where a stream starts: from a checkpointed resourceVersion (exact resume) or, when absent, a fresh list announcing every object. */

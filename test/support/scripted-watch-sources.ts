@@ -4,12 +4,14 @@
  * they were asked to start. The real streams are exercised by the integration tests.
  */
 import type { ClusterRef } from '#shared/domain/cloud-event.ts';
-import { nodeStreamKey, type ClusterFacts, type MachineFacts, type NodeFacts, type WatchedFacts } from '#shared/domain/watch-event.ts';
+import { nodeStreamKey, objectKeyOf, type ClusterFacts, type MachineFacts, type NodeFacts, type WatchedFacts } from '#shared/domain/watch-event.ts';
 import type { StreamEvent, StreamStart, WatchSources, WatchStream } from '#shared/ports/watch-source.ts';
 
 /** A stream the test drives: `emit` hands one event to the consumer once the forwarder runs the stream. */
 export class ScriptedStream<T extends WatchedFacts> implements WatchStream<T> {
   private consumer: ((e: StreamEvent<T>) => Promise<void>) | undefined;
+  /** The last state of each object emitted, as a WatchSession keeps it. */
+  private readonly known = new Map<string, T>();
   private readonly started: Promise<void>;
   private markStarted!: () => void;
   stopped = false;
@@ -25,8 +27,14 @@ export class ScriptedStream<T extends WatchedFacts> implements WatchStream<T> {
     this.stopped = true;
   }
 
+  latest(key: string): T | undefined {
+    return this.known.get(key);
+  }
+
   async emit(e: StreamEvent<T>): Promise<void> {
     await this.started;
+    if (e.type === 'change' && e.change === 'deleted') this.known.delete(objectKeyOf(e.facts));
+    else if (e.type === 'change') this.known.set(objectKeyOf(e.facts), e.facts);
     await this.consumer?.(e);
   }
 }

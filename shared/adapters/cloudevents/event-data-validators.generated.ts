@@ -3,7 +3,7 @@
 // @ts-nocheck
 "use strict";
 export const validateMachineEventData = validate10;
-const schema11 = {"$schema":"http://json-schema.org/draft-07/schema#","$id":"io.github.capi-taint-propagator/schemas/machine-event-data.v1.json","title":"Machine event data (v1)","type":"object","additionalProperties":false,"required":["kind","cluster","machine","observedAt"],"properties":{"kind":{"const":"Machine"},"cluster":{"oneOf":[{"type":"object","additionalProperties":false,"required":["mode"],"properties":{"mode":{"const":"self"}}},{"type":"object","additionalProperties":false,"required":["mode","namespace","name"],"properties":{"mode":{"const":"capi"},"namespace":{"type":"string","minLength":1,"maxLength":253},"name":{"type":"string","minLength":1,"maxLength":253}}}]},"machine":{"type":"object","additionalProperties":false,"required":["namespace","name","uid","resourceVersion"],"properties":{"namespace":{"type":"string","minLength":1,"maxLength":253},"name":{"type":"string","minLength":1,"maxLength":253},"uid":{"type":"string","minLength":1},"resourceVersion":{"type":"string","minLength":1}}},"nodeName":{"type":"string","minLength":1,"maxLength":253},"declarationRecovered":{"const":true},"observedAt":{"type":"string","format":"date-time"}}};
+const schema11 = {"$schema":"http://json-schema.org/draft-07/schema#","$id":"io.github.capi-taint-propagator/schemas/machine-event-data.v1.json","title":"Machine event data (v1)","type":"object","additionalProperties":false,"required":["kind","cluster","machine","observedAt"],"properties":{"kind":{"const":"Machine"},"cluster":{"oneOf":[{"type":"object","additionalProperties":false,"required":["mode"],"properties":{"mode":{"const":"self"}}},{"type":"object","additionalProperties":false,"required":["mode","namespace","name"],"properties":{"mode":{"const":"capi"},"namespace":{"type":"string","minLength":1,"maxLength":253},"name":{"type":"string","minLength":1,"maxLength":253}}}]},"machine":{"type":"object","additionalProperties":false,"required":["namespace","name","uid","resourceVersion"],"properties":{"namespace":{"type":"string","minLength":1,"maxLength":253},"name":{"type":"string","minLength":1,"maxLength":253},"uid":{"type":"string","minLength":1},"resourceVersion":{"type":"string","minLength":1}}},"nodeName":{"type":"string","minLength":1,"maxLength":253},"declarationRecovered":{"const":true},"nodeState":{"type":"object","additionalProperties":false,"required":["uid","resourceVersion","taints"],"properties":{"uid":{"type":"string","minLength":1},"resourceVersion":{"type":"string","minLength":1},"creationTimestamp":{"type":"string","format":"date-time"},"taints":{"type":"array","maxItems":1000,"items":{"type":"object","additionalProperties":false,"required":["key","effect"],"properties":{"key":{"type":"string","minLength":1,"maxLength":317},"value":{"type":"string","maxLength":63},"effect":{"type":"string","minLength":1},"timeAdded":{"type":"string"}}}},"trackingAnnotation":{"type":"string","maxLength":262144},"ownTrackingAnnotation":{"type":"string","maxLength":262144}}},"observedAt":{"type":"string","format":"date-time"}}};
 const formats0 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/i;
 
 function validate10(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
@@ -52,7 +52,7 @@ vErrors.push(err3);
 errors++;
 }
 for(const key0 in data){
-if(!((((((key0 === "kind") || (key0 === "cluster")) || (key0 === "machine")) || (key0 === "nodeName")) || (key0 === "declarationRecovered")) || (key0 === "observedAt"))){
+if(!(((((((key0 === "kind") || (key0 === "cluster")) || (key0 === "machine")) || (key0 === "nodeName")) || (key0 === "declarationRecovered")) || (key0 === "nodeState")) || (key0 === "observedAt"))){
 const err4 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err4];
@@ -536,11 +536,11 @@ vErrors.push(err42);
 errors++;
 }
 }
-if(data.observedAt !== undefined){
-let data13 = data.observedAt;
-if(typeof data13 === "string"){
-if(!(formats0.test(data13))){
-const err43 = {instancePath:instancePath+"/observedAt",schemaPath:"#/properties/observedAt/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
+if(data.nodeState !== undefined){
+let data13 = data.nodeState;
+if(data13 && typeof data13 == "object" && !Array.isArray(data13)){
+if(data13.uid === undefined){
+const err43 = {instancePath:instancePath+"/nodeState",schemaPath:"#/properties/nodeState/required",keyword:"required",params:{missingProperty: "uid"},message:"must have required property '"+"uid"+"'"};
 if(vErrors === null){
 vErrors = [err43];
 }
@@ -549,9 +549,8 @@ vErrors.push(err43);
 }
 errors++;
 }
-}
-else {
-const err44 = {instancePath:instancePath+"/observedAt",schemaPath:"#/properties/observedAt/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data13.resourceVersion === undefined){
+const err44 = {instancePath:instancePath+"/nodeState",schemaPath:"#/properties/nodeState/required",keyword:"required",params:{missingProperty: "resourceVersion"},message:"must have required property '"+"resourceVersion"+"'"};
 if(vErrors === null){
 vErrors = [err44];
 }
@@ -560,10 +559,8 @@ vErrors.push(err44);
 }
 errors++;
 }
-}
-}
-else {
-const err45 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data13.taints === undefined){
+const err45 = {instancePath:instancePath+"/nodeState",schemaPath:"#/properties/nodeState/required",keyword:"required",params:{missingProperty: "taints"},message:"must have required property '"+"taints"+"'"};
 if(vErrors === null){
 vErrors = [err45];
 }
@@ -572,12 +569,367 @@ vErrors.push(err45);
 }
 errors++;
 }
+for(const key4 in data13){
+if(!((((((key4 === "uid") || (key4 === "resourceVersion")) || (key4 === "creationTimestamp")) || (key4 === "taints")) || (key4 === "trackingAnnotation")) || (key4 === "ownTrackingAnnotation"))){
+const err46 = {instancePath:instancePath+"/nodeState",schemaPath:"#/properties/nodeState/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key4},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err46];
+}
+else {
+vErrors.push(err46);
+}
+errors++;
+}
+}
+if(data13.uid !== undefined){
+let data14 = data13.uid;
+if(typeof data14 === "string"){
+if(data14.length < 1){
+const err47 = {instancePath:instancePath+"/nodeState/uid",schemaPath:"#/properties/nodeState/properties/uid/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err47];
+}
+else {
+vErrors.push(err47);
+}
+errors++;
+}
+}
+else {
+const err48 = {instancePath:instancePath+"/nodeState/uid",schemaPath:"#/properties/nodeState/properties/uid/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err48];
+}
+else {
+vErrors.push(err48);
+}
+errors++;
+}
+}
+if(data13.resourceVersion !== undefined){
+let data15 = data13.resourceVersion;
+if(typeof data15 === "string"){
+if(data15.length < 1){
+const err49 = {instancePath:instancePath+"/nodeState/resourceVersion",schemaPath:"#/properties/nodeState/properties/resourceVersion/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err49];
+}
+else {
+vErrors.push(err49);
+}
+errors++;
+}
+}
+else {
+const err50 = {instancePath:instancePath+"/nodeState/resourceVersion",schemaPath:"#/properties/nodeState/properties/resourceVersion/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err50];
+}
+else {
+vErrors.push(err50);
+}
+errors++;
+}
+}
+if(data13.creationTimestamp !== undefined){
+let data16 = data13.creationTimestamp;
+if(typeof data16 === "string"){
+if(!(formats0.test(data16))){
+const err51 = {instancePath:instancePath+"/nodeState/creationTimestamp",schemaPath:"#/properties/nodeState/properties/creationTimestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
+if(vErrors === null){
+vErrors = [err51];
+}
+else {
+vErrors.push(err51);
+}
+errors++;
+}
+}
+else {
+const err52 = {instancePath:instancePath+"/nodeState/creationTimestamp",schemaPath:"#/properties/nodeState/properties/creationTimestamp/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err52];
+}
+else {
+vErrors.push(err52);
+}
+errors++;
+}
+}
+if(data13.taints !== undefined){
+let data17 = data13.taints;
+if(Array.isArray(data17)){
+if(data17.length > 1000){
+const err53 = {instancePath:instancePath+"/nodeState/taints",schemaPath:"#/properties/nodeState/properties/taints/maxItems",keyword:"maxItems",params:{limit: 1000},message:"must NOT have more than 1000 items"};
+if(vErrors === null){
+vErrors = [err53];
+}
+else {
+vErrors.push(err53);
+}
+errors++;
+}
+const len0 = data17.length;
+for(let i0=0; i0<len0; i0++){
+let data18 = data17[i0];
+if(data18 && typeof data18 == "object" && !Array.isArray(data18)){
+if(data18.key === undefined){
+const err54 = {instancePath:instancePath+"/nodeState/taints/" + i0,schemaPath:"#/properties/nodeState/properties/taints/items/required",keyword:"required",params:{missingProperty: "key"},message:"must have required property '"+"key"+"'"};
+if(vErrors === null){
+vErrors = [err54];
+}
+else {
+vErrors.push(err54);
+}
+errors++;
+}
+if(data18.effect === undefined){
+const err55 = {instancePath:instancePath+"/nodeState/taints/" + i0,schemaPath:"#/properties/nodeState/properties/taints/items/required",keyword:"required",params:{missingProperty: "effect"},message:"must have required property '"+"effect"+"'"};
+if(vErrors === null){
+vErrors = [err55];
+}
+else {
+vErrors.push(err55);
+}
+errors++;
+}
+for(const key5 in data18){
+if(!((((key5 === "key") || (key5 === "value")) || (key5 === "effect")) || (key5 === "timeAdded"))){
+const err56 = {instancePath:instancePath+"/nodeState/taints/" + i0,schemaPath:"#/properties/nodeState/properties/taints/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key5},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err56];
+}
+else {
+vErrors.push(err56);
+}
+errors++;
+}
+}
+if(data18.key !== undefined){
+let data19 = data18.key;
+if(typeof data19 === "string"){
+if(data19.length > 317){
+const err57 = {instancePath:instancePath+"/nodeState/taints/" + i0+"/key",schemaPath:"#/properties/nodeState/properties/taints/items/properties/key/maxLength",keyword:"maxLength",params:{limit: 317},message:"must NOT have more than 317 characters"};
+if(vErrors === null){
+vErrors = [err57];
+}
+else {
+vErrors.push(err57);
+}
+errors++;
+}
+if(data19.length < 1){
+const err58 = {instancePath:instancePath+"/nodeState/taints/" + i0+"/key",schemaPath:"#/properties/nodeState/properties/taints/items/properties/key/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err58];
+}
+else {
+vErrors.push(err58);
+}
+errors++;
+}
+}
+else {
+const err59 = {instancePath:instancePath+"/nodeState/taints/" + i0+"/key",schemaPath:"#/properties/nodeState/properties/taints/items/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err59];
+}
+else {
+vErrors.push(err59);
+}
+errors++;
+}
+}
+if(data18.value !== undefined){
+let data20 = data18.value;
+if(typeof data20 === "string"){
+if(data20.length > 63){
+const err60 = {instancePath:instancePath+"/nodeState/taints/" + i0+"/value",schemaPath:"#/properties/nodeState/properties/taints/items/properties/value/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
+if(vErrors === null){
+vErrors = [err60];
+}
+else {
+vErrors.push(err60);
+}
+errors++;
+}
+}
+else {
+const err61 = {instancePath:instancePath+"/nodeState/taints/" + i0+"/value",schemaPath:"#/properties/nodeState/properties/taints/items/properties/value/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err61];
+}
+else {
+vErrors.push(err61);
+}
+errors++;
+}
+}
+if(data18.effect !== undefined){
+let data21 = data18.effect;
+if(typeof data21 === "string"){
+if(data21.length < 1){
+const err62 = {instancePath:instancePath+"/nodeState/taints/" + i0+"/effect",schemaPath:"#/properties/nodeState/properties/taints/items/properties/effect/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err62];
+}
+else {
+vErrors.push(err62);
+}
+errors++;
+}
+}
+else {
+const err63 = {instancePath:instancePath+"/nodeState/taints/" + i0+"/effect",schemaPath:"#/properties/nodeState/properties/taints/items/properties/effect/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err63];
+}
+else {
+vErrors.push(err63);
+}
+errors++;
+}
+}
+if(data18.timeAdded !== undefined){
+if(typeof data18.timeAdded !== "string"){
+const err64 = {instancePath:instancePath+"/nodeState/taints/" + i0+"/timeAdded",schemaPath:"#/properties/nodeState/properties/taints/items/properties/timeAdded/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err64];
+}
+else {
+vErrors.push(err64);
+}
+errors++;
+}
+}
+}
+else {
+const err65 = {instancePath:instancePath+"/nodeState/taints/" + i0,schemaPath:"#/properties/nodeState/properties/taints/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err65];
+}
+else {
+vErrors.push(err65);
+}
+errors++;
+}
+}
+}
+else {
+const err66 = {instancePath:instancePath+"/nodeState/taints",schemaPath:"#/properties/nodeState/properties/taints/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err66];
+}
+else {
+vErrors.push(err66);
+}
+errors++;
+}
+}
+if(data13.trackingAnnotation !== undefined){
+let data23 = data13.trackingAnnotation;
+if(typeof data23 === "string"){
+if(data23.length > 262144){
+const err67 = {instancePath:instancePath+"/nodeState/trackingAnnotation",schemaPath:"#/properties/nodeState/properties/trackingAnnotation/maxLength",keyword:"maxLength",params:{limit: 262144},message:"must NOT have more than 262144 characters"};
+if(vErrors === null){
+vErrors = [err67];
+}
+else {
+vErrors.push(err67);
+}
+errors++;
+}
+}
+else {
+const err68 = {instancePath:instancePath+"/nodeState/trackingAnnotation",schemaPath:"#/properties/nodeState/properties/trackingAnnotation/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err68];
+}
+else {
+vErrors.push(err68);
+}
+errors++;
+}
+}
+if(data13.ownTrackingAnnotation !== undefined){
+let data24 = data13.ownTrackingAnnotation;
+if(typeof data24 === "string"){
+if(data24.length > 262144){
+const err69 = {instancePath:instancePath+"/nodeState/ownTrackingAnnotation",schemaPath:"#/properties/nodeState/properties/ownTrackingAnnotation/maxLength",keyword:"maxLength",params:{limit: 262144},message:"must NOT have more than 262144 characters"};
+if(vErrors === null){
+vErrors = [err69];
+}
+else {
+vErrors.push(err69);
+}
+errors++;
+}
+}
+else {
+const err70 = {instancePath:instancePath+"/nodeState/ownTrackingAnnotation",schemaPath:"#/properties/nodeState/properties/ownTrackingAnnotation/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err70];
+}
+else {
+vErrors.push(err70);
+}
+errors++;
+}
+}
+}
+else {
+const err71 = {instancePath:instancePath+"/nodeState",schemaPath:"#/properties/nodeState/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err71];
+}
+else {
+vErrors.push(err71);
+}
+errors++;
+}
+}
+if(data.observedAt !== undefined){
+let data25 = data.observedAt;
+if(typeof data25 === "string"){
+if(!(formats0.test(data25))){
+const err72 = {instancePath:instancePath+"/observedAt",schemaPath:"#/properties/observedAt/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
+if(vErrors === null){
+vErrors = [err72];
+}
+else {
+vErrors.push(err72);
+}
+errors++;
+}
+}
+else {
+const err73 = {instancePath:instancePath+"/observedAt",schemaPath:"#/properties/observedAt/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err73];
+}
+else {
+vErrors.push(err73);
+}
+errors++;
+}
+}
+}
+else {
+const err74 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err74];
+}
+else {
+vErrors.push(err74);
+}
+errors++;
+}
 validate10.errors = vErrors;
 return errors === 0;
 }
 
 export const validateNodeEventData = validate11;
-const schema12 = {"$schema":"http://json-schema.org/draft-07/schema#","$id":"io.github.capi-taint-propagator/schemas/node-event-data.v1.json","title":"Node event data (v1)","type":"object","additionalProperties":false,"required":["kind","cluster","node","observedAt"],"properties":{"kind":{"const":"Node"},"cluster":{"oneOf":[{"type":"object","additionalProperties":false,"required":["mode"],"properties":{"mode":{"const":"self"}}},{"type":"object","additionalProperties":false,"required":["mode","namespace","name"],"properties":{"mode":{"const":"capi"},"namespace":{"type":"string","minLength":1,"maxLength":253},"name":{"type":"string","minLength":1,"maxLength":253}}}]},"node":{"type":"object","additionalProperties":false,"required":["name","uid","resourceVersion"],"properties":{"name":{"type":"string","minLength":1,"maxLength":253},"uid":{"type":"string","minLength":1},"resourceVersion":{"type":"string","minLength":1}}},"machine":{"type":"object","additionalProperties":false,"required":["namespace","name"],"properties":{"namespace":{"type":"string","minLength":1,"maxLength":253},"name":{"type":"string","minLength":1,"maxLength":253}}},"observedAt":{"type":"string","format":"date-time"}}};
+const schema12 = {"$schema":"http://json-schema.org/draft-07/schema#","$id":"io.github.capi-taint-propagator/schemas/node-event-data.v1.json","title":"Node event data (v1)","type":"object","additionalProperties":false,"required":["kind","cluster","node","observedAt"],"properties":{"kind":{"const":"Node"},"cluster":{"oneOf":[{"type":"object","additionalProperties":false,"required":["mode"],"properties":{"mode":{"const":"self"}}},{"type":"object","additionalProperties":false,"required":["mode","namespace","name"],"properties":{"mode":{"const":"capi"},"namespace":{"type":"string","minLength":1,"maxLength":253},"name":{"type":"string","minLength":1,"maxLength":253}}}]},"node":{"type":"object","additionalProperties":false,"required":["name","uid","resourceVersion"],"properties":{"name":{"type":"string","minLength":1,"maxLength":253},"uid":{"type":"string","minLength":1},"resourceVersion":{"type":"string","minLength":1}}},"machine":{"type":"object","additionalProperties":false,"required":["namespace","name"],"properties":{"namespace":{"type":"string","minLength":1,"maxLength":253},"name":{"type":"string","minLength":1,"maxLength":253}}},"nodeState":{"type":"object","additionalProperties":false,"required":["uid","resourceVersion","taints"],"properties":{"uid":{"type":"string","minLength":1},"resourceVersion":{"type":"string","minLength":1},"creationTimestamp":{"type":"string","format":"date-time"},"taints":{"type":"array","maxItems":1000,"items":{"type":"object","additionalProperties":false,"required":["key","effect"],"properties":{"key":{"type":"string","minLength":1,"maxLength":317},"value":{"type":"string","maxLength":63},"effect":{"type":"string","minLength":1},"timeAdded":{"type":"string"}}}},"trackingAnnotation":{"type":"string","maxLength":262144},"ownTrackingAnnotation":{"type":"string","maxLength":262144}}},"observedAt":{"type":"string","format":"date-time"}}};
 
 function validate11(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
 /*# sourceURL="io.github.capi-taint-propagator/schemas/node-event-data.v1.json" */;
@@ -625,7 +977,7 @@ vErrors.push(err3);
 errors++;
 }
 for(const key0 in data){
-if(!(((((key0 === "kind") || (key0 === "cluster")) || (key0 === "node")) || (key0 === "machine")) || (key0 === "observedAt"))){
+if(!((((((key0 === "kind") || (key0 === "cluster")) || (key0 === "node")) || (key0 === "machine")) || (key0 === "nodeState")) || (key0 === "observedAt"))){
 const err4 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err4];
@@ -1134,11 +1486,11 @@ vErrors.push(err44);
 errors++;
 }
 }
-if(data.observedAt !== undefined){
-let data13 = data.observedAt;
-if(typeof data13 === "string"){
-if(!(formats0.test(data13))){
-const err45 = {instancePath:instancePath+"/observedAt",schemaPath:"#/properties/observedAt/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
+if(data.nodeState !== undefined){
+let data13 = data.nodeState;
+if(data13 && typeof data13 == "object" && !Array.isArray(data13)){
+if(data13.uid === undefined){
+const err45 = {instancePath:instancePath+"/nodeState",schemaPath:"#/properties/nodeState/required",keyword:"required",params:{missingProperty: "uid"},message:"must have required property '"+"uid"+"'"};
 if(vErrors === null){
 vErrors = [err45];
 }
@@ -1147,9 +1499,8 @@ vErrors.push(err45);
 }
 errors++;
 }
-}
-else {
-const err46 = {instancePath:instancePath+"/observedAt",schemaPath:"#/properties/observedAt/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data13.resourceVersion === undefined){
+const err46 = {instancePath:instancePath+"/nodeState",schemaPath:"#/properties/nodeState/required",keyword:"required",params:{missingProperty: "resourceVersion"},message:"must have required property '"+"resourceVersion"+"'"};
 if(vErrors === null){
 vErrors = [err46];
 }
@@ -1158,10 +1509,8 @@ vErrors.push(err46);
 }
 errors++;
 }
-}
-}
-else {
-const err47 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data13.taints === undefined){
+const err47 = {instancePath:instancePath+"/nodeState",schemaPath:"#/properties/nodeState/required",keyword:"required",params:{missingProperty: "taints"},message:"must have required property '"+"taints"+"'"};
 if(vErrors === null){
 vErrors = [err47];
 }
@@ -1170,12 +1519,367 @@ vErrors.push(err47);
 }
 errors++;
 }
+for(const key5 in data13){
+if(!((((((key5 === "uid") || (key5 === "resourceVersion")) || (key5 === "creationTimestamp")) || (key5 === "taints")) || (key5 === "trackingAnnotation")) || (key5 === "ownTrackingAnnotation"))){
+const err48 = {instancePath:instancePath+"/nodeState",schemaPath:"#/properties/nodeState/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key5},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err48];
+}
+else {
+vErrors.push(err48);
+}
+errors++;
+}
+}
+if(data13.uid !== undefined){
+let data14 = data13.uid;
+if(typeof data14 === "string"){
+if(data14.length < 1){
+const err49 = {instancePath:instancePath+"/nodeState/uid",schemaPath:"#/properties/nodeState/properties/uid/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err49];
+}
+else {
+vErrors.push(err49);
+}
+errors++;
+}
+}
+else {
+const err50 = {instancePath:instancePath+"/nodeState/uid",schemaPath:"#/properties/nodeState/properties/uid/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err50];
+}
+else {
+vErrors.push(err50);
+}
+errors++;
+}
+}
+if(data13.resourceVersion !== undefined){
+let data15 = data13.resourceVersion;
+if(typeof data15 === "string"){
+if(data15.length < 1){
+const err51 = {instancePath:instancePath+"/nodeState/resourceVersion",schemaPath:"#/properties/nodeState/properties/resourceVersion/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err51];
+}
+else {
+vErrors.push(err51);
+}
+errors++;
+}
+}
+else {
+const err52 = {instancePath:instancePath+"/nodeState/resourceVersion",schemaPath:"#/properties/nodeState/properties/resourceVersion/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err52];
+}
+else {
+vErrors.push(err52);
+}
+errors++;
+}
+}
+if(data13.creationTimestamp !== undefined){
+let data16 = data13.creationTimestamp;
+if(typeof data16 === "string"){
+if(!(formats0.test(data16))){
+const err53 = {instancePath:instancePath+"/nodeState/creationTimestamp",schemaPath:"#/properties/nodeState/properties/creationTimestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
+if(vErrors === null){
+vErrors = [err53];
+}
+else {
+vErrors.push(err53);
+}
+errors++;
+}
+}
+else {
+const err54 = {instancePath:instancePath+"/nodeState/creationTimestamp",schemaPath:"#/properties/nodeState/properties/creationTimestamp/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err54];
+}
+else {
+vErrors.push(err54);
+}
+errors++;
+}
+}
+if(data13.taints !== undefined){
+let data17 = data13.taints;
+if(Array.isArray(data17)){
+if(data17.length > 1000){
+const err55 = {instancePath:instancePath+"/nodeState/taints",schemaPath:"#/properties/nodeState/properties/taints/maxItems",keyword:"maxItems",params:{limit: 1000},message:"must NOT have more than 1000 items"};
+if(vErrors === null){
+vErrors = [err55];
+}
+else {
+vErrors.push(err55);
+}
+errors++;
+}
+const len0 = data17.length;
+for(let i0=0; i0<len0; i0++){
+let data18 = data17[i0];
+if(data18 && typeof data18 == "object" && !Array.isArray(data18)){
+if(data18.key === undefined){
+const err56 = {instancePath:instancePath+"/nodeState/taints/" + i0,schemaPath:"#/properties/nodeState/properties/taints/items/required",keyword:"required",params:{missingProperty: "key"},message:"must have required property '"+"key"+"'"};
+if(vErrors === null){
+vErrors = [err56];
+}
+else {
+vErrors.push(err56);
+}
+errors++;
+}
+if(data18.effect === undefined){
+const err57 = {instancePath:instancePath+"/nodeState/taints/" + i0,schemaPath:"#/properties/nodeState/properties/taints/items/required",keyword:"required",params:{missingProperty: "effect"},message:"must have required property '"+"effect"+"'"};
+if(vErrors === null){
+vErrors = [err57];
+}
+else {
+vErrors.push(err57);
+}
+errors++;
+}
+for(const key6 in data18){
+if(!((((key6 === "key") || (key6 === "value")) || (key6 === "effect")) || (key6 === "timeAdded"))){
+const err58 = {instancePath:instancePath+"/nodeState/taints/" + i0,schemaPath:"#/properties/nodeState/properties/taints/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key6},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err58];
+}
+else {
+vErrors.push(err58);
+}
+errors++;
+}
+}
+if(data18.key !== undefined){
+let data19 = data18.key;
+if(typeof data19 === "string"){
+if(data19.length > 317){
+const err59 = {instancePath:instancePath+"/nodeState/taints/" + i0+"/key",schemaPath:"#/properties/nodeState/properties/taints/items/properties/key/maxLength",keyword:"maxLength",params:{limit: 317},message:"must NOT have more than 317 characters"};
+if(vErrors === null){
+vErrors = [err59];
+}
+else {
+vErrors.push(err59);
+}
+errors++;
+}
+if(data19.length < 1){
+const err60 = {instancePath:instancePath+"/nodeState/taints/" + i0+"/key",schemaPath:"#/properties/nodeState/properties/taints/items/properties/key/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err60];
+}
+else {
+vErrors.push(err60);
+}
+errors++;
+}
+}
+else {
+const err61 = {instancePath:instancePath+"/nodeState/taints/" + i0+"/key",schemaPath:"#/properties/nodeState/properties/taints/items/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err61];
+}
+else {
+vErrors.push(err61);
+}
+errors++;
+}
+}
+if(data18.value !== undefined){
+let data20 = data18.value;
+if(typeof data20 === "string"){
+if(data20.length > 63){
+const err62 = {instancePath:instancePath+"/nodeState/taints/" + i0+"/value",schemaPath:"#/properties/nodeState/properties/taints/items/properties/value/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
+if(vErrors === null){
+vErrors = [err62];
+}
+else {
+vErrors.push(err62);
+}
+errors++;
+}
+}
+else {
+const err63 = {instancePath:instancePath+"/nodeState/taints/" + i0+"/value",schemaPath:"#/properties/nodeState/properties/taints/items/properties/value/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err63];
+}
+else {
+vErrors.push(err63);
+}
+errors++;
+}
+}
+if(data18.effect !== undefined){
+let data21 = data18.effect;
+if(typeof data21 === "string"){
+if(data21.length < 1){
+const err64 = {instancePath:instancePath+"/nodeState/taints/" + i0+"/effect",schemaPath:"#/properties/nodeState/properties/taints/items/properties/effect/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err64];
+}
+else {
+vErrors.push(err64);
+}
+errors++;
+}
+}
+else {
+const err65 = {instancePath:instancePath+"/nodeState/taints/" + i0+"/effect",schemaPath:"#/properties/nodeState/properties/taints/items/properties/effect/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err65];
+}
+else {
+vErrors.push(err65);
+}
+errors++;
+}
+}
+if(data18.timeAdded !== undefined){
+if(typeof data18.timeAdded !== "string"){
+const err66 = {instancePath:instancePath+"/nodeState/taints/" + i0+"/timeAdded",schemaPath:"#/properties/nodeState/properties/taints/items/properties/timeAdded/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err66];
+}
+else {
+vErrors.push(err66);
+}
+errors++;
+}
+}
+}
+else {
+const err67 = {instancePath:instancePath+"/nodeState/taints/" + i0,schemaPath:"#/properties/nodeState/properties/taints/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err67];
+}
+else {
+vErrors.push(err67);
+}
+errors++;
+}
+}
+}
+else {
+const err68 = {instancePath:instancePath+"/nodeState/taints",schemaPath:"#/properties/nodeState/properties/taints/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err68];
+}
+else {
+vErrors.push(err68);
+}
+errors++;
+}
+}
+if(data13.trackingAnnotation !== undefined){
+let data23 = data13.trackingAnnotation;
+if(typeof data23 === "string"){
+if(data23.length > 262144){
+const err69 = {instancePath:instancePath+"/nodeState/trackingAnnotation",schemaPath:"#/properties/nodeState/properties/trackingAnnotation/maxLength",keyword:"maxLength",params:{limit: 262144},message:"must NOT have more than 262144 characters"};
+if(vErrors === null){
+vErrors = [err69];
+}
+else {
+vErrors.push(err69);
+}
+errors++;
+}
+}
+else {
+const err70 = {instancePath:instancePath+"/nodeState/trackingAnnotation",schemaPath:"#/properties/nodeState/properties/trackingAnnotation/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err70];
+}
+else {
+vErrors.push(err70);
+}
+errors++;
+}
+}
+if(data13.ownTrackingAnnotation !== undefined){
+let data24 = data13.ownTrackingAnnotation;
+if(typeof data24 === "string"){
+if(data24.length > 262144){
+const err71 = {instancePath:instancePath+"/nodeState/ownTrackingAnnotation",schemaPath:"#/properties/nodeState/properties/ownTrackingAnnotation/maxLength",keyword:"maxLength",params:{limit: 262144},message:"must NOT have more than 262144 characters"};
+if(vErrors === null){
+vErrors = [err71];
+}
+else {
+vErrors.push(err71);
+}
+errors++;
+}
+}
+else {
+const err72 = {instancePath:instancePath+"/nodeState/ownTrackingAnnotation",schemaPath:"#/properties/nodeState/properties/ownTrackingAnnotation/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err72];
+}
+else {
+vErrors.push(err72);
+}
+errors++;
+}
+}
+}
+else {
+const err73 = {instancePath:instancePath+"/nodeState",schemaPath:"#/properties/nodeState/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err73];
+}
+else {
+vErrors.push(err73);
+}
+errors++;
+}
+}
+if(data.observedAt !== undefined){
+let data25 = data.observedAt;
+if(typeof data25 === "string"){
+if(!(formats0.test(data25))){
+const err74 = {instancePath:instancePath+"/observedAt",schemaPath:"#/properties/observedAt/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
+if(vErrors === null){
+vErrors = [err74];
+}
+else {
+vErrors.push(err74);
+}
+errors++;
+}
+}
+else {
+const err75 = {instancePath:instancePath+"/observedAt",schemaPath:"#/properties/observedAt/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err75];
+}
+else {
+vErrors.push(err75);
+}
+errors++;
+}
+}
+}
+else {
+const err76 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err76];
+}
+else {
+vErrors.push(err76);
+}
+errors++;
+}
 validate11.errors = vErrors;
 return errors === 0;
 }
 
 export const validateMachinePoolEventData = validate12;
-const schema13 = {"$schema":"http://json-schema.org/draft-07/schema#","$id":"io.github.capi-taint-propagator/schemas/machinepool-event-data.v1.json","title":"MachinePool event data (v1)","type":"object","additionalProperties":false,"required":["kind","cluster","machinePool","nodeName","observedAt"],"properties":{"kind":{"const":"MachinePool"},"cluster":{"oneOf":[{"type":"object","additionalProperties":false,"required":["mode"],"properties":{"mode":{"const":"self"}}},{"type":"object","additionalProperties":false,"required":["mode","namespace","name"],"properties":{"mode":{"const":"capi"},"namespace":{"type":"string","minLength":1,"maxLength":253},"name":{"type":"string","minLength":1,"maxLength":253}}}]},"machinePool":{"type":"object","additionalProperties":false,"required":["namespace","name","uid","resourceVersion"],"properties":{"namespace":{"type":"string","minLength":1,"maxLength":253},"name":{"type":"string","minLength":1,"maxLength":253},"uid":{"type":"string","minLength":1},"resourceVersion":{"type":"string","minLength":1}}},"nodeName":{"type":"string","minLength":1,"maxLength":253},"declarationRecovered":{"const":true},"observedAt":{"type":"string","format":"date-time"}}};
+const schema13 = {"$schema":"http://json-schema.org/draft-07/schema#","$id":"io.github.capi-taint-propagator/schemas/machinepool-event-data.v1.json","title":"MachinePool event data (v1)","type":"object","additionalProperties":false,"required":["kind","cluster","machinePool","nodeName","observedAt"],"properties":{"kind":{"const":"MachinePool"},"cluster":{"oneOf":[{"type":"object","additionalProperties":false,"required":["mode"],"properties":{"mode":{"const":"self"}}},{"type":"object","additionalProperties":false,"required":["mode","namespace","name"],"properties":{"mode":{"const":"capi"},"namespace":{"type":"string","minLength":1,"maxLength":253},"name":{"type":"string","minLength":1,"maxLength":253}}}]},"machinePool":{"type":"object","additionalProperties":false,"required":["namespace","name","uid","resourceVersion"],"properties":{"namespace":{"type":"string","minLength":1,"maxLength":253},"name":{"type":"string","minLength":1,"maxLength":253},"uid":{"type":"string","minLength":1},"resourceVersion":{"type":"string","minLength":1}}},"nodeName":{"type":"string","minLength":1,"maxLength":253},"declarationRecovered":{"const":true},"nodeState":{"type":"object","additionalProperties":false,"required":["uid","resourceVersion","taints"],"properties":{"uid":{"type":"string","minLength":1},"resourceVersion":{"type":"string","minLength":1},"creationTimestamp":{"type":"string","format":"date-time"},"taints":{"type":"array","maxItems":1000,"items":{"type":"object","additionalProperties":false,"required":["key","effect"],"properties":{"key":{"type":"string","minLength":1,"maxLength":317},"value":{"type":"string","maxLength":63},"effect":{"type":"string","minLength":1},"timeAdded":{"type":"string"}}}},"trackingAnnotation":{"type":"string","maxLength":262144},"ownTrackingAnnotation":{"type":"string","maxLength":262144}}},"observedAt":{"type":"string","format":"date-time"}}};
 
 function validate12(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
 /*# sourceURL="io.github.capi-taint-propagator/schemas/machinepool-event-data.v1.json" */;
@@ -1233,7 +1937,7 @@ vErrors.push(err4);
 errors++;
 }
 for(const key0 in data){
-if(!((((((key0 === "kind") || (key0 === "cluster")) || (key0 === "machinePool")) || (key0 === "nodeName")) || (key0 === "declarationRecovered")) || (key0 === "observedAt"))){
+if(!(((((((key0 === "kind") || (key0 === "cluster")) || (key0 === "machinePool")) || (key0 === "nodeName")) || (key0 === "declarationRecovered")) || (key0 === "nodeState")) || (key0 === "observedAt"))){
 const err5 = {instancePath,schemaPath:"#/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key0},message:"must NOT have additional properties"};
 if(vErrors === null){
 vErrors = [err5];
@@ -1717,11 +2421,11 @@ vErrors.push(err43);
 errors++;
 }
 }
-if(data.observedAt !== undefined){
-let data13 = data.observedAt;
-if(typeof data13 === "string"){
-if(!(formats0.test(data13))){
-const err44 = {instancePath:instancePath+"/observedAt",schemaPath:"#/properties/observedAt/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
+if(data.nodeState !== undefined){
+let data13 = data.nodeState;
+if(data13 && typeof data13 == "object" && !Array.isArray(data13)){
+if(data13.uid === undefined){
+const err44 = {instancePath:instancePath+"/nodeState",schemaPath:"#/properties/nodeState/required",keyword:"required",params:{missingProperty: "uid"},message:"must have required property '"+"uid"+"'"};
 if(vErrors === null){
 vErrors = [err44];
 }
@@ -1730,9 +2434,8 @@ vErrors.push(err44);
 }
 errors++;
 }
-}
-else {
-const err45 = {instancePath:instancePath+"/observedAt",schemaPath:"#/properties/observedAt/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(data13.resourceVersion === undefined){
+const err45 = {instancePath:instancePath+"/nodeState",schemaPath:"#/properties/nodeState/required",keyword:"required",params:{missingProperty: "resourceVersion"},message:"must have required property '"+"resourceVersion"+"'"};
 if(vErrors === null){
 vErrors = [err45];
 }
@@ -1741,15 +2444,368 @@ vErrors.push(err45);
 }
 errors++;
 }
-}
-}
-else {
-const err46 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(data13.taints === undefined){
+const err46 = {instancePath:instancePath+"/nodeState",schemaPath:"#/properties/nodeState/required",keyword:"required",params:{missingProperty: "taints"},message:"must have required property '"+"taints"+"'"};
 if(vErrors === null){
 vErrors = [err46];
 }
 else {
 vErrors.push(err46);
+}
+errors++;
+}
+for(const key4 in data13){
+if(!((((((key4 === "uid") || (key4 === "resourceVersion")) || (key4 === "creationTimestamp")) || (key4 === "taints")) || (key4 === "trackingAnnotation")) || (key4 === "ownTrackingAnnotation"))){
+const err47 = {instancePath:instancePath+"/nodeState",schemaPath:"#/properties/nodeState/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key4},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err47];
+}
+else {
+vErrors.push(err47);
+}
+errors++;
+}
+}
+if(data13.uid !== undefined){
+let data14 = data13.uid;
+if(typeof data14 === "string"){
+if(data14.length < 1){
+const err48 = {instancePath:instancePath+"/nodeState/uid",schemaPath:"#/properties/nodeState/properties/uid/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err48];
+}
+else {
+vErrors.push(err48);
+}
+errors++;
+}
+}
+else {
+const err49 = {instancePath:instancePath+"/nodeState/uid",schemaPath:"#/properties/nodeState/properties/uid/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err49];
+}
+else {
+vErrors.push(err49);
+}
+errors++;
+}
+}
+if(data13.resourceVersion !== undefined){
+let data15 = data13.resourceVersion;
+if(typeof data15 === "string"){
+if(data15.length < 1){
+const err50 = {instancePath:instancePath+"/nodeState/resourceVersion",schemaPath:"#/properties/nodeState/properties/resourceVersion/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err50];
+}
+else {
+vErrors.push(err50);
+}
+errors++;
+}
+}
+else {
+const err51 = {instancePath:instancePath+"/nodeState/resourceVersion",schemaPath:"#/properties/nodeState/properties/resourceVersion/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err51];
+}
+else {
+vErrors.push(err51);
+}
+errors++;
+}
+}
+if(data13.creationTimestamp !== undefined){
+let data16 = data13.creationTimestamp;
+if(typeof data16 === "string"){
+if(!(formats0.test(data16))){
+const err52 = {instancePath:instancePath+"/nodeState/creationTimestamp",schemaPath:"#/properties/nodeState/properties/creationTimestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
+if(vErrors === null){
+vErrors = [err52];
+}
+else {
+vErrors.push(err52);
+}
+errors++;
+}
+}
+else {
+const err53 = {instancePath:instancePath+"/nodeState/creationTimestamp",schemaPath:"#/properties/nodeState/properties/creationTimestamp/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err53];
+}
+else {
+vErrors.push(err53);
+}
+errors++;
+}
+}
+if(data13.taints !== undefined){
+let data17 = data13.taints;
+if(Array.isArray(data17)){
+if(data17.length > 1000){
+const err54 = {instancePath:instancePath+"/nodeState/taints",schemaPath:"#/properties/nodeState/properties/taints/maxItems",keyword:"maxItems",params:{limit: 1000},message:"must NOT have more than 1000 items"};
+if(vErrors === null){
+vErrors = [err54];
+}
+else {
+vErrors.push(err54);
+}
+errors++;
+}
+const len0 = data17.length;
+for(let i0=0; i0<len0; i0++){
+let data18 = data17[i0];
+if(data18 && typeof data18 == "object" && !Array.isArray(data18)){
+if(data18.key === undefined){
+const err55 = {instancePath:instancePath+"/nodeState/taints/" + i0,schemaPath:"#/properties/nodeState/properties/taints/items/required",keyword:"required",params:{missingProperty: "key"},message:"must have required property '"+"key"+"'"};
+if(vErrors === null){
+vErrors = [err55];
+}
+else {
+vErrors.push(err55);
+}
+errors++;
+}
+if(data18.effect === undefined){
+const err56 = {instancePath:instancePath+"/nodeState/taints/" + i0,schemaPath:"#/properties/nodeState/properties/taints/items/required",keyword:"required",params:{missingProperty: "effect"},message:"must have required property '"+"effect"+"'"};
+if(vErrors === null){
+vErrors = [err56];
+}
+else {
+vErrors.push(err56);
+}
+errors++;
+}
+for(const key5 in data18){
+if(!((((key5 === "key") || (key5 === "value")) || (key5 === "effect")) || (key5 === "timeAdded"))){
+const err57 = {instancePath:instancePath+"/nodeState/taints/" + i0,schemaPath:"#/properties/nodeState/properties/taints/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key5},message:"must NOT have additional properties"};
+if(vErrors === null){
+vErrors = [err57];
+}
+else {
+vErrors.push(err57);
+}
+errors++;
+}
+}
+if(data18.key !== undefined){
+let data19 = data18.key;
+if(typeof data19 === "string"){
+if(data19.length > 317){
+const err58 = {instancePath:instancePath+"/nodeState/taints/" + i0+"/key",schemaPath:"#/properties/nodeState/properties/taints/items/properties/key/maxLength",keyword:"maxLength",params:{limit: 317},message:"must NOT have more than 317 characters"};
+if(vErrors === null){
+vErrors = [err58];
+}
+else {
+vErrors.push(err58);
+}
+errors++;
+}
+if(data19.length < 1){
+const err59 = {instancePath:instancePath+"/nodeState/taints/" + i0+"/key",schemaPath:"#/properties/nodeState/properties/taints/items/properties/key/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err59];
+}
+else {
+vErrors.push(err59);
+}
+errors++;
+}
+}
+else {
+const err60 = {instancePath:instancePath+"/nodeState/taints/" + i0+"/key",schemaPath:"#/properties/nodeState/properties/taints/items/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err60];
+}
+else {
+vErrors.push(err60);
+}
+errors++;
+}
+}
+if(data18.value !== undefined){
+let data20 = data18.value;
+if(typeof data20 === "string"){
+if(data20.length > 63){
+const err61 = {instancePath:instancePath+"/nodeState/taints/" + i0+"/value",schemaPath:"#/properties/nodeState/properties/taints/items/properties/value/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
+if(vErrors === null){
+vErrors = [err61];
+}
+else {
+vErrors.push(err61);
+}
+errors++;
+}
+}
+else {
+const err62 = {instancePath:instancePath+"/nodeState/taints/" + i0+"/value",schemaPath:"#/properties/nodeState/properties/taints/items/properties/value/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err62];
+}
+else {
+vErrors.push(err62);
+}
+errors++;
+}
+}
+if(data18.effect !== undefined){
+let data21 = data18.effect;
+if(typeof data21 === "string"){
+if(data21.length < 1){
+const err63 = {instancePath:instancePath+"/nodeState/taints/" + i0+"/effect",schemaPath:"#/properties/nodeState/properties/taints/items/properties/effect/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+if(vErrors === null){
+vErrors = [err63];
+}
+else {
+vErrors.push(err63);
+}
+errors++;
+}
+}
+else {
+const err64 = {instancePath:instancePath+"/nodeState/taints/" + i0+"/effect",schemaPath:"#/properties/nodeState/properties/taints/items/properties/effect/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err64];
+}
+else {
+vErrors.push(err64);
+}
+errors++;
+}
+}
+if(data18.timeAdded !== undefined){
+if(typeof data18.timeAdded !== "string"){
+const err65 = {instancePath:instancePath+"/nodeState/taints/" + i0+"/timeAdded",schemaPath:"#/properties/nodeState/properties/taints/items/properties/timeAdded/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err65];
+}
+else {
+vErrors.push(err65);
+}
+errors++;
+}
+}
+}
+else {
+const err66 = {instancePath:instancePath+"/nodeState/taints/" + i0,schemaPath:"#/properties/nodeState/properties/taints/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err66];
+}
+else {
+vErrors.push(err66);
+}
+errors++;
+}
+}
+}
+else {
+const err67 = {instancePath:instancePath+"/nodeState/taints",schemaPath:"#/properties/nodeState/properties/taints/type",keyword:"type",params:{type: "array"},message:"must be array"};
+if(vErrors === null){
+vErrors = [err67];
+}
+else {
+vErrors.push(err67);
+}
+errors++;
+}
+}
+if(data13.trackingAnnotation !== undefined){
+let data23 = data13.trackingAnnotation;
+if(typeof data23 === "string"){
+if(data23.length > 262144){
+const err68 = {instancePath:instancePath+"/nodeState/trackingAnnotation",schemaPath:"#/properties/nodeState/properties/trackingAnnotation/maxLength",keyword:"maxLength",params:{limit: 262144},message:"must NOT have more than 262144 characters"};
+if(vErrors === null){
+vErrors = [err68];
+}
+else {
+vErrors.push(err68);
+}
+errors++;
+}
+}
+else {
+const err69 = {instancePath:instancePath+"/nodeState/trackingAnnotation",schemaPath:"#/properties/nodeState/properties/trackingAnnotation/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err69];
+}
+else {
+vErrors.push(err69);
+}
+errors++;
+}
+}
+if(data13.ownTrackingAnnotation !== undefined){
+let data24 = data13.ownTrackingAnnotation;
+if(typeof data24 === "string"){
+if(data24.length > 262144){
+const err70 = {instancePath:instancePath+"/nodeState/ownTrackingAnnotation",schemaPath:"#/properties/nodeState/properties/ownTrackingAnnotation/maxLength",keyword:"maxLength",params:{limit: 262144},message:"must NOT have more than 262144 characters"};
+if(vErrors === null){
+vErrors = [err70];
+}
+else {
+vErrors.push(err70);
+}
+errors++;
+}
+}
+else {
+const err71 = {instancePath:instancePath+"/nodeState/ownTrackingAnnotation",schemaPath:"#/properties/nodeState/properties/ownTrackingAnnotation/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err71];
+}
+else {
+vErrors.push(err71);
+}
+errors++;
+}
+}
+}
+else {
+const err72 = {instancePath:instancePath+"/nodeState",schemaPath:"#/properties/nodeState/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err72];
+}
+else {
+vErrors.push(err72);
+}
+errors++;
+}
+}
+if(data.observedAt !== undefined){
+let data25 = data.observedAt;
+if(typeof data25 === "string"){
+if(!(formats0.test(data25))){
+const err73 = {instancePath:instancePath+"/observedAt",schemaPath:"#/properties/observedAt/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
+if(vErrors === null){
+vErrors = [err73];
+}
+else {
+vErrors.push(err73);
+}
+errors++;
+}
+}
+else {
+const err74 = {instancePath:instancePath+"/observedAt",schemaPath:"#/properties/observedAt/type",keyword:"type",params:{type: "string"},message:"must be string"};
+if(vErrors === null){
+vErrors = [err74];
+}
+else {
+vErrors.push(err74);
+}
+errors++;
+}
+}
+}
+else {
+const err75 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
+if(vErrors === null){
+vErrors = [err75];
+}
+else {
+vErrors.push(err75);
 }
 errors++;
 }

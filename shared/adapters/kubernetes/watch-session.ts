@@ -173,6 +173,11 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
     this.now = options.now ?? (() => new Date());
   }
 
+  /** The last state of an object this session holds (from its last list or watch event), by key. */
+  latest(key: string): T | undefined {
+    return this.known.get(key)?.facts;
+  }
+
   /** Runs list+watch until `signal` aborts; every failure is retried with backoff, never thrown. */
   async run(signal: AbortSignal, onEvent: (event: StreamEvent<T>) => Promise<void>): Promise<void> {
     const backoff = this.o.backoff ?? { initialMs: 250, maxMs: 30_000 };

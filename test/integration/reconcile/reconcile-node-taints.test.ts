@@ -124,6 +124,7 @@ describeWithControlPlane('reconcile-node-taints against a real API server', () =
               }
               return store.patchNodeTaints(name, patch);
             },
+            patchClaimedNode: (name, claim, patch) => store.patchClaimedNode(name, claim, patch),
           };
         },
       },

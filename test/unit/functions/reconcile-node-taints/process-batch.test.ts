@@ -206,6 +206,9 @@ describe('Function: processBatch() at the edges of retry', () => {
           patchNodeTaints: async () => {
             throw new Error('not reached');
           },
+          patchClaimedNode: async () => {
+            throw new Error('not reached');
+          },
         };
       },
     };
@@ -257,6 +260,7 @@ describe('Function: processBatch() at the edges of retry', () => {
       nodesOf: async () => ({
         getNode: (name: string) => nodes.getNode(name),
         patchNodeTaints: async (name: string) => { throw new NodeNotFoundError(name); },
+        patchClaimedNode: async (name: string) => { throw new NodeNotFoundError(name); },
       }),
     };
     const outcomes: string[] = [];

@@ -1,8 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { reconcileNodeTaints, type ReconcileDeps } from '#functions/reconcile-node-taints/reconcile-node-taints.ts';
 import { MemoryClusterConnections, MemoryEventRecorder, MemoryMachineStore } from '#test/support/memory-cluster.ts';
-import type { MachinePoolSnapshot, MachineSnapshot } from '#shared/domain/snapshots.ts';
-import { OWN_TRACKING_ANNOTATION, UNINITIALIZED_TAINT_KEY } from '#shared/domain/taint.ts';
+import type { NodeState, TaintEvent } from '#shared/domain/cloud-event.ts';
+import type { MachinePoolSnapshot, MachineSnapshot, NodeSnapshot } from '#shared/domain/snapshots.ts';
+import { OWN_TRACKING_ANNOTATION, TRACKING_ANNOTATION, UNINITIALIZED_TAINT_KEY } from '#shared/domain/taint.ts';
 import { PatchConflictError } from '#shared/errors.ts';
 import { machineBuilder, machineTaint, nodeTaint } from '#test/support/builders.ts';
 import { machineEvent, machinePoolEvent, nodeEvent } from '#test/support/sqs-records.ts';
@@ -480,5 +481,98 @@ describe('Function: reconcileNodeTaints() for MachinePool Nodes', () => {
     // Assess
     expect(result).toMatchObject({ outcome: 'no-node', machinePool: 'default/mp-0' });
     expect(nodes.writes).toBe(0);
+  });
+});
+
+describe('Function: reconcileNodeTaints(), events that claim the Node state', () => {
+  /** The state the forwarder would claim for a Node as stored. */
+  const stateOf = (node: NodeSnapshot): NodeState => ({
+    uid: node.uid,
+    resourceVersion: node.resourceVersion,
+    ...(node.creationTimestamp ? { creationTimestamp: node.creationTimestamp } : {}),
+    taints: node.taints,
+    ...(node.annotations[TRACKING_ANNOTATION] !== undefined ? { trackingAnnotation: node.annotations[TRACKING_ANNOTATION] } : {}),
+    ...(node.annotations[OWN_TRACKING_ANNOTATION] !== undefined ? { ownTrackingAnnotation: node.annotations[OWN_TRACKING_ANNOTATION] } : {}),
+  });
+  const claiming = (event: TaintEvent, state: NodeState): TaintEvent => ({ ...event, data: { ...event.data, nodeState: state } as TaintEvent['data'] });
+  const FOREIGN = nodeTaint('foreign', 'keep', 'NoExecute');
+
+  function withNode(settings: Partial<ReconcileDeps['settings']> = {}) {
+    const env = setup(settings);
+    env.machines.put(inCluster(machineBuilder().named('m1').withNodeName('n1').withSpecTaints([machineTaint('gpu', 'a100')]).build()));
+    const node = env.nodes.put({ name: 'n1', creationTimestamp: NEW_NODE, annotations: { [OWN_TRACKING_ANNOTATION]: '' }, taints: [FOREIGN] });
+    return { ...env, node };
+  }
+
+  it('writes a changed Node from a claim that holds without reading it: the Machine read, the write and the Event', async () => {
+    // Prepare
+    const { deps, machines, nodes, recorder, node } = withNode();
+
+    // Act
+    const result = await reconcileNodeTaints(deps, claiming(machineEvent('default', 'm1', { nodeName: 'n1' }), stateOf(node)));
+
+    // Assess
+    expect(result).toMatchObject({ outcome: 'patched', resourceVersion: node.resourceVersion });
+    expect({ machineReads: machines.reads, nodeReads: nodes.reads, nodeWrites: nodes.writes, events: recorder.events.length }).toEqual({ machineReads: 1, nodeReads: 0, nodeWrites: 1, events: 1 });
+    expect(nodes.peek('n1')?.taints).toEqual([FOREIGN, nodeTaint('gpu', 'a100')]);
+  });
+
+  it('reads the Node and writes from the read when the claim is stale (the write from the claim was refused)', async () => {
+    // Prepare: someone adds a taint after the forwarder saw the Node.
+    const { deps, nodes, node } = withNode();
+    const claim = stateOf(node);
+    nodes.put({ ...node, taints: [FOREIGN, nodeTaint('later', 'x')] });
+
+    // Act
+    const result = await reconcileNodeTaints(deps, claiming(machineEvent('default', 'm1', { nodeName: 'n1' }), claim));
+
+    // Assess
+    expect(result.outcome).toBe('patched');
+    expect({ nodeReads: nodes.reads, nodeWrites: nodes.writes }).toEqual({ nodeReads: 1, nodeWrites: 2 });
+    expect(nodes.peek('n1')?.taints).toEqual([FOREIGN, nodeTaint('later', 'x'), nodeTaint('gpu', 'a100')]);
+  });
+
+  it('never removes a taint someone else owns on a forged claim: the claim is refused and the Node read', async () => {
+    // Prepare: the forgery has the current resourceVersion but leaves out the foreign taint.
+    const { deps, nodes, node } = withNode();
+
+    // Act
+    const result = await reconcileNodeTaints(deps, claiming(machineEvent('default', 'm1', { nodeName: 'n1' }), { ...stateOf(node), taints: [] }));
+
+    // Assess
+    expect(result.outcome).toBe('patched');
+    expect(nodes.peek('n1')?.taints).toEqual([FOREIGN, nodeTaint('gpu', 'a100')]);
+  });
+
+  it('reads the Node when the claim says it is in sync (a stale claim must not hide a needed write)', async () => {
+    // Prepare: the claim is of an earlier state that had the declared taint; the Node lost it since.
+    const { deps, nodes, node } = withNode();
+    const inSync = nodes.put({ ...node, annotations: { [OWN_TRACKING_ANNOTATION]: 'gpu:NoSchedule' }, taints: [FOREIGN, nodeTaint('gpu', 'a100')] });
+    const claim = stateOf(inSync);
+    nodes.put({ ...inSync, taints: [FOREIGN] });
+
+    // Act
+    const result = await reconcileNodeTaints(deps, claiming(machineEvent('default', 'm1', { nodeName: 'n1' }), claim));
+
+    // Assess
+    expect(result.outcome).toBe('patched');
+    expect({ nodeReads: nodes.reads, nodeWrites: nodes.writes }).toEqual({ nodeReads: 1, nodeWrites: 1 });
+    expect(nodes.peek('n1')?.taints).toEqual([FOREIGN, nodeTaint('gpu', 'a100')]);
+  });
+
+  it('ignores a claim about another Node than the Machine names, and any claim in a dry run', async () => {
+    // Prepare
+    const { deps, nodes, node } = withNode();
+    const dry = withNode({ dryRun: true });
+
+    // Act
+    const other = await reconcileNodeTaints(deps, claiming(nodeEvent('n1', { machine: { namespace: 'default', name: 'm1' }, cluster: { mode: 'capi', namespace: 'default', name: 'wc2' } }), stateOf(node)));
+    const planned = await reconcileNodeTaints(dry.deps, claiming(machineEvent('default', 'm1', { nodeName: 'n1' }), stateOf(dry.node)));
+
+    // Assess: the first read its Node (in the Machine's cluster), the dry run read and wrote nothing.
+    expect(other.outcome).toBe('patched');
+    expect(nodes.reads).toBe(1);
+    expect(planned.outcome).toBe('dry-run');
+    expect({ nodeReads: dry.nodes.reads, nodeWrites: dry.nodes.writes }).toEqual({ nodeReads: 1, nodeWrites: 0 });
   });
 });

@@ -7,8 +7,8 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { Outbox } from '#functions/watch-forwarder/outbox.ts';
 import { StreamSupervisor } from '#functions/watch-forwarder/stream-supervisor.ts';
-import { eventIdFor } from '#shared/domain/cloud-event.ts';
-import type { Checkpoint, ClusterFacts, MachineFacts } from '#shared/domain/watch-event.ts';
+import { eventIdFor, type TaintEvent } from '#shared/domain/cloud-event.ts';
+import type { Checkpoint, ClusterFacts, MachineFacts, NodeFacts } from '#shared/domain/watch-event.ts';
 import { ScriptedSources, until } from '#test/support/scripted-watch-sources.ts';
 import { manualClock } from '#test/support/manual-clock.ts';
 
@@ -37,12 +37,13 @@ afterEach(async () => {
 function setup(mode: 'capi' | 'self', checkpoint: Checkpoint = {}) {
   const sources = new ScriptedSources();
   const sent: string[] = [];
+  const published: TaintEvent[] = [];
   const counts: Record<string, number> = {};
   const errors: string[] = [];
   const logger = { info: () => undefined, warn: () => undefined, error: (message: string) => void errors.push(message), debug: () => undefined } as never;
   const telemetry = { record: (metric: string, value: number) => void (counts[metric] = (counts[metric] ?? 0) + value) };
   const outbox = new Outbox(
-    { publisher: { publish: async (events) => (sent.push(...events.map((e) => e.id)), { sent: events, unsent: [] }) }, telemetry, clock: manualClock(T0.getTime()), logger, isLeading: () => true },
+    { publisher: { publish: async (events) => (sent.push(...events.map((e) => e.id)), published.push(...events), { sent: events, unsent: [] }) }, telemetry, clock: manualClock(T0.getTime()), logger, isLeading: () => true },
     { flushIntervalMs: 5, maxEventsPerPublish: 100, maxPendingEvents: 100, drainTimeoutMs: 100 },
   );
   const supervisor = new StreamSupervisor({ mode, sources, telemetry, logger, outbox }, { healthSampleIntervalMs: 60_000 });
@@ -53,10 +54,46 @@ function setup(mode: 'capi' | 'self', checkpoint: Checkpoint = {}) {
     term.abort();
     await done;
   };
-  return { sources, outbox, sent, counts, errors };
+  return { sources, outbox, sent, published, counts, errors };
 }
 
+const node = (change: Partial<NodeFacts> = {}): NodeFacts => ({
+  kind: 'Node',
+  name: 'n1',
+  uid: 'uid-n1',
+  resourceVersion: '40',
+  creationTimestamp: '2026-11-22T09:00:00Z',
+  taints: [{ key: 'foreign', value: 'x', effect: 'NoExecute', timeAdded: '2026-11-22T09:30:00Z' }],
+  trackingAnnotation: 'upstream:NoSchedule',
+  ownTrackingAnnotation: '',
+  ...change,
+});
+
 describe('Class: StreamSupervisor', () => {
+  it('puts the last state its Node stream saw of the Machine\'s Node in a Machine event, and the Node\'s own state in a Node event', async () => {
+    // Prepare
+    const { sources, outbox, published } = setup('capi');
+    await sources.clusterStream.emit({ type: 'change', change: 'resynced', facts: cluster(), observedAt: T0 });
+    const nodes = await sources.nodesOf({ mode: 'capi', namespace: 'fleet', name: 'wc1' });
+
+    // Act
+    await nodes.emit({ type: 'change', change: 'added', facts: node(), observedAt: T0, checkpoint: '40' });
+    await nodes.emit({ type: 'change', change: 'modified', previous: node(), facts: node({ resourceVersion: '41', taints: null }), observedAt: T0, checkpoint: '41' });
+    await sources.machineStream.emit({ type: 'change', change: 'modified', previous: machine(), facts: machine({ resourceVersion: '12', specTaints: [] }), observedAt: T0, checkpoint: '12' });
+    await sources.machineStream.emit({ type: 'change', change: 'added', facts: machine({ name: 'm2', uid: 'uid-m2', nodeName: 'n2' }), observedAt: T0, checkpoint: '13' });
+    await outbox.publishRound();
+
+    // Assess
+    const state = { uid: 'uid-n1', creationTimestamp: '2026-11-22T09:00:00Z', trackingAnnotation: 'upstream:NoSchedule', ownTrackingAnnotation: '' };
+    expect(published.map((e) => [e.data.kind, e.data.nodeState])).toEqual([
+      ['Node', { ...state, resourceVersion: '40', taints: [{ key: 'foreign', value: 'x', effect: 'NoExecute', timeAdded: '2026-11-22T09:30:00Z' }] }],
+      ['Node', { ...state, resourceVersion: '41', taints: [] }],
+      ['Machine', { ...state, resourceVersion: '41', taints: [] }],
+      // A Node the forwarder has not seen: no claim (the reconcile function reads it).
+      ['Machine', undefined],
+    ]);
+  });
+
   it('turns a relevant Machine change into one event and passes a heartbeat without one; the checkpoint follows once the event is sent', async () => {
     // Prepare
     const { sources, outbox, sent, counts } = setup('self');

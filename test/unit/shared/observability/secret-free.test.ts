@@ -114,6 +114,7 @@ it('keeps every planted secret out of logs, Events, metrics and dead letters on 
         ? {
             getNode: async (name) => Promise.reject(toProductError(`Reading Node ${name}`, echoingApiException(401))),
             patchNodeTaints: async () => Promise.reject(new Error('unreachable')),
+            patchClaimedNode: async () => Promise.reject(new Error('unreachable')),
           }
         : real.nodesOf(cluster, options),
   };
