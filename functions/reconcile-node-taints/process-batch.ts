@@ -15,7 +15,9 @@
  *   reconciling a Node of one cluster, that cluster's other records in the batch are not tried (they
  *   fail at once, as transient): one hanging workload cluster costs a batch one timeout, and the
  *   other clusters' records keep the time;
- * - outcomes (patched, unchanged, gone, invalid declaration, …): logged and counted.
+ * - outcomes (patched, unchanged, gone, invalid declaration, …): logged and counted;
+ * - Kubernetes Events are written off each record's path (see DeferredEvents): a changed Node costs two sequential
+ *   round trips (the reads, the write), and the batch answers once its Events are written.
  */
 import { SqsFifoPartialProcessorAsync, processPartialResponse } from '@aws-lambda-powertools/batch';
 import type { Logger } from '@aws-lambda-powertools/logger';
@@ -28,6 +30,7 @@ import { MetricDimension, ReconcileMetric } from '#shared/observability/metric-n
 import type { RecordQueue } from '#shared/ports/record-queue.ts';
 import { reconcileNodeTaints, type ReconcileDeps, type ReconcileResult } from './reconcile-node-taints.ts';
 import { backoffDelay } from '#shared/domain/backoff.ts';
+import { DeferredEvents } from './deferred-events.ts';
 
 export interface BatchDeps extends ReconcileDeps {
   readonly queue: RecordQueue;
@@ -71,15 +74,18 @@ export async function processBatch(event: SQSEvent, context: Context, deps: Batc
   const remainingMs = typeof context.getRemainingTimeInMillis === 'function' ? context.getRemainingTimeInMillis() : Infinity;
   const deadline = Date.now() + Math.max(0, remainingMs - SETTLE_RESERVE_MS);
   const bounded = deps.withDeadline ?? (<T>(_deadline: number, fn: () => Promise<T>) => fn());
+  const events = new DeferredEvents(deps.recorder, deps.logger);
+  const recordDeps: BatchDeps = { ...deps, recorder: events };
   const response = await processPartialResponse(
     event,
     async (record: SQSRecord) => {
       handled.add(record.messageId);
-      await bounded(deadline, () => processRecord(record, deps, { delayedGroups, retryDelays, retryable, timedOutClusters }));
+      await bounded(deadline, () => processRecord(record, recordDeps, { delayedGroups, retryDelays, retryable, timedOutClusters }));
     },
     processor,
     { context, skipGroupOnError: true, throwOnFullBatchFailure: false },
   );
+  await events.settle();
   const failures: typeof response.batchItemFailures = [];
   for (const failure of response.batchItemFailures) {
     const record = event.Records.find((r) => r.messageId === failure.itemIdentifier);

@@ -48,6 +48,60 @@ describe('Function: processBatch()', () => {
     sqsMock.on(SendMessageCommand).resolves({ MessageId: 'dlq-1' });
   });
 
+  it('writes Kubernetes Events off each record\'s path: the next record of the Node\'s group is reconciled before the first Event is written, and the batch answers once it is', async () => {
+    // Prepare: the Event API answers only when the test says so.
+    const { deps, machines, nodes } = setup();
+    machines.put(inCluster(machineBuilder().named('m-a').withNodeName('node-a').withSpecTaints([machineTaint('gpu', 'a100')]).build()));
+    nodes.put({ name: 'node-a', annotations: {}, taints: [] });
+    const steps: string[] = [];
+    let answer: () => void = () => undefined;
+    const answered = new Promise<void>((resolve) => (answer = resolve));
+    const recorder = {
+      record: async (_o: unknown, _t: string, reason: string) => {
+        steps.push(`event ${reason} sent`);
+        await answered;
+        steps.push(`event ${reason} written`);
+      },
+    };
+    const first = sqsRecord(machineEvent('default', 'm-a', { nodeName: 'node-a' }), { messageId: 'first' });
+    const second = sqsRecord(nodeEvent('node-a', { machine: { namespace: 'default', name: 'm-a' } }), { messageId: 'second' });
+    const reads = nodes.getNode.bind(nodes);
+    nodes.getNode = async (name) => (steps.push('node read'), reads(name));
+
+    // Act
+    let settled = false;
+    const batch = processBatch(sqsEvent(first, second), context, { ...deps, recorder }).then((r) => ((settled = true), r));
+    await vi.waitFor(() => expect(steps).toContain('node read'));
+    await vi.waitFor(() => expect(steps.filter((s) => s === 'node read')).toHaveLength(2));
+    const beforeAnswer = { steps: [...steps], settled };
+    answer();
+    const response = await batch;
+
+    // Assess: the second record read its Node while the first Event was still unanswered; the batch waited for it.
+    expect(beforeAnswer).toEqual({ steps: ['node read', 'event TaintsPropagated sent', 'node read'], settled: false });
+    expect(steps.at(-1)).toBe('event TaintsPropagated written');
+    expect(response.batchItemFailures).toEqual([]);
+  });
+
+  it('logs an Event that could not be written, with its object and reason, and keeps the record\'s outcome', async () => {
+    // Prepare
+    const { deps, machines, nodes } = setup();
+    machines.put(inCluster(machineBuilder().named('m-a').withNodeName('node-a').withSpecTaints([machineTaint('gpu', 'a100')]).build()));
+    nodes.put({ name: 'node-a', annotations: {}, taints: [] });
+    const warn = vi.spyOn(logger, 'warn');
+    const recorder = { record: async () => Promise.reject(new TransientError('Recording Event', 'connection reset')) };
+
+    // Act
+    const response = await processBatch(sqsEvent(sqsRecord(machineEvent('default', 'm-a', { nodeName: 'node-a' }), { messageId: 'r1' })), context, { ...deps, recorder });
+    const warnings = warn.mock.calls.map(([message, fields]) => [message, fields]);
+    warn.mockRestore();
+
+    // Assess
+    expect(response.batchItemFailures).toEqual([]);
+    expect(nodes.peek('node-a')?.taints.map((t) => t.key)).toEqual(['gpu']);
+    expect(warnings).toContainEqual(['Recording a Kubernetes Event failed', expect.objectContaining({ involvedObject: 'Machine default/m-a', eventReason: 'TaintsPropagated' })]);
+  });
+
   it('fails exactly the conflicting record and the rest of its group, dead-letters the malformed one, and processes the others', async () => {
     // Prepare
     const { deps, machines, nodes, recorder } = setup();

@@ -1,0 +1,32 @@
+/**
+ * Kubernetes Events off each record's critical path: a reconcile's `record` returns at once and the Event is written
+ * while the batch goes on (the next record of the same Node's group does not wait for it); the batch answers only
+ * once every Event it started is written or has failed, so none is dropped by a frozen Lambda, and a failure is logged
+ * with the object and reason (the outcome stands, as before).
+ */
+import type { Logger } from '@aws-lambda-powertools/logger';
+import type { EventRecorder, InvolvedObject } from '#shared/ports/event-recorder.ts';
+
+export class DeferredEvents implements EventRecorder {
+  readonly #recorder: EventRecorder;
+  readonly #logger: Logger;
+  readonly #pending: Promise<void>[] = [];
+
+  constructor(recorder: EventRecorder, logger: Logger) {
+    this.#recorder = recorder;
+    this.#logger = logger;
+  }
+
+  async record(object: InvolvedObject, type: 'Normal' | 'Warning', reason: string, message: string): Promise<void> {
+    this.#pending.push(
+      this.#recorder.record(object, type, reason, message).catch((error: unknown) => {
+        this.#logger.warn('Recording a Kubernetes Event failed', { involvedObject: `${object.kind} ${object.namespace}/${object.name}`, eventReason: reason, error });
+      }),
+    );
+  }
+
+  /** Waits for every Event started so far (never rejects: failures were logged). */
+  async settle(): Promise<void> {
+    while (this.#pending.length > 0) await Promise.all(this.#pending.splice(0));
+  }
+}
