@@ -17,6 +17,7 @@ import { processBatch, type BatchDeps } from '#functions/reconcile-node-taints/p
 import { createSqsEventPublisher } from '#shared/adapters/sqs/event-publisher.ts';
 import { loadReconcileConfig, type ReconcileConfig } from '#shared/config/reconcile-config.ts';
 import { eventIdFor, eventTypeFor, sourceFor, subjectFor, type MachineEventData, type TaintEvent } from '#shared/domain/cloud-event.ts';
+import { nodeStateOf, toNodeFacts } from '#shared/domain/watch-event.ts';
 import type { EventPublisher } from '#shared/ports/event-publisher.ts';
 import { startLocalSqs, type LocalQueue, type LocalSqs } from '#local/sqs/local-sqs.ts';
 import { SqsEventSource } from '#local/sqs/sqs-event-source.ts';
@@ -129,13 +130,19 @@ export class ReconcilePipeline {
   }
 }
 
-/** A Machine `modified` event as the forwarder would publish it (self mode). */
-export function machineModified(namespace: string, machine: string, uid: string, resourceVersion: string, nodeName: string, observedAt: Date): TaintEvent {
+/**
+ * A Machine `modified` event as the forwarder would publish it (self mode): with `node` (the Node's JSON as the API
+ * server returned it), the event carries that Node state, as the forwarder's does when it has seen the Node.
+ */
+export function machineModified(namespace: string, machine: string, uid: string, resourceVersion: string, nodeName: string, observedAt: Date, node?: unknown): TaintEvent {
+  const facts = node === undefined ? undefined : toNodeFacts(node);
+  const nodeState = facts ? nodeStateOf(facts) : undefined;
   const data: MachineEventData = {
     kind: 'Machine',
     cluster: { mode: 'self' },
     machine: { namespace, name: machine, uid, resourceVersion },
     nodeName,
+    ...(nodeState ? { nodeState } : {}),
     observedAt: observedAt.toISOString(),
   };
   return {

@@ -10,6 +10,7 @@ import { eventIdFor, eventTypeFor, sourceFor, subjectFor, type NodeEventData, ty
 import type { BenchContext } from '../lib/context.ts';
 import { CallCounter, RawKube, cleanup, countingKubeConfig, createNamespace, createPairs, hasTaint, listNodes, loadKubeConfig, runId, type BenchTaint, type CallCounts, type Pair, type RawNode } from '../lib/kube.ts';
 import { ReconcilePipeline, machineModified, publishAll } from '../lib/pipeline.ts';
+import { nodeStateOf, toNodeFacts } from '#shared/domain/watch-event.ts';
 import { round } from '../lib/stats.ts';
 
 export interface CaseCost {
@@ -51,13 +52,14 @@ export async function runApiCost(ctx: BenchContext): Promise<ApiCostResult> {
     const plain = pairs.slice(0, k);
     const racing = pairs.slice(k);
 
-    // Changed: every Node lacks its Machine's taint.
-    const changed = await measure(ctx, plain, (p) => machineModified(ns, p.machine, p.uid, p.resourceVersion, p.node, new Date()));
+    // Changed: every Node lacks its Machine's taint. Each event carries its Node's state, as the forwarder's do.
+    const created = new Map((await listNodes(raw, run)).map((n) => [n.metadata.name, n]));
+    const changed = await measure(ctx, plain, (p) => machineModified(ns, p.machine, p.uid, p.resourceVersion, p.node, new Date(), created.get(p.node)));
     await expectConverged(raw, run, plain);
     // Unchanged, reached by a Machine event (a later resourceVersion, so SQS deduplication does not drop it).
-    const unchangedMachineEvent = await measure(ctx, plain, (p) => machineModified(ns, p.machine, p.uid, `${p.resourceVersion}0`, p.node, new Date()));
-    // Unchanged, reached by a Node event: the echo of our own write, as the forwarder publishes it.
     const nodes = new Map((await listNodes(raw, run)).map((n) => [n.metadata.name, n]));
+    const unchangedMachineEvent = await measure(ctx, plain, (p) => machineModified(ns, p.machine, p.uid, `${p.resourceVersion}0`, p.node, new Date(), nodes.get(p.node)));
+    // Unchanged, reached by a Node event: the echo of our own write, as the forwarder publishes it.
     const unchangedNodeEvent = await measure(ctx, plain, (p) => nodeModified(ns, p, nodes.get(p.node)));
 
     // Conflict: a foreign writer changes each Node once, between our read and our write.
@@ -71,7 +73,7 @@ export async function runApiCost(ctx: BenchContext): Promise<ApiCostResult> {
     const conflict = await measure(
       ctx,
       racing,
-      (p) => machineModified(ns, p.machine, p.uid, p.resourceVersion, p.node, new Date()),
+      (p) => machineModified(ns, p.machine, p.uid, p.resourceVersion, p.node, new Date(), created.get(p.node)),
       (deps) => ({
         ...deps,
         clusters: {
@@ -151,11 +153,14 @@ async function measure(ctx: BenchContext, pairs: readonly Pair[], eventOf: (p: P
 function nodeModified(namespace: string, p: Pair, node: RawNode | undefined): TaintEvent {
   const rv = node?.metadata.resourceVersion ?? '1';
   const uid = `node-${p.node}`;
+  const facts = node ? toNodeFacts(node) : undefined;
+  const nodeState = facts ? nodeStateOf(facts) : undefined;
   const data: NodeEventData = {
     kind: 'Node',
     cluster: { mode: 'self' },
     node: { name: p.node, uid, resourceVersion: rv },
     machine: { namespace, name: p.machine },
+    ...(nodeState ? { nodeState } : {}),
     observedAt: new Date().toISOString(),
   };
   return { id: eventIdFor(uid, rv, 'modified'), source: sourceFor(data.cluster), type: eventTypeFor('Node', 'modified'), subject: subjectFor(data), time: data.observedAt, data };

@@ -74,7 +74,9 @@ async function runOnce(ctx: BenchContext, n: number, concurrency: number): Promi
     const counter = new CallCounter();
     const pipeline = await ReconcilePipeline.create({ kubeConfig: countingKubeConfig(ctx.kubeconfigPath, counter), concurrency });
     const now = new Date();
-    const events = pairs.map((p) => machineModified(ns, p.machine, p.uid, p.resourceVersion, p.node, now));
+    // Each event carries its Node's state as the forwarder would have seen it (after the floor's writes).
+    const seen = new Map((await listNodes(raw, run)).map((node) => [node.metadata.name, node]));
+    const events = pairs.map((p) => machineModified(ns, p.machine, p.uid, p.resourceVersion, p.node, now, seen.get(p.node)));
     const before = counter.snapshot();
     const start = performance.now();
     let pipelineMs: number;
@@ -100,10 +102,11 @@ async function runOnce(ctx: BenchContext, n: number, concurrency: number): Promi
       return machineMeta(raw, ns, p.machine);
     });
     const kaPipeline = await ReconcilePipeline.create({ kubeConfig: countingKubeConfig(ctx.kubeconfigPath, new CallCounter(), { keepAlive: true }), concurrency });
+    const kaSeen = new Map((await listNodes(raw, run)).map((node) => [node.metadata.name, node]));
     const kaStart = performance.now();
     let kaPipelineMs: number;
     try {
-      await publishAll(kaPipeline.publisher, pairs.map((p, i) => machineModified(ns, p.machine, p.uid, metas[i]?.resourceVersion ?? `${p.resourceVersion}1`, p.node, new Date())));
+      await publishAll(kaPipeline.publisher, pairs.map((p, i) => machineModified(ns, p.machine, p.uid, metas[i]?.resourceVersion ?? `${p.resourceVersion}1`, p.node, new Date(), kaSeen.get(p.node))));
       kaPipeline.start();
       await kaPipeline.drain(Math.max(120_000, n * 200));
       kaPipelineMs = since(kaStart);
