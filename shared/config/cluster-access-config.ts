@@ -12,7 +12,7 @@ export type ClusterMode = (typeof ClusterMode)[keyof typeof ClusterMode];
 
 /** Where the management cluster's credentials come from. */
 export const ManagementAuth = {
-  /** A kubeconfig file: KUBECONFIG, or the default locations (local runs). */
+  /** A kubeconfig file: KUBECONFIG, or the default locations (local runs only: refused in AWS Lambda). */
   Kubeconfig: 'kubeconfig',
   /** An EKS IAM token minted from the function's own role (presigned STS GetCallerIdentity). */
   Eks: 'eks',
@@ -46,6 +46,12 @@ export interface ClusterAccessConfig {
 export function loadClusterAccessConfig(env: Env): ClusterAccessConfig {
   const clusterMode = oneOf(env, 'CLUSTER_MODE', Object.values(ClusterMode), ClusterMode.Capi);
   const auth = oneOf(env, 'MANAGEMENT_AUTH', Object.values(ManagementAuth), ManagementAuth.Kubeconfig);
+  // The deploy check refuses it too (infra/deploy-parameters.ts). Here for a function whose environment was changed
+  // after deployment: a kubeconfig file may use client-node features that the Lambda bundles leave out (proxy-url,
+  // auth-provider token refresh; serverless.yml custom.esbuild.alias), so it is refused at cold start, not at a request.
+  if (auth === ManagementAuth.Kubeconfig && optionalString(env, 'AWS_LAMBDA_FUNCTION_NAME') !== undefined) {
+    throw new ConfigError('MANAGEMENT_AUTH', 'kubeconfig is for local runs only; in AWS Lambda use eks, ssm or secretsmanager');
+  }
   return Object.freeze({ clusterMode, management: Object.freeze(loadManagementAccess(env, auth)) });
 }
 

@@ -1,6 +1,7 @@
 /**
  * The management cluster's KubeConfig, from one of four sources (shared/config/cluster-access-config.ts):
- * - `kubeconfig`: a kubeconfig file (KUBECONFIG, or the default locations) for local runs;
+ * - `kubeconfig`: a kubeconfig file (KUBECONFIG, or the default locations) for local runs (refused in AWS Lambda:
+ *   cluster-access-config.ts);
  * - `eks`: an EKS IAM token minted from the function's role, with endpoint and CA from configuration;
  * - `ssm` / `secretsmanager`: a kubeconfig stored in SSM Parameter Store (SecureString) or Secrets Manager. It is
  *   untrusted (whoever may write that parameter or secret wrote it): inline credentials only, see untrusted-kubeconfig.ts.

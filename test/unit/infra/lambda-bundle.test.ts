@@ -22,6 +22,17 @@ describe('lambdaBundleOptions', () => {
     expect(options).toMatchObject({ bundle: true, platform: 'node', format: 'cjs', mainFields: ['module', 'main'] });
     expect(options.external).toEqual(['@aws-sdk/*']);
     expect(options).not.toHaveProperty('exclude');
+    expect(options.define).toEqual({ esbuildDetection: 'true' });
+    expect(Object.keys(options.alias ?? {}).sort()).toEqual(['hpagent', 'jsonpath-plus', 'openid-client', 'socks', 'socks-proxy-agent', 'undici']);
+  });
+
+  it('makes a relative alias absolute against the service directory (where serverless-esbuild runs esbuild) and keeps a package name', () => {
+    const service = serviceWith("    alias:\n      socks: ./stubs/socks.cjs\n      ws: isomorphic-ws\n    define:\n      DEBUG: 'false'\n");
+    expect(lambdaBundleOptions(service)).toEqual({ mainFields: ['main', 'module'], external: [], alias: { socks: join(service, 'stubs/socks.cjs'), ws: 'isomorphic-ws' }, define: { DEBUG: 'false' } });
+  });
+
+  it('refuses an alias that does not map names to strings', () => {
+    expect(() => lambdaBundleOptions(serviceWith('    alias: [socks]\n'))).toThrow(/custom.esbuild.alias must map names to strings/);
   });
 
   it("adds exclude to external, drops serverless-esbuild keys, and defaults mainFields to esbuild's node default", () => {

@@ -6,11 +6,16 @@
 import { readFileSync } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
+import { build } from 'esbuild';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { lambdaBundleOptions } from '#infra/lambda-bundle.ts';
 import { ForwarderMetric, METRIC_NAMESPACE, ReconcileMetric } from '#shared/observability/metric-names.ts';
 import { PACKAGE_VARIANTS, PackageError, evaluateCondition, packagedService, type Json, type Packaged } from '#test/support/serverless-package.ts';
 
 const root = resolve(import.meta.dirname, '../../..');
+const run = promisify(execFile);
 
 function resourcesOfType(template: Json, type: string): [string, Json][] {
   return Object.entries(template.Resources as Record<string, Json>).filter(([, r]) => r.Type === type);
@@ -109,6 +114,18 @@ describe('npx serverless package (offline, no credentials)', () => {
     for (const zip of zips) expect((await stat(zip)).size).toBeGreaterThan(1000);
     const took = (p: Packaged): string => `${p.seconds.toFixed(1)} s${p.reused ? ', reused' : ''}`;
     console.info(`serverless package: ${took(eks)} (eks), ${took(ssm)} (ssm)`);
+  });
+
+  it('packages the bundles that infra/lambda-bundle.ts builds (the benchmarks and bundle tests), with the left-out packages stubbed', async () => {
+    const options = lambdaBundleOptions(root);
+    for (const [zip, fn] of [['reconcileNodeTaints.zip', 'reconcile-node-taints'], ['watchForwarder.zip', 'watch-forwarder']] as const) {
+      const { stdout: packaged } = await run('unzip', ['-p', join(eks.serviceDir, '.serverless', zip), `functions/${fn}/handler.js`], { encoding: 'buffer', maxBuffer: 64 * 1024 * 1024 });
+      const built = await build({ ...options, entryPoints: [join(root, 'functions', fn, 'handler.ts')], outdir: join(root, 'functions', fn), write: false, logLevel: 'silent' });
+      const js = built.outputFiles.find((f) => f.path.endsWith('handler.js'));
+      expect(packaged.length, fn).toBe(js?.contents.length);
+      expect(packaged.equals(Buffer.from(js?.contents ?? [])), fn).toBe(true);
+      expect(packaged.toString('utf8'), fn).toContain('LeftOutOfBundleError');
+    }
   });
 
   it('runs on nodejs22.x or newer, arm64, without loading source maps at start, with the documented environment', () => {

@@ -43,6 +43,11 @@ describe('loadClusterAccessConfig', () => {
       env: { MANAGEMENT_AUTH: 'ssm', MANAGEMENT_KUBECONFIG_PARAMETER: '/p', EKS_CLUSTER_NAME: '', EKS_ENDPOINT: '', EKS_CA_DATA: '', MANAGEMENT_KUBECONFIG_SECRET_ID: '' },
       expected: { clusterMode: 'capi', management: { auth: 'ssm', parameterName: '/p', region: undefined } },
     },
+    {
+      // The stored and EKS modes are what a deployed function uses.
+      env: { MANAGEMENT_AUTH: 'ssm', MANAGEMENT_KUBECONFIG_PARAMETER: '/p', AWS_LAMBDA_FUNCTION_NAME: 'fn' },
+      expected: { clusterMode: 'capi', management: { auth: 'ssm', parameterName: '/p', region: undefined } },
+    },
   ])('reads $env.MANAGEMENT_AUTH access', ({ env, expected }) => {
     expect(loadClusterAccessConfig(env)).toEqual(expected);
   });
@@ -58,6 +63,10 @@ describe('loadClusterAccessConfig', () => {
     { env: { ...eksEnv, AWS_REGION: ' ' }, variable: 'AWS_REGION', message: 'is required when MANAGEMENT_AUTH=eks' },
     { env: { MANAGEMENT_AUTH: 'ssm' }, variable: 'MANAGEMENT_KUBECONFIG_PARAMETER', message: 'is required when MANAGEMENT_AUTH=ssm' },
     { env: { MANAGEMENT_AUTH: 'secretsmanager' }, variable: 'MANAGEMENT_KUBECONFIG_SECRET_ID', message: 'is required when MANAGEMENT_AUTH=secretsmanager' },
+    // In AWS Lambda (the runtime sets AWS_LAMBDA_FUNCTION_NAME): the bundles leave out client-node's proxy and
+    // auth-provider support that a kubeconfig file may use; the default (unset) is refused there as well.
+    { env: { MANAGEMENT_AUTH: 'kubeconfig', AWS_LAMBDA_FUNCTION_NAME: 'fn' }, variable: 'MANAGEMENT_AUTH', message: 'kubeconfig is for local runs only; in AWS Lambda use eks, ssm or secretsmanager' },
+    { env: { AWS_LAMBDA_FUNCTION_NAME: 'fn' }, variable: 'MANAGEMENT_AUTH', message: 'kubeconfig is for local runs only' },
   ])('rejects $variable: $message', ({ env, variable, message }) => {
     // Act
     let error: unknown;
