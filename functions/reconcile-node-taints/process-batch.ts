@@ -204,7 +204,9 @@ function report(result: ReconcileResult, event: TaintEvent, deps: BatchDeps, con
     ...(result.planned ? { planned: result.planned } : {}),
     ...(result.reason ? { reason: result.reason } : {}),
     ...(result.adopted ? { adopted: true } : {}),
+    ...(result.claimRefused ? { nodeClaim: 'refused' } : {}),
   };
+  if (result.claimRefused) deps.metrics.addMetric(ReconcileMetric.NodeClaimsRefused, MetricUnit.Count, 1);
   if (result.eventError) deps.logger.warn('Recording a Kubernetes Event failed', { ...context, error: result.eventError });
   switch (result.outcome) {
     case ReconcileOutcome.patched: {

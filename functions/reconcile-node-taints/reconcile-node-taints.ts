@@ -56,6 +56,8 @@ export interface ReconcileResult {
   readonly reason?: string;
   /** True when the first-enablement rule adopted this Node as already initialized. */
   readonly adopted?: boolean;
+  /** The API server refused a write planned from the Node state the event claimed (stale or forged); the Node was then read. */
+  readonly claimRefused?: true;
   /** A Kubernetes Event could not be recorded (the outcome stands; the failure is logged). */
   readonly eventError?: unknown;
 }
@@ -107,9 +109,11 @@ export async function reconcileNodeTaints(deps: ReconcileDeps, event: TaintEvent
   const recovered = event.data.kind !== 'Node' && event.data.declarationRecovered === true;
   const target = { base, machine, declaration: declared.declaration, recovered };
 
+  let claimRefused = false;
   if (claim && claim.cluster === clusterKey(cluster) && claim.node === machine.nodeName) {
     const fromClaim = await writeFromClaim(deps, target, await deps.clusters.nodesOf(cluster), claim.state);
-    if (fromClaim) return fromClaim;
+    if (fromClaim !== 'refused' && fromClaim !== undefined) return fromClaim;
+    claimRefused = fromClaim === 'refused';
   }
 
   const prefetched = prefetch && prefetch.cluster === clusterKey(cluster) && prefetch.node === machine.nodeName ? await prefetch.result : undefined;
@@ -120,7 +124,7 @@ export async function reconcileNodeTaints(deps: ReconcileDeps, event: TaintEvent
   if (!node) return { ...base, outcome: ReconcileOutcome.nodeGone, reason: 'the Node does not exist' };
 
   const { plan, adopt } = await planFor(deps, node, target.declaration);
-  const read = { ...base, resourceVersion: node.resourceVersion, adopted: adopt };
+  const read = { ...base, resourceVersion: node.resourceVersion, adopted: adopt, ...(claimRefused ? { claimRefused: true as const } : {}) };
   if (plan.kind === 'rejected') {
     const eventError = await recordEvent(deps, machine, 'Warning', 'MalformedTrackingAnnotation',
       `Node ${node.name} not written: its annotation ${OWN_TRACKING_ANNOTATION} has ${plan.error.message}; fix or remove the entry`);
@@ -170,18 +174,18 @@ async function planFor(deps: ReconcileDeps, node: NodeSnapshot, declaration: Eff
 /**
  * The write of a changed Node planned from the state its event claims, without reading the Node: 3 API calls (the
  * Machine, the write, its Event) instead of 4, and 2 round trips to the write. The write carries `test` operations for
- * every field the plan read, so it goes through only when the live Node is exactly as claimed. Returns undefined
- * — and the Node is then read and reconciled the ordinary way — when the claim needs no write (it may be stale: a
- * Node is never declared in sync on a claim's word) or when the API server refused it (stale or forged).
+ * every field the plan read, so it goes through only when the live Node is exactly as claimed. Returns undefined when
+ * the claim needs no write (it may be stale: a Node is never declared in sync on a claim's word), `refused` when the
+ * API server refused it (stale or forged); the Node is then read and reconciled the ordinary way.
  */
-async function writeFromClaim(deps: ReconcileDeps, target: Target, nodes: NodeStore, state: NodeState): Promise<ReconcileResult | undefined> {
+async function writeFromClaim(deps: ReconcileDeps, target: Target, nodes: NodeStore, state: NodeState): Promise<ReconcileResult | 'refused' | undefined> {
   const node = claimedNode(target.base.node, state);
   const { plan, adopt } = await planFor(deps, node, target.declaration);
   if (plan.kind !== 'patch') return undefined;
   const read = { ...target.base, resourceVersion: node.resourceVersion, adopted: adopt };
   const written = await orGone(() => nodes.patchClaimedNode(node.name, state, plan.patch));
   if (written === GONE) return { ...read, outcome: ReconcileOutcome.nodeGone, reason: 'the Node was deleted after the event' };
-  return written ? afterWrite(deps, target, node, plan, read, written) : undefined;
+  return written ? afterWrite(deps, target, node, plan, read, written) : 'refused';
 }
 
 /** The result of a write that went through, with its Event. */

@@ -527,7 +527,7 @@ describe('Function: reconcileNodeTaints(), events that claim the Node state', ()
     const result = await reconcileNodeTaints(deps, claiming(machineEvent('default', 'm1', { nodeName: 'n1' }), claim));
 
     // Assess
-    expect(result.outcome).toBe('patched');
+    expect(result).toMatchObject({ outcome: 'patched', claimRefused: true });
     expect({ nodeReads: nodes.reads, nodeWrites: nodes.writes }).toEqual({ nodeReads: 1, nodeWrites: 2 });
     expect(nodes.peek('n1')?.taints).toEqual([FOREIGN, nodeTaint('later', 'x'), nodeTaint('gpu', 'a100')]);
   });
@@ -540,7 +540,7 @@ describe('Function: reconcileNodeTaints(), events that claim the Node state', ()
     const result = await reconcileNodeTaints(deps, claiming(machineEvent('default', 'm1', { nodeName: 'n1' }), { ...stateOf(node), taints: [] }));
 
     // Assess
-    expect(result.outcome).toBe('patched');
+    expect(result).toMatchObject({ outcome: 'patched', claimRefused: true });
     expect(nodes.peek('n1')?.taints).toEqual([FOREIGN, nodeTaint('gpu', 'a100')]);
   });
 
@@ -556,6 +556,7 @@ describe('Function: reconcileNodeTaints(), events that claim the Node state', ()
 
     // Assess
     expect(result.outcome).toBe('patched');
+    expect(result.claimRefused).toBeUndefined();
     expect({ nodeReads: nodes.reads, nodeWrites: nodes.writes }).toEqual({ nodeReads: 1, nodeWrites: 1 });
     expect(nodes.peek('n1')?.taints).toEqual([FOREIGN, nodeTaint('gpu', 'a100')]);
   });
