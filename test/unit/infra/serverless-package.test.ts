@@ -212,6 +212,12 @@ describe('npx serverless package (offline, no credentials)', () => {
     }
   });
 
+  it('updates the reconcile function before the forwarder (the forwarder\'s new event fields reach only new reconcile code), keeping the log group first', () => {
+    const forwarder = eks.template.Resources.WatchForwarderLambdaFunction;
+    expect(forwarder.DependsOn).toEqual(expect.arrayContaining(['ReconcileNodeTaintsLambdaFunction', 'WatchForwarderLogGroup']));
+    expect(eks.template.Resources.ReconcileNodeTaintsLambdaFunction.DependsOn ?? []).not.toContain('WatchForwarderLambdaFunction');
+  });
+
   it.each([
     ['eks', () => eks],
     ['secretsmanager', () => secretsManager],
