@@ -13,9 +13,10 @@
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, rmSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { load } from 'js-yaml';
 import type { BenchContext } from '../lib/context.ts';
 import { BENCH_LABEL, RawKube, cleanup, createNamespace, createPairs, kubeletStatus, loadKubeConfig, mapConcurrent, runId, setMachineTaints, type BenchTaint, type CallCounts, type Pair } from '../lib/kube.ts';
 import { round, sleep, since } from '../lib/stats.ts';
@@ -52,6 +53,8 @@ export interface ForwarderRun {
   readonly heapUsedMiB: number;
   /** RSS of the child once its modules were loaded, before the forwarder started. */
   readonly baselineRssMiB: number;
+  /** The child's NODE_OPTIONS: the forwarder function's, as serverless.yml deploys it. */
+  readonly nodeOptions: string;
   /** The forwarder's own API calls to the management cluster (list pages, watches, Lease; Secrets in `capi` mode). */
   readonly forwarderCalls: CallCounts;
   /** `capi` mode: its calls to the workload clusters (Node list pages and watches). */
@@ -146,11 +149,14 @@ export async function measureForwarder(ctx: BenchContext, o: MeasureForwarderOpt
   const ns = o.namespace;
   const raw = o.management;
   // The child runs as one esbuild bundle, as the forwarder runs on Lambda: running the .ts sources directly would
-  // add Node's type-stripping compiler (WebAssembly, tens of MB) to the measured memory.
+  // add Node's type-stripping compiler (WebAssembly, tens of MB) to the measured memory. Its V8 flags are the
+  // deployed ones (the young generation's size alone moves the peak by tens of MiB).
+  const nodeOptions = deployedForwarderNodeOptions();
   let child: ChildProcess | undefined = fork(o.childScript, [], {
     execArgv: [],
     env: {
       ...process.env,
+      NODE_OPTIONS: nodeOptions,
       POWERTOOLS_LOG_LEVEL: 'SILENT',
       POWERTOOLS_METRICS_DISABLED: 'true',
       BENCH_KUBECONFIG: ctx.kubeconfigPath,
@@ -257,18 +263,28 @@ export async function measureForwarder(ctx: BenchContext, o: MeasureForwarderOpt
       maxSampledRssMiB: round(report.maxSampledRssMiB, 1),
       heapUsedMiB: round(report.heapUsedMiB, 1),
       baselineRssMiB: round(report.baselineRssMiB, 1),
+      nodeOptions,
       forwarderCalls: report.calls,
       ...(o.mode === 'capi' ? { workloadCalls: report.workloadCalls } : {}),
     };
     ctx.log(
       `  window ${(result.windowMs / 1000).toFixed(1)} s: ${result.heartbeatsWritten} heartbeats (${result.heartbeatRatePerSec}/s), ${realChanges} real changes, ` +
         `${result.windowMessages} messages (${heartbeatMessages} from heartbeats); filtered ${(result.filteredShare * 100).toFixed(2)} %, ` +
-        `${result.messagesPerChange} messages/change, CPU ${(result.windowCpuShare * 100).toFixed(1)} % of a core, peak ${result.peakMiB} MiB (baseline ${result.baselineRssMiB} MiB)`,
+        `${result.messagesPerChange} messages/change, CPU ${(result.windowCpuShare * 100).toFixed(1)} % of a core, peak ${result.peakMiB} MiB (baseline ${result.baselineRssMiB} MiB; NODE_OPTIONS=${nodeOptions || '(none)'})`,
     );
     return result;
   } finally {
     if (child) child.kill('SIGKILL');
   }
+}
+
+/** The watch-forwarder function's NODE_OPTIONS in serverless.yml (its own environment, else the provider's); '' when none. */
+export function deployedForwarderNodeOptions(): string {
+  type Env = { environment?: Record<string, unknown> };
+  const yml = load(readFileSync(fileURLToPath(new URL('../../serverless.yml', import.meta.url)), 'utf8')) as { provider?: Env; functions?: { watchForwarder?: Env } };
+  const value = yml.functions?.watchForwarder?.environment?.['NODE_OPTIONS'] ?? yml.provider?.environment?.['NODE_OPTIONS'];
+  if (value !== undefined && typeof value !== 'string') throw new Error('serverless.yml: the watch-forwarder NODE_OPTIONS is not a plain string');
+  return value ?? '';
 }
 
 /** Bundles `forwarder-child.ts` with esbuild (into `bench/out/`); the caller removes the file. */

@@ -57,7 +57,11 @@ export interface WatchForwarderOptions {
   readonly flushIntervalMs?: number;
   /** Events handed to the publisher per round (default 100). */
   readonly maxEventsPerPublish?: number;
-  /** Watch intake pauses while this many events wait to be sent (default 5000). */
+  /**
+   * Watch intake pauses while this many events wait to be sent (default 1000, ten publish rounds). A relist announces
+   * every object at once; a larger bound only keeps more of them in memory while the same sends go out (BENCHMARKS.md,
+   * forwarder memory).
+   */
   readonly maxPendingEvents?: number;
   /** When stopping, how long to keep trying to send what is pending (default 10 s). */
   readonly drainTimeoutMs?: number;
@@ -96,7 +100,7 @@ export class WatchForwarder {
       acquireRetryMs: options.acquireRetryMs ?? 2_000,
       flushIntervalMs: options.flushIntervalMs ?? 100,
       maxEventsPerPublish: options.maxEventsPerPublish ?? 100,
-      maxPendingEvents: options.maxPendingEvents ?? 5_000,
+      maxPendingEvents: options.maxPendingEvents ?? 1_000,
       drainTimeoutMs: options.drainTimeoutMs ?? 10_000,
       healthSampleIntervalMs: options.healthSampleIntervalMs ?? 60_000,
     };

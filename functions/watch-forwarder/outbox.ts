@@ -12,7 +12,6 @@ import type { EventPublisher } from '#shared/ports/event-publisher.ts';
 import type { ForwarderTelemetry } from '#shared/ports/forwarder-telemetry.ts';
 import { ForwarderMetric } from '#shared/observability/metric-names.ts';
 import type { logger as defaultLogger } from '#shared/observability/logger.ts';
-import { sleep } from './sleep.ts';
 
 type Logger = Pick<typeof defaultLogger, 'info' | 'warn' | 'error' | 'debug'>;
 
@@ -79,6 +78,8 @@ export class Outbox {
   private progress = new Map<string, StreamProgress>();
   private baseCheckpoint: Record<string, string> = {};
   private wakeIntake: Array<() => void> = [];
+  /** Ends the flush loop's pause early: set while it pauses. */
+  private wakeFlush: (() => void) | undefined;
   private termSignal: AbortSignal | undefined;
 
   constructor(deps: OutboxDeps, options: OutboxOptions) {
@@ -137,6 +138,9 @@ export class Outbox {
       this.pending.push({ event, observedAt, ticket, progress, attempts: 0, notBefore: 0 });
     });
     while (this.pending.length >= this.opt.maxPendingEvents && this.d.isLeading() && !this.termSignal?.aborted) {
+      // A full outbox is worth a round now: a relist fills it within one tick, and each pause of the flush loop
+      // would hold intake as long (40 pauses for 40 000 objects).
+      this.wakeFlush?.();
       await new Promise<void>((resolve) => this.wakeIntake.push(resolve));
     }
   }
@@ -190,7 +194,10 @@ export class Outbox {
     return ready.length;
   }
 
-  /** Publishes round after round until `signal` aborts, pausing `flushIntervalMs` when nothing was due. */
+  /**
+   * Publishes round after round until `signal` aborts, pausing `flushIntervalMs` when nothing was due (less when
+   * intake finds the outbox full).
+   */
   async flushLoop(signal: AbortSignal): Promise<void> {
     while (!signal.aborted) {
       let attempted = 0;
@@ -199,7 +206,18 @@ export class Outbox {
       } catch (err) {
         this.d.logger.error('Publishing events failed', { error: err as Error });
       }
-      if (attempted === 0) await sleep(this.opt.flushIntervalMs, signal);
+      if (attempted > 0 || signal.aborted) continue;
+      await new Promise<void>((resolve) => {
+        const done = (): void => {
+          clearTimeout(timer);
+          signal.removeEventListener('abort', done);
+          this.wakeFlush = undefined;
+          resolve();
+        };
+        const timer = setTimeout(done, this.opt.flushIntervalMs);
+        signal.addEventListener('abort', done, { once: true });
+        this.wakeFlush = done;
+      });
     }
   }
 

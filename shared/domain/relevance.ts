@@ -6,7 +6,7 @@ import type { ChangeKind } from './cloud-event.ts';
 import { declaredTaintsOf } from './declarations.ts';
 import { CONTROL_PLANE_LABEL, FIELD_MANAGER } from './taint.ts';
 import { decodeOwnedTaints } from './tracking-annotation.ts';
-import type { MachineFacts, MachinePoolFacts, WatchedFacts } from './watch-event.ts';
+import { objectKeyOf, type MachineFacts, type MachinePoolFacts, type WatchedFacts } from './watch-event.ts';
 
 /** Deterministic JSON: object keys sorted, so that equal facts give equal strings. */
 function canonicalJson(v: unknown): string {
@@ -71,30 +71,22 @@ export function isRelevantChange(change: ChangeKind, previous: string | undefine
   return previous === undefined || previous !== current;
 }
 
-/** One object of a relist, with the fingerprint computed by {@link fingerprintOf}. */
-export interface ListedObject<T> {
-  readonly key: string;
-  readonly fingerprint: string;
-  readonly facts: T;
-}
-
 /**
  * Compares a fresh list with what the forwarder knew before (a relist after 410 Gone, a resume, or
- * a periodic resync). Returns `resynced` for objects that are new or whose fingerprint changed (all
- * of them when `full`), and `deleted` for known objects that are gone. Nothing when nothing changed.
+ * a periodic resync), by key ({@link objectKeyOf}). Returns `resynced` for objects that are new or whose relevant
+ * fingerprint changed (all of them when `full`), and `deleted` for known objects that are gone. Nothing when nothing
+ * changed. The fingerprints are computed here, not kept: the last facts of each object are all the forwarder keeps.
  */
-export function diffRelist<T>(
-  known: ReadonlyMap<string, ListedObject<T>>,
-  listed: readonly ListedObject<T>[],
-  full: boolean,
-): { resynced: ListedObject<T>[]; deleted: ListedObject<T>[] } {
+export function diffRelist<T extends WatchedFacts>(known: ReadonlyMap<string, T>, listed: readonly T[], full: boolean): { resynced: T[]; deleted: T[] } {
   const seen = new Set<string>();
-  const resynced: ListedObject<T>[] = [];
+  const resynced: T[] = [];
   for (const obj of listed) {
-    seen.add(obj.key);
-    if (isRelevantChange('resynced', known.get(obj.key)?.fingerprint, obj.fingerprint, full)) resynced.push(obj);
+    const key = objectKeyOf(obj);
+    seen.add(key);
+    const before = full ? undefined : known.get(key);
+    if (full || before === undefined || isRelevantChange('resynced', fingerprintOf(before), fingerprintOf(obj))) resynced.push(obj);
   }
-  const deleted = [...known.values()].filter((obj) => !seen.has(obj.key));
+  const deleted = [...known].filter(([key]) => !seen.has(key)).map(([, obj]) => obj);
   return { resynced, deleted };
 }
 
@@ -113,10 +105,10 @@ export function isNewerResourceVersion(rv: string, than: string): boolean {
  * objects whose resourceVersion is newer than the checkpoint (changed while the forwarder was away, possibly only in
  * ways that do not matter); objects untouched since then stay quiet. Deletions during the gap cannot be seen; they
  * leave nothing for the reconcile function to do. Returns those objects, in list order.
- * @example changedSince([{ key: 'n1', fingerprint, facts: { ...node, resourceVersion: '12' } }], '10') // that object
+ * @example changedSince([{ ...node, resourceVersion: '12' }], '10') // that object
  */
-export function changedSince<T extends { readonly resourceVersion: string }>(listed: readonly ListedObject<T>[], checkpoint: string): ListedObject<T>[] {
-  return listed.filter((obj) => isNewerResourceVersion(obj.facts.resourceVersion, checkpoint));
+export function changedSince<T extends { readonly resourceVersion: string }>(listed: readonly T[], checkpoint: string): T[] {
+  return listed.filter((obj) => isNewerResourceVersion(obj.resourceVersion, checkpoint));
 }
 
 /** True when the facts' taint declaration (`spec.taints` and the declaration annotations) is valid. */

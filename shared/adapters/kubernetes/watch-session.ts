@@ -22,7 +22,7 @@ import https from 'node:https';
 import { createInterface } from 'node:readline';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { ChangeKind } from '#shared/domain/cloud-event.ts';
-import { changedSince, diffRelist, fingerprintOf, type ListedObject } from '#shared/domain/relevance.ts';
+import { changedSince, diffRelist } from '#shared/domain/relevance.ts';
 import { objectKeyOf, type WatchedFacts } from '#shared/domain/watch-event.ts';
 import { AccessDeniedError, TaintPropagatorError, TransientError } from '#shared/errors.ts';
 import type { StreamEvent, StreamHealthEvent, WatchStream } from '#shared/ports/watch-source.ts';
@@ -31,6 +31,7 @@ import { ForwarderMetric } from '#shared/observability/metric-names.ts';
 import { logger as defaultLogger } from '#shared/observability/logger.ts';
 import { backoffDelay } from '#shared/domain/backoff.ts';
 import { isSystemError } from './api-errors.ts';
+import { ListFramingError, ListItemReader } from './list-items.ts';
 
 /** Thrown when the requested resourceVersion has been compacted away (HTTP 410 / watch ERROR 410). */
 export class ResourceVersionGoneError extends TaintPropagatorError {
@@ -144,6 +145,11 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
   return delay(ms, undefined, { signal }).catch(() => undefined);
 }
 
+/** Objects by their key within the stream (objectKeyOf). */
+function byKey<T extends WatchedFacts>(items: readonly T[]): Map<string, T> {
+  return new Map(items.map((facts) => [objectKeyOf(facts), facts]));
+}
+
 const WATCH_TYPES: Readonly<Record<string, ChangeKind>> = { ADDED: 'added', MODIFIED: 'modified', DELETED: 'deleted' };
 
 type WatchEnd = 'closed' | 'idle' | 'gone' | 'resync' | 'aborted';
@@ -154,7 +160,8 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
   private readonly log: Logger;
   private readonly random: () => number;
   private readonly now: () => Date;
-  private known = new Map<string, ListedObject<T>>();
+  /** The last facts seen of each object, by objectKeyOf: what the relevance rules compare the next change with. */
+  private known = new Map<string, T>();
   private resourceVersion: string | undefined;
   private resumeExpired = false;
   /** The collection path of the current attempt (see WatchSessionOptions.path). */
@@ -175,7 +182,7 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
 
   /** The last state of an object this session holds (from its last list or watch event), by key. */
   latest(key: string): T | undefined {
-    return this.known.get(key)?.facts;
+    return this.known.get(key);
   }
 
   /** Runs list+watch until `signal` aborts; every failure is retried with backoff, never thrown. */
@@ -258,7 +265,7 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
       return;
     }
     const { items, resourceVersion } = await this.list(signal, resumeFrom);
-    this.known = new Map(items.map((i) => [i.key, i]));
+    this.known = byKey(items);
     this.resourceVersion = resourceVersion;
     this.log.info('Resuming watch from checkpoint', { stream: this.o.name, resourceVersion, objects: items.length });
   }
@@ -271,9 +278,9 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
     const { items, resourceVersion } = await this.list(signal, undefined);
     const observedAt = this.now();
     const { resynced, deleted } = diffRelist(this.known, items, full);
-    this.known = new Map(items.map((i) => [i.key, i]));
-    for (const obj of resynced) await onEvent({ type: 'change', change: 'resynced', facts: obj.facts, observedAt });
-    for (const obj of deleted) await onEvent({ type: 'change', change: 'deleted', facts: obj.facts, observedAt });
+    this.known = byKey(items);
+    for (const facts of resynced) await onEvent({ type: 'change', change: 'resynced', facts, observedAt });
+    for (const facts of deleted) await onEvent({ type: 'change', change: 'deleted', facts, observedAt });
     this.resourceVersion = resourceVersion;
     await onEvent({ type: 'progress', resourceVersion });
     if (reason !== undefined) {
@@ -290,9 +297,9 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
     this.log.warn('Relisting: checkpoint is older than the API server history', { stream: this.o.name, resourceVersion: since });
     const { items, resourceVersion } = await this.list(signal, undefined);
     const observedAt = this.now();
-    this.known = new Map(items.map((i) => [i.key, i]));
+    this.known = byKey(items);
     const changed = changedSince(items, since);
-    for (const obj of changed) await onEvent({ type: 'change', change: 'resynced', facts: obj.facts, observedAt });
+    for (const facts of changed) await onEvent({ type: 'change', change: 'resynced', facts, observedAt });
     this.resourceVersion = resourceVersion;
     await onEvent({ type: 'progress', resourceVersion });
     this.log.info('Relisted', { stream: this.o.name, resourceVersion, objects: items.length, resynced: changed.length });
@@ -305,48 +312,52 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
     return `${this.path}?${q.toString()}`;
   }
 
-  /** Paginated list, current (no resourceVersion) or exactly at `at`. */
-  private async list(signal: AbortSignal, at: string | undefined): Promise<{ items: ListedObject<T>[]; resourceVersion: string }> {
+  /**
+   * Paginated list, current (no resourceVersion) or exactly at `at`. Each page is read as it arrives, one item at a
+   * time (ListItemReader): only the facts of each object are kept, never a page's text or its parsed objects.
+   */
+  private async list(signal: AbortSignal, at: string | undefined): Promise<{ items: T[]; resourceVersion: string }> {
     this.operation = 'reading credentials';
     const kc = await this.o.kubeConfig();
     this.operation = `listing ${this.path}`;
-    const items: ListedObject<T>[] = [];
+    const items: T[] = [];
     let cont: string | undefined;
     let listRv: string | undefined;
     do {
       const params = cont
         ? { limit: String(this.o.pageSize ?? 500), continue: cont }
         : { limit: String(this.o.pageSize ?? 500), resourceVersion: at, resourceVersionMatch: at ? 'Exact' : undefined };
-      const text = await this.bounded(`listing ${this.path}`, signal, async (bound) => {
+      const page = await this.bounded(`listing ${this.path}`, signal, async (bound) => {
         const res = await request(kc, this.query(params), bound);
-        const body = await readAll(res.body);
-        if (res.status !== 200) throw statusError(res.status, body, `listing ${this.path}`, at);
-        return body;
-      });
-      let body: unknown;
-      try {
-        body = JSON.parse(text);
-      } catch {
-        // Never the text itself in the error: a server named by a kubeconfig may echo anything.
-        throw new TransientError(`listing ${this.path}`, 'list response is not JSON');
-      }
-      if (!isObject(body) || !Array.isArray(body.items) || !isObject(body.metadata)) {
-        throw new TransientError(`listing ${this.path}`, 'unexpected list response');
-      }
-      listRv ??= typeof body.metadata.resourceVersion === 'string' ? body.metadata.resourceVersion : undefined;
-      for (const raw of body.items) {
-        const facts = this.o.toFacts(raw);
-        if (!facts) {
-          this.malformed('list item without name, uid or resourceVersion', JSON.stringify(raw).slice(0, 300));
-          continue;
+        if (res.status !== 200) throw statusError(res.status, await readAll(res.body), `listing ${this.path}`, at);
+        const reader = new ListItemReader((json) => this.listItem(json, items));
+        try {
+          for await (const chunk of res.body) reader.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk);
+          return reader.end();
+        } catch (err) {
+          // Never the text itself in the error (a SyntaxError quotes it): a server named by a kubeconfig may echo anything.
+          if (err instanceof ListFramingError || err instanceof SyntaxError) throw new TransientError(`listing ${this.path}`, 'list response is not JSON');
+          throw err;
         }
-        items.push({ key: objectKeyOf(facts), fingerprint: fingerprintOf(facts), facts });
-      }
-      cont = typeof body.metadata.continue === 'string' && body.metadata.continue !== '' ? body.metadata.continue : undefined;
+      });
+      const metadata = page.metadata;
+      if (!isObject(metadata) || !page.hadItems) throw new TransientError(`listing ${this.path}`, 'unexpected list response');
+      listRv ??= typeof metadata.resourceVersion === 'string' ? metadata.resourceVersion : undefined;
+      cont = typeof metadata.continue === 'string' && metadata.continue !== '' ? metadata.continue : undefined;
     } while (cont);
     if (!listRv) throw new TransientError(`listing ${this.path}`, 'list has no resourceVersion');
     await this.succeeded();
     return { items, resourceVersion: listRv };
+  }
+
+  /** One item of a list page (its JSON text; undefined when it is not an object): its facts join `items`. */
+  private listItem(json: string | undefined, items: T[]): void {
+    const facts = json === undefined ? undefined : this.o.toFacts(JSON.parse(json));
+    if (!facts) {
+      this.malformed('list item without name, uid or resourceVersion', (json ?? 'not an object').slice(0, 300));
+      return;
+    }
+    items.push(facts);
   }
 
   /** Runs one request under the session's signal and the request deadline; a missed deadline is a TransientError. */
@@ -477,17 +488,16 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
       return 'ok';
     }
     const key = objectKeyOf(facts);
-    const fingerprint = fingerprintOf(facts);
     const known = this.known.get(key);
     if (change === 'deleted') this.known.delete(key);
-    else this.known.set(key, { key, fingerprint, facts });
+    else this.known.set(key, facts);
     this.resourceVersion = facts.resourceVersion;
     await onEvent({
       type: 'change',
       change,
       facts,
       // Whether it is worth a message is the use case's decision (forwardDecision), from the last state seen.
-      ...(known ? { previous: known.facts } : {}),
+      ...(known ? { previous: known } : {}),
       observedAt: this.now(),
       checkpoint: facts.resourceVersion,
     });

@@ -178,6 +178,23 @@ describe('Class: Outbox (intake back-pressure)', () => {
     expect(outbox.checkpoint()).toEqual({ 'nodes/self': '12' });
   });
 
+  it('starts a round at once when intake finds the outbox full, instead of after the pause of the flush loop', async () => {
+    // Prepare: the flush loop has found nothing to send and pauses for a minute.
+    const { outbox, publisher, term } = setup({ maxPendingEvents: 2, flushIntervalMs: 60_000 });
+    const progress = outbox.openStream('nodes/self');
+    const flushing = outbox.flushLoop(term.signal);
+    await settled();
+
+    // Act
+    await outbox.enqueue([nodeEvent('a', '11'), nodeEvent('b', '12')], T0, progress, '12');
+
+    // Assess: the intake went on (the test's timeout is far below the pause), because the round sent both.
+    expect(publisher.calls).toEqual([[nodeEvent('a', '11').id, nodeEvent('b', '12').id]]);
+    expect(outbox.checkpoint()).toEqual({ 'nodes/self': '12' });
+    term.abort();
+    await flushing;
+  });
+
   it('lets held intake go on when the term ends, with the events still pending', async () => {
     // Prepare
     const { outbox, term } = setup({ maxPendingEvents: 1 });

@@ -9,7 +9,6 @@ import {
   isNewerResourceVersion,
   isOwnNodeWrite,
   isRelevantChange,
-  type ListedObject,
 } from '#shared/domain/relevance.ts';
 import { toMachineFacts, toNodeFacts, type MachineFacts, type NodeFacts } from '#shared/domain/watch-event.ts';
 import { FIELD_MANAGER } from '#shared/domain/taint.ts';
@@ -134,20 +133,25 @@ describe('Function: fingerprintOf()', () => {
 });
 
 describe('Function: diffRelist()', () => {
-  const obj = (key: string, fingerprint: string): ListedObject<string> => ({ key, fingerprint, facts: key });
-  const known = new Map([['a', obj('a', '1')], ['b', obj('b', '1')], ['c', obj('c', '1')]]);
+  // Nodes a, b, c as the forwarder last saw them; `changed` differs in something the reconcile reads (its taints),
+  // `heartbeat` only in what it does not (resourceVersion, writers).
+  const node = (name: string): NodeFacts => ({ ...(toNodeFacts(baseNode()) as NodeFacts), name, uid: `u-${name}` });
+  const changed = (name: string): NodeFacts => ({ ...node(name), taints: [{ key: 'b', effect: 'NoExecute' }] });
+  const heartbeat = (name: string): NodeFacts => ({ ...node(name), resourceVersion: '99', writers: { taints: 'other' } });
+  const known = new Map([['a', node('a')], ['b', node('b')], ['c', node('c')]]);
 
-  const cases: ReadonlyArray<{ name: string; listed: ListedObject<string>[]; full: boolean; want: { resynced: string[]; deleted: string[] } }> = [
-    { name: 'announces nothing when nothing changed', listed: [obj('a', '1'), obj('b', '1'), obj('c', '1')], full: false, want: { resynced: [], deleted: [] } },
-    { name: 'announces changed and new objects', listed: [obj('a', '2'), obj('b', '1'), obj('c', '1'), obj('d', '1')], full: false, want: { resynced: ['a', 'd'], deleted: [] } },
-    { name: 'announces deletions of objects gone', listed: [obj('a', '1')], full: false, want: { resynced: [], deleted: ['b', 'c'] } },
-    { name: 'announces everything in a full resync', listed: [obj('a', '1'), obj('b', '1')], full: true, want: { resynced: ['a', 'b'], deleted: ['c'] } },
+  const cases: ReadonlyArray<{ name: string; listed: NodeFacts[]; full: boolean; want: { resynced: string[]; deleted: string[] } }> = [
+    { name: 'announces nothing when nothing relevant changed', listed: [heartbeat('a'), node('b'), node('c')], full: false, want: { resynced: [], deleted: [] } },
+    { name: 'announces changed and new objects', listed: [changed('a'), node('b'), node('c'), node('d')], full: false, want: { resynced: ['a', 'd'], deleted: [] } },
+    { name: 'announces an object re-created under the same name (new uid)', listed: [{ ...node('a'), uid: 'u-a2' }, node('b'), node('c')], full: false, want: { resynced: ['a'], deleted: [] } },
+    { name: 'announces deletions of objects gone', listed: [node('a')], full: false, want: { resynced: [], deleted: ['b', 'c'] } },
+    { name: 'announces everything in a full resync', listed: [node('a'), node('b')], full: true, want: { resynced: ['a', 'b'], deleted: ['c'] } },
   ];
   it.each(cases)('$name', ({ listed, full, want }) => {
     // Act
     const got = diffRelist(known, listed, full);
     // Assess
-    expect({ resynced: got.resynced.map((o) => o.key), deleted: got.deleted.map((o) => o.key) }).toEqual(want);
+    expect({ resynced: got.resynced.map((o) => o.name), deleted: got.deleted.map((o) => o.name) }).toEqual(want);
   });
 });
 
@@ -167,7 +171,7 @@ describe('Function: isNewerResourceVersion()', () => {
 });
 
 describe('Function: changedSince()', () => {
-  const obj = (key: string, resourceVersion: string): ListedObject<{ resourceVersion: string }> => ({ key, fingerprint: key, facts: { resourceVersion } });
+  const obj = (key: string, resourceVersion: string): { key: string; resourceVersion: string } => ({ key, resourceVersion });
 
   it('announces only the objects changed after the compacted checkpoint, in list order', () => {
     // Prepare
