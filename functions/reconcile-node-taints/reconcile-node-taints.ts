@@ -1,7 +1,9 @@
 /**
  * The use case: one event in, one Node brought in line with its Machine's declared taints, with at
- * most one write. Level-triggered: the event only says what to look at; everything is re-read, so
- * duplicates, reordering and lost intermediate states are harmless.
+ * most one successful write. Level-triggered: the event only says what to look at; the Machine is
+ * re-read, and the Node is either read or, when the event claims its state, checked by the API server
+ * in the write itself (see writeFromClaim), so duplicates, reordering and lost intermediate states are
+ * harmless.
  */
 import { clusterKey, type ClusterRef, type NodeState, type TaintEvent } from '#shared/domain/cloud-event.ts';
 import { declaredTaintsOf, type EffectiveDeclaration } from '#shared/domain/declarations.ts';
