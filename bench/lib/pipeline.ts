@@ -16,7 +16,7 @@ import { createForwarderTelemetry, type CountingForwarderTelemetry } from '#shar
 import { processBatch, type BatchDeps } from '#functions/reconcile-node-taints/process-batch.ts';
 import { createSqsEventPublisher } from '#shared/adapters/sqs/event-publisher.ts';
 import { loadReconcileConfig, type ReconcileConfig } from '#shared/config/reconcile-config.ts';
-import { eventIdFor, eventTypeFor, sourceFor, subjectFor, type MachineEventData, type TaintEvent } from '#shared/domain/cloud-event.ts';
+import { eventIdFor, eventTypeFor, sourceFor, subjectFor, type MachineEventData, type NodeState, type TaintEvent } from '#shared/domain/cloud-event.ts';
 import { nodeStateOf, toNodeFacts } from '#shared/domain/watch-event.ts';
 import type { EventPublisher } from '#shared/ports/event-publisher.ts';
 import { startLocalSqs, type LocalQueue, type LocalSqs } from '#local/sqs/local-sqs.ts';
@@ -135,8 +135,7 @@ export class ReconcilePipeline {
  * server returned it), the event carries that Node state, as the forwarder's does when it has seen the Node.
  */
 export function machineModified(namespace: string, machine: string, uid: string, resourceVersion: string, nodeName: string, observedAt: Date, node?: unknown): TaintEvent {
-  const facts = node === undefined ? undefined : toNodeFacts(node);
-  const nodeState = facts ? nodeStateOf(facts) : undefined;
+  const nodeState = nodeStateOfJson(node);
   const data: MachineEventData = {
     kind: 'Machine',
     cluster: { mode: 'self' },
@@ -153,6 +152,12 @@ export function machineModified(namespace: string, machine: string, uid: string,
     time: data.observedAt,
     data,
   };
+}
+
+/** The Node state an event carries for a Node's JSON as the API server returned it, as the forwarder makes it. */
+export function nodeStateOfJson(node: unknown): NodeState | undefined {
+  const facts = node === undefined ? undefined : toNodeFacts(node);
+  return facts ? nodeStateOf(facts) : undefined;
 }
 
 /** Publishes events through the product's SQS publisher (batches of 10), failing loudly on any unsent one. */

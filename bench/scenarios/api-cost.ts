@@ -9,8 +9,7 @@ import type { BatchDeps } from '#functions/reconcile-node-taints/process-batch.t
 import { eventIdFor, eventTypeFor, sourceFor, subjectFor, type NodeEventData, type TaintEvent } from '#shared/domain/cloud-event.ts';
 import type { BenchContext } from '../lib/context.ts';
 import { CallCounter, RawKube, cleanup, countingKubeConfig, createNamespace, createPairs, hasTaint, listNodes, loadKubeConfig, runId, type BenchTaint, type CallCounts, type Pair, type RawNode } from '../lib/kube.ts';
-import { ReconcilePipeline, machineModified, publishAll } from '../lib/pipeline.ts';
-import { nodeStateOf, toNodeFacts } from '#shared/domain/watch-event.ts';
+import { ReconcilePipeline, machineModified, nodeStateOfJson, publishAll } from '../lib/pipeline.ts';
 import { round } from '../lib/stats.ts';
 
 export interface CaseCost {
@@ -153,8 +152,7 @@ async function measure(ctx: BenchContext, pairs: readonly Pair[], eventOf: (p: P
 function nodeModified(namespace: string, p: Pair, node: RawNode | undefined): TaintEvent {
   const rv = node?.metadata.resourceVersion ?? '1';
   const uid = `node-${p.node}`;
-  const facts = node ? toNodeFacts(node) : undefined;
-  const nodeState = facts ? nodeStateOf(facts) : undefined;
+  const nodeState = nodeStateOfJson(node);
   const data: NodeEventData = {
     kind: 'Node',
     cluster: { mode: 'self' },
