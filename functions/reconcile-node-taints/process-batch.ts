@@ -207,7 +207,6 @@ function report(result: ReconcileResult, event: TaintEvent, deps: BatchDeps, con
     ...(result.claimRefused ? { nodeClaim: 'refused' } : {}),
   };
   if (result.claimRefused) deps.metrics.addMetric(ReconcileMetric.NodeClaimsRefused, MetricUnit.Count, 1);
-  if (result.eventError) deps.logger.warn('Recording a Kubernetes Event failed', { ...context, error: result.eventError });
   switch (result.outcome) {
     case ReconcileOutcome.patched: {
       deps.metrics.addMetric(ReconcileMetric.NodeWrites, MetricUnit.Count, 1);
