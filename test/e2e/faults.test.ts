@@ -47,12 +47,20 @@ async function edit(kc: KubeConfig, ns: string, pairs: readonly Pair[], value: s
   for (const p of pairs) await setSpecTaints(kc, ns, p.machine, [{ key: 'a', value, effect: 'NoSchedule' }]);
 }
 
-/** Waits until every Node carries exactly the foreign taint and `a=<value>`; returns how long that took. */
-async function converge(kc: KubeConfig, expected: ReadonlyMap<string, string>, timeoutMs: number): Promise<number> {
+/**
+ * Waits until every Node carries exactly the foreign taint and `a=<value>`; returns how long that took. A failure
+ * names the pipeline's counters too (`counters`), so that a slow retry and a lost change can be told apart.
+ */
+async function converge(kc: KubeConfig, expected: ReadonlyMap<string, string>, timeoutMs: number, counters?: () => Promise<PipelineCounters> | PipelineCounters): Promise<number> {
   const started = Date.now();
-  await Promise.all(
-    [...expected].map(([node, value]) => expectNode(kc, node, { taints: [FOREIGN_S, `a=${value}:NoSchedule`], tracking: 'a:NoSchedule' }, { timeoutMs })),
-  );
+  try {
+    await Promise.all(
+      [...expected].map(([node, value]) => expectNode(kc, node, { taints: [FOREIGN_S, `a=${value}:NoSchedule`], tracking: 'a:NoSchedule' }, { timeoutMs })),
+    );
+  } catch (err) {
+    if (!counters) throw err;
+    throw new Error(`${(err as Error).message}; pipeline counters ${JSON.stringify(await counters())}`, { cause: err });
+  }
   return Date.now() - started;
 }
 
@@ -100,7 +108,7 @@ describeWithControlPlane('e2e: no change is lost through faults', () => {
     await sleep(10_000);
     proxy.restore();
     const expected = new Map([...before.slice(1).map((p) => [p.node, 'before'] as const), ...[...before.slice(0, 1), ...during].map((p) => [p.node, 'during'] as const)]);
-    const tookMs = await converge(kc, expected, CONVERGENCE_MS);
+    const tookMs = await converge(kc, expected, CONVERGENCE_MS, () => pipeline.counters());
 
     // Assess
     process.stderr.write(`outage: every Node converged ${(tookMs / 1000).toFixed(1)} s after the API server returned (counters ${JSON.stringify(world.pipeline.counters())})\n`);
@@ -126,7 +134,8 @@ describeWithControlPlane('e2e: no change is lost through faults', () => {
     await edit(kc, world.ns, pairs, 'flaky1');
     await sleep(4_000);
     await edit(kc, world.ns, pairs, 'flaky2');
-    const tookMs = await converge(kc, new Map(pairs.map((p) => [p.node, 'flaky2'])), CONVERGENCE_MS);
+    const pipeline = world.pipeline;
+    const tookMs = await converge(kc, new Map(pairs.map((p) => [p.node, 'flaky2'])), CONVERGENCE_MS, () => pipeline.counters());
     proxy.steady();
 
     // Assess
@@ -186,7 +195,16 @@ describeWithControlPlane('e2e: no change is lost through faults', () => {
       const { eventsForwarded } = await countersOf(first.child);
       proxy.flaky({ resetEvery: Number.MAX_SAFE_INTEGER, delayMs: 500 });
       await edit(kc, ns, pairs.slice(0, 8), 'burst');
-      await waitFor(async () => (await countersOf(first.child)).eventsForwarded >= eventsForwarded + 8, { timeoutMs: 20_000, intervalMs: 100, description: 'the burst to be queued' });
+      let seen: PipelineCounters | undefined;
+      await waitFor(
+        async () => {
+          seen = await countersOf(first.child);
+          return seen.eventsForwarded >= eventsForwarded + 8;
+        },
+        { timeoutMs: 20_000, intervalMs: 100, description: 'the burst to be queued' },
+      ).catch((err: unknown) => {
+        throw new Error(`${(err as Error).message}; pipeline counters ${JSON.stringify(seen)} (${eventsForwarded} forwarded before the burst)`, { cause: err });
+      });
       await sleep(4_000);
       const applied = (await countersOf(first.child)).writes;
       first.child.kill('SIGKILL');
@@ -197,7 +215,7 @@ describeWithControlPlane('e2e: no change is lost through faults', () => {
       const second = spawn();
       child = second.child;
       await second.ready;
-      const tookMs = await converge(kc, new Map(pairs.map((p) => [p.node, 'burst'])), CONVERGENCE_MS);
+      const tookMs = await converge(kc, new Map(pairs.map((p) => [p.node, 'burst'])), CONVERGENCE_MS, () => countersOf(second.child));
 
       // Assess
       process.stderr.write(
