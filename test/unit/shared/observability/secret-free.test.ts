@@ -9,7 +9,8 @@ import { Metrics } from '@aws-lambda-powertools/metrics';
 import { GetSecretValueCommand, ResourceNotFoundException, SecretsManagerClient, DecryptionFailure } from '@aws-sdk/client-secrets-manager';
 import { ChangeMessageVisibilityCommand, SendMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
 import { GetParameterCommand, ParameterNotFound, SSMClient } from '@aws-sdk/client-ssm';
-import { ApiException, KubeConfig, type V1Secret } from '@kubernetes/client-node';
+import { KubeConfig, type V1Secret } from '@kubernetes/client-node';
+import { KubeApiError } from '#shared/adapters/kubernetes/kube-http.ts';
 import type { Context } from 'aws-lambda';
 import { mockClient } from 'aws-sdk-client-mock';
 import { load } from 'js-yaml';
@@ -74,12 +75,9 @@ function secretOf(text: string, rv: string): V1Secret {
   return { metadata: { resourceVersion: rv }, data: { value: Buffer.from(text).toString('base64') } };
 }
 
-/** A 401/403 whose response body and headers echo the credential (a hostile or misconfigured server). */
-function echoingApiException(code: number): ApiException<string> {
-  return new ApiException(code, 'Unauthorized', JSON.stringify({ kind: 'Status', reason: 'Unauthorized', message: 'Unauthorized', echo: `Bearer ${TOKEN}` }), {
-    'www-authenticate': `Bearer ${TOKEN}`,
-    'x-echo-key': KEY,
-  });
+/** A 401/403 whose response body echoes the credentials (a hostile or misconfigured server). */
+function echoingApiException(code: number): KubeApiError {
+  return new KubeApiError(code, JSON.stringify({ kind: 'Status', reason: 'Unauthorized', message: 'Unauthorized', echo: `Bearer ${TOKEN}`, key: KEY }));
 }
 
 it('keeps every planted secret out of logs, Events, metrics and dead letters on every credential failure path', async () => {
@@ -94,7 +92,7 @@ it('keeps every planted secret out of logs, Events, metrics and dead letters on 
     readSecret: async (_ns, name) => {
       if (name === 'wc-forbidden-kubeconfig') throw echoingApiException(403);
       const text = secrets[name];
-      if (text === undefined) throw new ApiException(404, 'Not Found', '{}', {});
+      if (text === undefined) throw new KubeApiError(404, '{}');
       return secretOf(text, '1');
     },
   });
