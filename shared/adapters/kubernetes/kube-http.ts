@@ -123,16 +123,24 @@ export async function readBody(res: NodeJS.ReadableStream & { destroy(err?: Erro
 
 /**
  * One JSON call: resolves with the parsed answer of a 2xx, rejects with {@link KubeApiError} otherwise, or with the
- * transport's error (a system error, the signal's abort).
+ * transport's error (a system error, the signal's abort; its reason when it fired while the body was read).
  */
 export async function kubeCall<T = unknown>(endpoint: ClusterEndpoint, call: KubeCall): Promise<T> {
   const body = call.body === undefined ? undefined : JSON.stringify(call.body);
+  const signal = call.signal ?? callSignal();
   const res = await openRequest(endpoint, call.method, pathWithQuery(call.path, call.query), {
     ...(body === undefined ? {} : { body }),
     ...(call.contentType ? { contentType: call.contentType } : {}),
-    signal: call.signal ?? callSignal(),
+    signal,
   });
-  const text = await readBody(res);
+  let text: string;
+  try {
+    text = await readBody(res);
+  } catch (error) {
+    // A deadline that passes while the body streams destroys the socket: node:http reports that as `aborted`
+    // (ECONNRESET). The call ran out of time: say so (a TimeoutError), as for a deadline before the answer.
+    throw signal.aborted ? signal.reason : error;
+  }
   const status = res.statusCode ?? 0;
   if (status < 200 || status > 299) throw new KubeApiError(status, text.slice(0, 4096));
   try {
