@@ -15,28 +15,22 @@ import type { ClusterCredentialsReporter } from './credentials-reporter.ts';
 import type { ClusterEndpoint } from './kube-http.ts';
 import { KubernetesNodeStore } from './node-store.ts';
 
-/**
- * A cluster's credentials as the connections hand them on: to a KubernetesNodeStore only, so whatever its constructor
- * accepts (a ClusterEndpoint once node-store.ts speaks kube-http).
- */
-export type ClusterCredentials = ClusterEndpoint & ConstructorParameters<typeof KubernetesNodeStore>[0];
-
 /** Loads the credentials of a workload cluster (throws ClusterCredentialsError when it cannot). */
-export type WorkloadKubeConfigLoader = (cluster: { namespace: string; name: string }) => Promise<ClusterCredentials>;
+export type WorkloadKubeConfigLoader = (cluster: { namespace: string; name: string }) => Promise<ClusterEndpoint>;
 
 export class KubernetesClusterConnections implements ClusterConnections {
-  readonly #management: () => Promise<ClusterCredentials>;
+  readonly #management: () => Promise<ClusterEndpoint>;
   readonly #workload: WorkloadKubeConfigLoader;
   readonly #clock: Clock;
   readonly #ttlMs: number;
   readonly #reporter: ClusterCredentialsReporter | undefined;
-  readonly #cache = new Map<string, { store: NodeStore; kubeConfig: ClusterCredentials; expires: number }>();
+  readonly #cache = new Map<string, { store: NodeStore; kubeConfig: ClusterEndpoint; expires: number }>();
 
   /**
    * `reporter` is told about a workload cluster whose kubeconfig is unusable or refused (log, metric, Warning Event
    * on the Cluster); the error still propagates, so the record is retried through the queue.
    */
-  constructor(args: { management: () => Promise<ClusterCredentials>; workload: WorkloadKubeConfigLoader; clock: Clock; ttlMs?: number; reporter?: ClusterCredentialsReporter }) {
+  constructor(args: { management: () => Promise<ClusterEndpoint>; workload: WorkloadKubeConfigLoader; clock: Clock; ttlMs?: number; reporter?: ClusterCredentialsReporter }) {
     this.#reporter = args.reporter;
     this.#management = args.management;
     this.#workload = args.workload;
@@ -57,7 +51,7 @@ export class KubernetesClusterConnections implements ClusterConnections {
     return store;
   }
 
-  async #loadWorkload(cluster: { namespace: string; name: string }, report: boolean): Promise<ClusterCredentials> {
+  async #loadWorkload(cluster: { namespace: string; name: string }, report: boolean): Promise<ClusterEndpoint> {
     try {
       return await this.#workload(cluster);
     } catch (err) {

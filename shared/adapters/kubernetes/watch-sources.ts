@@ -10,7 +10,7 @@ import type { ForwarderTelemetry } from '#shared/ports/forwarder-telemetry.ts';
 import type { StreamStart, WatchSources, WatchStream } from '#shared/ports/watch-source.ts';
 import { WatchSession, type WatchSessionOptions } from './watch-session.ts';
 import type { WorkloadKubeConfigs } from './workload-kubeconfig.ts';
-import { clusterCredentialsReporter, type ClusterCredentialsReporter, type CredentialsReporterOptions } from './credentials-reporter.ts';
+import { clusterCredentialsReporter, type ClusterCredentialsReporter } from './credentials-reporter.ts';
 import type { ClusterEndpoint } from './kube-http.ts';
 import { ClusterCredentialsError } from '#shared/errors.ts';
 import { ForwarderMetric } from '#shared/observability/metric-names.ts';
@@ -24,7 +24,7 @@ export interface KubernetesWatchSourcesOptions {
    * The management cluster: the Machine and Cluster sessions' endpoint, and what the default credentials reporter
    * reads Clusters and writes Events with (so whatever that reporter accepts: a ClusterEndpoint once it does).
    */
-  readonly managementKubeConfig: ClusterEndpoint & CredentialsReporterOptions['kubeConfig'];
+  readonly managementKubeConfig: ClusterEndpoint;
   readonly workloadKubeConfigs: WorkloadKubeConfigs;
   /** Which Cluster API group version to read (discovery over the management cluster). */
   readonly capi: CapiApi;
