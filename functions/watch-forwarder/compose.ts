@@ -26,8 +26,8 @@ export interface ComposeForwarderArgs {
    * A RestConfig in the Lambda function, a client-node KubeConfig in the local tools: both are ClusterEndpoints.
    */
   readonly managementKubeConfig: ClusterEndpoint;
-  /** Where events go: an SQS client (real AWS, the local server, or a mock) with `config.queueUrl`, or a ready publisher. */
-  readonly sqs?: SqsSendClient;
+  /** Where events go: an SQS client (real AWS, the local server, or a mock; or a function that makes it on first use) with `config.queueUrl`, or a ready publisher. */
+  readonly sqs?: SqsSendClient | (() => Promise<SqsSendClient>);
   readonly publisher?: EventPublisher;
   readonly telemetry: ForwarderTelemetry;
   readonly workloadKubeConfigs?: WorkloadKubeConfigs;
