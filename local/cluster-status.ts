@@ -2,14 +2,15 @@
  * Reads every Machine and its Node and computes their taint status (`shared/domain/taint-status.ts`).
  * Used by `npm run status`, by `npm start` (Nodes out of sync) and by the demo's summary.
  */
-import { ApiException, CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
+import { ApiException, CustomObjectsApi, type KubeConfig, type V1Node } from '@kubernetes/client-node';
+import { kubeCall, type ClusterEndpoint } from '#shared/adapters/kubernetes/kube-http.ts';
 import { KubernetesCapiDiscovery } from '#shared/adapters/kubernetes/capi-discovery.ts';
 import { MACHINES, MACHINE_POOLS, toMachinePoolSnapshot, toMachineSnapshot } from '#shared/adapters/kubernetes/machine-store.ts';
 import type { CapiApiVersion } from '#shared/domain/capi-api.ts';
 import { declarationOwnerOf, machinePoolOf } from '#shared/domain/machine-pool.ts';
 import { toNodeSnapshot } from '#shared/adapters/kubernetes/node-store.ts';
 import { workloadKubeConfigs, type WorkloadKubeConfigs } from '#shared/adapters/kubernetes/workload-kubeconfig.ts';
-import { describeApiError } from '#shared/adapters/kubernetes/api-errors.ts';
+import { describeApiError, statusOf } from '#shared/adapters/kubernetes/api-errors.ts';
 import { declaredTaintsOf, type Override } from '#shared/domain/declarations.ts';
 import type { MachineSnapshot, NodeSnapshot } from '#shared/domain/snapshots.ts';
 import { CLUSTER_NAME_LABEL } from '#shared/domain/taint.ts';
@@ -86,11 +87,24 @@ export async function retryThrottled<T>(read: () => Promise<T>, wait: (ms: numbe
     try {
       return await read();
     } catch (error) {
-      if (!(error instanceof ApiException) || error.code !== 429 || attempt >= 5) throw error;
-      const after = Number((error.headers as Record<string, string> | undefined)?.['retry-after']);
+      if (statusOf(error) !== 429 || attempt >= 5) throw error;
+      const after = error instanceof ApiException ? Number((error.headers as Record<string, string> | undefined)?.['retry-after']) : 0;
       await wait(Math.min(5, after > 0 ? after : 1) * 1000);
     }
   }
+}
+
+/** Every Node of a cluster, 500 per page (a cluster's credentials may be a RestConfig: the product's own HTTP client). */
+async function listNodes(kc: ClusterEndpoint): Promise<V1Node[]> {
+  const nodes: V1Node[] = [];
+  let cont: string | undefined;
+  do {
+    // The wire's JSON, not client-node's model: the continue token is `continue` (client-node renames it `_continue`).
+    const page = await kubeCall<{ items: V1Node[]; metadata?: { continue?: string } }>(kc, { method: 'GET', path: '/api/v1/nodes', query: { limit: '500', continue: cont } });
+    nodes.push(...page.items);
+    cont = page.metadata?.continue || undefined;
+  } while (cont);
+  return nodes;
 }
 
 async function readMachines(o: ReadStatusOptions): Promise<MachineSnapshot[]> {
@@ -149,7 +163,7 @@ async function statusesOf(o: ReadStatusOptions, machines: readonly MachineSnapsh
       nodes = (async () => {
         try {
           const kc = o.mode === 'self' ? o.kubeConfig : await workload.get({ mode: 'capi', namespace: machine.namespace, name: clusterName });
-          const items = (await retryThrottled(() => kc.makeApiClient(CoreV1Api).listNode())).items;
+          const items = await retryThrottled(() => listNodes(kc));
           return new Map(items.map((n) => [n.metadata?.name ?? '', toNodeSnapshot(n)]));
         } catch (error) {
           return { cluster: key, reason: error instanceof Error ? describeApiError(error) : 'unknown error' };

@@ -7,6 +7,7 @@ import { randomBytes } from 'node:crypto';
 import https from 'node:https';
 import http from 'node:http';
 import { KubeConfig } from '@kubernetes/client-node';
+import type { ClusterEndpoint } from '#shared/adapters/kubernetes/kube-http.ts';
 
 // ---------------------------------------------------------------------------------------------------------------
 // Counting API calls at the client
@@ -56,8 +57,10 @@ export class CallCounter {
 }
 
 export function targetOf(url: string): CallTarget {
-  if (url === WATCH_SESSION) return 'list-or-watch';
-  const path = new URL(url, 'https://x').pathname;
+  const parsed = new URL(url, 'https://x');
+  const path = parsed.pathname;
+  // The forwarder's watch sessions: a list page (limit) or a watch connection.
+  if (parsed.searchParams.has('watch') || parsed.searchParams.has('limit')) return 'list-or-watch';
   if (/\/api\/v1\/nodes(\/|$)/.test(path)) return 'node';
   if (/\/machines(\/|$)/.test(path)) return 'machine';
   if (/\/events(\/|$)/.test(path)) return 'event';
@@ -69,53 +72,33 @@ export function targetOf(url: string): CallTarget {
   return 'other';
 }
 
-const WATCH_SESSION = 'watch-session';
-
 /**
- * A KubeConfig loaded from `kubeconfigPath` whose requests are all counted: client-node API calls (every generated
- * API method authenticates each request through `applySecurityAuthentication`, which sees method and URL) and raw
- * requests that take their TLS options from `applyToHTTPSOptions` (the forwarder's watch sessions: one count per
- * list page or watch connection). Retries inside client-node would each pass through here too.
+ * A KubeConfig loaded from `kubeconfigPath` whose requests are all counted. Every request of the product's HTTP client
+ * (kube-http.ts) applies its credentials through `applyToHTTPSOptions` once, with its method and path already set, so
+ * that is where each call is counted (a watch session's list page or watch connection included).
  */
-export function countingKubeConfig(kubeconfigPath: string, counter: CallCounter, opts: { keepAlive?: boolean } = {}): KubeConfig {
+export function countingKubeConfig(kubeconfigPath: string, counter: CallCounter): KubeConfig {
   const kc = new KubeConfig();
   kc.loadFromFile(kubeconfigPath);
-  return countCalls(kc, counter, opts);
+  return countCalls(kc, counter);
 }
 
-/** Makes every request of `kc` (this instance, e.g. a workload cluster's from its Secret) count in `counter`; see {@link countingKubeConfig}. */
-export function countCalls(kc: KubeConfig, counter: CallCounter, opts: { keepAlive?: boolean } = {}): KubeConfig {
-  const auth = kc.applySecurityAuthentication.bind(kc);
-  // client-node 2.0.1 builds a new undici Agent (so a new TCP + TLS connection) for every request. The `keepAlive`
-  // variant reuses the first one, i.e. one pooled keep-alive connection set per KubeConfig: the fix under test.
-  let shared: ReturnType<typeof Object> | undefined;
-  kc.applySecurityAuthentication = async (context) => {
-    counter.add(String(context.getHttpMethod()), context.getUrl());
-    await auth(context);
-    if (opts.keepAlive) {
-      const created = context.getDispatcher();
-      if (created !== undefined) {
-        if (shared === undefined) shared = created;
-        else void (created as { close?: () => Promise<void> }).close?.();
-        context.setDispatcher(shared as typeof created);
-      }
-    }
-  };
-  const tlsOptions = kc.applyToHTTPSOptions.bind(kc);
-  kc.applyToHTTPSOptions = async (opts) => {
-    // The watch session calls this right before each GET (list page or watch); the path is not passed in.
-    counter.add('GET', WATCH_SESSION);
+/** Makes every request through `endpoint` (this instance, e.g. a workload cluster's from its Secret) count in `counter`; see {@link countingKubeConfig}. */
+export function countCalls<E extends ClusterEndpoint>(endpoint: E, counter: CallCounter): E {
+  const tlsOptions = endpoint.applyToHTTPSOptions.bind(endpoint);
+  endpoint.applyToHTTPSOptions = async (opts) => {
+    counter.add(opts.method ?? 'GET', opts.path ?? '/');
     return tlsOptions(opts);
   };
-  return kc;
+  return endpoint;
 }
 
 /**
  * Counts the requests sent to workload clusters: wraps a loader of workload KubeConfigs (the product's, reading
  * `<cluster>-kubeconfig` Secrets) so that every KubeConfig it hands out counts in `counter` (each instance once).
  */
-export function countingWorkloadLoader<A extends unknown[]>(load: (...args: A) => Promise<KubeConfig>, counter: CallCounter): (...args: A) => Promise<KubeConfig> {
-  const counted = new WeakSet<KubeConfig>();
+export function countingWorkloadLoader<A extends unknown[], E extends ClusterEndpoint>(load: (...args: A) => Promise<E>, counter: CallCounter): (...args: A) => Promise<E> {
+  const counted = new WeakSet<E>();
   return async (...args: A) => {
     const kc = await load(...args);
     if (!counted.has(kc)) {

@@ -7,6 +7,7 @@
 import type { SendMessageBatchCommand, SQSClient } from '@aws-sdk/client-sqs';
 import type { KubeConfig } from '@kubernetes/client-node';
 import type { Context, SQSEvent } from 'aws-lambda';
+import type { ClusterEndpoint } from '#shared/adapters/kubernetes/kube-http.ts';
 import { composeReconcile } from '#functions/reconcile-node-taints/compose.ts';
 import { composeWatchForwarder } from '#functions/watch-forwarder/compose.ts';
 import { WatchForwarder } from '#functions/watch-forwarder/forward-watch-events.ts';
@@ -85,7 +86,7 @@ export class ReconcilePipeline {
     const mode = o.mode ?? 'self';
     // As functions/reconcile-node-taints/handler.ts: workload credentials from the management cluster's Secrets.
     const workload = workloadKubeConfigs(o.kubeConfig);
-    const load = (c: { namespace: string; name: string }): Promise<KubeConfig> => workload.get({ mode: 'capi', ...c });
+    const load = (c: { namespace: string; name: string }): Promise<ClusterEndpoint> => workload.get({ mode: 'capi', ...c });
     const deps = composeReconcile({
       config: this.config,
       clusterMode: mode,

@@ -44,7 +44,7 @@ export function renderResults(r: BenchResults): string {
     out.push('', '### 1. Reconcile throughput', '');
     out.push(
       table(
-        ['N', 'concurrency', 'floor ms (before / after)', 'floor Nodes/s', 'pipeline ms', 'pipeline Nodes/s', 'ratio', 'pipeline calls', 'converged', 'raw keep-alive floor ms', 'reused dispatcher: floor / pipeline ms (ratio)'],
+        ['N', 'concurrency', 'floor ms (before / after)', 'floor Nodes/s', 'pipeline ms', 'pipeline Nodes/s', 'ratio', 'pipeline calls', 'converged', 'raw keep-alive floor ms'],
         s.throughput.runs.map((x) => [
           x.n,
           x.concurrency,
@@ -56,7 +56,6 @@ export function renderResults(r: BenchResults): string {
           callText(x.pipelineCalls.byKind),
           `${x.converged}/${x.n}`,
           x.keepAliveFloorMs,
-          x.keepAliveClient ? `${x.keepAliveClient.floorMs} / ${x.keepAliveClient.pipelineMs} (${x.keepAliveClient.ratio})` : 'n/a',
         ]),
       ),
     );

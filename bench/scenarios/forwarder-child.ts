@@ -12,7 +12,6 @@ import { readFileSync } from 'node:fs';
 import type { SendMessageBatchCommand } from '@aws-sdk/client-sqs';
 import { composeWatchForwarder } from '#functions/watch-forwarder/compose.ts';
 import { WatchForwarder } from '#functions/watch-forwarder/forward-watch-events.ts';
-import { withPooledConnections } from '#shared/adapters/kubernetes/pooled-connections.ts';
 import { workloadKubeConfigs } from '#shared/adapters/kubernetes/workload-kubeconfig.ts';
 import { loadForwarderConfig } from '#shared/config/forwarder-config.ts';
 import type { ClusterRef } from '#shared/domain/cloud-event.ts';
@@ -59,7 +58,7 @@ const sampler = setInterval(() => {
 
 // What composeWatchForwarder builds by default (the Secrets read through the pooled management KubeConfig), with the
 // KubeConfigs it hands out counted.
-const workload = workloadKubeConfigs(withPooledConnections(kc));
+const workload = workloadKubeConfigs(kc);
 const countedWorkload = { get: countingWorkloadLoader((c: ClusterRef) => workload.get(c), workloadCounter) };
 const deps = composeWatchForwarder({ config, managementKubeConfig: kc, sqs, telemetry, ...(config.clusterMode === 'capi' ? { workloadKubeConfigs: countedWorkload } : {}) });
 const forwarder = new WatchForwarder(deps);

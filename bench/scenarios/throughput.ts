@@ -2,14 +2,14 @@
  * Scenario 1, reconcile throughput: N Machine/Node pairs whose declarations changed (every Node lacks its Machine's
  * taint); time for the reconcile handler, fed through the local SQS FIFO queue, to converge all of them, against the
  * floor measured in the same run on the same Nodes: a minimal loop doing just GET Node + PATCH Node (merge patch
- * with the resourceVersion precondition) per Node, with the same client as the product (client-node with the
- * product's connection pooling, `withPooledConnections`) and the same concurrency. A second floor with a plain
- * keep-alive HTTPS agent shows what the client itself costs.
+ * with the resourceVersion precondition) per Node, with the same client as the product (its HTTP client, kube-http.ts,
+ * with its keep-alive pool) and the same concurrency. A second floor with the benchmarks' own keep-alive HTTPS client
+ * (RawKube) shows what the client itself costs.
  */
-import { CoreV1Api, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
-import { withPooledConnections } from '#shared/adapters/kubernetes/pooled-connections.ts';
+import type { V1Node } from '@kubernetes/client-node';
+import { kubeCall, type ClusterEndpoint } from '#shared/adapters/kubernetes/kube-http.ts';
 import type { BenchContext } from '../lib/context.ts';
-import { CallCounter, RawKube, cleanup, countingKubeConfig, createNamespace, createPairs, hasTaint, listNodes, loadKubeConfig, machineMeta, mapConcurrent, runId, setMachineTaints, type BenchTaint, type CallCounts, type Pair, type RawNode } from '../lib/kube.ts';
+import { CallCounter, RawKube, cleanup, countingKubeConfig, createNamespace, createPairs, hasTaint, listNodes, loadKubeConfig, mapConcurrent, runId, type BenchTaint, type CallCounts, type Pair, type RawNode } from '../lib/kube.ts';
 import { RECONCILE_CONCURRENCY, ReconcilePipeline, machineModified, publishAll } from '../lib/pipeline.ts';
 import { mean, round, since } from '../lib/stats.ts';
 
@@ -28,11 +28,6 @@ export interface ThroughputRun {
   readonly pipelineCalls: CallCounts;
   readonly floorCallsPerNode: number;
   readonly setupMs: number;
-  /**
-   * The fix under test, same Nodes, same concurrency: client-node with one reused keep-alive dispatcher per
-   * KubeConfig (instead of a new TLS connection per request), for both the floor and the pipeline.
-   */
-  readonly keepAliveClient: { readonly floorMs: number; readonly pipelineMs: number; readonly ratio: number; readonly pipelineNodesPerSec: number };
 }
 
 export interface ThroughputResult {
@@ -43,7 +38,6 @@ export interface ThroughputResult {
 }
 
 const DECLARED: BenchTaint = { key: 'bench.capi-tp/pool', value: 'gpu', effect: 'NoSchedule' };
-const MERGE = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 
 export async function runThroughput(ctx: BenchContext): Promise<ThroughputResult> {
   const runs: ThroughputRun[] = [];
@@ -66,10 +60,9 @@ async function runOnce(ctx: BenchContext, n: number, concurrency: number): Promi
 
     // Floor before, pipeline, floor after: the mean floor absorbs drift of a shared, noisy machine.
     const floorCounter = new CallCounter();
-    // The same client as the product: client-node with the product's connection pooling.
-    const floorKc = withPooledConnections(countingKubeConfig(ctx.kubeconfigPath, floorCounter));
-    const floorApi = floorKc.makeApiClient(CoreV1Api);
-    const floor1 = await floorLoop(pairs, concurrency, (node) => floorStep(floorApi, node, 'bench.capi-tp/floor-1'));
+    // The same client as the product: its HTTP client with its keep-alive pool.
+    const floorKc = countingKubeConfig(ctx.kubeconfigPath, floorCounter);
+    const floor1 = await floorLoop(pairs, concurrency, (node) => floorStep(floorKc, node, 'bench.capi-tp/floor-1'));
 
     const counter = new CallCounter();
     const pipeline = await ReconcilePipeline.create({ kubeConfig: countingKubeConfig(ctx.kubeconfigPath, counter), concurrency });
@@ -90,29 +83,8 @@ async function runOnce(ctx: BenchContext, n: number, concurrency: number): Promi
     }
     const pipelineCalls = counter.since(before);
 
-    const floor2 = await floorLoop(pairs, concurrency, (node) => floorStep(floorApi, node, 'bench.capi-tp/floor-2'));
+    const floor2 = await floorLoop(pairs, concurrency, (node) => floorStep(floorKc, node, 'bench.capi-tp/floor-2'));
     const keepAlive = await floorLoop(pairs, concurrency, (node) => keepAliveFloorStep(raw, node, 'bench.capi-tp/floor-ka'));
-
-    // The same client with a reused keep-alive dispatcher: floor, then the pipeline on a second declaration change.
-    const kaApi = countingKubeConfig(ctx.kubeconfigPath, new CallCounter(), { keepAlive: true }).makeApiClient(CoreV1Api);
-    const kaFloorMs = await floorLoop(pairs, concurrency, (node) => floorStep(kaApi, node, 'bench.capi-tp/floor-ka-client'));
-    const second: BenchTaint = { key: 'bench.capi-tp/pool2', value: 'gpu', effect: 'NoSchedule' };
-    const metas = await mapConcurrent(pairs, 32, async (p) => {
-      await setMachineTaints(raw, ns, p.machine, [DECLARED, second]);
-      return machineMeta(raw, ns, p.machine);
-    });
-    const kaPipeline = await ReconcilePipeline.create({ kubeConfig: countingKubeConfig(ctx.kubeconfigPath, new CallCounter(), { keepAlive: true }), concurrency });
-    const kaSeen = new Map((await listNodes(raw, run)).map((node) => [node.metadata.name, node]));
-    const kaStart = performance.now();
-    let kaPipelineMs: number;
-    try {
-      await publishAll(kaPipeline.publisher, pairs.map((p, i) => machineModified(ns, p.machine, p.uid, metas[i]?.resourceVersion ?? `${p.resourceVersion}1`, p.node, new Date(), kaSeen.get(p.node))));
-      kaPipeline.start();
-      await kaPipeline.drain(Math.max(120_000, n * 200));
-      kaPipelineMs = since(kaStart);
-    } finally {
-      await kaPipeline.stop();
-    }
 
     const nodes = await listNodes(raw, run);
     const converged = nodes.filter((node) => hasTaint(node, DECLARED)).length;
@@ -133,17 +105,10 @@ async function runOnce(ctx: BenchContext, n: number, concurrency: number): Promi
       pipelineCalls,
       floorCallsPerNode: round(floorCounter.snapshot().total / (2 * n), 2),
       setupMs: round(setupMs, 0),
-      keepAliveClient: {
-        floorMs: round(kaFloorMs, 0),
-        pipelineMs: round(kaPipelineMs, 0),
-        ratio: round(kaFloorMs / kaPipelineMs, 3),
-        pipelineNodesPerSec: round((n * 1000) / kaPipelineMs, 1),
-      },
     };
     ctx.log(
       `  N=${n}: floor ${result.floorMs.join(' / ')} ms (${result.floorNodesPerSec}/s), pipeline ${result.pipelineMs} ms (${result.pipelineNodesPerSec}/s), ` +
-        `ratio ${result.ratio}, keep-alive floor ${result.keepAliveFloorMs} ms, converged ${converged}/${n}; ` +
-        `with a reused dispatcher: floor ${result.keepAliveClient.floorMs} ms, pipeline ${result.keepAliveClient.pipelineMs} ms, ratio ${result.keepAliveClient.ratio}`,
+        `ratio ${result.ratio}, keep-alive floor ${result.keepAliveFloorMs} ms, converged ${converged}/${n}`,
     );
     return result;
   } finally {
@@ -158,11 +123,12 @@ async function floorLoop(pairs: readonly Pair[], concurrency: number, step: (nod
   return since(start);
 }
 
-/** The necessary read + write for one Node through client-node: GET, then a merge patch with the precondition. */
-async function floorStep(api: CoreV1Api, name: string, key: string): Promise<void> {
-  const node = await api.readNode({ name });
+/** The necessary read + write for one Node through the product's HTTP client: GET, then a merge patch with the precondition. */
+async function floorStep(kc: ClusterEndpoint, name: string, key: string): Promise<void> {
+  const path = `/api/v1/nodes/${encodeURIComponent(name)}`;
+  const node = await kubeCall<V1Node>(kc, { method: 'GET', path });
   const taints = [...(node.spec?.taints ?? []), { key, effect: 'NoSchedule' }];
-  await api.patchNode({ name, body: { metadata: { resourceVersion: node.metadata?.resourceVersion }, spec: { taints } } }, MERGE);
+  await kubeCall(kc, { method: 'PATCH', path, contentType: 'application/merge-patch+json', body: { metadata: { resourceVersion: node.metadata?.resourceVersion }, spec: { taints } } });
 }
 
 /** The same read + write over one keep-alive HTTPS agent (no client library). */

@@ -3,7 +3,6 @@
  * handler and by the local pipeline (`npm start`), so both run the very same code.
  */
 import { startupGateWarning } from '#shared/domain/ownership.ts';
-import type { KubeConfig } from '@kubernetes/client-node';
 import { fromCloudEventBody } from '#shared/adapters/cloudevents/cloud-event-body.ts';
 import { withCallDeadline } from '#shared/adapters/kubernetes/call-deadline.ts';
 import { KubernetesClusterConnections, type WorkloadKubeConfigLoader } from '#shared/adapters/kubernetes/cluster-connections.ts';
@@ -11,8 +10,8 @@ import { clusterCredentialsReporter } from '#shared/adapters/kubernetes/credenti
 import { ConfigMapEnablementState, FixedEnablementState } from '#shared/adapters/kubernetes/enablement-state.ts';
 import { KubernetesEventRecorder } from '#shared/adapters/kubernetes/event-recorder.ts';
 import { KubernetesCapiDiscovery } from '#shared/adapters/kubernetes/capi-discovery.ts';
+import type { ClusterEndpoint } from '#shared/adapters/kubernetes/kube-http.ts';
 import { KubernetesMachineStore } from '#shared/adapters/kubernetes/machine-store.ts';
-import { withPooledConnections } from '#shared/adapters/kubernetes/pooled-connections.ts';
 import { SqsRecordQueue, type SqsSender } from '#shared/adapters/sqs/record-queue.ts';
 import type { ReconcileConfig } from '#shared/config/reconcile-config.ts';
 import { logger as defaultLogger } from '#shared/observability/logger.ts';
@@ -25,10 +24,13 @@ import type { BatchDeps } from './process-batch.ts';
 export interface ComposeArgs {
   readonly config: ReconcileConfig;
   readonly clusterMode: 'capi' | 'self';
-  /** The management cluster's KubeConfig (Machines, Events, state); also the Nodes' cluster in `self` mode. */
-  readonly managementKubeConfig: KubeConfig;
-  /** Returns the current management KubeConfig (a refreshed one when its token rotates). */
-  readonly refreshManagementKubeConfig?: () => Promise<KubeConfig>;
+  /**
+   * The management cluster (Machines, Events, state); also the Nodes' cluster in `self` mode. A RestConfig in the
+   * Lambda functions, a client-node KubeConfig in the local tools: both are ClusterEndpoints.
+   */
+  readonly managementKubeConfig: ClusterEndpoint;
+  /** Returns the current management cluster's endpoint (a refreshed one when its credentials rotate). */
+  readonly refreshManagementKubeConfig?: () => Promise<ClusterEndpoint>;
   readonly workloadKubeConfig: WorkloadKubeConfigLoader;
   /** An SQS client, or a function that makes one on first use (loaded lazily by the Lambda handler). */
   readonly sqs: SqsSender | (() => Promise<SqsSender>);
@@ -40,8 +42,8 @@ export interface ComposeArgs {
 /** Wires adapters into the dependencies of `processBatch`. */
 export function composeReconcile(args: ComposeArgs): BatchDeps {
   const clock = args.clock ?? { now: () => new Date() };
-  // One connection pool per cluster instead of a TLS handshake per API call.
-  const kc = withPooledConnections(args.managementKubeConfig);
+  // Connections are pooled by the HTTP client (kube-http.ts), one keep-alive pool for every cluster.
+  const kc = args.managementKubeConfig;
   const refresh = args.refreshManagementKubeConfig;
   const { config } = args;
   const logger = args.logger ?? defaultLogger;
@@ -60,8 +62,8 @@ export function composeReconcile(args: ComposeArgs): BatchDeps {
   return {
     machines: new KubernetesMachineStore(kc, capi),
     clusters: new KubernetesClusterConnections({
-      management: refresh ? async () => withPooledConnections(await refresh()) : async () => kc,
-      workload: async (cluster) => withPooledConnections(await args.workloadKubeConfig(cluster)),
+      management: refresh ?? (async () => kc),
+      workload: args.workloadKubeConfig,
       clock,
       // A Cluster whose kubeconfig is unusable or refused: log, metric, Warning Event on the Cluster.
       reporter: clusterCredentialsReporter({ kubeConfig: kc, capi, recorder, logger, clock, count: () => metrics.addMetric(ReconcileMetric.UnusableKubeconfigs, MetricUnit.Count, 1) }),

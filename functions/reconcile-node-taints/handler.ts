@@ -3,9 +3,9 @@
  * Composition root: configuration is read once per cold start (a bad one fails the cold start);
  * dependencies are rebuilt only when the management cluster's credentials are refreshed.
  */
-import type { KubeConfig } from '@kubernetes/client-node';
 import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import { loadManagementKubeConfig } from '#shared/adapters/kubernetes/management-kubeconfig.ts';
+import type { RestConfig } from '#shared/adapters/kubernetes/rest-config.ts';
 import { workloadKubeConfigs } from '#shared/adapters/kubernetes/workload-kubeconfig.ts';
 import { loadClusterAccessConfig } from '#shared/config/cluster-access-config.ts';
 import { processEnv } from '#shared/config/env.ts';
@@ -18,7 +18,7 @@ const config = loadReconcileConfig(processEnv());
 const access = loadClusterAccessConfig(processEnv());
 // Loaded on first use: the SQS SDK is needed only for retries, re-issues and dead letters, not on the happy path.
 const sqs = async (): Promise<SqsSender> => new (await import('@aws-sdk/client-sqs')).SQSClient({});
-let current: { kubeConfig: KubeConfig; deps: BatchDeps } | undefined;
+let current: { kubeConfig: RestConfig; deps: BatchDeps } | undefined;
 
 export async function handler(event: SQSEvent, context: Context): Promise<SQSBatchResponse> {
   const kubeConfig = await loadManagementKubeConfig(access);

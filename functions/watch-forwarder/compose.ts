@@ -3,10 +3,9 @@
  * handler, the long-running process (`npm run forwarder`), the local pipeline and the tests, so all
  * of them run the very same core.
  */
-import type { KubeConfig } from '@kubernetes/client-node';
 import { KubernetesCapiDiscovery } from '#shared/adapters/kubernetes/capi-discovery.ts';
+import type { ClusterEndpoint } from '#shared/adapters/kubernetes/kube-http.ts';
 import { KubernetesLeaderLease } from '#shared/adapters/kubernetes/lease.ts';
-import { withPooledConnections } from '#shared/adapters/kubernetes/pooled-connections.ts';
 import { kubernetesWatchSources } from '#shared/adapters/kubernetes/watch-sources.ts';
 import { workloadKubeConfigs, type WorkloadKubeConfigs } from '#shared/adapters/kubernetes/workload-kubeconfig.ts';
 import { createSqsEventPublisher, type SqsSendClient } from '#shared/adapters/sqs/event-publisher.ts';
@@ -22,10 +21,13 @@ import type { WatchForwarderDeps } from './forward-watch-events.ts';
 
 export interface ComposeForwarderArgs {
   readonly config: ForwarderConfig;
-  /** The management cluster (Machines, Clusters, kubeconfig Secrets, the Lease); also the Nodes' cluster in `self` mode. */
-  readonly managementKubeConfig: KubeConfig;
-  /** Where events go: an SQS client (real AWS, the local server, or a mock) with `config.queueUrl`, or a ready publisher. */
-  readonly sqs?: SqsSendClient;
+  /**
+   * The management cluster (Machines, Clusters, kubeconfig Secrets, the Lease); also the Nodes' cluster in `self` mode.
+   * A RestConfig in the Lambda function, a client-node KubeConfig in the local tools: both are ClusterEndpoints.
+   */
+  readonly managementKubeConfig: ClusterEndpoint;
+  /** Where events go: an SQS client (real AWS, the local server, or a mock; or a function that makes it on first use) with `config.queueUrl`, or a ready publisher. */
+  readonly sqs?: SqsSendClient | (() => Promise<SqsSendClient>);
   readonly publisher?: EventPublisher;
   readonly telemetry: ForwarderTelemetry;
   readonly workloadKubeConfigs?: WorkloadKubeConfigs;
@@ -47,8 +49,8 @@ export interface ComposeForwarderArgs {
 /** Wires adapters into the dependencies of WatchForwarder. Throws ConfigError when no queue is given. */
 export function composeWatchForwarder(args: ComposeForwarderArgs): WatchForwarderDeps {
   const { config } = args;
-  // One connection pool per cluster instead of a TLS handshake per API call.
-  const kc = withPooledConnections(args.managementKubeConfig);
+  // Connections are pooled by the HTTP client (kube-http.ts), one keep-alive pool for every cluster.
+  const kc = args.managementKubeConfig;
   let publisher = args.publisher;
   if (!publisher) {
     if (!args.sqs || !config.queueUrl) throw new ConfigError('QUEUE_URL', 'is required to send events');

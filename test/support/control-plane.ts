@@ -11,6 +11,7 @@
  * - Node and Machine watches are served from the apiserver's watch cache, so an etcd compaction alone does not make
  *   them 410; see `compactEtcd`.
  */
+import { KubeApiError } from '#shared/adapters/kubernetes/kube-http.ts';
 import { describe, inject } from 'vitest';
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
@@ -155,9 +156,9 @@ export async function waitForAccess(kc: KubeConfig, attributes: V1ResourceAttrib
   );
 }
 
-/** The HTTP status of a client-node error (`ApiException.code`), or undefined for other errors. */
+/** The HTTP status of a client-node error (`ApiException.code`) or of the product's client (`KubeApiError.code`), or undefined for other errors. */
 export function statusOf(e: unknown): number | undefined {
-  return e instanceof ApiException ? e.code : undefined;
+  return e instanceof ApiException || e instanceof KubeApiError ? e.code : undefined;
 }
 
 /**

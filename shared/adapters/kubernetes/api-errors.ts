@@ -1,14 +1,14 @@
 /**
- * Translates client-node failures into the product's error catalogue, so that no caller ever looks
- * at HTTP codes or messages. 404 is returned as `undefined` by the callers that expect it.
+ * Translates failed Kubernetes API calls (kube-http.ts) into the product's error catalogue, so that no caller ever
+ * looks at HTTP codes or messages. 404 is returned as `undefined` by the callers that expect it.
  */
-import { ApiException } from './client-node.ts';
+import { KubeApiError } from './kube-http.ts';
 import { AccessDeniedError, CallTimeoutError, TransientError } from '#shared/errors.ts';
 import { isCallTimeout } from './call-deadline.ts';
 
 /** The HTTP status of a failed API call, or undefined for transport failures. */
 export function statusOf(error: unknown): number | undefined {
-  if (error instanceof ApiException) return error.code;
+  if (error instanceof KubeApiError) return error.code;
   // A DOMException (timeout, abort) has a numeric `code` of its own that is no HTTP status.
   if (isCallTimeout(error)) return undefined;
   if (typeof error === 'object' && error !== null) {
@@ -22,9 +22,9 @@ export function statusOf(error: unknown): number | undefined {
 /** A short, credential-free description of an API failure (status + Kubernetes `reason`/`message`). */
 export function describeApiError(error: unknown): string {
   const status = statusOf(error);
-  if (error instanceof ApiException) {
+  if (error instanceof KubeApiError) {
     try {
-      const body = JSON.parse(String(error.body)) as { reason?: string; message?: string };
+      const body = JSON.parse(error.body) as { reason?: string; message?: string };
       return `HTTP ${status}: ${body.reason ?? ''} ${body.message ?? ''}`.trim();
     } catch {
       return `HTTP ${status}`;

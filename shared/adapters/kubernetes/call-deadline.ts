@@ -1,7 +1,6 @@
 /**
- * Deadlines for Kubernetes API calls made through client-node 2.x. Every request of a KubeConfig
- * wrapped by `withPooledConnections` carries an AbortSignal (client-node's RequestContext.setSignal,
- * handed to undici's fetch, which also bounds reading the body): at most the call timeout of the
+ * Deadlines for Kubernetes API calls. Every call of the product's HTTP client (kube-http.ts) carries an
+ * AbortSignal, which also bounds reading the body: at most the call timeout of the
  * innermost `withCallDeadline` scope, never beyond its deadline, and `DEFAULT_CALL_TIMEOUT_MS`
  * outside any scope. A call that runs out of time rejects with a TimeoutError, which the stores map
  * to a TransientError (retried), never a hang.

@@ -3,13 +3,14 @@
  * management cluster which of `cluster.x-k8s.io/v1beta2` and `v1beta1` it serves with Machines and Clusters, once,
  * and keeps the answer until a caller reports a 404 on the group version (Cluster API upgraded or removed), when the
  * next call asks again. One API call on a current Cluster API (v1beta2 served), two on v1.10 and older, three when
- * neither is served (the third, `/apis`, only to say precisely what is served).
+ * neither is served (the third, `/apis`, only to say precisely what is served). The calls are discovery GETs
+ * (`/apis/cluster.x-k8s.io/<version>`, `/apis`) through the product's HTTP client (kube-http.ts).
  */
-import { ApisApi, CustomObjectsApi } from './client-node.ts';
-import type { KubeConfig } from '@kubernetes/client-node';
+import type { V1APIGroupList, V1APIResourceList } from '@kubernetes/client-node';
 import { CAPI_GROUP, chooseCapiApiVersion, SUPPORTED_CAPI_API_VERSIONS, type CapiApiVersion, type ServedVersion } from '#shared/domain/capi-api.ts';
 import { UnsupportedClusterApiError } from '#shared/errors.ts';
 import { statusOf, toProductError } from './api-errors.ts';
+import { kubeCall, type ClusterEndpoint } from './kube-http.ts';
 
 /** The group version in use, resolved lazily. */
 export interface CapiApi {
@@ -33,15 +34,13 @@ export interface CapiDiscoveryOptions {
 
 /** Discovery over the management cluster's API server. */
 export class KubernetesCapiDiscovery implements CapiApi {
-  readonly #custom: CustomObjectsApi;
-  readonly #apis: ApisApi;
+  readonly #endpoint: ClusterEndpoint;
   readonly #o: CapiDiscoveryOptions;
   #cached: Promise<CapiApiVersion> | undefined;
   #current: CapiApiVersion | undefined;
 
-  constructor(kubeConfig: KubeConfig, options: CapiDiscoveryOptions = {}) {
-    this.#custom = kubeConfig.makeApiClient(CustomObjectsApi);
-    this.#apis = kubeConfig.makeApiClient(ApisApi);
+  constructor(endpoint: ClusterEndpoint, options: CapiDiscoveryOptions = {}) {
+    this.#endpoint = endpoint;
     this.#o = options;
   }
 
@@ -69,8 +68,8 @@ export class KubernetesCapiDiscovery implements CapiApi {
     }
     let groupVersions: string[] | undefined;
     try {
-      const groups = await this.#apis.getAPIVersions();
-      groupVersions = groups.groups.find((g) => g.name === CAPI_GROUP)?.versions.map((v) => v.version);
+      const groups = await kubeCall<V1APIGroupList>(this.#endpoint, { method: 'GET', path: '/apis' });
+      groupVersions = (groups.groups ?? []).find((g) => g.name === CAPI_GROUP)?.versions.map((v) => v.version);
     } catch (error) {
       throw toProductError('Listing API groups', error);
     }
@@ -89,8 +88,8 @@ export class KubernetesCapiDiscovery implements CapiApi {
 
   async #served(version: CapiApiVersion): Promise<ServedVersion> {
     try {
-      const list = await this.#custom.getAPIResources({ group: CAPI_GROUP, version });
-      return { served: true, resources: list.resources.map((r) => r.name).filter((n) => !n.includes('/')) };
+      const list = await kubeCall<V1APIResourceList>(this.#endpoint, { method: 'GET', path: `/apis/${CAPI_GROUP}/${version}` });
+      return { served: true, resources: (list.resources ?? []).map((r) => r.name).filter((n) => !n.includes('/')) };
     } catch (error) {
       if (statusOf(error) === 404) return { served: false };
       throw toProductError(`Discovering ${CAPI_GROUP}/${version}`, error);

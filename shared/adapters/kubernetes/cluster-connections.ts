@@ -6,31 +6,31 @@
  * connection is dropped, so the record's retry reads the Secret again (a rotated, revoked credential costs
  * one retry, not a TTL). Other clusters' connections are untouched.
  */
-import type { KubeConfig } from '@kubernetes/client-node';
 import { clusterKey, type ClusterRef } from '#shared/domain/cloud-event.ts';
 import { AccessDeniedError, ClusterCredentialsError } from '#shared/errors.ts';
 import type { Clock } from '#shared/ports/clock.ts';
 import type { ClusterConnections } from '#shared/ports/cluster-connections.ts';
 import type { NodeStore } from '#shared/ports/node-store.ts';
 import type { ClusterCredentialsReporter } from './credentials-reporter.ts';
+import type { ClusterEndpoint } from './kube-http.ts';
 import { KubernetesNodeStore } from './node-store.ts';
 
-/** Loads the KubeConfig of a workload cluster (throws ClusterCredentialsError when it cannot). */
-export type WorkloadKubeConfigLoader = (cluster: { namespace: string; name: string }) => Promise<KubeConfig>;
+/** Loads the credentials of a workload cluster (throws ClusterCredentialsError when it cannot). */
+export type WorkloadKubeConfigLoader = (cluster: { namespace: string; name: string }) => Promise<ClusterEndpoint>;
 
 export class KubernetesClusterConnections implements ClusterConnections {
-  readonly #management: () => Promise<KubeConfig>;
+  readonly #management: () => Promise<ClusterEndpoint>;
   readonly #workload: WorkloadKubeConfigLoader;
   readonly #clock: Clock;
   readonly #ttlMs: number;
   readonly #reporter: ClusterCredentialsReporter | undefined;
-  readonly #cache = new Map<string, { store: NodeStore; kubeConfig: KubeConfig; expires: number }>();
+  readonly #cache = new Map<string, { store: NodeStore; kubeConfig: ClusterEndpoint; expires: number }>();
 
   /**
    * `reporter` is told about a workload cluster whose kubeconfig is unusable or refused (log, metric, Warning Event
    * on the Cluster); the error still propagates, so the record is retried through the queue.
    */
-  constructor(args: { management: () => Promise<KubeConfig>; workload: WorkloadKubeConfigLoader; clock: Clock; ttlMs?: number; reporter?: ClusterCredentialsReporter }) {
+  constructor(args: { management: () => Promise<ClusterEndpoint>; workload: WorkloadKubeConfigLoader; clock: Clock; ttlMs?: number; reporter?: ClusterCredentialsReporter }) {
     this.#reporter = args.reporter;
     this.#management = args.management;
     this.#workload = args.workload;
@@ -43,7 +43,7 @@ export class KubernetesClusterConnections implements ClusterConnections {
     const now = this.#clock.now().getTime();
     const kubeConfig = cluster.mode === 'self' ? await this.#management() : undefined;
     const cached = this.#cache.get(key);
-    // In self mode the management KubeConfig object changes when its token is refreshed.
+    // In self mode the management credentials object changes when its token is refreshed.
     if (cached && cached.expires > now && (kubeConfig === undefined || cached.kubeConfig === kubeConfig)) return cached.store;
     const fresh = kubeConfig ?? (await this.#loadWorkload(cluster as { namespace: string; name: string }, options.report ?? true));
     const store = this.#forgettingOnRefusal(cluster, new KubernetesNodeStore(fresh));
@@ -51,7 +51,7 @@ export class KubernetesClusterConnections implements ClusterConnections {
     return store;
   }
 
-  async #loadWorkload(cluster: { namespace: string; name: string }, report: boolean): Promise<KubeConfig> {
+  async #loadWorkload(cluster: { namespace: string; name: string }, report: boolean): Promise<ClusterEndpoint> {
     try {
       return await this.#workload(cluster);
     } catch (err) {

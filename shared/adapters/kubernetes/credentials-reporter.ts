@@ -3,16 +3,16 @@
  * or it uses a refused feature (exec plugin, auth provider, file path, …): an error log (when the problem first
  * appears or changes, and again every `repeatAfterMs`), a metric on every report, and a Warning Event on the Cluster
  * (`kubectl describe cluster` shows it). Only the error's message goes out, which never holds kubeconfig content.
- * Reporting never throws: a failure to record the Event is logged and the skip goes on.
+ * Reporting never throws: a failure to record the Event is logged and the skip goes on. The Cluster is read (for its
+ * uid) and the Event written through the product's HTTP client (kube-http.ts).
  */
-import { CustomObjectsApi } from './client-node.ts';
-import type { KubeConfig } from '@kubernetes/client-node';
 import { capiApiVersionString, CAPI_GROUP } from '#shared/domain/capi-api.ts';
 import { ClusterCredentialsError, RefusedKubeconfigError } from '#shared/errors.ts';
 import { logger as defaultLogger, LogKey } from '#shared/observability/logger.ts';
 import type { Clock } from '#shared/ports/clock.ts';
 import type { EventRecorder } from '#shared/ports/event-recorder.ts';
 import { KubernetesEventRecorder } from './event-recorder.ts';
+import { kubeCall, seg, type ClusterEndpoint } from './kube-http.ts';
 
 import type { CapiApi } from './capi-discovery.ts';
 /** Event reasons on the Cluster. */
@@ -27,7 +27,7 @@ export interface ClusterCredentialsReporter {
 
 export interface CredentialsReporterOptions {
   /** The management cluster (where the Cluster and its Events live). */
-  readonly kubeConfig: KubeConfig;
+  readonly kubeConfig: ClusterEndpoint;
   /** Which Cluster API group version the Cluster is read in (and its Event names). */
   readonly capi: CapiApi;
   /** Counts one unusable-kubeconfig report (a metric). */
@@ -47,9 +47,10 @@ export function clusterCredentialsReporter(o: CredentialsReporterOptions): Clust
   const recorder = o.recorder ?? new KubernetesEventRecorder(o.kubeConfig, clock);
   let clusterUid = o.clusterUid;
   if (!clusterUid) {
-    const api = o.kubeConfig.makeApiClient(CustomObjectsApi);
-    clusterUid = async (namespace, name) =>
-      ((await api.getNamespacedCustomObject({ group: CAPI_GROUP, version: await o.capi.version(), plural: 'clusters', namespace, name })) as { metadata?: { uid?: string } }).metadata?.uid;
+    clusterUid = async (namespace, name) => {
+      const path = `/apis/${CAPI_GROUP}/${await o.capi.version()}/namespaces/${seg(namespace)}/clusters/${seg(name)}`;
+      return (await kubeCall<{ metadata?: { uid?: string } }>(o.kubeConfig, { method: 'GET', path })).metadata?.uid;
+    };
   }
   const uidOf = clusterUid;
   const repeatAfterMs = o.repeatAfterMs ?? 10 * 60_000;

@@ -1,25 +1,26 @@
 /**
  * Remembers when the product was first enabled, in a ConfigMap of the management cluster, so that
- * Nodes created before that moment are adopted without their OnInitialization taints.
+ * Nodes created before that moment are adopted without their OnInitialization taints. The ConfigMap is read and
+ * created through the product's HTTP client (kube-http.ts).
  */
-import { CoreV1Api } from './client-node.ts';
-import type { KubeConfig } from '@kubernetes/client-node';
+import type { V1ConfigMap } from '@kubernetes/client-node';
 import type { Clock } from '#shared/ports/clock.ts';
 import type { EnablementState } from '#shared/ports/enablement-state.ts';
 import { TransientError } from '#shared/errors.ts';
 import { statusOf, toKubeTime, toProductError } from './api-errors.ts';
+import { kubeCall, seg, type ClusterEndpoint } from './kube-http.ts';
 
 export const STATE_CONFIGMAP = 'capi-taint-propagator-state';
 export const ENABLED_AT_KEY = 'enabledAt';
 
 export class ConfigMapEnablementState implements EnablementState {
-  readonly #api: CoreV1Api;
+  readonly #endpoint: ClusterEndpoint;
   readonly #namespace: string;
   readonly #clock: Clock;
   #cached: Date | undefined;
 
-  constructor(kubeConfig: KubeConfig, namespace: string, clock: Clock) {
-    this.#api = kubeConfig.makeApiClient(CoreV1Api);
+  constructor(endpoint: ClusterEndpoint, namespace: string, clock: Clock) {
+    this.#endpoint = endpoint;
     this.#namespace = namespace;
     this.#clock = clock;
   }
@@ -29,8 +30,9 @@ export class ConfigMapEnablementState implements EnablementState {
     const stored = await this.#read();
     if (stored) return (this.#cached = stored);
     try {
-      await this.#api.createNamespacedConfigMap({
-        namespace: this.#namespace,
+      await kubeCall(this.#endpoint, {
+        method: 'POST',
+        path: `/api/v1/namespaces/${seg(this.#namespace)}/configmaps`,
         body: { metadata: { name: STATE_CONFIGMAP, namespace: this.#namespace }, data: { [ENABLED_AT_KEY]: toKubeTime(this.#clock.now()) as string } },
       });
     } catch (error) {
@@ -51,7 +53,7 @@ export class ConfigMapEnablementState implements EnablementState {
 
   async #read(): Promise<Date | undefined> {
     try {
-      const cm = await this.#api.readNamespacedConfigMap({ namespace: this.#namespace, name: STATE_CONFIGMAP });
+      const cm = await kubeCall<V1ConfigMap>(this.#endpoint, { method: 'GET', path: `/api/v1/namespaces/${seg(this.#namespace)}/configmaps/${STATE_CONFIGMAP}` });
       const value = cm.data?.[ENABLED_AT_KEY];
       const date = value ? new Date(value) : undefined;
       return date && !Number.isNaN(date.getTime()) ? date : undefined;

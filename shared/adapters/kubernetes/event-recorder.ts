@@ -1,13 +1,12 @@
 /**
  * Records core/v1 Events on Machines, so that `kubectl describe machine` shows what the product did
- * to its Node (Normal) or why it refused (Warning).
+ * to its Node (Normal) or why it refused (Warning). One POST through the product's HTTP client (kube-http.ts).
  */
-import { CoreV1Api } from './client-node.ts';
-import type { KubeConfig } from '@kubernetes/client-node';
 import { randomBytes } from 'node:crypto';
 import type { Clock } from '#shared/ports/clock.ts';
 import type { EventRecorder, InvolvedObject } from '#shared/ports/event-recorder.ts';
 import { toKubeTime, toProductError } from './api-errors.ts';
+import { kubeCall, seg, type ClusterEndpoint } from './kube-http.ts';
 
 export const EVENT_COMPONENT = 'capi-taint-propagator';
 /** An identical Event (same object, type, reason, message) is recorded at most once in this window. */
@@ -15,13 +14,13 @@ export const EVENT_DEDUP_WINDOW_MS = 10 * 60_000;
 const MAX_REMEMBERED = 2_000;
 
 export class KubernetesEventRecorder implements EventRecorder {
-  readonly #api: CoreV1Api;
+  readonly #endpoint: ClusterEndpoint;
   readonly #clock: Clock;
   /** When each identical Event was last recorded: a Machine whose declaration stays invalid while its Node churns is reported once, not on every reconcile. */
   readonly #recent = new Map<string, number>();
 
-  constructor(kubeConfig: KubeConfig, clock: Clock) {
-    this.#api = kubeConfig.makeApiClient(CoreV1Api);
+  constructor(endpoint: ClusterEndpoint, clock: Clock) {
+    this.#endpoint = endpoint;
     this.#clock = clock;
   }
 
@@ -30,25 +29,24 @@ export class KubernetesEventRecorder implements EventRecorder {
     const key = `${object.uid}\u0000${type}\u0000${reason}\u0000${message}`;
     const last = this.#recent.get(key);
     if (last !== undefined && now.getTime() - last < EVENT_DEDUP_WINDOW_MS) return;
+    // Times as Kubernetes stores them (RFC 3339, whole seconds); no eventTime.
+    const at = toKubeTime(now);
+    const body = {
+      metadata: { name: `${object.name}.${randomBytes(8).toString('hex')}`, namespace: object.namespace },
+      involvedObject: { apiVersion: object.apiVersion, kind: object.kind, namespace: object.namespace, name: object.name, uid: object.uid },
+      type,
+      reason,
+      // The API server limits an Event message to 1 KiB.
+      message: message.length > 1024 ? `${message.slice(0, 1021)}...` : message,
+      source: { component: EVENT_COMPONENT },
+      reportingComponent: EVENT_COMPONENT,
+      reportingInstance: EVENT_COMPONENT,
+      count: 1,
+      firstTimestamp: at,
+      lastTimestamp: at,
+    };
     try {
-      await this.#api.createNamespacedEvent({
-        namespace: object.namespace,
-        body: {
-          metadata: { name: `${object.name}.${randomBytes(8).toString('hex')}`, namespace: object.namespace },
-          involvedObject: { apiVersion: object.apiVersion, kind: object.kind, namespace: object.namespace, name: object.name, uid: object.uid },
-          type,
-          reason,
-          // The API server limits an Event message to 1 KiB.
-          message: message.length > 1024 ? `${message.slice(0, 1021)}...` : message,
-          source: { component: EVENT_COMPONENT },
-          reportingComponent: EVENT_COMPONENT,
-          reportingInstance: EVENT_COMPONENT,
-          count: 1,
-          firstTimestamp: now,
-          lastTimestamp: now,
-          eventTime: undefined,
-        },
-      });
+      await kubeCall(this.#endpoint, { method: 'POST', path: `/api/v1/namespaces/${seg(object.namespace)}/events`, body });
       this.#remember(key, now.getTime());
     } catch (error) {
       throw toProductError(`Recording Event ${reason} on ${object.kind} ${object.namespace}/${object.name} at ${toKubeTime(now)}`, error);

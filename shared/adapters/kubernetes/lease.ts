@@ -4,18 +4,43 @@
  * Lease's resourceVersion), with the forwarder's checkpoint stored in an annotation of the same Lease
  * so that leadership and resume point change hands together.
  */
-import { ApiException, CoordinationV1Api, V1MicroTime } from './client-node.ts';
-import type { KubeConfig, V1Lease } from '@kubernetes/client-node';
 import type { Checkpoint } from '#shared/domain/watch-event.ts';
 import { AccessDeniedError, TransientError } from '#shared/errors.ts';
 import type { LeaderLease, LeaseAttempt } from '#shared/ports/leader-lease.ts';
 import { withCallDeadline } from './call-deadline.ts';
+import { KubeApiError, kubeCall, seg, type ClusterEndpoint } from './kube-http.ts';
 
 /** Annotation on the Lease that holds the checkpoint as JSON `{ "<stream>": "<resourceVersion>" }`. */
 export const CHECKPOINT_ANNOTATION = 'capi-taint-propagator.dev/checkpoint';
 
+/**
+ * A Lease as the API server sends it (JSON): its times are strings (MicroTime, RFC 3339 with six fractional digits).
+ * Only the fields read here are named; the others are kept as they came and written back untouched.
+ */
+interface LeaseObject {
+  apiVersion?: string;
+  kind?: string;
+  metadata?: { name?: string; namespace?: string; resourceVersion?: string; annotations?: Record<string, string>; [field: string]: unknown };
+  spec?: {
+    holderIdentity?: string;
+    leaseDurationSeconds?: number;
+    acquireTime?: string;
+    renewTime?: string;
+    leaseTransitions?: number;
+    [field: string]: unknown;
+  };
+}
+
+/**
+ * A Kubernetes MicroTime: RFC 3339 in UTC with six fractional digits (`2026-11-23T18:00:00.123000Z`), the milliseconds
+ * padded with zeros, as client-node's V1MicroTime writes it. The API server rejects a Lease time without them.
+ */
+export function microTime(ms: number): string {
+  return new Date(ms).toISOString().slice(0, -1) + '000Z';
+}
+
 export interface KubernetesLeaderLeaseOptions {
-  readonly kubeConfig: KubeConfig;
+  readonly kubeConfig: ClusterEndpoint;
   readonly namespace: string;
   readonly name: string;
   readonly identity: string;
@@ -24,7 +49,7 @@ export interface KubernetesLeaderLeaseOptions {
 }
 
 function codeOf(err: unknown): number | undefined {
-  return err instanceof ApiException ? err.code : undefined;
+  return err instanceof KubeApiError ? err.code : undefined;
 }
 
 function translate(err: unknown, operation: string): Error {
@@ -52,7 +77,6 @@ export function encodeCheckpoint(checkpoint: Checkpoint): string {
 
 /** A LeaderLease on a Kubernetes Lease object. */
 export class KubernetesLeaderLease implements LeaderLease {
-  private readonly api: CoordinationV1Api;
   private readonly o: KubernetesLeaderLeaseOptions;
   private readonly now: () => Date;
   /** The last record seen (holder + renewTime) and when we saw it change, on our clock. */
@@ -61,23 +85,37 @@ export class KubernetesLeaderLease implements LeaderLease {
 
   constructor(options: KubernetesLeaderLeaseOptions) {
     this.o = options;
-    this.api = options.kubeConfig.makeApiClient(CoordinationV1Api);
     this.now = options.now ?? (() => new Date());
   }
 
-  private async read(): Promise<V1Lease | undefined> {
+  /** The collection of Leases in the namespace, or (with a name) one Lease. */
+  private path(name?: string): string {
+    const leases = `/apis/coordination.k8s.io/v1/namespaces/${seg(this.o.namespace)}/leases`;
+    return name === undefined ? leases : `${leases}/${seg(name)}`;
+  }
+
+  private create(body: LeaseObject): Promise<LeaseObject> {
+    return kubeCall<LeaseObject>(this.o.kubeConfig, { method: 'POST', path: this.path(), body });
+  }
+
+  private replace(body: LeaseObject): Promise<LeaseObject> {
+    return kubeCall<LeaseObject>(this.o.kubeConfig, { method: 'PUT', path: this.path(this.o.name), body });
+  }
+
+  private async read(): Promise<LeaseObject | undefined> {
     try {
-      return await this.api.readNamespacedLease({ name: this.o.name, namespace: this.o.namespace });
+      return await kubeCall<LeaseObject>(this.o.kubeConfig, { method: 'GET', path: this.path(this.o.name) });
     } catch (err) {
       if (codeOf(err) === 404) return undefined;
       throw translate(err, `reading Lease ${this.o.namespace}/${this.o.name}`);
     }
   }
 
-  private isExpired(lease: V1Lease): boolean {
+  private isExpired(lease: LeaseObject): boolean {
     const holder = lease.spec?.holderIdentity ?? '';
     if (holder === '') return true;
-    const renew = lease.spec?.renewTime ? new Date(lease.spec.renewTime).getTime() : 0;
+    // renewTime is a string (MicroTime); as before, the record compares it to the millisecond.
+    const renew = lease.spec?.renewTime ? Date.parse(lease.spec.renewTime) : 0;
     const record = `${holder}@${renew}`;
     const nowMs = this.now().getTime();
     if (this.observed?.record !== record) this.observed = { record, at: nowMs };
@@ -85,9 +123,9 @@ export class KubernetesLeaderLease implements LeaderLease {
     return nowMs - this.observed.at > durationMs;
   }
 
-  private body(base: V1Lease | undefined, checkpoint: Checkpoint | undefined, holder: string): V1Lease {
-    // MicroTime serialises with the six fractional digits the API server requires.
-    const now = new V1MicroTime(this.now().getTime());
+  private body(base: LeaseObject | undefined, checkpoint: Checkpoint | undefined, holder: string): LeaseObject {
+    // The six fractional digits the API server requires; a kept acquireTime goes back as the string it came as.
+    const now = microTime(this.now().getTime());
     const previousHolder = base?.spec?.holderIdentity ?? '';
     const transitions = (base?.spec?.leaseTransitions ?? 0) + (previousHolder !== holder && holder !== '' ? 1 : 0);
     const annotations = { ...(base?.metadata?.annotations ?? {}) };
@@ -104,7 +142,7 @@ export class KubernetesLeaderLease implements LeaderLease {
         renewTime: now,
         leaseTransitions: transitions,
       },
-    } as V1Lease;
+    };
   }
 
   /**
@@ -132,7 +170,7 @@ export class KubernetesLeaderLease implements LeaderLease {
     const lease = await this.read();
     if (!lease) {
       try {
-        await this.api.createNamespacedLease({ namespace: this.o.namespace, body: this.body(undefined, {}, this.o.identity) });
+        await this.create(this.body(undefined, {}, this.o.identity));
         this.lastRenewedAt = this.now().getTime();
         return { acquired: true, checkpoint: {} };
       } catch (err) {
@@ -151,7 +189,7 @@ export class KubernetesLeaderLease implements LeaderLease {
     if (holder !== this.o.identity && !this.isExpired(lease)) return { acquired: false, holder };
     const checkpoint = decodeCheckpoint(lease.metadata?.annotations?.[CHECKPOINT_ANNOTATION]);
     try {
-      await this.api.replaceNamespacedLease({ name: this.o.name, namespace: this.o.namespace, body: this.body(lease, undefined, this.o.identity) });
+      await this.replace(this.body(lease, undefined, this.o.identity));
       this.lastRenewedAt = this.now().getTime();
       return { acquired: true, checkpoint };
     } catch (err) {
@@ -165,7 +203,7 @@ export class KubernetesLeaderLease implements LeaderLease {
       try {
         const lease = await this.read();
         if (!lease || (lease.spec?.holderIdentity ?? '') !== this.o.identity) return false;
-        await this.api.replaceNamespacedLease({ name: this.o.name, namespace: this.o.namespace, body: this.body(lease, checkpoint, this.o.identity) });
+        await this.replace(this.body(lease, checkpoint, this.o.identity));
         this.lastRenewedAt = this.now().getTime();
         return true;
       } catch (err) {
@@ -181,7 +219,7 @@ export class KubernetesLeaderLease implements LeaderLease {
     const lease = await this.read();
     if (!lease || (lease.spec?.holderIdentity ?? '') !== this.o.identity) return;
     try {
-      await this.api.replaceNamespacedLease({ name: this.o.name, namespace: this.o.namespace, body: this.body(lease, checkpoint, '') });
+      await this.replace(this.body(lease, checkpoint, ''));
     } catch (err) {
       throw translate(err, `releasing Lease ${this.o.namespace}/${this.o.name}`);
     }

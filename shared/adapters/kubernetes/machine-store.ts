@@ -2,16 +2,16 @@
  * MachineStore over the management cluster: Cluster API Machines, read as custom objects in the group version that
  * discovery chose (v1beta2, else v1beta1; see `capi-discovery.ts`). Both map to the same MachineSnapshot. A 404 for the
  * whole collection (the version is no longer served: Cluster API upgraded or removed) makes discovery ask again and
- * the read is retried once in the new version; a 404 for one Machine means it is gone.
+ * the read is retried once in the new version; a 404 for one Machine means it is gone. Reads go through the product's
+ * HTTP client (kube-http.ts), at the custom objects' REST paths.
  */
-import { ApiException, CustomObjectsApi } from './client-node.ts';
-import type { KubeConfig } from '@kubernetes/client-node';
 import { capiApiVersionString, CAPI_GROUP, type CapiApiVersion } from '#shared/domain/capi-api.ts';
 import type { MachinePoolSnapshot, MachineSnapshot } from '#shared/domain/snapshots.ts';
 import { CLUSTER_NAME_LABEL } from '#shared/domain/taint.ts';
 import type { MachineStore } from '#shared/ports/machine-store.ts';
 import { statusOf, toProductError } from './api-errors.ts';
 import { isCollectionNotServed, type CapiApi } from './capi-discovery.ts';
+import { KubeApiError, kubeCall, seg, type ClusterEndpoint } from './kube-http.ts';
 
 /** Group and plural of Machines; the version comes from discovery. */
 export const MACHINES = { group: CAPI_GROUP, plural: 'machines' } as const;
@@ -41,21 +41,21 @@ interface MachineObject {
 }
 
 export class KubernetesMachineStore implements MachineStore {
-  readonly #api: CustomObjectsApi;
+  readonly #endpoint: ClusterEndpoint;
   readonly #capi: CapiApi;
 
-  constructor(kubeConfig: KubeConfig, capi: CapiApi) {
-    this.#api = kubeConfig.makeApiClient(CustomObjectsApi);
+  constructor(endpoint: ClusterEndpoint, capi: CapiApi) {
+    this.#endpoint = endpoint;
     this.#capi = capi;
   }
 
   async getMachine(namespace: string, name: string): Promise<MachineSnapshot | undefined> {
     return this.#inServedVersion(`Reading Machine ${namespace}/${name}`, async (version) => {
       try {
-        const machine = (await this.#api.getNamespacedCustomObject({ ...MACHINES, version, namespace, name })) as MachineObject;
+        const machine = await kubeCall<MachineObject>(this.#endpoint, { method: 'GET', path: objectPath(MACHINES, version, namespace, name) });
         return toMachineSnapshot(machine, version);
       } catch (error) {
-        if (statusOf(error) === 404 && !isCollectionNotServed(404, error instanceof ApiException ? error.body : undefined)) return undefined;
+        if (statusOf(error) === 404 && !isCollectionNotServed(404, error instanceof KubeApiError ? error.body : undefined)) return undefined;
         throw error;
       }
     });
@@ -72,7 +72,7 @@ export class KubernetesMachineStore implements MachineStore {
   async getMachinePool(namespace: string, name: string): Promise<MachinePoolSnapshot | undefined> {
     return this.#inServedVersion(`Reading MachinePool ${namespace}/${name}`, async (version) => {
       try {
-        const pool = (await this.#api.getNamespacedCustomObject({ ...MACHINE_POOLS, version, namespace, name })) as MachinePoolObject;
+        const pool = await kubeCall<MachinePoolObject>(this.#endpoint, { method: 'GET', path: objectPath(MACHINE_POOLS, version, namespace, name) });
         return toMachinePoolSnapshot(pool, version);
       } catch (error) {
         // Not found, or MachinePools not served at all (a Cluster API without the CRD): no pool owns the Node.
@@ -98,10 +98,9 @@ export class KubernetesMachineStore implements MachineStore {
 
   /** The objects of one Cluster (label `cluster.x-k8s.io/cluster-name`; every Cluster without a name) in a namespace ('' = all). */
   async #listOfCluster<T>(resource: { group: string; plural: string }, version: CapiApiVersion, namespace: string, clusterName: string | undefined): Promise<T[]> {
-    const selector = clusterName ? { labelSelector: `${CLUSTER_NAME_LABEL}=${clusterName}` } : {};
-    const list = (namespace === ''
-      ? await this.#api.listClusterCustomObject({ ...resource, version, ...selector })
-      : await this.#api.listNamespacedCustomObject({ ...resource, version, namespace, ...selector })) as { items?: T[] };
+    const path = namespace === '' ? `/apis/${resource.group}/${version}/${resource.plural}` : `/apis/${resource.group}/${version}/namespaces/${seg(namespace)}/${resource.plural}`;
+    const query = { labelSelector: clusterName ? `${CLUSTER_NAME_LABEL}=${clusterName}` : undefined };
+    const list = await kubeCall<{ items?: T[] }>(this.#endpoint, { method: 'GET', path, query });
     return list.items ?? [];
   }
 
@@ -118,6 +117,11 @@ export class KubernetesMachineStore implements MachineStore {
       }
     }
   }
+}
+
+/** The REST path of one namespaced custom object. */
+function objectPath(resource: { group: string; plural: string }, version: CapiApiVersion, namespace: string, name: string): string {
+  return `/apis/${resource.group}/${version}/namespaces/${seg(namespace)}/${resource.plural}/${seg(name)}`;
 }
 
 /** Maps the Machine custom object (read in `version`) to the domain's view. */

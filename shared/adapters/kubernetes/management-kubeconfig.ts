@@ -1,12 +1,15 @@
 /**
- * The management cluster's KubeConfig, from one of four sources (shared/config/cluster-access-config.ts):
- * - `kubeconfig`: a kubeconfig file (KUBECONFIG, or the default locations) for local runs (refused in AWS Lambda:
- *   cluster-access-config.ts);
+ * The management cluster's endpoint and credentials (a RestConfig, rest-config.ts), from one of four sources
+ * (shared/config/cluster-access-config.ts):
+ * - `kubeconfig`: a kubeconfig file (KUBECONFIG, or `~/.kube/config`) for running a function locally (refused in AWS
+ *   Lambda: cluster-access-config.ts). It is read like a stored one: inline credentials only, no exec plugin or
+ *   auth provider (the local tools, `npm start` and `npm run forwarder`, read KUBECONFIG with client-node's full
+ *   support instead);
  * - `eks`: an EKS IAM token minted from the function's role, with endpoint and CA from configuration;
  * - `ssm` / `secretsmanager`: a kubeconfig stored in SSM Parameter Store (SecureString) or Secrets Manager. It is
  *   untrusted (whoever may write that parameter or secret wrote it): inline credentials only, see untrusted-kubeconfig.ts.
- * Loaded once per warm container. The EKS KubeConfig stays the same object: a custom authenticator puts a cached
- * token on every request and mints a new one shortly before it expires. Stored kubeconfigs are re-read after
+ * Loaded once per warm container. The EKS RestConfig stays the same object: it puts a cached token on every request
+ * and mints a new one shortly before it expires. Stored kubeconfigs are re-read after
  * `reloadAfterSeconds`, so a rotated kubeconfig is picked up (the previous one is kept if the re-read fails).
  * No credential, token or kubeconfig content is ever logged or put in an error message.
  */
@@ -15,19 +18,19 @@
 import type { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import type { SSMClient } from '@aws-sdk/client-ssm';
 import type { Logger } from '@aws-lambda-powertools/logger';
-import { KubeConfig } from './client-node.ts';
-import type { User } from '@kubernetes/client-node';
+import { readFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { delimiter, join } from 'node:path';
 import type { ClusterAccessConfig, ManagementAccess } from '#shared/config/cluster-access-config.ts';
 import { ClusterCredentialsError } from '#shared/errors.ts';
 import { logger as defaultLogger } from '#shared/observability/logger.ts';
 import type { Clock } from '#shared/ports/clock.ts';
 import { createEksTokenSource, type AwsCredentialsProvider, type EksTokenSource } from '../aws/eks-token.ts';
+import { RestConfig } from './rest-config.ts';
 import { kubeConfigFromUntrusted } from './untrusted-kubeconfig.ts';
 
 /** The name under which errors report the management cluster. */
 export const MANAGEMENT_CLUSTER = 'management';
-/** authProvider name of the EKS user in the KubeConfig we build (handled by our authenticator only). */
-export const EKS_AUTH_PROVIDER = 'capi-taint-propagator-eks-iam';
 export const DEFAULT_RELOAD_AFTER_SECONDS = 300;
 
 /** The logger methods used here (the shared Powertools logger, or another instance in tests). */
@@ -47,9 +50,9 @@ export interface ManagementKubeConfigDeps {
 }
 
 export interface ManagementKubeConfigLoader {
-  /** The cached KubeConfig, or a freshly loaded one. Throws ClusterCredentialsError when none can be loaded. */
-  load(): Promise<KubeConfig>;
-  /** Forgets the cached KubeConfig and token (e.g. after a 401), so the next load starts over. */
+  /** The cached RestConfig, or a freshly loaded one. Throws ClusterCredentialsError when none can be loaded. */
+  load(): Promise<RestConfig>;
+  /** Forgets the cached RestConfig and token (e.g. after a 401), so the next load starts over. */
   invalidate(): void;
 }
 
@@ -62,11 +65,11 @@ export function createManagementKubeConfigLoader(
   const clock = deps.clock ?? systemClock;
   const log = deps.logger ?? defaultLogger;
   const reloadAfterMs = (deps.reloadAfterSeconds ?? DEFAULT_RELOAD_AFTER_SECONDS) * 1000;
-  let cached: { kubeConfig: KubeConfig; reloadAt: number } | undefined;
-  let pending: Promise<KubeConfig> | undefined;
+  let cached: { kubeConfig: RestConfig; reloadAt: number } | undefined;
+  let pending: Promise<RestConfig> | undefined;
   let tokenSource: EksTokenSource | undefined;
 
-  const loadFresh = async (): Promise<{ kubeConfig: KubeConfig; reloadAt: number }> => {
+  const loadFresh = async (): Promise<{ kubeConfig: RestConfig; reloadAt: number }> => {
     switch (access.auth) {
       case 'kubeconfig':
         log.info('Loading management kubeconfig', { source: 'kubeconfig', path: access.kubeconfigPath ?? 'default' });
@@ -94,7 +97,7 @@ export function createManagementKubeConfigLoader(
     }
   };
 
-  const refresh = async (): Promise<KubeConfig> => {
+  const refresh = async (): Promise<RestConfig> => {
     try {
       cached = await loadFresh();
       return cached.kubeConfig;
@@ -129,13 +132,13 @@ export function createManagementKubeConfigLoader(
 const loaders = new Map<string, ManagementKubeConfigLoader>();
 
 /**
- * The management cluster's KubeConfig, cached per warm container (one loader per access configuration; the deps
+ * The management cluster's RestConfig, cached per warm container (one loader per access configuration; the deps
  * of the first call are kept). Call it per invocation: it is cheap while the cache is fresh.
  */
 export async function loadManagementKubeConfig(
   config: ClusterAccessConfig,
   deps: ManagementKubeConfigDeps = {},
-): Promise<KubeConfig> {
+): Promise<RestConfig> {
   const key = JSON.stringify(config.management);
   let loader = loaders.get(key);
   if (!loader) {
@@ -145,7 +148,7 @@ export async function loadManagementKubeConfig(
   return loader.load();
 }
 
-/** Forgets every cached management KubeConfig (after a 401, and between tests). */
+/** Forgets every cached management RestConfig (after a 401, and between tests). */
 export function resetManagementKubeConfigCache(): void {
   for (const loader of loaders.values()) loader.invalidate();
   loaders.clear();
@@ -156,7 +159,7 @@ const systemClock: Clock = { now: () => new Date() };
 function describe(access: ManagementAccess): string {
   switch (access.auth) {
     case 'kubeconfig':
-      return `kubeconfig file ${access.kubeconfigPath ?? '(default location)'}`;
+      return `kubeconfig file ${access.kubeconfigPath ?? '~/.kube/config'}`;
     case 'eks':
       return `EKS cluster ${access.clusterName}`;
     case 'ssm':
@@ -166,28 +169,28 @@ function describe(access: ManagementAccess): string {
   }
 }
 
-function fromKubeconfigFile(path: string | undefined): KubeConfig {
-  const kubeConfig = new KubeConfig();
-  try {
-    if (path !== undefined && !path.includes(':')) kubeConfig.loadFromFile(path);
-    else kubeConfig.loadFromDefault();
-  } catch {
-    // The parser's message may quote the file; report the source only.
-    throw new ClusterCredentialsError(MANAGEMENT_CLUSTER, `${describe({ auth: 'kubeconfig', kubeconfigPath: path })} could not be read as a kubeconfig`);
+/**
+ * The file KUBECONFIG names (the first that exists when it lists several), else `~/.kube/config`, read as a stored
+ * kubeconfig is: inline credentials only. Contexts are not merged across files.
+ */
+function fromKubeconfigFile(path: string | undefined): RestConfig {
+  const source = describe({ auth: 'kubeconfig', kubeconfigPath: path });
+  const candidates = path === undefined || path === '' ? [join(homedir(), '.kube', 'config')] : path.split(delimiter).filter((p) => p !== '');
+  for (const candidate of candidates) {
+    let text: string;
+    try {
+      text = readFileSync(candidate, 'utf8');
+    } catch {
+      continue;
+    }
+    return kubeConfigFromUntrusted(text, { cluster: MANAGEMENT_CLUSTER, source: candidates.length > 1 ? `kubeconfig file ${candidate}` : source });
   }
-  requireCurrentCluster(kubeConfig, describe({ auth: 'kubeconfig', kubeconfigPath: path }));
-  return kubeConfig;
+  throw new ClusterCredentialsError(MANAGEMENT_CLUSTER, `${source} could not be read`);
 }
 
 /** Stored kubeconfigs are untrusted like workload Secrets: inline credentials only (untrusted-kubeconfig.ts). */
-function fromStoredKubeconfig(text: string, source: string): KubeConfig {
+function fromStoredKubeconfig(text: string, source: string): RestConfig {
   return kubeConfigFromUntrusted(text, { cluster: MANAGEMENT_CLUSTER, source });
-}
-
-function requireCurrentCluster(kubeConfig: KubeConfig, source: string): void {
-  if (!kubeConfig.getCurrentCluster() || !kubeConfig.getCurrentUser()) {
-    throw new ClusterCredentialsError(MANAGEMENT_CLUSTER, `${source} has no current context with a cluster and a user`);
-  }
 }
 
 async function readStoredKubeconfig(
@@ -224,22 +227,9 @@ async function readStoredKubeconfig(
   }
 }
 
-function fromEksToken(access: Extract<ManagementAccess, { auth: 'eks' }>, getToken: () => Promise<string>): KubeConfig {
-  const kubeConfig = new KubeConfig();
-  kubeConfig.addAuthenticator({
-    isAuthProvider: (user: User) => user.authProvider?.name === EKS_AUTH_PROVIDER,
-    applyAuthentication: async (_user, opts) => {
-      const token = await getToken();
-      opts.headers = { ...(opts.headers ?? {}), Authorization: `Bearer ${token}` };
-    },
-  });
-  kubeConfig.loadFromOptions({
-    clusters: [{ name: access.clusterName, server: access.endpoint, caData: access.caData, skipTLSVerify: false }],
-    users: [{ name: 'capi-taint-propagator', authProvider: { name: EKS_AUTH_PROVIDER, config: {} } }],
-    contexts: [{ name: 'management', cluster: access.clusterName, user: 'capi-taint-propagator' }],
-    currentContext: 'management',
-  });
-  return kubeConfig;
+/** The EKS endpoint and CA from configuration, and a token minted from the function's role on every request. */
+function fromEksToken(access: Extract<ManagementAccess, { auth: 'eks' }>, getToken: () => Promise<string>): RestConfig {
+  return new RestConfig({ server: access.endpoint, caData: access.caData, token: getToken });
 }
 
 /** Wraps the token source: logs when a new token is in use (its expiry only) and hides failure details. */

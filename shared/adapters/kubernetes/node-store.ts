@@ -4,30 +4,31 @@
  * as an optimistic-concurrency precondition: the API server answers 409 when anyone wrote the Node
  * since we read it, and we never overwrite their change. A write planned from a claimed state is a
  * JSON patch (RFC 6902) whose `test` operations make the API server check the claim first: it
- * answers 422 and writes nothing when any tested field differs.
+ * answers 422 and writes nothing when any tested field differs. Calls go through the product's HTTP client
+ * (kube-http.ts); the Node's JSON comes back as the server wrote it (times as RFC 3339 strings).
  */
-import { CoreV1Api, PatchStrategy, setHeaderOptions } from './client-node.ts';
-import type { KubeConfig, V1Node } from '@kubernetes/client-node';
+import type { V1Node } from '@kubernetes/client-node';
 import type { NodeState } from '#shared/domain/cloud-event.ts';
 import type { NodeSnapshot, NodeTaintPatch } from '#shared/domain/snapshots.ts';
 import { FIELD_MANAGER, OWN_TRACKING_ANNOTATION, TRACKING_ANNOTATION, type Taint } from '#shared/domain/taint.ts';
 import { NodeNotFoundError, PatchConflictError } from '#shared/errors.ts';
 import type { NodeStore } from '#shared/ports/node-store.ts';
 import { statusOf, toKubeTime, toProductError } from './api-errors.ts';
+import { kubeCall, seg, type ClusterEndpoint } from './kube-http.ts';
 
 /** Field manager recorded in managedFields for our writes (the forwarder recognises its echo by it). */
 export { FIELD_MANAGER } from '#shared/domain/taint.ts';
 
 export class KubernetesNodeStore implements NodeStore {
-  readonly #api: CoreV1Api;
+  readonly #endpoint: ClusterEndpoint;
 
-  constructor(kubeConfig: KubeConfig) {
-    this.#api = kubeConfig.makeApiClient(CoreV1Api);
+  constructor(endpoint: ClusterEndpoint) {
+    this.#endpoint = endpoint;
   }
 
   async getNode(name: string): Promise<NodeSnapshot | undefined> {
     try {
-      return toNodeSnapshot(await this.#api.readNode({ name }));
+      return toNodeSnapshot(await kubeCall<V1Node>(this.#endpoint, { method: 'GET', path: nodePath(name) }));
     } catch (error) {
       if (statusOf(error) === 404) return undefined;
       throw toProductError(`Reading Node ${name}`, error);
@@ -40,7 +41,7 @@ export class KubernetesNodeStore implements NodeStore {
       spec: { taints: patch.taints.map(toWireTaint) },
     };
     try {
-      const written = await this.#api.patchNode({ name, body, fieldManager: FIELD_MANAGER }, setHeaderOptions('Content-Type', PatchStrategy.MergePatch));
+      const written = await this.#patch(name, body, 'application/merge-patch+json');
       return toNodeSnapshot(written);
     } catch (error) {
       const status = statusOf(error);
@@ -52,7 +53,7 @@ export class KubernetesNodeStore implements NodeStore {
 
   async patchClaimedNode(name: string, claim: NodeState, patch: NodeTaintPatch): Promise<NodeSnapshot | undefined> {
     try {
-      const written = await this.#api.patchNode({ name, body: claimedPatch(claim, patch), fieldManager: FIELD_MANAGER }, setHeaderOptions('Content-Type', PatchStrategy.JsonPatch));
+      const written = await this.#patch(name, claimedPatch(claim, patch), 'application/json-patch+json');
       return toNodeSnapshot(written);
     } catch (error) {
       const status = statusOf(error);
@@ -63,6 +64,14 @@ export class KubernetesNodeStore implements NodeStore {
       throw toProductError(`Patching Node ${name}`, error);
     }
   }
+
+  #patch(name: string, body: unknown, contentType: 'application/merge-patch+json' | 'application/json-patch+json'): Promise<V1Node> {
+    return kubeCall<V1Node>(this.#endpoint, { method: 'PATCH', path: nodePath(name), query: { fieldManager: FIELD_MANAGER }, body, contentType });
+  }
+}
+
+function nodePath(name: string): string {
+  return `/api/v1/nodes/${seg(name)}`;
 }
 
 /**
@@ -86,7 +95,7 @@ export function claimedPatch(claim: NodeState, patch: NodeTaintPatch): Record<st
   return ops;
 }
 
-/** Maps a V1Node to the domain's view. */
+/** Maps a V1Node to the domain's view. Its times are strings in the API's JSON (client-node's model says Date: both are accepted). */
 export function toNodeSnapshot(node: V1Node): NodeSnapshot {
   const creationTimestamp = toKubeTime(node.metadata?.creationTimestamp);
   return {

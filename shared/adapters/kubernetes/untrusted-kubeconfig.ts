@@ -1,8 +1,8 @@
 /**
  * Kubeconfigs the product did not get from its own operator — CAPI `<cluster>-kubeconfig` Secrets (anyone who may
  * create a Secret in a Cluster's namespace can write one) and management kubeconfigs stored in SSM Parameter Store or
- * Secrets Manager — are data, never programs. They are parsed and checked here, and only then turned into a KubeConfig
- * that holds nothing but the current context's inline credentials:
+ * Secrets Manager — are data, never programs. They are parsed and checked here, and only then turned into a RestConfig
+ * (rest-config.ts) that holds nothing but the current context's inline credentials:
  *
  * - accepted: `server` (https), `certificate-authority-data`, `tls-server-name`, `client-certificate-data` +
  *   `client-key-data`, `token`;
@@ -11,15 +11,16 @@
  *   `token-file`), `insecure-skip-tls-verify: true`, `proxy-url`, impersonation (`as`, `as-groups`, …), basic auth
  *   (`username`/`password`), and a non-https server.
  *
- * Why here and not in client-node: `KubeConfig.loadFromString` reads `token-file` while loading, and authenticating a
- * request runs `exec` plugins and the gcp `cmd-path`, reads `tokenFile` and every certificate/key path. So nothing of
- * an untrusted kubeconfig reaches client-node before it passed this check; client-node only ever sees the object
- * built by `loadFromOptions` below. YAML aliases are refused (no alias bombs) and the text is size-capped.
+ * Why a parser of our own: a general kubeconfig loader (client-node's `KubeConfig.loadFromString`) reads `token-file`
+ * while loading, and authenticating a request runs `exec` plugins and the gcp `cmd-path`, reads `tokenFile` and every
+ * certificate/key path. Here the accepted fields are the only ones ever read. YAML aliases are refused (no alias
+ * bombs) and the text is size-capped.
  *
  * Errors never carry the text: a YAML error is reported by line number only, without the parser's snippet or buffer.
- * Local developer kubeconfigs (KUBECONFIG of `npm start`) do not come through here and keep client-node's full support.
+ * Local developer kubeconfigs (KUBECONFIG of `npm start`) do not come through here and keep client-node's full support;
+ * the functions' own `MANAGEMENT_AUTH=kubeconfig` (refused in AWS Lambda) reads its file through here too.
  */
-import { KubeConfig } from './client-node.ts';
+import { RestConfig } from './rest-config.ts';
 import { load } from 'js-yaml';
 import { ClusterCredentialsError, RefusedKubeconfigError } from '#shared/errors.ts';
 
@@ -60,11 +61,11 @@ export interface KubeconfigSource {
 }
 
 /**
- * Parses and checks an untrusted kubeconfig and returns a KubeConfig with the current context's inline credentials
+ * Parses and checks an untrusted kubeconfig and returns a RestConfig with the current context's inline credentials
  * only. Throws RefusedKubeconfigError when it uses a refused feature, ClusterCredentialsError when it is not a usable
  * kubeconfig; neither quotes the text.
  */
-export function kubeConfigFromUntrusted(text: string, from: KubeconfigSource): KubeConfig {
+export function kubeConfigFromUntrusted(text: string, from: KubeconfigSource): RestConfig {
   const fail = (detail: string): ClusterCredentialsError => new ClusterCredentialsError(from.cluster, `${from.source} ${detail}`);
   if (Buffer.byteLength(text, 'utf8') > MAX_KUBECONFIG_BYTES) throw fail(`holds more than ${MAX_KUBECONFIG_BYTES} bytes`);
   let doc: unknown;
@@ -110,22 +111,13 @@ export function kubeConfigFromUntrusted(text: string, from: KubeconfigSource): K
   if ((certData === undefined) !== (keyData === undefined)) throw fail(`has only one of client-certificate-data and client-key-data in users[${user.index}]`);
   if (token === undefined && certData === undefined) throw fail(`has no inline credential (token or client certificate) in users[${user.index}]`);
 
-  const kc = new KubeConfig();
-  kc.loadFromOptions({
-    clusters: [
-      {
-        name: 'cluster',
-        server: server.replace(/\/+$/, ''),
-        skipTLSVerify: false,
-        ...(caData ? { caData } : {}),
-        ...(typeof tlsServerName === 'string' && tlsServerName !== '' ? { tlsServerName } : {}),
-      },
-    ],
-    users: [{ name: 'user', ...(token !== undefined ? { token } : {}), ...(certData ? { certData, keyData } : {}) }],
-    contexts: [{ name: 'context', cluster: 'cluster', user: 'user' }],
-    currentContext: 'context',
+  return new RestConfig({
+    server,
+    ...(caData ? { caData } : {}),
+    ...(typeof tlsServerName === 'string' && tlsServerName !== '' ? { tlsServerName } : {}),
+    ...(token !== undefined ? { token } : {}),
+    ...(certData && keyData ? { certData, keyData } : {}),
   });
-  return kc;
 }
 
 /** The named entries of `clusters`, `users` or `contexts` (entries without a name or body are skipped). */

@@ -13,14 +13,13 @@
  * - its health is told to the consumer: `failing` at the first failed attempt after a success (or before any),
  *   `recovered` at the next successful list or watch connect, each with a safe description of the error.
  *
- * It speaks HTTP itself (with the KubeConfig's credentials) instead of using client-node's `Watch`,
- * because that class drops unparseable lines and swallows exceptions thrown by the callback.
+ * It reads the responses itself, as they arrive, over the product's HTTP client (kube-http.ts's `openRequest`, with the
+ * endpoint's credentials), instead of using client-node's `Watch`, because that class drops unparseable lines and
+ * swallows exceptions thrown by the callback.
  */
 import { setTimeout as delay } from 'node:timers/promises';
-import http from 'node:http';
-import https from 'node:https';
+import type http from 'node:http';
 import { createInterface } from 'node:readline';
-import type { KubeConfig } from '@kubernetes/client-node';
 import type { ChangeKind } from '#shared/domain/cloud-event.ts';
 import { changedSince, diffRelist } from '#shared/domain/relevance.ts';
 import { objectKeyOf, type WatchedFacts } from '#shared/domain/watch-event.ts';
@@ -31,6 +30,7 @@ import { ForwarderMetric } from '#shared/observability/metric-names.ts';
 import { logger as defaultLogger } from '#shared/observability/logger.ts';
 import { backoffDelay } from '#shared/domain/backoff.ts';
 import { isSystemError } from './api-errors.ts';
+import { openRequest, readBody, type ClusterEndpoint } from './kube-http.ts';
 import { ListFramingError, ListItemReader } from './list-items.ts';
 
 /** Thrown when the requested resourceVersion has been compacted away (HTTP 410 / watch ERROR 410). */
@@ -51,7 +51,7 @@ export interface WatchSessionOptions<T extends WatchedFacts> {
   /** Stream name for logs, e.g. `machines` or `nodes/default/c1`. */
   readonly name: string;
   /** Credentials, resolved at every (re)connect so rotated kubeconfigs are picked up. */
-  readonly kubeConfig: () => Promise<KubeConfig>;
+  readonly kubeConfig: () => Promise<ClusterEndpoint>;
   /**
    * Collection path, e.g. `/api/v1/nodes`; or a function resolved before every (re)connect (the Cluster API group
    * version comes from discovery). A 404 for the collection calls `collectionNotServed` and is retried with backoff.
@@ -82,29 +82,13 @@ export interface WatchSessionOptions<T extends WatchedFacts> {
   readonly now?: () => Date;
 }
 
-interface RawResponse {
-  readonly status: number;
-  readonly body: NodeJS.ReadableStream & { destroy(err?: Error): void };
-}
-
-async function request(kc: KubeConfig, pathAndQuery: string, signal: AbortSignal): Promise<RawResponse> {
-  const cluster = kc.getCurrentCluster();
-  if (!cluster) throw new TransientError('connecting', 'the kubeconfig has no current cluster');
-  const url = new URL(cluster.server.replace(/\/+$/, '') + pathAndQuery);
-  const opts: https.RequestOptions = { method: 'GET', headers: { Accept: 'application/json' } };
-  await kc.applyToHTTPSOptions(opts);
-  const mod = url.protocol === 'http:' ? http : https;
-  return await new Promise<RawResponse>((resolve, reject) => {
-    const req = mod.request(url, { ...opts, signal }, (res) => resolve({ status: res.statusCode ?? 0, body: res }));
-    req.on('error', reject);
-    req.end();
-  });
-}
-
-async function readAll(stream: NodeJS.ReadableStream): Promise<string> {
-  const chunks: Buffer[] = [];
-  for await (const c of stream) chunks.push(typeof c === 'string' ? Buffer.from(c) : c);
-  return Buffer.concat(chunks).toString('utf8');
+/**
+ * Opens a GET through the product's HTTP client (kube-http.ts: credentials, Accept header, keep-alive pool, one retry
+ * of a reused socket the server had closed); the caller reads (or destroys) the body.
+ */
+async function request(endpoint: ClusterEndpoint, pathAndQuery: string, signal: AbortSignal): Promise<http.IncomingMessage> {
+  if (!endpoint.getCurrentCluster()) throw new TransientError('connecting', 'the kubeconfig has no current cluster');
+  return await openRequest(endpoint, 'GET', pathAndQuery, { signal });
 }
 
 function statusError(status: number, body: string, operation: string, rv: string | undefined): Error {
@@ -329,10 +313,10 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
         : { limit: String(this.o.pageSize ?? 500), resourceVersion: at, resourceVersionMatch: at ? 'Exact' : undefined };
       const page = await this.bounded(`listing ${this.path}`, signal, async (bound) => {
         const res = await request(kc, this.query(params), bound);
-        if (res.status !== 200) throw statusError(res.status, await readAll(res.body), `listing ${this.path}`, at);
+        if (res.statusCode !== 200) throw statusError(res.statusCode ?? 0, await readBody(res), `listing ${this.path}`, at);
         const reader = new ListItemReader((json) => this.listItem(json, items));
         try {
-          for await (const chunk of res.body) reader.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk);
+          for await (const chunk of res) reader.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk);
           return reader.end();
         } catch (err) {
           // Never the text itself in the error (a SyntaxError quotes it): a server named by a kubeconfig may echo anything.
@@ -420,12 +404,12 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
       );
       connected = true;
       clearTimeout(connectDeadline);
-      if (res.status !== 200) throw statusError(res.status, await readAll(res.body), `watching ${this.path}`, this.resourceVersion);
+      if (res.statusCode !== 200) throw statusError(res.statusCode ?? 0, await readBody(res), `watching ${this.path}`, this.resourceVersion);
       await this.succeeded();
-      res.body.on('data', () => {
+      res.on('data', () => {
         lastActivity = Date.now();
       });
-      const lines = createInterface({ input: res.body, crlfDelay: Infinity });
+      const lines = createInterface({ input: res, crlfDelay: Infinity });
       for await (const line of lines) {
         if (line.trim() === '') continue;
         busy = true;
@@ -437,7 +421,7 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
           break;
         }
       }
-      res.body.destroy();
+      res.destroy();
     } catch (err) {
       if (connectTimedOut && !signal.aborted) throw new TransientError(`watching ${this.path}`, `not connected within ${connectTimeoutMs} ms`, err);
       if (!controller.signal.aborted) throw err;

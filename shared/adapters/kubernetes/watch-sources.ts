@@ -4,7 +4,6 @@
  * the kubeconfig Secret). The version is resolved before every (re)connect; a 404 for the collection makes discovery
  * ask again, so a Cluster API upgrade that stops serving a version is followed without a restart.
  */
-import type { KubeConfig } from '@kubernetes/client-node';
 import type { ClusterRef } from '#shared/domain/cloud-event.ts';
 import { toClusterFacts, toMachineFacts, toMachinePoolFacts, toNodeFacts, type ClusterFacts, type MachineFacts, type MachinePoolFacts, type NodeFacts, type WatchedFacts } from '#shared/domain/watch-event.ts';
 import type { ForwarderTelemetry } from '#shared/ports/forwarder-telemetry.ts';
@@ -12,6 +11,7 @@ import type { StreamStart, WatchSources, WatchStream } from '#shared/ports/watch
 import { WatchSession, type WatchSessionOptions } from './watch-session.ts';
 import type { WorkloadKubeConfigs } from './workload-kubeconfig.ts';
 import { clusterCredentialsReporter, type ClusterCredentialsReporter } from './credentials-reporter.ts';
+import type { ClusterEndpoint } from './kube-http.ts';
 import { ClusterCredentialsError } from '#shared/errors.ts';
 import { ForwarderMetric } from '#shared/observability/metric-names.ts';
 import { nodeStreamKey, MACHINES_STREAM, MACHINE_POOLS_STREAM } from '#shared/domain/watch-event.ts';
@@ -20,7 +20,11 @@ import { capiApiVersionString } from '#shared/domain/capi-api.ts';
 import type { CapiApi } from './capi-discovery.ts';
 
 export interface KubernetesWatchSourcesOptions {
-  readonly managementKubeConfig: KubeConfig;
+  /**
+   * The management cluster: the Machine and Cluster sessions' endpoint, and what the default credentials reporter
+   * reads Clusters and writes Events with (so whatever that reporter accepts: a ClusterEndpoint once it does).
+   */
+  readonly managementKubeConfig: ClusterEndpoint;
   readonly workloadKubeConfigs: WorkloadKubeConfigs;
   /** Which Cluster API group version to read (discovery over the management cluster). */
   readonly capi: CapiApi;
@@ -47,7 +51,7 @@ export interface KubernetesWatchSourcesOptions {
 export function kubernetesWatchSources(o: KubernetesWatchSourcesOptions): WatchSources {
   function session<T extends WatchedFacts>(
     name: string,
-    kubeConfig: () => Promise<KubeConfig>,
+    kubeConfig: () => Promise<ClusterEndpoint>,
     path: string | (() => Promise<string>),
     toFacts: (obj: unknown) => T | undefined,
     start: StreamStart,
@@ -67,11 +71,11 @@ export function kubernetesWatchSources(o: KubernetesWatchSourcesOptions): WatchS
       ...extra,
     });
   }
-  const management = async (): Promise<KubeConfig> => o.managementKubeConfig;
+  const management = async (): Promise<ClusterEndpoint> => o.managementKubeConfig;
   const reporter =
     o.credentialsReporter ??
     clusterCredentialsReporter({ kubeConfig: o.managementKubeConfig, capi: o.capi, count: () => o.telemetry?.record(ForwarderMetric.UnusableKubeconfigs, 1) });
-  const workloadKubeConfig = async (cluster: ClusterRef): Promise<KubeConfig> => {
+  const workloadKubeConfig = async (cluster: ClusterRef): Promise<ClusterEndpoint> => {
     try {
       return await o.workloadKubeConfigs.get(cluster);
     } catch (err) {

@@ -4,15 +4,17 @@
  * key `value` holds a kubeconfig — or, when it exists, the product's own `<cluster>-taint-propagator-kubeconfig` next to
  * it (a dedicated, non-admin credential; 404 or 403 on it falls back to CAPI's). The kubeconfig is untrusted (anyone who may create a Secret in that namespace
  * could have written it): it goes through `kubeConfigFromUntrusted` — inline credentials only, no exec plugin,
- * auth provider or file path — before client-node sees any of it. KubeConfigs are cached per Secret
+ * auth provider or file path — before any client sees any of it. RestConfigs are cached per Secret
  * resourceVersion, so rotated credentials are picked up on the next `get` without rebuilding clients for
- * unchanged Secrets.
+ * unchanged Secrets. The Secret is read through the product's HTTP client (kube-http.ts); its `data` is base64 text
+ * on the wire, decoded here.
  */
-import { CoreV1Api } from './client-node.ts';
-import type { KubeConfig, V1Secret } from '@kubernetes/client-node';
+import type { V1Secret } from '@kubernetes/client-node';
 import { clusterKey, type ClusterRef } from '#shared/domain/cloud-event.ts';
 import { ClusterCredentialsError } from '#shared/errors.ts';
 import { statusOf } from './api-errors.ts';
+import { kubeCall, seg, type ClusterEndpoint } from './kube-http.ts';
+import type { RestConfig } from './rest-config.ts';
 import { kubeConfigFromUntrusted } from './untrusted-kubeconfig.ts';
 
 /** CAPI's kubeconfig Secret key. */
@@ -31,35 +33,31 @@ export function dedicatedKubeconfigSecretName(clusterName: string): string {
   return `${clusterName}-taint-propagator-kubeconfig`;
 }
 
-/** Hands out a KubeConfig per cluster. */
-export interface WorkloadKubeConfigs {
+/** Hands out the credentials of each cluster: a workload cluster's RestConfig, or the management cluster's endpoint. */
+export interface WorkloadKubeConfigs<E extends ClusterEndpoint = ClusterEndpoint> {
   /**
-   * Returns the KubeConfig of the cluster (the management KubeConfig in `self` mode); the same
+   * Returns the credentials of the cluster (the management cluster's endpoint in `self` mode); the same
    * instance while the Secret is unchanged, a new one after rotation. Throws ClusterCredentialsError
    * when the Secret is missing, unreadable or holds no usable kubeconfig, and RefusedKubeconfigError
    * when the kubeconfig uses a refused feature.
    */
-  get(cluster: ClusterRef): Promise<KubeConfig>;
+  get(cluster: ClusterRef): Promise<E>;
 }
 
-/** Reads a Secret (the management cluster's CoreV1Api by default; replaceable in unit tests). */
+/** Reads a Secret (a GET on the management cluster by default; replaceable in unit tests). */
 export type SecretReader = (namespace: string, name: string) => Promise<V1Secret>;
 
-/** Creates the per-cluster KubeConfig cache over the management cluster's Secrets. */
-export function workloadKubeConfigs(managementKc: KubeConfig, options: { readonly readSecret?: SecretReader } = {}): WorkloadKubeConfigs {
-  let readSecret = options.readSecret;
-  if (!readSecret) {
-    const core = managementKc.makeApiClient(CoreV1Api);
-    readSecret = (namespace, name) => core.readNamespacedSecret({ namespace, name });
-  }
-  const read = readSecret;
-  const cache = new Map<string, { resourceVersion: string; kc: KubeConfig }>();
+/** Creates the per-cluster credentials cache over the management cluster's Secrets. */
+export function workloadKubeConfigs<M extends ClusterEndpoint>(management: M, options: { readonly readSecret?: SecretReader } = {}): WorkloadKubeConfigs<M | RestConfig> {
+  const read: SecretReader =
+    options.readSecret ?? ((namespace, name) => kubeCall<V1Secret>(management, { method: 'GET', path: `/api/v1/namespaces/${seg(namespace)}/secrets/${seg(name)}` }));
+  const cache = new Map<string, { resourceVersion: string; kc: RestConfig }>();
   return {
-    async get(cluster: ClusterRef): Promise<KubeConfig> {
-      if (cluster.mode === 'self') return managementKc;
+    async get(cluster: ClusterRef): Promise<M | RestConfig> {
+      if (cluster.mode === 'self') return management;
       const key = clusterKey(cluster);
       const describeFailure = (name: string, err: unknown): ClusterCredentialsError => {
-        // The API exception holds response headers and body: report the status only, keep no cause.
+        // The API error holds the response body: report the status only, keep no cause.
         const status = statusOf(err);
         const where = `Secret ${cluster.namespace}/${name}`;
         return new ClusterCredentialsError(key, status === 404 ? `${where} not found` : status !== undefined ? `reading ${where}: HTTP ${status}` : `reading ${where} failed`);

@@ -5,7 +5,7 @@
  * cannot be sent reported back (never dropped silently).
  */
 import { createHash } from 'node:crypto';
-import { SendMessageBatchCommand, type SendMessageBatchCommandOutput, type SendMessageBatchRequestEntry } from '@aws-sdk/client-sqs';
+import type { SendMessageBatchCommand, SendMessageBatchCommandOutput, SendMessageBatchRequestEntry } from '@aws-sdk/client-sqs';
 import { messageGroupIdFor, type TaintEvent } from '#shared/domain/cloud-event.ts';
 import { toCloudEventBody } from '#shared/adapters/cloudevents/cloud-event-body.ts';
 import type { EventPublisher, PublishResult, UnsentEvent } from '#shared/ports/event-publisher.ts';
@@ -25,7 +25,11 @@ export interface SqsSendClient {
 }
 
 export interface SqsEventPublisherOptions {
-  readonly client: SqsSendClient;
+  /**
+   * The client, or a function that makes it on first use: the Lambda forwarder loads the SQS SDK (about 90 ms) while
+   * its first Kubernetes calls wait on the network instead of at module load (functions/watch-forwarder/handler.ts).
+   */
+  readonly client: SqsSendClient | (() => Promise<SqsSendClient>);
   readonly queueUrl: string;
   /** Attempts per entry within one publish call (default 5). */
   readonly maxAttempts?: number;
@@ -35,6 +39,9 @@ export interface SqsEventPublisherOptions {
   readonly random?: () => number;
   readonly logger?: Pick<typeof defaultLogger, 'warn' | 'error'>;
 }
+
+/** The SQS SDK's commands, loaded on the first send (see SqsEventPublisherOptions.client). */
+const sdk = () => import('@aws-sdk/client-sqs');
 
 const SQS_ID = /^[\w!"#$%&'()*+,\-./:;<=>?@[\\\]^`{|}~]{1,128}$/;
 
@@ -101,6 +108,16 @@ export function createSqsEventPublisher(options: SqsEventPublisherOptions): Even
   const sleep = options.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
   const random = options.random ?? Math.random;
   const log = options.logger ?? defaultLogger;
+  let made: Promise<SqsSendClient> | undefined;
+  const clientOf = (): Promise<SqsSendClient> => {
+    const { client } = options;
+    if (typeof client !== 'function') return Promise.resolve(client);
+    made ??= client().catch((err: unknown) => {
+      made = undefined; // the next send tries again
+      throw err;
+    });
+    return made;
+  };
 
   async function sendChunk(chunk: readonly Entry[]): Promise<{ sent: Entry[]; unsent: Array<{ entry: Entry; reason: string; retryable: boolean }> }> {
     const sent: Entry[] = [];
@@ -109,7 +126,8 @@ export function createSqsEventPublisher(options: SqsEventPublisherOptions): Even
     for (let attempt = 1; pending.length > 0; attempt++) {
       const reasons = new Map<string, { reason: string; retryable: boolean }>();
       try {
-        const out = await options.client.send(new SendMessageBatchCommand({ QueueUrl: options.queueUrl, Entries: pending.map((e) => e.request) }));
+        const [{ SendMessageBatchCommand: Command }, client] = await Promise.all([sdk(), clientOf()]);
+        const out = await client.send(new Command({ QueueUrl: options.queueUrl, Entries: pending.map((e) => e.request) }));
         const okIds = new Set((out.Successful ?? []).map((s) => s.Id));
         for (const f of out.Failed ?? []) {
           if (f.Id) reasons.set(f.Id, { reason: `${f.Code ?? 'Failed'}: ${f.Message ?? ''}`.trim(), retryable: f.SenderFault !== true });

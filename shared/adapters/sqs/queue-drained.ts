@@ -3,7 +3,8 @@
  * GetQueueAttributes. The forwarder asks it when the queue is not durable (a local run's in-memory
  * queue) to know which of its progress has been applied, not merely queued.
  */
-import { GetQueueAttributesCommand, type GetQueueAttributesCommandOutput } from '@aws-sdk/client-sqs';
+// The SDK is loaded on the first probe, not with the forwarder's module (only local runs have a non-durable queue).
+import type { GetQueueAttributesCommand, GetQueueAttributesCommandOutput } from '@aws-sdk/client-sqs';
 
 /** The part of an SQS client this needs; SQSClient and the local queues' clients fit. */
 export interface SqsAttributesClient {
@@ -15,7 +16,8 @@ const COUNTS = ['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVi
 /** Returns a probe that resolves true when the queue at `queueUrl` is empty. */
 export function sqsQueueDrained(client: SqsAttributesClient, queueUrl: string): () => Promise<boolean> {
   return async () => {
-    const out = await client.send(new GetQueueAttributesCommand({ QueueUrl: queueUrl, AttributeNames: [...COUNTS] }));
+    const { GetQueueAttributesCommand: Command } = await import('@aws-sdk/client-sqs');
+    const out = await client.send(new Command({ QueueUrl: queueUrl, AttributeNames: [...COUNTS] }));
     return COUNTS.every((name) => Number(out.Attributes?.[name] ?? '0') === 0);
   };
 }

@@ -66,12 +66,16 @@ describeWithControlPlane('Watch-forwarder with an API server that hangs', () => 
     await waitFor(() => fwd.forwarder.checkpoint()['nodes/self'] !== undefined && fwd.forwarder.checkpoint()['machines'] !== undefined, { timeoutMs: 15_000 });
     const restartsBefore = fwd.telemetry.counts()[ForwarderMetric.WatchRestarts];
 
-    // Act: the API server hangs; a Node joins meanwhile (directly, not through the proxy).
+    // Act: the API server hangs; a Node joins meanwhile (directly, not through the proxy). The watches in flight are
+    // cut first: their connections are kept alive, so when the server ends a watch behind the silent proxy neither the
+    // end nor a close reaches the forwarder, and they would wait for the idle watchdog (120 s), not what is tested here.
+    proxy!.outage();
     proxy!.hang();
     const node = uniqueName('node');
     await createNode(kc, node, { labels: s.label });
-    // Each stream: one restart per connect that gets no answer within 1 s (plus its backoff).
-    await waitFor(() => fwd.telemetry.counts()[ForwarderMetric.WatchRestarts] >= restartsBefore + 4, { timeoutMs: 20_000, description: 'repeated watch restarts while the API server hangs' });
+    // Each stream: one restart for its cut watch (at most), then one per connect that gets no answer within 1 s (plus
+    // its backoff): at least four of those.
+    await waitFor(() => fwd.telemetry.counts()[ForwarderMetric.WatchRestarts] >= restartsBefore + 2 + 4, { timeoutMs: 20_000, description: 'repeated watch restarts while the API server hangs' });
     proxy!.restore();
 
     // Assess

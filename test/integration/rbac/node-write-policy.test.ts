@@ -6,6 +6,7 @@
 import { CoreV1Api, KubernetesObjectApi, loadAllYaml, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
 import { readFileSync } from 'node:fs';
 import { beforeAll, expect, it } from 'vitest';
+import { kubeCall, type ClusterEndpoint } from '#shared/adapters/kubernetes/kube-http.ts';
 import { KubernetesNodeStore } from '#shared/adapters/kubernetes/node-store.ts';
 import { workloadKubeConfigs } from '#shared/adapters/kubernetes/workload-kubeconfig.ts';
 import { OWN_TRACKING_ANNOTATION, TRACKING_ANNOTATION } from '#shared/domain/taint.ts';
@@ -25,6 +26,11 @@ import {
 } from '#test/support/control-plane.ts';
 
 const PRODUCT_ANNOTATION = OWN_TRACKING_ANNOTATION;
+
+/** A merge patch of a Node with the credentials the product got from a kubeconfig Secret (the product's own client). */
+function patchNodeVia(kc: ClusterEndpoint, node: string, body: unknown): Promise<unknown> {
+  return kubeCall(kc, { method: 'PATCH', path: `/api/v1/nodes/${node}`, contentType: 'application/merge-patch+json', body });
+}
 
 async function outcome(action: () => Promise<unknown>): Promise<number | undefined> {
   try {
@@ -140,15 +146,15 @@ describeWithControlPlane('ValidatingAdmissionPolicy: the reconcile identity may 
     const core = admin.makeApiClient(CoreV1Api);
     await core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'wc1-kubeconfig' }, data: { value: readFileSync(requireControlPlane().kubeconfigPath).toString('base64') } } });
     const workload = workloadKubeConfigs(admin);
-    const viaCapiSecret = (await workload.get({ mode: 'capi', namespace: ns, name: 'wc1' })).makeApiClient(CoreV1Api);
-    const adminLabel = await outcome(() => viaCapiSecret.patchNode({ name: node, body: { metadata: { labels: { capi: 'admin' } } } }, MERGE_PATCH));
+    const viaCapiSecret = await workload.get({ mode: 'capi', namespace: ns, name: 'wc1' });
+    const adminLabel = await outcome(() => patchNodeVia(viaCapiSecret, node, { metadata: { labels: { capi: 'admin' } } }));
     await core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'wc1-taint-propagator-kubeconfig' }, data: { value: dedicated.toString('base64') } } });
 
     // Act
-    const viaDedicated = (await workload.get({ mode: 'capi', namespace: ns, name: 'wc1' })).makeApiClient(CoreV1Api);
-    const dedicatedLabel = await outcome(() => viaDedicated.patchNode({ name: node, body: { metadata: { labels: { dedicated: 'x' } } } }, MERGE_PATCH));
-    const dedicatedTaints = await outcome(() => viaDedicated.patchNode({ name: node, body: { spec: { taints: [{ key: 'gpu', effect: 'NoSchedule' }] } } }, MERGE_PATCH));
-    const dedicatedDelete = await outcome(() => viaDedicated.deleteNode({ name: node }));
+    const viaDedicated = await workload.get({ mode: 'capi', namespace: ns, name: 'wc1' });
+    const dedicatedLabel = await outcome(() => patchNodeVia(viaDedicated, node, { metadata: { labels: { dedicated: 'x' } } }));
+    const dedicatedTaints = await outcome(() => patchNodeVia(viaDedicated, node, { spec: { taints: [{ key: 'gpu', effect: 'NoSchedule' }] } }));
+    const dedicatedDelete = await outcome(() => kubeCall(viaDedicated, { method: 'DELETE', path: `/api/v1/nodes/${node}` }));
 
     // Assess: CAPI's admin credential could change anything; the dedicated one only what the product needs.
     expect({ adminLabel, dedicatedLabel, dedicatedTaints, dedicatedDelete }).toEqual({ adminLabel: 200, dedicatedLabel: 403, dedicatedTaints: 200, dedicatedDelete: 403 });

@@ -17,6 +17,7 @@ import { afterEach, beforeEach, expect, it, vi } from 'vitest';
 import { processBatch, type BatchDeps } from '#functions/reconcile-node-taints/process-batch.ts';
 import { fromCloudEventBody } from '#shared/adapters/cloudevents/cloud-event-body.ts';
 import { toProductError } from '#shared/adapters/kubernetes/api-errors.ts';
+import { KubeApiError } from '#shared/adapters/kubernetes/kube-http.ts';
 import { KubernetesClusterConnections } from '#shared/adapters/kubernetes/cluster-connections.ts';
 import { clusterCredentialsReporter } from '#shared/adapters/kubernetes/credentials-reporter.ts';
 import { createManagementKubeConfigLoader } from '#shared/adapters/kubernetes/management-kubeconfig.ts';
@@ -74,7 +75,12 @@ function secretOf(text: string, rv: string): V1Secret {
   return { metadata: { resourceVersion: rv }, data: { value: Buffer.from(text).toString('base64') } };
 }
 
-/** A 401/403 whose response body and headers echo the credential (a hostile or misconfigured server). */
+/** A 401/403 whose response body echoes the credential (a hostile or misconfigured server), as the product's client rejects it. */
+function echoingKubeApiError(code: number): KubeApiError {
+  return new KubeApiError(code, JSON.stringify({ kind: 'Status', reason: 'Unauthorized', message: 'Unauthorized', echo: `Bearer ${TOKEN}`, key: KEY }));
+}
+
+/** The same as client-node (developer tools) rejects it: body and headers. */
 function echoingApiException(code: number): ApiException<string> {
   return new ApiException(code, 'Unauthorized', JSON.stringify({ kind: 'Status', reason: 'Unauthorized', message: 'Unauthorized', echo: `Bearer ${TOKEN}` }), {
     'www-authenticate': `Bearer ${TOKEN}`,
@@ -92,9 +98,9 @@ it('keeps every planted secret out of logs, Events, metrics and dead letters on 
   const secrets: Record<string, string> = { 'wc-broken-kubeconfig': BROKEN_YAML, 'wc-exec-kubeconfig': EXEC_WITH_TOKEN, 'wc-files-kubeconfig': FILE_PATHS };
   const workload = workloadKubeConfigs(new KubeConfig(), {
     readSecret: async (_ns, name) => {
-      if (name === 'wc-forbidden-kubeconfig') throw echoingApiException(403);
+      if (name === 'wc-forbidden-kubeconfig') throw echoingKubeApiError(403);
       const text = secrets[name];
-      if (text === undefined) throw new ApiException(404, 'Not Found', '{}', {});
+      if (text === undefined) throw new KubeApiError(404, '{}');
       return secretOf(text, '1');
     },
   });
@@ -112,7 +118,7 @@ it('keeps every planted secret out of logs, Events, metrics and dead letters on 
     nodesOf: async (cluster, options) =>
       cluster.mode === 'capi' && cluster.name === 'wc-401'
         ? {
-            getNode: async (name) => Promise.reject(toProductError(`Reading Node ${name}`, echoingApiException(401))),
+            getNode: async (name) => Promise.reject(toProductError(`Reading Node ${name}`, echoingKubeApiError(401))),
             patchNodeTaints: async () => Promise.reject(new Error('unreachable')),
             patchClaimedNode: async () => Promise.reject(new Error('unreachable')),
           }
@@ -180,7 +186,7 @@ it('keeps every planted secret out of logs, Events, metrics and dead letters on 
     },
   });
   // A foreign error kept as a cause by mistake is still written without its content: a js-yaml error (snippet,
-  // mark.buffer) and a raw API exception (body, headers).
+  // mark.buffer) and raw API errors (body; client-node's also headers).
   let yamlError: unknown;
   try {
     load(BROKEN_YAML);
@@ -188,6 +194,7 @@ it('keeps every planted secret out of logs, Events, metrics and dead letters on 
     yamlError = err;
   }
   logger.warn('Defence in depth', { error: new TransientError('parsing', 'failed', yamlError) });
+  logger.warn('Defence in depth', { error: new TransientError('calling', 'failed', echoingKubeApiError(403)) });
   logger.warn('Defence in depth', { error: new TransientError('calling', 'failed', echoingApiException(403)) });
   logger.debug('Defence in depth', { text: `Authorization: Bearer ${TOKEN}`, pem: Buffer.from(KEY, 'base64').toString() });
   metrics.publishStoredMetrics();

@@ -2,7 +2,10 @@ import { Logger } from '@aws-lambda-powertools/logger';
 import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { GetParameterCommand, ParameterNotFound, SSMClient } from '@aws-sdk/client-ssm';
 import { mockClient } from 'aws-sdk-client-mock';
-import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { delimiter, join } from 'node:path';
+import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { AwsCredentials } from '#shared/adapters/aws/eks-token.ts';
 import {
   createManagementKubeConfigLoader,
@@ -11,7 +14,7 @@ import {
   type ManagementKubeConfigDeps,
 } from '#shared/adapters/kubernetes/management-kubeconfig.ts';
 import type { ClusterAccessConfig } from '#shared/config/cluster-access-config.ts';
-import { ClusterCredentialsError } from '#shared/errors.ts';
+import { ClusterCredentialsError, RefusedKubeconfigError } from '#shared/errors.ts';
 
 // Secret material that must never reach a log line or an error message.
 const BEARER = 'sEcReT-bearer-0123456789abcdef';
@@ -71,7 +74,7 @@ beforeEach(() => {
   resetManagementKubeConfigCache();
 });
 
-async function authHeaders(kc: import('@kubernetes/client-node').KubeConfig): Promise<Record<string, unknown>> {
+async function authHeaders(kc: import('#shared/adapters/kubernetes/kube-http.ts').ClusterEndpoint): Promise<Record<string, unknown>> {
   const opts: { headers?: Record<string, unknown>; ca?: unknown } = {};
   await kc.applyToHTTPSOptions(opts as never);
   return opts.headers ?? {};
@@ -160,8 +163,10 @@ describe('stored kubeconfig (Secrets Manager)', () => {
     const kc = await loader.load();
 
     // Assess
+    const opts: { key?: Buffer } = {};
+    await kc.applyToHTTPSOptions(opts);
     expect(kc.getCurrentCluster()?.server).toBe('https://mgmt-2.example:6443');
-    expect(kc.getCurrentUser()?.keyData).toBe(KEY_DATA);
+    expect(opts.key?.toString('base64')).toBe(KEY_DATA);
   });
 });
 
@@ -217,6 +222,43 @@ describe('EKS IAM token', () => {
     expect(error).toBeInstanceOf(ClusterCredentialsError);
     expect((error as Error).message).toContain('minting an EKS token for mgmt failed');
     expect((error as Error).message).not.toContain(credentials.secretAccessKey);
+  });
+});
+
+describe('kubeconfig file (MANAGEMENT_AUTH=kubeconfig, local runs of a function)', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'mgmt-kubeconfig-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  const fileConfig = (kubeconfigPath: string): ClusterAccessConfig => ({ clusterMode: 'capi', management: { auth: 'kubeconfig', kubeconfigPath } });
+
+  it('reads the first file of KUBECONFIG that exists, with its inline credentials', async () => {
+    // Prepare
+    const file = join(dir, 'token.yaml');
+    writeFileSync(file, TOKEN_KUBECONFIG);
+
+    // Act
+    const kc = await createManagementKubeConfigLoader(fileConfig([join(dir, 'missing.yaml'), file].join(delimiter)), { logger: silent }).load();
+
+    // Assess
+    expect(kc.getCurrentCluster().server).toBe('https://mgmt.example:6443');
+    expect(await authHeaders(kc)).toMatchObject({ Authorization: `Bearer ${BEARER}` });
+  });
+
+  it.each([
+    { kind: 'an exec plugin', text: kubeconfigYaml('https://mgmt.example:6443', 'exec: { command: /bin/sh }'), error: RefusedKubeconfigError, message: 'users[0].user.exec (exec plugin)' },
+    { kind: 'no file at all', text: undefined, error: ClusterCredentialsError, message: 'could not be read' },
+  ])('refuses a kubeconfig file with $kind, naming the file, never its content', async ({ text, error, message }) => {
+    // Prepare
+    const file = join(dir, `refused-${text === undefined ? 'missing' : 'exec'}.yaml`);
+    if (text !== undefined) writeFileSync(file, text);
+
+    // Act
+    const failure = await createManagementKubeConfigLoader(fileConfig(file), { logger: silent }).load().catch((e: unknown) => e);
+
+    // Assess
+    expect(failure).toBeInstanceOf(error);
+    expect((failure as Error).message).toContain(message);
+    expect((failure as Error).message).toContain(file);
+    expect((failure as Error).message).not.toContain('/bin/sh');
   });
 });
 

@@ -137,6 +137,28 @@ describe('Function: createSqsEventPublisher()', () => {
     expect(result.unsent).toMatchObject([{ retryable: false, reason: 'InvalidParameterValue: bad' }]);
     expect(sqsMock.commandCalls(SendMessageBatchCommand)).toHaveLength(1);
   });
+  it('makes a client given as a function once, on the first send, and again after making it failed', async () => {
+    // Prepare
+    okAll();
+    let made = 0;
+    const factory = async (): Promise<SQSClient> => {
+      made++;
+      if (made === 1) throw new Error('the SDK could not be loaded');
+      return new SQSClient({});
+    };
+    const publisher = createSqsEventPublisher({ client: factory, queueUrl: QUEUE, sleep: noSleep, logger: silent, maxAttempts: 1 });
+
+    // Act
+    const failed = await publisher.publish([nodeEvent(1)]);
+    const sent = await publisher.publish([nodeEvent(2)]);
+    const sentAgain = await publisher.publish([nodeEvent(3)]);
+
+    // Assess
+    expect(failed.unsent).toEqual([expect.objectContaining({ retryable: true, reason: expect.stringContaining('the SDK could not be loaded') })]);
+    expect([sent.sent.length, sentAgain.sent.length]).toEqual([1, 1]);
+    expect(made).toBe(2);
+    expect(sqsMock.commandCalls(SendMessageBatchCommand)).toHaveLength(2);
+  });
 });
 
 describe('Function: toSqsId()', () => {

@@ -1,0 +1,49 @@
+/**
+ * The credentials of one cluster as the product builds them itself: an https server, its CA, an optional TLS server
+ * name, and a client certificate or a bearer token (fixed, or minted per request, e.g. the EKS token). It is what
+ * untrusted kubeconfigs (untrusted-kubeconfig.ts) and the EKS access (management-kubeconfig.ts) become, and what the
+ * product's HTTP client (kube-http.ts) applies to each request. Nothing here reads a file or runs a program.
+ */
+import type https from 'node:https';
+import type { ClusterEndpoint } from './kube-http.ts';
+
+export interface RestConfigOptions {
+  /** `https://host:port` (a trailing slash is dropped). */
+  readonly server: string;
+  /** The CA bundle (PEM), base64 as in a kubeconfig's `certificate-authority-data`; the system CAs without it. */
+  readonly caData?: string;
+  /** The name the server's certificate is checked against instead of the server's host (`tls-server-name`). */
+  readonly tlsServerName?: string;
+  /** Client certificate and key (PEM), base64. */
+  readonly certData?: string;
+  readonly keyData?: string;
+  /** A bearer token, or a function that returns the current one (called per request). */
+  readonly token?: string | (() => Promise<string>);
+}
+
+/** See the module comment. */
+export class RestConfig implements ClusterEndpoint {
+  readonly #server: string;
+  readonly #tls: Pick<https.RequestOptions, 'ca' | 'cert' | 'key' | 'servername'>;
+  readonly #token: (() => Promise<string>) | undefined;
+
+  constructor(o: RestConfigOptions) {
+    this.#server = o.server.replace(/\/+$/, '');
+    const pem = (b64: string | undefined): Buffer | undefined => (b64 === undefined ? undefined : Buffer.from(b64, 'base64'));
+    const ca = pem(o.caData);
+    const cert = pem(o.certData);
+    const key = pem(o.keyData);
+    this.#tls = { ...(ca ? { ca } : {}), ...(cert ? { cert } : {}), ...(key ? { key } : {}), ...(o.tlsServerName ? { servername: o.tlsServerName } : {}) };
+    const token = o.token;
+    this.#token = token === undefined ? undefined : typeof token === 'string' ? () => Promise.resolve(token) : token;
+  }
+
+  getCurrentCluster(): { readonly server: string } {
+    return { server: this.#server };
+  }
+
+  async applyToHTTPSOptions(opts: https.RequestOptions): Promise<void> {
+    Object.assign(opts, this.#tls, { rejectUnauthorized: true });
+    if (this.#token) opts.headers = { ...(opts.headers as Record<string, string> | undefined), Authorization: `Bearer ${await this.#token()}` };
+  }
+}
