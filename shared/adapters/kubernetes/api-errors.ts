@@ -22,28 +22,28 @@ export function statusOf(error: unknown): number | undefined {
 /** A short, credential-free description of an API failure (status + Kubernetes `reason`/`message`). */
 export function describeApiError(error: unknown): string {
   const status = statusOf(error);
-  if (error instanceof KubeApiError) {
+  // The product's KubeApiError, or client-node's ApiException (the developer tools): only the Status's reason and
+  // message, never the rest of the body or (client-node's message) the response headers.
+  const body = typeof error === 'object' && error !== null && 'body' in error ? (error as { body?: unknown }).body : undefined;
+  if (status !== undefined && body !== undefined) {
+    let parsed: { reason?: unknown; message?: unknown } | undefined;
     try {
-      const body = JSON.parse(error.body) as { reason?: string; message?: string };
-      return `HTTP ${status}: ${body.reason ?? ''} ${body.message ?? ''}`.trim();
+      parsed = typeof body === 'string' ? (JSON.parse(body) as typeof parsed) : typeof body === 'object' && body !== null ? body : undefined;
     } catch {
-      return `HTTP ${status}`;
+      parsed = undefined;
     }
+    const text = [parsed?.reason, parsed?.message].filter((v): v is string => typeof v === 'string').join(' ');
+    return text === '' ? `HTTP ${status}` : `HTTP ${status}: ${text}`;
   }
   if (isCallTimeout(error)) return `no answer within the call's deadline (${(error as Error).message})`;
   const message = error instanceof Error ? `${error.message}${transportCause(error)}` : String(error);
   return status === undefined ? message : `HTTP ${status}: ${message}`;
 }
 
-/**
- * What fetch's bare `fetch failed` hides: its cause, when that is a system error (`connect ECONNREFUSED 127.0.0.1:6443`,
- * a TLS verification failure) or fetch's own wrapper's cause (`bad port`). These name an address or a code, never a body.
- */
+/** The cause of an error when that is a system error (`connect ECONNREFUSED 127.0.0.1:6443`): it names an address or a code, never a body. */
 function transportCause(error: Error): string {
   const cause = error.cause;
-  if (!(cause instanceof Error)) return '';
-  if (!isSystemError(cause) && !(error instanceof TypeError && error.message === 'fetch failed')) return '';
-  return ` (${cause.message.slice(0, 200)})`;
+  return cause instanceof Error && isSystemError(cause) ? ` (${cause.message.slice(0, 200)})` : '';
 }
 
 /** A Node.js system error (`ECONNREFUSED`, `ECONNRESET`, a TLS code…): its message names an address or a code, never a body. */

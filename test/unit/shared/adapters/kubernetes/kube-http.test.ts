@@ -8,6 +8,7 @@ import type { AddressInfo } from 'node:net';
 import { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KubeApiError, MAX_RESPONSE_BYTES, kubeCall, pathWithQuery, readBody, type ClusterEndpoint } from '#shared/adapters/kubernetes/kube-http.ts';
+import { ApiException } from '@kubernetes/client-node';
 import { describeApiError, statusOf } from '#shared/adapters/kubernetes/api-errors.ts';
 
 const MiB = 1024 * 1024;
@@ -170,5 +171,22 @@ describe('Function: kubeCall() over plain http', () => {
     expect(error.code).toBe(500);
     expect(error.body).toHaveLength(4096);
     expect(describeApiError(error)).toBe('HTTP 500');
+  });
+});
+
+describe('Function: describeApiError() of client-node errors (the developer tools)', () => {
+  it.each([
+    { kind: 'a Status body as text', body: JSON.stringify({ kind: 'Status', reason: 'Forbidden', message: 'nope', echo: 'Bearer sEcReT' }) },
+    { kind: 'a Status body already parsed', body: { kind: 'Status', reason: 'Forbidden', message: 'nope', echo: 'Bearer sEcReT' } },
+  ])('keeps the reason and message of $kind, never the rest or the headers', ({ body }) => {
+    // Prepare: client-node's ApiException puts body and headers into its message
+    const error = new ApiException(403, 'HTTP-Code: 403\nHeaders: {"x-echo":"Bearer sEcReT"}', body, { 'x-echo': 'Bearer sEcReT' });
+
+    // Act
+    const described = describeApiError(error);
+
+    // Assess
+    expect(described).toBe('HTTP 403: Forbidden nope');
+    expect(described).not.toContain('sEcReT');
   });
 });
