@@ -11,6 +11,7 @@ import { toCloudEventBody } from '#shared/adapters/cloudevents/cloud-event-body.
 import type { EventPublisher, PublishResult, UnsentEvent } from '#shared/ports/event-publisher.ts';
 import { logger as defaultLogger, LogKey } from '#shared/observability/logger.ts';
 import { backoffDelay } from '#shared/domain/backoff.ts';
+import { sqsSdk } from './sdk.ts';
 
 /** SQS's limits for one SendMessageBatch call. */
 export const SQS_MAX_BATCH_ENTRIES = 10;
@@ -39,9 +40,6 @@ export interface SqsEventPublisherOptions {
   readonly random?: () => number;
   readonly logger?: Pick<typeof defaultLogger, 'warn' | 'error'>;
 }
-
-/** The SQS SDK's commands, loaded on the first send (see SqsEventPublisherOptions.client). */
-const sdk = () => import('@aws-sdk/client-sqs');
 
 const SQS_ID = /^[\w!"#$%&'()*+,\-./:;<=>?@[\\\]^`{|}~]{1,128}$/;
 
@@ -126,7 +124,7 @@ export function createSqsEventPublisher(options: SqsEventPublisherOptions): Even
     for (let attempt = 1; pending.length > 0; attempt++) {
       const reasons = new Map<string, { reason: string; retryable: boolean }>();
       try {
-        const [{ SendMessageBatchCommand: Command }, client] = await Promise.all([sdk(), clientOf()]);
+        const [{ SendMessageBatchCommand: Command }, client] = await Promise.all([sqsSdk(), clientOf()]);
         const out = await client.send(new Command({ QueueUrl: options.queueUrl, Entries: pending.map((e) => e.request) }));
         const okIds = new Set((out.Successful ?? []).map((s) => s.Id));
         for (const f of out.Failed ?? []) {

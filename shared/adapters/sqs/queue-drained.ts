@@ -5,6 +5,7 @@
  */
 // The SDK is loaded on the first probe, not with the forwarder's module (only local runs have a non-durable queue).
 import type { GetQueueAttributesCommand, GetQueueAttributesCommandOutput } from '@aws-sdk/client-sqs';
+import { sqsSdk } from './sdk.ts';
 
 /** The part of an SQS client this needs; SQSClient and the local queues' clients fit. */
 export interface SqsAttributesClient {
@@ -16,7 +17,7 @@ const COUNTS = ['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVi
 /** Returns a probe that resolves true when the queue at `queueUrl` is empty. */
 export function sqsQueueDrained(client: SqsAttributesClient, queueUrl: string): () => Promise<boolean> {
   return async () => {
-    const { GetQueueAttributesCommand: Command } = await import('@aws-sdk/client-sqs');
+    const { GetQueueAttributesCommand: Command } = await sqsSdk();
     const out = await client.send(new Command({ QueueUrl: queueUrl, AttributeNames: [...COUNTS] }));
     return COUNTS.every((name) => Number(out.Attributes?.[name] ?? '0') === 0);
   };

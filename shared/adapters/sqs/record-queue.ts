@@ -6,6 +6,7 @@
  */
 import type { ChangeMessageVisibilityCommand, SendMessageCommand } from '@aws-sdk/client-sqs';
 import { TransientError } from '#shared/errors.ts';
+import { sqsSdk } from './sdk.ts';
 import type { DeadLetterRecord, RecordQueue } from '#shared/ports/record-queue.ts';
 
 /** The part of an SQS client this adapter uses; the real SQSClient and its mocks fit. */
@@ -16,8 +17,6 @@ export interface SqsSender {
 /** SQS caps message attribute values we send at this length, to keep reasons readable and small. */
 const MAX_REASON = 1000;
 
-/** The commands, loaded with the SDK on first use. */
-const commands = async () => import('@aws-sdk/client-sqs');
 
 export class SqsRecordQueue implements RecordQueue {
   readonly #client: () => Promise<SqsSender>;
@@ -34,7 +33,7 @@ export class SqsRecordQueue implements RecordQueue {
 
   async retryAfter(receiptHandle: string, seconds: number): Promise<void> {
     try {
-      const { ChangeMessageVisibilityCommand } = await commands();
+      const { ChangeMessageVisibilityCommand } = await sqsSdk();
       await (await this.#client()).send(
         new ChangeMessageVisibilityCommand({ QueueUrl: this.#queueUrl, ReceiptHandle: receiptHandle, VisibilityTimeout: Math.max(0, Math.round(seconds)) }),
       );
@@ -45,7 +44,7 @@ export class SqsRecordQueue implements RecordQueue {
 
   async reissue(record: DeadLetterRecord): Promise<void> {
     try {
-      const { SendMessageCommand } = await commands();
+      const { SendMessageCommand } = await sqsSdk();
       await (await this.#client()).send(
         new SendMessageCommand({
           QueueUrl: this.#queueUrl,
@@ -63,7 +62,7 @@ export class SqsRecordQueue implements RecordQueue {
 
   async deadLetter(record: DeadLetterRecord, reason: string): Promise<void> {
     try {
-      const { SendMessageCommand } = await commands();
+      const { SendMessageCommand } = await sqsSdk();
       await (await this.#client()).send(
         new SendMessageCommand({
           QueueUrl: this.#deadLetterQueueUrl,
