@@ -40,13 +40,18 @@ interface MachineObject {
   status?: { nodeRef?: { name?: string } };
 }
 
+/** Objects per list page: every answer stays far below kube-http's cap on an answer (MAX_RESPONSE_BYTES). */
+export const LIST_PAGE_SIZE = 500;
+
 export class KubernetesMachineStore implements MachineStore {
   readonly #endpoint: ClusterEndpoint;
   readonly #capi: CapiApi;
+  readonly #pageSize: number;
 
-  constructor(endpoint: ClusterEndpoint, capi: CapiApi) {
+  constructor(endpoint: ClusterEndpoint, capi: CapiApi, options: { readonly listPageSize?: number } = {}) {
     this.#endpoint = endpoint;
     this.#capi = capi;
+    this.#pageSize = options.listPageSize ?? LIST_PAGE_SIZE;
   }
 
   async getMachine(namespace: string, name: string): Promise<MachineSnapshot | undefined> {
@@ -96,12 +101,25 @@ export class KubernetesMachineStore implements MachineStore {
     });
   }
 
-  /** The objects of one Cluster (label `cluster.x-k8s.io/cluster-name`; every Cluster without a name) in a namespace ('' = all). */
+  /**
+   * The objects of one Cluster (label `cluster.x-k8s.io/cluster-name`; every Cluster without a name) in a namespace
+   * ('' = all), page by page: a cluster's thousands of Machines never come in one answer.
+   */
   async #listOfCluster<T>(resource: { group: string; plural: string }, version: CapiApiVersion, namespace: string, clusterName: string | undefined): Promise<T[]> {
     const path = namespace === '' ? `/apis/${resource.group}/${version}/${resource.plural}` : `/apis/${resource.group}/${version}/namespaces/${seg(namespace)}/${resource.plural}`;
-    const query = { labelSelector: clusterName ? `${CLUSTER_NAME_LABEL}=${clusterName}` : undefined };
-    const list = await kubeCall<{ items?: T[] }>(this.#endpoint, { method: 'GET', path, query });
-    return list.items ?? [];
+    const labelSelector = clusterName ? `${CLUSTER_NAME_LABEL}=${clusterName}` : undefined;
+    const items: T[] = [];
+    let cont: string | undefined;
+    do {
+      const page = await kubeCall<{ items?: T[]; metadata?: { continue?: string } }>(this.#endpoint, {
+        method: 'GET',
+        path,
+        query: { labelSelector, limit: String(this.#pageSize), continue: cont },
+      });
+      items.push(...(page.items ?? []));
+      cont = page.metadata?.continue || undefined;
+    } while (cont);
+    return items;
   }
 
   /** Runs `read` in the discovered version; after a 404 for the collection, once more in the re-discovered one. */
