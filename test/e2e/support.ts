@@ -151,6 +151,8 @@ export function startForeignWriter(kc: KubeConfig, nodes: readonly string[], tai
       const t = current.get(node);
       return t ? [t] : [];
     },
+    /** How many writes it has made so far. */
+    written: (): number => writes,
     async stop(): Promise<{ writes: number; ownConflicts: number }> {
       stopped = true;
       await Promise.all(loops);
