@@ -3,7 +3,7 @@
  * Used by `npm run status`, by `npm start` (Nodes out of sync) and by the demo's summary.
  */
 import { ApiException, CustomObjectsApi, type KubeConfig, type V1Node } from '@kubernetes/client-node';
-import { kubeCall, type ClusterEndpoint } from '#shared/adapters/kubernetes/kube-http.ts';
+import { kubeList } from '#shared/adapters/kubernetes/kube-http.ts';
 import { KubernetesCapiDiscovery } from '#shared/adapters/kubernetes/capi-discovery.ts';
 import { MACHINES, MACHINE_POOLS, toMachinePoolSnapshot, toMachineSnapshot } from '#shared/adapters/kubernetes/machine-store.ts';
 import type { CapiApiVersion } from '#shared/domain/capi-api.ts';
@@ -94,19 +94,6 @@ export async function retryThrottled<T>(read: () => Promise<T>, wait: (ms: numbe
   }
 }
 
-/** Every Node of a cluster, 500 per page (a cluster's credentials may be a RestConfig: the product's own HTTP client). */
-async function listNodes(kc: ClusterEndpoint): Promise<V1Node[]> {
-  const nodes: V1Node[] = [];
-  let cont: string | undefined;
-  do {
-    // The wire's JSON, not client-node's model: the continue token is `continue` (client-node renames it `_continue`).
-    const page = await kubeCall<{ items: V1Node[]; metadata?: { continue?: string } }>(kc, { method: 'GET', path: '/api/v1/nodes', query: { limit: '500', continue: cont } });
-    nodes.push(...page.items);
-    cont = page.metadata?.continue || undefined;
-  } while (cont);
-  return nodes;
-}
-
 async function readMachines(o: ReadStatusOptions): Promise<MachineSnapshot[]> {
   const custom = o.kubeConfig.makeApiClient(CustomObjectsApi);
   const version = await new KubernetesCapiDiscovery(o.kubeConfig).version();
@@ -163,7 +150,8 @@ async function statusesOf(o: ReadStatusOptions, machines: readonly MachineSnapsh
       nodes = (async () => {
         try {
           const kc = o.mode === 'self' ? o.kubeConfig : await workload.get({ mode: 'capi', namespace: machine.namespace, name: clusterName });
-          const items = await retryThrottled(() => listNodes(kc));
+          // 500 per page (a cluster's credentials may be a RestConfig: the product's own HTTP client).
+          const items = await retryThrottled(() => kubeList<V1Node>(kc, '/api/v1/nodes', {}, 500));
           return new Map(items.map((n) => [n.metadata?.name ?? '', toNodeSnapshot(n)]));
         } catch (error) {
           return { cluster: key, reason: error instanceof Error ? describeApiError(error) : 'unknown error' };

@@ -150,3 +150,19 @@ export async function kubeCall<T = unknown>(endpoint: ClusterEndpoint, call: Kub
     throw new Error(`the answer to ${call.method} ${call.path} is not JSON`);
   }
 }
+
+/**
+ * Every item of a collection, read page by page (`limit`, then the server's `continue` token), so that no answer holds
+ * thousands of objects.
+ */
+export async function kubeList<T>(endpoint: ClusterEndpoint, path: string, query: Readonly<Record<string, string | undefined>>, pageSize: number): Promise<T[]> {
+  const items: T[] = [];
+  let cont: string | undefined;
+  do {
+    // The wire's JSON: the token is `continue` (client-node's model renames it `_continue`).
+    const page = await kubeCall<{ items?: T[]; metadata?: { continue?: string } }>(endpoint, { method: 'GET', path, query: { ...query, limit: String(pageSize), continue: cont } });
+    items.push(...(page.items ?? []));
+    cont = page.metadata?.continue || undefined;
+  } while (cont);
+  return items;
+}

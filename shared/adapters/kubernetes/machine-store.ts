@@ -11,7 +11,7 @@ import { CLUSTER_NAME_LABEL } from '#shared/domain/taint.ts';
 import type { MachineStore } from '#shared/ports/machine-store.ts';
 import { statusOf, toProductError } from './api-errors.ts';
 import { isCollectionNotServed, type CapiApi } from './capi-discovery.ts';
-import { KubeApiError, kubeCall, seg, type ClusterEndpoint } from './kube-http.ts';
+import { KubeApiError, kubeCall, kubeList, seg, type ClusterEndpoint } from './kube-http.ts';
 
 /** Group and plural of Machines; the version comes from discovery. */
 export const MACHINES = { group: CAPI_GROUP, plural: 'machines' } as const;
@@ -107,19 +107,7 @@ export class KubernetesMachineStore implements MachineStore {
    */
   async #listOfCluster<T>(resource: { group: string; plural: string }, version: CapiApiVersion, namespace: string, clusterName: string | undefined): Promise<T[]> {
     const path = namespace === '' ? `/apis/${resource.group}/${version}/${resource.plural}` : `/apis/${resource.group}/${version}/namespaces/${seg(namespace)}/${resource.plural}`;
-    const labelSelector = clusterName ? `${CLUSTER_NAME_LABEL}=${clusterName}` : undefined;
-    const items: T[] = [];
-    let cont: string | undefined;
-    do {
-      const page = await kubeCall<{ items?: T[]; metadata?: { continue?: string } }>(this.#endpoint, {
-        method: 'GET',
-        path,
-        query: { labelSelector, limit: String(this.#pageSize), continue: cont },
-      });
-      items.push(...(page.items ?? []));
-      cont = page.metadata?.continue || undefined;
-    } while (cont);
-    return items;
+    return kubeList<T>(this.#endpoint, path, { labelSelector: clusterName ? `${CLUSTER_NAME_LABEL}=${clusterName}` : undefined }, this.#pageSize);
   }
 
   /** Runs `read` in the discovered version; after a 404 for the collection, once more in the re-discovered one. */

@@ -22,7 +22,7 @@ import type { CapiApi } from './capi-discovery.ts';
 export interface KubernetesWatchSourcesOptions {
   /**
    * The management cluster: the Machine and Cluster sessions' endpoint, and what the default credentials reporter
-   * reads Clusters and writes Events with (so whatever that reporter accepts: a ClusterEndpoint once it does).
+   * reads Clusters and writes Events with.
    */
   readonly managementKubeConfig: ClusterEndpoint;
   readonly workloadKubeConfigs: WorkloadKubeConfigs;
