@@ -11,13 +11,14 @@ import { loadClusterAccessConfig } from '#shared/config/cluster-access-config.ts
 import { processEnv } from '#shared/config/env.ts';
 import { loadReconcileConfig } from '#shared/config/reconcile-config.ts';
 import type { SqsSender } from '#shared/adapters/sqs/record-queue.ts';
+import { sqsSdk } from '#shared/adapters/sqs/sdk.ts';
 import { composeReconcile } from './compose.ts';
 import { processBatch, type BatchDeps } from './process-batch.ts';
 
 const config = loadReconcileConfig(processEnv());
 const access = loadClusterAccessConfig(processEnv());
 // Loaded on first use: the SQS SDK is needed only for retries, re-issues and dead letters, not on the happy path.
-const sqs = async (): Promise<SqsSender> => new (await import('@aws-sdk/client-sqs')).SQSClient({});
+const sqs = async (): Promise<SqsSender> => new (await sqsSdk()).SQSClient({});
 let current: { kubeConfig: RestConfig; deps: BatchDeps } | undefined;
 
 export async function handler(event: SQSEvent, context: Context): Promise<SQSBatchResponse> {

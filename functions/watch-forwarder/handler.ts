@@ -2,6 +2,7 @@
 import { processEnv } from '#shared/config/env.ts';
 import type { Context, ScheduledEvent } from 'aws-lambda';
 import type { SQSClient } from '@aws-sdk/client-sqs';
+import { sqsSdk } from '#shared/adapters/sqs/sdk.ts';
 import { loadManagementKubeConfig } from '#shared/adapters/kubernetes/management-kubeconfig.ts';
 import { loadClusterAccessConfig } from '#shared/config/cluster-access-config.ts';
 import { loadForwarderConfig } from '#shared/config/forwarder-config.ts';
@@ -14,16 +15,12 @@ import { forwardWatchEvents, type ForwarderRunSummary } from './forward-watch-ev
 const config = loadForwarderConfig(processEnv());
 const access = loadClusterAccessConfig(processEnv());
 // The SQS SDK (about 90 ms to load) is not loaded with the module: each cold start loads it while its first Kubernetes
-// calls wait on the network (below), and the publisher awaits it before its first send.
-let client: Promise<SQSClient> | undefined;
-const sqs = (): Promise<SQSClient> =>
-  (client ??= import('@aws-sdk/client-sqs').then(
-    (m) => new m.SQSClient({}),
-    (err: unknown) => {
-      client = undefined; // the next send tries again
-      throw err;
-    },
-  ));
+// calls wait on the network (below). One client per container, made on the first send (shared/adapters/sqs/sdk.ts).
+let client: SQSClient | undefined;
+const sqs = async (): Promise<SQSClient> => {
+  const { SQSClient: Client } = await sqsSdk();
+  return (client ??= new Client({}));
+};
 const telemetry = createForwarderTelemetry(metrics);
 /** Time kept back from the Lambda timeout for draining sends (at most 10 s) and releasing the Lease; README: window + 15 s ≤ timeout. */
 const HAND_OVER_RESERVE_MS = 15_000;
@@ -33,7 +30,7 @@ export const handler = async (_event: ScheduledEvent, context: Context): Promise
   const deps = composeWatchForwarder({ config, managementKubeConfig, sqs, telemetry });
   const durationMs = Math.max(1_000, Math.min(config.watchWindowSeconds * 1000, context.getRemainingTimeInMillis() - HAND_OVER_RESERVE_MS));
   const run = forwardWatchEvents(deps, { durationMs });
-  setImmediate(() => void sqs().catch(() => undefined)); // a failure is the first send's to report
+  setImmediate(() => void sqsSdk().catch(() => undefined)); // a failure is the first send's to report
   const summary = await run;
   logger.info('Forwarder window ended', { active: summary.active, unsent: summary.unsent, failingClusters: summary.failingClusters.map((f) => f.cluster), counts: telemetry.counts() });
   if (metrics.hasStoredMetrics()) metrics.publishStoredMetrics();
