@@ -234,13 +234,19 @@ describe('npx serverless package (offline, no credentials)', () => {
     const roles = resourcesOfType(template, 'AWS::IAM::Role');
     expect(roles.map(([id]) => id).sort()).toEqual(['ReconcileNodeTaintsRole', 'WatchForwarderRole']);
     for (const [roleId, role] of roles) {
-      for (const policy of role.Properties.Policies ?? []) {
+      for (const policy of resolveIfs(template, role.Properties.Policies ?? []) as Json[]) {
         for (const statement of statementsOf(template, policy.PolicyDocument)) {
           const where = `${roleId}/${statement.Sid ?? '?'}`;
           expect(statement.Effect, where).toBe('Allow');
           expect(statement.NotAction ?? statement.NotResource, where).toBeUndefined();
           for (const action of asArray(statement.Action as string | string[])) {
             expect(action, where).toMatch(/^[a-z0-9-]+:[A-Za-z]+$/); // service:Action, no * anywhere
+          }
+          // The one exception: the network interfaces Lambda manages for a function in a VPC (Resource "*" by AWS's
+          // design; ec2:DescribeNetworkInterfaces works on nothing else), and only EC2 actions there.
+          if (statement.Sid === 'ManageNetworkInterfaces') {
+            expect(asArray(statement.Action as string | string[]).every((a) => a.startsWith('ec2:')), where).toBe(true);
+            continue;
           }
           for (const resource of asArray(statement.Resource as Json)) {
             expect(resource, where).not.toBe('*');
@@ -384,7 +390,7 @@ describe('queue security in the packaged template', () => {
     const sends = (queue: string): string[] =>
       resourcesOfType(template, 'AWS::IAM::Role')
         .filter(([, role]) =>
-          (role.Properties.Policies as Json[]).some((policy) =>
+          (resolveIfs(template, role.Properties.Policies) as Json[]).some((policy) =>
             statementsOf(template, policy.PolicyDocument).some(
               (st) => asArray(st.Action as string | string[]).includes('sqs:SendMessage') && JSON.stringify(st.Resource).includes(`"${queue}"`),
             ),
@@ -444,8 +450,26 @@ describe('private networks (infra/vpc.yml)', () => {
       });
     }
     for (const role of ['ReconcileNodeTaintsRole', 'WatchForwarderRole']) {
-      expect(resolveIfs(eks.template, eks.template.Resources[role].Properties.ManagedPolicyArns), role).toEqual([
-        { 'Fn::Sub': 'arn:${AWS::Partition}:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole' },
+      const properties = resolveIfs(eks.template, eks.template.Resources[role].Properties);
+      // Not the AWS managed policy AWSLambdaVPCAccessExecutionRole: it also grants logs:* on every log group.
+      expect(properties.ManagedPolicyArns, role).toBeUndefined();
+      const network = (properties.Policies as Json[]).filter((p) => String(p.PolicyName).endsWith('-vpc-network-interfaces'));
+      expect(network.map((p) => p.PolicyDocument.Statement), role).toEqual([
+        [
+          {
+            Sid: 'ManageNetworkInterfaces',
+            Effect: 'Allow',
+            Action: [
+              'ec2:CreateNetworkInterface',
+              'ec2:DescribeNetworkInterfaces',
+              'ec2:DescribeSubnets',
+              'ec2:DeleteNetworkInterface',
+              'ec2:AssignPrivateIpAddresses',
+              'ec2:UnassignPrivateIpAddresses',
+            ],
+            Resource: '*',
+          },
+        ],
       ]);
     }
   });
@@ -474,7 +498,11 @@ describe('private networks (infra/vpc.yml)', () => {
   ])('leaves the functions outside any VPC when no subnets are given: %s', (_name, packaged) => {
     const p = packaged();
     for (const [id, fn] of functions(p)) expect(resolveIfs(p.template, fn.Properties).VpcConfig, id).toBeUndefined();
-    for (const role of ['ReconcileNodeTaintsRole', 'WatchForwarderRole']) expect(resolveIfs(p.template, p.template.Resources[role].Properties).ManagedPolicyArns).toBeUndefined();
+    for (const role of ['ReconcileNodeTaintsRole', 'WatchForwarderRole']) {
+      const properties = resolveIfs(p.template, p.template.Resources[role].Properties);
+      expect(properties.ManagedPolicyArns, role).toBeUndefined();
+      expect((properties.Policies as Json[]).map((x) => x.PolicyName), role).toEqual([role === 'WatchForwarderRole' ? 'forwarder' : 'reconcile']);
+    }
     const created = Object.values(createdResources(p.template)).map((r) => r.Type);
     expect(created).not.toContain('AWS::EC2::VPCEndpoint');
     expect(created).not.toContain('AWS::EC2::SecurityGroup');

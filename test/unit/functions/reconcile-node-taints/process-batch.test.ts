@@ -14,8 +14,13 @@ import { logger } from '#shared/observability/logger.ts';
 import { metrics } from '#shared/observability/metrics.ts';
 import { machineBuilder, machineTaint, nodeTaint } from '#test/support/builders.ts';
 import { TEST_DLQ_URL, TEST_QUEUE_URL, machineEvent, nodeEvent, sqsEvent, sqsRecord } from '#test/support/sqs-records.ts';
+import { recordMockedAwsCalls } from '#test/support/record-aws-calls.ts';
 
 const sqsMock = mockClient(SQSClient);
+// The calls this file makes are the reconcile function's (the least-privilege test evaluates them; test/support/aws-calls.ts).
+recordMockedAwsCalls('reconcile-process-batch', [
+  { functions: ['reconcile-node-taints'], service: 'sqs', mock: sqsMock, bindings: { [TEST_QUEUE_URL]: '{queue:QUEUE_URL}', [TEST_DLQ_URL]: '{queue:DEAD_LETTER_QUEUE_URL}' } },
+]);
 const inCluster = (m: MachineSnapshot): MachineSnapshot => ({ ...m, clusterName: 'wc1' });
 const context = { functionName: 'reconcile-node-taints', awsRequestId: 'req-1', getRemainingTimeInMillis: () => 30_000 } as unknown as Context;
 

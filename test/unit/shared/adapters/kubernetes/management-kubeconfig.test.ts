@@ -15,6 +15,7 @@ import {
 } from '#shared/adapters/kubernetes/management-kubeconfig.ts';
 import type { ClusterAccessConfig } from '#shared/config/cluster-access-config.ts';
 import { ClusterCredentialsError, RefusedKubeconfigError } from '#shared/errors.ts';
+import { recordMockedAwsCalls } from '#test/support/record-aws-calls.ts';
 
 // Secret material that must never reach a log line or an error message.
 const BEARER = 'sEcReT-bearer-0123456789abcdef';
@@ -66,6 +67,12 @@ function fakeClock(start = new Date('2026-01-02T03:04:05.000Z')): { now: () => D
 
 const ssmMock = mockClient(SSMClient);
 const smMock = mockClient(SecretsManagerClient);
+// Both functions load the management kubeconfig with this adapter; the parameter and secret are the ones they get as
+// MANAGEMENT_KUBECONFIG_PARAMETER / MANAGEMENT_KUBECONFIG_SECRET_ID (evaluated by the least-privilege test).
+recordMockedAwsCalls('management-kubeconfig', [
+  { functions: ['reconcile-node-taints', 'watch-forwarder'], service: 'ssm', mock: ssmMock, bindings: { '/capi/mgmt-kubeconfig': '{env:MANAGEMENT_KUBECONFIG_PARAMETER}' } },
+  { functions: ['reconcile-node-taints', 'watch-forwarder'], service: 'secretsmanager', mock: smMock, bindings: { 'capi/mgmt-kubeconfig': '{env:MANAGEMENT_KUBECONFIG_SECRET_ID}' } },
+]);
 const silent = { debug: () => {}, info: () => {}, warn: () => {} };
 
 beforeEach(() => {

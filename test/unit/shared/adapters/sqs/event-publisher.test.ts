@@ -3,10 +3,13 @@ import { mockClient } from 'aws-sdk-client-mock';
 import { SendMessageBatchCommand, SQSClient } from '@aws-sdk/client-sqs';
 import { chunkEntries, createSqsEventPublisher, toSqsId } from '#shared/adapters/sqs/event-publisher.ts';
 import { fromCloudEventBody } from '#shared/adapters/cloudevents/cloud-event-body.ts';
+import { recordMockedAwsCalls } from '#test/support/record-aws-calls.ts';
 import type { TaintEvent } from '#shared/domain/cloud-event.ts';
 
 const QUEUE = 'https://sqs.eu-west-1.amazonaws.com/123456789012/events.fifo';
 const sqsMock = mockClient(SQSClient);
+// The forwarder publishes with this adapter to the queue it gets as QUEUE_URL (evaluated by the least-privilege test).
+recordMockedAwsCalls('forwarder-event-publisher', [{ functions: ['watch-forwarder'], service: 'sqs', mock: sqsMock, bindings: { [QUEUE]: '{queue:QUEUE_URL}' } }]);
 const noSleep = async (): Promise<void> => undefined;
 const silent = { warn: () => undefined, error: () => undefined };
 
