@@ -90,7 +90,15 @@ export interface PipelineOptions {
   readonly onActivity?: (activity: Activity) => void;
   /** Called after every reconcile invocation. Must not throw. */
   readonly onInvocation?: (result: InvocationResult) => void;
+  /**
+   * Given, each function and the reconcile function's event source get an SQS client of their own, passed here before
+   * first use (e.g. to record the AWS calls each makes; test/support/aws-calls.ts). Default: one client for all.
+   */
+  readonly onSqsClient?: (client: SQSClient, caller: SqsCaller, queues: { readonly queueUrl: string; readonly deadLetterQueueUrl: string }) => void;
 }
+
+/** Who makes an SQS call in a pipeline: one of the two functions, or Lambda's event source of the reconcile function. */
+export type SqsCaller = 'reconcile-node-taints' | 'watch-forwarder' | 'reconcile-event-source';
 
 /** One notable thing the reconcile function did, as told to the Machine's Kubernetes Events. */
 export interface Activity {
@@ -150,6 +158,14 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
   const localSqs = options.sqs ?? (await startLocalSqs({ visibilityTimeoutSeconds, maxReceiveCount: options.maxReceiveCount ?? 5 }));
   const { queue, deadLetterQueue } = localSqs;
   const sqs = localSqs.newClient();
+  const ownClients: SQSClient[] = [];
+  const clientOf = (caller: SqsCaller): SQSClient => {
+    if (!options.onSqsClient) return sqs;
+    const own = localSqs.newClient();
+    ownClients.push(own);
+    options.onSqsClient(own, caller, { queueUrl: queue.url, deadLetterQueueUrl: deadLetterQueue.url });
+    return own;
+  };
 
   const counters = new CounterBox();
   const startupTaint =
@@ -174,13 +190,13 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
     clusterMode: options.mode,
     managementKubeConfig: kc,
     workloadKubeConfig: (c) => workload.get({ mode: 'capi', ...c }),
-    sqs,
+    sqs: clientOf('reconcile-node-taints'),
     logger: log,
     metrics: new CountingMetrics(counters),
   });
   const deps: BatchDeps = { ...composed, recorder: observedRecorder(composed.recorder, options.onActivity) };
   const eventSource = new SqsEventSource({
-    client: sqs,
+    client: clientOf('reconcile-event-source'),
     queue,
     region: localSqs.region,
     handler: (event: SQSEvent, context: Context): Promise<SQSBatchResponse> => processBatch(event, context, deps),
@@ -212,12 +228,14 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
     nodeLabelSelector: options.nodeLabelSelector,
     startupTaint,
   });
-  // The queue lives in this process: the Lease keeps the checkpoint of what was applied, so a restart after a kill re-announces the rest.
+  // The queue lives in this process: the Lease keeps the checkpoint of what was applied, so a restart after a kill
+  // re-announces the rest. Its drained probe is local-only (a Lambda's queue is durable), so it keeps the shared client.
+  const forwarderSqs = clientOf('watch-forwarder');
   const composeForwarder = () =>
     composeWatchForwarder({
       config: forwarderConfig(),
       managementKubeConfig: kc,
-      sqs,
+      sqs: forwarderSqs,
       nonDurableQueue: { client: sqs },
       telemetry,
       workloadKubeConfigs: workload,
@@ -288,6 +306,7 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
       await eventSource.stop();
       await depths.stop();
       sqs.destroy();
+      for (const c of ownClients) c.destroy();
       if (!options.sqs) await localSqs.stop();
     },
   };

@@ -6,9 +6,9 @@
 import { ReceiveMessageCommand, SendMessageCommand } from '@aws-sdk/client-sqs';
 import { CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 import { readFileSync } from 'node:fs';
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { World } from './support.ts';
-import { HAMMER_TAINT_KEY, expectNode, joinNode, setAnnotations, setSpecTaints, startForeignWriter, startWorld } from './support.ts';
+import { HAMMER_TAINT_KEY, expectNode, joinNode, setAnnotations, setSpecTaints, startForeignWriter, startWorld, writeAwsCalls } from './support.ts';
 import { MERGE_PATCH, adminKubeConfig, createMachine, describeWithControlPlane, requireControlPlane, setMachineNodeRef, uniqueName, waitFor } from '#test/support/control-plane.ts';
 
 const CLASS = 'taints.capi-taint-propagator.dev/class';
@@ -28,6 +28,16 @@ describeWithControlPlane('e2e: the whole pipeline in-process', () => {
   afterEach(async () => {
     await world?.pipeline.stop();
     world = undefined;
+  });
+
+  // Every AWS call the pipelines made is one the code fixture lists (the least-privilege test evaluates the fixture,
+  // and these recordings when given AWS_CALL_RECORDINGS); the functions' own sends and the event source's polls were seen.
+  afterAll(async () => {
+    const { calls, unlisted } = await writeAwsCalls('e2e-pipeline');
+    expect(unlisted).toEqual([]);
+    expect(calls.map((c) => `${c.function} ${c.action}`)).toEqual(
+      expect.arrayContaining(['watch-forwarder sqs:SendMessage', 'reconcile-node-taints sqs:ReceiveMessage', 'reconcile-node-taints sqs:DeleteMessage']),
+    );
   });
 
   /**

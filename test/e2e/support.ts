@@ -3,7 +3,11 @@
  * namespace, with short queue timings so that retries happen within seconds.
  */
 import { CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
-import { startPipeline, type Pipeline, type PipelineOptions } from '#local/pipeline.ts';
+import { startPipeline, type Pipeline, type PipelineOptions, type SqsCaller } from '#local/pipeline.ts';
+import type { SQSClient } from '@aws-sdk/client-sqs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { AwsCallRecorder, CODE_FIXTURE, callKey, readCalls, writeCalls, type RecordedCall } from '#test/support/aws-calls.ts';
 import { OWN_TRACKING_ANNOTATION, UNINITIALIZED_TAINT_KEY } from '#shared/domain/taint.ts';
 import { MACHINES, MERGE_PATCH, createNamespace, uniqueName, waitFor, type MachineTaint } from '#test/support/control-plane.ts';
 
@@ -16,6 +20,32 @@ export interface World {
   readonly ns: string;
   readonly run: string;
   readonly pipeline: Pipeline;
+}
+
+/** The AWS calls of every pipeline this process started (per function and the event source), for the least-privilege test. */
+const awsCallRecorders: AwsCallRecorder[] = [];
+
+/** Gives each SQS client of a pipeline a recorder that names the queues as the deployed functions see them. */
+function recordSqsCalls(client: SQSClient, caller: SqsCaller, queues: { readonly queueUrl: string; readonly deadLetterQueueUrl: string }): void {
+  const recorder =
+    caller === 'reconcile-event-source'
+      ? new AwsCallRecorder('reconcile-node-taints', { [queues.queueUrl]: '{eventSource}' }, 'lambda-event-source')
+      : new AwsCallRecorder(caller, { [queues.queueUrl]: '{queue:QUEUE_URL}', [queues.deadLetterQueueUrl]: '{queue:DEAD_LETTER_QUEUE_URL}' });
+  awsCallRecorders.push(recorder);
+  client.middlewareStack.add(recorder.middleware('sqs'), { step: 'initialize', name: 'awsCallRecorder' });
+}
+
+/**
+ * Writes the AWS calls this file's pipelines made to `<AWS_CALL_RECORDINGS_OUT or the OS temp dir>/
+ * capi-taint-propagator-aws-calls/<name>.jsonl` (pass that directory in AWS_CALL_RECORDINGS to the least-privilege
+ * test) and returns those the code fixture (test/fixtures/aws-calls/code.jsonl) does not list.
+ */
+export async function writeAwsCalls(name: string): Promise<{ file: string; calls: RecordedCall[]; unlisted: RecordedCall[] }> {
+  const calls = awsCallRecorders.flatMap((r) => r.calls());
+  const file = join(process.env['AWS_CALL_RECORDINGS_OUT'] ?? join(tmpdir(), 'capi-taint-propagator-aws-calls'), `${name}.jsonl`);
+  await writeCalls(file, calls);
+  const listed = new Set((await readCalls(CODE_FIXTURE)).map((c) => callKey({ ...c, context: undefined })));
+  return { file, calls, unlisted: calls.filter((c) => !listed.has(callKey({ ...c, context: undefined }))) };
 }
 
 /** Starts a pipeline that sees only this test's Machines and Nodes. */
@@ -38,6 +68,7 @@ export async function startWorld(kc: KubeConfig, overrides: Partial<PipelineOpti
     specTaintsOwner: 'product',
     startupTaint: { key: UNINITIALIZED_TAINT_KEY, effect: 'NoSchedule' },
     forwarderOptions: { renewIntervalMs: 1000, acquireRetryMs: 200, flushIntervalMs: 20 },
+    onSqsClient: recordSqsCalls,
     ...overrides,
   });
   await pipeline.waitForForwarder(20_000);

@@ -22,6 +22,7 @@
  * Recorders in tests turn concrete calls into this form: they are told which concrete value (a queue URL, a
  * parameter name) stands for which placeholder, exactly as the function was configured.
  */
+import type { InitializeMiddleware } from '@smithy/types';
 import { mkdir, readdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { glob } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
@@ -171,12 +172,11 @@ export class AwsCallRecorder {
    * A middleware for a real SDK v3 client: records each command before it is sent
    * (`client.middlewareStack.add(recorder.middleware('sqs'), { step: 'initialize' })`).
    */
-  middleware(service: string) {
-    return (next: (args: { input: object }) => Promise<unknown>, context: { commandName?: string }) =>
-      async (args: { input: object }): Promise<unknown> => {
-        this.record(service, context.commandName ?? 'Unknown', args.input as Record<string, unknown>);
-        return next(args);
-      };
+  middleware<Input extends object, Output extends object>(service: string): InitializeMiddleware<Input, Output> {
+    return (next, context) => async (args) => {
+      this.record(service, context.commandName ?? 'Unknown', args.input as Record<string, unknown>);
+      return next(args);
+    };
   }
 
   calls(): RecordedCall[] {
