@@ -3,7 +3,7 @@
  *
  * Runs the benchmark scenarios against a real API server: the local control plane started here (default), or the
  * one of `--kubeconfig` (admin rights needed; the benchmarks create and delete labelled Nodes and namespaces).
- * Writes `bench/results.json` and, for a full run of every scenario, the generated tables of BENCHMARKS.md
+ * Writes `bench/results.json` and, for a full run of every scenario, the generated tables of docs/benchmarks.md
  * (between its `results` markers; the analysis around them is written by hand).
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -77,8 +77,8 @@ try {
     process.stderr.write(`[bench] wrote bench/${file}\n`);
     if (profile === 'full' && !partial) {
       const { writeBenchmarksMarkdown } = await import('./lib/report.ts');
-      writeBenchmarksMarkdown(new URL('../BENCHMARKS.md', import.meta.url), results);
-      process.stderr.write('[bench] updated the generated tables of BENCHMARKS.md\n');
+      writeBenchmarksMarkdown(new URL('../docs/benchmarks.md', import.meta.url), results);
+      process.stderr.write('[bench] updated the generated tables of docs/benchmarks.md\n');
     }
   }
   for (const t of results.targets) {

@@ -197,7 +197,7 @@ export function formatParameterProblems(stage: string, problems: readonly Parame
     `Deploy parameters of stage "${stage}" are incomplete or inconsistent (nothing was packaged):`,
     ...problems.map((x) => `  - ${x.parameter} ${x.problem}`),
     `Set them in params.${stage} of serverless.yml or with --param="<name>=<value>". Worked examples, one per`,
-    'managementAuth: infra/params/eks.yml, ssm.yml, secretsmanager.yml (README.md, "Parameters").',
+    'managementAuth: infra/params/eks.yml, ssm.yml, secretsmanager.yml (docs/deploying.md, "Parameters").',
   ].join('\n');
 }
 

@@ -1,5 +1,5 @@
 /**
- * Writes the generated part of BENCHMARKS.md (between the `results:begin` / `results:end` markers) from a full
+ * Writes the generated part of docs/benchmarks.md (between the `results:begin` / `results:end` markers) from a full
  * run's results; the hand-written analysis outside the markers is kept.
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';

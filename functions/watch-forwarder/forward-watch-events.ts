@@ -59,7 +59,7 @@ export interface WatchForwarderOptions {
   readonly maxEventsPerPublish?: number;
   /**
    * Watch intake pauses while this many events wait to be sent (default 1000, ten publish rounds). A relist announces
-   * every object at once; a larger bound only keeps more of them in memory while the same sends go out (BENCHMARKS.md,
+   * every object at once; a larger bound only keeps more of them in memory while the same sends go out (docs/benchmarks-history.md,
    * forwarder memory).
    */
   readonly maxPendingEvents?: number;

@@ -10,7 +10,7 @@
  * - failures as {@link KubeApiError} (status and body) or the transport's own error, mapped by api-errors.ts.
  *
  * It replaces @kubernetes/client-node in the Lambda bundles: client-node 2.x and its HTTP client undici were most of
- * the bundles' bytes and so most of their module load (BENCHMARKS.md, cold start). Where the credentials come from
+ * the bundles' bytes and so most of their module load (docs/benchmarks.md, cold start). Where the credentials come from
  * is a {@link ClusterEndpoint}: the product's own {@link RestConfig} (EKS token, untrusted kubeconfigs' inline
  * credentials), or, on the developer side, a client-node `KubeConfig`, which has the same two methods.
  */

@@ -1,6 +1,6 @@
 /**
  * The SQS SDK, loaded on first use and then kept: the Lambda functions do not load it with their module (about 90 ms
- * of a cold start; BENCHMARKS.md, cold start). The promise is kept because an `import()` per call is not free: one per
+ * of a cold start; docs/benchmarks.md, cold start). The promise is kept because an `import()` per call is not free: one per
  * send made the forwarder's initial sync of 5 000 Nodes + 5 000 Machines peak at 166 MiB instead of 125 MiB.
  */
 type SqsSdk = typeof import('@aws-sdk/client-sqs');

@@ -119,7 +119,7 @@ describe('Function: formatParameterProblems()', () => {
       'Deploy parameters of stage "prod" are incomplete or inconsistent (nothing was packaged):',
       '  - eksClusterName is required when managementAuth=eks',
       'Set them in params.prod of serverless.yml or with --param="<name>=<value>". Worked examples, one per',
-      'managementAuth: infra/params/eks.yml, ssm.yml, secretsmanager.yml (README.md, "Parameters").',
+      'managementAuth: infra/params/eks.yml, ssm.yml, secretsmanager.yml (docs/deploying.md, "Parameters").',
     ]);
   });
 });

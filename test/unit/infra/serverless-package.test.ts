@@ -3,7 +3,7 @@
  * template-validation.test.ts), then assertions on the generated CloudFormation template. Metric names are
  * cross-checked against shared/observability/metric-names.ts.
  */
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { build } from 'esbuild';
@@ -13,6 +13,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { lambdaBundleOptions } from '#infra/lambda-bundle.ts';
 import { ForwarderMetric, METRIC_NAMESPACE, ReconcileMetric } from '#shared/observability/metric-names.ts';
 import { PACKAGE_VARIANTS, PackageError, evaluateCondition, packagedService, type Json, type Packaged } from '#test/support/serverless-package.ts';
+import { headingAnchors } from '#test/support/markdown.ts';
 
 const root = resolve(import.meta.dirname, '../../..');
 const run = promisify(execFile);
@@ -150,7 +151,7 @@ describe('npx serverless package (offline, no credentials)', () => {
     expect(reconcile.Properties.Environment.Variables.STARTUP_TAINT_KEY).toBe('taints.capi-taint-propagator.dev/uninitialized');
     expect(reconcile.Properties.Environment.Variables.SPEC_TAINTS_OWNER).toBe('upstream');
     expect(reconcile.Properties.ReservedConcurrentExecutions).toBeGreaterThan(0);
-    // The forwarder alone has a small young generation (BENCHMARKS.md, forwarder memory; the benchmark runs it with this).
+    // The forwarder alone has a small young generation (docs/benchmarks-history.md, forwarder memory; the benchmark runs it with this).
     expect(reconcile.Properties.Environment.Variables.NODE_OPTIONS).toBeUndefined();
     const [, forwarder] = functionByHandler(eks.template, 'functions/watch-forwarder/handler.handler');
     expect(forwarder.Properties.Environment.Variables.NODE_OPTIONS).toBe('--max-semi-space-size=2');
@@ -516,11 +517,12 @@ describe('stack outputs', () => {
   });
 });
 
-describe('alarms and the runbook (README.md, "Runbook")', () => {
-  const runbook = (): string[] => {
-    const readme = readFileSync(join(root, 'README.md'), 'utf8');
-    const section = readme.slice(readme.indexOf('### Runbook'), readme.indexOf('\n## ', readme.indexOf('### Runbook')));
-    return [...section.matchAll(/^#### (.+)$/gm)].map((m) => m[1] ?? '');
+describe('alarms and the runbook (docs/runbook.md)', () => {
+  /** An alarm description's runbook link: `Runbook <runbookUrl>#<section>` at its end. */
+  const runbookLink = (description: string): { url: string; anchor: string } => {
+    const m = / Runbook (\S+)#([a-z0-9-]+)$/.exec(description);
+    if (!m) throw new Error(`no runbook link at the end of: ${description}`);
+    return { url: m[1] as string, anchor: m[2] as string };
   };
 
   it('has one runbook section per alarm, named as the alarm, and each alarm description links its section', () => {
@@ -530,7 +532,27 @@ describe('alarms and the runbook (README.md, "Runbook")', () => {
       expect(name.startsWith('capi-taint-propagator-example-eks-'), name).toBe(true);
       return name.slice('capi-taint-propagator-example-eks-'.length);
     });
-    expect(runbook().sort()).toEqual([...sections].sort());
-    for (const [i, p] of alarms.entries()) expect(p.AlarmDescription).toMatch(new RegExp(` Runbook README\\.md#${sections[i]}$`));
+    const runbook = readFileSync(join(root, 'docs', 'runbook.md'), 'utf8');
+    const alarmHeadings = [...runbook.matchAll(/^## (.+)$/gm)].map((m) => m[1] ?? '');
+    expect(alarmHeadings.sort()).toEqual([...sections].sort());
+    for (const [i, p] of alarms.entries()) expect(runbookLink(p.AlarmDescription)).toEqual({ url: 'docs/runbook.md', anchor: sections[i] });
+  });
+
+  it.each([
+    ['eks', () => eks],
+    ['ssm', () => ssm],
+    ['secretsmanager', () => secretsManager],
+  ])('resolves every alarm\'s runbook link to a heading that exists, by GitHub\'s anchor rules: %s', (_name, packaged) => {
+    // The default runbookUrl is a path in this repository; each link must reach that file and one of its headings.
+    const alarms = resourcesOfType(packaged().template, 'AWS::CloudWatch::Alarm').map(([, a]) => a.Properties);
+    expect(alarms.length).toBeGreaterThan(10);
+    const broken: string[] = [];
+    for (const p of alarms) {
+      const { url, anchor } = runbookLink(p.AlarmDescription);
+      const file = join(root, url);
+      if (!existsSync(file)) broken.push(`${p.AlarmName}: no file ${url}`);
+      else if (!headingAnchors(readFileSync(file, 'utf8')).includes(anchor)) broken.push(`${p.AlarmName}: no heading #${anchor} in ${url}`);
+    }
+    expect(broken).toEqual([]);
   });
 });

@@ -1,5 +1,5 @@
 /**
- * Declarations from `spec.taints` and the three annotations (README.md, "Declaring taints"):
+ * Declarations from `spec.taints` and the three annotations (docs/declaring-taints.md):
  * syntax, precedence (spec.taints > machine > cluster > class, by key+effect), cancel entries,
  * the same validation as upstream for every source, and the merged-size limit.
  */
