@@ -25,7 +25,7 @@
 import type { InitializeMiddleware } from '@smithy/types';
 import { mkdir, readdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { glob } from 'node:fs/promises';
-import { dirname, join, resolve } from 'node:path';
+import { dirname, join, relative, resolve } from 'node:path';
 
 export interface RecordedCall {
   readonly function: string;
@@ -71,7 +71,7 @@ export async function readCalls(file: string): Promise<RecordedCall[]> {
     .split('\n')
     .map((l, i) => [l.trim(), i + 1] as const)
     .filter(([l]) => l !== '' && !l.startsWith('//'))
-    .map(([l, n]) => parseLine(l, `${file}:${n}`));
+    .map(([l, n]) => parseLine(l, `${relative(process.cwd(), file)}:${n}`));
 }
 
 /**
