@@ -21,6 +21,11 @@
  *
  * Recorders in tests turn concrete calls into this form: they are told which concrete value (a queue URL, a
  * parameter name) stands for which placeholder, exactly as the function was configured.
+ *
+ * A recorder that only knows concrete ARNs (a Lambda-like runner of the packaged zips, say) may write them as they
+ * were, with the function's environment beside them in `env` (at least QUEUE_URL, DEAD_LETTER_QUEUE_URL and the
+ * MANAGEMENT_KUBECONFIG_* variables it set): the reader then names each resource by the variable that held it
+ * ({@link withPlaceholders}), e.g. the queue whose URL was QUEUE_URL becomes `{queue:QUEUE_URL}`.
  */
 import type { InitializeMiddleware } from '@smithy/types';
 import { mkdir, readdir, readFile, stat, writeFile } from 'node:fs/promises';
@@ -29,6 +34,8 @@ import { dirname, join, relative, resolve } from 'node:path';
 
 export interface RecordedCall {
   readonly function: string;
+  /** The function's environment when the resource is a concrete ARN (see {@link withPlaceholders}). */
+  readonly env?: Readonly<Record<string, string>>;
   readonly action: string;
   readonly resource: string;
   readonly context?: Readonly<Record<string, string>>;
@@ -61,7 +68,35 @@ function parseLine(line: string, origin: string): RecordedCall {
     if (typeof o[field] !== 'string' || o[field] === '') throw new Error(`${origin}: "${field}" must be a non-empty string in ${line.slice(0, 200)}`);
   }
   if (!/^[a-z0-9-]+:[A-Za-z0-9*]+$/.test(o['action'] as string)) throw new Error(`${origin}: "action" must be service:Action, got ${JSON.stringify(o['action'])}`);
-  return { ...(o as unknown as RecordedCall), origin };
+  const call = { ...(o as unknown as RecordedCall), origin };
+  return call.env ? withPlaceholders(call) : call;
+}
+
+/**
+ * A call recorded with concrete ARNs and the function's environment, with its resource named by placeholders: an SQS
+ * queue by the variable that held its URL (`{queue:VAR}`), an SSM parameter or a Secrets Manager secret by the
+ * variable that held its name (`{env:VAR}`), and the partition, region and account as `{partition}`, `{region}`,
+ * `{account}`; a Lambda log group as the calling function's (`/aws/lambda/{function}`). A resource no variable held stays
+ * as it was (and will not match the deployment's policies).
+ */
+export function withPlaceholders(call: RecordedCall): RecordedCall {
+  const env = call.env ?? {};
+  const arn = /^arn:([^:]+):([^:]+):([^:]*):([^:]*):(.*)$/.exec(call.resource);
+  const { env: _env, ...rest } = call;
+  if (!arn) return rest;
+  const [, , service, , , tail] = arn as unknown as [string, string, string, string, string, string];
+  const head = `arn:{partition}:${service}:{region}:{account}:`;
+  const logGroup = /^log-group:\/aws\/lambda\/[^:]+(:.*)?$/.exec(tail);
+  if (service === 'logs' && logGroup) return { ...rest, resource: `${head}log-group:/aws/lambda/{function}${logGroup[1] ?? ''}` };
+  for (const [name, value] of Object.entries(env).sort(([a], [b]) => a.localeCompare(b))) {
+    if (value === '') continue;
+    if (service === 'sqs' && value.split('/').at(-1) === tail) return { ...rest, resource: `${head}{queue:${name}}` };
+    if (service === 'ssm' && tail === `parameter${value}`) return { ...rest, resource: `${head}parameter{env:${name}}` };
+    if (service === 'secretsmanager' && new RegExp(`^secret:${value.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}-[A-Za-z0-9]{6}$`).test(tail)) {
+      return { ...rest, resource: `${head}secret:{env:${name}}-AbCdEf` };
+    }
+  }
+  return rest;
 }
 
 /** Reads one JSON-lines file (blank lines and lines starting with `//` are skipped). */
