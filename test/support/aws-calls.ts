@@ -1,7 +1,7 @@
 /**
  * Recorded AWS calls: what the functions call on AWS, as IAM authorizes it (action + resource ARN as it would be in
  * the account), one JSON object per line. The least-privilege test (test/unit/infra/least-privilege.test.ts) checks
- * every such call against the packaged template's policies; docs/security.md ("Least privilege, checked") explains it.
+ * every such call against the packaged template's policies; docs/security.md ("Least privilege in AWS, checked") explains it.
  *
  * A line:
  *   {"function":"reconcile-node-taints","action":"sqs:SendMessage","resource":"arn:{partition}:sqs:{region}:{account}:{queue:DEAD_LETTER_QUEUE_URL}"}

@@ -5,7 +5,7 @@
  * is evaluated with an IAM policy simulator against the PACKAGED template of each managementAuth mode: the calling
  * function's role (its inline policies), the queue policies, and the key policy of
  * the customer managed KMS key where one is used. A denied call fails the test; so does a granted action that no
- * recorded call exercises unless it is justified below (docs/security.md, "Least privilege, checked", says the same).
+ * recorded call exercises unless it is justified below (docs/security.md, "Least privilege in AWS, checked", says the same).
  *
  * AWS_CALL_RECORDINGS: files, directories (their *.jsonl) or globs, separated by commas.
  */
