@@ -10,11 +10,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { KubeConfig } from '@kubernetes/client-node';
-import { afterEach, beforeAll, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
 import type { PipelineCounters, PipelineOptions } from '#local/pipeline.ts';
 import { adminKubeConfig, createMachine, createNamespace, describeWithControlPlane, requireControlPlane, setMachineNodeRef, uniqueName, waitFor } from '#test/support/control-plane.ts';
 import { FaultProxy } from '#test/support/fault-proxy.ts';
-import { E2E_LABEL, expectNode, joinNode, setSpecTaints, startWorld, type World } from './support.ts';
+import { E2E_LABEL, expectNode, joinNode, setSpecTaints, startWorld, writeAwsCalls, type World } from './support.ts';
 
 const FOREIGN = { key: 'foreign.example.com/keep', value: 'x', effect: 'NoExecute' };
 const FOREIGN_S = 'foreign.example.com/keep=x:NoExecute';
@@ -89,6 +89,14 @@ describeWithControlPlane('e2e: no change is lost through faults', () => {
     proxy = undefined;
     if (child && child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     child = undefined;
+  });
+
+  // The AWS calls of the in-process pipelines (outages and a flaky network: backoff and re-sends included) are all
+  // listed in the code fixture that the least-privilege test evaluates; the file is its input with AWS_CALL_RECORDINGS.
+  afterAll(async () => {
+    const { calls, unlisted } = await writeAwsCalls('e2e-faults');
+    expect(unlisted).toEqual([]);
+    expect(calls.map((c) => `${c.function} ${c.action}`)).toEqual(expect.arrayContaining(['watch-forwarder sqs:SendMessage', 'reconcile-node-taints sqs:ReceiveMessage']));
   });
 
   it('converges every Node within 60 s of the end of a 20 s outage, with edits before and during it, and dead-letters nothing', async () => {
