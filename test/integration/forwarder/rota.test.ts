@@ -43,6 +43,7 @@ describeWithControlPlane('The deployed rota of overlapping forwarder windows aga
   const children: ChildProcess[] = [];
   /** Set when the test ends, so that its queue receiver stops before the queue server does (also on a failure). */
   let stopped = false;
+  let receiving: Promise<void> | undefined;
 
   beforeAll(async () => {
     kc = adminKubeConfig();
@@ -50,9 +51,10 @@ describeWithControlPlane('The deployed rota of overlapping forwarder windows aga
     writeFileSync(kubeconfigPath, kc.exportConfig(), { mode: 0o600 });
     sqs = await startLocalSqs({ queueName: `${uniqueName('rota')}.fifo`, deadLetterQueueName: `${uniqueName('rota-dlq')}.fifo` });
   });
-  afterEach(() => {
+  afterEach(async () => {
     stopped = true;
     for (const c of children.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+    await receiving?.catch(() => undefined);
   });
   afterAll(async () => {
     await sqs?.stop();
@@ -70,17 +72,22 @@ describeWithControlPlane('The deployed rota of overlapping forwarder windows aga
 
     // Everything that reaches the queue, in order of arrival (one copy per deduplication id, as SQS keeps it).
     const arrived: string[] = [];
-    let receiving = true;
-    const receiver = (async () => {
-      while (receiving && !stopped) {
+    const arrivedAt = new Map<string, number>();
+    let receivingOn = true;
+    const receiver = (receiving = (async () => {
+      while (receivingOn && !stopped) {
         const out = await sqs.client.send(new ReceiveMessageCommand({ QueueUrl: sqs.queue.url, MaxNumberOfMessages: 10, WaitTimeSeconds: 0 }));
         const messages = out.Messages ?? [];
-        for (const m of messages) arrived.push(fromCloudEventBody(m.Body ?? '').id);
+        for (const m of messages) {
+          const id = fromCloudEventBody(m.Body ?? '').id;
+          arrived.push(id);
+          arrivedAt.set(id, Date.now());
+        }
         if (messages.length > 0) {
           await sqs.client.send(new DeleteMessageBatchCommand({ QueueUrl: sqs.queue.url, Entries: messages.map((m, i) => ({ Id: String(i), ReceiptHandle: m.ReceiptHandle ?? '' })) }));
         } else await new Promise((r) => setTimeout(r, 20));
       }
-    })();
+    })());
     const hasArrived = (id: string) => arrived.includes(id);
 
     // Every version of the Lease, as the API server stored it.
@@ -136,7 +143,7 @@ describeWithControlPlane('The deployed rota of overlapping forwarder windows aga
     expect(await holder()).toBe(a.id);
 
     // Edits, continuously from here on: Node taints, and every sixth one a marker on the Machine (another stream).
-    const edits: Array<{ id: string; markersBefore: number }> = [];
+    const edits: Array<{ id: string; markersBefore: number; madeAt: number }> = [];
     const markers: string[] = [];
     let editing = true;
     const edit = async (i: number): Promise<string> => {
@@ -144,7 +151,7 @@ describeWithControlPlane('The deployed rota of overlapping forwarder windows aga
       const name = n?.metadata?.name ?? '';
       const patched = await core.patchNode({ name, body: { spec: { taints: [{ key: 'example.com/rota', value: `e${i}`, effect: 'NoSchedule' }] } } }, MERGE_PATCH);
       const id = `${patched.metadata?.uid}:${patched.metadata?.resourceVersion}:modified`;
-      edits.push({ id, markersBefore: markers.length });
+      edits.push({ id, markersBefore: markers.length, madeAt: Date.now() });
       return id;
     };
     const mark = async (j: number): Promise<string> => {
@@ -176,8 +183,8 @@ describeWithControlPlane('The deployed rota of overlapping forwarder windows aga
     await waitFor(async () => {
       const members = decodeMembers((await readLease()).metadata?.annotations?.[MEMBERS_ANNOTATION]);
       const mine = members.find((m) => m.id === a.id);
-      return mine !== undefined && mine.until.getTime() - Date.now() < OVERLAP_SECONDS * 1000 - 500;
-    }, { timeoutMs: 30_000, description: "a's window nearly over" });
+      return mine === undefined || mine.until.getTime() - Date.now() < OVERLAP_SECONDS * 1000 - 500; // (or already over, on a slow machine)
+    }, { timeoutMs: 60_000, description: "a's window nearly over" });
     const d = start('d', 60_000);
     await waitFor(async () => (await memberIds()).includes(d.id), { timeoutMs: 30_000, description: 'd joined' });
     await new Promise((r) => setTimeout(r, 3_000)); // d lists at the checkpoint and watches (a member records itself first)
@@ -201,9 +208,16 @@ describeWithControlPlane('The deployed rota of overlapping forwarder windows aga
     await waitFor(() => hasArrived(lastMarker), { timeoutMs: 15_000, description: 'the last marker arrived' });
     survivor.child.send('stop');
     expect(await survivor.summary).toMatchObject({ active: true, rota: { joined: true } });
-    receiving = false;
+    receivingOn = false;
     await receiver;
     leaseWatch.abort();
+
+    if (process.env['ROTA_REPORT']) {
+      // Measured, not asserted (a timing on this shared machine): from each edit's API response to its arrival.
+      const ms = edits.map((e) => (arrivedAt.get(e.id) ?? NaN) - e.madeAt).sort((x, y) => x - y);
+      const q = (f: number) => ms[Math.min(ms.length - 1, Math.ceil(f * ms.length) - 1)];
+      console.log(`rota latency over ${ms.length} edits: p50 ${q(0.5)} ms, p90 ${q(0.9)} ms, p99 ${q(0.99)} ms, max ${ms.at(-1)} ms`);
+    }
 
     // Assess: every edit and marker exactly once, and nothing else (no second copy, no spurious announcement).
     expect(holderWhenArrived).toBe(killed.id);
