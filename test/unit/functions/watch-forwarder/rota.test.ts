@@ -24,6 +24,8 @@ interface LeaseState {
   checkpoint: Checkpoint;
   members: readonly RotaMember[];
   readonly checkpointWrites: Array<{ readonly by: string; readonly checkpoint: Checkpoint }>;
+  /** How many times anyone tried to take the Lease. */
+  acquireAttempts: number;
 }
 
 /** One forwarder's view of the shared Lease (LeaderLease + ForwarderRota). */
@@ -32,6 +34,7 @@ function memoryLease(state: LeaseState, identity: string, clock: { now(): Date }
   return {
     identity,
     tryAcquire: async (): Promise<LeaseAttempt> => {
+      state.acquireAttempts++;
       if (state.holder !== undefined && state.holder !== identity && now() - state.renewedAt <= LEASE_MS) return { acquired: false, holder: state.holder };
       state.holder = identity;
       state.renewedAt = now();
@@ -60,7 +63,7 @@ function memoryLease(state: LeaseState, identity: string, clock: { now(): Date }
   };
 }
 
-const newState = (): LeaseState => ({ holder: undefined, renewedAt: 0, checkpoint: {}, members: [], checkpointWrites: [] });
+const newState = (): LeaseState => ({ holder: undefined, renewedAt: 0, checkpoint: {}, members: [], checkpointWrites: [], acquireAttempts: 0 });
 const quiet = { info: () => undefined, warn: () => undefined, error: () => undefined, debug: () => undefined };
 
 describe('Class: Leadership (rota)', () => {
@@ -134,7 +137,8 @@ describe('Class: Leadership (rota)', () => {
 
     // Act: the holder is killed (no renewal): on c's clock the Lease is valid for 15 s, then c takes it.
     clock.advance(10_000);
-    await new Promise((r) => setTimeout(r, 50));
+    const attempts = state.acquireAttempts;
+    await until(() => state.acquireAttempts >= attempts + 3); // c asked three times within the lease duration
     const holderBefore = state.holder;
     clock.advance(6_000);
     await until(() => leadership.isActive());
