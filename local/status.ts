@@ -16,6 +16,7 @@ import { processEnv } from '#shared/config/env.ts';
 import { loadReconcileBehaviour } from '#shared/config/reconcile-config.ts';
 import { ConfigError } from '#shared/errors.ts';
 import { MachineNotFoundError, readStatusViews } from './cluster-status.ts';
+import { formatAutoscalerRows, readAutoscalerStatuses } from './autoscaler-status.ts';
 import { OutputFormat, parseStatusArgs, STATUS_USAGE, type StatusArgs } from './status-args.ts';
 import { formatStatusDetail, formatStatusRows, formatUnreachableClusters, statusExitCode, summarizeStates, toStatusDocument, unreachableClustersOf } from './status-format.ts';
 
@@ -96,6 +97,11 @@ try {
       if (statuses.length > 1) process.stdout.write(`\n${summarizeStates(statuses)}\n`);
       const unreachable = formatUnreachableClusters(unreachableClustersOf(statuses));
       if (unreachable.length > 0) process.stdout.write(`\n${unreachable.join('\n')}\n`);
+      // Scale from zero: the taints the cluster-autoscaler assumes for a new Node of each node group (docs/autoscaler.md).
+      if (!single) {
+        const autoscaler = formatAutoscalerRows(await readAutoscalerStatuses({ kubeConfig: kc, ...(namespace !== undefined ? { namespace } : {}), ...(behaviour.startupTaint ? { startupTaint: behaviour.startupTaint } : {}) }));
+        if (autoscaler.length > 0) process.stdout.write(`\n${autoscaler.join('\n')}\n`);
+      }
     }
   }
   process.exit(statusExitCode(statuses));
