@@ -118,7 +118,7 @@ export function autoscalerTaintsValue(declaration: EffectiveDeclaration): string
   const entries = declaration.taints
     .filter((t) => declaration.sourceOf[taintId(t)] !== 'spec.taints')
     .map((t) => ({ id: taintId(t), text: formatTaint(t) }))
-    .sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    .sort((a, b) => (a.id < b.id ? -1 : 1)); // ids are unique in a declaration
   return entries.length === 0 ? undefined : entries.map((e) => e.text).join(',');
 }
 
@@ -157,16 +157,12 @@ export function planAutoscalerTaints(r: ScalableResourceSnapshot, options: Autos
  * and effect, else appended; entries it cannot parse are skipped (it only logs them). For reports, not for writes.
  */
 export function autoscalerAssumedTaints(specTaints: unknown, annotation: string | undefined): Taint[] {
-  const taints: Taint[] = [];
-  if (Array.isArray(specTaints)) {
-    for (const item of specTaints) {
-      if (typeof item !== 'object' || item === null) continue;
-      const { key, value, effect } = item as Record<string, unknown>;
-      taints.push({ key: typeof key === 'string' ? key : '', ...(typeof value === 'string' && value !== '' ? { value } : {}), effect: typeof effect === 'string' ? effect : '' });
-    }
-  }
-  if (annotation === undefined) return taints;
-  for (const entry of annotation.split(',')) {
+  const taints: Taint[] = (Array.isArray(specTaints) ? specTaints : []).filter(isRecord).map(({ key, value, effect }) => ({
+    key: typeof key === 'string' ? key : '',
+    ...(typeof value === 'string' && value !== '' ? { value } : {}),
+    effect: typeof effect === 'string' ? effect : '',
+  }));
+  for (const entry of annotation === undefined ? [] : annotation.split(',')) {
     const t = parseAutoscalerTaint(entry);
     if (!t) continue;
     const i = taints.findIndex((x) => x.key === t.key && x.effect === t.effect);
@@ -176,31 +172,30 @@ export function autoscalerAssumedTaints(specTaints: unknown, annotation: string 
   return taints;
 }
 
+function isRecord(x: unknown): x is Record<string, unknown> {
+  return typeof x === 'object' && x !== null;
+}
+
 const QUALIFIED_NAME = /^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$/;
 const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 
 /** One entry as the autoscaler's `parseTaint` reads it (no trimming, any effect text); undefined when it refuses it. */
 function parseAutoscalerTaint(entry: string): Taint | undefined {
-  const parts = entry.split(':');
-  if (parts.length > 2) return undefined;
-  const kv = (parts[0] ?? '').split('=');
-  if (kv.length > 2) return undefined;
-  const key = kv[0] ?? '';
-  const value = parts.length === 2 && kv.length === 2 ? (kv[1] ?? '') : '';
-  if (parts.length === 1 && kv.length === 2) return undefined; // `k=v` without ':' is taken whole as a key, which is not a qualified name
+  const [head = '', effect = '', ...more] = entry.split(':');
+  // One part: the whole entry is the key (so `k=v` is refused as a key); two: `key[=value]` and the effect; more: refused.
+  const [key = '', value = '', ...extra] = entry.includes(':') ? head.split('=') : [head];
+  if (more.length > 0 || extra.length > 0) return undefined;
   if (value !== '' && (value.length > 63 || !QUALIFIED_NAME.test(value))) return undefined;
   if (!isQualifiedName(key)) return undefined;
-  const effect = parts.length === 2 ? (parts[1] ?? '') : '';
   return { key, ...(value !== '' ? { value } : {}), effect };
 }
 
 function isQualifiedName(key: string): boolean {
-  const slash = key.indexOf('/');
-  const prefix = slash === -1 ? undefined : key.slice(0, slash);
-  const name = slash === -1 ? key : key.slice(slash + 1);
-  if (name.includes('/')) return false;
-  if (prefix !== undefined && (prefix === '' || prefix.length > 253 || !DNS1123_SUBDOMAIN.test(prefix))) return false;
-  return name !== '' && name.length <= 63 && QUALIFIED_NAME.test(name);
+  const parts = key.split('/');
+  if (parts.length > 2) return false;
+  const [prefix, name] = parts.length === 2 ? parts : [undefined, key];
+  if (prefix !== undefined && (prefix.length > 253 || !DNS1123_SUBDOMAIN.test(prefix))) return false;
+  return name !== undefined && name.length <= 63 && QUALIFIED_NAME.test(name);
 }
 
 /** True when two taint lists hold the same taints (key, effect, value), in any order. */

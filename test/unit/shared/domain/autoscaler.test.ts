@@ -260,3 +260,21 @@ describe('autoscalerTaintsValue / planAutoscalerTaints', () => {
     );
   });
 });
+
+describe('isNodeGroup and the reading for reports', () => {
+  it('never counts a MachineSet of a MachineDeployment', async () => {
+    const { isNodeGroup } = await import('#shared/domain/autoscaler.ts');
+    expect(isNodeGroup({ kind: 'MachineSet', ownedByMachineDeployment: true, annotations: nodeGroup })).toBe(false);
+    expect(isNodeGroup({ kind: 'MachineSet', ownedByMachineDeployment: false, annotations: nodeGroup })).toBe(true);
+  });
+
+  it('reads odd spec entries and refused keys the way the autoscaler does', () => {
+    const spec = [null, 'x', { key: 7, effect: 'NoSchedule' }, { key: 'k', value: '', effect: 3 }];
+    expect(autoscalerAssumedTaints(spec, undefined)).toEqual(autoscalerTaints([{ key: '', effect: 'NoSchedule' }, { key: 'k', effect: '' }], undefined));
+    const long = 'a'.repeat(64);
+    for (const value of [`k=${long}:NoSchedule`, `${long}:NoSchedule`, `a/b/c:NoSchedule`, `/b:NoSchedule`, `${'p'.repeat(254)}/b:NoSchedule`, 'UPPER/b:NoSchedule', 'k=v', 'ok.example.com/b=v:NoExecute']) {
+      expect(autoscalerAssumedTaints([], value)).toEqual(autoscalerTaints([], value));
+    }
+    expect(autoscalerAssumedTaints('not a list', 'ok.example.com/b=v:NoExecute')).toEqual([{ key: 'ok.example.com/b', value: 'v', effect: 'NoExecute' }]);
+  });
+});
