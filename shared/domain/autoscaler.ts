@@ -3,9 +3,9 @@
  * MachineDeployment, MachineSet or MachinePool from `spec.template.spec.taints` and the annotation
  * `capacity.cluster-autoscaler.kubernetes.io/taints`; it never sees the product's declaration annotations. These pure
  * rules decide what the product writes into that annotation, and when:
- * - **Opt-in.** Only on a node group of the autoscaler: a resource with both of its min/max size annotations, and not a
- *   MachineSet owned by a MachineDeployment (the autoscaler never reads those; Cluster API copies the
- *   MachineDeployment's annotations onto them).
+ * - **Opt-in.** Only on a node group of the autoscaler: a resource with its max size annotation (the min one is optional
+ *   there, 0 when absent), and not a MachineSet owned by a MachineDeployment (the autoscaler never reads those; Cluster
+ *   API copies the MachineDeployment's annotations onto them).
  * - **What.** The taints a new Node of the resource gets (the effective declaration of a new Machine of it: Always and
  *   OnInitialization, after precedence and cancellation; the startup gate is removed when the taints land, so it is
  *   never part of it), minus those already in `spec.template.spec.taints` (the autoscaler reads them itself), sorted,
@@ -21,7 +21,7 @@ import { formatTaint, taintId, type Taint } from './taint.ts';
 
 /** The autoscaler's scale-from-zero taints annotation (cluster-autoscaler `clusterapi_utils.go`, `taintsKey`). */
 export const AUTOSCALER_TAINTS_ANNOTATION = 'capacity.cluster-autoscaler.kubernetes.io/taints';
-/** The autoscaler's node group size annotations (default `CAPI_GROUP`); a resource with both is a node group. */
+/** The autoscaler's node group size annotations (default `CAPI_GROUP`); a resource with the max one is a node group. */
 export const AUTOSCALER_MIN_SIZE_ANNOTATION = 'cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size';
 export const AUTOSCALER_MAX_SIZE_ANNOTATION = 'cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size';
 /** The value the product last wrote into the taints annotation: what makes that value the product's. */
@@ -87,10 +87,14 @@ export interface AutoscalerOptions {
   readonly startupTaint?: { readonly key: string; readonly effect: string };
 }
 
-/** True when the autoscaler treats the resource as a node group (it then reads the taints annotation). */
+/**
+ * True when the resource opts in as an autoscaler node group: it carries the max size annotation (the autoscaler's
+ * `parseScalingBounds` takes a missing min as 0 and skips a group whose max is 0 or missing), and it is not a MachineSet
+ * of a MachineDeployment. The values are the autoscaler's business: an unparsable one only makes it skip the group.
+ */
 export function isNodeGroup(r: Pick<ScalableResourceSnapshot, 'kind' | 'annotations' | 'ownedByMachineDeployment'>): boolean {
   if (r.kind === 'MachineSet' && r.ownedByMachineDeployment) return false;
-  return r.annotations[AUTOSCALER_MIN_SIZE_ANNOTATION] !== undefined && r.annotations[AUTOSCALER_MAX_SIZE_ANNOTATION] !== undefined;
+  return r.annotations[AUTOSCALER_MAX_SIZE_ANNOTATION] !== undefined;
 }
 
 /**

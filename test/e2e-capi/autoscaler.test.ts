@@ -110,8 +110,19 @@ describeWithCapi('Scale from zero: the cluster-autoscaler taints annotation next
     const markerBefore = await marker();
     expect((await annotations(MACHINE_DEPLOYMENTS, md))['example.com/on-the-set']).toBeUndefined();
 
-    // Converged: watch both for QUIET_MS, then a marker proves the pipeline was alive all along.
+    // Converged, Cluster API included: both report the current generation in their status (the MachineDeployment
+    // controller writes its first status only once the Cluster is ready). Then watch both for QUIET_MS, and a marker
+    // proves the pipeline was handling changes all along.
+    await waitFor(
+      async () => {
+        const objs = [await getObject(kc, MACHINE_DEPLOYMENTS, ns, md), await getObject(kc, MACHINE_SETS, ns, msName)];
+        return objs.every((o) => o.status?.['observedGeneration'] === (o.metadata as { generation?: number }).generation && o.status?.['availableReplicas'] !== undefined);
+      },
+      { timeoutMs: 60_000, intervalMs: 250, description: 'Cluster API status of the MachineDeployment and its MachineSet at their current generation' },
+    );
     const rv = async (api: Api, name: string) => (await getObject(kc, api, ns, name)).metadata as { resourceVersion?: string };
+    const full = async (api: Api, name: string) => JSON.stringify(await getObject(kc, api, ns, name), null, 1).split('\n');
+    const fullBefore = { md: await full(MACHINE_DEPLOYMENTS, md), ms: await full(MACHINE_SETS, msName) };
     const before = { md: (await rv(MACHINE_DEPLOYMENTS, md)).resourceVersion, ms: (await rv(MACHINE_SETS, msName)).resourceVersion, writes: writes() };
     // A measurement window (writes per unit of time), not a wait for something to finish: the marker after it is
     // the positive signal that the pipeline was handling changes throughout.
@@ -120,6 +131,9 @@ describeWithCapi('Scale from zero: the cluster-autoscaler taints annotation next
     const elapsed = Date.now() - started;
     const markerAfter = await marker();
     const after = { md: (await rv(MACHINE_DEPLOYMENTS, md)).resourceVersion, ms: (await rv(MACHINE_SETS, msName)).resourceVersion, writes: writes() };
+    const fullAfter = { md: await full(MACHINE_DEPLOYMENTS, md), ms: await full(MACHINE_SETS, msName) };
+    const changed = (a: string[], b: string[]): string[] => a.filter((l) => !b.includes(l));
+    if (after.md !== before.md || after.ms !== before.ms) process.stderr.write(`[autoscaler] changed lines: MachineDeployment ${JSON.stringify(changed(fullAfter.md, fullBefore.md))}, MachineSet ${JSON.stringify(changed(fullAfter.ms, fullBefore.ms))}\n`);
     process.stderr.write(`[autoscaler] after convergence: MachineDeployment and MachineSet unchanged for ${elapsed} ms (resourceVersion ${before.md}/${before.ms} -> ${after.md}/${after.ms}); product annotation writes in that time: ${after.writes - before.writes - 1} besides the marker's\n`);
     expect(after.md).toBe(before.md); // nobody wrote the MachineDeployment: 0 writes per minute, by either side
     expect(after.ms).toBe(before.ms);
@@ -190,7 +204,8 @@ describeWithCapi('Scale from zero: the cluster-autoscaler taints annotation next
       if (doc.kind === 'Cluster') {
         const md = (doc as unknown as { spec: { topology: { workers: { machineDeployments: { replicas?: number; metadata: { annotations: Record<string, string> } }[] } } } }).spec.topology.workers.machineDeployments[0];
         if (md) {
-          md.replicas = 0;
+          // Cluster API refuses replicas next to the autoscaler's size annotations; unset, they default to the min (0).
+          delete md.replicas;
           md.metadata.annotations = { ...md.metadata.annotations, ...NODE_GROUP };
         }
       }

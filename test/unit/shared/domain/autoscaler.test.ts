@@ -183,7 +183,8 @@ describe('autoscalerTaintsValue / planAutoscalerTaints', () => {
   it('only on node groups, never on a MachineSet of a MachineDeployment', () => {
     const decl = { 'taints.capi-taint-propagator.dev/machine': 'a:NoSchedule' };
     expect(planAutoscalerTaints(md({ annotations: {}, templateAnnotations: decl })).state).toBe('not-opted-in');
-    expect(planAutoscalerTaints(md({ annotations: { [AUTOSCALER_MAX_SIZE_ANNOTATION]: '3' }, templateAnnotations: decl })).state).toBe('not-opted-in');
+    expect(planAutoscalerTaints(md({ annotations: { [AUTOSCALER_MIN_SIZE_ANNOTATION]: '1' }, templateAnnotations: decl })).state).toBe('not-opted-in');
+    expect(planAutoscalerTaints(md({ annotations: { [AUTOSCALER_MAX_SIZE_ANNOTATION]: '3' }, templateAnnotations: decl })).desired).toBe('a:NoSchedule');
     const copied = { ...nodeGroup, [AUTOSCALER_TAINTS_ANNOTATION]: 'b:NoSchedule', [AUTOSCALER_OWNED_ANNOTATION]: 'b:NoSchedule' };
     expect(planAutoscalerTaints(md({ kind: 'MachineSet', ownedByMachineDeployment: true, annotations: copied, templateAnnotations: decl })).patch).toBeUndefined();
     expect(planAutoscalerTaints(md({ kind: 'MachineSet', templateAnnotations: decl })).desired).toBe('a:NoSchedule');
