@@ -16,6 +16,7 @@ import { processEnv } from '#shared/config/env.ts';
 import { loadReconcileBehaviour } from '#shared/config/reconcile-config.ts';
 import { ConfigError } from '#shared/errors.ts';
 import { MachineNotFoundError, readStatusViews } from './cluster-status.ts';
+import { formatAutoscalerRows, readAutoscalerStatuses } from './autoscaler-status.ts';
 import { OutputFormat, parseStatusArgs, STATUS_USAGE, type StatusArgs } from './status-args.ts';
 import { formatStatusDetail, formatStatusRows, formatUnreachableClusters, statusExitCode, summarizeStates, toStatusDocument, unreachableClustersOf } from './status-format.ts';
 
@@ -71,6 +72,18 @@ if (args.context !== undefined) {
 const contextName = kc.getCurrentContext();
 const namespace = args.namespace ?? (args.machine !== undefined ? (kc.getContextObject(contextName)?.namespace ?? 'default') : undefined);
 
+/** The autoscaler node groups of the namespace (all namespaces without one), docs/autoscaler.md. */
+function autoscalerRows(): ReturnType<typeof readAutoscalerStatuses> {
+  return readAutoscalerStatuses({ kubeConfig: kc, ...(namespace !== undefined ? { namespace } : {}), ...(behaviour.startupTaint ? { startupTaint: behaviour.startupTaint } : {}) });
+}
+
+/** The list document with an `autoscalerNodeGroups` list when there is any node group (a single Machine's: unchanged). */
+async function withAutoscaler(doc: unknown, single: boolean): Promise<unknown> {
+  if (single) return doc;
+  const rows = await autoscalerRows();
+  return rows.length === 0 ? doc : { ...(doc as Record<string, unknown>), autoscalerNodeGroups: rows };
+}
+
 try {
   const views = await readStatusViews({
     kubeConfig: kc,
@@ -84,10 +97,10 @@ try {
   const single = args.machine !== undefined;
   switch (args.output) {
     case OutputFormat.Json:
-      process.stdout.write(`${JSON.stringify(toStatusDocument(views, single), null, 2)}\n`);
+      process.stdout.write(`${JSON.stringify(await withAutoscaler(toStatusDocument(views, single), single), null, 2)}\n`);
       break;
     case OutputFormat.Yaml:
-      process.stdout.write(dumpYaml(toStatusDocument(views, single)));
+      process.stdout.write(dumpYaml(await withAutoscaler(toStatusDocument(views, single), single)));
       break;
     default: {
       process.stdout.write(`Context ${contextName || '(none)'}, cluster ${kc.getCurrentCluster()?.server ?? '?'} (mode ${args.mode})\n\n`);
@@ -96,6 +109,11 @@ try {
       if (statuses.length > 1) process.stdout.write(`\n${summarizeStates(statuses)}\n`);
       const unreachable = formatUnreachableClusters(unreachableClustersOf(statuses));
       if (unreachable.length > 0) process.stdout.write(`\n${unreachable.join('\n')}\n`);
+      // Scale from zero: the taints the cluster-autoscaler assumes for a new Node of each node group (docs/autoscaler.md).
+      if (!single) {
+        const autoscaler = formatAutoscalerRows(await autoscalerRows());
+        if (autoscaler.length > 0) process.stdout.write(`\n${autoscaler.join('\n')}\n`);
+      }
     }
   }
   process.exit(statusExitCode(statuses));

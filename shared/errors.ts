@@ -71,8 +71,9 @@ export class NodeNotFoundError extends TaintPropagatorError {
 export class PatchConflictError extends TaintPropagatorError {
   readonly nodeName: string;
   readonly resourceVersion: string;
-  constructor(args: { nodeName: string; resourceVersion: string; cause?: unknown }) {
-    super(`Node ${args.nodeName} changed since resourceVersion ${args.resourceVersion} was read`, {
+  /** `object`: what changed when it is not a Node (e.g. `MachineDeployment ns/name`); `nodeName` then names it too. */
+  constructor(args: { nodeName: string; resourceVersion: string; cause?: unknown; object?: string }) {
+    super(`${args.object ?? `Node ${args.nodeName}`} changed since resourceVersion ${args.resourceVersion} was read`, {
       retryable: true,
       cause: args.cause,
     });

@@ -12,6 +12,7 @@ import { KubernetesEventRecorder } from '#shared/adapters/kubernetes/event-recor
 import { KubernetesCapiDiscovery } from '#shared/adapters/kubernetes/capi-discovery.ts';
 import type { ClusterEndpoint } from '#shared/adapters/kubernetes/kube-http.ts';
 import { KubernetesMachineStore } from '#shared/adapters/kubernetes/machine-store.ts';
+import { KubernetesScalableResourceStore } from '#shared/adapters/kubernetes/scalable-resource-store.ts';
 import { SqsRecordQueue, type SqsSender } from '#shared/adapters/sqs/record-queue.ts';
 import type { ReconcileConfig } from '#shared/config/reconcile-config.ts';
 import { logger as defaultLogger } from '#shared/observability/logger.ts';
@@ -61,6 +62,7 @@ export function composeReconcile(args: ComposeArgs): BatchDeps {
   });
   return {
     machines: new KubernetesMachineStore(kc, capi),
+    scalables: new KubernetesScalableResourceStore(kc, capi),
     clusters: new KubernetesClusterConnections({
       management: refresh ?? (async () => kc),
       workload: args.workloadKubeConfig,

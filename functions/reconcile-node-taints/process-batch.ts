@@ -29,6 +29,7 @@ import { CallTimeoutError, MalformedEventError, PatchConflictError, TaintPropaga
 import { MetricDimension, ReconcileMetric } from '#shared/observability/metric-names.ts';
 import type { RecordQueue } from '#shared/ports/record-queue.ts';
 import { reconcileNodeTaints, type ReconcileDeps, type ReconcileResult } from './reconcile-node-taints.ts';
+import { reconcileAutoscalerTaints } from './reconcile-autoscaler-taints.ts';
 import { backoffDelay } from '#shared/domain/backoff.ts';
 import { DeferredEvents } from './deferred-events.ts';
 
@@ -152,7 +153,10 @@ async function processRecord(record: SQSRecord, deps: BatchDeps, { delayedGroups
   try {
     if (timedOutClusters.has(cluster)) throw new TransientError(`Reconciling a Node of cluster ${cluster}`, 'not tried: an API call for this cluster timed out earlier in this batch');
     // A retried record (a conflict, most often) reads the Node after the Machine: the freshest Node for its write.
-    const result = await reconcileNodeTaints(deps, event, { parallelReads: receiveCount === 1 });
+    // A scalable resource's event (docs/autoscaler.md) names no Node: its cluster-autoscaler annotation is reconciled.
+    const result = event.data.kind === 'ScalableResource'
+      ? await reconcileAutoscalerTaints(deps, event as TaintEvent & { readonly data: typeof event.data })
+      : await reconcileNodeTaints(deps, event, { parallelReads: receiveCount === 1 });
     report(result, event, deps, context);
   } catch (error) {
     if (error instanceof CallTimeoutError) timedOutClusters.add(cluster);
@@ -197,6 +201,7 @@ function report(result: ReconcileResult, event: TaintEvent, deps: BatchDeps, con
     cluster: result.cluster,
     Machine: result.machine,
     ...(result.machinePool !== undefined ? { MachinePool: result.machinePool } : {}),
+    ...(result.scalableResource !== undefined ? { ScalableResource: result.scalableResource } : {}),
     Node: result.node,
     resourceVersion: result.resourceVersion,
     ...(result.writtenResourceVersion ? { writtenResourceVersion: result.writtenResourceVersion } : {}),
@@ -215,6 +220,9 @@ function report(result: ReconcileResult, event: TaintEvent, deps: BatchDeps, con
       deps.logger.info('Patched Node taints', fields);
       return;
     }
+    case ReconcileOutcome.autoscalerPatched:
+      deps.logger.info('Patched the cluster-autoscaler taints annotation', fields);
+      return;
     case ReconcileOutcome.dryRun:
       deps.logger.info('Dry run: planned Node write not sent', fields);
       return;

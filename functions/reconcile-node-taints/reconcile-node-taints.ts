@@ -5,7 +5,7 @@
  * in the write itself (see writeFromClaim), so duplicates, reordering and lost intermediate states are
  * harmless.
  */
-import { clusterKey, type ClusterRef, type NodeState, type TaintEvent } from '#shared/domain/cloud-event.ts';
+import { clusterKey, isNodeTaintEvent, type ClusterRef, type NodeState, type NodeTaintEvent, type TaintEvent } from '#shared/domain/cloud-event.ts';
 import { declaredTaintsOf, type EffectiveDeclaration } from '#shared/domain/declarations.ts';
 import { claimedNode } from '#shared/domain/node-state.ts';
 import { ReconcileOutcome } from '#shared/domain/outcome.ts';
@@ -21,6 +21,7 @@ import type { EnablementState } from '#shared/ports/enablement-state.ts';
 import type { EventRecorder } from '#shared/ports/event-recorder.ts';
 import type { MachineStore } from '#shared/ports/machine-store.ts';
 import type { NodeStore } from '#shared/ports/node-store.ts';
+import type { ScalableResourceStore } from '#shared/ports/scalable-resource-store.ts';
 
 export interface ReconcileSettings {
   readonly clusterMode: 'capi' | 'self';
@@ -37,6 +38,8 @@ export interface ReconcileDeps {
   readonly enablement: EnablementState;
   readonly clock: Clock;
   readonly settings: ReconcileSettings;
+  /** MachineDeployments, MachineSets and MachinePools, for their cluster-autoscaler annotation (docs/autoscaler.md). */
+  readonly scalables?: ScalableResourceStore;
 }
 
 /** What one reconcile did, with everything the boundary logs and counts. */
@@ -44,6 +47,8 @@ export interface ReconcileResult {
   readonly outcome: ReconcileOutcome;
   readonly cluster?: string;
   readonly machine?: string;
+  /** A ScalableResource event: `<Kind> <namespace>/<name>` (no Node, no Machine). */
+  readonly scalableResource?: string;
   /** Set instead of `machine` when the Node's declaration comes from a MachinePool. */
   readonly machinePool?: string;
   readonly node?: string;
@@ -88,6 +93,8 @@ export const DECLARATION_VALID = 'DeclarationValid';
  * and MachineConfigurationError (never retried) for a Machine that cannot be reconciled as it is.
  */
 export async function reconcileNodeTaints(deps: ReconcileDeps, event: TaintEvent, options: ReconcileOptions = {}): Promise<ReconcileResult> {
+  // A scalable resource's event names no Node (process-batch hands it to reconcileAutoscalerTaints).
+  if (!isNodeTaintEvent(event)) throw new Error(`${event.type} names no Node: reconcile it with reconcileAutoscalerTaints`);
   // An event that claims the Node's state saves the Node read: a write is planned from the claim and the API server
   // checks the claim in the same request. The Node is read only when that write does not go through (see writeFromClaim).
   const claim = deps.settings.dryRun ? undefined : nodeClaimOf(event);
@@ -212,7 +219,7 @@ async function afterWrite(
 }
 
 /** The state an event claims for the Node it names (a Machine or MachinePool event's `nodeName`, a Node event's Node). */
-function nodeClaimOf(event: TaintEvent): { readonly cluster: string; readonly node: string; readonly state: NodeState } | undefined {
+function nodeClaimOf(event: NodeTaintEvent): { readonly cluster: string; readonly node: string; readonly state: NodeState } | undefined {
   if (event.type.endsWith('.deleted.v1')) return undefined;
   const data = event.data;
   const node = data.kind === 'Node' ? data.node.name : data.nodeName;
@@ -235,7 +242,7 @@ interface NodePrefetch {
  * failed speculative read is made again the ordinary way). A Node read that is older than a sequential one would be
  * is no risk: the write carries its resourceVersion as a precondition.
  */
-function prefetchNode(deps: ReconcileDeps, event: TaintEvent): NodePrefetch | undefined {
+function prefetchNode(deps: ReconcileDeps, event: NodeTaintEvent): NodePrefetch | undefined {
   if (event.type.endsWith('.deleted.v1')) return undefined;
   const data = event.data;
   const node = data.kind === 'Node' ? data.node.name : data.nodeName;
@@ -257,7 +264,7 @@ function ownerOf(owner: MachineSnapshot): { machine: string } | { machinePool: s
  * Finds the object whose declaration the event's Node carries — its Machine, or its MachinePool (see
  * `#shared/domain/machine-pool.ts`) — or the outcome that ends the reconcile early.
  */
-async function findMachine(deps: ReconcileDeps, event: TaintEvent): Promise<{ machine: MachineSnapshot } | ReconcileResult> {
+async function findMachine(deps: ReconcileDeps, event: NodeTaintEvent): Promise<{ machine: MachineSnapshot } | ReconcileResult> {
   const data = event.data;
   const deleted = event.type.endsWith('.deleted.v1');
   if (data.kind === 'MachinePool') {

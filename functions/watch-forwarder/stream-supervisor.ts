@@ -7,17 +7,22 @@
  */
 import { clusterKey, type ClusterRef } from '#shared/domain/cloud-event.ts';
 import { forwardDecision, poolNodesToAnnounce } from '#shared/domain/relevance.ts';
+import { autoscalerEventNeeded } from '#shared/domain/autoscaler-relevance.ts';
 import {
   MACHINES_STREAM,
   MACHINE_POOLS_STREAM,
+  MACHINE_DEPLOYMENTS_STREAM,
+  MACHINE_SETS_STREAM,
   clusterOfMachine,
   nodeStreamKey,
   toMachinePoolEvents,
+  toScalableResourceEvent,
   toTaintEvent,
   type ClusterFacts,
   type MachineFacts,
   type MachinePoolFacts,
   type NodeFacts,
+  type ScalableFacts,
   type WatchedFacts,
 } from '#shared/domain/watch-event.ts';
 import type { ForwarderTelemetry } from '#shared/ports/forwarder-telemetry.ts';
@@ -90,6 +95,12 @@ export class StreamSupervisor {
     const streams: Promise<void>[] = [this.runStream(MACHINES_STREAM, this.d.sources.machines(this.d.outbox.startOf(MACHINES_STREAM)), signal, undefined)];
     if (this.d.sources.machinePools) {
       streams.push(this.runStream(MACHINE_POOLS_STREAM, this.d.sources.machinePools(this.d.outbox.startOf(MACHINE_POOLS_STREAM)), signal, undefined));
+    }
+    if (this.d.sources.machineDeployments) {
+      streams.push(this.runStream(MACHINE_DEPLOYMENTS_STREAM, this.d.sources.machineDeployments(this.d.outbox.startOf(MACHINE_DEPLOYMENTS_STREAM)), signal, undefined));
+    }
+    if (this.d.sources.machineSets) {
+      streams.push(this.runStream(MACHINE_SETS_STREAM, this.d.sources.machineSets(this.d.outbox.startOf(MACHINE_SETS_STREAM)), signal, undefined));
     }
     if (this.d.mode === 'self') {
       const self: ClusterRef = { mode: 'self' };
@@ -233,6 +244,10 @@ export class StreamSupervisor {
       await this.acceptPool(e as StreamEvent<MachinePoolFacts> & { type: 'change' }, facts, progress);
       return;
     }
+    if (facts.kind === 'MachineDeployment' || facts.kind === 'MachineSet') {
+      await this.acceptScalable(e as StreamEvent<ScalableFacts> & { type: 'change' }, facts, progress);
+      return;
+    }
     // Heartbeats, the echo of our own write and foreign taint noise cost no message (and so no API call).
     const decision = forwardDecision(e.change, e.previous, facts, this.d.startupTaint ? { startupTaint: this.d.startupTaint } : {});
     if (!decision.forward) {
@@ -253,11 +268,31 @@ export class StreamSupervisor {
     await this.d.outbox.enqueue([event], e.observedAt, progress, e.checkpoint);
   }
 
-  /** A MachinePool change: one event per Node it concerns (none for a deletion or a change that concerns no Node). */
+  /** The autoscaler options (the startup gate, refused as a declaration). */
+  private autoscalerOptions(): { startupTaint?: { readonly key: string; readonly effect: string } } {
+    return this.d.startupTaint ? { startupTaint: this.d.startupTaint } : {};
+  }
+
+  /** A MachineDeployment or MachineSet change: one ScalableResource event when its autoscaler annotation needs a reconcile. */
+  private async acceptScalable(e: StreamEvent<ScalableFacts> & { type: 'change' }, facts: ScalableFacts, progress: StreamProgress): Promise<void> {
+    const ref = autoscalerEventNeeded(e.change, e.previous, facts, this.autoscalerOptions()) ? clusterOfMachine(facts, this.d.mode) : undefined;
+    if (!ref) {
+      this.d.telemetry.record(ForwarderMetric.EventsFiltered, 1);
+      progress.add(e.checkpoint, true);
+      return;
+    }
+    await this.d.outbox.enqueue([toScalableResourceEvent(facts, e.change, ref, e.observedAt)], e.observedAt, progress, e.checkpoint);
+  }
+
+  /**
+   * A MachinePool change: one event per Node it concerns (none for a deletion or a change that concerns no Node), and a
+   * ScalableResource event when its autoscaler annotation needs a reconcile.
+   */
   private async acceptPool(e: StreamEvent<MachinePoolFacts> & { type: 'change' }, facts: MachinePoolFacts, progress: StreamProgress): Promise<void> {
     const decision = forwardDecision(e.change, e.previous, facts);
     const nodes = decision.forward ? poolNodesToAnnounce(e.change, e.previous, facts) : [];
-    if (nodes.length === 0) {
+    const autoscaler = autoscalerEventNeeded(e.change, e.previous, facts, this.autoscalerOptions());
+    if (nodes.length === 0 && !autoscaler) {
       this.d.telemetry.record(ForwarderMetric.EventsFiltered, 1);
       progress.add(e.checkpoint, true);
       return;
@@ -273,6 +308,7 @@ export class StreamSupervisor {
       ...(decision.forward && decision.declarationRecovered ? { declarationRecovered: true } : {}),
       nodeFacts: this.nodeFactsIn(ref),
     });
+    if (autoscaler) events.push(toScalableResourceEvent(facts, e.change, ref, e.observedAt));
     await this.d.outbox.enqueue(events, e.observedAt, progress, e.checkpoint);
   }
 }

@@ -14,7 +14,7 @@ export const ChangeKind = { added: 'added', modified: 'modified', deleted: 'dele
 export type ChangeKind = (typeof ChangeKind)[keyof typeof ChangeKind];
 
 /** Kinds of object an event can name. */
-export const ObjectKind = { Machine: 'Machine', Node: 'Node', MachinePool: 'MachinePool' } as const;
+export const ObjectKind = { Machine: 'Machine', Node: 'Node', MachinePool: 'MachinePool', ScalableResource: 'ScalableResource' } as const;
 export type ObjectKind = (typeof ObjectKind)[keyof typeof ObjectKind];
 
 /** Current data-schema version, the `.v1` suffix of every type. */
@@ -37,6 +37,10 @@ export const EventType = {
   machinePoolModified: `${EVENT_TYPE_PREFIX}.machinepool.modified.v1`,
   machinePoolDeleted: `${EVENT_TYPE_PREFIX}.machinepool.deleted.v1`,
   machinePoolResynced: `${EVENT_TYPE_PREFIX}.machinepool.resynced.v1`,
+  scalableResourceAdded: `${EVENT_TYPE_PREFIX}.scalableresource.added.v1`,
+  scalableResourceModified: `${EVENT_TYPE_PREFIX}.scalableresource.modified.v1`,
+  scalableResourceDeleted: `${EVENT_TYPE_PREFIX}.scalableresource.deleted.v1`,
+  scalableResourceResynced: `${EVENT_TYPE_PREFIX}.scalableresource.resynced.v1`,
 } as const;
 export type EventType = (typeof EventType)[keyof typeof EventType];
 
@@ -47,9 +51,9 @@ export function eventTypeFor(kind: ObjectKind, change: ChangeKind): EventType {
 
 /** Splits an accepted event type into kind and change; undefined for anything we do not accept. */
 export function parseEventType(type: string): { kind: ObjectKind; change: ChangeKind } | undefined {
-  const m = /^io\.github\.capi-taint-propagator\.(machine|node|machinepool)\.(added|modified|deleted|resynced)\.v1$/.exec(type);
+  const m = /^io\.github\.capi-taint-propagator\.(machine|node|machinepool|scalableresource)\.(added|modified|deleted|resynced)\.v1$/.exec(type);
   if (!m) return undefined;
-  const kind = m[1] === 'machine' ? ObjectKind.Machine : m[1] === 'node' ? ObjectKind.Node : ObjectKind.MachinePool;
+  const kind = m[1] === 'machine' ? ObjectKind.Machine : m[1] === 'node' ? ObjectKind.Node : m[1] === 'machinepool' ? ObjectKind.MachinePool : ObjectKind.ScalableResource;
   return { kind, change: m[2] as ChangeKind };
 }
 
@@ -123,7 +127,27 @@ export interface MachinePoolEventData {
   readonly observedAt: string;
 }
 
-export type TaintEventData = MachineEventData | NodeEventData | MachinePoolEventData;
+/**
+ * Data of a ScalableResource event: a MachineDeployment, MachineSet or MachinePool whose cluster-autoscaler taints
+ * annotation may need a write (docs/autoscaler.md). The reconcile function reads the resource again.
+ */
+export interface ScalableResourceEventData {
+  readonly kind: 'ScalableResource';
+  readonly cluster: ClusterRef;
+  readonly resource: {
+    readonly kind: 'MachineDeployment' | 'MachineSet' | 'MachinePool';
+    readonly namespace: string;
+    readonly name: string;
+    readonly uid: string;
+    readonly resourceVersion: string;
+  };
+  readonly observedAt: string;
+}
+
+export type TaintEventData = MachineEventData | NodeEventData | MachinePoolEventData | ScalableResourceEventData;
+
+/** The data of the events that name a Node to reconcile (every kind but ScalableResource). */
+export type NodeTaintEventData = MachineEventData | NodeEventData | MachinePoolEventData;
 
 /** A validated event as the reconcile function sees it. */
 export interface TaintEvent {
@@ -133,6 +157,16 @@ export interface TaintEvent {
   readonly subject: string;
   readonly time: string;
   readonly data: TaintEventData;
+}
+
+/** An event that names a Node to reconcile. */
+export interface NodeTaintEvent extends TaintEvent {
+  readonly data: NodeTaintEventData;
+}
+
+/** True for an event that names a Node to reconcile (not a ScalableResource event). */
+export function isNodeTaintEvent(event: TaintEvent): event is NodeTaintEvent {
+  return event.data.kind !== 'ScalableResource';
 }
 
 /** `source` attribute for a cluster: `/clusters/self` or `/clusters/<namespace>/<name>`. */
@@ -160,14 +194,19 @@ export function eventIdFor(uid: string, resourceVersion: string, change: ChangeK
  */
 export function messageGroupIdFor(data: TaintEventData): string {
   const key = clusterKey(data.cluster);
+  if (data.kind === 'ScalableResource') return `${key}/${data.resource.kind.toLowerCase()}/${data.resource.namespace}/${data.resource.name}`;
   if (data.kind === 'Node') return `${key}/node/${data.node.name}`;
   if (data.kind === 'MachinePool') return `${key}/node/${data.nodeName}`;
   if (data.nodeName) return `${key}/node/${data.nodeName}`;
   return `${key}/machine/${data.machine.namespace}/${data.machine.name}`;
 }
 
-/** `subject` attribute: `machines/<namespace>/<name>`, `nodes/<name>` or `machinepools/<namespace>/<name>`. */
+/**
+ * `subject` attribute: `machines/<namespace>/<name>`, `nodes/<name>` or `machinepools/<namespace>/<name>`; for a
+ * ScalableResource event `machinedeployments/…`, `machinesets/…` or `machinepools/…`.
+ */
 export function subjectFor(data: TaintEventData): string {
+  if (data.kind === 'ScalableResource') return `${data.resource.kind.toLowerCase()}s/${data.resource.namespace}/${data.resource.name}`;
   if (data.kind === 'MachinePool') return `machinepools/${data.machinePool.namespace}/${data.machinePool.name}`;
   return data.kind === 'Machine' ? `machines/${data.machine.namespace}/${data.machine.name}` : `nodes/${data.node.name}`;
 }
@@ -279,6 +318,33 @@ export const machinePoolEventDataSchema = {
     nodeName: dns,
     declarationRecovered: { const: true },
     nodeState: nodeStateSchema,
+    observedAt: { type: 'string', format: 'date-time' },
+  },
+} as const;
+
+/** JSON Schema (draft-07) of `ScalableResourceEventData`. */
+export const scalableResourceEventDataSchema = {
+  $schema: 'http://json-schema.org/draft-07/schema#',
+  $id: `${EVENT_TYPE_PREFIX}/schemas/scalableresource-event-data.v1.json`,
+  title: 'ScalableResource event data (v1)',
+  type: 'object',
+  additionalProperties: false,
+  required: ['kind', 'cluster', 'resource', 'observedAt'],
+  properties: {
+    kind: { const: 'ScalableResource' },
+    cluster: clusterRefSchema,
+    resource: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['kind', 'namespace', 'name', 'uid', 'resourceVersion'],
+      properties: {
+        kind: { enum: ['MachineDeployment', 'MachineSet', 'MachinePool'] },
+        namespace: dns,
+        name: dns,
+        uid: { type: 'string', minLength: 1 },
+        resourceVersion: { type: 'string', minLength: 1 },
+      },
+    },
     observedAt: { type: 'string', format: 'date-time' },
   },
 } as const;

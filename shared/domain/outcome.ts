@@ -18,6 +18,10 @@ export const ReconcileOutcome = {
   invalidDeclaration: 'invalid-declaration',
   /** The Node's tracking annotation is malformed: no write, Warning Event on the Machine. */
   malformedAnnotation: 'malformed-annotation',
+  /** A scalable resource's cluster-autoscaler taints annotation was written (docs/autoscaler.md). */
+  autoscalerPatched: 'autoscaler-annotation-patched',
+  /** The scalable resource does not exist (any more): nothing to do. */
+  resourceGone: 'resource-gone',
   /** 409 Conflict: retried through the queue. */
   conflict: 'conflict',
   /** A transient failure: retried through the queue. */

@@ -14,9 +14,17 @@ import {
   type MachinePoolEventData,
   type NodeEventData,
   type NodeState,
+  type ScalableResourceEventData,
   type TaintEvent,
   type TaintEventData,
 } from './cloud-event.ts';
+import {
+  AUTOSCALER_MAX_SIZE_ANNOTATION,
+  AUTOSCALER_MIN_SIZE_ANNOTATION,
+  AUTOSCALER_OWNED_ANNOTATION,
+  AUTOSCALER_TAINTS_ANNOTATION,
+  type ScalableResourceSnapshot,
+} from './autoscaler.ts';
 import { DECLARATION_ANNOTATIONS } from './declaration-keys.ts';
 import { poolDeclarations } from './machine-pool.ts';
 import {
@@ -97,9 +105,35 @@ export interface MachinePoolFacts {
   readonly clusterName?: string;
   readonly clusterNameLabel?: string;
   readonly deleting: boolean;
+  /** The cluster-autoscaler annotations that are set (size, taints, the product's record), by key (docs/autoscaler.md). */
+  readonly autoscaler?: Readonly<Record<string, string>>;
 }
 
-export type WatchedFacts = MachineFacts | NodeFacts | ClusterFacts | MachinePoolFacts;
+/**
+ * The facts of a MachineDeployment or MachineSet that decide its cluster-autoscaler taints annotation
+ * (docs/autoscaler.md): what a new Machine of it declares, and the autoscaler annotations.
+ */
+export interface ScalableFacts {
+  readonly kind: 'MachineDeployment' | 'MachineSet';
+  readonly namespace: string;
+  readonly name: string;
+  readonly uid: string;
+  readonly resourceVersion: string;
+  /** `spec.template.spec.taints` as stored. */
+  readonly specTaints: unknown;
+  /** The declaration annotations of `spec.template.metadata.annotations`, by key. */
+  readonly declarations: Readonly<Record<string, string>>;
+  /** `spec.template.metadata.labels[cluster.x-k8s.io/control-plane]`, when set. */
+  readonly controlPlaneLabel?: string;
+  /** The cluster-autoscaler annotations that are set (size, taints, the product's record), by key. */
+  readonly autoscaler: Readonly<Record<string, string>>;
+  readonly ownedByMachineDeployment: boolean;
+  readonly clusterName?: string;
+  readonly clusterNameLabel?: string;
+  readonly deleting: boolean;
+}
+
+export type WatchedFacts = MachineFacts | NodeFacts | ClusterFacts | MachinePoolFacts | ScalableFacts;
 
 /**
  * The resume points of the forwarder's streams, by stream key (`machines`, `nodes/self`,
@@ -112,6 +146,10 @@ export const MACHINES_STREAM = 'machines';
 
 /** Stream key of the MachinePool watch. */
 export const MACHINE_POOLS_STREAM = 'machinepools';
+
+/** Stream keys of the MachineDeployment and MachineSet watches (scale from zero, docs/autoscaler.md). */
+export const MACHINE_DEPLOYMENTS_STREAM = 'machinedeployments';
+export const MACHINE_SETS_STREAM = 'machinesets';
 
 /** Stream key of the Node watch of a cluster: `nodes/self` or `nodes/<namespace>/<name>`. */
 export function nodeStreamKey(cluster: ClusterRef): string {
@@ -227,6 +265,91 @@ export function toMachinePoolFacts(obj: unknown): MachinePoolFacts | undefined {
     ...(clusterName ? { clusterName } : {}),
     ...(clusterNameLabel !== undefined ? { clusterNameLabel } : {}),
     deleting: meta.deleting,
+    ...autoscalerFactsOf(meta.annotations),
+  };
+}
+
+const AUTOSCALER_KEYS = [AUTOSCALER_MIN_SIZE_ANNOTATION, AUTOSCALER_MAX_SIZE_ANNOTATION, AUTOSCALER_TAINTS_ANNOTATION, AUTOSCALER_OWNED_ANNOTATION] as const;
+
+/** The autoscaler annotations that are set; nothing at all when none is (a pool's facts stay as they were). */
+function autoscalerFactsOf(annotations: Readonly<Record<string, string>>): { autoscaler?: Record<string, string> } {
+  const out: Record<string, string> = {};
+  for (const key of AUTOSCALER_KEYS) if (annotations[key] !== undefined) out[key] = annotations[key];
+  return Object.keys(out).length === 0 ? {} : { autoscaler: out };
+}
+
+/**
+ * Reads a MachineDeployment or MachineSet (cluster.x-k8s.io JSON, any served version) into its facts.
+ * Returns undefined when the object lacks name, namespace, uid or resourceVersion (a malformed event).
+ */
+export function toScalableFacts(kind: ScalableFacts['kind'], obj: unknown): ScalableFacts | undefined {
+  const meta = metaOf(obj);
+  if (!meta?.namespace || !isObject(obj)) return undefined;
+  const spec = isObject(obj.spec) ? obj.spec : {};
+  const template = isObject(spec.template) ? spec.template : {};
+  const templateSpec = isObject(template.spec) ? template.spec : {};
+  const templateMeta = isObject(template.metadata) ? template.metadata : {};
+  const templateAnnotations = stringMap(templateMeta.annotations);
+  const declarations: Record<string, string> = {};
+  for (const key of DECLARATION_ANNOTATIONS) if (templateAnnotations[key] !== undefined) declarations[key] = templateAnnotations[key];
+  const controlPlaneLabel = stringMap(templateMeta.labels)[CONTROL_PLANE_LABEL];
+  const owners = isObject(obj.metadata) && Array.isArray(obj.metadata.ownerReferences) ? obj.metadata.ownerReferences : [];
+  const clusterName = str(spec.clusterName);
+  const clusterNameLabel = meta.labels[CLUSTER_NAME_LABEL];
+  return {
+    kind,
+    namespace: meta.namespace,
+    name: meta.name,
+    uid: meta.uid,
+    resourceVersion: meta.resourceVersion,
+    specTaints: templateSpec.taints ?? null,
+    declarations,
+    ...(controlPlaneLabel !== undefined ? { controlPlaneLabel } : {}),
+    autoscaler: autoscalerFactsOf(meta.annotations).autoscaler ?? {},
+    ownedByMachineDeployment: owners.some((o) => isObject(o) && o.kind === 'MachineDeployment'),
+    ...(clusterName ? { clusterName } : {}),
+    ...(clusterNameLabel !== undefined ? { clusterNameLabel } : {}),
+    deleting: meta.deleting,
+  };
+}
+
+/**
+ * The scalable-resource view of facts (a MachineDeployment's, a MachineSet's or a MachinePool's), enough to plan its
+ * autoscaler annotation exactly as the reconcile function would from the same version (`planAutoscalerTaints`).
+ */
+export function scalableSnapshotOfFacts(facts: ScalableFacts | MachinePoolFacts): ScalableResourceSnapshot {
+  const common = { apiVersion: '', namespace: facts.namespace, name: facts.name, uid: facts.uid, resourceVersion: facts.resourceVersion, specTaints: facts.specTaints ?? undefined, deleting: facts.deleting };
+  if (facts.kind === 'MachinePool') {
+    // `declarations` already merges the pool's own keys over its template's (poolDeclarations).
+    return { ...common, kind: 'MachinePool', annotations: { ...(facts.autoscaler ?? {}), ...facts.declarations }, templateAnnotations: {}, templateLabels: {}, ownedByMachineDeployment: false, ...(facts.clusterName ? { clusterName: facts.clusterName } : {}) };
+  }
+  return {
+    ...common,
+    kind: facts.kind,
+    annotations: facts.autoscaler,
+    templateAnnotations: facts.declarations,
+    templateLabels: facts.controlPlaneLabel !== undefined ? { [CONTROL_PLANE_LABEL]: facts.controlPlaneLabel } : {},
+    ownedByMachineDeployment: facts.ownedByMachineDeployment,
+    ...(facts.clusterName ? { clusterName: facts.clusterName } : {}),
+  };
+}
+
+/** The CloudEvent that asks for a reconcile of a scalable resource's autoscaler annotation. */
+export function toScalableResourceEvent(facts: ScalableFacts | MachinePoolFacts, change: ChangeKind, cluster: ClusterRef, observedAt: Date): TaintEvent {
+  const at = observedAt.toISOString();
+  const data: ScalableResourceEventData = {
+    kind: 'ScalableResource',
+    cluster,
+    resource: { kind: facts.kind, namespace: facts.namespace, name: facts.name, uid: facts.uid, resourceVersion: facts.resourceVersion },
+    observedAt: at,
+  };
+  return {
+    id: eventIdFor(facts.uid, facts.resourceVersion, change, 'autoscaler'),
+    source: sourceFor(cluster),
+    type: eventTypeFor(ObjectKind.ScalableResource, change),
+    subject: subjectFor(data),
+    time: at,
+    data,
   };
 }
 
@@ -323,7 +446,7 @@ export function objectKeyOf(facts: WatchedFacts): string {
  * The cluster a Machine belongs to: `self` in single-cluster mode, otherwise its namespace and
  * `spec.clusterName` (or the cluster-name label). Returns undefined when a capi Machine names no cluster.
  */
-export function clusterOfMachine(machine: MachineFacts | MachinePoolFacts, mode: 'capi' | 'self'): ClusterRef | undefined {
+export function clusterOfMachine(machine: MachineFacts | MachinePoolFacts | ScalableFacts, mode: 'capi' | 'self'): ClusterRef | undefined {
   if (mode === 'self') return { mode: 'self' };
   const name = machine.clusterName ?? (machine.clusterNameLabel || undefined);
   return name ? { mode: 'capi', namespace: machine.namespace, name } : undefined;

@@ -1,5 +1,5 @@
 import type { ChangeKind, ClusterRef } from '#shared/domain/cloud-event.ts';
-import type { ClusterFacts, MachineFacts, MachinePoolFacts, NodeFacts, WatchedFacts } from '#shared/domain/watch-event.ts';
+import type { ClusterFacts, MachineFacts, MachinePoolFacts, NodeFacts, ScalableFacts, WatchedFacts } from '#shared/domain/watch-event.ts';
 
 /**
  * What a watch stream delivers, in order. A `change` carries the relevance decision; `checkpoint` is
@@ -62,6 +62,9 @@ export interface WatchSources {
   machines(start: StreamStart): WatchStream<MachineFacts>;
   /** MachinePools (their declarations and `status.nodeRefs`); absent where a source has none. */
   machinePools?(start: StreamStart): WatchStream<MachinePoolFacts>;
+  /** MachineDeployments and MachineSets, for the cluster-autoscaler annotation (docs/autoscaler.md); absent where a source has none. */
+  machineDeployments?(start: StreamStart): WatchStream<ScalableFacts>;
+  machineSets?(start: StreamStart): WatchStream<ScalableFacts>;
   clusters(start: StreamStart): WatchStream<ClusterFacts>;
   /** Nodes of a workload cluster (or of the one cluster in `self` mode); credentials are resolved at each (re)connect. */
   nodes(cluster: ClusterRef, start: StreamStart): WatchStream<NodeFacts>;

@@ -12,7 +12,7 @@ import {
 } from '#shared/domain/cloud-event.ts';
 import { MalformedEventError } from '#shared/errors.ts';
 
-import { validateMachineEventData, validateMachinePoolEventData, validateNodeEventData } from './event-data-validators.generated.ts';
+import { validateMachineEventData, validateMachinePoolEventData, validateNodeEventData, validateScalableResourceEventData } from './event-data-validators.generated.ts';
 
 // Compiled at build time from the domain's JSON Schemas (`npm run codegen`, Ajv standalone): nothing is compiled at a
 // cold start, and Ajv's compiler is not in the bundle.
@@ -20,6 +20,7 @@ const validators: Readonly<Record<TaintEventData['kind'], ValidateFunction>> = {
   Machine: validateMachineEventData as ValidateFunction,
   Node: validateNodeEventData as ValidateFunction,
   MachinePool: validateMachinePoolEventData as ValidateFunction,
+  ScalableResource: validateScalableResourceEventData as ValidateFunction,
 };
 
 const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/i;

@@ -5,7 +5,7 @@
  * ask again, so a Cluster API upgrade that stops serving a version is followed without a restart.
  */
 import type { ClusterRef } from '#shared/domain/cloud-event.ts';
-import { toClusterFacts, toMachineFacts, toMachinePoolFacts, toNodeFacts, type ClusterFacts, type MachineFacts, type MachinePoolFacts, type NodeFacts, type WatchedFacts } from '#shared/domain/watch-event.ts';
+import { toClusterFacts, toMachineFacts, toMachinePoolFacts, toNodeFacts, toScalableFacts, type ClusterFacts, type MachineFacts, type MachinePoolFacts, type NodeFacts, type ScalableFacts, type WatchedFacts } from '#shared/domain/watch-event.ts';
 import type { ForwarderTelemetry } from '#shared/ports/forwarder-telemetry.ts';
 import type { StreamStart, WatchSources, WatchStream } from '#shared/ports/watch-source.ts';
 import { WatchSession, type WatchSessionOptions } from './watch-session.ts';
@@ -14,7 +14,7 @@ import { clusterCredentialsReporter, type ClusterCredentialsReporter } from './c
 import type { ClusterEndpoint } from './kube-http.ts';
 import { ClusterCredentialsError } from '#shared/errors.ts';
 import { ForwarderMetric } from '#shared/observability/metric-names.ts';
-import { nodeStreamKey, MACHINES_STREAM, MACHINE_POOLS_STREAM } from '#shared/domain/watch-event.ts';
+import { nodeStreamKey, MACHINES_STREAM, MACHINE_POOLS_STREAM, MACHINE_DEPLOYMENTS_STREAM, MACHINE_SETS_STREAM } from '#shared/domain/watch-event.ts';
 
 import { capiApiVersionString } from '#shared/domain/capi-api.ts';
 import type { CapiApi } from './capi-discovery.ts';
@@ -100,6 +100,8 @@ export function kubernetesWatchSources(o: KubernetesWatchSourcesOptions): WatchS
   const machinesPath = capiPath('machines', o.machineNamespace);
   const clustersPath = capiPath('clusters', o.machineNamespace);
   const machinePoolsPath = capiPath('machinepools', o.machineNamespace);
+  const machineDeploymentsPath = capiPath('machinedeployments', o.machineNamespace);
+  const machineSetsPath = capiPath('machinesets', o.machineNamespace);
   return {
     machines(start: StreamStart): WatchStream<MachineFacts> {
       return session(MACHINES_STREAM, management, machinesPath.path, toMachineFacts, start, {
@@ -112,6 +114,14 @@ export function kubernetesWatchSources(o: KubernetesWatchSourcesOptions): WatchS
         resyncIntervalMs: o.resyncIntervalMs ?? 0,
         // MachinePools are one more collection of the group version: a 404 for them alone says nothing about Machines.
       });
+    },
+    // MachineDeployments and MachineSets, for the cluster-autoscaler annotation: like MachinePools, a 404 for them
+    // alone says nothing about Machines.
+    machineDeployments(start: StreamStart): WatchStream<ScalableFacts> {
+      return session(MACHINE_DEPLOYMENTS_STREAM, management, machineDeploymentsPath.path, (obj) => toScalableFacts('MachineDeployment', obj), start, { resyncIntervalMs: o.resyncIntervalMs ?? 0 });
+    },
+    machineSets(start: StreamStart): WatchStream<ScalableFacts> {
+      return session(MACHINE_SETS_STREAM, management, machineSetsPath.path, (obj) => toScalableFacts('MachineSet', obj), start, { resyncIntervalMs: o.resyncIntervalMs ?? 0 });
     },
     clusters(start: StreamStart): WatchStream<ClusterFacts> {
       return session('clusters', management, clustersPath.path, toClusterFacts, start, { collectionNotServed: clustersPath.collectionNotServed });

@@ -152,6 +152,20 @@ describeWithControlPlane('least privilege: infra/rbac manifests on a real API se
         reconcileKc.makeApiClient(CustomObjectsApi).patchNamespacedCustomObject({ ...MACHINES, namespace: ns, name: 'm-refused', body: { metadata: { labels: { x: 'y' } } } }, MERGE_PATCH),
       ),
       reconcileCreatesConfigMapElsewhere: await refused(() => recCore.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: 'x' } } })),
+      // Scale from zero (docs/autoscaler.md): the reconcile function may patch MachineDeployments, MachineSets and
+      // MachinePools (404: allowed, the object does not exist), nothing else about them; the forwarder only reads them.
+      ...Object.fromEntries(
+        await Promise.all(
+          ['machinedeployments', 'machinesets', 'machinepools'].flatMap((plural) => {
+            const api = { group: 'cluster.x-k8s.io', version: 'v1beta2', plural, namespace: ns, name: 'absent' };
+            return [
+              refused(() => reconcileKc.makeApiClient(CustomObjectsApi).patchNamespacedCustomObject({ ...api, body: { metadata: { annotations: { x: 'y' } } } }, MERGE_PATCH)).then((c) => [`reconcilePatches-${plural}`, c] as const),
+              refused(() => reconcileKc.makeApiClient(CustomObjectsApi).deleteNamespacedCustomObject(api)).then((c) => [`reconcileDeletes-${plural}`, c] as const),
+              refused(() => forwarderKc.makeApiClient(CustomObjectsApi).patchNamespacedCustomObject({ ...api, body: { metadata: { annotations: { x: 'y' } } } }, MERGE_PATCH)).then((c) => [`forwarderPatches-${plural}`, c] as const),
+            ];
+          }),
+        ),
+      ),
       reconcileReadsClusterKubeconfig: await refused(() => recCore.readNamespacedSecret({ namespace: ns, name: 'wc1-kubeconfig' })),
       forwarderReadsClusterKubeconfig: await refused(() => fwdCore.readNamespacedSecret({ namespace: ns, name: 'wc1-kubeconfig' })),
       reconcileListsSecrets: await refused(() => recCore.listNamespacedSecret({ namespace: ns })),
@@ -175,6 +189,7 @@ describeWithControlPlane('least privilege: infra/rbac manifests on a real API se
       reconcileReadsUnrelatedSecret: 403,
       reconcileWritesMachine: 403,
       reconcileCreatesConfigMapElsewhere: 403,
+      ...Object.fromEntries(['machinedeployments', 'machinesets', 'machinepools'].flatMap((p) => [[`reconcilePatches-${p}`, 404], [`reconcileDeletes-${p}`, 403], [`forwarderPatches-${p}`, 403]])),
       reconcileReadsClusterKubeconfig: 200,
       forwarderReadsClusterKubeconfig: 200,
       reconcileListsSecrets: 403,

@@ -3,7 +3,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import type { SQSEvent } from 'aws-lambda';
 import { fromCloudEventBody } from '#shared/adapters/cloudevents/cloud-event-body.ts';
-import { machineEventDataSchema, machinePoolEventDataSchema, nodeEventDataSchema } from '#shared/domain/cloud-event.ts';
+import { machineEventDataSchema, machinePoolEventDataSchema, scalableResourceEventDataSchema, nodeEventDataSchema } from '#shared/domain/cloud-event.ts';
 import { fingerprintOf, isRelevantChange } from '#shared/domain/relevance.ts';
 import { toMachineFacts, toNodeFacts } from '#shared/domain/watch-event.ts';
 import { MalformedEventError } from '#shared/errors.ts';
@@ -33,6 +33,7 @@ describe('Sample events in events/', () => {
     expect(load(join(root, 'schemas/machine-event-data.v1.json'))).toEqual(machineEventDataSchema);
     expect(load(join(root, 'schemas/node-event-data.v1.json'))).toEqual(nodeEventDataSchema);
     expect(load(join(root, 'schemas/machinepool-event-data.v1.json'))).toEqual(machinePoolEventDataSchema);
+    expect(load(join(root, 'schemas/scalableresource-event-data.v1.json'))).toEqual(scalableResourceEventDataSchema);
   });
 
   const sqsSamples = files.filter((f) => f.startsWith('reconcile-node-taints/'));

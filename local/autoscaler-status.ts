@@ -1,0 +1,93 @@
+/**
+ * Scale from zero in `npm run status` (docs/autoscaler.md): for every cluster-autoscaler node group (a
+ * MachineDeployment, a MachineSet no MachineDeployment owns, or a MachinePool with both size annotations) and every
+ * resource that still carries the product's record, the taints the autoscaler will assume for a new Node (its own
+ * reading of `spec.template.spec.taints` and the taints annotation), the taints a new Node gets, whether they match,
+ * and what the product does about the annotation.
+ */
+import type { KubeConfig } from '@kubernetes/client-node';
+import { KubernetesCapiDiscovery } from '#shared/adapters/kubernetes/capi-discovery.ts';
+import { kubeList } from '#shared/adapters/kubernetes/kube-http.ts';
+import { toScalableSnapshot } from '#shared/adapters/kubernetes/scalable-resource-store.ts';
+import { statusOf } from '#shared/adapters/kubernetes/api-errors.ts';
+import {
+  AUTOSCALER_OWNED_ANNOTATION,
+  AUTOSCALER_TAINTS_ANNOTATION,
+  SCALABLE_KINDS,
+  autoscalerAssumedTaints,
+  isNodeGroup,
+  planAutoscalerTaints,
+  sameTaints,
+  type AutoscalerState,
+  type ScalableKind,
+} from '#shared/domain/autoscaler.ts';
+import { CAPI_GROUP } from '#shared/domain/capi-api.ts';
+import { formatTaint, type Taint } from '#shared/domain/taint.ts';
+
+export interface AutoscalerStatus {
+  readonly kind: ScalableKind;
+  readonly namespace: string;
+  readonly name: string;
+  /** What the product does about the annotation (`foreign`: someone else's value, left alone). */
+  readonly state: AutoscalerState;
+  /** The taints the autoscaler assumes for a new Node. */
+  readonly assumed: readonly Taint[];
+  /** The taints a new Node gets; undefined when the declaration is invalid. */
+  readonly newNode?: readonly Taint[];
+  /** True when the two hold the same taints. */
+  readonly matches: boolean;
+  /** The taints annotation as read. */
+  readonly annotation?: string;
+  /** What the product would write there. */
+  readonly desired?: string;
+}
+
+const PLURALS: Readonly<Record<ScalableKind, string>> = { MachineDeployment: 'machinedeployments', MachineSet: 'machinesets', MachinePool: 'machinepools' };
+
+/** Reads every scalable resource of the namespace (all when absent) and returns the node groups' status, sorted. */
+export async function readAutoscalerStatuses(o: { readonly kubeConfig: KubeConfig; readonly namespace?: string; readonly startupTaint?: { readonly key: string; readonly effect: string } }): Promise<AutoscalerStatus[]> {
+  const version = await new KubernetesCapiDiscovery(o.kubeConfig).version();
+  const out: AutoscalerStatus[] = [];
+  for (const kind of SCALABLE_KINDS) {
+    const path = o.namespace ? `/apis/${CAPI_GROUP}/${version}/namespaces/${encodeURIComponent(o.namespace)}/${PLURALS[kind]}` : `/apis/${CAPI_GROUP}/${version}/${PLURALS[kind]}`;
+    let items: Parameters<typeof toScalableSnapshot>[1][];
+    try {
+      items = await kubeList(o.kubeConfig, path, {}, 500);
+    } catch (error) {
+      if (statusOf(error) === 404) continue; // the kind is not served (MachinePools on an old Cluster API)
+      throw error;
+    }
+    for (const item of items) {
+      const r = toScalableSnapshot(kind, item, version);
+      if (!isNodeGroup(r) && r.annotations[AUTOSCALER_OWNED_ANNOTATION] === undefined) continue;
+      if (r.kind === 'MachineSet' && r.ownedByMachineDeployment) continue;
+      const plan = planAutoscalerTaints(r, o.startupTaint ? { startupTaint: o.startupTaint } : {});
+      const annotation = r.annotations[AUTOSCALER_TAINTS_ANNOTATION];
+      const assumed = autoscalerAssumedTaints(r.specTaints, annotation);
+      out.push({
+        kind,
+        namespace: r.namespace,
+        name: r.name,
+        state: plan.state,
+        assumed,
+        ...(plan.nodeTaints ? { newNode: plan.nodeTaints } : {}),
+        matches: plan.nodeTaints !== undefined && sameTaints(assumed, plan.nodeTaints),
+        ...(annotation !== undefined ? { annotation } : {}),
+        ...(plan.desired !== undefined ? { desired: plan.desired } : {}),
+      });
+    }
+  }
+  return out.sort((a, b) => `${a.namespace}/${a.kind}/${a.name}`.localeCompare(`${b.namespace}/${b.kind}/${b.name}`));
+}
+
+/** The table of `npm run status`: one line per node group. */
+export function formatAutoscalerRows(rows: readonly AutoscalerStatus[]): string[] {
+  if (rows.length === 0) return [];
+  const list = (t: readonly Taint[] | undefined): string => (t === undefined ? '(invalid declaration)' : t.length === 0 ? '<none>' : t.map(formatTaint).join(','));
+  const table = [
+    ['NODE GROUP', 'AUTOSCALER ASSUMES', 'NEW NODES GET', 'MATCH', 'ANNOTATION'],
+    ...rows.map((r) => [`${r.kind}/${r.namespace}/${r.name}`, list(r.assumed), list(r.newNode), r.matches ? 'yes' : 'no', r.state === 'foreign' ? `foreign (would write ${JSON.stringify(r.desired ?? '')})` : r.state]),
+  ];
+  const widths = table[0]?.map((_, i) => Math.max(...table.map((row) => (row[i] ?? '').length))) ?? [];
+  return ['Cluster autoscaler (scale from zero, docs/autoscaler.md):', ...table.map((row) => row.map((c, i) => (i === row.length - 1 ? c : c.padEnd(widths[i] ?? 0))).join('  '))];
+}

@@ -1,0 +1,24 @@
+/**
+ * The forwarder's rule for the cluster-autoscaler annotation (docs/autoscaler.md): a MachineDeployment, MachineSet or
+ * MachinePool change asks for a reconcile of the resource only when the plan made from this very version has a write
+ * (the reconcile function reads the resource again and plans the same, or a newer version has its own event), or when
+ * someone else's value appeared or changed there (the reconcile function then records a Warning Event, once per value).
+ * The echo of the product's own write plans nothing and costs no message. Pure.
+ */
+import { planAutoscalerTaints, type AutoscalerOptions } from './autoscaler.ts';
+import type { ChangeKind } from './cloud-event.ts';
+import { scalableSnapshotOfFacts, type MachinePoolFacts, type ScalableFacts } from './watch-event.ts';
+
+/**
+ * True when the change should become a ScalableResource event.
+ * @example autoscalerEventNeeded('modified', written, { ...written, resourceVersion: '9' }) // false: in sync
+ */
+export function autoscalerEventNeeded(change: ChangeKind, previous: ScalableFacts | MachinePoolFacts | undefined, current: ScalableFacts | MachinePoolFacts, options: AutoscalerOptions = {}): boolean {
+  if (change === 'deleted') return false;
+  const plan = planAutoscalerTaints(scalableSnapshotOfFacts(current), options);
+  if (plan.patch) return true;
+  if (plan.state !== 'foreign' || change === 'resynced') return false;
+  if (previous === undefined) return true;
+  const before = planAutoscalerTaints(scalableSnapshotOfFacts(previous), options);
+  return before.state !== 'foreign' || before.current !== plan.current;
+}

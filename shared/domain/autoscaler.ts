@@ -1,0 +1,209 @@
+/**
+ * Scale from zero (docs/autoscaler.md): the cluster-autoscaler's Cluster API provider builds the template Node of a
+ * MachineDeployment, MachineSet or MachinePool from `spec.template.spec.taints` and the annotation
+ * `capacity.cluster-autoscaler.kubernetes.io/taints`; it never sees the product's declaration annotations. These pure
+ * rules decide what the product writes into that annotation, and when:
+ * - **Opt-in.** Only on a node group of the autoscaler: a resource with its max size annotation (the min one is optional
+ *   there, 0 when absent), and not a MachineSet owned by a MachineDeployment (the autoscaler never reads those; Cluster
+ *   API copies the MachineDeployment's annotations onto them).
+ * - **What.** The taints a new Node of the resource gets (the effective declaration of a new Machine of it: Always and
+ *   OnInitialization, after precedence and cancellation; the startup gate is removed when the taints land, so it is
+ *   never part of it), minus those already in `spec.template.spec.taints` (the autoscaler reads them itself), sorted,
+ *   as `key=value:Effect` / `key:Effect` joined by `,`. Nothing left: no annotation.
+ * - **Ownership.** The product writes the value and, next to it, the same value in {@link AUTOSCALER_OWNED_ANNOTATION}.
+ *   A taints annotation that differs from that record (or exists without one) is someone else's: never overwritten,
+ *   reported. What the product wrote is removed when nothing is left to declare or the resource opts out.
+ * - **Invalid declaration, resource being deleted.** No write: what was written stays.
+ */
+import { declaredTaintsOf, type DeclarationResult, type EffectiveDeclaration } from './declarations.ts';
+import { poolDeclarations } from './machine-pool.ts';
+import { formatTaint, taintId, type Taint } from './taint.ts';
+
+/** The autoscaler's scale-from-zero taints annotation (cluster-autoscaler `clusterapi_utils.go`, `taintsKey`). */
+export const AUTOSCALER_TAINTS_ANNOTATION = 'capacity.cluster-autoscaler.kubernetes.io/taints';
+/** The autoscaler's node group size annotations (default `CAPI_GROUP`); a resource with the max one is a node group. */
+export const AUTOSCALER_MIN_SIZE_ANNOTATION = 'cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size';
+export const AUTOSCALER_MAX_SIZE_ANNOTATION = 'cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size';
+/** The value the product last wrote into the taints annotation: what makes that value the product's. */
+export const AUTOSCALER_OWNED_ANNOTATION = 'taints.capi-taint-propagator.dev/autoscaler-taints';
+
+/** The resources the autoscaler scales. */
+export type ScalableKind = 'MachineDeployment' | 'MachineSet' | 'MachinePool';
+export const SCALABLE_KINDS: readonly ScalableKind[] = ['MachineDeployment', 'MachineSet', 'MachinePool'];
+
+/** A MachineDeployment, MachineSet or MachinePool as read from the management cluster. */
+export interface ScalableResourceSnapshot {
+  readonly kind: ScalableKind;
+  readonly apiVersion: string;
+  readonly namespace: string;
+  readonly name: string;
+  readonly uid: string;
+  readonly resourceVersion: string;
+  /** `metadata.annotations`. */
+  readonly annotations: Readonly<Record<string, string>>;
+  /** `spec.template.metadata.annotations`: what a new Machine of it carries. */
+  readonly templateAnnotations: Readonly<Record<string, string>>;
+  /** `spec.template.metadata.labels`. */
+  readonly templateLabels: Readonly<Record<string, string>>;
+  /** `spec.template.spec.taints` as stored. */
+  readonly specTaints: unknown;
+  /** A MachineSet with an owner reference to a MachineDeployment. */
+  readonly ownedByMachineDeployment: boolean;
+  readonly clusterName?: string;
+  readonly deleting: boolean;
+}
+
+/** What the product does about a resource's taints annotation, and why. */
+export type AutoscalerState =
+  /** Not a node group (no min/max size annotations, or a MachineSet of a MachineDeployment) and nothing of ours on it. */
+  | 'not-opted-in'
+  /** A node group whose new Nodes get no taint beyond `spec.template.spec.taints` (which the autoscaler reads). */
+  | 'not-needed'
+  /** The annotation holds exactly what the product computed. */
+  | 'in-sync'
+  /** A write is planned (set, correct or remove the product's value). */
+  | 'out-of-sync'
+  /** The annotation holds a value the product did not write: left alone. */
+  | 'foreign'
+  /** The declaration is invalid: no write, what was written stays. */
+  | 'invalid'
+  /** The resource is being deleted: left alone. */
+  | 'deleting';
+
+export interface AutoscalerPlan {
+  readonly state: AutoscalerState;
+  /** The value the product wants in the annotation (undefined: none). */
+  readonly desired?: string;
+  /** The annotation as read. */
+  readonly current?: string;
+  /** The annotations to set (string) or remove (null); present exactly when the state is `out-of-sync`. */
+  readonly patch?: Readonly<Record<string, string | null>>;
+  /** The taints a new Node of the resource gets (valid declarations only). */
+  readonly nodeTaints?: readonly Taint[];
+}
+
+/** Options: the startup gate, refused as a declaration exactly as for a Machine. */
+export interface AutoscalerOptions {
+  readonly startupTaint?: { readonly key: string; readonly effect: string };
+}
+
+/**
+ * True when the resource opts in as an autoscaler node group: it carries the max size annotation (the autoscaler's
+ * `parseScalingBounds` takes a missing min as 0 and skips a group whose max is 0 or missing), and it is not a MachineSet
+ * of a MachineDeployment. The values are the autoscaler's business: an unparsable one only makes it skip the group.
+ */
+export function isNodeGroup(r: Pick<ScalableResourceSnapshot, 'kind' | 'annotations' | 'ownedByMachineDeployment'>): boolean {
+  if (r.kind === 'MachineSet' && r.ownedByMachineDeployment) return false;
+  return r.annotations[AUTOSCALER_MAX_SIZE_ANNOTATION] !== undefined;
+}
+
+/**
+ * The effective declaration a new Machine (or, for a MachinePool, a new Node) of the resource gets: the template's
+ * annotations and `spec.template.spec.taints` (a MachinePool's declarations as in machine-pool.ts).
+ */
+export function scalableDeclarationOf(r: ScalableResourceSnapshot, options: AutoscalerOptions = {}): DeclarationResult {
+  const annotations = r.kind === 'MachinePool' ? poolDeclarations({ annotations: r.annotations, templateAnnotations: r.templateAnnotations }) : r.templateAnnotations;
+  const labels = r.kind === 'MachinePool' ? {} : r.templateLabels;
+  return declaredTaintsOf({ specTaints: r.specTaints, annotations, labels }, options.startupTaint ? { startupTaint: options.startupTaint } : {});
+}
+
+/** The Node form of every declared taint (Always and OnInitialization): what a new Node gets. */
+export function newNodeTaints(declaration: EffectiveDeclaration): Taint[] {
+  return declaration.taints.map((t) => (t.value === undefined || t.value === '' ? { key: t.key, effect: t.effect } : { key: t.key, value: t.value, effect: t.effect }));
+}
+
+/**
+ * The annotation value for a declaration: every taint not declared in `spec.taints`, sorted by key then effect
+ * (bytewise, so a reordered declaration costs no write), formatted `key=value:Effect` or `key:Effect`, joined by `,`
+ * with no spaces. Undefined when there is none.
+ * @example autoscalerTaintsValue({ taints: [gpu], sourceOf: { 'nvidia.com/gpu:NoSchedule': 'taints.capi-taint-propagator.dev/machine' }, overrides: [] }) // 'nvidia.com/gpu=a100:NoSchedule'
+ */
+export function autoscalerTaintsValue(declaration: EffectiveDeclaration): string | undefined {
+  const entries = declaration.taints
+    .filter((t) => declaration.sourceOf[taintId(t)] !== 'spec.taints')
+    .map((t) => ({ id: taintId(t), text: formatTaint(t) }))
+    .sort((a, b) => (a.id < b.id ? -1 : 1)); // ids are unique in a declaration
+  return entries.length === 0 ? undefined : entries.map((e) => e.text).join(',');
+}
+
+/**
+ * Decides the resource's taints annotation (see the module comment). Pure; the patch is applied with the resource's
+ * resourceVersion as precondition.
+ * @example planAutoscalerTaints(nodeGroupWithGpuAnnotation).patch // { 'capacity.cluster-autoscaler.kubernetes.io/taints': 'nvidia.com/gpu:NoSchedule', 'taints.capi-taint-propagator.dev/autoscaler-taints': 'nvidia.com/gpu:NoSchedule' }
+ */
+export function planAutoscalerTaints(r: ScalableResourceSnapshot, options: AutoscalerOptions = {}): AutoscalerPlan {
+  const current = r.annotations[AUTOSCALER_TAINTS_ANNOTATION];
+  const owned = r.annotations[AUTOSCALER_OWNED_ANNOTATION];
+  const base = current === undefined ? {} : { current };
+  // A MachineSet of a MachineDeployment: Cluster API copies the MachineDeployment's annotations (ours included) onto
+  // it, and the autoscaler never reads it. Never written, whatever it carries.
+  if (r.kind === 'MachineSet' && r.ownedByMachineDeployment) return { state: 'not-opted-in', ...base };
+  if (r.deleting) return { state: 'deleting', ...base };
+  const declared = scalableDeclarationOf(r, options);
+  if (!declared.valid) return { state: 'invalid', ...base };
+  const nodeTaints = newNodeTaints(declared.declaration);
+  const nodeGroup = isNodeGroup(r);
+  const desired = nodeGroup ? autoscalerTaintsValue(declared.declaration) : undefined;
+  const facts = { ...base, ...(desired !== undefined ? { desired } : {}), nodeTaints };
+  const ours = owned !== undefined && (current === undefined || current === owned);
+  if (current !== undefined && !ours) return { state: 'foreign', ...facts };
+  if (desired === undefined) {
+    if (owned === undefined) return { state: nodeGroup ? 'not-needed' : 'not-opted-in', ...facts };
+    return { state: 'out-of-sync', ...facts, patch: { [AUTOSCALER_TAINTS_ANNOTATION]: null, [AUTOSCALER_OWNED_ANNOTATION]: null } };
+  }
+  if (current === desired && owned === desired) return { state: 'in-sync', ...facts };
+  return { state: 'out-of-sync', ...facts, patch: { [AUTOSCALER_TAINTS_ANNOTATION]: desired, [AUTOSCALER_OWNED_ANNOTATION]: desired } };
+}
+
+/**
+ * The taints the autoscaler assumes for a new Node of the resource, by its rules (docs/autoscaler.md):
+ * `spec.template.spec.taints` in order, then each entry of the annotation replacing the first taint with the same key
+ * and effect, else appended; entries it cannot parse are skipped (it only logs them). For reports, not for writes.
+ */
+export function autoscalerAssumedTaints(specTaints: unknown, annotation: string | undefined): Taint[] {
+  const taints: Taint[] = (Array.isArray(specTaints) ? specTaints : []).filter(isRecord).map(({ key, value, effect }) => ({
+    key: typeof key === 'string' ? key : '',
+    ...(typeof value === 'string' && value !== '' ? { value } : {}),
+    effect: typeof effect === 'string' ? effect : '',
+  }));
+  for (const entry of annotation === undefined ? [] : annotation.split(',')) {
+    const t = parseAutoscalerTaint(entry);
+    if (!t) continue;
+    const i = taints.findIndex((x) => x.key === t.key && x.effect === t.effect);
+    if (i === -1) taints.push(t);
+    else taints[i] = t;
+  }
+  return taints;
+}
+
+function isRecord(x: unknown): x is Record<string, unknown> {
+  return typeof x === 'object' && x !== null;
+}
+
+const QUALIFIED_NAME = /^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$/;
+const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+
+/** One entry as the autoscaler's `parseTaint` reads it (no trimming, any effect text); undefined when it refuses it. */
+function parseAutoscalerTaint(entry: string): Taint | undefined {
+  const [head = '', effect = '', ...more] = entry.split(':');
+  // One part: the whole entry is the key (so `k=v` is refused as a key); two: `key[=value]` and the effect; more: refused.
+  const [key = '', value = '', ...extra] = entry.includes(':') ? head.split('=') : [head];
+  if (more.length > 0 || extra.length > 0) return undefined;
+  if (value !== '' && (value.length > 63 || !QUALIFIED_NAME.test(value))) return undefined;
+  if (!isQualifiedName(key)) return undefined;
+  return { key, ...(value !== '' ? { value } : {}), effect };
+}
+
+function isQualifiedName(key: string): boolean {
+  const parts = key.split('/');
+  if (parts.length > 2) return false;
+  const [prefix, name] = parts.length === 2 ? parts : [undefined, key];
+  if (prefix !== undefined && (prefix.length > 253 || !DNS1123_SUBDOMAIN.test(prefix))) return false;
+  return name !== undefined && name.length <= 63 && QUALIFIED_NAME.test(name);
+}
+
+/** True when two taint lists hold the same taints (key, effect, value), in any order. */
+export function sameTaints(a: readonly Taint[], b: readonly Taint[]): boolean {
+  const canon = (l: readonly Taint[]) => l.map((t) => `${t.key}\u0000${t.effect}\u0000${t.value ?? ''}`).sort().join('\u0001');
+  return a.length === b.length && canon(a) === canon(b);
+}

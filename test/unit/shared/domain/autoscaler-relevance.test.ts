@@ -1,0 +1,94 @@
+import { describe, expect, it } from 'vitest';
+import { AUTOSCALER_MAX_SIZE_ANNOTATION, AUTOSCALER_MIN_SIZE_ANNOTATION, AUTOSCALER_OWNED_ANNOTATION, AUTOSCALER_TAINTS_ANNOTATION } from '#shared/domain/autoscaler.ts';
+import { autoscalerEventNeeded } from '#shared/domain/autoscaler-relevance.ts';
+import { isNodeTaintEvent, messageGroupIdFor, parseEventType, subjectFor, type ScalableResourceEventData } from '#shared/domain/cloud-event.ts';
+import { scalableSnapshotOfFacts, toMachinePoolFacts, toScalableFacts, toScalableResourceEvent, type ScalableFacts } from '#shared/domain/watch-event.ts';
+
+const SIZE = { [AUTOSCALER_MIN_SIZE_ANNOTATION]: '0', [AUTOSCALER_MAX_SIZE_ANNOTATION]: '3' };
+const MACHINE = 'taints.capi-taint-propagator.dev/machine';
+
+function mdJson(over: { annotations?: Record<string, string>; template?: Record<string, string>; labels?: Record<string, string>; owners?: unknown[]; rv?: string; taints?: unknown; deleting?: boolean } = {}): unknown {
+  return {
+    metadata: {
+      name: 'gpu',
+      namespace: 'ns',
+      uid: 'u1',
+      resourceVersion: over.rv ?? '5',
+      labels: { 'cluster.x-k8s.io/cluster-name': 'c1' },
+      annotations: { ...SIZE, 'unrelated.example.com/x': 'y', ...over.annotations },
+      ...(over.owners ? { ownerReferences: over.owners } : {}),
+      ...(over.deleting ? { deletionTimestamp: '2026-01-01T00:00:00Z' } : {}),
+    },
+    spec: {
+      clusterName: 'c1',
+      template: { metadata: { annotations: { 'other/x': '1', ...over.template }, labels: over.labels ?? {} }, spec: over.taints === undefined ? {} : { taints: over.taints } },
+    },
+  };
+}
+
+const facts = (over: Parameters<typeof mdJson>[0] = {}): ScalableFacts => {
+  const f = toScalableFacts('MachineDeployment', mdJson(over));
+  if (!f) throw new Error('no facts');
+  return f;
+};
+
+describe('toScalableFacts / scalableSnapshotOfFacts', () => {
+  it('keeps only what decides the annotation', () => {
+    const f = facts({ template: { [MACHINE]: 'a:NoSchedule' }, labels: { 'cluster.x-k8s.io/control-plane': '' }, owners: [{ kind: 'MachineDeployment', name: 'x' }] });
+    expect(f).toMatchObject({ kind: 'MachineDeployment', declarations: { [MACHINE]: 'a:NoSchedule' }, autoscaler: SIZE, controlPlaneLabel: '', ownedByMachineDeployment: true, clusterName: 'c1', clusterNameLabel: 'c1', specTaints: null, deleting: false });
+    expect(scalableSnapshotOfFacts(f)).toMatchObject({ kind: 'MachineDeployment', annotations: SIZE, templateAnnotations: { [MACHINE]: 'a:NoSchedule' }, templateLabels: { 'cluster.x-k8s.io/control-plane': '' }, specTaints: undefined });
+    expect(toScalableFacts('MachineSet', { metadata: { name: 'x' } })).toBeUndefined();
+    const bare = toScalableFacts('MachineSet', { metadata: { name: 'x', namespace: 'n', uid: 'u', resourceVersion: '1' } });
+    expect(bare).toMatchObject({ kind: 'MachineSet', autoscaler: {}, declarations: {}, ownedByMachineDeployment: false });
+    expect(bare && scalableSnapshotOfFacts(bare)).not.toHaveProperty('clusterName');
+  });
+
+  it('reads a MachinePool’s autoscaler annotations, and none when it has none', () => {
+    const pool = (a: Record<string, string>) => toMachinePoolFacts({ metadata: { name: 'p', namespace: 'ns', uid: 'u', resourceVersion: '1', annotations: a }, spec: { template: { metadata: { annotations: { [MACHINE]: 'q:NoSchedule' } } } } });
+    expect(pool({})?.autoscaler).toBeUndefined();
+    const p = pool({ ...SIZE, [MACHINE]: 'p:NoSchedule' });
+    expect(p?.autoscaler).toEqual(SIZE);
+    expect(p && scalableSnapshotOfFacts(p)).toMatchObject({ kind: 'MachinePool', annotations: { ...SIZE, [MACHINE]: 'p:NoSchedule' } });
+    expect(p && scalableSnapshotOfFacts({ ...p, autoscaler: undefined as never, clusterName: 'c' })).toMatchObject({ annotations: { [MACHINE]: 'p:NoSchedule' }, clusterName: 'c' });
+  });
+});
+
+describe('autoscalerEventNeeded', () => {
+  const declared = facts({ template: { [MACHINE]: 'a:NoSchedule' } });
+  const written = facts({ template: { [MACHINE]: 'a:NoSchedule' }, annotations: { [AUTOSCALER_TAINTS_ANNOTATION]: 'a:NoSchedule', [AUTOSCALER_OWNED_ANNOTATION]: 'a:NoSchedule' }, rv: '6' });
+  const foreign = (v: string) => facts({ template: { [MACHINE]: 'a:NoSchedule' }, annotations: { [AUTOSCALER_TAINTS_ANNOTATION]: v }, rv: '7' });
+
+  it('asks for a reconcile when a write is planned, never for a deletion or the echo of our write', () => {
+    expect(autoscalerEventNeeded('added', undefined, declared)).toBe(true);
+    expect(autoscalerEventNeeded('resynced', undefined, declared)).toBe(true);
+    expect(autoscalerEventNeeded('deleted', undefined, declared)).toBe(false);
+    expect(autoscalerEventNeeded('modified', declared, written)).toBe(false);
+    expect(autoscalerEventNeeded('modified', undefined, facts())).toBe(false);
+  });
+
+  it('reports someone else’s value once per value, not on a resync', () => {
+    expect(autoscalerEventNeeded('added', undefined, foreign('x:NoSchedule'))).toBe(true);
+    expect(autoscalerEventNeeded('modified', declared, foreign('x:NoSchedule'))).toBe(true);
+    expect(autoscalerEventNeeded('modified', foreign('x:NoSchedule'), { ...foreign('x:NoSchedule'), resourceVersion: '8' })).toBe(false);
+    expect(autoscalerEventNeeded('modified', foreign('x:NoSchedule'), foreign('y:NoSchedule'))).toBe(true);
+    expect(autoscalerEventNeeded('resynced', undefined, foreign('x:NoSchedule'))).toBe(false);
+  });
+
+  it('passes the startup gate on: declaring it is invalid, so nothing is planned', () => {
+    const gated = facts({ template: { [MACHINE]: 'gate:NoSchedule' } });
+    expect(autoscalerEventNeeded('added', undefined, gated, { startupTaint: { key: 'gate', effect: 'NoSchedule' } })).toBe(false);
+  });
+});
+
+describe('the ScalableResource event', () => {
+  it('is typed, grouped and named per resource, and is not a Node event', () => {
+    const e = toScalableResourceEvent(facts(), 'modified', { mode: 'capi', namespace: 'ns', name: 'c1' }, new Date('2026-01-01T00:00:00Z'));
+    expect(e.type).toBe('io.github.capi-taint-propagator.scalableresource.modified.v1');
+    expect(parseEventType(e.type)).toEqual({ kind: 'ScalableResource', change: 'modified' });
+    expect(e.id).toBe('u1:5:modified:autoscaler');
+    expect(e.subject).toBe('machinedeployments/ns/gpu');
+    expect(messageGroupIdFor(e.data)).toBe('ns/c1/machinedeployment/ns/gpu');
+    expect(subjectFor(e.data as ScalableResourceEventData)).toBe('machinedeployments/ns/gpu');
+    expect(isNodeTaintEvent(e)).toBe(false);
+  });
+});
