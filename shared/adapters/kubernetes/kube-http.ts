@@ -63,6 +63,9 @@ export class KubeTransportError extends Error {
   }
 }
 
+/** The code of the error an answer larger than MAX_RESPONSE_BYTES fails with. */
+export const ANSWER_TOO_LARGE = 'ERR_ANSWER_TOO_LARGE';
+
 /** Larger than any object the product reads (a Node, a Machine, a Secret is at most 1 MiB); bigger answers fail. */
 export const MAX_RESPONSE_BYTES = 8 * 1024 * 1024;
 
@@ -178,7 +181,7 @@ export async function readBody(res: NodeJS.ReadableStream & { destroy(err?: Erro
     size += chunk.length;
     if (size > MAX_RESPONSE_BYTES) {
       res.destroy();
-      throw new Error(`the answer exceeds ${MAX_RESPONSE_BYTES} bytes`);
+      throw new KubeTransportError(ANSWER_TOO_LARGE, `the answer exceeds ${MAX_RESPONSE_BYTES} bytes`);
     }
     chunks.push(chunk);
   }
