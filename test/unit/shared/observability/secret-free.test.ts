@@ -235,7 +235,7 @@ it('keeps every planted secret out of logs, Events, metrics and dead letters on 
 });
 
 it("keeps a proxy's user and password out of logs, Events, metrics and dead letters: refused, rejected and unreachable proxies", async () => {
-  // Prepare: three workload clusters whose Secrets name a proxy with a password: a SOCKS proxy (refused), an HTTP proxy
+  // Prepare: three workload clusters whose Secrets name a proxy with a password: a SOCKS4 proxy (refused), an HTTP proxy
   // that answers 407 (the real client, through a real CONNECT proxy on loopback), and one that is not listening.
   vi.stubEnv('POWERTOOLS_METRICS_DISABLED', 'false');
   const PROXY_PASSWORD = 'PLANTED-proxy-password-4b1d';
@@ -249,7 +249,7 @@ it("keeps a proxy's user and password out of logs, Events, metrics and dead lett
   const withProxy = (url: string): string =>
     `apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://wc.example:6443\n    certificate-authority-data: ${CERT}\n    proxy-url: ${url}\nusers:\n- name: u\n  user:\n    token: ${TOKEN}\ncontexts:\n- name: x\n  context: { cluster: c, user: u }\ncurrent-context: x\n`;
   const secrets: Record<string, string> = {
-    'wc-socks-kubeconfig': withProxy(`socks5://ops:${PROXY_PASSWORD}@proxy.example:1080`),
+    'wc-socks-kubeconfig': withProxy(`socks4://ops:${PROXY_PASSWORD}@proxy.example:1080`),
     'wc-407-kubeconfig': withProxy(proxy.url.replace('http://', `http://ops:${PROXY_PASSWORD}@`)),
     'wc-down-kubeconfig': withProxy(closed.url.replace('http://', `http://ops:${PROXY_PASSWORD}@`)),
   };
@@ -309,7 +309,7 @@ it("keeps a proxy's user and password out of logs, Events, metrics and dead lett
   // Assess: every path ran and reported …
   const output = captured.join('\n');
   expect(response.batchItemFailures.map((f) => f.itemIdentifier)).toEqual(['msg-0', 'msg-1', 'msg-2']);
-  expect(output).toContain('clusters[0].cluster.proxy-url (proxy-url uses the scheme \\"socks5\\"');
+  expect(output).toContain('clusters[0].cluster.proxy-url (proxy-url uses the scheme \\"socks4\\"');
   expect(output).toContain('no tunnel through the proxy (Bad response: 407)');
   expect(output).toContain('ECONNREFUSED');
   expect(output).toContain('http://[redacted]@proxy.example:3128');
