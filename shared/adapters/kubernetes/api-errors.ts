@@ -2,8 +2,8 @@
  * Translates failed Kubernetes API calls (kube-http.ts) into the product's error catalogue, so that no caller ever
  * looks at HTTP codes or messages. 404 is returned as `undefined` by the callers that expect it.
  */
-import { KubeApiError } from './kube-http.ts';
-import { AccessDeniedError, CallTimeoutError, TransientError } from '#shared/errors.ts';
+import { ANSWER_TOO_LARGE, KubeApiError, KubeTransportError } from './kube-http.ts';
+import { AccessDeniedError, CallTimeoutError, OversizedAnswerError, TransientError } from '#shared/errors.ts';
 import { isCallTimeout } from './call-deadline.ts';
 
 /** The HTTP status of a failed API call, or undefined for transport failures. */
@@ -53,14 +53,15 @@ export function isSystemError(error: unknown): error is Error & { readonly code:
 }
 
 /**
- * Maps an API failure that no caller expects: 401/403 → AccessDeniedError; anything else (429,
- * 5xx, timeouts and calls past their deadline, connection errors, unexpected codes) → TransientError,
- * retried through the queue.
+ * Maps an API failure that no caller expects: 401/403 → AccessDeniedError; a call past its deadline →
+ * CallTimeoutError; an answer past the client's byte cap → OversizedAnswerError; anything else (429, 5xx,
+ * connection errors, unexpected codes) → TransientError. All of them are retried through the queue.
  */
 export function toProductError(operation: string, error: unknown): Error {
   const status = statusOf(error);
   if (status === 401 || status === 403) return new AccessDeniedError(operation, describeApiError(error), error);
   if (isCallTimeout(error)) return new CallTimeoutError(operation, describeApiError(error), error);
+  if (error instanceof KubeTransportError && error.code === ANSWER_TOO_LARGE) return new OversizedAnswerError(operation, describeApiError(error), error);
   return new TransientError(operation, describeApiError(error), error);
 }
 
