@@ -271,7 +271,8 @@ export async function runHostileAttack(o: HostileAttackOptions): Promise<Hostile
         version,
         plural: 'clusters',
         namespace: o.namespace,
-        body: { apiVersion: `cluster.x-k8s.io/${version}`, kind: 'Cluster', metadata: { name, namespace: o.namespace }, spec: {} },
+        // The server's address as a provider records it (the spec must not be empty); the product reads the Secret.
+        body: { apiVersion: `cluster.x-k8s.io/${version}`, kind: 'Cluster', metadata: { name, namespace: o.namespace }, spec: { controlPlaneEndpoint: { host: '127.0.0.1', port: Number(new URL(s.server).port) } } },
       });
     }
     log(`  attack started: ${servers.length} hostile clusters (${Object.values(clusters).join(', ')})`);
