@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ListFramingError, ListItemReader, type ListEnvelope } from '#shared/adapters/kubernetes/list-items.ts';
+import { ListFramingError, ListItemReader, type ListEnvelope } from '#shared/adapters/kubernetes/watch/list-items.ts';
 
 /** Reads `text` in chunks of `size` bytes; returns the items handed over and the envelope. */
 function read(text: string, size = Infinity): { items: Array<string | undefined>; envelope: ListEnvelope } {
