@@ -9,6 +9,7 @@
  */
 import { KubeConfig } from '@kubernetes/client-node';
 import { SQSClient } from '@aws-sdk/client-sqs';
+import { identifyAs } from '#shared/adapters/kubernetes/user-agent.ts';
 import { toCloudEventBody } from '#shared/adapters/cloudevents/cloud-event-body.ts';
 import { loadForwarderConfig } from '#shared/config/forwarder-config.ts';
 import { createForwarderTelemetry } from '#shared/observability/forwarder-telemetry.ts';
@@ -18,6 +19,7 @@ import type { EventPublisher } from '#shared/ports/event-publisher.ts';
 import { composeWatchForwarder } from '#functions/watch-forwarder/compose.ts';
 import { WatchForwarder } from '#functions/watch-forwarder/forward-watch-events.ts';
 
+identifyAs('watch-forwarder', 'local');
 const config = loadForwarderConfig(process.env);
 const kc = new KubeConfig();
 kc.loadFromDefault();

@@ -21,6 +21,7 @@ import { processBatch, type BatchDeps } from '#functions/reconcile-node-taints/p
 import { composeWatchForwarder } from '#functions/watch-forwarder/compose.ts';
 import { forwardWatchEvents, WatchForwarder, type FailingCluster, type ForwarderRunSummary, type WatchForwarderOptions } from '#functions/watch-forwarder/forward-watch-events.ts';
 import { statusOf } from '#shared/adapters/kubernetes/api-errors.ts';
+import { asComponent } from '#shared/adapters/kubernetes/user-agent.ts';
 import { workloadKubeConfigs } from '#shared/adapters/kubernetes/workload-kubeconfig.ts';
 import type { ForwarderConfig } from '#shared/config/forwarder-config.ts';
 import type { ReconcileConfig } from '#shared/config/reconcile-config.ts';
@@ -183,7 +184,7 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
     client: sqs,
     queue,
     region: localSqs.region,
-    handler: (event: SQSEvent, context: Context): Promise<SQSBatchResponse> => processBatch(event, context, deps),
+    handler: (event: SQSEvent, context: Context): Promise<SQSBatchResponse> => asComponent('reconcile-node-taints', () => processBatch(event, context, deps)),
     batchSize: options.batchSize ?? 10,
     concurrency: options.concurrency ?? 2,
     functionName: 'reconcile-node-taints',
@@ -232,7 +233,7 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
     const done = (async () => {
       while (!stop.signal.aborted) {
         try {
-          await forwarder.run(stop.signal);
+          await asComponent('watch-forwarder', () => forwarder.run(stop.signal));
         } catch (error) {
           log.error('Forwarder term failed; starting over', { error: error as Error });
           await new Promise((r) => setTimeout(r, 1000));
@@ -271,7 +272,7 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
     startForwarder,
     async runForwarderWindow(durationMs: number): Promise<ForwarderRunSummary> {
       if (current) throw new Error('runForwarderWindow: stop the long-running forwarder first');
-      return forwardWatchEvents(composeForwarder(), { durationMs }, options.forwarderOptions);
+      return asComponent('watch-forwarder', () => forwardWatchEvents(composeForwarder(), { durationMs }, options.forwarderOptions));
     },
     failingClusters: () => current?.forwarder.failingClusters() ?? [],
     async waitForForwarder(timeoutMs = 30_000): Promise<void> {

@@ -12,6 +12,7 @@
  */
 import { KubeConfig } from '@kubernetes/client-node';
 import { describeApiError } from '#shared/adapters/kubernetes/api-errors.ts';
+import { identifyAs } from '#shared/adapters/kubernetes/user-agent.ts';
 import { processEnv } from '#shared/config/env.ts';
 import { ConfigError } from '#shared/errors.ts';
 import { logger } from '#shared/observability/logger.ts';
@@ -77,6 +78,8 @@ async function shutdown(signal: string): Promise<void> {
 }
 for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(sig, () => void shutdown(sig));
 
+// The pipeline names its forwarder and reconcile parts per request (local/pipeline.ts); the rest is `start`'s own.
+identifyAs('start', 'local');
 const kc = new KubeConfig();
 if (config.kubeconfig) {
   // Reads the file only; nothing is sent to the server before the decision.

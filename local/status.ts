@@ -12,6 +12,7 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { dumpYaml, KubeConfig } from '@kubernetes/client-node';
 import { describeApiError } from '#shared/adapters/kubernetes/api-errors.ts';
+import { identifyAs } from '#shared/adapters/kubernetes/user-agent.ts';
 import { processEnv } from '#shared/config/env.ts';
 import { loadReconcileBehaviour } from '#shared/config/reconcile-config.ts';
 import { ConfigError } from '#shared/errors.ts';
@@ -38,6 +39,7 @@ if (args.help) {
   process.exit(0);
 }
 
+identifyAs('status', 'local');
 // kubectl's order: --kubeconfig, then KUBECONFIG (a list of files), then ~/.kube/config. Never an in-cluster guess.
 const kc = new KubeConfig();
 const defaultFile = join(homedir(), '.kube', 'config');

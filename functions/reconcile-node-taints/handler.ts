@@ -6,6 +6,7 @@
 import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import { loadManagementKubeConfig } from '#shared/adapters/kubernetes/management-kubeconfig.ts';
 import type { RestConfig } from '#shared/adapters/kubernetes/rest-config.ts';
+import { identifyAs } from '#shared/adapters/kubernetes/user-agent.ts';
 import { workloadKubeConfigs } from '#shared/adapters/kubernetes/workload-kubeconfig.ts';
 import { loadClusterAccessConfig } from '#shared/config/cluster-access-config.ts';
 import { processEnv } from '#shared/config/env.ts';
@@ -15,6 +16,7 @@ import { sqsSdk } from '#shared/adapters/sqs/sdk.ts';
 import { composeReconcile } from './compose.ts';
 import { processBatch, type BatchDeps } from './process-batch.ts';
 
+identifyAs('reconcile-node-taints', 'lambda');
 const config = loadReconcileConfig(processEnv());
 const access = loadClusterAccessConfig(processEnv());
 // Loaded on first use: the SQS SDK is needed only for retries, re-issues and dead letters, not on the happy path.

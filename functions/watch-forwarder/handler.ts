@@ -4,6 +4,7 @@ import type { Context, ScheduledEvent } from 'aws-lambda';
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import { sqsSdk } from '#shared/adapters/sqs/sdk.ts';
 import { loadManagementKubeConfig } from '#shared/adapters/kubernetes/management-kubeconfig.ts';
+import { identifyAs } from '#shared/adapters/kubernetes/user-agent.ts';
 import { loadClusterAccessConfig } from '#shared/config/cluster-access-config.ts';
 import { loadForwarderConfig } from '#shared/config/forwarder-config.ts';
 import { createForwarderTelemetry } from '#shared/observability/forwarder-telemetry.ts';
@@ -12,6 +13,7 @@ import { metrics } from '#shared/observability/metrics.ts';
 import { composeWatchForwarder } from './compose.ts';
 import { forwardWatchEvents, type ForwarderRunSummary } from './forward-watch-events.ts';
 
+identifyAs('watch-forwarder', 'lambda');
 const config = loadForwarderConfig(processEnv());
 const access = loadClusterAccessConfig(processEnv());
 // The SQS SDK (about 90 ms to load) is not loaded with the module: each cold start loads it while its first Kubernetes

@@ -1,13 +1,26 @@
 /**
  * The product's Kubernetes HTTP client: JSON requests to a cluster's API server over `node:https`, with
- * - one keep-alive connection pool for every cluster (`https.Agent` keys its sockets by TLS identity: CA, client
- *   certificate and key, server name), so a warm function reuses its connections; bearer tokens travel per request;
+ * - one keep-alive connection pool per route (direct, or through one proxy) for every cluster (an Agent keys its
+ *   sockets by TLS identity: CA, client certificate and key, server name), so a warm function reuses its
+ *   connections; bearer tokens travel per request. A pooled socket idle for {@link IDLE_SOCKET_TIMEOUT_MS} is closed,
+ *   before kube-apiserver's own idle timeout (90 s) closes it under us;
+ * - the cluster's `proxy-url`, else `HTTPS_PROXY`/`NO_PROXY`, as client-go honours them (proxy.ts): an HTTP CONNECT
+ *   tunnel through the proxy, then TLS to the API server inside it, verified against the kubeconfig's CA as without a
+ *   proxy. client-node's `applyToHTTPSOptions` puts an agent of its own (a proxy agent for `proxy-url`) into the
+ *   options: it is replaced by the equivalent agent here, chosen from the same `proxy-url`, with the pool above;
  * - a deadline on every call (the innermost `withCallDeadline` scope, call-deadline.ts), which also bounds reading
  *   the body;
- * - one retry of a request whose reused keep-alive socket turned out closed (the server's idle timeout, or a Lambda
- *   environment thawed after minutes): the request never reached the server;
- * - a cap on the bytes of an answer, so that a server named by an untrusted kubeconfig cannot exhaust memory;
- * - failures as {@link KubeApiError} (status and body) or the transport's own error, mapped by api-errors.ts.
+ * - a request that failed on a reused keep-alive socket before any answer (ECONNRESET, EPIPE, "socket hang up": the
+ *   server's idle timeout, or a Lambda environment thawed after minutes) is sent again, on the next pooled socket or a
+ *   fresh one, for as long as the socket it failed on was a reused one (Node's `req.reusedSocket`): however many stale
+ *   sockets the pool holds, the request ends on a fresh socket at the latest. The request never reached the server;
+ *   the product's writes are idempotent in effect anyway (a taint patch sets a whole list, the Lease is updated
+ *   with its resourceVersion);
+ * - a `User-Agent` naming the product, its version, form and component (user-agent.ts);
+ * - a cap on the bytes of an answer read whole, so that a server named by an untrusted kubeconfig cannot exhaust
+ *   memory;
+ * - failures as {@link KubeApiError} (status and body), {@link KubeTransportError} or the transport's own error (all
+ *   with a `code`), mapped by api-errors.ts.
  *
  * It replaces @kubernetes/client-node in the Lambda bundles: client-node 2.x and its HTTP client undici were most of
  * the bundles' bytes and so most of their module load (BENCHMARKS.md, cold start). Where the credentials come from
@@ -17,12 +30,14 @@
 import http from 'node:http';
 import https from 'node:https';
 import { callSignal } from './call-deadline.ts';
+import { proxyFor } from './proxy.ts';
+import { userAgent } from './user-agent.ts';
 import { listPages } from './watch/list-pager.ts';
 
 /** A cluster and the credentials of its requests: the two methods of client-node's KubeConfig the client needs. */
 export interface ClusterEndpoint {
-  /** The API server (`https://host:port`), or null when there is none. */
-  getCurrentCluster(): { readonly server: string } | null;
+  /** The API server (`https://host:port`) and its proxy (kubeconfig `proxy-url`), or null when there is none. */
+  getCurrentCluster(): { readonly server: string; readonly proxyUrl?: string | undefined } | null;
   /** Puts the TLS options (CA, client certificate, server name) and the Authorization header into `opts`. */
   applyToHTTPSOptions(opts: https.RequestOptions): Promise<void>;
 }
@@ -39,10 +54,50 @@ export class KubeApiError extends Error {
   }
 }
 
+/** A failure of the client itself or of a proxy's tunnel; `code` is a Node-style code, the message quotes no answer. */
+export class KubeTransportError extends Error {
+  readonly code: string;
+  constructor(code: string, message: string) {
+    super(message);
+    this.name = 'KubeTransportError';
+    this.code = code;
+  }
+}
+
 /** Larger than any object the product reads (a Node, a Machine, a Secret is at most 1 MiB); bigger answers fail. */
 export const MAX_RESPONSE_BYTES = 8 * 1024 * 1024;
 
-const agent = new https.Agent({ keepAlive: true, scheduling: 'lifo' });
+/**
+ * A pooled socket unused this long is closed: below kube-apiserver's idle timeout (90 s, Go's http.Server
+ * IdleTimeout there) and common load balancers' (60 s), so the pool rarely hands out a socket the server closed.
+ */
+export const IDLE_SOCKET_TIMEOUT_MS = 45_000;
+
+/** Idle sockets kept per identity and route; also bounds the stale-socket retries of one request. */
+export const MAX_FREE_SOCKETS = 32;
+
+const POOL: https.AgentOptions = { keepAlive: true, scheduling: 'lifo', timeout: IDLE_SOCKET_TIMEOUT_MS, maxFreeSockets: MAX_FREE_SOCKETS };
+const direct = { 'https:': new https.Agent(POOL), 'http:': new http.Agent(POOL) };
+/** Proxy agents by route (`<target protocol> <proxy URL>`); the key holds a proxy's password, it is never logged. */
+const proxied = new Map<string, http.Agent>();
+
+/** The agent for a request to `url` through `proxy` (or directly). */
+async function agentFor(url: URL, proxy: URL | undefined): Promise<http.Agent> {
+  const protocol = url.protocol === 'http:' ? 'http:' : 'https:';
+  if (!proxy) return direct[protocol];
+  const key = `${protocol} ${proxy.href}`;
+  let agent = proxied.get(key);
+  if (!agent) {
+    // Loaded only when a proxy is in use: most deployments have none, and the bundles load no more at cold start.
+    const { HttpProxyAgent, HttpsProxyAgent } = await import('hpagent');
+    agent = protocol === 'https:' ? new HttpsProxyAgent({ ...POOL, proxy }) : new HttpProxyAgent({ ...POOL, proxy });
+    proxied.set(key, agent);
+  }
+  return agent;
+}
+
+/** Codes of a request that failed on a reused socket before any answer: the server had closed it. */
+const STALE_SOCKET_CODES = new Set(['ECONNRESET', 'EPIPE', 'ECONNABORTED']);
 
 export interface KubeCall {
   readonly method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
@@ -70,7 +125,7 @@ export const seg = encodeURIComponent;
 
 /**
  * Opens a request and resolves with the response once its headers arrived; the caller reads (or destroys) the body.
- * A request on a reused socket that the server had closed is sent once more on a fresh one.
+ * A request that failed on a reused socket before any answer is sent again (see the module comment).
  */
 export async function openRequest(
   endpoint: ClusterEndpoint,
@@ -79,9 +134,10 @@ export async function openRequest(
   options: { readonly body?: string; readonly contentType?: string; readonly signal: AbortSignal },
 ): Promise<http.IncomingMessage> {
   const cluster = endpoint.getCurrentCluster();
-  if (!cluster) throw new Error('the kubeconfig has no current cluster');
+  if (!cluster) throw new KubeTransportError('ERR_KUBE_NO_CLUSTER', 'the kubeconfig has no current cluster');
   const url = new URL(cluster.server.replace(/\/+$/, '') + pathAndQuery);
-  const headers: Record<string, string | number> = { Accept: 'application/json' };
+  const proxy = proxyFor(url, cluster.proxyUrl);
+  const headers: Record<string, string | number> = { Accept: 'application/json', 'User-Agent': userAgent() };
   if (options.body !== undefined) {
     headers['Content-Type'] = options.contentType ?? 'application/json';
     headers['Content-Length'] = Buffer.byteLength(options.body);
@@ -89,21 +145,29 @@ export async function openRequest(
   // method and path are set before the credentials are applied, so a wrapper of applyToHTTPSOptions sees the call.
   const opts: https.RequestOptions = { method, path: url.pathname + url.search, headers };
   await endpoint.applyToHTTPSOptions(opts);
-  const send = (): Promise<{ res?: http.IncomingMessage; retry?: boolean }> =>
+  // client-node's KubeConfig sets an agent of its own (cached per context, a proxy agent for proxy-url): the pool here
+  // takes its place, through the same proxy.
+  const agent = await agentFor(url, proxy);
+  const mod = url.protocol === 'http:' ? http : https;
+  const send = (): Promise<{ res?: http.IncomingMessage; stale?: NodeJS.ErrnoException }> =>
     new Promise((resolve, reject) => {
-      const mod = url.protocol === 'http:' ? http : https;
-      const req = mod.request(url, { ...opts, ...(url.protocol === 'https:' ? { agent } : {}), signal: options.signal }, (res) => resolve({ res }));
+      let answered = false;
+      const req = mod.request(url, { ...opts, agent, signal: options.signal }, (res) => {
+        answered = true;
+        resolve({ res });
+      });
       req.on('error', (err: NodeJS.ErrnoException) => {
-        if (req.reusedSocket && err.code === 'ECONNRESET' && !options.signal.aborted) resolve({ retry: true });
-        else reject(err);
+        if (!answered && req.reusedSocket && STALE_SOCKET_CODES.has(err.code ?? '') && !options.signal.aborted) resolve({ stale: err });
+        else reject(proxy && typeof err.code !== 'string' && !options.signal.aborted ? new KubeTransportError('ERR_PROXY_TUNNEL', `no tunnel through the proxy (${err.message.slice(0, 80)})`) : err);
       });
       req.end(options.body);
     });
-  const first = await send();
-  if (first.res) return first.res;
-  const second = await send();
-  if (second.res) return second.res;
-  throw new Error('connection reset twice');
+  // Each stale socket fails once and leaves the pool: the loop ends on a fresh socket at the latest.
+  for (let attempt = 1; ; attempt++) {
+    const { res, stale } = await send();
+    if (res) return res;
+    if (attempt > MAX_FREE_SOCKETS) throw new KubeTransportError(stale?.code ?? 'ECONNRESET', `the connection was reset before any answer on ${attempt} reused sockets`);
+  }
 }
 
 /** Reads a response body as text, at most `MAX_RESPONSE_BYTES`. */

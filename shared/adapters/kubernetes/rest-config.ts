@@ -2,7 +2,8 @@
  * The credentials of one cluster as the product builds them itself: an https server, its CA, an optional TLS server
  * name, and a client certificate or a bearer token (fixed, or minted per request, e.g. the EKS token). It is what
  * untrusted kubeconfigs (untrusted-kubeconfig.ts) and the EKS access (management-kubeconfig.ts) become, and what the
- * product's HTTP client (kube-http.ts) applies to each request. Nothing here reads a file or runs a program.
+ * product's HTTP client (kube-http.ts) applies to each request, with the cluster's proxy (`proxy-url`), if any.
+ * Nothing here reads a file or runs a program.
  */
 import type https from 'node:https';
 import type { ClusterEndpoint } from './kube-http.ts';
@@ -17,6 +18,11 @@ export interface RestConfigOptions {
   /** Client certificate and key (PEM), base64. */
   readonly certData?: string;
   readonly keyData?: string;
+  /**
+   * The cluster's proxy (kubeconfig `proxy-url`: http or https, proxy.ts), used for every request to it. It may hold a
+   * user and password: it is never logged, and no error quotes it.
+   */
+  readonly proxyUrl?: string;
   /** A bearer token, or a function that returns the current one (called per request). */
   readonly token?: string | (() => Promise<string>);
 }
@@ -24,11 +30,13 @@ export interface RestConfigOptions {
 /** See the module comment. */
 export class RestConfig implements ClusterEndpoint {
   readonly #server: string;
+  readonly #proxyUrl: string | undefined;
   readonly #tls: Pick<https.RequestOptions, 'ca' | 'cert' | 'key' | 'servername'>;
   readonly #token: (() => Promise<string>) | undefined;
 
   constructor(o: RestConfigOptions) {
     this.#server = o.server.replace(/\/+$/, '');
+    this.#proxyUrl = o.proxyUrl === '' ? undefined : o.proxyUrl;
     const pem = (b64: string | undefined): Buffer | undefined => (b64 === undefined ? undefined : Buffer.from(b64, 'base64'));
     const ca = pem(o.caData);
     const cert = pem(o.certData);
@@ -38,8 +46,8 @@ export class RestConfig implements ClusterEndpoint {
     this.#token = token === undefined ? undefined : typeof token === 'string' ? () => Promise.resolve(token) : token;
   }
 
-  getCurrentCluster(): { readonly server: string } {
-    return { server: this.#server };
+  getCurrentCluster(): { readonly server: string; readonly proxyUrl?: string } {
+    return this.#proxyUrl === undefined ? { server: this.#server } : { server: this.#server, proxyUrl: this.#proxyUrl };
   }
 
   async applyToHTTPSOptions(opts: https.RequestOptions): Promise<void> {

@@ -4,11 +4,12 @@
  * Secrets Manager — are data, never programs. They are parsed and checked here, and only then turned into a RestConfig
  * (rest-config.ts) that holds nothing but the current context's inline credentials:
  *
- * - accepted: `server` (https), `certificate-authority-data`, `tls-server-name`, `client-certificate-data` +
- *   `client-key-data`, `token`;
+ * - accepted: `server` (https), `certificate-authority-data`, `tls-server-name`, `proxy-url` (http or https proxies,
+ *   as client-go honours them: docs/proxies.md), `client-certificate-data` + `client-key-data`, `token`;
  * - refused (RefusedKubeconfigError, naming the field, never its value): `exec`, `auth-provider` (gcp `cmd-path`,
  *   oidc, azure, `tokenFile`, …), every file path (`certificate-authority`, `client-certificate`, `client-key`,
- *   `token-file`), `insecure-skip-tls-verify: true`, `proxy-url`, impersonation (`as`, `as-groups`, …), basic auth
+ *   `token-file`), `insecure-skip-tls-verify: true`, a `proxy-url` of another scheme (socks5, …) or no URL,
+ *   impersonation (`as`, `as-groups`, …), basic auth
  *   (`username`/`password`), and a non-https server.
  *
  * Why a parser of our own: a general kubeconfig loader (client-node's `KubeConfig.loadFromString`) reads `token-file`
@@ -20,6 +21,7 @@
  * Local developer kubeconfigs (KUBECONFIG of `npm start`) do not come through here and keep client-node's full support;
  * the functions' own `MANAGEMENT_AUTH=kubeconfig` (refused in AWS Lambda) reads its file through here too.
  */
+import { parseProxyUrl, ProxyConfigError } from './proxy.ts';
 import { RestConfig } from './rest-config.ts';
 import { load } from 'js-yaml';
 import { ClusterCredentialsError, RefusedKubeconfigError } from '#shared/errors.ts';
@@ -30,7 +32,6 @@ export const MAX_KUBECONFIG_BYTES = 256 * 1024;
 /** Fields of `clusters[].cluster` that are refused, and why (shown in errors). */
 const REFUSED_CLUSTER_FIELDS: Readonly<Record<string, string>> = {
   'certificate-authority': 'file path',
-  'proxy-url': 'proxy',
 };
 /** Fields of `users[].user` that are refused, and why. */
 const REFUSED_USER_FIELDS: Readonly<Record<string, string>> = {
@@ -86,6 +87,16 @@ export function kubeConfigFromUntrusted(text: string, from: KubeconfigSource): R
     for (const [field, why] of Object.entries(REFUSED_CLUSTER_FIELDS)) if (body[field] !== undefined) refused.push(`clusters[${i}].cluster.${field} (${why})`);
     if (body['insecure-skip-tls-verify'] === true || body['insecure-skip-tls-verify'] === 'true') refused.push(`clusters[${i}].cluster.insecure-skip-tls-verify (TLS verification off)`);
     if (typeof body.server === 'string' && !body.server.startsWith('https://')) refused.push(`clusters[${i}].cluster.server (not https)`);
+    const proxy = body['proxy-url'];
+    if (proxy !== undefined && proxy !== null && proxy !== '') {
+      // The URL may hold a password: the reason names the scheme at most (proxy.ts), never the value.
+      try {
+        if (typeof proxy !== 'string') throw new ProxyConfigError('proxy-url is not a string');
+        parseProxyUrl(proxy, 'proxy-url');
+      } catch (err) {
+        refused.push(`clusters[${i}].cluster.proxy-url (${err instanceof ProxyConfigError ? err.message : 'not a valid URL'})`);
+      }
+    }
   });
   users.forEach(({ body }, i) => {
     for (const [field, why] of Object.entries(REFUSED_USER_FIELDS)) if (body[field] !== undefined) refused.push(`users[${i}].user.${field} (${why})`);
@@ -104,6 +115,7 @@ export function kubeConfigFromUntrusted(text: string, from: KubeconfigSource): R
   if (typeof server !== 'string' || !isHttpsUrl(server)) throw fail(`has no valid https server in clusters[${cluster.index}]`);
   const caData = optionalBase64(cluster.body['certificate-authority-data'], `clusters[${cluster.index}].cluster.certificate-authority-data`, fail);
   const tlsServerName = cluster.body['tls-server-name'];
+  const proxyUrl = cluster.body['proxy-url'];
   const certData = optionalBase64(user.body['client-certificate-data'], `users[${user.index}].user.client-certificate-data`, fail);
   const keyData = optionalBase64(user.body['client-key-data'], `users[${user.index}].user.client-key-data`, fail);
   const token = user.body.token;
@@ -115,6 +127,7 @@ export function kubeConfigFromUntrusted(text: string, from: KubeconfigSource): R
     server,
     ...(caData ? { caData } : {}),
     ...(typeof tlsServerName === 'string' && tlsServerName !== '' ? { tlsServerName } : {}),
+    ...(typeof proxyUrl === 'string' && proxyUrl !== '' ? { proxyUrl } : {}),
     ...(token !== undefined ? { token } : {}),
     ...(certData && keyData ? { certData, keyData } : {}),
   });

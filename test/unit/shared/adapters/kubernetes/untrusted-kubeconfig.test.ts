@@ -80,7 +80,13 @@ describe('kubeConfigFromUntrusted()', () => {
   it.each([
     { kind: 'certificate-authority path', cluster: { 'certificate-authority': SECRET_FILE }, field: 'clusters[0].cluster.certificate-authority (file path)' },
     { kind: 'insecure-skip-tls-verify', cluster: { 'insecure-skip-tls-verify': true }, field: 'clusters[0].cluster.insecure-skip-tls-verify (TLS verification off)' },
-    { kind: 'proxy-url', cluster: { 'proxy-url': 'http://proxy.example:3128' }, field: 'clusters[0].cluster.proxy-url (proxy)' },
+    {
+      kind: 'a socks5 proxy-url',
+      cluster: { 'proxy-url': `socks5://user:${TOKEN}@proxy.example:1080` },
+      field: 'clusters[0].cluster.proxy-url (proxy-url uses the scheme "socks5", which the product does not support (http and https proxies only))',
+    },
+    { kind: 'a proxy-url that is no URL', cluster: { 'proxy-url': `http://user:${TOKEN}@[bad` }, field: 'clusters[0].cluster.proxy-url (proxy-url is not a valid URL)' },
+    { kind: 'a proxy-url that is no string', cluster: { 'proxy-url': { host: TOKEN } }, field: 'clusters[0].cluster.proxy-url (proxy-url is not a string)' },
     { kind: 'an http server', cluster: { server: 'http://wc.example:8080' }, field: 'clusters[0].cluster.server (not https)' },
   ])('refuses a cluster with $kind', ({ cluster, field }) => {
     // Act
@@ -122,6 +128,21 @@ describe('kubeConfigFromUntrusted()', () => {
     expect(opts.headers?.Authorization).toBe(expectAuth);
     expect(opts.ca?.toString()).toContain('PLANTEDCA');
     expect(opts.cert !== undefined).toBe(expectCert);
+  });
+
+  it.each([
+    { kind: 'an http proxy with a user and password', proxy: `http://user:${TOKEN}@proxy.example:3128` },
+    { kind: 'an https proxy', proxy: 'https://proxy.example:3129' },
+  ])('accepts a proxy-url: $kind, for every request to that cluster (TLS settings unchanged)', async ({ proxy }) => {
+    // Act
+    const kc = kubeConfigFromUntrusted(kubeconfig({ 'proxy-url': proxy }, { token: TOKEN }), from);
+    const opts: Record<string, unknown> = {};
+    await kc.applyToHTTPSOptions(opts as never);
+
+    // Assess: the proxy goes with the cluster; the request options are as without one (no agent, verification on).
+    expect(kc.getCurrentCluster()).toEqual({ server: 'https://wc.example:6443', proxyUrl: proxy });
+    expect(Object.keys(opts).sort()).toEqual(['ca', 'headers', 'rejectUnauthorized']);
+    expect(opts.rejectUnauthorized).toBe(true);
   });
 
   it('accepts a kubeconfig as CAPI writes it (YAML, client certificate)', async () => {

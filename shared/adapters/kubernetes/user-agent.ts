@@ -1,0 +1,45 @@
+/**
+ * The `User-Agent` of every request of the product's HTTP client (kube-http.ts), in the style of kubectl's
+ * (`kubectl/v1.31.0 (linux/amd64) kubernetes/9f2a3c1`):
+ *
+ *   capi-taint-propagator/<version> (<form>; <component>)
+ *
+ * e.g. `capi-taint-propagator/0.1.0 (lambda; reconcile-node-taints)`, so that an API server's audit log
+ * (`userAgent`) and its `apiserver_request_total` metric can select the product's requests, and tell the
+ * deployed functions from a developer's `npm start`. The form is `lambda` or `local`; the component is the part of
+ * the product that makes the request (`watch-forwarder`, `reconcile-node-taints`, `status`, …). A process says
+ * who it is once at start (`identifyAs`); a process that runs several components (the local pipeline of
+ * `npm start`) runs each inside `asComponent`, which holds for everything that part awaits.
+ */
+import { AsyncLocalStorage } from 'node:async_hooks';
+
+/** The product's version: package.json's `version` (a unit test keeps the two equal). */
+export const PRODUCT_VERSION = '0.1.0';
+
+export type RuntimeForm = 'lambda' | 'local';
+
+let identity: { form: RuntimeForm; component: string } = {
+  form: process.env.AWS_LAMBDA_FUNCTION_NAME ? 'lambda' : 'local',
+  component: 'unknown',
+};
+const components = new AsyncLocalStorage<string>();
+
+/** Sets the form and component of this process's requests (call it once in the entry point). */
+export function identifyAs(component: string, form: RuntimeForm = identity.form): void {
+  identity = { form, component: clean(component) };
+}
+
+/** Runs `fn` with every request it makes (directly or in anything it starts) naming `component`. */
+export function asComponent<T>(component: string, fn: () => T): T {
+  return components.run(clean(component), fn);
+}
+
+/** The User-Agent of a request made now. */
+export function userAgent(): string {
+  return `capi-taint-propagator/${PRODUCT_VERSION} (${identity.form}; ${components.getStore() ?? identity.component})`;
+}
+
+/** Header values must be visible ASCII; a component name is the product's own, this only guards against typos. */
+function clean(component: string): string {
+  return component.replace(/[^A-Za-z0-9._-]/g, '-').slice(0, 64) || 'unknown';
+}
