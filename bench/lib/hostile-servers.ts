@@ -71,8 +71,8 @@ export interface HostileServerOptions {
 
 const CHUNK = 64 * 1024;
 const MARKER_CHUNK = HOSTILE_MARKER.repeat(Math.ceil(CHUNK / HOSTILE_MARKER.length)).slice(0, CHUNK);
-/** A non-JSON line: the marker, terminal escape sequences, a NUL and bytes that are not UTF-8. */
-const GARBAGE_LINE = Buffer.concat([Buffer.from(`${HOSTILE_MARKER}\u001b[2J\u001b[31m<not json> `), Buffer.from([0x00, 0xff, 0xfe]), Buffer.from(` ${HOSTILE_MARKER.repeat(4)}\n`)]);
+/** A non-JSON line of about 1 KiB: the marker, terminal escape sequences, a NUL and bytes that are not UTF-8. */
+const GARBAGE_LINE = Buffer.concat([Buffer.from(`${HOSTILE_MARKER}\u001b[2J\u001b[31m<not json> `), Buffer.from([0x00, 0xff, 0xfe]), Buffer.from(` ${HOSTILE_MARKER.repeat(60)}\n`)]);
 const GARBAGE_CHUNK = Buffer.concat(Array.from({ length: Math.floor(CHUNK / GARBAGE_LINE.length) }, () => GARBAGE_LINE));
 
 function emptyNodeList(resourceVersion: string): string {

@@ -12,6 +12,8 @@ import { WatchSession, type WatchSessionOptions } from './watch-session.ts';
 import type { WorkloadKubeConfigs } from './workload-kubeconfig.ts';
 import { clusterCredentialsReporter, type ClusterCredentialsReporter } from './credentials-reporter.ts';
 import type { ClusterEndpoint } from './kube-http.ts';
+import { EndpointRateLimiter, NODE_STREAM_RATE_LIMIT } from './rate-limited-endpoint.ts';
+import type { RateLimit } from '#shared/domain/rate-limit.ts';
 import { ClusterCredentialsError } from '#shared/errors.ts';
 import { ForwarderMetric } from '#shared/observability/metric-names.ts';
 import { nodeStreamKey, MACHINES_STREAM, MACHINE_POOLS_STREAM } from '#shared/domain/watch-event.ts';
@@ -45,6 +47,12 @@ export interface KubernetesWatchSourcesOptions {
    * with backoff, so a fixed Secret is picked up; other clusters are unaffected.
    */
   readonly credentialsReporter?: ClusterCredentialsReporter;
+  /**
+   * Requests per second (after a burst) of each cluster's Node stream (default NODE_STREAM_RATE_LIMIT: 30 at once, then
+   * 1 per second); each stream has a bucket of its own, so a cluster that makes its stream ask without end (a list
+   * whose pages never end) slows only itself.
+   */
+  readonly nodeStreamRateLimit?: RateLimit;
 }
 
 /** Creates WatchSources backed by WatchSession. */
@@ -117,7 +125,8 @@ export function kubernetesWatchSources(o: KubernetesWatchSourcesOptions): WatchS
       return session('clusters', management, clustersPath.path, toClusterFacts, start, { collectionNotServed: clustersPath.collectionNotServed });
     },
     nodes(cluster: ClusterRef, start: StreamStart): WatchStream<NodeFacts> {
-      return session(nodeStreamKey(cluster), () => workloadKubeConfig(cluster), '/api/v1/nodes', toNodeFacts, start, {
+      const limiter = new EndpointRateLimiter(o.nodeStreamRateLimit ?? NODE_STREAM_RATE_LIMIT);
+      return session(nodeStreamKey(cluster), async () => limiter.wrap(await workloadKubeConfig(cluster)), '/api/v1/nodes', toNodeFacts, start, {
         resyncIntervalMs: o.resyncIntervalMs ?? 0,
         ...(o.nodeLabelSelector ? { labelSelector: o.nodeLabelSelector } : {}),
       });
