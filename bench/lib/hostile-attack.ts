@@ -50,6 +50,12 @@ export interface HostileAttackOptions {
   readonly specTaintsOwner: 'upstream' | 'product';
   /** Cluster API group version of the Cluster objects (default v1beta2). */
   readonly capiVersion?: 'v1beta2' | 'v1beta1';
+  /**
+   * The `spec` of each hostile Cluster (default: its server as `controlPlaneEndpoint`, enough where no Cluster API
+   * webhook runs). With Cluster API's manager, give references to provider objects that do not exist: the Cluster then
+   * waits for them, and the manager neither writes its kubeconfig Secret nor connects to its server.
+   */
+  readonly clusterSpec?: (name: string, server: string) => Record<string, unknown>;
   /** Size of `huge-event`'s one event (default 300 MiB). */
   readonly hugeEventBytes?: number;
   readonly log?: (line: string) => void;
@@ -271,8 +277,8 @@ export async function runHostileAttack(o: HostileAttackOptions): Promise<Hostile
         version,
         plural: 'clusters',
         namespace: o.namespace,
-        // The server's address as a provider records it (the spec must not be empty); the product reads the Secret.
-        body: { apiVersion: `cluster.x-k8s.io/${version}`, kind: 'Cluster', metadata: { name, namespace: o.namespace }, spec: { controlPlaneEndpoint: { host: '127.0.0.1', port: Number(new URL(s.server).port) } } },
+        // By default the server's address as a provider records it (the spec must not be empty); the product reads the Secret.
+        body: { apiVersion: `cluster.x-k8s.io/${version}`, kind: 'Cluster', metadata: { name, namespace: o.namespace }, spec: o.clusterSpec?.(name, s.server) ?? { controlPlaneEndpoint: { host: '127.0.0.1', port: Number(new URL(s.server).port) } } },
       });
     }
     log(`  attack started: ${servers.length} hostile clusters (${Object.values(clusters).join(', ')})`);

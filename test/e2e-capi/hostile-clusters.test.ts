@@ -22,6 +22,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { CoreV1Api, CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
 import { startControlPlane, type ControlPlane } from '#local/control-plane/control-plane.ts';
+import { LOCAL_CLUSTER, LOCAL_CONTROL_PLANE } from '#local/infrastructure/crds.ts';
 import { STARTUP_GATE_TAINT_KEY } from '#shared/domain/taint.ts';
 import { HOSTILE_BEHAVIOURS, HOSTILE_MARKER } from '../../bench/lib/hostile-servers.ts';
 import { runHostileAttack, type HostileAttackResult } from '../../bench/lib/hostile-attack.ts';
@@ -78,6 +79,12 @@ describeWithCapi('Hostile workload clusters: six misbehaving API servers next to
         attackMs: ATTACK_MS,
         dir,
         specTaintsOwner: 'upstream',
+        // References to provider objects that do not exist: the manager waits for them and leaves the Secret and the
+        // server alone (no kubeconfig of its own, no connection), so the product alone faces the hostile servers.
+        clusterSpec: (name) => ({
+          controlPlaneRef: { apiGroup: LOCAL_CONTROL_PLANE.group, kind: LOCAL_CONTROL_PLANE.kind, name: `${name}-absent` },
+          infrastructureRef: { apiGroup: LOCAL_CLUSTER.group, kind: LOCAL_CLUSTER.kind, name: `${name}-absent` },
+        }),
         log: (line) => process.stderr.write(`[hostile] ${line}\n`),
         healthy: {
           edit: async (value) => {

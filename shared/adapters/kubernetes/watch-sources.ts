@@ -55,6 +55,15 @@ export interface KubernetesWatchSourcesOptions {
   readonly nodeStreamRateLimit?: RateLimit;
 }
 
+/**
+ * Most pages of one list of a workload cluster's Nodes: 60 pages of 500 are 30 000 Nodes, six times Kubernetes'
+ * published scalability envelope (5 000 Nodes per cluster) and twice the largest clusters managed offerings run by
+ * default. A list whose `continue` tokens never end is cut here; with the stream's request bucket (30 at once, then 1
+ * per second) that takes about 30 s, so such a cluster is reported failing within the first minute (the default of
+ * the other streams, 200 pages, would take over three minutes at that rate).
+ */
+export const NODE_LIST_MAX_PAGES = 60;
+
 /** Creates WatchSources backed by WatchSession. */
 export function kubernetesWatchSources(o: KubernetesWatchSourcesOptions): WatchSources {
   function session<T extends WatchedFacts>(
@@ -128,6 +137,7 @@ export function kubernetesWatchSources(o: KubernetesWatchSourcesOptions): WatchS
       const limiter = new EndpointRateLimiter(o.nodeStreamRateLimit ?? NODE_STREAM_RATE_LIMIT);
       return session(nodeStreamKey(cluster), async () => limiter.wrap(await workloadKubeConfig(cluster)), '/api/v1/nodes', toNodeFacts, start, {
         resyncIntervalMs: o.resyncIntervalMs ?? 0,
+        caps: { maxPages: NODE_LIST_MAX_PAGES },
         ...(o.nodeLabelSelector ? { labelSelector: o.nodeLabelSelector } : {}),
       });
     },
