@@ -95,6 +95,19 @@ describe('Class: StreamRetry', () => {
     expect(repeated.failing?.reason).toBe('gone');
   });
 
+  it('makes a failed attempt wait at least a second per request it made (less its time), beyond the 30 s cap if need be', () => {
+    // Prepare
+    const { retry } = policy();
+
+    // Act: a list cut after 200 pages in 1.2 s; then a list and a watch in 10 ms.
+    const endless = retry.ended({ ...error, requests: 200, durationMs: 1_200 });
+    const pair = new StreamRetry({}, () => 0).ended({ ...gone, requests: 2, durationMs: 10 });
+
+    // Assess
+    expect(endless.delayMs).toBe(198_800);
+    expect(pair.delayMs).toBe(1_990);
+  });
+
   it('starts the count over only when the stream delivered and its last failure is 2 minutes past', () => {
     // Prepare
     const { retry, clock } = policy();
@@ -135,7 +148,7 @@ describe('Class: StreamRetry', () => {
       // Act: ten simulated minutes.
       while (clock.now().getTime() - start < 600_000) {
         for (let i = 0; i < requests; i++) at.push(clock.now().getTime() - start);
-        clock.advance(retry.ended(end).delayMs);
+        clock.advance(retry.ended(end.kind === 'failed' ? { ...end, requests, durationMs: 0 } : end).delayMs);
       }
 
       // Assess: in every second after the first five, and in every 10 s.
