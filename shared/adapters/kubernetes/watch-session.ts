@@ -107,6 +107,8 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
   private readonly caps: StreamCaps;
   private readonly retry: StreamRetry;
   private readonly cache = new ObjectCache<T>();
+  /** Requests (list pages, watch connects) of the current attempt: a failed one waits at least a second per request. */
+  private requests = 0;
   /** Health changes are told one after the other (one may come from the watchdog's tick). */
   private telling: Promise<void> = Promise.resolve();
 
@@ -138,6 +140,8 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
     let operation = 'resolving the collection';
     while (!signal.aborted) {
       let end: AttemptEnd;
+      const attemptStarted = this.now().getTime();
+      this.requests = 0;
       try {
         operation = 'resolving the collection';
         const path = typeof this.o.path === 'string' ? this.o.path : await this.o.path();
@@ -164,7 +168,8 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
           else next ??= 'relist'; // the watch's resourceVersion was compacted away (else: a list continuation expired; list again)
         }
         if (err instanceof CollectionNotServedError) this.o.collectionNotServed?.();
-        end = { kind: 'failed', error: err, reason: err instanceof TaintPropagatorError ? describeStreamFailure(err) : `${operation} failed: ${describeStreamFailure(err)}` };
+        const reason = err instanceof TaintPropagatorError ? describeStreamFailure(err) : `${operation} failed: ${describeStreamFailure(err)}`;
+        end = { kind: 'failed', error: err, reason, requests: this.requests, durationMs: this.now().getTime() - attemptStarted };
       }
       const decision = this.retry.ended(end);
       if (decision.failure) {
@@ -326,6 +331,7 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
 
   /** A GET of the collection with `query` (and the session's label selector) over the product's HTTP client. */
   private request(kc: ClusterEndpoint, path: string, query: Readonly<Record<string, string | undefined>>, signal: AbortSignal): Promise<PageResponse> {
+    this.requests++;
     return openRequest(kc, 'GET', pathWithQuery(path, { ...query, labelSelector: this.o.labelSelector || undefined }), { signal });
   }
 

@@ -8,7 +8,9 @@ import type { ClusterRef } from '#shared/domain/cloud-event.ts';
 import { toClusterFacts, toMachineFacts, toMachinePoolFacts, toNodeFacts, type ClusterFacts, type MachineFacts, type MachinePoolFacts, type NodeFacts, type WatchedFacts } from '#shared/domain/watch-event.ts';
 import type { ForwarderTelemetry } from '#shared/ports/forwarder-telemetry.ts';
 import type { StreamStart, WatchSources, WatchStream } from '#shared/ports/watch-source.ts';
+import type { Clock } from '#shared/ports/clock.ts';
 import { WatchSession, type WatchSessionOptions } from './watch-session.ts';
+import type { Logger } from './watch/stream-log.ts';
 import type { WorkloadKubeConfigs } from './workload-kubeconfig.ts';
 import { clusterCredentialsReporter, type ClusterCredentialsReporter } from './credentials-reporter.ts';
 import type { ClusterEndpoint } from './kube-http.ts';
@@ -41,6 +43,10 @@ export interface KubernetesWatchSourcesOptions {
   /** Deadline of a list page and of a watch's connect (default 30 s). */
   readonly requestTimeoutMs?: number;
   readonly telemetry?: ForwarderTelemetry;
+  /** The clock of the sessions (their backoff, watchdog, resync timer and event times). */
+  readonly clock?: Clock;
+  /** Where the sessions log (rate-limited per stream and kind of line; default the product's logger). */
+  readonly logger?: Logger;
   /**
    * Reports a cluster whose Node watch is skipped because its kubeconfig is unusable or refused (default: error log,
    * UnusableKubeconfigs metric, Warning Event on the Cluster in the management cluster). The watch keeps retrying
@@ -85,6 +91,8 @@ export function kubernetesWatchSources(o: KubernetesWatchSourcesOptions): WatchS
       ...(o.backoff ? { backoff: o.backoff } : {}),
       ...(o.requestTimeoutMs !== undefined ? { requestTimeoutMs: o.requestTimeoutMs } : {}),
       ...(o.telemetry ? { telemetry: o.telemetry } : {}),
+      ...(o.clock ? { now: () => (o.clock as Clock).now() } : {}),
+      ...(o.logger ? { logger: o.logger } : {}),
       ...extra,
     });
   }

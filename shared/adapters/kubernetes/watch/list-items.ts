@@ -174,7 +174,7 @@ export class ListItemReader {
     }
     // Release what no pending value needs any more (a copy: a view would keep the whole chunk alive for its tail).
     const keep = Math.min(...[this.itemStart, this.metaStart, this.keyStart].filter((s) => s >= 0), b.length);
-    this.buf = keep === b.length ? Buffer.alloc(0) : Buffer.from(b.subarray(keep));
+    this.buf = keep === b.length ? Buffer.alloc(0) : keep === 0 ? b : Buffer.from(b.subarray(keep));
     this.pos = b.length - keep;
     if (this.itemStart >= 0) this.itemStart -= keep;
     if (this.metaStart >= 0) this.metaStart -= keep;

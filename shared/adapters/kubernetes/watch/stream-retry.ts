@@ -12,6 +12,11 @@
  *   (backoff.ts, jitter `up`). Client-go's numbers (0.8 s, doubling, 30 s), with its full jitter, except that the
  *   jittered delay is capped at 30 s too (client-go can wait up to 60 s): a cluster that comes back is seen within
  *   30 s, the latency the product promises for a healthy cluster.
+ * - **A failed attempt costs its requests**: the wait after it is also at least `minRequestIntervalMs` (1 s) per request
+ *   it made, less the time it took, so that over an attempt and its wait a failing stream never averages more than one
+ *   request a second, whatever it fails for. For the first steps this lifts 0.8 s to 1 s (one request) or 2 s (a list
+ *   and a watch); a list cut after 200 pages (a server whose `continue` tokens never end) waits 200 s, the one wait
+ *   that can exceed the 30 s cap.
  * - **A watch that ends normally** (the server's timeout, the idle watchdog, a periodic resync) is reopened at once,
  *   but never sooner than `minWatchIntervalMs` (1 s) after the previous one was opened: a server that sends one event
  *   and then closes every watch cannot drive more than one watch a second either.
@@ -37,14 +42,19 @@ export interface RetryNumbers {
   readonly shortWatchMs: number;
   /** Least time between two watch opens, when a watch ended normally: 1 s. */
   readonly minWatchIntervalMs: number;
+  /** Least time per request of a failed attempt, over the attempt and the wait after it: 1 s. */
+  readonly minRequestIntervalMs: number;
 }
 
-export const DEFAULT_RETRY: RetryNumbers = { initialMs: 800, maxMs: 30_000, resetAfterMs: 120_000, shortWatchMs: 1_000, minWatchIntervalMs: 1_000 };
+export const DEFAULT_RETRY: RetryNumbers = { initialMs: 800, maxMs: 30_000, resetAfterMs: 120_000, shortWatchMs: 1_000, minWatchIntervalMs: 1_000, minRequestIntervalMs: 1_000 };
 
 /** How an attempt ended. */
 export type AttemptEnd =
-  /** It threw; `reason` is a safe description (describeStreamFailure, with the operation). */
-  | { readonly kind: 'failed'; readonly error: unknown; readonly reason: string }
+  /**
+   * It threw; `reason` is a safe description (describeStreamFailure, with the operation); `requests` it made (list
+   * pages and watch connects) in `durationMs` (unknown: no floor).
+   */
+  | { readonly kind: 'failed'; readonly error: unknown; readonly reason: string; readonly requests?: number; readonly durationMs?: number }
   /** A watch ended without an error: the server closed it, the idle watchdog or the resync timer cut it. */
   | { readonly kind: 'watch-ended'; readonly why: 'closed' | 'idle' | 'resync'; readonly openMs: number; readonly events: number };
 
@@ -97,7 +107,9 @@ export class StreamRetry {
       }
       return { delayMs: Math.max(0, this.n.minWatchIntervalMs - end.openMs) };
     }
-    return this.failed(end.reason, end.error instanceof ResourceVersionGoneError);
+    const decision = this.failed(end.reason, end.error instanceof ResourceVersionGoneError);
+    const owed = (end.requests ?? 0) * this.n.minRequestIntervalMs - (end.durationMs ?? 0);
+    return owed > decision.delayMs ? { ...decision, delayMs: Math.ceil(owed) } : decision;
   }
 
   /**
