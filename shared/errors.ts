@@ -93,6 +93,12 @@ export class TransientError extends TaintPropagatorError {
 /** A transient failure that is a call with no answer within its deadline (its own timeout, or the invocation's time). */
 export class CallTimeoutError extends TransientError {}
 
+/**
+ * A transient failure that is an answer larger than the HTTP client reads (kube-http.ts, 8 MiB: no Kubernetes object
+ * comes near): a broken or hostile API server, cut off at the cap.
+ */
+export class OversizedAnswerError extends TransientError {}
+
 /** Thrown when the API server refuses our identity (401/403): fix RBAC or credentials; retried, then dead-lettered. */
 export class AccessDeniedError extends TaintPropagatorError {
   readonly operation: string;
@@ -118,7 +124,7 @@ export class ClusterCredentialsError extends TaintPropagatorError {
 /**
  * Thrown when an untrusted kubeconfig (a CAPI `<cluster>-kubeconfig` Secret, a stored management kubeconfig) uses a
  * feature that would make the product run a program, read a file or send its credential elsewhere (exec plugin, auth
- * provider, file paths, proxy, …). `refused` names each offending field by position (`users[0].user.exec (exec plugin)`),
+ * provider, file paths, impersonation, a proxy of a scheme the product cannot use, …). `refused` names each offending field by position (`users[0].user.exec (exec plugin)`),
  * never its value. Retryable like any credentials problem: a fixed Secret is picked up on the next attempt.
  */
 export class RefusedKubeconfigError extends ClusterCredentialsError {

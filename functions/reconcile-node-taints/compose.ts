@@ -80,5 +80,6 @@ export function composeReconcile(args: ComposeArgs): BatchDeps {
     random: Math.random,
     reissueAtReceive: Math.max(1, (config.maxReceiveCount ?? 10) - 1),
     withDeadline: (deadline, fn) => withCallDeadline(deadline, fn, (config.apiTimeoutSeconds ?? 10) * 1000),
+    recordTimeoutMs: (config.apiTimeoutSeconds ?? 10) * 1000,
   };
 }

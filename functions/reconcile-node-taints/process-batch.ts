@@ -10,11 +10,12 @@
  *   skipped behind a failing head, which was charged receives it never got) is re-issued as a fresh
  *   message instead: a change is never lost to an outage, and the dead-letter queue holds only what
  *   needs a human (malformed events, permanent errors, unexpected failures);
- * - every Kubernetes API call of a record is bounded by the invocation's remaining time, so a hung
- *   call is a transient error of its record, not a timed-out batch; and once a call timed out while
- *   reconciling a Node of one cluster, that cluster's other records in the batch are not tried (they
- *   fail at once, as transient): one hanging workload cluster costs a batch one timeout, and the
- *   other clusters' records keep the time;
+ * - every Kubernetes API call of a record is bounded by the invocation's remaining time, and all the calls of one
+ *   record together by one call timeout (`recordTimeoutMs`; a healthy record needs two or three round trips of
+ *   milliseconds), so a hung, dripping or endless answer is a transient error of its record, not a timed-out
+ *   batch; and once a call of a cluster timed out or its answer passed the client's byte cap, that cluster's
+ *   other records in the batch are not tried (they fail at once, as transient): one hostile or hanging workload
+ *   cluster costs a batch at most one call timeout, and the other clusters' records keep the time;
  * - outcomes (patched, unchanged, gone, invalid declaration, …): logged and counted;
  * - Kubernetes Events are written off each record's path (see DeferredEvents): a changed Node costs two sequential
  *   round trips (the reads, the write), and the batch answers once its Events are written.
@@ -25,7 +26,7 @@ import { MetricUnit, type Metrics } from '@aws-lambda-powertools/metrics';
 import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
 import { clusterKey, type TaintEvent } from '#shared/domain/cloud-event.ts';
 import { ReconcileOutcome } from '#shared/domain/outcome.ts';
-import { CallTimeoutError, MalformedEventError, PatchConflictError, TaintPropagatorError, TransientError } from '#shared/errors.ts';
+import { CallTimeoutError, MalformedEventError, OversizedAnswerError, PatchConflictError, TaintPropagatorError, TransientError } from '#shared/errors.ts';
 import { MetricDimension, ReconcileMetric } from '#shared/observability/metric-names.ts';
 import type { RecordQueue } from '#shared/ports/record-queue.ts';
 import { reconcileNodeTaints, type ReconcileDeps, type ReconcileResult } from './reconcile-node-taints.ts';
@@ -47,6 +48,8 @@ export interface BatchDeps extends ReconcileDeps {
   readonly reissueAtReceive?: number;
   /** Runs `fn` with every Kubernetes API call bounded by `deadline` (epoch ms); default: no bound. */
   readonly withDeadline?: <T>(deadline: number, fn: () => Promise<T>) => Promise<T>;
+  /** All the API calls of one record together end within this (the call timeout); default: no bound but the batch's. */
+  readonly recordTimeoutMs?: number;
 }
 
 /** Time kept back from the invocation's remaining time for the queue calls that settle a record. */
@@ -67,7 +70,7 @@ export async function processBatch(event: SQSEvent, context: Context, deps: Batc
   const retryable = new Set<string>();
   /** Backoff (seconds) of each record that failed, applied once its fate is decided. */
   const retryDelays = new Map<string, number>();
-  /** Clusters with a call timeout in this batch: their further records are not tried. */
+  /** Clusters with a call timeout or an oversized answer in this batch: their further records are not tried. */
   const timedOutClusters = new Set<string>();
   const processor = new SqsFifoPartialProcessorAsync();
   // Lambda always provides the remaining time; a caller without it (a test harness) gets no batch deadline.
@@ -80,7 +83,8 @@ export async function processBatch(event: SQSEvent, context: Context, deps: Batc
     event,
     async (record: SQSRecord) => {
       handled.add(record.messageId);
-      await bounded(deadline, () => processRecord(record, recordDeps, { delayedGroups, retryDelays, retryable, timedOutClusters }));
+      const recordDeadline = deps.recordTimeoutMs === undefined ? deadline : Math.min(deadline, Date.now() + deps.recordTimeoutMs);
+      await bounded(recordDeadline, () => processRecord(record, recordDeps, { delayedGroups, retryDelays, retryable, timedOutClusters }));
     },
     processor,
     { context, skipGroupOnError: true, throwOnFullBatchFailure: false },
@@ -150,12 +154,14 @@ async function processRecord(record: SQSRecord, deps: BatchDeps, { delayedGroups
   const context = { cloudEventId: event.id, messageId: record.messageId, receiveCount };
   const cluster = clusterKey(event.data.cluster);
   try {
-    if (timedOutClusters.has(cluster)) throw new TransientError(`Reconciling a Node of cluster ${cluster}`, 'not tried: an API call for this cluster timed out earlier in this batch');
+    if (timedOutClusters.has(cluster)) {
+      throw new TransientError(`Reconciling a Node of cluster ${cluster}`, 'not tried: an API call for this cluster timed out or was answered past the byte cap earlier in this batch');
+    }
     // A retried record (a conflict, most often) reads the Node after the Machine: the freshest Node for its write.
     const result = await reconcileNodeTaints(deps, event, { parallelReads: receiveCount === 1 });
     report(result, event, deps, context);
   } catch (error) {
-    if (error instanceof CallTimeoutError) timedOutClusters.add(cluster);
+    if (error instanceof CallTimeoutError || error instanceof OversizedAnswerError) timedOutClusters.add(cluster);
     if (error instanceof TaintPropagatorError && !error.retryable) {
       await deadLetter(record, deps, error.message, error);
       return;

@@ -6,7 +6,8 @@
  * (their messages are built never to hold content) and reduces every foreign error in a cause chain — a YAML parser
  * error with its snippet and `mark.buffer`, an API exception with response headers and body, an AWS error with its
  * metadata — to its name, a withheld or scrubbed message, its code and its stack frames. A last line of defence
- * scrubs PEM blocks, bearer tokens, EKS tokens and kubeconfig credential fields from every string written.
+ * scrubs PEM blocks, bearer tokens, EKS tokens, kubeconfig credential fields and a URL's user and password from every
+ * string written.
  */
 import { LogFormatter, LogItem, Logger } from '@aws-lambda-powertools/logger';
 import type { LogAttributes, UnformattedAttributes } from '@aws-lambda-powertools/logger/types';
@@ -20,6 +21,8 @@ export function scrubSecrets(text: string): string {
     .replace(/-----BEGIN [A-Z0-9 ]+-----[\s\S]*?(-----END [A-Z0-9 ]+-----|$)/g, '[redacted PEM]')
     .replace(/\b(Bearer|Basic) [A-Za-z0-9._~+/=-]{8,}/g, '$1 [redacted]')
     .replace(/k8s-aws-v1\.[A-Za-z0-9_-]+/g, '[redacted EKS token]')
+    // A user and password in a URL (a proxy's `http://user:password@proxy:3128`).
+    .replace(/\b([a-z][a-z0-9+.-]*:\/\/)[^\s/@"']+@/gi, '$1[redacted]@')
     .replace(/((?:client-key-data|client-certificate-data|certificate-authority-data|token|password|secretAccessKey|sessionToken)["']?\s*[:=]\s*["']?)[^\s"',}]+/gi, '$1[redacted]');
 }
 

@@ -5,8 +5,8 @@
  * returned as `undefined` by the callers that expect it. Text a server sent reaches an error message only as a short,
  * escaped excerpt ({@link safeExcerpt}): a server named by a kubeconfig may echo anything.
  */
-import { KubeApiError } from './kube-http.ts';
-import { AccessDeniedError, CallTimeoutError, TaintPropagatorError, TransientError } from '#shared/errors.ts';
+import { ANSWER_TOO_LARGE, KubeApiError, KubeTransportError } from './kube-http.ts';
+import { AccessDeniedError, CallTimeoutError, OversizedAnswerError, TaintPropagatorError, TransientError } from '#shared/errors.ts';
 import { isCallTimeout } from './call-deadline.ts';
 
 /** Thrown when the requested resourceVersion has been compacted away (HTTP 410 / watch ERROR 410). Retried: relist. */
@@ -130,12 +130,13 @@ export function isSystemError(error: unknown): error is Error & { readonly code:
 }
 
 /**
- * Maps an API failure that no caller expects: a call past its deadline → CallTimeoutError; a status by the one table
- * ({@link errorForStatus}: 401/403 → AccessDeniedError, everything else a TransientError or one of its kinds);
- * connection errors → TransientError, retried through the queue.
+ * Maps an API failure that no caller expects: a call past its deadline → CallTimeoutError; an answer past the client's
+ * byte cap → OversizedAnswerError; a status by the one table ({@link errorForStatus}: 401/403 → AccessDeniedError,
+ * everything else a TransientError or one of its kinds); connection errors → TransientError, retried through the queue.
  */
 export function toProductError(operation: string, error: unknown): Error {
   if (isCallTimeout(error)) return new CallTimeoutError(operation, describeApiError(error), error);
+  if (error instanceof KubeTransportError && error.code === ANSWER_TOO_LARGE) return new OversizedAnswerError(operation, describeApiError(error), error);
   const status = statusOf(error);
   return status === undefined ? new TransientError(operation, describeApiError(error), error) : errorForStatus(status, operation, describeApiError(error), { cause: error });
 }

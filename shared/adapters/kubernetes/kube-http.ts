@@ -5,8 +5,8 @@
  *   connections; bearer tokens travel per request. A pooled socket idle for {@link IDLE_SOCKET_TIMEOUT_MS} is closed,
  *   before kube-apiserver's own idle timeout (90 s) closes it under us;
  * - the cluster's `proxy-url`, else `HTTPS_PROXY`/`NO_PROXY`, as client-go honours them (proxy.ts): an HTTP CONNECT
- *   tunnel through the proxy, then TLS to the API server inside it, verified against the kubeconfig's CA as without a
- *   proxy. client-node's `applyToHTTPSOptions` puts an agent of its own (a proxy agent for `proxy-url`) into the
+ *   or SOCKS5 tunnel through the proxy (proxy-agents.ts), then TLS to the API server inside it, verified against the
+ *   kubeconfig's CA as without a proxy. client-node's `applyToHTTPSOptions` puts an agent of its own (a proxy agent for `proxy-url`) into the
  *   options: it is replaced by the equivalent agent here, chosen from the same `proxy-url`, with the pool above;
  * - a deadline on every call (the innermost `withCallDeadline` scope, call-deadline.ts), which also bounds reading
  *   the body;
@@ -30,6 +30,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import { callSignal } from './call-deadline.ts';
+import { ProxyTunnelError, createProxyAgent } from './proxy-agents.ts';
 import { proxyFor } from './proxy.ts';
 import { userAgent } from './user-agent.ts';
 import { listPages } from './watch/list-pager.ts';
@@ -64,6 +65,9 @@ export class KubeTransportError extends Error {
   }
 }
 
+/** The code of the error an answer larger than MAX_RESPONSE_BYTES fails with. */
+export const ANSWER_TOO_LARGE = 'ERR_ANSWER_TOO_LARGE';
+
 /** Larger than any object the product reads (a Node, a Machine, a Secret is at most 1 MiB); bigger answers fail. */
 export const MAX_RESPONSE_BYTES = 8 * 1024 * 1024;
 
@@ -88,9 +92,7 @@ async function agentFor(url: URL, proxy: URL | undefined): Promise<http.Agent> {
   const key = `${protocol} ${proxy.href}`;
   let agent = proxied.get(key);
   if (!agent) {
-    // Loaded only when a proxy is in use: most deployments have none, and the bundles load no more at cold start.
-    const { HttpProxyAgent, HttpsProxyAgent } = await import('hpagent');
-    agent = protocol === 'https:' ? new HttpsProxyAgent({ ...POOL, proxy }) : new HttpProxyAgent({ ...POOL, proxy });
+    agent = await createProxyAgent(protocol, proxy, POOL);
     proxied.set(key, agent);
   }
   return agent;
@@ -158,7 +160,8 @@ export async function openRequest(
       });
       req.on('error', (err: NodeJS.ErrnoException) => {
         if (!answered && req.reusedSocket && STALE_SOCKET_CODES.has(err.code ?? '') && !options.signal.aborted) resolve({ stale: err });
-        else reject(proxy && typeof err.code !== 'string' && !options.signal.aborted ? new KubeTransportError('ERR_PROXY_TUNNEL', `no tunnel through the proxy (${err.message.slice(0, 80)})`) : err);
+        // hpagent's own failures (`Bad response: 407`, `Proxy timeout`) have no code: they become ProxyTunnelErrors.
+        else reject(proxy && typeof err.code !== 'string' && !options.signal.aborted ? new ProxyTunnelError(err.message) : err);
       });
       req.end(options.body);
     });
@@ -179,7 +182,7 @@ export async function readBody(res: NodeJS.ReadableStream & { destroy(err?: Erro
     size += chunk.length;
     if (size > MAX_RESPONSE_BYTES) {
       res.destroy();
-      throw new Error(`the answer exceeds ${MAX_RESPONSE_BYTES} bytes`);
+      throw new KubeTransportError(ANSWER_TOO_LARGE, `the answer exceeds ${MAX_RESPONSE_BYTES} bytes`);
     }
     chunks.push(chunk);
   }

@@ -8,6 +8,7 @@
  * - `eks`: an EKS IAM token minted from the function's role, with endpoint and CA from configuration;
  * - `ssm` / `secretsmanager`: a kubeconfig stored in SSM Parameter Store (SecureString) or Secrets Manager. It is
  *   untrusted (whoever may write that parameter or secret wrote it): inline credentials only, see untrusted-kubeconfig.ts.
+ * Every source's requests take the kubeconfig's `proxy-url`, else HTTPS_PROXY/NO_PROXY (docs/proxies.md, kube-http.ts).
  * Loaded once per warm container. The EKS RestConfig stays the same object: it puts a cached token on every request
  * and mints a new one shortly before it expires. Stored kubeconfigs are re-read after
  * `reloadAfterSeconds`, so a rotated kubeconfig is picked up (the previous one is kept if the re-read fails).

@@ -7,15 +7,16 @@
  *   `::1`) is never proxied through the environment (Go's `httpproxy.Config.ProxyFunc`);
  * - otherwise none.
  *
- * Proxies over `http://` and `https://` are supported (an HTTP CONNECT tunnel, then TLS to the API server inside it,
- * verified against the kubeconfig's CA exactly as without a proxy: kube-http.ts). Any other scheme (socks5, socks4,
- * ftp, …) is refused with {@link ProxyConfigError}, never ignored: a request that was meant to go through a proxy
- * never goes out directly. A proxy URL may hold a user and password (`http://user:pass@proxy:3128`): they are sent
- * only to the proxy (Proxy-Authorization) and never appear in an error message: errors name the scheme at most.
+ * Proxies over `http://`, `https://` (an HTTP CONNECT tunnel), `socks5://` and `socks5h://` (SOCKS5) are supported,
+ * the schemes client-go accepts; TLS to the API server runs inside the tunnel, verified against the kubeconfig's CA
+ * exactly as without a proxy (proxy-agents.ts, kube-http.ts). Any other scheme (socks4, ftp, …) is refused with
+ * {@link ProxyConfigError}, never ignored: a request that was meant to go through a proxy never goes out directly.
+ * A proxy URL may hold a user and password (`http://user:pass@proxy:3128`): they are sent only to the proxy
+ * (Proxy-Authorization, or SOCKS5 authentication) and never appear in an error message: errors name the scheme at most.
  */
 import net from 'node:net';
 
-/** A proxy URL the product cannot use; its message names the field and scheme, never the URL (it may hold a password). */
+/** A proxy URL the product cannot use; its message names the field and scheme, never the URL (it may hold a secret). */
 export class ProxyConfigError extends Error {
   readonly code = 'ERR_PROXY_CONFIG';
   constructor(message: string) {
@@ -25,7 +26,7 @@ export class ProxyConfigError extends Error {
 }
 
 /** Schemes of proxies the product connects through. */
-export const SUPPORTED_PROXY_SCHEMES: readonly string[] = ['http:', 'https:'];
+export const SUPPORTED_PROXY_SCHEMES: readonly string[] = ['http:', 'https:', 'socks5:', 'socks5h:'];
 
 /**
  * Parses a proxy URL and checks its scheme; `where` names its origin in errors (e.g. `proxy-url`, `HTTPS_PROXY`). A
@@ -45,7 +46,7 @@ export function parseProxyUrl(value: string, where: string, o: { readonly fromEn
   if (url === undefined) throw new ProxyConfigError(`${where} is not a valid URL`);
   if (!SUPPORTED_PROXY_SCHEMES.includes(url.protocol)) {
     const scheme = /^[a-z][a-z0-9+.-]{0,20}:$/i.test(url.protocol) ? url.protocol.slice(0, -1) : 'unknown';
-    throw new ProxyConfigError(`${where} uses the scheme "${scheme}", which the product does not support (http and https proxies only)`);
+    throw new ProxyConfigError(`${where} uses the scheme "${scheme}", which the product does not support (http, https, socks5 and socks5h proxies only)`);
   }
   if (url.hostname === '') throw new ProxyConfigError(`${where} has no host`);
   return url;

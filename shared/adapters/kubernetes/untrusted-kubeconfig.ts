@@ -4,11 +4,11 @@
  * Secrets Manager — are data, never programs. They are parsed and checked here, and only then turned into a RestConfig
  * (rest-config.ts) that holds nothing but the current context's inline credentials:
  *
- * - accepted: `server` (https), `certificate-authority-data`, `tls-server-name`, `proxy-url` (http or https proxies,
- *   as client-go honours them: docs/proxies.md), `client-certificate-data` + `client-key-data`, `token`;
+ * - accepted: `server` (https), `certificate-authority-data`, `tls-server-name`, `proxy-url` (http, https and socks5
+ *   proxies, as client-go honours them: docs/proxies.md), `client-certificate-data` + `client-key-data`, `token`;
  * - refused (RefusedKubeconfigError, naming the field, never its value): `exec`, `auth-provider` (gcp `cmd-path`,
  *   oidc, azure, `tokenFile`, …), every file path (`certificate-authority`, `client-certificate`, `client-key`,
- *   `token-file`), `insecure-skip-tls-verify: true`, a `proxy-url` of another scheme (socks5, …) or no URL,
+ *   `token-file`), `insecure-skip-tls-verify: true`, a `proxy-url` of another scheme (socks4, …) or no URL,
  *   impersonation (`as`, `as-groups`, …), basic auth
  *   (`username`/`password`), and a non-https server.
  *

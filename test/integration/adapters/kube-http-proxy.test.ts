@@ -29,6 +29,7 @@ import { RestConfig, type RestConfigOptions } from '#shared/adapters/kubernetes/
 import { workloadKubeConfigs } from '#shared/adapters/kubernetes/workload-kubeconfig.ts';
 import { createServerPki } from '#local/control-plane/pki.ts';
 import { startConnectProxy, type ConnectProxy } from '#test/support/connect-proxy.ts';
+import { startSocks5Proxy } from '#test/support/socks5-proxy.ts';
 import {
   adminKubeConfig,
   createClusterWithKubeconfig,
@@ -134,10 +135,10 @@ describeWithControlPlane('kube-http through a CONNECT proxy to the real API serv
 
   it('refuses a proxy-url scheme it cannot use, instead of connecting directly', async () => {
     // Act
-    const call = version(new RestConfig({ ...admin, server: requireControlPlane().server, proxyUrl: `socks5://ops:${PASSWORD}@127.0.0.1:1080` }));
+    const call = version(new RestConfig({ ...admin, server: requireControlPlane().server, proxyUrl: `socks4://ops:${PASSWORD}@127.0.0.1:1080` }));
 
     // Assess
-    await expect(call).rejects.toMatchObject({ code: 'ERR_PROXY_CONFIG', message: expect.stringContaining('"socks5"') });
+    await expect(call).rejects.toMatchObject({ code: 'ERR_PROXY_CONFIG', message: expect.stringContaining('"socks4"') });
     await expect(call).rejects.not.toThrow(PASSWORD);
   });
 
@@ -158,6 +159,33 @@ describeWithControlPlane('kube-http through a CONNECT proxy to the real API serv
     } finally {
       tls.setDefaultCACertificates(defaults);
       await secure.close();
+    }
+  });
+
+  it('goes through a SOCKS5 proxy (socks5 with user and password, socks5h), the proxy resolving the host name', async () => {
+    // Prepare
+    const socks = await startSocks5Proxy({ hosts: { [HIDDEN]: '127.0.0.1' }, credentials: { user: 'ops', password: PASSWORD } });
+    const open = await startSocks5Proxy({ hosts: { [HIDDEN]: '127.0.0.1' } });
+    try {
+      // Act
+      const withCredentials = await version(new RestConfig({ ...admin, proxyUrl: socks.url.replace('socks5://', `socks5://ops:${PASSWORD}@`) }));
+      const again = await version(new RestConfig({ ...admin, proxyUrl: socks.url.replace('socks5://', `socks5://ops:${PASSWORD}@`) }));
+      const h = await version(new RestConfig({ ...admin, proxyUrl: open.url.replace('socks5://', 'socks5h://') }));
+      const refused = await version(new RestConfig({ ...admin, proxyUrl: socks.url.replace('socks5://', 'socks5://ops:not-the-password@') })).then(() => undefined, (e: unknown) => e);
+
+      // Assess: one tunnel for the two calls with credentials (kept alive), one without; a refused login names no password.
+      expect([withCredentials, again, h].every((a) => a.gitVersion.startsWith('v'))).toBe(true);
+      expect(socks.tunnels()).toBe(1);
+      expect(open.tunnels()).toBe(1);
+      expect([...socks.targets, ...open.targets]).toEqual([`${HIDDEN}:${port}`, `${HIDDEN}:${port}`]);
+      expect(refused).toMatchObject({ code: 'ERR_PROXY_TUNNEL' });
+      for (const text of [describeApiError(refused), toProductError('reading /version', refused).message, JSON.stringify(refused)]) {
+        expect(text).not.toContain('not-the-password');
+        expect(text).not.toContain(PASSWORD);
+      }
+    } finally {
+      await socks.close();
+      await open.close();
     }
   });
 

@@ -371,6 +371,33 @@ describe('Function: processBatch() at the edges of retry', () => {
     expect(deadlines[0]! - before).toBeGreaterThanOrEqual(20_000 - SETTLE_RESERVE_MS);
     expect(deadlines[0]! - Date.now()).toBeLessThanOrEqual(20_000 - SETTLE_RESERVE_MS);
   });
+  it('bounds all the API calls of one record together by recordTimeoutMs (one call timeout), within the invocation\'s time', async () => {
+    // Prepare
+    const { deps, machines, nodes } = setup();
+    for (const m of ['m-a', 'm-b']) {
+      machines.put(inCluster(machineBuilder().named(m).withNodeName(`node-${m}`).build()));
+      nodes.put({ name: `node-${m}`, annotations: {}, taints: [] });
+    }
+    const deadlines: Array<{ deadline: number; at: number }> = [];
+    const shortContext = { ...context, getRemainingTimeInMillis: () => 20_000 } as Context;
+
+    // Act
+    await processBatch(sqsEvent(sqsRecord(machineEvent('default', 'm-a', { nodeName: 'node-m-a' })), sqsRecord(machineEvent('default', 'm-b', { nodeName: 'node-m-b' }), { messageId: 'b' })), shortContext, {
+      ...deps,
+      recordTimeoutMs: 5_000,
+      withDeadline: (deadline, fn) => {
+        deadlines.push({ deadline, at: Date.now() });
+        return fn();
+      },
+    });
+
+    // Assess: each record's own 5 s from its start, not the batch's 17 s.
+    expect(deadlines).toHaveLength(2);
+    for (const d of deadlines) {
+      expect(d.deadline - d.at).toBeLessThanOrEqual(5_000);
+      expect(d.deadline - d.at).toBeGreaterThanOrEqual(4_900);
+    }
+  });
 });
 
 describe('Function: backoffSeconds()', () => {

@@ -19,6 +19,7 @@ import { fromCloudEventBody } from '#shared/adapters/cloudevents/cloud-event-bod
 import { toProductError } from '#shared/adapters/kubernetes/api-errors.ts';
 import { KubeApiError } from '#shared/adapters/kubernetes/kube-http.ts';
 import { KubernetesClusterConnections } from '#shared/adapters/kubernetes/cluster-connections.ts';
+import { startConnectProxy } from '#test/support/connect-proxy.ts';
 import { clusterCredentialsReporter } from '#shared/adapters/kubernetes/credentials-reporter.ts';
 import { createManagementKubeConfigLoader } from '#shared/adapters/kubernetes/management-kubeconfig.ts';
 import { workloadKubeConfigs } from '#shared/adapters/kubernetes/workload-kubeconfig.ts';
@@ -230,5 +231,97 @@ it('keeps every planted secret out of logs, Events, metrics and dead letters on 
   const everything = [output, JSON.stringify(recorder.events), deadLetters, ...failures.map((f) => `${(f as Error).message} ${String((f as Error).stack)}`)];
   for (const where of everything) {
     for (const secret of SECRETS) expect(where, `found ${secret.slice(0, 16)}…`).not.toContain(secret);
+  }
+});
+
+it("keeps a proxy's user and password out of logs, Events, metrics and dead letters: refused, rejected and unreachable proxies", async () => {
+  // Prepare: three workload clusters whose Secrets name a proxy with a password: a SOCKS4 proxy (refused), an HTTP proxy
+  // that answers 407 (the real client, through a real CONNECT proxy on loopback), and one that is not listening.
+  vi.stubEnv('POWERTOOLS_METRICS_DISABLED', 'false');
+  const PROXY_PASSWORD = 'PLANTED-proxy-password-4b1d';
+  const PROXY_SECRETS = [PROXY_PASSWORD, Buffer.from(`ops:${PROXY_PASSWORD}`).toString('base64'), 'ops:PLANTED'];
+  const logger = createLogger({ logLevel: 'DEBUG' });
+  const metrics = new Metrics({ namespace: METRIC_NAMESPACE, serviceName: 'capi-taint-propagator' });
+  const recorder = new MemoryEventRecorder();
+  const proxy = await startConnectProxy({ hosts: {}, credentials: { user: 'ops', password: 'another-password' } });
+  const closed = await startConnectProxy({ hosts: {} });
+  await closed.close();
+  const withProxy = (url: string): string =>
+    `apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://wc.example:6443\n    certificate-authority-data: ${CERT}\n    proxy-url: ${url}\nusers:\n- name: u\n  user:\n    token: ${TOKEN}\ncontexts:\n- name: x\n  context: { cluster: c, user: u }\ncurrent-context: x\n`;
+  const secrets: Record<string, string> = {
+    'wc-socks-kubeconfig': withProxy(`socks4://ops:${PROXY_PASSWORD}@proxy.example:1080`),
+    'wc-407-kubeconfig': withProxy(proxy.url.replace('http://', `http://ops:${PROXY_PASSWORD}@`)),
+    'wc-down-kubeconfig': withProxy(closed.url.replace('http://', `http://ops:${PROXY_PASSWORD}@`)),
+  };
+  const workload = workloadKubeConfigs(new KubeConfig(), {
+    readSecret: async (_ns, name) => {
+      const text = secrets[name];
+      if (text === undefined) throw new KubeApiError(404, '{}');
+      return secretOf(text, '1');
+    },
+  });
+  const reporter = clusterCredentialsReporter({
+    kubeConfig: new KubeConfig(),
+    capi: fixedCapiApi('v1beta2'),
+    recorder,
+    logger,
+    clusterUid: async (_ns, name) => `uid-${name}`,
+    count: () => metrics.addMetric(ReconcileMetric.UnusableKubeconfigs, MetricUnit.Count, 1),
+  });
+  const clusters = new KubernetesClusterConnections({ management: async () => new KubeConfig(), workload: (c) => workload.get({ mode: 'capi', ...c }), clock: { now: () => new Date() }, reporter });
+  const machines = new MemoryMachineStore();
+  const names = ['wc-socks', 'wc-407', 'wc-down'];
+  for (const cluster of names) machines.put({ ...machineBuilder().named(`m-${cluster}`).withNodeName(`n-${cluster}`).build(), clusterName: cluster });
+  const deps: BatchDeps = {
+    machines,
+    clusters,
+    recorder,
+    enablement: { enabledAt: async () => new Date('2020-01-01T00:00:00Z') },
+    clock: { now: () => new Date() },
+    settings: { clusterMode: 'capi', dryRun: false, startupTaint: undefined },
+    queue: new SqsRecordQueue(new SQSClient({ region: 'eu-west-1' }), TEST_QUEUE_URL, TEST_DLQ_URL),
+    parse: fromCloudEventBody,
+    logger,
+    metrics,
+    retry: { baseSeconds: 1, maxSeconds: 5 },
+    random: () => 0,
+  };
+  const records = names.map((c, i) => sqsRecord(machineEvent('default', `m-${c}`, { nodeName: `n-${c}`, cluster: { mode: 'capi', namespace: 'default', name: c } }), { messageId: `msg-${i}` }));
+  ssmMock.on(GetParameterCommand).resolves({ Parameter: { Value: secrets['wc-socks-kubeconfig'] } });
+  const failures: unknown[] = [];
+
+  // Act
+  let response;
+  try {
+    response = await processBatch(sqsEvent(...records), context, deps);
+  } finally {
+    await proxy.close();
+  }
+  await createManagementKubeConfigLoader({ clusterMode: 'capi', management: { auth: 'ssm', parameterName: '/capi/mgmt', region: 'eu-west-1' } }, { ssm: new SSMClient({ region: 'eu-west-1' }), logger })
+    .load()
+    .catch((err: unknown) => {
+      failures.push(err);
+      logger.error('Loading the management kubeconfig failed', err as Error);
+    });
+  logger.debug('Defence in depth', { proxy: `http://ops:${PROXY_PASSWORD}@proxy.example:3128`, error: new Error(`connect through https://ops:${PROXY_PASSWORD}@proxy.example failed`) });
+  metrics.publishStoredMetrics();
+
+  // Assess: every path ran and reported …
+  const output = captured.join('\n');
+  expect(response.batchItemFailures.map((f) => f.itemIdentifier)).toEqual(['msg-0', 'msg-1', 'msg-2']);
+  expect(output).toContain('clusters[0].cluster.proxy-url (proxy-url uses the scheme \\"socks4\\"');
+  expect(output).toContain('no tunnel through the proxy (Bad response: 407)');
+  expect(output).toContain('ECONNREFUSED');
+  expect(output).toContain('http://[redacted]@proxy.example:3128');
+  // The credential went to the proxy (the speculative read and the ordinary one), and nowhere else.
+  expect(proxy.authorizations.length).toBeGreaterThanOrEqual(1);
+  expect(new Set(proxy.authorizations)).toEqual(new Set([`Basic ${Buffer.from(`ops:${PROXY_PASSWORD}`).toString('base64')}`]));
+  expect(recorder.events.map((e) => `${e.object.kind}/${e.object.name} ${e.reason}`)).toEqual(['Cluster/wc-socks KubeconfigRefused']);
+  expect(failures).toHaveLength(1);
+  // … and the proxy's password is nowhere.
+  const deadLetters = JSON.stringify(sqsMock.commandCalls(SendMessageCommand).map((c) => c.args[0].input));
+  const everything = [output, JSON.stringify(recorder.events), deadLetters, ...failures.map((f) => `${(f as Error).message} ${String((f as Error).stack)}`)];
+  for (const where of everything) {
+    for (const secret of [...SECRETS, ...PROXY_SECRETS]) expect(where, `found ${secret.slice(0, 16)}…`).not.toContain(secret);
   }
 });

@@ -35,12 +35,12 @@ describe('Function: proxyFor()', () => {
 
   it('refuses a scheme it cannot use, naming the scheme and never the URL (it may hold a password)', () => {
     // Act
-    const fromCluster = (): unknown => proxyFor(server, 'socks5://user:s3cret@proxy:1080', {});
+    const fromCluster = (): unknown => proxyFor(server, 'socks4://user:s3cret@proxy:1080', {});
     const fromEnv = (): unknown => proxyFor(server, undefined, { HTTPS_PROXY: 'ftp://user:s3cret@proxy:21' });
 
     // Assess
     expect(fromCluster).toThrow(ProxyConfigError);
-    expect(fromCluster).toThrow('the cluster\'s proxy-url uses the scheme "socks5", which the product does not support (http and https proxies only)');
+    expect(fromCluster).toThrow('the cluster\'s proxy-url uses the scheme "socks4", which the product does not support (http, https, socks5 and socks5h proxies only)');
     expect(fromEnv).toThrow('HTTPS_PROXY uses the scheme "ftp"');
     for (const f of [fromCluster, fromEnv]) expect(() => f()).not.toThrow(/s3cret|user/);
   });
@@ -76,10 +76,12 @@ describe('Function: isLoopback() and parseProxyUrl()', () => {
     expect(['10.0.0.1', 'example.com', '::2', '128.0.0.1'].map(isLoopback)).toEqual([false, false, false, false]);
   });
 
-  it('accepts http and https proxies, with or without credentials', () => {
+  it('accepts http, https, socks5 and socks5h proxies, with or without credentials', () => {
     // Act + Assess
     expect(parseProxyUrl('https://u:p@proxy:3129', 'x').protocol).toBe('https:');
     expect(parseProxyUrl('http://proxy:3128', 'x').port).toBe('3128');
+    expect(parseProxyUrl('socks5://u:p@proxy:1080', 'x').protocol).toBe('socks5:');
+    expect(parseProxyUrl('socks5h://proxy:1080', 'x').protocol).toBe('socks5h:');
     expect(() => parseProxyUrl('http://', 'x')).toThrow('x is not a valid URL');
     expect(parseProxyUrl('proxy.corp:3128', 'HTTPS_PROXY', { fromEnvironment: true }).href).toBe('http://proxy.corp:3128/');
     expect(() => parseProxyUrl('proxy.corp:3128', 'proxy-url')).toThrow('proxy-url uses the scheme "proxy.corp"');

@@ -81,9 +81,9 @@ describe('kubeConfigFromUntrusted()', () => {
     { kind: 'certificate-authority path', cluster: { 'certificate-authority': SECRET_FILE }, field: 'clusters[0].cluster.certificate-authority (file path)' },
     { kind: 'insecure-skip-tls-verify', cluster: { 'insecure-skip-tls-verify': true }, field: 'clusters[0].cluster.insecure-skip-tls-verify (TLS verification off)' },
     {
-      kind: 'a socks5 proxy-url',
-      cluster: { 'proxy-url': `socks5://user:${TOKEN}@proxy.example:1080` },
-      field: 'clusters[0].cluster.proxy-url (proxy-url uses the scheme "socks5", which the product does not support (http and https proxies only))',
+      kind: 'a socks4 proxy-url',
+      cluster: { 'proxy-url': `socks4://user:${TOKEN}@proxy.example:1080` },
+      field: 'clusters[0].cluster.proxy-url (proxy-url uses the scheme "socks4", which the product does not support (http, https, socks5 and socks5h proxies only))',
     },
     { kind: 'a proxy-url that is no URL', cluster: { 'proxy-url': `http://user:${TOKEN}@[bad` }, field: 'clusters[0].cluster.proxy-url (proxy-url is not a valid URL)' },
     { kind: 'a proxy-url that is no string', cluster: { 'proxy-url': { host: TOKEN } }, field: 'clusters[0].cluster.proxy-url (proxy-url is not a string)' },
@@ -133,6 +133,7 @@ describe('kubeConfigFromUntrusted()', () => {
   it.each([
     { kind: 'an http proxy with a user and password', proxy: `http://user:${TOKEN}@proxy.example:3128` },
     { kind: 'an https proxy', proxy: 'https://proxy.example:3129' },
+    { kind: 'a socks5 proxy with a user and password', proxy: `socks5://user:${TOKEN}@proxy.example:1080` },
   ])('accepts a proxy-url: $kind, for every request to that cluster (TLS settings unchanged)', async ({ proxy }) => {
     // Act
     const kc = kubeConfigFromUntrusted(kubeconfig({ 'proxy-url': proxy }, { token: TOKEN }), from);

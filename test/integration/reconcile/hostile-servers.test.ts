@@ -1,0 +1,188 @@
+/**
+ * The reconcile function's batch with one hostile workload cluster and one healthy one (the real test API server,
+ * through its `<cluster>-kubeconfig` Secret): issue "One bad workload cluster cannot hurt the others", item 6. The
+ * hostile cluster's Secret names a loopback HTTPS server (its CA in the kubeconfig, so TLS succeeds) that answers the
+ * Node GET with 64 MiB, with an answer that never ends, or with one that drips a byte every 100 ms; or answers the
+ * GET just inside the call timeout and then drips the PATCH. Each time: the hostile record fails as transient (made
+ * visible again, nothing dead-lettered), the healthy cluster's Node is patched, and the whole batch takes at most one
+ * call timeout (2 s here) more than the healthy record needs. A second record of the hostile cluster is not tried.
+ */
+import { ChangeMessageVisibilityCommand, SendMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
+import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
+import type { Context } from 'aws-lambda';
+import { mockClient } from 'aws-sdk-client-mock';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer, type Server } from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { composeReconcile } from '#functions/reconcile-node-taints/compose.ts';
+import { processBatch } from '#functions/reconcile-node-taints/process-batch.ts';
+import { workloadKubeConfigs } from '#shared/adapters/kubernetes/workload-kubeconfig.ts';
+import { createServerPki } from '#local/control-plane/pki.ts';
+import {
+  adminKubeConfig,
+  createClusterWithKubeconfig,
+  createMachine,
+  createNamespace,
+  createNode,
+  describeWithControlPlane,
+  requireControlPlane,
+  uniqueName,
+} from '#test/support/control-plane.ts';
+import { TEST_DLQ_URL, TEST_QUEUE_URL, machineEvent, sqsEvent, sqsRecord } from '#test/support/sqs-records.ts';
+
+const CALL_TIMEOUT_MS = 2_000;
+/** What the healthy record and the batch's own work may take on a loaded 2-core machine, beyond the hostile time. */
+const MARGIN_MS = 1_200;
+const MiB = 1024 * 1024;
+const sqsMock = mockClient(SQSClient);
+
+type Behaviour = 'huge' | 'endless' | 'dripping' | 'slow-get-dripping-patch';
+
+describeWithControlPlane('the reconcile function with a hostile and a healthy workload cluster in one batch', () => {
+  let admin: KubeConfig;
+  let ns: string;
+  let dir: string;
+  let hostile: Server;
+  let hostileUrl: string;
+  let caData: string;
+  const timers = new Set<NodeJS.Timeout>();
+  const requests: string[] = [];
+  const healthy = uniqueName('healthy');
+
+  beforeAll(async () => {
+    admin = adminKubeConfig();
+    ns = await createNamespace(admin, 'hostile-answers');
+    dir = mkdtempSync(join(tmpdir(), 'ctp-hostile-answers-'));
+    const pki = await createServerPki(join(dir, 'pki'));
+    caData = readFileSync(pki.ca.certPath).toString('base64');
+    // The behaviour is the bearer token of the hostile Secret.
+    hostile = createServer({ cert: readFileSync(pki.serving.certPath), key: readFileSync(pki.serving.keyPath) }, (req, res) => {
+      const behaviour = (req.headers.authorization ?? '').replace('Bearer ', '') as Behaviour;
+      requests.push(`${behaviour} ${req.method} ${(req.url ?? '').split('?')[0]?.split('/').at(-1) ?? ''}`);
+      req.resume();
+      const pump = (chunk: Buffer): void => {
+        const more = (): void => {
+          while (!res.destroyed && res.write(chunk));
+          if (!res.destroyed) res.once('drain', more);
+        };
+        more();
+      };
+      const drip = (): void => {
+        res.writeHead(200, { 'Content-Type': 'application/json' });
+        res.write('{');
+        const timer = setInterval(() => (res.destroyed ? clearInterval(timer) : res.write(' ')), 100);
+        timers.add(timer);
+      };
+      if (behaviour === 'huge') {
+        res.writeHead(200, { 'Content-Type': 'application/json', 'Content-Length': 64 * MiB });
+        pump(Buffer.alloc(MiB, 0x20));
+      } else if (behaviour === 'endless') {
+        res.writeHead(200, { 'Content-Type': 'application/json' });
+        pump(Buffer.alloc(256 * 1024, 0x20));
+      } else if (behaviour === 'dripping') {
+        drip();
+      } else if (req.method === 'GET') {
+        // Just inside the call timeout: a Node without taints, so the record goes on to patch it.
+        const name = (req.url ?? '').split('?')[0]?.split('/').at(-1) ?? '';
+        const timer = setTimeout(() => {
+          res.writeHead(200, { 'Content-Type': 'application/json' }).end(JSON.stringify({ kind: 'Node', apiVersion: 'v1', metadata: { name, uid: 'u1', resourceVersion: '7' }, spec: {} }));
+        }, CALL_TIMEOUT_MS - 300);
+        timers.add(timer);
+      } else {
+        drip();
+      }
+    });
+    await new Promise<void>((resolve) => hostile.listen(0, '127.0.0.1', resolve));
+    hostileUrl = `https://127.0.0.1:${(hostile.address() as AddressInfo).port}`;
+    await createClusterWithKubeconfig(admin, ns, healthy, readFileSync(requireControlPlane().kubeconfigPath, 'utf8'));
+  });
+
+  afterAll(async () => {
+    for (const t of timers) clearInterval(t);
+    hostile?.closeAllConnections();
+    await new Promise<void>((resolve) => (hostile ? hostile.close(() => resolve()) : resolve()));
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  function deps(): ReturnType<typeof composeReconcile> {
+    const workload = workloadKubeConfigs(admin);
+    return composeReconcile({
+      config: {
+        queueUrl: TEST_QUEUE_URL,
+        deadLetterQueueUrl: TEST_DLQ_URL,
+        dryRun: false,
+        specTaintsOwner: 'product',
+        startupTaint: undefined,
+        retryBaseSeconds: 1,
+        retryMaxSeconds: 5,
+        stateNamespace: ns,
+        firstEnabledAt: new Date('2020-01-01T00:00:00Z'),
+        apiTimeoutSeconds: CALL_TIMEOUT_MS / 1000,
+      },
+      clusterMode: 'capi',
+      managementKubeConfig: admin,
+      workloadKubeConfig: (c) => workload.get({ mode: 'capi', ...c }),
+      sqs: new SQSClient({ region: 'eu-west-1', credentials: { accessKeyId: 'test', secretAccessKey: 'test' } }),
+    });
+  }
+
+  /** A hostile cluster whose Secret names the hostile server with `behaviour` as its token. */
+  async function hostileCluster(behaviour: Behaviour): Promise<string> {
+    const name = uniqueName(behaviour.slice(0, 12));
+    await createClusterWithKubeconfig(admin, ns, name, JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'Config',
+      clusters: [{ name: 'c', cluster: { server: hostileUrl, 'certificate-authority-data': caData } }],
+      users: [{ name: 'u', user: { token: behaviour } }],
+      contexts: [{ name: 'x', context: { cluster: 'c', user: 'u' } }],
+      'current-context': 'x',
+    }));
+    return name;
+  }
+
+  /** A Machine of `cluster` with one spec taint, for Node `node`, and its record. */
+  async function record(cluster: string, node: string, messageId: string): Promise<ReturnType<typeof sqsRecord>> {
+    const machine = uniqueName('m');
+    await createMachine(admin, ns, machine, { clusterName: cluster, nodeName: node, specTaints: [{ key: 'gpu', effect: 'NoSchedule' }] });
+    return sqsRecord(machineEvent(ns, machine, { nodeName: node, cluster: { mode: 'capi', namespace: ns, name: cluster } }), { messageId });
+  }
+
+  it.each<{ behaviour: Behaviour; hitsTheDeadline: boolean }>([
+    { behaviour: 'huge', hitsTheDeadline: false },
+    { behaviour: 'endless', hitsTheDeadline: false },
+    { behaviour: 'dripping', hitsTheDeadline: true },
+    { behaviour: 'slow-get-dripping-patch', hitsTheDeadline: true },
+  ])('$behaviour: the hostile records fail as transient, the healthy Node is patched, the batch takes at most one call timeout more', async ({ behaviour, hitsTheDeadline }) => {
+    // Prepare: two records of the hostile cluster first, then the healthy cluster's.
+    const bad = await hostileCluster(behaviour);
+    const node = uniqueName('node');
+    await createNode(admin, node);
+    const records = [await record(bad, 'n-bad-1', 'bad-1'), await record(bad, 'n-bad-2', 'bad-2'), await record(healthy, node, 'healthy')];
+    const processing = deps();
+    sqsMock.reset();
+    sqsMock.on(ChangeMessageVisibilityCommand).resolves({});
+    sqsMock.on(SendMessageCommand).resolves({});
+    requests.length = 0;
+
+    // Act
+    const started = Date.now();
+    const response = await processBatch(sqsEvent(...records), { awsRequestId: behaviour, getRemainingTimeInMillis: () => 60_000 } as unknown as Context, processing);
+    const elapsed = Date.now() - started;
+
+    // Assess: transient (made visible again, nothing dead-lettered), the healthy record applied.
+    expect(response.batchItemFailures.map((f) => f.itemIdentifier).sort()).toEqual(['bad-1', 'bad-2']);
+    expect(sqsMock.commandCalls(ChangeMessageVisibilityCommand).map((c) => c.args[0].input.ReceiptHandle).sort()).toEqual(['rh-bad-1', 'rh-bad-2']);
+    expect(sqsMock.commandCalls(SendMessageCommand).filter((c) => c.args[0].input.QueueUrl === TEST_DLQ_URL)).toEqual([]);
+    expect((await admin.makeApiClient(CoreV1Api).readNode({ name: node })).spec?.taints?.map((t) => t.key)).toEqual(['gpu']);
+    // Only the first hostile record reached the hostile server (its speculative read, then at most one more read and
+    // the patch, all within its one call timeout); the second record was not tried.
+    expect(requests.length).toBeGreaterThanOrEqual(1);
+    expect(requests.every((r) => r.startsWith(`${behaviour} `) && r.endsWith(' n-bad-1')), requests.join(', ')).toBe(true);
+    // At most one call timeout for the hostile cluster, whatever it does.
+    expect(elapsed).toBeLessThan(CALL_TIMEOUT_MS + MARGIN_MS);
+    if (hitsTheDeadline) expect(elapsed).toBeGreaterThanOrEqual(CALL_TIMEOUT_MS - 50);
+  });
+});
