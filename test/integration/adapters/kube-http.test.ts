@@ -3,13 +3,13 @@
  * certificate and a ServiceAccount token (TokenRequest) authenticate; a wrong token is refused as AccessDeniedError;
  * one keep-alive connection serves many calls of one identity, and another identity gets a connection of its own;
  * a call past its deadline rejects as CallTimeoutError, whether the server hangs before answering or while streaming;
- * a 404 is a KubeApiError. The answer cap is unit-tested (test/unit/shared/adapters/kubernetes/kube-http.test.ts).
+ * a 404 is a KubeApiError; a large answer comes gzip-compressed and is decompressed. The answer cap is unit-tested (test/unit/shared/adapters/kubernetes/kube-http.test.ts).
  */
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { describeApiError, statusOf, toProductError } from '#shared/adapters/kubernetes/api-errors.ts';
 import { isCallTimeout, withCallDeadline } from '#shared/adapters/kubernetes/call-deadline.ts';
-import { KubeApiError, kubeCall, type ClusterEndpoint } from '#shared/adapters/kubernetes/kube-http.ts';
+import { KubeApiError, kubeCall, openRequest, type ClusterEndpoint } from '#shared/adapters/kubernetes/kube-http.ts';
 import { KubernetesNodeStore } from '#shared/adapters/kubernetes/node-store.ts';
 import { RestConfig, type RestConfigOptions } from '#shared/adapters/kubernetes/rest-config.ts';
 import { AccessDeniedError, CallTimeoutError, TransientError } from '#shared/errors.ts';
@@ -239,6 +239,26 @@ describeWithControlPlane('Function: kubeCall(), with RestConfig', () => {
       expect(proxy.connections()).toBe(2);
       expect(readerIs).toBe(saUser);
       expect(adminIs).not.toBe(saUser);
+    });
+  });
+
+  describe('compression', () => {
+    it('gets a large answer gzip-compressed from kube-apiserver and decompresses it', async () => {
+      // Prepare: a ConfigMap of about 400 KB (kube-apiserver compresses answers above 128 KiB).
+      const ns = await createNamespace(adminKubeConfig(), 'gzip');
+      const data = Object.fromEntries(Array.from({ length: 400 }, (_, i) => [`k${i}`, `${i}`.padEnd(1000, 'x')]));
+      await kubeCall(admin, { method: 'POST', path: `/api/v1/namespaces/${ns}/configmaps`, body: { metadata: { name: 'big' }, data } });
+      const path = `/api/v1/namespaces/${ns}/configmaps/big`;
+
+      // Act
+      const res = await openRequest(admin, 'GET', path, { signal: AbortSignal.timeout(10_000), acceptGzip: true });
+      const encoding = res.headers['content-encoding'];
+      res.destroy();
+      const read = await kubeCall<{ data: Record<string, string> }>(admin, { method: 'GET', path });
+
+      // Assess
+      expect(encoding).toBe('gzip');
+      expect(read.data).toEqual(data);
     });
   });
 

@@ -6,6 +6,7 @@
  * CallTimeoutError, which the batch uses to stop trying that cluster (process-batch.ts).
  */
 import http from 'node:http';
+import zlib from 'node:zlib';
 import type { AddressInfo, Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { toProductError } from '#shared/adapters/kubernetes/api-errors.ts';
@@ -60,6 +61,14 @@ beforeAll(async () => {
         }
         return;
       case 'silent': // headers never come
+        return;
+      case 'gzip-bomb': // 64 MiB of spaces in about 64 KiB of gzip
+        res.writeHead(200, { 'Content-Type': 'application/json', 'Content-Encoding': 'gzip' });
+        void write(zlib.gzipSync(Buffer.alloc(64 * MiB, 0x20))).then(() => res.end());
+        return;
+      case 'gzipped': // a proper answer, compressed because the client asked for it
+        if (req.headers['accept-encoding'] !== 'gzip') return void res.writeHead(406).end();
+        res.writeHead(200, { 'Content-Type': 'application/json', 'Content-Encoding': 'gzip' }).end(zlib.gzipSync(JSON.stringify({ kind: 'NodeList', items: Array.from({ length: 2000 }, (_, i) => ({ metadata: { name: `n${i}` } })) })));
         return;
       case 'hostile-error': // a 500 whose body never ends
         res.writeHead(500, { 'Content-Type': 'application/json' });
@@ -122,11 +131,31 @@ describe.each(calls)('Function: kubeCall(), a hostile answer to the $name', ({ c
     expect(ms).toBeLessThan(5_000);
   });
 
+  it('cuts a gzip answer that inflates past MAX_RESPONSE_BYTES at the cap (counting decompressed bytes)', async () => {
+    // Act
+    const { error } = await fail(call('gzip-bomb'), 30_000);
+
+    // Assess: the compressed answer is small; what counts is what it inflates to.
+    expect(error).toBeInstanceOf(OversizedAnswerError);
+    expect(written.get(`${call('gzip-bomb').method} gzip-bomb`)).toBeLessThan(1 * MiB);
+  });
+
   it('cuts an error answer (500) whose body never ends at the cap, as OversizedAnswerError', async () => {
     // Act
     const { error } = await fail(call('hostile-error'), 30_000);
 
     // Assess
     expect(error).toBeInstanceOf(OversizedAnswerError);
+  });
+});
+
+describe('Function: kubeCall(), compressed answers', () => {
+  it('asks for gzip and decompresses the answer', async () => {
+    // Act
+    const list = await kubeCall<{ items: Array<{ metadata: { name: string } }> }>(endpoint, { method: 'GET', path: '/api/v1/nodes/gzipped' });
+
+    // Assess
+    expect(list.items).toHaveLength(2000);
+    expect(list.items[1999]?.metadata.name).toBe('n1999');
   });
 });
