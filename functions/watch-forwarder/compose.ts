@@ -42,7 +42,7 @@ export interface ComposeForwarderArgs {
   readonly nonDurableQueue?: { readonly client: SqsAttributesClient };
   /** Deadline of a list page and of a watch's connect (default 30 s). */
   readonly requestTimeoutMs?: number;
-  /** Backoff between a stream's failed attempts (default 250 ms doubling up to 30 s; tests shorten it). */
+  /** Backoff between a stream's failed attempts (default 0.8 s doubling with jitter up to 30 s, docs/watch-layer.md; tests shorten it). */
   readonly watchBackoff?: { readonly initialMs: number; readonly maxMs: number };
 }
 
@@ -95,6 +95,8 @@ export function composeWatchForwarder(args: ComposeForwarderArgs): WatchForwarde
       ...(args.requestTimeoutMs !== undefined ? { requestTimeoutMs: args.requestTimeoutMs } : {}),
       ...(args.watchBackoff ? { backoff: args.watchBackoff } : {}),
       telemetry: args.telemetry,
+      ...(args.clock ? { clock: args.clock } : {}),
+      logger,
     }),
     lease,
     rota: lease,

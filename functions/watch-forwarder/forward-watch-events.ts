@@ -67,6 +67,11 @@ export interface WatchForwarderOptions {
    * forwarder memory).
    */
   readonly maxPendingEvents?: number;
+  /**
+   * Intake of one stream pauses while this many of its own events wait (default `maxPendingEvents`); while the outbox
+   * is full, a stream with nothing of its own waiting still gets its next change in (outbox.ts: bulkheads).
+   */
+  readonly maxPendingPerStream?: number;
   /** When stopping, how long to keep trying to send what is pending (default 10 s). */
   readonly drainTimeoutMs?: number;
   /** How often the number of failing clusters is sampled as UnreachableClusters (default 60 s; also once at the end of each run). */
@@ -96,7 +101,7 @@ export interface ForwarderRunSummary {
 export class WatchForwarder {
   private readonly d: WatchForwarderDeps;
   private readonly log: Logger;
-  private readonly opt: Required<WatchForwarderOptions>;
+  private readonly opt: Required<Omit<WatchForwarderOptions, 'maxPendingPerStream'>> & Pick<WatchForwarderOptions, 'maxPendingPerStream'>;
   private readonly leadership: Leadership;
   private readonly supervisor: StreamSupervisor;
   private readonly outbox: Outbox;
@@ -110,12 +115,13 @@ export class WatchForwarder {
       flushIntervalMs: options.flushIntervalMs ?? 100,
       maxEventsPerPublish: options.maxEventsPerPublish ?? 100,
       maxPendingEvents: options.maxPendingEvents ?? 1_000,
+      ...(options.maxPendingPerStream !== undefined ? { maxPendingPerStream: options.maxPendingPerStream } : {}),
       drainTimeoutMs: options.drainTimeoutMs ?? 10_000,
       healthSampleIntervalMs: options.healthSampleIntervalMs ?? 60_000,
     };
     this.outbox = new Outbox(
       { publisher: deps.publisher, telemetry: deps.telemetry, clock: deps.clock, logger: this.log, maySend: () => this.leadership.isActive() || this.leadership.isMember() },
-      { flushIntervalMs: this.opt.flushIntervalMs, maxEventsPerPublish: this.opt.maxEventsPerPublish, maxPendingEvents: this.opt.maxPendingEvents, drainTimeoutMs: this.opt.drainTimeoutMs },
+      { flushIntervalMs: this.opt.flushIntervalMs, maxEventsPerPublish: this.opt.maxEventsPerPublish, maxPendingEvents: this.opt.maxPendingEvents, ...(this.opt.maxPendingPerStream !== undefined ? { maxPendingPerStream: this.opt.maxPendingPerStream } : {}), drainTimeoutMs: this.opt.drainTimeoutMs },
     );
     this.leadership = new Leadership(
       {

@@ -12,7 +12,7 @@ import { countedMembers, shouldJoin, withMember, withoutMember, type RotaPolicy 
 import type { Checkpoint } from '#shared/domain/watch-event.ts';
 import type { ForwarderRota, LeaderLease } from '#shared/ports/leader-lease.ts';
 import type { logger as defaultLogger } from '#shared/observability/logger.ts';
-import { sleep } from './sleep.ts';
+import { sleep } from '#shared/sleep.ts';
 
 type Logger = Pick<typeof defaultLogger, 'info' | 'warn' | 'error' | 'debug'>;
 

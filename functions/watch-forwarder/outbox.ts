@@ -1,8 +1,14 @@
 /**
  * The forwarder's outbox: the TaintEvents waiting to be sent, sent in rounds and resent with backoff, and the
  * checkpoint of every stream, which advances only over what was sent (or needed no message). It also holds watch
- * intake back while too many events wait (`maxPendingEvents`), and sends what is left, for a bounded time, when the
- * streams have stopped.
+ * intake back while too many events wait, and sends what is left, for a bounded time, when the streams have stopped.
+ *
+ * Bulkheads between streams (each workload cluster's Node stream is one; issue "One bad workload cluster cannot hurt
+ * the others"): a stream's intake waits while *that stream* has `maxPendingPerStream` events waiting, or while the whole
+ * outbox holds `maxPendingEvents` and the stream has any event of its own waiting. A stream with nothing waiting always
+ * gets its next change in, so one cluster that floods the outbox holds back only itself, and the outbox holds at most
+ * `maxPendingEvents` plus one change per stream. Each round takes the due events of every stream in turn (round-robin,
+ * each stream's in its order), so an event of a quiet stream goes out in the next round, not after a flood.
  */
 import type { TaintEvent } from '#shared/domain/cloud-event.ts';
 import { backoffDelay } from '#shared/domain/backoff.ts';
@@ -19,6 +25,8 @@ type Logger = Pick<typeof defaultLogger, 'info' | 'warn' | 'error' | 'debug'>;
 export class StreamProgress {
   private readonly entries: Array<{ checkpoint: string | undefined; done: boolean }> = [];
   committed: string | undefined;
+  /** Events of this stream waiting in the outbox (see Outbox.enqueue). */
+  waiting = 0;
 
   constructor(initial: string | undefined) {
     this.committed = initial;
@@ -67,8 +75,10 @@ export interface OutboxOptions {
   readonly flushIntervalMs: number;
   /** Events handed to the publisher per round. */
   readonly maxEventsPerPublish: number;
-  /** Intake ({@link Outbox.enqueue}) waits while this many events wait to be sent. */
+  /** Intake ({@link Outbox.enqueue}) of a stream with events of its own waiting waits while this many events wait in all. */
   readonly maxPendingEvents: number;
+  /** Intake of a stream waits while this many of its own events wait (default `maxPendingEvents`). */
+  readonly maxPendingPerStream?: number;
   /** How long {@link Outbox.drain} keeps trying. */
   readonly drainTimeoutMs: number;
 }
@@ -133,14 +143,15 @@ export class Outbox {
   /**
    * Queues the events of one change of a stream; only the last carries the change's resume point, so the stream's
    * checkpoint passes the change once all of them are sent. Resolves once intake may go on: at once, or when the
-   * outbox is below `maxPendingEvents` again, the term ends, or leadership is lost.
+   * stream is no longer {@link Outbox.full} for it, the term ends, or leadership is lost.
    */
   async enqueue(events: readonly TaintEvent[], observedAt: Date, progress: StreamProgress, checkpoint: string | undefined): Promise<void> {
     events.forEach((event, i) => {
       const ticket = progress.add(i === events.length - 1 ? checkpoint : undefined, false);
       this.pending.push({ event, observedAt, ticket, progress, attempts: 0, notBefore: 0 });
     });
-    while (this.pending.length >= this.opt.maxPendingEvents && this.d.maySend() && !this.termSignal?.aborted) {
+    progress.waiting += events.length;
+    while (this.full(progress) && this.d.maySend() && !this.termSignal?.aborted) {
       // A full outbox is worth a round now: a relist fills it within one tick, and each pause of the flush loop
       // would hold intake as long (40 pauses for 40 000 objects).
       this.wakeFlush?.();
@@ -148,7 +159,16 @@ export class Outbox {
     }
   }
 
-  /** Lets every intake waiting in {@link Outbox.enqueue} go on. */
+  /**
+   * Whether the intake of a stream must wait: it has `maxPendingPerStream` events waiting, or the outbox holds
+   * `maxPendingEvents` and some of them are the stream's (see the module comment).
+   */
+  private full(progress: StreamProgress): boolean {
+    if (progress.waiting >= (this.opt.maxPendingPerStream ?? this.opt.maxPendingEvents)) return true;
+    return this.pending.length >= this.opt.maxPendingEvents && progress.waiting > 0;
+  }
+
+  /** Lets every intake waiting in {@link Outbox.enqueue} go on (each checks again whether it may). */
   releaseIntake(): void {
     const waiting = this.wakeIntake;
     this.wakeIntake = [];
@@ -162,7 +182,7 @@ export class Outbox {
    */
   async publishRound(): Promise<number> {
     const now = this.d.clock.now().getTime();
-    const ready = this.pending.filter((p) => p.notBefore <= now).slice(0, this.opt.maxEventsPerPublish);
+    const ready = this.takeInTurn(now);
     if (ready.length === 0 || !this.d.maySend()) return 0;
     const result = await this.d.publisher.publish(ready.map((p) => p.event));
     const sentAt = this.d.clock.now().getTime();
@@ -189,12 +209,37 @@ export class Outbox {
     }
     for (const p of finished) {
       p.ticket.done = true;
+      p.progress.waiting--;
       touched.add(p.progress);
     }
     for (const t of touched) t.advance();
     this.pending = this.pending.filter((p) => !finished.has(p));
-    if (this.pending.length < this.opt.maxPendingEvents) this.releaseIntake();
+    if (finished.size > 0) this.releaseIntake();
     return ready.length;
+  }
+
+  /**
+   * The due events of one round, at most `maxEventsPerPublish`: the first due event of every stream, then the second,
+   * and so on (each stream's in the order they came), so that no stream waits behind another's backlog.
+   */
+  private takeInTurn(now: number): Pending[] {
+    const byStream = new Map<StreamProgress, Pending[]>();
+    for (const p of this.pending) {
+      if (p.notBefore > now) continue;
+      const queue = byStream.get(p.progress);
+      if (queue) queue.push(p);
+      else byStream.set(p.progress, [p]);
+    }
+    const queues = [...byStream.values()];
+    const ready: Pending[] = [];
+    for (let i = 0; ready.length < this.opt.maxEventsPerPublish && queues.length > 0; i++) {
+      for (let q = 0; q < queues.length && ready.length < this.opt.maxEventsPerPublish; q++) {
+        const next = queues[q]?.[i];
+        if (next) ready.push(next);
+      }
+      if (queues.every((queue) => queue.length <= i + 1)) break;
+    }
+    return ready;
   }
 
   /**

@@ -30,7 +30,7 @@ import type { StreamEvent, StreamHealthEvent, WatchSources, WatchStream } from '
 import { ForwarderMetric } from '#shared/observability/metric-names.ts';
 import { LogKey, type logger as defaultLogger } from '#shared/observability/logger.ts';
 import type { Outbox, StreamProgress } from './outbox.ts';
-import { sleep } from './sleep.ts';
+import { sleep } from '#shared/sleep.ts';
 
 type Logger = Pick<typeof defaultLogger, 'info' | 'warn' | 'error' | 'debug'>;
 

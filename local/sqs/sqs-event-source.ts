@@ -8,6 +8,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { DeleteMessageBatchCommand, GetQueueAttributesCommand, ReceiveMessageCommand, type Message, type QueueAttributeName, type SQSClient } from '@aws-sdk/client-sqs';
 import type { Context, SQSBatchResponse, SQSEvent, SQSMessageAttributes, SQSRecord } from 'aws-lambda';
+import { sleep } from '#shared/sleep.ts';
 
 /** A Lambda handler for SQS batches, as the product's reconcile function exports it. */
 export type SqsBatchHandler = (event: SQSEvent, context: Context) => Promise<SQSBatchResponse | void>;
@@ -328,16 +329,4 @@ export function judgeResponse(response: unknown, batchIds: ReadonlySet<string>):
     failed.add(identifier);
   }
   return failed.size === 0 ? { kind: 'all-succeeded' } : { kind: 'some-failed', failed };
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const done = (): void => {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener('abort', done, { once: true });
-  });
 }

@@ -9,9 +9,11 @@ export interface BackoffPolicy {
   readonly max: number;
   /**
    * `full`: uniform in [0, ceiling) — spreads retries most (AWS's "full jitter"); `equal`: ceiling/2 plus uniform in
-   * [0, ceiling/2) — never retries almost at once, for retries that should wait (e.g. conflicting writers).
+   * [0, ceiling/2) — never retries almost at once, for retries that should wait (e.g. conflicting writers); `up`:
+   * ceiling plus uniform in [0, ceiling), at most `max` — client-go's `wait.Backoff` with Jitter 1.0 (its reflector's
+   * backoff), never shorter than the ceiling.
    */
-  readonly jitter: 'full' | 'equal';
+  readonly jitter: 'full' | 'equal' | 'up';
 }
 
 /**
@@ -21,5 +23,6 @@ export interface BackoffPolicy {
 export function backoffDelay(attempt: number, policy: BackoffPolicy, random: () => number): number {
   const exponent = Math.min(Math.max(0, attempt - 1), 30);
   const ceiling = Math.min(policy.max, policy.base * 2 ** exponent);
+  if (policy.jitter === 'up') return Math.min(policy.max, ceiling * (1 + random()));
   return policy.jitter === 'full' ? random() * ceiling : ceiling / 2 + random() * (ceiling / 2);
 }

@@ -158,7 +158,8 @@ export function nodeStreamKey(cluster: ClusterRef): string {
 
 type Json = Record<string, unknown>;
 
-function isObject(v: unknown): v is Json {
+/** A JSON object (not null, not an array). */
+export function isObject(v: unknown): v is Json {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 

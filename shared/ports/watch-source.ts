@@ -21,12 +21,15 @@ export type StreamEvent<T extends WatchedFacts> =
     }
   | { readonly type: 'progress'; readonly resourceVersion: string }
   /**
-   * The stream's health changed. `failing`: an attempt (a list, a watch's connect or its stream, the credentials)
-   * failed after the stream's last success (or before any); it is told once per run of failures, at the first one,
-   * while the stream keeps retrying with backoff. `recovered`: the next list or watch connect succeeded.
+   * The stream's health changed. `failing`: an attempt (a list, a watch's connect or its stream, the credentials, a
+   * cap) failed after the stream last delivered (or before it ever did); it is told once per run of failures, at the
+   * first one, while the stream keeps retrying with backoff. A 410 Gone or a watch the server ends at once with no
+   * event ("very short watch") happen to healthy clusters too, so they count only when they repeat (two in a row).
+   * `recovered`: the stream delivered again — a watch stayed open for a second, or an event or bookmark arrived
+   * (a list alone is not enough: a server that lists but never lets a watch live is failing).
    * One failed attempt is the threshold on purpose: an API server that does not answer costs one request deadline
-   * (30 s) per attempt, so a higher count would report it late or, in a short window, never; brief blips (an API
-   * server restart) are filtered by the alarm's periods, not here.
+   * (30 s) per attempt, so a higher count would report it late or, in a short window, never; brief blips
+   * (an API server restart) are filtered by the alarm's periods, not here. (docs/watch-layer.md.)
    */
   | StreamHealthEvent;
 

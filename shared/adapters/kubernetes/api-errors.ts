@@ -1,10 +1,96 @@
 /**
- * Translates failed Kubernetes API calls (kube-http.ts) into the product's error catalogue, so that no caller ever
- * looks at HTTP codes or messages. 404 is returned as `undefined` by the callers that expect it.
+ * Translates failed Kubernetes API calls (kube-http.ts) and failed watch streams into the product's error catalogue,
+ * so that no caller ever looks at HTTP codes or messages: one table ({@link errorForStatus}) from an API status to an
+ * error, used by the one-off calls ({@link toProductError}) and the streams ({@link streamStatusError}) alike. 404 is
+ * returned as `undefined` by the callers that expect it. Text a server sent reaches an error message only as a short,
+ * escaped excerpt ({@link safeExcerpt}): a server named by a kubeconfig may echo anything.
  */
 import { ANSWER_TOO_LARGE, KubeApiError, KubeTransportError } from './kube-http.ts';
-import { AccessDeniedError, CallTimeoutError, OversizedAnswerError, TransientError } from '#shared/errors.ts';
+import { AccessDeniedError, CallTimeoutError, OversizedAnswerError, TaintPropagatorError, TransientError } from '#shared/errors.ts';
 import { isCallTimeout } from './call-deadline.ts';
+
+/** Thrown when the requested resourceVersion has been compacted away (HTTP 410 / watch ERROR 410). Retried: relist. */
+export class ResourceVersionGoneError extends TransientError {
+  readonly resourceVersion: string | undefined;
+  constructor(operation: string, resourceVersion: string | undefined, cause?: unknown) {
+    super(operation, `resourceVersion ${resourceVersion ?? '(none)'} is too old (410 Gone)`, cause);
+    this.resourceVersion = resourceVersion;
+  }
+}
+
+/** HTTP 404 for a collection: its group version (or CRD) is not served (any more). Retried with backoff. */
+export class CollectionNotServedError extends TransientError {}
+
+/**
+ * At most `max` characters of text a server sent, safe for a log line or an error message: every character outside
+ * printable ASCII (control characters, line ends, terminal escapes, bidirectional overrides, any non-ASCII) as
+ * `\\uXXXX`, and a note of how much was left out. Printable ASCII is left as it is, so a Status message reads as sent.
+ * @example escapedText('ab\ncd', 3) // 'ab\\u000ac… (+1 more characters)'
+ */
+export function escapedText(text: string, max: number): string {
+  const head = text.slice(0, max).replace(/[^\x20-\x7e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  return text.length > max ? `${head}… (+${text.length - max} more characters)` : head;
+}
+
+/**
+ * A short excerpt of bytes a server sent that are not what was expected (a malformed watch line): {@link escapedText}
+ * of at most `max` characters, quoted (with `"` and `\\` escaped), so where it begins and ends is plain.
+ * @example safeExcerpt('{"a":\n', 80) // '"{\\"a\\":\\u000a"'
+ */
+export function safeExcerpt(text: string, max = 80): string {
+  const head = text.slice(0, max).replace(/["\\]/g, (c) => `\\${c}`);
+  const escaped = escapedText(head, head.length);
+  return `"${escaped}"${text.length > max ? ` (+${text.length - max} more characters)` : ''}`;
+}
+
+/** `HTTP <status>`, with a Kubernetes Status's reason and message (escaped, at most 300 characters) when `body` is one. */
+export function statusDetail(status: number, body: unknown): string {
+  let parsed: { reason?: unknown; message?: unknown } | undefined;
+  try {
+    parsed = typeof body === 'string' ? (JSON.parse(body) as typeof parsed) : typeof body === 'object' && body !== null ? body : undefined;
+  } catch {
+    parsed = undefined; // not a Status: the status code alone
+  }
+  const text = [parsed?.reason, parsed?.message].filter((v): v is string => typeof v === 'string').join(' ');
+  return text === '' ? `HTTP ${status}` : `HTTP ${status}: ${escapedText(text, 300)}`;
+}
+
+/**
+ * The one table from an API status to the product's error: 401/403 refused; 404 the collection (or object) is not
+ * served; 410 the resourceVersion is gone (a stream relists); anything else (429, 5xx, unexpected codes) transient.
+ */
+export function errorForStatus(status: number, operation: string, detail: string, options: { readonly cause?: unknown; readonly resourceVersion?: string } = {}): Error {
+  switch (status) {
+    case 401:
+    case 403:
+      return new AccessDeniedError(operation, detail, options.cause);
+    case 404:
+      return new CollectionNotServedError(operation, detail, options.cause);
+    case 410:
+      return new ResourceVersionGoneError(operation, options.resourceVersion, options.cause);
+    default:
+      return new TransientError(operation, detail, options.cause);
+  }
+}
+
+/** A stream's list or watch answered `status` with `body` (at most some KiB): its error, by the one table. */
+export function streamStatusError(status: number, body: string, operation: string, resourceVersion: string | undefined): Error {
+  return errorForStatus(status, operation, statusDetail(status, body), resourceVersion === undefined ? {} : { resourceVersion });
+}
+
+/**
+ * What went wrong in a stream's attempt, safe to log and to hand to the consumer: the product's own errors (their
+ * messages are built from status codes, an escaped excerpt of a Kubernetes Status's reason and message, deadlines,
+ * caps, and credential problems named without content), or a system error's code and message (`connect ECONNREFUSED
+ * 127.0.0.1:6443`, a TLS verification failure). Anything else is named by its class only, because its message may
+ * quote a response body.
+ */
+export function describeStreamFailure(err: unknown): string {
+  if (err instanceof TaintPropagatorError) return err.message;
+  if (isSystemError(err)) return err.message.includes(err.code) ? err.message.slice(0, 300) : `${err.code}: ${err.message.slice(0, 300)}`;
+  if (err instanceof Error) return `${err.name} (details withheld: the message may quote a response)`;
+  return 'unknown error';
+}
 
 /** The HTTP status of a failed API call, or undefined for transport failures. */
 export function statusOf(error: unknown): number | undefined {
@@ -25,16 +111,7 @@ export function describeApiError(error: unknown): string {
   // The product's KubeApiError, or client-node's ApiException (the developer tools): only the Status's reason and
   // message, never the rest of the body or (client-node's message) the response headers.
   const body = typeof error === 'object' && error !== null && 'body' in error ? (error as { body?: unknown }).body : undefined;
-  if (status !== undefined && body !== undefined) {
-    let parsed: { reason?: unknown; message?: unknown } | undefined;
-    try {
-      parsed = typeof body === 'string' ? (JSON.parse(body) as typeof parsed) : typeof body === 'object' && body !== null ? body : undefined;
-    } catch {
-      parsed = undefined;
-    }
-    const text = [parsed?.reason, parsed?.message].filter((v): v is string => typeof v === 'string').join(' ');
-    return text === '' ? `HTTP ${status}` : `HTTP ${status}: ${text}`;
-  }
+  if (status !== undefined && body !== undefined) return statusDetail(status, body);
   if (isCallTimeout(error)) return `no answer within the call's deadline (${(error as Error).message})`;
   const message = error instanceof Error ? `${error.message}${transportCause(error)}` : String(error);
   return status === undefined ? message : `HTTP ${status}: ${message}`;
@@ -53,16 +130,15 @@ export function isSystemError(error: unknown): error is Error & { readonly code:
 }
 
 /**
- * Maps an API failure that no caller expects: 401/403 → AccessDeniedError; a call past its deadline →
- * CallTimeoutError; an answer past the client's byte cap → OversizedAnswerError; anything else (429, 5xx,
- * connection errors, unexpected codes) → TransientError. All of them are retried through the queue.
+ * Maps an API failure that no caller expects: a call past its deadline → CallTimeoutError; an answer past the client's
+ * byte cap → OversizedAnswerError; a status by the one table ({@link errorForStatus}: 401/403 → AccessDeniedError,
+ * everything else a TransientError or one of its kinds); connection errors → TransientError, retried through the queue.
  */
 export function toProductError(operation: string, error: unknown): Error {
-  const status = statusOf(error);
-  if (status === 401 || status === 403) return new AccessDeniedError(operation, describeApiError(error), error);
   if (isCallTimeout(error)) return new CallTimeoutError(operation, describeApiError(error), error);
   if (error instanceof KubeTransportError && error.code === ANSWER_TOO_LARGE) return new OversizedAnswerError(operation, describeApiError(error), error);
-  return new TransientError(operation, describeApiError(error), error);
+  const status = statusOf(error);
+  return status === undefined ? new TransientError(operation, describeApiError(error), error) : errorForStatus(status, operation, describeApiError(error), { cause: error });
 }
 
 /** Kubernetes serialises times as RFC 3339 without fractions; client-node hands back Date objects. */

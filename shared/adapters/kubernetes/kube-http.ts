@@ -34,6 +34,7 @@ import { callSignal } from './call-deadline.ts';
 import { ProxyTunnelError, createProxyAgent } from './proxy-agents.ts';
 import { proxyFor } from './proxy.ts';
 import { userAgent } from './user-agent.ts';
+import { listPages } from './watch/list-pager.ts';
 
 /** A cluster and the credentials of its requests: the two methods of client-node's KubeConfig the client needs. */
 export interface ClusterEndpoint {
@@ -236,16 +237,20 @@ export async function kubeCall<T = unknown>(endpoint: ClusterEndpoint, call: Kub
 
 /**
  * Every item of a collection, read page by page (`limit`, then the server's `continue` token), so that no answer holds
- * thousands of objects.
+ * thousands of objects: the one paged list (watch/list-pager.ts, with its caps), each page under the call deadline.
+ * A non-2xx page rejects with {@link KubeApiError}, as {@link kubeCall} does.
  */
 export async function kubeList<T>(endpoint: ClusterEndpoint, path: string, query: Readonly<Record<string, string | undefined>>, pageSize: number): Promise<T[]> {
   const items: T[] = [];
-  let cont: string | undefined;
-  do {
-    // The wire's JSON: the token is `continue` (client-node's model renames it `_continue`).
-    const page = await kubeCall<{ items?: T[]; metadata?: { continue?: string } }>(endpoint, { method: 'GET', path, query: { ...query, limit: String(pageSize), continue: cont } });
-    items.push(...(page.items ?? []));
-    cont = page.metadata?.continue || undefined;
-  } while (cont);
+  await listPages({
+    openPage: (page, signal) => openRequest(endpoint, 'GET', pathWithQuery(path, { ...query, ...page }), { signal }),
+    failed: async (res, status) => new KubeApiError(status, (await readBody(res as http.IncomingMessage)).slice(0, 4096)),
+    pageSignal: () => callSignal(),
+    onItem: (json) => {
+      if (json !== undefined) items.push(JSON.parse(json) as T);
+    },
+    pageSize,
+    operation: `listing ${path}`,
+  });
   return items;
 }

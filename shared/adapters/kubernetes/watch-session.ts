@@ -1,51 +1,49 @@
 /**
- * A list+watch session over one Kubernetes collection, in the spirit of client-node's `src/cache.ts`
- * but without its silent spots:
- * - list, then watch from the list's resourceVersion, with bookmarks; resume exactly from a
- *   checkpoint by listing *at* that resourceVersion (`resourceVersionMatch=Exact`), so the replayed
- *   changes are filtered against the state the forwarder last knew;
- * - 410 Gone (watch or resume) → relist and announce only what changed while away, plus deletions;
- * - a watchdog that restarts a watch that stays silent (no event, no bookmark) for `idleTimeoutMs`;
- * - bounded, jittered backoff between failed attempts; a periodic full resync;
- * - a deadline on every list page and on every watch's connect (`requestTimeoutMs`): a hung call is
- *   a transient failure, retried with backoff, never a stuck stream;
- * - every line that is not a watch event we understand is counted (MalformedWatchEvents) and logged;
- * - its health is told to the consumer: `failing` at the first failed attempt after a success (or before any),
- *   `recovered` at the next successful list or watch connect, each with a safe description of the error.
+ * A list+watch session over one Kubernetes collection: the reflector loop (client-go's `Reflector.ListAndWatch` run by
+ * `BackoffUntil`; client-node's `ListWatch` in `src/cache.ts`), and only that. It chooses how to list, runs a watch
+ * connection through the decoder into the object cache and on to the consumer, and hands the end of every attempt to
+ * the retry policy. The parts, each one job with its own tests, are in `./watch/` (docs/watch-layer.md):
  *
- * It reads the responses itself, as they arrive, over the product's HTTP client (kube-http.ts's `openRequest`, with the
- * endpoint's credentials), instead of using client-node's `Watch`, because that class drops unparseable lines and
- * swallows exceptions thrown by the callback.
+ * - `list-pager.ts` (with `list-items.ts`): the one paged list, item by item, with its caps;
+ * - `watch-connection.ts` (with `line-reader.ts`): one watch request, its connect deadline, idle watchdog, resync
+ *   timer and line cap;
+ * - `watch-decoder.ts`: one line → change, bookmark, gone, error or malformed (pure);
+ * - `object-cache.ts`: the last facts of every object and the resourceVersion, with snapshot and restore;
+ * - `stream-retry.ts`: the one retry policy — every attempt ends there: the wait, and the health transitions;
+ * - `stream-log.ts`: this stream's logs, at most one line per kind per interval;
+ * - `caps.ts`: the byte, page and time caps, with their reasons.
+ *
+ * The split follows client-go's types (Reflector, ListerWatcher and pager, watch decoder, Store, BackoffManager) so that
+ * its readers find their way, and so that each concern a change has to touch (caps, backoff, logs, a hand-over) lives
+ * in one module. What the loop adds to client-go's: an exact resume from a persisted checkpoint (a list *at* that
+ * resourceVersion, whose objects are not announced again), a relist after a 410 that announces only what changed
+ * while away (plus deletions), a start from another session's snapshot (no list at all), health told to the consumer
+ * (`failing`/`recovered`), and an idle watchdog.
+ *
+ * It reads the responses itself, as they arrive, over the product's HTTP client (kube-http.ts's `openRequest`, with
+ * the endpoint's credentials), instead of client-node's `Watch`, because that class drops unparseable lines, swallows
+ * exceptions thrown by the callback, does not await it, and ends every watch after 30 s.
  */
-import { setTimeout as delay } from 'node:timers/promises';
-import type http from 'node:http';
-import { createInterface } from 'node:readline';
-import type { ChangeKind } from '#shared/domain/cloud-event.ts';
-import { changedSince, diffRelist } from '#shared/domain/relevance.ts';
-import { objectKeyOf, type WatchedFacts } from '#shared/domain/watch-event.ts';
-import { AccessDeniedError, TaintPropagatorError, TransientError } from '#shared/errors.ts';
-import type { StreamEvent, StreamHealthEvent, WatchStream } from '#shared/ports/watch-source.ts';
-import type { ForwarderTelemetry } from '#shared/ports/forwarder-telemetry.ts';
+import type { WatchedFacts } from '#shared/domain/watch-event.ts';
+import { TaintPropagatorError, TransientError } from '#shared/errors.ts';
 import { ForwarderMetric } from '#shared/observability/metric-names.ts';
 import { logger as defaultLogger } from '#shared/observability/logger.ts';
-import { backoffDelay } from '#shared/domain/backoff.ts';
-import { isSystemError } from './api-errors.ts';
-import { openRequest, readBody, type ClusterEndpoint } from './kube-http.ts';
-import { ListFramingError, ListItemReader } from './list-items.ts';
+import type { ForwarderTelemetry } from '#shared/ports/forwarder-telemetry.ts';
+import type { StreamEvent, StreamHealthEvent, WatchStream } from '#shared/ports/watch-source.ts';
+import { sleep } from '#shared/sleep.ts';
+import { CollectionNotServedError, describeStreamFailure, ResourceVersionGoneError, safeExcerpt, streamStatusError } from './api-errors.ts';
+import { isCallTimeout } from './call-deadline.ts';
+import { openRequest, pathWithQuery, type ClusterEndpoint } from './kube-http.ts';
+import { DEFAULT_STREAM_CAPS, StreamCapError, type StreamCaps } from './watch/caps.ts';
+import { listPages, readErrorBody, type PageResponse } from './watch/list-pager.ts';
+import { ObjectCache, type CacheSnapshot } from './watch/object-cache.ts';
+import { StreamLog, type Logger } from './watch/stream-log.ts';
+import { StreamRetry, type AttemptEnd, type RetryNumbers } from './watch/stream-retry.ts';
+import { WatchConnection, type WatchEnd } from './watch/watch-connection.ts';
+import { decodeWatchLine } from './watch/watch-decoder.ts';
 
-/** Thrown when the requested resourceVersion has been compacted away (HTTP 410 / watch ERROR 410). */
-export class ResourceVersionGoneError extends TaintPropagatorError {
-  readonly resourceVersion: string | undefined;
-  constructor(resourceVersion: string | undefined, cause?: unknown) {
-    super(`resourceVersion ${resourceVersion ?? '(none)'} is too old`, { retryable: true, cause });
-    this.resourceVersion = resourceVersion;
-  }
-}
-
-/** HTTP 404 for the collection itself: its group version (or CRD) is not served (any more). Retried with backoff. */
-export class CollectionNotServedError extends TransientError {}
-
-type Logger = Pick<typeof defaultLogger, 'info' | 'warn' | 'error' | 'debug'>;
+export type { CacheSnapshot } from './watch/object-cache.ts';
+export { CollectionNotServedError, describeStreamFailure, ResourceVersionGoneError } from './api-errors.ts';
 
 export interface WatchSessionOptions<T extends WatchedFacts> {
   /** Stream name for logs, e.g. `machines` or `nodes/default/c1`. */
@@ -63,428 +61,283 @@ export interface WatchSessionOptions<T extends WatchedFacts> {
   readonly toFacts: (obj: unknown) => T | undefined;
   /** Resume exactly from this resourceVersion; without it the first list announces every object as `resynced`. */
   readonly resumeFrom?: string;
+  /**
+   * Start from another session's state ({@link WatchSession.snapshot}): no list, the first watch from the snapshot's
+   * resourceVersion, and a 410 relists against the snapshot's objects (announcing what changed, and deletions).
+   */
+  readonly restore?: CacheSnapshot<T>;
   /** Restart a watch silent for this long (default 90 s: above kube-apiserver's bookmark cadence of about a minute). */
   readonly idleTimeoutMs?: number;
   /** Full resync period; 0 = off (default 0). */
   readonly resyncIntervalMs?: number;
   /** Server-side watch timeout; jittered up to twice this (default 300 s). */
   readonly watchTimeoutSeconds?: number;
+  /** First step and cap of the backoff (default 800 ms and 30 s; stream-retry.ts). */
   readonly backoff?: { readonly initialMs: number; readonly maxMs: number };
+  /** The rest of the retry policy's numbers (stream-retry.ts; tests shorten them). */
+  readonly retry?: Partial<RetryNumbers>;
   /**
    * Deadline of one list page (request and body) and of a watch's connect (until its response
    * headers); a call that misses it is a transient failure, retried with backoff (default 30 s).
    */
   readonly requestTimeoutMs?: number;
   readonly pageSize?: number;
+  /** Byte, page and time caps (default caps.ts's). */
+  readonly caps?: Partial<StreamCaps>;
+  /** At most one log line of a kind per this interval (default 30 s; stream-log.ts). */
+  readonly logIntervalMs?: number;
   readonly telemetry?: ForwarderTelemetry;
   readonly logger?: Logger;
   readonly random?: () => number;
+  /** The clock: backoff resets, the watchdog, the resync timer and event times all read it. */
   readonly now?: () => Date;
 }
 
-/**
- * Opens a GET through the product's HTTP client (kube-http.ts: credentials, Accept header, keep-alive pool, one retry
- * of a reused socket the server had closed); the caller reads (or destroys) the body.
- */
-async function request(endpoint: ClusterEndpoint, pathAndQuery: string, signal: AbortSignal): Promise<http.IncomingMessage> {
-  if (!endpoint.getCurrentCluster()) throw new TransientError('connecting', 'the kubeconfig has no current cluster');
-  return await openRequest(endpoint, 'GET', pathAndQuery, { signal });
-}
+/** How the next attempt lists: first list (exact at the checkpoint, or fresh), since a compacted checkpoint, after a 410, periodic. */
+type ListMode = 'start' | 'since' | 'relist' | 'resync';
 
-function statusError(status: number, body: string, operation: string, rv: string | undefined): Error {
-  if (status === 410) return new ResourceVersionGoneError(rv);
-  // Only a Kubernetes Status's reason and message, never the raw body (a server named by a kubeconfig may echo anything).
-  let detail = `HTTP ${status}`;
-  try {
-    const parsed = JSON.parse(body) as { reason?: unknown; message?: unknown };
-    const text = [parsed.reason, parsed.message].filter((v): v is string => typeof v === 'string').join(' ');
-    if (text !== '') detail = `${detail}: ${text.slice(0, 300)}`;
-  } catch {
-    // not a Status: the status code alone
-  }
-  if (status === 401 || status === 403) return new AccessDeniedError(operation, detail);
-  if (status === 404) return new CollectionNotServedError(operation, detail);
-  return new TransientError(operation, detail);
-}
-
-/**
- * What went wrong in a stream's attempt, safe to log and to hand to the consumer: the product's own errors (their
- * messages are built from status codes, a Kubernetes Status's reason and message, deadlines, and credential problems
- * named without content), or a system error's code and message (`connect ECONNREFUSED 127.0.0.1:6443`, a TLS
- * verification failure). Anything else is named by its class only, because its message may quote a response body.
- */
-export function describeStreamFailure(err: unknown): string {
-  if (err instanceof TaintPropagatorError) return err.message;
-  if (isSystemError(err)) return err.message.includes(err.code) ? err.message.slice(0, 300) : `${err.code}: ${err.message.slice(0, 300)}`;
-  if (err instanceof Error) return `${err.name} (details withheld: the message may quote a response)`;
-  return 'unknown error';
-}
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
-
-/** Waits `ms`, or less when `signal` aborts (then resolves instead of rejecting). */
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return delay(ms, undefined, { signal }).catch(() => undefined);
-}
-
-/** Objects by their key within the stream (objectKeyOf). */
-function byKey<T extends WatchedFacts>(items: readonly T[]): Map<string, T> {
-  return new Map(items.map((facts) => [objectKeyOf(facts), facts]));
-}
-
-const WATCH_TYPES: Readonly<Record<string, ChangeKind>> = { ADDED: 'added', MODIFIED: 'modified', DELETED: 'deleted' };
-
-type WatchEnd = 'closed' | 'idle' | 'gone' | 'resync' | 'aborted';
+type Consumer<T extends WatchedFacts> = (event: StreamEvent<T>) => Promise<void>;
 
 /** One list+watch session; `run` keeps it going until the signal aborts. */
 export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
   private readonly o: WatchSessionOptions<T>;
-  private readonly log: Logger;
-  private readonly random: () => number;
   private readonly now: () => Date;
-  /** The last facts seen of each object, by objectKeyOf: what the relevance rules compare the next change with. */
-  private known = new Map<string, T>();
-  private resourceVersion: string | undefined;
-  private resumeExpired = false;
-  /** The collection path of the current attempt (see WatchSessionOptions.path). */
-  private path = '';
-  /** The consumer of the current run, told about health changes. */
-  private consumer: ((event: StreamEvent<T>) => Promise<void>) | undefined;
-  /** Set while failing: when the first failed attempt since the last success ended. */
-  private failingSince: Date | undefined;
-  /** What the current attempt is doing (`listing /api/v1/nodes`), to say where a system error happened. */
-  private operation = 'connecting';
+  private readonly random: () => number;
+  private readonly log: StreamLog;
+  private readonly caps: StreamCaps;
+  private readonly retry: StreamRetry;
+  private readonly cache = new ObjectCache<T>();
+  /** Requests (list pages, watch connects) of the current attempt: a failed one waits at least a second per request. */
+  private requests = 0;
+  /** Health changes are told one after the other (one may come from the watchdog's tick). */
+  private telling: Promise<void> = Promise.resolve();
 
   constructor(options: WatchSessionOptions<T>) {
     this.o = options;
-    this.log = options.logger ?? defaultLogger;
-    this.random = options.random ?? Math.random;
     this.now = options.now ?? (() => new Date());
+    this.random = options.random ?? Math.random;
+    this.log = new StreamLog(options.name, options.logger ?? defaultLogger, { now: this.now, ...(options.logIntervalMs !== undefined ? { intervalMs: options.logIntervalMs } : {}) });
+    this.caps = { ...DEFAULT_STREAM_CAPS, ...options.caps };
+    this.retry = new StreamRetry({ ...options.retry, ...(options.backoff ? { initialMs: options.backoff.initialMs, maxMs: options.backoff.maxMs } : {}) }, this.random, this.now);
+    if (options.restore) this.cache.restore(options.restore);
   }
 
   /** The last state of an object this session holds (from its last list or watch event), by key. */
   latest(key: string): T | undefined {
-    return this.known.get(key);
+    return this.cache.latest(key);
   }
 
-  /** Runs list+watch until `signal` aborts; every failure is retried with backoff, never thrown. */
-  async run(signal: AbortSignal, onEvent: (event: StreamEvent<T>) => Promise<void>): Promise<void> {
-    const backoff = this.o.backoff ?? { initialMs: 250, maxMs: 30_000 };
+  /** The session's state (resourceVersion and objects), for a successor to {@link WatchSessionOptions.restore}. */
+  snapshot(): CacheSnapshot<T> | undefined {
+    return this.cache.snapshot();
+  }
+
+  /** Runs list+watch until `signal` aborts; every failure is retried through the retry policy, never thrown. */
+  async run(signal: AbortSignal, onEvent: Consumer<T>): Promise<void> {
     const resyncMs = this.o.resyncIntervalMs ?? 0;
-    let failures = 0;
-    let resyncAt = resyncMs > 0 ? Date.now() + resyncMs : Infinity;
-    let pending: 'start' | 'relist' | 'resync' | undefined = 'start';
-    this.consumer = onEvent;
+    let resyncAt = resyncMs > 0 ? this.now().getTime() + resyncMs : Infinity;
+    let next: ListMode | undefined = this.o.restore ? undefined : 'start';
+    let operation = 'resolving the collection';
     while (!signal.aborted) {
+      let end: AttemptEnd;
+      const attemptStarted = this.now().getTime();
+      this.requests = 0;
       try {
-        this.operation = 'resolving the collection';
-        this.path = typeof this.o.path === 'string' ? this.o.path : await this.o.path();
-        if (pending === 'start') await this.start(signal, onEvent);
-        else if (pending === 'relist') await this.relist(signal, onEvent, false, 'watch expired (410 Gone)');
-        else if (pending === 'resync') await this.relist(signal, onEvent, true, 'periodic resync');
-        if (pending === 'resync') resyncAt = Date.now() + resyncMs;
-        pending = undefined;
-        if (signal.aborted) break;
-        const started = Date.now();
-        const end = await this.watch(signal, onEvent, resyncAt);
-        if (end === 'gone') pending = 'relist';
-        else if (end === 'resync') pending = 'resync';
-        else if (end === 'idle') {
-          this.o.telemetry?.record(ForwarderMetric.WatchRestarts, 1);
-          this.log.warn('Restarting silent watch', { stream: this.o.name, resourceVersion: this.resourceVersion });
+        operation = 'resolving the collection';
+        const path = typeof this.o.path === 'string' ? this.o.path : await this.o.path();
+        if (next !== undefined) {
+          operation = `listing ${path}`;
+          await this.list(next, path, signal, onEvent);
+          if (next === 'resync') resyncAt = this.now().getTime() + resyncMs;
+          next = undefined;
         }
-        if (Date.now() - started > 5_000 || end !== 'idle') failures = 0;
+        if (signal.aborted) break;
+        operation = `watching ${path}`;
+        const watched = await this.watch(path, signal, resyncAt, onEvent);
+        if (watched.why === 'aborted') break;
+        if (watched.why === 'resync') next = 'resync';
+        if (watched.why === 'idle') {
+          this.o.telemetry?.record(ForwarderMetric.WatchRestarts, 1);
+          this.log.warn('Restarting silent watch', { resourceVersion: this.cache.resourceVersion });
+        }
+        end = { kind: 'watch-ended', why: watched.why, openMs: watched.openMs, events: watched.events };
       } catch (err) {
         if (signal.aborted) break;
         if (err instanceof ResourceVersionGoneError) {
-          // A stale checkpoint or an expired list continuation: start again from a fresh list.
-          if (pending === 'start') this.resumeExpired = true; // the checkpoint was compacted away
-          else if (pending === undefined) pending = 'relist'; // the watch's resourceVersion was compacted away
-          // else: a list continuation expired; list again
-          continue;
+          if (next === 'start' && this.o.resumeFrom !== undefined) next = 'since'; // the checkpoint was compacted away
+          else next ??= 'relist'; // the watch's resourceVersion was compacted away (else: a list continuation expired; list again)
         }
         if (err instanceof CollectionNotServedError) this.o.collectionNotServed?.();
-        failures++;
-        const delay = Math.floor(backoffDelay(failures + 1, { base: backoff.initialMs, max: backoff.maxMs, jitter: 'full' }, this.random));
-        const reason = err instanceof TaintPropagatorError ? describeStreamFailure(err) : `${this.operation} failed: ${describeStreamFailure(err)}`;
-        this.o.telemetry?.record(ForwarderMetric.WatchRestarts, 1);
-        this.log.warn('Retrying watch after error', { stream: this.o.name, resourceVersion: this.resourceVersion, delayMs: delay, reason });
-        if (this.failingSince === undefined) {
-          this.failingSince = this.now();
-          await this.tell({ type: 'failing', reason, since: this.failingSince });
-        }
-        await sleep(delay, signal);
+        const reason = err instanceof TaintPropagatorError ? describeStreamFailure(err) : `${operation} failed: ${describeStreamFailure(err)}`;
+        end = { kind: 'failed', error: err, reason, requests: this.requests, durationMs: this.now().getTime() - attemptStarted };
       }
+      const decision = this.retry.ended(end);
+      if (decision.failure) {
+        this.o.telemetry?.record(ForwarderMetric.WatchRestarts, 1);
+        this.log.warn('Retrying watch after error', { resourceVersion: this.cache.resourceVersion, delayMs: decision.delayMs, failures: decision.failure.count, reason: decision.failure.reason });
+      }
+      if (decision.failing) await this.tell(onEvent, { type: 'failing', reason: decision.failing.reason, since: decision.failing.since });
+      if (decision.delayMs > 0) await sleep(decision.delayMs, signal);
     }
+    await this.telling;
   }
 
-  /** A list or a watch connect succeeded: tells the consumer the stream recovered when it was failing. */
-  private async succeeded(): Promise<void> {
-    const since = this.failingSince;
-    if (since === undefined) return;
-    this.failingSince = undefined;
-    await this.tell({ type: 'recovered', since, at: this.now() });
+  /** The stream delivered (a watch open long enough, or an event): tells `recovered` when it was failing. */
+  private delivered(onEvent: Consumer<T>): Promise<void> {
+    const recovered = this.retry.delivered();
+    return recovered ? this.tell(onEvent, { type: 'recovered', since: recovered.since, at: recovered.at }) : this.telling;
   }
 
-  /** Hands a health change to the consumer; a consumer that throws is logged, and the stream goes on. */
-  private async tell(event: StreamHealthEvent): Promise<void> {
-    try {
-      await this.consumer?.(event);
-    } catch (err) {
-      this.log.error('Reporting the stream health failed', { stream: this.o.name, health: event.type, reason: describeStreamFailure(err) });
-    }
+  /** Hands a health change to the consumer, in order; a consumer that throws is logged, and the stream goes on. */
+  private tell(onEvent: Consumer<T>, event: StreamHealthEvent): Promise<void> {
+    this.telling = this.telling.then(async () => {
+      try {
+        await onEvent(event);
+      } catch (err) {
+        this.log.error('Reporting the stream health failed', { health: event.type, reason: describeStreamFailure(err) });
+      }
+    });
+    return this.telling;
   }
 
-  /** First list: exact at the checkpoint (no announcements), or fresh (announce everything). */
-  private async start(signal: AbortSignal, onEvent: (e: StreamEvent<T>) => Promise<void>): Promise<void> {
-    const resumeFrom = this.resumeExpired ? undefined : this.o.resumeFrom;
-    if (resumeFrom === undefined && this.resumeExpired && this.o.resumeFrom !== undefined) {
-      await this.relistSince(signal, onEvent, this.o.resumeFrom);
-      return;
-    }
-    if (resumeFrom === undefined) {
-      await this.relist(signal, onEvent, true, undefined);
-      return;
-    }
-    const { items, resourceVersion } = await this.list(signal, resumeFrom);
-    this.known = byKey(items);
-    this.resourceVersion = resourceVersion;
-    this.log.info('Resuming watch from checkpoint', { stream: this.o.name, resourceVersion, objects: items.length });
-  }
-
-  private async relist(signal: AbortSignal, onEvent: (e: StreamEvent<T>) => Promise<void>, full: boolean, reason: string | undefined): Promise<void> {
-    if (reason !== undefined) {
+  /** One list, as `mode` says, into the cache; announces what the mode announces, then the list's resourceVersion. */
+  private async list(mode: ListMode, path: string, signal: AbortSignal, onEvent: Consumer<T>): Promise<void> {
+    const exactly = mode === 'start' ? this.o.resumeFrom : undefined;
+    if (mode === 'since') {
       this.o.telemetry?.record(ForwarderMetric.Relists, 1);
-      this.log.info('Relisting', { stream: this.o.name, reason, resourceVersion: this.resourceVersion });
+      this.log.warn('Relisting: checkpoint is older than the API server history', { resourceVersion: this.o.resumeFrom });
+    } else if (mode === 'relist' || mode === 'resync') {
+      this.o.telemetry?.record(ForwarderMetric.Relists, 1);
+      this.log.info('Relisting', { reason: mode === 'relist' ? 'watch expired (410 Gone)' : 'periodic resync', resourceVersion: this.cache.resourceVersion });
     }
-    const { items, resourceVersion } = await this.list(signal, undefined);
+    const { items, resourceVersion } = await this.listAll(path, signal, exactly);
+    if (exactly !== undefined) {
+      this.cache.replace(items, resourceVersion);
+      this.log.info('Resuming watch from checkpoint', { resourceVersion, objects: items.length });
+      return;
+    }
     const observedAt = this.now();
-    const { resynced, deleted } = diffRelist(this.known, items, full);
-    this.known = byKey(items);
+    let resynced: T[];
+    let deleted: T[] = [];
+    if (mode === 'since') resynced = this.cache.relistSince(items, resourceVersion, this.o.resumeFrom ?? '');
+    else ({ resynced, deleted } = this.cache.relist(items, resourceVersion, mode !== 'relist'));
     for (const facts of resynced) await onEvent({ type: 'change', change: 'resynced', facts, observedAt });
     for (const facts of deleted) await onEvent({ type: 'change', change: 'deleted', facts, observedAt });
-    this.resourceVersion = resourceVersion;
     await onEvent({ type: 'progress', resourceVersion });
-    if (reason !== undefined) {
-      this.log.info('Relisted', { stream: this.o.name, resourceVersion, objects: items.length, resynced: resynced.length, deleted: deleted.length });
-    }
+    if (mode !== 'start') this.log.info('Relisted', { resourceVersion, objects: items.length, resynced: resynced.length, deleted: deleted.length });
   }
 
-  /**
-   * The checkpoint was compacted away and there is no baseline to compare with: a fresh list, of which the domain's
-   * rule (changedSince) picks what is announced.
-   */
-  private async relistSince(signal: AbortSignal, onEvent: (e: StreamEvent<T>) => Promise<void>, since: string): Promise<void> {
-    this.o.telemetry?.record(ForwarderMetric.Relists, 1);
-    this.log.warn('Relisting: checkpoint is older than the API server history', { stream: this.o.name, resourceVersion: since });
-    const { items, resourceVersion } = await this.list(signal, undefined);
-    const observedAt = this.now();
-    this.known = byKey(items);
-    const changed = changedSince(items, since);
-    for (const facts of changed) await onEvent({ type: 'change', change: 'resynced', facts, observedAt });
-    this.resourceVersion = resourceVersion;
-    await onEvent({ type: 'progress', resourceVersion });
-    this.log.info('Relisted', { stream: this.o.name, resourceVersion, objects: items.length, resynced: changed.length });
-  }
-
-  private query(params: Record<string, string | undefined>): string {
-    const q = new URLSearchParams();
-    for (const [k, v] of Object.entries(params)) if (v !== undefined) q.set(k, v);
-    if (this.o.labelSelector) q.set('labelSelector', this.o.labelSelector);
-    return `${this.path}?${q.toString()}`;
-  }
-
-  /**
-   * Paginated list, current (no resourceVersion) or exactly at `at`. Each page is read as it arrives, one item at a
-   * time (ListItemReader): only the facts of each object are kept, never a page's text or its parsed objects.
-   */
-  private async list(signal: AbortSignal, at: string | undefined): Promise<{ items: T[]; resourceVersion: string }> {
-    this.operation = 'reading credentials';
-    const kc = await this.o.kubeConfig();
-    this.operation = `listing ${this.path}`;
-    const items: T[] = [];
-    let cont: string | undefined;
-    let listRv: string | undefined;
-    do {
-      const params = cont
-        ? { limit: String(this.o.pageSize ?? 500), continue: cont }
-        : { limit: String(this.o.pageSize ?? 500), resourceVersion: at, resourceVersionMatch: at ? 'Exact' : undefined };
-      const page = await this.bounded(`listing ${this.path}`, signal, async (bound) => {
-        const res = await request(kc, this.query(params), bound);
-        if (res.statusCode !== 200) throw statusError(res.statusCode ?? 0, await readBody(res), `listing ${this.path}`, at);
-        const reader = new ListItemReader((json) => this.listItem(json, items));
-        try {
-          for await (const chunk of res) reader.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk);
-          return reader.end();
-        } catch (err) {
-          // Never the text itself in the error (a SyntaxError quotes it): a server named by a kubeconfig may echo anything.
-          if (err instanceof ListFramingError || err instanceof SyntaxError) throw new TransientError(`listing ${this.path}`, 'list response is not JSON');
-          throw err;
-        }
-      });
-      const metadata = page.metadata;
-      if (!isObject(metadata) || !page.hadItems) throw new TransientError(`listing ${this.path}`, 'unexpected list response');
-      listRv ??= typeof metadata.resourceVersion === 'string' ? metadata.resourceVersion : undefined;
-      cont = typeof metadata.continue === 'string' && metadata.continue !== '' ? metadata.continue : undefined;
-    } while (cont);
-    if (!listRv) throw new TransientError(`listing ${this.path}`, 'list has no resourceVersion');
-    await this.succeeded();
-    return { items, resourceVersion: listRv };
-  }
-
-  /** One item of a list page (its JSON text; undefined when it is not an object): its facts join `items`. */
-  private listItem(json: string | undefined, items: T[]): void {
-    const facts = json === undefined ? undefined : this.o.toFacts(JSON.parse(json));
-    if (!facts) {
-      this.malformed('list item without name, uid or resourceVersion', (json ?? 'not an object').slice(0, 300));
-      return;
-    }
-    items.push(facts);
-  }
-
-  /** Runs one request under the session's signal and the request deadline; a missed deadline is a TransientError. */
-  private async bounded<R>(operation: string, signal: AbortSignal, fn: (bound: AbortSignal) => Promise<R>): Promise<R> {
+  /** Every page of the collection (list-pager.ts), current or exactly at `exactly`: the facts of each object. */
+  private async listAll(path: string, signal: AbortSignal, exactly: string | undefined): Promise<{ items: T[]; resourceVersion: string }> {
+    const kc = await this.endpoint();
+    const operation = `listing ${path}`;
     const timeoutMs = this.o.requestTimeoutMs ?? 30_000;
-    const deadline = AbortSignal.timeout(timeoutMs);
+    const items: T[] = [];
+    let result;
     try {
-      return await fn(AbortSignal.any([signal, deadline]));
+      result = await listPages({
+        openPage: (query, pageSignal) => this.request(kc, path, query, pageSignal),
+        failed: async (res, status) => streamStatusError(status, await readErrorBody(res), operation, exactly),
+        pageSignal: () => AbortSignal.any([signal, AbortSignal.timeout(timeoutMs)]),
+        onItem: (json) => {
+          const facts = json === undefined ? undefined : this.o.toFacts(JSON.parse(json));
+          if (facts) items.push(facts);
+          else this.malformed('list item without name, uid or resourceVersion', json ?? 'not an object');
+        },
+        pageSize: this.o.pageSize ?? 500,
+        ...(exactly !== undefined ? { exactly } : {}),
+        operation,
+        caps: this.caps,
+        now: () => this.now().getTime(),
+      });
     } catch (err) {
-      if (deadline.aborted && !signal.aborted) throw new TransientError(operation, `no answer within ${timeoutMs} ms`, err);
+      if (!signal.aborted && isCallTimeout(err)) throw new TransientError(operation, `no answer within ${timeoutMs} ms`, err);
       throw err;
     }
+    if (result.resourceVersion === undefined) throw new TransientError(operation, 'the list has no resourceVersion');
+    return { items, resourceVersion: result.resourceVersion };
   }
 
-  private malformed(reason: string, line: string): void {
-    this.o.telemetry?.record(ForwarderMetric.MalformedWatchEvents, 1);
-    this.log.error('Skipping malformed watch event', { stream: this.o.name, reason, line: line.slice(0, 500), resourceVersion: this.resourceVersion });
-  }
-
-  /** One watch request from the current resourceVersion; resolves with why it ended. */
-  private async watch(signal: AbortSignal, onEvent: (e: StreamEvent<T>) => Promise<void>, resyncAt: number): Promise<WatchEnd> {
-    this.operation = 'reading credentials';
-    const kc = await this.o.kubeConfig();
-    this.operation = `watching ${this.path}`;
-    const timeout = this.o.watchTimeoutSeconds ?? 300;
-    const controller = new AbortController();
-    const abort = (): void => controller.abort();
-    signal.addEventListener('abort', abort, { once: true });
-    let end: WatchEnd = 'closed';
-    let lastActivity = Date.now();
-    let busy = false;
-    const idleMs = this.o.idleTimeoutMs ?? 90_000;
-    const watchdog = setInterval(() => {
-      if (!busy && Date.now() - lastActivity > idleMs) {
-        end = 'idle';
-        controller.abort();
-      } else if (Date.now() >= resyncAt) {
-        end = 'resync';
-        controller.abort();
-      }
-    }, Math.min(1_000, idleMs / 4));
-    const connectTimeoutMs = this.o.requestTimeoutMs ?? 30_000;
-    let connected = false;
-    let connectTimedOut = false;
-    const connectDeadline = setTimeout(() => {
-      if (connected) return;
-      connectTimedOut = true;
-      controller.abort();
-    }, connectTimeoutMs);
-    try {
-      const res = await request(
-        kc,
-        this.query({
-          watch: '1',
-          resourceVersion: this.resourceVersion,
-          allowWatchBookmarks: 'true',
-          timeoutSeconds: String(Math.floor(timeout * (1 + this.random()))),
-        }),
-        controller.signal,
-      );
-      connected = true;
-      clearTimeout(connectDeadline);
-      if (res.statusCode !== 200) throw statusError(res.statusCode ?? 0, await readBody(res), `watching ${this.path}`, this.resourceVersion);
-      await this.succeeded();
-      res.on('data', () => {
-        lastActivity = Date.now();
-      });
-      const lines = createInterface({ input: res, crlfDelay: Infinity });
-      for await (const line of lines) {
-        if (line.trim() === '') continue;
-        busy = true;
-        const outcome = await this.handleLine(line, onEvent);
-        busy = false;
-        lastActivity = Date.now();
-        if (outcome === 'gone') {
-          end = 'gone';
-          break;
-        }
-      }
-      res.destroy();
-    } catch (err) {
-      if (connectTimedOut && !signal.aborted) throw new TransientError(`watching ${this.path}`, `not connected within ${connectTimeoutMs} ms`, err);
-      if (!controller.signal.aborted) throw err;
-    } finally {
-      clearTimeout(connectDeadline);
-      clearInterval(watchdog);
-      signal.removeEventListener('abort', abort);
-      controller.abort();
-    }
-    return signal.aborted ? 'aborted' : end;
-  }
-
-  private async handleLine(line: string, onEvent: (e: StreamEvent<T>) => Promise<void>): Promise<'ok' | 'gone'> {
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(line);
-    } catch {
-      this.malformed('not JSON', line);
-      return 'ok';
-    }
-    if (!isObject(parsed) || typeof parsed.type !== 'string') {
-      this.malformed('no event type', line);
-      return 'ok';
-    }
-    const obj = parsed.object;
-    if (parsed.type === 'BOOKMARK') {
-      const rv = isObject(obj) && isObject(obj.metadata) ? obj.metadata.resourceVersion : undefined;
-      if (typeof rv !== 'string' || rv === '') {
-        this.malformed('bookmark without resourceVersion', line);
-        return 'ok';
-      }
-      this.resourceVersion = rv;
-      await onEvent({ type: 'progress', resourceVersion: rv });
-      return 'ok';
-    }
-    if (parsed.type === 'ERROR') {
-      const code = isObject(obj) ? obj.code : undefined;
-      if (code === 410) {
-        this.log.info('Watch expired', { stream: this.o.name, resourceVersion: this.resourceVersion });
-        return 'gone';
-      }
-      throw new TransientError(`watching ${this.path}`, `watch ERROR ${JSON.stringify(obj).slice(0, 300)}`);
-    }
-    const change = WATCH_TYPES[parsed.type];
-    const facts = change ? this.o.toFacts(obj) : undefined;
-    if (!change || !facts) {
-      this.malformed(change ? 'object without name, uid or resourceVersion' : `unknown event type ${parsed.type}`, line);
-      return 'ok';
-    }
-    const key = objectKeyOf(facts);
-    const known = this.known.get(key);
-    if (change === 'deleted') this.known.delete(key);
-    else this.known.set(key, facts);
-    this.resourceVersion = facts.resourceVersion;
-    await onEvent({
-      type: 'change',
-      change,
-      facts,
-      // Whether it is worth a message is the use case's decision (forwardDecision), from the last state seen.
-      ...(known ? { previous: known } : {}),
-      observedAt: this.now(),
-      checkpoint: facts.resourceVersion,
+  /**
+   * One watch from the cache's resourceVersion, until the server ends it or it is cut; each line is decoded, applied
+   * to the cache and handed on. Throws ResourceVersionGoneError at an ERROR 410, a TransientError at another ERROR,
+   * StreamCapError at a cap (a line, too many malformed lines in a row).
+   */
+  private async watch(path: string, signal: AbortSignal, resyncAt: number, onEvent: Consumer<T>): Promise<{ why: WatchEnd; openMs: number; events: number }> {
+    const kc = await this.endpoint();
+    const operation = `watching ${path}`;
+    const rv = this.cache.resourceVersion;
+    const query = { watch: '1', resourceVersion: rv, allowWatchBookmarks: 'true', timeoutSeconds: String(Math.floor((this.o.watchTimeoutSeconds ?? 300) * (1 + this.random()))) };
+    const connection = await WatchConnection.open({
+      open: (connectSignal) => this.request(kc, path, query, connectSignal),
+      failed: async (res, status) => streamStatusError(status, await readErrorBody(res), operation, rv),
+      operation,
+      connectTimeoutMs: this.o.requestTimeoutMs ?? 30_000,
+      idleTimeoutMs: this.o.idleTimeoutMs ?? 90_000,
+      resyncAt,
+      maxLineBytes: this.caps.maxLineBytes,
+      signal,
+      now: this.now,
+      establishedAfterMs: this.retry.numbers.shortWatchMs,
+      onEstablished: () => void this.delivered(onEvent),
     });
-    return 'ok';
+    let events = 0;
+    let malformedInARow = 0;
+    try {
+      for await (const line of connection.lines()) {
+        const decoded = decodeWatchLine(line, this.o.toFacts);
+        if (decoded.kind === 'malformed') {
+          this.malformed(decoded.reason, line);
+          if (++malformedInARow >= this.caps.maxMalformedInARow) throw new StreamCapError(operation, `${malformedInARow} malformed lines in a row`);
+          continue;
+        }
+        if (decoded.kind === 'gone') {
+          this.log.info('Watch expired', { resourceVersion: this.cache.resourceVersion });
+          throw new ResourceVersionGoneError(operation, this.cache.resourceVersion);
+        }
+        if (decoded.kind === 'error') throw new TransientError(operation, decoded.reason);
+        malformedInARow = 0;
+        events++;
+        connection.activity();
+        if (events === 1) await this.delivered(onEvent);
+        if (decoded.kind === 'bookmark') {
+          this.cache.advance(decoded.resourceVersion);
+          await onEvent({ type: 'progress', resourceVersion: decoded.resourceVersion });
+          continue;
+        }
+        const previous = this.cache.apply(decoded.change, decoded.facts);
+        await onEvent({
+          type: 'change',
+          change: decoded.change,
+          facts: decoded.facts,
+          // Whether it is worth a message is the use case's decision (forwardDecision), from the last state seen.
+          ...(previous ? { previous } : {}),
+          observedAt: this.now(),
+          checkpoint: decoded.facts.resourceVersion,
+        });
+      }
+    } finally {
+      connection.close();
+    }
+    return { why: connection.end, openMs: this.now().getTime() - connection.openedAt, events };
+  }
+
+  /** Credentials for the next request (the endpoint may have rotated); a kubeconfig with no cluster is a transient failure. */
+  private async endpoint(): Promise<ClusterEndpoint> {
+    const kc = await this.o.kubeConfig();
+    if (!kc.getCurrentCluster()) throw new TransientError('connecting', 'the kubeconfig has no current cluster');
+    return kc;
+  }
+
+  /** A GET of the collection with `query` (and the session's label selector) over the product's HTTP client. */
+  private request(kc: ClusterEndpoint, path: string, query: Readonly<Record<string, string | undefined>>, signal: AbortSignal): Promise<PageResponse> {
+    this.requests++;
+    return openRequest(kc, 'GET', pathWithQuery(path, { ...query, labelSelector: this.o.labelSelector || undefined }), { signal });
+  }
+
+  /** A line or list item that is not an object we understand: counted every time, logged at most once per interval. */
+  private malformed(reason: string, text: string): void {
+    this.o.telemetry?.record(ForwarderMetric.MalformedWatchEvents, 1);
+    this.log.error('Skipping malformed watch event', { reason, excerpt: safeExcerpt(text, 80), resourceVersion: this.cache.resourceVersion });
   }
 }

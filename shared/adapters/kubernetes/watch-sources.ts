@@ -8,10 +8,14 @@ import type { ClusterRef } from '#shared/domain/cloud-event.ts';
 import { toClusterFacts, toMachineFacts, toMachinePoolFacts, toNodeFacts, toScalableFacts, type ClusterFacts, type MachineFacts, type MachinePoolFacts, type NodeFacts, type ScalableFacts, type WatchedFacts } from '#shared/domain/watch-event.ts';
 import type { ForwarderTelemetry } from '#shared/ports/forwarder-telemetry.ts';
 import type { StreamStart, WatchSources, WatchStream } from '#shared/ports/watch-source.ts';
+import type { Clock } from '#shared/ports/clock.ts';
 import { WatchSession, type WatchSessionOptions } from './watch-session.ts';
+import type { Logger } from './watch/stream-log.ts';
 import type { WorkloadKubeConfigs } from './workload-kubeconfig.ts';
 import { clusterCredentialsReporter, type ClusterCredentialsReporter } from './credentials-reporter.ts';
 import type { ClusterEndpoint } from './kube-http.ts';
+import { EndpointRateLimiter, NODE_STREAM_RATE_LIMIT } from './rate-limited-endpoint.ts';
+import type { RateLimit } from '#shared/domain/rate-limit.ts';
 import { ClusterCredentialsError } from '#shared/errors.ts';
 import { ForwarderMetric } from '#shared/observability/metric-names.ts';
 import { nodeStreamKey, MACHINES_STREAM, MACHINE_POOLS_STREAM, MACHINE_DEPLOYMENTS_STREAM, MACHINE_SETS_STREAM } from '#shared/domain/watch-event.ts';
@@ -39,13 +43,32 @@ export interface KubernetesWatchSourcesOptions {
   /** Deadline of a list page and of a watch's connect (default 30 s). */
   readonly requestTimeoutMs?: number;
   readonly telemetry?: ForwarderTelemetry;
+  /** The clock of the sessions (their backoff, watchdog, resync timer and event times). */
+  readonly clock?: Clock;
+  /** Where the sessions log (rate-limited per stream and kind of line; default the product's logger). */
+  readonly logger?: Logger;
   /**
    * Reports a cluster whose Node watch is skipped because its kubeconfig is unusable or refused (default: error log,
    * UnusableKubeconfigs metric, Warning Event on the Cluster in the management cluster). The watch keeps retrying
    * with backoff, so a fixed Secret is picked up; other clusters are unaffected.
    */
   readonly credentialsReporter?: ClusterCredentialsReporter;
+  /**
+   * Requests per second (after a burst) of each cluster's Node stream (default NODE_STREAM_RATE_LIMIT: 30 at once, then
+   * 1 per second); each stream has a bucket of its own, so a cluster that makes its stream ask without end (a list
+   * whose pages never end) slows only itself.
+   */
+  readonly nodeStreamRateLimit?: RateLimit;
 }
+
+/**
+ * Most pages of one list of a workload cluster's Nodes: 60 pages of 500 are 30 000 Nodes, six times Kubernetes'
+ * published scalability envelope (5 000 Nodes per cluster) and twice the largest clusters managed offerings run by
+ * default. A list whose `continue` tokens never end is cut here; with the stream's request bucket (30 at once, then 1
+ * per second) that takes about 30 s, so such a cluster is reported failing within the first minute (the default of
+ * the other streams, 200 pages, would take over three minutes at that rate).
+ */
+export const NODE_LIST_MAX_PAGES = 60;
 
 /** Creates WatchSources backed by WatchSession. */
 export function kubernetesWatchSources(o: KubernetesWatchSourcesOptions): WatchSources {
@@ -68,6 +91,8 @@ export function kubernetesWatchSources(o: KubernetesWatchSourcesOptions): WatchS
       ...(o.backoff ? { backoff: o.backoff } : {}),
       ...(o.requestTimeoutMs !== undefined ? { requestTimeoutMs: o.requestTimeoutMs } : {}),
       ...(o.telemetry ? { telemetry: o.telemetry } : {}),
+      ...(o.clock ? { now: () => (o.clock as Clock).now() } : {}),
+      ...(o.logger ? { logger: o.logger } : {}),
       ...extra,
     });
   }
@@ -127,8 +152,10 @@ export function kubernetesWatchSources(o: KubernetesWatchSourcesOptions): WatchS
       return session('clusters', management, clustersPath.path, toClusterFacts, start, { collectionNotServed: clustersPath.collectionNotServed });
     },
     nodes(cluster: ClusterRef, start: StreamStart): WatchStream<NodeFacts> {
-      return session(nodeStreamKey(cluster), () => workloadKubeConfig(cluster), '/api/v1/nodes', toNodeFacts, start, {
+      const limiter = new EndpointRateLimiter(o.nodeStreamRateLimit ?? NODE_STREAM_RATE_LIMIT);
+      return session(nodeStreamKey(cluster), async () => limiter.wrap(await workloadKubeConfig(cluster)), '/api/v1/nodes', toNodeFacts, start, {
         resyncIntervalMs: o.resyncIntervalMs ?? 0,
+        caps: { maxPages: NODE_LIST_MAX_PAGES },
         ...(o.nodeLabelSelector ? { labelSelector: o.nodeLabelSelector } : {}),
       });
     },

@@ -224,3 +224,82 @@ describe('Class: Outbox (intake back-pressure)', () => {
     expect(outbox.size()).toBe(1);
   });
 });
+
+describe('Class: Outbox (bulkheads between streams)', () => {
+  const clusterEvent = (cluster: string, name: string, resourceVersion: string): TaintEvent => {
+    const facts: NodeFacts = { kind: 'Node', name, uid: `uid-${cluster}-${name}`, resourceVersion, taints: [] };
+    return toTaintEvent(facts, 'modified', { mode: 'capi', namespace: 'fleet', name: cluster }, T0);
+  };
+
+  it('holds back only the stream that floods: a quiet stream gets its change in and on while the outbox stays full', async () => {
+    // Prepare: one cluster's stream has filled the outbox with events the queue does not take yet (resent later).
+    const { outbox, publisher, term } = setup({ maxPendingEvents: 3, maxPendingPerStream: 3, flushIntervalMs: 60_000 }, {});
+    const flood = outbox.openStream('nodes/fleet/bad');
+    const quiet = outbox.openStream('nodes/fleet/good');
+    const flooding = [clusterEvent('bad', 'a', '1'), clusterEvent('bad', 'b', '2'), clusterEvent('bad', 'c', '3')];
+    for (const e of flooding) publisher.fates.set(e.id, 'retryable');
+    await outbox.enqueue(flooding.slice(0, 2), T0, flood, '2');
+    let floodResumed = false;
+    const floodIntake = outbox.enqueue(flooding.slice(2), T0, flood, '3').then(() => (floodResumed = true));
+    await settled();
+
+    // Act: the quiet stream's change, while the outbox is full; one round.
+    let quietResumed = false;
+    const quietIntake = outbox.enqueue([clusterEvent('good', 'x', '7')], T0, quiet, '7').then(() => (quietResumed = true));
+    await settled();
+    const quietHeldBeforeRound = !quietResumed;
+    await outbox.publishRound();
+    await settled();
+
+    // Assess: the quiet change was taken in (one over the bound: at most one change per stream is), sent by the next
+    // round, and its stream went on; the flooding stream still waits (its events wait to be resent).
+    expect(quietHeldBeforeRound).toBe(true);
+    expect(quietResumed).toBe(true);
+    expect(floodResumed).toBe(false);
+    expect(outbox.size()).toBe(3);
+    expect(outbox.checkpoint()).toEqual({ 'nodes/fleet/good': '7' });
+    term.abort();
+    await Promise.all([quietIntake, floodIntake]);
+  });
+
+  it("holds a stream's intake at its own bound even while the outbox has room", async () => {
+    // Prepare
+    const { outbox } = setup({ maxPendingEvents: 100, maxPendingPerStream: 2 }, {});
+    const flood = outbox.openStream('nodes/fleet/bad');
+    let resumed = false;
+
+    // Act
+    const intake = outbox.enqueue([clusterEvent('bad', 'a', '1'), clusterEvent('bad', 'b', '2')], T0, flood, '2').then(() => (resumed = true));
+    await settled();
+    const held = !resumed;
+    await outbox.publishRound();
+    await intake;
+
+    // Assess
+    expect(held).toBe(true);
+    expect(resumed).toBe(true);
+  });
+
+  it('takes the due events of every stream in turn, each stream in its order, so a quiet stream does not wait behind a backlog', async () => {
+    // Prepare: a backlog of five events of one cluster, then one of another.
+    const { outbox, publisher } = setup({ maxEventsPerPublish: 3 }, {});
+    const flood = outbox.openStream('nodes/fleet/bad');
+    const quiet = outbox.openStream('nodes/fleet/good');
+    const rvs = ['1', '2', '3', '4', '5'];
+    const backlog = rvs.map((rv) => clusterEvent('bad', `n${rv}`, rv));
+    for (const [i, e] of backlog.entries()) await outbox.enqueue([e], T0, flood, rvs[i]);
+    const good = clusterEvent('good', 'x', '7');
+    await outbox.enqueue([good], T0, quiet, '7');
+
+    // Act
+    await outbox.publishRound();
+    await outbox.publishRound();
+
+    // Assess: the first round carries the quiet stream's event; the backlog keeps its order across rounds.
+    expect(publisher.calls).toEqual([
+      [backlog[0]?.id, good.id, backlog[1]?.id],
+      [backlog[2]?.id, backlog[3]?.id, backlog[4]?.id],
+    ]);
+    expect(outbox.checkpoint()).toEqual({ 'nodes/fleet/bad': '5', 'nodes/fleet/good': '7' });
+  });
+});

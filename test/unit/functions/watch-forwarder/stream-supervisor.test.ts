@@ -85,10 +85,11 @@ describe('Class: StreamSupervisor', () => {
 
     // Assess
     const state = { uid: 'uid-n1', creationTimestamp: '2026-11-22T09:00:00Z', trackingAnnotation: 'upstream:NoSchedule', ownTrackingAnnotation: '' };
+    // (One round takes the streams in turn: Node, Machine, Node, Machine.)
     expect(published.map((e) => [e.data.kind, 'nodeState' in e.data ? e.data.nodeState : undefined])).toEqual([
       ['Node', { ...state, resourceVersion: '40', taints: [{ key: 'foreign', value: 'x', effect: 'NoExecute', timeAdded: '2026-11-22T09:30:00Z' }] }],
-      ['Node', { ...state, resourceVersion: '41', taints: [] }],
       ['Machine', { ...state, resourceVersion: '41', taints: [] }],
+      ['Node', { ...state, resourceVersion: '41', taints: [] }],
       // A Node the forwarder has not seen: no claim (the reconcile function reads it).
       ['Machine', undefined],
     ]);

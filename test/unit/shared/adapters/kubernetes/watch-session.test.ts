@@ -1,5 +1,9 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { describeStreamFailure } from '#shared/adapters/kubernetes/watch-session.ts';
+import { describeStreamFailure, WatchSession } from '#shared/adapters/kubernetes/watch-session.ts';
+import { ObjectCache } from '#shared/adapters/kubernetes/watch/object-cache.ts';
+import { toNodeFacts, type NodeFacts } from '#shared/domain/watch-event.ts';
 import { AccessDeniedError, ClusterCredentialsError, TransientError } from '#shared/errors.ts';
 
 const SECRET = 'PLANTED-token-5d1e';
@@ -26,5 +30,56 @@ describe('Function: describeStreamFailure()', () => {
     // Assess
     expect(described).toBe(want);
     expect(described).not.toContain(SECRET);
+  });
+});
+
+describe('Class: WatchSession, started from a snapshot (the hand-over)', () => {
+  it('watches from the snapshot without a list, and after a 410 relists against it: what changed and what was deleted', async () => {
+    // Prepare: a loopback server whose first watch expires at once (ERROR 410); the list then lacks `gone` and has a
+    // tainted `kept`; the second watch stays open.
+    const node = (name: string, rv: string, taints: unknown[] = []) => ({ metadata: { name, uid: `uid-${name}`, resourceVersion: rv }, spec: { taints } });
+    const requests: string[] = [];
+    let watches = 0;
+    const server = http.createServer((req, res) => {
+      requests.push(req.url ?? '');
+      const watch = new URL(req.url ?? '/', 'http://x').searchParams.get('watch') === '1';
+      if (!watch) {
+        res.writeHead(200).end(JSON.stringify({ kind: 'NodeList', metadata: { resourceVersion: '30' }, items: [node('kept', '25', [{ key: 'k', effect: 'NoSchedule' }])] }));
+        return;
+      }
+      if (watches++ === 0) res.writeHead(200).end(`${JSON.stringify({ type: 'ERROR', object: { kind: 'Status', code: 410, reason: 'Expired' } })}\n`);
+      else res.writeHead(200).write(`${JSON.stringify({ type: 'BOOKMARK', object: { metadata: { resourceVersion: '31' } } })}\n`);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as AddressInfo;
+    const previous = new ObjectCache<NodeFacts>();
+    previous.replace([node('kept', '10'), node('gone', '11')].map((n) => toNodeFacts(n) as NodeFacts), '20');
+    const silent = { info: () => undefined, warn: () => undefined, error: () => undefined, debug: () => undefined };
+    const session = new WatchSession<NodeFacts>({
+      name: 'nodes/self',
+      kubeConfig: async () => ({ getCurrentCluster: () => ({ server: `http://127.0.0.1:${port}` }), applyToHTTPSOptions: async () => undefined }),
+      path: '/api/v1/nodes',
+      toFacts: toNodeFacts,
+      restore: JSON.parse(JSON.stringify(previous.snapshot())),
+      backoff: { initialMs: 10, maxMs: 20 },
+      logger: silent,
+    });
+    const events: string[] = [];
+    const controller = new AbortController();
+
+    // Act
+    const running = session.run(controller.signal, async (e) => {
+      events.push(e.type === 'change' ? `${e.change} ${e.facts.name}` : e.type === 'progress' ? `progress ${e.resourceVersion}` : e.type);
+      if (e.type === 'progress' && e.resourceVersion === '31') controller.abort();
+    });
+    await running;
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+
+    // Assess
+    expect(new URL(requests[0] ?? '', 'http://x').searchParams.get('resourceVersion')).toBe('20');
+    expect(new URL(requests[0] ?? '', 'http://x').searchParams.get('watch')).toBe('1');
+    expect(events).toEqual(['resynced kept', 'deleted gone', 'progress 30', 'progress 31']);
+    expect(session.snapshot()).toMatchObject({ resourceVersion: '31', objects: [{ name: 'kept', resourceVersion: '25' }] });
   });
 });

@@ -6,7 +6,12 @@
  *
  * It frames, it does not validate: every item and the list's `metadata` are still read by JSON.parse (a malformed one
  * throws there), and the structure around them (one object, brackets and strings closed) is checked by {@link end}.
+ *
+ * What it holds is capped (`maxBufferedBytes`, caps.ts: one item, the `metadata` or a key): a chunk is scanned in
+ * pieces no larger than the room left, so an item that would exceed the cap throws {@link StreamCapError} before its
+ * bytes are kept, however large the item the server sends.
  */
+import { StreamCapError } from './caps.ts';
 
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
@@ -63,12 +68,33 @@ export class ListItemReader {
   private metadata: unknown;
   private hadItems = false;
 
-  constructor(onItem: (json: string | undefined) => void) {
+  private readonly maxBufferedBytes: number;
+  private readonly operation: string;
+
+  constructor(onItem: (json: string | undefined) => void, options: { readonly maxBufferedBytes?: number; readonly operation?: string } = {}) {
     this.onItem = onItem;
+    this.maxBufferedBytes = options.maxBufferedBytes ?? Infinity;
+    this.operation = options.operation ?? 'reading a list';
   }
 
-  /** Scans one more chunk; items completed by it are handed over before it returns. */
+  /**
+   * Scans one more chunk; items completed by it are handed over before it returns. Throws StreamCapError when the
+   * value being read (an item, the list's `metadata`, a key) would take more than `maxBufferedBytes`.
+   */
   push(chunk: Buffer): void {
+    for (let offset = 0; offset < chunk.length; ) {
+      const room = this.maxBufferedBytes - this.buf.length;
+      if (room <= 0) {
+        this.buf = Buffer.alloc(0);
+        throw new StreamCapError(this.operation, `a list item exceeds ${this.maxBufferedBytes} bytes`);
+      }
+      const piece = chunk.subarray(offset, offset + Math.min(room, chunk.length - offset));
+      offset += piece.length;
+      this.scan(piece);
+    }
+  }
+
+  private scan(chunk: Buffer): void {
     this.buf = this.buf.length === 0 ? chunk : Buffer.concat([this.buf, chunk]);
     const b = this.buf;
     const open = this.open;
@@ -146,9 +172,9 @@ export class ListItemReader {
           break;
       }
     }
-    // Release what no pending value needs any more.
+    // Release what no pending value needs any more (a copy: a view would keep the whole chunk alive for its tail).
     const keep = Math.min(...[this.itemStart, this.metaStart, this.keyStart].filter((s) => s >= 0), b.length);
-    this.buf = keep === b.length ? Buffer.alloc(0) : b.subarray(keep);
+    this.buf = keep === b.length ? Buffer.alloc(0) : keep === 0 ? b : Buffer.from(b.subarray(keep));
     this.pos = b.length - keep;
     if (this.itemStart >= 0) this.itemStart -= keep;
     if (this.metaStart >= 0) this.metaStart -= keep;

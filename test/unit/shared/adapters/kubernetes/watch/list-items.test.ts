@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { ListFramingError, ListItemReader, type ListEnvelope } from '#shared/adapters/kubernetes/list-items.ts';
+import { StreamCapError } from '#shared/adapters/kubernetes/watch/caps.ts';
+import { ListFramingError, ListItemReader, type ListEnvelope } from '#shared/adapters/kubernetes/watch/list-items.ts';
 
 /** Reads `text` in chunks of `size` bytes; returns the items handed over and the envelope. */
 function read(text: string, size = Infinity): { items: Array<string | undefined>; envelope: ListEnvelope } {
@@ -97,5 +98,35 @@ describe('Class: ListItemReader', () => {
     expect(bytes.length).toBeGreaterThan(2_000_000);
     expect(most).toBeLessThan(16_384 + 1_200);
     expect(reader.end().hadItems).toBe(true);
+  });
+
+  it('never holds more than its cap of a 100 MiB item (or metadata), and refuses it before keeping the bytes past the cap', () => {
+    for (const opening of ['{"items":[{"x":"', '{"metadata":{"x":"']) {
+      // Prepare
+      const cap = 4 * 1024 * 1024;
+      const reader = new ListItemReader(() => undefined, { maxBufferedBytes: cap, operation: 'listing /api/v1/nodes' });
+      const chunk = Buffer.alloc(64 * 1024, 0x61);
+      reader.push(Buffer.from(opening));
+      let fed = 0;
+      let most = 0;
+      let error: unknown;
+
+      // Act
+      while (fed < 100 * 1024 * 1024 && error === undefined) {
+        try {
+          reader.push(chunk);
+          fed += chunk.length;
+          most = Math.max(most, reader.bufferedBytes);
+        } catch (e) {
+          error = e;
+        }
+      }
+
+      // Assess
+      expect(error, opening).toBeInstanceOf(StreamCapError);
+      expect((error as Error).message).toBe(`listing /api/v1/nodes failed: a list item exceeds ${cap} bytes`);
+      expect(most, opening).toBeLessThanOrEqual(cap);
+      expect(fed, opening).toBeLessThan(cap);
+    }
   });
 });

@@ -1,0 +1,55 @@
+/**
+ * A client-side rate limit on the requests to one cluster (client-go's `rest.Config` QPS and Burst, which every
+ * controller's client to a workload cluster has, Cluster API's ClusterCache included): an endpoint wrapper whose every
+ * request first takes a token of a bucket (shared/domain/rate-limit.ts) and waits for it when none is left. The
+ * forwarder gives each workload cluster's Node stream one bucket, whatever endpoint (credentials) the stream uses at
+ * each reconnect, so that one cluster cannot drive more requests than that — e.g. a list whose `continue` tokens never
+ * end, whose pages follow each other without the retry policy's backoff — and other clusters' streams have buckets of
+ * their own.
+ */
+import { setTimeout as delay } from 'node:timers/promises';
+import type https from 'node:https';
+import { fullBucket, takeToken, type BucketState, type RateLimit } from '#shared/domain/rate-limit.ts';
+import type { ClusterEndpoint } from './kube-http.ts';
+
+/**
+ * The Node stream's limit: 30 at once covers a relist of 15 000 Nodes (30 pages of 500, three times Kubernetes'
+ * published scalability envelope of 5 000 Nodes per cluster) without waiting, and a healthy stream makes a handful of
+ * requests per watch timeout (about 5 minutes); then 1 per second, the issue's bound for a failing stream.
+ */
+export const NODE_STREAM_RATE_LIMIT: RateLimit = { burst: 30, perSecond: 1 };
+
+export class EndpointRateLimiter {
+  readonly #limit: RateLimit;
+  readonly #now: () => number;
+  #state: BucketState;
+  /** Requests that waited for a token (for tests and telemetry). */
+  waited = 0;
+
+  constructor(limit: RateLimit, now: () => number = Date.now) {
+    this.#limit = limit;
+    this.#now = now;
+    this.#state = fullBucket(limit, now());
+  }
+
+  /** Takes a token, waiting for it when none is left. */
+  async take(): Promise<void> {
+    const { state, waitMs } = takeToken(this.#state, this.#now(), this.#limit);
+    this.#state = state;
+    if (waitMs > 0) {
+      this.waited++;
+      await delay(waitMs);
+    }
+  }
+
+  /** The endpoint, each request of which takes a token first (the credentials are applied once it has one). */
+  wrap(endpoint: ClusterEndpoint): ClusterEndpoint {
+    return {
+      getCurrentCluster: () => endpoint.getCurrentCluster(),
+      applyToHTTPSOptions: async (opts: https.RequestOptions): Promise<void> => {
+        await this.take();
+        await endpoint.applyToHTTPSOptions(opts);
+      },
+    };
+  }
+}

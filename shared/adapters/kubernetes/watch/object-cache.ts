@@ -1,0 +1,88 @@
+/**
+ * What a stream knows of its collection (client-go's Store, client-node cache.ts's `objects`): the last facts seen of
+ * each object, by `objectKeyOf`, and the resourceVersion they are current at. The relevance rules compare the next
+ * change with these facts (`previous`), and a relist is diffed against them, so deletions while a watch was away are
+ * announced.
+ *
+ * {@link snapshot} and {@link restore} carry that state from one stream to another: the ground of a gapless hand-over
+ * (a successor Lambda window restores its predecessor's snapshot and watches from its resourceVersion, without a list).
+ */
+import type { ChangeKind } from '#shared/domain/cloud-event.ts';
+import { changedSince, diffRelist } from '#shared/domain/relevance.ts';
+import { objectKeyOf, type WatchedFacts } from '#shared/domain/watch-event.ts';
+
+/** A cache's state, as plain data (JSON-serialisable): its resourceVersion and every object's facts. */
+export interface CacheSnapshot<T extends WatchedFacts> {
+  readonly resourceVersion: string;
+  readonly objects: readonly T[];
+}
+
+export class ObjectCache<T extends WatchedFacts> {
+  private objects = new Map<string, T>();
+  private rv: string | undefined;
+
+  /** The resourceVersion the cache is current at (undefined before the first list or restore). */
+  get resourceVersion(): string | undefined {
+    return this.rv;
+  }
+
+  /** Moves the cache to a later resourceVersion without a change (a bookmark). */
+  advance(resourceVersion: string): void {
+    this.rv = resourceVersion;
+  }
+
+  /** The last facts of an object, by key. */
+  latest(key: string): T | undefined {
+    return this.objects.get(key);
+  }
+
+  get size(): number {
+    return this.objects.size;
+  }
+
+  /** One watch change: the cache takes it (a deletion removes the object); returns the facts it replaced, if any. */
+  apply(change: ChangeKind, facts: T): T | undefined {
+    const key = objectKeyOf(facts);
+    const previous = this.objects.get(key);
+    if (change === 'deleted') this.objects.delete(key);
+    else this.objects.set(key, facts);
+    this.rv = facts.resourceVersion;
+    return previous;
+  }
+
+  /** A list at `resourceVersion` replaces the whole cache, with no announcement (an exact resume). */
+  replace(items: readonly T[], resourceVersion: string): void {
+    this.objects = new Map(items.map((facts) => [objectKeyOf(facts), facts]));
+    this.rv = resourceVersion;
+  }
+
+  /**
+   * A relist replaces the cache; returns what to announce: every listed object when `full` (a periodic resync), else
+   * the objects that changed relevantly since the cache saw them (diffRelist), and the cached objects the list no
+   * longer has, as deletions.
+   */
+  relist(items: readonly T[], resourceVersion: string, full: boolean): { resynced: T[]; deleted: T[] } {
+    const diff = diffRelist(this.objects, items, full);
+    this.replace(items, resourceVersion);
+    return diff;
+  }
+
+  /**
+   * A relist with no baseline (the checkpoint was compacted away): replaces the cache and returns the objects changed
+   * after `since` (the domain's rule, changedSince).
+   */
+  relistSince(items: readonly T[], resourceVersion: string, since: string): T[] {
+    this.replace(items, resourceVersion);
+    return changedSince(items, since);
+  }
+
+  /** The cache's state as plain data; undefined before it is current at any resourceVersion. */
+  snapshot(): CacheSnapshot<T> | undefined {
+    return this.rv === undefined ? undefined : { resourceVersion: this.rv, objects: [...this.objects.values()] };
+  }
+
+  /** Takes a snapshot's state (another stream's, or an earlier one of this). */
+  restore(snapshot: CacheSnapshot<T>): void {
+    this.replace(snapshot.objects, snapshot.resourceVersion);
+  }
+}

@@ -1,0 +1,53 @@
+/**
+ * A stream's logging, rate-limited: per stream (a workload cluster's Node stream is one per cluster) and per kind of
+ * line (its message), at most one line per interval (default 30 s); the next line after a quiet spell says how many
+ * were suppressed meanwhile (`suppressed`). A hostile or broken server can make a stream fail, expire or send garbage
+ * as fast as it likes; its logs stay at a few lines a minute. Metrics still count every occurrence.
+ *
+ * What a server sent reaches a line only as the caller's short, escaped excerpt (api-errors.ts `safeExcerpt`), never
+ * whole. The time is the injected clock's.
+ */
+import type { logger as defaultLogger } from '#shared/observability/logger.ts';
+
+export type Logger = Pick<typeof defaultLogger, 'info' | 'warn' | 'error' | 'debug'>;
+
+type Level = 'info' | 'warn' | 'error';
+
+export class StreamLog {
+  private readonly stream: string;
+  private readonly log: Logger;
+  private readonly intervalMs: number;
+  private readonly now: () => Date;
+  /** By message: when it was last written, and how many were suppressed since. */
+  private readonly last = new Map<string, { at: number; suppressed: number }>();
+
+  constructor(stream: string, log: Logger, options: { readonly intervalMs?: number; readonly now?: () => Date } = {}) {
+    this.stream = stream;
+    this.log = log;
+    this.intervalMs = options.intervalMs ?? 30_000;
+    this.now = options.now ?? (() => new Date());
+  }
+
+  info(message: string, attrs: Record<string, unknown> = {}): void {
+    this.write('info', message, attrs);
+  }
+
+  warn(message: string, attrs: Record<string, unknown> = {}): void {
+    this.write('warn', message, attrs);
+  }
+
+  error(message: string, attrs: Record<string, unknown> = {}): void {
+    this.write('error', message, attrs);
+  }
+
+  private write(level: Level, message: string, attrs: Record<string, unknown>): void {
+    const now = this.now().getTime();
+    const seen = this.last.get(message);
+    if (seen && now - seen.at < this.intervalMs) {
+      seen.suppressed++;
+      return;
+    }
+    this.last.set(message, { at: now, suppressed: 0 });
+    this.log[level](message, { stream: this.stream, ...attrs, ...(seen && seen.suppressed > 0 ? { suppressed: seen.suppressed } : {}) });
+  }
+}

@@ -1,0 +1,141 @@
+/**
+ * The one retry policy of a stream (client-go's reflector backoff: `wait.BackoffUntil` with its backoff manager, plus
+ * the "very short watch" rule of `watchHandler`). Every attempt of a watch session ends here, whatever ended it, and
+ * this says how long to wait before the next and whether the stream's health changed. Pure: it reads the injected
+ * clock and random source and keeps no timers, so every loop is a unit test with a manual clock.
+ *
+ * The rules:
+ * - **A failure** is an attempt that threw (an error answer, a transport error, a deadline, a cap, an answer that is
+ *   empty or not JSON, too many malformed lines), a 410 Gone (a list or watch from a resourceVersion the server no
+ *   longer has), or a *very short watch*: one the server ended within `shortWatchMs` (1 s) with no event. Failure n
+ *   waits `min(max, initial × 2^(n−1)) × (1 + random)`, at most `max`: 0.8-1.6 s, 1.6-3.2 s, … 25.6-30 s, then 30 s
+ *   (backoff.ts, jitter `up`). Client-go's numbers (0.8 s, doubling, 30 s), with its full jitter, except that the
+ *   jittered delay is capped at 30 s too (client-go can wait up to 60 s): a cluster that comes back is seen within
+ *   30 s, the latency the product promises for a healthy cluster.
+ * - **A failed attempt costs its requests**: the wait after it is also at least `minRequestIntervalMs` (1 s) per request
+ *   it made, less the time it took, so that over an attempt and its wait a failing stream never averages more than one
+ *   request a second, whatever it fails for. For the first steps this lifts 0.8 s to 1 s (one request) or 2 s (a list
+ *   and a watch); a list cut after 200 pages (a server whose `continue` tokens never end) waits 200 s, the one wait
+ *   that can exceed the 30 s cap.
+ * - **A watch that ends normally** (the server's timeout, the idle watchdog, a periodic resync) is reopened at once,
+ *   but never sooner than `minWatchIntervalMs` (1 s) after the previous one was opened: a server that sends one event
+ *   and then closes every watch cannot drive more than one watch a second either.
+ * - **The failure count resets** only when the stream has delivered since its last failure (a watch open for
+ *   `shortWatchMs`, or an event) and that failure is at least `resetAfterMs` (2 min, client-go's) in the past; a
+ *   stream that fails, delivers a little and fails again keeps backing off.
+ * - **Health.** The stream is reported `failing` at its first failure since it last delivered, except a 410 or a
+ *   very short watch, which happen to healthy clusters too (a compaction, a load balancer's idle cut) and so report
+ *   only when they repeat (two failures in a row with no delivery in between). It is reported `recovered` when it
+ *   delivers again ({@link StreamRetry.delivered}).
+ */
+import { backoffDelay } from '#shared/domain/backoff.ts';
+import { ResourceVersionGoneError } from '../api-errors.ts';
+
+export interface RetryNumbers {
+  /** First backoff step (its lower bound): 800 ms. */
+  readonly initialMs: number;
+  /** Longest wait between attempts: 30 s. */
+  readonly maxMs: number;
+  /** Healthy time after which the failure count starts over: 2 min. */
+  readonly resetAfterMs: number;
+  /** A watch that ends sooner than this with no event is a failure ("very short watch"): 1 s. */
+  readonly shortWatchMs: number;
+  /** Least time between two watch opens, when a watch ended normally: 1 s. */
+  readonly minWatchIntervalMs: number;
+  /** Least time per request of a failed attempt, over the attempt and the wait after it: 1 s. */
+  readonly minRequestIntervalMs: number;
+}
+
+export const DEFAULT_RETRY: RetryNumbers = { initialMs: 800, maxMs: 30_000, resetAfterMs: 120_000, shortWatchMs: 1_000, minWatchIntervalMs: 1_000, minRequestIntervalMs: 1_000 };
+
+/** How an attempt ended. */
+export type AttemptEnd =
+  /**
+   * It threw; `reason` is a safe description (describeStreamFailure, with the operation); `requests` it made (list
+   * pages and watch connects) in `durationMs` (unknown: no floor).
+   */
+  | { readonly kind: 'failed'; readonly error: unknown; readonly reason: string; readonly requests?: number; readonly durationMs?: number }
+  /** A watch ended without an error: the server closed it, the idle watchdog or the resync timer cut it. */
+  | { readonly kind: 'watch-ended'; readonly why: 'closed' | 'idle' | 'resync'; readonly openMs: number; readonly events: number };
+
+export interface RetryDecision {
+  /** Wait this long before the next attempt. */
+  readonly delayMs: number;
+  /** Whether the attempt counts as failed, and why (safe to log). */
+  readonly failure?: { readonly reason: string; readonly count: number };
+  /** The stream just became failing: tell it (once per run of failures). */
+  readonly failing?: { readonly reason: string; readonly since: Date };
+}
+
+export class StreamRetry {
+  private readonly n: RetryNumbers;
+  private readonly random: () => number;
+  private readonly now: () => Date;
+  /** Failures counted for the backoff (reset per the rule above). */
+  private failures = 0;
+  /** Failures since the stream last delivered. */
+  private inARow = 0;
+  private lastFailureAt: number | undefined;
+  private deliveredSinceFailure = false;
+  private failingSince: Date | undefined;
+
+  constructor(numbers: Partial<RetryNumbers> = {}, random: () => number = Math.random, now: () => Date = () => new Date()) {
+    this.n = { ...DEFAULT_RETRY, ...numbers };
+    this.random = random;
+    this.now = now;
+  }
+
+  get numbers(): RetryNumbers {
+    return this.n;
+  }
+
+  /** Failures counted for the backoff now. */
+  get failureCount(): number {
+    return this.failures;
+  }
+
+  /** Whether the stream is failing now (told `failing`, not yet `recovered`). */
+  get isFailing(): boolean {
+    return this.failingSince !== undefined;
+  }
+
+  /** An attempt ended: the wait before the next one, and the health change to tell, if any. */
+  ended(end: AttemptEnd): RetryDecision {
+    if (end.kind === 'watch-ended') {
+      if (end.why === 'closed' && end.events === 0 && end.openMs < this.n.shortWatchMs) {
+        return this.failed(`very short watch: the server ended it after ${Math.round(end.openMs)} ms with no event`, true);
+      }
+      return { delayMs: Math.max(0, this.n.minWatchIntervalMs - end.openMs) };
+    }
+    const decision = this.failed(end.reason, end.error instanceof ResourceVersionGoneError);
+    const owed = (end.requests ?? 0) * this.n.minRequestIntervalMs - (end.durationMs ?? 0);
+    return owed > decision.delayMs ? { ...decision, delayMs: Math.ceil(owed) } : decision;
+  }
+
+  /**
+   * The stream delivered: a watch has been open for `shortWatchMs`, or an event arrived. Returns the `recovered`
+   * transition when the stream was failing.
+   */
+  delivered(): { readonly since: Date; readonly at: Date } | undefined {
+    this.deliveredSinceFailure = true;
+    this.inARow = 0;
+    const since = this.failingSince;
+    if (since === undefined) return undefined;
+    this.failingSince = undefined;
+    return { since, at: this.now() };
+  }
+
+  private failed(reason: string, soft: boolean): RetryDecision {
+    const now = this.now();
+    if (this.deliveredSinceFailure && this.lastFailureAt !== undefined && now.getTime() - this.lastFailureAt >= this.n.resetAfterMs) this.failures = 0;
+    this.failures++;
+    this.inARow++;
+    this.lastFailureAt = now.getTime();
+    this.deliveredSinceFailure = false;
+    const delayMs = Math.floor(backoffDelay(this.failures, { base: this.n.initialMs, max: this.n.maxMs, jitter: 'up' }, this.random));
+    const decision = { delayMs, failure: { reason, count: this.failures } };
+    if (this.failingSince !== undefined || (soft && this.inARow < 2)) return decision;
+    this.failingSince = now;
+    return { ...decision, failing: { reason, since: now } };
+  }
+}
