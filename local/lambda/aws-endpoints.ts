@@ -108,7 +108,14 @@ export function sqsActionOf(headers: IncomingMessage['headers'], body: Buffer): 
 }
 
 /** A proxy in front of the SQS server that logs every call of one caller. */
-export async function startSqsRecorder(o: { readonly upstream: string; readonly caller: Caller; readonly log: AwsCallLog; readonly queueArnOf: QueueArnOf }): Promise<Endpoint> {
+export async function startSqsRecorder(o: {
+  readonly upstream: string;
+  readonly caller: Caller;
+  readonly log: AwsCallLog;
+  readonly queueArnOf: QueueArnOf;
+  /** Sees each request's action and body when the server has answered it with 200 (e.g. to time queue messages). */
+  readonly onSuccess?: (action: string, body: Buffer) => void;
+}): Promise<Endpoint> {
   const upstream = new URL(o.upstream);
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
     void (async () => {
@@ -127,6 +134,7 @@ export async function startSqsRecorder(o: { readonly upstream: string; readonly 
             resource: queue === undefined ? '*' : o.queueArnOf(queue),
             status: up.statusCode ?? 0,
           });
+          if (up.statusCode === 200) o.onSuccess?.(action, body);
           res.writeHead(up.statusCode ?? 502, up.headers);
           up.pipe(res);
         },

@@ -96,6 +96,7 @@ export class FunctionPool {
   #stopped = false;
   #stats = { invocations: 0, coldStarts: 0, errors: 0, timeouts: 0, throttles: 0, droppedEvents: 0, billedMs: 0, logBytes: 0 };
   readonly records: InvocationRecord[] = [];
+  #dispatchWaiters: ((d: { container: Container; event: unknown; requestId: string }) => void)[] = [];
 
   constructor(o: { fn: TemplateFunction; env: Record<string, string>; taskRoot: string; logPath: string; idleMs: number; onInvocation: (r: InvocationRecord) => void; onLogStream: (stream: string) => void }) {
     this.fn = o.fn;
@@ -155,7 +156,9 @@ export class FunctionPool {
     const startedAt = Date.now();
     let result: InvokeResult;
     try {
-      result = await container.invoke(event, startedAt + this.fn.timeoutSeconds * 1000, requestId);
+      const running = container.invoke(event, startedAt + this.fn.timeoutSeconds * 1000, requestId);
+      for (const w of this.#dispatchWaiters.splice(0)) w({ container, event, requestId });
+      result = await running;
     } finally {
       this.#busy.delete(container);
       if (container.alive && !this.#stopped) this.#idle.push(container);
@@ -169,6 +172,11 @@ export class FunctionPool {
     this.records.push(record);
     this.#onInvocation(record);
     return record;
+  }
+
+  /** Resolves with the next invocation's container and event, once the event has been handed to the running handler. */
+  nextDispatch(): Promise<{ container: Container; event: unknown; requestId: string }> {
+    return new Promise((resolve) => this.#dispatchWaiters.push(resolve));
   }
 
   /** Kills every container of the function (a deployment, or an outage of the host), running or frozen. */
@@ -230,6 +238,19 @@ export interface LambdaRunnerOptions {
   /** Random source of the schedules' firing points (default Math.random). */
   readonly random?: () => number;
   readonly onInvocation?: (r: InvocationRecord) => void;
+  /** Each message a function sent to a queue, when SQS accepted it. */
+  readonly onQueueMessage?: (m: QueueMessage) => void;
+}
+
+/** A message a function sent to a queue (seen at the recording proxy when SQS accepted it). */
+export interface QueueMessage {
+  /** `Date.now()` when SQS answered the send. */
+  readonly at: number;
+  readonly functionKey: string;
+  readonly queueName: string;
+  readonly body: string;
+  readonly groupId: string | undefined;
+  readonly deduplicationId: string | undefined;
 }
 
 /** A local queue of the template: its local URL and ARN (fauxqs) and its ARN in the account. */
@@ -443,7 +464,8 @@ export class LambdaRunner {
       mkdirSync(taskRoot, { recursive: true });
       await run('unzip', ['-q', '-o', fn.zipPath, '-d', taskRoot]);
       const caller = this.#caller(fn, 'function');
-      const sqsProxy = await startSqsRecorder({ upstream: this.sqs.endpoint, caller, log: this.callLog, queueArnOf });
+      const onSuccess = o.onQueueMessage === undefined ? undefined : sendTap(fn.key, o.onQueueMessage);
+      const sqsProxy = await startSqsRecorder({ upstream: this.sqs.endpoint, caller, log: this.callLog, queueArnOf, ...(onSuccess ? { onSuccess } : {}) });
       this.#endpoints.push(sqsProxy);
       const ssmEndpoint = await startSsmEndpoint({ caller, log: this.callLog, store: this.ssm, region: this.region, accountId: this.accountId });
       this.#endpoints.push(ssmEndpoint);
@@ -586,6 +608,23 @@ export class LambdaRunner {
     void p.finally(() => this.#asyncRuns.delete(p));
     return p;
   }
+}
+
+/** Turns SendMessage / SendMessageBatch requests (AWS JSON 1.0) into QueueMessages. */
+function sendTap(functionKey: string, onMessage: (m: QueueMessage) => void): (action: string, body: Buffer) => void {
+  return (action, body) => {
+    if (action !== 'SendMessage' && action !== 'SendMessageBatch') return;
+    let input: { QueueUrl?: string; MessageBody?: string; MessageGroupId?: string; MessageDeduplicationId?: string; Entries?: { MessageBody?: string; MessageGroupId?: string; MessageDeduplicationId?: string }[] };
+    try {
+      input = JSON.parse(body.toString('utf8')) as typeof input;
+    } catch {
+      return;
+    }
+    const at = Date.now();
+    const queueName = (input.QueueUrl ?? '').slice((input.QueueUrl ?? '').lastIndexOf('/') + 1);
+    const entries = action === 'SendMessage' ? [input] : (input.Entries ?? []);
+    for (const e of entries) onMessage({ at, functionKey, queueName, body: e.MessageBody ?? '', groupId: e.MessageGroupId, deduplicationId: e.MessageDeduplicationId });
+  };
 }
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
