@@ -33,6 +33,8 @@ export const PARAMETER_OF_VARIABLE: Readonly<Record<string, string>> = {
   MAX_RECEIVE_COUNT: 'maxReceiveCount',
   FIRST_ENABLED_AT: 'firstEnabledAt',
   WATCH_WINDOW_SECONDS: 'watchWindowSeconds',
+  WATCH_MEMBERS: 'watchMembers',
+  WATCH_OVERLAP_SECONDS: 'watchOverlapSeconds',
   RESYNC_INTERVAL_SECONDS: 'resyncIntervalSeconds',
   WATCH_IDLE_SECONDS: 'watchIdleSeconds',
   LEASE_NAME: 'leaseName',
@@ -143,8 +145,20 @@ export function checkDeployParameters(params: DeployParameters): ParameterProble
   const schedule = p('forwarderSchedule');
   const interval = scheduleIntervalSeconds(schedule);
   if (interval === null) add('forwarderSchedule', `must be rate(<n> minute|minutes|hour|hours) or cron(...), got ${JSON.stringify(schedule)}`);
-  else if (interval !== undefined && forwarderTimeout !== undefined && forwarderTimeout > interval) {
-    add('forwarderTimeoutSeconds', `must not exceed the forwarderSchedule interval (${interval} s for ${schedule}), got ${forwarderTimeout}`);
+  // The rota (functions/watch-forwarder/README.md, "Deployed form"): a schedule fires anywhere in its interval, so the
+  // next run may come two intervals after a member stops counting; the member must still watch until its successor
+  // watches (plus 30 s for a cold start and the list), and count across at least two runs.
+  const overlap = Number(p('watchOverlapSeconds'));
+  if (typeof interval === 'number' && Number.isInteger(overlap)) {
+    if (overlap < 2 * interval + 30) add('watchOverlapSeconds', `must be at least 2 x the forwarderSchedule interval + 30 (${2 * interval + 30} for ${schedule}), got ${overlap}`);
+    else if (Number.isInteger(window) && window < overlap + 2 * interval) {
+      add('watchWindowSeconds', `must be at least watchOverlapSeconds + 2 x the forwarderSchedule interval (${overlap + 2 * interval}), got ${window}`);
+    }
+  }
+  const reserved = n('forwarderReservedConcurrency', 1, 1000);
+  const members = Number(p('watchMembers'));
+  if (reserved !== undefined && Number.isInteger(members) && reserved < 2 * members + 1) {
+    add('forwarderReservedConcurrency', `must be at least 2 x watchMembers + 1 (${2 * members + 1}: the members, their successors while they hand over, one run deciding), got ${reserved}`);
   }
 
   // Private networks.

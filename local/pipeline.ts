@@ -202,6 +202,8 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
     queueUrl: queue.url,
     clusterMode: options.mode,
     watchWindowSeconds: 780,
+    watchMembers: 2,
+    watchOverlapSeconds: 150,
     resyncIntervalSeconds: options.resyncIntervalSeconds ?? 0,
     watchIdleSeconds: 90,
     stateNamespace,

@@ -72,6 +72,14 @@ export function composeWatchForwarder(args: ComposeForwarderArgs): WatchForwarde
       logger.info('Cluster API version chosen by discovery', { capiApiVersion: version });
     },
   });
+  // One Lease: the election, the checkpoint and (deployed form) the rota's member list.
+  const lease = new KubernetesLeaderLease({
+    kubeConfig: kc,
+    namespace: config.stateNamespace,
+    name: config.leaseName,
+    identity: config.forwarderId,
+    leaseDurationSeconds: config.leaseDurationSeconds,
+  });
   return {
     mode: config.clusterMode,
     ...(config.startupTaint ? { startupTaint: config.startupTaint } : {}),
@@ -88,13 +96,8 @@ export function composeWatchForwarder(args: ComposeForwarderArgs): WatchForwarde
       ...(args.watchBackoff ? { backoff: args.watchBackoff } : {}),
       telemetry: args.telemetry,
     }),
-    lease: new KubernetesLeaderLease({
-      kubeConfig: kc,
-      namespace: config.stateNamespace,
-      name: config.leaseName,
-      identity: config.forwarderId,
-      leaseDurationSeconds: config.leaseDurationSeconds,
-    }),
+    lease,
+    rota: lease,
     publisher,
     telemetry: args.telemetry,
     clock: args.clock ?? { now: () => new Date() },

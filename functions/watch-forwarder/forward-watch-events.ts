@@ -14,10 +14,11 @@ import type { Checkpoint } from '#shared/domain/watch-event.ts';
 import type { Clock } from '#shared/ports/clock.ts';
 import type { EventPublisher } from '#shared/ports/event-publisher.ts';
 import type { ForwarderTelemetry } from '#shared/ports/forwarder-telemetry.ts';
-import type { LeaderLease } from '#shared/ports/leader-lease.ts';
+import type { RotaPolicy } from '#shared/domain/forwarder-rota.ts';
+import type { ForwarderRota, LeaderLease } from '#shared/ports/leader-lease.ts';
 import type { WatchSources } from '#shared/ports/watch-source.ts';
 import { logger as defaultLogger } from '#shared/observability/logger.ts';
-import { Leadership } from './leadership.ts';
+import { Leadership, type RotaTerm } from './leadership.ts';
 import { Outbox } from './outbox.ts';
 import { StreamSupervisor, type FailingCluster } from './stream-supervisor.ts';
 
@@ -30,6 +31,8 @@ export interface WatchForwarderDeps {
   readonly mode: 'capi' | 'self';
   readonly sources: WatchSources;
   readonly lease: LeaderLease;
+  /** The rota's member list, on the same Lease (the deployed form: {@link WatchForwarder.runMember}). */
+  readonly rota?: ForwarderRota;
   readonly publisher: EventPublisher;
   readonly telemetry: ForwarderTelemetry;
   readonly clock: Clock;
@@ -71,8 +74,13 @@ export interface WatchForwarderOptions {
 
 /** Result of one run. */
 export interface ForwarderRunSummary {
-  /** False when another forwarder held the Lease for the whole run (nothing was sent). */
+  /**
+   * False when nothing was sent: another forwarder held the Lease for the whole run, or (deployed form) enough members
+   * already watched, so the window did not join the rota.
+   */
   readonly active: boolean;
+  /** Deployed form only: whether the window joined the rota (when it did not: how many members it counted on). */
+  readonly rota?: { readonly joined: boolean; readonly membersCounted?: number };
   /** Events still unsent at the end; the checkpoint stops before them so the next run re-reads them. */
   readonly unsent: number;
   readonly checkpoint: Checkpoint;
@@ -105,15 +113,30 @@ export class WatchForwarder {
       healthSampleIntervalMs: options.healthSampleIntervalMs ?? 60_000,
     };
     this.outbox = new Outbox(
-      { publisher: deps.publisher, telemetry: deps.telemetry, clock: deps.clock, logger: this.log, isLeading: () => this.leadership.isActive() },
+      { publisher: deps.publisher, telemetry: deps.telemetry, clock: deps.clock, logger: this.log, maySend: () => this.leadership.isActive() || this.leadership.isMember() },
       { flushIntervalMs: this.opt.flushIntervalMs, maxEventsPerPublish: this.opt.maxEventsPerPublish, maxPendingEvents: this.opt.maxPendingEvents, drainTimeoutMs: this.opt.drainTimeoutMs },
     );
     this.leadership = new Leadership(
-      { lease: deps.lease, logger: this.log, sentCheckpoint: () => this.outbox.checkpoint(), ...(deps.queueDrained ? { queueDrained: deps.queueDrained } : {}) },
+      {
+        lease: deps.lease,
+        logger: this.log,
+        sentCheckpoint: () => this.outbox.checkpoint(),
+        ...(deps.queueDrained ? { queueDrained: deps.queueDrained } : {}),
+        ...(deps.rota ? { rota: deps.rota } : {}),
+      },
       { renewIntervalMs: this.opt.renewIntervalMs, acquireRetryMs: this.opt.acquireRetryMs },
     );
     this.supervisor = new StreamSupervisor(
-      { mode: deps.mode, sources: deps.sources, telemetry: deps.telemetry, logger: this.log, outbox: this.outbox, ...(deps.startupTaint ? { startupTaint: deps.startupTaint } : {}) },
+      {
+        mode: deps.mode,
+        sources: deps.sources,
+        telemetry: deps.telemetry,
+        logger: this.log,
+        outbox: this.outbox,
+        ...(deps.startupTaint ? { startupTaint: deps.startupTaint } : {}),
+        // Outside the rota (one active forwarder) every relist is announced; in it, only the Lease holder's.
+        announcesRelists: () => !this.leadership.isMember() || this.leadership.isActive(),
+      },
       { healthSampleIntervalMs: this.opt.healthSampleIntervalMs },
     );
   }
@@ -163,22 +186,65 @@ export class WatchForwarder {
     signal.removeEventListener('abort', stop);
     return { active: true, unsent, checkpoint: final, failingClusters };
   }
+
+  /**
+   * Runs one window of the deployed form's rota (shared/domain/forwarder-rota.ts) until `signal` aborts: exits at once
+   * when enough members with time left already watch; otherwise joins, resumes every stream from the checkpoint the
+   * Lease holds, sends every relevant change it sees (as do the other members: the queue keeps one copy), stores the
+   * checkpoint while it holds the Lease, takes the Lease when it is released or expires, and at the end sends what is
+   * pending, releases the Lease if it holds it and leaves the rota. A member killed on the way leaves its Lease to
+   * expire and its entry to lapse; the others go on watching.
+   */
+  async runMember(signal: AbortSignal, rota: { readonly policy: RotaPolicy; readonly until: Date }): Promise<ForwarderRunSummary> {
+    const term: RotaTerm = rota;
+    const joined = await this.leadership.join(term, signal);
+    if (!joined.joined) {
+      this.log.info('Enough forwarders watch; this window exits', { membersCounted: joined.members, targetMembers: rota.policy.targetMembers });
+      return { active: false, unsent: 0, checkpoint: {}, failingClusters: [], rota: { joined: false, membersCounted: joined.members } };
+    }
+    const window = new AbortController();
+    const stop = (): void => window.abort();
+    signal.addEventListener('abort', stop, { once: true });
+    if (signal.aborted) window.abort();
+    this.outbox.begin(joined.checkpoint, window.signal);
+    this.log.info('Forwarding watch events as a member of the rota', { mode: this.d.mode, checkpoint: joined.checkpoint, holdsLease: this.leadership.isActive() });
+
+    const streams = this.supervisor.supervise(window.signal);
+    const membership = this.leadership.memberLoop(term, window.signal);
+    const flushing = this.outbox.flushLoop(window.signal);
+    const sampling = this.supervisor.sampleLoop(window.signal);
+
+    await streams;
+    window.abort();
+    await Promise.all([membership, flushing, sampling]);
+    const failingClusters = this.supervisor.endTerm();
+    this.outbox.releaseIntake();
+    const unsent = await this.outbox.drain();
+    const final = await this.leadership.handOver(this.opt.drainTimeoutMs, unsent);
+    await this.leadership.leave(term);
+    signal.removeEventListener('abort', stop);
+    return { active: true, unsent, checkpoint: final, failingClusters, rota: { joined: true } };
+  }
 }
 
 /**
- * Runs one bounded window: the forwarder's run until `durationMs` elapses or `signal` aborts.
- * Returns the run summary (inactive when another forwarder held the Lease throughout).
+ * Runs one bounded window until `durationMs` elapses or `signal` aborts. With `rota` (the deployed form), a window of
+ * the rota ({@link WatchForwarder.runMember}); without it, one leadership term ({@link WatchForwarder.run}).
+ * Returns the run summary (inactive when the window did not join the rota, or another forwarder held the Lease throughout).
  */
 export async function forwardWatchEvents(
   deps: WatchForwarderDeps,
-  input: { readonly durationMs: number; readonly signal?: AbortSignal },
+  input: { readonly durationMs: number; readonly signal?: AbortSignal; readonly rota?: RotaPolicy },
   options?: WatchForwarderOptions,
 ): Promise<ForwarderRunSummary> {
   const controller = new AbortController();
+  const until = new Date(deps.clock.now().getTime() + input.durationMs);
   const timer = setTimeout(() => controller.abort(), input.durationMs);
   input.signal?.addEventListener('abort', () => controller.abort(), { once: true });
+  if (input.signal?.aborted) controller.abort();
   try {
-    return await new WatchForwarder(deps, options).run(controller.signal);
+    const forwarder = new WatchForwarder(deps, options);
+    return await (input.rota ? forwarder.runMember(controller.signal, { policy: input.rota, until }) : forwarder.run(controller.signal));
   } finally {
     clearTimeout(timer);
   }

@@ -1,4 +1,8 @@
-/** Scheduled Lambda entry: runs one bounded forwarder window, then hands over through the Lease checkpoint. */
+/**
+ * Scheduled Lambda entry: one window of the forwarder rota (README, "Deployed form"). It exits at once when enough
+ * members with time left already watch; otherwise it watches until shortly before its timeout, sending every relevant
+ * change, and the Lease holder among the members stores the checkpoint.
+ */
 import { processEnv } from '#shared/config/env.ts';
 import type { Context, ScheduledEvent } from 'aws-lambda';
 import type { SQSClient } from '@aws-sdk/client-sqs';
@@ -29,10 +33,11 @@ export const handler = async (_event: ScheduledEvent, context: Context): Promise
   const managementKubeConfig = await loadManagementKubeConfig(access);
   const deps = composeWatchForwarder({ config, managementKubeConfig, sqs, telemetry });
   const durationMs = Math.max(1_000, Math.min(config.watchWindowSeconds * 1000, context.getRemainingTimeInMillis() - HAND_OVER_RESERVE_MS));
-  const run = forwardWatchEvents(deps, { durationMs });
+  const rota = { targetMembers: config.watchMembers, overlapMs: config.watchOverlapSeconds * 1000, staleAfterMs: config.leaseDurationSeconds * 1000 };
+  const run = forwardWatchEvents(deps, { durationMs, rota });
   setImmediate(() => void sqsSdk().catch(() => undefined)); // a failure is the first send's to report
   const summary = await run;
-  logger.info('Forwarder window ended', { active: summary.active, unsent: summary.unsent, failingClusters: summary.failingClusters.map((f) => f.cluster), counts: telemetry.counts() });
+  logger.info('Forwarder window ended', { joined: summary.rota?.joined ?? summary.active, active: summary.active, unsent: summary.unsent, failingClusters: summary.failingClusters.map((f) => f.cluster), counts: telemetry.counts() });
   if (metrics.hasStoredMetrics()) metrics.publishStoredMetrics();
   return summary;
 };

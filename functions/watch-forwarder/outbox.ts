@@ -55,8 +55,11 @@ export interface OutboxDeps {
   readonly telemetry: ForwarderTelemetry;
   readonly clock: Clock;
   readonly logger: Logger;
-  /** True while this forwarder holds the Lease: nothing is sent otherwise, and intake is no longer held back. */
-  readonly isLeading: () => boolean;
+  /**
+   * True while this forwarder may send: it holds the Lease, or (deployed form) it is a member of the rota. Nothing is
+   * sent otherwise, and intake is no longer held back.
+   */
+  readonly maySend: () => boolean;
 }
 
 export interface OutboxOptions {
@@ -137,7 +140,7 @@ export class Outbox {
       const ticket = progress.add(i === events.length - 1 ? checkpoint : undefined, false);
       this.pending.push({ event, observedAt, ticket, progress, attempts: 0, notBefore: 0 });
     });
-    while (this.pending.length >= this.opt.maxPendingEvents && this.d.isLeading() && !this.termSignal?.aborted) {
+    while (this.pending.length >= this.opt.maxPendingEvents && this.d.maySend() && !this.termSignal?.aborted) {
       // A full outbox is worth a round now: a relist fills it within one tick, and each pause of the flush loop
       // would hold intake as long (40 pauses for 40 000 objects).
       this.wakeFlush?.();
@@ -160,7 +163,7 @@ export class Outbox {
   async publishRound(): Promise<number> {
     const now = this.d.clock.now().getTime();
     const ready = this.pending.filter((p) => p.notBefore <= now).slice(0, this.opt.maxEventsPerPublish);
-    if (ready.length === 0 || !this.d.isLeading()) return 0;
+    if (ready.length === 0 || !this.d.maySend()) return 0;
     const result = await this.d.publisher.publish(ready.map((p) => p.event));
     const sentAt = this.d.clock.now().getTime();
     const sentIds = new Set(result.sent.map((ev) => ev.id));
@@ -224,7 +227,7 @@ export class Outbox {
   /** After the streams stopped: keeps sending what is pending for at most `drainTimeoutMs`; returns what is left. */
   async drain(): Promise<number> {
     const deadline = Date.now() + this.opt.drainTimeoutMs;
-    while (this.pending.length > 0 && this.d.isLeading() && Date.now() < deadline) {
+    while (this.pending.length > 0 && this.d.maySend() && Date.now() < deadline) {
       const attempted = await this.publishRound().catch(() => 0);
       if (attempted === 0) await new Promise((r) => setTimeout(r, Math.min(200, Math.max(1, deadline - Date.now()))));
     }

@@ -48,6 +48,14 @@ export interface StreamSupervisorDeps {
   readonly outbox: Pick<Outbox, 'startOf' | 'openStream' | 'forgetStream' | 'enqueue'>;
   /** The startup gate (see WatchForwarderDeps.startupTaint). */
   readonly startupTaint?: { readonly key: string; readonly effect: string };
+  /**
+   * Whether the `resynced` announcements of a stream's later relists (periodic resync, a watch expired with 410 Gone)
+   * are sent now; absent: always. In the deployed form only the Lease holder sends them: the other members watch the
+   * same objects, so what such a relist finds was announced as it happened, and a periodic resync by every member
+   * (each on its own timer, often more than the queue's 5-minute deduplication apart) would reconcile every object
+   * once per member. The announcements of a stream's first list (from the checkpoint, or everything) always go.
+   */
+  readonly announcesRelists?: () => boolean;
 }
 
 export interface StreamSupervisorOptions {
@@ -151,6 +159,8 @@ export class StreamSupervisor {
   private async runStream<T extends WatchedFacts>(key: string, stream: WatchStream<T>, signal: AbortSignal, cluster: ClusterRef | undefined): Promise<void> {
     const progress = this.d.outbox.openStream(key);
     if (cluster) this.nodeStreams.set(key, stream);
+    /** Set once the stream's first list is behind it (its first resume point): later relists are its own. */
+    let listed = false;
     try {
       await stream.run(signal, (e) => {
         if (e.type === 'failing' || e.type === 'recovered') {
@@ -158,6 +168,13 @@ export class StreamSupervisor {
           if (!signal.aborted) this.streamHealth(key, cluster, e);
           return Promise.resolve();
         }
+        if (e.type === 'change' && e.change === 'resynced' && listed && this.d.announcesRelists && !this.d.announcesRelists()) {
+          this.d.telemetry.record(ForwarderMetric.EventsSeen, 1);
+          this.d.telemetry.record(ForwarderMetric.EventsFiltered, 1);
+          progress.add(e.checkpoint, true);
+          return Promise.resolve();
+        }
+        if (e.type === 'progress' || (e.type === 'change' && e.checkpoint !== undefined)) listed = true;
         return this.accept(e, progress, cluster);
       });
     } finally {

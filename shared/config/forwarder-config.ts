@@ -13,6 +13,16 @@ export interface ForwarderConfig {
   readonly clusterMode: 'capi' | 'self';
   /** Length of one Lambda window (the long-running process ignores it). */
   readonly watchWindowSeconds: number;
+  /**
+   * Lambda form: how many members of the rota with time left make a scheduled window exit instead of joining
+   * (shared/domain/forwarder-rota.ts). 2: one may be killed and another still watches.
+   */
+  readonly watchMembers: number;
+  /**
+   * Lambda form: a member with less than this left of its window no longer counts, so that its successor joins while
+   * it still watches. At least two schedule intervals (a schedule fires anywhere in its minute) plus a cold start.
+   */
+  readonly watchOverlapSeconds: number;
   /** Period of the full resync that re-announces every object; 0 turns it off. */
   readonly resyncIntervalSeconds: number;
   /**
@@ -43,7 +53,9 @@ export function loadForwarderConfig(env: Env): ForwarderConfig {
   return Object.freeze({
     queueUrl: optionalString(env, 'QUEUE_URL'),
     clusterMode: oneOf(env, 'CLUSTER_MODE', ['capi', 'self'] as const, 'capi'),
-    watchWindowSeconds: integerVar(env, 'WATCH_WINDOW_SECONDS', 780, 10, 900),
+    watchWindowSeconds: integerVar(env, 'WATCH_WINDOW_SECONDS', 885, 10, 900),
+    watchMembers: integerVar(env, 'WATCH_MEMBERS', 2, 1, 5),
+    watchOverlapSeconds: integerVar(env, 'WATCH_OVERLAP_SECONDS', 150, 1, 850),
     resyncIntervalSeconds: integerVar(env, 'RESYNC_INTERVAL_SECONDS', 1800, 0, 7 * 24 * 3600),
     watchIdleSeconds: integerVar(env, 'WATCH_IDLE_SECONDS', 90, 70, 3600),
     stateNamespace: optionalString(env, 'STATE_NAMESPACE', 'capi-taint-propagator'),

@@ -1,3 +1,4 @@
+import type { RotaMember } from '#shared/domain/forwarder-rota.ts';
 import type { Checkpoint } from '#shared/domain/watch-event.ts';
 
 /** Result of one attempt to become the active forwarder. */
@@ -13,4 +14,25 @@ export interface LeaderLease {
   renew(checkpoint: Checkpoint): Promise<boolean>;
   /** Stores the final checkpoint and gives the lease up so the next forwarder can start at once. */
   release(checkpoint: Checkpoint): Promise<void>;
+}
+
+/** What the Lease records for the rota (shared/domain/forwarder-rota.ts): holder, checkpoint and members. */
+export interface LeaseRecord {
+  /** The holder, if any (a released Lease has none). */
+  readonly holder: string | undefined;
+  /** The checkpoint stored by the last holder ({} when none). */
+  readonly checkpoint: Checkpoint;
+  readonly members: readonly RotaMember[];
+}
+
+/** The member list of the rota, kept on the same Lease as the election and the checkpoint. */
+export interface ForwarderRota {
+  /** This forwarder's identity (its entry in the member list, the Lease's holderIdentity when it holds it). */
+  readonly identity: string;
+  /**
+   * Reads the Lease and writes the member list `change` returns for it (nothing when it returns undefined); the write
+   * carries the Lease's resourceVersion, and after a conflict the Lease is read and `change` asked again. `now` is
+   * the adapter's clock. Returns the record as it stands afterwards. Never touches the holder or the checkpoint.
+   */
+  updateMembers(change: (record: LeaseRecord, now: Date) => readonly RotaMember[] | undefined): Promise<LeaseRecord>;
 }

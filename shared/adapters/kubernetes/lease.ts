@@ -6,12 +6,22 @@
  */
 import type { Checkpoint } from '#shared/domain/watch-event.ts';
 import { AccessDeniedError, TransientError } from '#shared/errors.ts';
-import type { LeaderLease, LeaseAttempt } from '#shared/ports/leader-lease.ts';
+import type { RotaMember } from '#shared/domain/forwarder-rota.ts';
+import type { ForwarderRota, LeaderLease, LeaseAttempt, LeaseRecord } from '#shared/ports/leader-lease.ts';
 import { withCallDeadline } from './call-deadline.ts';
 import { KubeApiError, kubeCall, seg, type ClusterEndpoint } from './kube-http.ts';
 
 /** Annotation on the Lease that holds the checkpoint as JSON `{ "<stream>": "<resourceVersion>" }`. */
 export const CHECKPOINT_ANNOTATION = 'capi-taint-propagator.dev/checkpoint';
+
+/**
+ * Annotation on the Lease that holds the rota's members (the deployed form's overlapping windows) as JSON
+ * `{ "<id>": { "until": "<RFC 3339>", "seen": "<RFC 3339>" } }`.
+ */
+export const MEMBERS_ANNOTATION = 'capi-taint-propagator.dev/members';
+
+/** Writes of the same Lease by several members collide now and then (HTTP 409): each is re-read and retried this often. */
+const CONFLICT_ATTEMPTS = 5;
 
 /**
  * A Lease as the API server sends it (JSON): its times are strings (MicroTime, RFC 3339 with six fractional digits).
@@ -70,13 +80,36 @@ export function decodeCheckpoint(text: string | undefined): Checkpoint {
   }
 }
 
+/** Parses the members annotation; entries that cannot be read are left out (they are dropped at the next write). */
+export function decodeMembers(text: string | undefined): RotaMember[] {
+  if (!text) return [];
+  try {
+    const v: unknown = JSON.parse(text);
+    if (typeof v !== 'object' || v === null || Array.isArray(v)) return [];
+    return Object.entries(v as Record<string, unknown>).flatMap(([id, entry]) => {
+      const e = entry as { until?: unknown; seen?: unknown } | null;
+      const until = typeof e?.until === 'string' ? Date.parse(e.until) : NaN;
+      const seen = typeof e?.seen === 'string' ? Date.parse(e.seen) : NaN;
+      return Number.isFinite(until) && Number.isFinite(seen) && id !== '' ? [{ id, until: new Date(until), seenAt: new Date(seen) }] : [];
+    });
+  } catch {
+    return [];
+  }
+}
+
+/** Serialises the members with sorted ids. */
+export function encodeMembers(members: readonly RotaMember[]): string {
+  const sorted = [...members].sort((a, b) => a.id.localeCompare(b.id));
+  return JSON.stringify(Object.fromEntries(sorted.map((m) => [m.id, { until: m.until.toISOString(), seen: m.seenAt.toISOString() }])));
+}
+
 /** Serialises a checkpoint with sorted keys. */
 export function encodeCheckpoint(checkpoint: Checkpoint): string {
   return JSON.stringify(Object.fromEntries(Object.entries(checkpoint).sort(([a], [b]) => a.localeCompare(b))));
 }
 
-/** A LeaderLease on a Kubernetes Lease object. */
-export class KubernetesLeaderLease implements LeaderLease {
+/** A LeaderLease on a Kubernetes Lease object; the same object keeps the rota's members (ForwarderRota). */
+export class KubernetesLeaderLease implements LeaderLease, ForwarderRota {
   private readonly o: KubernetesLeaderLeaseOptions;
   private readonly now: () => Date;
   /** The last record seen (holder + renewTime) and when we saw it change, on our clock. */
@@ -86,6 +119,10 @@ export class KubernetesLeaderLease implements LeaderLease {
   constructor(options: KubernetesLeaderLeaseOptions) {
     this.o = options;
     this.now = options.now ?? (() => new Date());
+  }
+
+  get identity(): string {
+    return this.o.identity;
   }
 
   /** The collection of Leases in the namespace, or (with a name) one Lease. */
@@ -199,7 +236,7 @@ export class KubernetesLeaderLease implements LeaderLease {
   }
 
   private async renewOnce(checkpoint: Checkpoint): Promise<boolean> {
-    for (let attempt = 0; attempt < 2; attempt++) {
+    for (let attempt = 0; attempt < CONFLICT_ATTEMPTS; attempt++) {
       try {
         const lease = await this.read();
         if (!lease || (lease.spec?.holderIdentity ?? '') !== this.o.identity) return false;
@@ -216,12 +253,55 @@ export class KubernetesLeaderLease implements LeaderLease {
   }
 
   private async releaseOnce(checkpoint: Checkpoint): Promise<void> {
-    const lease = await this.read();
-    if (!lease || (lease.spec?.holderIdentity ?? '') !== this.o.identity) return;
-    try {
-      await this.replace(this.body(lease, checkpoint, ''));
-    } catch (err) {
-      throw translate(err, `releasing Lease ${this.o.namespace}/${this.o.name}`);
+    for (let attempt = 0; attempt < CONFLICT_ATTEMPTS; attempt++) {
+      const lease = await this.read();
+      if (!lease || (lease.spec?.holderIdentity ?? '') !== this.o.identity) return;
+      try {
+        await this.replace(this.body(lease, checkpoint, ''));
+        return;
+      } catch (err) {
+        if (codeOf(err) === 409 && attempt < CONFLICT_ATTEMPTS - 1) continue; // a member's heartbeat in between
+        throw translate(err, `releasing Lease ${this.o.namespace}/${this.o.name}`);
+      }
+    }
+  }
+
+  updateMembers(change: (record: LeaseRecord, now: Date) => readonly RotaMember[] | undefined): Promise<LeaseRecord> {
+    return this.bounded(() => this.updateMembersOnce(change));
+  }
+
+  private async updateMembersOnce(change: (record: LeaseRecord, now: Date) => readonly RotaMember[] | undefined): Promise<LeaseRecord> {
+    const operation = `recording the forwarder members on Lease ${this.o.namespace}/${this.o.name}`;
+    for (let attempt = 0; ; attempt++) {
+      const lease = await this.read();
+      const record: LeaseRecord = {
+        holder: lease?.spec?.holderIdentity || undefined,
+        checkpoint: decodeCheckpoint(lease?.metadata?.annotations?.[CHECKPOINT_ANNOTATION]),
+        members: decodeMembers(lease?.metadata?.annotations?.[MEMBERS_ANNOTATION]),
+      };
+      const members = change(record, this.now());
+      if (members === undefined) return record;
+      try {
+        if (lease) {
+          // Only the annotation changes: holder, renewTime and checkpoint stay as the holder wrote them.
+          const annotations = { ...(lease.metadata?.annotations ?? {}), [MEMBERS_ANNOTATION]: encodeMembers(members) };
+          await this.replace({ ...lease, metadata: { ...(lease.metadata ?? {}), annotations } });
+        } else {
+          await this.create({
+            apiVersion: 'coordination.k8s.io/v1',
+            kind: 'Lease',
+            metadata: { name: this.o.name, namespace: this.o.namespace, annotations: { [MEMBERS_ANNOTATION]: encodeMembers(members) } },
+            spec: { holderIdentity: '', leaseDurationSeconds: this.o.leaseDurationSeconds },
+          });
+        }
+        return { ...record, members };
+      } catch (err) {
+        if (codeOf(err) === 409 && attempt < CONFLICT_ATTEMPTS - 1) continue; // someone wrote in between: read and decide again
+        if (codeOf(err) === 404 && !lease) {
+          throw new TransientError(operation, `namespace ${this.o.namespace} does not exist: apply infra/rbac/management-cluster.yaml or set STATE_NAMESPACE`, err);
+        }
+        throw translate(err, operation);
+      }
     }
   }
 }

@@ -63,8 +63,11 @@ describe('Function: checkDeployParameters()', () => {
     // Numbers that must agree
     { name: 'visibility below 6x timeout', change: { queueVisibilityTimeoutSeconds: 90 }, want: { parameter: 'queueVisibilityTimeoutSeconds', problem: 'must be at least 6 x reconcileTimeoutSeconds (180), got 90' } },
     { name: 'FIFO batch size', change: { reconcileBatchSize: 11 }, want: { parameter: 'reconcileBatchSize', problem: 'must be an integer between 1 and 10, got "11"' } },
-    { name: 'forwarder timeout over the interval', change: { forwarderTimeoutSeconds: 90, watchWindowSeconds: 60 }, want: { parameter: 'forwarderTimeoutSeconds', problem: 'must not exceed the forwarderSchedule interval (60 s for rate(1 minute)), got 90' } },
-    { name: 'forwarder timeout below window + 15', change: { watchWindowSeconds: 50 }, want: { parameter: 'forwarderTimeoutSeconds', problem: 'must be at least watchWindowSeconds + 15 (65), got 60' } },
+    { name: 'forwarder timeout below window + 15', change: { forwarderTimeoutSeconds: 880 }, want: { parameter: 'forwarderTimeoutSeconds', problem: 'must be at least watchWindowSeconds + 15 (900), got 880' } },
+    { name: 'rota overlap shorter than two schedule intervals + a start', change: { forwarderSchedule: 'rate(2 minutes)' }, want: { parameter: 'watchOverlapSeconds', problem: 'must be at least 2 x the forwarderSchedule interval + 30 (270 for rate(2 minutes)), got 150' } },
+    { name: 'rota window too short to count across two runs', change: { watchWindowSeconds: 200, forwarderTimeoutSeconds: 215 }, want: { parameter: 'watchWindowSeconds', problem: 'must be at least watchOverlapSeconds + 2 x the forwarderSchedule interval (270), got 200' } },
+    { name: 'reserved concurrency below the rota', change: { forwarderReservedConcurrency: 1 }, want: { parameter: 'forwarderReservedConcurrency', problem: 'must be at least 2 x watchMembers + 1 (5: the members, their successors while they hand over, one run deciding), got 1' } },
+    { name: 'rota of no member', change: { watchMembers: 0 }, want: { parameter: 'watchMembers', problem: 'must be between 1 and 5, got 0' } },
     { name: 'schedule syntax', change: { forwarderSchedule: 'every minute' }, want: { parameter: 'forwarderSchedule', problem: 'must be rate(<n> minute|minutes|hour|hours) or cron(...), got "every minute"' } },
     // Private networks
     { name: 'subnets without security groups', change: { vpcSubnetIds: 'subnet-0123456789abcdef0' }, want: { parameter: 'vpcSecurityGroupIds', problem: 'is required when vpcSubnetIds is set (a function in a VPC needs both)' } },

@@ -154,7 +154,7 @@ describe('npx serverless package (offline, no credentials)', () => {
     expect(reconcile.Properties.Environment.Variables.NODE_OPTIONS).toBeUndefined();
     const [, forwarder] = functionByHandler(eks.template, 'functions/watch-forwarder/handler.handler');
     expect(forwarder.Properties.Environment.Variables.NODE_OPTIONS).toBe('--max-semi-space-size=2');
-    for (const name of ['WATCH_WINDOW_SECONDS', 'RESYNC_INTERVAL_SECONDS', 'WATCH_IDLE_SECONDS', 'LEASE_NAME']) {
+    for (const name of ['WATCH_WINDOW_SECONDS', 'WATCH_MEMBERS', 'WATCH_OVERLAP_SECONDS', 'RESYNC_INTERVAL_SECONDS', 'WATCH_IDLE_SECONDS', 'LEASE_NAME']) {
       expect(forwarder.Properties.Environment.Variables).toHaveProperty(name);
     }
   });
@@ -201,10 +201,17 @@ describe('npx serverless package (offline, no credentials)', () => {
     const timeout = Number(forwarder.Properties.Timeout);
     const window = Number(forwarder.Properties.Environment.Variables.WATCH_WINDOW_SECONDS);
     expect(timeout).toBeGreaterThanOrEqual(window + 10);
-    expect(timeout).toBeLessThanOrEqual(intervalSeconds);
+    expect(timeout).toBeLessThanOrEqual(900);
+    // The rota (functions/watch-forwarder/README.md, "Deployed form"): a member stops counting early enough for a
+    // successor to start two schedule intervals later, and the reserved concurrency leaves room for the hand-over.
+    const members = Number(forwarder.Properties.Environment.Variables.WATCH_MEMBERS);
+    const overlap = Number(forwarder.Properties.Environment.Variables.WATCH_OVERLAP_SECONDS);
+    expect(members).toBeGreaterThanOrEqual(2);
+    expect(overlap).toBeGreaterThanOrEqual(2 * intervalSeconds + 30);
+    expect(window).toBeGreaterThanOrEqual(overlap + 2 * intervalSeconds);
     // A quiet, healthy watch gets a bookmark about once a minute: the watchdog must not restart it.
     expect(Number(forwarder.Properties.Environment.Variables.WATCH_IDLE_SECONDS)).toBeGreaterThanOrEqual(70);
-    expect(forwarder.Properties.ReservedConcurrentExecutions).toBe(1);
+    expect(forwarder.Properties.ReservedConcurrentExecutions).toBeGreaterThanOrEqual(2 * members + 1);
   });
 
   it('gives each function exactly one log group, with retention', () => {

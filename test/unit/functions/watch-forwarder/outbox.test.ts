@@ -52,7 +52,7 @@ function setup(options: Partial<OutboxOptions> = {}, checkpoint: Record<string, 
         },
       },
       logger: { info: () => undefined, warn: () => undefined, error: () => undefined, debug: () => undefined } as never,
-      isLeading: () => leading,
+      maySend: () => leading,
     },
     { flushIntervalMs: 5, maxEventsPerPublish: 100, maxPendingEvents: 100, drainTimeoutMs: 50, ...options },
   );

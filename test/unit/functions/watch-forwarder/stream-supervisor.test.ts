@@ -43,7 +43,7 @@ function setup(mode: 'capi' | 'self', checkpoint: Checkpoint = {}) {
   const logger = { info: () => undefined, warn: () => undefined, error: (message: string) => void errors.push(message), debug: () => undefined } as never;
   const telemetry = { record: (metric: string, value: number) => void (counts[metric] = (counts[metric] ?? 0) + value) };
   const outbox = new Outbox(
-    { publisher: { publish: async (events) => (sent.push(...events.map((e) => e.id)), published.push(...events), { sent: events, unsent: [] }) }, telemetry, clock: manualClock(T0.getTime()), logger, isLeading: () => true },
+    { publisher: { publish: async (events) => (sent.push(...events.map((e) => e.id)), published.push(...events), { sent: events, unsent: [] }) }, telemetry, clock: manualClock(T0.getTime()), logger, maySend: () => true },
     { flushIntervalMs: 5, maxEventsPerPublish: 100, maxPendingEvents: 100, drainTimeoutMs: 100 },
   );
   const supervisor = new StreamSupervisor({ mode, sources, telemetry, logger, outbox }, { healthSampleIntervalMs: 60_000 });
