@@ -34,14 +34,18 @@ export interface ContainerOptions {
   readonly onOutput: (line: string) => void;
 }
 
-/** Reads a `/proc/<pid>/status` field in KiB (VmRSS, VmHWM); undefined once the process is gone. */
-function procKiB(pid: number, field: string): number | undefined {
+function procStatus(pid: number): string | undefined {
   try {
-    const m = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-    return m ? Number(m[1]) : undefined;
+    return readFileSync(`/proc/${pid}/status`, 'utf8');
   } catch {
     return undefined;
   }
+}
+
+/** Reads a `/proc/<pid>/status` field in KiB (VmRSS, VmHWM); undefined once the process is gone. */
+function procKiB(pid: number, field: string): number | undefined {
+  const m = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(procStatus(pid) ?? '');
+  return m ? Number(m[1]) : undefined;
 }
 
 /** The heap flags Lambda's Node.js bootstrap adds (see the module comment). */
@@ -130,7 +134,7 @@ export class Container {
       throw new Error(`Init of container ${o.id} failed: ${ready.error}`);
     }
     container.initMs = ready.initMs;
-    container.#freeze();
+    await container.#freeze();
     return container;
   }
 
@@ -179,7 +183,7 @@ export class Container {
       clearInterval(sampler);
       clearTimeout(timeout);
       this.lastUsedAt = Date.now();
-      if (this.#alive) this.#freeze();
+      if (this.#alive) await this.#freeze();
     }
   }
 
@@ -198,10 +202,16 @@ export class Container {
     }
   }
 
-  #freeze(): void {
+  /** Sends SIGSTOP and waits (up to 1 s) until the kernel reports the process stopped. */
+  async #freeze(): Promise<void> {
     if (!this.#alive || this.#frozen) return;
     this.#proc.kill('SIGSTOP');
     this.#frozen = true;
+    const pid = this.#proc.pid ?? 0;
+    for (let i = 0; i < 1000 && this.#alive; i++) {
+      if (/^State:\s+[Tt]/m.test(procStatus(pid) ?? 'State: T')) return;
+      await new Promise((r) => setTimeout(r, 1));
+    }
   }
 
   #thaw(): void {

@@ -428,14 +428,18 @@ export class LambdaRunner {
     return { functionName: fn.functionName, principalArn: this.#roleArn(fn), kind };
   }
 
-  /** Stand-ins for the stack's resources: local URLs/ARNs for the functions, account ARNs for the call log. */
-  #resolver(local: boolean): Resolver {
+  /**
+   * Stand-ins for the stack's resources: local ARNs for the functions, account ARNs for the call log. A queue's `Ref`
+   * is its URL on the caller's SQS endpoint (`<endpoint>/<account>/<name>`), as in AWS where the queue URL's host is
+   * the SQS endpoint (the SDK sends to the QueueUrl's host when the two differ).
+   */
+  #resolver(local: boolean, sqsEndpoint?: string): Resolver {
     return {
       accountId: this.accountId,
       region: this.region,
       ref: (id) => {
         const q = this.queues.get(id);
-        if (q) return q.url;
+        if (q) return sqsEndpoint === undefined ? q.url : `${sqsEndpoint}/${this.accountId}/${q.name}`;
         const f = [...this.template.functions.values()].find((x) => x.logicalId === id);
         if (f) return f.functionName;
         throw new Error(`The runner cannot resolve Ref ${id}`);
@@ -469,7 +473,7 @@ export class LambdaRunner {
       this.#endpoints.push(sqsProxy);
       const ssmEndpoint = await startSsmEndpoint({ caller, log: this.callLog, store: this.ssm, region: this.region, accountId: this.accountId });
       this.#endpoints.push(ssmEndpoint);
-      const resolved = resolveValue(this.template.template, fn.environment, this.#resolver(true)) as Record<string, Json>;
+      const resolved = resolveValue(this.template.template, fn.environment, this.#resolver(true, sqsProxy.url)) as Record<string, Json>;
       const env: Record<string, string> = {
         PATH: '/usr/local/bin:/usr/bin:/bin',
         LANG: 'en_US.UTF-8',
@@ -515,7 +519,7 @@ export class LambdaRunner {
         const concurrency = Math.min(fn.reservedConcurrency ?? 1000, mapping.maximumConcurrency ?? Number.POSITIVE_INFINITY);
         const source = new SqsEventSource({
           client: new SQSClient({ endpoint: poller.url, region: this.region, credentials: { accessKeyId: DUMMY_CREDENTIALS.AWS_ACCESS_KEY_ID, secretAccessKey: DUMMY_CREDENTIALS.AWS_SECRET_ACCESS_KEY } }),
-          queue: { url: q.url, arn: q.localArn },
+          queue: { url: `${poller.url}/${this.accountId}/${q.name}`, arn: q.localArn },
           region: this.region,
           batchSize: mapping.batchSize,
           concurrency,

@@ -20,11 +20,21 @@ import { packagedService, PACKAGE_VARIANTS } from './serverless-package.ts';
 const ROOT = join(import.meta.dirname, '..', '..');
 
 /**
- * The worked SSM parameter set with two settings changed for the tier's time budget: a reconcile timeout of 5 s and
- * the queue's visibility timeout at 6 x that (30 s, the minimum the deploy check allows), so that a batch lost with its
- * container comes back within 30 s instead of 180 s. Everything else is the defaults of serverless.yml.
+ * The worked SSM parameter set with settings changed for the tier's time budget, each at the smallest value the deploy
+ * check (infra/deploy-parameters.ts) accepts: a reconcile timeout of 5 s and the queue's visibility timeout at 6 x that
+ * (30 s), so that a batch lost with its container comes back within 30 s instead of 180 s; and the forwarder's rota
+ * windows at 270 s (overlap 150 s = 2 x the 1-minute schedule + 30; window = overlap + 2 x the schedule; timeout =
+ * window + 15) instead of 885 s, so that a member hands over within the tier. Everything else is serverless.yml's
+ * defaults, the schedule included (rate(1 minute), real time).
  */
-export const DEPLOYED_TIER_PACKAGE = [...PACKAGE_VARIANTS.ssm, '--param=reconcileTimeoutSeconds=5', '--param=queueVisibilityTimeoutSeconds=30'] as const;
+export const DEPLOYED_TIER_PACKAGE = [
+  ...PACKAGE_VARIANTS.ssm,
+  '--param=reconcileTimeoutSeconds=5',
+  '--param=queueVisibilityTimeoutSeconds=30',
+  '--param=watchOverlapSeconds=150',
+  '--param=watchWindowSeconds=270',
+  '--param=forwarderTimeoutSeconds=285',
+] as const;
 
 /** Creates every object of a manifest (or a list of them); one that exists already is left as it is. */
 export async function applyObjects(kc: KubeConfig, docs: readonly KubernetesObject[]): Promise<void> {
