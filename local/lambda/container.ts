@@ -71,6 +71,8 @@ export class Container {
   peakRssMiB = 0;
   readonly startedAt = Date.now();
   lastUsedAt = Date.now();
+  /** When the invocation under way started (`Date.now()`), undefined between invocations. */
+  runningSince: number | undefined;
 
   private constructor(o: ContainerOptions, proc: ChildProcess) {
     this.id = o.id;
@@ -161,6 +163,7 @@ export class Container {
     if (this.#pending) throw new Error(`container ${this.id} is busy`);
     this.invocations += 1;
     const started = Date.now();
+    this.runningSince = started;
     const id = this.#nextId++;
     const result = new Promise<InvokeResult>((resolve) => {
       this.#pending = { id, resolve };
@@ -182,6 +185,7 @@ export class Container {
     } finally {
       clearInterval(sampler);
       clearTimeout(timeout);
+      this.runningSince = undefined;
       this.lastUsedAt = Date.now();
       if (this.#alive) await this.#freeze();
     }

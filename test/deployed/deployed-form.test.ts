@@ -15,7 +15,7 @@ import type { InvocationRecord, LambdaRunner, QueueMessage } from '#local/lambda
 import { startForeignWriter } from '#test/e2e/support.ts';
 import { MERGE_PATCH, createNamespace, waitFor } from '#test/support/control-plane.ts';
 import { MACHINE_DEPLOYMENTS, capiControlPlane, capiKubeConfig, createMachineDeployment, createSelfHostedCluster, describeWithCapi, listObjects, MACHINES, taintText, waitForClusterConnected, waitForMachineNodes, type AvailableCapiControlPlane } from '#test/support/capi.ts';
-import { applyFile, grantKubeconfigSecrets, startDeployed } from '#test/support/deployed.ts';
+import { applyFile, applyObjects, grantKubeconfigSecrets, startDeployed } from '#test/support/deployed.ts';
 
 const ANNOTATION = 'taints.capi-taint-propagator.dev/machine';
 const GATE = 'taints.capi-taint-propagator.dev/uninitialized';
@@ -67,8 +67,9 @@ describeWithCapi('The packaged functions, run as Lambda runs them', () => {
     // The first event of the schedule now (a new rule's first minute may fire at once): a cold start joins the rota.
     void runner.fireSchedule('watchForwarder');
     ns = await createNamespace(kc, 'deployed');
+    // As an operator would: the kubeconfig-Secret RBAC of a Cluster before the Cluster.
+    await grantKubeconfigSecrets(kc, [{ namespace: ns, name: 'faults' }]);
     const cluster = await createSelfHostedCluster(kc, ns, 'faults', 90_000);
-    await grantKubeconfigSecrets(kc, [{ namespace: ns, name: cluster }]);
     md = await createMachineDeployment(kc, ns, { cluster, replicas: 1, annotations: { [ANNOTATION]: 'h=v0:NoSchedule' }, startupTaints: [{ key: GATE, effect: 'NoSchedule' }] });
     const [pair] = await waitForMachineNodes(kc, ns, md, 1, 120_000);
     node = pair?.node.metadata?.name ?? '';
@@ -80,6 +81,7 @@ describeWithCapi('The packaged functions, run as Lambda runs them', () => {
     const f = runner?.fn('watchForwarder').stats();
     const r = runner?.fn('reconcileNodeTaints').stats();
     if (f && r) log(`forwarder ${JSON.stringify(f)}; reconcile ${JSON.stringify(r)}`);
+    for (const x of invocations.filter((i) => !i.result.ok)) log(`failed ${x.functionKey} invocation (${x.trigger}, ${x.durationMs} ms): ${JSON.stringify(x.result)}`);
   });
 
   it('reads every setting from the packaged template and the kubeconfig from SSM through the runtime SDK', () => {
@@ -102,11 +104,12 @@ describeWithCapi('The packaged functions, run as Lambda runs them', () => {
   });
 
   it("lands the walkthrough's declarations (local/examples)", async () => {
-    await applyFile(kc, 'local/examples/cluster-annotations.yaml');
+    await applyObjects(kc, [{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: EXAMPLES_NS } }]);
     await grantKubeconfigSecrets(kc, [
       { namespace: EXAMPLES_NS, name: 'annotated' },
       { namespace: EXAMPLES_NS, name: 'topology' },
     ]);
+    await applyFile(kc, 'local/examples/cluster-annotations.yaml');
     await waitForClusterConnected(kc, EXAMPLES_NS, 'annotated', 90_000);
     const pairs = await waitForMachineNodes(kc, EXAMPLES_NS, 'edge', 2, 120_000);
     for (const p of pairs) {
@@ -163,25 +166,28 @@ describeWithCapi('The packaged functions, run as Lambda runs them', () => {
 
   it('converges when a foreign writer hammers the Node: conflicts go back through the queue', async () => {
     const since = runner.callLog.records().length;
+    const retriedThroughQueue = (): boolean =>
+      runner.callLog.records().slice(since).some((c) => c.action === 'sqs:ChangeMessageVisibility' && c.caller === 'function' && c.functionName.endsWith('reconcile-node-taints'));
     const writer = startForeignWriter(kc, [node]);
+    let last = 1;
     try {
-      for (let i = 2; i <= 4; i++) {
+      // Edits go on (a second apart, at most 40) until a reconcile lost a race to the writer and its record went back
+      // to the queue with a backoff (ChangeMessageVisibility by the reconcile function): the positive signal.
+      for (let i = 2; i <= 41 && !retriedThroughQueue(); i++) {
         await setDeclaration(ns, md, `h=v${i}:NoSchedule`);
-        await new Promise((r) => setTimeout(r, 300));
+        last = i;
+        await new Promise((r) => setTimeout(r, 1_000));
       }
-      await landed(node, 'h=v4:NoSchedule', Date.now(), 120_000);
-      await waitFor(
-        () => runner.callLog.records().slice(since).some((c) => c.action === 'sqs:ChangeMessageVisibility' && c.caller === 'function' && c.functionName.endsWith('reconcile-node-taints')),
-        { timeoutMs: 60_000, description: 'a conflict retried through the queue (ChangeMessageVisibility by the reconcile function)' },
-      );
+      await waitFor(retriedThroughQueue, { timeoutMs: 60_000, description: 'a conflict retried through the queue (ChangeMessageVisibility by the reconcile function)' });
     } finally {
       await writer.stop();
     }
-    // After the writer stopped: the declaration and the writer's own taint, nothing else of either.
-    await landed(node, 'h=v4:NoSchedule', Date.now(), 60_000);
+    // After the writer stopped: the last declaration and the writer's own taint, nothing else of either.
+    await landed(node, `h=v${last}:NoSchedule`, Date.now(), 120_000);
     const taints = await taintsOf(node);
-    expect(taints.filter((t) => t.startsWith('h='))).toEqual(['h=v4:NoSchedule']);
+    expect(taints.filter((t) => t.startsWith('h='))).toEqual([`h=v${last}:NoSchedule`]);
     for (const t of writer.taintOf(node)) expect(taints).toContain(t);
+    log(`conflicts: ${last - 1} edits under the foreign writer until a record went back through the queue`);
   });
 
   it('lands a change made while a rota member hands over (window ends), latency measured', async () => {
@@ -189,8 +195,8 @@ describeWithCapi('The packaged functions, run as Lambda runs them', () => {
     const seen = forwarderRuns().filter(joined).length;
     await waitFor(() => forwarderRuns().filter(joined).length > seen, { timeoutMs: 420_000, intervalMs: 20, description: 'a rota member to end its window' });
     const editedAt = Date.now();
-    await setDeclaration(ns, md, 'h=v5:NoSchedule');
-    const ms = await landed(node, 'h=v5:NoSchedule', editedAt, 120_000);
+    await setDeclaration(ns, md, 'h=v100:NoSchedule');
+    const ms = await landed(node, 'h=v100:NoSchedule', editedAt, 120_000);
     // Positive signal: the change's queue message was sent (by a live member) after the edit.
     const machine = (await listObjects(kc, MACHINES, ns, `cluster.x-k8s.io/deployment-name=${md}`))[0]?.metadata.name ?? '';
     const sent = messages.filter((m) => m.at >= editedAt && m.body.includes(machine));
@@ -203,11 +209,14 @@ describeWithCapi('The packaged functions, run as Lambda runs them', () => {
     await waitFor(() => pool.busy().length > 0, { timeoutMs: 120_000, intervalMs: 50, description: 'a forwarder window running' });
     const killedAt = Date.now();
     pool.killAll();
-    await setDeclaration(ns, md, 'h=v6:NoSchedule');
-    const ms = await landed(node, 'h=v6:NoSchedule', killedAt, 200_000);
-    const after = forwarderRuns().filter((r) => r.startedAt >= killedAt);
-    expect(after.length).toBeGreaterThan(0);
+    await setDeclaration(ns, md, 'h=v101:NoSchedule');
+    const ms = await landed(node, 'h=v101:NoSchedule', killedAt, 200_000);
+    // Positive signals: every container that ran is gone (their invocations failed as killed), a container started
+    // after the kill announced the change.
     expect(forwarderRuns().some((r) => r.startedAt < killedAt && !r.result.ok && r.result.errorType === 'Runtime.ExitError')).toBe(true);
+    expect(pool.containers().some((c) => c.startedAt >= killedAt)).toBe(true);
+    const machine = (await listObjects(kc, MACHINES, ns, `cluster.x-k8s.io/deployment-name=${md}`))[0]?.metadata.name ?? '';
+    expect(messages.some((m) => m.at >= killedAt && m.body.includes(machine))).toBe(true);
     log(`forwarder killed mid-window: the change made right after landed in ${ms} ms (next scheduled run)`);
   }, 240_000);
 });

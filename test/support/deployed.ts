@@ -15,7 +15,7 @@ import { FUNCTION_GROUPS, kubeconfigSecretRbac, type ClusterName } from '#local/
 import { LambdaRunner, type LambdaRunnerOptions } from '#local/lambda/runner.ts';
 import { decryptKeyArns } from '#local/lambda/template.ts';
 import type { AvailableCapiControlPlane } from './capi.ts';
-import { packagedService, PACKAGE_VARIANTS } from './serverless-package.ts';
+import { packagedService, PACKAGE_VARIANTS } from '#local/lambda/serverless-package.ts';
 
 const ROOT = join(import.meta.dirname, '..', '..');
 
