@@ -73,6 +73,10 @@ export interface DeployedLatencyResult {
   /** SQS requests during the measured run, per `caller action` (from the call log). */
   readonly sqsRequests: Readonly<Record<string, number>>;
   readonly messagesPerEdit: number;
+  /** CloudWatch custom metrics (namespace, name, dimension values) the functions' EMF lines defined in the whole run. */
+  readonly customMetrics: readonly string[];
+  /** Log bytes the two functions wrote per edit in the measured run (Lambda's own START/END/REPORT lines not included). */
+  readonly logBytesPerEdit: number;
   /** Forwarder execution time within the measured run (ended invocations plus the running part of open ones), and its GB-seconds. */
   readonly forwarderBusySeconds: number;
   readonly forwarderGbSeconds: number;
@@ -321,6 +325,8 @@ export async function runDeployedLatency(ctx: BenchContext, form: 'e2e' | 'fleet
       reconcile: delta(r, statsBefore.r),
       sqsRequests,
       messagesPerEdit: round((messages - messagesBefore) / total, 2),
+      customMetrics: [...new Set([...fPool.customMetrics(), ...runner.fn('reconcileNodeTaints').customMetrics()])],
+      logBytesPerEdit: round((f.logBytes - statsBefore.f.logBytes + r.logBytes - statsBefore.r.logBytes) / total, 0),
       forwarderBusySeconds: round(forwarderBusyMs / 1000, 0),
       forwarderGbSeconds: round((forwarderBusyMs / 1000) * (fwd.memoryMiB / 1024), 1),
     };

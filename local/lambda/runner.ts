@@ -96,6 +96,8 @@ export class FunctionPool {
   #stopped = false;
   #stats = { invocations: 0, coldStarts: 0, errors: 0, timeouts: 0, throttles: 0, droppedEvents: 0, billedMs: 0, logBytes: 0 };
   readonly records: InvocationRecord[] = [];
+  /** CloudWatch metrics the function's EMF lines define: `<namespace> <metric> <dimension=value,...>`. */
+  readonly #metrics = new Set<string>();
   #dispatchWaiters: ((d: { container: Container; event: unknown; requestId: string }) => void)[] = [];
 
   constructor(o: { fn: TemplateFunction; env: Record<string, string>; taskRoot: string; logPath: string; idleMs: number; onInvocation: (r: InvocationRecord) => void; onLogStream: (stream: string) => void }) {
@@ -202,11 +204,31 @@ export class FunctionPool {
       memoryMiB: this.fn.memoryMiB,
       onOutput: (line) => {
         this.#stats.logBytes += Buffer.byteLength(line) + 1;
+        if (line.includes('"_aws"')) this.#collectMetrics(line);
         appendFileSync(this.#logPath, `[${id}] ${line}\n`);
       },
     });
     this.#all.push(container);
     return container;
+  }
+
+  /** The custom metrics (namespace, name, dimension values) the function's embedded-metric-format lines defined so far. */
+  customMetrics(): string[] {
+    return [...this.#metrics].sort();
+  }
+
+  #collectMetrics(line: string): void {
+    try {
+      const doc = JSON.parse(line) as { _aws?: { CloudWatchMetrics?: { Namespace: string; Dimensions?: string[][]; Metrics?: { Name: string }[] }[] } } & Record<string, unknown>;
+      for (const directive of doc._aws?.CloudWatchMetrics ?? []) {
+        for (const dims of directive.Dimensions?.length ? directive.Dimensions : [[]]) {
+          const dimText = dims.map((d) => `${d}=${String(doc[d])}`).join(',');
+          for (const m of directive.Metrics ?? []) this.#metrics.add(`${directive.Namespace} ${m.Name} ${dimText}`);
+        }
+      }
+    } catch {
+      // not a metrics line after all
+    }
   }
 
   /** Reclaims containers idle for longer than the idle time. */
