@@ -103,7 +103,7 @@ export class Leadership {
           this.d.logger.warn('Acquiring the Lease failed; watching as a member', { error: err as Error });
         }
         this.appliedCheckpoint = { ...checkpoint };
-        this.d.logger.info('Joined the forwarder rota', { holder: this.leading ? rota.identity : record.holder, members: record.members.length + 1, until: term.until.toISOString() });
+        this.d.logger.info('Joined the forwarder rota', { holder: this.leading ? rota.identity : record.holder, members: record.members.length, until: term.until.toISOString() });
         return { joined: true, checkpoint };
       } catch (err) {
         this.d.logger.warn('Reading the forwarder rota failed; retrying', { error: err as Error });

@@ -24,9 +24,9 @@ export type StreamEvent<T extends WatchedFacts> =
    * The stream's health changed. `failing`: an attempt (a list, a watch's connect or its stream, the credentials)
    * failed after the stream's last success (or before any); it is told once per run of failures, at the first one,
    * while the stream keeps retrying with backoff. `recovered`: the next list or watch connect succeeded.
-   * One failed attempt is the threshold on purpose: a Lambda window lasts 45 s and an API server that does not
-   * answer costs one request deadline (30 s) per attempt, so any higher count would never report it; brief blips
-   * (an API server restart) are filtered by the alarm's periods, not here.
+   * One failed attempt is the threshold on purpose: an API server that does not answer costs one request deadline
+   * (30 s) per attempt, so a higher count would report it late or, in a short window, never; brief blips (an API
+   * server restart) are filtered by the alarm's periods, not here.
    */
   | StreamHealthEvent;
 

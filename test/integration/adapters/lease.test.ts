@@ -1,6 +1,7 @@
 import { expect, it } from 'vitest';
 import { kubeCall, type ClusterEndpoint } from '#shared/adapters/kubernetes/kube-http.ts';
-import { CHECKPOINT_ANNOTATION, KubernetesLeaderLease } from '#shared/adapters/kubernetes/lease.ts';
+import { CHECKPOINT_ANNOTATION, KubernetesLeaderLease, MEMBERS_ANNOTATION } from '#shared/adapters/kubernetes/lease.ts';
+import { withMember, type RotaPolicy } from '#shared/domain/forwarder-rota.ts';
 import { AccessDeniedError, TransientError } from '#shared/errors.ts';
 import { adminKubeConfig, createNamespace, describeWithControlPlane, kubeConfigFromFile, mintUser, uniqueName } from '#test/support/control-plane.ts';
 import { manualClock } from '#test/support/manual-clock.ts';
@@ -82,6 +83,38 @@ describeWithControlPlane('Class: KubernetesLeaderLease', () => {
     expect(taken).toEqual({ acquired: true, checkpoint: { machines: '41' } });
     const after = await readRaw(kc, ns, name);
     expect(after.spec).toMatchObject({ holderIdentity: 'fwd-b', leaseTransitions: 4, acquireTime: '2026-11-23T18:00:07.001000Z', renewTime: '2026-11-23T18:00:07.001000Z' });
+  });
+
+  it('keeps the rota members in an annotation of the same Lease: creates it when absent, never touches holder or checkpoint, and re-decides after a conflict', async () => {
+    // Prepare: fwd-a holds the Lease with a checkpoint.
+    const kc = adminKubeConfig();
+    const ns = await createNamespace(kc, 'lease');
+    const name = uniqueName('lease');
+    const policy: RotaPolicy = { targetMembers: 2, overlapMs: 150_000, staleAfterMs: 15_000 };
+    const until = new Date(Date.now() + 600_000);
+    const make = (identity: string) => new KubernetesLeaderLease({ kubeConfig: kc, namespace: ns, name, identity, leaseDurationSeconds: 15 });
+    const [a, b, c] = [make('fwd-a'), make('fwd-b'), make('fwd-c')];
+    const first = await b.updateMembers((r, now) => withMember(r.members, { id: 'fwd-b', until, seenAt: now }, now, policy)); // creates the Lease, no holder
+    await a.tryAcquire();
+    await a.renew({ machines: '9' });
+    const before = await readRaw(kc, ns, name);
+
+    // Act: two members record themselves at the same moment (one of the writes conflicts and is decided again).
+    const record = (lease: KubernetesLeaderLease, id: string) => lease.updateMembers((r, now) => withMember(r.members, { id, until, seenAt: now }, now, policy));
+    const [afterA, afterC] = await Promise.all([record(a, 'fwd-a'), record(c, 'fwd-c')]);
+    const after = await readRaw(kc, ns, name);
+    const readOnly = await c.updateMembers(() => undefined);
+
+    // Assess
+    expect(first).toMatchObject({ holder: undefined, checkpoint: {} });
+    expect(Object.keys(JSON.parse(after.metadata.annotations?.[MEMBERS_ANNOTATION] ?? '{}'))).toEqual(['fwd-a', 'fwd-b', 'fwd-c']);
+    expect([afterA.members.length, afterC.members.length].sort()).toEqual([2, 3]);
+    expect(after.spec.holderIdentity).toBe('fwd-a');
+    expect(after.spec.renewTime).toBe(before.spec.renewTime);
+    expect(after.metadata.annotations?.[CHECKPOINT_ANNOTATION]).toBe('{"machines":"9"}');
+    expect(readOnly).toMatchObject({ holder: 'fwd-a', checkpoint: { machines: '9' } });
+    expect(readOnly.members.map((m) => m.id)).toEqual(['fwd-a', 'fwd-b', 'fwd-c']);
+    expect(await a.renew({ machines: '10' })).toBe(true); // the holder renews over the members' writes
   });
 
   it('maps a refused credential to AccessDeniedError, and a missing namespace to a TransientError that says so', async () => {
