@@ -1,8 +1,9 @@
 /**
- * The watch-forwarder's core, shared by the scheduled Lambda (one bounded window) and the
- * long-running process (`npm run forwarder`): become the one active forwarder (Lease), resume every
- * stream from the checkpoint, turn relevant changes into TaintEvents, publish them in batches,
- * checkpoint only what was sent, and hand over cleanly when stopped. It also keeps the set of workload clusters
+ * The watch-forwarder's core, shared by the scheduled Lambda (one window of the rota of overlapping windows,
+ * {@link WatchForwarder.runMember}) and the long-running process (`npm run forwarder`, {@link WatchForwarder.run}):
+ * become the one active forwarder (Lease) or a member of the rota, resume every stream from the checkpoint, turn
+ * relevant changes into TaintEvents, publish them in batches, checkpoint (the Lease holder only) what was sent, and
+ * hand over cleanly when stopped. It also keeps the set of workload clusters
  * whose Node stream is failing (unreachable, slow or refusing our credential): each transition is logged once with the
  * cluster, and their number is sampled as the UnreachableClusters metric, while every other cluster keeps converging.
  *
