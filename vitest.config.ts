@@ -1,7 +1,8 @@
 import { defineConfig } from 'vitest/config';
 
-// Four tiers, one runner. Integration and e2e share one bare control plane per run (global setup); e2e-capi gets its
-// own control plane with the Cluster API manager and the local provider (a manager would adopt the bare Machines).
+// Five tiers, one runner. Integration and e2e share one bare control plane per run (global setup); e2e-capi gets its
+// own control plane with the Cluster API manager and the local provider (a manager would adopt the bare Machines); so
+// does `deployed` (the packaged zips run by local/lambda/, test/deployed/).
 export default defineConfig({
   test: {
     // `npm test` turns coverage on; the gate is on the pure domain (house style: near-total coverage there).
@@ -49,6 +50,18 @@ export default defineConfig({
           testTimeout: 180_000,
           // beforeAll of examples-and-gates starts a second control plane with the manager.
           hookTimeout: 180_000,
+          fileParallelism: false,
+        },
+      },
+      {
+        extends: true,
+        test: {
+          name: 'deployed',
+          include: ['test/deployed/**/*.test.ts'],
+          // A control plane of its own with the Cluster API manager: the deployed forwarder watches every namespace.
+          globalSetup: ['test/support/capi-control-plane-setup.ts'],
+          testTimeout: 300_000,
+          hookTimeout: 300_000,
           fileParallelism: false,
         },
       },

@@ -1,5 +1,7 @@
 /**
  * `npm run bench [-- --quick | --smoke] [--only=throughput,forwarder] [--throughput-n=1000] [--forwarder-objects=1000,5000,20000] [--kubeconfig=<path>] [--etcd=<url>] [--no-write] [--hostile-seconds=120]`
+ * `npm run bench -- --deployed [--only=e2e-latency|fleet] [--deployed-seconds=1500] [--deployed-rate=2] [--deployed-defaults]`: scenarios 3
+ * and 8 through the packaged functions under local/lambda/'s runner (bench/scenarios/deployed.ts), real time.
  *
  * `--only=hostile` runs the opt-in scenario of six hostile workload clusters (bench/scenarios/hostile.ts; its attack
  * lasts `--hostile-seconds`, default 120); a run without `--only` leaves it out.
@@ -28,10 +30,19 @@ const { values } = parseArgs({
     'forwarder-objects': { type: 'string' },
     'no-write': { type: 'boolean', default: false },
     'hostile-seconds': { type: 'string' },
+    deployed: { type: 'boolean', default: false },
+    'deployed-defaults': { type: 'boolean', default: false },
+    'deployed-seconds': { type: 'string' },
+    'deployed-rate': { type: 'string' },
   },
 });
 
 const { runBench, SCENARIOS, OPT_IN_SCENARIOS } = await import('./lib/bench.ts');
+function positive(text: string, flag: string): number {
+  const n = Number(text);
+  if (!Number.isFinite(n) || n <= 0) throw new Error(`${flag} must be a positive number, got ${JSON.stringify(text)}`);
+  return n;
+}
 type ScenarioName = (typeof SCENARIOS)[number] | (typeof OPT_IN_SCENARIOS)[number];
 
 const profile = values.smoke ? 'smoke' : values.quick ? 'quick' : 'full';
@@ -70,12 +81,15 @@ try {
     sizes: {
       ...(throughputN && throughputN.length > 0 ? { throughputN } : {}),
       ...(forwarderObjects !== undefined ? { forwarderObjects } : {}),
+      ...(values['deployed-seconds'] !== undefined ? { deployedSeconds: positive(values['deployed-seconds'], '--deployed-seconds') } : {}),
+      ...(values['deployed-rate'] !== undefined ? { deployedRate: positive(values['deployed-rate'], '--deployed-rate') } : {}),
     },
+    ...(values.deployed ? { deployed: values['deployed-defaults'] ? ('shipped' as const) : ('short-windows' as const) } : {}),
   });
   const json = `${JSON.stringify(results, null, 2)}\n`;
   if (!values['no-write'] && profile !== 'smoke') {
-    const partial = only.length > 0 || values['throughput-n'] !== undefined || values['forwarder-objects'] !== undefined;
-    const file = profile === 'full' && !partial ? 'results.json' : `out/results.${profile}${partial ? '.partial' : ''}.json`;
+    const partial = values.deployed || only.length > 0 || values['throughput-n'] !== undefined || values['forwarder-objects'] !== undefined;
+    const file = profile === 'full' && !partial ? 'results.json' : `out/results.${profile}${values.deployed ? '.deployed' : ''}${partial ? '.partial' : ''}.json`;
     mkdirSync(new URL('./out/', import.meta.url), { recursive: true });
     writeFileSync(new URL(`./${file}`, import.meta.url), json);
     process.stderr.write(`[bench] wrote bench/${file}\n`);

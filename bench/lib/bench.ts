@@ -16,6 +16,8 @@ import { runColdStart, type ColdStartResult } from '../scenarios/cold-start.ts';
 import { runIncidentStorm, type IncidentStormResult } from '../scenarios/incident-storm.ts';
 import { runFleet, type FleetResult } from '../scenarios/fleet.ts';
 import { runHostile, type HostileResult } from '../scenarios/hostile.ts';
+import { BENCH_PACKAGE_SHORT_WINDOWS, runDeployedLatency, type DeployedLatencyResult } from '../scenarios/deployed.ts';
+import { PACKAGE_VARIANTS } from '#local/lambda/serverless-package.ts';
 
 export const SCENARIOS = ['throughput', 'api-cost', 'e2e-latency', 'forwarder', 'conflict-storm', 'cold-start', 'incident-storm', 'fleet'] as const;
 /**
@@ -74,6 +76,9 @@ export interface BenchResults extends Partial<Record<FigureKey, number>> {
     incidentStorm?: IncidentStormResult;
     fleet?: FleetResult;
     hostile?: HostileResult;
+    /** `--deployed`: scenarios 3 and 8 through the packaged functions (bench/scenarios/deployed.ts). */
+    e2eLatencyDeployed?: DeployedLatencyResult;
+    fleetDeployed?: DeployedLatencyResult;
   };
   /** Scenarios that threw, with the error (the run goes on with the others). */
   readonly failures: Readonly<Record<string, string>>;
@@ -92,6 +97,12 @@ export interface RunBenchOptions {
   readonly etcdEndpoint?: string;
   /** Length of the `hostile` scenario's attack (default 120 s, the issue's). */
   readonly hostileSeconds?: number;
+  /**
+   * Run scenarios 3 and 8 in the deployed form instead (the packaged zips under local/lambda/'s runner); the other
+   * scenarios are not run. `shipped`: the rota's windows as serverless.yml ships them (885 s), else the shortest the
+   * deploy check accepts (270 s).
+   */
+  readonly deployed?: 'short-windows' | 'shipped';
 }
 
 export async function runBench(o: RunBenchOptions): Promise<BenchResults> {
@@ -116,6 +127,25 @@ export async function runBench(o: RunBenchOptions): Promise<BenchResults> {
       log(`[bench] ${name} FAILED: ${failures[name]}`);
       return undefined;
     }
+  }
+
+  if (o.deployed) {
+    const args = o.deployed === 'shipped' ? PACKAGE_VARIANTS.ssm : BENCH_PACKAGE_SHORT_WINDOWS;
+    const e2eDeployed = await step('e2e-latency', 'Scenario 3 in the deployed form: packaged functions under the Lambda runner', () => runDeployedLatency(ctx, 'e2e', args));
+    if (e2eDeployed) scenarios.e2eLatencyDeployed = e2eDeployed;
+    const fleetDeployed = await step('fleet', 'Scenario 8 in the deployed form: packaged functions under the Lambda runner', () => runDeployedLatency(ctx, 'fleet', args));
+    if (fleetDeployed) scenarios.fleetDeployed = fleetDeployed;
+    return {
+      schema: 1,
+      profile: o.profile,
+      startedAt: startedAt.toISOString(),
+      durationSeconds: round((performance.now() - t0) / 1000, 1),
+      machine: { ...machineFacts(), ...o.machineFacts },
+      versions: await versions(o.kubeconfigPath, o.etcdEndpoint),
+      targets: [],
+      scenarios,
+      failures,
+    };
   }
 
   const throughput = await step('throughput', 'Scenario 1: reconcile throughput vs floor', () => runThroughput(ctx));

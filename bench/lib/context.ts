@@ -31,6 +31,9 @@ export interface Sizes {
   /** Scenario 8: workload clusters (each an API server of its own) and Nodes (= Machines) per cluster. */
   readonly fleetClusters: number;
   readonly fleetNodesPerCluster: number;
+  /** `--deployed` (scenarios 3 and 8 through the packaged functions): edits per second and measured duration, real time. */
+  readonly deployedRate: number;
+  readonly deployedSeconds: number;
 }
 
 export const SIZES: Readonly<Record<Profile, Sizes>> = {
@@ -49,6 +52,8 @@ export const SIZES: Readonly<Record<Profile, Sizes>> = {
     incidentNodes: 5000,
     fleetClusters: 5,
     fleetNodesPerCluster: 1000,
+    deployedRate: 2,
+    deployedSeconds: 1500,
   },
   quick: {
     throughputN: [100],
@@ -65,6 +70,8 @@ export const SIZES: Readonly<Record<Profile, Sizes>> = {
     incidentNodes: 200,
     fleetClusters: 3,
     fleetNodesPerCluster: 100,
+    deployedRate: 2,
+    deployedSeconds: 300,
   },
   smoke: {
     throughputN: [4],
@@ -81,6 +88,8 @@ export const SIZES: Readonly<Record<Profile, Sizes>> = {
     incidentNodes: 4,
     fleetClusters: 2,
     fleetNodesPerCluster: 5,
+    deployedRate: 2,
+    deployedSeconds: 30,
   },
 };
 

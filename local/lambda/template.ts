@@ -1,0 +1,263 @@
+/**
+ * Reads what the Lambda runner needs from the PACKAGED service (`npx serverless package`): the generated
+ * `.serverless/cloudformation-template-update-stack.json`, the zips beside it and the region of `serverless-state.json`.
+ * Every setting the runner applies comes from here (handler, runtime, timeout, memory, reserved concurrency,
+ * environment, schedule, event source mapping, queues): there is no second copy of them in the runner.
+ *
+ * Intrinsics are resolved the way CloudFormation would for this stack, with the local resources standing in for the
+ * deployed ones: `Ref` / `Fn::GetAtt` of a queue give its local URL / ARN (see {@link Resolver}), pseudo parameters
+ * give the account and region the runner plays, `Fn::Sub`, `Fn::If` (conditions evaluated), `Fn::Join`, `Fn::Split`.
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- a CloudFormation template is untyped JSON
+export type Json = any;
+
+/** A queue of the template (`AWS::SQS::Queue`). */
+export interface TemplateQueue {
+  readonly logicalId: string;
+  readonly queueName: string;
+  readonly fifo: boolean;
+  /** CreateQueue attributes as the template declares them (RedrivePolicy resolved against the local queues later). */
+  readonly properties: Readonly<Record<string, Json>>;
+  readonly visibilityTimeoutSeconds: number;
+  /** The redrive policy: dead-letter queue logical id and receives before a message moves there. */
+  readonly redrive?: { readonly deadLetterLogicalId: string; readonly maxReceiveCount: number } | undefined;
+}
+
+/** An `AWS::Lambda::EventSourceMapping` from an SQS queue of the template. */
+export interface TemplateSqsEventSource {
+  readonly logicalId: string;
+  readonly queueLogicalId: string;
+  readonly batchSize: number;
+  readonly reportBatchItemFailures: boolean;
+  /** `ScalingConfig.MaximumConcurrency`, when set. */
+  readonly maximumConcurrency?: number | undefined;
+  readonly enabled: boolean;
+}
+
+/** An `AWS::Events::Rule` with a `rate(...)` schedule targeting the function. */
+export interface TemplateSchedule {
+  readonly logicalId: string;
+  readonly expression: string;
+  readonly periodMs: number;
+  readonly enabled: boolean;
+}
+
+/** An `AWS::Lambda::Function` of the template and everything that drives it. */
+export interface TemplateFunction {
+  readonly logicalId: string;
+  /** The serverless.yml key (`watchForwarder`), which names the zip. */
+  readonly key: string;
+  readonly functionName: string;
+  /** `functions/watch-forwarder/handler.handler`: file (without `.js`) and export. */
+  readonly handler: string;
+  readonly runtime: string;
+  readonly architectures: readonly string[];
+  readonly timeoutSeconds: number;
+  readonly memoryMiB: number;
+  readonly reservedConcurrency?: number | undefined;
+  /** Environment variables, still with their intrinsics (resolve with {@link Resolver.value}). */
+  readonly environment: Readonly<Record<string, Json>>;
+  /** Logical id of the execution role. */
+  readonly roleLogicalId: string;
+  readonly zipPath: string;
+  readonly schedules: readonly TemplateSchedule[];
+  readonly sqsEventSources: readonly TemplateSqsEventSource[];
+  /** `AWS::Lambda::EventInvokeConfig` of an asynchronous (scheduled) invocation. */
+  readonly asyncConfig: { readonly maximumEventAgeSeconds: number; readonly maximumRetryAttempts: number };
+}
+
+export interface PackagedTemplate {
+  readonly serviceDir: string;
+  readonly templatePath: string;
+  readonly template: Json;
+  readonly region: string;
+  readonly functions: ReadonlyMap<string, TemplateFunction>;
+  readonly queues: ReadonlyMap<string, TemplateQueue>;
+  /** IAM role name per logical id (`RoleName`). */
+  readonly roleNames: ReadonlyMap<string, string>;
+}
+
+/** Lambda async invocations default to 6 h / 2 retries when no EventInvokeConfig says otherwise. */
+const DEFAULT_ASYNC = { maximumEventAgeSeconds: 21_600, maximumRetryAttempts: 2 };
+
+/** Reads the packaged template of a service directory (the one that holds `.serverless/`). */
+export function readPackagedTemplate(serviceDir: string): PackagedTemplate {
+  const dir = join(serviceDir, '.serverless');
+  const templatePath = join(dir, 'cloudformation-template-update-stack.json');
+  const template = JSON.parse(readFileSync(templatePath, 'utf8')) as Json;
+  const state = JSON.parse(readFileSync(join(dir, 'serverless-state.json'), 'utf8')) as Json;
+  const region = String(state?.service?.provider?.region ?? '');
+  if (region === '') throw new Error(`${join(dir, 'serverless-state.json')} names no provider region`);
+  const resources = (template.Resources ?? {}) as Record<string, Json>;
+  const of = (type: string): [string, Json][] => Object.entries(resources).filter(([, r]) => r.Type === type);
+
+  const queues = new Map<string, TemplateQueue>();
+  for (const [id, r] of of('AWS::SQS::Queue')) {
+    const p = r.Properties ?? {};
+    const redrive = p.RedrivePolicy as Json;
+    const dlqId = redrive?.deadLetterTargetArn?.['Fn::GetAtt']?.[0] as string | undefined;
+    queues.set(id, {
+      logicalId: id,
+      queueName: String(p.QueueName ?? id),
+      fifo: p.FifoQueue === true || p.FifoQueue === 'true',
+      properties: p,
+      visibilityTimeoutSeconds: Number(p.VisibilityTimeout ?? 30),
+      redrive: dlqId === undefined ? undefined : { deadLetterLogicalId: dlqId, maxReceiveCount: Number(redrive.maxReceiveCount) },
+    });
+  }
+  const roleNames = new Map<string, string>(of('AWS::IAM::Role').map(([id, r]) => [id, String(r.Properties?.RoleName ?? id)]));
+
+  const functions = new Map<string, TemplateFunction>();
+  for (const [id, r] of of('AWS::Lambda::Function')) {
+    const p = r.Properties ?? {};
+    const targets = (arn: Json): boolean => arn?.['Fn::GetAtt']?.[0] === id || arn?.Ref === id;
+    const schedules = of('AWS::Events::Rule')
+      .filter(([, rule]) => (rule.Properties?.Targets ?? []).some((t: Json) => targets(t.Arn)) && typeof rule.Properties?.ScheduleExpression === 'string')
+      .map(([ruleId, rule]) => ({
+        logicalId: ruleId,
+        expression: String(rule.Properties.ScheduleExpression),
+        periodMs: ratePeriodMs(String(rule.Properties.ScheduleExpression)),
+        enabled: (rule.Properties.State ?? 'ENABLED') === 'ENABLED',
+      }));
+    const sqsEventSources = of('AWS::Lambda::EventSourceMapping')
+      .filter(([, m]) => targets(m.Properties?.FunctionName))
+      .flatMap(([mId, m]): TemplateSqsEventSource[] => {
+        const mp = m.Properties;
+        const queueId = mp.EventSourceArn?.['Fn::GetAtt']?.[0] as string | undefined;
+        if (queueId === undefined || !queues.has(queueId)) return [];
+        const max = mp.ScalingConfig?.MaximumConcurrency;
+        return [
+          {
+            logicalId: mId,
+            queueLogicalId: queueId,
+            batchSize: Number(mp.BatchSize ?? 10),
+            reportBatchItemFailures: ((mp.FunctionResponseTypes ?? []) as string[]).includes('ReportBatchItemFailures'),
+            maximumConcurrency: max === undefined ? undefined : Number(max),
+            enabled: mp.Enabled !== false,
+          },
+        ];
+      });
+    const evConf = of('AWS::Lambda::EventInvokeConfig').find(([, c]) => targets(c.Properties?.FunctionName))?.[1]?.Properties;
+    const handler = String(p.Handler);
+    const key = zipKeyOf(p.Code, id);
+    functions.set(key, {
+      logicalId: id,
+      key,
+      functionName: String(p.FunctionName ?? id),
+      handler,
+      runtime: String(p.Runtime),
+      architectures: (p.Architectures ?? ['x86_64']) as string[],
+      timeoutSeconds: Number(p.Timeout ?? 3),
+      memoryMiB: Number(p.MemorySize ?? 128),
+      reservedConcurrency: p.ReservedConcurrentExecutions === undefined ? undefined : Number(p.ReservedConcurrentExecutions),
+      environment: (p.Environment?.Variables ?? {}) as Record<string, Json>,
+      roleLogicalId: String(p.Role?.['Fn::GetAtt']?.[0] ?? ''),
+      zipPath: join(dir, `${key}.zip`),
+      schedules,
+      sqsEventSources,
+      asyncConfig: evConf
+        ? { maximumEventAgeSeconds: Number(evConf.MaximumEventAgeInSeconds ?? DEFAULT_ASYNC.maximumEventAgeSeconds), maximumRetryAttempts: Number(evConf.MaximumRetryAttempts ?? DEFAULT_ASYNC.maximumRetryAttempts) }
+        : DEFAULT_ASYNC,
+    });
+  }
+  return { serviceDir, templatePath, template, region, functions, queues, roleNames };
+}
+
+/** The zip's name: the last path segment of `Code.S3Key` without `.zip` (serverless names it after the function key). */
+function zipKeyOf(code: Json, logicalId: string): string {
+  const s3Key = code?.S3Key;
+  if (typeof s3Key !== 'string' || !s3Key.endsWith('.zip')) throw new Error(`Function ${logicalId}: Code.S3Key ${JSON.stringify(s3Key)} names no zip`);
+  return s3Key.slice(s3Key.lastIndexOf('/') + 1, -'.zip'.length);
+}
+
+/** The period of an EventBridge `rate(<n> minute|minutes|hour|hours|day|days)` expression, in ms. */
+export function ratePeriodMs(expression: string): number {
+  const m = /^rate\((\d+) (minute|minutes|hour|hours|day|days)\)$/.exec(expression.trim());
+  if (!m) throw new Error(`Only rate(...) schedules are supported by the runner, got ${JSON.stringify(expression)}`);
+  const n = Number(m[1]);
+  const unit = (m[2] ?? '').replace(/s$/, '');
+  if (n < 1) throw new Error(`A rate schedule needs a positive value, got ${JSON.stringify(expression)}`);
+  return n * ({ minute: 60_000, hour: 3_600_000, day: 86_400_000 } as Record<string, number>)[unit]!;
+}
+
+/** Stand-ins for what CloudFormation would return for this stack's resources and pseudo parameters. */
+export interface Resolver {
+  readonly accountId: string;
+  readonly region: string;
+  /** `Ref` of a resource (a queue's URL). */
+  ref(logicalId: string): string;
+  /** `Fn::GetAtt` of a resource (a queue's or role's `Arn`). */
+  getAtt(logicalId: string, attribute: string): string;
+}
+
+/** Resolves intrinsics of a template value; conditions are evaluated with the (already resolved) parameters. */
+export function resolveValue(template: Json, value: Json, r: Resolver): Json {
+  if (Array.isArray(value)) return value.map((v) => resolveValue(template, v, r)).filter((v) => v !== undefined);
+  if (value === null || typeof value !== 'object') return value;
+  const keys = Object.keys(value);
+  if (keys.length === 1) {
+    const [k] = keys as [string];
+    const arg = value[k];
+    switch (k) {
+      case 'Ref':
+        if (arg === 'AWS::AccountId') return r.accountId;
+        if (arg === 'AWS::Region') return r.region;
+        if (arg === 'AWS::Partition') return 'aws';
+        if (arg === 'AWS::URLSuffix') return 'amazonaws.com';
+        if (arg === 'AWS::NoValue') return undefined;
+        return r.ref(String(arg));
+      case 'Fn::GetAtt':
+        return r.getAtt(String(arg[0]), String(arg[1]));
+      case 'Fn::Sub': {
+        const [text, vars] = typeof arg === 'string' ? [arg, {}] : [String(arg[0]), arg[1] ?? {}];
+        return text.replace(/\$\{([^}]+)\}/g, (_, name: string) => {
+          if (name in vars) return String(resolveValue(template, vars[name], r));
+          if (name.includes('.')) {
+            const [id, attr] = name.split('.') as [string, string];
+            return r.getAtt(id, attr);
+          }
+          return String(resolveValue(template, { Ref: name }, r));
+        });
+      }
+      case 'Fn::If':
+        return resolveValue(template, evaluateCondition(template, arg[0]) ? arg[1] : arg[2], r);
+      case 'Fn::Join':
+        return (resolveValue(template, arg[1], r) as Json[]).join(String(arg[0]));
+      case 'Fn::Split':
+        return String(resolveValue(template, arg[1], r)).split(String(arg[0]));
+      default:
+        break;
+    }
+  }
+  return Object.fromEntries(keys.map((k) => [k, resolveValue(template, value[k], r)]));
+}
+
+/** Evaluates a condition of the packaged template (its parameters are already resolved by the framework). */
+export function evaluateCondition(template: Json, c: Json): boolean {
+  if (typeof c === 'string') return evaluateCondition(template, template.Conditions?.[c]);
+  if (c === undefined || c === null) throw new Error('undefined condition');
+  if ('Condition' in c) return evaluateCondition(template, c.Condition);
+  if ('Fn::Equals' in c) return String(c['Fn::Equals'][0]) === String(c['Fn::Equals'][1]);
+  if ('Fn::Not' in c) return !evaluateCondition(template, c['Fn::Not'][0]);
+  if ('Fn::And' in c) return (c['Fn::And'] as Json[]).every((x) => evaluateCondition(template, x));
+  if ('Fn::Or' in c) return (c['Fn::Or'] as Json[]).some((x) => evaluateCondition(template, x));
+  throw new Error(`cannot evaluate condition ${JSON.stringify(c)}`);
+}
+
+/** KMS key ARNs the template lets a role decrypt with (`kms:Decrypt` statements that are created). */
+export function decryptKeyArns(t: PackagedTemplate, roleLogicalId: string, r: Resolver): string[] {
+  const policies = (t.template.Resources?.[roleLogicalId]?.Properties?.Policies ?? []) as Json[];
+  const out: string[] = [];
+  for (const policy of policies) {
+    const statements = resolveValue(t.template, policy.PolicyDocument?.Statement ?? [], r) as Json[];
+    for (const s of statements) {
+      if (!s || typeof s !== 'object' || s.Effect !== 'Allow') continue;
+      const actions = ([] as string[]).concat(s.Action ?? []);
+      if (actions.includes('kms:Decrypt')) out.push(...([] as string[]).concat(s.Resource ?? []));
+    }
+  }
+  return out;
+}

@@ -1,0 +1,69 @@
+/** The runner's reading of a packaged template (local/lambda/template.ts), on a small template written here. */
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { decryptKeyArns, ratePeriodMs, readPackagedTemplate, resolveValue, type Resolver } from '#local/lambda/template.ts';
+
+const dir = mkdtempSync(join(tmpdir(), 'lambda-template-test-'));
+mkdirSync(join(dir, '.serverless'));
+const template = {
+  Conditions: { UseKey: { 'Fn::Not': [{ 'Fn::Equals': ['arn:aws:kms:eu-west-1:111122223333:key/k', ''] }] }, Never: { 'Fn::Equals': ['a', 'b'] } },
+  Resources: {
+    Dlq: { Type: 'AWS::SQS::Queue', Properties: { QueueName: 's-dlq.fifo', FifoQueue: true } },
+    Queue: { Type: 'AWS::SQS::Queue', Properties: { QueueName: 's.fifo', FifoQueue: true, VisibilityTimeout: 30, RedrivePolicy: { deadLetterTargetArn: { 'Fn::GetAtt': ['Dlq', 'Arn'] }, maxReceiveCount: 5 } } },
+    Role: { Type: 'AWS::IAM::Role', Properties: { RoleName: 's-role', Policies: [{ PolicyDocument: { Statement: [{ 'Fn::If': ['UseKey', { Effect: 'Allow', Action: ['kms:Decrypt'], Resource: ['arn:aws:kms:eu-west-1:111122223333:key/k'] }, { Ref: 'AWS::NoValue' }] }, { 'Fn::If': ['Never', { Effect: 'Allow', Action: 'kms:Decrypt', Resource: 'x' }, { Ref: 'AWS::NoValue' }] }] } }] } },
+    FnLambdaFunction: {
+      Type: 'AWS::Lambda::Function',
+      Properties: {
+        Code: { S3Bucket: 'b', S3Key: 'serverless/s/dev/123/fn.zip' },
+        Handler: 'functions/fn/handler.handler',
+        Runtime: 'nodejs22.x',
+        FunctionName: 's-fn',
+        MemorySize: 256,
+        Timeout: 20,
+        ReservedConcurrentExecutions: 3,
+        Role: { 'Fn::GetAtt': ['Role', 'Arn'] },
+        Environment: { Variables: { QUEUE_URL: { Ref: 'Queue' }, ARN: { 'Fn::GetAtt': ['Queue', 'Arn'] }, SUB: { 'Fn::Sub': 'arn:${AWS::Partition}:logs:${AWS::Region}:${AWS::AccountId}:x' }, PLAIN: '45' } },
+      },
+    },
+    Rule: { Type: 'AWS::Events::Rule', Properties: { ScheduleExpression: 'rate(2 minutes)', State: 'ENABLED', Targets: [{ Arn: { 'Fn::GetAtt': ['FnLambdaFunction', 'Arn'] }, Id: 't' }] } },
+    Mapping: { Type: 'AWS::Lambda::EventSourceMapping', Properties: { BatchSize: 7, EventSourceArn: { 'Fn::GetAtt': ['Queue', 'Arn'] }, FunctionName: { 'Fn::GetAtt': ['FnLambdaFunction', 'Arn'] }, FunctionResponseTypes: ['ReportBatchItemFailures'], ScalingConfig: { MaximumConcurrency: 2 } } },
+    EvConf: { Type: 'AWS::Lambda::EventInvokeConfig', Properties: { FunctionName: { Ref: 'FnLambdaFunction' }, MaximumEventAgeInSeconds: 60, MaximumRetryAttempts: 0 } },
+  },
+};
+writeFileSync(join(dir, '.serverless', 'cloudformation-template-update-stack.json'), JSON.stringify(template));
+writeFileSync(join(dir, '.serverless', 'serverless-state.json'), JSON.stringify({ service: { provider: { region: 'eu-west-1' } } }));
+const resolver: Resolver = { accountId: '111122223333', region: 'eu-west-1', ref: (id) => `url-of-${id}`, getAtt: (id, attr) => `${attr}-of-${id}` };
+
+describe('readPackagedTemplate', () => {
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('reads every setting of a function and what drives it from the template', () => {
+    const t = readPackagedTemplate(dir);
+    const fn = t.functions.get('fn');
+    expect(fn).toMatchObject({ functionName: 's-fn', handler: 'functions/fn/handler.handler', runtime: 'nodejs22.x', timeoutSeconds: 20, memoryMiB: 256, reservedConcurrency: 3, roleLogicalId: 'Role', zipPath: join(dir, '.serverless', 'fn.zip') });
+    expect(fn?.schedules).toEqual([{ logicalId: 'Rule', expression: 'rate(2 minutes)', periodMs: 120_000, enabled: true }]);
+    expect(fn?.sqsEventSources).toEqual([{ logicalId: 'Mapping', queueLogicalId: 'Queue', batchSize: 7, reportBatchItemFailures: true, maximumConcurrency: 2, enabled: true }]);
+    expect(fn?.asyncConfig).toEqual({ maximumEventAgeSeconds: 60, maximumRetryAttempts: 0 });
+    expect(t.queues.get('Queue')).toMatchObject({ queueName: 's.fifo', fifo: true, visibilityTimeoutSeconds: 30, redrive: { deadLetterLogicalId: 'Dlq', maxReceiveCount: 5 } });
+    expect(t.roleNames.get('Role')).toBe('s-role');
+    expect(t.region).toBe('eu-west-1');
+  });
+
+  it('resolves Ref, Fn::GetAtt, Fn::Sub and pseudo parameters of the environment', () => {
+    const t = readPackagedTemplate(dir);
+    expect(resolveValue(t.template, t.functions.get('fn')?.environment, resolver)).toEqual({ QUEUE_URL: 'url-of-Queue', ARN: 'Arn-of-Queue', SUB: 'arn:aws:logs:eu-west-1:111122223333:x', PLAIN: '45' });
+  });
+
+  it('finds the KMS keys a role may decrypt with, conditions evaluated', () => {
+    expect(decryptKeyArns(readPackagedTemplate(dir), 'Role', resolver)).toEqual(['arn:aws:kms:eu-west-1:111122223333:key/k']);
+  });
+
+  it('reads rate schedules and refuses what it cannot run', () => {
+    expect(ratePeriodMs('rate(1 minute)')).toBe(60_000);
+    expect(ratePeriodMs('rate(3 hours)')).toBe(10_800_000);
+    expect(() => ratePeriodMs('cron(0 * * * ? *)')).toThrow('Only rate(...) schedules are supported by the runner, got "cron(0 * * * ? *)"');
+    expect(() => ratePeriodMs('rate(0 minutes)')).toThrow('positive');
+  });
+});
