@@ -44,7 +44,7 @@ export function renderResults(r: BenchResults): string {
     out.push('', '### 1. Reconcile throughput', '');
     out.push(
       table(
-        ['N', 'concurrency', 'floor ms (before / after)', 'floor Nodes/s', 'pipeline ms', 'pipeline Nodes/s', 'ratio', 'pipeline calls', 'converged', 'raw keep-alive floor ms'],
+        ['N', 'concurrency', 'floor ms (before / after)', 'floor Nodes/s', 'pipeline ms', 'pipeline Nodes/s', 'ratio', 'contract floor ms (before / after)', 'contract floor Nodes/s', 'ratio vs contract', 'pipeline calls', 'converged', 'raw keep-alive floor ms'],
         s.throughput.runs.map((x) => [
           x.n,
           x.concurrency,
@@ -53,6 +53,9 @@ export function renderResults(r: BenchResults): string {
           x.pipelineMs,
           x.pipelineNodesPerSec,
           `**${x.ratio}**`,
+          x.contractFloorMs.join(' / '),
+          x.contractFloorNodesPerSec,
+          `**${x.ratioContract}**`,
           callText(x.pipelineCalls.byKind),
           `${x.converged}/${x.n}`,
           x.keepAliveFloorMs,
