@@ -31,6 +31,10 @@ export interface Sizes {
   /** Scenario 8: workload clusters (each an API server of its own) and Nodes (= Machines) per cluster. */
   readonly fleetClusters: number;
   readonly fleetNodesPerCluster: number;
+  /** Scenario 9: stand-in workload clusters, Nodes (= Machines) per cluster, real changes in its window. */
+  readonly fleet100Clusters: number;
+  readonly fleet100NodesPerCluster: number;
+  readonly fleet100Changes: number;
 }
 
 export const SIZES: Readonly<Record<Profile, Sizes>> = {
@@ -49,6 +53,9 @@ export const SIZES: Readonly<Record<Profile, Sizes>> = {
     incidentNodes: 5000,
     fleetClusters: 5,
     fleetNodesPerCluster: 1000,
+    fleet100Clusters: 100,
+    fleet100NodesPerCluster: 200,
+    fleet100Changes: 1000,
   },
   quick: {
     throughputN: [100],
@@ -65,6 +72,9 @@ export const SIZES: Readonly<Record<Profile, Sizes>> = {
     incidentNodes: 200,
     fleetClusters: 3,
     fleetNodesPerCluster: 100,
+    fleet100Clusters: 10,
+    fleet100NodesPerCluster: 20,
+    fleet100Changes: 100,
   },
   smoke: {
     throughputN: [4],
@@ -81,6 +91,9 @@ export const SIZES: Readonly<Record<Profile, Sizes>> = {
     incidentNodes: 4,
     fleetClusters: 2,
     fleetNodesPerCluster: 5,
+    fleet100Clusters: 3,
+    fleet100NodesPerCluster: 3,
+    fleet100Changes: 6,
   },
 };
 

@@ -140,6 +140,19 @@ export function renderResults(r: BenchResults): string {
       ),
     );
   }
+  if (s.fleet100) {
+    const f = s.fleet100;
+    const l = f.forwarder.changeLatency;
+    out.push('', `### 9. A hundred workload clusters (${f.clusters} stand-in workload API servers × ${f.nodesPerCluster} Nodes, real management API server, forwarder alone)`, '');
+    out.push(forwarderTable([f.forwarder]));
+    out.push('');
+    out.push(
+      table(
+        ['changes (per cluster min–max)', 'forwarded', 'lost', 'write sent → message p50', 'p90', 'p99', 'max', 'stand-ins served'],
+        [[`${f.forwarder.realChanges} (${f.changesPerCluster.min}–${f.changesPerCluster.max})`, l.observed, l.lost, `${l.p50Ms} ms`, `${l.p90Ms} ms`, `**${l.p99Ms} ms**`, `${l.maxMs} ms`, `${f.standins.listPages} list pages, ${f.standins.watches} watches, ${f.standins.expired} 410s`]],
+      ),
+    );
+  }
   return out.join('\n');
 }
 
