@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --quick | --smoke] [--only=throughput,forwarder] [--throughput-n=1000] [--forwarder-objects=1000,5000,20000] [--kubeconfig=<path>] [--etcd=<url>] [--no-write] [--hostile-seconds=120]`
+ * `npm run bench [-- --quick | --smoke] [--only=throughput,forwarder] [--throughput-n=1000] [--forwarder-objects=1000,5000,20000] [--fleet100-clusters=100] [--kubeconfig=<path>] [--etcd=<url>] [--no-write] [--hostile-seconds=120]`
  *
  * `--only=hostile` runs the opt-in scenario of six hostile workload clusters (bench/scenarios/hostile.ts; its attack
  * lasts `--hostile-seconds`, default 120); a run without `--only` leaves it out.
@@ -26,6 +26,7 @@ const { values } = parseArgs({
     etcd: { type: 'string' },
     'throughput-n': { type: 'string' },
     'forwarder-objects': { type: 'string' },
+    'fleet100-clusters': { type: 'string' },
     'no-write': { type: 'boolean', default: false },
     'hostile-seconds': { type: 'string' },
   },
@@ -60,6 +61,8 @@ if (!kubeconfigPath) {
 try {
   const throughputN = values['throughput-n']?.split(',').map(Number).filter((n) => Number.isInteger(n) && n > 0);
   const forwarderObjects = values['forwarder-objects']?.split(',').map(Number);
+  const fleet100Clusters = values['fleet100-clusters'] === undefined ? undefined : Number(values['fleet100-clusters']);
+  if (fleet100Clusters !== undefined && !(Number.isInteger(fleet100Clusters) && fleet100Clusters > 0)) throw new Error(`--fleet100-clusters must be a positive integer (one shard's share of the fleet), got ${values['fleet100-clusters']}`);
   if (forwarderObjects !== undefined && !forwarderObjects.every((n) => Number.isInteger(n) && n > 0)) throw new Error(`--forwarder-objects must be positive integers (comma-separated), got ${values['forwarder-objects']}`);
   const results = await runBench({
     profile,
@@ -70,11 +73,12 @@ try {
     sizes: {
       ...(throughputN && throughputN.length > 0 ? { throughputN } : {}),
       ...(forwarderObjects !== undefined ? { forwarderObjects } : {}),
+      ...(fleet100Clusters !== undefined ? { fleet100Clusters } : {}),
     },
   });
   const json = `${JSON.stringify(results, null, 2)}\n`;
   if (!values['no-write'] && profile !== 'smoke') {
-    const partial = only.length > 0 || values['throughput-n'] !== undefined || values['forwarder-objects'] !== undefined;
+    const partial = only.length > 0 || values['throughput-n'] !== undefined || values['forwarder-objects'] !== undefined || values['fleet100-clusters'] !== undefined;
     const file = profile === 'full' && !partial ? 'results.json' : `out/results.${profile}${partial ? '.partial' : ''}.json`;
     mkdirSync(new URL('./out/', import.meta.url), { recursive: true });
     writeFileSync(new URL(`./${file}`, import.meta.url), json);

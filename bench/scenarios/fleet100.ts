@@ -112,15 +112,16 @@ export async function runFleet100(ctx: BenchContext): Promise<Fleet100Result> {
       const m = members[j % k] as (typeof members)[number];
       return { nodeKube: m.raw, pair: m.pairs[Math.floor(j / k)] as Pair, cluster: m.cluster };
     });
-    const forwarder = { ...(await measureForwarder(ctx, { run, namespace: ns, leaseName: `forwarder-${run}`, mode: 'capi', childScript, management: raw, targets, realChanges: changes })), clusters: k, setupMs: round(setupMs, 0) };
-    // The changes' spread over the clusters, as measureForwarder picks its targets (the i-th change goes to target (i × 7 + 3) mod n of a heartbeat i).
+    // The changes: cluster after cluster, a different Node each round, so that every cluster gets its share (1 000
+    // changes over 100 clusters: 10 each); each round starts one cluster further, so that each cluster gets Machine
+    // edits and Node edits (they alternate).
+    const changeTargets = Array.from({ length: changes }, (_, c) => {
+      const m = members[(c + Math.floor(c / k)) % k] as (typeof members)[number];
+      return { nodeKube: m.raw, pair: m.pairs[Math.floor(c / k) % perCluster] as Pair, cluster: m.cluster };
+    });
+    const forwarder = { ...(await measureForwarder(ctx, { run, namespace: ns, leaseName: `forwarder-${run}`, mode: 'capi', childScript, management: raw, targets, changeTargets, realChanges: changes })), clusters: k, setupMs: round(setupMs, 0) };
     const perClusterChanges = new Map<string, number>();
-    const total = Math.round(ctx.sizes.heartbeatRate * ctx.sizes.forwarderSeconds);
-    const every = Math.max(1, Math.floor(total / Math.max(1, changes)));
-    for (let i = 0, c = 0; i < total && c < changes; i += every, c++) {
-      const t = targets[(i * 7 + 3) % targets.length];
-      if (t) perClusterChanges.set(t.cluster, (perClusterChanges.get(t.cluster) ?? 0) + 1);
-    }
+    for (const t of changeTargets.slice(0, forwarder.realChanges)) perClusterChanges.set(t.cluster, (perClusterChanges.get(t.cluster) ?? 0) + 1);
     const counts = names.map((n) => perClusterChanges.get(n) ?? 0);
     const standins = servers.map((s) => s.stats()).reduce<StandinStats>(
       (a, b) => ({ lists: a.lists + b.lists, listPages: a.listPages + b.listPages, watches: a.watches + b.watches, writes: a.writes + b.writes, gets: a.gets + b.gets, unknownRequests: a.unknownRequests + b.unknownRequests, expired: a.expired + b.expired }),

@@ -146,6 +146,8 @@ export interface MeasureForwarderOptions {
   readonly targets: readonly ForwarderTarget[];
   /** Real changes in the window (default: the profile's `forwarderRealChanges`). */
   readonly realChanges?: number;
+  /** Where the k-th real change goes: `changeTargets[k mod length]` (default: target (i × 7 + 3) mod n at heartbeat i). */
+  readonly changeTargets?: readonly ForwarderTarget[];
   /** Share of the real changes made to Nodes (foreign taint edits; the rest are Machine edits; default 0.5). */
   readonly nodeChangeShare?: number;
 }
@@ -221,7 +223,7 @@ export async function measureForwarder(ctx: BenchContext, o: MeasureForwarderOpt
         heartbeatRvs.add(hb.metadata.resourceVersion);
         if (i % changeEvery === 0 && realChanges < forwarderRealChanges) {
           const k = realChanges++;
-          const target = o.targets[(i * 7 + 3) % n] ?? t;
+          const target = (o.changeTargets ? o.changeTargets[k % o.changeTargets.length] : o.targets[(i * 7 + 3) % n]) ?? t;
           const sentAt = performance.timeOrigin + performance.now();
           if (nodeEvery === 1 ? false : k % nodeEvery !== nodeEvery - 1) {
             changeSentAt.set(await setMachineTaints(raw, ns, target.pair.machine, [DECLARED, { key: 'bench.capi-tp/change', value: `c${k}-${tag}`, effect: 'NoSchedule' }]), sentAt);
