@@ -15,11 +15,12 @@ import { runConflictStorm, type ConflictStormResult } from '../scenarios/conflic
 import { runColdStart, type ColdStartResult } from '../scenarios/cold-start.ts';
 import { runIncidentStorm, type IncidentStormResult } from '../scenarios/incident-storm.ts';
 import { runFleet, type FleetResult } from '../scenarios/fleet.ts';
+import { runFleet100, type Fleet100Result } from '../scenarios/fleet100.ts';
 import { runHostile, type HostileResult } from '../scenarios/hostile.ts';
 import { BENCH_PACKAGE_SHORT_WINDOWS, runDeployedLatency, type DeployedLatencyResult } from '../scenarios/deployed.ts';
 import { PACKAGE_VARIANTS } from '#local/lambda/serverless-package.ts';
 
-export const SCENARIOS = ['throughput', 'api-cost', 'e2e-latency', 'forwarder', 'conflict-storm', 'cold-start', 'incident-storm', 'fleet'] as const;
+export const SCENARIOS = ['throughput', 'api-cost', 'e2e-latency', 'forwarder', 'conflict-storm', 'cold-start', 'incident-storm', 'fleet', 'fleet100'] as const;
 /**
  * Scenarios run only when named in `--only` (not part of a full run, nor of BENCHMARKS.md's tables): `hostile`, the
  * two-minute attack of six hostile workload clusters (bench/scenarios/hostile.ts).
@@ -30,6 +31,7 @@ export type ScenarioName = (typeof SCENARIOS)[number] | (typeof OPT_IN_SCENARIOS
 /** The figures of the issue, under their stable keys. */
 export const FIGURE_KEYS = [
   'throughputRatio',
+  'throughputRatioContract',
   'callsPerChangedNode',
   'readsPerUnchangedNode',
   'writesPerUnchangedNode',
@@ -48,6 +50,10 @@ export const FIGURE_KEYS = [
   'fleetInitialSyncMs',
   'fleetE2eP50Ms',
   'fleetE2eP99Ms',
+  'forwarderPeakMiB100Clusters',
+  'fleet100InitialSyncMs',
+  'fleet100E2eP50Ms',
+  'fleet100E2eP99Ms',
 ] as const;
 export type FigureKey = (typeof FIGURE_KEYS)[number];
 
@@ -75,6 +81,7 @@ export interface BenchResults extends Partial<Record<FigureKey, number>> {
     coldStart?: ColdStartResult;
     incidentStorm?: IncidentStormResult;
     fleet?: FleetResult;
+    fleet100?: Fleet100Result;
     hostile?: HostileResult;
     /** `--deployed`: scenarios 3 and 8 through the packaged functions (bench/scenarios/deployed.ts). */
     e2eLatencyDeployed?: DeployedLatencyResult;
@@ -164,11 +171,16 @@ export async function runBench(o: RunBenchOptions): Promise<BenchResults> {
   if (incident) scenarios.incidentStorm = incident;
   const fleet = await step('fleet', 'Scenario 8: fleet of workload clusters (capi mode)', () => runFleet(ctx));
   if (fleet) scenarios.fleet = fleet;
+  const fleet100 = await step('fleet100', 'Scenario 9: the forwarder over a hundred workload clusters (stand-in workload API servers, capi mode)', () => runFleet100(ctx));
+  if (fleet100) scenarios.fleet100 = fleet100;
   const hostile = await step('hostile', 'Scenario hostile: six hostile workload clusters next to a healthy one (capi mode)', () => runHostile(ctx, o.hostileSeconds ?? 120));
   if (hostile) scenarios.hostile = hostile;
 
   const figures: Partial<Record<FigureKey, number>> = {};
-  if (throughput) figures.throughputRatio = throughput.throughputRatio;
+  if (throughput) {
+    figures.throughputRatio = throughput.throughputRatio;
+    figures.throughputRatioContract = throughput.throughputRatioContract;
+  }
   if (apiCost) {
     figures.callsPerChangedNode = apiCost.callsPerChangedNode;
     figures.readsPerUnchangedNode = apiCost.readsPerUnchangedNode;
@@ -205,6 +217,12 @@ export async function runBench(o: RunBenchOptions): Promise<BenchResults> {
     figures.fleetE2eP50Ms = fleet.e2e.overall.p50Ms;
     figures.fleetE2eP99Ms = fleet.e2e.overall.p99Ms;
   }
+  if (fleet100) {
+    figures.forwarderPeakMiB100Clusters = fleet100.forwarder.peakMiB;
+    figures.fleet100InitialSyncMs = fleet100.forwarder.initialSyncMs;
+    figures.fleet100E2eP50Ms = fleet100.forwarder.changeLatency.p50Ms;
+    figures.fleet100E2eP99Ms = fleet100.forwarder.changeLatency.p99Ms;
+  }
 
   return {
     schema: 1,
@@ -220,6 +238,7 @@ export async function runBench(o: RunBenchOptions): Promise<BenchResults> {
       forwarderObjects: fwdRef?.nodes,
       forwarder20kObjects: fwd20k?.nodes,
       fleet: fleet ? { clusters: fleet.clusters, objects: fleet.forwarder.nodes, e2eRate: fleet.e2e.targetRatePerSec } : undefined,
+      fleet100: fleet100 ? { clusters: fleet100.clusters, objects: fleet100.forwarder.nodes } : undefined,
     }),
     scenarios,
     failures,
@@ -233,6 +252,7 @@ export interface JudgedAt {
   readonly forwarderObjects: number | undefined;
   readonly forwarder20kObjects: number | undefined;
   readonly fleet: { readonly clusters: number; readonly objects: number; readonly e2eRate: number } | undefined;
+  readonly fleet100?: { readonly clusters: number; readonly objects: number } | undefined;
 }
 
 /**
@@ -249,8 +269,10 @@ export function judge(f: Partial<Record<FigureKey, number>>, at: JudgedAt): Targ
   const forwarderAt20k = (at.forwarder20kObjects ?? 0) >= 20000;
   const fleetAtSize = (at.fleet?.clusters ?? 0) >= 5 && (at.fleet?.objects ?? 0) >= 5000;
   const fleetE2eAtSize = fleetAtSize && at.fleet?.e2eRate === 50;
+  const fleet100AtSize = (at.fleet100?.clusters ?? 0) >= 100 && (at.fleet100?.objects ?? 0) >= 20000;
   return [
     t('throughputRatio', '>= 0.8 x floor at N = 1 000', (v) => v >= 0.8, at.throughputAtN === 1000),
+    t('throughputRatioContract', '>= 0.8 x contract floor (GET Machine + claimed JSON PATCH Node + POST Event) at N = 1 000', (v) => v >= 0.8, at.throughputAtN === 1000),
     t('callsPerChangedNode', '<= 3 API calls per changed Node (including reads)', (v) => v <= 3),
     t('readsPerUnchangedNode', '<= 2 reads per unchanged Node', (v) => v <= 2),
     t('writesPerUnchangedNode', '0 writes per unchanged Node', (v) => v === 0),
@@ -269,6 +291,10 @@ export function judge(f: Partial<Record<FigureKey, number>>, at: JudgedAt): Targ
     t('fleetInitialSyncMs', 'reported: initial sync of 5 clusters × 1 000 Nodes + 5 000 Machines (no target)', () => true, fleetAtSize),
     t('fleetE2eP50Ms', 'reported (p99 is the target)', () => true, fleetE2eAtSize),
     t('fleetE2eP99Ms', 'p99 <= 1 000 ms at 50 changes/s, spread over 5 workload clusters', (v) => v <= 1000, fleetE2eAtSize),
+    t('forwarderPeakMiB100Clusters', '<= 150 MiB peak with 100 workload clusters × 200 Nodes + 20 000 Machines (stand-in workload API servers)', (v) => v <= 150, fleet100AtSize),
+    t('fleet100InitialSyncMs', 'reported: initial sync of 100 clusters × 200 Nodes + 20 000 Machines (no target)', () => true, fleet100AtSize),
+    t('fleet100E2eP50Ms', 'reported (p99 is the target)', () => true, fleet100AtSize),
+    t('fleet100E2eP99Ms', 'p99 <= 1 000 ms, change write sent → message, changes spread over the 100 clusters', (v) => v <= 1000, fleet100AtSize),
   ];
 }
 

@@ -34,6 +34,10 @@ export interface Sizes {
   /** `--deployed` (scenarios 3 and 8 through the packaged functions): edits per second and measured duration, real time. */
   readonly deployedRate: number;
   readonly deployedSeconds: number;
+  /** Scenario 9: stand-in workload clusters, Nodes (= Machines) per cluster, real changes in its window. */
+  readonly fleet100Clusters: number;
+  readonly fleet100NodesPerCluster: number;
+  readonly fleet100Changes: number;
 }
 
 export const SIZES: Readonly<Record<Profile, Sizes>> = {
@@ -54,6 +58,9 @@ export const SIZES: Readonly<Record<Profile, Sizes>> = {
     fleetNodesPerCluster: 1000,
     deployedRate: 2,
     deployedSeconds: 1500,
+    fleet100Clusters: 100,
+    fleet100NodesPerCluster: 200,
+    fleet100Changes: 1000,
   },
   quick: {
     throughputN: [100],
@@ -72,6 +79,9 @@ export const SIZES: Readonly<Record<Profile, Sizes>> = {
     fleetNodesPerCluster: 100,
     deployedRate: 2,
     deployedSeconds: 300,
+    fleet100Clusters: 10,
+    fleet100NodesPerCluster: 20,
+    fleet100Changes: 100,
   },
   smoke: {
     throughputN: [4],
@@ -90,6 +100,9 @@ export const SIZES: Readonly<Record<Profile, Sizes>> = {
     fleetNodesPerCluster: 5,
     deployedRate: 2,
     deployedSeconds: 30,
+    fleet100Clusters: 3,
+    fleet100NodesPerCluster: 3,
+    fleet100Changes: 6,
   },
 };
 

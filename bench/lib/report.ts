@@ -44,7 +44,7 @@ export function renderResults(r: BenchResults): string {
     out.push('', '### 1. Reconcile throughput', '');
     out.push(
       table(
-        ['N', 'concurrency', 'floor ms (before / after)', 'floor Nodes/s', 'pipeline ms', 'pipeline Nodes/s', 'ratio', 'pipeline calls', 'converged', 'raw keep-alive floor ms'],
+        ['N', 'concurrency', 'floor ms (before / after)', 'floor Nodes/s', 'pipeline ms', 'pipeline Nodes/s', 'ratio', 'contract floor ms (before / after)', 'contract floor Nodes/s', 'ratio vs contract', 'pipeline calls', 'converged', 'raw keep-alive floor ms'],
         s.throughput.runs.map((x) => [
           x.n,
           x.concurrency,
@@ -53,6 +53,9 @@ export function renderResults(r: BenchResults): string {
           x.pipelineMs,
           x.pipelineNodesPerSec,
           `**${x.ratio}**`,
+          x.contractFloorMs.join(' / '),
+          x.contractFloorNodesPerSec,
+          `**${x.ratioContract}**`,
           callText(x.pipelineCalls.byKind),
           `${x.converged}/${x.n}`,
           x.keepAliveFloorMs,
@@ -134,6 +137,19 @@ export function renderResults(r: BenchResults): string {
           ...e.perCluster.map((c) => [c.cluster.split('/').pop(), c.edits, c.p50Ms, c.p90Ms, c.p99Ms, c.maxMs, c.lost, c.superseded]),
           ['**all**', e.overall.edits, e.overall.p50Ms, e.overall.p90Ms, `**${e.overall.p99Ms}**`, e.overall.maxMs, e.overall.lost, e.overall.superseded],
         ],
+      ),
+    );
+  }
+  if (s.fleet100) {
+    const f = s.fleet100;
+    const l = f.forwarder.changeLatency;
+    out.push('', `### 9. A hundred workload clusters (${f.clusters} stand-in workload API servers × ${f.nodesPerCluster} Nodes, real management API server, forwarder alone)`, '');
+    out.push(forwarderTable([f.forwarder]));
+    out.push('');
+    out.push(
+      table(
+        ['changes (per cluster min–max)', 'forwarded', 'lost', 'write sent → message p50', 'p90', 'p99', 'max', 'stand-ins served'],
+        [[`${f.forwarder.realChanges} (${f.changesPerCluster.min}–${f.changesPerCluster.max})`, l.observed, l.lost, `${l.p50Ms} ms`, `${l.p90Ms} ms`, `**${l.p99Ms} ms**`, `${l.maxMs} ms`, `${f.standins.listPages} list pages, ${f.standins.watches} watches, ${f.standins.expired} 410s`]],
       ),
     );
   }

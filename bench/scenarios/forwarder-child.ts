@@ -37,11 +37,15 @@ const config = loadForwarderConfig({
 
 let messages = 0;
 let windowIds: string[] | undefined;
+/** When each window message was handed to the queue (epoch ms, as the parent's clock reads it), by its position in windowIds. */
+let windowTimes: number[] | undefined;
 const sqs = {
   async send(command: SendMessageBatchCommand) {
     const entries = command.input.Entries ?? [];
     messages += entries.length;
+    const at = performance.timeOrigin + performance.now();
     if (windowIds) for (const e of entries) windowIds.push(e.MessageDeduplicationId ?? '');
+    if (windowTimes) for (let i = 0; i < entries.length; i++) windowTimes.push(at);
     return { Successful: entries.map((e, i) => ({ Id: e.Id, MessageId: `m${messages}-${i}`, MD5OfMessageBody: '', SequenceNumber: '1' })), Failed: [] };
   },
 };
@@ -78,6 +82,7 @@ process.on('message', (msg: { type: string }) => {
       const cpu = process.cpuUsage(cpuAtStart);
       mark = { at: performance.now(), cpu, counts, messages, calls: counter.snapshot().total };
       windowIds = [];
+      windowTimes = [];
       process.send?.({ type: 'marked', syncCpuMs: (cpu.user + cpu.system) / 1000, syncMs: performance.now() - started, messages });
       return;
     }
@@ -94,6 +99,7 @@ process.on('message', (msg: { type: string }) => {
         windowCounts: delta,
         windowMessages: messages - (m?.messages ?? 0),
         windowIds: windowIds ?? [],
+        windowTimes: windowTimes ?? [],
         windowCalls: counter.snapshot().total - (m?.calls ?? 0),
         calls: counter.snapshot(),
         workloadCalls: workloadCounter.snapshot(),

@@ -19,7 +19,7 @@ import { fileURLToPath } from 'node:url';
 import { load } from 'js-yaml';
 import type { BenchContext } from '../lib/context.ts';
 import { BENCH_LABEL, RawKube, cleanup, createNamespace, createPairs, kubeletStatus, loadKubeConfig, mapConcurrent, runId, setMachineTaints, type BenchTaint, type CallCounts, type Pair } from '../lib/kube.ts';
-import { round, sleep, since } from '../lib/stats.ts';
+import { quantile, round, sleep, since } from '../lib/stats.ts';
 
 /** The forwarder at one size. */
 export interface ForwarderRun {
@@ -59,6 +59,12 @@ export interface ForwarderRun {
   readonly forwarderCalls: CallCounts;
   /** `capi` mode: its calls to the workload clusters (Node list pages and watches). */
   readonly workloadCalls?: CallCounts;
+  /**
+   * Each real change's latency: its write sent → the forwarder hands the message carrying its resourceVersion to the
+   * queue (both clocks are this machine's). `lost`: changes no message carried (a later change to the same object may
+   * have superseded it before the forwarder saw it).
+   */
+  readonly changeLatency: { readonly observed: number; readonly lost: number; readonly p50Ms: number; readonly p90Ms: number; readonly p99Ms: number; readonly maxMs: number };
 }
 
 export interface ForwarderResult {
@@ -74,6 +80,7 @@ interface ChildReport {
   windowCounts: Record<string, number>;
   windowMessages: number;
   windowIds: string[];
+  windowTimes: number[];
   calls: CallCounts;
   workloadCalls: CallCounts;
   peakMiB: number;
@@ -137,6 +144,12 @@ export interface MeasureForwarderOptions {
   readonly management: RawKube;
   /** Every watched Node; heartbeats go through them in turn (interleave clusters for an even spread). */
   readonly targets: readonly ForwarderTarget[];
+  /** Real changes in the window (default: the profile's `forwarderRealChanges`). */
+  readonly realChanges?: number;
+  /** Where the k-th real change goes: `changeTargets[k mod length]` (default: target (i × 7 + 3) mod n at heartbeat i). */
+  readonly changeTargets?: readonly ForwarderTarget[];
+  /** Share of the real changes made to Nodes (foreign taint edits; the rest are Machine edits; default 0.5). */
+  readonly nodeChangeShare?: number;
 }
 
 /**
@@ -144,7 +157,9 @@ export interface MeasureForwarderOptions {
  * window (heartbeats at the profile's rate over `targets`, real changes spread evenly), and reports.
  */
 export async function measureForwarder(ctx: BenchContext, o: MeasureForwarderOptions): Promise<Omit<ForwarderRun, 'clusters' | 'setupMs'>> {
-  const { heartbeatRate, forwarderSeconds, forwarderRealChanges } = ctx.sizes;
+  const { heartbeatRate, forwarderSeconds } = ctx.sizes;
+  const forwarderRealChanges = o.realChanges ?? ctx.sizes.forwarderRealChanges;
+  const nodeEvery = o.nodeChangeShare === undefined ? 2 : o.nodeChangeShare >= 1 ? 1 : Math.round(1 / Math.max(0.01, o.nodeChangeShare));
   const n = o.targets.length;
   const ns = o.namespace;
   const raw = o.management;
@@ -187,6 +202,8 @@ export async function measureForwarder(ctx: BenchContext, o: MeasureForwarderOpt
     // A heartbeat within the same second as the previous write to its Node changes nothing (times are stored to the
     // second) and returns the Node's current resourceVersion, which may be a real change's: those are not heartbeats.
     const changeRvs = new Set<string>();
+    /** Each real change's resourceVersion → when its write was sent (epoch ms). */
+    const changeSentAt = new Map<string, number>();
     const total = Math.round(heartbeatRate * forwarderSeconds);
     const changeEvery = Math.max(1, Math.floor(total / Math.max(1, forwarderRealChanges)));
     let realChanges = 0;
@@ -206,14 +223,16 @@ export async function measureForwarder(ctx: BenchContext, o: MeasureForwarderOpt
         heartbeatRvs.add(hb.metadata.resourceVersion);
         if (i % changeEvery === 0 && realChanges < forwarderRealChanges) {
           const k = realChanges++;
-          const target = o.targets[(i * 7 + 3) % n] ?? t;
-          if (k % 2 === 0) {
-            await setMachineTaints(raw, ns, target.pair.machine, [DECLARED, { key: 'bench.capi-tp/change', value: `c${k}-${tag}`, effect: 'NoSchedule' }]);
+          const target = (o.changeTargets ? o.changeTargets[k % o.changeTargets.length] : o.targets[(i * 7 + 3) % n]) ?? t;
+          const sentAt = performance.timeOrigin + performance.now();
+          if (nodeEvery === 1 ? false : k % nodeEvery !== nodeEvery - 1) {
+            changeSentAt.set(await setMachineTaints(raw, ns, target.pair.machine, [DECLARED, { key: 'bench.capi-tp/change', value: `c${k}-${tag}`, effect: 'NoSchedule' }]), sentAt);
           } else {
             const changed = await target.nodeKube.mergePatch<{ metadata: { resourceVersion: string } }>(`/api/v1/nodes/${target.pair.node}`, {
               spec: { taints: [DECLARED, { key: 'bench.capi-tp/foreign', value: `c${k}-${tag}`, effect: 'NoSchedule' }] },
             });
             changeRvs.add(changed.metadata.resourceVersion);
+            changeSentAt.set(changed.metadata.resourceVersion, sentAt);
           }
         }
       },
@@ -238,6 +257,26 @@ export async function measureForwarder(ctx: BenchContext, o: MeasureForwarderOpt
     const rvOf = (id: string): string => id.split(':')[1] ?? '';
     const heartbeatMessages = ids.filter((id) => heartbeatRvs.has(rvOf(id))).length;
     const changeMessages = ids.length - heartbeatMessages;
+    const latencies: number[] = [];
+    const firstSeen = new Map<string, number>();
+    ids.forEach((id, i) => {
+      const rv = rvOf(id);
+      const at = report.windowTimes[i];
+      if (at !== undefined && changeSentAt.has(rv) && !firstSeen.has(rv)) firstSeen.set(rv, at);
+    });
+    for (const [rv, sentAt] of changeSentAt) {
+      const at = firstSeen.get(rv);
+      if (at !== undefined) latencies.push(at - sentAt);
+    }
+    latencies.sort((a, b) => a - b);
+    const changeLatency = {
+      observed: latencies.length,
+      lost: changeSentAt.size - latencies.length,
+      p50Ms: round(quantile(latencies, 0.5), 1),
+      p90Ms: round(quantile(latencies, 0.9), 1),
+      p99Ms: round(quantile(latencies, 0.99), 1),
+      maxMs: round(latencies[latencies.length - 1] ?? Number.NaN, 1),
+    };
     const seen = report.windowCounts['EventsSeen'] ?? 0;
     const result = {
       nodes: n,
@@ -266,6 +305,7 @@ export async function measureForwarder(ctx: BenchContext, o: MeasureForwarderOpt
       nodeOptions,
       forwarderCalls: report.calls,
       ...(o.mode === 'capi' ? { workloadCalls: report.workloadCalls } : {}),
+      changeLatency,
     };
     ctx.log(
       `  window ${(result.windowMs / 1000).toFixed(1)} s: ${result.heartbeatsWritten} heartbeats (${result.heartbeatRatePerSec}/s), ${realChanges} real changes, ` +

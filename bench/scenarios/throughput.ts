@@ -5,12 +5,27 @@
  * with the resourceVersion precondition) per Node, with the same client as the product (its HTTP client, kube-http.ts,
  * with its keep-alive pool) and the same concurrency. A second floor with the benchmarks' own keep-alive HTTPS client
  * (RawKube) shows what the client itself costs.
+ *
+ * The contract floor (issue 29, item 2): what the product's contract needs per changed Node, done by the smallest loop
+ * over the same client at the same concurrency, so that the ratio measures overhead, not design. Three calls, in the
+ * order the product needs them: GET Machine (events are hints: the declaration is re-read where it lives, the
+ * management cluster), PATCH Node as a JSON patch planned from the state the event claims, whose `test` operations make
+ * the API server check that state (resourceVersion, taints, tracking annotations) in the write itself (the Node read
+ * that this saves is what a conflict-safe write needs; the body is built by the product's own `claimedPatch`, so it is
+ * byte for byte the product's), then POST the `TaintsPropagated` Event on the Machine (the record `kubectl describe
+ * machine` shows; the contract says every write is reported there). The claimed states are listed before each loop,
+ * outside the timing, as the pipeline's events carry them.
  */
 import type { V1Node } from '@kubernetes/client-node';
+import { randomBytes } from 'node:crypto';
 import { kubeCall, type ClusterEndpoint } from '#shared/adapters/kubernetes/kube-http.ts';
+import { claimedPatch } from '#shared/adapters/kubernetes/node-store.ts';
+import { EVENT_COMPONENT } from '#shared/adapters/kubernetes/event-recorder.ts';
+import { FIELD_MANAGER } from '#shared/domain/taint.ts';
+import type { NodeState } from '#shared/domain/cloud-event.ts';
 import type { BenchContext } from '../lib/context.ts';
-import { CallCounter, RawKube, cleanup, countingKubeConfig, createNamespace, createPairs, hasTaint, listNodes, loadKubeConfig, mapConcurrent, runId, type BenchTaint, type CallCounts, type Pair, type RawNode } from '../lib/kube.ts';
-import { RECONCILE_CONCURRENCY, ReconcilePipeline, machineModified, publishAll } from '../lib/pipeline.ts';
+import { CallCounter, MACHINES_PATH, RawKube, cleanup, countingKubeConfig, createNamespace, createPairs, hasTaint, listNodes, loadKubeConfig, mapConcurrent, runId, type BenchTaint, type CallCounts, type Pair, type RawNode } from '../lib/kube.ts';
+import { RECONCILE_CONCURRENCY, ReconcilePipeline, machineModified, nodeStateOfJson, publishAll } from '../lib/pipeline.ts';
 import { mean, round, since } from '../lib/stats.ts';
 
 export interface ThroughputRun {
@@ -24,6 +39,12 @@ export interface ThroughputRun {
   readonly pipelineNodesPerSec: number;
   /** pipeline rate / mean floor rate. */
   readonly ratio: number;
+  /** The contract floor (GET Machine + claimed JSON PATCH Node + POST Event), before / after the pipeline. */
+  readonly contractFloorMs: readonly number[];
+  readonly contractFloorNodesPerSec: number;
+  readonly contractFloorCallsPerNode: number;
+  /** pipeline rate / mean contract floor rate. */
+  readonly ratioContract: number;
   readonly converged: number;
   readonly pipelineCalls: CallCounts;
   readonly floorCallsPerNode: number;
@@ -34,6 +55,8 @@ export interface ThroughputResult {
   readonly runs: readonly ThroughputRun[];
   /** The ratio at N = 1 000 when measured, else at the largest N measured. */
   readonly throughputRatio: number;
+  /** The same against the contract floor. */
+  readonly throughputRatioContract: number;
   readonly ratioAtN: number;
 }
 
@@ -44,7 +67,7 @@ export async function runThroughput(ctx: BenchContext): Promise<ThroughputResult
   for (const n of ctx.sizes.throughputN) runs.push(await runOnce(ctx, n, RECONCILE_CONCURRENCY));
   const at = runs.find((r) => r.n === 1000) ?? runs[runs.length - 1];
   if (!at) throw new Error('no throughput run');
-  return { runs, throughputRatio: at.ratio, ratioAtN: at.n };
+  return { runs, throughputRatio: at.ratio, throughputRatioContract: at.ratioContract, ratioAtN: at.n };
 }
 
 async function runOnce(ctx: BenchContext, n: number, concurrency: number): Promise<ThroughputRun> {
@@ -63,6 +86,9 @@ async function runOnce(ctx: BenchContext, n: number, concurrency: number): Promi
     // The same client as the product: its HTTP client with its keep-alive pool.
     const floorKc = countingKubeConfig(ctx.kubeconfigPath, floorCounter);
     const floor1 = await floorLoop(pairs, concurrency, (node) => floorStep(floorKc, node, 'bench.capi-tp/floor-1'));
+    const contractCounter = new CallCounter();
+    const contractKc = countingKubeConfig(ctx.kubeconfigPath, contractCounter);
+    const contract1 = await contractFloorLoop(raw, run, ns, pairs, concurrency, contractKc, 'bench.capi-tp/contract-1');
 
     const counter = new CallCounter();
     const pipeline = await ReconcilePipeline.create({ kubeConfig: countingKubeConfig(ctx.kubeconfigPath, counter), concurrency });
@@ -84,6 +110,7 @@ async function runOnce(ctx: BenchContext, n: number, concurrency: number): Promi
     const pipelineCalls = counter.since(before);
 
     const floor2 = await floorLoop(pairs, concurrency, (node) => floorStep(floorKc, node, 'bench.capi-tp/floor-2'));
+    const contract2 = await contractFloorLoop(raw, run, ns, pairs, concurrency, contractKc, 'bench.capi-tp/contract-2');
     const keepAlive = await floorLoop(pairs, concurrency, (node) => keepAliveFloorStep(raw, node, 'bench.capi-tp/floor-ka'));
 
     const nodes = await listNodes(raw, run);
@@ -91,6 +118,8 @@ async function runOnce(ctx: BenchContext, n: number, concurrency: number): Promi
     const floorMs = [floor1, floor2];
     const floorRate = mean(floorMs.map((ms) => (n * 1000) / ms));
     const pipelineRate = (n * 1000) / pipelineMs;
+    const contractMs = [contract1, contract2];
+    const contractRate = mean(contractMs.map((ms) => (n * 1000) / ms));
     const result: ThroughputRun = {
       n,
       concurrency,
@@ -101,6 +130,10 @@ async function runOnce(ctx: BenchContext, n: number, concurrency: number): Promi
       pipelineMs: round(pipelineMs, 0),
       pipelineNodesPerSec: round(pipelineRate, 1),
       ratio: round(pipelineRate / floorRate, 3),
+      contractFloorMs: contractMs.map((x) => round(x, 0)),
+      contractFloorNodesPerSec: round(contractRate, 1),
+      contractFloorCallsPerNode: round(contractCounter.snapshot().total / (2 * n), 2),
+      ratioContract: round(pipelineRate / contractRate, 3),
       converged,
       pipelineCalls,
       floorCallsPerNode: round(floorCounter.snapshot().total / (2 * n), 2),
@@ -108,7 +141,7 @@ async function runOnce(ctx: BenchContext, n: number, concurrency: number): Promi
     };
     ctx.log(
       `  N=${n}: floor ${result.floorMs.join(' / ')} ms (${result.floorNodesPerSec}/s), pipeline ${result.pipelineMs} ms (${result.pipelineNodesPerSec}/s), ` +
-        `ratio ${result.ratio}, keep-alive floor ${result.keepAliveFloorMs} ms, converged ${converged}/${n}`,
+        `ratio ${result.ratio}; contract floor ${result.contractFloorMs.join(' / ')} ms (${result.contractFloorNodesPerSec}/s, ${result.contractFloorCallsPerNode} calls/Node), ratio ${result.ratioContract}; keep-alive floor ${result.keepAliveFloorMs} ms, converged ${converged}/${n}`,
     );
     return result;
   } finally {
@@ -136,4 +169,49 @@ async function keepAliveFloorStep(raw: RawKube, name: string, key: string): Prom
   const node = await raw.get<RawNode>(`/api/v1/nodes/${name}`);
   const taints = [...(node.spec?.taints ?? []), { key, effect: 'NoSchedule' }];
   await raw.mergePatch(`/api/v1/nodes/${name}`, { metadata: { resourceVersion: node.metadata.resourceVersion }, spec: { taints } });
+}
+
+/**
+ * The contract floor over every pair: the claimed Node states are listed first (untimed, as the pipeline's events carry
+ * them), then per pair GET Machine, the claimed JSON PATCH of the Node (adding `key` and a bench annotation: the same shape as the product's write, whose tracking annotation the floor leaves alone)
+ * and the Event POST. Returns the loop's time; a refused write (422: the claim did not hold) fails the run.
+ */
+async function contractFloorLoop(raw: RawKube, run: string, ns: string, pairs: readonly Pair[], concurrency: number, kc: ClusterEndpoint, key: string): Promise<number> {
+  const claims = new Map<string, NodeState>();
+  for (const node of await listNodes(raw, run)) {
+    const state = nodeStateOfJson(node);
+    if (state) claims.set(node.metadata.name, state);
+  }
+  const start = performance.now();
+  await mapConcurrent(pairs, concurrency, async (p) => {
+    const claim = claims.get(p.node);
+    if (!claim) throw new Error(`contract floor: no state listed for Node ${p.node}`);
+    await contractFloorStep(kc, ns, p, claim, key);
+  });
+  return since(start);
+}
+
+async function contractFloorStep(kc: ClusterEndpoint, ns: string, p: Pair, claim: NodeState, key: string): Promise<void> {
+  const machine = await kubeCall<{ metadata: { uid: string } }>(kc, { method: 'GET', path: `${MACHINES_PATH}/namespaces/${encodeURIComponent(ns)}/machines/${encodeURIComponent(p.machine)}` });
+  const taints = [...claim.taints, { key, effect: 'NoSchedule' }];
+  const body = claimedPatch(claim, { resourceVersion: claim.resourceVersion, taints, annotations: { 'bench.capi-tp/contract-floor': key } });
+  await kubeCall(kc, { method: 'PATCH', path: `/api/v1/nodes/${encodeURIComponent(p.node)}`, query: { fieldManager: FIELD_MANAGER }, body, contentType: 'application/json-patch+json' });
+  const at = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+  await kubeCall(kc, {
+    method: 'POST',
+    path: `/api/v1/namespaces/${encodeURIComponent(ns)}/events`,
+    body: {
+      metadata: { name: `${p.machine}.${randomBytes(8).toString('hex')}`, namespace: ns },
+      involvedObject: { apiVersion: MACHINES_PATH.slice('/apis/'.length), kind: 'Machine', namespace: ns, name: p.machine, uid: machine.metadata.uid },
+      type: 'Normal',
+      reason: 'TaintsPropagated',
+      message: `Node ${p.node}: added ${key}:NoSchedule`,
+      source: { component: EVENT_COMPONENT },
+      reportingComponent: EVENT_COMPONENT,
+      reportingInstance: EVENT_COMPONENT,
+      count: 1,
+      firstTimestamp: at,
+      lastTimestamp: at,
+    },
+  });
 }

@@ -7,7 +7,7 @@ import { FIGURE_KEYS, runBench, SCENARIOS, type BenchResults } from '../../bench
 import { describeWithControlPlane, requireControlPlane } from '#test/support/control-plane.ts';
 
 describeWithControlPlane('Benchmarks: smoke run of every scenario', () => {
-  it('runs every scenario (all eight) and produces every figure of results.json', async () => {
+  it('runs every scenario (all nine) and produces every figure of results.json', async () => {
     // Prepare
     const cp = requireControlPlane();
     const lines: string[] = [];
@@ -17,8 +17,8 @@ describeWithControlPlane('Benchmarks: smoke run of every scenario', () => {
 
     // Assess
     expect(results.failures, lines.join('\n')).toEqual({});
-    expect(Object.keys(results.scenarios).sort()).toEqual(['apiCost', 'coldStart', 'conflictStorm', 'e2eLatency', 'fleet', 'forwarder', 'incidentStorm', 'throughput']);
-    expect(SCENARIOS).toHaveLength(8);
+    expect(Object.keys(results.scenarios).sort()).toEqual(['apiCost', 'coldStart', 'conflictStorm', 'e2eLatency', 'fleet', 'fleet100', 'forwarder', 'incidentStorm', 'throughput']);
+    expect(SCENARIOS).toHaveLength(9);
     // Noise costs nothing, and the marker after it went through (the scenario throws otherwise).
     expect(results.scenarios.incidentStorm).toMatchObject({ noiseMessages: 0, noiseCalls: 0 });
     for (const key of FIGURE_KEYS) {
@@ -28,6 +28,8 @@ describeWithControlPlane('Benchmarks: smoke run of every scenario', () => {
     expect(results.targets.every((t) => t.measured === results[t.figure])).toBe(true);
     expect(results.versions).toMatchObject({ node: expect.any(String), 'kube-apiserver': expect.stringMatching(/^v1\./), etcd: expect.any(String) });
     expect(results.scenarios.throughput?.runs.every((r) => r.converged === r.n)).toBe(true);
+    // The contract floor made its 3 calls per Node (GET Machine, claimed JSON PATCH Node, POST Event), none refused.
+    expect(results.scenarios.throughput?.runs.map((r) => r.contractFloorCallsPerNode)).toEqual([3]);
     expect(results.scenarios.e2eLatency?.lost).toBe(0);
     // Scenario 4 ran at each size of the profile; the fleet's edits reached every cluster, none lost.
     expect(results.scenarios.forwarder?.runs.map((r) => r.nodes)).toEqual([3, 6]);
@@ -37,5 +39,11 @@ describeWithControlPlane('Benchmarks: smoke run of every scenario', () => {
       [0, true],
       [0, true],
     ]);
-  }, 240_000);
+    // Scenario 9: 3 stand-in clusters × 3 Nodes and their 9 Machines announced, every change forwarded with its latency.
+    const f100 = results.scenarios.fleet100;
+    expect(f100?.forwarder.initialMessages).toBe(2 * 3 * 3);
+    expect(f100?.forwarder.changeLatency).toMatchObject({ observed: 6, lost: 0 });
+    expect(f100?.standins.unknownRequests).toBe(0);
+    expect(f100?.standins.watches).toBeGreaterThanOrEqual(3);
+  }, 300_000);
 });
