@@ -100,6 +100,11 @@ export class FunctionPool {
   readonly #metrics = new Set<string>();
   #dispatchWaiters: ((d: { container: Container; event: unknown; requestId: string }) => void)[] = [];
 
+  /** The function's environment as its containers get it (before the per-container log stream name). */
+  get env(): Readonly<Record<string, string>> {
+    return this.#env;
+  }
+
   constructor(o: { fn: TemplateFunction; env: Record<string, string>; taskRoot: string; logPath: string; idleMs: number; onInvocation: (r: InvocationRecord) => void; onLogStream: (stream: string) => void }) {
     this.fn = o.fn;
     this.#env = o.env;

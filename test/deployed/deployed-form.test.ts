@@ -14,6 +14,8 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { InvocationRecord, LambdaRunner, QueueMessage } from '#local/lambda/runner.ts';
 import { MERGE_PATCH, createNamespace, waitFor } from '#test/support/control-plane.ts';
 import { MACHINE_DEPLOYMENTS, capiControlPlane, capiKubeConfig, createMachineDeployment, createSelfHostedCluster, describeWithCapi, listObjects, MACHINES, taintText, waitForClusterConnected, waitForMachineNodes, type AvailableCapiControlPlane } from '#test/support/capi.ts';
+import { CODE_FIXTURE } from '#test/support/aws-calls.ts';
+import { deployedCalls, writeDeployedCalls } from '#test/support/deployed-aws-calls.ts';
 import { applyFile, applyObjects, grantKubeconfigSecrets, startDeployed } from '#test/support/deployed.ts';
 
 const ANNOTATION = 'taints.capi-taint-propagator.dev/machine';
@@ -77,6 +79,27 @@ describeWithCapi('The packaged functions, run as Lambda runs them', () => {
 
   afterAll(async () => {
     await runner?.stop();
+    // Every AWS call the functions made (the runner's call log) is one the code fixture lists, so the least-privilege
+    // test, which evaluates the fixture against the packaged template's policies, covered it; the file is its input
+    // with AWS_CALL_RECORDINGS.
+    if (runner) {
+      const functions = ['watchForwarder', 'reconcileNodeTaints'].map((key) => {
+        const pool = runner.fn(key);
+        return {
+          functionName: pool.fn.functionName,
+          name: pool.fn.functionName.endsWith('-watch-forwarder') ? 'watch-forwarder' : 'reconcile-node-taints',
+          env: pool.env,
+          eventSourceQueues: pool.fn.sqsEventSources.map((m) => runner.template.queues.get(m.queueLogicalId)?.queueName ?? ''),
+        };
+      });
+      const calls = deployedCalls(runner.callLog.records(), functions);
+      const { file, unlisted } = await writeDeployedCalls('deployed-form', calls, CODE_FIXTURE);
+      log(`${calls.length} distinct AWS calls written to ${file}`);
+      expect(unlisted.map((c) => `${c.function} ${c.action} ${c.resource} ${JSON.stringify(c.context ?? {})}`)).toEqual([]);
+      expect(calls.map((c) => `${c.function} ${c.action}`)).toEqual(
+        expect.arrayContaining(['watch-forwarder sqs:SendMessage', 'watch-forwarder ssm:GetParameter', 'reconcile-node-taints ssm:GetParameter', 'reconcile-node-taints sqs:ReceiveMessage', 'reconcile-node-taints logs:PutLogEvents']),
+      );
+    }
     const f = runner?.fn('watchForwarder').stats();
     const r = runner?.fn('reconcileNodeTaints').stats();
     if (f && r) log(`forwarder ${JSON.stringify(f)}; reconcile ${JSON.stringify(r)}`);

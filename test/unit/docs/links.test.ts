@@ -74,7 +74,7 @@ describe('the link check itself', () => {
   });
 
   it('ignores links in code, accepts a reserved page, and makes anchors as GitHub does', () => {
-    const text = '```\n[x](missing.md)\n```\n`[y](missing.md)` [cost](cost.md)\n';
+    const text = '```\n[x](missing.md)\n```\n`[y](missing.md)` [side by side](side-by-side.md)\n';
     expect(brokenLinks('docs/a.md', text, pagesOf({}))).toEqual([]);
     expect(headingAnchors('# `npm start`\n## Fleets: what grows with what\n## I want to…\n## Limits\n## Limits\n```\n# not a heading\n```\n## [Deploy](x.md) **now**')).toEqual([
       'npm-start',
