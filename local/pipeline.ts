@@ -211,6 +211,7 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
     machineNamespace: options.machineNamespace,
     nodeLabelSelector: options.nodeLabelSelector,
     startupTaint,
+    specTaintsOwner: reconcileConfig.specTaintsOwner,
   });
   // The queue lives in this process: the Lease keeps the checkpoint of what was applied, so a restart after a kill re-announces the rest.
   const composeForwarder = () =>
