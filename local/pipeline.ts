@@ -351,6 +351,8 @@ class CounterBox {
       eventsSeen: f.EventsSeen,
       eventsForwarded: f.EventsForwarded,
       eventsFiltered: f.EventsFiltered,
+      foreignTaintChangesFiltered: f.ForeignTaintChangesFiltered ?? 0,
+      foreignDeclarationChangesFiltered: f.ForeignDeclarationChangesFiltered ?? 0,
       sendFailures: f.SendFailures,
       relists: f.Relists,
       watchRestarts: f.WatchRestarts,
