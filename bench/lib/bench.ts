@@ -15,8 +15,9 @@ import { runConflictStorm, type ConflictStormResult } from '../scenarios/conflic
 import { runColdStart, type ColdStartResult } from '../scenarios/cold-start.ts';
 import { runIncidentStorm, type IncidentStormResult } from '../scenarios/incident-storm.ts';
 import { runFleet, type FleetResult } from '../scenarios/fleet.ts';
+import { runSideBySide, type SideBySideResult } from '../scenarios/side-by-side.ts';
 
-export const SCENARIOS = ['throughput', 'api-cost', 'e2e-latency', 'forwarder', 'conflict-storm', 'cold-start', 'incident-storm', 'fleet'] as const;
+export const SCENARIOS = ['throughput', 'api-cost', 'e2e-latency', 'forwarder', 'conflict-storm', 'cold-start', 'incident-storm', 'fleet', 'side-by-side'] as const;
 export type ScenarioName = (typeof SCENARIOS)[number];
 
 /** The figures of the issue, under their stable keys. */
@@ -40,8 +41,16 @@ export const FIGURE_KEYS = [
   'fleetInitialSyncMs',
   'fleetE2eP50Ms',
   'fleetE2eP99Ms',
+  'vsCapiRatioP99',
+  'vsCapiRatioConverge',
+  'workloadCallsPerChangedNode',
+  'joinP99RatioVsCapi',
+  'callsPerForeignChange',
 ] as const;
 export type FigureKey = (typeof FIGURE_KEYS)[number];
+
+/** The figures of scenario 9 (side by side with Cluster API), which runs a control plane of its own. */
+export const SIDE_BY_SIDE_KEYS: readonly FigureKey[] = ['vsCapiRatioP99', 'vsCapiRatioConverge', 'workloadCallsPerChangedNode', 'joinP99RatioVsCapi', 'callsPerForeignChange'];
 
 export interface Target {
   readonly figure: FigureKey;
@@ -67,6 +76,7 @@ export interface BenchResults extends Partial<Record<FigureKey, number>> {
     coldStart?: ColdStartResult;
     incidentStorm?: IncidentStormResult;
     fleet?: FleetResult;
+    sideBySide?: SideBySideResult;
   };
   /** Scenarios that threw, with the error (the run goes on with the others). */
   readonly failures: Readonly<Record<string, string>>;
@@ -125,6 +135,8 @@ export async function runBench(o: RunBenchOptions): Promise<BenchResults> {
   if (incident) scenarios.incidentStorm = incident;
   const fleet = await step('fleet', 'Scenario 8: fleet of workload clusters (capi mode)', () => runFleet(ctx));
   if (fleet) scenarios.fleet = fleet;
+  const sideBySide = await step('side-by-side', 'Scenario 9: side by side with Cluster API (its own control plane)', () => runSideBySide(ctx));
+  if (sideBySide) scenarios.sideBySide = sideBySide;
 
   const figures: Partial<Record<FigureKey, number>> = {};
   if (throughput) figures.throughputRatio = throughput.throughputRatio;
@@ -164,6 +176,7 @@ export async function runBench(o: RunBenchOptions): Promise<BenchResults> {
     figures.fleetE2eP50Ms = fleet.e2e.overall.p50Ms;
     figures.fleetE2eP99Ms = fleet.e2e.overall.p99Ms;
   }
+  if (sideBySide) for (const key of SIDE_BY_SIDE_KEYS) figures[key] = sideBySide[key as keyof SideBySideResult] as number;
 
   return {
     schema: 1,
@@ -179,6 +192,7 @@ export async function runBench(o: RunBenchOptions): Promise<BenchResults> {
       forwarderObjects: fwdRef?.nodes,
       forwarder20kObjects: fwd20k?.nodes,
       fleet: fleet ? { clusters: fleet.clusters, objects: fleet.forwarder.nodes, e2eRate: fleet.e2e.targetRatePerSec } : undefined,
+      sideBySide: sideBySide ? { replicas: sideBySide.changes.at(-1)?.replicas ?? 0, joining: sideBySide.joins.at(-1)?.joining ?? 0 } : undefined,
     }),
     scenarios,
     failures,
@@ -192,6 +206,8 @@ export interface JudgedAt {
   readonly forwarderObjects: number | undefined;
   readonly forwarder20kObjects: number | undefined;
   readonly fleet: { readonly clusters: number; readonly objects: number; readonly e2eRate: number } | undefined;
+  /** Scenario 9: replicas per side at the last change, Nodes per side in the last join. */
+  readonly sideBySide?: { readonly replicas: number; readonly joining: number } | undefined;
 }
 
 /**
@@ -208,6 +224,7 @@ export function judge(f: Partial<Record<FigureKey, number>>, at: JudgedAt): Targ
   const forwarderAt20k = (at.forwarder20kObjects ?? 0) >= 20000;
   const fleetAtSize = (at.fleet?.clusters ?? 0) >= 5 && (at.fleet?.objects ?? 0) >= 5000;
   const fleetE2eAtSize = fleetAtSize && at.fleet?.e2eRate === 50;
+  const sideBySideAt500 = (at.sideBySide?.replicas ?? 0) >= 500;
   return [
     t('throughputRatio', '>= 0.8 x floor at N = 1 000', (v) => v >= 0.8, at.throughputAtN === 1000),
     t('callsPerChangedNode', '<= 3 API calls per changed Node (including reads)', (v) => v <= 3),
@@ -228,6 +245,11 @@ export function judge(f: Partial<Record<FigureKey, number>>, at: JudgedAt): Targ
     t('fleetInitialSyncMs', 'reported: initial sync of 5 clusters × 1 000 Nodes + 5 000 Machines (no target)', () => true, fleetAtSize),
     t('fleetE2eP50Ms', 'reported (p99 is the target)', () => true, fleetE2eAtSize),
     t('fleetE2eP99Ms', 'p99 <= 1 000 ms at 50 changes/s, spread over 5 workload clusters', (v) => v <= 1000, fleetE2eAtSize),
+    t('vsCapiRatioP99', "<= 1.0 x Cluster API's Machine -> Node p99 at N = 500, same run", (v) => v <= 1, sideBySideAt500),
+    t('vsCapiRatioConverge', "<= 1.0 x Cluster API's whole-fleet convergence at N = 500, same run", (v) => v <= 1, sideBySideAt500),
+    t('workloadCallsPerChangedNode', '<= 3 requests to the workload API server per changed Node (counted there)', (v) => v <= 3),
+    t('joinP99RatioVsCapi', "<= 1.0 x Cluster API's p99 from a Node's appearance to its taints, 400 joining at once", (v) => v <= 1, (at.sideBySide?.joining ?? 0) >= 400),
+    t('callsPerForeignChange', '0 reconciles and 0 API calls per change Cluster API owns', (v) => v === 0),
   ];
 }
 
@@ -269,4 +291,26 @@ async function versions(kubeconfigPath: string, etcdEndpoint: string | undefined
     }
   }
   return out;
+}
+
+/**
+ * Merges a partial full-profile run (`--only=…`) into the results of an earlier full run: the figures, targets and
+ * scenario details the partial run measured replace the earlier ones; everything else stays. `partialRuns` records
+ * which scenarios came from which run, with that run's machine facts (load average included).
+ */
+export function mergeResults(base: BenchResults & { partialRuns?: readonly unknown[] }, partial: BenchResults, scenarios: readonly ScenarioName[]): BenchResults & { partialRuns: readonly unknown[] } {
+  const measured = new Set(partial.targets.filter((t) => t.measured !== undefined).map((t) => t.figure));
+  const figures: Partial<Record<FigureKey, number>> = {};
+  for (const key of measured) figures[key] = partial[key] as number;
+  const targets = FIGURE_KEYS.map((figure) => (measured.has(figure) ? partial.targets.find((t) => t.figure === figure) : base.targets.find((t) => t.figure === figure)) ?? { figure, target: '', measured: undefined, met: undefined });
+  const failures = { ...base.failures };
+  for (const name of scenarios) delete failures[name];
+  return {
+    ...base,
+    ...figures,
+    targets,
+    scenarios: { ...base.scenarios, ...partial.scenarios },
+    failures: { ...failures, ...partial.failures },
+    partialRuns: [...(base.partialRuns ?? []), { scenarios, startedAt: partial.startedAt, durationSeconds: partial.durationSeconds, machine: partial.machine, versions: partial.versions }],
+  };
 }

@@ -31,6 +31,11 @@ export interface Sizes {
   /** Scenario 8: workload clusters (each an API server of its own) and Nodes (= Machines) per cluster. */
   readonly fleetClusters: number;
   readonly fleetNodesPerCluster: number;
+  /**
+   * Scenario 9 (side by side with Cluster API): replicas per MachineDeployment at each step, growing; each step joins
+   * the difference at once, then changes one declaration per side (the figures are judged at 500 / 400 joining).
+   */
+  readonly sideBySideN: readonly number[];
 }
 
 export const SIZES: Readonly<Record<Profile, Sizes>> = {
@@ -49,6 +54,7 @@ export const SIZES: Readonly<Record<Profile, Sizes>> = {
     incidentNodes: 5000,
     fleetClusters: 5,
     fleetNodesPerCluster: 1000,
+    sideBySideN: [100, 500],
   },
   quick: {
     throughputN: [100],
@@ -65,6 +71,7 @@ export const SIZES: Readonly<Record<Profile, Sizes>> = {
     incidentNodes: 200,
     fleetClusters: 3,
     fleetNodesPerCluster: 100,
+    sideBySideN: [20, 50],
   },
   smoke: {
     throughputN: [4],
@@ -81,6 +88,7 @@ export const SIZES: Readonly<Record<Profile, Sizes>> = {
     incidentNodes: 4,
     fleetClusters: 2,
     fleetNodesPerCluster: 5,
+    sideBySideN: [2, 3],
   },
 };
 

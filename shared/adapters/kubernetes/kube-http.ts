@@ -41,6 +41,9 @@ export class KubeApiError extends Error {
 /** Larger than any object the product reads (a Node, a Machine, a Secret is at most 1 MiB); bigger answers fail. */
 export const MAX_RESPONSE_BYTES = 8 * 1024 * 1024;
 
+/** The User-Agent of every request the product sends (API server audit logs and metrics name the client by it). */
+export const USER_AGENT = 'capi-taint-propagator';
+
 const agent = new https.Agent({ keepAlive: true, scheduling: 'lifo' });
 
 export interface KubeCall {
@@ -80,7 +83,8 @@ export async function openRequest(
   const cluster = endpoint.getCurrentCluster();
   if (!cluster) throw new Error('the kubeconfig has no current cluster');
   const url = new URL(cluster.server.replace(/\/+$/, '') + pathAndQuery);
-  const headers: Record<string, string | number> = { Accept: 'application/json' };
+  // A User-Agent of its own, so that an API server's audit log tells the product's requests from other clients'.
+  const headers: Record<string, string | number> = { Accept: 'application/json', 'User-Agent': USER_AGENT };
   if (options.body !== undefined) {
     headers['Content-Type'] = options.contentType ?? 'application/json';
     headers['Content-Length'] = Buffer.byteLength(options.body);
