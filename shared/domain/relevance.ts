@@ -207,14 +207,17 @@ export interface RelevanceOptions {
 }
 
 /**
- * Recognises the addition of a Node that nothing names yet: no Cluster API annotation names its Machine, and no
+ * Recognises the addition of a Node that nothing names yet, or of a Machine that names no Node yet (a new Machine: its
+ * reconcile could only end `no-node`; its `nodeRef`, when Cluster API sets it, is a forwarded change). For a Node: no Cluster API annotation names its Machine, and no
  * Machine or MachinePool the forwarder has seen names it. The reconcile function would only look for its owner (two
  * list calls of the cluster's Machines and MachinePools) and end `machine-gone`; the owner's `nodeRef` arrives later
  * as a change of the Machine (or MachinePool), which is always forwarded and reconciles the Node. So a joining Node
  * costs no list calls, and the queue holds only work that can go through. A relist announcement is never skipped.
- * @example isOwnerlessNodeAddition('added', newNode, { nodeOwnerKnown: () => false }) // true
+ * @example isPrematureAddition('added', newNode, { nodeOwnerKnown: () => false }) // true
  */
-export function isOwnerlessNodeAddition(change: ChangeKind, current: WatchedFacts, options: RelevanceOptions = {}): boolean {
+export function isPrematureAddition(change: ChangeKind, current: WatchedFacts, options: RelevanceOptions = {}): boolean {
+  if (change === 'added' && current.kind === 'Machine') return current.nodeName === undefined; // see below
+
   if (change !== 'added' || current.kind !== 'Node' || options.nodeOwnerKnown === undefined) return false;
   if (current.machineAnnotation !== undefined && current.machineAnnotation !== '') return false;
   return !options.nodeOwnerKnown(current.name);
@@ -298,7 +301,7 @@ export type ForwardDecision =
  * @example forwardDecision('modified', node, { ...node, resourceVersion: '9' }) // { forward: false, filtered: 'unchanged' }
  */
 export function forwardDecision(change: ChangeKind, previous: WatchedFacts | undefined, current: WatchedFacts, options: RelevanceOptions = {}): ForwardDecision {
-  if (isOwnerlessNodeAddition(change, current, options)) return { forward: false, filtered: 'no-owner-yet' };
+  if (isPrematureAddition(change, current, options)) return { forward: false, filtered: 'no-owner-yet' };
   if (change !== 'modified' || previous === undefined) return { forward: true };
   if (!isRelevantChange(change, fingerprintOf(previous), fingerprintOf(current))) return { forward: false, filtered: 'unchanged' };
   if (isOwnNodeWrite(previous, current)) return { forward: false, filtered: 'own-write' };

@@ -144,6 +144,15 @@ const TABLE: readonly Row[] = [
     cases: [{ name: 're-created under the same name while the forwarder was away', seen: 'resynced', change: (m) => (m.metadata.uid = 'u-m1b'), messages: 1 }],
   },
   {
+    object: 'Machine', field: '(its addition)', fact: null,
+    when: 'forwarded when it names its Node (status.nodeRef); a new Machine without one is not (the nodeRef arrives later as a forwarded change). A relist announcement always',
+    cases: [
+      { name: 'a new Machine, no Node yet', seen: 'added', before: (m) => delete m.status.nodeRef, change: () => undefined, messages: 0 },
+      { name: 'a Machine added with its nodeRef', seen: 'added', change: () => undefined, messages: 1 },
+      { name: 'a relist announcement of a Machine without Node', seen: 'resynced', before: (m) => delete m.status.nodeRef, change: () => undefined, messages: 1 },
+    ],
+  },
+  {
     object: 'Machine', field: 'metadata.{name,namespace}, metadata.resourceVersion', fact: null,
     when: 'identity and version only: never on their own',
     cases: [{ name: 'a new resourceVersion only', change: () => undefined, messages: 0 }],
