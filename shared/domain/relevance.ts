@@ -199,28 +199,6 @@ export interface RelevanceOptions {
   readonly specTaintsOwner?: SpecTaintsOwner;
   /** The last state the forwarder saw of a Node of the Machine's cluster, by name (undefined: not seen). */
   readonly nodeFacts?: (name: string) => NodeFacts | undefined;
-  /**
-   * For a Node: whether a Machine (`status.nodeRef`) or a MachinePool (`status.nodeRefs`) the forwarder has seen names
-   * it. Undefined: not known (every Node addition is then forwarded).
-   */
-  readonly nodeOwnerKnown?: (name: string) => boolean;
-}
-
-/**
- * Recognises the addition of a Node that nothing names yet, or of a Machine that names no Node yet (a new Machine: its
- * reconcile could only end `no-node`; its `nodeRef`, when Cluster API sets it, is a forwarded change). For a Node: no Cluster API annotation names its Machine, and no
- * Machine or MachinePool the forwarder has seen names it. The reconcile function would only look for its owner (two
- * list calls of the cluster's Machines and MachinePools) and end `machine-gone`; the owner's `nodeRef` arrives later
- * as a change of the Machine (or MachinePool), which is always forwarded and reconciles the Node. So a joining Node
- * costs no list calls, and the queue holds only work that can go through. A relist announcement is never skipped.
- * @example isPrematureAddition('added', newNode, { nodeOwnerKnown: () => false }) // true
- */
-export function isPrematureAddition(change: ChangeKind, current: WatchedFacts, options: RelevanceOptions = {}): boolean {
-  if (change === 'added' && current.kind === 'Machine') return current.nodeName === undefined; // see below
-
-  if (change !== 'added' || current.kind !== 'Node' || options.nodeOwnerKnown === undefined) return false;
-  if (current.machineAnnotation !== undefined && current.machineAnnotation !== '') return false;
-  return !options.nodeOwnerKnown(current.name);
 }
 
 /**
@@ -291,17 +269,16 @@ function taintIds(raw: unknown): Map<string, string> | undefined {
 /** Why a watch change is or is not forwarded. */
 export type ForwardDecision =
   | { readonly forward: true; readonly declarationRecovered?: true }
-  | { readonly forward: false; readonly filtered: 'unchanged' | 'own-write' | 'foreign-taints' | 'foreign-declaration' | 'no-owner-yet' };
+  | { readonly forward: false; readonly filtered: 'unchanged' | 'own-write' | 'foreign-taints' | 'foreign-declaration' };
 
 /**
  * The forwarder's rule for one watch change, given the last state it saw of the object (`previous`, undefined when
- * none): additions (except of a Node nothing names yet), deletions and relist announcements go; a modification goes unless nothing the reconcile
+ * none): additions, deletions and relist announcements always go; a modification goes unless nothing the reconcile
  * reads changed (heartbeats), it is the echo of the product's own write, it is foreign taint noise on a Node, or it is
  * a change of a Machine's upstream-owned `spec.taints` that cannot change the product's decision.
  * @example forwardDecision('modified', node, { ...node, resourceVersion: '9' }) // { forward: false, filtered: 'unchanged' }
  */
 export function forwardDecision(change: ChangeKind, previous: WatchedFacts | undefined, current: WatchedFacts, options: RelevanceOptions = {}): ForwardDecision {
-  if (isPrematureAddition(change, current, options)) return { forward: false, filtered: 'no-owner-yet' };
   if (change !== 'modified' || previous === undefined) return { forward: true };
   if (!isRelevantChange(change, fingerprintOf(previous), fingerprintOf(current))) return { forward: false, filtered: 'unchanged' };
   if (isOwnNodeWrite(previous, current)) return { forward: false, filtered: 'own-write' };

@@ -69,8 +69,6 @@ interface Case {
   readonly specTaintsOwner?: SpecTaintsOwner;
   /** How the forwarder sees the change (default a watch modification; `resynced`: a relist announcement). */
   readonly seen?: ChangeKind;
-  /** Whether a Machine or MachinePool the forwarder has seen names the Node (default true). */
-  readonly ownerKnown?: boolean;
   readonly messages: number;
 }
 
@@ -142,15 +140,6 @@ const TABLE: readonly Row[] = [
     object: 'Machine', field: 'metadata.uid', fact: 'uid',
     when: 'a new uid is a new Machine: an addition (or, after a missed deletion, a relist announcement), always forwarded',
     cases: [{ name: 're-created under the same name while the forwarder was away', seen: 'resynced', change: (m) => (m.metadata.uid = 'u-m1b'), messages: 1 }],
-  },
-  {
-    object: 'Machine', field: '(its addition)', fact: null,
-    when: 'forwarded when it names its Node (status.nodeRef); a new Machine without one is not (the nodeRef arrives later as a forwarded change). A relist announcement always',
-    cases: [
-      { name: 'a new Machine, no Node yet', seen: 'added', before: (m) => delete m.status.nodeRef, change: () => undefined, messages: 0 },
-      { name: 'a Machine added with its nodeRef', seen: 'added', change: () => undefined, messages: 1 },
-      { name: 'a relist announcement of a Machine without Node', seen: 'resynced', before: (m) => delete m.status.nodeRef, change: () => undefined, messages: 1 },
-    ],
   },
   {
     object: 'Machine', field: 'metadata.{name,namespace}, metadata.resourceVersion', fact: null,
@@ -226,16 +215,6 @@ const TABLE: readonly Row[] = [
     object: 'Node', field: 'metadata.managedFields', fact: 'writers',
     when: 'never on its own (it tells the echo of the product\'s write and foreign writes apart)',
     cases: [{ name: 'a new manager entry only', change: (n) => n.metadata.managedFields.push({ manager: 'kubectl', fieldsV1: { 'f:metadata': { 'f:labels': {} } } }), messages: 0 }],
-  },
-  {
-    object: 'Node', field: '(its addition)', fact: null,
-    when: 'forwarded when a Cluster API annotation or a Machine or MachinePool the forwarder has seen names it; otherwise not: the owner\'s nodeRef arrives later as a Machine (MachinePool) change, which is forwarded. A relist announcement always',
-    cases: [
-      { name: 'a joining Node nothing names yet', seen: 'added', ownerKnown: false, before: (n) => { delete n.metadata.annotations['cluster.x-k8s.io/machine']; delete n.metadata.annotations[OWN]; }, change: () => undefined, messages: 0 },
-      { name: 'a Node whose Machine already names it', seen: 'added', before: (n) => delete n.metadata.annotations['cluster.x-k8s.io/machine'], change: () => undefined, messages: 1 },
-      { name: 'a Node whose Cluster API annotation names its Machine', seen: 'added', ownerKnown: false, change: () => undefined, messages: 1 },
-      { name: 'a relist announcement of a Node nothing names', seen: 'resynced', ownerKnown: false, before: (n) => delete n.metadata.annotations['cluster.x-k8s.io/machine'], change: () => undefined, messages: 1 },
-    ],
   },
   {
     object: 'Node', field: 'metadata.{name}, metadata.resourceVersion', fact: null,
@@ -321,7 +300,6 @@ function messagesFor(row: Row, c: Case): number {
     startupTaint: GATE,
     specTaintsOwner: c.specTaintsOwner ?? SpecTaintsOwner.upstream,
     nodeFacts: (name) => (nodeFacts?.name === name ? nodeFacts : undefined),
-    nodeOwnerKnown: () => c.ownerKnown ?? true,
   });
   if (!decision.forward) return 0;
   return current.kind === 'MachinePool' ? poolNodesToAnnounce(seen, previous, current).length : 1;
