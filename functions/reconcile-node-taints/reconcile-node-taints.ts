@@ -11,7 +11,6 @@ import { claimedNode } from '#shared/domain/node-state.ts';
 import { ReconcileOutcome } from '#shared/domain/outcome.ts';
 import type { MachineSnapshot, NodeSnapshot } from '#shared/domain/snapshots.ts';
 import { declarationOwnerOf, machinePoolOf } from '#shared/domain/machine-pool.ts';
-import { isNodeOfMachine } from '#shared/domain/node-link.ts';
 import { planOwnedTaints, type SpecTaintsOwner } from '#shared/domain/ownership.ts';
 import { mayAdoptAsInitialized, restoredTaints, type NodeTaintPlan, type TaintDiff } from '#shared/domain/taint-plan.ts';
 import { CLUSTER_NAME_LABEL, OWN_TRACKING_ANNOTATION, formatTaint, type Taint } from '#shared/domain/taint.ts';
@@ -96,12 +95,9 @@ export async function reconcileNodeTaints(deps: ReconcileDeps, event: TaintEvent
   const prefetch = claim || options.parallelReads === false ? undefined : prefetchNode(deps, event);
   const found = await findMachine(deps, event);
   if ('outcome' in found) return found;
-  let { machine } = found;
+  const { machine } = found;
   const owner = ownerOf(machine);
   if (machine.deleting) return { outcome: ReconcileOutcome.machineDeleting, ...owner, reason: `the ${machine.kind ?? 'Machine'} is being deleted` };
-  // Before Cluster API records status.nodeRef, a Node event's Node is linked by Cluster API's own rule (providerID).
-  const linked = machine.nodeName ? undefined : await linkedNodeOf(deps, event, machine);
-  if (linked) machine = { ...machine, nodeName: linked.node.name };
   if (!machine.nodeName) return { outcome: ReconcileOutcome.noNode, ...owner, reason: 'the Machine has no status.nodeRef yet' };
   const cluster = clusterOf(deps.settings, machine);
   const base = { cluster: clusterKey(cluster), ...owner, node: machine.nodeName };
@@ -116,7 +112,7 @@ export async function reconcileNodeTaints(deps: ReconcileDeps, event: TaintEvent
   const target = { base, machine, declaration: declared.declaration, recovered };
 
   let claimRefused = false;
-  if (!linked && claim && claim.cluster === clusterKey(cluster) && claim.node === machine.nodeName) {
+  if (claim && claim.cluster === clusterKey(cluster) && claim.node === machine.nodeName) {
     const fromClaim = await writeFromClaim(deps, target, await deps.clusters.nodesOf(cluster), claim.state);
     if (fromClaim !== 'refused' && fromClaim !== undefined) return fromClaim;
     claimRefused = fromClaim === 'refused';
@@ -124,7 +120,7 @@ export async function reconcileNodeTaints(deps: ReconcileDeps, event: TaintEvent
 
   const prefetched = prefetch && prefetch.cluster === clusterKey(cluster) && prefetch.node === machine.nodeName ? await prefetch.result : undefined;
   // A failed speculative read is not reported nor trusted: the read is made again the ordinary way (which reports).
-  const confirmed = linked ?? (prefetched && !('error' in prefetched) ? prefetched : undefined);
+  const confirmed = prefetched && !('error' in prefetched) ? prefetched : undefined;
   const nodes = confirmed ? confirmed.store : await deps.clusters.nodesOf(cluster);
   const node = confirmed ? confirmed.node : await nodes.getNode(machine.nodeName);
   if (!node) return { ...base, outcome: ReconcileOutcome.nodeGone, reason: 'the Node does not exist' };
@@ -249,19 +245,6 @@ function prefetchNode(deps: ReconcileDeps, event: TaintEvent): NodePrefetch | un
     return { store, node: await store.getNode(node) };
   })().catch((error: unknown) => ({ error }));
   return { cluster: clusterKey(data.cluster), node, result };
-}
-
-/**
- * The Node of a Node event, read live, when it is `machine`'s Node by Cluster API's rule (the same `spec.providerID`)
- * while the Machine has no `status.nodeRef` yet; undefined otherwise (the Machine's nodeRef, when it comes, is a
- * Machine change that reconciles the Node). The Node is read in the cluster the Machine names (never the event's word).
- */
-async function linkedNodeOf(deps: ReconcileDeps, event: TaintEvent, machine: MachineSnapshot): Promise<{ readonly store: NodeStore; readonly node: NodeSnapshot } | undefined> {
-  const data = event.data;
-  if (data.kind !== 'Node' || event.type.endsWith('.deleted.v1') || machine.kind === 'MachinePool' || !machine.providerID) return undefined;
-  const store = await deps.clusters.nodesOf(clusterOf(deps.settings, machine));
-  const node = await store.getNode(data.node.name);
-  return node && isNodeOfMachine(machine, node) ? { store, node } : undefined;
 }
 
 /** `machine: <ns>/<name>`, or `machinePool: <ns>/<name>` for a pool's Node: what logs, metrics and results name. */

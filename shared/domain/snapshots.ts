@@ -13,8 +13,6 @@ export interface NodeSnapshot {
   readonly labels: Readonly<Record<string, string>>;
   readonly annotations: Readonly<Record<string, string>>;
   readonly taints: readonly Taint[];
-  /** `spec.providerID` (how Cluster API links a Node to its Machine). */
-  readonly providerID?: string;
 }
 
 /**
@@ -40,8 +38,6 @@ export interface MachineSnapshot {
   readonly clusterName?: string;
   /** `status.nodeRef.name`. */
   readonly nodeName?: string;
-  /** `spec.providerID`: Cluster API sets `status.nodeRef` to the Node with the same `spec.providerID`. */
-  readonly providerID?: string;
   /** True when `metadata.deletionTimestamp` is set. */
   readonly deleting: boolean;
 }

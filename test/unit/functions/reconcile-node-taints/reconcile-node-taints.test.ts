@@ -180,57 +180,6 @@ describe('Function: reconcileNodeTaints()', () => {
     expect(viaNodeRef).toMatchObject({ outcome: 'unchanged', machine: 'default/m1' });
   });
 
-  describe('a Node event before Cluster API records the nodeRef (linked by spec.providerID, as Cluster API links them)', () => {
-    const joining = (providerID: string | undefined) => ({ name: 'n1', creationTimestamp: NEW_NODE, annotations: {}, taints: [nodeTaint(UNINITIALIZED_TAINT_KEY)], ...(providerID ? { providerID } : {}) });
-    const m1 = (providerID: string | undefined) => inCluster({ ...machineBuilder().named('m1').withSpecTaints([machineTaint('gpu', 'a')]).build(), ...(providerID ? { providerID } : {}) });
-
-    it('writes the Node whose providerID is the Machine\'s at once, gate lifted, although the Machine has no nodeRef yet', async () => {
-      // Prepare
-      const { deps, machines, nodes } = setup();
-      machines.put(m1('local://wc1/m1'));
-      nodes.put(joining('local://wc1/m1'));
-
-      // Act
-      const result = await reconcileNodeTaints(deps, nodeEvent('n1', { machine: { namespace: 'default', name: 'm1' } }));
-
-      // Assess
-      expect(result).toMatchObject({ outcome: 'patched', machine: 'default/m1', node: 'n1' });
-      expect(nodes.peek('n1')?.taints).toEqual([nodeTaint('gpu', 'a')]);
-    });
-
-    it.each([
-      { name: 'the providerIDs differ', machine: 'local://wc1/m1', node: 'local://wc1/other' },
-      { name: 'the Machine has no providerID yet', machine: undefined, node: 'local://wc1/m1' },
-      { name: 'the Node has no providerID', machine: 'local://wc1/m1', node: undefined },
-    ])('waits for the nodeRef (no write) when $name', async ({ machine, node }) => {
-      // Prepare
-      const { deps, machines, nodes } = setup();
-      machines.put(m1(machine));
-      nodes.put(joining(node));
-
-      // Act
-      const result = await reconcileNodeTaints(deps, nodeEvent('n1', { machine: { namespace: 'default', name: 'm1' } }));
-
-      // Assess
-      expect(result.outcome).toBe('no-node');
-      expect(nodes.writes).toBe(0);
-    });
-
-    it('never links a Machine event: its Node is only the one its nodeRef names', async () => {
-      // Prepare
-      const { deps, machines, nodes } = setup();
-      machines.put(m1('local://wc1/m1'));
-      nodes.put(joining('local://wc1/m1'));
-
-      // Act
-      const result = await reconcileNodeTaints(deps, machineEvent('default', 'm1'));
-
-      // Assess
-      expect(result.outcome).toBe('no-node');
-      expect({ nodeReads: nodes.reads, writes: nodes.writes }).toEqual({ nodeReads: 0, writes: 0 });
-    });
-  });
-
   it.each([
     { name: 'Machine deleted event', event: () => machineEvent('default', 'm1', { nodeName: 'n1', change: 'deleted' }), outcome: 'machine-gone' },
     { name: 'Machine no longer exists', event: () => machineEvent('default', 'missing', { nodeName: 'n1' }), outcome: 'machine-gone' },
