@@ -67,8 +67,6 @@ export class StreamSupervisor {
   private failing = new Map<string, FailingCluster>();
   /** The running Node streams, by stream key: a Machine or MachinePool event carries its Node's state from there. */
   private nodeStreams = new Map<string, WatchStream<WatchedFacts>>();
-  /** Node owners seen on the Machine and MachinePool streams: `<cluster key> <node>` → the owners naming it. */
-  private nodeOwners = new Map<string, Set<string>>();
 
   constructor(deps: StreamSupervisorDeps, options: StreamSupervisorOptions) {
     this.d = deps;
@@ -217,7 +215,6 @@ export class StreamSupervisor {
     const facts = e.facts;
     if (facts.kind === 'Cluster') return;
     this.d.telemetry.record(ForwarderMetric.EventsSeen, 1);
-    if (facts.kind === 'Machine' || facts.kind === 'MachinePool') this.trackOwner(e.previous, facts, e.change === 'deleted');
     if (facts.kind === 'MachinePool') {
       await this.acceptPool(e as StreamEvent<MachinePoolFacts> & { type: 'change' }, facts, progress);
       return;
@@ -229,7 +226,6 @@ export class StreamSupervisor {
       ...(this.d.startupTaint ? { startupTaint: this.d.startupTaint } : {}),
       ...(this.d.specTaintsOwner ? { specTaintsOwner: this.d.specTaintsOwner } : {}),
       ...(facts.kind === 'Machine' && ref ? { nodeFacts: this.nodeFactsIn(ref) } : {}),
-      ...(facts.kind === 'Node' && ref ? { nodeOwnerKnown: (name: string) => this.nodeOwners.has(ownerKey(ref, name)) } : {}),
     };
     const decision = forwardDecision(e.change, e.previous, facts, relevance);
     if (!decision.forward) {
@@ -248,33 +244,6 @@ export class StreamSupervisor {
     const hints = { ...(decision.declarationRecovered ? { declarationRecovered: true } : {}), ...(facts.kind === 'Machine' ? { nodeFacts: this.nodeFactsIn(ref) } : {}) };
     const event = toTaintEvent(facts as MachineFacts | NodeFacts, e.change, ref, e.observedAt, hints);
     await this.d.outbox.enqueue([event], e.observedAt, progress, e.checkpoint);
-  }
-
-  /**
-   * Keeps the index of which Nodes a Machine (`status.nodeRef`) or MachinePool (`status.nodeRefs`) names, from every
-   * change the streams report (filtered ones too), so that a Node's addition can be told apart from one nothing names.
-   */
-  private trackOwner(previous: WatchedFacts | undefined, facts: MachineFacts | MachinePoolFacts, deleted: boolean): void {
-    const owner = `${facts.kind} ${facts.namespace}/${facts.name}`;
-    const namesOf = (f: WatchedFacts | undefined): { ref: ClusterRef; nodes: readonly string[] } | undefined => {
-      if (f?.kind !== 'Machine' && f?.kind !== 'MachinePool') return undefined;
-      const ref = clusterOfMachine(f, this.d.mode);
-      if (!ref) return undefined;
-      return { ref, nodes: f.kind === 'Machine' ? (f.nodeName ? [f.nodeName] : []) : f.nodeNames };
-    };
-    const index = (f: WatchedFacts | undefined, add: boolean): void => {
-      const names = namesOf(f);
-      for (const node of names?.nodes ?? []) {
-        const key = ownerKey(names?.ref as ClusterRef, node);
-        const owners = this.nodeOwners.get(key) ?? new Set<string>();
-        if (add) owners.add(owner);
-        else owners.delete(owner);
-        if (owners.size === 0) this.nodeOwners.delete(key);
-        else this.nodeOwners.set(key, owners);
-      }
-    };
-    index(previous ?? (deleted ? facts : undefined), false);
-    if (!deleted) index(facts, true);
   }
 
   /** A MachinePool change: one event per Node it concerns (none for a deletion or a change that concerns no Node). */
@@ -299,9 +268,4 @@ export class StreamSupervisor {
     });
     await this.d.outbox.enqueue(events, e.observedAt, progress, e.checkpoint);
   }
-}
-
-/** Key of a Node in the owner index: its cluster and its name. */
-function ownerKey(cluster: ClusterRef, node: string): string {
-  return `${clusterKey(cluster)} ${node}`;
 }

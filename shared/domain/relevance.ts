@@ -199,29 +199,6 @@ export interface RelevanceOptions {
   readonly specTaintsOwner?: SpecTaintsOwner;
   /** The last state the forwarder saw of a Node of the Machine's cluster, by name (undefined: not seen). */
   readonly nodeFacts?: (name: string) => NodeFacts | undefined;
-  /**
-   * For a Node: whether a Machine (`status.nodeRef`) or a MachinePool (`status.nodeRefs`) the forwarder has seen names
-   * it. Undefined: not known (every Node addition is then forwarded; see isOwnerlessNodeAddition).
-   */
-  readonly nodeOwnerKnown?: (name: string) => boolean;
-}
-
-/**
- * Recognises the addition of a **joining** Node that nothing names yet: it registered with the startup gate (so it is
- * new and waits for its taints), no Cluster API annotation names its Machine, and no Machine or MachinePool the
- * forwarder has seen names it. The reconcile function would only look for its owner (two list calls of the whole
- * cluster's Machines and MachinePools) and end `machine-gone`, leaving the gate on; the owner's `nodeRef`, when Cluster
- * API sets it, is a change of the Machine (or MachinePool), which is always forwarded and reconciles the Node. At 400
- * Nodes joining per MachineDeployment next to 400 of Cluster API's, those list calls held the queue for minutes. Any
- * other Node addition (without the gate, or without a gate configured) and every relist announcement is forwarded.
- * @example isOwnerlessNodeAddition('added', joiningNode, { startupTaint: gate, nodeOwnerKnown: () => false }) // true
- */
-export function isOwnerlessNodeAddition(change: ChangeKind, current: WatchedFacts, options: RelevanceOptions = {}): boolean {
-  if (change !== 'added' || current.kind !== 'Node' || options.nodeOwnerKnown === undefined || options.startupTaint === undefined) return false;
-  if (current.machineAnnotation !== undefined && current.machineAnnotation !== '') return false;
-  const gate = options.startupTaint;
-  const gated = taintIds(current.taints)?.has(`${gate.key}:${gate.effect}`) ?? false;
-  return gated && !options.nodeOwnerKnown(current.name);
 }
 
 /**
@@ -292,17 +269,16 @@ function taintIds(raw: unknown): Map<string, string> | undefined {
 /** Why a watch change is or is not forwarded. */
 export type ForwardDecision =
   | { readonly forward: true; readonly declarationRecovered?: true }
-  | { readonly forward: false; readonly filtered: 'unchanged' | 'own-write' | 'foreign-taints' | 'foreign-declaration' | 'no-owner-yet' };
+  | { readonly forward: false; readonly filtered: 'unchanged' | 'own-write' | 'foreign-taints' | 'foreign-declaration' };
 
 /**
  * The forwarder's rule for one watch change, given the last state it saw of the object (`previous`, undefined when
- * none): additions (except of a joining Node nothing names yet), deletions and relist announcements go; a modification goes unless nothing the reconcile
+ * none): additions, deletions and relist announcements always go; a modification goes unless nothing the reconcile
  * reads changed (heartbeats), it is the echo of the product's own write, it is foreign taint noise on a Node, or it is
  * a change of a Machine's upstream-owned `spec.taints` that cannot change the product's decision.
  * @example forwardDecision('modified', node, { ...node, resourceVersion: '9' }) // { forward: false, filtered: 'unchanged' }
  */
 export function forwardDecision(change: ChangeKind, previous: WatchedFacts | undefined, current: WatchedFacts, options: RelevanceOptions = {}): ForwardDecision {
-  if (isOwnerlessNodeAddition(change, current, options)) return { forward: false, filtered: 'no-owner-yet' };
   if (change !== 'modified' || previous === undefined) return { forward: true };
   if (!isRelevantChange(change, fingerprintOf(previous), fingerprintOf(current))) return { forward: false, filtered: 'unchanged' };
   if (isOwnNodeWrite(previous, current)) return { forward: false, filtered: 'own-write' };

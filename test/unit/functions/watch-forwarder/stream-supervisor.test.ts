@@ -35,7 +35,7 @@ afterEach(async () => {
   stop = undefined;
 });
 
-function setup(mode: 'capi' | 'self', checkpoint: Checkpoint = {}, settings: { specTaintsOwner?: SpecTaintsOwner; startupTaint?: { key: string; effect: string } } = {}) {
+function setup(mode: 'capi' | 'self', checkpoint: Checkpoint = {}, settings: { specTaintsOwner?: SpecTaintsOwner } = {}) {
   const sources = new ScriptedSources();
   const sent: string[] = [];
   const published: TaintEvent[] = [];
@@ -67,7 +67,6 @@ const node = (change: Partial<NodeFacts> = {}): NodeFacts => ({
   taints: [{ key: 'foreign', value: 'x', effect: 'NoExecute', timeAdded: '2026-11-22T09:30:00Z' }],
   trackingAnnotation: 'upstream:NoSchedule',
   ownTrackingAnnotation: '',
-  machineAnnotation: 'm1',
   ...change,
 });
 
@@ -116,35 +115,6 @@ describe('Class: StreamSupervisor', () => {
       await stop?.();
       stop = undefined;
     }
-  });
-
-  it('sends nothing for the addition of a joining Node nothing names yet; once a Machine names it, its addition goes (and the Machine change itself)', async () => {
-    // Prepare
-    const gate = { key: 'taints.capi-taint-propagator.dev/uninitialized', effect: 'NoSchedule' };
-    const { sources, outbox, published, counts } = setup('capi', {}, { startupTaint: gate });
-    await sources.clusterStream.emit({ type: 'change', change: 'resynced', facts: cluster(), observedAt: T0 });
-    const nodes = await sources.nodesOf({ mode: 'capi', namespace: 'fleet', name: 'wc1' });
-    const joining = (name: string) => node({ name, uid: `uid-${name}`, taints: [gate], machineAnnotation: undefined, trackingAnnotation: undefined, ownTrackingAnnotation: undefined });
-
-    // Act: n1 joins before Cluster API names it; then m1's nodeRef names n1; n2's Machine names it before it joins
-    await nodes.emit({ type: 'change', change: 'added', facts: joining('n1'), observedAt: T0, checkpoint: '40' });
-    await sources.machineStream.emit({ type: 'change', change: 'modified', previous: machine({ nodeName: undefined }), facts: machine({ resourceVersion: '12' }), observedAt: T0, checkpoint: '12' });
-    await sources.machineStream.emit({ type: 'change', change: 'added', facts: machine({ name: 'm2', uid: 'uid-m2', nodeName: 'n2', resourceVersion: '13' }), observedAt: T0, checkpoint: '13' });
-    await nodes.emit({ type: 'change', change: 'added', facts: joining('n2'), observedAt: T0, checkpoint: '41' });
-    // m2 is deleted: a Node n3 it never named joins, and nothing names it
-    await sources.machineStream.emit({ type: 'change', change: 'deleted', facts: machine({ name: 'm2', uid: 'uid-m2', nodeName: 'n2', resourceVersion: '14' }), observedAt: T0, checkpoint: '14' });
-    await nodes.emit({ type: 'change', change: 'added', facts: { ...joining('n2'), uid: 'uid-n2b', resourceVersion: '42' }, observedAt: T0, checkpoint: '42' });
-    await outbox.publishRound();
-
-    // Assess
-    expect(published.map((e) => `${e.data.kind} ${e.type.split('.').at(-2)} ${e.subject}`)).toEqual([
-      'Machine modified machines/fleet/m1',
-      'Machine added machines/fleet/m2',
-      'Node added nodes/n2',
-      'Machine deleted machines/fleet/m2',
-    ]);
-    expect(counts.EventsFiltered).toBe(2);
-    expect(outbox.checkpoint()).toMatchObject({ machines: '14', 'nodes/fleet/wc1': '42' });
   });
 
   it('turns a relevant Machine change into one event and passes a heartbeat without one; the checkpoint follows once the event is sent', async () => {

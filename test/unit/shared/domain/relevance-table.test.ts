@@ -69,8 +69,6 @@ interface Case {
   readonly specTaintsOwner?: SpecTaintsOwner;
   /** How the forwarder sees the change (default a watch modification; `resynced`: a relist announcement). */
   readonly seen?: ChangeKind;
-  /** Whether a Machine or MachinePool the forwarder has seen names the Node (default true). */
-  readonly ownerKnown?: boolean;
   readonly messages: number;
 }
 
@@ -219,17 +217,6 @@ const TABLE: readonly Row[] = [
     cases: [{ name: 'a new manager entry only', change: (n) => n.metadata.managedFields.push({ manager: 'kubectl', fieldsV1: { 'f:metadata': { 'f:labels': {} } } }), messages: 0 }],
   },
   {
-    object: 'Node', field: '(its addition)', fact: null,
-    when: 'a joining Node (with the startup gate) that no Cluster API annotation and no Machine or MachinePool the forwarder has seen names: not forwarded (the owner\'s nodeRef arrives later as a forwarded Machine or MachinePool change). Any other addition, and a relist announcement: always',
-    cases: [
-      { name: 'a joining Node nothing names yet', seen: 'added', ownerKnown: false, before: (n) => { delete n.metadata.annotations['cluster.x-k8s.io/machine']; delete n.metadata.annotations[OWN]; n.spec.taints = [GATE]; }, change: () => undefined, messages: 0 },
-      { name: 'a Node without the startup gate nothing names', seen: 'added', ownerKnown: false, before: (n) => { delete n.metadata.annotations['cluster.x-k8s.io/machine']; delete n.metadata.annotations[OWN]; }, change: () => undefined, messages: 1 },
-      { name: 'a Node whose Machine already names it', seen: 'added', before: (n) => delete n.metadata.annotations['cluster.x-k8s.io/machine'], change: () => undefined, messages: 1 },
-      { name: 'a Node whose Cluster API annotation names its Machine', seen: 'added', ownerKnown: false, change: () => undefined, messages: 1 },
-      { name: 'a relist announcement of a Node nothing names', seen: 'resynced', ownerKnown: false, before: (n) => delete n.metadata.annotations['cluster.x-k8s.io/machine'], change: () => undefined, messages: 1 },
-    ],
-  },
-  {
     object: 'Node', field: 'metadata.{name}, metadata.resourceVersion', fact: null,
     when: 'identity and version only: never on their own',
     cases: [{ name: 'a new resourceVersion only', change: () => undefined, messages: 0 }],
@@ -313,7 +300,6 @@ function messagesFor(row: Row, c: Case): number {
     startupTaint: GATE,
     specTaintsOwner: c.specTaintsOwner ?? SpecTaintsOwner.upstream,
     nodeFacts: (name) => (nodeFacts?.name === name ? nodeFacts : undefined),
-    nodeOwnerKnown: () => c.ownerKnown ?? true,
   });
   if (!decision.forward) return 0;
   return current.kind === 'MachinePool' ? poolNodesToAnnounce(seen, previous, current).length : 1;
