@@ -62,7 +62,9 @@ for (const name of only) {
 let stop: (() => Promise<void>) | undefined;
 let kubeconfigPath = values.kubeconfig;
 let etcdEndpoint = values.etcd;
-if (!kubeconfigPath) {
+// Scenario 9 starts a control plane of its own (with Cluster API): alone, it needs no other.
+const ownControlPlaneOnly = only.length > 0 && only.every((name) => name === 'side-by-side');
+if (!kubeconfigPath && !ownControlPlaneOnly) {
   const { startControlPlane } = await import('#local/control-plane/control-plane.ts');
   const cp = await startControlPlane({ log: (line) => process.stderr.write(`${line}\n`) });
   kubeconfigPath = cp.kubeconfigPath;
@@ -80,7 +82,7 @@ try {
   if (forwarderObjects !== undefined && !forwarderObjects.every((n) => Number.isInteger(n) && n > 0)) throw new Error(`--forwarder-objects must be positive integers (comma-separated), got ${values['forwarder-objects']}`);
   const results = await runBench({
     profile,
-    kubeconfigPath,
+    kubeconfigPath: kubeconfigPath ?? '',
     only: only as ScenarioName[],
     ...(etcdEndpoint ? { etcdEndpoint } : {}),
     ...(values['hostile-seconds'] !== undefined ? { hostileSeconds: Number(values['hostile-seconds']) } : {}),
@@ -101,6 +103,15 @@ try {
     mkdirSync(new URL('./out/', import.meta.url), { recursive: true });
     writeFileSync(new URL(`./${file}`, import.meta.url), json);
     process.stderr.write(`[bench] wrote bench/${file}\n`);
+    if (profile === 'full' && partial && values['throughput-n'] === undefined && values['forwarder-objects'] === undefined) {
+      // A scenario re-run at the full sizes (`--only=…`): its figures go into results.json, next to the others.
+      const { readFileSync } = await import('node:fs');
+      const { mergeResults } = await import('./lib/bench.ts');
+      const target = new URL('./results.json', import.meta.url);
+      const merged = mergeResults(JSON.parse(readFileSync(target, 'utf8')) as typeof results, results, only as ScenarioName[]);
+      writeFileSync(target, `${JSON.stringify(merged, null, 2)}\n`);
+      process.stderr.write(`[bench] merged the figures of ${only.join(', ')} into bench/results.json\n`);
+    }
     if (profile === 'full' && !partial) {
       const { writeBenchmarksMarkdown } = await import('./lib/report.ts');
       writeBenchmarksMarkdown(new URL('../docs/benchmarks.md', import.meta.url), results);

@@ -13,6 +13,10 @@ export interface PipelineCounters {
   readonly eventsSeen: number;
   readonly eventsForwarded: number;
   readonly eventsFiltered: number;
+  /** Of those filtered: foreign writes of Node taints (and Cluster API's tracking annotation) the product does not own. */
+  readonly foreignTaintChangesFiltered: number;
+  /** Of those filtered: Machine changes of Cluster API's own `spec.taints` that cannot change the product's decision. */
+  readonly foreignDeclarationChangesFiltered: number;
   readonly sendFailures: number;
   readonly relists: number;
   readonly watchRestarts: number;
@@ -42,6 +46,8 @@ export function emptyCounters(): PipelineCounters {
     eventsSeen: 0,
     eventsForwarded: 0,
     eventsFiltered: 0,
+    foreignTaintChangesFiltered: 0,
+    foreignDeclarationChangesFiltered: 0,
     sendFailures: 0,
     relists: 0,
     watchRestarts: 0,

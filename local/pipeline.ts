@@ -230,6 +230,7 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
     machineNamespace: options.machineNamespace,
     nodeLabelSelector: options.nodeLabelSelector,
     startupTaint,
+    specTaintsOwner: reconcileConfig.specTaintsOwner,
   });
   // The queue lives in this process: the Lease keeps the checkpoint of what was applied, so a restart after a kill
   // re-announces the rest. Its drained probe is local-only (a Lambda's queue is durable), so it keeps the shared client.
@@ -372,6 +373,8 @@ class CounterBox {
       eventsSeen: f.EventsSeen,
       eventsForwarded: f.EventsForwarded,
       eventsFiltered: f.EventsFiltered,
+      foreignTaintChangesFiltered: f.ForeignTaintChangesFiltered ?? 0,
+      foreignDeclarationChangesFiltered: f.ForeignDeclarationChangesFiltered ?? 0,
       sendFailures: f.SendFailures,
       relists: f.Relists,
       watchRestarts: f.WatchRestarts,

@@ -15,12 +15,13 @@ import { runConflictStorm, type ConflictStormResult } from '../scenarios/conflic
 import { runColdStart, type ColdStartResult } from '../scenarios/cold-start.ts';
 import { runIncidentStorm, type IncidentStormResult } from '../scenarios/incident-storm.ts';
 import { runFleet, type FleetResult } from '../scenarios/fleet.ts';
+import { runSideBySide, type SideBySideResult } from '../scenarios/side-by-side.ts';
 import { runFleet100, type Fleet100Result } from '../scenarios/fleet100.ts';
 import { runHostile, type HostileResult } from '../scenarios/hostile.ts';
 import { BENCH_PACKAGE_SHORT_WINDOWS, runDeployedLatency, type DeployedLatencyResult } from '../scenarios/deployed.ts';
 import { PACKAGE_VARIANTS } from '#local/lambda/serverless-package.ts';
 
-export const SCENARIOS = ['throughput', 'api-cost', 'e2e-latency', 'forwarder', 'conflict-storm', 'cold-start', 'incident-storm', 'fleet', 'fleet100'] as const;
+export const SCENARIOS = ['throughput', 'api-cost', 'e2e-latency', 'forwarder', 'conflict-storm', 'cold-start', 'incident-storm', 'fleet', 'fleet100', 'side-by-side'] as const;
 /**
  * Scenarios run only when named in `--only` (not part of a full run, nor of BENCHMARKS.md's tables): `hostile`, the
  * two-minute attack of six hostile workload clusters (bench/scenarios/hostile.ts).
@@ -54,8 +55,16 @@ export const FIGURE_KEYS = [
   'fleet100InitialSyncMs',
   'fleet100E2eP50Ms',
   'fleet100E2eP99Ms',
+  'vsCapiRatioP99',
+  'vsCapiRatioConverge',
+  'workloadCallsPerChangedNode',
+  'joinP99RatioVsCapi',
+  'callsPerForeignChange',
 ] as const;
 export type FigureKey = (typeof FIGURE_KEYS)[number];
+
+/** The figures of scenario 9 (side by side with Cluster API), which runs a control plane of its own. */
+export const SIDE_BY_SIDE_KEYS: readonly FigureKey[] = ['vsCapiRatioP99', 'vsCapiRatioConverge', 'workloadCallsPerChangedNode', 'joinP99RatioVsCapi', 'callsPerForeignChange'];
 
 export interface Target {
   readonly figure: FigureKey;
@@ -86,6 +95,7 @@ export interface BenchResults extends Partial<Record<FigureKey, number>> {
     /** `--deployed`: scenarios 3 and 8 through the packaged functions (bench/scenarios/deployed.ts). */
     e2eLatencyDeployed?: DeployedLatencyResult;
     fleetDeployed?: DeployedLatencyResult;
+    sideBySide?: SideBySideResult;
   };
   /** Scenarios that threw, with the error (the run goes on with the others). */
   readonly failures: Readonly<Record<string, string>>;
@@ -175,6 +185,8 @@ export async function runBench(o: RunBenchOptions): Promise<BenchResults> {
   if (fleet100) scenarios.fleet100 = fleet100;
   const hostile = await step('hostile', 'Scenario hostile: six hostile workload clusters next to a healthy one (capi mode)', () => runHostile(ctx, o.hostileSeconds ?? 120));
   if (hostile) scenarios.hostile = hostile;
+  const sideBySide = await step('side-by-side', 'Scenario 10: side by side with Cluster API (its own control plane)', () => runSideBySide(ctx));
+  if (sideBySide) scenarios.sideBySide = sideBySide;
 
   const figures: Partial<Record<FigureKey, number>> = {};
   if (throughput) {
@@ -223,6 +235,7 @@ export async function runBench(o: RunBenchOptions): Promise<BenchResults> {
     figures.fleet100E2eP50Ms = fleet100.forwarder.changeLatency.p50Ms;
     figures.fleet100E2eP99Ms = fleet100.forwarder.changeLatency.p99Ms;
   }
+  if (sideBySide) for (const key of SIDE_BY_SIDE_KEYS) figures[key] = sideBySide[key as keyof SideBySideResult] as number;
 
   return {
     schema: 1,
@@ -239,6 +252,7 @@ export async function runBench(o: RunBenchOptions): Promise<BenchResults> {
       forwarder20kObjects: fwd20k?.nodes,
       fleet: fleet ? { clusters: fleet.clusters, objects: fleet.forwarder.nodes, e2eRate: fleet.e2e.targetRatePerSec } : undefined,
       fleet100: fleet100 ? { clusters: fleet100.clusters, objects: fleet100.forwarder.nodes } : undefined,
+      sideBySide: sideBySide ? { replicas: sideBySide.changes.at(-1)?.replicas ?? 0, joining: sideBySide.joins.at(-1)?.joining ?? 0 } : undefined,
     }),
     scenarios,
     failures,
@@ -253,6 +267,8 @@ export interface JudgedAt {
   readonly forwarder20kObjects: number | undefined;
   readonly fleet: { readonly clusters: number; readonly objects: number; readonly e2eRate: number } | undefined;
   readonly fleet100?: { readonly clusters: number; readonly objects: number } | undefined;
+  /** Scenario 9: replicas per side at the last change, Nodes per side in the last join. */
+  readonly sideBySide?: { readonly replicas: number; readonly joining: number } | undefined;
 }
 
 /**
@@ -270,6 +286,7 @@ export function judge(f: Partial<Record<FigureKey, number>>, at: JudgedAt): Targ
   const fleetAtSize = (at.fleet?.clusters ?? 0) >= 5 && (at.fleet?.objects ?? 0) >= 5000;
   const fleetE2eAtSize = fleetAtSize && at.fleet?.e2eRate === 50;
   const fleet100AtSize = (at.fleet100?.clusters ?? 0) >= 100 && (at.fleet100?.objects ?? 0) >= 20000;
+  const sideBySideAt500 = (at.sideBySide?.replicas ?? 0) >= 500;
   return [
     t('throughputRatio', '>= 0.8 x floor at N = 1 000', (v) => v >= 0.8, at.throughputAtN === 1000),
     t('throughputRatioContract', '>= 0.8 x contract floor (GET Machine + claimed JSON PATCH Node + POST Event) at N = 1 000', (v) => v >= 0.8, at.throughputAtN === 1000),
@@ -295,6 +312,11 @@ export function judge(f: Partial<Record<FigureKey, number>>, at: JudgedAt): Targ
     t('fleet100InitialSyncMs', 'reported: initial sync of 100 clusters × 200 Nodes + 20 000 Machines (no target)', () => true, fleet100AtSize),
     t('fleet100E2eP50Ms', 'reported (p99 is the target)', () => true, fleet100AtSize),
     t('fleet100E2eP99Ms', 'p99 <= 1 000 ms, change write sent → message, changes spread over the 100 clusters', (v) => v <= 1000, fleet100AtSize),
+    t('vsCapiRatioP99', "<= 1.0 x Cluster API's Machine -> Node p99 at N = 500, same run", (v) => v <= 1, sideBySideAt500),
+    t('vsCapiRatioConverge', "<= 1.0 x Cluster API's whole-fleet convergence at N = 500, same run", (v) => v <= 1, sideBySideAt500),
+    t('workloadCallsPerChangedNode', '<= 3 requests to the workload API server per changed Node (counted there)', (v) => v <= 3),
+    t('joinP99RatioVsCapi', "<= 1.0 x Cluster API's p99 from a Node's appearance to its taints, 400 joining at once", (v) => v <= 1, (at.sideBySide?.joining ?? 0) >= 400),
+    t('callsPerForeignChange', '0 reconciles and 0 API calls per change Cluster API owns', (v) => v === 0),
   ];
 }
 
@@ -336,4 +358,26 @@ async function versions(kubeconfigPath: string, etcdEndpoint: string | undefined
     }
   }
   return out;
+}
+
+/**
+ * Merges a partial full-profile run (`--only=…`) into the results of an earlier full run: the figures, targets and
+ * scenario details the partial run measured replace the earlier ones; everything else stays. `partialRuns` records
+ * which scenarios came from which run, with that run's machine facts (load average included).
+ */
+export function mergeResults(base: BenchResults & { partialRuns?: readonly unknown[] }, partial: BenchResults, scenarios: readonly ScenarioName[]): BenchResults & { partialRuns: readonly unknown[] } {
+  const measured = new Set(partial.targets.filter((t) => t.measured !== undefined).map((t) => t.figure));
+  const figures: Partial<Record<FigureKey, number>> = {};
+  for (const key of measured) figures[key] = partial[key] as number;
+  const targets = FIGURE_KEYS.map((figure) => (measured.has(figure) ? partial.targets.find((t) => t.figure === figure) : base.targets.find((t) => t.figure === figure)) ?? { figure, target: '', measured: undefined, met: undefined });
+  const failures = { ...base.failures };
+  for (const name of scenarios) delete failures[name];
+  return {
+    ...base,
+    ...figures,
+    targets,
+    scenarios: { ...base.scenarios, ...partial.scenarios },
+    failures: { ...failures, ...partial.failures },
+    partialRuns: [...(base.partialRuns ?? []), { scenarios, startedAt: partial.startedAt, durationSeconds: partial.durationSeconds, machine: partial.machine, versions: partial.versions }],
+  };
 }

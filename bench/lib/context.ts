@@ -38,6 +38,11 @@ export interface Sizes {
   readonly fleet100Clusters: number;
   readonly fleet100NodesPerCluster: number;
   readonly fleet100Changes: number;
+  /**
+   * Scenario 9 (side by side with Cluster API): replicas per MachineDeployment at each step, growing; each step joins
+   * the difference at once, then changes one declaration per side (the figures are judged at 500 / 400 joining).
+   */
+  readonly sideBySideN: readonly number[];
 }
 
 export const SIZES: Readonly<Record<Profile, Sizes>> = {
@@ -61,6 +66,7 @@ export const SIZES: Readonly<Record<Profile, Sizes>> = {
     fleet100Clusters: 100,
     fleet100NodesPerCluster: 200,
     fleet100Changes: 1000,
+    sideBySideN: [100, 500],
   },
   quick: {
     throughputN: [100],
@@ -82,6 +88,7 @@ export const SIZES: Readonly<Record<Profile, Sizes>> = {
     fleet100Clusters: 10,
     fleet100NodesPerCluster: 20,
     fleet100Changes: 100,
+    sideBySideN: [20, 50],
   },
   smoke: {
     throughputN: [4],
@@ -103,6 +110,7 @@ export const SIZES: Readonly<Record<Profile, Sizes>> = {
     fleet100Clusters: 3,
     fleet100NodesPerCluster: 3,
     fleet100Changes: 6,
+    sideBySideN: [2, 3],
   },
 };
 

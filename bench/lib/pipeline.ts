@@ -208,6 +208,8 @@ export function startCountedForwarder(o: {
     LEASE_NAME: o.leaseName ?? `forwarder-${o.run}`,
     MACHINE_NAMESPACE: o.namespace,
     NODE_LABEL_SELECTOR: `${o.nodeLabel}=${o.run}`,
+    // The forwarder judges relevance with the reconcile function's owner of spec.taints (product on a bare API server).
+    SPEC_TAINTS_OWNER: o.pipeline.config.specTaintsOwner,
   });
   const telemetry = createForwarderTelemetry();
   const done = new WatchForwarder(composeWatchForwarder({ config, managementKubeConfig: o.kubeConfig, sqs, telemetry })).run(o.signal);

@@ -33,6 +33,8 @@ const config = loadForwarderConfig({
   FORWARDER_ID: `bench-${process.pid}`,
   MACHINE_NAMESPACE: env['BENCH_NAMESPACE'],
   NODE_LABEL_SELECTOR: env['BENCH_LABEL_SELECTOR'],
+  // A bare API server: no Cluster API controller propagates spec.taints, the product does (as the benchmarks' reconcile).
+  SPEC_TAINTS_OWNER: 'product',
 });
 
 let messages = 0;

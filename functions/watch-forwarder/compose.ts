@@ -83,6 +83,7 @@ export function composeWatchForwarder(args: ComposeForwarderArgs): WatchForwarde
   return {
     mode: config.clusterMode,
     ...(config.startupTaint ? { startupTaint: config.startupTaint } : {}),
+    ...(config.specTaintsOwner ? { specTaintsOwner: config.specTaintsOwner } : {}),
     sources: kubernetesWatchSources({
       managementKubeConfig: kc,
       capi,

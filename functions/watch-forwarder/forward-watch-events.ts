@@ -11,6 +11,7 @@
  * {@link StreamSupervisor} (the watch streams, relevance, per-cluster health) and {@link Outbox} (pending events,
  * sending, back-pressure, checkpoint advance); it only runs them together for a term and in order at its end.
  */
+import type { SpecTaintsOwner } from '#shared/domain/ownership.ts';
 import type { Checkpoint } from '#shared/domain/watch-event.ts';
 import type { Clock } from '#shared/ports/clock.ts';
 import type { EventPublisher } from '#shared/ports/event-publisher.ts';
@@ -50,6 +51,11 @@ export interface WatchForwarderDeps {
    * it is forwarded, never taken for noise. Undefined when the gate is off.
    */
   readonly startupTaint?: { readonly key: string; readonly effect: string };
+  /**
+   * Who propagates `Machine.spec.taints` (SPEC_TAINTS_OWNER, as the reconcile function's; default upstream Cluster API):
+   * with upstream, a Machine change of `spec.taints` that cannot change the product's decision is not forwarded.
+   */
+  readonly specTaintsOwner?: SpecTaintsOwner;
 }
 
 export interface WatchForwarderOptions {
@@ -141,6 +147,7 @@ export class WatchForwarder {
         logger: this.log,
         outbox: this.outbox,
         ...(deps.startupTaint ? { startupTaint: deps.startupTaint } : {}),
+        ...(deps.specTaintsOwner ? { specTaintsOwner: deps.specTaintsOwner } : {}),
         // Outside the rota (one active forwarder) every relist is announced; in it, only the Lease holder's.
         announcesRelists: () => !this.leadership.isMember() || this.leadership.isActive(),
       },

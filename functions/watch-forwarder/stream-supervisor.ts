@@ -6,8 +6,9 @@
  * is sampled as the UnreachableClusters metric, while every other cluster keeps converging.
  */
 import { clusterKey, type ClusterRef } from '#shared/domain/cloud-event.ts';
-import { forwardDecision, poolNodesToAnnounce } from '#shared/domain/relevance.ts';
+import { forwardDecision, poolNodesToAnnounce, type RelevanceOptions } from '#shared/domain/relevance.ts';
 import { autoscalerEventNeeded } from '#shared/domain/autoscaler-relevance.ts';
+import type { SpecTaintsOwner } from '#shared/domain/ownership.ts';
 import {
   MACHINES_STREAM,
   MACHINE_POOLS_STREAM,
@@ -61,6 +62,8 @@ export interface StreamSupervisorDeps {
    * once per member. The announcements of a stream's first list (from the checkpoint, or everything) always go.
    */
   readonly announcesRelists?: () => boolean;
+  /** Who propagates `spec.taints` (see WatchForwarderDeps.specTaintsOwner). */
+  readonly specTaintsOwner?: SpecTaintsOwner;
 }
 
 export interface StreamSupervisorOptions {
@@ -248,15 +251,22 @@ export class StreamSupervisor {
       await this.acceptScalable(e as StreamEvent<ScalableFacts> & { type: 'change' }, facts, progress);
       return;
     }
-    // Heartbeats, the echo of our own write and foreign taint noise cost no message (and so no API call).
-    const decision = forwardDecision(e.change, e.previous, facts, this.d.startupTaint ? { startupTaint: this.d.startupTaint } : {});
+    // Heartbeats, the echo of our own write, foreign taint noise and changes of upstream's own spec.taints that cannot
+    // change the product's decision cost no message (and so no API call).
+    const ref = facts.kind === 'Machine' ? clusterOfMachine(facts as MachineFacts, this.d.mode) : cluster;
+    const relevance: RelevanceOptions = {
+      ...(this.d.startupTaint ? { startupTaint: this.d.startupTaint } : {}),
+      ...(this.d.specTaintsOwner ? { specTaintsOwner: this.d.specTaintsOwner } : {}),
+      ...(facts.kind === 'Machine' && ref ? { nodeFacts: this.nodeFactsIn(ref) } : {}),
+    };
+    const decision = forwardDecision(e.change, e.previous, facts, relevance);
     if (!decision.forward) {
       this.d.telemetry.record(ForwarderMetric.EventsFiltered, 1);
       if (decision.filtered === 'foreign-taints') this.d.telemetry.record(ForwarderMetric.ForeignTaintChangesFiltered, 1);
+      if (decision.filtered === 'foreign-declaration') this.d.telemetry.record(ForwarderMetric.ForeignDeclarationChangesFiltered, 1);
       progress.add(e.checkpoint, true);
       return;
     }
-    const ref = facts.kind === 'Machine' ? clusterOfMachine(facts as MachineFacts, this.d.mode) : cluster;
     if (!ref) {
       this.d.telemetry.record(ForwarderMetric.MalformedWatchEvents, 1);
       this.log.error("Skipping Machine without a cluster name", { [LogKey.machine]: `${(facts as MachineFacts).namespace}/${facts.name}`, [LogKey.resourceVersion]: facts.resourceVersion });

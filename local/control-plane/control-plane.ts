@@ -70,6 +70,8 @@ export interface CapiOptions {
    * own CA, sharing etcd under their own prefix); later ones are self-hosted.
    */
   readonly workloadClusters?: number;
+  /** The workload API servers write an audit log of every request (`WorkloadApiServer.auditLogPath`); default off. */
+  readonly auditWorkloadServers?: boolean;
 }
 
 /** The Cluster API side of a running control plane. */
@@ -308,7 +310,7 @@ async function startClusterApi(cp: ControlPlane, binary: string, manifests: Clus
   await installCrdObjects(kc, LOCAL_PROVIDER_CRDS, children, startTimeoutMs(), { tls, server: cp.server });
   const workloadServers = await Promise.all(
     Array.from({ length: options.workloadClusters ?? 0 }, (_, i) =>
-      startWorkloadApiServer({ name: `wc-${i + 1}`, dir: cp.dir, kubeApiserver, etcdEndpoint: cp.etcdEndpoint, children, timeoutMs: startTimeoutMs() }),
+      startWorkloadApiServer({ name: `wc-${i + 1}`, dir: cp.dir, kubeApiserver, etcdEndpoint: cp.etcdEndpoint, children, timeoutMs: startTimeoutMs(), ...(options.auditWorkloadServers ? { audit: true } : {}) }),
     ),
   );
   if (workloadServers.length > 0) log(`[control-plane] workload API servers: ${workloadServers.map((w) => `${w.name} ${w.server}`).join(', ')}`);

@@ -30,6 +30,11 @@ export interface WorkloadApiServer {
   readonly kubeconfigYaml: string;
   /** Kubeconfig path of the unrevocable `system:masters` admin (for tests and the provider). */
   readonly adminKubeconfigPath: string;
+  /**
+   * The API server's audit log (JSON lines, one per request at stage ResponseComplete, level Metadata: verb, user,
+   * user agent, object), when started with `audit`; the benchmarks count requests per client there.
+   */
+  readonly auditLogPath?: string;
   readonly caCertPath: string;
   /**
    * Mints a new cluster-admin user of this API server (a client certificate bound to `cluster-admin`): a rotated
@@ -59,7 +64,17 @@ export interface WorkloadServerOptions {
   /** The control plane's children: a started process joins them, so that stopping the control plane stops it. */
   readonly children: Child[];
   readonly timeoutMs: number;
+  /** Write an audit log of every request (see WorkloadApiServer.auditLogPath); off by default. */
+  readonly audit?: boolean;
 }
+
+/** Audit policy of a workload API server started with `audit`: every request once, with its metadata only. */
+const AUDIT_POLICY = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived, ResponseStarted]
+rules:
+- level: Metadata
+`;
 
 /** Starts one workload API server; resolves once it is ready and `capi-admin` is bound. */
 export async function startWorkloadApiServer(o: WorkloadServerOptions): Promise<WorkloadApiServer> {
@@ -72,7 +87,12 @@ export async function startWorkloadApiServer(o: WorkloadServerOptions): Promise<
   const adminKubeconfigPath = join(dir, 'admin.kubeconfig');
   writeFileSync(adminKubeconfigPath, await kubeconfigYaml({ server, caCertPath: ca.certPath, user: 'admin', client: admin }), { mode: 0o600 });
   const tls: Tls = { ca: await readFile(ca.certPath), cert: await readFile(admin.certPath), key: await readFile(admin.keyPath) };
-  const args = kubeApiserverArgs({ etcdEndpoint: o.etcdEndpoint, etcdPrefix: `/workload/${o.name}`, port, pkiDir, serving, caCertPath: ca.certPath, serviceAccountKey: saKey });
+  const auditLogPath = o.audit ? join(dir, 'audit.log') : undefined;
+  if (auditLogPath) writeFileSync(join(dir, 'audit-policy.yaml'), AUDIT_POLICY);
+  const args = [
+    ...kubeApiserverArgs({ etcdEndpoint: o.etcdEndpoint, etcdPrefix: `/workload/${o.name}`, port, pkiDir, serving, caCertPath: ca.certPath, serviceAccountKey: saKey }),
+    ...(auditLogPath ? [`--audit-policy-file=${join(dir, 'audit-policy.yaml')}`, `--audit-log-path=${auditLogPath}`, '--audit-log-format=json', '--audit-log-mode=blocking'] : []),
+  ];
   let child: Child | undefined;
   let generation = 0;
   const start = async (): Promise<void> => {
@@ -102,6 +122,7 @@ export async function startWorkloadApiServer(o: WorkloadServerOptions): Promise<
     server,
     kubeconfigYaml: kubeconfig,
     adminKubeconfigPath,
+    ...(auditLogPath ? { auditLogPath } : {}),
     caCertPath: ca.certPath,
     mintAdmin,
     revokeUser: async (user) => {

@@ -3,6 +3,7 @@
  */
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
+import { SpecTaintsOwner } from '#shared/domain/ownership.ts';
 import { STARTUP_GATE_TAINT_KEY, TaintEffect } from '#shared/domain/taint.ts';
 import { integerVar, oneOf, optionalString, type Env } from './env.ts';
 
@@ -46,6 +47,11 @@ export interface ForwarderConfig {
    * reconcile function's; `none` = off): a foreign write of it is never filtered as noise.
    */
   readonly startupTaint?: { readonly key: string; readonly effect: string } | undefined;
+  /**
+   * Who propagates `Machine.spec.taints` (SPEC_TAINTS_OWNER, same variable and default as the reconcile function's):
+   * with `upstream`, Machine changes of `spec.taints` that cannot change the product's decision are not forwarded.
+   */
+  readonly specTaintsOwner?: SpecTaintsOwner;
 }
 
 /** Reads and validates the forwarder's settings; throws ConfigError naming the variable. */
@@ -65,6 +71,7 @@ export function loadForwarderConfig(env: Env): ForwarderConfig {
     machineNamespace: optionalString(env, 'MACHINE_NAMESPACE'),
     nodeLabelSelector: optionalString(env, 'NODE_LABEL_SELECTOR'),
     startupTaint: startupTaintOf(env),
+    specTaintsOwner: oneOf(env, 'SPEC_TAINTS_OWNER', Object.values(SpecTaintsOwner), SpecTaintsOwner.upstream),
   });
 }
 

@@ -3,10 +3,11 @@
  * the rules that decide whether a watch event is worth a queue message. Pure.
  */
 import type { ChangeKind } from './cloud-event.ts';
-import { declaredTaintsOf } from './declarations.ts';
-import { CONTROL_PLANE_LABEL, FIELD_MANAGER } from './taint.ts';
+import { declaredTaintsOf, type DeclarationResult } from './declarations.ts';
+import { SpecTaintsOwner } from './ownership.ts';
+import { CONTROL_PLANE_LABEL, FIELD_MANAGER, taintId } from './taint.ts';
 import { decodeOwnedTaints } from './tracking-annotation.ts';
-import { objectKeyOf, type MachineFacts, type MachinePoolFacts, type WatchedFacts } from './watch-event.ts';
+import { objectKeyOf, type MachineFacts, type MachinePoolFacts, type NodeFacts, type WatchedFacts } from './watch-event.ts';
 
 /** Deterministic JSON: object keys sorted, so that equal facts give equal strings. */
 function canonicalJson(v: unknown): string {
@@ -134,34 +135,121 @@ export function isDeclarationRecovery(previous: WatchedFacts | undefined, curren
 }
 
 /**
- * Recognises noise from someone else's taint write: between two states of a Node only `spec.taints` changed, the
- * writer is not the reconcile function, the product has initialized the Node (its tracking annotation is present and
- * well formed), and every taint the product owns there — each `key:effect` of that annotation, and the startup gate
- * — is exactly as before and present. A reconcile would find nothing to do (the Node was in sync before, or an
- * earlier event for it is already queued), so the change costs no message and no API call. Typical case: the node
- * lifecycle controller tainting thousands of Nodes `node.kubernetes.io/unreachable:NoExecute` when a zone goes dark.
- * A wrong skip can only delay a repair until the next event or resync, never cause a write.
+ * Recognises noise from someone else's write: between two states of a Node only `spec.taints` and/or Cluster API's
+ * tracking annotation (`cluster.x-k8s.io/taints-from-machine`) changed, the writer of the taints is not the reconcile
+ * function, the product has initialized the Node (its tracking annotation is present and well formed), and:
+ * - every taint the product owns there — each `key:effect` of its annotation, and the startup gate — is exactly as
+ *   before and present;
+ * - Cluster API's annotation, if it changed, is well formed before and after, and no `key:effect` that entered or left
+ *   it is one the product owns (such an id changes hands: the product hands it over or takes it back);
+ * - Cluster API's annotation appeared or went only on a Node without the startup gate (while Cluster API has not
+ *   initialized a Node whose Machine declares `spec.taints`, the product holds the gate; its first write there lifts it).
+ * A reconcile would find nothing to do (the Node was in sync before, or an earlier event for it is already queued), so
+ * the change costs no message and no API call. Typical cases: the node lifecycle controller tainting thousands of
+ * Nodes `node.kubernetes.io/unreachable:NoExecute` when a zone goes dark, and Cluster API propagating its own
+ * `spec.taints` next to the product. A wrong skip can only delay a repair until the next event or resync, never cause
+ * a write.
  * Returns true when the change need not be forwarded.
  * @example isForeignTaintNoise(before, { ...before, taints: [...before.taints, unreachable], writers: { taints: 'node-controller' } }) // true
  */
 export function isForeignTaintNoise(previous: WatchedFacts | undefined, current: WatchedFacts, startupTaint?: { readonly key: string; readonly effect: string }): boolean {
   if (previous?.kind !== 'Node' || current.kind !== 'Node') return false;
-  const { resourceVersion: _r1, writers: _w1, taints: beforeTaints, ...beforeRest } = previous;
-  const { resourceVersion: _r2, writers, taints, ...rest } = current;
+  const { resourceVersion: _r1, writers: _w1, taints: beforeTaints, trackingAnnotation: beforeCapi, ...beforeRest } = previous;
+  const { resourceVersion: _r2, writers, taints, trackingAnnotation: capi, ...rest } = current;
   if (canonicalJson(rest) !== canonicalJson(beforeRest)) return false;
-  if (writers?.taints === FIELD_MANAGER || writers?.taints === undefined) return false;
   if (current.ownTrackingAnnotation === undefined) return false; // not initialized by the product yet
   const owned = decodeOwnedTaints(current.ownTrackingAnnotation);
-  if ([...owned].some((id) => id.split(':').length !== 2)) return false; // malformed: the reconcile reports it
+  if (!wellFormedIds(owned)) return false; // malformed: the reconcile reports it
   const before = taintIds(beforeTaints);
   const after = taintIds(taints);
   if (!before || !after) return false;
-  if (canonicalJson([...before.values()]) === canonicalJson([...after.values()])) return false; // not a taint change
-  const ours = (id: string): boolean => owned.has(id) || (startupTaint !== undefined && id === `${startupTaint.key}:${startupTaint.effect}`);
+  const taintsChanged = canonicalJson([...before.values()]) !== canonicalJson([...after.values()]);
+  const capiChanged = beforeCapi !== capi;
+  if (!taintsChanged && !capiChanged) return false; // not a change of either
+  if (taintsChanged && (writers?.taints === FIELD_MANAGER || writers?.taints === undefined)) return false;
+  const gate = startupTaint !== undefined ? `${startupTaint.key}:${startupTaint.effect}` : undefined;
+  if (capiChanged) {
+    if ((beforeCapi === undefined) !== (capi === undefined) && gate !== undefined && (before.has(gate) || after.has(gate))) return false;
+    const was = decodeOwnedTaints(beforeCapi ?? '');
+    const is = decodeOwnedTaints(capi ?? '');
+    if (!wellFormedIds(was) || !wellFormedIds(is)) return false;
+    for (const id of symmetricDifference(was, is)) if (owned.has(id)) return false; // an id changes hands
+  }
+  const ours = (id: string): boolean => owned.has(id) || id === gate;
   for (const id of new Set([...before.keys(), ...after.keys()])) {
     if (ours(id) && before.get(id) !== after.get(id)) return false; // an owned taint or the gate changed
   }
   return [...owned].every((id) => after.has(id)); // and every tracked taint is there
+}
+
+/** True when every entry of a decoded tracking annotation is a `key:effect` pair (upstream's rule). */
+function wellFormedIds(ids: ReadonlySet<string>): boolean {
+  return [...ids].every((id) => id.split(':').length === 2);
+}
+
+function symmetricDifference(a: ReadonlySet<string>, b: ReadonlySet<string>): Set<string> {
+  return new Set([...[...a].filter((x) => !b.has(x)), ...[...b].filter((x) => !a.has(x))]);
+}
+
+/** What the forwarder knows besides the change itself, for the rules that depend on the Machine's Node or on settings. */
+export interface RelevanceOptions {
+  /** The startup gate the reconcile function removes; undefined when off. */
+  readonly startupTaint?: { readonly key: string; readonly effect: string };
+  /** Who propagates `spec.taints` (default upstream Cluster API, as the reconcile function's SPEC_TAINTS_OWNER). */
+  readonly specTaintsOwner?: SpecTaintsOwner;
+  /** The last state the forwarder saw of a Node of the Machine's cluster, by name (undefined: not seen). */
+  readonly nodeFacts?: (name: string) => NodeFacts | undefined;
+}
+
+/**
+ * Recognises a Machine change the product cannot act on: only `spec.taints` changed, the taints Cluster API owns, and
+ * the reconcile decision stays the same. That holds when `spec.taints` is upstream's (SPEC_TAINTS_OWNER=upstream) and:
+ * - the declaration (every source together) is valid before and after (an invalid one is reported by the reconcile);
+ * - the taints the product propagates — the annotation-declared ones that `spec.taints` does not override — are the
+ *   same, in the same order (a `key:effect` that moved into or out of `spec.taints` changes hands);
+ * - the `key:effect` ids that entered or left `spec.taints` include none the product tracks on the Node (it would hand
+ *   it over or take it back), judged from the forwarder's last state of the Node (unknown Node: forwarded);
+ * - `spec.taints` went from empty to non-empty or back only when the Node already carries Cluster API's tracking
+ *   annotation (before that, a non-empty `spec.taints` makes the product hold the startup gate), or when the Machine
+ *   has no Node yet before and after (the reconcile then ends `no-node`; the nodeRef's arrival is forwarded).
+ * Values, propagation modes and order of upstream's taints never change the product's decision. A wrong skip (the
+ * Node state the forwarder holds is older than the live one) can only delay the product's work until the Node's next
+ * event or resync, never cause a write.
+ * @example isForeignDeclarationChange(m, { ...m, specTaints: [{ key: 'capi', value: 'v2', effect: 'NoSchedule', propagation: 'Always' }] }, { nodeFacts }) // true
+ */
+export function isForeignDeclarationChange(previous: WatchedFacts | undefined, current: WatchedFacts, options: RelevanceOptions = {}): boolean {
+  if (previous?.kind !== 'Machine' || current.kind !== 'Machine') return false;
+  if ((options.specTaintsOwner ?? SpecTaintsOwner.upstream) !== SpecTaintsOwner.upstream) return false;
+  const { resourceVersion: _r1, specTaints: beforeSpec, ...beforeRest } = previous;
+  const { resourceVersion: _r2, specTaints, ...rest } = current;
+  if (canonicalJson(rest) !== canonicalJson(beforeRest)) return false;
+  if (canonicalJson(beforeSpec) === canonicalJson(specTaints)) return false;
+  const before = declarationOfFacts(previous, options.startupTaint);
+  const after = declarationOfFacts(current, options.startupTaint);
+  if (!before.valid || !after.valid) return false;
+  const split = (d: Extract<DeclarationResult, { valid: true }>['declaration']) => {
+    const fromSpec = d.taints.filter((t) => d.sourceOf[taintId(t)] === 'spec.taints');
+    return { product: d.taints.filter((t) => d.sourceOf[taintId(t)] !== 'spec.taints'), specIds: new Set(fromSpec.map(taintId)) };
+  };
+  const was = split(before.declaration);
+  const is = split(after.declaration);
+  if (canonicalJson(was.product) !== canonicalJson(is.product)) return false;
+  if (current.nodeName === undefined) return true; // no Node before or after (rest is equal): the reconcile ends no-node
+  const moved = symmetricDifference(was.specIds, is.specIds);
+  const emptiness = (was.specIds.size === 0) !== (is.specIds.size === 0);
+  if (moved.size === 0 && !emptiness) return true;
+  const node = options.nodeFacts?.(current.nodeName);
+  if (node === undefined) return false; // the Node's state is unknown: let the reconcile judge
+  if (emptiness && node.trackingAnnotation === undefined) return false; // the product may hold or release the startup gate
+  const owned = decodeOwnedTaints(node.ownTrackingAnnotation ?? '');
+  if (!wellFormedIds(owned)) return false;
+  return [...moved].every((id) => !owned.has(id));
+}
+
+/** The Machine's declaration as the reconcile function computes it, from the forwarder's facts. */
+function declarationOfFacts(m: MachineFacts, startupTaint: { readonly key: string; readonly effect: string } | undefined): DeclarationResult {
+  const labels: Record<string, string> = m.controlPlaneLabel !== undefined ? { [CONTROL_PLANE_LABEL]: m.controlPlaneLabel } : {};
+  return declaredTaintsOf({ specTaints: m.specTaints, annotations: m.declarations, labels }, startupTaint ? { startupTaint } : {});
 }
 
 /** `key:effect` → canonical taint of a raw `spec.taints`; undefined when it is not a list of taints. */
@@ -181,19 +269,21 @@ function taintIds(raw: unknown): Map<string, string> | undefined {
 /** Why a watch change is or is not forwarded. */
 export type ForwardDecision =
   | { readonly forward: true; readonly declarationRecovered?: true }
-  | { readonly forward: false; readonly filtered: 'unchanged' | 'own-write' | 'foreign-taints' };
+  | { readonly forward: false; readonly filtered: 'unchanged' | 'own-write' | 'foreign-taints' | 'foreign-declaration' };
 
 /**
  * The forwarder's rule for one watch change, given the last state it saw of the object (`previous`, undefined when
  * none): additions, deletions and relist announcements always go; a modification goes unless nothing the reconcile
- * reads changed (heartbeats), it is the echo of the product's own write, or it is foreign taint noise.
+ * reads changed (heartbeats), it is the echo of the product's own write, it is foreign taint noise on a Node, or it is
+ * a change of a Machine's upstream-owned `spec.taints` that cannot change the product's decision.
  * @example forwardDecision('modified', node, { ...node, resourceVersion: '9' }) // { forward: false, filtered: 'unchanged' }
  */
-export function forwardDecision(change: ChangeKind, previous: WatchedFacts | undefined, current: WatchedFacts, options: { readonly startupTaint?: { readonly key: string; readonly effect: string } } = {}): ForwardDecision {
+export function forwardDecision(change: ChangeKind, previous: WatchedFacts | undefined, current: WatchedFacts, options: RelevanceOptions = {}): ForwardDecision {
   if (change !== 'modified' || previous === undefined) return { forward: true };
   if (!isRelevantChange(change, fingerprintOf(previous), fingerprintOf(current))) return { forward: false, filtered: 'unchanged' };
   if (isOwnNodeWrite(previous, current)) return { forward: false, filtered: 'own-write' };
   if (isForeignTaintNoise(previous, current, options.startupTaint)) return { forward: false, filtered: 'foreign-taints' };
+  if (isForeignDeclarationChange(previous, current, options)) return { forward: false, filtered: 'foreign-declaration' };
   return isDeclarationRecovery(previous, current) ? { forward: true, declarationRecovered: true } : { forward: true };
 }
 

@@ -38,6 +38,8 @@ export const ForwarderMetric = {
   ForwarderLag: 'ForwarderLag',
   /** Foreign taint writes on Nodes whose owned taints are intact (e.g. node-lifecycle taints): no message sent. */
   ForeignTaintChangesFiltered: 'ForeignTaintChangesFiltered',
+  /** Machine changes of Cluster API's own `spec.taints` that cannot change the product's decision: no message sent. */
+  ForeignDeclarationChangesFiltered: 'ForeignDeclarationChangesFiltered',
   /** A workload cluster's Node watch skipped because its kubeconfig is missing, broken or refused. */
   UnusableKubeconfigs: 'UnusableKubeconfigs',
   /** The management cluster serves neither cluster.x-k8s.io/v1beta2 nor v1beta1 with Machines and Clusters. */

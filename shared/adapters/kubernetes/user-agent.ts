@@ -13,6 +13,9 @@
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 
+/** The product's name, the first word of its User-Agent (audit logs select the product's requests by it). */
+export const PRODUCT_NAME = 'capi-taint-propagator';
+
 /** The product's version: package.json's `version` (a unit test keeps the two equal). */
 export const PRODUCT_VERSION = '0.1.0';
 
@@ -36,7 +39,7 @@ export function asComponent<T>(component: string, fn: () => T): T {
 
 /** The User-Agent of a request made now. */
 export function userAgent(): string {
-  return `capi-taint-propagator/${PRODUCT_VERSION} (${identity.form}; ${components.getStore() ?? identity.component})`;
+  return `${PRODUCT_NAME}/${PRODUCT_VERSION} (${identity.form}; ${components.getStore() ?? identity.component})`;
 }
 
 /** Header values must be visible ASCII; a component name is the product's own, this only guards against typos. */

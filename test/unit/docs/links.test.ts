@@ -10,12 +10,6 @@ import { headingAnchors, isExternal, markdownLinks } from '#test/support/markdow
 
 const root = resolve(import.meta.dirname, '../../..');
 
-/**
- * Pages other work adds (linked from README's "I want to…" map already). Each may be missing until it exists; the
- * test below asks for each to be taken off this list once it exists, so the list ends empty.
- */
-const RESERVED = ['docs/side-by-side.md'];
-
 const pages = ['README.md', ...readdirSync(join(root, 'docs')).filter((f) => f.endsWith('.md')).sort().map((f) => `docs/${f}`)];
 
 /** The problems of one page's links: a missing file, or an anchor no heading of the target has. */
@@ -28,7 +22,7 @@ function brokenLinks(page: string, text: string, readPage: (path: string) => str
     const where = `${page}:${line}: ${target}`;
     const content = readPage(path);
     if (content === undefined) {
-      if (!RESERVED.includes(path)) problems.push(`${where} (no file ${path})`);
+      problems.push(`${where} (no file ${path})`);
       continue;
     }
     if (anchor !== undefined && path.endsWith('.md') && !headingAnchors(content).includes(anchor)) problems.push(`${where} (no heading #${anchor} in ${path})`);
@@ -45,14 +39,6 @@ const readFromRepo = (path: string): string | undefined => {
 describe('links in README.md and docs/', () => {
   it.each(pages)('%s: every relative link reaches a file and a heading that exist', (page) => {
     expect(brokenLinks(page, readFileSync(join(root, page), 'utf8'), readFromRepo)).toEqual([]);
-  });
-
-  it('each reserved page is linked from README.md and still missing (take it off RESERVED once it exists)', () => {
-    const readme = markdownLinks(readFileSync(join(root, 'README.md'), 'utf8')).map((l) => l.target);
-    for (const path of RESERVED) {
-      expect(readme, path).toContain(path);
-      expect(existsSync(join(root, path)), `${path} exists now: take it off RESERVED`).toBe(false);
-    }
   });
 
   it('README.md stays a front door (about 300 lines)', () => {
@@ -73,9 +59,9 @@ describe('the link check itself', () => {
     ]);
   });
 
-  it('ignores links in code, accepts a reserved page, and makes anchors as GitHub does', () => {
+  it('ignores links in code, reports a missing page, and makes anchors as GitHub does', () => {
     const text = '```\n[x](missing.md)\n```\n`[y](missing.md)` [side by side](side-by-side.md)\n';
-    expect(brokenLinks('docs/a.md', text, pagesOf({}))).toEqual([]);
+    expect(brokenLinks('docs/a.md', text, pagesOf({}))).toEqual(['docs/a.md:4: side-by-side.md (no file docs/side-by-side.md)']);
     expect(headingAnchors('# `npm start`\n## Fleets: what grows with what\n## I want to…\n## Limits\n## Limits\n```\n# not a heading\n```\n## [Deploy](x.md) **now**')).toEqual([
       'npm-start',
       'fleets-what-grows-with-what',

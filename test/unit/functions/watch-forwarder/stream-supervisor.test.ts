@@ -8,6 +8,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { Outbox } from '#functions/watch-forwarder/outbox.ts';
 import { StreamSupervisor } from '#functions/watch-forwarder/stream-supervisor.ts';
 import { eventIdFor, type TaintEvent } from '#shared/domain/cloud-event.ts';
+import { SpecTaintsOwner } from '#shared/domain/ownership.ts';
 import type { Checkpoint, ClusterFacts, MachineFacts, NodeFacts } from '#shared/domain/watch-event.ts';
 import { ScriptedSources, until } from '#test/support/scripted-watch-sources.ts';
 import { manualClock } from '#test/support/manual-clock.ts';
@@ -34,7 +35,7 @@ afterEach(async () => {
   stop = undefined;
 });
 
-function setup(mode: 'capi' | 'self', checkpoint: Checkpoint = {}) {
+function setup(mode: 'capi' | 'self', checkpoint: Checkpoint = {}, settings: { specTaintsOwner?: SpecTaintsOwner } = {}) {
   const sources = new ScriptedSources();
   const sent: string[] = [];
   const published: TaintEvent[] = [];
@@ -46,7 +47,7 @@ function setup(mode: 'capi' | 'self', checkpoint: Checkpoint = {}) {
     { publisher: { publish: async (events) => (sent.push(...events.map((e) => e.id)), published.push(...events), { sent: events, unsent: [] }) }, telemetry, clock: manualClock(T0.getTime()), logger, maySend: () => true },
     { flushIntervalMs: 5, maxEventsPerPublish: 100, maxPendingEvents: 100, drainTimeoutMs: 100 },
   );
-  const supervisor = new StreamSupervisor({ mode, sources, telemetry, logger, outbox }, { healthSampleIntervalMs: 60_000 });
+  const supervisor = new StreamSupervisor({ mode, sources, telemetry, logger, outbox, ...settings }, { healthSampleIntervalMs: 60_000 });
   const term = new AbortController();
   outbox.begin(checkpoint, term.signal);
   const done = supervisor.supervise(term.signal);
@@ -93,6 +94,28 @@ describe('Class: StreamSupervisor', () => {
       // A Node the forwarder has not seen: no claim (the reconcile function reads it).
       ['Machine', undefined],
     ]);
+  });
+
+  it("sends nothing for a value change of Cluster API's own spec.taints on a Node it initialized, judged from the Node stream's last state; with SPEC_TAINTS_OWNER=product it sends it", async () => {
+    for (const owner of [SpecTaintsOwner.upstream, SpecTaintsOwner.product]) {
+      // Prepare: a Node both initialized (Cluster API tracks upstream:NoSchedule, the product nothing)
+      const { sources, outbox, published, counts } = setup('capi', {}, { specTaintsOwner: owner });
+      await sources.clusterStream.emit({ type: 'change', change: 'resynced', facts: cluster(), observedAt: T0 });
+      const nodes = await sources.nodesOf({ mode: 'capi', namespace: 'fleet', name: 'wc1' });
+      await nodes.emit({ type: 'change', change: 'added', facts: node(), observedAt: T0, checkpoint: '40' });
+      const upstream = (value: string) => machine({ specTaints: [{ key: 'upstream', value, effect: 'NoSchedule', propagation: 'Always' }] });
+
+      // Act
+      await sources.machineStream.emit({ type: 'change', change: 'modified', previous: upstream('a'), facts: { ...upstream('b'), resourceVersion: '12' }, observedAt: T0, checkpoint: '12' });
+      await outbox.publishRound();
+
+      // Assess: the Node's announcement, and the Machine's change only when the product owns spec.taints
+      expect(published.map((e) => e.data.kind)).toEqual(owner === SpecTaintsOwner.upstream ? ['Node'] : ['Node', 'Machine']);
+      expect(counts.ForeignDeclarationChangesFiltered ?? 0).toBe(owner === SpecTaintsOwner.upstream ? 1 : 0);
+      expect(outbox.checkpoint()).toMatchObject({ machines: '12' });
+      await stop?.();
+      stop = undefined;
+    }
   });
 
   it('turns a relevant Machine change into one event and passes a heartbeat without one; the checkpoint follows once the event is sent', async () => {

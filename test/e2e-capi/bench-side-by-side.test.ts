@@ -1,0 +1,34 @@
+/**
+ * Smoke run of benchmark scenario 9 (side by side with Cluster API) at tiny sizes, so that it never rots: it starts a
+ * control plane of its own with the Cluster API manager (gate on), one workload API server with an audit log, and the
+ * product's pipeline. Asserts that it ran and produced its figures under their stable keys; never timings.
+ */
+import { expect, it } from 'vitest';
+import { runBench, SIDE_BY_SIDE_KEYS, type BenchResults } from '../../bench/lib/bench.ts';
+import { capiControlPlane, describeWithCapi } from '#test/support/capi.ts';
+
+describeWithCapi('Benchmarks: smoke run of the side-by-side scenario', () => {
+  it('joins, changes and measures both sides, and produces its figures', async () => {
+    // Prepare
+    const cp = capiControlPlane();
+    if (!cp.available) throw new Error(cp.reason);
+    const lines: string[] = [];
+
+    // Act
+    const results: BenchResults = await runBench({ profile: 'smoke', kubeconfigPath: cp.kubeconfigPath, only: ['side-by-side'], log: (l) => lines.push(l) });
+
+    // Assess
+    expect(results.failures, lines.join('\n')).toEqual({});
+    const s = results.scenarios.sideBySide;
+    expect(s?.joins.map((j) => [j.joining, j.capi.n, j.product.n])).toEqual([[2, 2, 2], [1, 1, 1]]);
+    expect(s?.changes.map((c) => [c.replicas, c.capi.n, c.product.n])).toEqual([[2, 2, 2], [3, 3, 3]]);
+    for (const key of SIDE_BY_SIDE_KEYS) expect(Number.isFinite(results[key]), `${key} = ${results[key]}`).toBe(true);
+    // Counted at the workload API server: each side wrote each changed Node at least once.
+    for (const c of s?.changes ?? []) {
+      expect(c.capi.workloadCallsPerChangedNode).toBeGreaterThanOrEqual(1);
+      expect(c.product.workloadCallsPerChangedNode).toBeGreaterThanOrEqual(1);
+    }
+    // Changes Cluster API owns cost the product nothing (every one of them reached the forwarder and was filtered).
+    expect(s?.changes.map((c) => c.foreign)).toEqual(s?.changes.map((c) => ({ productReconciles: 0, productWorkloadCalls: 0, callsPerForeignChange: 0, filteredMachineChanges: c.replicas, filteredNodeChanges: c.replicas })));
+  }, 300_000);
+});

@@ -1,0 +1,341 @@
+/**
+ * "The table is the test": every field of a Machine, a MachinePool and a Node that the reconcile decision reads, when
+ * a change of it can change the decision, and the cases that pin it. The same rows are the table of
+ * docs/side-by-side.md (checked below), and every fact the forwarder keeps of an object has exactly one row, so a new
+ * fact cannot be added without saying when it matters.
+ */
+import { readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import type { ChangeKind } from '#shared/domain/cloud-event.ts';
+import { forwardDecision, poolNodesToAnnounce } from '#shared/domain/relevance.ts';
+import { SpecTaintsOwner } from '#shared/domain/ownership.ts';
+import { toMachineFacts, toMachinePoolFacts, toNodeFacts, type NodeFacts, type WatchedFacts } from '#shared/domain/watch-event.ts';
+
+type Json = Record<string, any>;
+
+const OWN = 'taints.capi-taint-propagator.dev/applied';
+const CAPI = 'cluster.x-k8s.io/taints-from-machine';
+const DECL = 'taints.capi-taint-propagator.dev/machine';
+const GATE = { key: 'taints.capi-taint-propagator.dev/uninitialized', effect: 'NoSchedule' };
+const capiTaint = (value = 'v1', key = 'capi') => ({ key, value, effect: 'NoSchedule', propagation: 'Always' });
+
+/** A worker Machine: Cluster API owns `capi:NoSchedule` (spec.taints), the product owns `prod:NoSchedule` (annotation). */
+const machine = (): Json => ({
+  apiVersion: 'cluster.x-k8s.io/v1beta2',
+  kind: 'Machine',
+  metadata: {
+    name: 'm1', namespace: 'ns', uid: 'u-m1', resourceVersion: '20',
+    labels: { 'cluster.x-k8s.io/cluster-name': 'c1', 'cluster.x-k8s.io/deployment-name': 'md' },
+    annotations: { [DECL]: 'prod=p:NoSchedule', 'other/annotation': 'x' },
+  },
+  spec: { clusterName: 'c1', taints: [capiTaint()], providerID: 'local://m1' },
+  status: { nodeRef: { name: 'n1' }, conditions: [{ type: 'Ready', status: 'True' }], phase: 'Running' },
+});
+
+/** Its Node, initialized by both: Cluster API tracks `capi:NoSchedule`, the product `prod:NoSchedule`. */
+const node = (): Json => ({
+  apiVersion: 'v1',
+  kind: 'Node',
+  metadata: {
+    name: 'n1', uid: 'u-n1', resourceVersion: '10', creationTimestamp: '2026-11-25T00:00:00Z',
+    labels: { role: 'worker' },
+    annotations: { 'cluster.x-k8s.io/machine': 'm1', 'cluster.x-k8s.io/cluster-name': 'c1', 'cluster.x-k8s.io/cluster-namespace': 'ns', [CAPI]: 'capi:NoSchedule', [OWN]: 'prod:NoSchedule' },
+    managedFields: [{ manager: 'manager', fieldsV1: { 'f:spec': { 'f:taints': {} } } }],
+  },
+  spec: { taints: [{ key: 'capi', value: 'v1', effect: 'NoSchedule' }, { key: 'prod', value: 'p', effect: 'NoSchedule' }], providerID: 'local://m1' },
+  status: { conditions: [{ type: 'Ready', status: 'True', lastHeartbeatTime: '2026-11-25T00:00:00Z' }] },
+});
+
+const pool = (): Json => ({
+  apiVersion: 'cluster.x-k8s.io/v1beta2',
+  kind: 'MachinePool',
+  metadata: { name: 'mp', namespace: 'ns', uid: 'u-mp', resourceVersion: '30', labels: { 'cluster.x-k8s.io/cluster-name': 'c1' }, annotations: { [DECL]: 'prod:NoSchedule' } },
+  spec: { clusterName: 'c1', replicas: 2, template: { metadata: { annotations: {} }, spec: { clusterName: 'c1' } } },
+  status: { nodeRefs: [{ name: 'n1' }, { name: 'n2' }], replicas: 2 },
+});
+
+type Kind = 'Machine' | 'Node' | 'MachinePool';
+const facts = (kind: Kind, obj: Json): WatchedFacts =>
+  (kind === 'Machine' ? toMachineFacts(obj) : kind === 'Node' ? toNodeFacts(obj) : toMachinePoolFacts(obj)) as WatchedFacts;
+const build = { Machine: machine, Node: node, MachinePool: pool } as const;
+
+/** One case of a row: a change of the field, in a context, and how many Nodes get a queue message for it (0 = filtered). */
+interface Case {
+  readonly name: string;
+  readonly before?: (o: Json) => void;
+  readonly change: (o: Json) => void;
+  /** The forwarder's last state of the Machine's Node (default: `node()`); null when it has not seen it. */
+  readonly node?: ((n: Json) => void) | null;
+  readonly specTaintsOwner?: SpecTaintsOwner;
+  /** How the forwarder sees the change (default a watch modification; `resynced`: a relist announcement). */
+  readonly seen?: ChangeKind;
+  readonly messages: number;
+}
+
+/** One row of the table. `field` and `when` are the table's text; `fact` is the forwarder's fact the field lands in. */
+interface Row {
+  readonly object: Kind;
+  readonly field: string;
+  readonly fact: string | null;
+  readonly when: string;
+  readonly cases: readonly Case[];
+}
+
+const capiNode = (n: Json) => n.metadata.annotations; // for readability below
+
+const TABLE: readonly Row[] = [
+  // ---- Machine ----
+  {
+    object: 'Machine', field: 'spec.taints', fact: 'specTaints',
+    when: 'SPEC_TAINTS_OWNER=upstream: only when its validity changes, when a key:effect enters or leaves it that the product declares (annotation) or tracks on the Node (the taint changes owner), or when it turns empty or non-empty while Cluster API has not initialized the Node (the product holds the startup gate meanwhile). SPEC_TAINTS_OWNER=product: always',
+    cases: [
+      { name: "a value of Cluster API's taint changed", change: (m) => (m.spec.taints = [capiTaint('v2')]), messages: 0 },
+      { name: "the propagation of Cluster API's taint changed", change: (m) => (m.spec.taints = [{ ...capiTaint(), propagation: 'OnInitialization' }]), messages: 0 },
+      { name: 'a new taint of its own added', change: (m) => (m.spec.taints = [capiTaint(), capiTaint('x', 'other')]), messages: 0 },
+      { name: 'its only taint removed, Node initialized by Cluster API', change: (m) => delete m.spec.taints, messages: 0 },
+      { name: 'a value changed on a Machine with no Node yet', before: (m) => delete m.status.nodeRef, change: (m) => (m.spec.taints = [capiTaint('v2')]), messages: 0 },
+      { name: 'an invalid value', change: (m) => (m.spec.taints = [capiTaint('not valid!')]), messages: 1 },
+      { name: 'fixed from invalid', before: (m) => (m.spec.taints = [capiTaint('not valid!')]), change: (m) => (m.spec.taints = [capiTaint('v2')]), messages: 1 },
+      { name: "takes over the product's declared taint", change: (m) => (m.spec.taints = [capiTaint(), { key: 'prod', value: 'p', effect: 'NoSchedule', propagation: 'Always' }]), messages: 1 },
+      { name: 'takes over a taint the product still tracks on the Node', node: (n) => (n.metadata.annotations[OWN] = 'prod:NoSchedule,old:NoSchedule'), change: (m) => (m.spec.taints = [capiTaint(), capiTaint('x', 'old')]), messages: 1 },
+      { name: 'declares its first taint while Cluster API has not initialized the Node', before: (m) => delete m.spec.taints, node: (n) => delete capiNode(n)[CAPI], change: (m) => (m.spec.taints = [capiTaint()]), messages: 1 },
+      { name: 'declares its first taint, Node state unknown', before: (m) => delete m.spec.taints, node: null, change: (m) => (m.spec.taints = [capiTaint()]), messages: 1 },
+      { name: 'a value changed, the product owns spec.taints', specTaintsOwner: SpecTaintsOwner.product, change: (m) => (m.spec.taints = [capiTaint('v2')]), messages: 1 },
+    ],
+  },
+  {
+    object: 'Machine', field: 'metadata.annotations[taints.capi-taint-propagator.dev/{machine,cluster,class}]', fact: 'declarations',
+    when: 'always (the product\'s own declaration)',
+    cases: [
+      { name: 'a declared value changed', change: (m) => (m.metadata.annotations[DECL] = 'prod=q:NoSchedule'), messages: 1 },
+      { name: 'a cluster-level declaration added', change: (m) => (m.metadata.annotations['taints.capi-taint-propagator.dev/cluster'] = 'x:NoSchedule'), messages: 1 },
+    ],
+  },
+  {
+    object: 'Machine', field: 'status.nodeRef.name', fact: 'nodeName',
+    when: 'always (which Node)',
+    cases: [{ name: 'the Node is known', before: (m) => delete m.status.nodeRef, change: (m) => (m.status.nodeRef = { name: 'n1' }), messages: 1 }],
+  },
+  {
+    object: 'Machine', field: 'spec.clusterName', fact: 'clusterName',
+    when: 'always (which workload cluster)',
+    cases: [{ name: 'another cluster', change: (m) => (m.spec.clusterName = 'c2'), messages: 1 }],
+  },
+  {
+    object: 'Machine', field: 'metadata.labels[cluster.x-k8s.io/cluster-name]', fact: 'clusterNameLabel',
+    when: 'always (the cluster when spec.clusterName is empty)',
+    cases: [{ name: 'label changed', change: (m) => (m.metadata.labels['cluster.x-k8s.io/cluster-name'] = 'c2'), messages: 1 }],
+  },
+  {
+    object: 'Machine', field: 'metadata.labels[cluster.x-k8s.io/control-plane]', fact: 'controlPlaneLabel',
+    when: 'always (validation: the control-plane taint is refused on workers)',
+    cases: [{ name: 'label added', change: (m) => (m.metadata.labels['cluster.x-k8s.io/control-plane'] = ''), messages: 1 }],
+  },
+  {
+    object: 'Machine', field: 'metadata.deletionTimestamp', fact: 'deleting',
+    when: 'always (a deleting Machine\'s Node is left alone)',
+    cases: [{ name: 'deletion started', change: (m) => (m.metadata.deletionTimestamp = '2026-11-25T01:00:00Z'), messages: 1 }],
+  },
+  {
+    object: 'Machine', field: 'metadata.uid', fact: 'uid',
+    when: 'a new uid is a new Machine: an addition (or, after a missed deletion, a relist announcement), always forwarded',
+    cases: [{ name: 're-created under the same name while the forwarder was away', seen: 'resynced', change: (m) => (m.metadata.uid = 'u-m1b'), messages: 1 }],
+  },
+  {
+    object: 'Machine', field: 'metadata.{name,namespace}, metadata.resourceVersion', fact: null,
+    when: 'identity and version only: never on their own',
+    cases: [{ name: 'a new resourceVersion only', change: () => undefined, messages: 0 }],
+  },
+  {
+    object: 'Machine', field: 'anything else (status, conditions, other labels and annotations, spec.providerID, …)', fact: null,
+    when: 'never',
+    cases: [
+      { name: 'a status heartbeat', change: (m) => (m.status.conditions[0].lastTransitionTime = '2026-11-25T01:00:00Z'), messages: 0 },
+      { name: 'another annotation', change: (m) => (m.metadata.annotations['other/annotation'] = 'y'), messages: 0 },
+    ],
+  },
+  // ---- Node ----
+  {
+    object: 'Node', field: 'spec.taints', fact: 'taints',
+    when: 'written by the product itself: never (the echo of its write). By anyone else: only when a taint the product tracks there or the startup gate changes, or the product has not initialized the Node',
+    cases: [
+      { name: "Cluster API changed its own taint's value", change: (n) => (n.spec.taints[0].value = 'v2'), messages: 0 },
+      { name: 'the node lifecycle controller added unreachable:NoExecute', change: (n) => n.spec.taints.push({ key: 'node.kubernetes.io/unreachable', effect: 'NoExecute' }), messages: 0 },
+      { name: "the product's own write", change: (n) => { n.spec.taints[1].value = 'q'; n.metadata.managedFields = [{ manager: 'capi-taint-propagator', fieldsV1: { 'f:spec': { 'f:taints': {} } } }]; }, messages: 0 },
+      { name: "someone removed the product's taint", change: (n) => n.spec.taints.pop(), messages: 1 },
+      { name: 'someone added the startup gate', change: (n) => n.spec.taints.push(GATE), messages: 1 },
+      { name: 'a Node the product has not initialized', before: (n) => delete n.metadata.annotations[OWN], change: (n) => (n.spec.taints[0].value = 'v2'), messages: 1 },
+    ],
+  },
+  {
+    object: 'Node', field: 'metadata.annotations[cluster.x-k8s.io/taints-from-machine]', fact: 'trackingAnnotation',
+    when: 'only when a key:effect the product tracks enters or leaves it (the taint changes owner), or when it appears or goes on a Node that carries the startup gate',
+    cases: [
+      { name: 'Cluster API tracks a new taint of its own', change: (n) => { n.metadata.annotations[CAPI] = 'capi:NoSchedule,other:NoSchedule'; n.spec.taints.push({ key: 'other', effect: 'NoSchedule' }); }, messages: 0 },
+      { name: 'Cluster API takes over a taint the product tracks', change: (n) => (n.metadata.annotations[CAPI] = 'capi:NoSchedule,prod:NoSchedule'), messages: 1 },
+      { name: 'Cluster API initializes a Node that carries the startup gate', before: (n) => { delete n.metadata.annotations[CAPI]; n.spec.taints.push(GATE); }, change: (n) => (n.metadata.annotations[CAPI] = 'capi:NoSchedule'), messages: 1 },
+      { name: 'Cluster API initializes a Node without the startup gate', before: (n) => delete n.metadata.annotations[CAPI], change: (n) => (n.metadata.annotations[CAPI] = 'capi:NoSchedule'), messages: 0 },
+      { name: 'malformed', change: (n) => (n.metadata.annotations[CAPI] = 'capi'), messages: 1 },
+    ],
+  },
+  {
+    object: 'Node', field: 'metadata.annotations[taints.capi-taint-propagator.dev/applied]', fact: 'ownTrackingAnnotation',
+    when: 'written by the product itself: never (the echo). By anyone else: always',
+    cases: [
+      { name: 'edited by someone', change: (n) => (n.metadata.annotations[OWN] = ''), messages: 1 },
+      { name: "the product's own write", change: (n) => { n.metadata.annotations[OWN] = ''; n.metadata.managedFields = [{ manager: 'capi-taint-propagator', fieldsV1: { 'f:metadata': { 'f:annotations': { [`f:${OWN}`]: {} } } } }]; }, messages: 0 },
+    ],
+  },
+  {
+    object: 'Node', field: 'metadata.annotations[cluster.x-k8s.io/machine]', fact: 'machineAnnotation',
+    when: 'always (which Machine)',
+    cases: [{ name: 'Cluster API names the Machine', before: (n) => delete n.metadata.annotations['cluster.x-k8s.io/machine'], change: (n) => (n.metadata.annotations['cluster.x-k8s.io/machine'] = 'm1'), messages: 1 }],
+  },
+  {
+    object: 'Node', field: 'metadata.annotations[cluster.x-k8s.io/cluster-name]', fact: 'clusterNameAnnotation',
+    when: 'always',
+    cases: [{ name: 'changed', change: (n) => (n.metadata.annotations['cluster.x-k8s.io/cluster-name'] = 'c2'), messages: 1 }],
+  },
+  {
+    object: 'Node', field: 'metadata.annotations[cluster.x-k8s.io/cluster-namespace]', fact: 'clusterNamespaceAnnotation',
+    when: "always (the Machine's namespace)",
+    cases: [{ name: 'changed', change: (n) => (n.metadata.annotations['cluster.x-k8s.io/cluster-namespace'] = 'ns2'), messages: 1 }],
+  },
+  {
+    object: 'Node', field: 'metadata.uid', fact: 'uid',
+    when: 'a new uid is a new Node: an addition (or, after a missed deletion, a relist announcement), always forwarded',
+    cases: [{ name: 're-created under the same name while the forwarder was away', seen: 'resynced', change: (n) => (n.metadata.uid = 'u-n1b'), messages: 1 }],
+  },
+  {
+    object: 'Node', field: 'metadata.creationTimestamp', fact: 'creationTimestamp',
+    when: 'set once at creation (first-enablement rule); changes only with a new uid',
+    cases: [{ name: 'with a new uid', change: (n) => { n.metadata.uid = 'u-n1b'; n.metadata.creationTimestamp = '2026-11-25T01:00:00Z'; }, messages: 1 }],
+  },
+  {
+    object: 'Node', field: 'metadata.managedFields', fact: 'writers',
+    when: 'never on its own (it tells the echo of the product\'s write and foreign writes apart)',
+    cases: [{ name: 'a new manager entry only', change: (n) => n.metadata.managedFields.push({ manager: 'kubectl', fieldsV1: { 'f:metadata': { 'f:labels': {} } } }), messages: 0 }],
+  },
+  {
+    object: 'Node', field: 'metadata.{name}, metadata.resourceVersion', fact: null,
+    when: 'identity and version only: never on their own',
+    cases: [{ name: 'a new resourceVersion only', change: () => undefined, messages: 0 }],
+  },
+  {
+    object: 'Node', field: 'anything else (status, heartbeats, labels, other annotations, spec.providerID, …)', fact: null,
+    when: 'never',
+    cases: [
+      { name: 'a kubelet heartbeat', change: (n) => (n.status.conditions[0].lastHeartbeatTime = '2026-11-25T00:01:00Z'), messages: 0 },
+      { name: 'a label', change: (n) => (n.metadata.labels.role = 'gpu'), messages: 0 },
+    ],
+  },
+  // ---- MachinePool ----
+  {
+    object: 'MachinePool', field: 'spec.template.spec.taints', fact: 'specTaints',
+    when: 'always, for every Node of the pool (Cluster API refuses pool taints; the product is the only reader)',
+    cases: [{ name: 'set', change: (p) => (p.spec.template.spec.taints = [capiTaint()]), messages: 2 }],
+  },
+  {
+    object: 'MachinePool', field: 'metadata.annotations / spec.template.metadata.annotations [taints.capi-taint-propagator.dev/*]', fact: 'declarations',
+    when: 'always, for every Node of the pool',
+    cases: [
+      { name: 'pool annotation changed', change: (p) => (p.metadata.annotations[DECL] = 'prod=x:NoSchedule'), messages: 2 },
+      { name: 'template annotation added (the pool annotation wins, same effective declaration)', change: (p) => (p.spec.template.metadata.annotations[DECL] = 'x:NoSchedule'), messages: 0 },
+    ],
+  },
+  {
+    object: 'MachinePool', field: 'status.nodeRefs[].name', fact: 'nodeNames',
+    when: 'only for the Nodes that joined; a Node that left is left alone',
+    cases: [
+      { name: 'scale-up by one', change: (p) => p.status.nodeRefs.push({ name: 'n3' }), messages: 1 },
+      { name: 'scale-down by one', change: (p) => p.status.nodeRefs.pop(), messages: 0 },
+    ],
+  },
+  {
+    object: 'MachinePool', field: 'spec.clusterName', fact: 'clusterName',
+    when: 'always, for every Node of the pool',
+    cases: [{ name: 'another cluster', change: (p) => (p.spec.clusterName = 'c2'), messages: 2 }],
+  },
+  {
+    object: 'MachinePool', field: 'metadata.labels[cluster.x-k8s.io/cluster-name]', fact: 'clusterNameLabel',
+    when: 'always, for every Node of the pool',
+    cases: [{ name: 'label changed', change: (p) => (p.metadata.labels['cluster.x-k8s.io/cluster-name'] = 'c2'), messages: 2 }],
+  },
+  {
+    object: 'MachinePool', field: 'metadata.deletionTimestamp', fact: 'deleting',
+    when: 'never: a deleting pool\'s Nodes are left alone',
+    cases: [{ name: 'deletion started', change: (p) => (p.metadata.deletionTimestamp = '2026-11-25T01:00:00Z'), messages: 0 }],
+  },
+  {
+    object: 'MachinePool', field: 'metadata.uid', fact: 'uid',
+    when: 'a new uid is a new pool: an addition (or, after a missed deletion, a relist announcement), every Node',
+    cases: [{ name: 're-created under the same name while the forwarder was away', seen: 'resynced', change: (p) => (p.metadata.uid = 'u-mp2'), messages: 2 }],
+  },
+  {
+    object: 'MachinePool', field: 'metadata.{name,namespace}, metadata.resourceVersion', fact: null,
+    when: 'identity and version only: never on their own',
+    cases: [{ name: 'a new resourceVersion only', change: () => undefined, messages: 0 }],
+  },
+  {
+    object: 'MachinePool', field: 'anything else (replicas, status, conditions, …)', fact: null,
+    when: 'never',
+    cases: [{ name: 'replicas changed', change: (p) => (p.spec.replicas = 3), messages: 0 }],
+  },
+];
+
+/** How many queue messages the forwarder sends for one modification (one per Node it concerns). */
+function messagesFor(row: Row, c: Case): number {
+  const beforeObj = build[row.object]();
+  c.before?.(beforeObj);
+  const afterObj = structuredClone(beforeObj);
+  afterObj.metadata.resourceVersion = String(Number(afterObj.metadata.resourceVersion) + 1);
+  c.change(afterObj);
+  const previous = facts(row.object, beforeObj);
+  const current = facts(row.object, afterObj);
+  const nodeObj = node();
+  if (c.node) c.node(nodeObj);
+  const nodeFacts = c.node === null ? undefined : (toNodeFacts(nodeObj) as NodeFacts);
+  const seen = c.seen ?? 'modified';
+  const decision = forwardDecision(seen, previous, current, {
+    startupTaint: GATE,
+    specTaintsOwner: c.specTaintsOwner ?? SpecTaintsOwner.upstream,
+    nodeFacts: (name) => (nodeFacts?.name === name ? nodeFacts : undefined),
+  });
+  if (!decision.forward) return 0;
+  return current.kind === 'MachinePool' ? poolNodesToAnnounce(seen, previous, current).length : 1;
+}
+
+describe('The relevance table (docs/side-by-side.md): which changes reach the queue', () => {
+  for (const row of TABLE) {
+    for (const c of row.cases) {
+      it(`${row.object} ${row.field}: ${c.name} → ${c.messages} message(s)`, () => {
+        expect(messagesFor(row, c)).toBe(c.messages);
+      });
+    }
+  }
+
+  it('has exactly one row for every fact the forwarder keeps of a Machine, a Node and a MachinePool', () => {
+    for (const kind of ['Machine', 'Node', 'MachinePool'] as const) {
+      const full = build[kind]();
+      full.metadata.deletionTimestamp = '2026-11-25T01:00:00Z';
+      full.metadata.labels['cluster.x-k8s.io/control-plane'] = '';
+      const kept = Object.keys(facts(kind, full)).filter((k) => !['kind', 'name', 'namespace', 'resourceVersion'].includes(k)).sort();
+      const rows = TABLE.filter((r) => r.object === kind && r.fact !== null).map((r) => r.fact as string).sort();
+      expect(rows, kind).toEqual(kept);
+    }
+  });
+
+  it('is the table of docs/side-by-side.md, row by row', () => {
+    const doc = readFileSync(new URL('../../../../docs/side-by-side.md', import.meta.url), 'utf8');
+    const start = doc.indexOf('<!-- relevance-table:start -->');
+    const end = doc.indexOf('<!-- relevance-table:end -->');
+    expect(start).toBeGreaterThan(-1);
+    const rows = doc
+      .slice(start, end)
+      .split('\n')
+      .filter((l) => l.startsWith('| ') && !l.startsWith('| object') && !l.startsWith('|---'))
+      .map((l) => l.split(' | ').map((cell) => cell.replace(/^\| ?|\s*\|$/g, '').trim()));
+    const wanted = TABLE.map((r) => [r.object, `\`${r.field}\``, r.when]);
+    expect(rows.map((r) => [r[0], r[1], r[2]])).toEqual(wanted);
+  });
+});
