@@ -289,6 +289,28 @@ export async function createNamespace(raw: RawKube, name: string, run: string): 
 }
 
 /**
+ * Registers a workload cluster in `capi` mode as Cluster API would: a Cluster `<cluster>` whose control plane endpoint
+ * is the workload API server's address (the spec must not be empty; no controller reads it here), and the Secret
+ * `<cluster>-kubeconfig` holding `kubeconfigYaml` (type, label and key as Cluster API writes them).
+ */
+export async function registerWorkloadCluster(raw: RawKube, ns: string, run: string, cluster: string, server: string, kubeconfigYaml: string): Promise<void> {
+  const endpoint = new URL(server);
+  await raw.post(`${MACHINES_PATH}/namespaces/${ns}/clusters`, {
+    apiVersion: 'cluster.x-k8s.io/v1beta2',
+    kind: 'Cluster',
+    metadata: { name: cluster, namespace: ns, labels: { [BENCH_LABEL]: run } },
+    spec: { controlPlaneEndpoint: { host: endpoint.hostname, port: Number(endpoint.port) } },
+  });
+  await raw.post(`/api/v1/namespaces/${ns}/secrets`, {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    type: 'cluster.x-k8s.io/secret',
+    metadata: { name: `${cluster}-kubeconfig`, namespace: ns, labels: { 'cluster.x-k8s.io/cluster-name': cluster, [BENCH_LABEL]: run } },
+    data: { value: Buffer.from(kubeconfigYaml).toString('base64') },
+  });
+}
+
+/**
  * Creates `count` Node/Machine pairs: Node `<nodePrefix><i>` (default `<run>-n<i>`; no taints unless given, the CAPI
  * annotations naming its Machine and Cluster) and Machine `<namespace>/<machinePrefix><i>` (default `m<i>`) with
  * `spec.taints`, `spec.clusterName` and `status.nodeRef`, for i = `first` … `first + count − 1`. The Nodes go to

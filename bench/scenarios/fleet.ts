@@ -23,7 +23,7 @@ import { resolveBinaries } from '#local/control-plane/assets.ts';
 import type { Child } from '#local/control-plane/children.ts';
 import { startWorkloadApiServer, type WorkloadApiServer } from '#local/control-plane/workload-servers.ts';
 import type { BenchContext } from '../lib/context.ts';
-import { BENCH_LABEL, CallCounter, MACHINES_PATH, RawKube, cleanup, countingKubeConfig, createNamespace, createPairs, loadKubeConfig, mapConcurrent, runId, setMachineTaints, type CallCounts, type Pair, type RawNode } from '../lib/kube.ts';
+import { registerWorkloadCluster, BENCH_LABEL, CallCounter, MACHINES_PATH, RawKube, cleanup, countingKubeConfig, createNamespace, createPairs, loadKubeConfig, mapConcurrent, runId, setMachineTaints, type CallCounts, type Pair, type RawNode } from '../lib/kube.ts';
 import { ReconcilePipeline, startCountedForwarder } from '../lib/pipeline.ts';
 import { quantile, round, sleep, since } from '../lib/stats.ts';
 import type { E2eLatencyResult } from './e2e-latency.ts';
@@ -118,21 +118,7 @@ export async function runFleet(ctx: BenchContext): Promise<FleetResult> {
     for (const [i, server] of servers.entries()) {
       const cluster = `wc-${i + 1}`;
       members.push({ cluster, server, raw: await RawKube.from(loadKubeConfig(server.adminKubeconfigPath), 64), pairs: [] });
-      // The API server's address as a provider records it (the spec must not be empty); no controller reads it here.
-      const endpoint = new URL(server.server);
-      await raw.post(`${MACHINES_PATH}/namespaces/${ns}/clusters`, {
-        apiVersion: 'cluster.x-k8s.io/v1beta2',
-        kind: 'Cluster',
-        metadata: { name: cluster, namespace: ns, labels: { [BENCH_LABEL]: run } },
-        spec: { controlPlaneEndpoint: { host: endpoint.hostname, port: Number(endpoint.port) } },
-      });
-      await raw.post(`/api/v1/namespaces/${ns}/secrets`, {
-        apiVersion: 'v1',
-        kind: 'Secret',
-        type: 'cluster.x-k8s.io/secret',
-        metadata: { name: `${cluster}-kubeconfig`, namespace: ns, labels: { 'cluster.x-k8s.io/cluster-name': cluster, [BENCH_LABEL]: run } },
-        data: { value: Buffer.from(server.kubeconfigYaml).toString('base64') },
-      });
+      await registerWorkloadCluster(raw, ns, run, cluster, server.server, server.kubeconfigYaml);
     }
     await Promise.all(
       members.map(async (m) => {

@@ -21,7 +21,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import type { BenchContext } from '../lib/context.ts';
-import { BENCH_LABEL, MACHINES_PATH, RawKube, cleanup, createNamespace, createPairs, loadKubeConfig, runId, type Pair } from '../lib/kube.ts';
+import { registerWorkloadCluster, MACHINES_PATH, RawKube, cleanup, createNamespace, createPairs, loadKubeConfig, runId, type Pair } from '../lib/kube.ts';
 import { startStandinApiServers, type StandinApiServer, type StandinStats } from '../lib/standin-apiserver.ts';
 import { round, since } from '../lib/stats.ts';
 import { DECLARED, bundleChild, measureForwarder, type ForwarderRun } from './forwarder.ts';
@@ -66,20 +66,7 @@ export async function runFleet100(ctx: BenchContext): Promise<Fleet100Result> {
       const client = await RawKube.from(kc, 8);
       clients.push(client);
       members.push({ cluster, raw: client, pairs: [] });
-      const endpoint = new URL(server.server);
-      await raw.post(`${MACHINES_PATH}/namespaces/${ns}/clusters`, {
-        apiVersion: 'cluster.x-k8s.io/v1beta2',
-        kind: 'Cluster',
-        metadata: { name: cluster, namespace: ns, labels: { [BENCH_LABEL]: run } },
-        spec: { controlPlaneEndpoint: { host: endpoint.hostname, port: Number(endpoint.port) } },
-      });
-      await raw.post(`/api/v1/namespaces/${ns}/secrets`, {
-        apiVersion: 'v1',
-        kind: 'Secret',
-        type: 'cluster.x-k8s.io/secret',
-        metadata: { name: `${cluster}-kubeconfig`, namespace: ns, labels: { 'cluster.x-k8s.io/cluster-name': cluster, [BENCH_LABEL]: run } },
-        data: { value: Buffer.from(server.kubeconfigYaml).toString('base64') },
-      });
+      await registerWorkloadCluster(raw, ns, run, cluster, server.server, server.kubeconfigYaml);
     }
     // A few clusters at a time, each with a few requests in flight: 48 requests in flight to the real API server at most.
     const parallelClusters = Math.min(k, 8);

@@ -18,7 +18,7 @@ import type { Child } from '#local/control-plane/children.ts';
 import { startWorkloadApiServer, type WorkloadApiServer } from '#local/control-plane/workload-servers.ts';
 import type { BenchContext } from '../lib/context.ts';
 import { runHostileAttack, type HostileAttackResult } from '../lib/hostile-attack.ts';
-import { BENCH_LABEL, MACHINES_PATH, RawKube, cleanup, createNamespace, createPairs, hasTaint, loadKubeConfig, runId, setMachineTaints, type Pair, type RawNode } from '../lib/kube.ts';
+import { registerWorkloadCluster, BENCH_LABEL, MACHINES_PATH, RawKube, cleanup, createNamespace, createPairs, hasTaint, loadKubeConfig, runId, setMachineTaints, type Pair, type RawNode } from '../lib/kube.ts';
 
 export type HostileResult = Omit<HostileAttackResult, 'leaks'> & { readonly leakSamples: readonly string[] };
 
@@ -40,20 +40,7 @@ export async function runHostile(ctx: BenchContext, attackSeconds: number): Prom
     workload = await RawKube.from(loadKubeConfig(server.adminKubeconfigPath), 16);
     await createNamespace(raw, ns, run);
     const cluster = 'healthy';
-    const endpoint = new URL(server.server);
-    await raw.post(`${MACHINES_PATH}/namespaces/${ns}/clusters`, {
-      apiVersion: 'cluster.x-k8s.io/v1beta2',
-      kind: 'Cluster',
-      metadata: { name: cluster, namespace: ns, labels: { [BENCH_LABEL]: run } },
-      spec: { controlPlaneEndpoint: { host: endpoint.hostname, port: Number(endpoint.port) } },
-    });
-    await raw.post(`/api/v1/namespaces/${ns}/secrets`, {
-      apiVersion: 'v1',
-      kind: 'Secret',
-      type: 'cluster.x-k8s.io/secret',
-      metadata: { name: `${cluster}-kubeconfig`, namespace: ns, labels: { 'cluster.x-k8s.io/cluster-name': cluster, [BENCH_LABEL]: run } },
-      data: { value: Buffer.from(server.kubeconfigYaml).toString('base64') },
-    });
+    await registerWorkloadCluster(raw, ns, run, cluster, server.server, server.kubeconfigYaml);
     const wk = workload;
     const pairs: Pair[] = await createPairs(raw, { run, namespace: ns, count: 2, clusterName: cluster, nodePrefix: `${run}-n`, nodeKube: wk, machineTaints: [{ key: PROBE, value: 'v0', effect: 'NoSchedule' }], nodeStatus: true });
     ctx.log(`  healthy cluster: API server ${server.server}, ${pairs.length} Machines and Nodes`);
