@@ -28,6 +28,8 @@ const config = loadForwarderConfig({
   WATCH_MEMBERS: '2',
   WATCH_OVERLAP_SECONDS: env['ROTA_OVERLAP_SECONDS'],
   RESYNC_INTERVAL_SECONDS: '0',
+  // The markers are Machine `spec.taints` edits: with the product owning them, every one is a change to announce.
+  SPEC_TAINTS_OWNER: 'product',
 });
 const kc = new KubeConfig();
 kc.loadFromFile(env['ROTA_KUBECONFIG'] ?? '');
