@@ -111,7 +111,7 @@ export async function readCalls(file: string): Promise<RecordedCall[]> {
 
 /**
  * Reads every recording named by `sources`: files, directories (their `*.jsonl`, not recursive) or globs
- * (`/tmp/runs/*.jsonl`). A source that matches nothing is an error, so a mistyped path is never silently empty.
+ * (`recordings/*.jsonl`). A source that matches nothing is an error, so a mistyped path is never silently empty.
  */
 export async function readRecordings(sources: readonly string[]): Promise<RecordedCall[]> {
   const calls: RecordedCall[] = [];
