@@ -67,6 +67,11 @@ export interface DeployedLatencyResult {
   readonly toQueueOver5s: number;
   /** Rota member windows that ended during the measured run (a hand-over each). */
   readonly handOvers: number;
+  /**
+   * One forwarder member killed in the middle of its window (SIGKILL, as a host failure would) at 45 % of the measured
+   * run: when, how far into its window, and change → queue message for the edits of the next 60 s.
+   */
+  readonly killedMidWindow: { readonly atSecond: number; readonly windowAgeSeconds: number; readonly membersLeft: number; readonly next60s: Quantiles } | undefined;
   readonly forwarderRuns: { readonly invocations: number; readonly joined: number; readonly exitedAtOnce: number; readonly coldStarts: number; readonly errors: number };
   readonly forwarder: FunctionStats;
   readonly reconcile: FunctionStats;
@@ -233,7 +238,20 @@ export async function runDeployedLatency(ctx: BenchContext, form: 'e2e' | 'fleet
     const total = Math.max(1, Math.round(rate * seconds));
     const machineOf: string[] = [];
     const inflight: Promise<void>[] = [];
+    const fPoolRun = runner.fn('watchForwarder');
+    let killed: { at: number; firstEdit: number; windowAgeSeconds: number; membersLeft: number } | undefined;
     for (let i = 1; i <= total; i++) {
+      // One member killed mid-window: the one that joined last among those that have watched for a minute or more.
+      if (!killed && Date.now() - start >= seconds * 450) {
+        const now = Date.now();
+        const members = fPoolRun.busy().filter((c) => c.runningSince !== undefined && now - c.runningSince >= 60_000);
+        const victim = members.sort((a, b) => (b.runningSince ?? 0) - (a.runningSince ?? 0))[0];
+        if (victim) {
+          victim.kill();
+          killed = { at: now, firstEdit: i, windowAgeSeconds: round((now - (victim.runningSince ?? now)) / 1000, 0), membersLeft: members.length - 1 };
+          ctx.log(`    ${Math.round((now - start) / 1000)} s: killed a forwarder member ${killed.windowAgeSeconds} s into its window (${killed.membersLeft} member(s) left watching)`);
+        }
+      }
       const wait = start + ((i - 1) * 1000) / rate - Date.now();
       if (wait > 0) await sleep(wait);
       const t = targets[(i - 1) % targets.length];
@@ -320,6 +338,15 @@ export async function runDeployedLatency(ctx: BenchContext, form: 'e2e' | 'fleet
       toQueueOver1s: toQueue.filter((ms) => ms > 1000).length,
       toQueueOver5s: toQueue.filter((ms) => ms > 5000).length,
       handOvers,
+      killedMidWindow:
+        killed === undefined
+          ? undefined
+          : {
+              atSecond: round((killed.at - start) / 1000, 0),
+              windowAgeSeconds: killed.windowAgeSeconds,
+              membersLeft: killed.membersLeft,
+              next60s: quantiles([...queueAt.entries()].filter(([i]) => i >= killed.firstEdit && i < killed.firstEdit + rate * 60).map(([, ms]) => ms)),
+            },
       forwarderRuns: { invocations: fRuns.length, joined: fRuns.filter(joined).length, exitedAtOnce: fRuns.filter((x) => x.result.ok && !joined(x)).length, coldStarts: fRuns.filter((x) => x.coldStart).length, errors: fRuns.filter((x) => !x.result.ok).length },
       forwarder: delta(f, statsBefore.f),
       reconcile: delta(r, statsBefore.r),
