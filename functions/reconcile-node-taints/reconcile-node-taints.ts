@@ -5,6 +5,7 @@
  * in the write itself (see writeFromClaim), so duplicates, reordering and lost intermediate states are
  * harmless.
  */
+import { machineOwnsNode } from '#shared/domain/node-link.ts';
 import { clusterKey, isNodeTaintEvent, type ClusterRef, type NodeState, type NodeTaintEvent, type TaintEvent } from '#shared/domain/cloud-event.ts';
 import { declaredTaintsOf, type EffectiveDeclaration } from '#shared/domain/declarations.ts';
 import { claimedNode } from '#shared/domain/node-state.ts';
@@ -102,10 +103,10 @@ export async function reconcileNodeTaints(deps: ReconcileDeps, event: TaintEvent
   const prefetch = claim || options.parallelReads === false ? undefined : prefetchNode(deps, event);
   const found = await findMachine(deps, event);
   if ('outcome' in found) return found;
-  const { machine } = found;
-  const owner = ownerOf(machine);
-  if (machine.deleting) return { outcome: ReconcileOutcome.machineDeleting, ...owner, reason: `the ${machine.kind ?? 'Machine'} is being deleted` };
-  if (!machine.nodeName) return { outcome: ReconcileOutcome.noNode, ...owner, reason: 'the Machine has no status.nodeRef yet' };
+  const owner = ownerOf(found.machine);
+  if (found.machine.deleting) return { outcome: ReconcileOutcome.machineDeleting, ...owner, reason: `the ${found.machine.kind ?? 'Machine'} is being deleted` };
+  const machine = found.machine.nodeName ? found.machine : await linkByProviderId(deps, event, found.machine, prefetch);
+  if (!machine?.nodeName) return { outcome: ReconcileOutcome.noNode, ...owner, reason: 'the Machine has no status.nodeRef yet, and no Node with its spec.providerID' };
   const cluster = clusterOf(deps.settings, machine);
   const base = { cluster: clusterKey(cluster), ...owner, node: machine.nodeName };
 
@@ -252,6 +253,22 @@ function prefetchNode(deps: ReconcileDeps, event: NodeTaintEvent): NodePrefetch 
     return { store, node: await store.getNode(node) };
   })().catch((error: unknown) => ({ error }));
   return { cluster: clusterKey(data.cluster), node, result };
+}
+
+/**
+ * A Machine without `status.nodeRef` yet, and the Node the event names (a joining Node, or the Node the forwarder
+ * matched to the Machine): the Machine with that Node when the Node's `spec.providerID` equals the Machine's (Cluster
+ * API's own link, `#shared/domain/node-link.ts`), read from the workload cluster (the prefetched read when there is one).
+ */
+async function linkByProviderId(deps: ReconcileDeps, event: NodeTaintEvent, machine: MachineSnapshot, prefetch: NodePrefetch | undefined): Promise<MachineSnapshot | undefined> {
+  const data = event.data;
+  const candidate = data.kind === 'Node' ? data.node.name : data.nodeName;
+  if (candidate === undefined || machine.kind === 'MachinePool' || !machine.providerID) return undefined;
+  const cluster = clusterOf(deps.settings, machine);
+  if (clusterKey(cluster) !== clusterKey(data.cluster)) return undefined;
+  const prefetched = prefetch && prefetch.cluster === clusterKey(cluster) && prefetch.node === candidate ? await prefetch.result : undefined;
+  const node = prefetched && !('error' in prefetched) ? prefetched.node : await (await deps.clusters.nodesOf(cluster)).getNode(candidate);
+  return node && machineOwnsNode(machine, node) ? { ...machine, nodeName: candidate } : undefined;
 }
 
 /** `machine: <ns>/<name>`, or `machinePool: <ns>/<name>` for a pool's Node: what logs, metrics and results name. */

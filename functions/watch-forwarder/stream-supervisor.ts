@@ -31,6 +31,7 @@ import type { StreamEvent, StreamHealthEvent, WatchSources, WatchStream } from '
 import { ForwarderMetric } from '#shared/observability/metric-names.ts';
 import { LogKey, type logger as defaultLogger } from '#shared/observability/logger.ts';
 import type { Outbox, StreamProgress } from './outbox.ts';
+import { ProviderIdLinks } from './provider-id-links.ts';
 import { sleep } from '#shared/sleep.ts';
 
 type Logger = Pick<typeof defaultLogger, 'info' | 'warn' | 'error' | 'debug'>;
@@ -80,6 +81,8 @@ export class StreamSupervisor {
   private failing = new Map<string, FailingCluster>();
   /** The running Node streams, by stream key: a Machine or MachinePool event carries its Node's state from there. */
   private nodeStreams = new Map<string, WatchStream<WatchedFacts>>();
+  /** Unlinked Machines and Nodes by provider ID: a joining Node's event names its Machine (provider-id-links.ts). */
+  private readonly links = new ProviderIdLinks();
 
   constructor(deps: StreamSupervisorDeps, options: StreamSupervisorOptions) {
     this.d = deps;
@@ -193,6 +196,7 @@ export class StreamSupervisor {
       });
     } finally {
       if (this.nodeStreams.get(key) === stream) this.nodeStreams.delete(key);
+      if (cluster) this.links.forgetCluster(cluster);
     }
   }
 
@@ -254,6 +258,9 @@ export class StreamSupervisor {
     // Heartbeats, the echo of our own write, foreign taint noise and changes of upstream's own spec.taints that cannot
     // change the product's decision cost no message (and so no API call).
     const ref = facts.kind === 'Machine' ? clusterOfMachine(facts as MachineFacts, this.d.mode) : cluster;
+    const deleted = e.change === 'deleted';
+    if (facts.kind === 'Machine') this.links.observeMachine(e.previous?.kind === 'Machine' ? e.previous : undefined, facts, deleted, ref);
+    else if (facts.kind === 'Node' && cluster) this.links.observeNode(e.previous?.kind === 'Node' ? e.previous : undefined, facts, deleted, cluster);
     const relevance: RelevanceOptions = {
       ...(this.d.startupTaint ? { startupTaint: this.d.startupTaint } : {}),
       ...(this.d.specTaintsOwner ? { specTaintsOwner: this.d.specTaintsOwner } : {}),
@@ -273,9 +280,20 @@ export class StreamSupervisor {
       progress.add(e.checkpoint, true);
       return;
     }
-    const hints = { ...(decision.declarationRecovered ? { declarationRecovered: true } : {}), ...(facts.kind === 'Machine' ? { nodeFacts: this.nodeFactsIn(ref) } : {}) };
+    const hints = { ...(decision.declarationRecovered ? { declarationRecovered: true } : {}), ...(facts.kind === 'Machine' ? { nodeFacts: this.nodeFactsIn(ref) } : {}), ...this.providerIdHint(facts as MachineFacts | NodeFacts, ref, deleted) };
     const event = toTaintEvent(facts as MachineFacts | NodeFacts, e.change, ref, e.observedAt, hints);
     await this.d.outbox.enqueue([event], e.observedAt, progress, e.checkpoint);
+  }
+
+  /** An unlinked Machine's or Node's other half, matched by provider ID (none for a deletion). */
+  private providerIdHint(facts: MachineFacts | NodeFacts, ref: ClusterRef, deleted: boolean): { providerIdMachine?: { namespace: string; name: string }; providerIdNode?: string } {
+    if (deleted) return {};
+    if (facts.kind === 'Machine') {
+      const node = facts.nodeName === undefined ? this.links.nodeFor(facts, ref) : undefined;
+      return node ? { providerIdNode: node } : {};
+    }
+    const machine = facts.machineAnnotation === undefined ? this.links.machineFor(facts, ref) : undefined;
+    return machine ? { providerIdMachine: machine } : {};
   }
 
   /** The autoscaler options (the startup gate, refused as a declaration). */

@@ -88,7 +88,10 @@ export interface MachineEventData {
   readonly kind: 'Machine';
   readonly cluster: ClusterRef;
   readonly machine: { readonly namespace: string; readonly name: string; readonly uid: string; readonly resourceVersion: string };
-  /** `status.nodeRef.name`, when the Machine has a Node. */
+  /**
+   * `status.nodeRef.name`, when the Machine has a Node; before that, the Node whose `spec.providerID` the forwarder saw
+   * equal to the Machine's (the reconcile function checks the match again).
+   */
   readonly nodeName?: string;
   /** Hint: the declaration was invalid in the previous version the forwarder saw (a Normal Event says it took). */
   readonly declarationRecovered?: true;
@@ -103,7 +106,11 @@ export interface NodeEventData {
   readonly kind: 'Node';
   readonly cluster: ClusterRef;
   readonly node: { readonly name: string; readonly uid: string; readonly resourceVersion: string };
-  /** From the Node's `cluster.x-k8s.io/machine` + `cluster.x-k8s.io/cluster-namespace` annotations. */
+  /**
+   * From the Node's `cluster.x-k8s.io/machine` + `cluster.x-k8s.io/cluster-namespace` annotations; before Cluster API
+   * writes them, the Machine whose `spec.providerID` the forwarder saw equal to the Node's (the reconcile function
+   * checks the match again).
+   */
   readonly machine?: { readonly namespace: string; readonly name: string };
   /** The Node's state in this change (see NodeState). */
   readonly nodeState?: NodeState;

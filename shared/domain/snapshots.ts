@@ -13,6 +13,8 @@ export interface NodeSnapshot {
   readonly labels: Readonly<Record<string, string>>;
   readonly annotations: Readonly<Record<string, string>>;
   readonly taints: readonly Taint[];
+  /** `spec.providerID` (links a joining Node to its Machine before Cluster API's `status.nodeRef`; see node-link.ts). */
+  readonly providerID?: string;
 }
 
 /**
@@ -38,6 +40,8 @@ export interface MachineSnapshot {
   readonly clusterName?: string;
   /** `status.nodeRef.name`. */
   readonly nodeName?: string;
+  /** `spec.providerID` (Cluster API copies it from the infrastructure Machine once that is provisioned). */
+  readonly providerID?: string;
   /** True when `metadata.deletionTimestamp` is set. */
   readonly deleting: boolean;
 }

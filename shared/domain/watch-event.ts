@@ -50,6 +50,11 @@ export interface MachineFacts {
   /** Values of the declaration annotations that are set, by key. */
   readonly declarations: Readonly<Record<string, string>>;
   readonly nodeName?: string;
+  /**
+   * `spec.providerID`, kept only while the Machine has no `status.nodeRef`: it links a joining Node to the Machine
+   * before Cluster API does (`#shared/domain/node-link.ts`); once `nodeRef` is set it decides nothing.
+   */
+  readonly providerID?: string;
   readonly clusterName?: string;
   readonly clusterNameLabel?: string;
   readonly controlPlaneLabel?: string;
@@ -70,6 +75,11 @@ export interface NodeFacts {
   /** The product's own tracking annotation. */
   readonly ownTrackingAnnotation?: string;
   readonly machineAnnotation?: string;
+  /**
+   * `spec.providerID`, kept only while the Node has no `cluster.x-k8s.io/machine` annotation (Cluster API has not
+   * linked it yet): it links the joining Node to its Machine (`#shared/domain/node-link.ts`).
+   */
+  readonly providerID?: string;
   readonly clusterNameAnnotation?: string;
   readonly clusterNamespaceAnnotation?: string;
   /**
@@ -219,6 +229,7 @@ export function toMachineFacts(obj: unknown): MachineFacts | undefined {
     if (v !== undefined) declarations[key] = v;
   }
   const nodeName = str(nodeRef.name);
+  const providerID = nodeName ? undefined : str(spec.providerID);
   const clusterName = str(spec.clusterName);
   const clusterNameLabel = meta.labels[CLUSTER_NAME_LABEL];
   const controlPlaneLabel = meta.labels[CONTROL_PLANE_LABEL];
@@ -231,6 +242,7 @@ export function toMachineFacts(obj: unknown): MachineFacts | undefined {
     specTaints: spec.taints ?? null,
     declarations,
     ...(nodeName ? { nodeName } : {}),
+    ...(providerID ? { providerID } : {}),
     ...(clusterName ? { clusterName } : {}),
     ...(clusterNameLabel !== undefined ? { clusterNameLabel } : {}),
     ...(controlPlaneLabel !== undefined ? { controlPlaneLabel } : {}),
@@ -361,6 +373,7 @@ export function toNodeFacts(obj: unknown): NodeFacts | undefined {
   const spec = isObject(obj.spec) ? obj.spec : {};
   const a = meta.annotations;
   const creationTimestamp = isObject(obj.metadata) ? str(obj.metadata.creationTimestamp) : undefined;
+  const providerID = a[MACHINE_ANNOTATION] === undefined ? str(spec.providerID) : undefined;
   return {
     kind: 'Node',
     name: meta.name,
@@ -371,6 +384,7 @@ export function toNodeFacts(obj: unknown): NodeFacts | undefined {
     ...(a[TRACKING_ANNOTATION] !== undefined ? { trackingAnnotation: a[TRACKING_ANNOTATION] } : {}),
     ...(a[OWN_TRACKING_ANNOTATION] !== undefined ? { ownTrackingAnnotation: a[OWN_TRACKING_ANNOTATION] } : {}),
     ...(a[MACHINE_ANNOTATION] !== undefined ? { machineAnnotation: a[MACHINE_ANNOTATION] } : {}),
+    ...(providerID ? { providerID } : {}),
     ...(a[CLUSTER_NAME_ANNOTATION] !== undefined ? { clusterNameAnnotation: a[CLUSTER_NAME_ANNOTATION] } : {}),
     ...(a[CLUSTER_NAMESPACE_ANNOTATION] !== undefined ? { clusterNamespaceAnnotation: a[CLUSTER_NAMESPACE_ANNOTATION] } : {}),
     writers: writersOf(isObject(obj.metadata) ? obj.metadata.managedFields : undefined),
@@ -460,12 +474,13 @@ export function clusterOfMachine(machine: MachineFacts | MachinePoolFacts | Scal
 export function toEventData(facts: MachineFacts | NodeFacts, cluster: ClusterRef, observedAt: Date, hints: EventHints = {}): TaintEventData {
   const at = observedAt.toISOString();
   if (facts.kind === 'Machine') {
-    const nodeState = facts.nodeName !== undefined ? knownNodeState(hints, facts.nodeName) : undefined;
+    const nodeName = facts.nodeName ?? hints.providerIdNode;
+    const nodeState = nodeName !== undefined ? knownNodeState(hints, nodeName) : undefined;
     const data: MachineEventData = {
       kind: 'Machine',
       cluster,
       machine: { namespace: facts.namespace, name: facts.name, uid: facts.uid, resourceVersion: facts.resourceVersion },
-      ...(facts.nodeName ? { nodeName: facts.nodeName } : {}),
+      ...(nodeName ? { nodeName } : {}),
       ...(hints.declarationRecovered ? { declarationRecovered: true as const } : {}),
       ...(nodeState ? { nodeState } : {}),
       observedAt: at,
@@ -478,7 +493,11 @@ export function toEventData(facts: MachineFacts | NodeFacts, cluster: ClusterRef
     kind: 'Node',
     cluster,
     node: { name: facts.name, uid: facts.uid, resourceVersion: facts.resourceVersion },
-    ...(facts.machineAnnotation && machineNamespace ? { machine: { namespace: machineNamespace, name: facts.machineAnnotation } } : {}),
+    ...(facts.machineAnnotation && machineNamespace
+      ? { machine: { namespace: machineNamespace, name: facts.machineAnnotation } }
+      : hints.providerIdMachine
+        ? { machine: hints.providerIdMachine }
+        : {}),
     ...(nodeState ? { nodeState } : {}),
     observedAt: at,
   };
@@ -491,6 +510,10 @@ export interface EventHints {
   readonly declarationRecovered?: boolean;
   /** The last state the forwarder saw of a Node of the object's cluster, by name (a Machine or MachinePool event carries its Node's). */
   readonly nodeFacts?: (name: string) => NodeFacts | undefined;
+  /** A Node event: the Machine whose `spec.providerID` the Node's matches (no Cluster API annotation names one yet). */
+  readonly providerIdMachine?: { readonly namespace: string; readonly name: string };
+  /** A Machine event: the Node whose `spec.providerID` the Machine's matches (no `status.nodeRef` yet). */
+  readonly providerIdNode?: string;
 }
 
 /** The state of the named Node as the forwarder last saw it, if it did. */

@@ -35,7 +35,7 @@ interface MachineObject {
     labels?: Record<string, string>;
     annotations?: Record<string, string>;
   };
-  spec?: { clusterName?: string; taints?: unknown };
+  spec?: { clusterName?: string; taints?: unknown; providerID?: string };
   /** v1beta2: `{name}`; v1beta1: a full ObjectReference (`{apiVersion, kind, name, uid}`). Only the name is read. */
   status?: { nodeRef?: { name?: string } };
 }
@@ -145,6 +145,7 @@ export function toMachineSnapshot(machine: MachineObject, version: CapiApiVersio
     specTaints: machine.spec?.taints,
     ...(machine.spec?.clusterName ? { clusterName: machine.spec.clusterName } : {}),
     ...(machine.status?.nodeRef?.name ? { nodeName: machine.status.nodeRef.name } : {}),
+    ...(machine.spec?.providerID ? { providerID: machine.spec.providerID } : {}),
     deleting: m.deletionTimestamp !== undefined && m.deletionTimestamp !== null,
   };
 }

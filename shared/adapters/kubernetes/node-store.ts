@@ -109,6 +109,7 @@ export function toNodeSnapshot(node: V1Node): NodeSnapshot {
       const timeAdded = toKubeTime(t.timeAdded as Date | string | undefined);
       return { key: t.key, ...(t.value ? { value: t.value } : {}), effect: t.effect, ...(timeAdded ? { timeAdded } : {}) };
     }),
+    ...(node.spec?.providerID ? { providerID: node.spec.providerID } : {}),
   };
 }
 

@@ -180,6 +180,60 @@ describe('Function: reconcileNodeTaints()', () => {
     expect(viaNodeRef).toMatchObject({ outcome: 'unchanged', machine: 'default/m1' });
   });
 
+  it("taints a joining Node before Cluster API's nodeRef when its spec.providerID is the Machine's (Cluster API's own link)", async () => {
+    // Prepare: the Machine has its provider ID but no nodeRef yet; the Node joined with the startup gate.
+    const { deps, machines, nodes } = setup();
+    machines.put({ ...inCluster(machineBuilder().named('m1').withSpecTaints([machineTaint('gpu')]).build()), providerID: 'local:///default/m1' });
+    nodes.put({ name: 'n1', creationTimestamp: NEW_NODE, annotations: {}, taints: [nodeTaint(UNINITIALIZED_TAINT_KEY)], providerID: 'local:///default/m1' });
+
+    // Act: the Node's addition, naming the Machine the forwarder matched; then the Machine's own event naming the Node.
+    const viaNode = await reconcileNodeTaints(deps, nodeEvent('n1', { machine: { namespace: 'default', name: 'm1' } }));
+    const viaMachine = await reconcileNodeTaints(deps, machineEvent('default', 'm1', { nodeName: 'n1' }));
+
+    // Assess
+    expect(viaNode).toMatchObject({ outcome: 'patched', machine: 'default/m1', node: 'n1' });
+    expect(nodes.peek('n1')?.taints).toEqual([nodeTaint('gpu')]);
+    expect(viaMachine).toMatchObject({ outcome: 'unchanged', node: 'n1' });
+  });
+
+  it.each([
+    { name: 'another provider ID', nodeProviderId: 'local:///default/other' as string | undefined, machineProviderId: 'local:///default/m1' as string | undefined },
+    { name: 'a Node without a provider ID', nodeProviderId: undefined, machineProviderId: 'local:///default/m1' },
+    { name: 'a Machine without a provider ID', nodeProviderId: 'local:///default/m1', machineProviderId: undefined },
+    { name: 'both empty', nodeProviderId: '', machineProviderId: '' },
+  ])('does not link a joining Node to a Machine without nodeRef on $name: no write', async ({ nodeProviderId, machineProviderId }) => {
+    // Prepare
+    const { deps, machines, nodes } = setup();
+    machines.put({ ...inCluster(machineBuilder().named('m1').withSpecTaints([machineTaint('gpu')]).build()), ...(machineProviderId !== undefined ? { providerID: machineProviderId } : {}) });
+    nodes.put({ name: 'n1', creationTimestamp: NEW_NODE, annotations: {}, taints: [nodeTaint(UNINITIALIZED_TAINT_KEY)], ...(nodeProviderId !== undefined ? { providerID: nodeProviderId } : {}) });
+
+    // Act
+    const viaNode = await reconcileNodeTaints(deps, nodeEvent('n1', { machine: { namespace: 'default', name: 'm1' } }));
+    const viaMachine = await reconcileNodeTaints(deps, machineEvent('default', 'm1', { nodeName: 'n1' }));
+
+    // Assess
+    expect([viaNode.outcome, viaMachine.outcome]).toEqual(['no-node', 'no-node']);
+    expect(nodes.writes).toBe(0);
+  });
+
+  it("does not link by provider ID across workload clusters, and a Machine's nodeRef always wins", async () => {
+    // Prepare: m1's Node is n0 (nodeRef); n1 carries m1's provider ID. m2 (no nodeRef) is in another cluster than the event.
+    const { deps, machines, nodes } = setup();
+    machines.put({ ...inCluster(machineBuilder().named('m1').withNodeName('n0').withSpecTaints([machineTaint('gpu')]).build()), providerID: 'p1' });
+    machines.put({ ...machineBuilder().named('m2').withSpecTaints([machineTaint('gpu')]).build(), clusterName: 'wc2', providerID: 'p2' });
+    nodes.put({ name: 'n1', creationTimestamp: NEW_NODE, annotations: {}, taints: [], providerID: 'p1' });
+    nodes.put({ name: 'n2', creationTimestamp: NEW_NODE, annotations: {}, taints: [], providerID: 'p2' });
+
+    // Act
+    const nodeRefWins = await reconcileNodeTaints(deps, nodeEvent('n1', { machine: { namespace: 'default', name: 'm1' } }));
+    const otherCluster = await reconcileNodeTaints(deps, nodeEvent('n2', { machine: { namespace: 'default', name: 'm2' } }));
+
+    // Assess
+    expect(nodeRefWins.outcome).toBe('machine-gone');
+    expect(otherCluster.outcome).toBe('no-node');
+    expect(nodes.writes).toBe(0);
+  });
+
   it.each([
     { name: 'Machine deleted event', event: () => machineEvent('default', 'm1', { nodeName: 'n1', change: 'deleted' }), outcome: 'machine-gone' },
     { name: 'Machine no longer exists', event: () => machineEvent('default', 'missing', { nodeName: 'n1' }), outcome: 'machine-gone' },

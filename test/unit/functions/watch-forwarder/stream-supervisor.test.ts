@@ -96,6 +96,28 @@ describe('Class: StreamSupervisor', () => {
     ]);
   });
 
+  it("names a joining Node's Machine by provider ID (either arrives first), and stops once Cluster API has linked them", async () => {
+    // Prepare
+    const { sources, outbox, published } = setup('capi');
+    await sources.clusterStream.emit({ type: 'change', change: 'resynced', facts: cluster(), observedAt: T0 });
+    const nodes = await sources.nodesOf({ mode: 'capi', namespace: 'fleet', name: 'wc1' });
+    const joining = (name: string, providerID: string) => node({ name, uid: `uid-${name}`, providerID, trackingAnnotation: undefined as never, ownTrackingAnnotation: undefined as never });
+
+    // Act: m1 has its provider ID before its Node joins (the usual order); n2 joins before m2 gets its provider ID.
+    await sources.machineStream.emit({ type: 'change', change: 'added', facts: machine({ nodeName: undefined as never, providerID: 'p1' }), observedAt: T0, checkpoint: '11' });
+    await nodes.emit({ type: 'change', change: 'added', facts: joining('n1', 'p1'), observedAt: T0, checkpoint: '40' });
+    await nodes.emit({ type: 'change', change: 'added', facts: joining('n2', 'p2'), observedAt: T0, checkpoint: '41' });
+    await sources.machineStream.emit({ type: 'change', change: 'added', facts: machine({ name: 'm2', uid: 'uid-m2', nodeName: undefined as never, providerID: 'p2' }), observedAt: T0, checkpoint: '12' });
+    // A Node of another provider ID, and n1 once Cluster API annotated it (the facts then keep no provider ID).
+    await nodes.emit({ type: 'change', change: 'added', facts: joining('n3', 'p-other'), observedAt: T0, checkpoint: '42' });
+    await nodes.emit({ type: 'change', change: 'modified', previous: joining('n1', 'p1'), facts: node({ name: 'n1', resourceVersion: '43', machineAnnotation: 'm1', trackingAnnotation: undefined as never, ownTrackingAnnotation: undefined as never }), observedAt: T0, checkpoint: '43' });
+    for (let i = 0; i < 4; i++) await outbox.publishRound();
+
+    // Assess
+    const link = (e: TaintEvent) => (e.data.kind === 'Node' ? `${e.data.node.name}→${e.data.machine?.name ?? '-'}` : e.data.kind === 'Machine' ? `${e.data.machine.name}→${e.data.nodeName ?? '-'}` : '');
+    expect(published.map(link).sort()).toEqual(['m1→-', 'm2→n2', 'n1→m1', 'n1→m1', 'n2→-', 'n3→-'].sort());
+  });
+
   it("sends nothing for a value change of Cluster API's own spec.taints on a Node it initialized, judged from the Node stream's last state; with SPEC_TAINTS_OWNER=product it sends it", async () => {
     for (const owner of [SpecTaintsOwner.upstream, SpecTaintsOwner.product]) {
       // Prepare: a Node both initialized (Cluster API tracks upstream:NoSchedule, the product nothing)

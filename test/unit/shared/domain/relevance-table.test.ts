@@ -147,7 +147,15 @@ const TABLE: readonly Row[] = [
     cases: [{ name: 'a new resourceVersion only', change: () => undefined, messages: 0 }],
   },
   {
-    object: 'Machine', field: 'anything else (status, conditions, other labels and annotations, spec.providerID, …)', fact: null,
+    object: 'Machine', field: 'spec.providerID', fact: 'providerID',
+    when: 'only while the Machine has no status.nodeRef: it links a joining Node to the Machine (Cluster API\'s own rule); never once nodeRef is set',
+    cases: [
+      { name: 'set before nodeRef', before: (m) => { delete m.status.nodeRef; delete m.spec.providerID; }, change: (m) => (m.spec.providerID = 'local://m1'), messages: 1 },
+      { name: 'changed after nodeRef', change: (m) => (m.spec.providerID = 'local://m1b'), messages: 0 },
+    ],
+  },
+  {
+    object: 'Machine', field: 'anything else (status, conditions, other labels and annotations, …)', fact: null,
     when: 'never',
     cases: [
       { name: 'a status heartbeat', change: (m) => (m.status.conditions[0].lastTransitionTime = '2026-11-25T01:00:00Z'), messages: 0 },
@@ -222,7 +230,15 @@ const TABLE: readonly Row[] = [
     cases: [{ name: 'a new resourceVersion only', change: () => undefined, messages: 0 }],
   },
   {
-    object: 'Node', field: 'anything else (status, heartbeats, labels, other annotations, spec.providerID, …)', fact: null,
+    object: 'Node', field: 'spec.providerID', fact: 'providerID',
+    when: 'only while no cluster.x-k8s.io/machine annotation names its Machine: it links the joining Node to its Machine (Cluster API\'s own rule); never after',
+    cases: [
+      { name: 'set on a joining Node', before: (n) => { delete n.metadata.annotations['cluster.x-k8s.io/machine']; delete n.spec.providerID; }, change: (n) => (n.spec.providerID = 'local://m1'), messages: 1 },
+      { name: 'changed on a linked Node', change: (n) => (n.spec.providerID = 'local://m1b'), messages: 0 },
+    ],
+  },
+  {
+    object: 'Node', field: 'anything else (status, heartbeats, labels, other annotations, …)', fact: null,
     when: 'never',
     cases: [
       { name: 'a kubelet heartbeat', change: (n) => (n.status.conditions[0].lastHeartbeatTime = '2026-11-25T00:01:00Z'), messages: 0 },
@@ -319,7 +335,11 @@ describe('The relevance table (docs/side-by-side.md): which changes reach the qu
       const full = build[kind]();
       full.metadata.deletionTimestamp = '2026-11-25T01:00:00Z';
       full.metadata.labels['cluster.x-k8s.io/control-plane'] = '';
-      const kept = Object.keys(facts(kind, full)).filter((k) => !['kind', 'name', 'namespace', 'resourceVersion'].includes(k)).sort();
+      // Not yet linked (no nodeRef, no machine annotation): the facts kept only then are counted too.
+      const unlinked = structuredClone(full);
+      if (kind === 'Machine') delete unlinked.status.nodeRef;
+      if (kind === 'Node') delete unlinked.metadata.annotations['cluster.x-k8s.io/machine'];
+      const kept = [...new Set([...Object.keys(facts(kind, full)), ...Object.keys(facts(kind, unlinked))])].filter((k) => !['kind', 'name', 'namespace', 'resourceVersion'].includes(k)).sort();
       const rows = TABLE.filter((r) => r.object === kind && r.fact !== null).map((r) => r.fact as string).sort();
       expect(rows, kind).toEqual(kept);
     }
