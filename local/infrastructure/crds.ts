@@ -68,6 +68,13 @@ const machineSpec: V1JSONSchemaProps = {
   properties: {
     providerID: { type: 'string', description: 'Set by the provider: local:///<namespace>/<machine>.' },
     startupTaints,
+    bootSeconds: {
+      type: 'integer',
+      minimum: 0,
+      maximum: 3600,
+      description:
+        'Seconds from the machine being provisioned (spec.providerID, provisioned) to its Node registering, as an instance boots before its kubelet joins. 0 (default): the Node registers first, then the machine reports provisioned.',
+    },
   },
 };
 

@@ -9,7 +9,9 @@
  * - **LocalMachine** (infrastructure): once Cluster API has made a Machine its owner, registers a **Node named like
  *   the Machine** as a kubelet would: `spec.providerID`, the `spec.startupTaints` it asks for, then through `/status`
  *   Ready=True and MemoryPressure/DiskPressure/PIDPressure=False; then `spec.providerID` and
- *   `status.initialization.provisioned=true` on the LocalMachine. A finalizer deletes the Node with it.
+ *   `status.initialization.provisioned=true` on the LocalMachine. A finalizer deletes the Node with it. With
+ *   `spec.bootSeconds` > 0 the order is a cloud's: the machine is provisioned first (its provider ID known, so Cluster
+ *   API copies it to the Machine), and its Node registers that many seconds later, as an instance boots.
  * - **LocalMachinePool** (infrastructure): once Cluster API has made a MachinePool its owner, keeps one Node per
  *   replica of the MachinePool's `spec.replicas` (Nodes `<pool>-<n>`, lowest free `n` first; scaling down removes
  *   the highest), registered like a LocalMachine's Node with the pool's `spec.template.spec.startupTaints` of the
@@ -119,6 +121,11 @@ export class LocalProvider {
   /** Informers on Cluster API MachinePools, one per group version seen in a LocalMachinePool's owner reference. */
   readonly #machinePoolWatches = new Map<string, Promise<void>>();
   #enqueuePool: Enqueue = () => undefined;
+  #enqueueMachine: Enqueue = () => undefined;
+  /** LocalMachines provisioned by this process whose Node is still booting: when it registers (ms since the epoch). */
+  readonly #booting = new Map<string, { at: number; timer: NodeJS.Timeout }>();
+  /** LocalMachines whose booted Node this process has registered (or found registered). */
+  readonly #booted = new Set<string>();
   #stopped = false;
 
   constructor(o: LocalProviderOptions) {
@@ -145,11 +152,14 @@ export class LocalProvider {
     ];
     const enqueues = await Promise.all(handlers.map(([api, onChange, onDelete]) => this.#watch(api, onChange, onDelete)));
     this.#enqueuePool = enqueues[handlers.findIndex(([api]) => api === LOCAL_MACHINE_POOL)] ?? this.#enqueuePool;
+    this.#enqueueMachine = enqueues[handlers.findIndex(([api]) => api === LOCAL_MACHINE)] ?? this.#enqueueMachine;
   }
 
   /** Stops the informers and waits for running reconciles. */
   async stop(): Promise<void> {
     this.#stopped = true;
+    for (const b of this.#booting.values()) clearTimeout(b.timer);
+    this.#booting.clear();
     await Promise.all(this.#informers.map(({ informer }) => informer.stop()));
     await this.#queue.drain();
   }
@@ -298,10 +308,22 @@ export class LocalProvider {
       );
       return; // the update event continues
     }
-    if ((o.status?.['initialization'] as { provisioned?: boolean } | undefined)?.provisioned === true) return;
+    const bootSeconds = Number(o.spec?.['bootSeconds'] ?? 0);
+    if ((o.status?.['initialization'] as { provisioned?: boolean } | undefined)?.provisioned === true) {
+      if (bootSeconds > 0) await this.#bootedNode(o, owner, bootSeconds);
+      return;
+    }
     // The watch may not have delivered our own last status write yet: check the stored object before registering.
     const fresh = (await this.#custom.getNamespacedCustomObject({ ...gvp(LOCAL_MACHINE), namespace: ns, name })) as Obj;
     if ((fresh.status?.['initialization'] as { provisioned?: boolean } | undefined)?.provisioned === true) return;
+    if (bootSeconds > 0) {
+      await this.#provision(o, owner.name);
+      const key = `${ns}/${name}`;
+      const timer = setTimeout(() => this.#enqueueMachine(ns, name), bootSeconds * 1000);
+      this.#booting.set(key, { at: Date.now() + bootSeconds * 1000, timer });
+      this.#log(`[local-provider] LocalMachine ${ns}/${name} provisioned (${providerIdOf(ns, owner.name)}); its Node registers in ${bootSeconds} s`);
+      return;
+    }
     // In the version Cluster API wrote the owner reference with (v1beta1 up to CAPI v1.10, v1beta2 from v1.11).
     const machineVersion = owner.apiVersion.split('/')[1] ?? 'v1beta2';
     const machine = (await this.#custom.getNamespacedCustomObject({ group: CAPI_GROUP, version: machineVersion, plural: 'machines', namespace: ns, name: owner.name })) as Obj;
@@ -315,15 +337,49 @@ export class LocalProvider {
       kubeletVersion: (machine.spec?.['version'] as string | undefined) ?? 'v0.0.0',
       clusterName,
     });
-    const addresses = [{ type: 'InternalIP', address: '127.0.0.1' }, { type: 'Hostname', address: owner.name }];
+    await this.#provision(o, owner.name);
+    this.#log(`[local-provider] LocalMachine ${ns}/${name} provisioned: Node ${owner.name} (${providerID})`);
+  }
+
+  /** `spec.providerID`, then the provisioned status (addresses, the Node's name). */
+  async #provision(o: Obj, nodeName: string): Promise<void> {
+    const ns = o.metadata?.namespace ?? '';
+    const name = o.metadata?.name ?? '';
+    const providerID = providerIdOf(ns, nodeName);
+    const addresses = [{ type: 'InternalIP', address: '127.0.0.1' }, { type: 'Hostname', address: nodeName }];
     if (o.spec?.['providerID'] !== providerID) {
       await this.#custom.patchNamespacedCustomObject({ ...gvp(LOCAL_MACHINE), namespace: ns, name, body: { spec: { providerID } } }, MERGE);
     }
     await this.#custom.patchNamespacedCustomObjectStatus(
-      { ...gvp(LOCAL_MACHINE), namespace: ns, name, body: { status: { initialization: { provisioned: true }, ready: true, addresses, nodeName: owner.name } } },
+      { ...gvp(LOCAL_MACHINE), namespace: ns, name, body: { status: { initialization: { provisioned: true }, ready: true, addresses, nodeName } } },
       MERGE,
     );
-    this.#log(`[local-provider] LocalMachine ${ns}/${name} provisioned: Node ${owner.name} (${providerID})`);
+  }
+
+  /**
+   * A provisioned LocalMachine with `spec.bootSeconds`: its Node registers once the boot time this process started
+   * has passed (at once after a restart of the provider, which forgot it), unless it is there already.
+   */
+  async #bootedNode(o: Obj, owner: { apiVersion: string; name: string }, bootSeconds: number): Promise<void> {
+    const ns = o.metadata?.namespace ?? '';
+    const key = `${ns}/${o.metadata?.name ?? ''}`;
+    if (this.#booted.has(key)) return;
+    const booting = this.#booting.get(key);
+    if (booting && Date.now() < booting.at) return; // its timer queues the reconcile that registers it
+    const machine = (await this.#custom.getNamespacedCustomObject({ group: CAPI_GROUP, version: owner.apiVersion.split('/')[1] ?? 'v1beta2', plural: 'machines', namespace: ns, name: owner.name })) as Obj;
+    const clusterName = (machine.spec?.['clusterName'] as string | undefined) ?? o.metadata?.labels?.[CLUSTER_NAME_LABEL] ?? '';
+    await this.#registerNode(this.#nodeClusterFor({ namespace: ns, name: clusterName }), {
+      name: owner.name,
+      providerID: providerIdOf(ns, owner.name),
+      taints: (o.spec?.['startupTaints'] as V1Taint[] | undefined) ?? [],
+      kubeletVersion: (machine.spec?.['version'] as string | undefined) ?? 'v0.0.0',
+      clusterName,
+    });
+    this.#booted.add(key);
+    if (booting) {
+      this.#booting.delete(key);
+      this.#log(`[local-provider] LocalMachine ${key}: Node ${owner.name} registered after booting ${bootSeconds} s`);
+    }
   }
 
   /** Creates the Node with its startup taints, then reports it Ready, as a kubelet registering itself would. */

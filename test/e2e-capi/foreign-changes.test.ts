@@ -6,6 +6,10 @@
  * writes) and costs the product 0 messages and 0 reconciles: the forwarder saw each of those Machine and Node changes
  * and filtered it (its counters say so: the positive signal that they arrived), and the marker edit made afterwards on
  * the "product" side is then the only reconcile (exactly 1).
+ *
+ * A joining Node is tainted by its Machine's `spec.providerID` (Cluster API's own link) without waiting for Cluster
+ * API's `status.nodeRef`: the Machine is paused (`cluster.x-k8s.io/paused`) once Cluster API has copied its provider ID,
+ * so Cluster API never links it while the Node boots and joins; the product's taint lands on it regardless.
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { CoreV1Api, CustomObjectsApi, type KubeConfig, type V1Node } from '@kubernetes/client-node';
@@ -14,7 +18,9 @@ import type { PipelineCounters } from '#local/pipeline-report.ts';
 import { OWN_TRACKING_ANNOTATION, STARTUP_GATE_TAINT_KEY, TRACKING_ANNOTATION } from '#shared/domain/taint.ts';
 import { createNamespace, MERGE_PATCH, waitFor } from '#test/support/control-plane.ts';
 import {
+  MACHINES,
   MACHINE_DEPLOYMENTS,
+  listObjects,
   capiKubeConfig,
   createMachineDeployment,
   createSelfHostedCluster,
@@ -117,5 +123,42 @@ describeWithCapi('Next to Cluster API: no work for changes the product cannot ac
     expect(after.eventsForwarded - seen.eventsForwarded).toBe(1);
     expect(seen.eventsForwarded).toBe(before.eventsForwarded);
     expect(after.foreignDeclarationChangesFiltered - before.foreignDeclarationChangesFiltered).toBe(CAPI_REPLICAS);
+  }, 180_000);
+
+  it("taints a joining Node by its Machine's provider ID while Cluster API has not linked them (the Machine paused before the Node joins)", async () => {
+    const custom = kc.makeApiClient(CustomObjectsApi);
+    // Prepare: one Machine whose Node boots 15 s after the machine is provisioned (a cloud's order).
+    const md = await createMachineDeployment(kc, ns, { cluster, replicas: 1, startupTaints: [GATE], bootSeconds: 15, annotations: { [DECLARE]: 'joined=v1:NoSchedule' } });
+    const machine = await waitFor(
+      async () => (await listObjects(kc, MACHINES, ns, `cluster.x-k8s.io/deployment-name=${md}`)).find((m) => typeof m.spec?.['providerID'] === 'string'),
+      { timeoutMs: 60_000, intervalMs: 100, description: "Cluster API to copy the provider ID to the Machine" },
+    );
+    const name = machine.metadata.name;
+    await custom.patchNamespacedCustomObject({ ...MACHINES, namespace: ns, name, body: { metadata: { annotations: { 'cluster.x-k8s.io/paused': '' } } } }, MERGE_PATCH);
+    const exists = await core.readNode({ name }).then(() => true, () => false);
+    expect(exists, 'the Node must join after the Machine is paused (its boot is 15 s)').toBe(false);
+
+    // Act: the Node boots and registers with the startup gate.
+    const node = await waitFor(
+      async () => {
+        const n = await core.readNode({ name }).catch(() => undefined);
+        return n && taintsOf(n).join() === 'joined=v1:NoSchedule' ? n : undefined;
+      },
+      { timeoutMs: 60_000, intervalMs: 200, description: "the product's taint on the joining Node, its gate lifted" },
+    );
+
+    // Assess: Cluster API has not linked the Node (the Machine is paused): the product linked it by provider ID.
+    const after = (await listObjects(kc, MACHINES, ns, `cluster.x-k8s.io/deployment-name=${md}`)).find((m) => m.metadata.name === name);
+    expect(after?.status?.['nodeRef']).toBeUndefined();
+    expect(node.spec?.providerID).toBe(machine.spec?.['providerID']);
+    expect(node.metadata?.annotations?.[OWN_TRACKING_ANNOTATION]).toBe('joined:NoSchedule');
+    expect(node.metadata?.annotations?.['cluster.x-k8s.io/machine']).toBeUndefined();
+
+    // Then Cluster API links it once unpaused, and the Node keeps the product's taint.
+    await custom.patchNamespacedCustomObject({ ...MACHINES, namespace: ns, name, body: { metadata: { annotations: { 'cluster.x-k8s.io/paused': null } } } }, MERGE_PATCH);
+    await waitFor(async () => ((await listObjects(kc, MACHINES, ns, `cluster.x-k8s.io/deployment-name=${md}`)).find((m) => m.metadata.name === name)?.status?.['nodeRef'] ? true : undefined), {
+      timeoutMs: 60_000, intervalMs: 200, description: "Cluster API's nodeRef once unpaused",
+    });
+    expect(taintsOf(await core.readNode({ name }))).toEqual(['joined=v1:NoSchedule']);
   }, 180_000);
 });

@@ -150,6 +150,8 @@ export interface MachineDeploymentOptions {
   readonly taints?: readonly MachineTaint[];
   /** Taints the Nodes register with (LocalMachineTemplate `spec.template.spec.startupTaints`). */
   readonly startupTaints?: readonly { key: string; value?: string; effect: string }[];
+  /** LocalMachineTemplate `spec.template.spec.bootSeconds`: the machine is provisioned first, its Node registers this much later. */
+  readonly bootSeconds?: number;
   /** The group version to write in (default v1beta2; v1beta1 for Cluster API v1.10 and older). */
   readonly capiVersion?: CapiApiVersion;
 }
@@ -159,7 +161,7 @@ export async function createMachineDeployment(kc: KubeConfig, namespace: string,
   const name = o.name ?? uniqueName('md');
   await create(kc, gvp(LOCAL_MACHINE_TEMPLATE), LOCAL_MACHINE_TEMPLATE.kind, namespace, {
     metadata: { name },
-    spec: { template: { spec: o.startupTaints && o.startupTaints.length > 0 ? { startupTaints: o.startupTaints } : {} } },
+    spec: { template: { spec: { ...(o.startupTaints && o.startupTaints.length > 0 ? { startupTaints: o.startupTaints } : {}), ...(o.bootSeconds ? { bootSeconds: o.bootSeconds } : {}) } } },
   });
   await create(kc, gvp(LOCAL_BOOTSTRAP_CONFIG_TEMPLATE), LOCAL_BOOTSTRAP_CONFIG_TEMPLATE.kind, namespace, { metadata: { name }, spec: { template: { spec: {} } } });
   const version = o.capiVersion ?? 'v1beta2';
