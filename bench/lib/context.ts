@@ -43,6 +43,11 @@ export interface Sizes {
    * the difference at once, then changes one declaration per side (the figures are judged at 500 / 400 joining).
    */
   readonly sideBySideN: readonly number[];
+  /**
+   * Scenario 10: seconds between a machine being provisioned and its Node registering (LocalMachine `bootSeconds`), as
+   * an instance boots; far shorter than a real boot, long enough for Cluster API to record the Machine's provider ID.
+   */
+  readonly sideBySideBootSeconds: number;
 }
 
 export const SIZES: Readonly<Record<Profile, Sizes>> = {
@@ -67,6 +72,7 @@ export const SIZES: Readonly<Record<Profile, Sizes>> = {
     fleet100NodesPerCluster: 200,
     fleet100Changes: 1000,
     sideBySideN: [100, 500],
+    sideBySideBootSeconds: 10,
   },
   quick: {
     throughputN: [100],
@@ -89,6 +95,7 @@ export const SIZES: Readonly<Record<Profile, Sizes>> = {
     fleet100NodesPerCluster: 20,
     fleet100Changes: 100,
     sideBySideN: [20, 50],
+    sideBySideBootSeconds: 5,
   },
   smoke: {
     throughputN: [4],
@@ -111,6 +118,7 @@ export const SIZES: Readonly<Record<Profile, Sizes>> = {
     fleet100NodesPerCluster: 3,
     fleet100Changes: 6,
     sideBySideN: [2, 3],
+    sideBySideBootSeconds: 2,
   },
 };
 

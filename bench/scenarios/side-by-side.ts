@@ -100,7 +100,7 @@ class Observed {
   /** Node name → state and first-seen times. */
   readonly nodes = new Map<string, { appearedAt: number; taints: Map<string, string>; capiInitAt?: number; readyAt?: number; valueAt: Map<string, number> }>();
   /** Machine name → side, nodeRef time, and the first time each declared value was seen. */
-  readonly machines = new Map<string, { side: Side; nodeRefAt?: number; nodeName?: string; valueAt: Map<string, number> }>();
+  readonly machines = new Map<string, { side: Side; providerIdAt?: number; nodeRefAt?: number; nodeName?: string; valueAt: Map<string, number> }>();
 
   node(obj: RawObj, now: number): void {
     const name = obj.metadata.name;
@@ -130,6 +130,7 @@ class Observed {
       m = { side, valueAt: new Map() };
       this.machines.set(obj.metadata.name, m);
     }
+    if (m.providerIdAt === undefined && typeof obj.spec?.['providerID'] === 'string') m.providerIdAt = now;
     const nodeName = (obj.status?.['nodeRef'] as { name?: string } | undefined)?.name;
     if (nodeName && m.nodeRefAt === undefined) {
       m.nodeRefAt = now;
@@ -259,8 +260,8 @@ export async function runSideBySide(ctx: BenchContext): Promise<SideBySideResult
     });
 
     let value = 1;
-    await createDeployment(mgmt, ns, cluster, 'capi', { taints: [{ key: CAPI_KEY, value: `v${value}`, effect: 'NoSchedule', propagation: 'Always' }], startupTaints: [{ key: UNINITIALIZED_TAINT_KEY, effect: 'NoSchedule' }] });
-    await createDeployment(mgmt, ns, cluster, 'product', { annotations: { [DECLARE]: `${PRODUCT_KEY}=v${value}:NoSchedule` }, startupTaints: [{ key: STARTUP_GATE_TAINT_KEY, effect: 'NoSchedule' }] });
+    await createDeployment(mgmt, ns, cluster, 'capi', { taints: [{ key: CAPI_KEY, value: `v${value}`, effect: 'NoSchedule', propagation: 'Always' }], startupTaints: [{ key: UNINITIALIZED_TAINT_KEY, effect: 'NoSchedule' }], bootSeconds: ctx.sizes.sideBySideBootSeconds });
+    await createDeployment(mgmt, ns, cluster, 'product', { annotations: { [DECLARE]: `${PRODUCT_KEY}=v${value}:NoSchedule` }, startupTaints: [{ key: STARTUP_GATE_TAINT_KEY, effect: 'NoSchedule' }], bootSeconds: ctx.sizes.sideBySideBootSeconds });
 
     const joins: JoinRun[] = [];
     const changes: ChangeRun[] = [];
@@ -302,6 +303,7 @@ export async function runSideBySide(ctx: BenchContext): Promise<SideBySideResult
         productOnCapiNodes: { workloadCallsPerNode: round(count(requests, 'product', 'capi') / joining, 2) },
         productReconciles: Object.fromEntries(Object.entries(after.reconciles).map(([k, v]) => [k, v - (before.reconciles[k as keyof typeof before.reconciles] ?? 0)]).filter(([, v]) => (v as number) > 0)),
         productProfile: {
+          machineProviderIdBeforeNode: step((name) => { const m = machineByNode.get(name); const n = seen.nodes.get(name); return m?.providerIdAt !== undefined && n ? n.appearedAt - m.providerIdAt : undefined; }),
           nodeRefByClusterApi: step((name) => { const m = machineByNode.get(name); return m?.nodeRefAt !== undefined ? m.nodeRefAt - (seen.nodes.get(name)?.appearedAt ?? 0) : undefined; }),
           firstClusterApiWrite: step((_, n) => (n.capiInitAt !== undefined ? n.capiInitAt - n.appearedAt : undefined)),
           taintedAndUngated: step((_, n) => (n.readyAt as number) - n.appearedAt),
@@ -412,10 +414,10 @@ async function createDeployment(
   ns: string,
   cluster: string,
   name: string,
-  o: { readonly taints?: readonly Record<string, string>[]; readonly annotations?: Record<string, string>; readonly startupTaints: readonly { key: string; effect: string }[] },
+  o: { readonly taints?: readonly Record<string, string>[]; readonly annotations?: Record<string, string>; readonly startupTaints: readonly { key: string; effect: string }[]; readonly bootSeconds: number },
 ): Promise<void> {
   const ref = (k: KindApi) => ({ apiGroup: k.group, kind: k.kind, name });
-  await mgmt.post(`${gvp(LOCAL_MACHINE_TEMPLATE)}/namespaces/${ns}/${LOCAL_MACHINE_TEMPLATE.plural}`, { apiVersion: `${LOCAL_MACHINE_TEMPLATE.group}/${LOCAL_MACHINE_TEMPLATE.version}`, kind: LOCAL_MACHINE_TEMPLATE.kind, metadata: { name }, spec: { template: { spec: { startupTaints: o.startupTaints } } } });
+  await mgmt.post(`${gvp(LOCAL_MACHINE_TEMPLATE)}/namespaces/${ns}/${LOCAL_MACHINE_TEMPLATE.plural}`, { apiVersion: `${LOCAL_MACHINE_TEMPLATE.group}/${LOCAL_MACHINE_TEMPLATE.version}`, kind: LOCAL_MACHINE_TEMPLATE.kind, metadata: { name }, spec: { template: { spec: { startupTaints: o.startupTaints, bootSeconds: o.bootSeconds } } } });
   await mgmt.post(`${gvp(LOCAL_BOOTSTRAP_CONFIG_TEMPLATE)}/namespaces/${ns}/${LOCAL_BOOTSTRAP_CONFIG_TEMPLATE.plural}`, { apiVersion: `${LOCAL_BOOTSTRAP_CONFIG_TEMPLATE.group}/${LOCAL_BOOTSTRAP_CONFIG_TEMPLATE.version}`, kind: LOCAL_BOOTSTRAP_CONFIG_TEMPLATE.kind, metadata: { name }, spec: { template: { spec: {} } } });
   await mgmt.post(`${MACHINES_PATH}/namespaces/${ns}/machinedeployments`, {
     apiVersion: 'cluster.x-k8s.io/v1beta2',
