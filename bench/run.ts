@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --quick | --smoke] [--only=throughput,forwarder] [--throughput-n=1000] [--forwarder-objects=1000,5000,20000] [--fleet100-clusters=100] [--fleet100-nodes=200] [--kubeconfig=<path>] [--etcd=<url>] [--no-write] [--hostile-seconds=120]`
+ * `npm run bench [-- --quick | --smoke] [--only=throughput,forwarder] [--throughput-n=1000] [--forwarder-objects=1000,5000,20000] [--fleet100-clusters=100] [--fleet100-nodes=200] [--fleet100-shards=4] [--kubeconfig=<path>] [--etcd=<url>] [--no-write] [--hostile-seconds=120]`
  * `npm run bench -- --deployed [--only=e2e-latency|fleet] [--deployed-seconds=1500] [--deployed-rate=2] [--deployed-defaults]`: scenarios 3
  * and 8 through the packaged functions under local/lambda/'s runner (bench/scenarios/deployed.ts), real time.
  *
@@ -30,6 +30,7 @@ const { values } = parseArgs({
     'forwarder-objects': { type: 'string' },
     'fleet100-clusters': { type: 'string' },
     'fleet100-nodes': { type: 'string' },
+    'fleet100-shards': { type: 'string' },
     'no-write': { type: 'boolean', default: false },
     'hostile-seconds': { type: 'string' },
     deployed: { type: 'boolean', default: false },
@@ -76,9 +77,11 @@ try {
   const throughputN = values['throughput-n']?.split(',').map(Number).filter((n) => Number.isInteger(n) && n > 0);
   const forwarderObjects = values['forwarder-objects']?.split(',').map(Number);
   const fleet100Clusters = values['fleet100-clusters'] === undefined ? undefined : Number(values['fleet100-clusters']);
-  if (fleet100Clusters !== undefined && !(Number.isInteger(fleet100Clusters) && fleet100Clusters > 0)) throw new Error(`--fleet100-clusters must be a positive integer (one shard's share of the fleet), got ${values['fleet100-clusters']}`);
+  if (fleet100Clusters !== undefined && !(Number.isInteger(fleet100Clusters) && fleet100Clusters > 0)) throw new Error(`--fleet100-clusters must be a positive integer (the whole fleet, split over the shards), got ${values['fleet100-clusters']}`);
   const fleet100NodesPerCluster = values['fleet100-nodes'] === undefined ? undefined : Number(values['fleet100-nodes']);
   if (fleet100NodesPerCluster !== undefined && !(Number.isInteger(fleet100NodesPerCluster) && fleet100NodesPerCluster > 0)) throw new Error(`--fleet100-nodes must be a positive integer (Nodes per cluster), got ${values['fleet100-nodes']}`);
+  const fleet100Shards = values['fleet100-shards'] === undefined ? undefined : Number(values['fleet100-shards']);
+  if (fleet100Shards !== undefined && !(Number.isInteger(fleet100Shards) && fleet100Shards > 0)) throw new Error(`--fleet100-shards must be a positive integer (forwarders, each with its share of the clusters; 1: one forwarder over the whole fleet), got ${values['fleet100-shards']}`);
   if (forwarderObjects !== undefined && !forwarderObjects.every((n) => Number.isInteger(n) && n > 0)) throw new Error(`--forwarder-objects must be positive integers (comma-separated), got ${values['forwarder-objects']}`);
   const results = await runBench({
     profile,
@@ -93,12 +96,13 @@ try {
       ...(values['deployed-rate'] !== undefined ? { deployedRate: positive(values['deployed-rate'], '--deployed-rate') } : {}),
       ...(fleet100Clusters !== undefined ? { fleet100Clusters } : {}),
       ...(fleet100NodesPerCluster !== undefined ? { fleet100NodesPerCluster } : {}),
+      ...(fleet100Shards !== undefined ? { fleet100Shards } : {}),
     },
     ...(values.deployed ? { deployed: values['deployed-defaults'] ? ('shipped' as const) : ('short-windows' as const) } : {}),
   });
   const json = `${JSON.stringify(results, null, 2)}\n`;
   if (!values['no-write'] && profile !== 'smoke') {
-    const partial = values.deployed || only.length > 0 || values['throughput-n'] !== undefined || values['forwarder-objects'] !== undefined || values['fleet100-clusters'] !== undefined || values['fleet100-nodes'] !== undefined;
+    const partial = values.deployed || only.length > 0 || values['throughput-n'] !== undefined || values['forwarder-objects'] !== undefined || values['fleet100-clusters'] !== undefined || values['fleet100-nodes'] !== undefined || values['fleet100-shards'] !== undefined;
     const file = profile === 'full' && !partial ? 'results.json' : `out/results.${profile}${values.deployed ? '.deployed' : ''}${partial ? '.partial' : ''}.json`;
     mkdirSync(new URL('./out/', import.meta.url), { recursive: true });
     writeFileSync(new URL(`./${file}`, import.meta.url), json);
