@@ -197,27 +197,38 @@ export async function runDeployedLatency(ctx: BenchContext, form: 'e2e' | 'fleet
     for (const m of members) {
       const selector = encodeURIComponent(`${BENCH_LABEL}=${run}`);
       const list = await m.raw.get<{ metadata: { resourceVersion: string } }>(`/api/v1/nodes?labelSelector=${selector}&limit=1`);
-      observers.push(
-        m.raw
-          .watch(
-            `/api/v1/nodes?watch=1&labelSelector=${selector}&resourceVersion=${list.metadata.resourceVersion}`,
-            (type, node) => {
-              if (type !== 'MODIFIED') return;
-              const v = Number(taintValue(node)?.slice(1));
-              if (!Number.isFinite(v)) return;
-              const key = `${m.cluster}/${node.metadata.name}`;
-              values.set(key, Math.max(values.get(key) ?? -1, v));
-              const waiting = pending.get(key);
-              const now = Date.now();
-              while (waiting && waiting.length > 0 && (waiting[0]?.i ?? Infinity) <= v) {
-                const e = waiting.shift();
-                if (e) nodeLatencies.push(now - e.at);
-              }
-            },
-            stop.signal,
-          )
-          .catch(() => undefined),
-      );
+      // The API server ends a watch after 30–60 min (--min-request-timeout): resumed from the last version seen, so a
+      // run at the shipped windows (over an hour) keeps observing its Nodes.
+      let from = list.metadata.resourceVersion;
+      const observe = async (): Promise<void> => {
+        while (!stop.signal.aborted) {
+          await m.raw
+            .watch(
+              `/api/v1/nodes?watch=1&allowWatchBookmarks=true&labelSelector=${selector}&resourceVersion=${from}`,
+              (type, node) => {
+                if (node.metadata?.resourceVersion) from = node.metadata.resourceVersion;
+                onNode(type, node);
+              },
+              stop.signal,
+            )
+            .catch(() => undefined);
+          if (!stop.signal.aborted) await sleep(100);
+        }
+      };
+      const onNode = (type: string, node: RawNode): void => {
+        if (type !== 'MODIFIED') return;
+        const v = Number(taintValue(node)?.slice(1));
+        if (!Number.isFinite(v)) return;
+        const key = `${m.cluster}/${node.metadata.name}`;
+        values.set(key, Math.max(values.get(key) ?? -1, v));
+        const waiting = pending.get(key);
+        const now = Date.now();
+        while (waiting && waiting.length > 0 && (waiting[0]?.i ?? Infinity) <= v) {
+          const e = waiting.shift();
+          if (e) nodeLatencies.push(now - e.at);
+        }
+      };
+      observers.push(observe());
     }
 
     // Warm-up: every edited Machine declares v0 until its Node carries it (the first run's cold start and list).
