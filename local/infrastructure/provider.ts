@@ -122,8 +122,11 @@ export class LocalProvider {
   readonly #machinePoolWatches = new Map<string, Promise<void>>();
   #enqueuePool: Enqueue = () => undefined;
   #enqueueMachine: Enqueue = () => undefined;
-  /** LocalMachines provisioned by this process whose Node is still booting: when it registers (ms since the epoch). */
-  readonly #booting = new Map<string, { at: number; timer: NodeJS.Timeout }>();
+  /**
+   * LocalMachines provisioned by this process whose Node is still booting; `due` is set by the boot timer itself (a
+   * timer may fire a moment before `Date.now()` reaches its deadline: comparing clocks would lose the Node).
+   */
+  readonly #booting = new Map<string, { due: boolean; timer: NodeJS.Timeout }>();
   /** LocalMachines whose booted Node this process has registered (or found registered). */
   readonly #booted = new Set<string>();
   #stopped = false;
@@ -319,8 +322,12 @@ export class LocalProvider {
     if (bootSeconds > 0) {
       await this.#provision(o, owner.name);
       const key = `${ns}/${name}`;
-      const timer = setTimeout(() => this.#enqueueMachine(ns, name), bootSeconds * 1000);
-      this.#booting.set(key, { at: Date.now() + bootSeconds * 1000, timer });
+      clearTimeout(this.#booting.get(key)?.timer);
+      const entry = { due: false, timer: setTimeout(() => {
+        entry.due = true;
+        this.#enqueueMachine(ns, name);
+      }, bootSeconds * 1000) };
+      this.#booting.set(key, entry);
       this.#log(`[local-provider] LocalMachine ${ns}/${name} provisioned (${providerIdOf(ns, owner.name)}); its Node registers in ${bootSeconds} s`);
       return;
     }
@@ -365,7 +372,7 @@ export class LocalProvider {
     const key = `${ns}/${o.metadata?.name ?? ''}`;
     if (this.#booted.has(key)) return;
     const booting = this.#booting.get(key);
-    if (booting && Date.now() < booting.at) return; // its timer queues the reconcile that registers it
+    if (booting && !booting.due) return; // its timer queues the reconcile that registers it
     const machine = (await this.#custom.getNamespacedCustomObject({ group: CAPI_GROUP, version: owner.apiVersion.split('/')[1] ?? 'v1beta2', plural: 'machines', namespace: ns, name: owner.name })) as Obj;
     const clusterName = (machine.spec?.['clusterName'] as string | undefined) ?? o.metadata?.labels?.[CLUSTER_NAME_LABEL] ?? '';
     await this.#registerNode(this.#nodeClusterFor({ namespace: ns, name: clusterName }), {
