@@ -251,7 +251,9 @@ export async function runSideBySide(ctx: BenchContext): Promise<SideBySideResult
     watches.push(keepWatching(workload, '/api/v1/nodes', (o) => seen.node(o, performance.now()), stop.signal));
     watches.push(keepWatching(mgmt, `${MACHINES_PATH}/namespaces/${ns}/machines`, (o) => seen.machine(o, performance.now()), stop.signal));
 
-    pipeline = await startPipeline({ kubeconfig: cp.kubeconfigPath, mode: 'capi', stateNamespace: ns, machineNamespace: ns, leaseName: 'side-by-side' });
+    // 10 reconcile invocations at once: the deployed reconcile function's reserved concurrency (serverless.yml
+    // reconcileReservedConcurrency; `npm start` runs 2), as Cluster API's Machine controller runs 10 workers.
+    pipeline = await startPipeline({ kubeconfig: cp.kubeconfigPath, mode: 'capi', stateNamespace: ns, machineNamespace: ns, leaseName: 'side-by-side', concurrency: 10 });
     await pipeline.waitForForwarder(60_000);
     const p = pipeline;
     const drained = async (): Promise<PipelineCounters> => waitUntil('the product queue to drain', timeoutMs, async () => {
