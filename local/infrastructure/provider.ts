@@ -122,8 +122,8 @@ export class LocalProvider {
   readonly #machinePoolWatches = new Map<string, Promise<void>>();
   #enqueuePool: Enqueue = () => undefined;
   #enqueueMachine: Enqueue = () => undefined;
-  /** LocalMachines provisioned by this process whose Node is still booting: when it registers (ms since the epoch). */
-  readonly #booting = new Map<string, { at: number; timer: NodeJS.Timeout }>();
+  /** LocalMachines provisioned by this process whose Node is still booting: its timer, and whether it has fired. */
+  readonly #booting = new Map<string, { due: boolean; timer: NodeJS.Timeout }>();
   /** LocalMachines whose booted Node this process has registered (or found registered). */
   readonly #booted = new Set<string>();
   #stopped = false;
@@ -319,8 +319,14 @@ export class LocalProvider {
     if (bootSeconds > 0) {
       await this.#provision(o, owner.name);
       const key = `${ns}/${name}`;
-      const timer = setTimeout(() => this.#enqueueMachine(ns, name), bootSeconds * 1000);
-      this.#booting.set(key, { at: Date.now() + bootSeconds * 1000, timer });
+      // The timer itself marks the boot done: it can fire a few milliseconds before `Date.now()` reaches creation +
+      // bootSeconds (libuv counts from the loop's cached time), and a reconcile that then found the boot unfinished
+      // would wait for a timer that has already fired: the Node would never register.
+      const entry = { due: false, timer: setTimeout(() => {
+        entry.due = true;
+        this.#enqueueMachine(ns, name);
+      }, bootSeconds * 1000) };
+      this.#booting.set(key, entry);
       this.#log(`[local-provider] LocalMachine ${ns}/${name} provisioned (${providerIdOf(ns, owner.name)}); its Node registers in ${bootSeconds} s`);
       return;
     }
@@ -365,7 +371,7 @@ export class LocalProvider {
     const key = `${ns}/${o.metadata?.name ?? ''}`;
     if (this.#booted.has(key)) return;
     const booting = this.#booting.get(key);
-    if (booting && Date.now() < booting.at) return; // its timer queues the reconcile that registers it
+    if (booting && !booting.due) return; // its timer queues the reconcile that registers it
     const machine = (await this.#custom.getNamespacedCustomObject({ group: CAPI_GROUP, version: owner.apiVersion.split('/')[1] ?? 'v1beta2', plural: 'machines', namespace: ns, name: owner.name })) as Obj;
     const clusterName = (machine.spec?.['clusterName'] as string | undefined) ?? o.metadata?.labels?.[CLUSTER_NAME_LABEL] ?? '';
     await this.#registerNode(this.#nodeClusterFor({ namespace: ns, name: clusterName }), {
