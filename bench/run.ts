@@ -1,7 +1,9 @@
 /**
  * `npm run bench [-- --quick | --smoke] [--only=throughput,forwarder] [--throughput-n=1000] [--forwarder-objects=1000,5000,20000] [--fleet100-clusters=100] [--fleet100-nodes=200] [--fleet100-shards=4] [--kubeconfig=<path>] [--etcd=<url>] [--no-write] [--hostile-seconds=120]`
- * `npm run bench -- --deployed [--only=e2e-latency|fleet] [--deployed-seconds=1500] [--deployed-rate=2] [--deployed-defaults]`: scenarios 3
- * and 8 through the packaged functions under local/lambda/'s runner (bench/scenarios/deployed.ts), real time.
+ * `npm run bench -- --deployed [--only=e2e-latency|fleet|side-by-side] [--deployed-seconds=1500] [--deployed-rate=2] [--deployed-defaults]`:
+ * scenarios 3 and 8 through the packaged functions under local/lambda/'s runner (bench/scenarios/deployed.ts), real
+ * time, and scenario 10 with the product's side in that form (bench/scenarios/side-by-side.ts, `form: 'deployed'`; its
+ * figures under `<key>Deployed`, next to the local form's). `--deployed-defaults`: the rota's windows as shipped.
  *
  * `--only=hostile` runs the opt-in scenario of six hostile workload clusters (bench/scenarios/hostile.ts; its attack
  * lasts `--hostile-seconds`, default 120); a run without `--only` leaves it out.

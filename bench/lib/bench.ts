@@ -60,11 +60,21 @@ export const FIGURE_KEYS = [
   'workloadCallsPerChangedNode',
   'joinP99RatioVsCapi',
   'callsPerForeignChange',
+  'vsCapiRatioP99Deployed',
+  'vsCapiRatioConvergeDeployed',
+  'workloadCallsPerChangedNodeDeployed',
+  'joinP99RatioVsCapiDeployed',
+  'callsPerForeignChangeDeployed',
 ] as const;
 export type FigureKey = (typeof FIGURE_KEYS)[number];
 
 /** The figures of scenario 9 (side by side with Cluster API), which runs a control plane of its own. */
 export const SIDE_BY_SIDE_KEYS: readonly FigureKey[] = ['vsCapiRatioP99', 'vsCapiRatioConverge', 'workloadCallsPerChangedNode', 'joinP99RatioVsCapi', 'callsPerForeignChange'];
+/**
+ * The same figures with the product in the deployed form (`--deployed --only=side-by-side`: the packaged functions
+ * under the Lambda runner), under keys of their own so that neither form's run overwrites the other's.
+ */
+export const SIDE_BY_SIDE_DEPLOYED_KEYS: readonly FigureKey[] = ['vsCapiRatioP99Deployed', 'vsCapiRatioConvergeDeployed', 'workloadCallsPerChangedNodeDeployed', 'joinP99RatioVsCapiDeployed', 'callsPerForeignChangeDeployed'];
 
 export interface Target {
   readonly figure: FigureKey;
@@ -96,6 +106,8 @@ export interface BenchResults extends Partial<Record<FigureKey, number>> {
     e2eLatencyDeployed?: DeployedLatencyResult;
     fleetDeployed?: DeployedLatencyResult;
     sideBySide?: SideBySideResult;
+    /** `--deployed`: scenario 10 with the product's side in the deployed form. */
+    sideBySideDeployed?: SideBySideResult;
   };
   /** Scenarios that threw, with the error (the run goes on with the others). */
   readonly failures: Readonly<Record<string, string>>;
@@ -115,9 +127,9 @@ export interface RunBenchOptions {
   /** Length of the `hostile` scenario's attack (default 120 s, the issue's). */
   readonly hostileSeconds?: number;
   /**
-   * Run scenarios 3 and 8 in the deployed form instead (the packaged zips under local/lambda/'s runner); the other
-   * scenarios are not run. `shipped`: the rota's windows as serverless.yml ships them (885 s), else the shortest the
-   * deploy check accepts (270 s).
+   * Run scenarios 3, 8 and 10 in the deployed form instead (the packaged zips under local/lambda/'s runner; scenario 10
+   * with the product's side so, Cluster API's as always); the other scenarios are not run. `shipped`: the rota's
+   * windows as serverless.yml ships them (885 s), else the shortest the deploy check accepts (270 s).
    */
   readonly deployed?: 'short-windows' | 'shipped';
 }
@@ -152,6 +164,11 @@ export async function runBench(o: RunBenchOptions): Promise<BenchResults> {
     if (e2eDeployed) scenarios.e2eLatencyDeployed = e2eDeployed;
     const fleetDeployed = await step('fleet', 'Scenario 8 in the deployed form: packaged functions under the Lambda runner', () => runDeployedLatency(ctx, 'fleet', args));
     if (fleetDeployed) scenarios.fleetDeployed = fleetDeployed;
+    const sideBySideDeployed = await step('side-by-side', 'Scenario 10 in the deployed form: side by side with Cluster API, the product as packaged functions under the Lambda runner', () => runSideBySide(ctx, { form: 'deployed', packageArgs: args }));
+    if (sideBySideDeployed) scenarios.sideBySideDeployed = sideBySideDeployed;
+    const figures: Partial<Record<FigureKey, number>> = {};
+    if (sideBySideDeployed) SIDE_BY_SIDE_KEYS.forEach((key, i) => (figures[SIDE_BY_SIDE_DEPLOYED_KEYS[i] as FigureKey] = sideBySideDeployed[key as keyof SideBySideResult] as number));
+    const at = { throughputAtN: undefined, e2eRate: undefined, forwarderObjects: undefined, forwarder20kObjects: undefined, fleet: undefined, sideBySideDeployed: sideBySideSize(sideBySideDeployed) };
     return {
       schema: 1,
       profile: o.profile,
@@ -159,7 +176,9 @@ export async function runBench(o: RunBenchOptions): Promise<BenchResults> {
       durationSeconds: round((performance.now() - t0) / 1000, 1),
       machine: { ...machineFacts(), ...o.machineFacts },
       versions: await versions(o.kubeconfigPath, o.etcdEndpoint),
-      targets: [],
+      ...figures,
+      // Only the figures a deployed run measures (scenarios 3 and 8 in the deployed form have no keys of their own).
+      targets: judge(figures, at).filter((t) => t.measured !== undefined),
       scenarios,
       failures,
     };
@@ -254,11 +273,16 @@ export async function runBench(o: RunBenchOptions): Promise<BenchResults> {
       forwarder20kObjects: fwd20k?.nodes,
       fleet: fleet ? { clusters: fleet.clusters, objects: fleet.forwarder.nodes, e2eRate: fleet.e2e.targetRatePerSec } : undefined,
       fleet100: fleet100 ? { clusters: fleet100.clusters, objects: fleet100.perShard.reduce((sum, sh) => sum + sh.forwarder.nodes, 0), shards: fleet100.shards } : undefined,
-      sideBySide: sideBySide ? { replicas: sideBySide.changes.at(-1)?.replicas ?? 0, joining: sideBySide.joins.at(-1)?.joining ?? 0 } : undefined,
+      sideBySide: sideBySideSize(sideBySide),
     }),
     scenarios,
     failures,
   };
+}
+
+/** Scenario 10's size: replicas per side at the last change, Nodes per side in the last join. */
+function sideBySideSize(r: SideBySideResult | undefined): JudgedAt['sideBySide'] {
+  return r ? { replicas: r.changes.at(-1)?.replicas ?? 0, joining: r.joins.at(-1)?.joining ?? 0 } : undefined;
 }
 
 /** The sizes at which the figures were measured: a target is judged only at the size it names. */
@@ -272,6 +296,8 @@ export interface JudgedAt {
   readonly fleet100?: { readonly clusters: number; readonly objects: number; readonly shards: number } | undefined;
   /** Scenario 9: replicas per side at the last change, Nodes per side in the last join. */
   readonly sideBySide?: { readonly replicas: number; readonly joining: number } | undefined;
+  /** The same, of scenario 10 in the deployed form. */
+  readonly sideBySideDeployed?: { readonly replicas: number; readonly joining: number } | undefined;
 }
 
 /**
@@ -290,6 +316,8 @@ export function judge(f: Partial<Record<FigureKey, number>>, at: JudgedAt): Targ
   const fleetE2eAtSize = fleetAtSize && at.fleet?.e2eRate === 50;
   const fleet100AtSize = (at.fleet100?.clusters ?? 0) >= 100 && (at.fleet100?.objects ?? 0) >= 20000;
   const sideBySideAt500 = (at.sideBySide?.replicas ?? 0) >= 500;
+  const sideBySideDeployedAt500 = (at.sideBySideDeployed?.replicas ?? 0) >= 500;
+  const deployedForm = 'the product as packaged functions under the Lambda runner';
   const shards = at.fleet100?.shards ?? 1;
   const perForwarder = shards === 1 ? 'one forwarder over the whole fleet' : `per forwarder, the largest of ${shards} shards, each forwarder with its own namespace, Lease and share of the clusters, measured alone`;
   return [
@@ -322,6 +350,11 @@ export function judge(f: Partial<Record<FigureKey, number>>, at: JudgedAt): Targ
     t('workloadCallsPerChangedNode', '<= 3 requests to the workload API server per changed Node (counted there)', (v) => v <= 3),
     t('joinP99RatioVsCapi', "<= 1.0 x Cluster API's p99 from a Node's appearance to its taints, 400 joining at once", (v) => v <= 1, (at.sideBySide?.joining ?? 0) >= 400),
     t('callsPerForeignChange', '0 reconciles and 0 API calls per change Cluster API owns', (v) => v === 0),
+    t('vsCapiRatioP99Deployed', `<= 1.0 x Cluster API's Machine -> Node p99 at N = 500, same run (${deployedForm})`, (v) => v <= 1, sideBySideDeployedAt500),
+    t('vsCapiRatioConvergeDeployed', `<= 1.0 x Cluster API's whole-fleet convergence at N = 500, same run (${deployedForm})`, (v) => v <= 1, sideBySideDeployedAt500),
+    t('workloadCallsPerChangedNodeDeployed', `<= 3 requests to the workload API server per changed Node (counted there; ${deployedForm})`, (v) => v <= 3),
+    t('joinP99RatioVsCapiDeployed', `<= 1.0 x Cluster API's p99 from a Node's appearance to its taints, 400 joining at once (${deployedForm})`, (v) => v <= 1, (at.sideBySideDeployed?.joining ?? 0) >= 400),
+    t('callsPerForeignChangeDeployed', `0 reconciles and 0 API calls per change Cluster API owns (${deployedForm})`, (v) => v === 0),
   ];
 }
 

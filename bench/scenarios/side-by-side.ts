@@ -17,20 +17,32 @@
  *   the workload API server per changed Node, per client, counted at the API server (its audit log: the product is the
  *   User-Agent `capi-taint-propagator`, Cluster API the `capi-admin` user with any other agent).
  * - **foreign change**: only the "capi" side's value changes; what the product spends on it (reconciles, workload
- *   requests), once every one of those Machine and Node changes reached the forwarder (its filter counters).
+ *   requests), once every one of those Machine and Node changes reached the forwarder (its filter counters; in the
+ *   deployed form, its checkpoint).
+ *
+ * Two forms of the product's side (`form`): `local`, the pipeline of `npm start -- --capi` in this process (forwarder,
+ * in-memory queue and reconcile event source); `deployed` (`npm run bench -- --deployed --only=side-by-side`), the zips
+ * of `npx serverless package` under local/lambda/'s runner as bench/scenarios/deployed.ts runs them (the forwarder's
+ * rota of scheduled windows, the FIFO queue in fauxqs, the reconcile function on its event source mapping). Everything
+ * else is the same; where the deployed form reads a figure differently is said at {@link DeployedProduct}.
  */
-import { readFileSync, statSync } from 'node:fs';
+import { closeSync, fstatSync, openSync, readFileSync, readSync, statSync } from 'node:fs';
 import os from 'node:os';
+import { join } from 'node:path';
+import { GetQueueAttributesCommand, type QueueAttributeName } from '@aws-sdk/client-sqs';
 import { startControlPlane, type ControlPlane } from '#local/control-plane/control-plane.ts';
 import type { WorkloadApiServer } from '#local/control-plane/workload-servers.ts';
 import { LOCAL_BOOTSTRAP_CONFIG_TEMPLATE, LOCAL_CLUSTER, LOCAL_CONTROL_PLANE, LOCAL_MACHINE_TEMPLATE, type KindApi } from '#local/infrastructure/crds.ts';
-import { startPipeline, type Pipeline } from '#local/pipeline.ts';
-import type { PipelineCounters } from '#local/pipeline-report.ts';
+import { LambdaRunner } from '#local/lambda/runner.ts';
+import { packagedService } from '#local/lambda/serverless-package.ts';
+import { startPipeline } from '#local/pipeline.ts';
+import { CHECKPOINT_ANNOTATION } from '#shared/adapters/kubernetes/lease.ts';
 import { STARTUP_GATE_TAINT_KEY, TRACKING_ANNOTATION, UNINITIALIZED_TAINT_KEY } from '#shared/domain/taint.ts';
 import { PRODUCT_NAME } from '#shared/adapters/kubernetes/user-agent.ts';
 import type { BenchContext } from '../lib/context.ts';
 import { MACHINES_PATH, RawKube, loadKubeConfig, runId } from '../lib/kube.ts';
 import { quantile, round, sleep } from '../lib/stats.ts';
+import { BENCH_PACKAGE_SHORT_WINDOWS } from './deployed.ts';
 
 const DECLARE = 'taints.capi-taint-propagator.dev/machine';
 const CAPI_KEY = 'bench.example.com/capi-owned';
@@ -60,8 +72,12 @@ export interface ChangeRun {
   readonly ratioConverge: number;
   /** Requests to the workload API server during the change, by client and verb (both sides' Nodes). */
   readonly workloadRequests: Readonly<Record<string, Readonly<Record<string, number>>>>;
-  /** The "capi" side alone changes again: what the product spent on it. */
-  readonly foreign: { readonly productReconciles: number; readonly productWorkloadCalls: number; readonly callsPerForeignChange: number; readonly filteredMachineChanges: number; readonly filteredNodeChanges: number };
+  /**
+   * The "capi" side alone changes again: what the product spent on it. The filter counters live in the forwarder's
+   * process: the deployed form has them only when a window ends, so there they are left out (undefined); its wait
+   * for the forwarder reads the Lease's checkpoint instead ({@link DeployedProduct}).
+   */
+  readonly foreign: { readonly productReconciles: number; readonly productWorkloadCalls: number; readonly productWorkloadRequests: Readonly<Record<string, number>>; readonly callsPerForeignChange: number; readonly forwardedMessages: number; readonly filteredMachineChanges: number | undefined; readonly filteredNodeChanges: number | undefined };
 }
 
 export interface JoinRun {
@@ -81,6 +97,11 @@ export interface JoinRun {
 }
 
 export interface SideBySideResult {
+  /** The product's side: `local` (the pipeline in this process) or `deployed` (the packaged functions under the Lambda runner). */
+  readonly form: SideBySideForm;
+  /** Deployed form: the arguments of `npx serverless package`, and the functions' invocations over the scenario. */
+  readonly packageArgs?: readonly string[];
+  readonly deployedFunctions?: Record<string, unknown>;
   readonly sizes: readonly number[];
   readonly clusterApiVersion: string;
   readonly joins: readonly JoinRun[];
@@ -101,9 +122,13 @@ class Observed {
   readonly nodes = new Map<string, { appearedAt: number; taints: Map<string, string>; capiInitAt?: number; readyAt?: number; valueAt: Map<string, number> }>();
   /** Machine name → side, nodeRef time, and the first time each declared value was seen. */
   readonly machines = new Map<string, { side: Side; providerIdAt?: number; nodeRefAt?: number; nodeName?: string; valueAt: Map<string, number> }>();
+  /** The latest resourceVersion seen on each watch (the deployed form compares the forwarder's checkpoint with them). */
+  nodesRv = '0';
+  machinesRv = '0';
 
   node(obj: RawObj, now: number): void {
     const name = obj.metadata.name;
+    this.nodesRv = laterRv(this.nodesRv, obj.metadata.resourceVersion);
     const taints = new Map((obj.spec?.['taints'] as { key: string; value?: string; effect: string }[] | undefined ?? []).map((t) => [t.key, t.value ?? '']));
     let n = this.nodes.get(name);
     if (!n) {
@@ -124,6 +149,7 @@ class Observed {
   }
 
   machine(obj: RawObj, now: number): void {
+    this.machinesRv = laterRv(this.machinesRv, obj.metadata.resourceVersion);
     const side = obj.metadata.labels?.['cluster.x-k8s.io/deployment-name'] === 'capi' ? 'capi' : 'product';
     let m = this.machines.get(obj.metadata.name);
     if (!m) {
@@ -201,29 +227,250 @@ class AuditLog {
     }
     return out;
   }
+  /** The product's requests since `from` (watches excluded), keyed `<component> <verb> <resource>` (the component from its User-Agent). */
+  productSince(from: number): Record<string, number> {
+    const out: Record<string, number> = {};
+    for (const line of readFileSync(this.path).subarray(from).toString('utf8').split('\n')) {
+      if (line === '') continue;
+      const e = JSON.parse(line) as { stage?: string; verb?: string; userAgent?: string; objectRef?: { resource?: string } };
+      if (e.stage !== 'ResponseComplete' || e.verb === 'watch' || !e.userAgent?.startsWith(`${PRODUCT_NAME}/`)) continue;
+      // `capi-taint-propagator/<version> (<form>; <component>)`
+      const component = /; ([^)]+)\)/.exec(e.userAgent)?.[1] ?? 'unknown';
+      const key = `${component} ${e.verb} ${e.objectRef?.resource ?? '-'}`;
+      out[key] = (out[key] ?? 0) + 1;
+    }
+    return out;
+  }
 }
 
 function count(requests: Record<string, Record<string, number>>, client: string, side: Side | '-' | '*'): number {
   return Object.entries(requests[client] ?? {}).reduce((a, [k, v]) => (side === '*' || k.endsWith(` ${side}`) ? a + v : a), 0);
 }
 
+function difference(after: number | undefined, before: number | undefined): number | undefined {
+  return after === undefined || before === undefined ? undefined : after - before;
+}
+
 function latency(values: readonly number[], convergeMs: number): SideLatency {
   return { n: values.length, p50Ms: round(quantile(values, 0.5), 0), p99Ms: round(quantile(values, 0.99), 0), maxMs: round(values.length ? Math.max(...values) : Number.NaN, 0), convergeMs: round(convergeMs, 0) };
 }
 
-async function waitUntil<T>(what: string, timeoutMs: number, probe: () => T | undefined | false | Promise<T | undefined | false>): Promise<T> {
+async function waitUntil<T>(what: string, timeoutMs: number, probe: () => T | undefined | false | Promise<T | undefined | false>, state?: () => string): Promise<T> {
   const deadline = performance.now() + timeoutMs;
   for (;;) {
     const v = await probe();
     if (v !== undefined && v !== false) return v;
-    if (performance.now() > deadline) throw new Error(`side-by-side: timed out after ${timeoutMs} ms waiting for ${what}`);
+    if (performance.now() > deadline) throw new Error(`side-by-side: timed out after ${timeoutMs} ms waiting for ${what}${state ? ` (${state()})` : ''}`);
     await sleep(100);
   }
 }
 
 const gvp = (k: KindApi): string => `/apis/${k.group}/${k.version}`;
 
-export async function runSideBySide(ctx: BenchContext): Promise<SideBySideResult> {
+/** The later of two resourceVersions (etcd revisions, compared as integers). */
+function laterRv(a: string, b: string): string {
+  return BigInt(b) > BigInt(a) ? b : a;
+}
+
+export type SideBySideForm = 'local' | 'deployed';
+
+/** What the scenario reads from the product's side, in either form. */
+interface ProductCounters {
+  /** Messages visible or delayed, and in flight (received, not yet deleted) in the product's queue. */
+  readonly queueVisible: number;
+  readonly queueInFlight: number;
+  /** Reconciles by outcome, since the start. */
+  readonly reconciles: Readonly<Record<string, number>>;
+  /** Messages the forwarder sent, since the start. */
+  readonly eventsForwarded: number;
+  /** The forwarder's filter counters; undefined in the deployed form (see {@link DeployedProduct}). */
+  readonly foreignTaintChangesFiltered: number | undefined;
+  readonly foreignDeclarationChangesFiltered: number | undefined;
+}
+
+/** The product's side of the comparison: the local pipeline or the packaged functions under the Lambda runner. */
+interface ProductSide {
+  /** Resolves once the forwarder watches (holds the Lease); rejects after `timeoutMs`. */
+  waitReady(timeoutMs: number): Promise<void>;
+  /** Totals since the start, with the queue's depths read now. */
+  counters(): Promise<ProductCounters>;
+  /**
+   * True once the forwarder has handled (forwarded or filtered) every Machine and Node change the bench's watches saw:
+   * `changes` of them since `before`, the last at the resourceVersions `upTo`.
+   */
+  caughtUp(before: ProductCounters, now: ProductCounters, changes: number, upTo: { readonly machines: string; readonly nodes: string }): Promise<boolean>;
+  /** Facts of the form worth keeping with the result (the deployed functions' invocations). */
+  details(): Record<string, unknown> | undefined;
+  stop(): Promise<void>;
+}
+
+/** The local form: the pipeline of `npm start -- --capi`, watching the scenario's namespace only. */
+async function localProduct(kubeconfig: string, ns: string): Promise<ProductSide> {
+  // 10 reconcile invocations at once: the deployed reconcile function's reserved concurrency (serverless.yml
+  // reconcileReservedConcurrency; `npm start` runs 2), as Cluster API's Machine controller runs 10 workers.
+  const pipeline = await startPipeline({ kubeconfig, mode: 'capi', stateNamespace: ns, machineNamespace: ns, leaseName: 'side-by-side', concurrency: 10 });
+  return {
+    waitReady: (timeoutMs) => pipeline.waitForForwarder(timeoutMs),
+    counters: () => pipeline.freshCounters(),
+    // The forwarder's own counters: what it filtered plus what it forwarded covers every change.
+    caughtUp: async (before, now, changes) => {
+      const delta = (f: (c: ProductCounters) => number | undefined) => (f(now) ?? 0) - (f(before) ?? 0);
+      return delta((c) => c.foreignDeclarationChangesFiltered) + delta((c) => c.foreignTaintChangesFiltered) + delta((c) => c.eventsForwarded) >= changes;
+    },
+    details: () => undefined,
+    stop: () => pipeline.stop(),
+  };
+}
+
+/**
+ * The deployed form: the zips and template of `npx serverless package` (`packageArgs`) under local/lambda/'s runner,
+ * as bench/scenarios/deployed.ts runs them: the management kubeconfig in the runner's SSM endpoint, the schedule's
+ * first event fired at once, then the rota of windows on its own. As shipped, the forwarder watches the Machines of
+ * every namespace (the Lambda form has no MACHINE_NAMESPACE parameter) and keeps its Lease in the template's state
+ * namespace; this control plane holds the scenario's Machines only.
+ * - queue drained: GetQueueAttributes on the runner's queue (fauxqs, through the bench's own client, which is not in
+ *   the call log) shows nothing visible, delayed or in flight, and no reconcile invocation runs;
+ * - reconciles by outcome: the reconcile function's `Reconciles` metric lines (EMF, one single metric with the
+ *   dimension `Outcome` per record, written during the invocation), read from its log;
+ * - messages: the forwarder's sends that SQS accepted (the runner's tap);
+ * - the forwarder caught up: its filter counters stay in its container until the window ends, so instead the
+ *   checkpoint the Lease holder stores (every 5 s; it advances only over changes sent or filtered) must have passed the
+ *   resourceVersions of the last Machine and Node change the bench's watches saw.
+ */
+class DeployedProduct implements ProductSide {
+  readonly #runner: LambdaRunner;
+  readonly #mgmt: RawKube;
+  readonly #lease: string;
+  readonly #nodesStream: string;
+  readonly #queueUrl: string;
+  readonly #log: ReconcileLog;
+  #messages = 0;
+
+  private constructor(runner: LambdaRunner, mgmt: RawKube, nodesStream: string) {
+    this.#runner = runner;
+    this.#mgmt = mgmt;
+    const env = runner.fn('watchForwarder').env;
+    this.#lease = `/apis/coordination.k8s.io/v1/namespaces/${env['STATE_NAMESPACE']}/leases/${env['LEASE_NAME']}`;
+    this.#nodesStream = nodesStream;
+    const reconcile = runner.fn('reconcileNodeTaints');
+    const mapping = reconcile.fn.sqsEventSources[0];
+    if (!mapping) throw new Error('side-by-side: the packaged reconcile function has no SQS event source');
+    this.#queueUrl = runner.queue(mapping.queueLogicalId).url;
+    this.#log = new ReconcileLog(join(runner.workDir, `${reconcile.fn.key}.log`));
+  }
+
+  static async start(o: { readonly kubeconfigPath: string; readonly mgmt: RawKube; readonly packageArgs: readonly string[]; readonly nodesStream: string; readonly log: (line: string) => void }): Promise<DeployedProduct> {
+    const packaged = await packagedService(o.packageArgs);
+    o.log(`[side-by-side] packaged (${packaged.reused ? 'reused' : `${packaged.seconds.toFixed(1)} s`}): ${o.packageArgs.join(' ')}`);
+    let product: DeployedProduct | undefined;
+    const runner = await LambdaRunner.start({
+      serviceDir: packaged.serviceDir,
+      startTriggers: false,
+      onQueueMessage: (m) => {
+        if (m.functionKey === 'watchForwarder' && product) product.#messages += 1;
+      },
+    });
+    try {
+      product = new DeployedProduct(runner, o.mgmt, o.nodesStream);
+      const env = runner.fn('watchForwarder').env;
+      await o.mgmt.post('/api/v1/namespaces', { metadata: { name: env['STATE_NAMESPACE'] } }).catch(() => undefined);
+      runner.ssm.put(env['MANAGEMENT_KUBECONFIG_PARAMETER'] ?? '', { value: readFileSync(o.kubeconfigPath, 'utf8') });
+      runner.startTriggers();
+      void runner.fireSchedule('watchForwarder');
+      return product;
+    } catch (error) {
+      await runner.stop();
+      throw error;
+    }
+  }
+
+  async #leaseObject(): Promise<{ metadata?: { annotations?: Record<string, string> }; spec?: { holderIdentity?: string } } | undefined> {
+    return this.#mgmt.get<{ metadata?: { annotations?: Record<string, string> }; spec?: { holderIdentity?: string } }>(this.#lease).catch(() => undefined);
+  }
+
+  waitReady(timeoutMs: number): Promise<void> {
+    return waitUntil('a forwarder window to hold the Lease', timeoutMs, async () => ((await this.#leaseObject())?.spec?.holderIdentity ?? '') !== '').then(() => undefined);
+  }
+
+  async counters(): Promise<ProductCounters> {
+    const out = await this.#runner.sqs.client.send(new GetQueueAttributesCommand({ QueueUrl: this.#queueUrl, AttributeNames: ['ApproximateNumberOfMessages', 'ApproximateNumberOfMessagesNotVisible', 'ApproximateNumberOfMessagesDelayed'] }));
+    const n = (name: QueueAttributeName): number => Number(out.Attributes?.[name] ?? 0);
+    const running = this.#runner.fn('reconcileNodeTaints').busy().length;
+    // Read after the depths: every invocation that ended before them has written its outcome lines.
+    const reconciles = this.#log.outcomes();
+    return { queueVisible: n('ApproximateNumberOfMessages') + n('ApproximateNumberOfMessagesDelayed'), queueInFlight: n('ApproximateNumberOfMessagesNotVisible') + running, reconciles, eventsForwarded: this.#messages, foreignTaintChangesFiltered: undefined, foreignDeclarationChangesFiltered: undefined };
+  }
+
+  async caughtUp(_before: ProductCounters, _now: ProductCounters, _changes: number, upTo: { readonly machines: string; readonly nodes: string }): Promise<boolean> {
+    const text = (await this.#leaseObject())?.metadata?.annotations?.[CHECKPOINT_ANNOTATION];
+    if (text === undefined) return false;
+    const checkpoint = JSON.parse(text) as Record<string, string>;
+    const passed = (stream: string, rv: string) => checkpoint[stream] !== undefined && BigInt(checkpoint[stream]) >= BigInt(rv);
+    return passed('machines', upTo.machines) && passed(this.#nodesStream, upTo.nodes);
+  }
+
+  details(): Record<string, unknown> {
+    const stats = (key: string) => {
+      const s = this.#runner.fn(key).stats();
+      return { invocations: s.invocations, coldStarts: s.coldStarts, errors: s.errors, timeouts: s.timeouts, throttles: s.throttles, peakRssMiB: s.peakRssMiB };
+    };
+    const records = this.#runner.eventSourceCounters()['reconcileNodeTaints'];
+    // FunctionStats count ended invocations: the forwarder's windows still watching are counted apart.
+    return { forwarder: { ...stats('watchForwarder'), running: this.#runner.fn('watchForwarder').busy().length }, reconcile: { ...stats('reconcileNodeTaints'), records: records?.records ?? 0, failedRecords: records?.failedRecords ?? 0 } };
+  }
+
+  stop(): Promise<void> {
+    return this.#runner.stop();
+  }
+}
+
+/** The reconcile function's log, read on from where it was last read: `Reconciles` metric lines, by `Outcome`. */
+class ReconcileLog {
+  readonly #path: string;
+  #offset = 0;
+  readonly #outcomes: Record<string, number> = {};
+
+  constructor(path: string) {
+    this.#path = path;
+  }
+
+  outcomes(): Record<string, number> {
+    let bytes: Buffer;
+    try {
+      const fd = openSync(this.#path, 'r');
+      try {
+        bytes = Buffer.alloc(Math.max(0, fstatSync(fd).size - this.#offset));
+        bytes = bytes.subarray(0, readSync(fd, bytes, 0, bytes.length, this.#offset));
+      } finally {
+        closeSync(fd);
+      }
+    } catch {
+      return { ...this.#outcomes }; // no invocation yet
+    }
+    const end = bytes.lastIndexOf(0x0a);
+    if (end >= 0) {
+      this.#offset += end + 1;
+      for (const line of bytes.subarray(0, end).toString('utf8').split('\n')) {
+        // `[<container>] <line>`: the metric lines are JSON with `_aws` (EMF).
+        if (!line.includes('"_aws"') || !line.includes('"Reconciles"')) continue;
+        try {
+          const doc = JSON.parse(line.slice(line.indexOf('] ') + 2)) as { Outcome?: string; Reconciles?: number | number[] };
+          if (doc.Outcome === undefined || doc.Reconciles === undefined) continue;
+          const n = Array.isArray(doc.Reconciles) ? doc.Reconciles.reduce((a, b) => a + b, 0) : doc.Reconciles;
+          this.#outcomes[doc.Outcome] = (this.#outcomes[doc.Outcome] ?? 0) + n;
+        } catch {
+          // not a metrics line after all
+        }
+      }
+    }
+    return { ...this.#outcomes };
+  }
+}
+
+/** `form`: the product's side (module comment); `packageArgs`: the deployed form's `serverless package` arguments. */
+export async function runSideBySide(ctx: BenchContext, o: { readonly form?: SideBySideForm; readonly packageArgs?: readonly string[] } = {}): Promise<SideBySideResult> {
+  const form = o.form ?? 'local';
+  const packageArgs = o.packageArgs ?? BENCH_PACKAGE_SHORT_WINDOWS;
   const sizes = ctx.sizes.sideBySideN;
   const loadBefore = round(os.loadavg()[0] ?? 0, 2);
   const timeoutMs = Math.max(120_000, sizes[sizes.length - 1]! * 2_000);
@@ -234,7 +481,7 @@ export async function runSideBySide(ctx: BenchContext): Promise<SideBySideResult
     capi: { featureGates: { MachineTaintPropagation: true }, workloadClusters: 1, auditWorkloadServers: true },
   });
   const stop = new AbortController();
-  let pipeline: Pipeline | undefined;
+  let product: ProductSide | undefined;
   const watches: Promise<void>[] = [];
   try {
     const mgmt = await RawKube.from(loadKubeConfig(cp.kubeconfigPath));
@@ -251,13 +498,14 @@ export async function runSideBySide(ctx: BenchContext): Promise<SideBySideResult
     watches.push(keepWatching(workload, '/api/v1/nodes', (o) => seen.node(o, performance.now()), stop.signal));
     watches.push(keepWatching(mgmt, `${MACHINES_PATH}/namespaces/${ns}/machines`, (o) => seen.machine(o, performance.now()), stop.signal));
 
-    // 10 reconcile invocations at once: the deployed reconcile function's reserved concurrency (serverless.yml
-    // reconcileReservedConcurrency; `npm start` runs 2), as Cluster API's Machine controller runs 10 workers.
-    pipeline = await startPipeline({ kubeconfig: cp.kubeconfigPath, mode: 'capi', stateNamespace: ns, machineNamespace: ns, leaseName: 'side-by-side', concurrency: 10 });
-    await pipeline.waitForForwarder(60_000);
-    const p = pipeline;
-    const drained = async (): Promise<PipelineCounters> => waitUntil('the product queue to drain', timeoutMs, async () => {
-      const c = await p.freshCounters();
+    product = form === 'deployed'
+      ? await DeployedProduct.start({ kubeconfigPath: cp.kubeconfigPath, mgmt, packageArgs, nodesStream: `nodes/${ns}/${cluster}`, log: ctx.log })
+      : await localProduct(cp.kubeconfigPath, ns);
+    // The deployed forwarder's first window starts a container and joins the rota first.
+    await product.waitReady(form === 'deployed' ? 120_000 : 60_000);
+    const p = product;
+    const drained = async (): Promise<ProductCounters> => waitUntil('the product queue to drain', timeoutMs, async () => {
+      const c = await p.counters();
       return c.queueVisible === 0 && c.queueInFlight === 0 ? c : undefined;
     });
 
@@ -278,10 +526,16 @@ export async function runSideBySide(ctx: BenchContext): Promise<SideBySideResult
       await Promise.all(SIDES.map((side) => mgmt.mergePatch(`${MACHINES_PATH}/namespaces/${ns}/machinedeployments/${side}`, { spec: { replicas: size } })));
       ctx.log(`[side-by-side] join: ${joining} Nodes per side (to ${size})`);
       const fresh = (side: Side) => [...seen.nodes.entries()].filter(([name]) => !known.has(name) && sideOfName(name) === side);
+      // On a timeout, say which Nodes were missing or not done, with their taints.
+      const waiting = () => SIDES.map((side) => {
+        const ms = [...seen.machines.values()].filter((m) => m.side === side);
+        const notDone = fresh(side).filter(([, n]) => n.readyAt === undefined).map(([name, n]) => `${name} [${[...n.taints.keys()].join(', ')}]`);
+        return `${side}: ${ms.length} Machines (${ms.filter((m) => m.providerIdAt !== undefined).length} with a provider ID, ${ms.filter((m) => m.nodeRefAt !== undefined).length} with a nodeRef), ${fresh(side).length} Nodes appeared, not done: ${notDone.join('; ') || 'none'}`;
+      }).join(' | ');
       await waitUntil(`${joining} joining Nodes per side to carry their taint`, timeoutMs, () => SIDES.every((side) => {
         const nodes = fresh(side);
         return nodes.length === joining && nodes.every(([, n]) => n.readyAt !== undefined);
-      }));
+      }), waiting);
       const after = await drained();
       const requests = audit.since(auditFrom);
       const joinLatency = (side: Side): SideLatency => {
@@ -303,7 +557,7 @@ export async function runSideBySide(ctx: BenchContext): Promise<SideBySideResult
         product,
         ratioP99: round(product.p99Ms / capi.p99Ms, 2),
         productOnCapiNodes: { workloadCallsPerNode: round(count(requests, 'product', 'capi') / joining, 2) },
-        productReconciles: Object.fromEntries(Object.entries(after.reconciles).map(([k, v]) => [k, v - (before.reconciles[k as keyof typeof before.reconciles] ?? 0)]).filter(([, v]) => (v as number) > 0)),
+        productReconciles: Object.fromEntries(Object.entries(after.reconciles).map(([k, v]): [string, number] => [k, v - (before.reconciles[k] ?? 0)]).filter(([, v]) => v > 0)),
         productProfile: {
           machineProviderIdBeforeNode: step((name) => { const m = machineByNode.get(name); const n = seen.nodes.get(name); return m?.providerIdAt !== undefined && n ? n.appearedAt - m.providerIdAt : undefined; }),
           nodeRefByClusterApi: step((name) => { const m = machineByNode.get(name); return m?.nodeRefAt !== undefined ? m.nodeRefAt - (seen.nodes.get(name)?.appearedAt ?? 0) : undefined; }),
@@ -346,11 +600,10 @@ export async function runSideBySide(ctx: BenchContext): Promise<SideBySideResult
       await mgmt.mergePatch(`${MACHINES_PATH}/namespaces/${ns}/machinedeployments/capi`, { spec: { template: { spec: { taints: [{ key: CAPI_KEY, value: fv, effect: 'NoSchedule', propagation: 'Always' }] } } } });
       await waitUntil(`Cluster API's new value on all ${size} of its Nodes`, timeoutMs, () => machinesOf('capi').every((m) => seen.nodes.get(m.nodeName as string)?.valueAt.has(fv)));
       // Every Machine and Node change of it reached the forwarder, or was forwarded (then the product reconciled it).
+      const upTo = { machines: seen.machinesRv, nodes: seen.nodesRv };
       const foreignAfter = await waitUntil('the forwarder to see every Machine and Node change of the capi side', timeoutMs, async () => {
         const c = await drained();
-        const filtered = (c.foreignDeclarationChangesFiltered - foreignBefore.foreignDeclarationChangesFiltered) + (c.foreignTaintChangesFiltered - foreignBefore.foreignTaintChangesFiltered);
-        const forwarded = c.eventsForwarded - foreignBefore.eventsForwarded;
-        return filtered + forwarded >= 2 * size ? c : undefined;
+        return (await p.caughtUp(foreignBefore, c, 2 * size, upTo)) ? c : undefined;
       });
       const foreignRequests = audit.since(foreignFrom);
       const productReconciles = Object.values(foreignAfter.reconciles).reduce((a, b) => a + b, 0) - Object.values(foreignBefore.reconciles).reduce((a, b) => a + b, 0);
@@ -365,19 +618,25 @@ export async function runSideBySide(ctx: BenchContext): Promise<SideBySideResult
         foreign: {
           productReconciles,
           productWorkloadCalls,
+          productWorkloadRequests: audit.productSince(foreignFrom),
           // Each reconcile reads its Machine from the management cluster first (one call), plus what reached the workload API server.
           callsPerForeignChange: round((productReconciles + productWorkloadCalls) / size, 2),
-          filteredMachineChanges: foreignAfter.foreignDeclarationChangesFiltered - foreignBefore.foreignDeclarationChangesFiltered,
-          filteredNodeChanges: foreignAfter.foreignTaintChangesFiltered - foreignBefore.foreignTaintChangesFiltered,
+          forwardedMessages: foreignAfter.eventsForwarded - foreignBefore.eventsForwarded,
+          filteredMachineChanges: difference(foreignAfter.foreignDeclarationChangesFiltered, foreignBefore.foreignDeclarationChangesFiltered),
+          filteredNodeChanges: difference(foreignAfter.foreignTaintChangesFiltered, foreignBefore.foreignTaintChangesFiltered),
         },
       });
       ctx.log(`[side-by-side] change at ${size}: p99 capi ${capiChange.p99Ms} ms, product ${productChange.p99Ms} ms; foreign: ${productReconciles} reconciles, ${productWorkloadCalls} workload calls`);
     }
     const lastChange = changes[changes.length - 1] as ChangeRun;
     const lastJoin = joins[joins.length - 1] as JoinRun;
+    const details = product.details();
     mgmt.close();
     workload.close();
     return {
+      form,
+      ...(form === 'deployed' ? { packageArgs } : {}),
+      ...(details ? { deployedFunctions: details } : {}),
       sizes,
       clusterApiVersion: cp.clusterApiVersion,
       joins,
@@ -391,7 +650,7 @@ export async function runSideBySide(ctx: BenchContext): Promise<SideBySideResult
     };
   } finally {
     stop.abort();
-    await pipeline?.stop();
+    await product?.stop();
     await Promise.allSettled(watches);
     await cp.stop();
   }
