@@ -5,9 +5,9 @@
  * in the write itself (see writeFromClaim), so duplicates, reordering and lost intermediate states are
  * harmless.
  */
-import { machineOwnsNode } from '#shared/domain/node-link.ts';
 import { clusterKey, isNodeTaintEvent, type ClusterRef, type NodeState, type NodeTaintEvent, type TaintEvent } from '#shared/domain/cloud-event.ts';
 import { declaredTaintsOf, type EffectiveDeclaration } from '#shared/domain/declarations.ts';
+import { machineOwnsNode } from '#shared/domain/node-link.ts';
 import { claimedNode } from '#shared/domain/node-state.ts';
 import { ReconcileOutcome } from '#shared/domain/outcome.ts';
 import type { MachineSnapshot, NodeSnapshot } from '#shared/domain/snapshots.ts';

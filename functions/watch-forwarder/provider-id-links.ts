@@ -45,10 +45,6 @@ export class ProviderIdLinks {
     for (const k of this.#nodes.keys()) if (k.startsWith(prefix)) this.#nodes.delete(k);
   }
 
-  get size(): { machines: number; nodes: number } {
-    return { machines: this.#machines.size, nodes: this.#nodes.size };
-  }
-
   #drop<T>(map: Map<string, T>, k: string, same: (v: T) => boolean): void {
     const v = map.get(k);
     if (v !== undefined && same(v)) map.delete(k);
