@@ -264,7 +264,7 @@ export class StreamSupervisor {
     const relevance: RelevanceOptions = {
       ...(this.d.startupTaint ? { startupTaint: this.d.startupTaint } : {}),
       ...(this.d.specTaintsOwner ? { specTaintsOwner: this.d.specTaintsOwner } : {}),
-      ...(facts.kind === 'Machine' && ref ? { nodeFacts: this.nodeFactsIn(ref), providerIdNodeOf: (m: MachineFacts) => this.links.nodeFor(m, ref) } : {}),
+      ...(facts.kind === 'Machine' && ref ? { nodeFacts: this.nodeFactsIn(ref) } : {}),
     };
     const decision = forwardDecision(e.change, e.previous, facts, relevance);
     if (!decision.forward) {

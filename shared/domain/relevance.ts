@@ -199,12 +199,6 @@ export interface RelevanceOptions {
   readonly specTaintsOwner?: SpecTaintsOwner;
   /** The last state the forwarder saw of a Node of the Machine's cluster, by name (undefined: not seen). */
   readonly nodeFacts?: (name: string) => NodeFacts | undefined;
-  /**
-   * The unlinked Node whose `spec.providerID` a Machine without `status.nodeRef` has, as far as the forwarder knows
-   * (undefined: none). Given, a Machine change that names no Node either way is not forwarded: its reconcile could only
-   * end `no-node`, and the change that gives it a Node (its `nodeRef`, or the Node's arrival) is forwarded on its own.
-   */
-  readonly providerIdNodeOf?: (machine: MachineFacts) => string | undefined;
 }
 
 /**
@@ -275,7 +269,7 @@ function taintIds(raw: unknown): Map<string, string> | undefined {
 /** Why a watch change is or is not forwarded. */
 export type ForwardDecision =
   | { readonly forward: true; readonly declarationRecovered?: true }
-  | { readonly forward: false; readonly filtered: 'unchanged' | 'own-write' | 'foreign-taints' | 'foreign-declaration' | 'no-node' };
+  | { readonly forward: false; readonly filtered: 'unchanged' | 'own-write' | 'foreign-taints' | 'foreign-declaration' };
 
 /**
  * The forwarder's rule for one watch change, given the last state it saw of the object (`previous`, undefined when
@@ -285,9 +279,6 @@ export type ForwardDecision =
  * @example forwardDecision('modified', node, { ...node, resourceVersion: '9' }) // { forward: false, filtered: 'unchanged' }
  */
 export function forwardDecision(change: ChangeKind, previous: WatchedFacts | undefined, current: WatchedFacts, options: RelevanceOptions = {}): ForwardDecision {
-  if (current.kind === 'Machine' && change !== 'deleted' && current.nodeName === undefined && options.providerIdNodeOf && options.providerIdNodeOf(current) === undefined) {
-    return { forward: false, filtered: 'no-node' };
-  }
   if (change !== 'modified' || previous === undefined) return { forward: true };
   if (!isRelevantChange(change, fingerprintOf(previous), fingerprintOf(current))) return { forward: false, filtered: 'unchanged' };
   if (isOwnNodeWrite(previous, current)) return { forward: false, filtered: 'own-write' };

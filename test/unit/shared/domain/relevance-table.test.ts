@@ -148,10 +148,9 @@ const TABLE: readonly Row[] = [
   },
   {
     object: 'Machine', field: 'spec.providerID', fact: 'providerID',
-    when: 'only while the Machine has no status.nodeRef: it links a joining Node to the Machine (Cluster API\'s own rule), forwarded when the forwarder knows an unlinked Node with that provider ID (a Machine change that names no Node either way is never forwarded: its reconcile could only end no-node); never once nodeRef is set',
+    when: 'only while the Machine has no status.nodeRef: it links a joining Node to the Machine (Cluster API\'s own rule); never once nodeRef is set',
     cases: [
-      { name: 'set before nodeRef, its Node known', before: (m) => { delete m.status.nodeRef; delete m.spec.providerID; }, node: (n) => delete n.metadata.annotations['cluster.x-k8s.io/machine'], change: (m) => (m.spec.providerID = 'local://m1'), messages: 1 },
-      { name: 'set before nodeRef, no Node with it known', before: (m) => { delete m.status.nodeRef; delete m.spec.providerID; }, node: (n) => (n.spec.providerID = 'local://other'), change: (m) => (m.spec.providerID = 'local://m1'), messages: 0 },
+      { name: 'set before nodeRef', before: (m) => { delete m.status.nodeRef; delete m.spec.providerID; }, change: (m) => (m.spec.providerID = 'local://m1'), messages: 1 },
       { name: 'changed after nodeRef', change: (m) => (m.spec.providerID = 'local://m1b'), messages: 0 },
     ],
   },
@@ -317,7 +316,6 @@ function messagesFor(row: Row, c: Case): number {
     startupTaint: GATE,
     specTaintsOwner: c.specTaintsOwner ?? SpecTaintsOwner.upstream,
     nodeFacts: (name) => (nodeFacts?.name === name ? nodeFacts : undefined),
-    providerIdNodeOf: (m) => (nodeFacts?.providerID !== undefined && nodeFacts.providerID === m.providerID ? nodeFacts.name : undefined),
   });
   if (!decision.forward) return 0;
   return current.kind === 'MachinePool' ? poolNodesToAnnounce(seen, previous, current).length : 1;
