@@ -29,6 +29,6 @@ describeWithCapi('Benchmarks: smoke run of the side-by-side scenario', () => {
       expect(c.product.workloadCallsPerChangedNode).toBeGreaterThanOrEqual(1);
     }
     // Changes Cluster API owns cost the product nothing (every one of them reached the forwarder and was filtered).
-    expect(s?.changes.map((c) => c.foreign)).toEqual(s?.changes.map((c) => ({ productReconciles: 0, productWorkloadCalls: 0, callsPerForeignChange: 0, filteredMachineChanges: c.replicas, filteredNodeChanges: c.replicas })));
+    expect(s?.changes.map((c) => c.foreign)).toEqual(s?.changes.map((c) => ({ productReconciles: 0, productWorkloadCalls: 0, callsPerForeignChange: 0, filteredMachineChanges: c.replicas, filteredNodeChanges: c.replicas, forwardedMessages: 0, productWorkloadRequests: {} })));
   }, 300_000);
 });
