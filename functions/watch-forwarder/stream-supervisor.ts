@@ -259,14 +259,16 @@ export class StreamSupervisor {
     // change the product's decision cost no message (and so no API call).
     const ref = facts.kind === 'Machine' ? clusterOfMachine(facts as MachineFacts, this.d.mode) : cluster;
     const deleted = e.change === 'deleted';
-    if (facts.kind === 'Machine') this.links.observeMachine(e.previous?.kind === 'Machine' ? e.previous : undefined, facts, deleted, ref);
-    else if (facts.kind === 'Node' && cluster) this.links.observeNode(e.previous?.kind === 'Node' ? e.previous : undefined, facts, deleted, cluster);
     const relevance: RelevanceOptions = {
       ...(this.d.startupTaint ? { startupTaint: this.d.startupTaint } : {}),
       ...(this.d.specTaintsOwner ? { specTaintsOwner: this.d.specTaintsOwner } : {}),
-      ...(facts.kind === 'Machine' && ref ? { nodeFacts: this.nodeFactsIn(ref) } : {}),
+      ...(facts.kind === 'Machine' && ref ? { nodeFacts: this.nodeFactsIn(ref), linkedNodeOf: (m: MachineFacts) => this.links.nodeFor(m, ref) } : {}),
+      ...(facts.kind === 'Node' && ref ? { linkedMachineOf: (n: NodeFacts) => this.links.machineFor(n, ref) } : {}),
     };
+    // Judged against the links as they were before this change (Cluster API confirming a link the product acted on).
     const decision = forwardDecision(e.change, e.previous, facts, relevance);
+    if (facts.kind === 'Machine') this.links.observeMachine(e.previous?.kind === 'Machine' ? e.previous : undefined, facts, deleted, ref);
+    else if (facts.kind === 'Node' && cluster) this.links.observeNode(e.previous?.kind === 'Node' ? e.previous : undefined, facts, deleted, cluster);
     if (!decision.forward) {
       this.d.telemetry.record(ForwarderMetric.EventsFiltered, 1);
       if (decision.filtered === 'foreign-taints') this.d.telemetry.record(ForwarderMetric.ForeignTaintChangesFiltered, 1);

@@ -199,6 +199,17 @@ export interface RelevanceOptions {
   readonly specTaintsOwner?: SpecTaintsOwner;
   /** The last state the forwarder saw of a Node of the Machine's cluster, by name (undefined: not seen). */
   readonly nodeFacts?: (name: string) => NodeFacts | undefined;
+  /**
+   * The Node the forwarder links a Machine without `status.nodeRef` to (undefined: none known): the unlinked Node with
+   * its `spec.providerID`, or the Node Cluster API has just linked to it (its `cluster.x-k8s.io/machine` annotation)
+   * while the Machine's `nodeRef` is still to come. Given, a Machine change that names no Node either way is not
+   * forwarded (its reconcile could only end `no-node`; the change that gives it a Node — its `nodeRef`, the Node's
+   * arrival, the provider ID — is forwarded on its own), and Cluster API's `nodeRef` confirming the link the product
+   * already acted on is not either (see isLinkConfirmation).
+   */
+  readonly linkedNodeOf?: (machine: MachineFacts) => string | undefined;
+  /** The Machine the forwarder links an unlinked Node to by provider ID (undefined: none known). */
+  readonly linkedMachineOf?: (node: NodeFacts) => { readonly namespace: string; readonly name: string } | undefined;
 }
 
 /**
@@ -266,10 +277,47 @@ function taintIds(raw: unknown): Map<string, string> | undefined {
   return ids;
 }
 
+/**
+ * Recognises Cluster API confirming a link the product already acted on. The product links a joining Node to its
+ * Machine by provider ID (`node-link.ts`) and taints it; Cluster API then links them too, in two writes that change
+ * nothing the product decides with:
+ * - on the Node, its `cluster.x-k8s.io/machine` (and cluster name and namespace) annotations naming the very Machine
+ *   the forwarder had linked the Node to: the Node's other facts are then judged without the link (that same write
+ *   may also carry Cluster API's taints, judged as any foreign taint change; see isForeignTaintNoise);
+ * - on the Machine, `status.nodeRef` naming the very Node the forwarder had linked it to, and nothing else changed,
+ *   once the product has initialized that Node (its tracking annotation is there): filtered.
+ * Returns 'filter', the two states without the link to judge instead, or undefined (not a confirmation).
+ * A wrong skip can only delay the product's work until the object's next event or resync, never cause a write.
+ * @example linkConfirmation(unlinkedMachine, { ...unlinkedMachine, nodeName: 'n1', providerID: undefined }, { linkedNodeOf: () => 'n1', nodeFacts }) // 'filter'
+ */
+function linkConfirmation(previous: WatchedFacts, current: WatchedFacts, options: RelevanceOptions): 'filter' | { previous: NodeFacts; current: NodeFacts } | undefined {
+  if (previous.kind === 'Machine' && current.kind === 'Machine') {
+    if (previous.nodeName !== undefined || current.nodeName === undefined || previous.providerID === undefined) return undefined;
+    if (options.linkedNodeOf?.(previous) !== current.nodeName) return undefined;
+    const { resourceVersion: _r1, nodeName: _n1, providerID: _p1, ...before } = previous;
+    const { resourceVersion: _r2, nodeName: _n2, providerID: _p2, ...after } = current;
+    if (canonicalJson(before) !== canonicalJson(after)) return undefined;
+    const node = options.nodeFacts?.(current.nodeName);
+    const owned = node?.ownTrackingAnnotation;
+    return owned !== undefined && wellFormedIds(decodeOwnedTaints(owned)) ? 'filter' : undefined;
+  }
+  if (previous.kind !== 'Node' || current.kind !== 'Node') return undefined;
+  if (previous.machineAnnotation !== undefined || current.machineAnnotation === undefined || previous.providerID === undefined) return undefined;
+  const linked = options.linkedMachineOf?.(previous);
+  if (linked === undefined || linked.name !== current.machineAnnotation || linked.namespace !== current.clusterNamespaceAnnotation) return undefined;
+  const unlinked = (n: NodeFacts): NodeFacts => {
+    const { machineAnnotation: _m, providerID: _p, clusterNameAnnotation: _c, clusterNamespaceAnnotation: _ns, ...rest } = n;
+    return rest;
+  };
+  const [before, after] = [unlinked(previous), unlinked(current)];
+  if (fingerprintOf(before) === fingerprintOf(after)) return current.ownTrackingAnnotation !== undefined ? 'filter' : undefined;
+  return { previous: before, current: after };
+}
+
 /** Why a watch change is or is not forwarded. */
 export type ForwardDecision =
   | { readonly forward: true; readonly declarationRecovered?: true }
-  | { readonly forward: false; readonly filtered: 'unchanged' | 'own-write' | 'foreign-taints' | 'foreign-declaration' };
+  | { readonly forward: false; readonly filtered: 'unchanged' | 'own-write' | 'foreign-taints' | 'foreign-declaration' | 'no-node' | 'link-confirmed' };
 
 /**
  * The forwarder's rule for one watch change, given the last state it saw of the object (`previous`, undefined when
@@ -279,8 +327,14 @@ export type ForwardDecision =
  * @example forwardDecision('modified', node, { ...node, resourceVersion: '9' }) // { forward: false, filtered: 'unchanged' }
  */
 export function forwardDecision(change: ChangeKind, previous: WatchedFacts | undefined, current: WatchedFacts, options: RelevanceOptions = {}): ForwardDecision {
+  if (current.kind === 'Machine' && change !== 'deleted' && current.nodeName === undefined && options.linkedNodeOf && options.linkedNodeOf(current) === undefined) {
+    return { forward: false, filtered: 'no-node' };
+  }
   if (change !== 'modified' || previous === undefined) return { forward: true };
   if (!isRelevantChange(change, fingerprintOf(previous), fingerprintOf(current))) return { forward: false, filtered: 'unchanged' };
+  const confirmed = linkConfirmation(previous, current, options);
+  if (confirmed === 'filter') return { forward: false, filtered: 'link-confirmed' };
+  if (confirmed !== undefined) return forwardDecision(change, confirmed.previous, confirmed.current, options);
   if (isOwnNodeWrite(previous, current)) return { forward: false, filtered: 'own-write' };
   if (isForeignTaintNoise(previous, current, options.startupTaint)) return { forward: false, filtered: 'foreign-taints' };
   if (isForeignDeclarationChange(previous, current, options)) return { forward: false, filtered: 'foreign-declaration' };

@@ -68,7 +68,8 @@ describeWithControlPlane('The deployed rota of overlapping forwarder windows aga
     const core = kc.makeApiClient(CoreV1Api);
     const custom = kc.makeApiClient(CustomObjectsApi);
     const nodes = await Promise.all([0, 1, 2].map(async () => createNode(kc, uniqueName('node'), { labels: label })));
-    const machine = await createMachine(kc, ns, uniqueName('marker'));
+    // (It names a Node, as a Machine the forwarder announces does: one without a Node costs no message.)
+    const machine = await createMachine(kc, ns, uniqueName('marker'), { nodeName: uniqueName('marker-node') });
 
     // Everything that reaches the queue, in order of arrival (one copy per deduplication id, as SQS keeps it).
     const arrived: string[] = [];

@@ -9,6 +9,7 @@ import { Outbox } from '#functions/watch-forwarder/outbox.ts';
 import { StreamSupervisor } from '#functions/watch-forwarder/stream-supervisor.ts';
 import { eventIdFor, type TaintEvent } from '#shared/domain/cloud-event.ts';
 import { SpecTaintsOwner } from '#shared/domain/ownership.ts';
+import { FIELD_MANAGER } from '#shared/domain/taint.ts';
 import type { Checkpoint, ClusterFacts, MachineFacts, NodeFacts } from '#shared/domain/watch-event.ts';
 import { ScriptedSources, until } from '#test/support/scripted-watch-sources.ts';
 import { manualClock } from '#test/support/manual-clock.ts';
@@ -115,7 +116,40 @@ describe('Class: StreamSupervisor', () => {
 
     // Assess
     const link = (e: TaintEvent) => (e.data.kind === 'Node' ? `${e.data.node.name}→${e.data.machine?.name ?? '-'}` : e.data.kind === 'Machine' ? `${e.data.machine.name}→${e.data.nodeName ?? '-'}` : '');
-    expect(published.map(link).sort()).toEqual(['m1→-', 'm2→n2', 'n1→m1', 'n1→m1', 'n2→-', 'n3→-'].sort());
+    // (m1's addition names no Node the forwarder knows: filtered, its reconcile could only end no-node.)
+    expect(published.map(link).sort()).toEqual(['m2→n2', 'n1→m1', 'n1→m1', 'n2→-', 'n3→-'].sort());
+  });
+
+  it("sends nothing for Cluster API confirming a link the product acted on (the Node's Machine annotation, the Machine's nodeRef), and a Machine change between the two still names its Node", async () => {
+    // Prepare
+    const { sources, outbox, published, counts } = setup('capi');
+    await sources.clusterStream.emit({ type: 'change', change: 'resynced', facts: cluster(), observedAt: T0 });
+    const nodes = await sources.nodesOf({ mode: 'capi', namespace: 'fleet', name: 'wc1' });
+    const joining = node({ providerID: 'p1', trackingAnnotation: undefined as never, ownTrackingAnnotation: undefined as never });
+    const initialized = { ...joining, resourceVersion: '41', ownTrackingAnnotation: '', writers: { ownTrackingAnnotation: FIELD_MANAGER } };
+    const { providerID: _dropped, ...linkedFacts } = initialized;
+    const linked: NodeFacts = { ...linkedFacts, resourceVersion: '42', machineAnnotation: 'm1', clusterNameAnnotation: 'wc1', clusterNamespaceAnnotation: 'fleet' };
+    const unlinked = machine({ nodeName: undefined as never, providerID: 'p1' });
+    const declared = { ...unlinked, resourceVersion: '12', declarations: { 'taints.capi-taint-propagator.dev/machine': 'a:NoSchedule' } };
+    const { providerID: _gone, ...withNodeRef } = { ...declared, resourceVersion: '13', nodeName: 'n1' };
+    const marker = { ...withNodeRef, resourceVersion: '14', declarations: { 'taints.capi-taint-propagator.dev/machine': 'b:NoSchedule' } };
+
+    // Act: the Machine is created (no Node known: nothing to do), its Node joins and the product initializes it;
+    // Cluster API annotates the Node; the Machine's declaration changes before Cluster API writes its nodeRef; then
+    // the nodeRef; then a marker change.
+    await sources.machineStream.emit({ type: 'change', change: 'added', facts: unlinked, observedAt: T0, checkpoint: '11' });
+    await nodes.emit({ type: 'change', change: 'added', facts: joining, observedAt: T0, checkpoint: '40' });
+    await nodes.emit({ type: 'change', change: 'modified', previous: joining, facts: initialized, observedAt: T0, checkpoint: '41' });
+    await nodes.emit({ type: 'change', change: 'modified', previous: initialized, facts: linked, observedAt: T0, checkpoint: '42' });
+    await sources.machineStream.emit({ type: 'change', change: 'modified', previous: unlinked, facts: declared, observedAt: T0, checkpoint: '12' });
+    await sources.machineStream.emit({ type: 'change', change: 'modified', previous: declared, facts: withNodeRef, observedAt: T0, checkpoint: '13' });
+    await sources.machineStream.emit({ type: 'change', change: 'modified', previous: withNodeRef, facts: marker, observedAt: T0, checkpoint: '14' });
+    for (let i = 0; i < 4; i++) await outbox.publishRound();
+
+    // Assess: the Node's addition, the declaration change (naming the Node) and the marker; nothing for the rest.
+    const link = (e: TaintEvent) => (e.data.kind === 'Node' ? `${e.data.node.name}→${e.data.machine?.name ?? '-'}` : e.data.kind === 'Machine' ? `${e.data.machine.name}@${e.data.machine.resourceVersion}→${e.data.nodeName ?? '-'}` : '');
+    expect(published.map(link).sort()).toEqual(['n1→m1', 'm1@12→n1', 'm1@14→n1'].sort());
+    expect(counts['EventsFiltered']).toBe(4);
   });
 
   it("sends nothing for a value change of Cluster API's own spec.taints on a Node it initialized, judged from the Node stream's last state; with SPEC_TAINTS_OWNER=product it sends it", async () => {

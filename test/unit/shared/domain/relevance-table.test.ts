@@ -18,6 +18,14 @@ const CAPI = 'cluster.x-k8s.io/taints-from-machine';
 const DECL = 'taints.capi-taint-propagator.dev/machine';
 const GATE = { key: 'taints.capi-taint-propagator.dev/uninitialized', effect: 'NoSchedule' };
 const capiTaint = (value = 'v1', key = 'capi') => ({ key, value, effect: 'NoSchedule', propagation: 'Always' });
+/** A joining Node Cluster API has not linked yet (no Machine annotations): its provider ID links it. */
+const unlinkedNode = (n: Json): void => {
+  for (const a of ['cluster.x-k8s.io/machine', 'cluster.x-k8s.io/cluster-name', 'cluster.x-k8s.io/cluster-namespace']) delete n.metadata.annotations[a];
+};
+/** Cluster API's link of a joining Node to Machine `name` (its annotations). */
+const linkNode = (name: string) => (n: Json): void => {
+  Object.assign(n.metadata.annotations, { 'cluster.x-k8s.io/machine': name, 'cluster.x-k8s.io/cluster-name': 'c1', 'cluster.x-k8s.io/cluster-namespace': 'ns' });
+};
 
 /** A worker Machine: Cluster API owns `capi:NoSchedule` (spec.taints), the product owns `prod:NoSchedule` (annotation). */
 const machine = (): Json => ({
@@ -67,6 +75,8 @@ interface Case {
   /** The forwarder's last state of the Machine's Node (default: `node()`); null when it has not seen it. */
   readonly node?: ((n: Json) => void) | null;
   readonly specTaintsOwner?: SpecTaintsOwner;
+  /** False: the forwarder knows no unlinked Machine with the Node's provider ID (default: Machine m1 has `local://m1`). */
+  readonly linkedMachine?: boolean;
   /** How the forwarder sees the change (default a watch modification; `resynced`: a relist announcement). */
   readonly seen?: ChangeKind;
   readonly messages: number;
@@ -113,8 +123,14 @@ const TABLE: readonly Row[] = [
   },
   {
     object: 'Machine', field: 'status.nodeRef.name', fact: 'nodeName',
-    when: 'always (which Node)',
-    cases: [{ name: 'the Node is known', before: (m) => delete m.status.nodeRef, change: (m) => (m.status.nodeRef = { name: 'n1' }), messages: 1 }],
+    when: "always (which Node), but Cluster API's nodeRef confirming the link the product acted on (the Node the forwarder linked by provider ID, initialized by the product) and changing nothing else: never",
+    cases: [
+      { name: 'the Node is known', before: (m) => delete m.status.nodeRef, change: (m) => (m.status.nodeRef = { name: 'n1' }), messages: 1 },
+      { name: 'confirming the provider-ID link, Node initialized by the product', before: (m) => delete m.status.nodeRef, node: unlinkedNode, change: (m) => (m.status.nodeRef = { name: 'n1' }), messages: 0 },
+      { name: 'confirming the provider-ID link, Node not initialized by the product', before: (m) => delete m.status.nodeRef, node: (n) => { unlinkedNode(n); delete n.metadata.annotations[OWN]; }, change: (m) => (m.status.nodeRef = { name: 'n1' }), messages: 1 },
+      { name: 'naming another Node than the one linked', before: (m) => delete m.status.nodeRef, node: unlinkedNode, change: (m) => (m.status.nodeRef = { name: 'n2' }), messages: 1 },
+      { name: 'confirming the link, with a declaration change in the same write', before: (m) => delete m.status.nodeRef, node: unlinkedNode, change: (m) => { m.status.nodeRef = { name: 'n1' }; m.metadata.annotations[DECL] = 'prod=q:NoSchedule'; }, messages: 1 },
+    ],
   },
   {
     object: 'Machine', field: 'spec.clusterName', fact: 'clusterName',
@@ -148,9 +164,10 @@ const TABLE: readonly Row[] = [
   },
   {
     object: 'Machine', field: 'spec.providerID', fact: 'providerID',
-    when: 'only while the Machine has no status.nodeRef: it links a joining Node to the Machine (Cluster API\'s own rule); never once nodeRef is set',
+    when: 'only while the Machine has no status.nodeRef: it links a joining Node to the Machine (Cluster API\'s own rule), forwarded when the forwarder knows an unlinked Node with that provider ID (a Machine change that names no Node either way is never forwarded: its reconcile could only end no-node); never once nodeRef is set',
     cases: [
-      { name: 'set before nodeRef', before: (m) => { delete m.status.nodeRef; delete m.spec.providerID; }, change: (m) => (m.spec.providerID = 'local://m1'), messages: 1 },
+      { name: 'set before nodeRef, its Node known', before: (m) => { delete m.status.nodeRef; delete m.spec.providerID; }, node: (n) => delete n.metadata.annotations['cluster.x-k8s.io/machine'], change: (m) => (m.spec.providerID = 'local://m1'), messages: 1 },
+      { name: 'set before nodeRef, no Node with it known', before: (m) => { delete m.status.nodeRef; delete m.spec.providerID; }, node: (n) => (n.spec.providerID = 'local://other'), change: (m) => (m.spec.providerID = 'local://m1'), messages: 0 },
       { name: 'changed after nodeRef', change: (m) => (m.spec.providerID = 'local://m1b'), messages: 0 },
     ],
   },
@@ -196,8 +213,15 @@ const TABLE: readonly Row[] = [
   },
   {
     object: 'Node', field: 'metadata.annotations[cluster.x-k8s.io/machine]', fact: 'machineAnnotation',
-    when: 'always (which Machine)',
-    cases: [{ name: 'Cluster API names the Machine', before: (n) => delete n.metadata.annotations['cluster.x-k8s.io/machine'], change: (n) => (n.metadata.annotations['cluster.x-k8s.io/machine'] = 'm1'), messages: 1 }],
+    when: "always (which Machine), but Cluster API's first write of a joining Node confirming the link the product acted on (naming the Machine the forwarder linked by provider ID, on a Node the product initialized): the write is judged without the link (its taints as any foreign taint change)",
+    cases: [
+      { name: 'Cluster API names the Machine linked by provider ID, Node initialized by the product', before: unlinkedNode, change: linkNode('m1'), messages: 0 },
+      { name: 'Cluster API names another Machine', before: unlinkedNode, change: linkNode('m2'), messages: 1 },
+      { name: 'Cluster API names the Machine, no Machine with its provider ID known', before: unlinkedNode, linkedMachine: false, change: linkNode('m1'), messages: 1 },
+      { name: 'Cluster API names the Machine, Node not initialized by the product', before: (n) => { unlinkedNode(n); delete n.metadata.annotations[OWN]; }, change: linkNode('m1'), messages: 1 },
+      { name: 'its first write, with its taints, on a Node without the startup gate', before: (n) => { unlinkedNode(n); delete n.metadata.annotations[CAPI]; n.spec.taints.shift(); }, change: (n) => { linkNode('m1')(n); n.metadata.annotations[CAPI] = 'capi:NoSchedule'; n.spec.taints.unshift({ key: 'capi', value: 'v1', effect: 'NoSchedule' }); }, messages: 0 },
+      { name: 'its first write, with its taints, on a Node with the startup gate', before: (n) => { unlinkedNode(n); delete n.metadata.annotations[CAPI]; n.spec.taints.splice(0, 1, GATE); }, change: (n) => { linkNode('m1')(n); n.metadata.annotations[CAPI] = 'capi:NoSchedule'; n.spec.taints.unshift({ key: 'capi', value: 'v1', effect: 'NoSchedule' }); }, messages: 1 },
+    ],
   },
   {
     object: 'Node', field: 'metadata.annotations[cluster.x-k8s.io/cluster-name]', fact: 'clusterNameAnnotation',
@@ -316,6 +340,8 @@ function messagesFor(row: Row, c: Case): number {
     startupTaint: GATE,
     specTaintsOwner: c.specTaintsOwner ?? SpecTaintsOwner.upstream,
     nodeFacts: (name) => (nodeFacts?.name === name ? nodeFacts : undefined),
+    linkedNodeOf: (m) => (nodeFacts?.providerID !== undefined && nodeFacts.providerID === m.providerID ? nodeFacts.name : undefined),
+    linkedMachineOf: (n) => (c.linkedMachine !== false && n.providerID === 'local://m1' ? { namespace: 'ns', name: 'm1' } : undefined),
   });
   if (!decision.forward) return 0;
   return current.kind === 'MachinePool' ? poolNodesToAnnounce(seen, previous, current).length : 1;
