@@ -88,6 +88,55 @@ describe('Function: processBatch()', () => {
     expect(response.batchItemFailures).toEqual([]);
   });
 
+  it("reconciles a batch's different Nodes at once, each Node's records in order, a cluster's first record alone", async () => {
+    // Prepare: three Nodes of one cluster (two records for node-a), and one Node of another cluster.
+    const { deps, machines, nodes } = setup();
+    for (const n of ['a', 'b', 'c']) {
+      machines.put(inCluster(machineBuilder().named(`m-${n}`).withNodeName(`node-${n}`).withSpecTaints([machineTaint('gpu', n)]).build()));
+      nodes.put({ name: `node-${n}`, annotations: {}, taints: [] });
+    }
+    machines.put({ ...machineBuilder().named('m-d').withNodeName('node-d').withSpecTaints([machineTaint('gpu', 'd')]).build(), clusterName: 'wc2' });
+    const other = (deps.clusters as MemoryClusterConnections).cluster('default/wc2');
+    other.put({ name: 'node-d', annotations: {}, taints: [] });
+    const steps: string[] = [];
+    /** Reads in flight per cluster, and the most at once. */
+    const inFlight = { wc1: 0, wc2: 0 };
+    const most = { wc1: 0, wc2: 0 };
+    for (const [cluster, store] of [['wc1', nodes], ['wc2', other]] as const) {
+      const read = store.getNode.bind(store);
+      store.getNode = async (name) => {
+        steps.push(`${name} start`);
+        most[cluster] = Math.max(most[cluster], ++inFlight[cluster]);
+        await new Promise((r) => setTimeout(r, 20));
+        inFlight[cluster]--;
+        const node = await read(name);
+        steps.push(`${name} end`);
+        return node;
+      };
+    }
+    const records = [
+      sqsRecord(machineEvent('default', 'm-a', { nodeName: 'node-a' }), { messageId: 'a1' }),
+      sqsRecord(machineEvent('default', 'm-b', { nodeName: 'node-b' }), { messageId: 'b' }),
+      sqsRecord(machineEvent('default', 'm-a', { nodeName: 'node-a' }), { messageId: 'a2' }),
+      sqsRecord(machineEvent('default', 'm-c', { nodeName: 'node-c' }), { messageId: 'c' }),
+      sqsRecord(machineEvent('default', 'm-d', { nodeName: 'node-d', cluster: { mode: 'capi', namespace: 'default', name: 'wc2' } }), { messageId: 'd' }),
+    ];
+
+    // Act
+    const response = await processBatch(sqsEvent(...records), context, { ...deps, settings: { ...deps.settings, specTaintsOwner: 'product' } });
+
+    // Assess: every Node written; wc1's first record (node-a) ran alone in its cluster, beside wc2's; then node-b,
+    // node-c and node-a's second record together (node-a's second only after its first).
+    expect(response.batchItemFailures).toEqual([]);
+    expect(inFlight).toEqual({ wc1: 0, wc2: 0 });
+    for (const n of ['a', 'b', 'c']) expect(nodes.peek(`node-${n}`)?.taints.map((t) => t.value)).toEqual([n]);
+    expect(other.peek('node-d')?.taints.map((t) => t.value)).toEqual(['d']);
+    expect(steps.slice(0, 2).sort()).toEqual(['node-a start', 'node-d start']);
+    expect(steps.indexOf('node-b start')).toBeGreaterThan(steps.indexOf('node-a end'));
+    expect(most).toEqual({ wc1: 3, wc2: 1 });
+    expect(steps.lastIndexOf('node-a start')).toBeGreaterThan(steps.indexOf('node-a end'));
+  });
+
   it('logs an Event that could not be written, with its object and reason, and keeps the record\'s outcome', async () => {
     // Prepare
     const { deps, machines, nodes } = setup();
