@@ -180,8 +180,11 @@ function sideOfName(name: string): Side | 'other' {
   return name.startsWith('capi-') ? 'capi' : name.startsWith('product-') ? 'product' : 'other';
 }
 
-/** A watch that resumes from the last resourceVersion until `signal` aborts (a watch ends every few minutes). */
-async function keepWatching(raw: RawKube, listPath: string, onObject: (o: RawObj) => void, signal: AbortSignal): Promise<void> {
+/**
+ * A watch that resumes from the last resourceVersion until `signal` aborts (a watch ends every few minutes); a deleted
+ * object goes to `onDeleted` (under load a MachineSet can overshoot a scale-up and delete the extra Machine and Node).
+ */
+async function keepWatching(raw: RawKube, listPath: string, onObject: (o: RawObj) => void, signal: AbortSignal, onDeleted: (o: RawObj) => void = () => undefined): Promise<void> {
   const list = await raw.get<{ metadata: { resourceVersion: string }; items: RawObj[] }>(listPath);
   for (const o of list.items) onObject(o);
   let rv = list.metadata.resourceVersion;
@@ -192,6 +195,7 @@ async function keepWatching(raw: RawKube, listPath: string, onObject: (o: RawObj
         const o = object as unknown as RawObj;
         rv = o.metadata.resourceVersion;
         if (type === 'ADDED' || type === 'MODIFIED') onObject(o);
+        else if (type === 'DELETED') onDeleted(o);
       }, signal);
     } catch {
       if (!signal.aborted) await sleep(200);
@@ -495,8 +499,8 @@ export async function runSideBySide(ctx: BenchContext, o: { readonly form?: Side
     await createCluster(mgmt, ns, cluster, timeoutMs);
 
     const seen = new Observed();
-    watches.push(keepWatching(workload, '/api/v1/nodes', (o) => seen.node(o, performance.now()), stop.signal));
-    watches.push(keepWatching(mgmt, `${MACHINES_PATH}/namespaces/${ns}/machines`, (o) => seen.machine(o, performance.now()), stop.signal));
+    watches.push(keepWatching(workload, '/api/v1/nodes', (o) => seen.node(o, performance.now()), stop.signal, (o) => seen.nodes.delete(o.metadata.name)));
+    watches.push(keepWatching(mgmt, `${MACHINES_PATH}/namespaces/${ns}/machines`, (o) => seen.machine(o, performance.now()), stop.signal, (o) => seen.machines.delete(o.metadata.name)));
 
     product = form === 'deployed'
       ? await DeployedProduct.start({ kubeconfigPath: cp.kubeconfigPath, mgmt, packageArgs, nodesStream: `nodes/${ns}/${cluster}`, log: ctx.log })
