@@ -283,7 +283,9 @@ function taintIds(raw: unknown): Map<string, string> | undefined {
  * nothing the product decides with:
  * - on the Node, its `cluster.x-k8s.io/machine` (and cluster name and namespace) annotations naming the very Machine
  *   the forwarder had linked the Node to: the Node's other facts are then judged without the link (that same write
- *   may also carry Cluster API's taints, judged as any foreign taint change; see isForeignTaintNoise);
+ *   may also carry Cluster API's taints, judged as any foreign taint change, see isForeignTaintNoise; on a Node the
+ *   product has not initialized yet as on one that carries nothing of the product's: its addition's reconcile, still
+ *   to write, reads the Node as it is then);
  * - on the Machine, `status.nodeRef` naming the very Node the forwarder had linked it to, and nothing else changed,
  *   once the product has initialized that Node (its tracking annotation is there): filtered.
  * Returns 'filter', the two states without the link to judge instead, or undefined (not a confirmation).
@@ -310,7 +312,12 @@ function linkConfirmation(previous: WatchedFacts, current: WatchedFacts, options
     return rest;
   };
   const [before, after] = [unlinked(previous), unlinked(current)];
-  if (fingerprintOf(before) === fingerprintOf(after)) return current.ownTrackingAnnotation !== undefined ? 'filter' : undefined;
+  if (fingerprintOf(before) === fingerprintOf(after)) return 'filter';
+  // Not initialized by the product yet: the reconcile of the Node's addition (forwarded, naming this Machine) has not
+  // written, and reads the Node as it is then; Cluster API's own taints in this write matter to it no more than to an
+  // initialized Node (the startup gate rule still applies).
+  const uninitialized = (n: NodeFacts): NodeFacts => (n.ownTrackingAnnotation === undefined ? { ...n, ownTrackingAnnotation: '' } : n);
+  if (previous.ownTrackingAnnotation === undefined && current.ownTrackingAnnotation === undefined && isForeignTaintNoise(uninitialized(before), uninitialized(after), options.startupTaint)) return 'filter';
   return { previous: before, current: after };
 }
 
