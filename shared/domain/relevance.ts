@@ -286,11 +286,12 @@ function taintIds(raw: unknown): Map<string, string> | undefined {
  *   may also carry Cluster API's taints, judged as any foreign taint change, see isForeignTaintNoise; on a Node the
  *   product has not initialized yet as on one that carries nothing of the product's: its addition's reconcile, still
  *   to write, reads the Node as it is then);
- * - on the Machine, `status.nodeRef` naming the very Node the forwarder had linked it to, and nothing else changed,
- *   once the product has initialized that Node (its tracking annotation is there): filtered.
+ * - on the Machine, `status.nodeRef` naming the very Node the forwarder had linked it to, and nothing else changed:
+ *   filtered (the change that made the link — the Node's addition, or the Machine's provider ID — was forwarded naming
+ *   that Node, and its reconcile reads the same Machine and Node, whether it has run or is still to run).
  * Returns 'filter', the two states without the link to judge instead, or undefined (not a confirmation).
  * A wrong skip can only delay the product's work until the object's next event or resync, never cause a write.
- * @example linkConfirmation(unlinkedMachine, { ...unlinkedMachine, nodeName: 'n1', providerID: undefined }, { linkedNodeOf: () => 'n1', nodeFacts }) // 'filter'
+ * @example linkConfirmation(unlinkedMachine, { ...unlinkedMachine, nodeName: 'n1', providerID: undefined }, { linkedNodeOf: () => 'n1' }) // 'filter'
  */
 function linkConfirmation(previous: WatchedFacts, current: WatchedFacts, options: RelevanceOptions): 'filter' | { previous: NodeFacts; current: NodeFacts } | undefined {
   if (previous.kind === 'Machine' && current.kind === 'Machine') {
@@ -298,10 +299,7 @@ function linkConfirmation(previous: WatchedFacts, current: WatchedFacts, options
     if (options.linkedNodeOf?.(previous) !== current.nodeName) return undefined;
     const { resourceVersion: _r1, nodeName: _n1, providerID: _p1, ...before } = previous;
     const { resourceVersion: _r2, nodeName: _n2, providerID: _p2, ...after } = current;
-    if (canonicalJson(before) !== canonicalJson(after)) return undefined;
-    const node = options.nodeFacts?.(current.nodeName);
-    const owned = node?.ownTrackingAnnotation;
-    return owned !== undefined && wellFormedIds(decodeOwnedTaints(owned)) ? 'filter' : undefined;
+    return canonicalJson(before) === canonicalJson(after) ? 'filter' : undefined;
   }
   if (previous.kind !== 'Node' || current.kind !== 'Node') return undefined;
   if (previous.machineAnnotation !== undefined || current.machineAnnotation === undefined || previous.providerID === undefined) return undefined;

@@ -9,7 +9,9 @@
  *
  * A joining Node is tainted by its Machine's `spec.providerID` (Cluster API's own link) without waiting for Cluster
  * API's `status.nodeRef`: the Machine is paused (`cluster.x-k8s.io/paused`) once Cluster API has copied its provider ID,
- * so Cluster API never links it while the Node boots and joins; the product's taint lands on it regardless.
+ * so Cluster API never links it while the Node boots and joins; the product's taint lands on it regardless. Once
+ * unpaused, Cluster API's link (the Node's Machine annotation, the Machine's nodeRef) confirms the product's and costs
+ * no reconcile: a marker edit afterwards is the only one.
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { CoreV1Api, CustomObjectsApi, type KubeConfig, type V1Node } from '@kubernetes/client-node';
@@ -154,11 +156,27 @@ describeWithCapi('Next to Cluster API: no work for changes the product cannot ac
     expect(node.metadata?.annotations?.[OWN_TRACKING_ANNOTATION]).toBe('joined:NoSchedule');
     expect(node.metadata?.annotations?.['cluster.x-k8s.io/machine']).toBeUndefined();
 
-    // Then Cluster API links it once unpaused, and the Node keeps the product's taint.
+    // Then Cluster API links it once unpaused (its Node annotations, then the Machine's nodeRef), and the Node keeps
+    // the product's taint. Those two writes confirm the link the product acted on: they cost no reconcile, and the
+    // marker edit made afterwards is the only one.
+    const p = pipeline as Pipeline;
+    const before = await drained(p);
     await custom.patchNamespacedCustomObject({ ...MACHINES, namespace: ns, name, body: { metadata: { annotations: { 'cluster.x-k8s.io/paused': null } } } }, MERGE_PATCH);
     await waitFor(async () => ((await listObjects(kc, MACHINES, ns, `cluster.x-k8s.io/deployment-name=${md}`)).find((m) => m.metadata.name === name)?.status?.['nodeRef'] ? true : undefined), {
       timeoutMs: 60_000, intervalMs: 200, description: "Cluster API's nodeRef once unpaused",
     });
     expect(taintsOf(await core.readNode({ name }))).toEqual(['joined=v1:NoSchedule']);
+    expect((await core.readNode({ name })).metadata?.annotations?.['cluster.x-k8s.io/machine']).toBe(name);
+    await custom.patchNamespacedCustomObject({ ...MACHINE_DEPLOYMENTS, namespace: ns, name: md, body: { spec: { template: { metadata: { annotations: { [DECLARE]: 'joined=v2:NoSchedule' } } } } } }, MERGE_PATCH);
+    await waitFor(async () => taintsOf(await core.readNode({ name })).join() === 'joined=v2:NoSchedule', { timeoutMs: 60_000, intervalMs: 200, description: 'the marker applied by the product' });
+    const afterMarker = await waitFor(
+      async () => {
+        const c = await drained(p);
+        return c.reconciles.patched > before.reconciles.patched ? c : undefined;
+      },
+      { timeoutMs: 20_000, intervalMs: 100, description: "the marker's reconcile counted" },
+    );
+    expect(reconcileTotal(afterMarker) - reconcileTotal(before)).toBe(1);
+    expect(afterMarker.eventsForwarded - before.eventsForwarded).toBe(1);
   }, 180_000);
 });

@@ -123,11 +123,12 @@ const TABLE: readonly Row[] = [
   },
   {
     object: 'Machine', field: 'status.nodeRef.name', fact: 'nodeName',
-    when: "always (which Node), but Cluster API's nodeRef confirming the link the product acted on (the Node the forwarder linked by provider ID, initialized by the product) and changing nothing else: never",
+    when: "always (which Node), but Cluster API's nodeRef confirming the link the product acts on (naming the Node the forwarder linked by provider ID) and changing nothing else: never",
     cases: [
       { name: 'the Node is known', before: (m) => delete m.status.nodeRef, change: (m) => (m.status.nodeRef = { name: 'n1' }), messages: 1 },
       { name: 'confirming the provider-ID link, Node initialized by the product', before: (m) => delete m.status.nodeRef, node: unlinkedNode, change: (m) => (m.status.nodeRef = { name: 'n1' }), messages: 0 },
-      { name: 'confirming the provider-ID link, Node not initialized by the product', before: (m) => delete m.status.nodeRef, node: (n) => { unlinkedNode(n); delete n.metadata.annotations[OWN]; }, change: (m) => (m.status.nodeRef = { name: 'n1' }), messages: 1 },
+      { name: 'confirming the provider-ID link, Node not initialized by the product yet', before: (m) => delete m.status.nodeRef, node: (n) => { unlinkedNode(n); delete n.metadata.annotations[OWN]; }, change: (m) => (m.status.nodeRef = { name: 'n1' }), messages: 0 },
+      { name: 'naming a Node the forwarder did not link (no Node with its provider ID known)', before: (m) => delete m.status.nodeRef, node: (n) => { unlinkedNode(n); n.spec.providerID = 'local://other'; }, change: (m) => (m.status.nodeRef = { name: 'n1' }), messages: 1 },
       { name: 'naming another Node than the one linked', before: (m) => delete m.status.nodeRef, node: unlinkedNode, change: (m) => (m.status.nodeRef = { name: 'n2' }), messages: 1 },
       { name: 'confirming the link, with a declaration change in the same write', before: (m) => delete m.status.nodeRef, node: unlinkedNode, change: (m) => { m.status.nodeRef = { name: 'n1' }; m.metadata.annotations[DECL] = 'prod=q:NoSchedule'; }, messages: 1 },
     ],
