@@ -38,6 +38,7 @@ export const PARAMETER_OF_VARIABLE: Readonly<Record<string, string>> = {
   RESYNC_INTERVAL_SECONDS: 'resyncIntervalSeconds',
   WATCH_IDLE_SECONDS: 'watchIdleSeconds',
   LEASE_NAME: 'leaseName',
+  MACHINE_NAMESPACE: 'machineNamespace',
   POWERTOOLS_LOG_LEVEL: 'logLevel',
 };
 

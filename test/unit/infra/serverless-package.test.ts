@@ -155,7 +155,7 @@ describe('npx serverless package (offline, no credentials)', () => {
     expect(reconcile.Properties.Environment.Variables.NODE_OPTIONS).toBeUndefined();
     const [, forwarder] = functionByHandler(eks.template, 'functions/watch-forwarder/handler.handler');
     expect(forwarder.Properties.Environment.Variables.NODE_OPTIONS).toBe('--max-semi-space-size=2');
-    for (const name of ['WATCH_WINDOW_SECONDS', 'WATCH_MEMBERS', 'WATCH_OVERLAP_SECONDS', 'RESYNC_INTERVAL_SECONDS', 'WATCH_IDLE_SECONDS', 'LEASE_NAME']) {
+    for (const name of ['WATCH_WINDOW_SECONDS', 'WATCH_MEMBERS', 'WATCH_OVERLAP_SECONDS', 'RESYNC_INTERVAL_SECONDS', 'WATCH_IDLE_SECONDS', 'LEASE_NAME', 'MACHINE_NAMESPACE']) {
       expect(forwarder.Properties.Environment.Variables).toHaveProperty(name);
     }
   });
