@@ -81,6 +81,8 @@ export class StreamSupervisor {
   private failing = new Map<string, FailingCluster>();
   /** The running Node streams, by stream key: a Machine or MachinePool event carries its Node's state from there. */
   private nodeStreams = new Map<string, WatchStream<WatchedFacts>>();
+  /** The Machine stream of the running term (its last state of each Machine). */
+  private machineStream: WatchStream<WatchedFacts> | undefined;
   /** Unlinked Machines and Nodes by provider ID: a joining Node's event names its Machine (provider-id-links.ts). */
   private readonly links = new ProviderIdLinks();
 
@@ -176,6 +178,7 @@ export class StreamSupervisor {
   private async runStream<T extends WatchedFacts>(key: string, stream: WatchStream<T>, signal: AbortSignal, cluster: ClusterRef | undefined): Promise<void> {
     const progress = this.d.outbox.openStream(key);
     if (cluster) this.nodeStreams.set(key, stream);
+    if (key === MACHINES_STREAM) this.machineStream = stream as WatchStream<WatchedFacts>;
     /** Set once the stream's first list is behind it (its first resume point): later relists are its own. */
     let listed = false;
     try {
@@ -183,6 +186,10 @@ export class StreamSupervisor {
         if (e.type === 'failing' || e.type === 'recovered') {
           // A stream stopped for a removed cluster is no longer tracked, whatever its last attempt says.
           if (!signal.aborted) this.streamHealth(key, cluster, e);
+          return Promise.resolve();
+        }
+        if (e.type === 'listed') {
+          this.indexListed(e.items, cluster);
           return Promise.resolve();
         }
         if (e.type === 'change' && e.change === 'resynced' && listed && this.d.announcesRelists && !this.d.announcesRelists()) {
@@ -198,6 +205,23 @@ export class StreamSupervisor {
       if (this.nodeStreams.get(key) === stream) this.nodeStreams.delete(key);
       if (cluster) this.links.forgetCluster(cluster);
     }
+  }
+
+  /**
+   * Objects a resume at the checkpoint listed without announcing them (unchanged since): the provider-ID index learns
+   * the unlinked ones, so that a member that joined the rota links a Node to a Machine that got its provider ID before.
+   */
+  private indexListed(items: readonly WatchedFacts[], cluster: ClusterRef | undefined): void {
+    for (const facts of items) {
+      if (facts.kind === 'Machine') this.links.observeMachine(undefined, facts, false, clusterOfMachine(facts, this.d.mode));
+      else if (facts.kind === 'Node' && cluster) this.links.observeNode(undefined, facts, false, cluster);
+    }
+  }
+
+  /** The last state the Machine stream holds of a Machine (undefined when not seen). */
+  private machineFacts(ref: { readonly namespace: string; readonly name: string }): MachineFacts | undefined {
+    const facts = this.machineStream?.latest?.(`${ref.namespace}/${ref.name}`);
+    return facts?.kind === 'Machine' ? facts : undefined;
   }
 
   /** The last state the Node stream of `cluster` holds of a Node, by name (undefined when no such stream runs). */
@@ -239,7 +263,7 @@ export class StreamSupervisor {
     this.d.telemetry.record(ForwarderMetric.UnreachableClusters, this.failing.size);
   }
 
-  private async accept(e: Exclude<StreamEvent<WatchedFacts>, StreamHealthEvent>, progress: StreamProgress, cluster: ClusterRef | undefined): Promise<void> {
+  private async accept(e: Exclude<StreamEvent<WatchedFacts>, StreamHealthEvent | { type: 'listed' }>, progress: StreamProgress, cluster: ClusterRef | undefined): Promise<void> {
     if (e.type === 'progress') {
       progress.add(e.resourceVersion, true);
       return;
@@ -263,7 +287,7 @@ export class StreamSupervisor {
       ...(this.d.startupTaint ? { startupTaint: this.d.startupTaint } : {}),
       ...(this.d.specTaintsOwner ? { specTaintsOwner: this.d.specTaintsOwner } : {}),
       ...(facts.kind === 'Machine' && ref ? { nodeFacts: this.nodeFactsIn(ref), linkedNodeOf: (m: MachineFacts) => this.links.nodeFor(m, ref) } : {}),
-      ...(facts.kind === 'Node' && ref ? { linkedMachineOf: (n: NodeFacts) => this.links.machineFor(n, ref) } : {}),
+      ...(facts.kind === 'Node' && ref ? { linkedMachineOf: (n: NodeFacts) => this.links.machineFor(n, ref), machineFactsOf: (m: { namespace: string; name: string }) => this.machineFacts(m) } : {}),
     };
     // Judged against the links as they were before this change (Cluster API confirming a link the product acted on).
     const decision = forwardDecision(e.change, e.previous, facts, relevance);

@@ -149,10 +149,12 @@ export function isDeclarationRecovery(previous: WatchedFacts | undefined, curren
  * Nodes `node.kubernetes.io/unreachable:NoExecute` when a zone goes dark, and Cluster API propagating its own
  * `spec.taints` next to the product. A wrong skip can only delay a repair until the next event or resync, never cause
  * a write.
+ * `gateWaitsForCapi` false: the Node's Machine is known to declare no `spec.taints` (or the product owns them), so the
+ * product never holds the gate for Cluster API, and its annotation's arrival does not matter to the gate.
  * Returns true when the change need not be forwarded.
  * @example isForeignTaintNoise(before, { ...before, taints: [...before.taints, unreachable], writers: { taints: 'node-controller' } }) // true
  */
-export function isForeignTaintNoise(previous: WatchedFacts | undefined, current: WatchedFacts, startupTaint?: { readonly key: string; readonly effect: string }): boolean {
+export function isForeignTaintNoise(previous: WatchedFacts | undefined, current: WatchedFacts, startupTaint?: { readonly key: string; readonly effect: string }, gateWaitsForCapi = true): boolean {
   if (previous?.kind !== 'Node' || current.kind !== 'Node') return false;
   const { resourceVersion: _r1, writers: _w1, taints: beforeTaints, trackingAnnotation: beforeCapi, ...beforeRest } = previous;
   const { resourceVersion: _r2, writers, taints, trackingAnnotation: capi, ...rest } = current;
@@ -169,7 +171,7 @@ export function isForeignTaintNoise(previous: WatchedFacts | undefined, current:
   if (taintsChanged && (writers?.taints === FIELD_MANAGER || writers?.taints === undefined)) return false;
   const gate = startupTaint !== undefined ? `${startupTaint.key}:${startupTaint.effect}` : undefined;
   if (capiChanged) {
-    if ((beforeCapi === undefined) !== (capi === undefined) && gate !== undefined && (before.has(gate) || after.has(gate))) return false;
+    if (gateWaitsForCapi && (beforeCapi === undefined) !== (capi === undefined) && gate !== undefined && (before.has(gate) || after.has(gate))) return false;
     const was = decodeOwnedTaints(beforeCapi ?? '');
     const is = decodeOwnedTaints(capi ?? '');
     if (!wellFormedIds(was) || !wellFormedIds(is)) return false;
@@ -208,8 +210,15 @@ export interface RelevanceOptions {
    * already acted on is not either (see isLinkConfirmation).
    */
   readonly linkedNodeOf?: (machine: MachineFacts) => string | undefined;
-  /** The Machine the forwarder links an unlinked Node to by provider ID (undefined: none known). */
+  /**
+   * The Machine the forwarder links an unlinked Node to by provider ID (undefined: none known). Given, a joining Node
+   * (added with a provider ID and no `cluster.x-k8s.io/machine` annotation) that no Machine the forwarder knows has
+   * is not forwarded: its reconcile could only list the cluster's Machines and end `machine-gone`; the change that
+   * names its Machine (the Machine's provider ID, which then names the Node, or Cluster API's annotation) is forwarded.
+   */
   readonly linkedMachineOf?: (node: NodeFacts) => { readonly namespace: string; readonly name: string } | undefined;
+  /** The last state the forwarder saw of a Machine (undefined: not seen). */
+  readonly machineFactsOf?: (machine: { readonly namespace: string; readonly name: string }) => MachineFacts | undefined;
 }
 
 /**
@@ -311,12 +320,24 @@ function linkConfirmation(previous: WatchedFacts, current: WatchedFacts, options
   };
   const [before, after] = [unlinked(previous), unlinked(current)];
   if (fingerprintOf(before) === fingerprintOf(after)) return 'filter';
+  // Cluster API's tracking annotation arriving on a gated Node matters only when the product holds the gate for it:
+  // when the Machine declares spec.taints that Cluster API propagates (judged from the forwarder's last state of it).
+  const machine = options.machineFactsOf?.(linked);
+  const gateWaitsForCapi = machine === undefined || ((options.specTaintsOwner ?? SpecTaintsOwner.upstream) === SpecTaintsOwner.upstream && !noSpecTaints(machine));
   // Not initialized by the product yet: the reconcile of the Node's addition (forwarded, naming this Machine) has not
   // written, and reads the Node as it is then; Cluster API's own taints in this write matter to it no more than to an
   // initialized Node (the startup gate rule still applies).
   const uninitialized = (n: NodeFacts): NodeFacts => (n.ownTrackingAnnotation === undefined ? { ...n, ownTrackingAnnotation: '' } : n);
-  if (previous.ownTrackingAnnotation === undefined && current.ownTrackingAnnotation === undefined && isForeignTaintNoise(uninitialized(before), uninitialized(after), options.startupTaint)) return 'filter';
+  const initialized = previous.ownTrackingAnnotation !== undefined || current.ownTrackingAnnotation !== undefined;
+  if (initialized ? isForeignTaintNoise(before, after, options.startupTaint, gateWaitsForCapi) : isForeignTaintNoise(uninitialized(before), uninitialized(after), options.startupTaint, gateWaitsForCapi)) {
+    return 'filter';
+  }
   return { previous: before, current: after };
+}
+
+/** True when a Machine's `spec.taints` is empty (unset, null or []); an invalid value counts as declaring some. */
+function noSpecTaints(m: MachineFacts): boolean {
+  return m.specTaints === undefined || m.specTaints === null || (Array.isArray(m.specTaints) && m.specTaints.length === 0);
 }
 
 /** Why a watch change is or is not forwarded. */
@@ -333,6 +354,9 @@ export type ForwardDecision =
  */
 export function forwardDecision(change: ChangeKind, previous: WatchedFacts | undefined, current: WatchedFacts, options: RelevanceOptions = {}): ForwardDecision {
   if (current.kind === 'Machine' && change !== 'deleted' && current.nodeName === undefined && options.linkedNodeOf && options.linkedNodeOf(current) === undefined) {
+    return { forward: false, filtered: 'no-node' };
+  }
+  if (current.kind === 'Node' && change === 'added' && current.providerID !== undefined && current.machineAnnotation === undefined && options.linkedMachineOf && options.linkedMachineOf(current) === undefined) {
     return { forward: false, filtered: 'no-node' };
   }
   if (change !== 'modified' || previous === undefined) return { forward: true };

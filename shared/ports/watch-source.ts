@@ -21,6 +21,11 @@ export type StreamEvent<T extends WatchedFacts> =
     }
   | { readonly type: 'progress'; readonly resourceVersion: string }
   /**
+   * A resume exactly at the checkpoint listed these objects into the stream's state without announcing them (they
+   * have not changed since): for indexes of the consumer's own, never for a message.
+   */
+  | { readonly type: 'listed'; readonly items: readonly T[] }
+  /**
    * The stream's health changed. `failing`: an attempt (a list, a watch's connect or its stream, the credentials, a
    * cap) failed after the stream last delivered (or before it ever did); it is told once per run of failures, at the
    * first one, while the stream keeps retrying with backoff. A 410 Gone or a watch the server ends at once with no

@@ -214,6 +214,7 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
     if (exactly !== undefined) {
       this.cache.replace(items, resourceVersion);
       this.log.info('Resuming watch from checkpoint', { resourceVersion, objects: items.length });
+      await onEvent({ type: 'listed', items });
       return;
     }
     const observedAt = this.now();

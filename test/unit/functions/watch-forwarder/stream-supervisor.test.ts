@@ -116,8 +116,28 @@ describe('Class: StreamSupervisor', () => {
 
     // Assess
     const link = (e: TaintEvent) => (e.data.kind === 'Node' ? `${e.data.node.name}→${e.data.machine?.name ?? '-'}` : e.data.kind === 'Machine' ? `${e.data.machine.name}→${e.data.nodeName ?? '-'}` : '');
-    // (m1's addition names no Node the forwarder knows: filtered, its reconcile could only end no-node.)
-    expect(published.map(link).sort()).toEqual(['m2→n2', 'n1→m1', 'n1→m1', 'n2→-', 'n3→-'].sort());
+    // (m1's addition names no Node the forwarder knows, and n2's and n3's additions no Machine: filtered, their
+    // reconciles could only end no-node or machine-gone; m2's provider ID then names n2.)
+    expect(published.map(link).sort()).toEqual(['m2→n2', 'n1→m1', 'n1→m1'].sort());
+  });
+
+  it('links a joining Node to a Machine that a resume at the checkpoint listed without announcing it (a member that joined the rota)', async () => {
+    // Prepare
+    const { sources, outbox, published } = setup('capi');
+    await sources.clusterStream.emit({ type: 'change', change: 'resynced', facts: cluster(), observedAt: T0 });
+    const nodes = await sources.nodesOf({ mode: 'capi', namespace: 'fleet', name: 'wc1' });
+    const unlinked = machine({ nodeName: undefined as never, providerID: 'p1' });
+    const joining = (name: string, providerID: string) => node({ name, uid: `uid-${name}`, providerID, trackingAnnotation: undefined as never, ownTrackingAnnotation: undefined as never });
+
+    // Act: the Machine stream resumed with m1 unchanged since the checkpoint (listed, not announced); n1 joins with
+    // m1's provider ID, n2 with one nobody has.
+    await sources.machineStream.emit({ type: 'listed', items: [unlinked] });
+    await nodes.emit({ type: 'change', change: 'added', facts: joining('n1', 'p1'), observedAt: T0, checkpoint: '40' });
+    await nodes.emit({ type: 'change', change: 'added', facts: joining('n2', 'p2'), observedAt: T0, checkpoint: '41' });
+    for (let i = 0; i < 2; i++) await outbox.publishRound();
+
+    // Assess: n1's addition names m1; n2's is not sent (nothing names it yet); the listing itself sends nothing.
+    expect(published.map((e) => (e.data.kind === 'Node' ? `${e.data.node.name}→${e.data.machine?.name ?? '-'}` : e.data.kind))).toEqual(['n1→m1']);
   });
 
   it("sends nothing for Cluster API confirming a link the product acted on (the Node's Machine annotation, the Machine's nodeRef), and a Machine change between the two still names its Node", async () => {

@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import type { ChangeKind } from '#shared/domain/cloud-event.ts';
 import { forwardDecision, poolNodesToAnnounce } from '#shared/domain/relevance.ts';
 import { SpecTaintsOwner } from '#shared/domain/ownership.ts';
-import { toMachineFacts, toMachinePoolFacts, toNodeFacts, type NodeFacts, type WatchedFacts } from '#shared/domain/watch-event.ts';
+import { toMachineFacts, toMachinePoolFacts, toNodeFacts, type MachineFacts, type NodeFacts, type WatchedFacts } from '#shared/domain/watch-event.ts';
 
 type Json = Record<string, any>;
 
@@ -77,6 +77,8 @@ interface Case {
   readonly specTaintsOwner?: SpecTaintsOwner;
   /** False: the forwarder knows no unlinked Machine with the Node's provider ID (default: Machine m1 has `local://m1`). */
   readonly linkedMachine?: boolean;
+  /** The linked Machine m1 as the forwarder last saw it declares no `spec.taints` (default: it declares `capi:NoSchedule`). */
+  readonly machineWithoutSpecTaints?: boolean;
   /** How the forwarder sees the change (default a watch modification; `resynced`: a relist announcement). */
   readonly seen?: ChangeKind;
   readonly messages: number;
@@ -214,7 +216,7 @@ const TABLE: readonly Row[] = [
   },
   {
     object: 'Node', field: 'metadata.annotations[cluster.x-k8s.io/machine]', fact: 'machineAnnotation',
-    when: "always (which Machine), but Cluster API's first write of a joining Node confirming the link the product acts on (naming the Machine the forwarder linked by provider ID) is judged without the link: nothing else changed, never; with Cluster API's taints, as any foreign taint change (on a Node the product has not initialized yet, as on one where it tracks nothing: its addition's reconcile is still to write)",
+    when: "always (which Machine), but Cluster API's first write of a joining Node confirming the link the product acts on (naming the Machine the forwarder linked by provider ID) is judged without the link: nothing else changed, never; with Cluster API's taints and tracking annotation, as any foreign taint change (on a Node the product has not initialized yet, as on one where it tracks nothing: its addition's reconcile is still to write), its annotation on a gated Node mattering only when the Machine declares spec.taints",
     cases: [
       { name: 'Cluster API names the Machine linked by provider ID, Node initialized by the product', before: unlinkedNode, change: linkNode('m1'), messages: 0 },
       { name: 'Cluster API names another Machine', before: unlinkedNode, change: linkNode('m2'), messages: 1 },
@@ -222,6 +224,9 @@ const TABLE: readonly Row[] = [
       { name: 'Cluster API names the Machine, Node not initialized by the product yet', before: (n) => { unlinkedNode(n); delete n.metadata.annotations[OWN]; }, change: linkNode('m1'), messages: 0 },
       { name: 'its first write, with its taints, on a Node not initialized by the product yet', before: (n) => { unlinkedNode(n); delete n.metadata.annotations[OWN]; delete n.metadata.annotations[CAPI]; n.spec.taints.splice(0, 2); }, change: (n) => { linkNode('m1')(n); n.metadata.annotations[CAPI] = 'capi:NoSchedule'; n.spec.taints.unshift({ key: 'capi', value: 'v1', effect: 'NoSchedule' }); }, messages: 0 },
       { name: 'its first write, with its taints, on a Node not initialized yet that carries the startup gate', before: (n) => { unlinkedNode(n); delete n.metadata.annotations[OWN]; delete n.metadata.annotations[CAPI]; n.spec.taints.splice(0, 2, GATE); }, change: (n) => { linkNode('m1')(n); n.metadata.annotations[CAPI] = 'capi:NoSchedule'; n.spec.taints.unshift({ key: 'capi', value: 'v1', effect: 'NoSchedule' }); }, messages: 1 },
+      { name: 'its first write on a Node not initialized yet that carries the startup gate, the Machine declaring no spec.taints', machineWithoutSpecTaints: true, before: (n) => { unlinkedNode(n); delete n.metadata.annotations[OWN]; delete n.metadata.annotations[CAPI]; n.spec.taints.splice(0, 2, GATE); }, change: (n) => { linkNode('m1')(n); n.metadata.annotations[CAPI] = ''; }, messages: 0 },
+      { name: 'its first write on an initialized Node that carries the startup gate, the Machine declaring no spec.taints', machineWithoutSpecTaints: true, before: (n) => { unlinkedNode(n); delete n.metadata.annotations[CAPI]; n.spec.taints.splice(0, 1, GATE); }, change: (n) => { linkNode('m1')(n); n.metadata.annotations[CAPI] = ''; }, messages: 0 },
+      { name: 'its first write on an initialized Node that carries the startup gate, the Machine declaring spec.taints', before: (n) => { unlinkedNode(n); delete n.metadata.annotations[CAPI]; n.spec.taints.splice(0, 1, GATE); }, change: (n) => { linkNode('m1')(n); n.metadata.annotations[CAPI] = 'capi:NoSchedule'; n.spec.taints.unshift({ key: 'capi', value: 'v1', effect: 'NoSchedule' }); }, messages: 1 },
       { name: 'its first write, removing a taint on a Node not initialized yet', before: (n) => { unlinkedNode(n); delete n.metadata.annotations[OWN]; }, change: (n) => { linkNode('m1')(n); n.spec.taints.pop(); n.metadata.managedFields = [{ manager: 'manager', fieldsV1: { 'f:spec': { 'f:taints': {} } } }]; }, messages: 0 },
       { name: 'its first write, with its taints, on a Node without the startup gate', before: (n) => { unlinkedNode(n); delete n.metadata.annotations[CAPI]; n.spec.taints.shift(); }, change: (n) => { linkNode('m1')(n); n.metadata.annotations[CAPI] = 'capi:NoSchedule'; n.spec.taints.unshift({ key: 'capi', value: 'v1', effect: 'NoSchedule' }); }, messages: 0 },
       { name: 'its first write, with its taints, on a Node with the startup gate', before: (n) => { unlinkedNode(n); delete n.metadata.annotations[CAPI]; n.spec.taints.splice(0, 1, GATE); }, change: (n) => { linkNode('m1')(n); n.metadata.annotations[CAPI] = 'capi:NoSchedule'; n.spec.taints.unshift({ key: 'capi', value: 'v1', effect: 'NoSchedule' }); }, messages: 1 },
@@ -259,9 +264,12 @@ const TABLE: readonly Row[] = [
   },
   {
     object: 'Node', field: 'spec.providerID', fact: 'providerID',
-    when: 'only while no cluster.x-k8s.io/machine annotation names its Machine: it links the joining Node to its Machine (Cluster API\'s own rule); never after',
+    when: "only while no cluster.x-k8s.io/machine annotation names its Machine: it links the joining Node to its Machine (Cluster API's own rule; a Node added with one that no Machine the forwarder knows has is not forwarded: the Machine's provider ID names it later); never after",
     cases: [
       { name: 'set on a joining Node', before: (n) => { delete n.metadata.annotations['cluster.x-k8s.io/machine']; delete n.spec.providerID; }, change: (n) => (n.spec.providerID = 'local://m1'), messages: 1 },
+      { name: 'a joining Node added with it, a Machine with it known', seen: 'added', before: unlinkedNode, change: () => undefined, messages: 1 },
+      { name: 'a joining Node added with it, no Machine with it known yet', seen: 'added', linkedMachine: false, before: unlinkedNode, change: () => undefined, messages: 0 },
+      { name: 'a Node added without it, no Machine annotation', seen: 'added', linkedMachine: false, before: (n) => { unlinkedNode(n); delete n.spec.providerID; }, change: () => undefined, messages: 1 },
       { name: 'changed on a linked Node', change: (n) => (n.spec.providerID = 'local://m1b'), messages: 0 },
     ],
   },
@@ -346,6 +354,12 @@ function messagesFor(row: Row, c: Case): number {
     nodeFacts: (name) => (nodeFacts?.name === name ? nodeFacts : undefined),
     linkedNodeOf: (m) => (nodeFacts?.providerID !== undefined && nodeFacts.providerID === m.providerID ? nodeFacts.name : undefined),
     linkedMachineOf: (n) => (c.linkedMachine !== false && n.providerID === 'local://m1' ? { namespace: 'ns', name: 'm1' } : undefined),
+    machineFactsOf: (m) => {
+      if (m.namespace !== 'ns' || m.name !== 'm1') return undefined;
+      const linked = machine();
+      if (c.machineWithoutSpecTaints) delete linked.spec.taints;
+      return toMachineFacts(linked) as MachineFacts;
+    },
   });
   if (!decision.forward) return 0;
   return current.kind === 'MachinePool' ? poolNodesToAnnounce(seen, previous, current).length : 1;
