@@ -208,8 +208,9 @@ export class StreamSupervisor {
   }
 
   /**
-   * Objects a resume at the checkpoint listed without announcing them (unchanged since): the provider-ID index learns
-   * the unlinked ones, so that a member that joined the rota links a Node to a Machine that got its provider ID before.
+   * Objects a list put into a stream's state without announcing them all (a resume at the checkpoint, a relist that
+   * announces what changed): the provider-ID index learns the unlinked ones, so that a member that joined the rota (or a
+   * restarted forwarder) links a Node to a Machine that got its provider ID before.
    */
   private indexListed(items: readonly WatchedFacts[], cluster: ClusterRef | undefined): void {
     for (const facts of items) {

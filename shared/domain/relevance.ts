@@ -207,7 +207,7 @@ export interface RelevanceOptions {
    * while the Machine's `nodeRef` is still to come. Given, a Machine change that names no Node either way is not
    * forwarded (its reconcile could only end `no-node`; the change that gives it a Node — its `nodeRef`, the Node's
    * arrival, the provider ID — is forwarded on its own), and Cluster API's `nodeRef` confirming the link the product
-   * already acted on is not either (see isLinkConfirmation).
+   * already acted on is not either (see linkConfirmation).
    */
   readonly linkedNodeOf?: (machine: MachineFacts) => string | undefined;
   /**

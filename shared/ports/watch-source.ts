@@ -21,8 +21,9 @@ export type StreamEvent<T extends WatchedFacts> =
     }
   | { readonly type: 'progress'; readonly resourceVersion: string }
   /**
-   * A resume exactly at the checkpoint listed these objects into the stream's state without announcing them (they
-   * have not changed since): for indexes of the consumer's own, never for a message.
+   * A list put these objects into the stream's state without announcing them all (a resume exactly at the checkpoint,
+   * a relist that announces only what changed since): for indexes of the consumer's own, never for a message. It comes
+   * before the list's announcements.
    */
   | { readonly type: 'listed'; readonly items: readonly T[] }
   /**

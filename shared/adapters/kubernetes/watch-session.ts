@@ -222,6 +222,8 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
     let deleted: T[] = [];
     if (mode === 'since') resynced = this.cache.relistSince(items, resourceVersion, this.o.resumeFrom ?? '');
     else ({ resynced, deleted } = this.cache.relist(items, resourceVersion, mode !== 'relist'));
+    // What this list announces not (unchanged since the checkpoint, or since the cache had it).
+    if (resynced.length < items.length) await onEvent({ type: 'listed', items });
     for (const facts of resynced) await onEvent({ type: 'change', change: 'resynced', facts, observedAt });
     for (const facts of deleted) await onEvent({ type: 'change', change: 'deleted', facts, observedAt });
     await onEvent({ type: 'progress', resourceVersion });
