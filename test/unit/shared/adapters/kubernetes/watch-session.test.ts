@@ -83,3 +83,44 @@ describe('Class: WatchSession, started from a snapshot (the hand-over)', () => {
     expect(session.snapshot()).toMatchObject({ resourceVersion: '31', objects: [{ name: 'kept', resourceVersion: '25' }] });
   });
 });
+
+describe('Class: WatchSession, resumed at a checkpoint', () => {
+  it('lists exactly at the checkpoint without announcing the objects, tells its consumer what it listed, then watches from there', async () => {
+    // Prepare: a loopback server whose list holds two objects unchanged since the checkpoint; its watch sends a bookmark and stays open.
+    const node = (name: string, rv: string) => ({ metadata: { name, uid: `uid-${name}`, resourceVersion: rv }, spec: { providerID: `local://${name}` } });
+    const requests: string[] = [];
+    const server = http.createServer((req, res) => {
+      requests.push(req.url ?? '');
+      const watch = new URL(req.url ?? '/', 'http://x').searchParams.get('watch') === '1';
+      if (!watch) res.writeHead(200).end(JSON.stringify({ kind: 'NodeList', metadata: { resourceVersion: '10' }, items: [node('a', '5'), node('b', '6')] }));
+      else res.writeHead(200).write(`${JSON.stringify({ type: 'BOOKMARK', object: { metadata: { resourceVersion: '11' } } })}\n`);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as AddressInfo;
+    const silent = { info: () => undefined, warn: () => undefined, error: () => undefined, debug: () => undefined };
+    const session = new WatchSession<NodeFacts>({
+      name: 'nodes/self',
+      kubeConfig: async () => ({ getCurrentCluster: () => ({ server: `http://127.0.0.1:${port}` }), applyToHTTPSOptions: async () => undefined }),
+      path: '/api/v1/nodes',
+      toFacts: toNodeFacts,
+      resumeFrom: '10',
+      backoff: { initialMs: 10, maxMs: 20 },
+      logger: silent,
+    });
+    const events: string[] = [];
+    const controller = new AbortController();
+
+    // Act
+    await session.run(controller.signal, async (e) => {
+      events.push(e.type === 'change' ? `${e.change} ${e.facts.name}` : e.type === 'progress' ? `progress ${e.resourceVersion}` : e.type === 'listed' ? `listed ${e.items.map((i) => `${i.name}@${i.providerID}`).join(',')}` : e.type);
+      if (e.type === 'progress' && e.resourceVersion === '11') controller.abort();
+    });
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+
+    // Assess: the list was made at the checkpoint (exact), no object was announced, the listed ones were told.
+    const list = new URL(requests[0] ?? '', 'http://x').searchParams;
+    expect([list.get('resourceVersion'), list.get('resourceVersionMatch')]).toEqual(['10', 'Exact']);
+    expect(events).toEqual(['listed a@local://a,b@local://b', 'progress 11']);
+  });
+});
