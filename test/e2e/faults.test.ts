@@ -230,7 +230,10 @@ describeWithControlPlane('e2e: no change is lost through faults', () => {
       ).catch((err: unknown) => {
         throw new Error(`${(err as Error).message}; pipeline counters ${JSON.stringify(seen)} (${eventsForwarded} forwarded before the burst)`, { cause: err });
       });
-      await sleep(4_000);
+      // A batch reconciles its Nodes at once, so the kill comes soon after the burst was queued: past at least one
+      // store of the forwarder's progress (every second), with most writes still under way (each takes two round trips
+      // of 1 s through the proxy, and a batch's first record goes before the rest of its cluster's).
+      await sleep(1_500);
       const applied = (await countersOf(first.child)).writes;
       first.child.kill('SIGKILL');
       await new Promise((r) => first.child.once('exit', r));
