@@ -8,6 +8,7 @@ import https from 'node:https';
 import http from 'node:http';
 import { KubeConfig } from '@kubernetes/client-node';
 import type { ClusterEndpoint } from '#shared/adapters/kubernetes/kube-http.ts';
+import { sleep } from './stats.ts';
 
 // ---------------------------------------------------------------------------------------------------------------
 // Counting API calls at the client
@@ -445,6 +446,38 @@ export interface RawNode {
 }
 
 /** Lists the Nodes of a run (one request). */
+/**
+ * Observes a benchmark taint on the run's Nodes of one workload cluster: lists them (for the version to watch from),
+ * then watches until `signal` aborts, resumed from the last version seen when the API server ends the watch (it does
+ * after 30–60 min, --min-request-timeout). For each modified Node whose taint `key` has the value `v<N>`, the highest N
+ * seen goes to `values` under `<cluster>/<node>`, then to `onValue` with that key. Resolves once the list is made;
+ * `done` settles when the watch stops.
+ */
+export async function observeTaintValues(
+  o: { readonly raw: RawKube; readonly cluster: string; readonly run: string; readonly key: string; readonly values: Map<string, number>; readonly signal: AbortSignal },
+  onValue: (node: string, v: number) => void,
+): Promise<{ readonly done: Promise<void> }> {
+  const selector = encodeURIComponent(`${BENCH_LABEL}=${o.run}`);
+  const list = await o.raw.get<{ metadata: { resourceVersion: string } }>(`/api/v1/nodes?labelSelector=${selector}&limit=1`);
+  let from = list.metadata.resourceVersion;
+  const onNode = (type: string, node: RawNode): void => {
+    if (node.metadata?.resourceVersion) from = node.metadata.resourceVersion;
+    if (type !== 'MODIFIED') return;
+    const v = Number(node.spec?.taints?.find((t) => t.key === o.key)?.value?.slice(1));
+    if (!Number.isFinite(v)) return;
+    const key = `${o.cluster}/${node.metadata.name}`;
+    o.values.set(key, Math.max(o.values.get(key) ?? -1, v));
+    onValue(key, v);
+  };
+  const done = (async () => {
+    while (!o.signal.aborted) {
+      await o.raw.watch(`/api/v1/nodes?watch=1&allowWatchBookmarks=true&labelSelector=${selector}&resourceVersion=${from}`, onNode, o.signal).catch(() => undefined);
+      if (!o.signal.aborted) await sleep(100);
+    }
+  })();
+  return { done };
+}
+
 export async function listNodes(raw: RawKube, run: string): Promise<RawNode[]> {
   const list = await raw.get<{ items: RawNode[] }>(`/api/v1/nodes?labelSelector=${encodeURIComponent(`${BENCH_LABEL}=${run}`)}`);
   return list.items;

@@ -23,7 +23,7 @@ import { startWorkloadApiServer, type WorkloadApiServer } from '#local/control-p
 import { LambdaRunner, type FunctionStats, type InvocationRecord, type QueueMessage } from '#local/lambda/runner.ts';
 import { packagedService, PACKAGE_VARIANTS } from '#local/lambda/serverless-package.ts';
 import type { BenchContext } from '../lib/context.ts';
-import { BENCH_LABEL, MACHINES_PATH, RawKube, cleanup, createNamespace, createPairs, loadKubeConfig, mapConcurrent, runId, type Pair, type RawNode } from '../lib/kube.ts';
+import { BENCH_LABEL, MACHINES_PATH, RawKube, cleanup, createNamespace, createPairs, loadKubeConfig, mapConcurrent, observeTaintValues, runId, type Pair } from '../lib/kube.ts';
 import { quantile, round, sleep, since } from '../lib/stats.ts';
 import { DECLARED } from './forwarder.ts';
 
@@ -195,40 +195,15 @@ export async function runDeployedLatency(ctx: BenchContext, form: 'e2e' | 'fleet
     const pending = new Map<string, Array<{ i: number; at: number }>>();
     const nodeLatencies: number[] = [];
     for (const m of members) {
-      const selector = encodeURIComponent(`${BENCH_LABEL}=${run}`);
-      const list = await m.raw.get<{ metadata: { resourceVersion: string } }>(`/api/v1/nodes?labelSelector=${selector}&limit=1`);
-      // The API server ends a watch after 30–60 min (--min-request-timeout): resumed from the last version seen, so a
-      // run at the shipped windows (over an hour) keeps observing its Nodes.
-      let from = list.metadata.resourceVersion;
-      const observe = async (): Promise<void> => {
-        while (!stop.signal.aborted) {
-          await m.raw
-            .watch(
-              `/api/v1/nodes?watch=1&allowWatchBookmarks=true&labelSelector=${selector}&resourceVersion=${from}`,
-              (type, node) => {
-                if (node.metadata?.resourceVersion) from = node.metadata.resourceVersion;
-                onNode(type, node);
-              },
-              stop.signal,
-            )
-            .catch(() => undefined);
-          if (!stop.signal.aborted) await sleep(100);
-        }
-      };
-      const onNode = (type: string, node: RawNode): void => {
-        if (type !== 'MODIFIED') return;
-        const v = Number(taintValue(node)?.slice(1));
-        if (!Number.isFinite(v)) return;
-        const key = `${m.cluster}/${node.metadata.name}`;
-        values.set(key, Math.max(values.get(key) ?? -1, v));
+      const observer = await observeTaintValues({ raw: m.raw, cluster: m.cluster, run, key: KEY, values, signal: stop.signal }, (key, v) => {
         const waiting = pending.get(key);
         const now = Date.now();
         while (waiting && waiting.length > 0 && (waiting[0]?.i ?? Infinity) <= v) {
           const e = waiting.shift();
           if (e) nodeLatencies.push(now - e.at);
         }
-      };
-      observers.push(observe());
+      });
+      observers.push(observer.done);
     }
 
     // Warm-up: every edited Machine declares v0 until its Node carries it (the first run's cold start and list).
@@ -418,6 +393,3 @@ function delta(now: FunctionStats, before: FunctionStats): FunctionStats {
   };
 }
 
-function taintValue(node: RawNode): string | undefined {
-  return node.spec?.taints?.find((t) => t.key === KEY)?.value;
-}

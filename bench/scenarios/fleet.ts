@@ -23,7 +23,7 @@ import { resolveBinaries } from '#local/control-plane/assets.ts';
 import type { Child } from '#local/control-plane/children.ts';
 import { startWorkloadApiServer, type WorkloadApiServer } from '#local/control-plane/workload-servers.ts';
 import type { BenchContext } from '../lib/context.ts';
-import { registerWorkloadCluster, BENCH_LABEL, CallCounter, MACHINES_PATH, RawKube, cleanup, countingKubeConfig, createNamespace, createPairs, loadKubeConfig, mapConcurrent, runId, setMachineTaints, type CallCounts, type Pair, type RawNode } from '../lib/kube.ts';
+import { registerWorkloadCluster, BENCH_LABEL, CallCounter, MACHINES_PATH, RawKube, cleanup, countingKubeConfig, createNamespace, createPairs, loadKubeConfig, mapConcurrent, observeTaintValues, runId, setMachineTaints, type CallCounts, type Pair } from '../lib/kube.ts';
 import { ReconcilePipeline, startCountedForwarder } from '../lib/pipeline.ts';
 import { quantile, round, sleep, since } from '../lib/stats.ts';
 import type { E2eLatencyResult } from './e2e-latency.ts';
@@ -197,33 +197,19 @@ async function measureLatency(ctx: BenchContext, o: { run: string; namespace: st
     const superseded = members.map(() => 0);
     const outstanding = members.map(() => 0);
     for (const [c, m] of members.entries()) {
-      const selector = encodeURIComponent(`${BENCH_LABEL}=${run}`);
-      const list = await m.raw.get<{ metadata: { resourceVersion: string } }>(`/api/v1/nodes?labelSelector=${selector}&limit=1`);
-      observers.push(
-        m.raw
-          .watch(
-            `/api/v1/nodes?watch=1&labelSelector=${selector}&resourceVersion=${list.metadata.resourceVersion}`,
-            (type, node) => {
-              if (type !== 'MODIFIED') return;
-              const v = Number(taintValue(node)?.slice(1));
-              if (!Number.isFinite(v)) return;
-              const key = `${m.cluster}/${node.metadata.name}`;
-              values.set(key, Math.max(values.get(key) ?? -1, v));
-              const waiting = pending.get(key);
-              if (!waiting) return;
-              const now = performance.now();
-              while (waiting.length > 0 && (waiting[0]?.k ?? Infinity) <= v) {
-                const edit = waiting.shift();
-                if (!edit) break;
-                (latencies[c] as number[]).push(now - edit.sentAt);
-                outstanding[c] = (outstanding[c] ?? 0) - 1;
-                if (edit.k < v) superseded[c] = (superseded[c] ?? 0) + 1;
-              }
-            },
-            stop.signal,
-          )
-          .catch(() => undefined),
-      );
+      const observer = await observeTaintValues({ raw: m.raw, cluster: m.cluster, run, key: KEY, values, signal: stop.signal }, (key, v) => {
+        const waiting = pending.get(key);
+        if (!waiting) return;
+        const now = performance.now();
+        while (waiting.length > 0 && (waiting[0]?.k ?? Infinity) <= v) {
+          const edit = waiting.shift();
+          if (!edit) break;
+          (latencies[c] as number[]).push(now - edit.sentAt);
+          outstanding[c] = (outstanding[c] ?? 0) - 1;
+          if (edit.k < v) superseded[c] = (superseded[c] ?? 0) + 1;
+        }
+      });
+      observers.push(observer.done);
     }
 
     // Warm-up: every edited Machine declares v0, until all of their Nodes carry it and the queue is empty.
@@ -364,6 +350,3 @@ function summarize(latencies: readonly number[], edits: number, lost: number, su
   };
 }
 
-function taintValue(node: RawNode): string | undefined {
-  return node.spec?.taints?.find((t) => t.key === KEY)?.value;
-}
