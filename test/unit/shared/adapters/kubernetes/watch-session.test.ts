@@ -1,7 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { describeStreamFailure, WatchSession } from '#shared/adapters/kubernetes/watch-session.ts';
+import { describeStreamFailure, WatchSession, type WatchSessionOptions } from '#shared/adapters/kubernetes/watch-session.ts';
 import { ObjectCache } from '#shared/adapters/kubernetes/watch/object-cache.ts';
 import { toNodeFacts, type NodeFacts } from '#shared/domain/watch-event.ts';
 import { AccessDeniedError, ClusterCredentialsError, TransientError } from '#shared/errors.ts';
@@ -33,37 +33,54 @@ describe('Function: describeStreamFailure()', () => {
   });
 });
 
+/**
+ * A loopback API server that answers the Node list and watch requests with `respond` (recording each request's URL),
+ * and a Node WatchSession against it with the given start (`restore` or `resumeFrom`).
+ */
+async function loopbackSession(
+  respond: (watch: boolean, res: http.ServerResponse) => void,
+  start: Pick<WatchSessionOptions<NodeFacts>, 'restore' | 'resumeFrom'>,
+): Promise<{ session: WatchSession<NodeFacts>; requests: string[]; close: () => Promise<void> }> {
+  const requests: string[] = [];
+  const server = http.createServer((req, res) => {
+    requests.push(req.url ?? '');
+    respond(new URL(req.url ?? '/', 'http://x').searchParams.get('watch') === '1', res);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  const silent = { info: () => undefined, warn: () => undefined, error: () => undefined, debug: () => undefined };
+  const session = new WatchSession<NodeFacts>({
+    name: 'nodes/self',
+    kubeConfig: async () => ({ getCurrentCluster: () => ({ server: `http://127.0.0.1:${port}` }), applyToHTTPSOptions: async () => undefined }),
+    path: '/api/v1/nodes',
+    toFacts: toNodeFacts,
+    ...start,
+    backoff: { initialMs: 10, maxMs: 20 },
+    logger: silent,
+  });
+  const close = async (): Promise<void> => {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  };
+  return { session, requests, close };
+}
+
 describe('Class: WatchSession, started from a snapshot (the hand-over)', () => {
   it('watches from the snapshot without a list, and after a 410 relists against it: what changed and what was deleted', async () => {
     // Prepare: a loopback server whose first watch expires at once (ERROR 410); the list then lacks `gone` and has a
     // tainted `kept`; the second watch stays open.
     const node = (name: string, rv: string, taints: unknown[] = []) => ({ metadata: { name, uid: `uid-${name}`, resourceVersion: rv }, spec: { taints } });
-    const requests: string[] = [];
     let watches = 0;
-    const server = http.createServer((req, res) => {
-      requests.push(req.url ?? '');
-      const watch = new URL(req.url ?? '/', 'http://x').searchParams.get('watch') === '1';
+    const previous = new ObjectCache<NodeFacts>();
+    previous.replace([node('kept', '10'), node('gone', '11')].map((n) => toNodeFacts(n) as NodeFacts), '20');
+    const { session, requests, close } = await loopbackSession((watch, res) => {
       if (!watch) {
         res.writeHead(200).end(JSON.stringify({ kind: 'NodeList', metadata: { resourceVersion: '30' }, items: [node('kept', '25', [{ key: 'k', effect: 'NoSchedule' }])] }));
         return;
       }
       if (watches++ === 0) res.writeHead(200).end(`${JSON.stringify({ type: 'ERROR', object: { kind: 'Status', code: 410, reason: 'Expired' } })}\n`);
       else res.writeHead(200).write(`${JSON.stringify({ type: 'BOOKMARK', object: { metadata: { resourceVersion: '31' } } })}\n`);
-    });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const { port } = server.address() as AddressInfo;
-    const previous = new ObjectCache<NodeFacts>();
-    previous.replace([node('kept', '10'), node('gone', '11')].map((n) => toNodeFacts(n) as NodeFacts), '20');
-    const silent = { info: () => undefined, warn: () => undefined, error: () => undefined, debug: () => undefined };
-    const session = new WatchSession<NodeFacts>({
-      name: 'nodes/self',
-      kubeConfig: async () => ({ getCurrentCluster: () => ({ server: `http://127.0.0.1:${port}` }), applyToHTTPSOptions: async () => undefined }),
-      path: '/api/v1/nodes',
-      toFacts: toNodeFacts,
-      restore: JSON.parse(JSON.stringify(previous.snapshot())),
-      backoff: { initialMs: 10, maxMs: 20 },
-      logger: silent,
-    });
+    }, { restore: JSON.parse(JSON.stringify(previous.snapshot())) });
     const events: string[] = [];
     const controller = new AbortController();
 
@@ -73,8 +90,7 @@ describe('Class: WatchSession, started from a snapshot (the hand-over)', () => {
       if (e.type === 'progress' && e.resourceVersion === '31') controller.abort();
     });
     await running;
-    server.closeAllConnections();
-    await new Promise((resolve) => server.close(resolve));
+    await close();
 
     // Assess
     expect(new URL(requests[0] ?? '', 'http://x').searchParams.get('resourceVersion')).toBe('20');
@@ -88,25 +104,10 @@ describe('Class: WatchSession, resumed at a checkpoint', () => {
   it('lists exactly at the checkpoint without announcing the objects, tells its consumer what it listed, then watches from there', async () => {
     // Prepare: a loopback server whose list holds two objects unchanged since the checkpoint; its watch sends a bookmark and stays open.
     const node = (name: string, rv: string) => ({ metadata: { name, uid: `uid-${name}`, resourceVersion: rv }, spec: { providerID: `local://${name}` } });
-    const requests: string[] = [];
-    const server = http.createServer((req, res) => {
-      requests.push(req.url ?? '');
-      const watch = new URL(req.url ?? '/', 'http://x').searchParams.get('watch') === '1';
+    const { session, requests, close } = await loopbackSession((watch, res) => {
       if (!watch) res.writeHead(200).end(JSON.stringify({ kind: 'NodeList', metadata: { resourceVersion: '10' }, items: [node('a', '5'), node('b', '6')] }));
       else res.writeHead(200).write(`${JSON.stringify({ type: 'BOOKMARK', object: { metadata: { resourceVersion: '11' } } })}\n`);
-    });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const { port } = server.address() as AddressInfo;
-    const silent = { info: () => undefined, warn: () => undefined, error: () => undefined, debug: () => undefined };
-    const session = new WatchSession<NodeFacts>({
-      name: 'nodes/self',
-      kubeConfig: async () => ({ getCurrentCluster: () => ({ server: `http://127.0.0.1:${port}` }), applyToHTTPSOptions: async () => undefined }),
-      path: '/api/v1/nodes',
-      toFacts: toNodeFacts,
-      resumeFrom: '10',
-      backoff: { initialMs: 10, maxMs: 20 },
-      logger: silent,
-    });
+    }, { resumeFrom: '10' });
     const events: string[] = [];
     const controller = new AbortController();
 
@@ -115,8 +116,7 @@ describe('Class: WatchSession, resumed at a checkpoint', () => {
       events.push(e.type === 'change' ? `${e.change} ${e.facts.name}` : e.type === 'progress' ? `progress ${e.resourceVersion}` : e.type === 'listed' ? `listed ${e.items.map((i) => `${i.name}@${i.providerID}`).join(',')}` : e.type);
       if (e.type === 'progress' && e.resourceVersion === '11') controller.abort();
     });
-    server.closeAllConnections();
-    await new Promise((resolve) => server.close(resolve));
+    await close();
 
     // Assess: the list was made at the checkpoint (exact), no object was announced, the listed ones were told.
     const list = new URL(requests[0] ?? '', 'http://x').searchParams;
