@@ -330,7 +330,7 @@ async function localProduct(kubeconfig: string, ns: string): Promise<ProductSide
  * The deployed form: the zips and template of `npx serverless package` (`packageArgs`) under local/lambda/'s runner,
  * as bench/scenarios/deployed.ts runs them: the management kubeconfig in the runner's SSM endpoint, the schedule's
  * first event fired at once, then the rota of windows on its own. As shipped, the forwarder watches the Machines of
- * every namespace (the Lambda form has no MACHINE_NAMESPACE parameter) and keeps its Lease in the template's state
+ * every namespace (the template's `machineNamespace` parameter is empty by default) and keeps its Lease in the template's state
  * namespace; this control plane holds the scenario's Machines only.
  * - queue drained: GetQueueAttributes on the runner's queue (fauxqs, through the bench's own client, which is not in
  *   the call log) shows nothing visible, delayed or in flight, and no reconcile invocation runs;
