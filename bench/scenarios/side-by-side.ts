@@ -64,9 +64,12 @@ export interface SideLatency {
 export interface ChangeRun {
   /** Machines (= Nodes) per side. */
   readonly replicas: number;
-  /** Machine update → Node update, per side. */
-  readonly capi: SideLatency & { readonly workloadCallsPerChangedNode: number };
-  readonly product: SideLatency & { readonly workloadCallsPerChangedNode: number };
+  /**
+   * Machine update → Node update, per side; a Node that carried the new value before its Machine did counts 0 (the
+   * product reads a MachineSet's template ahead of Cluster API's copy), and `nodeFirst` counts those Nodes.
+   */
+  readonly capi: SideLatency & { readonly workloadCallsPerChangedNode: number; readonly nodeFirst: number };
+  readonly product: SideLatency & { readonly workloadCallsPerChangedNode: number; readonly nodeFirst: number };
   /** product / Cluster API. */
   readonly ratioP99: number;
   readonly ratioConverge: number;
@@ -591,7 +594,8 @@ export async function runSideBySide(ctx: BenchContext, o: { readonly form?: Side
       const changeLatency = (side: Side) => {
         const ms = machinesOf(side);
         const nodeAt = ms.map((m) => seen.nodes.get(m.nodeName as string)?.valueAt.get(v) as number);
-        return latency(ms.map((m, i) => (nodeAt[i] as number) - (m.valueAt.get(v) as number)), Math.max(...nodeAt) - tEdit);
+        const deltas = ms.map((m, i) => (nodeAt[i] as number) - (m.valueAt.get(v) as number));
+        return { ...latency(deltas.map((d) => Math.max(0, d)), Math.max(...nodeAt) - tEdit), nodeFirst: deltas.filter((d) => d < 0).length };
       };
       const capiChange = { ...changeLatency('capi'), workloadCallsPerChangedNode: round(count(changeRequests, 'clusterApi', 'capi') / size, 2) };
       const productChange = { ...changeLatency('product'), workloadCallsPerChangedNode: round(count(changeRequests, 'product', 'product') / size, 2) };

@@ -34,7 +34,7 @@ import { ReconcileOutcome } from '#shared/domain/outcome.ts';
 import { CallTimeoutError, MalformedEventError, OversizedAnswerError, PatchConflictError, TaintPropagatorError, TransientError } from '#shared/errors.ts';
 import { MetricDimension, ReconcileMetric } from '#shared/observability/metric-names.ts';
 import type { RecordQueue } from '#shared/ports/record-queue.ts';
-import { reconcileNodeTaints, type ReconcileDeps, type ReconcileResult } from './reconcile-node-taints.ts';
+import { reconcileNodeTaints, type MachineSetReader, type ReconcileDeps, type ReconcileResult } from './reconcile-node-taints.ts';
 import { reconcileAutoscalerTaints } from './reconcile-autoscaler-taints.ts';
 import { backoffDelay } from '#shared/domain/backoff.ts';
 import { DeferredEvents } from './deferred-events.ts';
@@ -69,6 +69,27 @@ export function backoffSeconds(receiveCount: number, retry: { baseSeconds: numbe
   return Math.round(backoffDelay(Math.max(1, receiveCount), { base: retry.baseSeconds, max: retry.maxSeconds, jitter: 'equal' }, random));
 }
 
+/**
+ * The batch's MachineSet reader: each MachineSet is read once per batch (the records of one template change arrive
+ * together, ten to a batch), a failed read again by the next record that needs it. A live read for every record of the
+ * batch: the batch lasts as long as its records' reads.
+ */
+function batchMachineSets(deps: BatchDeps): MachineSetReader | undefined {
+  const read = deps.machineSets ?? (deps.scalables ? (namespace: string, name: string) => (deps.scalables as NonNullable<BatchDeps['scalables']>).get('MachineSet', namespace, name) : undefined);
+  if (!read) return undefined;
+  const reads = new Map<string, ReturnType<MachineSetReader>>();
+  return (namespace, name) => {
+    const key = `${namespace}/${name}`;
+    let result = reads.get(key);
+    if (!result) {
+      result = read(namespace, name);
+      reads.set(key, result);
+      result.catch(() => reads.delete(key));
+    }
+    return result;
+  };
+}
+
 /** Processes one SQS batch and returns the batch item failures (never throws for a record's failure). */
 export async function processBatch(event: SQSEvent, context: Context, deps: BatchDeps): Promise<SQSBatchResponse> {
   const delayedGroups = new Map<string, number>();
@@ -83,7 +104,8 @@ export async function processBatch(event: SQSEvent, context: Context, deps: Batc
   const deadline = Date.now() + Math.max(0, remainingMs - SETTLE_RESERVE_MS);
   const bounded = deps.withDeadline ?? (<T>(_deadline: number, fn: () => Promise<T>) => fn());
   const events = new DeferredEvents(deps.recorder, deps.logger);
-  const recordDeps: BatchDeps = { ...deps, recorder: events };
+  const machineSets = batchMachineSets(deps);
+  const recordDeps: BatchDeps = { ...deps, recorder: events, ...(machineSets ? { machineSets } : {}) };
   const probes = new ClusterProbes();
   const handle = async (record: SQSRecord): Promise<void> => {
     const parsed = parseRecord(record, deps);

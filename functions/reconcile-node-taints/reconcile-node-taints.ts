@@ -15,6 +15,8 @@ import { declarationOwnerOf, machinePoolOf } from '#shared/domain/machine-pool.t
 import { planOwnedTaints, type SpecTaintsOwner } from '#shared/domain/ownership.ts';
 import { mayAdoptAsInitialized, restoredTaints, type NodeTaintPlan, type TaintDiff } from '#shared/domain/taint-plan.ts';
 import { CLUSTER_NAME_LABEL, OWN_TRACKING_ANNOTATION, formatTaint, type Taint } from '#shared/domain/taint.ts';
+import { withTemplateDeclarations } from '#shared/domain/template-declarations.ts';
+import type { ScalableResourceSnapshot } from '#shared/domain/autoscaler.ts';
 import { MachineConfigurationError, NodeNotFoundError, type DeclarationIssue } from '#shared/errors.ts';
 import type { Clock } from '#shared/ports/clock.ts';
 import type { ClusterConnections } from '#shared/ports/cluster-connections.ts';
@@ -41,7 +43,15 @@ export interface ReconcileDeps {
   readonly settings: ReconcileSettings;
   /** MachineDeployments, MachineSets and MachinePools, for their cluster-autoscaler annotation (docs/autoscaler.md). */
   readonly scalables?: ScalableResourceStore;
+  /**
+   * Reads a MachineSet for its template (an event with the `template` hint); default `scalables.get`. The batch
+   * boundary gives one that reads each MachineSet once per batch.
+   */
+  readonly machineSets?: MachineSetReader;
 }
+
+/** Reads a MachineSet (undefined when it does not exist). */
+export type MachineSetReader = (namespace: string, name: string) => Promise<ScalableResourceSnapshot | undefined>;
 
 /** What one reconcile did, with everything the boundary logs and counts. */
 export interface ReconcileResult {
@@ -101,11 +111,14 @@ export async function reconcileNodeTaints(deps: ReconcileDeps, event: TaintEvent
   const claim = deps.settings.dryRun ? undefined : nodeClaimOf(event);
   // Otherwise the Node read starts with the Machine read (one round trip for both); it is used only if the Machine confirms it.
   const prefetch = claim || options.parallelReads === false ? undefined : prefetchNode(deps, event);
+  // The MachineSet the event says is ahead of its Machine is read beside the Machine (the Machine confirms it is its own).
+  const templateRead = templateOfHint(deps, event);
   const found = await findMachine(deps, event);
   if ('outcome' in found) return found;
   const owner = ownerOf(found.machine);
   if (found.machine.deleting) return { outcome: ReconcileOutcome.machineDeleting, ...owner, reason: `the ${found.machine.kind ?? 'Machine'} is being deleted` };
-  const machine = found.machine.nodeName ? found.machine : await linkByProviderId(deps, event, found.machine, prefetch);
+  const ahead = templateRead ? await withTemplate(deps, found.machine, templateRead) : found.machine;
+  const machine = ahead.nodeName ? ahead : await linkByProviderId(deps, event, ahead, prefetch);
   if (!machine?.nodeName) return { outcome: ReconcileOutcome.noNode, ...owner, reason: 'the Machine has no status.nodeRef yet, and no Node with its spec.providerID' };
   const cluster = clusterOf(deps.settings, machine);
   const base = { cluster: clusterKey(cluster), ...owner, node: machine.nodeName };
@@ -217,6 +230,49 @@ async function afterWrite(
       ? await recordEvent(deps, machine, 'Normal', 'TaintRestored', `Node ${node.name}: put back ${restored.map(formatTaint).join(', ')}, removed by someone else (Always taints are kept); ${describeDiff(plan.diff)}`)
       : await recordEvent(deps, machine, 'Normal', 'TaintsPropagated', `Node ${node.name}: ${describeDiff(plan.diff)}`);
   return { ...read, outcome: ReconcileOutcome.patched, writtenResourceVersion: written.resourceVersion, diff: plan.diff, eventError };
+}
+
+/** A MachineSet read started from an event's `template` hint, before the Machine is known. */
+interface TemplateRead {
+  readonly machineSet: string;
+  readonly namespace: string;
+  /** Settles, never rejects: a failure is kept and thrown only if the read turns out to be the one needed. */
+  readonly result: Promise<{ readonly machineSet: ScalableResourceSnapshot | undefined } | { readonly error: unknown }>;
+}
+
+function machineSetReader(deps: ReconcileDeps): MachineSetReader | undefined {
+  if (deps.machineSets) return deps.machineSets;
+  const scalables = deps.scalables;
+  return scalables ? (namespace, name) => scalables.get('MachineSet', namespace, name) : undefined;
+}
+
+/** Starts reading the MachineSet a Machine or Node event's `template` hint names (in the Machine's namespace). */
+function templateOfHint(deps: ReconcileDeps, event: NodeTaintEvent): TemplateRead | undefined {
+  const data = event.data;
+  if (event.type.endsWith('.deleted.v1') || data.kind === 'MachinePool' || data.template === undefined) return undefined;
+  const namespace = data.kind === 'Machine' ? data.machine.namespace : data.machine?.namespace;
+  const read = machineSetReader(deps);
+  if (namespace === undefined || read === undefined) return undefined;
+  const machineSet = data.template.machineSet;
+  const result = read(namespace, machineSet).then((ms) => ({ machineSet: ms }), (error: unknown) => ({ error }));
+  return { machineSet, namespace, result };
+}
+
+/**
+ * The Machine with the declaration annotations its own MachineSet's template sets (`#shared/domain/template-declarations.ts`):
+ * what Cluster API is about to copy onto it. The event's hint only starts the read: the MachineSet is the one the
+ * Machine's controller owner reference names (read again when the hint named another), live, and not being deleted
+ * (Cluster API copies nothing from a MachineSet being deleted). A pool, or a Machine of no MachineSet, is as read.
+ */
+async function withTemplate(deps: ReconcileDeps, machine: MachineSnapshot, hinted: TemplateRead): Promise<MachineSnapshot> {
+  if (machine.kind === 'MachinePool' || machine.machineSet === undefined) return machine;
+  const same = hinted.machineSet === machine.machineSet && hinted.namespace === machine.namespace;
+  const read = same ? await hinted.result : await machineSetReader(deps)?.(machine.namespace, machine.machineSet).then((ms) => ({ machineSet: ms }));
+  if (read === undefined) return machine;
+  if ('error' in read) throw read.error;
+  const ms = read.machineSet;
+  if (!ms || ms.deleting) return machine;
+  return { ...machine, annotations: withTemplateDeclarations(machine.annotations, ms.templateAnnotations) };
 }
 
 /** The state an event claims for the Node it names (a Machine or MachinePool event's `nodeName`, a Node event's Node). */

@@ -95,6 +95,12 @@ export interface MachineEventData {
   readonly nodeName?: string;
   /** Hint: the declaration was invalid in the previous version the forwarder saw (a Normal Event says it took). */
   readonly declarationRecovered?: true;
+  /**
+   * Hint: the MachineSet that controls the Machine, whose template declares taint annotations the Machine does not
+   * carry yet (Cluster API is still to copy them): the reconcile function reads the Machine's MachineSet and takes those
+   * annotations from its template (`#shared/domain/template-declarations.ts`).
+   */
+  readonly template?: { readonly machineSet: string };
   /** The state of `nodeName`'s Node as the forwarder last saw it, when it knows that Node (see NodeState). */
   readonly nodeState?: NodeState;
   /** Time the forwarder observed the change (RFC 3339); for event-to-write latency. */
@@ -112,6 +118,12 @@ export interface NodeEventData {
    * checks the match again).
    */
   readonly machine?: { readonly namespace: string; readonly name: string };
+  /**
+   * Hint: the MachineSet that controls the Machine, whose template declares taint annotations the Machine does not
+   * carry yet (Cluster API is still to copy them): the reconcile function reads the Machine's MachineSet and takes those
+   * annotations from its template (`#shared/domain/template-declarations.ts`).
+   */
+  readonly template?: { readonly machineSet: string };
   /** The Node's state in this change (see NodeState). */
   readonly nodeState?: NodeState;
   readonly observedAt: string;
@@ -263,6 +275,14 @@ const nodeStateSchema = {
   },
 } as const;
 
+/** The `template` hint of a Machine or Node event. */
+const templateHintSchema = {
+  type: 'object',
+  additionalProperties: false,
+  required: ['machineSet'],
+  properties: { machineSet: dns },
+} as const;
+
 /** JSON Schema (draft-07) of `MachineEventData`; `events/schemas/` holds the same schema as a file. */
 export const machineEventDataSchema = {
   $schema: 'http://json-schema.org/draft-07/schema#',
@@ -277,6 +297,7 @@ export const machineEventDataSchema = {
     machine: objectVersionSchema,
     nodeName: dns,
     declarationRecovered: { const: true },
+    template: templateHintSchema,
     nodeState: nodeStateSchema,
     observedAt: { type: 'string', format: 'date-time' },
   },
@@ -305,6 +326,7 @@ export const nodeEventDataSchema = {
       required: ['namespace', 'name'],
       properties: { namespace: dns, name: dns },
     },
+    template: templateHintSchema,
     nodeState: nodeStateSchema,
     observedAt: { type: 'string', format: 'date-time' },
   },

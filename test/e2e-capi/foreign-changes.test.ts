@@ -23,6 +23,7 @@ import {
   MACHINES,
   MACHINE_DEPLOYMENTS,
   listObjects,
+  getObject,
   capiKubeConfig,
   createMachineDeployment,
   createSelfHostedCluster,
@@ -125,6 +126,57 @@ describeWithCapi('Next to Cluster API: no work for changes the product cannot ac
     expect(after.eventsForwarded - seen.eventsForwarded).toBe(1);
     expect(seen.eventsForwarded).toBe(before.eventsForwarded);
     expect(after.foreignDeclarationChangesFiltered - before.foreignDeclarationChangesFiltered).toBe(CAPI_REPLICAS);
+  }, 180_000);
+
+  it("applies a MachineSet template's new declaration before Cluster API copies it onto the Machines (copy paused), and the copy then costs 0 reconciles", async () => {
+    const p = pipeline as Pipeline;
+    const custom = kc.makeApiClient(CustomObjectsApi);
+    const MACHINE_SETS = { ...MACHINE_DEPLOYMENTS, plural: 'machinesets' };
+    const PAUSED = 'cluster.x-k8s.io/paused';
+    // Prepare: a MachineDeployment declaring v1 through the product's annotation, converged.
+    const md = await createMachineDeployment(kc, ns, { cluster, replicas: CAPI_REPLICAS, startupTaints: [GATE], annotations: { [DECLARE]: 'ahead=v1:NoSchedule' } });
+    const pairs = await waitForMachineNodes(kc, ns, md, CAPI_REPLICAS);
+    const nodeNames = pairs.map((x) => x.node.metadata?.name as string);
+    const machineNames = pairs.map((x) => x.machine.metadata.name);
+    await waitFor(async () => (await nodesOf(nodeNames)).every((n) => taintsOf(n).join() === 'ahead=v1:NoSchedule'), { timeoutMs: 30_000, intervalMs: 200, description: 'v1 on every Node' });
+    const [ms] = await listObjects(kc, MACHINE_SETS, ns, `cluster.x-k8s.io/deployment-name=${md}`);
+    const msName = (ms as { metadata: { name: string } }).metadata.name;
+    const before = await drained(p);
+
+    // Act: Cluster API's controllers of the MachineDeployment and its MachineSet paused, the template set to v2 on
+    // both (as the MachineDeployment controller would copy it): no Machine gets v2 while they are paused.
+    for (const [api, name] of [[MACHINE_DEPLOYMENTS, md], [MACHINE_SETS, msName]] as const) {
+      await custom.patchNamespacedCustomObject({ ...api, namespace: ns, name, body: { metadata: { annotations: { [PAUSED]: '' } } } }, MERGE_PATCH);
+    }
+    for (const [api, name] of [[MACHINE_DEPLOYMENTS, md], [MACHINE_SETS, msName]] as const) {
+      await custom.patchNamespacedCustomObject({ ...api, namespace: ns, name, body: { spec: { template: { metadata: { annotations: { [DECLARE]: 'ahead=v2:NoSchedule' } } } } } }, MERGE_PATCH);
+    }
+    await waitFor(async () => (await nodesOf(nodeNames)).every((n) => taintsOf(n).join() === 'ahead=v2:NoSchedule'), { timeoutMs: 30_000, intervalMs: 200, description: 'v2 on every Node, from the template' });
+    const machinesWhilePaused = await Promise.all(machineNames.map(async (name) => (await getObject(kc, MACHINES, ns, name)).metadata.annotations?.[DECLARE]));
+    const applied = await drained(p);
+    // Cluster API resumes and copies v2 onto each Machine; then the marker: a declaration of one Machine alone.
+    for (const [api, name] of [[MACHINE_SETS, msName], [MACHINE_DEPLOYMENTS, md]] as const) {
+      await custom.patchNamespacedCustomObject({ ...api, namespace: ns, name, body: { metadata: { annotations: { [PAUSED]: null } } } }, MERGE_PATCH);
+    }
+    await waitFor(async () => (await Promise.all(machineNames.map((name) => getObject(kc, MACHINES, ns, name)))).every((m) => m.metadata.annotations?.[DECLARE] === 'ahead=v2:NoSchedule'), {
+      timeoutMs: 60_000, intervalMs: 200, description: "Cluster API's copy of v2 onto every Machine",
+    });
+    await custom.patchNamespacedCustomObject({ ...MACHINES, namespace: ns, name: machineNames[0] as string, body: { metadata: { annotations: { 'taints.capi-taint-propagator.dev/class': 'marker=x:NoSchedule' } } } }, MERGE_PATCH);
+    await waitFor(async () => taintsOf(await core.readNode({ name: nodeNames[0] as string })).includes('marker=x:NoSchedule'), { timeoutMs: 30_000, intervalMs: 200, description: 'the marker on its Node' });
+    const after = await waitFor(
+      async () => {
+        const c = await drained(p);
+        return c.reconciles.patched > applied.reconciles.patched ? c : undefined;
+      },
+      { timeoutMs: 20_000, intervalMs: 100, description: "the marker's reconcile counted" },
+    );
+
+    // Assess: the Nodes got v2 while every Machine still declared v1; one reconcile per Node for the template, none
+    // for Cluster API's copy, one for the marker.
+    expect(machinesWhilePaused).toEqual(machineNames.map(() => 'ahead=v1:NoSchedule'));
+    expect(reconcileTotal(applied) - reconcileTotal(before)).toBe(CAPI_REPLICAS);
+    expect(applied.reconciles.patched - before.reconciles.patched).toBe(CAPI_REPLICAS);
+    expect(reconcileTotal(after) - reconcileTotal(applied)).toBe(1);
   }, 180_000);
 
   it("taints a joining Node by its Machine's provider ID while Cluster API has not linked them (the Machine paused before the Node joins)", async () => {

@@ -4,7 +4,7 @@
  * they were asked to start. The real streams are exercised by the integration tests.
  */
 import type { ClusterRef } from '#shared/domain/cloud-event.ts';
-import { nodeStreamKey, objectKeyOf, type ClusterFacts, type MachineFacts, type NodeFacts, type WatchedFacts } from '#shared/domain/watch-event.ts';
+import { nodeStreamKey, objectKeyOf, type ClusterFacts, type MachineFacts, type NodeFacts, type ScalableFacts, type WatchedFacts } from '#shared/domain/watch-event.ts';
 import type { StreamEvent, StreamStart, WatchSources, WatchStream } from '#shared/ports/watch-source.ts';
 
 /** A stream the test drives: `emit` hands one event to the consumer once the forwarder runs the stream. */
@@ -39,9 +39,10 @@ export class ScriptedStream<T extends WatchedFacts> implements WatchStream<T> {
   }
 }
 
-/** Machines, Clusters and per-cluster Node streams (no MachinePools), each a ScriptedStream. */
+/** Machines, MachineSets, Clusters and per-cluster Node streams (no MachinePools, no MachineDeployments), each a ScriptedStream. */
 export class ScriptedSources implements WatchSources {
   readonly machineStream = new ScriptedStream<MachineFacts>();
+  readonly machineSetStream = new ScriptedStream<ScalableFacts>();
   readonly clusterStream = new ScriptedStream<ClusterFacts>();
   readonly nodeStreams = new Map<string, ScriptedStream<NodeFacts>>();
   /** Where each Node stream was asked to start, by stream key (the last start of a restarted one). */
@@ -49,6 +50,9 @@ export class ScriptedSources implements WatchSources {
 
   machines(_start: StreamStart): WatchStream<MachineFacts> {
     return this.machineStream;
+  }
+  machineSets(_start: StreamStart): WatchStream<ScalableFacts> {
+    return this.machineSetStream;
   }
   clusters(_start: StreamStart): WatchStream<ClusterFacts> {
     return this.clusterStream;

@@ -8,6 +8,7 @@
 import { capiApiVersionString, CAPI_GROUP, type CapiApiVersion } from '#shared/domain/capi-api.ts';
 import type { MachinePoolSnapshot, MachineSnapshot } from '#shared/domain/snapshots.ts';
 import { CLUSTER_NAME_LABEL } from '#shared/domain/taint.ts';
+import { controllerMachineSetOf } from '#shared/domain/template-declarations.ts';
 import type { MachineStore } from '#shared/ports/machine-store.ts';
 import { statusOf, toProductError } from './api-errors.ts';
 import { isCollectionNotServed, type CapiApi } from './capi-discovery.ts';
@@ -34,6 +35,7 @@ interface MachineObject {
     deletionTimestamp?: string;
     labels?: Record<string, string>;
     annotations?: Record<string, string>;
+    ownerReferences?: unknown;
   };
   spec?: { clusterName?: string; taints?: unknown; providerID?: string };
   /** v1beta2: `{name}`; v1beta1: a full ObjectReference (`{apiVersion, kind, name, uid}`). Only the name is read. */
@@ -133,6 +135,7 @@ function objectPath(resource: { group: string; plural: string }, version: CapiAp
 /** Maps the Machine custom object (read in `version`) to the domain's view. */
 export function toMachineSnapshot(machine: MachineObject, version: CapiApiVersion): MachineSnapshot {
   const m = machine.metadata ?? {};
+  const machineSet = controllerMachineSetOf(m.ownerReferences);
   return {
     apiVersion: capiApiVersionString(version),
     namespace: m.namespace ?? '',
@@ -146,6 +149,7 @@ export function toMachineSnapshot(machine: MachineObject, version: CapiApiVersio
     ...(machine.spec?.clusterName ? { clusterName: machine.spec.clusterName } : {}),
     ...(machine.status?.nodeRef?.name ? { nodeName: machine.status.nodeRef.name } : {}),
     ...(machine.spec?.providerID ? { providerID: machine.spec.providerID } : {}),
+    ...(machineSet !== undefined ? { machineSet } : {}),
     deleting: m.deletionTimestamp !== undefined && m.deletionTimestamp !== null,
   };
 }

@@ -137,6 +137,36 @@ describe('Function: processBatch()', () => {
     expect(steps.lastIndexOf('node-a start')).toBeGreaterThan(steps.indexOf('node-a end'));
   });
 
+  it("reads a MachineSet once per batch for the records its template change sent, and again in the next batch", async () => {
+    // Prepare: three Machines of one MachineSet whose template is ahead of them.
+    const { deps, machines, nodes } = setup();
+    const KEY = 'taints.capi-taint-propagator.dev/machine';
+    for (const n of ['a', 'b', 'c']) {
+      machines.put({ ...inCluster(machineBuilder().named(`m-${n}`).withNodeName(`node-${n}`).withAnnotation(KEY, 'p=v1:NoSchedule').build()), machineSet: 'ms1' });
+      nodes.put({ name: `node-${n}`, annotations: {}, taints: [] });
+    }
+    const reads: string[] = [];
+    const scalables = {
+      get: async (kind: string, namespace: string, name: string) => {
+        reads.push(`${kind} ${namespace}/${name}`);
+        return { kind: 'MachineSet' as const, apiVersion: 'cluster.x-k8s.io/v1beta2', namespace, name, uid: 'uid-ms1', resourceVersion: '30', annotations: {}, templateAnnotations: { [KEY]: 'p=v2:NoSchedule' }, templateLabels: {}, specTaints: null, ownedByMachineDeployment: true, deleting: false };
+      },
+      patchAnnotations: async () => '1',
+    };
+    const batch = () => sqsEvent(...['a', 'b', 'c'].map((n) => sqsRecord(machineEvent('default', `m-${n}`, { nodeName: `node-${n}`, template: 'ms1' }), { messageId: n })));
+
+    // Act
+    const first = await processBatch(batch(), context, { ...deps, scalables });
+    const afterFirst = reads.length;
+    await processBatch(batch(), context, { ...deps, scalables });
+
+    // Assess
+    expect(first.batchItemFailures).toEqual([]);
+    for (const n of ['a', 'b', 'c']) expect(nodes.peek(`node-${n}`)?.taints.map((t) => t.value)).toEqual(['v2']);
+    expect(afterFirst).toBe(1);
+    expect(reads).toEqual(['MachineSet default/ms1', 'MachineSet default/ms1']);
+  });
+
   it('logs an Event that could not be written, with its object and reason, and keeps the record\'s outcome', async () => {
     // Prepare
     const { deps, machines, nodes } = setup();

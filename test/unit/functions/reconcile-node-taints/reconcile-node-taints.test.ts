@@ -7,6 +7,8 @@ import { OWN_TRACKING_ANNOTATION, TRACKING_ANNOTATION, UNINITIALIZED_TAINT_KEY }
 import { PatchConflictError } from '#shared/errors.ts';
 import { machineBuilder, machineTaint, nodeTaint } from '#test/support/builders.ts';
 import { machineEvent, machinePoolEvent, nodeEvent } from '#test/support/sqs-records.ts';
+import type { ScalableResourceSnapshot } from '#shared/domain/autoscaler.ts';
+import { DECLARATION_ANNOTATIONS } from '#shared/domain/declaration-keys.ts';
 
 const ENABLED_AT = new Date('2026-01-01T00:00:00Z');
 const inCluster = (m: MachineSnapshot): MachineSnapshot => ({ ...m, clusterName: 'wc1' });
@@ -629,5 +631,65 @@ describe('Function: reconcileNodeTaints(), events that claim the Node state', ()
     expect(nodes.reads).toBe(1);
     expect(planned.outcome).toBe('dry-run');
     expect({ nodeReads: dry.nodes.reads, nodeWrites: dry.nodes.writes }).toEqual({ nodeReads: 1, nodeWrites: 0 });
+  });
+  describe("a MachineSet's template ahead of Cluster API's copy (the event's template hint)", () => {
+    const KEY = DECLARATION_ANNOTATIONS[2];
+    const machineSet = (name: string, templateAnnotations: Record<string, string>, deleting = false): ScalableResourceSnapshot => ({
+      kind: 'MachineSet', apiVersion: 'cluster.x-k8s.io/v1beta2', namespace: 'default', name, uid: `uid-${name}`, resourceVersion: '30',
+      annotations: {}, templateAnnotations, templateLabels: {}, specTaints: null, ownedByMachineDeployment: true, clusterName: 'wc1', deleting,
+    });
+    function withMachineSets(sets: ScalableResourceSnapshot[]) {
+      const s = setup({ specTaintsOwner: 'upstream' });
+      const reads: string[] = [];
+      const deps: ReconcileDeps = { ...s.deps, machineSets: async (namespace, name) => (reads.push(`${namespace}/${name}`), sets.find((m) => m.namespace === namespace && m.name === name)) };
+      s.machines.put(inCluster({ ...machineBuilder().named('m1').withNodeName('n1').withAnnotation(KEY, 'p=v1:NoSchedule').build(), machineSet: 'ms1' }));
+      s.nodes.put({ name: 'n1', creationTimestamp: NEW_NODE, annotations: { [OWN_TRACKING_ANNOTATION]: 'p:NoSchedule', [TRACKING_ANNOTATION]: '' }, taints: [nodeTaint('p', 'v1')] });
+      return { ...s, deps, reads };
+    }
+
+    it('takes a declaration annotation its MachineSet template sets from the template, for a Machine event and for a Node event', async () => {
+      // Prepare
+      const { deps, nodes, reads } = withMachineSets([machineSet('ms1', { [KEY]: 'p=v2:NoSchedule', other: 'x' })]);
+
+      // Act
+      const fromMachine = await reconcileNodeTaints(deps, machineEvent('default', 'm1', { nodeName: 'n1', template: 'ms1' }));
+      nodes.put({ ...(nodes.peek('n1') as NodeSnapshot), taints: [nodeTaint('p', 'v1')] });
+      const fromNode = await reconcileNodeTaints(deps, nodeEvent('n1', { machine: { namespace: 'default', name: 'm1' }, template: 'ms1' }));
+
+      // Assess
+      expect([fromMachine.outcome, fromNode.outcome]).toEqual(['patched', 'patched']);
+      expect(nodes.peek('n1')?.taints).toEqual([nodeTaint('p', 'v2')]);
+      expect(reads).toEqual(['default/ms1', 'default/ms1']);
+    });
+
+    it('without the hint reads no MachineSet and follows the Machine', async () => {
+      // Prepare
+      const { deps, nodes, reads } = withMachineSets([machineSet('ms1', { [KEY]: 'p=v2:NoSchedule' })]);
+
+      // Act
+      const result = await reconcileNodeTaints(deps, machineEvent('default', 'm1', { nodeName: 'n1' }));
+
+      // Assess
+      expect(result.outcome).toBe('unchanged');
+      expect(reads).toEqual([]);
+      expect(nodes.peek('n1')?.taints).toEqual([nodeTaint('p', 'v1')]);
+    });
+
+    it("reads the Machine's own MachineSet when the hint names another (a hint is no fact), and takes nothing from one being deleted or gone", async () => {
+      // Prepare
+      const own = withMachineSets([machineSet('ms1', { [KEY]: 'p=v3:NoSchedule' }), machineSet('forged', { [KEY]: 'evil=x:NoExecute' })]);
+      const deleting = withMachineSets([machineSet('ms1', { [KEY]: 'p=v2:NoSchedule' }, true)]);
+      const gone = withMachineSets([]);
+
+      // Act
+      await reconcileNodeTaints(own.deps, machineEvent('default', 'm1', { nodeName: 'n1', template: 'forged' }));
+      const fromDeleting = await reconcileNodeTaints(deleting.deps, machineEvent('default', 'm1', { nodeName: 'n1', template: 'ms1' }));
+      const fromGone = await reconcileNodeTaints(gone.deps, machineEvent('default', 'm1', { nodeName: 'n1', template: 'ms1' }));
+
+      // Assess
+      expect(own.nodes.peek('n1')?.taints).toEqual([nodeTaint('p', 'v3')]);
+      expect(own.reads).toEqual(['default/forged', 'default/ms1']);
+      expect([fromDeleting.outcome, fromGone.outcome]).toEqual(['unchanged', 'unchanged']);
+    });
   });
 });

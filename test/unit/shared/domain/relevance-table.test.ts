@@ -9,7 +9,8 @@ import { describe, expect, it } from 'vitest';
 import type { ChangeKind } from '#shared/domain/cloud-event.ts';
 import { forwardDecision, poolNodesToAnnounce } from '#shared/domain/relevance.ts';
 import { SpecTaintsOwner } from '#shared/domain/ownership.ts';
-import { toMachineFacts, toMachinePoolFacts, toNodeFacts, type MachineFacts, type NodeFacts, type WatchedFacts } from '#shared/domain/watch-event.ts';
+import { toMachineFacts, toMachinePoolFacts, toNodeFacts, toScalableFacts, type MachineFacts, type NodeFacts, type WatchedFacts } from '#shared/domain/watch-event.ts';
+import { templateChangeConcerns } from '#shared/domain/template-declarations.ts';
 
 type Json = Record<string, any>;
 
@@ -35,6 +36,7 @@ const machine = (): Json => ({
     name: 'm1', namespace: 'ns', uid: 'u-m1', resourceVersion: '20',
     labels: { 'cluster.x-k8s.io/cluster-name': 'c1', 'cluster.x-k8s.io/deployment-name': 'md' },
     annotations: { [DECL]: 'prod=p:NoSchedule', 'other/annotation': 'x' },
+    ownerReferences: [{ apiVersion: 'cluster.x-k8s.io/v1beta2', kind: 'MachineSet', name: 'ms', uid: 'u-ms', controller: true }],
   },
   spec: { clusterName: 'c1', taints: [capiTaint()], providerID: 'local://m1' },
   status: { nodeRef: { name: 'n1' }, conditions: [{ type: 'Ready', status: 'True' }], phase: 'Running' },
@@ -54,6 +56,15 @@ const node = (): Json => ({
   status: { conditions: [{ type: 'Ready', status: 'True', lastHeartbeatTime: '2026-11-25T00:00:00Z' }] },
 });
 
+/** The Machine's MachineSet: its template declares what the Machine carries. */
+const machineSet = (): Json => ({
+  apiVersion: 'cluster.x-k8s.io/v1beta2',
+  kind: 'MachineSet',
+  metadata: { name: 'ms', namespace: 'ns', uid: 'u-ms', resourceVersion: '40', labels: { 'cluster.x-k8s.io/cluster-name': 'c1' }, annotations: {} },
+  spec: { clusterName: 'c1', replicas: 1, template: { metadata: { annotations: { [DECL]: 'prod=p:NoSchedule' } }, spec: { clusterName: 'c1' } } },
+  status: { replicas: 1 },
+});
+
 const pool = (): Json => ({
   apiVersion: 'cluster.x-k8s.io/v1beta2',
   kind: 'MachinePool',
@@ -62,10 +73,10 @@ const pool = (): Json => ({
   status: { nodeRefs: [{ name: 'n1' }, { name: 'n2' }], replicas: 2 },
 });
 
-type Kind = 'Machine' | 'Node' | 'MachinePool';
+type Kind = 'Machine' | 'Node' | 'MachinePool' | 'MachineSet';
 const facts = (kind: Kind, obj: Json): WatchedFacts =>
-  (kind === 'Machine' ? toMachineFacts(obj) : kind === 'Node' ? toNodeFacts(obj) : toMachinePoolFacts(obj)) as WatchedFacts;
-const build = { Machine: machine, Node: node, MachinePool: pool } as const;
+  (kind === 'Machine' ? toMachineFacts(obj) : kind === 'Node' ? toNodeFacts(obj) : kind === 'MachineSet' ? toScalableFacts('MachineSet', obj) : toMachinePoolFacts(obj)) as WatchedFacts;
+const build = { Machine: machine, Node: node, MachinePool: pool, MachineSet: machineSet } as const;
 
 /** One case of a row: a change of the field, in a context, and how many Nodes get a queue message for it (0 = filtered). */
 interface Case {
@@ -81,6 +92,12 @@ interface Case {
   readonly machineWithoutSpecTaints?: boolean;
   /** How the forwarder sees the change (default a watch modification; `resynced`: a relist announcement). */
   readonly seen?: ChangeKind;
+  /**
+   * The Machine's MachineSet as the forwarder last saw it (default: its template declares what the Machine carries);
+   * null when it has not seen it. For a MachineSet row: the Machine m1 of the set as the forwarder last saw it.
+   */
+  readonly template?: ((ms: Json) => void) | null;
+  readonly machine?: (m: Json) => void;
   readonly messages: number;
 }
 
@@ -117,11 +134,19 @@ const TABLE: readonly Row[] = [
   },
   {
     object: 'Machine', field: 'metadata.annotations[taints.capi-taint-propagator.dev/{machine,cluster,class}]', fact: 'declarations',
-    when: 'always (the product\'s own declaration)',
+    when: "always (the product's own declaration), but Cluster API copying onto the Machine the value its MachineSet's template sets, once the forwarder has seen that template: never (the product took it from the template, see the MachineSet row)",
     cases: [
-      { name: 'a declared value changed', change: (m) => (m.metadata.annotations[DECL] = 'prod=q:NoSchedule'), messages: 1 },
+      { name: 'a declared value changed, no MachineSet seen', template: null, change: (m) => (m.metadata.annotations[DECL] = 'prod=q:NoSchedule'), messages: 1 },
       { name: 'a cluster-level declaration added', change: (m) => (m.metadata.annotations['taints.capi-taint-propagator.dev/cluster'] = 'x:NoSchedule'), messages: 1 },
+      { name: "Cluster API's copy of the template's new value", template: (ms) => (ms.spec.template.metadata.annotations[DECL] = 'prod=q:NoSchedule'), change: (m) => (m.metadata.annotations[DECL] = 'prod=q:NoSchedule'), messages: 0 },
+      { name: 'a value set on the Machine alone, for a key the template sets (Cluster API puts the template\'s back)', change: (m) => (m.metadata.annotations[DECL] = 'prod=mine:NoSchedule'), messages: 0 },
+      { name: 'a value set on the Machine alone, for a key the template does not set', template: (ms) => delete ms.spec.template.metadata.annotations[DECL], change: (m) => (m.metadata.annotations[DECL] = 'prod=mine:NoSchedule'), messages: 1 },
     ],
+  },
+  {
+    object: 'Machine', field: 'metadata.ownerReferences[controller, kind MachineSet]', fact: 'machineSet',
+    when: "always (whose template's declarations Cluster API copies onto the Machine)",
+    cases: [{ name: 'adopted by another MachineSet', change: (m) => (m.metadata.ownerReferences[0].name = 'ms2'), messages: 1 }],
   },
   {
     object: 'Machine', field: 'status.nodeRef.name', fact: 'nodeName',
@@ -132,7 +157,7 @@ const TABLE: readonly Row[] = [
       { name: 'confirming the provider-ID link, Node not initialized by the product yet', before: (m) => delete m.status.nodeRef, node: (n) => { unlinkedNode(n); delete n.metadata.annotations[OWN]; }, change: (m) => (m.status.nodeRef = { name: 'n1' }), messages: 0 },
       { name: 'naming a Node the forwarder did not link (no Node with its provider ID known)', before: (m) => delete m.status.nodeRef, node: (n) => { unlinkedNode(n); n.spec.providerID = 'local://other'; }, change: (m) => (m.status.nodeRef = { name: 'n1' }), messages: 1 },
       { name: 'naming another Node than the one linked', before: (m) => delete m.status.nodeRef, node: unlinkedNode, change: (m) => (m.status.nodeRef = { name: 'n2' }), messages: 1 },
-      { name: 'confirming the link, with a declaration change in the same write', before: (m) => delete m.status.nodeRef, node: unlinkedNode, change: (m) => { m.status.nodeRef = { name: 'n1' }; m.metadata.annotations[DECL] = 'prod=q:NoSchedule'; }, messages: 1 },
+      { name: 'confirming the link, with a declaration change in the same write', before: (m) => delete m.status.nodeRef, node: unlinkedNode, change: (m) => { m.status.nodeRef = { name: 'n1' }; m.metadata.annotations['taints.capi-taint-propagator.dev/cluster'] = 'x:NoSchedule'; }, messages: 1 },
     ],
   },
   {
@@ -333,10 +358,27 @@ const TABLE: readonly Row[] = [
     when: 'never',
     cases: [{ name: 'replicas changed', change: (p) => (p.spec.replicas = 3), messages: 0 }],
   },
+  // ---- MachineSet (its Machine m1 has Node n1) ----
+  {
+    object: 'MachineSet', field: 'spec.template.metadata.annotations[taints.capi-taint-propagator.dev/{machine,cluster,class}]', fact: 'declarations',
+    when: "for each of its Machines with a Node whose declaration it changes (as the forwarder last saw the Machine): the product takes the template's values ahead of Cluster API's copy onto each Machine",
+    cases: [
+      { name: 'a declared value changed', change: (ms) => (ms.spec.template.metadata.annotations[DECL] = 'prod=q:NoSchedule'), messages: 1 },
+      { name: "changed, Cluster API's copy already seen on the Machine", machine: (m) => (m.metadata.annotations[DECL] = 'prod=q:NoSchedule'), change: (ms) => (ms.spec.template.metadata.annotations[DECL] = 'prod=q:NoSchedule'), messages: 1 },
+      { name: 'a declaration removed (the Machine keeps it until Cluster API removes it: judged then)', change: (ms) => delete ms.spec.template.metadata.annotations[DECL], messages: 0 },
+      { name: 'a key the Machine already carries with that value set in the template', before: (ms) => delete ms.spec.template.metadata.annotations[DECL], change: (ms) => (ms.spec.template.metadata.annotations[DECL] = 'prod=p:NoSchedule'), messages: 0 },
+    ],
+  },
+  {
+    object: 'MachineSet', field: 'anything else (replicas, status, spec.template.spec, other annotations, …)', fact: null,
+    when: 'never for the Nodes (the cluster-autoscaler annotation has its own rules, docs/autoscaler.md)',
+    cases: [{ name: 'replicas and a taint of spec.template.spec changed', change: (ms) => { ms.spec.replicas = 3; ms.spec.template.spec.taints = [capiTaint('v2')]; }, messages: 0 }],
+  },
 ];
 
 /** How many queue messages the forwarder sends for one modification (one per Node it concerns). */
 function messagesFor(row: Row, c: Case): number {
+  if (row.object === 'MachineSet') return templateMessagesFor(c);
   const beforeObj = build[row.object]();
   c.before?.(beforeObj);
   const afterObj = structuredClone(beforeObj);
@@ -354,6 +396,12 @@ function messagesFor(row: Row, c: Case): number {
     nodeFacts: (name) => (nodeFacts?.name === name ? nodeFacts : undefined),
     linkedNodeOf: (m) => (nodeFacts?.providerID !== undefined && nodeFacts.providerID === m.providerID ? nodeFacts.name : undefined),
     linkedMachineOf: (n) => (c.linkedMachine !== false && n.providerID === 'local://m1' ? { namespace: 'ns', name: 'm1' } : undefined),
+    templateDeclarationsOf: (m) => {
+      if (c.template === null || m.machineSet !== 'ms') return undefined;
+      const ms = machineSet();
+      c.template?.(ms);
+      return (toScalableFacts('MachineSet', ms) as { declarations: Record<string, string> }).declarations;
+    },
     machineFactsOf: (m) => {
       if (m.namespace !== 'ns' || m.name !== 'm1') return undefined;
       const linked = machine();
@@ -363,6 +411,18 @@ function messagesFor(row: Row, c: Case): number {
   });
   if (!decision.forward) return 0;
   return current.kind === 'MachinePool' ? poolNodesToAnnounce(seen, previous, current).length : 1;
+}
+
+/** How many queue messages a MachineSet modification gets: one per Machine of it (m1, with Node n1) whose declaration it changes. */
+function templateMessagesFor(c: Case): number {
+  const beforeObj = machineSet();
+  c.before?.(beforeObj);
+  const afterObj = structuredClone(beforeObj);
+  c.change(afterObj);
+  const m = machine();
+  c.machine?.(m);
+  const declarations = (o: Json) => (toScalableFacts('MachineSet', o) as { declarations: Record<string, string> }).declarations;
+  return templateChangeConcerns(declarations(beforeObj), declarations(afterObj), (toMachineFacts(m) as MachineFacts).declarations) ? 1 : 0;
 }
 
 describe('The relevance table (docs/side-by-side.md): which changes reach the queue', () => {
