@@ -137,6 +137,12 @@ export function checkDeployParameters(params: DeployParameters): ParameterProble
     add('queueVisibilityTimeoutSeconds', `must be at least 6 x reconcileTimeoutSeconds (${6 * reconcileTimeout}), got ${visibility}`);
   }
   n('reconcileBatchSize', 1, 10);
+  // Lambda refuses provisioned concurrency above the function's reserved concurrency (the stack would fail to deploy).
+  const reconcileReserved = n('reconcileReservedConcurrency', 1, 1000);
+  const reconcileProvisioned = n('reconcileProvisionedConcurrency', 0, 1000);
+  if (reconcileReserved !== undefined && reconcileProvisioned !== undefined && reconcileProvisioned > reconcileReserved) {
+    add('reconcileProvisionedConcurrency', `must be at most reconcileReservedConcurrency (${reconcileReserved}): Lambda refuses provisioned concurrency above a function's reserved concurrency, got ${reconcileProvisioned}`);
+  }
   n('maxReceiveCount', 5, 1000);
   const forwarderTimeout = n('forwarderTimeoutSeconds', 1, 900);
   const window = Number(p('watchWindowSeconds'));

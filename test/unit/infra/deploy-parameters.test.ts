@@ -63,6 +63,9 @@ describe('Function: checkDeployParameters()', () => {
     // Numbers that must agree
     { name: 'visibility below 6x timeout', change: { queueVisibilityTimeoutSeconds: 90 }, want: { parameter: 'queueVisibilityTimeoutSeconds', problem: 'must be at least 6 x reconcileTimeoutSeconds (180), got 90' } },
     { name: 'FIFO batch size', change: { reconcileBatchSize: 11 }, want: { parameter: 'reconcileBatchSize', problem: 'must be an integer between 1 and 10, got "11"' } },
+    { name: 'provisioned concurrency above the reserved concurrency', change: { reconcileReservedConcurrency: 10, reconcileProvisionedConcurrency: 11 }, want: { parameter: 'reconcileProvisionedConcurrency', problem: "must be at most reconcileReservedConcurrency (10): Lambda refuses provisioned concurrency above a function's reserved concurrency, got 11" } },
+    { name: 'provisioned concurrency not a count', change: { reconcileProvisionedConcurrency: -1 }, want: { parameter: 'reconcileProvisionedConcurrency', problem: 'must be an integer between 0 and 1000, got "-1"' } },
+    { name: 'reconcile reserved concurrency of none', change: { reconcileReservedConcurrency: 0 }, want: { parameter: 'reconcileReservedConcurrency', problem: 'must be an integer between 1 and 1000, got "0"' } },
     { name: 'forwarder timeout below window + 15', change: { forwarderTimeoutSeconds: 880 }, want: { parameter: 'forwarderTimeoutSeconds', problem: 'must be at least watchWindowSeconds + 15 (900), got 880' } },
     { name: 'rota overlap shorter than two schedule intervals + a start', change: { forwarderSchedule: 'rate(2 minutes)' }, want: { parameter: 'watchOverlapSeconds', problem: 'must be at least 2 x the forwarderSchedule interval + 30 (270 for rate(2 minutes)), got 150' } },
     { name: 'rota window too short to count across two runs', change: { watchWindowSeconds: 200, forwarderTimeoutSeconds: 215 }, want: { parameter: 'watchWindowSeconds', problem: 'must be at least watchOverlapSeconds + 2 x the forwarderSchedule interval (270), got 200' } },
@@ -86,6 +89,14 @@ describe('Function: checkDeployParameters()', () => {
     // Assess
     expect(problems).toContainEqual(want);
     expect(parameters(problems).filter((p) => p === want.parameter)).toHaveLength(1);
+  });
+
+  it('accepts provisioned concurrency from 0 (off, the default) up to the reserved concurrency', () => {
+    expect(defaults['reconcileProvisionedConcurrency']).toBe(0);
+    for (const provisioned of [0, 1, 10]) expect(checkDeployParameters({ ...worked('ssm'), reconcileReservedConcurrency: 10, reconcileProvisionedConcurrency: provisioned }), String(provisioned)).toEqual([]);
+    // --param gives strings
+    expect(checkDeployParameters({ ...worked('ssm'), reconcileReservedConcurrency: '4', reconcileProvisionedConcurrency: '4' })).toEqual([]);
+    expect(parameters(checkDeployParameters({ ...worked('ssm'), reconcileReservedConcurrency: '4', reconcileProvisionedConcurrency: '5' }))).toEqual(['reconcileProvisionedConcurrency']);
   });
 
   it('checks the EKS values with the functions own loader once all are present', () => {
@@ -153,7 +164,7 @@ describe('serverless.yml and the check agree', () => {
   });
 
   it('passes every parameter the check reads through custom.deployParameters, each with a default', () => {
-    const read = new Set([...Object.values(PARAMETER_OF_VARIABLE), 'createVpcEndpoints', 'vpcSubnetIds', 'vpcSecurityGroupIds', 'vpcId', 'vpcCidr', 'forwarderSchedule', 'forwarderTimeoutSeconds', 'queueVisibilityTimeoutSeconds', 'reconcileTimeoutSeconds', 'reconcileBatchSize', 'maxReceiveCount', 'managementKubeconfigKmsKeyArn', 'createEksAccessEntries', 'forwarderEnabled']);
+    const read = new Set([...Object.values(PARAMETER_OF_VARIABLE), 'createVpcEndpoints', 'vpcSubnetIds', 'vpcSecurityGroupIds', 'vpcId', 'vpcCidr', 'forwarderSchedule', 'forwarderTimeoutSeconds', 'queueVisibilityTimeoutSeconds', 'reconcileTimeoutSeconds', 'reconcileBatchSize', 'maxReceiveCount', 'managementKubeconfigKmsKeyArn', 'createEksAccessEntries', 'forwarderEnabled', 'reconcileReservedConcurrency', 'reconcileProvisionedConcurrency']);
     for (const name of read) {
       expect(fromParam(sls.custom.deployParameters[name]), name).toBe(name);
       expect(defaults, name).toHaveProperty(name);
