@@ -1,8 +1,8 @@
 /**
  * Reads what the Lambda runner needs from the PACKAGED service (`npx serverless package`): the generated
  * `.serverless/cloudformation-template-update-stack.json`, the zips beside it and the region of `serverless-state.json`.
- * Every setting the runner applies comes from here (handler, runtime, timeout, memory, reserved concurrency,
- * environment, schedule, event source mapping, queues): there is no second copy of them in the runner.
+ * Every setting the runner applies comes from here (handler, runtime, timeout, memory, reserved and provisioned
+ * concurrency, environment, schedule, event source mapping, queues): there is no second copy of them in the runner.
  *
  * Intrinsics are resolved the way CloudFormation would for this stack, with the local resources standing in for the
  * deployed ones: `Ref` / `Fn::GetAtt` of a queue give its local URL / ARN (see {@link Resolver}), pseudo parameters
@@ -35,6 +35,31 @@ export interface TemplateSqsEventSource {
   /** `ScalingConfig.MaximumConcurrency`, when set. */
   readonly maximumConcurrency?: number | undefined;
   readonly enabled: boolean;
+  /** The alias (or version number) the mapping invokes; undefined: the unqualified function (`$LATEST`). */
+  readonly qualifier?: string | undefined;
+}
+
+/** An `AWS::Lambda::Version` of the function. */
+export interface TemplateVersion {
+  readonly logicalId: string;
+  /**
+   * The version number the stack publishes: `1`, `2`, ... in template order (a new stack publishes each version
+   * resource once; the runner always plays a new stack).
+   */
+  readonly version: string;
+  /** Its own `ProvisionedConcurrencyConfig.ProvisionedConcurrentExecutions` (0 when none). */
+  readonly provisionedConcurrency: number;
+}
+
+/** An `AWS::Lambda::Alias` of the function. */
+export interface TemplateAlias {
+  readonly logicalId: string;
+  /** `Name`: the qualifier that invokes it (osls names its provisioned-concurrency alias `provisioned`). */
+  readonly name: string;
+  /** The version it points at (`FunctionVersion`: a version resource's `Version`, or a literal). */
+  readonly version: string;
+  /** `ProvisionedConcurrencyConfig.ProvisionedConcurrentExecutions` (0 when none). */
+  readonly provisionedConcurrency: number;
 }
 
 /** An `AWS::Events::Rule` with a `rate(...)` schedule targeting the function. */
@@ -58,6 +83,14 @@ export interface TemplateFunction {
   readonly timeoutSeconds: number;
   readonly memoryMiB: number;
   readonly reservedConcurrency?: number | undefined;
+  /** Its published versions and aliases (osls adds one of each when `provisionedConcurrency` is set). */
+  readonly versions: readonly TemplateVersion[];
+  readonly aliases: readonly TemplateAlias[];
+  /**
+   * Execution environments kept initialized, per version: the provisioned concurrency of each alias and version (an
+   * alias's applies to the version it points at). Empty when the function has none.
+   */
+  readonly provisionedConcurrency: ReadonlyMap<string, number>;
   /** Environment variables, still with their intrinsics (resolve with {@link Resolver.value}). */
   readonly environment: Readonly<Record<string, Json>>;
   /** Logical id of the execution role. */
@@ -113,7 +146,40 @@ export function readPackagedTemplate(serviceDir: string): PackagedTemplate {
   const functions = new Map<string, TemplateFunction>();
   for (const [id, r] of of('AWS::Lambda::Function')) {
     const p = r.Properties ?? {};
-    const targets = (arn: Json): boolean => arn?.['Fn::GetAtt']?.[0] === id || arn?.Ref === id;
+    const created = ([, res]: [string, Json]): boolean => res.Condition === undefined || evaluateCondition(template, res.Condition);
+    const versions = of('AWS::Lambda::Version')
+      .filter((v) => created(v) && v[1].Properties?.FunctionName?.Ref === id)
+      .map(([vId, v], i): TemplateVersion => ({ logicalId: vId, version: String(i + 1), provisionedConcurrency: provisionedOf(v.Properties) }));
+    const aliases = of('AWS::Lambda::Alias')
+      .filter((a) => created(a) && a[1].Properties?.FunctionName?.Ref === id)
+      .map(([aId, a]): TemplateAlias => {
+        const target = a.Properties.FunctionVersion as Json;
+        const versionId = target?.['Fn::GetAtt']?.[0] as string | undefined;
+        const version = versionId === undefined ? String(target) : versions.find((v) => v.logicalId === versionId)?.version;
+        if (version === undefined) throw new Error(`Alias ${aId} points at ${versionId}, which is no version of ${id}`);
+        return { logicalId: aId, name: String(a.Properties.Name), version, provisionedConcurrency: provisionedOf(a.Properties) };
+      });
+    const provisionedConcurrency = new Map<string, number>();
+    for (const x of [...versions, ...aliases].filter((v) => v.provisionedConcurrency > 0)) {
+      if (x.version === '$LATEST') throw new Error(`${x.logicalId}: Lambda has no provisioned concurrency on $LATEST`);
+      provisionedConcurrency.set(x.version, (provisionedConcurrency.get(x.version) ?? 0) + x.provisionedConcurrency);
+    }
+    /**
+     * The qualifier an ARN of this function invokes (undefined: unqualified), or null when it names something else:
+     * `Fn::GetAtt [fn, Arn]` / `Ref fn`, `Fn::Join [':', [<fn ARN>, <qualifier>]]` (how osls targets its alias), or
+     * `Ref` of one of its aliases or versions (their ARN).
+     */
+    const qualifierOf = (arn: Json): string | undefined | null => {
+      if (arn?.['Fn::GetAtt']?.[0] === id || arn?.Ref === id) return undefined;
+      const join = arn?.['Fn::Join'] as Json;
+      if (join?.[0] === ':' && Array.isArray(join[1]) && join[1].length === 2 && typeof join[1][1] === 'string' && qualifierOf(join[1][0]) === undefined) return String(join[1][1]);
+      const alias = aliases.find((a) => a.logicalId === arn?.Ref);
+      if (alias) return alias.name;
+      const version = versions.find((v) => v.logicalId === arn?.Ref);
+      if (version) return version.version;
+      return null;
+    };
+    const targets = (arn: Json): boolean => qualifierOf(arn) !== null;
     const schedules = of('AWS::Events::Rule')
       .filter(([, rule]) => (rule.Properties?.Targets ?? []).some((t: Json) => targets(t.Arn)) && typeof rule.Properties?.ScheduleExpression === 'string')
       .map(([ruleId, rule]) => ({
@@ -137,6 +203,7 @@ export function readPackagedTemplate(serviceDir: string): PackagedTemplate {
             reportBatchItemFailures: ((mp.FunctionResponseTypes ?? []) as string[]).includes('ReportBatchItemFailures'),
             maximumConcurrency: max === undefined ? undefined : Number(max),
             enabled: mp.Enabled !== false,
+            qualifier: qualifierOf(mp.FunctionName) ?? undefined,
           },
         ];
       });
@@ -153,6 +220,9 @@ export function readPackagedTemplate(serviceDir: string): PackagedTemplate {
       timeoutSeconds: Number(p.Timeout ?? 3),
       memoryMiB: Number(p.MemorySize ?? 128),
       reservedConcurrency: p.ReservedConcurrentExecutions === undefined ? undefined : Number(p.ReservedConcurrentExecutions),
+      versions,
+      aliases,
+      provisionedConcurrency,
       environment: (p.Environment?.Variables ?? {}) as Record<string, Json>,
       roleLogicalId: String(p.Role?.['Fn::GetAtt']?.[0] ?? ''),
       zipPath: join(dir, `${key}.zip`),
@@ -164,6 +234,12 @@ export function readPackagedTemplate(serviceDir: string): PackagedTemplate {
     });
   }
   return { serviceDir, templatePath, template, region, functions, queues, roleNames };
+}
+
+/** `ProvisionedConcurrencyConfig.ProvisionedConcurrentExecutions` of an alias's or version's properties, 0 when none. */
+function provisionedOf(properties: Json): number {
+  const n = properties?.ProvisionedConcurrencyConfig?.ProvisionedConcurrentExecutions;
+  return n === undefined ? 0 : Number(n);
 }
 
 /** The zip's name: the last path segment of `Code.S3Key` without `.zip` (serverless names it after the function key). */

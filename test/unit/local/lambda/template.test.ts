@@ -45,6 +45,10 @@ describe('readPackagedTemplate', () => {
     expect(fn).toMatchObject({ functionName: 's-fn', handler: 'functions/fn/handler.handler', runtime: 'nodejs22.x', timeoutSeconds: 20, memoryMiB: 256, reservedConcurrency: 3, roleLogicalId: 'Role', zipPath: join(dir, '.serverless', 'fn.zip') });
     expect(fn?.schedules).toEqual([{ logicalId: 'Rule', expression: 'rate(2 minutes)', periodMs: 120_000, enabled: true }]);
     expect(fn?.sqsEventSources).toEqual([{ logicalId: 'Mapping', queueLogicalId: 'Queue', batchSize: 7, reportBatchItemFailures: true, maximumConcurrency: 2, enabled: true }]);
+    expect(fn?.sqsEventSources[0]?.qualifier).toBeUndefined();
+    expect(fn?.versions).toEqual([]);
+    expect(fn?.aliases).toEqual([]);
+    expect(fn?.provisionedConcurrency.size).toBe(0);
     expect(fn?.asyncConfig).toEqual({ maximumEventAgeSeconds: 60, maximumRetryAttempts: 0 });
     expect(t.queues.get('Queue')).toMatchObject({ queueName: 's.fifo', fifo: true, visibilityTimeoutSeconds: 30, redrive: { deadLetterLogicalId: 'Dlq', maxReceiveCount: 5 } });
     expect(t.roleNames.get('Role')).toBe('s-role');
@@ -65,5 +69,49 @@ describe('readPackagedTemplate', () => {
     expect(ratePeriodMs('rate(3 hours)')).toBe(10_800_000);
     expect(() => ratePeriodMs('cron(0 * * * ? *)')).toThrow('Only rate(...) schedules are supported by the runner, got "cron(0 * * * ? *)"');
     expect(() => ratePeriodMs('rate(0 minutes)')).toThrow('positive');
+  });
+});
+
+/** What osls writes for `provisionedConcurrency: 3` (serverless.yml's reconcileProvisionedConcurrency), trimmed. */
+describe('readPackagedTemplate: provisioned concurrency', () => {
+  const pcDir = mkdtempSync(join(tmpdir(), 'lambda-template-pc-test-'));
+  mkdirSync(join(pcDir, '.serverless'));
+  const fnArn = { 'Fn::GetAtt': ['RecLambdaFunction', 'Arn'] };
+  const pcTemplate = {
+    Conditions: { Never: { 'Fn::Equals': ['a', 'b'] } },
+    Resources: {
+      Queue: { Type: 'AWS::SQS::Queue', Properties: { QueueName: 's.fifo', FifoQueue: true } },
+      Other: { Type: 'AWS::SQS::Queue', Properties: { QueueName: 'o.fifo', FifoQueue: true } },
+      RecLambdaFunction: { Type: 'AWS::Lambda::Function', Properties: { Code: { S3Bucket: 'b', S3Key: 'serverless/s/dev/1/rec.zip' }, Handler: 'h.handler', Runtime: 'nodejs22.x', FunctionName: 's-rec', ReservedConcurrentExecutions: 5 } },
+      RecLambdaVersionAbc: { Type: 'AWS::Lambda::Version', Properties: { FunctionName: { Ref: 'RecLambdaFunction' }, CodeSha256: 'x' } },
+      RecProvConcLambdaAlias: {
+        Type: 'AWS::Lambda::Alias',
+        Properties: { FunctionName: { Ref: 'RecLambdaFunction' }, FunctionVersion: { 'Fn::GetAtt': ['RecLambdaVersionAbc', 'Version'] }, Name: 'provisioned', ProvisionedConcurrencyConfig: { ProvisionedConcurrentExecutions: 3 } },
+        DependsOn: 'RecLambdaFunction',
+      },
+      // A conditional alias whose condition is false is not created.
+      NeverAlias: { Type: 'AWS::Lambda::Alias', Condition: 'Never', Properties: { FunctionName: { Ref: 'RecLambdaFunction' }, FunctionVersion: { 'Fn::GetAtt': ['RecLambdaVersionAbc', 'Version'] }, Name: 'never', ProvisionedConcurrencyConfig: { ProvisionedConcurrentExecutions: 50 } } },
+      // osls points the mapping at the alias with Fn::Join; a Ref of the alias (its ARN) is the same target.
+      Mapping: { Type: 'AWS::Lambda::EventSourceMapping', DependsOn: ['RecProvConcLambdaAlias'], Properties: { BatchSize: 10, EventSourceArn: { 'Fn::GetAtt': ['Queue', 'Arn'] }, FunctionName: { 'Fn::Join': [':', [fnArn, 'provisioned']] } } },
+      ByRef: { Type: 'AWS::Lambda::EventSourceMapping', Properties: { BatchSize: 1, EventSourceArn: { 'Fn::GetAtt': ['Other', 'Arn'] }, FunctionName: { Ref: 'RecProvConcLambdaAlias' } } },
+    },
+  };
+  writeFileSync(join(pcDir, '.serverless', 'cloudformation-template-update-stack.json'), JSON.stringify(pcTemplate));
+  writeFileSync(join(pcDir, '.serverless', 'serverless-state.json'), JSON.stringify({ service: { provider: { region: 'eu-west-1' } } }));
+  afterAll(() => rmSync(pcDir, { recursive: true, force: true }));
+
+  it("reads the alias's provisioned concurrency as the concurrency of the version it points at", () => {
+    const fn = readPackagedTemplate(pcDir).functions.get('rec');
+    expect(fn?.versions).toEqual([{ logicalId: 'RecLambdaVersionAbc', version: '1', provisionedConcurrency: 0 }]);
+    expect(fn?.aliases).toEqual([{ logicalId: 'RecProvConcLambdaAlias', name: 'provisioned', version: '1', provisionedConcurrency: 3 }]);
+    expect([...(fn?.provisionedConcurrency ?? [])]).toEqual([['1', 3]]);
+  });
+
+  it('resolves a mapping that targets the alias to the function, with the alias as qualifier', () => {
+    const fn = readPackagedTemplate(pcDir).functions.get('rec');
+    expect(fn?.sqsEventSources.map((m) => [m.logicalId, m.queueLogicalId, m.qualifier])).toEqual([
+      ['Mapping', 'Queue', 'provisioned'],
+      ['ByRef', 'Other', 'provisioned'],
+    ]);
   });
 });
