@@ -4,7 +4,9 @@
  * - fauxqs with the template's queues (names, FIFO, visibility timeout, redrive policy, ...), behind a recording proxy
  *   per caller;
  * - an SSM endpoint (GetParameter with decryption) for the management kubeconfig;
- * - per function, a pool of containers (container.ts) within its reserved concurrency, reused while warm;
+ * - per function, a pool of containers (container.ts) within its reserved concurrency, reused while warm; a function
+ *   with provisioned concurrency (an alias's or version's ProvisionedConcurrencyConfig) gets that many containers of
+ *   the version initialized at start, before any trigger, kept warm and replaced when one dies;
  * - the triggers the template declares: each `rate(...)` schedule (one asynchronous invocation per period, at a random
  *   point within it, as EventBridge does; a throttled event is retried until MaximumEventAgeInSeconds, a failed one
  *   MaximumRetryAttempts times) and each SQS event source mapping (batch size, ReportBatchItemFailures,
@@ -16,7 +18,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { appendFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { createRequire } from 'node:module';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { CreateQueueCommand, GetQueueAttributesCommand, SQSClient } from '@aws-sdk/client-sqs';
@@ -33,6 +35,8 @@ export const DEFAULT_ACCOUNT_ID = '111122223333';
 const DUMMY_CREDENTIALS = { AWS_ACCESS_KEY_ID: 'ASIALOCALRUNNER00000', AWS_SECRET_ACCESS_KEY: 'local-runner-secret', AWS_SESSION_TOKEN: 'local-runner-session' };
 /** How long an idle warm container is kept before it is reclaimed (Lambda: minutes, unspecified). */
 const DEFAULT_IDLE_MS = 10 * 60_000;
+/** A provisioned container that could not be replaced (its init failed) is tried again after this long. */
+const PROVISION_RETRY_MS = 5_000;
 /** Long-poll wait of the event source mapping's receives (Lambda uses 20 s; shorter so that stopping is prompt). */
 const ESM_WAIT_SECONDS = 2;
 
@@ -48,6 +52,10 @@ export interface InvocationRecord {
   /** This invocation started a new container (init included in `initMs`). */
   readonly coldStart: boolean;
   readonly initMs: number;
+  /** The function version that ran: `$LATEST`, or the version an alias points at (`1`). */
+  readonly version: string;
+  /** It ran in a provisioned container (initialized at start, never a cold start). */
+  readonly provisioned: boolean;
   readonly startedAt: number;
   readonly durationMs: number;
   readonly result: InvokeResult;
@@ -62,7 +70,10 @@ export interface FunctionStats {
   readonly throttles: number;
   /** Asynchronous events dropped (too old, or out of retries). */
   readonly droppedEvents: number;
-  /** Sum of invocation durations (Lambda bills each rounded up to 1 ms) and of init phases. */
+  /**
+   * Sum of invocation durations (Lambda bills each rounded up to 1 ms) and of the cold starts' init phases. The
+   * provisioned containers' inits are not in it (`provisionedStats().initMs`).
+   */
   readonly billedMs: number;
   readonly gbSeconds: number;
   /** Bytes the function wrote to its log (CloudWatch Logs ingestion). */
@@ -70,6 +81,20 @@ export interface FunctionStats {
   /** Highest peak resident set of any of its containers, MiB. */
   readonly peakRssMiB: number;
   readonly memoryMiB: number;
+}
+
+/** The provisioned containers of a function (all zero without provisioned concurrency). */
+export interface ProvisionedStats {
+  /** Provisioned concurrency of the template (all versions together). */
+  readonly provisionedConcurrency: number;
+  /** Provisioned containers alive now. */
+  readonly containers: number;
+  /** Provisioned containers initialized (at start, and each replacement of one that died): not cold starts. */
+  readonly inits: number;
+  /** Their init phases, ms: on AWS covered by the provisioned-concurrency charge, not in `billedMs`. */
+  readonly initMs: number;
+  /** Invocations that ran in a provisioned container (AWS/Lambda `ProvisionedConcurrencyInvocations`). */
+  readonly invocations: number;
 }
 
 export class ThrottledError extends Error {
@@ -91,10 +116,19 @@ export class FunctionPool {
   readonly #idle: Container[] = [];
   readonly #busy = new Set<Container>();
   readonly #all: Container[] = [];
+  /** Version and kind of each container (`$LATEST` and on-demand unless the template has versions). */
+  readonly #kind = new Map<Container, { readonly version: string; readonly provisioned: boolean }>();
+  /** Provisioned containers being initialized, per version. */
+  readonly #provisioning = new Map<string, number>();
+  readonly #provisionRuns = new Set<Promise<void>>();
+  readonly #retryTimers = new Set<NodeJS.Timeout>();
   #starting = 0;
   #seq = 0;
   #stopped = false;
+  /** No more replacements of provisioned containers (the runner is stopping). */
+  #retired = false;
   #stats = { invocations: 0, coldStarts: 0, errors: 0, timeouts: 0, throttles: 0, droppedEvents: 0, billedMs: 0, logBytes: 0 };
+  #provisionedStats = { inits: 0, initMs: 0, invocations: 0 };
   readonly records: InvocationRecord[] = [];
   /** CloudWatch metrics the function's EMF lines define: `<namespace> <metric> <dimension=value,...>`. */
   readonly #metrics = new Set<string>();
@@ -129,9 +163,49 @@ export class FunctionPool {
     return [...this.#busy];
   }
 
+  /** Provisioned containers alive now (initialized at start or as replacements; warm, frozen or running). */
+  provisionedContainers(): readonly Container[] {
+    return this.containers().filter((c) => this.#kind.get(c)?.provisioned === true);
+  }
+
+  /** Provisioned concurrency of all versions together (0: none). */
+  get provisionedConcurrency(): number {
+    return [...this.fn.provisionedConcurrency.values()].reduce((a, b) => a + b, 0);
+  }
+
   stats(): FunctionStats {
     const peak = Math.max(0, ...this.#all.map((c) => c.peakRssMiB));
     return { ...this.#stats, gbSeconds: (this.#stats.billedMs / 1000) * (this.fn.memoryMiB / 1024), peakRssMiB: Math.round(peak * 10) / 10, memoryMiB: this.fn.memoryMiB };
+  }
+
+  provisionedStats(): ProvisionedStats {
+    return { ...this.#provisionedStats, provisionedConcurrency: this.provisionedConcurrency, containers: this.provisionedContainers().length };
+  }
+
+  /**
+   * The version a qualifier invokes: none or `$LATEST` → `$LATEST`, an alias's name → its version, a version number of
+   * the template → itself. Anything else is refused, as Lambda answers ResourceNotFoundException.
+   */
+  versionOf(qualifier: string | undefined): string {
+    if (qualifier === undefined || qualifier === '$LATEST') return '$LATEST';
+    const alias = this.fn.aliases.find((a) => a.name === qualifier);
+    if (alias) return alias.version;
+    if (this.fn.versions.some((v) => v.version === qualifier)) return qualifier;
+    throw new Error(`Function not found: ${this.fn.functionName}:${qualifier} (no such alias or version in the template)`);
+  }
+
+  /**
+   * Initializes the provisioned containers the template asks for (all versions), a few at a time: resolves once all
+   * are ready. Throws when one's init fails (on AWS the allocation fails and so does the deployment).
+   */
+  async provision(): Promise<void> {
+    const versions = [...this.fn.provisionedConcurrency].flatMap(([version, n]) => Array.from({ length: n }, () => version));
+    const width = Math.max(1, availableParallelism());
+    for (let i = 0; i < versions.length; i += width) {
+      const results = await Promise.allSettled(versions.slice(i, i + width).map((v) => this.#startProvisioned(v)));
+      const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+      if (failed) throw failed.reason;
+    }
   }
 
   countThrottle(): void {
@@ -141,23 +215,31 @@ export class FunctionPool {
     this.#stats.droppedEvents += 1;
   }
 
-  /** Runs one invocation in a warm container, or a new one; throws ThrottledError at the reserved concurrency. */
-  async invoke(event: unknown, trigger: Trigger): Promise<InvocationRecord> {
+  /**
+   * Runs one invocation of the qualifier's version (unqualified: `$LATEST`) in a warm container of that version (an
+   * idle provisioned one first, as Lambda routes to provisioned concurrency before on-demand), or a new one (a cold
+   * start); throws ThrottledError at the reserved concurrency, of which the provisioned containers hold their share
+   * whether busy or not.
+   */
+  async invoke(event: unknown, trigger: Trigger, qualifier?: string): Promise<InvocationRecord> {
     if (this.#stopped) throw new Error(`${this.fn.functionName}: the runner is stopped`);
+    const version = this.versionOf(qualifier);
     this.#reap();
-    let container = this.#idle.pop();
+    let container = this.#takeIdle(version);
     let cold = false;
     if (!container) {
-      if (this.#busy.size + this.#starting >= this.limit) throw new ThrottledError(this.fn.functionName, this.limit);
+      const onDemandBusy = [...this.#busy].filter((c) => this.#kind.get(c)?.provisioned !== true).length;
+      if (onDemandBusy + this.#starting + this.provisionedConcurrency >= this.limit) throw new ThrottledError(this.fn.functionName, this.limit);
       this.#starting += 1;
       try {
-        container = await this.#newContainer();
+        container = await this.#newContainer(version, false);
       } finally {
         this.#starting -= 1;
       }
       cold = true;
       this.#stats.coldStarts += 1;
     }
+    const provisioned = this.#kind.get(container)?.provisioned === true;
     this.#busy.add(container);
     const requestId = randomUUID();
     const startedAt = Date.now();
@@ -171,8 +253,9 @@ export class FunctionPool {
       if (container.alive && !this.#stopped) this.#idle.push(container);
     }
     const durationMs = Date.now() - startedAt;
-    const record: InvocationRecord = { functionKey: this.fn.key, requestId, trigger, containerId: container.id, coldStart: cold, initMs: cold ? container.initMs : 0, startedAt, durationMs, result };
+    const record: InvocationRecord = { functionKey: this.fn.key, requestId, trigger, containerId: container.id, coldStart: cold, initMs: cold ? container.initMs : 0, version, provisioned, startedAt, durationMs, result };
     this.#stats.invocations += 1;
+    if (provisioned) this.#provisionedStats.invocations += 1;
     this.#stats.billedMs += Math.ceil(durationMs) + Math.ceil(record.initMs);
     if (!result.ok) this.#stats.errors += 1;
     if (!result.ok && result.errorType === 'Sandbox.Timedout') this.#stats.timeouts += 1;
@@ -186,26 +269,101 @@ export class FunctionPool {
     return new Promise((resolve) => this.#dispatchWaiters.push(resolve));
   }
 
-  /** Kills every container of the function (a deployment, or an outage of the host), running or frozen. */
+  /**
+   * Kills every container of the function (a deployment, or an outage of the host), running or frozen. Provisioned
+   * ones are replaced, as Lambda keeps the configured number initialized.
+   */
   killAll(): void {
     for (const c of this.#all) c.kill();
   }
 
+  /** Stops replacing provisioned containers that die (the runner is stopping). */
+  retire(): void {
+    this.#retired = true;
+    for (const t of this.#retryTimers) clearTimeout(t);
+    this.#retryTimers.clear();
+  }
+
   async stop(): Promise<void> {
+    this.retire();
     this.#stopped = true;
+    await Promise.allSettled([...this.#provisionRuns]);
     for (const c of this.#all) c.kill();
     await Promise.all(this.#all.map((c) => c.exited));
   }
 
-  async #newContainer(): Promise<Container> {
+  /** An idle container of the version: a provisioned one first, else the most recently used. */
+  #takeIdle(version: string): Container | undefined {
+    const take = (wanted: (k: { version: string; provisioned: boolean } | undefined) => boolean): Container | undefined => {
+      for (let i = this.#idle.length - 1; i >= 0; i--) {
+        const c = this.#idle[i];
+        if (c && wanted(this.#kind.get(c))) return this.#idle.splice(i, 1)[0];
+      }
+      return undefined;
+    };
+    return take((k) => k?.provisioned === true && k.version === version) ?? take((k) => k?.version === version);
+  }
+
+  /** Starts one provisioned container of the version and puts it among the idle ones; replaced when it dies. */
+  #startProvisioned(version: string): Promise<void> {
+    this.#provisioning.set(version, (this.#provisioning.get(version) ?? 0) + 1);
+    const run = (async (): Promise<void> => {
+      try {
+        const c = await this.#newContainer(version, true);
+        this.#provisionedStats.inits += 1;
+        this.#provisionedStats.initMs += c.initMs;
+        if (this.#stopped) {
+          c.kill();
+          return;
+        }
+        this.#idle.push(c);
+        void c.exited.then(() => this.#replenish(version));
+      } finally {
+        this.#provisioning.set(version, (this.#provisioning.get(version) ?? 1) - 1);
+      }
+    })();
+    this.#provisionRuns.add(run);
+    void run.then(
+      () => this.#provisionRuns.delete(run),
+      () => this.#provisionRuns.delete(run),
+    );
+    return run;
+  }
+
+  /** Brings the version's provisioned containers back to the configured number (one died), retrying a failed init. */
+  #replenish(version: string): void {
+    if (this.#retired || this.#stopped) return;
+    const alive = this.provisionedContainers().filter((c) => this.#kind.get(c)?.version === version).length;
+    const missing = (this.fn.provisionedConcurrency.get(version) ?? 0) - alive - (this.#provisioning.get(version) ?? 0);
+    for (let i = 0; i < missing; i++) {
+      this.#startProvisioned(version).catch(() => {
+        if (this.#retired || this.#stopped) return;
+        const t = setTimeout(() => {
+          this.#retryTimers.delete(t);
+          this.#replenish(version);
+        }, PROVISION_RETRY_MS);
+        this.#retryTimers.add(t);
+      });
+    }
+  }
+
+  async #newContainer(version: string, provisioned: boolean): Promise<Container> {
     const id = `${this.fn.key}-${++this.#seq}`;
     const day = new Date().toISOString().slice(0, 10).replaceAll('-', '/');
-    const stream = `${day}/[$LATEST]${randomBytes(16).toString('hex')}`;
+    const stream = `${day}/[${version}]${randomBytes(16).toString('hex')}`;
     this.#onLogStream(stream);
+    const env: Record<string, string> = { ...this.#env, AWS_LAMBDA_LOG_STREAM_NAME: stream };
+    if (version !== '$LATEST') {
+      // The ARN it is invoked by: qualified with the version's alias (its number when it has none).
+      const qualifier = this.fn.aliases.find((a) => a.version === version)?.name ?? version;
+      env['AWS_LAMBDA_FUNCTION_VERSION'] = version;
+      if (env['LOCAL_LAMBDA_FUNCTION_ARN'] !== undefined) env['LOCAL_LAMBDA_FUNCTION_ARN'] = `${env['LOCAL_LAMBDA_FUNCTION_ARN']}:${qualifier}`;
+    }
+    if (provisioned) env['AWS_LAMBDA_INITIALIZATION_TYPE'] = 'provisioned-concurrency';
     const container = await Container.start({
       id,
       taskRoot: this.#taskRoot,
-      env: { ...this.#env, AWS_LAMBDA_LOG_STREAM_NAME: stream },
+      env,
       memoryMiB: this.fn.memoryMiB,
       onOutput: (line) => {
         this.#stats.logBytes += Buffer.byteLength(line) + 1;
@@ -214,6 +372,7 @@ export class FunctionPool {
       },
     });
     this.#all.push(container);
+    this.#kind.set(container, { version, provisioned });
     return container;
   }
 
@@ -236,12 +395,13 @@ export class FunctionPool {
     }
   }
 
-  /** Reclaims containers idle for longer than the idle time. */
+  /** Reclaims on-demand containers idle for longer than the idle time (and drops dead ones from the idle list). */
   #reap(): void {
     const now = Date.now();
     for (let i = this.#idle.length - 1; i >= 0; i--) {
       const c = this.#idle[i];
-      if (c && (!c.alive || now - c.lastUsedAt > this.#idleMs)) {
+      // Provisioned containers stay initialized however long they idle.
+      if (c && (!c.alive || (this.#kind.get(c)?.provisioned !== true && now - c.lastUsedAt > this.#idleMs))) {
         c.kill('reclaimed while idle');
         this.#idle.splice(i, 1);
       }
@@ -359,13 +519,16 @@ export class LambdaRunner {
       client.destroy();
       await app.close();
     };
+    let runner: LambdaRunner | undefined;
     try {
       const queues = await createQueues(client, template, accountId);
-      const runner = new LambdaRunner({ template, accountId, workDir, ownsWorkDir, callLog, ssm, sqs: { endpoint, client }, queues, endpoints, stopFauxqs, random: o.random ?? Math.random });
+      runner = new LambdaRunner({ template, accountId, workDir, ownsWorkDir, callLog, ssm, sqs: { endpoint, client }, queues, endpoints, stopFauxqs, random: o.random ?? Math.random });
       await runner.#startFunctions(o);
       if (o.startTriggers ?? true) runner.startTriggers();
       return runner;
     } catch (error) {
+      // Containers already started (a provisioned one whose sibling's init failed) go with the runner.
+      if (runner) await Promise.all([...runner.#pools.values()].map((p) => p.stop()));
       for (const e of endpoints) await e.stop();
       await stopFauxqs();
       throw error;
@@ -391,9 +554,12 @@ export class LambdaRunner {
     return Object.fromEntries(this.#eventSources.map((e) => [e.fnKey, e.source.counters]));
   }
 
-  /** A synchronous (RequestResponse) invocation, as `aws lambda invoke` makes it. */
-  invoke(key: string, event: unknown): Promise<InvocationRecord> {
-    return this.fn(key).invoke(event, 'direct');
+  /**
+   * A synchronous (RequestResponse) invocation, as `aws lambda invoke [--qualifier <alias|version>]` makes it.
+   * Unqualified it runs `$LATEST`, which never uses the provisioned containers (those run the alias's version).
+   */
+  invoke(key: string, event: unknown, qualifier?: string): Promise<InvocationRecord> {
+    return this.fn(key).invoke(event, 'direct', qualifier);
   }
 
   /**
@@ -438,7 +604,10 @@ export class LambdaRunner {
     this.#abort.abort();
     for (const s of this.#schedules) s.stop();
     this.#schedules = [];
-    for (const pool of this.#pools.values()) pool.killAll();
+    for (const pool of this.#pools.values()) {
+      pool.retire();
+      pool.killAll();
+    }
     await Promise.all(this.#eventSources.map((e) => e.source.stop()));
     await Promise.all([...this.#asyncRuns]);
     await Promise.all([...this.#pools.values()].map((p) => p.stop()));
@@ -554,7 +723,8 @@ export class LambdaRunner {
           functionTimeoutSeconds: fn.timeoutSeconds,
           waitTimeSeconds: ESM_WAIT_SECONDS,
           handler: async (event) => {
-            const r = await pool.invoke(event, 'sqs');
+            // The mapping's FunctionName: the function ($LATEST), or its alias (osls's `provisioned`) or a version.
+            const r = await pool.invoke(event, 'sqs', mapping.qualifier);
             if (!r.result.ok) throw new Error(`${r.result.errorType}: ${r.result.errorMessage}`);
             // Without ReportBatchItemFailures Lambda ignores the response: a success deletes the whole batch.
             return mapping.reportBatchItemFailures ? (r.result.value as never) : undefined;
@@ -562,6 +732,8 @@ export class LambdaRunner {
         });
         this.#eventSources.push({ fnKey: fn.key, source });
       }
+      // Provisioned concurrency: its containers are initialized before any trigger starts (startTriggers comes after).
+      await pool.provision();
     }
   }
 
