@@ -1,9 +1,11 @@
 /**
  * `npm run bench [-- --quick | --smoke] [--only=throughput,forwarder] [--throughput-n=1000] [--forwarder-objects=1000,5000,20000] [--fleet100-clusters=100] [--fleet100-nodes=200] [--fleet100-shards=4] [--kubeconfig=<path>] [--etcd=<url>] [--no-write] [--hostile-seconds=120]`
- * `npm run bench -- --deployed [--only=e2e-latency|fleet|side-by-side] [--deployed-seconds=1500] [--deployed-rate=2] [--deployed-defaults]`:
+ * `npm run bench -- --deployed [--only=e2e-latency|fleet|side-by-side] [--deployed-seconds=1500] [--deployed-rate=2] [--deployed-defaults] [--package-param=<name>=<value>…]`:
  * scenarios 3 and 8 through the packaged functions under local/lambda/'s runner (bench/scenarios/deployed.ts), real
  * time, and scenario 10 with the product's side in that form (bench/scenarios/side-by-side.ts, `form: 'deployed'`; its
  * figures under `<key>Deployed`, next to the local form's). `--deployed-defaults`: the rota's windows as shipped.
+ * `--package-param`: a stage parameter for `serverless package` (repeatable), e.g. `reconcileProvisionedConcurrency=10`;
+ * such a variant's figures go to bench/out/results.full.deployed.variant.partial.json only, not into results.json.
  *
  * `--only=hostile` runs the opt-in scenario of six hostile workload clusters (bench/scenarios/hostile.ts; its attack
  * lasts `--hostile-seconds`, default 120); a run without `--only` leaves it out.
@@ -39,6 +41,7 @@ const { values } = parseArgs({
     'deployed-defaults': { type: 'boolean', default: false },
     'deployed-seconds': { type: 'string' },
     'deployed-rate': { type: 'string' },
+    'package-param': { type: 'string', multiple: true },
   },
 });
 
@@ -101,15 +104,17 @@ try {
       ...(fleet100Shards !== undefined ? { fleet100Shards } : {}),
     },
     ...(values.deployed ? { deployed: values['deployed-defaults'] ? ('shipped' as const) : ('short-windows' as const) } : {}),
+    ...(values['package-param'] ? { packageParams: values['package-param'] } : {}),
   });
   const json = `${JSON.stringify(results, null, 2)}\n`;
   if (!values['no-write'] && profile !== 'smoke') {
     const partial = values.deployed || only.length > 0 || values['throughput-n'] !== undefined || values['forwarder-objects'] !== undefined || values['fleet100-clusters'] !== undefined || values['fleet100-nodes'] !== undefined || values['fleet100-shards'] !== undefined;
-    const file = profile === 'full' && !partial ? 'results.json' : `out/results.${profile}${values.deployed ? '.deployed' : ''}${partial ? '.partial' : ''}.json`;
+    const file = profile === 'full' && !partial ? 'results.json' : `out/results.${profile}${values.deployed ? '.deployed' : ''}${values['package-param'] ? '.variant' : ''}${partial ? '.partial' : ''}.json`;
     mkdirSync(new URL('./out/', import.meta.url), { recursive: true });
     writeFileSync(new URL(`./${file}`, import.meta.url), json);
     process.stderr.write(`[bench] wrote bench/${file}\n`);
-    if (profile === 'full' && partial && values['throughput-n'] === undefined && values['forwarder-objects'] === undefined) {
+    // A variant of the packaged stack (`--package-param`) is written to its own file only: results.json keeps the shipped parameters' figures.
+    if (profile === 'full' && partial && values['throughput-n'] === undefined && values['forwarder-objects'] === undefined && values['package-param'] === undefined) {
       // A scenario re-run at the full sizes (`--only=…`): its figures go into results.json, next to the others.
       const { readFileSync } = await import('node:fs');
       const { mergeResults } = await import('./lib/bench.ts');

@@ -132,6 +132,8 @@ export interface RunBenchOptions {
    * windows as serverless.yml ships them (885 s), else the shortest the deploy check accepts (270 s).
    */
   readonly deployed?: 'short-windows' | 'shipped';
+  /** Deployed form: further `serverless package` arguments (e.g. `--param=reconcileProvisionedConcurrency=10`). */
+  readonly packageParams?: readonly string[];
 }
 
 export async function runBench(o: RunBenchOptions): Promise<BenchResults> {
@@ -159,7 +161,7 @@ export async function runBench(o: RunBenchOptions): Promise<BenchResults> {
   }
 
   if (o.deployed) {
-    const args = o.deployed === 'shipped' ? PACKAGE_VARIANTS.ssm : BENCH_PACKAGE_SHORT_WINDOWS;
+    const args = [...(o.deployed === 'shipped' ? PACKAGE_VARIANTS.ssm : BENCH_PACKAGE_SHORT_WINDOWS), ...(o.packageParams ?? []).map((p) => `--param=${p}`)];
     const e2eDeployed = await step('e2e-latency', 'Scenario 3 in the deployed form: packaged functions under the Lambda runner', () => runDeployedLatency(ctx, 'e2e', args));
     if (e2eDeployed) scenarios.e2eLatencyDeployed = e2eDeployed;
     const fleetDeployed = await step('fleet', 'Scenario 8 in the deployed form: packaged functions under the Lambda runner', () => runDeployedLatency(ctx, 'fleet', args));
