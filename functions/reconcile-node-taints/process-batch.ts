@@ -92,6 +92,7 @@ function batchMachineSets(deps: BatchDeps): MachineSetReader | undefined {
 
 /** Processes one SQS batch and returns the batch item failures (never throws for a record's failure). */
 export async function processBatch(event: SQSEvent, context: Context, deps: BatchDeps): Promise<SQSBatchResponse> {
+  const batchStartedAt = deps.clock.now().getTime();
   const delayedGroups = new Map<string, number>();
   const handled = new Set<string>();
   const retryable = new Set<string>();
@@ -112,7 +113,7 @@ export async function processBatch(event: SQSEvent, context: Context, deps: Batc
     await probes.run(parsed instanceof MalformedEventError ? undefined : clusterKey(parsed.data.cluster), async () => {
       handled.add(record.messageId);
       const recordDeadline = deps.recordTimeoutMs === undefined ? deadline : Math.min(deadline, Date.now() + deps.recordTimeoutMs);
-      await bounded(recordDeadline, () => processRecord(record, parsed, recordDeps, { delayedGroups, retryDelays, retryable, timedOutClusters }));
+      await bounded(recordDeadline, () => processRecord(record, parsed, recordDeps, { delayedGroups, retryDelays, retryable, timedOutClusters, batchStartedAt }));
     });
   };
   const responses = await Promise.all(
@@ -213,15 +214,18 @@ interface Settlement {
   readonly retryDelays: Map<string, number>;
   readonly retryable: Set<string>;
   readonly timedOutClusters: Set<string>;
+  /** When the batch started (epoch ms), for the latency stages of a written change. */
+  readonly batchStartedAt: number;
 }
 
-async function processRecord(record: SQSRecord, event: TaintEvent | MalformedEventError, deps: BatchDeps, { delayedGroups, retryDelays, retryable, timedOutClusters }: Settlement): Promise<void> {
+async function processRecord(record: SQSRecord, event: TaintEvent | MalformedEventError, deps: BatchDeps, { delayedGroups, retryDelays, retryable, timedOutClusters, batchStartedAt }: Settlement): Promise<void> {
   const receiveCount = Number(record.attributes.ApproximateReceiveCount) || 1;
   if (event instanceof MalformedEventError) {
     await deadLetter(record, deps, event.reason, event);
     return;
   }
   const context = { cloudEventId: event.id, messageId: record.messageId, receiveCount };
+  const recordStartedAt = deps.clock.now().getTime();
   const cluster = clusterKey(event.data.cluster);
   try {
     if (timedOutClusters.has(cluster)) {
@@ -232,7 +236,7 @@ async function processRecord(record: SQSRecord, event: TaintEvent | MalformedEve
     const result = event.data.kind === 'ScalableResource'
       ? await reconcileAutoscalerTaints(deps, event as TaintEvent & { readonly data: typeof event.data })
       : await reconcileNodeTaints(deps, event, { parallelReads: receiveCount === 1 });
-    report(result, event, deps, context);
+    report(result, event, deps, { ...context, ...(result.outcome === ReconcileOutcome.patched ? { latencyMs: latencyStages(event, record, batchStartedAt, recordStartedAt, deps.clock.now().getTime()) } : {}) });
   } catch (error) {
     if (error instanceof CallTimeoutError || error instanceof OversizedAnswerError) timedOutClusters.add(cluster);
     if (error instanceof TaintPropagatorError && !error.retryable) {
@@ -257,6 +261,32 @@ async function processRecord(record: SQSRecord, event: TaintEvent | MalformedEve
     });
     throw error;
   }
+}
+
+/**
+ * Where a written change's time went, from the forwarder's observation to the write (ms; a stage whose timestamps the
+ * record lacks is left out): `forwarder` (observed → sent to the queue: the outbox's round and the publish), `queue`
+ * (sent → first received by the event source), `invoke` (received → this batch started: the hand-over, and a cold
+ * start), `batch` (the batch started → this record started: the records before it in its group, or its cluster's
+ * first record), `reconcile` (its reads and its write). A retried record's `queue` includes its backoff.
+ */
+export function latencyStages(event: TaintEvent, record: SQSRecord, batchStartedAt: number, recordStartedAt: number, writtenAt: number): Record<string, number> {
+  const at = (v: string | undefined): number | undefined => {
+    const n = v === undefined || v.trim() === '' ? Number.NaN : Number(v);
+    return Number.isFinite(n) ? n : undefined;
+  };
+  const observed = Date.parse(event.data.observedAt);
+  const sent = at(record.attributes.SentTimestamp);
+  const received = at(record.attributes.ApproximateFirstReceiveTimestamp);
+  const stage = (from: number | undefined, to: number | undefined): number | undefined => (from !== undefined && to !== undefined && !Number.isNaN(from) ? Math.max(0, to - from) : undefined);
+  const stages: Record<string, number | undefined> = {
+    forwarder: stage(observed, sent),
+    queue: stage(sent, received),
+    invoke: stage(received, batchStartedAt),
+    batch: stage(batchStartedAt, recordStartedAt),
+    reconcile: stage(recordStartedAt, writtenAt),
+  };
+  return Object.fromEntries(Object.entries(stages).filter((e): e is [string, number] => e[1] !== undefined));
 }
 
 async function deadLetter(record: SQSRecord, deps: BatchDeps, reason: string, error: unknown): Promise<void> {
