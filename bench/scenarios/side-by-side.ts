@@ -308,6 +308,11 @@ interface ProductSide {
   caughtUp(before: ProductCounters, now: ProductCounters, changes: number, upTo: { readonly machines: string; readonly nodes: string }): Promise<boolean>;
   /** Facts of the form worth keeping with the result (the deployed functions' invocations). */
   details(): Record<string, unknown> | undefined;
+  /**
+   * The latency stages the reconcile function logged with each Node write (`latencyMs`: forwarder, queue, invoke,
+   * batch, reconcile), the last write of each Node; undefined where the form's logs are not read (the local form).
+   */
+  writeStages?(): ReadonlyMap<string, Readonly<Record<string, number>>>;
   stop(): Promise<void>;
 }
 
@@ -416,6 +421,11 @@ class DeployedProduct implements ProductSide {
     return passed('machines', upTo.machines) && passed(this.#nodesStream, upTo.nodes);
   }
 
+  writeStages(): ReadonlyMap<string, Readonly<Record<string, number>>> {
+    this.#log.outcomes();
+    return this.#log.stages;
+  }
+
   details(): Record<string, unknown> {
     const stats = (key: string) => {
       const s = this.#runner.fn(key).stats();
@@ -431,11 +441,27 @@ class DeployedProduct implements ProductSide {
   }
 }
 
+/**
+ * p50/p99 of each latency stage the reconcile function logged for the given Nodes' writes (deployed form only): where
+ * the product's part of a joining Node's time goes, from the forwarder's observation to the write.
+ */
+function pipelineStages(stages: ReadonlyMap<string, Readonly<Record<string, number>>> | undefined, nodes: readonly string[]): Record<string, { p50Ms: number; p99Ms: number }> {
+  if (!stages) return {};
+  const out: Record<string, { p50Ms: number; p99Ms: number }> = {};
+  for (const stage of ['forwarder', 'queue', 'invoke', 'batch', 'reconcile']) {
+    const values = nodes.map((n) => stages.get(n)?.[stage]).filter((v): v is number => v !== undefined);
+    if (values.length > 0) out[`pipeline.${stage}`] = { p50Ms: round(quantile(values, 0.5), 0), p99Ms: round(quantile(values, 0.99), 0) };
+  }
+  return out;
+}
+
 /** The reconcile function's log, read on from where it was last read: `Reconciles` metric lines, by `Outcome`. */
 class ReconcileLog {
   readonly #path: string;
   #offset = 0;
   readonly #outcomes: Record<string, number> = {};
+  /** The `latencyMs` of each Node's last write (`Patched Node taints` lines), by Node. */
+  readonly stages = new Map<string, Readonly<Record<string, number>>>();
 
   constructor(path: string) {
     this.#path = path;
@@ -458,6 +484,15 @@ class ReconcileLog {
     if (end >= 0) {
       this.#offset += end + 1;
       for (const line of bytes.subarray(0, end).toString('utf8').split('\n')) {
+        if (line.includes('"Patched Node taints"') && line.includes('"latencyMs"')) {
+          try {
+            const doc = JSON.parse(line.slice(line.indexOf('] ') + 2)) as { Node?: string; latencyMs?: Record<string, number> };
+            if (doc.Node !== undefined && doc.latencyMs !== undefined) this.stages.set(doc.Node, doc.latencyMs);
+          } catch {
+            // not a log line of ours
+          }
+          continue;
+        }
         // `[<container>] <line>`: the metric lines are JSON with `_aws` (EMF).
         if (!line.includes('"_aws"') || !line.includes('"Reconciles"')) continue;
         try {
@@ -570,6 +605,7 @@ export async function runSideBySide(ctx: BenchContext, o: { readonly form?: Side
           nodeRefByClusterApi: step((name) => { const m = machineByNode.get(name); return m?.nodeRefAt !== undefined ? m.nodeRefAt - (seen.nodes.get(name)?.appearedAt ?? 0) : undefined; }),
           firstClusterApiWrite: step((_, n) => (n.capiInitAt !== undefined ? n.capiInitAt - n.appearedAt : undefined)),
           taintedAndUngated: step((_, n) => (n.readyAt as number) - n.appearedAt),
+          ...pipelineStages(p.writeStages?.(), productNodes.map(([name]) => name)),
         },
       });
       replicas = size;
