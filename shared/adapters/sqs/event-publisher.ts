@@ -2,7 +2,9 @@
  * Publishes TaintEvents to an SQS FIFO queue as structured CloudEvents: SendMessageBatch with at
  * most 10 entries and 256 KiB per call, the Node as MessageGroupId, the event id as
  * MessageDeduplicationId, per-entry failures retried with jittered backoff, and whatever still
- * cannot be sent reported back (never dropped silently).
+ * cannot be sent reported back (never dropped silently). The calls of one publish go out over a few lanes at once, every
+ * message group in one lane and its events in order there (SQS FIFO keeps the order in which one group's messages
+ * arrive; two calls in flight together have none between them).
  */
 import { createHash } from 'node:crypto';
 import type { SendMessageBatchCommand, SendMessageBatchCommandOutput, SendMessageBatchRequestEntry } from '@aws-sdk/client-sqs';
@@ -36,6 +38,8 @@ export interface SqsEventPublisherOptions {
   readonly maxAttempts?: number;
   /** First backoff delay; doubles per attempt with full jitter, capped at 5 s (default 100 ms). */
   readonly baseDelayMs?: number;
+  /** SendMessageBatch calls of one publish in flight at once (default 4); a message group's calls never overlap. */
+  readonly lanes?: number;
   readonly sleep?: (ms: number) => Promise<void>;
   readonly random?: () => number;
   readonly logger?: Pick<typeof defaultLogger, 'warn' | 'error'>;
@@ -54,6 +58,8 @@ export function toSqsId(text: string): string {
 
 interface Entry {
   readonly id: string;
+  /** Its MessageGroupId. */
+  readonly group: string;
   readonly event: TaintEvent;
   readonly request: SendMessageBatchRequestEntry;
   readonly bytes: number;
@@ -61,17 +67,37 @@ interface Entry {
 
 function toEntry(event: TaintEvent, index: number): Entry {
   const body = toCloudEventBody(event);
+  const group = toSqsId(messageGroupIdFor(event.data));
   return {
     id: `e${index}`,
+    group,
     event,
     bytes: Buffer.byteLength(body, 'utf8'),
     request: {
       Id: `e${index}`,
       MessageBody: body,
-      MessageGroupId: toSqsId(messageGroupIdFor(event.data)),
+      MessageGroupId: group,
       MessageDeduplicationId: toSqsId(event.id),
     },
   };
+}
+
+/**
+ * Splits entries into at most `lanes` lists, every message group wholly in one of them and in its order, each group to
+ * the lane with the fewest entries so far: the lanes are sent at the same time, each lane's calls one after another.
+ */
+export function laneEntries<T extends { readonly group: string }>(entries: readonly T[], lanes: number): T[][] {
+  const out: T[][] = Array.from({ length: Math.max(1, lanes) }, () => []);
+  const laneOf = new Map<string, T[]>();
+  for (const e of entries) {
+    let lane = laneOf.get(e.group);
+    if (!lane) {
+      lane = out.reduce((a, b) => (b.length < a.length ? b : a));
+      laneOf.set(e.group, lane);
+    }
+    lane.push(e);
+  }
+  return out.filter((l) => l.length > 0);
 }
 
 /** Splits entries into SendMessageBatch calls of at most 10 entries and 256 KiB. */
@@ -103,6 +129,7 @@ function describe(err: unknown): string {
 export function createSqsEventPublisher(options: SqsEventPublisherOptions): EventPublisher {
   const maxAttempts = options.maxAttempts ?? 5;
   const baseDelayMs = options.baseDelayMs ?? 100;
+  const lanes = options.lanes ?? 4;
   const sleep = options.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
   const random = options.random ?? Math.random;
   const log = options.logger ?? defaultLogger;
@@ -161,11 +188,17 @@ export function createSqsEventPublisher(options: SqsEventPublisherOptions): Even
       for (const e of entries.filter((x) => x.bytes > SQS_MAX_BATCH_BYTES)) {
         unsent.push({ event: e.event, reason: `message of ${e.bytes} bytes exceeds the 256 KiB limit`, retryable: false });
       }
-      for (const chunk of chunkEntries(entries.filter((x) => x.bytes <= SQS_MAX_BATCH_BYTES))) {
-        const r = await sendChunk(chunk);
-        sent.push(...r.sent.map((e) => e.event));
-        unsent.push(...r.unsent.map((u) => ({ event: u.entry.event, reason: u.reason, retryable: u.retryable })));
-      }
+      const sendable = entries.filter((x) => x.bytes <= SQS_MAX_BATCH_BYTES);
+      await Promise.all(
+        // No more lanes than calls of 10: as many calls as one lane would make (SQS bills per call).
+        laneEntries(sendable, Math.min(lanes, Math.ceil(sendable.length / SQS_MAX_BATCH_ENTRIES))).map(async (lane) => {
+          for (const chunk of chunkEntries(lane)) {
+            const r = await sendChunk(chunk);
+            sent.push(...r.sent.map((e) => e.event));
+            unsent.push(...r.unsent.map((u) => ({ event: u.entry.event, reason: u.reason, retryable: u.retryable })));
+          }
+        }),
+      );
       for (const u of unsent) {
         log.error('Sending event to the queue failed', { [LogKey.cloudEventId]: u.event.id, subject: u.event.subject, [LogKey.reason]: u.reason, retryable: u.retryable });
       }

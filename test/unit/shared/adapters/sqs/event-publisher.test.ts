@@ -50,11 +50,50 @@ describe('Function: createSqsEventPublisher()', () => {
     // Assess
     expect(result.sent).toHaveLength(23);
     expect(result.unsent).toEqual([]);
-    expect(sqsMock.commandCalls(SendMessageBatchCommand).map((c) => c.args[0].input.Entries?.length)).toEqual([10, 10, 3]);
+    // Three calls, as many as batches of ten would make, sent side by side (each Node's events in one of them).
+    const sizes = sqsMock.commandCalls(SendMessageBatchCommand).map((c) => c.args[0].input.Entries?.length ?? 0);
+    expect(sizes).toHaveLength(3);
+    expect(Math.max(...sizes)).toBeLessThanOrEqual(10);
+    expect(sizes.reduce((a, b) => a + b, 0)).toBe(23);
     const first = entriesOf(0)[0];
     expect(first).toMatchObject({ MessageGroupId: 'fleet/wc1/node/n0', MessageDeduplicationId: 'uid-0:100:modified' });
     expect(fromCloudEventBody(first?.MessageBody ?? '')).toEqual(events[0]);
     expect(sqsMock.commandCalls(SendMessageBatchCommand)[0]?.args[0].input.QueueUrl).toBe(QUEUE);
+  });
+
+  it("sends calls side by side, but one message group's events in one lane, in order, one call after the other", async () => {
+    // Prepare: 40 events, node n0's at positions 0, 15, 25 and 39; the first call is held until the second lane's call arrives.
+    let release: () => void = () => undefined;
+    const held = new Promise<void>((r) => (release = r));
+    const arrivals: string[][] = [];
+    /** n0's calls in flight now, and the most at once. */
+    let n0InFlight = 0;
+    let n0Overlap = 0;
+    sqsMock.on(SendMessageBatchCommand).callsFake(async (input: SendMessageBatchCommand['input']) => {
+      const ids = (input.Entries ?? []).map((e) => e.MessageDeduplicationId ?? '');
+      const hasN0 = (input.Entries ?? []).some((e) => e.MessageGroupId === 'fleet/wc1/node/n0');
+      arrivals.push(ids);
+      if (hasN0) n0Overlap = Math.max(n0Overlap, ++n0InFlight);
+      if (arrivals.length === 1) await held;
+      else release();
+      if (hasN0) n0InFlight--;
+      return { Successful: (input.Entries ?? []).map((e) => ({ Id: e.Id, MessageId: 'm', MD5OfMessageBody: 'x' })), Failed: [] };
+    });
+    const publisher = createSqsEventPublisher({ client: new SQSClient({}), queueUrl: QUEUE, sleep: noSleep, logger: silent });
+    const events = Array.from({ length: 40 }, (_, i) => ([0, 15, 25, 39].includes(i) ? { ...nodeEvent(i, 'n0') } : nodeEvent(i)));
+
+    // Act
+    const result = await publisher.publish(events);
+
+    // Assess: every event sent, over 4 lanes (n0's lane holds its 4 events beside others: one call more); n0's events
+    // in order, the first in the first call (which was held until another lane's call arrived: they overlapped).
+    expect(result.sent).toHaveLength(40);
+    expect(arrivals.length).toBeGreaterThanOrEqual(4);
+    expect(arrivals.length).toBeLessThanOrEqual(5);
+    const n0 = arrivals.flat().filter((id) => ['uid-0:', 'uid-15:', 'uid-25:', 'uid-39:'].some((p) => id.startsWith(p)));
+    expect(n0).toEqual(['uid-0:100:modified', 'uid-15:115:modified', 'uid-25:125:modified', 'uid-39:139:modified']);
+    expect(arrivals[0]).toContain('uid-0:100:modified');
+    expect(n0Overlap).toBe(1);
   });
 
   it('keeps every call under 256 KiB', async () => {
