@@ -3,7 +3,7 @@
  * keep-alive client for setup and load generation (so that generating load costs the measured code as little as
  * possible), and bulk creation / cleanup of Nodes and Machines.
  */
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import https from 'node:https';
 import http from 'node:http';
 import { KubeConfig } from '@kubernetes/client-node';
@@ -421,9 +421,21 @@ async function createMachine(raw: RawKube, namespace: string, name: string, run:
   await raw.post(`${MACHINES_PATH}/namespaces/${namespace}/machines`, {
     apiVersion: 'cluster.x-k8s.io/v1beta2',
     kind: 'Machine',
-    metadata: { name, namespace, labels: { 'cluster.x-k8s.io/cluster-name': cluster, [BENCH_LABEL]: run } },
+    metadata: {
+      name,
+      namespace,
+      labels: { 'cluster.x-k8s.io/cluster-name': cluster, [BENCH_LABEL]: run },
+      // As Cluster API's Machines of a MachineDeployment: controlled by a MachineSet (the forwarder indexes them by it).
+      ownerReferences: [{ apiVersion: 'cluster.x-k8s.io/v1beta2', kind: 'MachineSet', name: `${cluster}-md-0`, uid: machineSetUid(cluster), controller: true, blockOwnerDeletion: true }],
+    },
     spec,
   });
+}
+
+/** A stable uid for a workload cluster's (absent) MachineSet: the bench's control planes run no garbage collector. */
+function machineSetUid(cluster: string): string {
+  const hex = createHash('sha256').update(cluster).digest('hex');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20, 32)}`;
 }
 
 /** Sets a Machine's `spec.taints` (merge patch: the list is replaced). Returns the Machine's new resourceVersion. */
