@@ -146,11 +146,16 @@ export class Outbox {
    * stream is no longer {@link Outbox.full} for it, the term ends, or leadership is lost.
    */
   async enqueue(events: readonly TaintEvent[], observedAt: Date, progress: StreamProgress, checkpoint: string | undefined): Promise<void> {
+    // An idle outbox sends at once instead of after the flush loop's pause (up to flushIntervalMs, 100 ms by
+    // default, on every change that comes alone: a joining Node's, an edit's). Batching is kept where it pays: while a
+    // round is being sent the loop is not paused, and what arrives meanwhile goes out together in the next round.
+    const idle = this.pending.length === 0;
     events.forEach((event, i) => {
       const ticket = progress.add(i === events.length - 1 ? checkpoint : undefined, false);
       this.pending.push({ event, observedAt, ticket, progress, attempts: 0, notBefore: 0 });
     });
     progress.waiting += events.length;
+    if (idle && events.length > 0) this.wakeFlush?.();
     while (this.full(progress) && this.d.maySend() && !this.termSignal?.aborted) {
       // A full outbox is worth a round now: a relist fills it within one tick, and each pause of the flush loop
       // would hold intake as long (40 pauses for 40 000 objects).
@@ -244,7 +249,7 @@ export class Outbox {
 
   /**
    * Publishes round after round until `signal` aborts, pausing `flushIntervalMs` when nothing was due (less when
-   * intake finds the outbox full).
+   * intake finds the outbox full, or brings an event to an empty one).
    */
   async flushLoop(signal: AbortSignal): Promise<void> {
     while (!signal.aborted) {

@@ -195,6 +195,33 @@ describe('Class: Outbox (intake back-pressure)', () => {
     await flushing;
   });
 
+  it('sends an event that comes to an empty outbox at once, instead of after the pause of the flush loop', async () => {
+    // Prepare: the flush loop has found nothing to send and pauses for a minute; the outbox has plenty of room.
+    const { outbox, publisher, term } = setup({ flushIntervalMs: 60_000 });
+    const progress = outbox.openStream('nodes/self');
+    const flushing = outbox.flushLoop(term.signal);
+    await settled();
+    const sent = new Promise<void>((resolve) => {
+      const publish = publisher.publish.bind(publisher);
+      publisher.publish = async (events) => {
+        const result = await publish(events);
+        resolve();
+        return result;
+      };
+    });
+
+    // Act
+    await outbox.enqueue([nodeEvent('a', '11')], T0, progress, '11');
+    await sent; // the test's timeout is far below the pause
+    await settled(); // the round's bookkeeping after the publish
+
+    // Assess
+    expect(publisher.calls).toEqual([[nodeEvent('a', '11').id]]);
+    expect(outbox.checkpoint()).toEqual({ 'nodes/self': '11' });
+    term.abort();
+    await flushing;
+  });
+
   it('lets held intake go on when the term ends, with the events still pending', async () => {
     // Prepare
     const { outbox, term } = setup({ maxPendingEvents: 1 });
