@@ -3,8 +3,9 @@
  * the function's environment and the unzipped package as working directory, `LAMBDA_TASK_ROOT`).
  *
  * As the Node.js runtime of AWS Lambda does:
- * - loads the handler module named by `_HANDLER` (`<file>.<export>`) from the task root once, at init (CommonJS, as
- *   the package is built);
+ * - loads the handler module named by `_HANDLER` (`<file>.<export>`) from the task root once, at init, trying the
+ *   file names in the runtime's order: `<file>.js` (CommonJS: the zip holds no package.json), then `<file>.mjs` (an ES
+ *   module, loaded with `import()`: its top-level await is part of the init, as on Lambda), then `<file>.cjs`;
  * - makes the runtime's AWS SDK v3 resolvable from ES `import()` through `NODE_PATH`, which plain Node does for
  *   `require()` only (Lambda's runtime does it for ES modules since nodejs18.x): a resolve hook retries a bare
  *   specifier that Node's ES resolver did not find in each `NODE_PATH` directory;
@@ -13,6 +14,7 @@
  * - answers with the handler's result or error. Freezing (SIGSTOP/SIGCONT) and the kill at the timeout are done by
  *   the runner from outside, as Lambda does.
  */
+import { existsSync } from 'node:fs';
 import { registerHooks } from 'node:module';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
@@ -61,7 +63,13 @@ const dot = handlerName.lastIndexOf('.');
 const initStarted = performance.now();
 let handler: (event: unknown, context: unknown) => unknown;
 try {
-  const mod = createRequire(join(taskRoot, 'index.js'))(join(taskRoot, `${handlerName.slice(0, dot)}.js`)) as Record<string, unknown>;
+  const base = join(taskRoot, handlerName.slice(0, dot));
+  const load = createRequire(join(taskRoot, 'index.js'));
+  let mod: Record<string, unknown>;
+  if (existsSync(`${base}.js`)) mod = load(`${base}.js`) as Record<string, unknown>;
+  else if (existsSync(`${base}.mjs`)) mod = (await import(pathToFileURL(`${base}.mjs`).href)) as Record<string, unknown>;
+  else if (existsSync(`${base}.cjs`)) mod = load(`${base}.cjs`) as Record<string, unknown>;
+  else throw new Error(`Cannot find module '${handlerName.slice(0, dot)}' (.js, .mjs or .cjs) in the task root`);
   const fn = mod[handlerName.slice(dot + 1)];
   if (typeof fn !== 'function') throw new Error(`${handlerName} is undefined or not exported`);
   handler = fn as typeof handler;

@@ -26,10 +26,12 @@ const HANDLERS = {
   hang: `exports.handler = () => new Promise(() => undefined);`,
   hog: `exports.handler = async () => { const keep = []; for (let i = 0; i < 400; i++) keep.push(Buffer.alloc(1024 * 1024, 1)); return keep.length; };`,
   throws: `exports.handler = async () => { throw new RangeError('bad input'); };`,
+  // An ES module (as serverless.yml packages the functions: handler.mjs) whose top-level await is its init phase.
+  esm: `const { SQSClient } = await import('@aws-sdk/client-sqs'); const setUpAt = await new Promise((r) => setTimeout(() => r(Date.now()), 300)); export const handler = async () => ({ sdk: typeof SQSClient, setUpAt, invokedAt: Date.now() });`,
 } as const;
 for (const [name, code] of Object.entries(HANDLERS)) {
   mkdirSync(join(dir, name), { recursive: true });
-  writeFileSync(join(dir, name, 'handler.js'), code);
+  writeFileSync(join(dir, name, name === 'esm' ? 'handler.mjs' : 'handler.js'), code);
 }
 
 const started: Container[] = [];
@@ -54,6 +56,16 @@ describe('Lambda runner containers', () => {
     }
   });
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('loads handler.mjs as an ES module and counts its top-level await as the init, done before the first invocation', async () => {
+    const c = await container('esm');
+    expect(c.initMs).toBeGreaterThanOrEqual(290);
+    const r = await c.invoke({}, Date.now() + 10_000, 'r1');
+    expect(r.ok).toBe(true);
+    const value = (r as { value: { sdk: string; setUpAt: number; invokedAt: number } }).value;
+    expect(value.sdk).toBe('function');
+    expect(value.setUpAt).toBeLessThanOrEqual(value.invokedAt);
+  });
 
   it('resolves the runtime SDK from an ES import() through NODE_PATH, which plain Node does not', async () => {
     const c = await container('sdk');
