@@ -1,16 +1,18 @@
 /**
  * Scenario 6, cold start: each function's handler bundled with esbuild exactly as serverless-esbuild does it from
  * serverless.yml's `custom.esbuild` (read by infra/lambda-bundle.ts: bundle, minify, sourcemap, keepNames, platform
- * node, target node22, format cjs, mainFields, `@aws-sdk/*` external), then its module-load time in fresh Node
- * processes (median), loaded as CommonJS as Lambda loads it: the time `require()` of the bundle takes,
+ * node, target node22, format esm, mainFields, `@aws-sdk/*` external), then its module-load time in fresh Node
+ * processes (median), loaded as Lambda loads it: the time `import()` of `handler.mjs` takes (`require()` for a
+ * CommonJS `handler.js`). The reconcile handler's init-phase set-up is part of that import; here it finds no
+ * kubeconfig (KUBECONFIG names no file) and gives up at once, so the figure is the module load,
  * with `--enable-source-maps` as deployed (serverless.yml sets NODE_OPTIONS) and without. The external AWS SDK
  * resolves from node_modules, as the Lambda runtime's copy does; its own load time is reported alongside.
  */
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { lambdaBundleOptions } from '#infra/lambda-bundle.ts';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { lambdaBundleOptions, lambdaHandlerFile } from '#infra/lambda-bundle.ts';
 import type { BenchContext } from '../lib/context.ts';
 import { median, round } from '../lib/stats.ts';
 
@@ -18,7 +20,7 @@ export interface BundleFigures {
   readonly function: string;
   readonly bundleBytes: number;
   readonly sourceMapBytes: number;
-  /** Median require() time as deployed (source maps loaded only if serverless.yml's NODE_OPTIONS says so). */
+  /** Median load (import() or require()) time as deployed (source maps loaded only if serverless.yml's NODE_OPTIONS says so). */
   readonly loadMs: number;
   readonly loadMsRuns: readonly number[];
   /** Median require() time with NODE_OPTIONS=--enable-source-maps. */
@@ -50,6 +52,8 @@ const HANDLER_ENV: Readonly<Record<string, string>> = {
   DEAD_LETTER_QUEUE_URL: 'https://sqs.eu-west-1.amazonaws.com/123456789012/taints-dlq.fifo',
   CLUSTER_MODE: 'capi',
   MANAGEMENT_AUTH: 'kubeconfig',
+  // No file: the reconcile handler's init-phase set-up fails at once instead of calling a cluster.
+  KUBECONFIG: '/nonexistent/kubeconfig',
   AWS_REGION: 'eu-west-1',
   POWERTOOLS_LOG_LEVEL: 'SILENT',
   POWERTOOLS_METRICS_DISABLED: 'true',
@@ -79,7 +83,7 @@ export async function runColdStart(ctx: BenchContext): Promise<ColdStartResult> 
         outdir,
         logLevel: 'silent',
       });
-      const file = join(outdir, 'handler.js');
+      const file = join(outdir, lambdaHandlerFile(bundleOptions));
       const withMaps = measureLoads(file, runs, true);
       const withoutMaps = measureLoads(file, runs, false);
       const deployed = deployedWithSourceMaps ? withMaps : withoutMaps;
@@ -121,15 +125,14 @@ export async function runColdStart(ctx: BenchContext): Promise<ColdStartResult> 
 
 /** Loads `target` in `runs` fresh processes; returns the require() times and process wall times in ms. */
 function measureLoads(target: string | undefined, runs: number, sourceMaps: boolean, cwd?: string): { loads: number[]; walls: number[] } {
-  const script =
-    target === undefined
-      ? ''
-      : `const t=process.hrtime.bigint();require(${JSON.stringify(target)});process.stdout.write(String(Number(process.hrtime.bigint()-t)/1e6))`;
+  const esm = target?.endsWith('.mjs') === true;
+  const load = esm ? `await import(${JSON.stringify(pathToFileURL(target ?? '').href)})` : `require(${JSON.stringify(target)})`;
+  const script = target === undefined ? '' : `const t=process.hrtime.bigint();${load};process.stdout.write(String(Number(process.hrtime.bigint()-t)/1e6))`;
   const loads: number[] = [];
   const walls: number[] = [];
   for (let i = 0; i < runs; i++) {
     const start = performance.now();
-    const r = spawnSync(process.execPath, ['-e', script], {
+    const r = spawnSync(process.execPath, [...(esm ? ['--input-type=module'] : []), '-e', script], {
       encoding: 'utf8',
       ...(cwd ? { cwd } : {}),
       env: { PATH: process.env['PATH'] ?? '', HOME: process.env['HOME'] ?? '', ...HANDLER_ENV, ...(sourceMaps ? { NODE_OPTIONS: '--enable-source-maps' } : {}) },

@@ -40,8 +40,19 @@ export interface ComposeArgs {
   readonly metrics?: BatchDeps['metrics'];
 }
 
+/** The dependencies of `processBatch`, and the set-up that can be done before the first record. */
+export interface ReconcileComposition extends BatchDeps {
+  /**
+   * The set-up a container's first record would otherwise wait for, done ahead (the Lambda handler runs it in the init
+   * phase, which provisioned concurrency runs before any record arrives): Cluster API discovery and the first-enablement
+   * time (read, or recorded on the very first run). Never throws: what fails is left to the first record, which meets it
+   * again and reports it as it always did.
+   */
+  readonly warmUp: () => Promise<void>;
+}
+
 /** Wires adapters into the dependencies of `processBatch`. */
-export function composeReconcile(args: ComposeArgs): BatchDeps {
+export function composeReconcile(args: ComposeArgs): ReconcileComposition {
   const clock = args.clock ?? { now: () => new Date() };
   // Connections are pooled by the HTTP client (kube-http.ts), one keep-alive pool for every cluster.
   const kc = args.managementKubeConfig;
@@ -60,7 +71,11 @@ export function composeReconcile(args: ComposeArgs): BatchDeps {
     },
     onChosen: (version) => logger.info('Cluster API version chosen by discovery', { capiApiVersion: version }),
   });
+  const enablement = config.firstEnabledAt ? new FixedEnablementState(config.firstEnabledAt) : new ConfigMapEnablementState(kc, config.stateNamespace, clock);
   return {
+    warmUp: async () => {
+      await Promise.allSettled([capi.version(), enablement.enabledAt()]);
+    },
     machines: new KubernetesMachineStore(kc, capi),
     scalables: new KubernetesScalableResourceStore(kc, capi),
     clusters: new KubernetesClusterConnections({
@@ -71,7 +86,7 @@ export function composeReconcile(args: ComposeArgs): BatchDeps {
       reporter: clusterCredentialsReporter({ kubeConfig: kc, capi, recorder, logger, clock, count: () => metrics.addMetric(ReconcileMetric.UnusableKubeconfigs, MetricUnit.Count, 1) }),
     }),
     recorder,
-    enablement: config.firstEnabledAt ? new FixedEnablementState(config.firstEnabledAt) : new ConfigMapEnablementState(kc, config.stateNamespace, clock),
+    enablement,
     clock,
     settings: { clusterMode: args.clusterMode, dryRun: config.dryRun, startupTaint: config.startupTaint, specTaintsOwner: config.specTaintsOwner },
     queue: new SqsRecordQueue(args.sqs, config.queueUrl, config.deadLetterQueueUrl),

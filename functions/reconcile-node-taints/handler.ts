@@ -2,6 +2,13 @@
  * Lambda entry of the reconcile function (SQS FIFO trigger, ReportBatchItemFailures).
  * Composition root: configuration is read once per cold start (a bad one fails the cold start);
  * dependencies are rebuilt only when the management cluster's credentials are refreshed.
+ *
+ * Init phase: the package is an ES module (serverless.yml, esbuild `format: esm`), so the set-up every container's
+ * first record would wait for runs here, under top-level await: the management kubeconfig (the SSM or Secrets Manager
+ * SDK loaded and the stored kubeconfig read, or the first EKS token minted), Cluster API discovery and the
+ * first-enablement time. Lambda runs a provisioned container's init before any record reaches it, so a burst of
+ * joining Nodes meets containers with nothing left to set up. Best effort: a failure here is logged and the first
+ * invocation tries again, as it did before (a bad kubeconfig still fails its records, with their usual errors).
  */
 import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import { loadManagementKubeConfig } from '#shared/adapters/kubernetes/management-kubeconfig.ts';
@@ -11,9 +18,10 @@ import { workloadKubeConfigs } from '#shared/adapters/kubernetes/workload-kubeco
 import { loadClusterAccessConfig } from '#shared/config/cluster-access-config.ts';
 import { processEnv } from '#shared/config/env.ts';
 import { loadReconcileConfig } from '#shared/config/reconcile-config.ts';
+import { logger } from '#shared/observability/logger.ts';
 import type { SqsSender } from '#shared/adapters/sqs/record-queue.ts';
 import { sqsSdk } from '#shared/adapters/sqs/sdk.ts';
-import { composeReconcile } from './compose.ts';
+import { composeReconcile, type ReconcileComposition } from './compose.ts';
 import { processBatch, type BatchDeps } from './process-batch.ts';
 
 identifyAs('reconcile-node-taints', 'lambda');
@@ -21,14 +29,28 @@ const config = loadReconcileConfig(processEnv());
 const access = loadClusterAccessConfig(processEnv());
 // Loaded on first use: the SQS SDK is needed only for retries, re-issues and dead letters, not on the happy path.
 const sqs = async (): Promise<SqsSender> => new (await sqsSdk()).SQSClient({});
-let current: { kubeConfig: RestConfig; deps: BatchDeps } | undefined;
+let current: { kubeConfig: RestConfig; deps: ReconcileComposition } | undefined;
 
-export async function handler(event: SQSEvent, context: Context): Promise<SQSBatchResponse> {
+/** The dependencies for the current management kubeconfig (loaded once, re-read when it is due). */
+async function dependencies(): Promise<ReconcileComposition> {
   const kubeConfig = await loadManagementKubeConfig(access);
   if (current?.kubeConfig !== kubeConfig) {
     const workload = workloadKubeConfigs(kubeConfig);
     const deps = composeReconcile({ config, clusterMode: access.clusterMode, managementKubeConfig: kubeConfig, workloadKubeConfig: (c) => workload.get({ mode: 'capi', ...c }), sqs });
     current = { kubeConfig, deps };
   }
-  return processBatch(event, context, current.deps);
+  return current.deps;
+}
+
+const initStarted = performance.now();
+try {
+  await (await dependencies()).warmUp();
+  logger.debug('Set-up done in the init phase', { setUpMs: Math.round(performance.now() - initStarted) });
+} catch (error) {
+  // Errors of the kubeconfig loaders carry no credential (management-kubeconfig.ts).
+  logger.warn('Set-up in the init phase failed; the first invocation tries again', { reason: error instanceof Error ? error.message : String(error) });
+}
+
+export async function handler(event: SQSEvent, context: Context): Promise<SQSBatchResponse> {
+  return processBatch(event, context, await dependencies());
 }

@@ -1,7 +1,7 @@
 /**
  * The deployable artifact, not the sources: the watch-forwarder handler bundled with the esbuild options of
- * serverless.yml (as serverless-esbuild builds it), loaded as Lambda loads it (CommonJS, a fresh Node process per
- * cold start, configuration from the environment, `context.getRemainingTimeInMillis()`), running windows of the
+ * serverless.yml (as serverless-esbuild builds it), loaded as Lambda loads it (an ES module, `handler.mjs`, a fresh
+ * Node process per cold start, configuration from the environment, `context.getRemainingTimeInMillis()`), running windows of the
  * deployed form's rota against the real API server and an SQS FIFO queue on fauxqs (functions/watch-forwarder/README.md,
  * "Deployed form"). The full deployed-form tier (the packaged zips under a Lambda-like runner) is test/deployed/.
  */
@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { lambdaBundleOptions } from '#infra/lambda-bundle.ts';
+import { lambdaBundleOptions, lambdaHandlerFile } from '#infra/lambda-bundle.ts';
 import { fromCloudEventBody } from '#shared/adapters/cloudevents/cloud-event-body.ts';
 import { CHECKPOINT_ANNOTATION, MEMBERS_ANNOTATION, encodeMembers } from '#shared/adapters/kubernetes/lease.ts';
 import { startLocalSqs, type LocalSqs } from '#local/sqs/local-sqs.ts';
@@ -35,8 +35,9 @@ describeWithControlPlane('The bundled watch-forwarder handler (the Lambda artifa
 
   it('joins an empty rota, announces, hands over and leaves; a run that finds two members with time left exits without watching', { timeout: 120_000 }, async () => {
     // Prepare: bundle exactly as serverless-esbuild does with serverless.yml's custom.esbuild.
-    const outfile = join(dir, 'handler.js');
-    await build({ ...lambdaBundleOptions(resolve('.')), entryPoints: ['functions/watch-forwarder/handler.ts'], outfile, logLevel: 'silent' });
+    const options = lambdaBundleOptions(resolve('.'));
+    const file = lambdaHandlerFile(options);
+    await build({ ...options, entryPoints: ['functions/watch-forwarder/handler.ts'], outfile: join(dir, file), logLevel: 'silent' });
     // The runtime provides the AWS SDK, which the handler loads with import() (ES resolution ignores NODE_PATH):
     // a node_modules next to the bundle stands in for the runtime's copy.
     symlinkSync(resolve('node_modules'), join(dir, 'node_modules'), 'dir');
@@ -47,13 +48,13 @@ describeWithControlPlane('The bundled watch-forwarder handler (the Lambda artifa
     const node = await createNode(kc, uniqueName('node'), { labels: { 'bundle-test': selector } });
     // 19 s left: the handler keeps 15 s back, so the window lasts 4 s.
     writeFileSync(
-      join(dir, 'invoke.cjs'),
-      `const { handler } = require('./handler.js');
+      join(dir, 'invoke.mjs'),
+      `const { handler } = await import('./${file}');
        handler({ 'detail-type': 'Scheduled Event', source: 'aws.events' }, { awsRequestId: 'bundle-test', functionName: 'watch-forwarder', getRemainingTimeInMillis: () => 19000 })
          .then((r) => process.stdout.write('RESULT ' + JSON.stringify(r) + '\\n'), (e) => { console.error(e); process.exit(1); });`,
     );
     const coldStart = () =>
-      run(process.execPath, ['--enable-source-maps', join(dir, 'invoke.cjs')], {
+      run(process.execPath, ['--enable-source-maps', join(dir, 'invoke.mjs')], {
         cwd: dir,
         env: {
           PATH: process.env.PATH ?? '',

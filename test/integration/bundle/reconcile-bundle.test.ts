@@ -1,7 +1,8 @@
 /**
  * The deployable artifact, not the sources: the reconcile handler bundled with the esbuild options of
- * serverless.yml (as serverless-esbuild builds it), loaded as Lambda loads it (CommonJS, in a fresh Node
- * process, configuration from the environment) and invoked with an SQS event against the real API server.
+ * serverless.yml (as serverless-esbuild builds it), loaded as Lambda loads it (an ES module, `handler.mjs`, in a fresh
+ * Node process, configuration from the environment; its set-up runs in the import, Lambda's init phase) and invoked
+ * with an SQS event against the real API server.
  */
 import { CoreV1Api } from '@kubernetes/client-node';
 import { build } from 'esbuild';
@@ -11,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, expect, it } from 'vitest';
-import { lambdaBundleOptions } from '#infra/lambda-bundle.ts';
+import { lambdaBundleOptions, lambdaHandlerFile } from '#infra/lambda-bundle.ts';
 import { OWN_TRACKING_ANNOTATION, UNINITIALIZED_TAINT_KEY } from '#shared/domain/taint.ts';
 import { adminKubeConfig, createMachine, createNamespace, createNode, describeWithControlPlane, requireControlPlane, uniqueName } from '#test/support/control-plane.ts';
 import { machineEvent, sqsEvent, sqsRecord } from '#test/support/sqs-records.ts';
@@ -22,10 +23,12 @@ const dir = mkdtempSync(join(tmpdir(), 'reconcile-bundle-'));
 describeWithControlPlane('The bundled reconcile handler (the Lambda artifact)', () => {
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-  it('loads as CommonJS with its configuration from the environment and reconciles a Node', async () => {
+  it('loads as an ES module, sets up in its init phase, with its configuration from the environment, and reconciles a Node', async () => {
     // Prepare: bundle exactly as serverless-esbuild does with serverless.yml's custom.esbuild.
-    const outfile = join(dir, 'handler.js');
-    await build({ ...lambdaBundleOptions(resolve('.')), entryPoints: ['functions/reconcile-node-taints/handler.ts'], outfile, logLevel: 'silent' });
+    const options = lambdaBundleOptions(resolve('.'));
+    const file = lambdaHandlerFile(options);
+    expect(file).toBe('handler.mjs');
+    await build({ ...options, entryPoints: ['functions/reconcile-node-taints/handler.ts'], outfile: join(dir, file), logLevel: 'silent' });
     const kc = adminKubeConfig();
     const ns = await createNamespace(kc, 'bundle');
     const node = uniqueName('node');
@@ -34,15 +37,17 @@ describeWithControlPlane('The bundled reconcile handler (the Lambda artifact)', 
     const event = sqsEvent(sqsRecord(machineEvent(ns, 'm1', { nodeName: node, cluster: { mode: 'self' } })));
     writeFileSync(join(dir, 'event.json'), JSON.stringify(event));
     writeFileSync(
-      join(dir, 'invoke.cjs'),
-      `const { handler } = require('./handler.js');
-       handler(require('./event.json'), { awsRequestId: 'bundle-test', functionName: 'reconcile', getRemainingTimeInMillis: () => 30000 })
+      join(dir, 'invoke.mjs'),
+      `import { readFileSync } from 'node:fs';
+       const { handler } = await import('./${file}');
+       process.stdout.write('IMPORTED\\n');
+       handler(JSON.parse(readFileSync('./event.json', 'utf8')), { awsRequestId: 'bundle-test', functionName: 'reconcile', getRemainingTimeInMillis: () => 30000 })
          .then((r) => process.stdout.write('RESULT ' + JSON.stringify(r) + '\\n'), (e) => { console.error(e); process.exit(1); });`,
     );
 
     // Act: a fresh process with nothing but the Lambda-style environment (the SDK resolves from node_modules here,
     // from the runtime on Lambda).
-    const { stdout } = await run(process.execPath, ['--enable-source-maps', join(dir, 'invoke.cjs')], {
+    const { stdout } = await run(process.execPath, ['--enable-source-maps', join(dir, 'invoke.mjs')], {
       cwd: dir,
       env: {
         PATH: process.env.PATH ?? '',
@@ -57,13 +62,17 @@ describeWithControlPlane('The bundled reconcile handler (the Lambda artifact)', 
         SPEC_TAINTS_OWNER: 'product',
         STARTUP_TAINT_KEY: UNINITIALIZED_TAINT_KEY,
         AWS_REGION: 'eu-west-1',
-        POWERTOOLS_LOG_LEVEL: 'WARN',
+        POWERTOOLS_LOG_LEVEL: 'INFO',
       },
       timeout: 60_000,
     });
 
-    // Assess
+    // Assess: Cluster API discovery ran in the import (the init phase), before the invocation.
     expect(stdout).toContain('RESULT {"batchItemFailures":[]}');
+    const discovered = stdout.indexOf('Cluster API version chosen by discovery');
+    expect(discovered).toBeGreaterThan(-1);
+    expect(discovered).toBeLessThan(stdout.indexOf('IMPORTED'));
+    expect(stdout).not.toContain('Set-up in the init phase failed');
     expect(stdout).toMatch(/"Outcome":"patched","Reconciles":1/);
     const after = await kc.makeApiClient(CoreV1Api).readNode({ name: node });
     expect(after.spec?.taints?.map((t) => `${t.key}=${t.value}:${t.effect}`)).toEqual(['gpu=a100:NoSchedule']);

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { lambdaBundleOptions } from '#infra/lambda-bundle.ts';
+import { lambdaBundleOptions, lambdaHandlerFile } from '#infra/lambda-bundle.ts';
 
 const root = resolve(import.meta.dirname, '../../..');
 const dir = mkdtempSync(join(tmpdir(), 'lambda-bundle-'));
@@ -19,7 +19,10 @@ describe('lambdaBundleOptions', () => {
 
   it("reads this repository's serverless.yml: the SDK external, ESM builds first, no plugin keys, no stubs", () => {
     const options = lambdaBundleOptions(root);
-    expect(options).toMatchObject({ bundle: true, platform: 'node', format: 'cjs', mainFields: ['module', 'main'] });
+    expect(options).toMatchObject({ bundle: true, platform: 'node', format: 'esm', mainFields: ['module', 'main'], outExtension: { '.js': '.mjs' } });
+    // The ES module bundle defines `require` for the bundled CommonJS packages' built-ins.
+    expect(options.banner?.['js']).toMatch(/createRequire.*import\.meta\.url/);
+    expect(lambdaHandlerFile(options)).toBe('handler.mjs');
     expect(options.external).toEqual(['@aws-sdk/*']);
     expect(options).not.toHaveProperty('exclude');
     expect(options).not.toHaveProperty('alias');
@@ -28,7 +31,7 @@ describe('lambdaBundleOptions', () => {
 
   it('makes a relative alias absolute against the service directory (where serverless-esbuild runs esbuild) and keeps a package name', () => {
     const service = serviceWith("    alias:\n      socks: ./stubs/socks.cjs\n      ws: isomorphic-ws\n    define:\n      DEBUG: 'false'\n");
-    expect(lambdaBundleOptions(service)).toEqual({ mainFields: ['main', 'module'], external: [], alias: { socks: join(service, 'stubs/socks.cjs'), ws: 'isomorphic-ws' }, define: { DEBUG: 'false' } });
+    expect(lambdaBundleOptions(service)).toEqual({ mainFields: ['main', 'module'], external: [], outExtension: { '.js': '.js' }, alias: { socks: join(service, 'stubs/socks.cjs'), ws: 'isomorphic-ws' }, define: { DEBUG: 'false' } });
   });
 
   it('refuses an alias that does not map names to strings', () => {
@@ -37,7 +40,8 @@ describe('lambdaBundleOptions', () => {
 
   it("adds exclude to external, drops serverless-esbuild keys, and defaults mainFields to esbuild's node default", () => {
     const options = lambdaBundleOptions(serviceWith("    bundle: true\n    packager: npm\n    external: ['pg-native']\n    exclude: ['@aws-sdk/*']\n"));
-    expect(options).toEqual({ bundle: true, mainFields: ['main', 'module'], external: ['pg-native', '@aws-sdk/*'] });
+    expect(options).toEqual({ bundle: true, mainFields: ['main', 'module'], external: ['pg-native', '@aws-sdk/*'], outExtension: { '.js': '.js' } });
+    expect(lambdaHandlerFile(options)).toBe('handler.js');
   });
 
   it('refuses an esbuild option it does not pass on, naming it', () => {

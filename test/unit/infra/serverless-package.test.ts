@@ -10,7 +10,7 @@ import { build } from 'esbuild';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { lambdaBundleOptions } from '#infra/lambda-bundle.ts';
+import { lambdaBundleOptions, lambdaHandlerFile } from '#infra/lambda-bundle.ts';
 import { ForwarderMetric, METRIC_NAMESPACE, ReconcileMetric } from '#shared/observability/metric-names.ts';
 import { PACKAGE_VARIANTS, PackageError, evaluateCondition, packagedService, type Json, type Packaged } from '#test/support/serverless-package.ts';
 import { headingAnchors } from '#test/support/markdown.ts';
@@ -120,9 +120,10 @@ describe('npx serverless package (offline, no credentials)', () => {
   it('packages the bundles that infra/lambda-bundle.ts builds (the benchmarks and bundle tests): under 2 MiB, without client-node or undici', async () => {
     const options = lambdaBundleOptions(root);
     for (const [zip, fn] of [['reconcileNodeTaints.zip', 'reconcile-node-taints'], ['watchForwarder.zip', 'watch-forwarder']] as const) {
-      const { stdout: packaged } = await run('unzip', ['-p', join(eks.serviceDir, '.serverless', zip), `functions/${fn}/handler.js`], { encoding: 'buffer', maxBuffer: 64 * 1024 * 1024 });
+      const file = lambdaHandlerFile(options);
+      const { stdout: packaged } = await run('unzip', ['-p', join(eks.serviceDir, '.serverless', zip), `functions/${fn}/${file}`], { encoding: 'buffer', maxBuffer: 64 * 1024 * 1024 });
       const built = await build({ ...options, entryPoints: [join(root, 'functions', fn, 'handler.ts')], outdir: join(root, 'functions', fn), write: false, metafile: true, logLevel: 'silent' });
-      const js = built.outputFiles.find((f) => f.path.endsWith('handler.js'));
+      const js = built.outputFiles.find((f) => f.path.endsWith(`/${file}`));
       expect(packaged.length, fn).toBe(js?.contents.length);
       expect(packaged.equals(Buffer.from(js?.contents ?? [])), fn).toBe(true);
       expect(packaged.length, fn).toBeLessThanOrEqual(2 * 1024 * 1024);
