@@ -45,10 +45,10 @@ export interface ReconcileComposition extends BatchDeps {
   /**
    * The set-up a container's first record would otherwise wait for, done ahead (the Lambda handler runs it in the init
    * phase, which provisioned concurrency runs before any record arrives): Cluster API discovery and the first-enablement
-   * time (read, or recorded on the very first run). Never throws: what fails is left to the first record, which meets it
-   * again and reports it as it always did.
+   * time (read, or recorded on the very first run). Never throws: it returns what failed (messages, no credential),
+   * which is left to the first record, which meets it again and reports it as it always did.
    */
-  readonly warmUp: () => Promise<void>;
+  readonly warmUp: () => Promise<string[]>;
 }
 
 /** Wires adapters into the dependencies of `processBatch`. */
@@ -74,7 +74,8 @@ export function composeReconcile(args: ComposeArgs): ReconcileComposition {
   const enablement = config.firstEnabledAt ? new FixedEnablementState(config.firstEnabledAt) : new ConfigMapEnablementState(kc, config.stateNamespace, clock);
   return {
     warmUp: async () => {
-      await Promise.allSettled([capi.version(), enablement.enabledAt()]);
+      const settled = await Promise.allSettled([capi.version(), enablement.enabledAt()]);
+      return settled.flatMap((r) => (r.status === 'rejected' ? [r.reason instanceof Error ? r.reason.message : String(r.reason)] : []));
     },
     machines: new KubernetesMachineStore(kc, capi),
     scalables: new KubernetesScalableResourceStore(kc, capi),

@@ -11,6 +11,7 @@
  * invocation tries again, as it did before (a bad kubeconfig still fails its records, with their usual errors).
  */
 import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
+import { withCallDeadline } from '#shared/adapters/kubernetes/call-deadline.ts';
 import { loadManagementKubeConfig } from '#shared/adapters/kubernetes/management-kubeconfig.ts';
 import type { RestConfig } from '#shared/adapters/kubernetes/rest-config.ts';
 import { identifyAs } from '#shared/adapters/kubernetes/user-agent.ts';
@@ -42,10 +43,20 @@ async function dependencies(): Promise<ReconcileComposition> {
   return current.deps;
 }
 
+/**
+ * The init phase's set-up gives up after this long (Lambda allows an on-demand init 10 s): each Kubernetes call is
+ * bounded by it, and so is the whole; whatever is left runs at the first invocation, as it would without this.
+ */
+const INIT_SET_UP_MS = 5_000;
 const initStarted = performance.now();
 try {
-  await (await dependencies()).warmUp();
-  logger.debug('Set-up done in the init phase', { setUpMs: Math.round(performance.now() - initStarted) });
+  let timer: NodeJS.Timeout | undefined;
+  const setUp = withCallDeadline(Date.now() + INIT_SET_UP_MS, async () => (await dependencies()).warmUp());
+  const bound = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), INIT_SET_UP_MS)));
+  const outcome = await Promise.race([setUp, bound]).finally(() => clearTimeout(timer));
+  if (outcome === 'timeout') logger.warn('Set-up in the init phase did not finish in time; the first invocation goes on with it', { afterMs: INIT_SET_UP_MS });
+  else if (outcome.length > 0) logger.warn('Set-up in the init phase failed; the first invocation tries again', { reasons: outcome });
+  else logger.debug('Set-up done in the init phase', { setUpMs: Math.round(performance.now() - initStarted) });
 } catch (error) {
   // Errors of the kubeconfig loaders carry no credential (management-kubeconfig.ts).
   logger.warn('Set-up in the init phase failed; the first invocation tries again', { reason: error instanceof Error ? error.message : String(error) });
