@@ -20,7 +20,8 @@
  *   Powertools FIFO processor per group, which skips the rest of a group after a failure): a batch of ten Nodes costs
  *   about one reconcile's round trips, not ten. The first record of each workload cluster goes alone; the cluster's
  *   other records start once it has answered, so a hanging cluster still gets one record's calls per batch, not one
- *   per group;
+ *   per group. A cluster that answered a record in this container within the last minute (`answering`, kept across
+ *   batches) is not probed again: its records go together, until one of its calls times out or floods;
  * - outcomes (patched, unchanged, gone, invalid declaration, …): logged and counted;
  * - Kubernetes Events are written off each record's path (see DeferredEvents): a changed Node costs two sequential
  *   round trips (the reads, the write), and the batch answers once its Events are written.
@@ -56,6 +57,39 @@ export interface BatchDeps extends ReconcileDeps {
   readonly withDeadline?: <T>(deadline: number, fn: () => Promise<T>) => Promise<T>;
   /** All the API calls of one record together end within this (the call timeout); default: no bound but the batch's. */
   readonly recordTimeoutMs?: number;
+  /**
+   * The workload clusters that answered in this container lately, kept across batches (one per container, from the
+   * composition); undefined: every batch probes every cluster with its first record.
+   */
+  readonly answering?: AnsweringClusters;
+}
+
+/**
+ * The workload clusters whose records were reconciled in this container within the last `windowMs` (a record that
+ * ended with an outcome: its calls answered). Their records skip the batch's probe (ClusterProbes). A call timeout or
+ * an answer past the byte cap forgets the cluster at once, so its next batch is probed again; a cluster that only
+ * fails, or that has not been heard from for `windowMs`, is probed as an unknown one. One entry per workload cluster.
+ */
+export class AnsweringClusters {
+  readonly #lastAnswered = new Map<string, number>();
+  readonly #windowMs: number;
+
+  constructor(windowMs = 60_000) {
+    this.#windowMs = windowMs;
+  }
+
+  answered(cluster: string, at: number): void {
+    this.#lastAnswered.set(cluster, at);
+  }
+
+  forget(cluster: string): void {
+    this.#lastAnswered.delete(cluster);
+  }
+
+  recently(cluster: string, now: number): boolean {
+    const at = this.#lastAnswered.get(cluster);
+    return at !== undefined && now - at <= this.#windowMs;
+  }
 }
 
 /** Time kept back from the invocation's remaining time for the queue calls that settle a record. */
@@ -107,7 +141,7 @@ export async function processBatch(event: SQSEvent, context: Context, deps: Batc
   const events = new DeferredEvents(deps.recorder, deps.logger);
   const machineSets = batchMachineSets(deps);
   const recordDeps: BatchDeps = { ...deps, recorder: events, ...(machineSets ? { machineSets } : {}) };
-  const probes = new ClusterProbes();
+  const probes = new ClusterProbes((cluster) => deps.answering?.recently(cluster, deps.clock.now().getTime()) === true);
   const handle = async (record: SQSRecord): Promise<void> => {
     const parsed = parseRecord(record, deps);
     await probes.run(parsed instanceof MalformedEventError ? undefined : clusterKey(parsed.data.cluster), async () => {
@@ -162,13 +196,19 @@ function byMessageGroup(records: readonly SQSRecord[]): SQSRecord[][] {
 
 /**
  * The first record of a workload cluster in a batch runs alone; the cluster's other records wait until it has
- * answered (whatever the answer), then run together. A record that names no cluster (malformed) never waits.
+ * answered (whatever the answer), then run together. A record that names no cluster (malformed), or one of a cluster
+ * that answered lately (`answering`), never waits.
  */
 class ClusterProbes {
   readonly #first = new Map<string, Promise<void>>();
+  readonly #answering: (cluster: string) => boolean;
+
+  constructor(answering: (cluster: string) => boolean) {
+    this.#answering = answering;
+  }
 
   async run(cluster: string | undefined, fn: () => Promise<void>): Promise<void> {
-    if (cluster === undefined) return fn();
+    if (cluster === undefined || this.#answering(cluster)) return fn();
     const probe = this.#first.get(cluster);
     if (probe !== undefined) {
       await probe;
@@ -237,8 +277,13 @@ async function processRecord(record: SQSRecord, event: TaintEvent | MalformedEve
       ? await reconcileAutoscalerTaints(deps, event as TaintEvent & { readonly data: typeof event.data })
       : await reconcileNodeTaints(deps, event, { parallelReads: receiveCount === 1 });
     report(result, event, deps, { ...context, ...(result.outcome === ReconcileOutcome.patched ? { latencyMs: latencyStages(event, record, batchStartedAt, recordStartedAt, deps.clock.now().getTime()) } : {}) });
+    // A call of the cluster that timed out or flooded in this batch outweighs the records that were answered.
+    if (!timedOutClusters.has(cluster)) deps.answering?.answered(cluster, deps.clock.now().getTime());
   } catch (error) {
-    if (error instanceof CallTimeoutError || error instanceof OversizedAnswerError) timedOutClusters.add(cluster);
+    if (error instanceof CallTimeoutError || error instanceof OversizedAnswerError) {
+      timedOutClusters.add(cluster);
+      deps.answering?.forget(cluster);
+    }
     if (error instanceof TaintPropagatorError && !error.retryable) {
       await deadLetter(record, deps, error.message, error);
       return;

@@ -2,7 +2,7 @@ import { ChangeMessageVisibilityCommand, SendMessageCommand, SQSClient } from '@
 import type { Context } from 'aws-lambda';
 import { mockClient } from 'aws-sdk-client-mock';
 import { beforeEach, describe, expect, it, vi } from 'vitest';
-import { processBatch, backoffSeconds, latencyStages, SETTLE_RESERVE_MS, type BatchDeps } from '#functions/reconcile-node-taints/process-batch.ts';
+import { AnsweringClusters, processBatch, backoffSeconds, latencyStages, SETTLE_RESERVE_MS, type BatchDeps } from '#functions/reconcile-node-taints/process-batch.ts';
 import { CallTimeoutError, NodeNotFoundError, TransientError } from '#shared/errors.ts';
 import type { ClusterRef } from '#shared/domain/cloud-event.ts';
 import { fromCloudEventBody } from '#shared/adapters/cloudevents/cloud-event-body.ts';
@@ -135,6 +135,63 @@ describe('Function: processBatch()', () => {
     expect(steps.indexOf('node-b start')).toBeGreaterThan(steps.indexOf('node-a end'));
     expect(most).toEqual({ wc1: 3, wc2: 1 });
     expect(steps.lastIndexOf('node-a start')).toBeGreaterThan(steps.indexOf('node-a end'));
+  });
+
+  it('skips the probe for a cluster that answered in this container lately, and probes it again after a call of it timed out', async () => {
+    // Prepare: three Nodes of one cluster whose reads can be made to hang (a call timeout); one memory for all batches.
+    const { deps, machines, nodes } = setup();
+    for (const n of ['a', 'b', 'c']) {
+      machines.put(inCluster(machineBuilder().named(`m-${n}`).withNodeName(`node-${n}`).withSpecTaints([machineTaint('gpu', n)]).build()));
+      nodes.put({ name: `node-${n}`, annotations: {}, taints: [] });
+    }
+    let hanging = false;
+    let inFlight = 0;
+    let most = 0;
+    let calls = 0;
+    const read = nodes.getNode.bind(nodes);
+    nodes.getNode = async (name) => {
+      calls++;
+      most = Math.max(most, ++inFlight);
+      await new Promise((r) => setTimeout(r, 20));
+      inFlight--;
+      if (hanging) throw new CallTimeoutError(`Reading Node ${name}`, 'no answer within the call deadline');
+      return read(name);
+    };
+    const answering = new AnsweringClusters();
+    let round = 0;
+    const batch = async () => {
+      round++;
+      most = 0;
+      calls = 0;
+      const records = ['a', 'b', 'c'].map((n) => sqsRecord(machineEvent('default', `m-${n}`, { nodeName: `node-${n}`, rv: String(10 + round) }), { messageId: `${n}${round}`, receiveCount: 2 }));
+      const response = await processBatch(sqsEvent(...records), context, { ...deps, answering });
+      return { most, calls, failed: response.batchItemFailures.length };
+    };
+
+    // Act
+    const first = await batch(); // unknown cluster: probed
+    const second = await batch(); // answered lately: all at once
+    hanging = true;
+    const third = await batch(); // all at once, and every read times out
+    hanging = false;
+    const fourth = await batch(); // forgotten: probed again
+
+    // Assess
+    expect(first).toEqual({ most: 2, calls: 3, failed: 0 });
+    expect(second).toEqual({ most: 3, calls: 3, failed: 0 });
+    expect(third).toEqual({ most: 3, calls: 3, failed: 3 });
+    expect(fourth).toEqual({ most: 2, calls: 3, failed: 0 });
+  });
+
+  it('keeps probing a cluster none of whose records were answered, and one not heard from for longer than the window', () => {
+    const answering = new AnsweringClusters(60_000);
+    expect(answering.recently('default/wc1', 0)).toBe(false);
+    answering.answered('default/wc1', 1_000);
+    expect(answering.recently('default/wc1', 61_000)).toBe(true);
+    expect(answering.recently('default/wc1', 61_001)).toBe(false);
+    expect(answering.recently('default/wc2', 1_000)).toBe(false);
+    answering.forget('default/wc1');
+    expect(answering.recently('default/wc1', 2_000)).toBe(false);
   });
 
   it("reads a MachineSet once per batch for the records its template change sent, and again in the next batch", async () => {
