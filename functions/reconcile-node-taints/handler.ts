@@ -23,7 +23,7 @@ import { logger } from '#shared/observability/logger.ts';
 import type { SqsSender } from '#shared/adapters/sqs/record-queue.ts';
 import { sqsSdk } from '#shared/adapters/sqs/sdk.ts';
 import { composeReconcile, type ReconcileComposition } from './compose.ts';
-import { processBatch, type BatchDeps } from './process-batch.ts';
+import { processBatch } from './process-batch.ts';
 
 identifyAs('reconcile-node-taints', 'lambda');
 const config = loadReconcileConfig(processEnv());
