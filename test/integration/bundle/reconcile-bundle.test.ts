@@ -13,7 +13,7 @@ import { createServer, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
-import { afterAll, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import { lambdaBundleOptions, lambdaHandlerFile } from '#infra/lambda-bundle.ts';
 import { OWN_TRACKING_ANNOTATION, UNINITIALIZED_TAINT_KEY } from '#shared/domain/taint.ts';
 import { adminKubeConfig, createMachine, createNamespace, createNode, describeWithControlPlane, requireControlPlane, uniqueName } from '#test/support/control-plane.ts';
@@ -22,6 +22,7 @@ import { machineEvent, sqsEvent, sqsRecord } from '#test/support/sqs-records.ts'
 const run = promisify(execFile);
 const dir = mkdtempSync(join(tmpdir(), 'reconcile-bundle-'));
 
+/** What every cold start here has: Lambda-style configuration, the SDK resolvable as the runtime's. */
 const LAMBDA_ENV = {
   PATH: process.env.PATH ?? '',
   NODE_PATH: resolve('node_modules'),
@@ -32,14 +33,18 @@ const LAMBDA_ENV = {
 };
 
 describeWithControlPlane('The bundled reconcile handler (the Lambda artifact)', () => {
+  /** The bundle's file name in `dir`: built once, exactly as serverless-esbuild does with serverless.yml's custom.esbuild. */
+  let file = '';
+  beforeAll(async () => {
+    const options = lambdaBundleOptions(resolve('.'));
+    file = lambdaHandlerFile(options);
+    await build({ ...options, entryPoints: ['functions/reconcile-node-taints/handler.ts'], outfile: join(dir, file), logLevel: 'silent' });
+  });
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
   it('ends its init phase when the management API server accepts connections and never answers, leaving the set-up to the first invocation', { timeout: 60_000 }, async () => {
-    // Prepare: the bundle, and a server on loopback that takes every connection and says nothing.
-    const options = lambdaBundleOptions(resolve('.'));
-    const file = lambdaHandlerFile(options);
+    // Prepare: a server on loopback that takes every connection and says nothing.
     const sub = mkdtempSync(join(dir, 'silent-'));
-    await build({ ...options, entryPoints: ['functions/reconcile-node-taints/handler.ts'], outfile: join(sub, file), logLevel: 'silent' });
     const sockets: Socket[] = [];
     const silent = createServer((socket) => void sockets.push(socket));
     await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
@@ -48,7 +53,7 @@ describeWithControlPlane('The bundled reconcile handler (the Lambda artifact)', 
     const kubeconfig = load(readFileSync(requireControlPlane().kubeconfigPath, 'utf8')) as { clusters: Array<{ cluster: { server: string } }> };
     for (const c of kubeconfig.clusters) c.cluster.server = `https://127.0.0.1:${port}`;
     writeFileSync(join(sub, 'kubeconfig'), JSON.stringify(kubeconfig));
-    writeFileSync(join(sub, 'import.mjs'), `await import('./${file}'); process.stdout.write('IMPORTED\\n'); process.exit(0);`);
+    writeFileSync(join(sub, 'import.mjs'), `await import('../${file}'); process.stdout.write('IMPORTED\\n'); process.exit(0);`);
     try {
       // Act
       const { stdout, stderr } = await run(process.execPath, [join(sub, 'import.mjs')], {
@@ -69,11 +74,8 @@ describeWithControlPlane('The bundled reconcile handler (the Lambda artifact)', 
   });
 
   it('loads as an ES module, sets up in its init phase, with its configuration from the environment, and reconciles a Node', async () => {
-    // Prepare: bundle exactly as serverless-esbuild does with serverless.yml's custom.esbuild.
-    const options = lambdaBundleOptions(resolve('.'));
-    const file = lambdaHandlerFile(options);
+    // Prepare
     expect(file).toBe('handler.mjs');
-    await build({ ...options, entryPoints: ['functions/reconcile-node-taints/handler.ts'], outfile: join(dir, file), logLevel: 'silent' });
     const kc = adminKubeConfig();
     const ns = await createNamespace(kc, 'bundle');
     const node = uniqueName('node');
@@ -95,18 +97,13 @@ describeWithControlPlane('The bundled reconcile handler (the Lambda artifact)', 
     const { stdout, stderr } = await run(process.execPath, ['--enable-source-maps', join(dir, 'invoke.mjs')], {
       cwd: dir,
       env: {
-        PATH: process.env.PATH ?? '',
-        NODE_PATH: resolve('node_modules'),
+        ...LAMBDA_ENV,
         KUBECONFIG: requireControlPlane().kubeconfigPath,
         CLUSTER_MODE: 'self',
-        MANAGEMENT_AUTH: 'kubeconfig',
-        QUEUE_URL: 'https://sqs.eu-west-1.amazonaws.com/123456789012/taints.fifo',
-        DEAD_LETTER_QUEUE_URL: 'https://sqs.eu-west-1.amazonaws.com/123456789012/taints-dlq.fifo',
         STATE_NAMESPACE: ns,
         // A bare API server: no CAPI controller propagates spec.taints or removes its startup taint, the product does.
         SPEC_TAINTS_OWNER: 'product',
         STARTUP_TAINT_KEY: UNINITIALIZED_TAINT_KEY,
-        AWS_REGION: 'eu-west-1',
         POWERTOOLS_LOG_LEVEL: 'INFO',
       },
       timeout: 60_000,
