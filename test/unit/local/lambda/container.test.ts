@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { Container, heapFlags } from '#local/lambda/container.ts';
+import { bootstrapFile, Container, heapFlags } from '#local/lambda/container.ts';
 
 const run = promisify(execFile);
 const dir = mkdtempSync(join(tmpdir(), 'lambda-container-test-'));
@@ -114,6 +114,17 @@ describe('Lambda runner containers', () => {
     const c = await container('throws');
     expect(await c.invoke({}, Date.now() + 5_000, 'x')).toEqual({ ok: false, errorType: 'RangeError', errorMessage: 'bad input' });
     expect(c.alive).toBe(true);
+  });
+
+  it("runs its runtime bootstrap as JavaScript, as Lambda's runtime is: Node's type stripper is not part of a cold start", async () => {
+    const file = bootstrapFile();
+    expect(file).toMatch(/\.mjs$/);
+    expect(bootstrapFile()).toBe(file);
+    // Type stripping off: a TypeScript file would not even parse; this one does.
+    await expect(run(process.execPath, ['--no-experimental-strip-types', '--check', file])).resolves.toBeDefined();
+    await expect(run(process.execPath, ['--no-experimental-strip-types', '--check', join(import.meta.dirname, '../../../../local/lambda/runtime-bootstrap.ts')])).rejects.toThrow();
+    const c = await container('esm');
+    expect(readFileSync(`/proc/${c.pid}/cmdline`, 'utf8').split('\0')).toContain(file);
   });
 
   it('adds the heap bound of Lambda\'s bootstrap unless NODE_OPTIONS sets a heap size', () => {
