@@ -111,7 +111,10 @@ export function renderResults(r: BenchResults): string {
         c.bundles.map((b) => [b.function, `**${b.bundleBytes}**`, b.sourceMapBytes, `**${b.loadMs}**`, b.loadMsSourceMaps, b.loadMsNoSourceMaps, b.processWallMs]),
       ),
     );
-    out.push('', `External \`@aws-sdk/client-sqs\` alone: ${c.awsSdkSqsLoadMs} ms (part of the forwarder's load; the reconcile function loads it only on a retry, re-issue or dead letter); an empty \`node -e ''\` process: ${c.emptyProcessWallMs} ms wall.`);
+    out.push(
+      '',
+      `External \`@aws-sdk/client-sqs\` alone: ${c.awsSdkSqsLoadMs} ms (part of the forwarder's load; the reconcile function loads it only on a retry, re-issue or dead letter); an empty \`node -e ''\` process: ${c.emptyProcessWallMs} ms wall. The reconcile function with MANAGEMENT_AUTH=ssm (its set-up loads the runtime's SSM client): ${c.reconcileSsmLoadMs} ms; with the AWS SDK bundled into the package it would be ${c.reconcileSsmLoadMsSdkBundled} ms, and its plain load (no SDK client in the set-up) ${c.reconcileLoadMsSdkBundled} ms instead of ${c.reconcileLoadMs} ms.`,
+    );
   }
   if (s.incidentStorm) {
     const c = s.incidentStorm;

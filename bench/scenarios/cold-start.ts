@@ -7,6 +7,11 @@
  * kubeconfig (KUBECONFIG names no file) and gives up at once, so the figure is the module load,
  * with `--enable-source-maps` as deployed (serverless.yml sets NODE_OPTIONS) and without. The external AWS SDK
  * resolves from node_modules, as the Lambda runtime's copy does; its own load time is reported alongside.
+ *
+ * With MANAGEMENT_AUTH=ssm or secretsmanager the reconcile function's set-up also loads that SDK client:
+ * `reconcileSsmLoadMs` is the import with MANAGEMENT_AUTH=ssm against an SSM endpoint that refuses the connection (one
+ * attempt), and `reconcileSsmLoadMsSdkBundled` the same with the AWS SDK bundled into the package instead, with
+ * `reconcileLoadMsSdkBundled` (the plain load, as with eks): what bundling the SDK would save or cost each cold start.
  */
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -36,6 +41,12 @@ export interface ColdStartResult {
   readonly bundles: readonly BundleFigures[];
   /** Median require() time of the external @aws-sdk/client-sqs alone (part of each loadMs). */
   readonly awsSdkSqsLoadMs: number;
+  /** Median import() of the reconcile handler with MANAGEMENT_AUTH=ssm, as packaged (its set-up loads the runtime's SSM client). */
+  readonly reconcileSsmLoadMs: number;
+  /** The same with the AWS SDK bundled into the package. */
+  readonly reconcileSsmLoadMsSdkBundled: number;
+  /** The reconcile handler's plain load (as reconcileLoadMs) with the AWS SDK bundled into the package. */
+  readonly reconcileLoadMsSdkBundled: number;
   /** Median wall time of an empty `node -e ''`: the runtime's own start, not part of loadMs. */
   readonly emptyProcessWallMs: number;
   readonly reconcileBundleBytes: number;
@@ -58,6 +69,16 @@ const HANDLER_ENV: Readonly<Record<string, string>> = {
   POWERTOOLS_LOG_LEVEL: 'SILENT',
   POWERTOOLS_METRICS_DISABLED: 'true',
   POWERTOOLS_SERVICE_NAME: 'capi-taint-propagator',
+};
+
+/** The deployed auth mode: the kubeconfig from SSM, here from an endpoint that refuses at once (one attempt). */
+const SSM_ENV: Readonly<Record<string, string>> = {
+  MANAGEMENT_AUTH: 'ssm',
+  MANAGEMENT_KUBECONFIG_PARAMETER: '/capi-taint-propagator/management-kubeconfig',
+  AWS_ENDPOINT_URL_SSM: 'http://127.0.0.1:9',
+  AWS_MAX_ATTEMPTS: '1',
+  AWS_ACCESS_KEY_ID: 'AKIDEXAMPLE',
+  AWS_SECRET_ACCESS_KEY: 'example',
 };
 
 export async function runColdStart(ctx: BenchContext): Promise<ColdStartResult> {
@@ -103,6 +124,17 @@ export async function runColdStart(ctx: BenchContext): Promise<ColdStartResult> 
           `(${figures.loadMsSourceMaps} ms with --enable-source-maps, ${figures.loadMsNoSourceMaps} ms without), process ${figures.processWallMs} ms`,
       );
     }
+    // The SSM set-up path as packaged (the runtime's SDK) and with the SDK bundled; the plain load bundled too.
+    const ssm: Record<'packaged' | 'bundled', number> = { packaged: 0, bundled: 0 };
+    let plainBundled = 0;
+    for (const [variant, external] of [['packaged', bundleOptions.external], ['bundled', bundleOptions.external.filter((e) => !e.startsWith('@aws-sdk'))]] as Array<['packaged' | 'bundled', string[]]>) {
+      const outdir = join(outRoot, `reconcile-sdk-${variant}`);
+      await build({ ...bundleOptions, external, entryPoints: [join(root, 'functions', 'reconcile-node-taints', 'handler.ts')], outdir, logLevel: 'silent' });
+      const file = join(outdir, lambdaHandlerFile(bundleOptions));
+      ssm[variant] = round(median(measureLoads(file, runs, false, outRoot, SSM_ENV).loads), 1);
+      if (variant === 'bundled') plainBundled = round(median(measureLoads(file, runs, false).loads), 1);
+    }
+    ctx.log(`  reconcile-node-taints with MANAGEMENT_AUTH=ssm: load ${ssm.packaged} ms as packaged, ${ssm.bundled} ms with the AWS SDK bundled (plain load ${plainBundled} ms bundled)`);
     const sdk = measureLoads('@aws-sdk/client-sqs', runs, false, outRoot);
     const empty = measureLoads(undefined, runs, false);
     const reconcile = bundles.find((b) => b.function === 'reconcile-node-taints');
@@ -112,6 +144,9 @@ export async function runColdStart(ctx: BenchContext): Promise<ColdStartResult> 
       runs,
       bundles,
       awsSdkSqsLoadMs: round(median(sdk.loads), 1),
+      reconcileSsmLoadMs: ssm.packaged,
+      reconcileSsmLoadMsSdkBundled: ssm.bundled,
+      reconcileLoadMsSdkBundled: plainBundled,
       emptyProcessWallMs: round(median(empty.walls), 1),
       reconcileBundleBytes: reconcile.bundleBytes,
       reconcileLoadMs: reconcile.loadMs,
@@ -124,7 +159,7 @@ export async function runColdStart(ctx: BenchContext): Promise<ColdStartResult> 
 }
 
 /** Loads `target` in `runs` fresh processes; returns the require() times and process wall times in ms. */
-function measureLoads(target: string | undefined, runs: number, sourceMaps: boolean, cwd?: string): { loads: number[]; walls: number[] } {
+function measureLoads(target: string | undefined, runs: number, sourceMaps: boolean, cwd?: string, extraEnv: Readonly<Record<string, string>> = {}): { loads: number[]; walls: number[] } {
   const esm = target?.endsWith('.mjs') === true;
   const load = esm ? `await import(${JSON.stringify(pathToFileURL(target ?? '').href)})` : `require(${JSON.stringify(target)})`;
   const script = target === undefined ? '' : `const t=process.hrtime.bigint();${load};process.stdout.write(String(Number(process.hrtime.bigint()-t)/1e6))`;
@@ -135,7 +170,7 @@ function measureLoads(target: string | undefined, runs: number, sourceMaps: bool
     const r = spawnSync(process.execPath, [...(esm ? ['--input-type=module'] : []), '-e', script], {
       encoding: 'utf8',
       ...(cwd ? { cwd } : {}),
-      env: { PATH: process.env['PATH'] ?? '', HOME: process.env['HOME'] ?? '', ...HANDLER_ENV, ...(sourceMaps ? { NODE_OPTIONS: '--enable-source-maps' } : {}) },
+      env: { PATH: process.env['PATH'] ?? '', HOME: process.env['HOME'] ?? '', ...HANDLER_ENV, ...extraEnv, ...(sourceMaps ? { NODE_OPTIONS: '--enable-source-maps' } : {}) },
     });
     walls.push(performance.now() - start);
     if (r.status !== 0) throw new Error(`loading ${target} failed: ${r.stderr.slice(0, 500)}`);
