@@ -113,7 +113,7 @@ export function renderResults(r: BenchResults): string {
     );
     out.push(
       '',
-      `External \`@aws-sdk/client-sqs\` alone: ${c.awsSdkSqsLoadMs} ms (part of the forwarder's load; the reconcile function loads it only on a retry, re-issue or dead letter); an empty \`node -e ''\` process: ${c.emptyProcessWallMs} ms wall. The reconcile function with MANAGEMENT_AUTH=ssm (its set-up loads the runtime's SSM client): ${c.reconcileSsmLoadMs} ms; with the AWS SDK bundled into the package it would be ${c.reconcileSsmLoadMsSdkBundled} ms, and its plain load (no SDK client in the set-up) ${c.reconcileLoadMsSdkBundled} ms instead of ${c.reconcileLoadMs} ms.`,
+      `External \`@aws-sdk/client-sqs\` alone: ${c.awsSdkSqsLoadMs} ms (part of the forwarder's load; the reconcile function loads it only on a retry, re-issue or dead letter); an empty \`node -e ''\` process: ${c.emptyProcessWallMs} ms wall. The reconcile function with MANAGEMENT_AUTH=ssm (its set-up loads the runtime's SSM client): ${c.reconcileSsmLoadMs} ms; \`@aws-sdk/client-ssm\` alone: ${c.awsSdkSsmRequireMs} ms by \`require()\` (as the functions load it), ${c.awsSdkSsmImportMs} ms by \`import()\`.`,
     );
   }
   if (s.incidentStorm) {

@@ -10,8 +10,8 @@
  *
  * With MANAGEMENT_AUTH=ssm or secretsmanager the reconcile function's set-up also loads that SDK client:
  * `reconcileSsmLoadMs` is the import with MANAGEMENT_AUTH=ssm against an SSM endpoint that refuses the connection (one
- * attempt), and `reconcileSsmLoadMsSdkBundled` the same with the AWS SDK bundled into the package instead, with
- * `reconcileLoadMsSdkBundled` (the plain load, as with eks): what bundling the SDK would save or cost each cold start.
+ * attempt). The functions load the runtime's SDK with `require()` (shared/adapters/aws/runtime-sdk.ts):
+ * `awsSdkSsmRequireMs` and `awsSdkSsmImportMs` are `@aws-sdk/client-ssm` alone by `require()` and by `import()`.
  */
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -43,10 +43,9 @@ export interface ColdStartResult {
   readonly awsSdkSqsLoadMs: number;
   /** Median import() of the reconcile handler with MANAGEMENT_AUTH=ssm, as packaged (its set-up loads the runtime's SSM client). */
   readonly reconcileSsmLoadMs: number;
-  /** The same with the AWS SDK bundled into the package. */
-  readonly reconcileSsmLoadMsSdkBundled: number;
-  /** The reconcile handler's plain load (as reconcileLoadMs) with the AWS SDK bundled into the package. */
-  readonly reconcileLoadMsSdkBundled: number;
+  /** Median time of @aws-sdk/client-ssm alone by require() (as the functions load it) and by import(). */
+  readonly awsSdkSsmRequireMs: number;
+  readonly awsSdkSsmImportMs: number;
   /** Median wall time of an empty `node -e ''`: the runtime's own start, not part of loadMs. */
   readonly emptyProcessWallMs: number;
   readonly reconcileBundleBytes: number;
@@ -124,17 +123,12 @@ export async function runColdStart(ctx: BenchContext): Promise<ColdStartResult> 
           `(${figures.loadMsSourceMaps} ms with --enable-source-maps, ${figures.loadMsNoSourceMaps} ms without), process ${figures.processWallMs} ms`,
       );
     }
-    // The SSM set-up path as packaged (the runtime's SDK) and with the SDK bundled; the plain load bundled too.
-    const ssm: Record<'packaged' | 'bundled', number> = { packaged: 0, bundled: 0 };
-    let plainBundled = 0;
-    for (const [variant, external] of [['packaged', bundleOptions.external], ['bundled', bundleOptions.external.filter((e) => !e.startsWith('@aws-sdk'))]] as Array<['packaged' | 'bundled', string[]]>) {
-      const outdir = join(outRoot, `reconcile-sdk-${variant}`);
-      await build({ ...bundleOptions, external, entryPoints: [join(root, 'functions', 'reconcile-node-taints', 'handler.ts')], outdir, logLevel: 'silent' });
-      const file = join(outdir, lambdaHandlerFile(bundleOptions));
-      ssm[variant] = round(median(measureLoads(file, runs, false, outRoot, SSM_ENV).loads), 1);
-      if (variant === 'bundled') plainBundled = round(median(measureLoads(file, runs, false).loads), 1);
-    }
-    ctx.log(`  reconcile-node-taints with MANAGEMENT_AUTH=ssm: load ${ssm.packaged} ms as packaged, ${ssm.bundled} ms with the AWS SDK bundled (plain load ${plainBundled} ms bundled)`);
+    // The SSM set-up path as packaged, and the SSM client alone by require() and by import().
+    const reconcileFile = join(outRoot, 'reconcile-node-taints', lambdaHandlerFile(bundleOptions));
+    const reconcileSsmLoadMs = round(median(measureLoads(reconcileFile, runs, false, outRoot, SSM_ENV).loads), 1);
+    const ssmRequire = round(median(measureLoads('@aws-sdk/client-ssm', runs, false, outRoot).loads), 1);
+    const ssmImport = round(median(measureLoads('@aws-sdk/client-ssm', runs, false, outRoot, {}, true).loads), 1);
+    ctx.log(`  reconcile-node-taints with MANAGEMENT_AUTH=ssm: load ${reconcileSsmLoadMs} ms; @aws-sdk/client-ssm alone ${ssmRequire} ms by require(), ${ssmImport} ms by import()`);
     const sdk = measureLoads('@aws-sdk/client-sqs', runs, false, outRoot);
     const empty = measureLoads(undefined, runs, false);
     const reconcile = bundles.find((b) => b.function === 'reconcile-node-taints');
@@ -144,9 +138,9 @@ export async function runColdStart(ctx: BenchContext): Promise<ColdStartResult> 
       runs,
       bundles,
       awsSdkSqsLoadMs: round(median(sdk.loads), 1),
-      reconcileSsmLoadMs: ssm.packaged,
-      reconcileSsmLoadMsSdkBundled: ssm.bundled,
-      reconcileLoadMsSdkBundled: plainBundled,
+      reconcileSsmLoadMs,
+      awsSdkSsmRequireMs: ssmRequire,
+      awsSdkSsmImportMs: ssmImport,
       emptyProcessWallMs: round(median(empty.walls), 1),
       reconcileBundleBytes: reconcile.bundleBytes,
       reconcileLoadMs: reconcile.loadMs,
@@ -159,9 +153,10 @@ export async function runColdStart(ctx: BenchContext): Promise<ColdStartResult> 
 }
 
 /** Loads `target` in `runs` fresh processes; returns the require() times and process wall times in ms. */
-function measureLoads(target: string | undefined, runs: number, sourceMaps: boolean, cwd?: string, extraEnv: Readonly<Record<string, string>> = {}): { loads: number[]; walls: number[] } {
-  const esm = target?.endsWith('.mjs') === true;
-  const load = esm ? `await import(${JSON.stringify(pathToFileURL(target ?? '').href)})` : `require(${JSON.stringify(target)})`;
+function measureLoads(target: string | undefined, runs: number, sourceMaps: boolean, cwd?: string, extraEnv: Readonly<Record<string, string>> = {}, importPackage = false): { loads: number[]; walls: number[] } {
+  const esm = target?.endsWith('.mjs') === true || importPackage;
+  const specifier = target !== undefined && target.startsWith('/') ? pathToFileURL(target).href : target;
+  const load = esm ? `await import(${JSON.stringify(specifier)})` : `require(${JSON.stringify(target)})`;
   const script = target === undefined ? '' : `const t=process.hrtime.bigint();${load};process.stdout.write(String(Number(process.hrtime.bigint()-t)/1e6))`;
   const loads: number[] = [];
   const walls: number[] = [];
