@@ -22,6 +22,7 @@ import type { Child } from '#local/control-plane/children.ts';
 import { startWorkloadApiServer, type WorkloadApiServer } from '#local/control-plane/workload-servers.ts';
 import { LambdaRunner, type FunctionStats, type InvocationRecord, type QueueMessage } from '#local/lambda/runner.ts';
 import { packagedService, PACKAGE_VARIANTS } from '#local/lambda/serverless-package.ts';
+import { functionsEnvironmentValue } from '#local/lambda/template.ts';
 import type { BenchContext } from '../lib/context.ts';
 import { BENCH_LABEL, MACHINES_PATH, RawKube, cleanup, createNamespace, createPairs, loadKubeConfig, mapConcurrent, observeTaintValues, runId, type Pair } from '../lib/kube.ts';
 import { quantile, round, sleep, since } from '../lib/stats.ts';
@@ -184,8 +185,7 @@ export async function runDeployedLatency(ctx: BenchContext, form: 'e2e' | 'fleet
     runner = await LambdaRunner.start({ serviceDir: packaged.serviceDir, startTriggers: false, onInvocation: (r) => invocations.push(r), onQueueMessage: onMessage });
     const fwd = runner.fn('watchForwarder').fn;
     const env = fwd.environment as Record<string, unknown>;
-    const parameter = String(env['MANAGEMENT_KUBECONFIG_PARAMETER'] ?? '');
-    runner.ssm.put(parameter, { value: adminYaml });
+    runner.ssm.put(functionsEnvironmentValue(runner.template, 'MANAGEMENT_KUBECONFIG_PARAMETER'), { value: adminYaml });
     runner.startTriggers();
     void runner.fireSchedule('watchForwarder');
 

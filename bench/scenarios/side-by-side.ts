@@ -33,7 +33,7 @@ import { GetQueueAttributesCommand, type QueueAttributeName } from '@aws-sdk/cli
 import { startControlPlane, type ControlPlane } from '#local/control-plane/control-plane.ts';
 import type { WorkloadApiServer } from '#local/control-plane/workload-servers.ts';
 import { LOCAL_BOOTSTRAP_CONFIG_TEMPLATE, LOCAL_CLUSTER, LOCAL_CONTROL_PLANE, LOCAL_MACHINE_TEMPLATE, type KindApi } from '#local/infrastructure/crds.ts';
-import { readPackagedTemplate } from '#local/lambda/template.ts';
+import { functionsEnvironmentValue, readPackagedTemplate } from '#local/lambda/template.ts';
 import { LambdaRunner } from '#local/lambda/runner.ts';
 import { packagedService } from '#local/lambda/serverless-package.ts';
 import { startPipeline } from '#local/pipeline.ts';
@@ -378,13 +378,12 @@ class DeployedProduct implements ProductSide {
     let product: DeployedProduct | undefined;
     // As a deployment has them before its stack: the kubeconfig parameter and the state namespace. A provisioned
     // container's init (at the runner's start) sets itself up with them, as on AWS.
-    const env = readPackagedTemplate(packaged.serviceDir).functions.get('watchForwarder')?.environment ?? {};
-    const text = (v: unknown): string => (typeof v === 'string' ? v : '');
-    await o.mgmt.post('/api/v1/namespaces', { metadata: { name: text(env['STATE_NAMESPACE']) } }).catch(() => undefined);
+    const template = readPackagedTemplate(packaged.serviceDir);
+    await o.mgmt.post('/api/v1/namespaces', { metadata: { name: functionsEnvironmentValue(template, 'STATE_NAMESPACE') } }).catch(() => undefined);
     const runner = await LambdaRunner.start({
       serviceDir: packaged.serviceDir,
       startTriggers: false,
-      ssmParameters: { [text(env['MANAGEMENT_KUBECONFIG_PARAMETER'])]: { value: readFileSync(o.kubeconfigPath, 'utf8') } },
+      ssmParameters: { [functionsEnvironmentValue(template, 'MANAGEMENT_KUBECONFIG_PARAMETER')]: { value: readFileSync(o.kubeconfigPath, 'utf8') } },
       onQueueMessage: (m) => {
         if (m.functionKey === 'watchForwarder' && product) product.#messages += 1;
       },

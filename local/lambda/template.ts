@@ -113,6 +113,17 @@ export interface PackagedTemplate {
   readonly roleNames: ReadonlyMap<string, string>;
 }
 
+/**
+ * The value the template's functions give an environment variable that is a plain string (no intrinsic), as a
+ * deployment reads it before its stack exists: the management kubeconfig parameter or secret, the state namespace.
+ * Throws, naming the template, when no function sets it, or when two set it differently.
+ */
+export function functionsEnvironmentValue(t: PackagedTemplate, name: string): string {
+  const values = new Set([...t.functions.values()].map((fn) => fn.environment[name]).filter((v): v is string => typeof v === 'string' && v !== ''));
+  if (values.size !== 1) throw new Error(`${t.templatePath}: ${values.size === 0 ? `no function sets ${name}` : `the functions set ${name} differently (${[...values].join(', ')})`}`);
+  return [...values][0] as string;
+}
+
 /** Lambda async invocations default to 6 h / 2 retries when no EventInvokeConfig says otherwise. */
 const DEFAULT_ASYNC = { maximumEventAgeSeconds: 21_600, maximumRetryAttempts: 2 };
 

@@ -3,7 +3,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { decryptKeyArns, ratePeriodMs, readPackagedTemplate, resolveValue, type Resolver } from '#local/lambda/template.ts';
+import { decryptKeyArns, functionsEnvironmentValue, ratePeriodMs, readPackagedTemplate, resolveValue, type Resolver } from '#local/lambda/template.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'lambda-template-test-'));
 mkdirSync(join(dir, '.serverless'));
@@ -58,6 +58,16 @@ describe('readPackagedTemplate', () => {
   it('resolves Ref, Fn::GetAtt, Fn::Sub and pseudo parameters of the environment', () => {
     const t = readPackagedTemplate(dir);
     expect(resolveValue(t.template, t.functions.get('fn')?.environment, resolver)).toEqual({ QUEUE_URL: 'url-of-Queue', ARN: 'Arn-of-Queue', SUB: 'arn:aws:logs:eu-west-1:111122223333:x', PLAIN: '45' });
+  });
+
+  it("gives a plain environment value the functions set, and names the template when none or two values are set", () => {
+    const t = readPackagedTemplate(dir);
+    expect(functionsEnvironmentValue(t, 'PLAIN')).toBe('45');
+    // An intrinsic is not a plain value (it names a resource of the stack).
+    expect(() => functionsEnvironmentValue(t, 'QUEUE_URL')).toThrow(`${t.templatePath}: no function sets QUEUE_URL`);
+    expect(() => functionsEnvironmentValue(t, 'MANAGEMENT_KUBECONFIG_PARAMETER')).toThrow('no function sets MANAGEMENT_KUBECONFIG_PARAMETER');
+    const two = { ...t, functions: new Map([...t.functions, ['other', { ...t.functions.get('fn'), environment: { PLAIN: '46' } } as never]]) };
+    expect(() => functionsEnvironmentValue(two, 'PLAIN')).toThrow('the functions set PLAIN differently (45, 46)');
   });
 
   it('finds the KMS keys a role may decrypt with, conditions evaluated', () => {
