@@ -11,7 +11,8 @@
  */
 import { createRequire } from 'node:module';
 
-const load = createRequire(import.meta.url);
+// A CommonJS bundle of this file (the benchmarks' forwarder child) has no import.meta.url, but a __filename.
+const load = createRequire(import.meta.url ?? __filename);
 
 /** The runtime's `@aws-sdk/client-ssm`. */
 export const ssmSdk = (): typeof import('@aws-sdk/client-ssm') => load('@aws-sdk/client-ssm') as typeof import('@aws-sdk/client-ssm');
