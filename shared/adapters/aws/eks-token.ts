@@ -10,7 +10,7 @@ import { Sha256 } from '@aws-crypto/sha256-js';
 import { HttpRequest } from '@smithy/protocol-http';
 import { SignatureV4 } from '@smithy/signature-v4';
 import type { Clock } from '#shared/ports/clock.ts';
-import { credentialProviderSdk } from './runtime-sdk.ts';
+import { runtimeSdk } from './runtime-sdk.ts';
 
 export const EKS_TOKEN_PREFIX = 'k8s-aws-v1.';
 /** The header that binds the token to one cluster; it must be among the signed headers. */
@@ -144,7 +144,7 @@ function defaultCredentials(): AwsCredentialsProvider {
   let provider: AwsCredentialsProvider | undefined;
   return async () => {
     if (!provider) {
-      const { defaultProvider } = credentialProviderSdk();
+      const { defaultProvider } = runtimeSdk('@aws-sdk/credential-provider-node');
       provider = defaultProvider();
     }
     return provider();

@@ -29,7 +29,7 @@ import type { Clock } from '#shared/ports/clock.ts';
 import { createEksTokenSource, type AwsCredentialsProvider, type EksTokenSource } from '../aws/eks-token.ts';
 import { RestConfig } from './rest-config.ts';
 import { kubeConfigFromUntrusted } from './untrusted-kubeconfig.ts';
-import { secretsManagerSdk, ssmSdk } from '#shared/adapters/aws/runtime-sdk.ts';
+import { runtimeSdk } from '#shared/adapters/aws/runtime-sdk.ts';
 
 /** The name under which errors report the management cluster. */
 export const MANAGEMENT_CLUSTER = 'management';
@@ -206,14 +206,14 @@ async function readStoredKubeconfig(
     : { source: 'secretsmanager', secretId: access.secretId });
   try {
     if (access.auth === 'ssm') {
-      const { GetParameterCommand, SSMClient } = ssmSdk();
+      const { GetParameterCommand, SSMClient } = runtimeSdk('@aws-sdk/client-ssm');
       const ssm = deps.ssm ?? new SSMClient(access.region ? { region: access.region } : {});
       const out = await ssm.send(new GetParameterCommand({ Name: access.parameterName, WithDecryption: true }));
       const value = out.Parameter?.Value;
       if (!value) throw new ClusterCredentialsError(MANAGEMENT_CLUSTER, `${source} is empty`);
       return value;
     }
-    const { GetSecretValueCommand, SecretsManagerClient } = secretsManagerSdk();
+    const { GetSecretValueCommand, SecretsManagerClient } = runtimeSdk('@aws-sdk/client-secrets-manager');
     const secrets = deps.secretsManager ?? new SecretsManagerClient(access.region ? { region: access.region } : {});
     const out = await secrets.send(new GetSecretValueCommand({ SecretId: access.secretId }));
     const value = out.SecretString ?? (out.SecretBinary ? Buffer.from(out.SecretBinary).toString('utf8') : undefined);
