@@ -13,7 +13,7 @@ import { KubernetesObjectApi, loadAllYaml, type KubeConfig, type KubernetesObjec
 import { mintClientKubeconfig } from '#local/control-plane/pki.ts';
 import { FUNCTION_GROUPS, kubeconfigSecretRbac, type ClusterName } from '#local/rbac/kubeconfig-secret-rbac.ts';
 import { LambdaRunner, type LambdaRunnerOptions } from '#local/lambda/runner.ts';
-import { decryptKeyArns, functionsEnvironmentValue, readPackagedTemplate } from '#local/lambda/template.ts';
+import { decryptKeyArns, functionsEnvironmentValue } from '#local/lambda/template.ts';
 import type { AvailableCapiControlPlane } from './capi.ts';
 import { packagedService, PACKAGE_VARIANTS } from '#local/lambda/serverless-package.ts';
 
@@ -76,9 +76,9 @@ export async function startDeployed(admin: KubeConfig, cp: AvailableCapiControlP
   await applyFile(admin, 'infra/rbac/workload-cluster.yaml');
   const kubeconfigPath = await mintClientKubeconfig({ dir: join(cp.dir, 'users'), caCertPath: cp.caCertPath, caKeyPath: cp.caKeyPath, server: cp.server, name: 'capi-taint-propagator-lambda', groups: [...FUNCTION_GROUPS] });
   const kubeconfig = readFileSync(kubeconfigPath, 'utf8');
-  const parameter = functionsEnvironmentValue(readPackagedTemplate(packaged.serviceDir), 'MANAGEMENT_KUBECONFIG_PARAMETER');
   const runner = await LambdaRunner.start({ serviceDir: packaged.serviceDir, startTriggers: false, ...options });
   try {
+    const parameter = functionsEnvironmentValue(runner.template, 'MANAGEMENT_KUBECONFIG_PARAMETER');
     // The parameter is encrypted with the key the template lets the roles decrypt with (the customer managed key of
     // the parameter set), or the AWS managed key when there is none.
     const [keyId] = decryptKeyArns(runner.template, runner.fn('watchForwarder').fn.roleLogicalId, { accountId: runner.accountId, region: runner.region, ref: (id) => id, getAtt: (id) => id });
