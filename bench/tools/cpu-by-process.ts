@@ -8,9 +8,9 @@
  *   node bench/tools/cpu-by-process.ts report <in.jsonl> <from epoch s> <to epoch s> [<step s>]
  *     CPU seconds per kind over the window (and per step within it), with the cores that makes.
  *
- * Kinds: `kube-apiserver`, `etcd`, `cluster-api` (the manager and the local provider), `reconcile-container` and
+ * Kinds: `kube-apiserver`, `etcd`, `cluster-api` (the manager's binary), `reconcile-container` and
  * `forwarder-container` (processes of the Lambda runner, told apart by their task root), `bench` (the benchmark process,
- * which also runs the runner and fauxqs), and `other:<command>`.
+ * which also runs the control plane's local infrastructure provider, the runner and fauxqs), and `other:<command>`.
  */
 import { appendFileSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
 import { basename } from 'node:path';
