@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --quick | --smoke] [--only=throughput,forwarder] [--throughput-n=1000] [--forwarder-objects=1000,5000,20000] [--fleet100-clusters=100] [--fleet100-nodes=200] [--fleet100-shards=4] [--kubeconfig=<path>] [--etcd=<url>] [--no-write] [--hostile-seconds=120]`
+ * `npm run bench [-- --quick | --smoke] [--only=throughput,forwarder] [--throughput-n=1000] [--forwarder-objects=1000,5000,20000] [--fleet100-clusters=100] [--fleet100-nodes=200] [--fleet100-shards=4] [--side-by-side-sizes=100,500] [--kubeconfig=<path>] [--etcd=<url>] [--no-write] [--hostile-seconds=120]`
  * `npm run bench -- --deployed [--only=e2e-latency|fleet|side-by-side] [--deployed-seconds=1500] [--deployed-rate=2] [--deployed-defaults] [--package-param=<name>=<value>…]`:
  * scenarios 3 and 8 through the packaged functions under local/lambda/'s runner (bench/scenarios/deployed.ts), real
  * time, and scenario 10 with the product's side in that form (bench/scenarios/side-by-side.ts, `form: 'deployed'`; its
@@ -35,6 +35,7 @@ const { values } = parseArgs({
     'fleet100-clusters': { type: 'string' },
     'fleet100-nodes': { type: 'string' },
     'fleet100-shards': { type: 'string' },
+    'side-by-side-sizes': { type: 'string' },
     'no-write': { type: 'boolean', default: false },
     'hostile-seconds': { type: 'string' },
     deployed: { type: 'boolean', default: false },
@@ -46,6 +47,7 @@ const { values } = parseArgs({
 });
 
 const { runBench, SCENARIOS, OPT_IN_SCENARIOS } = await import('./lib/bench.ts');
+const { parseSideBySideSizes } = await import('./scenarios/side-by-side.ts');
 function positive(text: string, flag: string): number {
   const n = Number(text);
   if (!Number.isFinite(n) || n <= 0) throw new Error(`${flag} must be a positive number, got ${JSON.stringify(text)}`);
@@ -81,6 +83,7 @@ if (!kubeconfigPath && !ownControlPlaneOnly) {
 try {
   const throughputN = values['throughput-n']?.split(',').map(Number).filter((n) => Number.isInteger(n) && n > 0);
   const forwarderObjects = values['forwarder-objects']?.split(',').map(Number);
+  const sideBySideN = values['side-by-side-sizes'] === undefined ? undefined : parseSideBySideSizes(values['side-by-side-sizes']);
   const fleet100Clusters = values['fleet100-clusters'] === undefined ? undefined : Number(values['fleet100-clusters']);
   if (fleet100Clusters !== undefined && !(Number.isInteger(fleet100Clusters) && fleet100Clusters > 0)) throw new Error(`--fleet100-clusters must be a positive integer (the whole fleet, split over the shards), got ${values['fleet100-clusters']}`);
   const fleet100NodesPerCluster = values['fleet100-nodes'] === undefined ? undefined : Number(values['fleet100-nodes']);
@@ -97,6 +100,7 @@ try {
     sizes: {
       ...(throughputN && throughputN.length > 0 ? { throughputN } : {}),
       ...(forwarderObjects !== undefined ? { forwarderObjects } : {}),
+      ...(sideBySideN !== undefined ? { sideBySideN } : {}),
       ...(values['deployed-seconds'] !== undefined ? { deployedSeconds: positive(values['deployed-seconds'], '--deployed-seconds') } : {}),
       ...(values['deployed-rate'] !== undefined ? { deployedRate: positive(values['deployed-rate'], '--deployed-rate') } : {}),
       ...(fleet100Clusters !== undefined ? { fleet100Clusters } : {}),
@@ -108,13 +112,13 @@ try {
   });
   const json = `${JSON.stringify(results, null, 2)}\n`;
   if (!values['no-write'] && profile !== 'smoke') {
-    const partial = values.deployed || only.length > 0 || values['throughput-n'] !== undefined || values['forwarder-objects'] !== undefined || values['fleet100-clusters'] !== undefined || values['fleet100-nodes'] !== undefined || values['fleet100-shards'] !== undefined;
+    const partial = values.deployed || only.length > 0 || values['throughput-n'] !== undefined || values['forwarder-objects'] !== undefined || values['side-by-side-sizes'] !== undefined || values['fleet100-clusters'] !== undefined || values['fleet100-nodes'] !== undefined || values['fleet100-shards'] !== undefined;
     const file = profile === 'full' && !partial ? 'results.json' : `out/results.${profile}${values.deployed ? '.deployed' : ''}${values['package-param'] ? '.variant' : ''}${partial ? '.partial' : ''}.json`;
     mkdirSync(new URL('./out/', import.meta.url), { recursive: true });
     writeFileSync(new URL(`./${file}`, import.meta.url), json);
     process.stderr.write(`[bench] wrote bench/${file}\n`);
     // A variant of the packaged stack (`--package-param`) is written to its own file only: results.json keeps the shipped parameters' figures.
-    if (profile === 'full' && partial && values['throughput-n'] === undefined && values['forwarder-objects'] === undefined && values['package-param'] === undefined) {
+    if (profile === 'full' && partial && values['throughput-n'] === undefined && values['forwarder-objects'] === undefined && values['side-by-side-sizes'] === undefined && values['package-param'] === undefined) {
       // A scenario re-run at the full sizes (`--only=…`): its figures go into results.json, next to the others.
       const { readFileSync } = await import('node:fs');
       const { mergeResults } = await import('./lib/bench.ts');

@@ -52,6 +52,18 @@ const KUBERNETES_VERSION = 'v1.34.3';
 type Side = 'capi' | 'product';
 const SIDES: readonly Side[] = ['capi', 'product'];
 
+/**
+ * The size steps of `--side-by-side-sizes` (replicas per side after each scale-up, comma-separated, increasing), e.g.
+ * `100` for the 100-joining step alone. Throws on anything else, quoting it.
+ * @example parseSideBySideSizes('100,500') // [100, 500]
+ */
+export function parseSideBySideSizes(text: string): number[] {
+  const sizes = text.split(',').map((s) => (s.trim() === '' ? Number.NaN : Number(s)));
+  const valid = sizes.every((n, i) => Number.isInteger(n) && n > 0 && (i === 0 || n > (sizes[i - 1] ?? 0)));
+  if (!valid) throw new Error(`--side-by-side-sizes must be increasing positive integers (replicas per side after each scale-up, comma-separated), got ${JSON.stringify(text)}`);
+  return sizes;
+}
+
 /** Latency figures of one side. */
 export interface SideLatency {
   readonly n: number;
