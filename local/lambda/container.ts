@@ -1,7 +1,7 @@
 /**
  * One Lambda execution environment ("container") of the runner: a Node process (runtime-bootstrap.ts) that loads the
  * packaged handler once, runs one invocation at a time, is frozen (SIGSTOP) between invocations and thawed (SIGCONT)
- * for the next, is killed (SIGKILL) at the function's timeout or when it goes over its memory setting, and is then
+ * for the next (an on-demand cold start goes from its init to its first invocation unfrozen, as on Lambda), is killed (SIGKILL) at the function's timeout or when it goes over its memory setting, and is then
  * never used again (the next invocation is a cold start), as on Lambda.
  *
  * Memory: the process's resident set is sampled every 100 ms while it runs and read (VmHWM, the kernel's peak) at the
@@ -53,6 +53,12 @@ export interface ContainerOptions {
   readonly memoryMiB: number;
   /** Called with each line the function writes (stdout and stderr; CloudWatch Logs on Lambda). */
   readonly onOutput: (line: string) => void;
+  /**
+   * Freeze the process once its init is done (default true): a provisioned container waits frozen for its first
+   * invocation, as on Lambda. False for an on-demand cold start, whose invocation is already waiting: Lambda goes from
+   * the init phase straight to the invoke phase and freezes the environment only after that invocation.
+   */
+  readonly freezeAfterInit?: boolean;
 }
 
 function procStatus(pid: number): string | undefined {
@@ -158,7 +164,7 @@ export class Container {
       throw new Error(`Init of container ${o.id} failed: ${ready.error}`);
     }
     container.initMs = ready.initMs;
-    await container.#freeze();
+    if (o.freezeAfterInit !== false) await container.#freeze();
     return container;
   }
 

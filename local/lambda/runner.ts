@@ -365,6 +365,8 @@ export class FunctionPool {
       taskRoot: this.#taskRoot,
       env,
       memoryMiB: this.fn.memoryMiB,
+      // A provisioned container waits frozen for its first invocation; an on-demand one is started for an invocation.
+      freezeAfterInit: provisioned,
       onOutput: (line) => {
         this.#stats.logBytes += Buffer.byteLength(line) + 1;
         if (line.includes('"_aws"')) this.#collectMetrics(line);

@@ -35,11 +35,12 @@ for (const [name, code] of Object.entries(HANDLERS)) {
 }
 
 const started: Container[] = [];
-async function container(name: keyof typeof HANDLERS, memoryMiB = 256, output: string[] = []): Promise<Container> {
+async function container(name: keyof typeof HANDLERS, memoryMiB = 256, output: string[] = [], freezeAfterInit?: boolean): Promise<Container> {
   const c = await Container.start({
     id: name,
     taskRoot: join(dir, name),
     memoryMiB,
+    ...(freezeAfterInit === undefined ? {} : { freezeAfterInit }),
     env: { PATH: process.env['PATH'] ?? '', LAMBDA_TASK_ROOT: join(dir, name), _HANDLER: 'handler.handler', NODE_PATH: sdkDir, AWS_LAMBDA_FUNCTION_NAME: name },
     onOutput: (line) => output.push(line),
   });
@@ -94,6 +95,15 @@ describe('Lambda runner containers', () => {
     expect(await c.invoke({}, Date.now() + 5_000, 'b')).toEqual({ ok: true, value: 2 });
     expect(c.frozen).toBe(true);
     expect(c.peakRssMiB).toBeGreaterThan(10);
+  });
+
+  it('goes from the init of an on-demand cold start to its first invocation unfrozen, and freezes after it', async () => {
+    const c = await container('counter', 256, [], false);
+    expect(c.frozen).toBe(false);
+    expect(state(c.pid)).not.toBe('T');
+    expect(await c.invoke({}, Date.now() + 5_000, 'a')).toEqual({ ok: true, value: 1 });
+    expect(c.frozen).toBe(true);
+    expect(state(c.pid)).toBe('T');
   });
 
   it('kills the container at the deadline (Sandbox.Timedout); it is not used again', async () => {
