@@ -1,8 +1,9 @@
 /**
  * One Lambda execution environment ("container") of the runner: a Node process (runtime-bootstrap.ts) that loads the
  * packaged handler once, runs one invocation at a time, is frozen (SIGSTOP) between invocations and thawed (SIGCONT)
- * for the next (an on-demand cold start goes from its init to its first invocation unfrozen, as on Lambda), is killed (SIGKILL) at the function's timeout or when it goes over its memory setting, and is then
- * never used again (the next invocation is a cold start), as on Lambda.
+ * for the next (an on-demand cold start goes from its init to its first invocation unfrozen, as on Lambda), is killed
+ * (SIGKILL) at the function's timeout or when it goes over its memory setting, and is then never used again (the next
+ * invocation is a cold start), as on Lambda.
  *
  * Memory: the process's resident set is sampled every 100 ms while it runs and read (VmHWM, the kernel's peak) at the
  * end of each invocation; going over `MemorySize` kills the container (`Runtime.OutOfMemory`). The V8 heap is also
