@@ -41,6 +41,16 @@ describe('Function: judge(), scenario 9', () => {
     expect(targets.find((t) => t.figure === 'fleet100E2eP99Ms')).toMatchObject({ measured: 250, met: true });
   });
 
+  it('names no shard count when scenario 9 did not run, and leaves its figures unjudged', () => {
+    // Act
+    const targets = judge({}, at);
+
+    // Assess
+    const peak = targets.find((t) => t.figure === 'forwarderPeakMiB100Clusters');
+    expect(peak).toMatchObject({ measured: undefined, met: undefined, target: expect.stringContaining('per forwarder; scenario 9 not run here') });
+    expect(targets.filter((t) => t.target.includes('whole fleet') || t.target.includes('shards'))).toEqual([]);
+  });
+
   it('says one forwarder over the whole fleet when unsharded, and does not judge a smaller fleet', () => {
     // Act
     const whole = judge({ forwarderPeakMiB100Clusters: 236.8 }, { ...at, fleet100: { clusters: 100, objects: 20000, shards: 1 } });
