@@ -10,13 +10,14 @@
  *   `@smithy/signature-v4` and the SHA-256 are bundled, shared/adapters/aws/eks-token.ts), then one presigned STS
  *   `GetCallerIdentity` URL, the token (no network).
  * CPU is the child's own (`process.cpuUsage()`, user + system), so the server's work is not counted. Prints the median
- * of `--runs` processes per step, in ms.
+ * (bench/lib/stats.ts, nearest rank) of `--runs` processes per step, in ms.
  */
 import { execFile } from 'node:child_process';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { median, round } from '../lib/stats.ts';
 
 const { values } = parseArgs({ options: { runs: { type: 'string', default: '5' } } });
 const runs = Number(values.runs);
@@ -67,19 +68,14 @@ function child(script: string): Promise<Record<string, number>> {
     execFile(process.execPath, ['-e', script], { env, cwd: ROOT }, (error, stdout) => (error ? reject(error) : resolve(JSON.parse(stdout) as Record<string, number>)));
   });
 }
-const median = (xs: number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  const mid = Math.floor(s.length / 2);
-  return s.length % 2 === 1 ? (s[mid] as number) : ((s[mid - 1] as number) + (s[mid] as number)) / 2;
-};
 
 try {
   for (const [name, script] of [['ssm', SSM], ['eks', EKS]] as const) {
     const samples: Array<Record<string, number>> = [];
     for (let i = 0; i < runs; i++) samples.push(await child(script));
     const steps = Object.keys(samples[0] ?? {});
-    const medians = Object.fromEntries(steps.map((step) => [step, Number(median(samples.map((s) => s[step] ?? 0)).toFixed(1))]));
-    const total = Number(steps.filter((s) => s !== 'secondCall').reduce((sum, s) => sum + (medians[s] ?? 0), 0).toFixed(1));
+    const medians = Object.fromEntries(steps.map((step) => [step, round(median(samples.map((s) => s[step] ?? 0)), 1)]));
+    const total = round(steps.filter((s) => s !== 'secondCall').reduce((sum, s) => sum + (medians[s] ?? 0), 0), 1);
     process.stdout.write(`${name}: ${JSON.stringify({ ...medians, coldStartTotal: total })} (CPU ms, median of ${runs} processes)\n`);
   }
 } finally {
