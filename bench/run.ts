@@ -112,13 +112,15 @@ try {
   });
   const json = `${JSON.stringify(results, null, 2)}\n`;
   if (!values['no-write'] && profile !== 'smoke') {
-    const partial = values.deployed || only.length > 0 || values['throughput-n'] !== undefined || values['forwarder-objects'] !== undefined || values['side-by-side-sizes'] !== undefined || values['fleet100-clusters'] !== undefined || values['fleet100-nodes'] !== undefined || values['fleet100-shards'] !== undefined;
+    // Sizes other than the profile's: never merged into results.json (the fleet100 flags are, see below).
+    const ownSizes = values['throughput-n'] !== undefined || values['forwarder-objects'] !== undefined || values['side-by-side-sizes'] !== undefined;
+    const partial = values.deployed || only.length > 0 || ownSizes || values['fleet100-clusters'] !== undefined || values['fleet100-nodes'] !== undefined || values['fleet100-shards'] !== undefined;
     const file = profile === 'full' && !partial ? 'results.json' : `out/results.${profile}${values.deployed ? '.deployed' : ''}${values['package-param'] ? '.variant' : ''}${partial ? '.partial' : ''}.json`;
     mkdirSync(new URL('./out/', import.meta.url), { recursive: true });
     writeFileSync(new URL(`./${file}`, import.meta.url), json);
     process.stderr.write(`[bench] wrote bench/${file}\n`);
     // A variant of the packaged stack (`--package-param`) is written to its own file only: results.json keeps the shipped parameters' figures.
-    if (profile === 'full' && partial && values['throughput-n'] === undefined && values['forwarder-objects'] === undefined && values['side-by-side-sizes'] === undefined && values['package-param'] === undefined) {
+    if (profile === 'full' && partial && !ownSizes && values['package-param'] === undefined) {
       // A scenario re-run at the full sizes (`--only=…`): its figures go into results.json, next to the others.
       const { readFileSync } = await import('node:fs');
       const { mergeResults } = await import('./lib/bench.ts');
