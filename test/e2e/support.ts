@@ -2,7 +2,8 @@
  * Helpers of the e2e tests: a pipeline per test, isolated by namespace, Node label, Lease and state
  * namespace, with short queue timings so that retries happen within seconds.
  */
-import { CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
+import { CoreV1Api, CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
+import type https from 'node:https';
 import { startPipeline, type Pipeline, type PipelineOptions, type SqsCaller } from '#local/pipeline.ts';
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import { tmpdir } from 'node:os';
@@ -178,6 +179,11 @@ export function startForeignWriter(kc: KubeConfig, nodes: readonly string[], tai
     }
   });
   return {
+    /** One blind write of its heartbeat to `node` now (a new resourceVersion, no taint touched). */
+    async nudge(node: string): Promise<void> {
+      await core.patchNode({ name: node, body: { metadata: { annotations: { 'other.example.com/heartbeat': `${Date.now()}` } } } }, MERGE_PATCH);
+      writes++;
+    },
     taintOf: (node: string): readonly string[] => {
       const t = current.get(node);
       return t ? [t] : [];
@@ -190,4 +196,22 @@ export function startForeignWriter(kc: KubeConfig, nodes: readonly string[], tai
       return { writes, ownConflicts };
     },
   };
+}
+
+/**
+ * A copy of `kc` for a pipeline whose every PATCH of a Node first awaits `beforePatch(node, contentType)`: the hook
+ * runs after the product planned its write and before the request leaves (kube-http applies the credentials with the
+ * method, path and headers already set), so a real write made there is one the real API server sees in between. The
+ * API server's answer to the product is its own; nothing is faked.
+ */
+export function interleavedKubeConfig(kc: KubeConfig, beforePatch: (node: string, contentType: string) => Promise<void>): KubeConfig {
+  const copy = new KubeConfig();
+  copy.loadFromString(kc.exportConfig());
+  const apply = copy.applyToHTTPSOptions.bind(copy);
+  copy.applyToHTTPSOptions = async (opts: https.RequestOptions): Promise<void> => {
+    const node = opts.method === 'PATCH' ? /^\/api\/v1\/nodes\/([^/?]+)(?:\?|$)/.exec(opts.path ?? '')?.[1] : undefined;
+    if (node !== undefined) await beforePatch(decodeURIComponent(node), String((opts.headers as Record<string, unknown> | undefined)?.['Content-Type'] ?? ''));
+    await apply(opts);
+  };
+  return copy;
 }
