@@ -110,6 +110,11 @@ export interface JoinRun {
   readonly productReconciles: Readonly<Record<string, number>>;
   /** Where a product Node's time goes: p50/p99 of each step, in ms from its appearance. */
   readonly productProfile: Readonly<Record<string, { readonly p50Ms: number; readonly p99Ms: number }>>;
+  /**
+   * The three slowest product Nodes, each with its time from appearance to tainted and ungated (`ms`) and the
+   * pipeline stages of its last write (the stage p99s above are each stage's own, often of different Nodes).
+   */
+  readonly productSlowest: readonly { readonly node: string; readonly ms: number; readonly stages: Readonly<Record<string, number>> }[];
 }
 
 export interface SideBySideResult {
@@ -470,6 +475,17 @@ function pipelineStages(stages: ReadonlyMap<string, Readonly<Record<string, numb
   return out;
 }
 
+/** The three slowest of `nodes` (appearance → tainted and ungated), each with its last write's pipeline stages. */
+export function slowest(
+  nodes: readonly { readonly node: string; readonly ms: number }[],
+  stages: ReadonlyMap<string, Readonly<Record<string, number>>> | undefined,
+): JoinRun['productSlowest'] {
+  return [...nodes]
+    .sort((a, b) => b.ms - a.ms)
+    .slice(0, 3)
+    .map((n) => ({ node: n.node, ms: Math.round(n.ms), stages: { ...(stages?.get(n.node) ?? {}) } }));
+}
+
 /** The reconcile function's log, read on from where it was last read: `Reconciles` metric lines, by `Outcome`. */
 class ReconcileLog {
   readonly #path: string;
@@ -622,9 +638,12 @@ export async function runSideBySide(ctx: BenchContext, o: { readonly form?: Side
           taintedAndUngated: step((_, n) => (n.readyAt as number) - n.appearedAt),
           ...pipelineStages(p.writeStages?.(), productNodes.map(([name]) => name)),
         },
+        productSlowest: slowest(productNodes.map(([name, n]) => ({ node: name, ms: (n.readyAt as number) - n.appearedAt })), p.writeStages?.()),
       });
       replicas = size;
       ctx.log(`[side-by-side] join ${joining}: p99 capi ${capi.p99Ms} ms, product ${product.p99Ms} ms`);
+      const tail = joins.at(-1)?.productSlowest ?? [];
+      if (tail.length > 0) ctx.log(`[side-by-side] join ${joining}: slowest product Nodes ${tail.map((t) => `${Math.round(t.ms)} ms (${Object.entries(t.stages).map(([k, v]) => `${k} ${v}`).join(', ') || 'no stages logged'})`).join('; ')}`);
 
       // ---- change: one declaration change per side, at once
       value += 1;
