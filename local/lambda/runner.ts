@@ -14,7 +14,7 @@
  * Every AWS API call is written to the call log (aws-endpoints.ts). Time runs at real speed.
  */
 import { execFile } from 'node:child_process';
-import { randomBytes, randomUUID } from 'node:crypto';
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { appendFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { createRequire } from 'node:module';
@@ -26,13 +26,23 @@ import { buildApp } from 'fauxqs';
 import { SqsEventSource, type EventSourceCounters } from '#local/sqs/sqs-event-source.ts';
 import { AwsCallLog, SsmStore, startSqsRecorder, startSsmEndpoint, type Caller, type CallerKind, type Endpoint, type SsmParameter } from './aws-endpoints.ts';
 import { Container, type InvokeResult } from './container.ts';
-import { readPackagedTemplate, resolveValue, type Json, type PackagedTemplate, type Resolver, type TemplateFunction, type TemplateQueue } from './template.ts';
+import type { EksPrincipal } from './eks-authenticator.ts';
+import { eksAccessEntryGroups, readPackagedTemplate, resolveValue, type Json, type PackagedTemplate, type Resolver, type TemplateFunction, type TemplateQueue } from './template.ts';
 
 const run = promisify(execFile);
 /** Account the runner plays (the one of the repository's worked parameter files). */
 export const DEFAULT_ACCOUNT_ID = '111122223333';
-/** Dummy credentials: the local endpoints accept any signature. */
+/** Dummy credentials of the runner's own calls (the event source's polls): the local endpoints accept any signature. */
 const DUMMY_CREDENTIALS = { AWS_ACCESS_KEY_ID: 'ASIALOCALRUNNER00000', AWS_SECRET_ACCESS_KEY: 'local-runner-secret', AWS_SESSION_TOKEN: 'local-runner-session' };
+
+/**
+ * A function's own temporary credentials (its role's session, as Lambda gives each function): fixed per function key,
+ * so that the EKS stand-in (eks-authenticator.ts) can tell the roles apart. The SQS and SSM endpoints accept any signature.
+ */
+export function functionCredentials(fnKey: string): { readonly accessKeyId: string; readonly secretAccessKey: string; readonly sessionToken: string } {
+  const h = createHash('sha256').update(fnKey).digest('hex').toUpperCase();
+  return { accessKeyId: `ASIALOCAL${h.slice(0, 11)}`, secretAccessKey: `local-runner-secret-${h.slice(11, 31)}`, sessionToken: `local-runner-session-${h.slice(31, 51)}` };
+}
 /** How long an idle warm container is kept before it is reclaimed (Lambda: minutes, unspecified). */
 const DEFAULT_IDLE_MS = 10 * 60_000;
 /** A provisioned container that could not be replaced (its init failed) is tried again after this long. */
@@ -618,6 +628,19 @@ export class LambdaRunner {
     if (this.#ownsWorkDir) rmSync(this.workDir, { recursive: true, force: true });
   }
 
+  /**
+   * Each function's credentials and role, with the groups of the role's EKS access entry in the packaged template
+   * (`AWS::EKS::AccessEntry` whose `PrincipalArn` is the role's `Arn`; undefined groups: no entry), for the EKS stand-in.
+   */
+  eksPrincipals(): EksPrincipal[] {
+    return [...this.template.functions.values()].map((fn) => ({
+      ...functionCredentials(fn.key),
+      roleArn: this.#roleArn(fn),
+      sessionName: fn.functionName,
+      groups: eksAccessEntryGroups(this.template, fn.roleLogicalId),
+    }));
+  }
+
   #roleArn(fn: TemplateFunction): string {
     return `arn:aws:iam::${this.accountId}:role/${this.template.roleNames.get(fn.roleLogicalId) ?? fn.roleLogicalId}`;
   }
@@ -689,7 +712,7 @@ export class LambdaRunner {
         _HANDLER: fn.handler,
         NODE_PATH: sdkPath,
         LOCAL_LAMBDA_FUNCTION_ARN: `arn:aws:lambda:${this.region}:${this.accountId}:function:${fn.functionName}`,
-        ...DUMMY_CREDENTIALS,
+        ...((c) => ({ AWS_ACCESS_KEY_ID: c.accessKeyId, AWS_SECRET_ACCESS_KEY: c.secretAccessKey, AWS_SESSION_TOKEN: c.sessionToken }))(functionCredentials(fn.key)),
         AWS_ENDPOINT_URL_SQS: sqsProxy.url,
         AWS_ENDPOINT_URL_SSM: ssmEndpoint.url,
       };

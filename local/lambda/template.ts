@@ -348,3 +348,16 @@ export function decryptKeyArns(t: PackagedTemplate, roleLogicalId: string, r: Re
   }
   return out;
 }
+
+/**
+ * The `KubernetesGroups` of the EKS access entry (`AWS::EKS::AccessEntry`, created in this template) whose
+ * `PrincipalArn` is the role's `Arn`; undefined when the role has none (EKS then refuses its tokens).
+ */
+export function eksAccessEntryGroups(t: PackagedTemplate, roleLogicalId: string): string[] | undefined {
+  const entry = Object.values((t.template.Resources ?? {}) as Record<string, Json>).find((r) => {
+    if (r.Type !== 'AWS::EKS::AccessEntry' || (r.Condition !== undefined && !evaluateCondition(t.template, r.Condition))) return false;
+    const arn = r.Properties?.PrincipalArn as Json;
+    return Array.isArray(arn?.['Fn::GetAtt']) && arn['Fn::GetAtt'][0] === roleLogicalId && arn['Fn::GetAtt'][1] === 'Arn';
+  });
+  return entry ? ((entry.Properties?.KubernetesGroups ?? []) as Json[]).map(String) : undefined;
+}

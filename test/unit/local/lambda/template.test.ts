@@ -3,7 +3,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { decryptKeyArns, functionsEnvironmentValue, ratePeriodMs, readPackagedTemplate, resolveValue, type Resolver } from '#local/lambda/template.ts';
+import { decryptKeyArns, eksAccessEntryGroups, functionsEnvironmentValue, ratePeriodMs, readPackagedTemplate, resolveValue, type Resolver } from '#local/lambda/template.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'lambda-template-test-'));
 mkdirSync(join(dir, '.serverless'));
@@ -123,5 +123,30 @@ describe('readPackagedTemplate: provisioned concurrency', () => {
       ['Mapping', 'Queue', 'provisioned'],
       ['ByRef', 'Other', 'provisioned'],
     ]);
+  });
+});
+
+describe('eksAccessEntryGroups', () => {
+  const eksDir = mkdtempSync(join(tmpdir(), 'lambda-template-eks-test-'));
+  afterAll(() => rmSync(eksDir, { recursive: true, force: true }));
+
+  it("reads the groups of the role's access entry that the template creates, and none for a role without one", () => {
+    // Prepare: an entry for RoleA, one for RoleB under a false condition, none for RoleC.
+    mkdirSync(join(eksDir, '.serverless'));
+    const withEntries = {
+      Conditions: { Off: { 'Fn::Equals': ['false', 'true'] } },
+      Resources: {
+        EntryA: { Type: 'AWS::EKS::AccessEntry', Properties: { ClusterName: 'mgmt', PrincipalArn: { 'Fn::GetAtt': ['RoleA', 'Arn'] }, Type: 'STANDARD', KubernetesGroups: ['group-a'] } },
+        EntryB: { Type: 'AWS::EKS::AccessEntry', Condition: 'Off', Properties: { ClusterName: 'mgmt', PrincipalArn: { 'Fn::GetAtt': ['RoleB', 'Arn'] }, KubernetesGroups: ['group-b'] } },
+      },
+    };
+    writeFileSync(join(eksDir, '.serverless', 'cloudformation-template-update-stack.json'), JSON.stringify(withEntries));
+    writeFileSync(join(eksDir, '.serverless', 'serverless-state.json'), JSON.stringify({ service: { provider: { region: 'eu-west-1' } } }));
+    const t = readPackagedTemplate(eksDir);
+
+    // Act & Assess
+    expect(eksAccessEntryGroups(t, 'RoleA')).toEqual(['group-a']);
+    expect(eksAccessEntryGroups(t, 'RoleB')).toBeUndefined();
+    expect(eksAccessEntryGroups(t, 'RoleC')).toBeUndefined();
   });
 });
