@@ -1,9 +1,12 @@
 /**
  * `npm run bench [-- --quick | --smoke] [--only=throughput,forwarder] [--throughput-n=1000] [--forwarder-objects=1000,5000,20000] [--fleet100-clusters=100] [--fleet100-nodes=200] [--fleet100-shards=4] [--side-by-side-sizes=100,500] [--kubeconfig=<path>] [--etcd=<url>] [--no-write] [--hostile-seconds=120]`
- * `npm run bench -- --deployed [--only=e2e-latency|fleet|side-by-side] [--deployed-seconds=1500] [--deployed-rate=2] [--deployed-defaults] [--package-param=<name>=<value>…]`:
+ * `npm run bench -- --deployed [--only=e2e-latency|fleet|side-by-side] [--deployed-seconds=1500] [--deployed-rate=2] [--deployed-defaults] [--deployed-auth=eks|ssm] [--package-param=<name>=<value>…]`:
  * scenarios 3 and 8 through the packaged functions under local/lambda/'s runner (bench/scenarios/deployed.ts), real
  * time, and scenario 10 with the product's side in that form (bench/scenarios/side-by-side.ts, `form: 'deployed'`; its
  * figures under `<key>Deployed`, next to the local form's). `--deployed-defaults`: the rota's windows as shipped.
+ * `--deployed-auth`: how scenario 10's deployed functions reach the management cluster: `eks` (default, serverless.yml's
+ * default, through the EKS stand-in local/lambda/eks-authenticator.ts) or `ssm` (the kubeconfig in SSM, `example-ssm`).
+ * Scenarios 3 and 8 read the kubeconfig from SSM either way.
  * `--package-param`: a stage parameter for `serverless package` (repeatable), e.g. `reconcileProvisionedConcurrency=10`;
  * such a variant's figures go to bench/out/results.full.deployed.variant.partial.json only, not into results.json.
  *
@@ -43,6 +46,7 @@ const { values } = parseArgs({
     'deployed-seconds': { type: 'string' },
     'deployed-rate': { type: 'string' },
     'package-param': { type: 'string', multiple: true },
+    'deployed-auth': { type: 'string' },
   },
 });
 
@@ -52,6 +56,10 @@ function positive(text: string, flag: string): number {
   const n = Number(text);
   if (!Number.isFinite(n) || n <= 0) throw new Error(`${flag} must be a positive number, got ${JSON.stringify(text)}`);
   return n;
+}
+function deployedAuth(text: string): 'eks' | 'ssm' {
+  if (text !== 'eks' && text !== 'ssm') throw new Error(`--deployed-auth must be eks or ssm, got ${JSON.stringify(text)}`);
+  return text;
 }
 type ScenarioName = (typeof SCENARIOS)[number] | (typeof OPT_IN_SCENARIOS)[number];
 
@@ -109,6 +117,7 @@ try {
     },
     ...(values.deployed ? { deployed: values['deployed-defaults'] ? ('shipped' as const) : ('short-windows' as const) } : {}),
     ...(values['package-param'] ? { packageParams: values['package-param'] } : {}),
+    ...(values['deployed-auth'] !== undefined ? { deployedAuth: deployedAuth(values['deployed-auth']) } : {}),
   });
   const json = `${JSON.stringify(results, null, 2)}\n`;
   if (!values['no-write'] && profile !== 'smoke') {

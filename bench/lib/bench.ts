@@ -134,6 +134,8 @@ export interface RunBenchOptions {
   readonly deployed?: 'short-windows' | 'shipped';
   /** Deployed form: further `serverless package` arguments (e.g. `--param=reconcileProvisionedConcurrency=10`). */
   readonly packageParams?: readonly string[];
+  /** Deployed form of scenario 10: `eks` (default, serverless.yml's default management auth, through the EKS stand-in) or `ssm`. */
+  readonly deployedAuth?: 'eks' | 'ssm';
 }
 
 export async function runBench(o: RunBenchOptions): Promise<BenchResults> {
@@ -166,7 +168,7 @@ export async function runBench(o: RunBenchOptions): Promise<BenchResults> {
     if (e2eDeployed) scenarios.e2eLatencyDeployed = e2eDeployed;
     const fleetDeployed = await step('fleet', 'Scenario 8 in the deployed form: packaged functions under the Lambda runner', () => runDeployedLatency(ctx, 'fleet', args));
     if (fleetDeployed) scenarios.fleetDeployed = fleetDeployed;
-    const sideBySideDeployed = await step('side-by-side', 'Scenario 10 in the deployed form: side by side with Cluster API, the product as packaged functions under the Lambda runner', () => runSideBySide(ctx, { form: 'deployed', packageArgs: args }));
+    const sideBySideDeployed = await step('side-by-side', 'Scenario 10 in the deployed form: side by side with Cluster API, the product as packaged functions under the Lambda runner', () => runSideBySide(ctx, { form: 'deployed', packageArgs: args, auth: o.deployedAuth ?? 'eks' }));
     if (sideBySideDeployed) scenarios.sideBySideDeployed = sideBySideDeployed;
     const figures: Partial<Record<FigureKey, number>> = {};
     if (sideBySideDeployed) SIDE_BY_SIDE_KEYS.forEach((key, i) => (figures[SIDE_BY_SIDE_DEPLOYED_KEYS[i] as FigureKey] = sideBySideDeployed[key as keyof SideBySideResult] as number));

@@ -26,7 +26,7 @@
  * rota of scheduled windows, the FIFO queue in fauxqs, the reconcile function on its event source mapping). Everything
  * else is the same; where the deployed form reads a figure differently is said at {@link DeployedProduct}.
  */
-import { closeSync, fstatSync, openSync, readFileSync, readSync, statSync } from 'node:fs';
+import { closeSync, fstatSync, mkdtempSync, openSync, readFileSync, readSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { GetQueueAttributesCommand, type QueueAttributeName } from '@aws-sdk/client-sqs';
@@ -35,6 +35,9 @@ import type { WorkloadApiServer } from '#local/control-plane/workload-servers.ts
 import { LOCAL_BOOTSTRAP_CONFIG_TEMPLATE, LOCAL_CLUSTER, LOCAL_CONTROL_PLANE, LOCAL_MACHINE_TEMPLATE, type KindApi } from '#local/infrastructure/crds.ts';
 import { functionsEnvironmentValue, readPackagedTemplate } from '#local/lambda/template.ts';
 import { LambdaRunner } from '#local/lambda/runner.ts';
+import { startEksAuthenticator, type EksAuthenticator } from '#local/lambda/eks-authenticator.ts';
+import { kubeconfigSecretRbac } from '#local/rbac/kubeconfig-secret-rbac.ts';
+import { KubernetesObjectApi, loadAllYaml, type KubernetesObject } from '@kubernetes/client-node';
 import { packagedService } from '#local/lambda/serverless-package.ts';
 import { startPipeline } from '#local/pipeline.ts';
 import { CHECKPOINT_ANNOTATION } from '#shared/adapters/kubernetes/lease.ts';
@@ -123,6 +126,8 @@ export interface SideBySideResult {
   /** Deployed form: the arguments of `npx serverless package`, and the functions' invocations over the scenario. */
   readonly packageArgs?: readonly string[];
   readonly deployedFunctions?: Record<string, unknown>;
+  /** Deployed form with `MANAGEMENT_AUTH=eks`: the EKS stand-in's token reviews over the scenario. */
+  readonly eksTokenReviews?: { readonly authenticated: number; readonly refused: number; readonly lastRefusal?: string };
   readonly sizes: readonly number[];
   readonly clusterApiVersion: string;
   readonly joins: readonly JoinRun[];
@@ -298,6 +303,8 @@ function laterRv(a: string, b: string): string {
 }
 
 export type SideBySideForm = 'local' | 'deployed';
+/** How the deployed form reaches the management cluster: `eks` (serverless.yml's default, through the EKS stand-in) or `ssm`. */
+export type DeployedAuth = 'eks' | 'ssm';
 
 /** What the scenario reads from the product's side, in either form. */
 interface ProductCounters {
@@ -389,23 +396,45 @@ class DeployedProduct implements ProductSide {
     this.#log = new ReconcileLog(join(runner.workDir, `${reconcile.fn.key}.log`));
   }
 
-  static async start(o: { readonly kubeconfigPath: string; readonly mgmt: RawKube; readonly packageArgs: readonly string[]; readonly nodesStream: string; readonly log: (line: string) => void }): Promise<DeployedProduct> {
+  /**
+   * `eks`: the functions reach the management cluster as the shipped default does (`MANAGEMENT_AUTH=eks`), through the
+   * EKS stand-in the control plane was started with, as the groups of their roles' access entries, with the product's
+   * RBAC (infra/rbac/management-cluster.yaml and the kubeconfig Secret's grant). Otherwise the kubeconfig given is
+   * stored in the SSM parameter of the `example-ssm` stage (`packageArgs` says so).
+   */
+  static async start(o: {
+    readonly kubeconfigPath: string;
+    readonly mgmt: RawKube;
+    readonly packageArgs: readonly string[];
+    readonly nodesStream: string;
+    readonly log: (line: string) => void;
+    readonly eks?: { readonly authenticator: EksAuthenticator; readonly region: string; readonly cluster: { readonly namespace: string; readonly name: string } };
+  }): Promise<DeployedProduct> {
     const packaged = await packagedService(o.packageArgs);
-    o.log(`[side-by-side] packaged (${packaged.reused ? 'reused' : `${packaged.seconds.toFixed(1)} s`}): ${o.packageArgs.join(' ')}`);
+    o.log(`[side-by-side] packaged (${packaged.reused ? 'reused' : `${packaged.seconds.toFixed(1)} s`}): ${shownArgs(o.packageArgs).join(' ')}`);
     let product: DeployedProduct | undefined;
-    // As a deployment has them before its stack: the kubeconfig parameter and the state namespace. A provisioned
-    // container's init (at the runner's start) sets itself up with them, as on AWS.
+    // As a deployment has them before its stack: the kubeconfig parameter (or the RBAC of the access entries' groups)
+    // and the state namespace. A provisioned container's init (at the runner's start) sets itself up with them, as on AWS.
     const template = readPackagedTemplate(packaged.serviceDir);
     await o.mgmt.post('/api/v1/namespaces', { metadata: { name: functionsEnvironmentValue(template, 'STATE_NAMESPACE') } }).catch(() => undefined);
+    if (o.eks) {
+      const admin = loadKubeConfig(o.kubeconfigPath);
+      await applyManifests(admin, loadAllYaml(readFileSync(new URL('../../infra/rbac/management-cluster.yaml', import.meta.url), 'utf8')) as KubernetesObject[]);
+      await applyManifests(admin, kubeconfigSecretRbac([o.eks.cluster]) as KubernetesObject[]);
+    }
     const runner = await LambdaRunner.start({
       serviceDir: packaged.serviceDir,
       startTriggers: false,
-      ssmParameters: { [functionsEnvironmentValue(template, 'MANAGEMENT_KUBECONFIG_PARAMETER')]: { value: readFileSync(o.kubeconfigPath, 'utf8') } },
+      ...(o.eks ? {} : { ssmParameters: { [functionsEnvironmentValue(template, 'MANAGEMENT_KUBECONFIG_PARAMETER')]: { value: readFileSync(o.kubeconfigPath, 'utf8') } } }),
       onQueueMessage: (m) => {
         if (m.functionKey === 'watchForwarder' && product) product.#messages += 1;
       },
     });
     try {
+      if (o.eks) {
+        if (runner.region !== o.eks.region) throw new Error(`side-by-side: the packaged region ${runner.region} is not the EKS stand-in's ${o.eks.region}`);
+        o.eks.authenticator.setPrincipals(runner.eksPrincipals());
+      }
       product = new DeployedProduct(runner, o.mgmt, o.nodesStream);
       runner.startTriggers();
       void runner.fireSchedule('watchForwarder');
@@ -486,6 +515,46 @@ export function slowest(
     .map((n) => ({ node: n.node, ms: Math.round(n.ms), stages: { ...(stages?.get(n.node) ?? {}) } }));
 }
 
+/** The EKS stand-in's cluster name and region (serverless.yml's default region). */
+const EKS_CLUSTER_NAME = 'local-management';
+const EKS_REGION = 'eu-west-1';
+
+/**
+ * The deployed form's package arguments with `MANAGEMENT_AUTH=eks` (serverless.yml's default) for the local control
+ * plane: the SSM stage and its parameters are dropped, the other parameters (the bench's short windows, variants) kept.
+ */
+export function eksPackageArgs(args: readonly string[], eks: { readonly clusterName: string; readonly server: string; readonly caData: string }): string[] {
+  const kept: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i] as string;
+    if (a === '--stage') {
+      i++;
+      continue;
+    }
+    if (/^--param=(managementAuth|managementKubeconfig\w*|queueRedriveRoleArn|eks\w+)=/.test(a)) continue;
+    kept.push(a);
+  }
+  return ['--param=managementAuth=eks', `--param=eksClusterName=${eks.clusterName}`, `--param=eksEndpoint=${eks.server}`, `--param=eksCaData=${eks.caData}`, ...kept];
+}
+
+/** Package arguments as logged and recorded: the local CA's data is left out. */
+function shownArgs(args: readonly string[]): string[] {
+  return args.map((a) => (a.startsWith('--param=eksCaData=') ? '--param=eksCaData=<the local CA>' : a));
+}
+
+/** Creates the objects (an existing one is left as it is). */
+async function applyManifests(kc: ReturnType<typeof loadKubeConfig>, docs: readonly KubernetesObject[]): Promise<void> {
+  const api = KubernetesObjectApi.makeApiClient(kc);
+  for (const doc of docs) {
+    if (!doc) continue;
+    try {
+      await api.create(doc);
+    } catch (e) {
+      if ((e as { code?: number }).code !== 409) throw e;
+    }
+  }
+}
+
 /** The reconcile function's log, read on from where it was last read: `Reconciles` metric lines, by `Outcome`. */
 class ReconcileLog {
   readonly #path: string;
@@ -541,18 +610,31 @@ class ReconcileLog {
 }
 
 /** `form`: the product's side (module comment); `packageArgs`: the deployed form's `serverless package` arguments. */
-export async function runSideBySide(ctx: BenchContext, o: { readonly form?: SideBySideForm; readonly packageArgs?: readonly string[] } = {}): Promise<SideBySideResult> {
+export async function runSideBySide(ctx: BenchContext, o: { readonly form?: SideBySideForm; readonly packageArgs?: readonly string[]; readonly auth?: DeployedAuth } = {}): Promise<SideBySideResult> {
   const form = o.form ?? 'local';
   const packageArgs = o.packageArgs ?? BENCH_PACKAGE_SHORT_WINDOWS;
   const sizes = ctx.sizes.sideBySideN;
   const loadBefore = round(os.loadavg()[0] ?? 0, 2);
   const timeoutMs = Math.max(120_000, sizes[sizes.length - 1]! * 2_000);
+  // The deployed form with EKS auth: the local kube-apiserver asks the EKS stand-in about bearer tokens.
+  const eks = form === 'deployed' && o.auth === 'eks' ? await startEksAuthenticator({ clusterName: EKS_CLUSTER_NAME, region: EKS_REGION }) : undefined;
+  const eksDir = eks ? mkdtempSync(join(os.tmpdir(), 'capi-tp-eks-')) : undefined;
+  if (eks && eksDir) writeFileSync(join(eksDir, 'webhook.kubeconfig'), eks.webhookConfig());
+  const closeEks = async (): Promise<void> => {
+    await eks?.close();
+    if (eksDir) rmSync(eksDir, { recursive: true, force: true });
+  };
   const cp: ControlPlane = await startControlPlane({
     log: (line) => {
       if (!line.startsWith('[local-provider]')) ctx.log(`[side-by-side] ${line}`);
     },
     capi: { featureGates: { MachineTaintPropagation: true }, workloadClusters: 1, auditWorkloadServers: true },
+    ...(eksDir ? { extraApiserverArgs: [`--authentication-token-webhook-config-file=${join(eksDir, 'webhook.kubeconfig')}`, '--authentication-token-webhook-version=v1'] } : {}),
+  }).catch(async (error: unknown) => {
+    await closeEks();
+    throw error;
   });
+  const productArgs = eks ? eksPackageArgs(packageArgs, { clusterName: EKS_CLUSTER_NAME, server: cp.server, caData: readFileSync(cp.caCertPath).toString('base64') }) : packageArgs;
   const stop = new AbortController();
   let product: ProductSide | undefined;
   const watches: Promise<void>[] = [];
@@ -572,7 +654,14 @@ export async function runSideBySide(ctx: BenchContext, o: { readonly form?: Side
     watches.push(keepWatching(mgmt, `${MACHINES_PATH}/namespaces/${ns}/machines`, (o) => seen.machine(o, performance.now()), stop.signal, (o) => seen.machines.delete(o.metadata.name)));
 
     product = form === 'deployed'
-      ? await DeployedProduct.start({ kubeconfigPath: cp.kubeconfigPath, mgmt, packageArgs, nodesStream: `nodes/${ns}/${cluster}`, log: ctx.log })
+      ? await DeployedProduct.start({
+        kubeconfigPath: cp.kubeconfigPath,
+        mgmt,
+        packageArgs: productArgs,
+        nodesStream: `nodes/${ns}/${cluster}`,
+        log: ctx.log,
+        ...(eks ? { eks: { authenticator: eks, region: EKS_REGION, cluster: { namespace: ns, name: cluster } } } : {}),
+      })
       : await localProduct(cp.kubeconfigPath, ns);
     // The deployed forwarder's first window starts a container and joins the rota first.
     await product.waitReady(form === 'deployed' ? 120_000 : 60_000);
@@ -713,7 +802,8 @@ export async function runSideBySide(ctx: BenchContext, o: { readonly form?: Side
     workload.close();
     return {
       form,
-      ...(form === 'deployed' ? { packageArgs } : {}),
+      ...(form === 'deployed' ? { packageArgs: shownArgs(productArgs) } : {}),
+      ...(eks ? { eksTokenReviews: eks.reviews() } : {}),
       ...(details ? { deployedFunctions: details } : {}),
       sizes,
       clusterApiVersion: cp.clusterApiVersion,
@@ -731,6 +821,7 @@ export async function runSideBySide(ctx: BenchContext, o: { readonly form?: Side
     await product?.stop();
     await Promise.allSettled(watches);
     await cp.stop();
+    await closeEks();
   }
 }
 
