@@ -37,7 +37,8 @@ import { functionsEnvironmentValue, readPackagedTemplate } from '#local/lambda/t
 import { LambdaRunner } from '#local/lambda/runner.ts';
 import { startEksAuthenticator, type EksAuthenticator } from '#local/lambda/eks-authenticator.ts';
 import { kubeconfigSecretRbac } from '#local/rbac/kubeconfig-secret-rbac.ts';
-import { KubernetesObjectApi, loadAllYaml, type KubernetesObject } from '@kubernetes/client-node';
+import type { KubernetesObject } from '@kubernetes/client-node';
+import { applyObjects, applyYamlFile } from '#local/rbac/apply-objects.ts';
 import { packagedService } from '#local/lambda/serverless-package.ts';
 import { startPipeline } from '#local/pipeline.ts';
 import { CHECKPOINT_ANNOTATION } from '#shared/adapters/kubernetes/lease.ts';
@@ -419,8 +420,8 @@ class DeployedProduct implements ProductSide {
     await o.mgmt.post('/api/v1/namespaces', { metadata: { name: functionsEnvironmentValue(template, 'STATE_NAMESPACE') } }).catch(() => undefined);
     if (o.eks) {
       const admin = loadKubeConfig(o.kubeconfigPath);
-      await applyManifests(admin, loadAllYaml(readFileSync(new URL('../../infra/rbac/management-cluster.yaml', import.meta.url), 'utf8')) as KubernetesObject[]);
-      await applyManifests(admin, kubeconfigSecretRbac([o.eks.cluster]) as KubernetesObject[]);
+      await applyYamlFile(admin, new URL('../../infra/rbac/management-cluster.yaml', import.meta.url));
+      await applyObjects(admin, kubeconfigSecretRbac([o.eks.cluster]) as KubernetesObject[]);
     }
     const runner = await LambdaRunner.start({
       serviceDir: packaged.serviceDir,
@@ -540,19 +541,6 @@ export function eksPackageArgs(args: readonly string[], eks: { readonly clusterN
 /** Package arguments as logged and recorded: the local CA's data is left out. */
 function shownArgs(args: readonly string[]): string[] {
   return args.map((a) => (a.startsWith('--param=eksCaData=') ? '--param=eksCaData=<the local CA>' : a));
-}
-
-/** Creates the objects (an existing one is left as it is). */
-async function applyManifests(kc: ReturnType<typeof loadKubeConfig>, docs: readonly KubernetesObject[]): Promise<void> {
-  const api = KubernetesObjectApi.makeApiClient(kc);
-  for (const doc of docs) {
-    if (!doc) continue;
-    try {
-      await api.create(doc);
-    } catch (e) {
-      if ((e as { code?: number }).code !== 409) throw e;
-    }
-  }
 }
 
 /** The reconcile function's log, read on from where it was last read: `Reconciles` metric lines, by `Outcome`. */

@@ -9,7 +9,8 @@
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { KubernetesObjectApi, loadAllYaml, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
+import type { KubeConfig, KubernetesObject } from '@kubernetes/client-node';
+import { applyObjects, applyYamlFile } from '#local/rbac/apply-objects.ts';
 import { mintClientKubeconfig } from '#local/control-plane/pki.ts';
 import { FUNCTION_GROUPS, kubeconfigSecretRbac, type ClusterName } from '#local/rbac/kubeconfig-secret-rbac.ts';
 import { LambdaRunner, type LambdaRunnerOptions } from '#local/lambda/runner.ts';
@@ -18,6 +19,8 @@ import type { AvailableCapiControlPlane } from './capi.ts';
 import { packagedService, PACKAGE_VARIANTS } from '#local/lambda/serverless-package.ts';
 
 const ROOT = join(import.meta.dirname, '..', '..');
+
+export { applyObjects };
 
 /**
  * The worked SSM parameter set with settings changed for the tier's time budget, each at the smallest value the deploy
@@ -36,22 +39,9 @@ export const DEPLOYED_TIER_PACKAGE = [
   '--param=forwarderTimeoutSeconds=285',
 ] as const;
 
-/** Creates every object of a manifest (or a list of them); one that exists already is left as it is. */
-export async function applyObjects(kc: KubeConfig, docs: readonly KubernetesObject[]): Promise<void> {
-  const api = KubernetesObjectApi.makeApiClient(kc);
-  for (const doc of docs) {
-    if (!doc) continue;
-    try {
-      await api.create(doc);
-    } catch (e) {
-      if ((e as { code?: number }).code !== 409) throw e;
-    }
-  }
-}
-
 /** Creates the objects of a YAML file of the repository (path relative to its root). */
 export async function applyFile(kc: KubeConfig, path: string): Promise<void> {
-  await applyObjects(kc, loadAllYaml(readFileSync(join(ROOT, path), 'utf8')) as KubernetesObject[]);
+  await applyYamlFile(kc, join(ROOT, path));
 }
 
 /** Grants both function groups `get` on the kubeconfig Secrets of these Clusters (what the rbac script prints). */
