@@ -19,9 +19,8 @@
  * - different message groups (Nodes) of a batch are reconciled at the same time, each group's records in order (one
  *   Powertools FIFO processor per group, which skips the rest of a group after a failure): a batch of ten Nodes costs
  *   about one reconcile's round trips, not ten. The first record of each workload cluster goes alone; the cluster's
- *   other records start once one of its Node calls has been answered (a Node, or the API server's 404 or 409), or
- *   once it ended, so a hanging or flooding cluster still gets one record's calls per batch, not one per group, and a
- *   cold container's first batch waits for one round trip of the cluster, not a whole record. A cluster that answered a record in this container within the last minute (`answering`, kept across
+ *   other records start once it has answered, so a hanging cluster still gets one record's calls per batch, not one
+ *   per group. A cluster that answered a record in this container within the last minute (`answering`, kept across
  *   batches) is not probed again: its records go together, until one of its calls times out or floods;
  * - outcomes (patched, unchanged, gone, invalid declaration, …): logged and counted;
  * - Kubernetes Events are written off each record's path (see DeferredEvents): a changed Node costs two sequential
@@ -33,7 +32,7 @@ import { MetricUnit, type Metrics } from '@aws-lambda-powertools/metrics';
 import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
 import { clusterKey, type TaintEvent } from '#shared/domain/cloud-event.ts';
 import { ReconcileOutcome } from '#shared/domain/outcome.ts';
-import { CallTimeoutError, MalformedEventError, NodeNotFoundError, OversizedAnswerError, PatchConflictError, TaintPropagatorError, TransientError } from '#shared/errors.ts';
+import { CallTimeoutError, MalformedEventError, OversizedAnswerError, PatchConflictError, TaintPropagatorError, TransientError } from '#shared/errors.ts';
 import { MetricDimension, ReconcileMetric } from '#shared/observability/metric-names.ts';
 import type { RecordQueue } from '#shared/ports/record-queue.ts';
 import { reconcileNodeTaints, type MachineSetReader, type ReconcileDeps, type ReconcileResult } from './reconcile-node-taints.ts';
@@ -145,11 +144,10 @@ export async function processBatch(event: SQSEvent, context: Context, deps: Batc
   const probes = new ClusterProbes((cluster) => deps.answering?.recently(cluster, deps.clock.now().getTime()) === true);
   const handle = async (record: SQSRecord): Promise<void> => {
     const parsed = parseRecord(record, deps);
-    await probes.run(parsed instanceof MalformedEventError ? undefined : clusterKey(parsed.data.cluster), async (answered) => {
+    await probes.run(parsed instanceof MalformedEventError ? undefined : clusterKey(parsed.data.cluster), async () => {
       handled.add(record.messageId);
       const recordDeadline = deps.recordTimeoutMs === undefined ? deadline : Math.min(deadline, Date.now() + deps.recordTimeoutMs);
-      const own = answered ? { ...recordDeps, clusters: answeredBy(recordDeps.clusters, answered) } : recordDeps;
-      await bounded(recordDeadline, () => processRecord(record, parsed, own, { delayedGroups, retryDelays, retryable, timedOutClusters, batchStartedAt }));
+      await bounded(recordDeadline, () => processRecord(record, parsed, recordDeps, { delayedGroups, retryDelays, retryable, timedOutClusters, batchStartedAt }));
     });
   };
   const responses = await Promise.all(
@@ -197,10 +195,9 @@ function byMessageGroup(records: readonly SQSRecord[]): SQSRecord[][] {
 }
 
 /**
- * The first record of a workload cluster in a batch runs alone; the cluster's other records wait until the cluster
- * has answered one of that record's Node calls (`answered`: see answeredBy) or the record ended (whatever its end),
- * then run together. A record that names no cluster (malformed), or one of a cluster that answered lately
- * (`answering`), never waits.
+ * The first record of a workload cluster in a batch runs alone; the cluster's other records wait until it has
+ * answered (whatever the answer), then run together. A record that names no cluster (malformed), or one of a cluster
+ * that answered lately (`answering`), never waits.
  */
 class ClusterProbes {
   readonly #first = new Map<string, Promise<void>>();
@@ -210,52 +207,17 @@ class ClusterProbes {
     this.#answering = answering;
   }
 
-  /** Runs `fn`; `answered` is given to the probe only (it opens the gate early), the others get undefined. */
-  async run(cluster: string | undefined, fn: (answered?: () => void) => Promise<void>): Promise<void> {
+  async run(cluster: string | undefined, fn: () => Promise<void>): Promise<void> {
     if (cluster === undefined || this.#answering(cluster)) return fn();
     const probe = this.#first.get(cluster);
     if (probe !== undefined) {
       await probe;
       return fn();
     }
-    let open: () => void = () => undefined;
-    this.#first.set(cluster, new Promise<void>((resolve) => (open = resolve)));
-    try {
-      return await fn(open);
-    } finally {
-      open();
-    }
+    const running = fn();
+    this.#first.set(cluster, running.then(() => undefined, () => undefined));
+    return running;
   }
-}
-
-/**
- * `clusters` whose Node stores call `answered` once a call of theirs was answered by its API server: a Node (or the
- * claim's refusal, or a 404 read), a 404 or a 409. A call that failed otherwise (a timeout, an answer past the byte
- * cap, a refusal, a transport error, an answer the client could not use) does not count: the probe's gate then opens
- * only when its record ends, and a cluster that timed out or flooded fails the rest of its records at once.
- */
-function answeredBy(clusters: ReconcileDeps['clusters'], answered: () => void): ReconcileDeps['clusters'] {
-  const heard = <T>(call: Promise<T>): Promise<T> =>
-    call.then(
-      (value) => {
-        answered();
-        return value;
-      },
-      (error: unknown) => {
-        if (error instanceof PatchConflictError || error instanceof NodeNotFoundError) answered();
-        throw error;
-      },
-    );
-  return {
-    async nodesOf(cluster, options) {
-      const nodes = await clusters.nodesOf(cluster, options);
-      return {
-        getNode: (name) => heard(nodes.getNode(name)),
-        patchNodeTaints: (name, patch) => heard(nodes.patchNodeTaints(name, patch)),
-        patchClaimedNode: (name, claim, patch) => heard(nodes.patchClaimedNode(name, claim, patch)),
-      };
-    },
-  };
 }
 
 /** The record's event, or why it is not one we accept. */

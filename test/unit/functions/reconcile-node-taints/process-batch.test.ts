@@ -137,57 +137,6 @@ describe('Function: processBatch()', () => {
     expect(steps.lastIndexOf('node-a start')).toBeGreaterThan(steps.indexOf('node-a end'));
   });
 
-  it("lets a cluster's other records start once the probe's first Node call is answered, not when the probe ends; a failed call keeps them waiting to its end", async () => {
-    // Prepare: two Nodes of one cluster; node-a's write answers only when the test says so.
-    const { deps, machines, nodes } = setup();
-    for (const n of ['a', 'b']) {
-      machines.put(inCluster(machineBuilder().named(`m-${n}`).withNodeName(`node-${n}`).withSpecTaints([machineTaint('gpu', n)]).build()));
-      nodes.put({ name: `node-${n}`, annotations: {}, taints: [] });
-    }
-    const steps: string[] = [];
-    let failFirstRead = false;
-    let release: () => void = () => undefined;
-    const released = new Promise<void>((resolve) => (release = resolve));
-    const read = nodes.getNode.bind(nodes);
-    const write = nodes.patchNodeTaints.bind(nodes);
-    nodes.getNode = async (name) => {
-      steps.push(`${name} read`);
-      if (failFirstRead && name === 'node-a') throw new TransientError(`Reading Node ${name}`, 'HTTP 503');
-      return read(name);
-    };
-    nodes.patchNodeTaints = async (name, patch) => {
-      steps.push(`${name} write sent`);
-      if (name === 'node-a') await released;
-      steps.push(`${name} written`);
-      return write(name, patch);
-    };
-    const records = (round: string) => ['a', 'b'].map((n) => sqsRecord(machineEvent('default', `m-${n}`, { nodeName: `node-${n}`, rv: round }), { messageId: `${n}${round}` }));
-
-    // Act 1: node-a's read is answered, its write hangs.
-    const batch = processBatch(sqsEvent(...records('1')), context, deps);
-    await vi.waitFor(() => expect(steps).toContain('node-b written'));
-    const whileAHangs = [...steps];
-    release();
-    const response = await batch;
-
-    // Assess 1: node-b was read and written while node-a's write was still unanswered.
-    expect([...whileAHangs].sort()).toEqual(['node-a read', 'node-a write sent', 'node-b read', 'node-b write sent', 'node-b written']);
-    expect(whileAHangs[0]).toBe('node-a read');
-    expect(steps.at(-1)).toBe('node-a written');
-    expect(response.batchItemFailures).toEqual([]);
-
-    // Act 2: node-a's read fails (no answer the product can use): node-b waits for node-a's record to end.
-    steps.length = 0;
-    failFirstRead = true;
-    nodes.put({ name: 'node-b', annotations: {}, taints: [] });
-    const second = await processBatch(sqsEvent(...records('2')), context, deps);
-
-    // Assess 2: node-a was read twice (the speculative read beside the Machine's, then the ordinary one), both failed,
-    // and only then did node-b start.
-    expect(steps).toEqual(['node-a read', 'node-a read', 'node-b read', 'node-b write sent', 'node-b written']);
-    expect(second.batchItemFailures.map((f) => f.itemIdentifier)).toEqual(['a2']);
-  });
-
   it('skips the probe for a cluster that answered in this container lately, and probes it again after a call of it timed out', async () => {
     // Prepare: three Nodes of one cluster whose reads can be made to hang (a call timeout); one memory for all batches.
     const { deps, machines, nodes } = setup();
