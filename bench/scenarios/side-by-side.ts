@@ -720,7 +720,7 @@ export async function runSideBySide(ctx: BenchContext, o: { readonly form?: Side
       replicas = size;
       ctx.log(`[side-by-side] join ${joining}: p99 capi ${capi.p99Ms} ms, product ${product.p99Ms} ms`);
       const tail = joins.at(-1)?.productSlowest ?? [];
-      if (tail.length > 0) ctx.log(`[side-by-side] join ${joining}: slowest product Nodes ${tail.map((t) => `${Math.round(t.ms)} ms (${Object.entries(t.stages).map(([k, v]) => `${k} ${v}`).join(', ') || 'no stages logged'})`).join('; ')}`);
+      if (tail.length > 0) ctx.log(`[side-by-side] join ${joining}: slowest product Nodes ${tail.map((t) => `${t.ms} ms (${Object.entries(t.stages).map(([k, v]) => `${k} ${v}`).join(', ') || 'no stages logged'})`).join('; ')}`);
 
       // ---- change: one declaration change per side, at once
       value += 1;

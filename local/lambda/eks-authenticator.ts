@@ -16,10 +16,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { timingSafeEqual } from 'node:crypto';
-import { Sha256 } from '@aws-crypto/sha256-js';
-import { HttpRequest } from '@smithy/protocol-http';
-import { SignatureV4 } from '@smithy/signature-v4';
-import { CLUSTER_ID_HEADER, EKS_TOKEN_PREFIX, TOKEN_VALIDITY_SECONDS, stsHostname } from '#shared/adapters/aws/eks-token.ts';
+import { CLUSTER_ID_HEADER, EKS_TOKEN_PREFIX, TOKEN_VALIDITY_SECONDS, presignGetCallerIdentity, stsHostname } from '#shared/adapters/aws/eks-token.ts';
 
 /** A principal the runner hands out credentials for, with its access entry's groups. */
 export interface EksPrincipal {
@@ -73,18 +70,8 @@ export async function reviewEksToken(
   if (!principal) return refuse('the access key is unknown');
   if (q.get('X-Amz-Security-Token') !== principal.sessionToken) return refuse('the session token does not match the access key');
 
-  const signer = new SignatureV4({
-    service: 'sts',
-    region: o.region,
-    credentials: { accessKeyId: principal.accessKeyId, secretAccessKey: principal.secretAccessKey, sessionToken: principal.sessionToken },
-    sha256: Sha256,
-    uriEscapePath: true,
-  });
-  const expected = await signer.presign(
-    new HttpRequest({ method: 'GET', protocol: 'https:', hostname: host, path: '/', headers: { host, [CLUSTER_ID_HEADER]: o.clusterName }, query: { Action: 'GetCallerIdentity', Version: '2011-06-15' } }),
-    { signingDate: signedAt, expiresIn: expires },
-  );
-  const want = Buffer.from(String(expected.query?.['X-Amz-Signature'] ?? ''), 'utf8');
+  const expected = await presignGetCallerIdentity({ clusterName: o.clusterName, region: o.region, credentials: principal, signingDate: signedAt, expiresIn: expires });
+  const want = Buffer.from(String(expected['X-Amz-Signature'] ?? ''), 'utf8');
   const got = Buffer.from(q.get('X-Amz-Signature') ?? '', 'utf8');
   if (want.length === 0 || want.length !== got.length || !timingSafeEqual(want, got)) return refuse('the signature does not match (another cluster, or other credentials)');
   if (principal.groups === undefined) return refuse(`${principal.roleArn} has no access entry in this cluster`);

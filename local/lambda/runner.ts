@@ -695,6 +695,7 @@ export class LambdaRunner {
       const ssmEndpoint = await startSsmEndpoint({ caller, log: this.callLog, store: this.ssm, region: this.region, accountId: this.accountId });
       this.#endpoints.push(ssmEndpoint);
       const resolved = resolveValue(this.template.template, fn.environment, this.#resolver(true, sqsProxy.url)) as Record<string, Json>;
+      const credentials = functionCredentials(fn.key);
       const env: Record<string, string> = {
         PATH: '/usr/local/bin:/usr/bin:/bin',
         LANG: 'en_US.UTF-8',
@@ -712,7 +713,9 @@ export class LambdaRunner {
         _HANDLER: fn.handler,
         NODE_PATH: sdkPath,
         LOCAL_LAMBDA_FUNCTION_ARN: `arn:aws:lambda:${this.region}:${this.accountId}:function:${fn.functionName}`,
-        ...((c) => ({ AWS_ACCESS_KEY_ID: c.accessKeyId, AWS_SECRET_ACCESS_KEY: c.secretAccessKey, AWS_SESSION_TOKEN: c.sessionToken }))(functionCredentials(fn.key)),
+        AWS_ACCESS_KEY_ID: credentials.accessKeyId,
+        AWS_SECRET_ACCESS_KEY: credentials.secretAccessKey,
+        AWS_SESSION_TOKEN: credentials.sessionToken,
         AWS_ENDPOINT_URL_SQS: sqsProxy.url,
         AWS_ENDPOINT_URL_SSM: ssmEndpoint.url,
       };

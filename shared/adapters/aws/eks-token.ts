@@ -53,17 +53,25 @@ export function stsHostname(region: string): string {
   return region.startsWith('cn-') ? `sts.${region}.amazonaws.com.cn` : `sts.${region}.amazonaws.com`;
 }
 
-/** Mints one token. Pure apart from the signature computation: same inputs, same token. */
-export async function createEksToken(args: CreateEksTokenArgs): Promise<EksToken> {
-  const credentials = typeof args.credentials === 'function' ? await args.credentials() : args.credentials;
+/**
+ * The query of the presigned `GET https://<STS host>/?Action=GetCallerIdentity&Version=2011-06-15` with
+ * `x-k8s-aws-id: <cluster>` signed in: what a token carries, and what a verifier recomputes to check one.
+ */
+export async function presignGetCallerIdentity(args: {
+  readonly clusterName: string;
+  readonly region: string;
+  readonly credentials: AwsCredentials;
+  readonly signingDate: Date;
+  readonly expiresIn: number;
+}): Promise<Record<string, string | string[] | null>> {
   const hostname = stsHostname(args.region);
   const signer = new SignatureV4({
     service: 'sts',
     region: args.region,
     credentials: {
-      accessKeyId: credentials.accessKeyId,
-      secretAccessKey: credentials.secretAccessKey,
-      ...(credentials.sessionToken ? { sessionToken: credentials.sessionToken } : {}),
+      accessKeyId: args.credentials.accessKeyId,
+      secretAccessKey: args.credentials.secretAccessKey,
+      ...(args.credentials.sessionToken ? { sessionToken: args.credentials.sessionToken } : {}),
     },
     sha256: Sha256,
     uriEscapePath: true,
@@ -77,9 +85,16 @@ export async function createEksToken(args: CreateEksTokenArgs): Promise<EksToken
       headers: { host: hostname, [CLUSTER_ID_HEADER]: args.clusterName },
       query: { Action: 'GetCallerIdentity', Version: '2011-06-15' },
     }),
-    { signingDate: args.now, expiresIn: PRESIGN_EXPIRES_SECONDS },
+    { signingDate: args.signingDate, expiresIn: args.expiresIn },
   );
-  const url = `https://${hostname}/?${toQueryString(presigned.query ?? {})}`;
+  return presigned.query ?? {};
+}
+
+/** Mints one token. Pure apart from the signature computation: same inputs, same token. */
+export async function createEksToken(args: CreateEksTokenArgs): Promise<EksToken> {
+  const credentials = typeof args.credentials === 'function' ? await args.credentials() : args.credentials;
+  const query = await presignGetCallerIdentity({ clusterName: args.clusterName, region: args.region, credentials, signingDate: args.now, expiresIn: PRESIGN_EXPIRES_SECONDS });
+  const url = `https://${stsHostname(args.region)}/?${toQueryString(query)}`;
   const token = EKS_TOKEN_PREFIX + Buffer.from(url, 'utf8').toString('base64url');
   const localExpiry = args.now.getTime() + TOKEN_LOCAL_LIFETIME_SECONDS * 1000;
   const credentialExpiry = credentials.expiration?.getTime() ?? Number.POSITIVE_INFINITY;
