@@ -4,11 +4,13 @@
  * dependencies are rebuilt only when the management cluster's credentials are refreshed.
  *
  * Init phase: the package is an ES module (serverless.yml, esbuild `format: esm`), so the set-up every container's
- * first record would wait for runs here, under top-level await: the management kubeconfig (the SSM or Secrets Manager
- * SDK loaded and the stored kubeconfig read, or the first EKS token minted), Cluster API discovery and the
- * first-enablement time. Lambda runs a provisioned container's init before any record reaches it, so a burst of
- * joining Nodes meets containers with nothing left to set up. Best effort: a failure here is logged and the first
- * invocation tries again, as it did before (a bad kubeconfig still fails its records, with their usual errors).
+ * first record would wait for starts here: the management kubeconfig (the SSM or Secrets Manager SDK loaded and the
+ * stored kubeconfig read, or the first EKS token minted), Cluster API discovery and the first-enablement time. Lambda
+ * runs a provisioned container's init before any record reaches it, so there the init waits for the set-up (top-level
+ * await) and a burst of joining Nodes meets containers with nothing left to set up. An on-demand container's init
+ * (`AWS_LAMBDA_INITIALIZATION_TYPE=on-demand`) does not wait: its first invocation follows at once, and the set-up
+ * overlaps that invocation's first reads. Best effort: a failure here is logged and the records that need what failed
+ * try again (a bad kubeconfig still fails its records, with their usual errors).
  */
 import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import { withCallDeadline } from '#shared/adapters/kubernetes/call-deadline.ts';
@@ -49,18 +51,28 @@ async function dependencies(): Promise<ReconcileComposition> {
  */
 const INIT_SET_UP_MS = 5_000;
 const initStarted = performance.now();
-try {
-  let timer: NodeJS.Timeout | undefined;
-  const setUp = withCallDeadline(Date.now() + INIT_SET_UP_MS, async () => (await dependencies()).warmUp());
-  const bound = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), INIT_SET_UP_MS)));
-  const outcome = await Promise.race([setUp, bound]).finally(() => clearTimeout(timer));
-  if (outcome === 'timeout') logger.warn('Set-up in the init phase did not finish in time; the first invocation goes on with it', { afterMs: INIT_SET_UP_MS });
-  else if (outcome.length > 0) logger.warn('Set-up in the init phase failed; the first invocation tries again', { reasons: outcome });
-  else logger.debug('Set-up done in the init phase', { setUpMs: Math.round(performance.now() - initStarted) });
-} catch (error) {
-  // Errors of the kubeconfig loaders carry no credential (management-kubeconfig.ts).
-  logger.warn('Set-up in the init phase failed; the first invocation tries again', { reason: error instanceof Error ? error.message : String(error) });
+
+/** The set-up, bounded; never throws (what failed is logged and tried again by the records that need it). */
+async function setUp(): Promise<void> {
+  try {
+    let timer: NodeJS.Timeout | undefined;
+    const setUp = withCallDeadline(Date.now() + INIT_SET_UP_MS, async () => (await dependencies()).warmUp());
+    const bound = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), INIT_SET_UP_MS)));
+    const outcome = await Promise.race([setUp, bound]).finally(() => clearTimeout(timer));
+    if (outcome === 'timeout') logger.warn('Set-up in the init phase did not finish in time; the first invocation goes on with it', { afterMs: INIT_SET_UP_MS });
+    else if (outcome.length > 0) logger.warn('Set-up in the init phase failed; the first invocation tries again', { reasons: outcome });
+    else logger.debug('Set-up done in the init phase', { setUpMs: Math.round(performance.now() - initStarted) });
+  } catch (error) {
+    // Errors of the kubeconfig loaders carry no credential (management-kubeconfig.ts).
+    logger.warn('Set-up in the init phase failed; the first invocation tries again', { reason: error instanceof Error ? error.message : String(error) });
+  }
 }
+
+// A provisioned container is frozen once its init ends, so its init waits for the set-up. An on-demand container goes
+// from its init straight to its first invocation: there the set-up goes on beside that invocation, whose first record
+// reads what does not wait for it (its workload cluster's kubeconfig Secret, connection and Node) meanwhile.
+const settingUp = setUp();
+if (processEnv()['AWS_LAMBDA_INITIALIZATION_TYPE'] !== 'on-demand') await settingUp;
 
 export async function handler(event: SQSEvent, context: Context): Promise<SQSBatchResponse> {
   return processBatch(event, context, await dependencies());

@@ -18,6 +18,8 @@ export class ConfigMapEnablementState implements EnablementState {
   readonly #namespace: string;
   readonly #clock: Clock;
   #cached: Date | undefined;
+  /** The read (and first record) under way: calls made meanwhile share it. */
+  #pending: Promise<Date> | undefined;
 
   constructor(endpoint: ClusterEndpoint, namespace: string, clock: Clock) {
     this.#endpoint = endpoint;
@@ -25,8 +27,15 @@ export class ConfigMapEnablementState implements EnablementState {
     this.#clock = clock;
   }
 
-  async enabledAt(): Promise<Date> {
-    if (this.#cached) return this.#cached;
+  enabledAt(): Promise<Date> {
+    if (this.#cached) return Promise.resolve(this.#cached);
+    this.#pending ??= this.#load().finally(() => {
+      this.#pending = undefined;
+    });
+    return this.#pending;
+  }
+
+  async #load(): Promise<Date> {
     const stored = await this.#read();
     if (stored) return (this.#cached = stored);
     try {

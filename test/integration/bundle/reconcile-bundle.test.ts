@@ -120,4 +120,47 @@ describeWithControlPlane('The bundled reconcile handler (the Lambda artifact)', 
     expect(after.spec?.taints?.map((t) => `${t.key}=${t.value}:${t.effect}`)).toEqual(['gpu=a100:NoSchedule']);
     expect(after.metadata?.annotations?.[OWN_TRACKING_ANNOTATION]).toBe('gpu:NoSchedule');
   });
+
+  it('on demand, ends its init phase without waiting for the set-up, which goes on beside the first invocation (one discovery for both)', async () => {
+    // Prepare
+    const kc = adminKubeConfig();
+    const ns = await createNamespace(kc, 'bundle-on-demand');
+    const node = uniqueName('node');
+    await createNode(kc, node, { taints: [{ key: UNINITIALIZED_TAINT_KEY, effect: 'NoSchedule' }] });
+    await createMachine(kc, ns, 'm1', { nodeName: node, specTaints: [{ key: 'gpu', value: 'a100', effect: 'NoSchedule' }] });
+    writeFileSync(join(dir, 'event-on-demand.json'), JSON.stringify(sqsEvent(sqsRecord(machineEvent(ns, 'm1', { nodeName: node, cluster: { mode: 'self' } })))));
+    writeFileSync(
+      join(dir, 'invoke-on-demand.mjs'),
+      `import { readFileSync } from 'node:fs';
+       const { handler } = await import('./${file}');
+       process.stdout.write('IMPORTED\\n');
+       handler(JSON.parse(readFileSync('./event-on-demand.json', 'utf8')), { awsRequestId: 'bundle-test', functionName: 'reconcile', getRemainingTimeInMillis: () => 30000 })
+         .then((r) => process.stdout.write('RESULT ' + JSON.stringify(r) + '\\n'), (e) => { console.error(e); process.exit(1); });`,
+    );
+
+    // Act
+    const { stdout, stderr } = await run(process.execPath, [join(dir, 'invoke-on-demand.mjs')], {
+      cwd: dir,
+      env: {
+        ...LAMBDA_ENV,
+        AWS_LAMBDA_INITIALIZATION_TYPE: 'on-demand',
+        KUBECONFIG: requireControlPlane().kubeconfigPath,
+        CLUSTER_MODE: 'self',
+        STATE_NAMESPACE: ns,
+        SPEC_TAINTS_OWNER: 'product',
+        STARTUP_TAINT_KEY: UNINITIALIZED_TAINT_KEY,
+        POWERTOOLS_LOG_LEVEL: 'INFO',
+      },
+      timeout: 60_000,
+    });
+
+    // Assess: the import ended before discovery answered; discovery ran once, for the set-up and the record together.
+    expect(stdout).toContain('RESULT {"batchItemFailures":[]}');
+    expect(stdout.indexOf('IMPORTED')).toBeLessThan(stdout.indexOf('Cluster API version chosen by discovery'));
+    expect(stdout.split('Cluster API version chosen by discovery').length - 1).toBe(1);
+    expect(stderr).not.toContain('Set-up in the init phase');
+    expect(stdout).toMatch(/"Outcome":"patched","Reconciles":1/);
+    const after = await kc.makeApiClient(CoreV1Api).readNode({ name: node });
+    expect(after.spec?.taints?.map((t) => `${t.key}=${t.value}:${t.effect}`)).toEqual(['gpu=a100:NoSchedule']);
+  });
 });
