@@ -111,6 +111,10 @@ export async function reconcileNodeTaints(deps: ReconcileDeps, event: TaintEvent
   const claim = deps.settings.dryRun ? undefined : nodeClaimOf(event);
   // Otherwise the Node read starts with the Machine read (one round trip for both); it is used only if the Machine confirms it.
   const prefetch = claim || options.parallelReads === false ? undefined : prefetchNode(deps, event);
+  // Without that read, the connection to the cluster the event names (its kubeconfig Secret, read once per container
+  // and connection lifetime) is still loaded beside the Machine read: a cold container's first record does not read
+  // the Secret after the Machine. A hint only, as the prefetch: a cluster the Machine does not confirm costs that read.
+  if (!prefetch) warmConnection(deps, event);
   // The MachineSet the event says is ahead of its Machine is read beside the Machine (the Machine confirms it is its own).
   const templateRead = templateOfHint(deps, event);
   const found = await findMachine(deps, event);
@@ -281,6 +285,12 @@ function nodeClaimOf(event: NodeTaintEvent): { readonly cluster: string; readonl
   const data = event.data;
   const node = data.kind === 'Node' ? data.node.name : data.nodeName;
   return node !== undefined && data.nodeState !== undefined ? { cluster: clusterKey(data.cluster), node, state: data.nodeState } : undefined;
+}
+
+/** Starts loading the connection to the workload cluster an event names; a failure is left to the ordinary load, which reports it. */
+function warmConnection(deps: ReconcileDeps, event: NodeTaintEvent): void {
+  if (event.type.endsWith('.deleted.v1') || event.data.cluster.mode !== 'capi') return;
+  deps.clusters.nodesOf(event.data.cluster, { report: false }).catch(() => undefined);
 }
 
 /** A Node read started before the Machine is known, from the event's routing facts. */

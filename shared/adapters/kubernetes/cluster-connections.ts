@@ -25,6 +25,8 @@ export class KubernetesClusterConnections implements ClusterConnections {
   readonly #ttlMs: number;
   readonly #reporter: ClusterCredentialsReporter | undefined;
   readonly #cache = new Map<string, { store: NodeStore; kubeConfig: ClusterEndpoint; expires: number }>();
+  /** Workload credentials being loaded: calls made meanwhile share the load (one Secret read). */
+  readonly #loading = new Map<string, Promise<ClusterEndpoint>>();
 
   /**
    * `reporter` is told about a workload cluster whose kubeconfig is unusable or refused (log, metric, Warning Event
@@ -52,9 +54,17 @@ export class KubernetesClusterConnections implements ClusterConnections {
   }
 
   async #loadWorkload(cluster: { namespace: string; name: string }, report: boolean): Promise<ClusterEndpoint> {
+    const key = clusterKey({ mode: 'capi', ...cluster });
+    let loading = this.#loading.get(key);
+    if (loading === undefined) {
+      loading = this.#workload(cluster).finally(() => this.#loading.delete(key));
+      this.#loading.set(key, loading);
+    }
     try {
-      return await this.#workload(cluster);
+      return await loading;
     } catch (err) {
+      // Each caller that reports says so itself: a load started by one that does not (a speculative read) is reported
+      // by the ordinary caller that shared it.
       if (err instanceof ClusterCredentialsError && report) await this.#reporter?.report(cluster, err);
       throw err;
     }

@@ -3,7 +3,7 @@ import { CoreV1Api, RbacAuthorizationV1Api, type KubeConfig } from '@kubernetes/
 import { expect, it } from 'vitest';
 import { KubernetesClusterConnections } from '#shared/adapters/kubernetes/cluster-connections.ts';
 import { workloadKubeConfigs } from '#shared/adapters/kubernetes/workload-kubeconfig.ts';
-import { AccessDeniedError } from '#shared/errors.ts';
+import { AccessDeniedError, ClusterCredentialsError } from '#shared/errors.ts';
 import { adminKubeConfig, createNamespace, createNode, describeWithControlPlane, mintUser, uniqueName } from '#test/support/control-plane.ts';
 
 describeWithControlPlane('Class: KubernetesClusterConnections (credential rotation)', () => {
@@ -45,5 +45,36 @@ describeWithControlPlane('Class: KubernetesClusterConnections (credential rotati
     // Assess: one refused call (the cached, revoked credential), then the rotated one works.
     expect(refused).toBeInstanceOf(AccessDeniedError);
     expect(retried?.name).toBe(node);
+  });
+
+  it('reads a cluster\'s kubeconfig Secret once for calls made while it is read; a failed load is reported by each caller that reports, not by a speculative one', async () => {
+    // Prepare: a healthy cluster (the admin kubeconfig in its Secret) and one whose Secret holds no kubeconfig.
+    const admin = adminKubeConfig();
+    const core = admin.makeApiClient(CoreV1Api);
+    const ns = await createNamespace(admin, 'shared-load');
+    const [healthy, broken] = [uniqueName('wc'), uniqueName('broken')];
+    const secret = (name: string, value: string) => ({ metadata: { name: `${name}-kubeconfig`, namespace: ns }, type: 'cluster.x-k8s.io/secret', data: { value: Buffer.from(value).toString('base64') } });
+    await core.createNamespacedSecret({ namespace: ns, body: secret(healthy, admin.exportConfig()) });
+    await core.createNamespacedSecret({ namespace: ns, body: secret(broken, 'not a kubeconfig') });
+    const workload = workloadKubeConfigs(admin);
+    const loads: string[] = [];
+    const reported: string[] = [];
+    const connections = new KubernetesClusterConnections({
+      management: async (): Promise<KubeConfig> => admin,
+      workload: (c) => (loads.push(c.name), workload.get({ mode: 'capi', ...c })),
+      clock: { now: () => new Date() },
+      reporter: { report: async (c, error) => void reported.push(`${c.name}: ${error.constructor.name}`) },
+    });
+    const ref = (name: string) => ({ mode: 'capi' as const, namespace: ns, name });
+
+    // Act: a speculative load (not reported) and two ordinary ones at once, per cluster.
+    const ok = await Promise.all([connections.nodesOf(ref(healthy), { report: false }), connections.nodesOf(ref(healthy)), connections.nodesOf(ref(healthy))]);
+    const failed = await Promise.allSettled([connections.nodesOf(ref(broken), { report: false }), connections.nodesOf(ref(broken)), connections.nodesOf(ref(broken))]);
+
+    // Assess: one load each; the broken cluster reported by the two ordinary callers, each failing with its error.
+    expect(loads).toEqual([healthy, broken]);
+    expect(ok).toHaveLength(3);
+    expect(failed.map((f) => (f.status === 'rejected' ? (f.reason as Error).constructor : undefined))).toEqual([ClusterCredentialsError, ClusterCredentialsError, ClusterCredentialsError]);
+    expect(reported).toEqual([`${broken}: ClusterCredentialsError`, `${broken}: ClusterCredentialsError`]);
   });
 });

@@ -617,6 +617,30 @@ describe('Function: reconcileNodeTaints(), events that claim the Node state', ()
     expect(nodes.peek('n1')?.taints).toEqual([FOREIGN, nodeTaint('gpu', 'a100')]);
   });
 
+  it("loads the workload cluster's connection beside the Machine read, speculatively (not reported), when the claim saves the Node read", async () => {
+    // Prepare: calls in the order they are made; the Machine read answers only once the test lets it.
+    const { deps, node } = withNode();
+    const calls: string[] = [];
+    let answer: () => void = () => undefined;
+    const machineAnswered = new Promise<void>((resolve) => (answer = resolve));
+    const observed: ReconcileDeps = {
+      ...deps,
+      clusters: { nodesOf: (cluster, options) => (calls.push(`nodesOf ${cluster.mode === 'capi' ? cluster.name : 'self'} report=${String(options?.report ?? true)}`), deps.clusters.nodesOf(cluster, options)) },
+    };
+    const read = deps.machines.getMachine.bind(deps.machines);
+    deps.machines.getMachine = async (namespace, name) => (calls.push('getMachine'), await machineAnswered, read(namespace, name));
+
+    // Act
+    const result = reconcileNodeTaints(observed, claiming(machineEvent('default', 'm1', { nodeName: 'n1' }), stateOf(node)));
+    const beforeTheMachine = [...calls];
+    answer();
+
+    // Assess: the connection was asked for before the Machine answered, then again the ordinary way.
+    expect(beforeTheMachine).toEqual(['nodesOf wc1 report=false', 'getMachine']);
+    expect((await result).outcome).toBe('patched');
+    expect(calls).toEqual(['nodesOf wc1 report=false', 'getMachine', 'nodesOf wc1 report=true']);
+  });
+
   it('ignores a claim about another Node than the Machine names, and any claim in a dry run', async () => {
     // Prepare
     const { deps, nodes, node } = withNode();
