@@ -18,9 +18,12 @@
  *   cluster costs a batch at most one call timeout, and the other clusters' records keep the time;
  * - different message groups (Nodes) of a batch are reconciled at the same time, each group's records in order (one
  *   Powertools FIFO processor per group, which skips the rest of a group after a failure): a batch of ten Nodes costs
- *   about one reconcile's round trips, not ten. The first record of each workload cluster goes alone; the cluster's
- *   other records start once it has answered, so a hanging cluster still gets one record's calls per batch, not one
- *   per group. A cluster that answered a record in this container within the last minute (`answering`, kept across
+ *   about one reconcile's round trips, not ten. The first record of each workload cluster probes it; the cluster's
+ *   other records read the management cluster meanwhile, and call the cluster once it has answered one of the
+ *   probe's Node calls promptly (within PROMPT_SHARE of a record's time) or the probe ended, within the probe's
+ *   deadline: a hanging or slow cluster still gets one record's calls per batch, not one per group, and a cluster's
+ *   records of a batch take one record's time at most; a cold container's first batch waits one round trip of a
+ *   healthy cluster, not a whole record. A cluster that answered a record in this container within the last minute (`answering`, kept across
  *   batches) is not probed again: its records go together, until one of its calls times out or floods;
  * - outcomes (patched, unchanged, gone, invalid declaration, …): logged and counted;
  * - Kubernetes Events are written off each record's path (see DeferredEvents): a changed Node costs two sequential
@@ -32,7 +35,7 @@ import { MetricUnit, type Metrics } from '@aws-lambda-powertools/metrics';
 import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
 import { clusterKey, type TaintEvent } from '#shared/domain/cloud-event.ts';
 import { ReconcileOutcome } from '#shared/domain/outcome.ts';
-import { CallTimeoutError, MalformedEventError, OversizedAnswerError, PatchConflictError, TaintPropagatorError, TransientError } from '#shared/errors.ts';
+import { CallTimeoutError, MalformedEventError, NodeNotFoundError, OversizedAnswerError, PatchConflictError, TaintPropagatorError, TransientError } from '#shared/errors.ts';
 import { MetricDimension, ReconcileMetric } from '#shared/observability/metric-names.ts';
 import type { RecordQueue } from '#shared/ports/record-queue.ts';
 import { reconcileNodeTaints, type MachineSetReader, type ReconcileDeps, type ReconcileResult } from './reconcile-node-taints.ts';
@@ -141,13 +144,21 @@ export async function processBatch(event: SQSEvent, context: Context, deps: Batc
   const events = new DeferredEvents(deps.recorder, deps.logger);
   const machineSets = batchMachineSets(deps);
   const recordDeps: BatchDeps = { ...deps, recorder: events, ...(machineSets ? { machineSets } : {}) };
-  const probes = new ClusterProbes((cluster) => deps.answering?.recently(cluster, deps.clock.now().getTime()) === true);
+  const recordDeadline = (): number => (deps.recordTimeoutMs === undefined ? deadline : Math.min(deadline, Date.now() + deps.recordTimeoutMs));
+  const probes = new ClusterProbes((cluster) => deps.answering?.recently(cluster, deps.clock.now().getTime()) === true, recordDeadline);
+  const promptMs = (deps.recordTimeoutMs ?? Number.POSITIVE_INFINITY) * PROMPT_SHARE;
   const handle = async (record: SQSRecord): Promise<void> => {
     const parsed = parseRecord(record, deps);
-    await probes.run(parsed instanceof MalformedEventError ? undefined : clusterKey(parsed.data.cluster), async () => {
+    const cluster = parsed instanceof MalformedEventError ? undefined : clusterKey(parsed.data.cluster);
+    await probes.run(cluster, async (gate) => {
       handled.add(record.messageId);
-      const recordDeadline = deps.recordTimeoutMs === undefined ? deadline : Math.min(deadline, Date.now() + deps.recordTimeoutMs);
-      await bounded(recordDeadline, () => processRecord(record, parsed, recordDeps, { delayedGroups, retryDelays, retryable, timedOutClusters, batchStartedAt }));
+      const clusters = gate.answered
+        ? answeredBy(recordDeps.clusters, gate.answered, promptMs)
+        : gate.opened
+          ? gatedBy(recordDeps.clusters, gate.opened, () => cluster !== undefined && timedOutClusters.has(cluster))
+          : undefined;
+      const own = clusters ? { ...recordDeps, clusters } : recordDeps;
+      await bounded(Math.min(recordDeadline(), gate.deadline), () => processRecord(record, parsed, own, { delayedGroups, retryDelays, retryable, timedOutClusters, batchStartedAt }));
     });
   };
   const responses = await Promise.all(
@@ -195,29 +206,101 @@ function byMessageGroup(records: readonly SQSRecord[]): SQSRecord[][] {
 }
 
 /**
- * The first record of a workload cluster in a batch runs alone; the cluster's other records wait until it has
- * answered (whatever the answer), then run together. A record that names no cluster (malformed), or one of a cluster
- * that answered lately (`answering`), never waits.
+ * How soon, as a share of a record's time (`recordTimeoutMs`), a Node call of a cluster's first record must be answered
+ * for the cluster's other records to start before that record ends.
+ */
+export const PROMPT_SHARE = 0.25;
+
+/**
+ * The first record of a workload cluster in a batch is its probe: its calls go at once. The cluster's other records
+ * start with it, but their calls to the cluster (its Nodes) wait until the cluster has answered one of the probe's
+ * Node calls promptly (`answered`: see answeredBy) or the probe ended (whatever its end), and they keep the probe's
+ * deadline: the cluster's records of a batch take at most one record's time together, and their reads of the
+ * management cluster (the Machine, the cluster's kubeconfig Secret) are not held back. A record that names no cluster
+ * (malformed), or one of a cluster that answered lately (`answering`), never waits.
  */
 class ClusterProbes {
-  readonly #first = new Map<string, Promise<void>>();
+  readonly #first = new Map<string, { readonly opened: Promise<void>; readonly deadline: number }>();
   readonly #answering: (cluster: string) => boolean;
+  readonly #deadline: () => number;
 
-  constructor(answering: (cluster: string) => boolean) {
+  constructor(answering: (cluster: string) => boolean, deadline: () => number) {
     this.#answering = answering;
+    this.#deadline = deadline;
   }
 
-  async run(cluster: string | undefined, fn: () => Promise<void>): Promise<void> {
-    if (cluster === undefined || this.#answering(cluster)) return fn();
+  /** Runs `fn`: the probe gets `answered` (it opens the gate early), the others `opened`, every record its deadline. */
+  async run(cluster: string | undefined, fn: (gate: { readonly answered?: () => void; readonly opened?: Promise<void>; readonly deadline: number }) => Promise<void>): Promise<void> {
+    if (cluster === undefined || this.#answering(cluster)) return fn({ deadline: Number.POSITIVE_INFINITY });
     const probe = this.#first.get(cluster);
-    if (probe !== undefined) {
-      await probe;
-      return fn();
+    if (probe !== undefined) return fn({ opened: probe.opened, deadline: probe.deadline });
+    let open: () => void = () => undefined;
+    const deadline = this.#deadline();
+    this.#first.set(cluster, { opened: new Promise<void>((resolve) => (open = resolve)), deadline });
+    try {
+      return await fn({ answered: open, deadline: Number.POSITIVE_INFINITY });
+    } finally {
+      open();
     }
-    const running = fn();
-    this.#first.set(cluster, running.then(() => undefined, () => undefined));
-    return running;
   }
+}
+
+/**
+ * `clusters` whose Node calls wait for `opened` (the probe's gate), then fail at once, as transient, when a call of
+ * the cluster timed out or flooded meanwhile (`notTried`).
+ */
+function gatedBy(clusters: ReconcileDeps['clusters'], opened: Promise<void>, notTried: () => boolean): ReconcileDeps['clusters'] {
+  const gated = async <T>(name: string, call: () => Promise<T>): Promise<T> => {
+    await opened;
+    if (notTried()) throw new TransientError(`Reconciling Node ${name}`, 'not tried: an API call for this cluster timed out or was answered past the byte cap earlier in this batch');
+    return call();
+  };
+  return {
+    async nodesOf(cluster, options) {
+      const nodes = await clusters.nodesOf(cluster, options);
+      return {
+        getNode: (name) => gated(name, () => nodes.getNode(name)),
+        patchNodeTaints: (name, patch) => gated(name, () => nodes.patchNodeTaints(name, patch)),
+        patchClaimedNode: (name, claim, patch) => gated(name, () => nodes.patchClaimedNode(name, claim, patch)),
+      };
+    },
+  };
+}
+
+/**
+ * `clusters` whose Node stores call `answered` once a call of theirs was answered by its API server within `promptMs`
+ * of its start: a Node (or the claim's refusal, or a 404 read), a 404 or a 409. A call answered later, or that failed
+ * otherwise (a timeout, an answer past the byte cap, a refusal, a transport error, an answer the client could not use),
+ * does not count: the probe's gate then opens only when its record ends, and a cluster that timed out or flooded fails
+ * the rest of its records at once.
+ */
+function answeredBy(clusters: ReconcileDeps['clusters'], answered: () => void, promptMs: number): ReconcileDeps['clusters'] {
+  const heard = <T>(call: () => Promise<T>): Promise<T> => {
+    const started = Date.now();
+    const prompt = (): void => {
+      if (Date.now() - started <= promptMs) answered();
+    };
+    return call().then(
+      (value) => {
+        prompt();
+        return value;
+      },
+      (error: unknown) => {
+        if (error instanceof PatchConflictError || error instanceof NodeNotFoundError) prompt();
+        throw error;
+      },
+    );
+  };
+  return {
+    async nodesOf(cluster, options) {
+      const nodes = await clusters.nodesOf(cluster, options);
+      return {
+        getNode: (name) => heard(() => nodes.getNode(name)),
+        patchNodeTaints: (name, patch) => heard(() => nodes.patchNodeTaints(name, patch)),
+        patchClaimedNode: (name, claim, patch) => heard(() => nodes.patchClaimedNode(name, claim, patch)),
+      };
+    },
+  };
 }
 
 /** The record's event, or why it is not one we accept. */

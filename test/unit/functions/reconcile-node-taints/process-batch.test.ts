@@ -137,6 +137,107 @@ describe('Function: processBatch()', () => {
     expect(steps.lastIndexOf('node-a start')).toBeGreaterThan(steps.indexOf('node-a end'));
   });
 
+  it("lets a cluster's other records start once the probe's first Node call is answered promptly, within the probe's deadline; a failed or late answer keeps them waiting to its end", async () => {
+    // Prepare: two Nodes of one cluster; node-a's write answers only when the test says so; a record has 4 s, so an
+    // answer is prompt within 1 s; the deadline each record's calls get is noted.
+    const { deps: base, machines, nodes } = setup();
+    const deadlines: number[] = [];
+    const deps: BatchDeps = { ...base, recordTimeoutMs: 4_000, withDeadline: (deadline, fn) => (deadlines.push(deadline), fn()) };
+    for (const n of ['a', 'b']) {
+      machines.put(inCluster(machineBuilder().named(`m-${n}`).withNodeName(`node-${n}`).withSpecTaints([machineTaint('gpu', n)]).build()));
+      nodes.put({ name: `node-${n}`, annotations: {}, taints: [] });
+    }
+    const steps: string[] = [];
+    let firstRead: 'answers' | 'fails' | 'late' = 'answers';
+    let release: () => void = () => undefined;
+    let released = new Promise<void>((resolve) => (release = resolve));
+    const read = nodes.getNode.bind(nodes);
+    const write = nodes.patchNodeTaints.bind(nodes);
+    nodes.getNode = async (name) => {
+      steps.push(`${name} read`);
+      if (name === 'node-a' && firstRead === 'fails') throw new TransientError(`Reading Node ${name}`, 'HTTP 503');
+      if (name === 'node-a' && firstRead === 'late') vi.advanceTimersByTime(1_500);
+      return read(name);
+    };
+    nodes.patchNodeTaints = async (name, patch) => {
+      steps.push(`${name} write sent`);
+      if (name === 'node-a') await released;
+      steps.push(`${name} written`);
+      return write(name, patch);
+    };
+    const records = (round: string) => ['a', 'b'].map((n) => sqsRecord(machineEvent('default', `m-${n}`, { nodeName: `node-${n}`, rv: round }), { messageId: `${n}${round}` }));
+
+    // Act 1: node-a's read is answered at once, its write hangs.
+    const batch = processBatch(sqsEvent(...records('1')), context, deps);
+    await vi.waitFor(() => expect(steps).toContain('node-b written'));
+    const whileAHangs = [...steps];
+    release();
+    const response = await batch;
+
+    // Assess 1: node-b was read and written while node-a's write was still unanswered, with node-a's deadline.
+    expect([...whileAHangs].sort()).toEqual(['node-a read', 'node-a write sent', 'node-b read', 'node-b write sent', 'node-b written']);
+    expect(whileAHangs[0]).toBe('node-a read');
+    expect(steps.at(-1)).toBe('node-a written');
+    expect(response.batchItemFailures).toEqual([]);
+    expect(deadlines).toHaveLength(2);
+    expect(deadlines[1]).toBe(deadlines[0]);
+
+    // Act 2 and 3: node-a's read fails (no answer the product can use), then is answered late (after 1.5 s).
+    const waits: string[][] = [];
+    for (const mode of ['fails', 'late'] as const) {
+      steps.length = 0;
+      firstRead = mode;
+      released = Promise.resolve();
+      nodes.put({ name: 'node-a', annotations: {}, taints: [] });
+      nodes.put({ name: 'node-b', annotations: {}, taints: [] });
+      vi.useFakeTimers({ toFake: ['Date'] });
+      try {
+        await processBatch(sqsEvent(...records(mode)), context, deps);
+      } finally {
+        vi.useRealTimers();
+      }
+      waits.push([...steps]);
+    }
+
+    // Assess 2 and 3: node-b started only once node-a's record had ended (node-a was read twice: the speculative read
+    // beside the Machine's, then the ordinary one).
+    expect(waits[0]).toEqual(['node-a read', 'node-a read', 'node-b read', 'node-b write sent', 'node-b written']);
+    expect(waits[1]?.indexOf('node-b read')).toBeGreaterThan(waits[1]?.indexOf('node-a written') ?? Infinity);
+  });
+
+  it("reads the Machines of a cluster's other records while its probe waits for the cluster; only their Node calls wait", async () => {
+    // Prepare: two Nodes of one cluster; node-a's read answers only when the test says so.
+    const { deps, machines, nodes } = setup();
+    for (const n of ['a', 'b']) {
+      machines.put(inCluster(machineBuilder().named(`m-${n}`).withNodeName(`node-${n}`).withSpecTaints([machineTaint('gpu', n)]).build()));
+      nodes.put({ name: `node-${n}`, annotations: {}, taints: [] });
+    }
+    const steps: string[] = [];
+    let release: () => void = () => undefined;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const getMachine = machines.getMachine.bind(machines);
+    machines.getMachine = async (namespace, name) => (steps.push(`${name} read`), getMachine(namespace, name));
+    const read = nodes.getNode.bind(nodes);
+    nodes.getNode = async (name) => {
+      steps.push(`${name} read`);
+      if (name === 'node-a') await released;
+      return read(name);
+    };
+    const records = ['a', 'b'].map((n) => sqsRecord(machineEvent('default', `m-${n}`, { nodeName: `node-${n}` }), { messageId: n }));
+
+    // Act
+    const batch = processBatch(sqsEvent(...records), context, deps);
+    await vi.waitFor(() => expect(steps).toEqual(expect.arrayContaining(['m-b read', 'node-a read'])));
+    const whileAWaits = [...steps];
+    release();
+    const response = await batch;
+
+    // Assess: both Machines were read while node-a's read was unanswered; node-b was read only after it.
+    expect([...whileAWaits].sort()).toEqual(['m-a read', 'm-b read', 'node-a read']);
+    expect(steps.indexOf('node-b read')).toBeGreaterThan(whileAWaits.length - 1);
+    expect(response.batchItemFailures).toEqual([]);
+  });
+
   it('skips the probe for a cluster that answered in this container lately, and probes it again after a call of it timed out', async () => {
     // Prepare: three Nodes of one cluster whose reads can be made to hang (a call timeout); one memory for all batches.
     const { deps, machines, nodes } = setup();
