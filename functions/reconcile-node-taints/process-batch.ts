@@ -20,10 +20,10 @@
  *   Powertools FIFO processor per group, which skips the rest of a group after a failure): a batch of ten Nodes costs
  *   about one reconcile's round trips, not ten. The first record of each workload cluster probes it; the cluster's
  *   other records read the management cluster meanwhile, and call the cluster once it has answered one of the
- *   probe's Node calls promptly (within PROMPT_SHARE of a record's time) or the probe ended, within the probe's
- *   deadline: a hanging or slow cluster still gets one record's calls per batch, not one per group, and a cluster's
- *   records of a batch take one record's time at most; a cold container's first batch waits one round trip of a
- *   healthy cluster, not a whole record. A cluster that answered a record in this container within the last minute (`answering`, kept across
+ *   probe's Node calls promptly (within PROMPT_SHARE of a record's time; then within the probe's deadline) or the
+ *   probe ended (then within one record's time from its end): a hanging or slow cluster still gets one record's calls
+ *   per batch, not one per group, one that answers promptly and then hangs costs its records one record's time
+ *   together, and a cold container's first batch waits one round trip of a healthy cluster, not a whole record. A cluster that answered a record in this container within the last minute (`answering`, kept across
  *   batches) is not probed again: its records go together, until one of its calls times out or floods;
  * - outcomes (patched, unchanged, gone, invalid declaration, …): logged and counted;
  * - Kubernetes Events are written off each record's path (see DeferredEvents): a changed Node costs two sequential
@@ -155,10 +155,12 @@ export async function processBatch(event: SQSEvent, context: Context, deps: Batc
       const clusters = gate.answered
         ? answeredBy(recordDeps.clusters, gate.answered, promptMs)
         : gate.opened
-          ? gatedBy(recordDeps.clusters, gate.opened, () => cluster !== undefined && timedOutClusters.has(cluster))
+          ? gatedBy(recordDeps.clusters, gate.opened, () => cluster !== undefined && timedOutClusters.has(cluster), bounded)
           : undefined;
       const own = clusters ? { ...recordDeps, clusters } : recordDeps;
-      await bounded(Math.min(recordDeadline(), gate.deadline), () => processRecord(record, parsed, own, { delayedGroups, retryDelays, retryable, timedOutClusters, batchStartedAt }));
+      // A record waiting for its cluster's probe gets at most two records' time (the probe's, then its own from the
+      // probe's end), as when it waited for the whole probe; its Node calls keep the deadline the gate gives (gatedBy).
+      await bounded(gate.opened ? Math.min(deadline, recordDeadline() + (deps.recordTimeoutMs ?? 0)) : recordDeadline(), () => processRecord(record, parsed, own, { delayedGroups, retryDelays, retryable, timedOutClusters, batchStartedAt }));
     });
   };
   const responses = await Promise.all(
@@ -214,13 +216,14 @@ export const PROMPT_SHARE = 0.25;
 /**
  * The first record of a workload cluster in a batch is its probe: its calls go at once. The cluster's other records
  * start with it, but their calls to the cluster (its Nodes) wait until the cluster has answered one of the probe's
- * Node calls promptly (`answered`: see answeredBy) or the probe ended (whatever its end), and they keep the probe's
- * deadline: the cluster's records of a batch take at most one record's time together, and their reads of the
- * management cluster (the Machine, the cluster's kubeconfig Secret) are not held back. A record that names no cluster
+ * Node calls promptly (`answered`: see answeredBy) or the probe ended (whatever its end). After a prompt answer they keep
+ * the probe's deadline, so a cluster that answers promptly and then hangs costs its records of a batch one record's
+ * time together; after the probe's end they get one record's time from then, as each record had before. Their reads
+ * of the management cluster (the Machine, the cluster's kubeconfig Secret) are not held back. A record that names no cluster
  * (malformed), or one of a cluster that answered lately (`answering`), never waits.
  */
 class ClusterProbes {
-  readonly #first = new Map<string, { readonly opened: Promise<void>; readonly deadline: number }>();
+  readonly #first = new Map<string, Promise<number>>();
   readonly #answering: (cluster: string) => boolean;
   readonly #deadline: () => number;
 
@@ -229,31 +232,39 @@ class ClusterProbes {
     this.#deadline = deadline;
   }
 
-  /** Runs `fn`: the probe gets `answered` (it opens the gate early), the others `opened`, every record its deadline. */
-  async run(cluster: string | undefined, fn: (gate: { readonly answered?: () => void; readonly opened?: Promise<void>; readonly deadline: number }) => Promise<void>): Promise<void> {
-    if (cluster === undefined || this.#answering(cluster)) return fn({ deadline: Number.POSITIVE_INFINITY });
+  /**
+   * Runs `fn`: the probe gets `answered` (it opens the gate early), the others `opened`, which gives the deadline their
+   * Node calls keep: the probe's, when it opened at a prompt answer; one record's time from then, when the probe ended.
+   */
+  async run(cluster: string | undefined, fn: (gate: { readonly answered?: () => void; readonly opened?: Promise<number> }) => Promise<void>): Promise<void> {
+    if (cluster === undefined || this.#answering(cluster)) return fn({});
     const probe = this.#first.get(cluster);
-    if (probe !== undefined) return fn({ opened: probe.opened, deadline: probe.deadline });
-    let open: () => void = () => undefined;
+    if (probe !== undefined) return fn({ opened: probe });
+    let open: (deadline: number) => void = () => undefined;
     const deadline = this.#deadline();
-    this.#first.set(cluster, { opened: new Promise<void>((resolve) => (open = resolve)), deadline });
+    this.#first.set(cluster, new Promise<number>((resolve) => (open = resolve)));
     try {
-      return await fn({ answered: open, deadline: Number.POSITIVE_INFINITY });
+      return await fn({ answered: () => open(deadline) });
     } finally {
-      open();
+      open(this.#deadline());
     }
   }
 }
 
 /**
- * `clusters` whose Node calls wait for `opened` (the probe's gate), then fail at once, as transient, when a call of
- * the cluster timed out or flooded meanwhile (`notTried`).
+ * `clusters` whose Node calls wait for `opened` (the probe's gate) and keep the deadline it gives (`within`); they
+ * fail at once, as transient, when a call of the cluster timed out or flooded meanwhile (`notTried`).
  */
-function gatedBy(clusters: ReconcileDeps['clusters'], opened: Promise<void>, notTried: () => boolean): ReconcileDeps['clusters'] {
+function gatedBy(
+  clusters: ReconcileDeps['clusters'],
+  opened: Promise<number>,
+  notTried: () => boolean,
+  within: <T>(deadline: number, fn: () => Promise<T>) => Promise<T>,
+): ReconcileDeps['clusters'] {
   const gated = async <T>(name: string, call: () => Promise<T>): Promise<T> => {
-    await opened;
+    const deadline = await opened;
     if (notTried()) throw new TransientError(`Reconciling Node ${name}`, 'not tried: an API call for this cluster timed out or was answered past the byte cap earlier in this batch');
-    return call();
+    return within(deadline, call);
   };
   return {
     async nodesOf(cluster, options) {

@@ -162,6 +162,7 @@ describe('Function: processBatch()', () => {
     nodes.patchNodeTaints = async (name, patch) => {
       steps.push(`${name} write sent`);
       if (name === 'node-a') await released;
+      if (name === 'node-a' && firstRead === 'late') vi.advanceTimersByTime(1_500);
       steps.push(`${name} written`);
       return write(name, patch);
     };
@@ -179,13 +180,18 @@ describe('Function: processBatch()', () => {
     expect(whileAHangs[0]).toBe('node-a read');
     expect(steps.at(-1)).toBe('node-a written');
     expect(response.batchItemFailures).toEqual([]);
-    expect(deadlines).toHaveLength(2);
-    expect(deadlines[1]).toBe(deadlines[0]);
+    // The probe's record, node-b's record (two records' time at most), then node-b's read and write: the probe's deadline.
+    expect(deadlines).toHaveLength(4);
+    expect(deadlines.filter((d) => d === deadlines[0])).toHaveLength(3);
+    expect(deadlines[1]).toBeLessThanOrEqual((deadlines[0] ?? 0) + 4_000 + 100);
 
-    // Act 2 and 3: node-a's read fails (no answer the product can use), then is answered late (after 1.5 s).
+    // Act 2 and 3: node-a's read fails (no answer the product can use), then its read and write are answered late
+    // (after 1.5 s each).
     const waits: string[][] = [];
+    const lateDeadlines: number[] = [];
     for (const mode of ['fails', 'late'] as const) {
       steps.length = 0;
+      deadlines.length = 0;
       firstRead = mode;
       released = Promise.resolve();
       nodes.put({ name: 'node-a', annotations: {}, taints: [] });
@@ -197,12 +203,17 @@ describe('Function: processBatch()', () => {
         vi.useRealTimers();
       }
       waits.push([...steps]);
+      if (mode === 'late') lateDeadlines.push(...deadlines);
     }
 
     // Assess 2 and 3: node-b started only once node-a's record had ended (node-a was read twice: the speculative read
     // beside the Machine's, then the ordinary one).
     expect(waits[0]).toEqual(['node-a read', 'node-a read', 'node-b read', 'node-b write sent', 'node-b written']);
     expect(waits[1]?.indexOf('node-b read')).toBeGreaterThan(waits[1]?.indexOf('node-a written') ?? Infinity);
+    // After the probe's end (not a prompt answer), node-b's calls get one record's time from then: past the probe's.
+    const probeDeadline = lateDeadlines[0] ?? 0;
+    expect(lateDeadlines.slice(2).every((d) => d >= probeDeadline + 1_500)).toBe(true);
+    expect(lateDeadlines.slice(2)).toHaveLength(2);
   });
 
   it("reads the Machines of a cluster's other records while its probe waits for the cluster; only their Node calls wait", async () => {
@@ -634,15 +645,16 @@ describe('Function: processBatch() at the edges of retry', () => {
   it('bounds all the API calls of one record together by recordTimeoutMs (one call timeout), within the invocation\'s time', async () => {
     // Prepare
     const { deps, machines, nodes } = setup();
-    for (const m of ['m-a', 'm-b']) {
-      machines.put(inCluster(machineBuilder().named(m).withNodeName(`node-${m}`).build()));
-      nodes.put({ name: `node-${m}`, annotations: {}, taints: [] });
+    // Two workload clusters: each record is its cluster's probe (a cluster's other records: the probe-gate test above).
+    for (const [m, c] of [['m-a', 'wc1'], ['m-b', 'wc2']] as const) {
+      machines.put({ ...machineBuilder().named(m).withNodeName(`node-${m}`).build(), clusterName: c });
+      (c === 'wc1' ? nodes : deps.clusters instanceof MemoryClusterConnections ? deps.clusters.cluster('default/wc2') : nodes).put({ name: `node-${m}`, annotations: {}, taints: [] });
     }
     const deadlines: Array<{ deadline: number; at: number }> = [];
     const shortContext = { ...context, getRemainingTimeInMillis: () => 20_000 } as Context;
 
     // Act
-    await processBatch(sqsEvent(sqsRecord(machineEvent('default', 'm-a', { nodeName: 'node-m-a' })), sqsRecord(machineEvent('default', 'm-b', { nodeName: 'node-m-b' }), { messageId: 'b' })), shortContext, {
+    await processBatch(sqsEvent(sqsRecord(machineEvent('default', 'm-a', { nodeName: 'node-m-a' })), sqsRecord(machineEvent('default', 'm-b', { nodeName: 'node-m-b', cluster: { mode: 'capi', namespace: 'default', name: 'wc2' } }), { messageId: 'b' })), shortContext, {
       ...deps,
       recordTimeoutMs: 5_000,
       withDeadline: (deadline, fn) => {
