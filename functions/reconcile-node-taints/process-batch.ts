@@ -261,21 +261,11 @@ function gatedBy(
   notTried: () => boolean,
   within: <T>(deadline: number, fn: () => Promise<T>) => Promise<T>,
 ): ReconcileDeps['clusters'] {
-  const gated = async <T>(name: string, call: () => Promise<T>): Promise<T> => {
+  return aroundNodeCalls(clusters, async (name, call) => {
     const deadline = await opened;
     if (notTried()) throw new TransientError(`Reconciling Node ${name}`, 'not tried: an API call for this cluster timed out or was answered past the byte cap earlier in this batch');
     return within(deadline, call);
-  };
-  return {
-    async nodesOf(cluster, options) {
-      const nodes = await clusters.nodesOf(cluster, options);
-      return {
-        getNode: (name) => gated(name, () => nodes.getNode(name)),
-        patchNodeTaints: (name, patch) => gated(name, () => nodes.patchNodeTaints(name, patch)),
-        patchClaimedNode: (name, claim, patch) => gated(name, () => nodes.patchClaimedNode(name, claim, patch)),
-      };
-    },
-  };
+  });
 }
 
 /**
@@ -286,7 +276,7 @@ function gatedBy(
  * the rest of its records at once.
  */
 function answeredBy(clusters: ReconcileDeps['clusters'], answered: () => void, promptMs: number): ReconcileDeps['clusters'] {
-  const heard = <T>(call: () => Promise<T>): Promise<T> => {
+  return aroundNodeCalls(clusters, (_name, call) => {
     const started = Date.now();
     const prompt = (): void => {
       if (Date.now() - started <= promptMs) answered();
@@ -301,14 +291,18 @@ function answeredBy(clusters: ReconcileDeps['clusters'], answered: () => void, p
         throw error;
       },
     );
-  };
+  });
+}
+
+/** `clusters` whose stores run each Node call (named by its Node) through `around`. */
+function aroundNodeCalls(clusters: ReconcileDeps['clusters'], around: <T>(node: string, call: () => Promise<T>) => Promise<T>): ReconcileDeps['clusters'] {
   return {
     async nodesOf(cluster, options) {
       const nodes = await clusters.nodesOf(cluster, options);
       return {
-        getNode: (name) => heard(() => nodes.getNode(name)),
-        patchNodeTaints: (name, patch) => heard(() => nodes.patchNodeTaints(name, patch)),
-        patchClaimedNode: (name, claim, patch) => heard(() => nodes.patchClaimedNode(name, claim, patch)),
+        getNode: (name) => around(name, () => nodes.getNode(name)),
+        patchNodeTaints: (name, patch) => around(name, () => nodes.patchNodeTaints(name, patch)),
+        patchClaimedNode: (name, claim, patch) => around(name, () => nodes.patchClaimedNode(name, claim, patch)),
       };
     },
   };
