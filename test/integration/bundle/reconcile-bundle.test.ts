@@ -73,28 +73,27 @@ describeWithControlPlane('The bundled reconcile handler (the Lambda artifact)', 
     }
   });
 
-  it('loads as an ES module, sets up in its init phase, with its configuration from the environment, and reconciles a Node', async () => {
-    // Prepare
-    expect(file).toBe('handler.mjs');
+  /**
+   * A Node with the startup taint, its Machine declaring `gpu=a100:NoSchedule`, and a fresh Node process that imports
+   * the bundle, prints IMPORTED, then invokes it with the Machine's event, with the Lambda-style environment plus
+   * `env` (the SDK resolves from node_modules here, from the runtime on Lambda).
+   */
+  async function coldStart(label: string, env: Record<string, string>, nodeArgs: string[] = []): Promise<{ stdout: string; stderr: string; node: string }> {
     const kc = adminKubeConfig();
-    const ns = await createNamespace(kc, 'bundle');
+    const ns = await createNamespace(kc, label);
     const node = uniqueName('node');
     await createNode(kc, node, { taints: [{ key: UNINITIALIZED_TAINT_KEY, effect: 'NoSchedule' }] });
     await createMachine(kc, ns, 'm1', { nodeName: node, specTaints: [{ key: 'gpu', value: 'a100', effect: 'NoSchedule' }] });
-    const event = sqsEvent(sqsRecord(machineEvent(ns, 'm1', { nodeName: node, cluster: { mode: 'self' } })));
-    writeFileSync(join(dir, 'event.json'), JSON.stringify(event));
+    writeFileSync(join(dir, `event-${label}.json`), JSON.stringify(sqsEvent(sqsRecord(machineEvent(ns, 'm1', { nodeName: node, cluster: { mode: 'self' } })))));
     writeFileSync(
-      join(dir, 'invoke.mjs'),
+      join(dir, `invoke-${label}.mjs`),
       `import { readFileSync } from 'node:fs';
        const { handler } = await import('./${file}');
        process.stdout.write('IMPORTED\\n');
-       handler(JSON.parse(readFileSync('./event.json', 'utf8')), { awsRequestId: 'bundle-test', functionName: 'reconcile', getRemainingTimeInMillis: () => 30000 })
+       handler(JSON.parse(readFileSync('./event-${label}.json', 'utf8')), { awsRequestId: 'bundle-test', functionName: 'reconcile', getRemainingTimeInMillis: () => 30000 })
          .then((r) => process.stdout.write('RESULT ' + JSON.stringify(r) + '\\n'), (e) => { console.error(e); process.exit(1); });`,
     );
-
-    // Act: a fresh process with nothing but the Lambda-style environment (the SDK resolves from node_modules here,
-    // from the runtime on Lambda).
-    const { stdout, stderr } = await run(process.execPath, ['--enable-source-maps', join(dir, 'invoke.mjs')], {
+    const { stdout, stderr } = await run(process.execPath, [...nodeArgs, join(dir, `invoke-${label}.mjs`)], {
       cwd: dir,
       env: {
         ...LAMBDA_ENV,
@@ -105,9 +104,17 @@ describeWithControlPlane('The bundled reconcile handler (the Lambda artifact)', 
         SPEC_TAINTS_OWNER: 'product',
         STARTUP_TAINT_KEY: UNINITIALIZED_TAINT_KEY,
         POWERTOOLS_LOG_LEVEL: 'INFO',
+        ...env,
       },
       timeout: 60_000,
     });
+    return { stdout, stderr, node };
+  }
+
+  it('loads as an ES module, sets up in its init phase, with its configuration from the environment, and reconciles a Node', async () => {
+    // Prepare and act: the bundle's file, then a cold start as Lambda runs the init without saying which kind.
+    expect(file).toBe('handler.mjs');
+    const { stdout, stderr, node } = await coldStart('bundle', {}, ['--enable-source-maps']);
 
     // Assess: Cluster API discovery ran in the import (the init phase), before the invocation.
     expect(stdout).toContain('RESULT {"batchItemFailures":[]}');
@@ -116,43 +123,14 @@ describeWithControlPlane('The bundled reconcile handler (the Lambda artifact)', 
     expect(discovered).toBeLessThan(stdout.indexOf('IMPORTED'));
     expect(stderr).not.toContain('Set-up in the init phase');
     expect(stdout).toMatch(/"Outcome":"patched","Reconciles":1/);
-    const after = await kc.makeApiClient(CoreV1Api).readNode({ name: node });
+    const after = await adminKubeConfig().makeApiClient(CoreV1Api).readNode({ name: node });
     expect(after.spec?.taints?.map((t) => `${t.key}=${t.value}:${t.effect}`)).toEqual(['gpu=a100:NoSchedule']);
     expect(after.metadata?.annotations?.[OWN_TRACKING_ANNOTATION]).toBe('gpu:NoSchedule');
   });
 
   it('on demand, ends its init phase without waiting for the set-up, which goes on beside the first invocation (one discovery for both)', async () => {
-    // Prepare
-    const kc = adminKubeConfig();
-    const ns = await createNamespace(kc, 'bundle-on-demand');
-    const node = uniqueName('node');
-    await createNode(kc, node, { taints: [{ key: UNINITIALIZED_TAINT_KEY, effect: 'NoSchedule' }] });
-    await createMachine(kc, ns, 'm1', { nodeName: node, specTaints: [{ key: 'gpu', value: 'a100', effect: 'NoSchedule' }] });
-    writeFileSync(join(dir, 'event-on-demand.json'), JSON.stringify(sqsEvent(sqsRecord(machineEvent(ns, 'm1', { nodeName: node, cluster: { mode: 'self' } })))));
-    writeFileSync(
-      join(dir, 'invoke-on-demand.mjs'),
-      `import { readFileSync } from 'node:fs';
-       const { handler } = await import('./${file}');
-       process.stdout.write('IMPORTED\\n');
-       handler(JSON.parse(readFileSync('./event-on-demand.json', 'utf8')), { awsRequestId: 'bundle-test', functionName: 'reconcile', getRemainingTimeInMillis: () => 30000 })
-         .then((r) => process.stdout.write('RESULT ' + JSON.stringify(r) + '\\n'), (e) => { console.error(e); process.exit(1); });`,
-    );
-
-    // Act
-    const { stdout, stderr } = await run(process.execPath, [join(dir, 'invoke-on-demand.mjs')], {
-      cwd: dir,
-      env: {
-        ...LAMBDA_ENV,
-        AWS_LAMBDA_INITIALIZATION_TYPE: 'on-demand',
-        KUBECONFIG: requireControlPlane().kubeconfigPath,
-        CLUSTER_MODE: 'self',
-        STATE_NAMESPACE: ns,
-        SPEC_TAINTS_OWNER: 'product',
-        STARTUP_TAINT_KEY: UNINITIALIZED_TAINT_KEY,
-        POWERTOOLS_LOG_LEVEL: 'INFO',
-      },
-      timeout: 60_000,
-    });
+    // Prepare and act
+    const { stdout, stderr, node } = await coldStart('bundle-on-demand', { AWS_LAMBDA_INITIALIZATION_TYPE: 'on-demand' });
 
     // Assess: the import ended before discovery answered; discovery ran once, for the set-up and the record together.
     expect(stdout).toContain('RESULT {"batchItemFailures":[]}');
@@ -160,7 +138,7 @@ describeWithControlPlane('The bundled reconcile handler (the Lambda artifact)', 
     expect(stdout.split('Cluster API version chosen by discovery').length - 1).toBe(1);
     expect(stderr).not.toContain('Set-up in the init phase');
     expect(stdout).toMatch(/"Outcome":"patched","Reconciles":1/);
-    const after = await kc.makeApiClient(CoreV1Api).readNode({ name: node });
+    const after = await adminKubeConfig().makeApiClient(CoreV1Api).readNode({ name: node });
     expect(after.spec?.taints?.map((t) => `${t.key}=${t.value}:${t.effect}`)).toEqual(['gpu=a100:NoSchedule']);
   });
 });
