@@ -8,7 +8,7 @@
 import { clusterKey, isNodeTaintEvent, type ClusterRef, type NodeState, type NodeTaintEvent, type TaintEvent } from '#shared/domain/cloud-event.ts';
 import { declaredTaintsOf, type EffectiveDeclaration } from '#shared/domain/declarations.ts';
 import { machineOwnsNode } from '#shared/domain/node-link.ts';
-import { claimedNode } from '#shared/domain/node-state.ts';
+import { claimedNode, isJoiningNode, nodeStateOfSnapshot } from '#shared/domain/node-state.ts';
 import { ReconcileOutcome } from '#shared/domain/outcome.ts';
 import type { MachineSnapshot, NodeSnapshot } from '#shared/domain/snapshots.ts';
 import { declarationOwnerOf, machinePoolOf } from '#shared/domain/machine-pool.ts';
@@ -110,7 +110,10 @@ export async function reconcileNodeTaints(deps: ReconcileDeps, event: TaintEvent
   // checks the claim in the same request. The Node is read only when that write does not go through (see writeFromClaim).
   const claim = deps.settings.dryRun ? undefined : nodeClaimOf(event);
   // Otherwise the Node read starts with the Machine read (one round trip for both); it is used only if the Machine confirms it.
-  const prefetch = claim || options.parallelReads === false ? undefined : prefetchNode(deps, event);
+  // So it does for a joining Node's claim, which the Node's first writers (its kubelet's first status report, Cluster
+  // API) have usually made stale by then: the claimed write is planned from the newer of the two (see newerThanClaim).
+  const joining = claim !== undefined && isJoiningNode(claim.state, deps.clock.now());
+  const prefetch = (claim && !joining) || options.parallelReads === false ? undefined : prefetchNode(deps, event);
   // Without that read, the connection to the cluster the event names (its kubeconfig Secret, read once per container
   // and connection lifetime) is still loaded beside the Machine read: a cold container's first record does not read
   // the Secret after the Machine. A hint only, as the prefetch: a cluster the Machine does not confirm costs that read.
@@ -138,12 +141,14 @@ export async function reconcileNodeTaints(deps: ReconcileDeps, event: TaintEvent
 
   let claimRefused = false;
   if (claim && claim.cluster === clusterKey(cluster) && claim.node === machine.nodeName) {
-    const fromClaim = await writeFromClaim(deps, target, await deps.clusters.nodesOf(cluster), claim.state);
+    const state = (await newerThanClaim(prefetch, cluster, machine.nodeName, claim.state)) ?? claim.state;
+    const fromClaim = await writeFromClaim(deps, target, await deps.clusters.nodesOf(cluster), state);
     if (fromClaim !== 'refused' && fromClaim !== undefined) return fromClaim;
     claimRefused = fromClaim === 'refused';
   }
 
-  const prefetched = prefetch && prefetch.cluster === clusterKey(cluster) && prefetch.node === machine.nodeName ? await prefetch.result : undefined;
+  // After a refused claim the prefetched read is no newer than what was refused: the Node is read again.
+  const prefetched = !claimRefused && prefetch && prefetch.cluster === clusterKey(cluster) && prefetch.node === machine.nodeName ? await prefetch.result : undefined;
   // A failed speculative read is not reported nor trusted: the read is made again the ordinary way (which reports).
   const confirmed = prefetched && !('error' in prefetched) ? prefetched : undefined;
   const nodes = confirmed ? confirmed.store : await deps.clusters.nodesOf(cluster);
@@ -285,6 +290,18 @@ function nodeClaimOf(event: NodeTaintEvent): { readonly cluster: string; readonl
   const data = event.data;
   const node = data.kind === 'Node' ? data.node.name : data.nodeName;
   return node !== undefined && data.nodeState !== undefined ? { cluster: clusterKey(data.cluster), node, state: data.nodeState } : undefined;
+}
+
+/**
+ * The Node as prefetched, in a claim's form, when that read is of the same Node in the same cluster and at another
+ * resourceVersion than the event's claim (then it is the newer: the read was made after the event). Undefined otherwise
+ * (no read, a failed one, a deleted Node, or the claim's own version).
+ */
+async function newerThanClaim(prefetch: NodePrefetch | undefined, cluster: ClusterRef, node: string, claimed: NodeState): Promise<NodeState | undefined> {
+  if (!prefetch || prefetch.cluster !== clusterKey(cluster) || prefetch.node !== node) return undefined;
+  const read = await prefetch.result;
+  if ('error' in read || !read.node || read.node.resourceVersion === claimed.resourceVersion) return undefined;
+  return nodeStateOfSnapshot(read.node);
 }
 
 /** Starts loading the connection to the workload cluster an event names; a failure is left to the ordinary load, which reports it. */

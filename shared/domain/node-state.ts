@@ -27,3 +27,40 @@ export function claimedNode(name: string, state: NodeState): NodeSnapshot {
     taints: state.taints.map((t) => ({ key: t.key, ...(t.value ? { value: t.value } : {}), effect: t.effect, ...(t.timeAdded ? { timeAdded: t.timeAdded } : {}) })),
   };
 }
+
+/**
+ * How long after its creation a Node counts as joining. A joining Node's state moves within moments of each event (the
+ * kubelet's first status report follows its registration, then the cloud's and Cluster API's first writes), so the
+ * state an event claims is usually stale by its write: the reconcile function also reads the Node beside the Machine
+ * and plans the claimed write from the newer of the two.
+ */
+export const JOINING_NODE_MS = 30_000;
+
+/**
+ * True when the claimed Node was created less than JOINING_NODE_MS before `now` (a Node without a creation time is not).
+ * @example isJoiningNode({ uid: 'u', resourceVersion: '7', taints: [], creationTimestamp: '2026-01-01T00:00:00Z' }, new Date('2026-01-01T00:00:05Z')) // true
+ */
+export function isJoiningNode(state: NodeState, now: Date): boolean {
+  if (state.creationTimestamp === undefined) return false;
+  const age = now.getTime() - new Date(state.creationTimestamp).getTime();
+  return Number.isFinite(age) && age < JOINING_NODE_MS;
+}
+
+/**
+ * The state of a Node as read, in the form a claim takes: a write planned from it carries the same `test` operations
+ * as one planned from an event's claim (its resourceVersion first), so it goes through only if the Node has not
+ * changed since the read.
+ * @example nodeStateOfSnapshot({ name: 'n1', uid: 'u', resourceVersion: '8', labels: {}, annotations: {}, taints: [] }).resourceVersion // '8'
+ */
+export function nodeStateOfSnapshot(node: NodeSnapshot): NodeState {
+  const tracking = node.annotations[TRACKING_ANNOTATION];
+  const own = node.annotations[OWN_TRACKING_ANNOTATION];
+  return {
+    uid: node.uid,
+    resourceVersion: node.resourceVersion,
+    ...(node.creationTimestamp !== undefined ? { creationTimestamp: node.creationTimestamp } : {}),
+    taints: node.taints.map((t) => ({ key: t.key, ...(t.value ? { value: t.value } : {}), effect: t.effect, ...(t.timeAdded ? { timeAdded: t.timeAdded } : {}) })),
+    ...(tracking !== undefined ? { trackingAnnotation: tracking } : {}),
+    ...(own !== undefined ? { ownTrackingAnnotation: own } : {}),
+  };
+}

@@ -641,6 +641,67 @@ describe('Function: reconcileNodeTaints(), events that claim the Node state', ()
     expect(calls).toEqual(['nodesOf wc1 report=false', 'getMachine', 'nodesOf wc1 report=true']);
   });
 
+  describe('a joining Node (created less than 30 s before the record)', () => {
+    const JOINING = '2026-11-22T09:59:50Z';
+    function joining() {
+      const env = setup();
+      env.machines.put(inCluster(machineBuilder().named('m1').withNodeName('n1').withSpecTaints([machineTaint('gpu', 'a100')]).build()));
+      const node = env.nodes.put({ name: 'n1', creationTimestamp: JOINING, annotations: { [OWN_TRACKING_ANNOTATION]: '' }, taints: [FOREIGN] });
+      return { ...env, node };
+    }
+
+    it("plans the claimed write from the Node read beside the Machine when the Node changed after the event (its kubelet's first report): no refused write", async () => {
+      // Prepare: the Node moves on after the forwarder saw it.
+      const { deps, nodes, node } = joining();
+      const claim = stateOf(node);
+      const reported = nodes.put({ ...node, taints: [FOREIGN, nodeTaint('later', 'x')] });
+
+      // Act
+      const result = await reconcileNodeTaints(deps, claiming(machineEvent('default', 'm1', { nodeName: 'n1' }), claim));
+
+      // Assess: one read (beside the Machine), one write, from the read's version; the later taint kept.
+      expect(result).toMatchObject({ outcome: 'patched', resourceVersion: reported.resourceVersion });
+      expect(result.claimRefused).toBeUndefined();
+      expect({ nodeReads: nodes.reads, nodeWrites: nodes.writes }).toEqual({ nodeReads: 1, nodeWrites: 1 });
+      expect(nodes.peek('n1')?.taints).toEqual([FOREIGN, nodeTaint('later', 'x'), nodeTaint('gpu', 'a100')]);
+    });
+
+    it('writes the claim when the read finds the Node as claimed', async () => {
+      // Prepare
+      const { deps, nodes, node } = joining();
+
+      // Act
+      const result = await reconcileNodeTaints(deps, claiming(machineEvent('default', 'm1', { nodeName: 'n1' }), stateOf(node)));
+
+      // Assess
+      expect(result).toMatchObject({ outcome: 'patched', resourceVersion: node.resourceVersion });
+      expect({ nodeReads: nodes.reads, nodeWrites: nodes.writes }).toEqual({ nodeReads: 1, nodeWrites: 1 });
+    });
+
+    it('reads the Node again when it changed between that read and the write (the write is refused, not a conflict for the queue)', async () => {
+      // Prepare: a writer changes the Node right after the read beside the Machine.
+      const { deps, nodes, node } = joining();
+      const claim = stateOf(nodes.put({ ...node }));
+      const read = nodes.getNode.bind(nodes);
+      let first = true;
+      nodes.getNode = async (name) => {
+        const got = await read(name);
+        if (first && got) nodes.put({ ...got, taints: [...got.taints, nodeTaint('later', 'y')] });
+        first = false;
+        return got;
+      };
+      nodes.put({ ...node, taints: [FOREIGN, nodeTaint('later', 'x')] });
+
+      // Act
+      const result = await reconcileNodeTaints(deps, claiming(machineEvent('default', 'm1', { nodeName: 'n1' }), claim));
+
+      // Assess: refused, read again, written from that read; every taint someone else wrote is kept.
+      expect(result).toMatchObject({ outcome: 'patched', claimRefused: true });
+      expect({ nodeReads: nodes.reads, nodeWrites: nodes.writes }).toEqual({ nodeReads: 2, nodeWrites: 2 });
+      expect(nodes.peek('n1')?.taints).toEqual([FOREIGN, nodeTaint('later', 'x'), nodeTaint('later', 'y'), nodeTaint('gpu', 'a100')]);
+    });
+  });
+
   it('ignores a claim about another Node than the Machine names, and any claim in a dry run', async () => {
     // Prepare
     const { deps, nodes, node } = withNode();
