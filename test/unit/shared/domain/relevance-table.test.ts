@@ -192,10 +192,14 @@ const TABLE: readonly Row[] = [
   },
   {
     object: 'Machine', field: 'spec.providerID', fact: 'providerID',
-    when: 'only while the Machine has no status.nodeRef: it links a joining Node to the Machine (Cluster API\'s own rule), forwarded when the forwarder knows an unlinked Node with that provider ID (a Machine change that names no Node either way is never forwarded: its reconcile could only end no-node); never once nodeRef is set',
+    when: 'only while the Machine has no status.nodeRef: it links a joining Node to the Machine (Cluster API\'s own rule), forwarded when the forwarder knows an unlinked Node with that provider ID. Its arrival before any Node has it (the Machine provisioned, its Node booting) is forwarded once too, to ready a reconcile container for the join (that record ends no-node; no other change of a Machine that names no Node is forwarded); never once nodeRef is set',
     cases: [
       { name: 'set before nodeRef, its Node known', before: (m) => { delete m.status.nodeRef; delete m.spec.providerID; }, node: (n) => delete n.metadata.annotations['cluster.x-k8s.io/machine'], change: (m) => (m.spec.providerID = 'local://m1'), messages: 1 },
-      { name: 'set before nodeRef, no Node with it known', before: (m) => { delete m.status.nodeRef; delete m.spec.providerID; }, node: (n) => (n.spec.providerID = 'local://other'), change: (m) => (m.spec.providerID = 'local://m1'), messages: 0 },
+      { name: 'set before nodeRef, no Node with it known (announces the joining Node)', before: (m) => { delete m.status.nodeRef; delete m.spec.providerID; }, node: (n) => (n.spec.providerID = 'local://other'), change: (m) => (m.spec.providerID = 'local://m1'), messages: 1 },
+      { name: 'a Machine added with it, no Node with it known (announces the joining Node)', seen: 'added', before: (m) => delete m.status.nodeRef, node: (n) => (n.spec.providerID = 'local://other'), change: () => undefined, messages: 1 },
+      { name: 'a relist of a Machine with it, no Node with it known', seen: 'resynced', before: (m) => delete m.status.nodeRef, node: (n) => (n.spec.providerID = 'local://other'), change: () => undefined, messages: 0 },
+      { name: 'other changes of a Machine with it, no Node with it known', before: (m) => delete m.status.nodeRef, node: (n) => (n.spec.providerID = 'local://other'), change: (m) => { m.spec.taints = [capiTaint('v2')]; m.metadata.labels['cluster.x-k8s.io/control-plane'] = ''; }, messages: 0 },
+      { name: 'set on a deleting Machine, no Node with it known', before: (m) => { delete m.status.nodeRef; delete m.spec.providerID; m.metadata.deletionTimestamp = '2026-01-01T00:00:00Z'; }, node: (n) => (n.spec.providerID = 'local://other'), change: (m) => (m.spec.providerID = 'local://m1'), messages: 0 },
       { name: 'changed after nodeRef', change: (m) => (m.spec.providerID = 'local://m1b'), messages: 0 },
     ],
   },
