@@ -8,7 +8,7 @@
 import { clusterKey, isNodeTaintEvent, type ClusterRef, type NodeState, type NodeTaintEvent, type TaintEvent } from '#shared/domain/cloud-event.ts';
 import { declaredTaintsOf, type EffectiveDeclaration } from '#shared/domain/declarations.ts';
 import { machineOwnsNode } from '#shared/domain/node-link.ts';
-import { claimedNode, isJoiningNode, nodeStateOfSnapshot } from '#shared/domain/node-state.ts';
+import { claimedNode, isJoiningNode, nodeStateOfSnapshot, type ClaimedState } from '#shared/domain/node-state.ts';
 import { ReconcileOutcome } from '#shared/domain/outcome.ts';
 import type { MachineSnapshot, NodeSnapshot } from '#shared/domain/snapshots.ts';
 import { declarationOwnerOf, machinePoolOf } from '#shared/domain/machine-pool.ts';
@@ -111,7 +111,7 @@ export async function reconcileNodeTaints(deps: ReconcileDeps, event: TaintEvent
   const claim = deps.settings.dryRun ? undefined : nodeClaimOf(event);
   // Otherwise the Node read starts with the Machine read (one round trip for both); it is used only if the Machine confirms it.
   // So it does for a joining Node's claim, which the Node's first writers (its kubelet's first status report, Cluster
-  // API) have usually made stale by then: the claimed write is planned from the newer of the two (see newerThanClaim).
+  // API) have usually made stale by then: the claimed write is planned from that read (see readInClaimForm).
   const joining = claim !== undefined && isJoiningNode(claim.state, deps.clock.now());
   const prefetch = (claim && !joining) || options.parallelReads === false ? undefined : prefetchNode(deps, event);
   // Without that read, the connection to the cluster the event names (its kubeconfig Secret, read once per container
@@ -141,7 +141,7 @@ export async function reconcileNodeTaints(deps: ReconcileDeps, event: TaintEvent
 
   let claimRefused = false;
   if (claim && claim.cluster === clusterKey(cluster) && claim.node === machine.nodeName) {
-    const state = (await newerThanClaim(prefetch, cluster, machine.nodeName, claim.state)) ?? claim.state;
+    const state = (await readInClaimForm(prefetch, cluster, machine.nodeName)) ?? claim.state;
     const fromClaim = await writeFromClaim(deps, target, await deps.clusters.nodesOf(cluster), state);
     if (fromClaim !== 'refused' && fromClaim !== undefined) return fromClaim;
     claimRefused = fromClaim === 'refused';
@@ -210,7 +210,7 @@ async function planFor(deps: ReconcileDeps, node: NodeSnapshot, declaration: Eff
  * the claim needs no write (it may be stale: a Node is never declared in sync on a claim's word), `refused` when the
  * API server refused it (stale or forged); the Node is then read and reconciled the ordinary way.
  */
-async function writeFromClaim(deps: ReconcileDeps, target: Target, nodes: NodeStore, state: NodeState): Promise<ReconcileResult | 'refused' | undefined> {
+async function writeFromClaim(deps: ReconcileDeps, target: Target, nodes: NodeStore, state: ClaimedState): Promise<ReconcileResult | 'refused' | undefined> {
   const node = claimedNode(target.base.node, state);
   const { plan, adopt } = await planFor(deps, node, target.declaration);
   if (plan.kind !== 'patch') return undefined;
@@ -293,15 +293,15 @@ function nodeClaimOf(event: NodeTaintEvent): { readonly cluster: string; readonl
 }
 
 /**
- * The Node as prefetched, in a claim's form, when that read is of the same Node in the same cluster and at another
- * resourceVersion than the event's claim (then it is the newer: the read was made after the event). Undefined otherwise
- * (no read, a failed one, a deleted Node, or the claim's own version).
+ * The Node as prefetched, in a claim's form, when that read is of the same Node in the same cluster: it was made after
+ * the event, so it is as new as the event's claim or newer, and it knows what a claim cannot say (that the Node has no
+ * annotation at all, which a joining Node's registration may leave it with). Undefined otherwise (no read, a failed
+ * one, a deleted Node).
  */
-async function newerThanClaim(prefetch: NodePrefetch | undefined, cluster: ClusterRef, node: string, claimed: NodeState): Promise<NodeState | undefined> {
+async function readInClaimForm(prefetch: NodePrefetch | undefined, cluster: ClusterRef, node: string): Promise<ClaimedState | undefined> {
   if (!prefetch || prefetch.cluster !== clusterKey(cluster) || prefetch.node !== node) return undefined;
   const read = await prefetch.result;
-  if ('error' in read || !read.node || read.node.resourceVersion === claimed.resourceVersion) return undefined;
-  return nodeStateOfSnapshot(read.node);
+  return 'error' in read || !read.node ? undefined : nodeStateOfSnapshot(read.node);
 }
 
 /** Starts loading the connection to the workload cluster an event names; a failure is left to the ordinary load, which reports it. */

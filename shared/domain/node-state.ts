@@ -47,15 +47,23 @@ export function isJoiningNode(state: NodeState, now: Date): boolean {
 }
 
 /**
+ * The state a claimed write is planned from: an event's claim, or a read in a claim's form (nodeStateOfSnapshot),
+ * which can also say that the Node has no annotation at all (an event's claim cannot: the write then tests that the
+ * annotation map is absent and adds it whole, where an event's claim on such a Node is refused).
+ */
+export type ClaimedState = NodeState & { readonly withoutAnnotations?: true };
+
+/**
  * The state of a Node as read, in the form a claim takes: a write planned from it carries the same `test` operations
  * as one planned from an event's claim (its resourceVersion first), so it goes through only if the Node has not
  * changed since the read.
- * @example nodeStateOfSnapshot({ name: 'n1', uid: 'u', resourceVersion: '8', labels: {}, annotations: {}, taints: [] }).resourceVersion // '8'
+ * @example nodeStateOfSnapshot({ name: 'n1', uid: 'u', resourceVersion: '8', labels: {}, annotations: {}, taints: [] }).withoutAnnotations // true
  */
-export function nodeStateOfSnapshot(node: NodeSnapshot): NodeState {
+export function nodeStateOfSnapshot(node: NodeSnapshot): ClaimedState {
   const tracking = node.annotations[TRACKING_ANNOTATION];
   const own = node.annotations[OWN_TRACKING_ANNOTATION];
   return {
+    ...(Object.keys(node.annotations).length === 0 ? { withoutAnnotations: true as const } : {}),
     uid: node.uid,
     resourceVersion: node.resourceVersion,
     ...(node.creationTimestamp !== undefined ? { creationTimestamp: node.creationTimestamp } : {}),

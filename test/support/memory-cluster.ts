@@ -4,7 +4,7 @@
  * older resourceVersion fails with PatchConflictError, as the API server's precondition does.
  */
 import type { ClusterRef, NodeState } from '#shared/domain/cloud-event.ts';
-import { claimedNode } from '#shared/domain/node-state.ts';
+import { claimedNode, type ClaimedState } from '#shared/domain/node-state.ts';
 import { OWN_TRACKING_ANNOTATION, TRACKING_ANNOTATION } from '#shared/domain/taint.ts';
 import type { MachinePoolSnapshot, MachineSnapshot, NodeSnapshot, NodeTaintPatch } from '#shared/domain/snapshots.ts';
 import { NodeNotFoundError, PatchConflictError } from '#shared/errors.ts';
@@ -55,9 +55,13 @@ export class MemoryNodeStore implements NodeStore {
   }
 
   /** As the API server's JSON patch `test` operations: writes only when the Node is exactly as claimed. */
-  async patchClaimedNode(name: string, claim: NodeState, patch: NodeTaintPatch): Promise<NodeSnapshot | undefined> {
+  async patchClaimedNode(name: string, claim: ClaimedState, patch: NodeTaintPatch): Promise<NodeSnapshot | undefined> {
     const current = this.#nodes.get(name);
-    if (current && !sameClaimedFields(current, claimedNode(name, claim))) {
+    // As the API server's `test` operations: a claim's annotation tests need the map (a Node without any annotation
+    // refuses an event's claim); a claim from a read that found none tests that the map is still absent.
+    const bare = Object.keys(current?.annotations ?? {}).length === 0;
+    const annotationsAsClaimed = claim.withoutAnnotations ? bare : !bare;
+    if (current && (!annotationsAsClaimed || !sameClaimedFields(current, claimedNode(name, claim)))) {
       this.writes++;
       return undefined;
     }

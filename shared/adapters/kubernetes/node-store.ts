@@ -8,7 +8,7 @@
  * (kube-http.ts); the Node's JSON comes back as the server wrote it (times as RFC 3339 strings).
  */
 import type { V1Node } from '@kubernetes/client-node';
-import type { NodeState } from '#shared/domain/cloud-event.ts';
+import type { ClaimedState } from '#shared/domain/node-state.ts';
 import type { NodeSnapshot, NodeTaintPatch } from '#shared/domain/snapshots.ts';
 import { FIELD_MANAGER, OWN_TRACKING_ANNOTATION, TRACKING_ANNOTATION, type Taint } from '#shared/domain/taint.ts';
 import { NodeNotFoundError, PatchConflictError } from '#shared/errors.ts';
@@ -51,7 +51,7 @@ export class KubernetesNodeStore implements NodeStore {
     }
   }
 
-  async patchClaimedNode(name: string, claim: NodeState, patch: NodeTaintPatch): Promise<NodeSnapshot | undefined> {
+  async patchClaimedNode(name: string, claim: ClaimedState, patch: NodeTaintPatch): Promise<NodeSnapshot | undefined> {
     try {
       const written = await this.#patch(name, claimedPatch(claim, patch), 'application/json-patch+json');
       return toNodeSnapshot(written);
@@ -77,18 +77,27 @@ function nodePath(name: string): string {
 /**
  * The JSON patch of a write planned from `claim`: first a `test` of every field the plan read (a field claimed absent
  * is tested against null, which holds only when it is absent), then the write. A Node without any annotation fails
- * the annotation tests (their parent is missing), so it is read and written the ordinary way.
+ * the annotation tests (their parent is missing), so it is read and written the ordinary way, unless the claim comes
+ * from a read that found no annotation (`withoutAnnotations`): then the whole map is tested absent and added.
  */
-export function claimedPatch(claim: NodeState, patch: NodeTaintPatch): Record<string, unknown>[] {
+export function claimedPatch(claim: ClaimedState, patch: NodeTaintPatch): Record<string, unknown>[] {
   const annotation = (key: string) => `/metadata/annotations/${key.replaceAll('~', '~0').replaceAll('/', '~1')}`;
   const ops: Record<string, unknown>[] = [
     { op: 'test', path: '/metadata/resourceVersion', value: claim.resourceVersion },
     { op: 'test', path: '/metadata/creationTimestamp', value: claim.creationTimestamp ?? null },
     { op: 'test', path: '/spec/taints', value: claim.taints.length > 0 ? claim.taints : null },
+  ];
+  if (claim.withoutAnnotations) {
+    const added = Object.fromEntries(Object.entries(patch.annotations).filter((e): e is [string, string] => e[1] !== null));
+    ops.push({ op: 'test', path: '/metadata/annotations', value: null }, { op: 'add', path: '/spec/taints', value: patch.taints.map(toWireTaint) });
+    if (Object.keys(added).length > 0) ops.push({ op: 'add', path: '/metadata/annotations', value: added });
+    return ops;
+  }
+  ops.push(
     { op: 'test', path: annotation(TRACKING_ANNOTATION), value: claim.trackingAnnotation ?? null },
     { op: 'test', path: annotation(OWN_TRACKING_ANNOTATION), value: claim.ownTrackingAnnotation ?? null },
     { op: 'add', path: '/spec/taints', value: patch.taints.map(toWireTaint) },
-  ];
+  );
   for (const [key, value] of Object.entries(patch.annotations)) {
     ops.push(value === null ? { op: 'remove', path: annotation(key) } : { op: 'add', path: annotation(key), value });
   }

@@ -3,6 +3,7 @@ import type { NodeState } from '#shared/domain/cloud-event.ts';
 import type { NodeTaintPatch } from '#shared/domain/snapshots.ts';
 import { OWN_TRACKING_ANNOTATION, TRACKING_ANNOTATION } from '#shared/domain/taint.ts';
 import { nodeStateOf, toNodeFacts } from '#shared/domain/watch-event.ts';
+import { nodeStateOfSnapshot } from '#shared/domain/node-state.ts';
 import { KubernetesNodeStore } from '#shared/adapters/kubernetes/node-store.ts';
 import { NodeNotFoundError } from '#shared/errors.ts';
 import { CoreV1Api } from '@kubernetes/client-node';
@@ -120,6 +121,29 @@ describeWithControlPlane('Class: KubernetesNodeStore, writes planned from a clai
     // Assess
     expect(written).toBeUndefined();
     expect((await core.readNode({ name })).spec?.taints ?? []).toEqual([]);
+  });
+
+  it('writes a claim made from a read of a Node without any annotation, adding the map; refuses it once an annotation appeared', async () => {
+    // Prepare: two such Nodes, read; the second gets an annotation from someone else after the read.
+    const [name, later] = [uniqueName('node'), uniqueName('node')];
+    await createNode(kc, name);
+    await createNode(kc, later);
+    const state = nodeStateOfSnapshot((await store.getNode(name))!);
+    const stale = nodeStateOfSnapshot((await store.getNode(later))!);
+    await core.patchNode({ name: later, body: { metadata: { annotations: { 'other-writer': 'yes' } } } }, MERGE_PATCH);
+
+    // Act
+    const written = await store.patchClaimedNode(name, state, patchFrom(state, [OURS], 'gpu:NoSchedule'));
+    const refused = await store.patchClaimedNode(later, stale, patchFrom(stale, [OURS], 'gpu:NoSchedule'));
+
+    // Assess
+    expect(state.withoutAnnotations).toBe(true);
+    expect(written?.annotations).toEqual({ [OWN_TRACKING_ANNOTATION]: 'gpu:NoSchedule' });
+    expect((await core.readNode({ name })).spec?.taints?.map((t) => t.key)).toEqual([OURS.key]);
+    expect(refused).toBeUndefined();
+    const live = await core.readNode({ name: later });
+    expect(live.metadata?.annotations).toEqual({ 'other-writer': 'yes' });
+    expect(live.spec?.taints ?? []).toEqual([]);
   });
 
   it('throws NodeNotFoundError for a Node deleted after the claim', async () => {

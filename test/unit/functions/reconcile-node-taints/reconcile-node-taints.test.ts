@@ -678,6 +678,22 @@ describe('Function: reconcileNodeTaints(), events that claim the Node state', ()
       expect({ nodeReads: nodes.reads, nodeWrites: nodes.writes }).toEqual({ nodeReads: 1, nodeWrites: 1 });
     });
 
+    it('writes a Node registered without any annotation from that read in one write (an event\'s claim cannot say the map is absent)', async () => {
+      // Prepare: as a Node registers without annotations.
+      const env = setup();
+      env.machines.put(inCluster(machineBuilder().named('m1').withNodeName('n1').withSpecTaints([machineTaint('gpu', 'a100')]).build()));
+      const node = env.nodes.put({ name: 'n1', creationTimestamp: JOINING, annotations: {}, taints: [FOREIGN] });
+
+      // Act
+      const result = await reconcileNodeTaints(env.deps, claiming(machineEvent('default', 'm1', { nodeName: 'n1' }), stateOf(node)));
+
+      // Assess
+      expect(result).toMatchObject({ outcome: 'patched', resourceVersion: node.resourceVersion });
+      expect(result.claimRefused).toBeUndefined();
+      expect({ nodeReads: env.nodes.reads, nodeWrites: env.nodes.writes }).toEqual({ nodeReads: 1, nodeWrites: 1 });
+      expect(env.nodes.peek('n1')?.annotations).toEqual({ [OWN_TRACKING_ANNOTATION]: 'gpu:NoSchedule' });
+    });
+
     it('reads the Node again when it changed between that read and the write (the write is refused, not a conflict for the queue)', async () => {
       // Prepare: a writer changes the Node right after the read beside the Machine.
       const { deps, nodes, node } = joining();
