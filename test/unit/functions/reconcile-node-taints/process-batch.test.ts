@@ -168,12 +168,20 @@ describe('Function: processBatch()', () => {
     };
     const records = (round: string) => ['a', 'b'].map((n) => sqsRecord(machineEvent('default', `m-${n}`, { nodeName: `node-${n}`, rv: round }), { messageId: `${n}${round}` }));
 
-    // Act 1: node-a's read is answered at once, its write hangs.
-    const batch = processBatch(sqsEvent(...records('1')), context, deps);
-    await vi.waitFor(() => expect(steps).toContain('node-b written'));
-    const whileAHangs = [...steps];
-    release();
-    const response = await batch;
+    // Act 1: node-a's read is answered at once, its write hangs. (The clock stands still: a loaded machine's own pauses
+    // must not make the answer late.)
+    vi.useFakeTimers({ toFake: ['Date'] });
+    let response: Awaited<ReturnType<typeof processBatch>>;
+    let whileAHangs: string[];
+    try {
+      const batch = processBatch(sqsEvent(...records('1')), context, deps);
+      await vi.waitFor(() => expect(steps).toContain('node-b written'), { timeout: 10_000 });
+      whileAHangs = [...steps];
+      release();
+      response = await batch;
+    } finally {
+      vi.useRealTimers();
+    }
 
     // Assess 1: node-b was read and written while node-a's write was still unanswered, with node-a's deadline.
     expect([...whileAHangs].sort()).toEqual(['node-a read', 'node-a write sent', 'node-b read', 'node-b write sent', 'node-b written']);
