@@ -119,6 +119,11 @@ export interface JoinRun {
    * pipeline stages of its last write (the stage p99s above are each stage's own, often of different Nodes).
    */
   readonly productSlowest: readonly { readonly node: string; readonly ms: number; readonly stages: Readonly<Record<string, number>> }[];
+  /**
+   * Deployed form: the reconcile function's cold starts of the step (each counted at the start of its init), before its
+   * first Node appeared (readied by the Machines' provider IDs) and from then until its last Node was done.
+   */
+  readonly productColdStarts?: { readonly beforeFirstNode: number; readonly whileJoining: number };
 }
 
 export interface SideBySideResult {
@@ -339,6 +344,8 @@ interface ProductSide {
    * batch, reconcile), the last write of each Node; undefined where the form's logs are not read (the local form).
    */
   writeStages?(): ReadonlyMap<string, Readonly<Record<string, number>>>;
+  /** When each cold start of the reconcile function began its init, in `performance.now()` time; undefined in the local form. */
+  coldStarts?(): readonly number[];
   stop(): Promise<void>;
 }
 
@@ -476,6 +483,10 @@ class DeployedProduct implements ProductSide {
     return this.#log.stages;
   }
 
+  coldStarts(): readonly number[] {
+    return this.#runner.fn('reconcileNodeTaints').records.filter((r) => r.coldStart).map((r) => r.startedAt - r.initMs - performance.timeOrigin);
+  }
+
   details(): Record<string, unknown> {
     const stats = (key: string) => {
       const s = this.#runner.fn(key).stats();
@@ -489,6 +500,14 @@ class DeployedProduct implements ProductSide {
   stop(): Promise<void> {
     return this.#runner.stop();
   }
+}
+
+/** The join's cold starts (performance.now() times) split at its first Node's appearance; none for the local form. */
+export function coldStartsOfJoin(starts: readonly number[] | undefined, t0: number, nodes: readonly { readonly appearedAt: number; readonly readyAt?: number }[]): Pick<JoinRun, 'productColdStarts'> {
+  if (!starts || nodes.length === 0) return {};
+  const first = Math.min(...nodes.map((n) => n.appearedAt));
+  const last = Math.max(...nodes.map((n) => n.readyAt ?? n.appearedAt));
+  return { productColdStarts: { beforeFirstNode: starts.filter((t) => t >= t0 && t < first).length, whileJoining: starts.filter((t) => t >= first && t <= last).length } };
 }
 
 /**
@@ -716,10 +735,13 @@ export async function runSideBySide(ctx: BenchContext, o: { readonly form?: Side
           ...pipelineStages(p.writeStages?.(), productNodes.map(([name]) => name)),
         },
         productSlowest: slowest(productNodes.map(([name, n]) => ({ node: name, ms: (n.readyAt as number) - n.appearedAt })), p.writeStages?.()),
+        ...coldStartsOfJoin(p.coldStarts?.(), t0, SIDES.flatMap((side) => fresh(side).map(([, n]) => n))),
       });
       replicas = size;
       ctx.log(`[side-by-side] join ${joining}: p99 capi ${capi.p99Ms} ms, product ${product.p99Ms} ms`);
       const tail = joins.at(-1)?.productSlowest ?? [];
+      const cold = joins.at(-1)?.productColdStarts;
+      if (cold) ctx.log(`[side-by-side] join ${joining}: reconcile cold starts ${cold.beforeFirstNode} before the first Node appeared, ${cold.whileJoining} while Nodes joined`);
       if (tail.length > 0) ctx.log(`[side-by-side] join ${joining}: slowest product Nodes ${tail.map((t) => `${t.ms} ms (${Object.entries(t.stages).map(([k, v]) => `${k} ${v}`).join(', ') || 'no stages logged'})`).join('; ')}`);
 
       // ---- change: one declaration change per side, at once
