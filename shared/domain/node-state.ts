@@ -32,7 +32,7 @@ export function claimedNode(name: string, state: NodeState): NodeSnapshot {
  * How long after its creation a Node counts as joining. A joining Node's state moves within moments of each event (the
  * kubelet's first status report follows its registration, then the cloud's and Cluster API's first writes), so the
  * state an event claims is usually stale by its write: the reconcile function also reads the Node beside the Machine
- * and plans the claimed write from the newer of the two.
+ * and plans the claimed write from that read.
  */
 export const JOINING_NODE_MS = 30_000;
 
