@@ -148,7 +148,7 @@ export async function reconcileNodeTaints(deps: ReconcileDeps, event: TaintEvent
   }
 
   // After a refused claim the prefetched read is no newer than what was refused: the Node is read again.
-  const prefetched = !claimRefused && prefetch && prefetch.cluster === clusterKey(cluster) && prefetch.node === machine.nodeName ? await prefetch.result : undefined;
+  const prefetched = claimRefused ? undefined : await prefetchOf(prefetch, cluster, machine.nodeName);
   // A failed speculative read is not reported nor trusted: the read is made again the ordinary way (which reports).
   const confirmed = prefetched && !('error' in prefetched) ? prefetched : undefined;
   const nodes = confirmed ? confirmed.store : await deps.clusters.nodesOf(cluster);
@@ -299,9 +299,13 @@ function nodeClaimOf(event: NodeTaintEvent): { readonly cluster: string; readonl
  * one, a deleted Node).
  */
 async function readInClaimForm(prefetch: NodePrefetch | undefined, cluster: ClusterRef, node: string): Promise<ClaimedState | undefined> {
-  if (!prefetch || prefetch.cluster !== clusterKey(cluster) || prefetch.node !== node) return undefined;
-  const read = await prefetch.result;
-  return 'error' in read || !read.node ? undefined : nodeStateOfSnapshot(read.node);
+  const read = await prefetchOf(prefetch, cluster, node);
+  return !read || 'error' in read || !read.node ? undefined : nodeStateOfSnapshot(read.node);
+}
+
+/** The prefetch's result when it read `node` of `cluster` (what the Machine confirmed); undefined for any other read or none. */
+async function prefetchOf(prefetch: NodePrefetch | undefined, cluster: ClusterRef, node: string): Promise<Awaited<NodePrefetch['result']> | undefined> {
+  return prefetch && prefetch.cluster === clusterKey(cluster) && prefetch.node === node ? prefetch.result : undefined;
 }
 
 /** Starts loading the connection to the workload cluster an event names; a failure is left to the ordinary load, which reports it. */
@@ -349,7 +353,7 @@ async function linkByProviderId(deps: ReconcileDeps, event: NodeTaintEvent, mach
   if (candidate === undefined || machine.kind === 'MachinePool' || !machine.providerID) return undefined;
   const cluster = clusterOf(deps.settings, machine);
   if (clusterKey(cluster) !== clusterKey(data.cluster)) return undefined;
-  const prefetched = prefetch && prefetch.cluster === clusterKey(cluster) && prefetch.node === candidate ? await prefetch.result : undefined;
+  const prefetched = await prefetchOf(prefetch, cluster, candidate);
   const node = prefetched && !('error' in prefetched) ? prefetched.node : await (await deps.clusters.nodesOf(cluster)).getNode(candidate);
   return node && machineOwnsNode(machine, node) ? { ...machine, nodeName: candidate } : undefined;
 }

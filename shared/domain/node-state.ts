@@ -6,7 +6,7 @@
  */
 import type { NodeState } from './cloud-event.ts';
 import type { NodeSnapshot } from './snapshots.ts';
-import { OWN_TRACKING_ANNOTATION, TRACKING_ANNOTATION } from './taint.ts';
+import { OWN_TRACKING_ANNOTATION, TRACKING_ANNOTATION, type Taint } from './taint.ts';
 
 /**
  * The snapshot a write is planned from when an event claims the Node's state: only the fields the plan reads (the
@@ -24,7 +24,7 @@ export function claimedNode(name: string, state: NodeState): NodeSnapshot {
     ...(state.creationTimestamp !== undefined ? { creationTimestamp: state.creationTimestamp } : {}),
     labels: {},
     annotations,
-    taints: state.taints.map((t) => ({ key: t.key, ...(t.value ? { value: t.value } : {}), effect: t.effect, ...(t.timeAdded ? { timeAdded: t.timeAdded } : {}) })),
+    taints: state.taints.map(storedTaint),
   };
 }
 
@@ -67,8 +67,13 @@ export function nodeStateOfSnapshot(node: NodeSnapshot): ClaimedState {
     uid: node.uid,
     resourceVersion: node.resourceVersion,
     ...(node.creationTimestamp !== undefined ? { creationTimestamp: node.creationTimestamp } : {}),
-    taints: node.taints.map((t) => ({ key: t.key, ...(t.value ? { value: t.value } : {}), effect: t.effect, ...(t.timeAdded ? { timeAdded: t.timeAdded } : {}) })),
+    taints: node.taints.map(storedTaint),
     ...(tracking !== undefined ? { trackingAnnotation: tracking } : {}),
     ...(own !== undefined ? { ownTrackingAnnotation: own } : {}),
   };
+}
+
+/** A taint with the fields the API server stores: no empty value, no empty time. */
+function storedTaint(t: Taint): Taint {
+  return { key: t.key, ...(t.value ? { value: t.value } : {}), effect: t.effect, ...(t.timeAdded ? { timeAdded: t.timeAdded } : {}) };
 }
