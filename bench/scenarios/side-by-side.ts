@@ -118,7 +118,12 @@ export interface JoinRun {
    * The three slowest product Nodes, each with its time from appearance to tainted and ungated (`ms`) and the
    * pipeline stages of its last write (the stage p99s above are each stage's own, often of different Nodes).
    */
-  readonly productSlowest: readonly { readonly node: string; readonly ms: number; readonly stages: Readonly<Record<string, number>> }[];
+  readonly productSlowest: readonly { readonly node: string; readonly ms: number; readonly stages: Readonly<Record<string, number>>; readonly claimRefused?: true }[];
+  /**
+   * Deployed form: the product Nodes whose last write came after a refused claim in the same record (the Node had
+   * changed since the state the write was planned from: read again, then written; `nodeClaim: refused` in its log line).
+   */
+  readonly productWritesAfterRefusedClaim?: number;
   /**
    * Deployed form: the reconcile function's cold starts of the step (each counted at the start of its init), before its
    * first Node appeared (readied by the Machines' provider IDs) and from then until its last Node was done.
@@ -344,6 +349,8 @@ interface ProductSide {
    * batch, reconcile), the last write of each Node; undefined where the form's logs are not read (the local form).
    */
   writeStages?(): ReadonlyMap<string, Readonly<Record<string, number>>>;
+  /** The Nodes whose last write followed a refused claim (see {@link JoinRun.productWritesAfterRefusedClaim}); undefined in the local form. */
+  refusedClaims?(): ReadonlySet<string>;
   /** When each cold start of the reconcile function began its init, in `performance.now()` time; undefined in the local form. */
   coldStarts?(): readonly number[];
   stop(): Promise<void>;
@@ -483,6 +490,11 @@ class DeployedProduct implements ProductSide {
     return this.#log.stages;
   }
 
+  refusedClaims(): ReadonlySet<string> {
+    this.#log.outcomes();
+    return this.#log.refused;
+  }
+
   coldStarts(): readonly number[] {
     return this.#runner.fn('reconcileNodeTaints').records.filter((r) => r.coldStart).map((r) => r.startedAt - r.initMs - performance.timeOrigin);
   }
@@ -528,11 +540,12 @@ function pipelineStages(stages: ReadonlyMap<string, Readonly<Record<string, numb
 export function slowest(
   nodes: readonly { readonly node: string; readonly ms: number }[],
   stages: ReadonlyMap<string, Readonly<Record<string, number>>> | undefined,
+  refused?: ReadonlySet<string>,
 ): JoinRun['productSlowest'] {
   return [...nodes]
     .sort((a, b) => b.ms - a.ms)
     .slice(0, 3)
-    .map((n) => ({ node: n.node, ms: Math.round(n.ms), stages: { ...(stages?.get(n.node) ?? {}) } }));
+    .map((n) => ({ node: n.node, ms: Math.round(n.ms), stages: { ...(stages?.get(n.node) ?? {}) }, ...(refused?.has(n.node) ? { claimRefused: true as const } : {}) }));
 }
 
 /** The EKS stand-in's cluster name and region (serverless.yml's default region). */
@@ -569,6 +582,8 @@ class ReconcileLog {
   readonly #outcomes: Record<string, number> = {};
   /** The `latencyMs` of each Node's last write (`Patched Node taints` lines), by Node. */
   readonly stages = new Map<string, Readonly<Record<string, number>>>();
+  /** The Nodes whose last write's line says `nodeClaim: refused`. */
+  readonly refused = new Set<string>();
 
   constructor(path: string) {
     this.#path = path;
@@ -593,8 +608,12 @@ class ReconcileLog {
       for (const line of bytes.subarray(0, end).toString('utf8').split('\n')) {
         if (line.includes('"Patched Node taints"') && line.includes('"latencyMs"')) {
           try {
-            const doc = JSON.parse(line.slice(line.indexOf('] ') + 2)) as { Node?: string; latencyMs?: Record<string, number> };
+            const doc = JSON.parse(line.slice(line.indexOf('] ') + 2)) as { Node?: string; latencyMs?: Record<string, number>; nodeClaim?: string };
             if (doc.Node !== undefined && doc.latencyMs !== undefined) this.stages.set(doc.Node, doc.latencyMs);
+            if (doc.Node !== undefined) {
+              if (doc.nodeClaim === 'refused') this.refused.add(doc.Node);
+              else this.refused.delete(doc.Node);
+            }
           } catch {
             // not a log line of ours
           }
@@ -734,7 +753,8 @@ export async function runSideBySide(ctx: BenchContext, o: { readonly form?: Side
           taintedAndUngated: step((_, n) => (n.readyAt as number) - n.appearedAt),
           ...pipelineStages(p.writeStages?.(), productNodes.map(([name]) => name)),
         },
-        productSlowest: slowest(productNodes.map(([name, n]) => ({ node: name, ms: (n.readyAt as number) - n.appearedAt })), p.writeStages?.()),
+        productSlowest: slowest(productNodes.map(([name, n]) => ({ node: name, ms: (n.readyAt as number) - n.appearedAt })), p.writeStages?.(), p.refusedClaims?.()),
+        ...(p.refusedClaims ? { productWritesAfterRefusedClaim: productNodes.filter(([name]) => p.refusedClaims?.().has(name)).length } : {}),
         ...coldStartsOfJoin(p.coldStarts?.(), t0, SIDES.flatMap((side) => fresh(side).map(([, n]) => n))),
       });
       replicas = size;
@@ -742,7 +762,9 @@ export async function runSideBySide(ctx: BenchContext, o: { readonly form?: Side
       const tail = joins.at(-1)?.productSlowest ?? [];
       const cold = joins.at(-1)?.productColdStarts;
       if (cold) ctx.log(`[side-by-side] join ${joining}: reconcile cold starts ${cold.beforeFirstNode} before the first Node appeared, ${cold.whileJoining} while Nodes joined`);
-      if (tail.length > 0) ctx.log(`[side-by-side] join ${joining}: slowest product Nodes ${tail.map((t) => `${t.ms} ms (${Object.entries(t.stages).map(([k, v]) => `${k} ${v}`).join(', ') || 'no stages logged'})`).join('; ')}`);
+      if (tail.length > 0) ctx.log(`[side-by-side] join ${joining}: slowest product Nodes ${tail.map((t) => `${t.ms} ms (${Object.entries(t.stages).map(([k, v]) => `${k} ${v}`).join(', ') || 'no stages logged'}${t.claimRefused ? ', after a refused claim' : ''})`).join('; ')}`);
+      const refusedWrites = joins.at(-1)?.productWritesAfterRefusedClaim;
+      if (refusedWrites !== undefined) ctx.log(`[side-by-side] join ${joining}: ${refusedWrites} of ${productNodes.length} product Nodes written after a refused claim`);
 
       // ---- change: one declaration change per side, at once
       value += 1;
