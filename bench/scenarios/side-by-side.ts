@@ -738,6 +738,9 @@ export async function runSideBySide(ctx: BenchContext, o: { readonly form?: Side
       };
       const capi = joinLatency('capi');
       const product = joinLatency('product');
+      // Each reads the reconcile function's log on from where it was last read: once per join.
+      const stages = p.writeStages?.();
+      const refused = p.refusedClaims?.();
       joins.push({
         joining,
         replicas: size,
@@ -751,10 +754,10 @@ export async function runSideBySide(ctx: BenchContext, o: { readonly form?: Side
           nodeRefByClusterApi: step((name) => { const m = machineByNode.get(name); return m?.nodeRefAt !== undefined ? m.nodeRefAt - (seen.nodes.get(name)?.appearedAt ?? 0) : undefined; }),
           firstClusterApiWrite: step((_, n) => (n.capiInitAt !== undefined ? n.capiInitAt - n.appearedAt : undefined)),
           taintedAndUngated: step((_, n) => (n.readyAt as number) - n.appearedAt),
-          ...pipelineStages(p.writeStages?.(), productNodes.map(([name]) => name)),
+          ...pipelineStages(stages, productNodes.map(([name]) => name)),
         },
-        productSlowest: slowest(productNodes.map(([name, n]) => ({ node: name, ms: (n.readyAt as number) - n.appearedAt })), p.writeStages?.(), p.refusedClaims?.()),
-        ...(p.refusedClaims ? { productWritesAfterRefusedClaim: productNodes.filter(([name]) => p.refusedClaims?.().has(name)).length } : {}),
+        productSlowest: slowest(productNodes.map(([name, n]) => ({ node: name, ms: (n.readyAt as number) - n.appearedAt })), stages, refused),
+        ...(refused ? { productWritesAfterRefusedClaim: productNodes.filter(([name]) => refused.has(name)).length } : {}),
         ...coldStartsOfJoin(p.coldStarts?.(), t0, SIDES.flatMap((side) => fresh(side).map(([, n]) => n))),
       });
       replicas = size;
