@@ -152,15 +152,18 @@ export async function processBatch(event: SQSEvent, context: Context, deps: Batc
     const cluster = parsed instanceof MalformedEventError ? undefined : clusterKey(parsed.data.cluster);
     await probes.run(cluster, async (gate) => {
       handled.add(record.messageId);
+      // The record's own calls are timed inside the probe's gate: a wait for the gate is not a call's time.
+      const calls = new CallTimes(() => deps.clock.now().getTime());
+      const timed = timedCalls(recordDeps, calls);
       const clusters = gate.answered
-        ? answeredBy(recordDeps.clusters, gate.answered, promptMs)
+        ? answeredBy(timed.clusters, gate.answered, promptMs)
         : gate.opened
-          ? gatedBy(recordDeps.clusters, gate.opened, () => cluster !== undefined && timedOutClusters.has(cluster), bounded)
+          ? gatedBy(timed.clusters, gate.opened, () => cluster !== undefined && timedOutClusters.has(cluster), bounded)
           : undefined;
-      const own = clusters ? { ...recordDeps, clusters } : recordDeps;
+      const own = clusters ? { ...timed, clusters } : timed;
       // A record waiting for its cluster's probe gets at most two records' time (the probe's, then its own from the
       // probe's end), as when it waited for the whole probe; its Node calls keep the deadline the gate gives (gatedBy).
-      await bounded(gate.opened ? Math.min(deadline, recordDeadline() + (deps.recordTimeoutMs ?? 0)) : recordDeadline(), () => processRecord(record, parsed, own, { delayedGroups, retryDelays, retryable, timedOutClusters, batchStartedAt }));
+      await bounded(gate.opened ? Math.min(deadline, recordDeadline() + (deps.recordTimeoutMs ?? 0)) : recordDeadline(), () => processRecord(record, parsed, own, { delayedGroups, retryDelays, retryable, timedOutClusters, batchStartedAt, calls }));
     });
   };
   const responses = await Promise.all(
@@ -294,6 +297,76 @@ function answeredBy(clusters: ReconcileDeps['clusters'], answered: () => void, p
   });
 }
 
+/**
+ * The calls of one record, by kind: for each kind, the wall time (ms) during which at least one call of that kind was
+ * in flight (calls of a kind that overlap, as the prefetched Node read and the connection warm-up, count once).
+ * `readMachine`: the management cluster's reads of the Machine, its MachinePool or its MachineSet; `connect`: loading
+ * the workload cluster's connection (its kubeconfig Secret, once per container and connection lifetime); `readNode` and
+ * `writeNode`: the workload cluster's Node reads and writes. They overlap each other (the Machine and the Node are read
+ * at once), so they do not add up to the `reconcile` stage; they say which calls it waited for.
+ */
+export class CallTimes {
+  readonly #now: () => number;
+  readonly #open = new Map<CallKind, { count: number; since: number }>();
+  readonly #totals: Partial<Record<CallKind, number>> = {};
+
+  constructor(now: () => number) {
+    this.#now = now;
+  }
+
+  async time<T>(kind: CallKind, call: () => Promise<T>): Promise<T> {
+    const open = this.#open.get(kind) ?? { count: 0, since: 0 };
+    if (open.count === 0) open.since = this.#now();
+    open.count++;
+    this.#open.set(kind, open);
+    try {
+      return await call();
+    } finally {
+      open.count--;
+      if (open.count === 0) this.#totals[kind] = (this.#totals[kind] ?? 0) + (this.#now() - open.since);
+    }
+  }
+
+  /** The time of each kind that had a call (calls still in flight count up to now). */
+  totals(): Partial<Record<CallKind, number>> {
+    const now = this.#now();
+    const totals = { ...this.#totals };
+    for (const [kind, open] of this.#open) if (open.count > 0) totals[kind] = (totals[kind] ?? 0) + (now - open.since);
+    return totals;
+  }
+}
+
+/** The kinds of call CallTimes times, in the order a record makes them. */
+export const CALL_KINDS = ['readMachine', 'connect', 'readNode', 'writeNode'] as const;
+export type CallKind = (typeof CALL_KINDS)[number];
+
+/** The record's dependencies with each management read and each workload call timed in `calls`. */
+function timedCalls(deps: BatchDeps, calls: CallTimes): BatchDeps {
+  const machines = deps.machines;
+  const read = <T>(call: () => Promise<T>): Promise<T> => calls.time('readMachine', call);
+  const machineSets = deps.machineSets;
+  return {
+    ...deps,
+    machines: {
+      getMachine: (namespace, name) => read(() => machines.getMachine(namespace, name)),
+      findMachineByNodeName: (namespace, cluster, node) => read(() => machines.findMachineByNodeName(namespace, cluster, node)),
+      getMachinePool: (namespace, name) => read(() => machines.getMachinePool(namespace, name)),
+      findMachinePoolByNodeName: (namespace, cluster, node) => read(() => machines.findMachinePoolByNodeName(namespace, cluster, node)),
+    },
+    ...(machineSets ? { machineSets: (namespace: string, name: string) => read(() => machineSets(namespace, name)) } : {}),
+    clusters: {
+      async nodesOf(cluster, options) {
+        const nodes = await calls.time('connect', () => deps.clusters.nodesOf(cluster, options));
+        return {
+          getNode: (name) => calls.time('readNode', () => nodes.getNode(name)),
+          patchNodeTaints: (name, patch) => calls.time('writeNode', () => nodes.patchNodeTaints(name, patch)),
+          patchClaimedNode: (name, claim, patch) => calls.time('writeNode', () => nodes.patchClaimedNode(name, claim, patch)),
+        };
+      },
+    },
+  };
+}
+
 /** `clusters` whose stores run each Node call (named by its Node) through `around`. */
 function aroundNodeCalls(clusters: ReconcileDeps['clusters'], around: <T>(node: string, call: () => Promise<T>) => Promise<T>): ReconcileDeps['clusters'] {
   return {
@@ -344,9 +417,11 @@ interface Settlement {
   readonly timedOutClusters: Set<string>;
   /** When the batch started (epoch ms), for the latency stages of a written change. */
   readonly batchStartedAt: number;
+  /** The record's calls, timed by kind (see CallTimes), for the latency stages of a written change. */
+  readonly calls?: CallTimes;
 }
 
-async function processRecord(record: SQSRecord, event: TaintEvent | MalformedEventError, deps: BatchDeps, { delayedGroups, retryDelays, retryable, timedOutClusters, batchStartedAt }: Settlement): Promise<void> {
+async function processRecord(record: SQSRecord, event: TaintEvent | MalformedEventError, deps: BatchDeps, { delayedGroups, retryDelays, retryable, timedOutClusters, batchStartedAt, calls }: Settlement): Promise<void> {
   const receiveCount = Number(record.attributes.ApproximateReceiveCount) || 1;
   if (event instanceof MalformedEventError) {
     await deadLetter(record, deps, event.reason, event);
@@ -364,7 +439,7 @@ async function processRecord(record: SQSRecord, event: TaintEvent | MalformedEve
     const result = event.data.kind === 'ScalableResource'
       ? await reconcileAutoscalerTaints(deps, event as TaintEvent & { readonly data: typeof event.data })
       : await reconcileNodeTaints(deps, event, { parallelReads: receiveCount === 1 });
-    report(result, event, deps, { ...context, ...(result.outcome === ReconcileOutcome.patched ? { latencyMs: latencyStages(event, record, batchStartedAt, recordStartedAt, deps.clock.now().getTime()) } : {}) });
+    report(result, event, deps, { ...context, ...(result.outcome === ReconcileOutcome.patched ? { latencyMs: { ...latencyStages(event, record, batchStartedAt, recordStartedAt, deps.clock.now().getTime()), ...calls?.totals() } } : {}) });
     // A call of the cluster that timed out or flooded in this batch outweighs the records that were answered.
     if (!timedOutClusters.has(cluster)) deps.answering?.answered(cluster, deps.clock.now().getTime());
   } catch (error) {
@@ -401,7 +476,8 @@ async function processRecord(record: SQSRecord, event: TaintEvent | MalformedEve
  * record lacks is left out): `forwarder` (observed → sent to the queue: the outbox's round and the publish), `queue`
  * (sent → first received by the event source), `invoke` (received → this batch started: the hand-over, and a cold
  * start), `batch` (the batch started → this record started: the records before it in its group, or its cluster's
- * first record), `reconcile` (its reads and its write). A retried record's `queue` includes its backoff.
+ * first record), `reconcile` (its reads and its write). A retried record's `queue` includes its backoff. The log line
+ * adds the calls the `reconcile` stage waited for, by kind (CallTimes).
  */
 export function latencyStages(event: TaintEvent, record: SQSRecord, batchStartedAt: number, recordStartedAt: number, writtenAt: number): Record<string, number> {
   const at = (v: string | undefined): number | undefined => {

@@ -2,7 +2,7 @@ import { ChangeMessageVisibilityCommand, SendMessageCommand, SQSClient } from '@
 import type { Context } from 'aws-lambda';
 import { mockClient } from 'aws-sdk-client-mock';
 import { beforeEach, describe, expect, it, vi } from 'vitest';
-import { AnsweringClusters, processBatch, backoffSeconds, latencyStages, SETTLE_RESERVE_MS, type BatchDeps } from '#functions/reconcile-node-taints/process-batch.ts';
+import { AnsweringClusters, CallTimes, processBatch, backoffSeconds, latencyStages, SETTLE_RESERVE_MS, type BatchDeps } from '#functions/reconcile-node-taints/process-batch.ts';
 import { CallTimeoutError, NodeNotFoundError, TransientError } from '#shared/errors.ts';
 import type { ClusterRef } from '#shared/domain/cloud-event.ts';
 import { fromCloudEventBody } from '#shared/adapters/cloudevents/cloud-event-body.ts';
@@ -360,6 +360,66 @@ describe('Function: processBatch()', () => {
     // Assess
     expect(stages).toEqual({ forwarder: 40, queue: 25, invoke: 300, batch: 15, reconcile: 30 });
     expect(partial).toEqual({ batch: 15, reconcile: 30 });
+  });
+
+  it('times the calls of a record by kind, counting the overlapping calls of one kind once', async () => {
+    // Prepare: a manual clock, and calls that end when the test says so
+    let now = 0;
+    const calls = new CallTimes(() => now);
+    const held = () => {
+      let end: () => void = () => undefined;
+      const answered = new Promise<void>((resolve) => (end = resolve));
+      return { answered, end };
+    };
+    const [nodeA, nodeB, machine, write] = [held(), held(), held(), held()];
+
+    // Act: Node reads at 0-30 and 10-50, the Machine read at 0-20, a write from 50 still open at 65
+    const readA = calls.time('readNode', () => nodeA.answered);
+    const readMachine = calls.time('readMachine', () => machine.answered);
+    now = 10;
+    const readB = calls.time('readNode', () => nodeB.answered);
+    now = 20;
+    machine.end();
+    await readMachine;
+    now = 30;
+    nodeA.end();
+    await readA;
+    now = 50;
+    nodeB.end();
+    await readB;
+    const writing = calls.time('writeNode', () => write.answered);
+    now = 65;
+    const totals = calls.totals();
+    write.end();
+    await writing;
+
+    // Assess
+    expect(totals).toEqual({ readNode: 50, readMachine: 20, writeNode: 15 });
+  });
+
+  it('logs with a written change the time its record spent in the Machine read and in the Node calls', async () => {
+    // Prepare: a Machine read that takes 60 ms; the clock is the real one
+    const { deps, machines, nodes } = setup();
+    machines.put(inCluster(machineBuilder().named('m-a').withNodeName('node-a').withSpecTaints([machineTaint('gpu', 'a100')]).build()));
+    nodes.put({ name: 'node-a', annotations: {}, taints: [] });
+    const read = machines.getMachine.bind(machines);
+    machines.getMachine = async (namespace, name) => {
+      await new Promise((resolve) => setTimeout(resolve, 60));
+      return read(namespace, name);
+    };
+    const info = vi.spyOn(logger, 'info');
+
+    // Act
+    const response = await processBatch(sqsEvent(sqsRecord(machineEvent('default', 'm-a', { nodeName: 'node-a' }), { messageId: 'r1' })), context, { ...deps, clock: { now: () => new Date() } });
+
+    // Assess: the write's line has the stages and the calls; the Machine read is most of the reconcile stage
+    expect(response.batchItemFailures).toEqual([]);
+    const patched = info.mock.calls.find(([message]) => message === 'Patched Node taints');
+    const latency = (patched?.[1] as { latencyMs?: Record<string, number> } | undefined)?.latencyMs ?? {};
+    expect(Object.keys(latency).sort()).toEqual(['batch', 'connect', 'forwarder', 'invoke', 'queue', 'readMachine', 'readNode', 'reconcile', 'writeNode']);
+    expect(latency['readMachine']).toBeGreaterThanOrEqual(55);
+    expect(latency['readMachine']).toBeLessThanOrEqual(latency['reconcile'] as number);
+    info.mockRestore();
   });
 
   it('logs an Event that could not be written, with its object and reason, and keeps the record\'s outcome', async () => {
