@@ -3,7 +3,7 @@
  * how it holds watch intake back. Its ports are faked at the port level: a publisher told per event whether the
  * queue takes it, a manual clock, telemetry that counts.
  */
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { Outbox, type OutboxOptions } from '#functions/watch-forwarder/outbox.ts';
 import type { TaintEvent } from '#shared/domain/cloud-event.ts';
 import { toTaintEvent, type NodeFacts } from '#shared/domain/watch-event.ts';
@@ -328,5 +328,149 @@ describe('Class: Outbox (bulkheads between streams)', () => {
       [backlog[2]?.id, backlog[3]?.id, backlog[4]?.id],
     ]);
     expect(outbox.checkpoint()).toEqual({ 'nodes/fleet/bad': '5', 'nodes/fleet/good': '7' });
+  });
+});
+
+/** A publisher whose calls are answered only when the test says so, in any order. */
+function heldPublisher(): EventPublisher & { calls: string[][]; answer: (call: number) => void; fail: (call: number) => void; inFlight: () => number } {
+  const calls: string[][] = [];
+  const held: { events: readonly TaintEvent[]; answer: () => void; fail: () => void; done: boolean }[] = [];
+  return {
+    calls,
+    publish: (events) =>
+      new Promise((resolve, reject) => {
+        calls.push(events.map((e) => e.id));
+        const entry = {
+          events,
+          done: false,
+          answer: () => resolve({ sent: [...events], unsent: [] }),
+          fail: () => reject(new Error('the queue is unreachable')),
+        };
+        held.push(entry);
+      }),
+    answer: (call) => {
+      const entry = held[call];
+      if (entry && !entry.done) (entry.done = true), entry.answer();
+    },
+    fail: (call) => {
+      const entry = held[call];
+      if (entry && !entry.done) (entry.done = true), entry.fail();
+    },
+    inFlight: () => held.filter((h) => !h.done).length,
+  };
+}
+
+function setupHeld(options: Partial<OutboxOptions> = {}) {
+  const publisher = heldPublisher();
+  const errors: string[] = [];
+  const outbox = new Outbox(
+    {
+      publisher,
+      clock: manualClock(T0.getTime()),
+      telemetry: { record: () => undefined },
+      logger: { info: () => undefined, warn: () => undefined, error: (message: string) => void errors.push(message), debug: () => undefined } as never,
+      maySend: () => true,
+    },
+    { flushIntervalMs: 60_000, maxEventsPerPublish: 100, maxPendingEvents: 100, drainTimeoutMs: 50, ...options },
+  );
+  const term = new AbortController();
+  outbox.begin({ 'nodes/self': '10' }, term.signal);
+  return { outbox, publisher, term, errors };
+}
+
+describe('Class: Outbox (rounds in flight)', () => {
+  it('sends a change that arrives while a round is answered in a second round at once; a change of a Node in flight waits for its round', async () => {
+    // Prepare: the flush loop pauses for a minute when it can start nothing; the queue answers when the test says so.
+    const { outbox, publisher, term } = setupHeld();
+    const progress = outbox.openStream('nodes/self');
+    const flushing = outbox.flushLoop(term.signal);
+    await settled();
+    const [a1, b1, a2] = [nodeEvent('a', '11'), nodeEvent('b', '12'), nodeEvent('a', '13')];
+
+    // Act 1: Node a's change goes out; Node b's and Node a's next come while it is in flight
+    await outbox.enqueue([a1], T0, progress, '11');
+    await settled();
+    await outbox.enqueue([b1], T0, progress, '12');
+    await outbox.enqueue([a2], T0, progress, '13');
+    await settled();
+
+    // Assess 1: b's change went out in a second round (the test's timeout is far below the pause); a's next did not
+    expect(publisher.calls).toEqual([[a1.id], [b1.id]]);
+
+    // Act 2: the second round is answered first
+    publisher.answer(1);
+    await settled();
+
+    // Assess 2: the checkpoint stays before a's first change, still in flight; a's next still waits for it
+    expect(outbox.checkpoint()).toEqual({ 'nodes/self': '10' });
+    expect(publisher.calls).toHaveLength(2);
+
+    // Act 3: the first round is answered
+    publisher.answer(0);
+    await settled();
+
+    // Assess 3: a's next change goes out after it, and the checkpoint passes both answered changes
+    expect(publisher.calls).toEqual([[a1.id], [b1.id], [a2.id]]);
+    expect(outbox.checkpoint()).toEqual({ 'nodes/self': '12' });
+    publisher.answer(2);
+    await settled();
+    expect(outbox.checkpoint()).toEqual({ 'nodes/self': '13' });
+    term.abort();
+    await flushing;
+  });
+
+  it('keeps at most maxRoundsInFlight rounds in flight, and sends what arrived meanwhile together once one is answered', async () => {
+    // Prepare
+    const { outbox, publisher, term } = setupHeld({ maxRoundsInFlight: 2 });
+    const progress = outbox.openStream('nodes/self');
+    const flushing = outbox.flushLoop(term.signal);
+    await settled();
+    const events = ['a', 'b', 'c', 'd'].map((node, i) => nodeEvent(node, String(11 + i)));
+
+    // Act: four changes of four Nodes, one after the other
+    for (const [i, event] of events.entries()) {
+      await outbox.enqueue([event], T0, progress, String(11 + i));
+      await settled();
+    }
+    const whileTwoInFlight = publisher.calls.length;
+    publisher.answer(0);
+    await settled();
+
+    // Assess: two rounds at once; the two changes that came meanwhile went out together in the third
+    expect(whileTwoInFlight).toBe(2);
+    expect(publisher.calls).toEqual([[events[0]?.id], [events[1]?.id], [events[2]?.id, events[3]?.id]]);
+    publisher.answer(1);
+    publisher.answer(2);
+    await settled();
+    expect(outbox.checkpoint()).toEqual({ 'nodes/self': '14' });
+    term.abort();
+    await flushing;
+  });
+
+  it('after a round that failed as a whole, pauses the flush interval before it sends again; the checkpoint stays before the failed change', async () => {
+    // Prepare: a short flush interval
+    const { outbox, publisher, term, errors } = setupHeld({ flushIntervalMs: 20 });
+    const progress = outbox.openStream('nodes/self');
+    const flushing = outbox.flushLoop(term.signal);
+    await settled();
+    const event = nodeEvent('a', '11');
+
+    // Act: the first publish fails; the round is tried again after the pause
+    await outbox.enqueue([event], T0, progress, '11');
+    await settled();
+    publisher.fail(0);
+    await settled();
+    const afterFailure = { calls: publisher.calls.length, checkpoint: outbox.checkpoint() };
+    await vi.waitFor(() => expect(publisher.calls).toHaveLength(2));
+    publisher.answer(1);
+    await settled();
+
+    // Assess
+    expect(afterFailure).toEqual({ calls: 1, checkpoint: { 'nodes/self': '10' } });
+    expect(errors).toEqual(['Publishing events failed']);
+    expect(publisher.calls).toEqual([[event.id], [event.id]]);
+    expect(outbox.checkpoint()).toEqual({ 'nodes/self': '11' });
+    term.abort();
+    await flushing;
   });
 });
