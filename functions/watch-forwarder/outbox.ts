@@ -9,13 +9,8 @@
  * gets its next change in, so one cluster that floods the outbox holds back only itself, and the outbox holds at most
  * `maxPendingEvents` plus one change per stream. Each round takes the due events of every stream in turn (round-robin,
  * each stream's in its order), so an event of a quiet stream goes out in the next round, not after a flood.
- *
- * Rounds overlap: while one is being sent, a change that arrives goes out in a second round at once instead of waiting
- * for the first to be answered (`maxRoundsInFlight`, 2 by default). A round never takes an event of a message group (a
- * Node) that has an event in a round still in flight: SQS FIFO keeps a group's order only between calls that do not
- * overlap, so such an event waits for that round. Checkpoints still advance over the handled prefix of each stream only.
  */
-import { messageGroupIdFor, type TaintEvent } from '#shared/domain/cloud-event.ts';
+import type { TaintEvent } from '#shared/domain/cloud-event.ts';
 import { backoffDelay } from '#shared/domain/backoff.ts';
 import type { Checkpoint } from '#shared/domain/watch-event.ts';
 import type { Clock } from '#shared/ports/clock.ts';
@@ -56,15 +51,11 @@ export class StreamProgress {
 
 interface Pending {
   readonly event: TaintEvent;
-  /** The event's SQS message group (its Node, or its object when it names no Node). */
-  readonly group: string;
   readonly observedAt: Date;
   readonly ticket: { done: boolean };
   readonly progress: StreamProgress;
   attempts: number;
   notBefore: number;
-  /** In a round that is being sent. */
-  sending: boolean;
 }
 
 export interface OutboxDeps {
@@ -90,12 +81,7 @@ export interface OutboxOptions {
   readonly maxPendingPerStream?: number;
   /** How long {@link Outbox.drain} keeps trying. */
   readonly drainTimeoutMs: number;
-  /** Publish rounds of the flush loop in flight at once (default {@link ROUNDS_IN_FLIGHT}). */
-  readonly maxRoundsInFlight?: number;
 }
-
-/** Publish rounds in flight at once by default: one being answered, and one for what arrived meanwhile. */
-export const ROUNDS_IN_FLIGHT = 2;
 
 /** See the module comment. One instance serves every term of a forwarder; {@link Outbox.begin} starts a term. */
 export class Outbox {
@@ -105,8 +91,6 @@ export class Outbox {
   private progress = new Map<string, StreamProgress>();
   private baseCheckpoint: Record<string, string> = {};
   private wakeIntake: Array<() => void> = [];
-  /** Message groups with an event in a round in flight, with how many. */
-  private groupsSending = new Map<string, number>();
   /** Ends the flush loop's pause early: set while it pauses. */
   private wakeFlush: (() => void) | undefined;
   private termSignal: AbortSignal | undefined;
@@ -121,7 +105,6 @@ export class Outbox {
     this.baseCheckpoint = { ...checkpoint };
     this.progress.clear();
     this.pending = [];
-    this.groupsSending.clear();
     this.termSignal = term;
     term.addEventListener('abort', () => this.releaseIntake(), { once: true });
   }
@@ -163,16 +146,16 @@ export class Outbox {
    * stream is no longer {@link Outbox.full} for it, the term ends, or leadership is lost.
    */
   async enqueue(events: readonly TaintEvent[], observedAt: Date, progress: StreamProgress, checkpoint: string | undefined): Promise<void> {
-    // A change is sent at once instead of after the flush loop's pause (up to flushIntervalMs, 100 ms by default, on
-    // every change that comes alone: a joining Node's, an edit's): the loop pauses only when it could start no round,
-    // and a change wakes it. Batching is kept where it pays: while every round is in flight, what arrives goes out
-    // together in the next one.
+    // An idle outbox sends at once instead of after the flush loop's pause (up to flushIntervalMs, 100 ms by
+    // default, on every change that comes alone: a joining Node's, an edit's). Batching is kept where it pays: while a
+    // round is being sent the loop is not paused, and what arrives meanwhile goes out together in the next round.
+    const idle = this.pending.length === 0;
     events.forEach((event, i) => {
       const ticket = progress.add(i === events.length - 1 ? checkpoint : undefined, false);
-      this.pending.push({ event, group: messageGroupIdFor(event.data), observedAt, ticket, progress, attempts: 0, notBefore: 0, sending: false });
+      this.pending.push({ event, observedAt, ticket, progress, attempts: 0, notBefore: 0 });
     });
     progress.waiting += events.length;
-    if (events.length > 0) this.wakeFlush?.();
+    if (idle && events.length > 0) this.wakeFlush?.();
     while (this.full(progress) && this.d.maySend() && !this.termSignal?.aborted) {
       // A full outbox is worth a round now: a relist fills it within one tick, and each pause of the flush loop
       // would hold intake as long (40 pauses for 40 000 objects).
@@ -203,34 +186,10 @@ export class Outbox {
    * were attempted (0 when nothing was due or leadership is lost).
    */
   async publishRound(): Promise<number> {
-    return this.sendRound(this.takeRound());
-  }
-
-  /** The events of the next round (none when leadership is lost), marked as being sent. */
-  private takeRound(): Pending[] {
-    if (!this.d.maySend()) return [];
-    const ready = this.takeInTurn(this.d.clock.now().getTime());
-    for (const p of ready) {
-      p.sending = true;
-      this.groupsSending.set(p.group, (this.groupsSending.get(p.group) ?? 0) + 1);
-    }
-    return ready;
-  }
-
-  /** Sends the events {@link Outbox.takeRound} took and settles each one; returns how many were attempted. */
-  private async sendRound(ready: Pending[]): Promise<number> {
-    if (ready.length === 0) return 0;
-    let result: Awaited<ReturnType<EventPublisher['publish']>>;
-    try {
-      result = await this.d.publisher.publish(ready.map((p) => p.event));
-    } finally {
-      for (const p of ready) {
-        p.sending = false;
-        const left = (this.groupsSending.get(p.group) ?? 1) - 1;
-        if (left > 0) this.groupsSending.set(p.group, left);
-        else this.groupsSending.delete(p.group);
-      }
-    }
+    const now = this.d.clock.now().getTime();
+    const ready = this.takeInTurn(now);
+    if (ready.length === 0 || !this.d.maySend()) return 0;
+    const result = await this.d.publisher.publish(ready.map((p) => p.event));
     const sentAt = this.d.clock.now().getTime();
     const sentIds = new Set(result.sent.map((ev) => ev.id));
     const unsent = new Map(result.unsent.map((u) => [u.event.id, u]));
@@ -266,13 +225,12 @@ export class Outbox {
 
   /**
    * The due events of one round, at most `maxEventsPerPublish`: the first due event of every stream, then the second,
-   * and so on (each stream's in the order they came), so that no stream waits behind another's backlog. An event being
-   * sent, or of a message group with an event being sent, waits for that round.
+   * and so on (each stream's in the order they came), so that no stream waits behind another's backlog.
    */
   private takeInTurn(now: number): Pending[] {
     const byStream = new Map<StreamProgress, Pending[]>();
     for (const p of this.pending) {
-      if (p.notBefore > now || p.sending || this.groupsSending.has(p.group)) continue;
+      if (p.notBefore > now) continue;
       const queue = byStream.get(p.progress);
       if (queue) queue.push(p);
       else byStream.set(p.progress, [p]);
@@ -290,32 +248,18 @@ export class Outbox {
   }
 
   /**
-   * Publishes rounds until `signal` aborts, up to `maxRoundsInFlight` at once, then waits for the rounds in flight. It
-   * pauses `flushIntervalMs` when it can start no round (nothing due, or every round in flight), less when a change
-   * arrives or a round ends; after a round that failed as a whole it pauses `flushIntervalMs` before the next.
+   * Publishes round after round until `signal` aborts, pausing `flushIntervalMs` when nothing was due (less when
+   * intake finds the outbox full, or brings an event to an empty one).
    */
   async flushLoop(signal: AbortSignal): Promise<void> {
-    const rounds = new Set<Promise<void>>();
-    const max = Math.max(1, this.opt.maxRoundsInFlight ?? ROUNDS_IN_FLIGHT);
-    let failedAt: number | undefined;
     while (!signal.aborted) {
-      const calm = failedAt === undefined || Date.now() - failedAt >= this.opt.flushIntervalMs;
-      const ready = calm && rounds.size < max ? this.takeRound() : [];
-      if (ready.length > 0) {
-        failedAt = undefined;
-        const round: Promise<void> = this.sendRound(ready).then(
-          () => undefined,
-          (err: unknown) => {
-            failedAt = Date.now();
-            this.d.logger.error('Publishing events failed', { error: err as Error });
-          },
-        ).finally(() => {
-          rounds.delete(round);
-          this.wakeFlush?.();
-        });
-        rounds.add(round);
-        continue;
+      let attempted = 0;
+      try {
+        attempted = await this.publishRound();
+      } catch (err) {
+        this.d.logger.error('Publishing events failed', { error: err as Error });
       }
+      if (attempted > 0 || signal.aborted) continue;
       await new Promise<void>((resolve) => {
         const done = (): void => {
           clearTimeout(timer);
@@ -328,7 +272,6 @@ export class Outbox {
         this.wakeFlush = done;
       });
     }
-    await Promise.all(rounds);
   }
 
   /** After the streams stopped: keeps sending what is pending for at most `drainTimeoutMs`; returns what is left. */
