@@ -4,7 +4,9 @@
  * cross-checked against shared/observability/metric-names.ts.
  */
 import { existsSync, readFileSync } from 'node:fs';
-import { stat } from 'node:fs/promises';
+import { randomUUID } from 'node:crypto';
+import { tmpdir } from 'node:os';
+import { readdir, rm, stat } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { build } from 'esbuild';
 import { execFile } from 'node:child_process';
@@ -116,6 +118,22 @@ describe('npx serverless package (offline, no credentials)', () => {
     const took = (p: Packaged): string => `${p.seconds.toFixed(1)} s${p.reused ? ', reused' : ''}`;
     console.info(`serverless package: ${took(eks)} (eks), ${took(ssm)} (ssm)`);
   });
+
+  it("leaves nothing in the OS temp dir: serverless-esbuild's zip folders go into the packaging's own, which is removed", async () => {
+    // Prepare: a parameter no one reads, unique to this run, so that the packaging is made now, not reused
+    const leftovers = async (): Promise<Set<string>> =>
+      new Set((await readdir(tmpdir())).filter((name) => /^(reconcileNodeTaints|watchForwarder)-\d+-\d+-[0-9a-f]{8}$/.test(name)));
+    const before = await leftovers();
+
+    // Act
+    const packaged = await packagedService([...PACKAGE_VARIANTS.eks, `--param=tempDirCheck=${randomUUID()}`]);
+
+    // Assess: packaged now, its zips there, and no zip folder of serverless-esbuild left behind
+    expect(packaged.reused).toBe(false);
+    for (const zip of ['reconcileNodeTaints.zip', 'watchForwarder.zip']) expect((await stat(join(packaged.serviceDir, '.serverless', zip))).size).toBeGreaterThan(1000);
+    expect([...(await leftovers())].filter((name) => !before.has(name))).toEqual([]);
+    await rm(resolve(packaged.serviceDir, '..'), { recursive: true, force: true });
+  }, 300_000);
 
   it('packages the bundles that infra/lambda-bundle.ts builds (the benchmarks and bundle tests): under 2 MiB, without client-node or undici', async () => {
     const options = lambdaBundleOptions(root);
