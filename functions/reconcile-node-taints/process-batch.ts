@@ -354,28 +354,22 @@ function timedCalls(deps: BatchDeps, calls: CallTimes): BatchDeps {
       findMachinePoolByNodeName: (namespace, cluster, node) => read(() => machines.findMachinePoolByNodeName(namespace, cluster, node)),
     },
     ...(machineSets ? { machineSets: (namespace: string, name: string) => read(() => machineSets(namespace, name)) } : {}),
-    clusters: {
-      async nodesOf(cluster, options) {
-        const nodes = await calls.time('connect', () => deps.clusters.nodesOf(cluster, options));
-        return {
-          getNode: (name) => calls.time('readNode', () => nodes.getNode(name)),
-          patchNodeTaints: (name, patch) => calls.time('writeNode', () => nodes.patchNodeTaints(name, patch)),
-          patchClaimedNode: (name, claim, patch) => calls.time('writeNode', () => nodes.patchClaimedNode(name, claim, patch)),
-        };
-      },
-    },
+    clusters: aroundNodeCalls({ nodesOf: (cluster, options) => calls.time('connect', () => deps.clusters.nodesOf(cluster, options)) }, (_name, call, kind) => calls.time(kind, call)),
   };
 }
 
-/** `clusters` whose stores run each Node call (named by its Node) through `around`. */
-function aroundNodeCalls(clusters: ReconcileDeps['clusters'], around: <T>(node: string, call: () => Promise<T>) => Promise<T>): ReconcileDeps['clusters'] {
+/** `clusters` whose stores run each Node call (named by its Node, and whether it reads or writes) through `around`. */
+function aroundNodeCalls(
+  clusters: ReconcileDeps['clusters'],
+  around: <T>(node: string, call: () => Promise<T>, kind: 'readNode' | 'writeNode') => Promise<T>,
+): ReconcileDeps['clusters'] {
   return {
     async nodesOf(cluster, options) {
       const nodes = await clusters.nodesOf(cluster, options);
       return {
-        getNode: (name) => around(name, () => nodes.getNode(name)),
-        patchNodeTaints: (name, patch) => around(name, () => nodes.patchNodeTaints(name, patch)),
-        patchClaimedNode: (name, claim, patch) => around(name, () => nodes.patchClaimedNode(name, claim, patch)),
+        getNode: (name) => around(name, () => nodes.getNode(name), 'readNode'),
+        patchNodeTaints: (name, patch) => around(name, () => nodes.patchNodeTaints(name, patch), 'writeNode'),
+        patchClaimedNode: (name, claim, patch) => around(name, () => nodes.patchClaimedNode(name, claim, patch), 'writeNode'),
       };
     },
   };
@@ -418,7 +412,7 @@ interface Settlement {
   /** When the batch started (epoch ms), for the latency stages of a written change. */
   readonly batchStartedAt: number;
   /** The record's calls, timed by kind (see CallTimes), for the latency stages of a written change. */
-  readonly calls?: CallTimes;
+  readonly calls: CallTimes;
 }
 
 async function processRecord(record: SQSRecord, event: TaintEvent | MalformedEventError, deps: BatchDeps, { delayedGroups, retryDelays, retryable, timedOutClusters, batchStartedAt, calls }: Settlement): Promise<void> {
@@ -439,7 +433,7 @@ async function processRecord(record: SQSRecord, event: TaintEvent | MalformedEve
     const result = event.data.kind === 'ScalableResource'
       ? await reconcileAutoscalerTaints(deps, event as TaintEvent & { readonly data: typeof event.data })
       : await reconcileNodeTaints(deps, event, { parallelReads: receiveCount === 1 });
-    report(result, event, deps, { ...context, ...(result.outcome === ReconcileOutcome.patched ? { latencyMs: { ...latencyStages(event, record, batchStartedAt, recordStartedAt, deps.clock.now().getTime()), ...calls?.totals() } } : {}) });
+    report(result, event, deps, { ...context, ...(result.outcome === ReconcileOutcome.patched ? { latencyMs: { ...latencyStages(event, record, batchStartedAt, recordStartedAt, deps.clock.now().getTime()), ...calls.totals() } } : {}) });
     // A call of the cluster that timed out or flooded in this batch outweighs the records that were answered.
     if (!timedOutClusters.has(cluster)) deps.answering?.answered(cluster, deps.clock.now().getTime());
   } catch (error) {
