@@ -1,5 +1,5 @@
 /**
- * The documentation holds together: every relative link in README.md and docs/*.md reaches a file that exists and,
+ * The documentation holds together: every relative link in README.md, BENCHMARKS.md and docs/*.md reaches a file that exists and,
  * for a link with `#anchor` into a Markdown page, a heading of that page (anchors as GitHub makes them). The alarms'
  * runbook links are checked in test/unit/infra/serverless-package.test.ts ("alarms and the runbook").
  */
@@ -10,7 +10,7 @@ import { headingAnchors, isExternal, markdownLinks } from '#test/support/markdow
 
 const root = resolve(import.meta.dirname, '../../..');
 
-const pages = ['README.md', ...readdirSync(join(root, 'docs')).filter((f) => f.endsWith('.md')).sort().map((f) => `docs/${f}`)];
+const pages = ['README.md', 'BENCHMARKS.md', ...readdirSync(join(root, 'docs')).filter((f) => f.endsWith('.md')).sort().map((f) => `docs/${f}`)];
 
 /** The problems of one page's links: a missing file, or an anchor no heading of the target has. */
 function brokenLinks(page: string, text: string, readPage: (path: string) => string | undefined): string[] {
