@@ -8,7 +8,8 @@
  *   node bench/tools/cpu-by-process.ts report <in.jsonl> <from epoch s> <to epoch s> [<step s>]
  *     CPU seconds per kind over the window (and per step within it), with the cores that makes.
  *
- * Kinds: `kube-apiserver`, `etcd`, `cluster-api` (the manager's binary), `reconcile-container` and
+ * Kinds: `kube-apiserver:management` and `kube-apiserver:workload` (told apart by the workload API servers'
+ * `--etcd-prefix=/workload/<name>`), `etcd`, `cluster-api` (the manager's binary), `reconcile-container` and
  * `forwarder-container` (processes of the Lambda runner, told apart by their task root), `bench` (the benchmark process,
  * which also runs the control plane's local infrastructure provider, the runner and fauxqs), and `other:<command>`.
  */
@@ -26,7 +27,8 @@ function kindOf(pid: string): string | undefined {
   }
   const cmd = argv.join(' ');
   const exe = basename(argv[0] ?? '');
-  if (exe === 'kube-apiserver') return 'kube-apiserver';
+  // The workload API servers of the local control plane keep their objects under `/workload/<name>` in the shared etcd.
+  if (exe === 'kube-apiserver') return argv.some((a) => a.startsWith('--etcd-prefix=/workload/')) ? 'kube-apiserver:workload' : 'kube-apiserver:management';
   if (exe === 'etcd') return 'etcd';
   if (/bootstrap-[0-9a-f]+\.mjs|runtime-bootstrap/.test(cmd)) {
     let cwd = '';
