@@ -1,7 +1,7 @@
 /**
- * The documentation holds together: every relative link in README.md, BENCHMARKS.md and docs/*.md reaches a file that exists and,
- * for a link with `#anchor` into a Markdown page, a heading of that page (anchors as GitHub makes them). The alarms'
- * runbook links are checked in test/unit/infra/serverless-package.test.ts ("alarms and the runbook").
+ * The documentation holds together: every relative link in README.md, BENCHMARKS.md and docs/*.md reaches a file
+ * that exists and, for a link with `#anchor` into a Markdown page, a heading of that page (anchors as GitHub makes
+ * them). The alarms' runbook links are checked in test/unit/infra/serverless-package.test.ts ("alarms and the runbook").
  */
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
