@@ -198,7 +198,11 @@ export class Container {
       this.#pending = { id, resolve };
     });
     this.#thaw();
-    this.#proc.send({ type: 'invoke', id, event, deadlineMs, requestId });
+    // A container killed a moment ago (its exit not seen yet) has closed its end of the channel: the write fails with
+    // EPIPE, which would otherwise be emitted as an unhandled 'error'. The exit that follows fails the invocation.
+    this.#proc.send({ type: 'invoke', id, event, deadlineMs, requestId }, (error) => {
+      if (error) this.#killWith(`Runtime exited with error: the invocation could not be sent (${error.message})`);
+    });
     const pid = this.#proc.pid ?? 0;
     const limitKiB = this.#o.memoryMiB * 1024;
     const sampler = setInterval(() => {

@@ -26,6 +26,8 @@ const HANDLERS = {
   hang: `exports.handler = () => new Promise(() => undefined);`,
   hog: `exports.handler = async () => { const keep = []; for (let i = 0; i < 400; i++) keep.push(Buffer.alloc(1024 * 1024, 1)); return keep.length; };`,
   throws: `exports.handler = async () => { throw new RangeError('bad input'); };`,
+  // Closes its end of the runtime's channel shortly after its init, and keeps running.
+  closes: `setInterval(() => undefined, 1000); setTimeout(() => process.disconnect(), 100); exports.handler = async () => 1;`,
   // An ES module (as serverless.yml packages the functions: handler.mjs) whose top-level await is its init phase.
   esm: `const { SQSClient } = await import('@aws-sdk/client-sqs'); const setUpAt = await new Promise((r) => setTimeout(() => r(Date.now()), 300)); export const handler = async () => ({ sdk: typeof SQSClient, setUpAt, invokedAt: Date.now() });`,
 } as const;
@@ -118,6 +120,18 @@ describe('Lambda runner containers', () => {
     const c = await container('hog', 128);
     const r = await c.invoke({}, Date.now() + 20_000, 'hog');
     expect(r).toMatchObject({ ok: false, errorType: 'Runtime.OutOfMemory', errorMessage: expect.stringContaining('over the 128 MiB memory setting') });
+  });
+
+  it('fails an invocation that cannot be sent to the container (its channel closed) as Runtime.ExitError, instead of an unhandled error', async () => {
+    // CI once met EPIPE here: the invocation was written to a container that had just died. A container that closes
+    // its end of the channel while still running fails the send the same way, every time.
+    const c = await container('closes', 256, [], false); // not frozen after its init, so that it closes the channel
+    await new Promise((r) => setTimeout(r, 400)); // its process.disconnect() is seen here; it is still running
+    expect(c.alive).toBe(true);
+    const r = await c.invoke({}, Date.now() + 10_000, 'r1');
+    expect(r).toMatchObject({ ok: false, errorType: 'Runtime.ExitError' });
+    expect((r as { errorMessage: string }).errorMessage).toContain('could not be sent');
+    expect(c.alive).toBe(false);
   });
 
   it("returns a handler's error by name and message, and the container stays warm", async () => {
