@@ -10,9 +10,9 @@
  * (no wait for a hand-over), and the checkpoint is written by one holder at a time.
  */
 import { fork, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
 import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, Watch, type KubeConfig, type V1Lease } from '@kubernetes/client-node';
@@ -58,6 +58,7 @@ describeWithControlPlane('The deployed rota of overlapping forwarder windows aga
   });
   afterAll(async () => {
     await sqs?.stop();
+    if (kubeconfigPath) rmSync(dirname(kubeconfigPath), { recursive: true, force: true });
   });
 
   it('announces every edit exactly once across hand-overs, an exit, a late join and a killed holder; one checkpoint writer at a time', { timeout: 180_000 }, async () => {
