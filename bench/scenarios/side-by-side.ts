@@ -1,7 +1,8 @@
 /**
  * Scenario 10: side by side with Cluster API's own propagation, on one control plane, in one run (issue 29 item 1,
  * issue 32 item 3). A control plane of its own, with the upstream Cluster API manager (gate MachineTaintPropagation on)
- * and the local provider; one workload cluster with an API server of its own that writes an audit log; the product's
+ * and the local provider, in a child process (bench/lib/control-plane-process.ts) as `npm run control-plane` runs
+ * beside the product; one workload cluster with an API server of its own that writes an audit log; the product's
  * pipeline as `npm start -- --capi` runs it. Two MachineDeployments in that cluster: "capi" declares its taint in
  * `spec.template.spec.taints` (Cluster API propagates it; its Nodes register with `node.cluster.x-k8s.io/uninitialized`),
  * "product" through the product's template annotation (the product propagates it; its Nodes register with the product's
@@ -30,8 +31,6 @@ import { closeSync, fstatSync, mkdtempSync, openSync, readFileSync, readSync, rm
 import os from 'node:os';
 import { join } from 'node:path';
 import { GetQueueAttributesCommand, type QueueAttributeName } from '@aws-sdk/client-sqs';
-import { startControlPlane, type ControlPlane } from '#local/control-plane/control-plane.ts';
-import type { WorkloadApiServer } from '#local/control-plane/workload-servers.ts';
 import { LOCAL_BOOTSTRAP_CONFIG_TEMPLATE, LOCAL_CLUSTER, LOCAL_CONTROL_PLANE, LOCAL_MACHINE_TEMPLATE, type KindApi } from '#local/infrastructure/crds.ts';
 import { functionsEnvironmentValue, readPackagedTemplate } from '#local/lambda/template.ts';
 import { LambdaRunner } from '#local/lambda/runner.ts';
@@ -46,6 +45,7 @@ import { CHECKPOINT_ANNOTATION } from '#shared/adapters/kubernetes/lease.ts';
 import { STARTUP_GATE_TAINT_KEY, TRACKING_ANNOTATION, UNINITIALIZED_TAINT_KEY } from '#shared/domain/taint.ts';
 import { PRODUCT_NAME } from '#shared/adapters/kubernetes/user-agent.ts';
 import type { BenchContext } from '../lib/context.ts';
+import { startControlPlaneProcess, type ControlPlaneProcess } from '../lib/control-plane-process.ts';
 import { MACHINES_PATH, RawKube, loadKubeConfig, runId } from '../lib/kube.ts';
 import { quantile, round, sleep } from '../lib/stats.ts';
 import { BENCH_PACKAGE_SHORT_WINDOWS } from './deployed.ts';
@@ -656,7 +656,8 @@ export async function runSideBySide(ctx: BenchContext, o: { readonly form?: Side
     await eks?.close();
     if (eksDir) rmSync(eksDir, { recursive: true, force: true });
   };
-  const cp: ControlPlane = await startControlPlane({
+  // In a process of its own, as `npm run control-plane` runs beside the product (bench/lib/control-plane-process.ts).
+  const cp: ControlPlaneProcess = await startControlPlaneProcess({
     log: (line) => {
       if (!line.startsWith('[local-provider]')) ctx.log(`[side-by-side] ${line}`);
     },
@@ -672,7 +673,7 @@ export async function runSideBySide(ctx: BenchContext, o: { readonly form?: Side
   const watches: Promise<void>[] = [];
   try {
     const mgmt = await RawKube.from(loadKubeConfig(cp.kubeconfigPath));
-    const wc = cp.capi?.workloadServers[0] as WorkloadApiServer;
+    const wc = (await cp.workloadServers())[0];
     if (!wc?.auditLogPath) throw new Error('side-by-side: the workload API server has no audit log');
     const workload = await RawKube.from(loadKubeConfig(wc.adminKubeconfigPath));
     const audit = new AuditLog(wc.auditLogPath);

@@ -40,6 +40,7 @@ function kindOf(pid: string): string | undefined {
     return /reconcile/i.test(cwd) ? 'reconcile-container' : /forwarder/i.test(cwd) ? 'forwarder-container' : 'container';
   }
   if (/cluster-api|capi|infrastructure/.test(cmd) && exe !== 'node') return 'cluster-api';
+  if (cmd.includes('control-plane-child')) return 'local-provider'; // the side-by-side's control plane process: the local provider
   if (cmd.includes('bench/run.ts')) return 'bench';
   return `other:${exe.slice(0, 30)}`;
 }
