@@ -10,8 +10,10 @@
  *
  * Kinds: `kube-apiserver:management` and `kube-apiserver:workload` (told apart by the workload API servers'
  * `--etcd-prefix=/workload/<name>`), `etcd`, `cluster-api` (the manager's binary), `reconcile-container` and
- * `forwarder-container` (processes of the Lambda runner, told apart by their task root), `bench` (the benchmark process,
- * which also runs the control plane's local infrastructure provider, the runner and fauxqs), and `other:<command>`.
+ * `forwarder-container` (processes of the Lambda runner, told apart by their task root), `local-provider` (the
+ * side-by-side scenario's control plane process, bench/lib/control-plane-child.ts: the local infrastructure provider),
+ * `bench` (the benchmark process: its watches, the runner and fauxqs; in other scenarios also the provider), and
+ * `other:<command>`.
  */
 import { appendFileSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
 import { basename } from 'node:path';
