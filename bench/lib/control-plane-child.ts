@@ -18,21 +18,20 @@ const send = (message: unknown): void => {
 };
 
 let cp: ControlPlane | undefined;
-let stopping = false;
-async function stop(code: number): Promise<never> {
-  if (!stopping) {
-    stopping = true;
-    await cp?.stop().catch(() => undefined);
-  }
-  process.exit(code);
+let stopWanted = false;
+let stopping: Promise<void> | undefined;
+/** Stops the control plane and exits; asked while it is still starting, it stops once started (below). */
+function stop(code: number): void {
+  stopWanted = true;
+  if (cp) stopping ??= cp.stop().catch(() => undefined).then(() => process.exit(code));
 }
-process.on('disconnect', () => void stop(0));
+process.on('disconnect', () => stop(0));
 
 const workloadServers = (): WorkloadServerFacts[] =>
   (cp?.capi?.workloadServers ?? []).map((w) => ({ name: w.name, server: w.server, adminKubeconfigPath: w.adminKubeconfigPath, caCertPath: w.caCertPath, ...(w.auditLogPath ? { auditLogPath: w.auditLogPath } : {}) }));
 
 process.on('message', (message: ControlPlaneRequest) => {
-  if (message === 'stop') void stop(0);
+  if (message === 'stop') stop(0);
   else if (typeof message === 'object' && message.ask === 'workloadServers') send({ id: message.id, workloadServers: workloadServers() });
 });
 
@@ -40,9 +39,10 @@ try {
   const options = JSON.parse(process.env['CONTROL_PLANE_OPTIONS'] ?? '{}') as Pick<StartOptions, 'extraApiserverArgs' | 'capi'>;
   cp = await startControlPlane({ ...options, log: (line) => send({ log: line }), handleSignals: false });
   const facts: ControlPlaneFacts = { server: cp.server, kubeconfigPath: cp.kubeconfigPath, caCertPath: cp.caCertPath, clusterApiVersion: cp.clusterApiVersion };
-  if (stopping) await stop(0);
-  send({ ready: facts });
+  if (stopWanted) stop(0);
+  else send({ ready: facts });
 } catch (error) {
+  // startControlPlane stops what it started before it throws.
   send({ failed: error instanceof Error ? error.message : String(error) });
-  await stop(1);
+  process.exit(1);
 }

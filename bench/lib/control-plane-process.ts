@@ -7,24 +7,14 @@
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import type { StartOptions } from '#local/control-plane/control-plane.ts';
+import type { ControlPlane, StartOptions } from '#local/control-plane/control-plane.ts';
+import type { WorkloadApiServer } from '#local/control-plane/workload-servers.ts';
 
 /** What the benchmark needs of the control plane (paths are the child's files, removed when it stops). */
-export interface ControlPlaneFacts {
-  readonly server: string;
-  readonly kubeconfigPath: string;
-  readonly caCertPath: string;
-  readonly clusterApiVersion: string;
-}
+export type ControlPlaneFacts = Pick<ControlPlane, 'server' | 'kubeconfigPath' | 'caCertPath' | 'clusterApiVersion'>;
 
-/** A workload API server the child's provider started (see WorkloadApiServer). */
-export interface WorkloadServerFacts {
-  readonly name: string;
-  readonly server: string;
-  readonly adminKubeconfigPath: string;
-  readonly caCertPath: string;
-  readonly auditLogPath?: string;
-}
+/** A workload API server the child's provider started: its data, without its methods. */
+export type WorkloadServerFacts = Pick<WorkloadApiServer, 'name' | 'server' | 'adminKubeconfigPath' | 'caCertPath' | 'auditLogPath'>;
 
 /** Messages the parent sends. */
 export type ControlPlaneRequest = 'stop' | { readonly ask: 'workloadServers'; readonly id: number };
@@ -56,7 +46,6 @@ export async function startControlPlaneProcess(o: Pick<StartOptions, 'extraApise
     for (const w of waiting.values()) w.reject(new Error(`the control plane process exited (${code})`));
     waiting.clear();
   });
-  let facts: ControlPlaneFacts | undefined;
   const ready = new Promise<ControlPlaneFacts>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`the control plane did not start within ${(o.startTimeoutMs ?? 600_000) / 1000} s`)), o.startTimeoutMs ?? 600_000);
     child.on('message', (m: ChildMessage) => {
@@ -88,12 +77,10 @@ export async function startControlPlaneProcess(o: Pick<StartOptions, 'extraApise
         clearTimeout(timer);
       }
     })());
-  try {
-    facts = await ready;
-  } catch (error) {
+  const facts = await ready.catch(async (error: unknown) => {
     await stop();
     throw error;
-  }
+  });
   let nextId = 0;
   return {
     ...facts,

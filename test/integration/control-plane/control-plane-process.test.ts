@@ -6,16 +6,8 @@ import { existsSync } from 'node:fs';
 import { expect, it } from 'vitest';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { startControlPlaneProcess } from '../../../bench/lib/control-plane-process.ts';
+import { isAlive } from '#local/control-plane/assets.ts';
 import { describeWithControlPlane, kubeConfigFromFile, uniqueName } from '#test/support/control-plane.ts';
-
-const alive = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 describeWithControlPlane('benchmarks: a control plane in a process of its own', () => {
   it('serves with the kubeconfig it reports, and stop() ends the process and removes its files', { timeout: 180_000 }, async () => {
@@ -40,7 +32,7 @@ describeWithControlPlane('benchmarks: a control plane in a process of its own', 
     } finally {
       await cp.stop();
     }
-    expect(alive(cp.pid)).toBe(false);
+    expect(isAlive(cp.pid)).toBe(false);
     expect(existsSync(cp.kubeconfigPath)).toBe(false);
     await expect(cp.workloadServers()).rejects.toThrow(/stopped/);
   });
