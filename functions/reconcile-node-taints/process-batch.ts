@@ -352,6 +352,7 @@ function timedCalls(deps: BatchDeps, calls: CallTimes): BatchDeps {
       findMachineByNodeName: (namespace, cluster, node) => read(() => machines.findMachineByNodeName(namespace, cluster, node)),
       getMachinePool: (namespace, name) => read(() => machines.getMachinePool(namespace, name)),
       findMachinePoolByNodeName: (namespace, cluster, node) => read(() => machines.findMachinePoolByNodeName(namespace, cluster, node)),
+      getCluster: (namespace, name) => read(() => machines.getCluster(namespace, name)),
     },
     ...(machineSets ? { machineSets: (namespace: string, name: string) => read(() => machineSets(namespace, name)) } : {}),
     clusters: aroundNodeCalls({ nodesOf: (cluster, options) => calls.time('connect', () => deps.clusters.nodesOf(cluster, options)) }, (_name, call, kind) => calls.time(kind, call)),

@@ -12,6 +12,8 @@ export const ReconcileOutcome = {
   machineGone: 'machine-gone',
   /** The Machine has no Node yet (no `status.nodeRef`). */
   noNode: 'no-node',
+  /** The Machine or MachinePool (or its Cluster) is paused (Cluster API's pause): its Node is left as it is. */
+  paused: 'paused',
   /** The Machine is being deleted: its Node is left as it is. */
   machineDeleting: 'machine-deleting',
   /** The declaration is invalid: no write, Warning Event on the Machine. */

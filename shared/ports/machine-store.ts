@@ -1,6 +1,7 @@
+import type { ClusterView } from '#shared/domain/pause.ts';
 import type { MachinePoolSnapshot, MachineSnapshot } from '#shared/domain/snapshots.ts';
 
-/** Reads Cluster API Machines and MachinePools from the management cluster. */
+/** Reads Cluster API Clusters, Machines and MachinePools from the management cluster. */
 export interface MachineStore {
   /** Returns the Machine, or undefined when it does not exist. */
   getMachine(namespace: string, name: string): Promise<MachineSnapshot | undefined>;
@@ -10,4 +11,6 @@ export interface MachineStore {
   getMachinePool(namespace: string, name: string): Promise<MachinePoolSnapshot | undefined>;
   /** Returns the MachinePool whose `status.nodeRefs` holds `nodeName` in the given cluster, if exactly one. */
   findMachinePoolByNodeName(clusterNamespace: string, clusterName: string | undefined, nodeName: string): Promise<MachinePoolSnapshot | undefined>;
+  /** Returns the Cluster (for its pause), or undefined when it does not exist. */
+  getCluster(namespace: string, name: string): Promise<ClusterView | undefined>;
 }

@@ -3,6 +3,7 @@
  * semantics that matter: every write bumps the Node's resourceVersion, and a write planned from an
  * older resourceVersion fails with PatchConflictError, as the API server's precondition does.
  */
+import type { ClusterView } from '#shared/domain/pause.ts';
 import type { ClusterRef, NodeState } from '#shared/domain/cloud-event.ts';
 import { claimedNode, type ClaimedState } from '#shared/domain/node-state.ts';
 import { OWN_TRACKING_ANNOTATION, TRACKING_ANNOTATION } from '#shared/domain/taint.ts';
@@ -103,6 +104,16 @@ export class MemoryMachineStore implements MachineStore {
   }
 
   readonly #pools = new Map<string, MachinePoolSnapshot>();
+  readonly #clusters = new Map<string, ClusterView>();
+
+  putCluster(cluster: ClusterView): void {
+    this.#clusters.set(`${cluster.namespace}/${cluster.name}`, cluster);
+  }
+
+  async getCluster(namespace: string, name: string): Promise<ClusterView | undefined> {
+    this.reads++;
+    return this.#clusters.get(`${namespace}/${name}`);
+  }
 
   putPool(pool: MachinePoolSnapshot): void {
     this.#pools.set(`${pool.namespace}/${pool.name}`, pool);

@@ -6,6 +6,7 @@
  * HTTP client (kube-http.ts), at the custom objects' REST paths.
  */
 import { capiApiVersionString, CAPI_GROUP, type CapiApiVersion } from '#shared/domain/capi-api.ts';
+import type { ClusterView } from '#shared/domain/pause.ts';
 import type { MachinePoolSnapshot, MachineSnapshot } from '#shared/domain/snapshots.ts';
 import { CLUSTER_NAME_LABEL } from '#shared/domain/taint.ts';
 import { controllerMachineSetOf } from '#shared/domain/template-declarations.ts';
@@ -16,6 +17,8 @@ import { KubeApiError, kubeCall, kubeList, seg, type ClusterEndpoint } from './k
 
 /** Group and plural of Machines; the version comes from discovery. */
 export const MACHINES = { group: CAPI_GROUP, plural: 'machines' } as const;
+/** Group and plural of Clusters (read for their `spec.paused`). */
+export const CLUSTERS = { group: CAPI_GROUP, plural: 'clusters' } as const;
 /** Group and plural of MachinePools (the same group version as Machines, `exp` API included). */
 export const MACHINE_POOLS = { group: CAPI_GROUP, plural: 'machinepools' } as const;
 
@@ -61,6 +64,18 @@ export class KubernetesMachineStore implements MachineStore {
       try {
         const machine = await kubeCall<MachineObject>(this.#endpoint, { method: 'GET', path: objectPath(MACHINES, version, namespace, name) });
         return toMachineSnapshot(machine, version);
+      } catch (error) {
+        if (statusOf(error) === 404 && !isCollectionNotServed(404, error instanceof KubeApiError ? error.body : undefined)) return undefined;
+        throw error;
+      }
+    });
+  }
+
+  async getCluster(namespace: string, name: string): Promise<ClusterView | undefined> {
+    return this.#inServedVersion(`Reading Cluster ${namespace}/${name}`, async (version) => {
+      try {
+        const cluster = await kubeCall<{ spec?: { paused?: unknown } }>(this.#endpoint, { method: 'GET', path: objectPath(CLUSTERS, version, namespace, name) });
+        return { namespace, name, paused: cluster.spec?.paused === true };
       } catch (error) {
         if (statusOf(error) === 404 && !isCollectionNotServed(404, error instanceof KubeApiError ? error.body : undefined)) return undefined;
         throw error;

@@ -361,6 +361,7 @@ describe('Function: reconcileNodeTaints()', () => {
           findMachineByNodeName: machines.findMachineByNodeName.bind(machines),
           getMachinePool: machines.getMachinePool.bind(machines),
           findMachinePoolByNodeName: machines.findMachinePoolByNodeName.bind(machines),
+          getCluster: machines.getCluster.bind(machines),
         },
       };
 
@@ -391,6 +392,7 @@ describe('Function: reconcileNodeTaints()', () => {
           findMachineByNodeName: machines.findMachineByNodeName.bind(machines),
           getMachinePool: machines.getMachinePool.bind(machines),
           findMachinePoolByNodeName: machines.findMachinePoolByNodeName.bind(machines),
+          getCluster: machines.getCluster.bind(machines),
         },
       };
 
