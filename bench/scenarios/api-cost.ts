@@ -89,13 +89,6 @@ export async function runApiCost(ctx: BenchContext): Promise<ApiCostResult> {
                   throw e;
                 }
               },
-              // A write from the event's claimed state: the foreign write makes the claim stale (refused, then a read).
-              async patchClaimedNode(name, claim, patch) {
-                await interfere(name);
-                const written = await store.patchClaimedNode(name, claim, patch);
-                if (!written) conflicts++;
-                return written;
-              },
             };
           },
         },

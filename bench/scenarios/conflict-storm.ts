@@ -65,11 +65,6 @@ export async function runConflictStorm(ctx: BenchContext): Promise<ConflictStorm
                     throw e;
                   }
                 },
-                async patchClaimedNode(name, claim, patch) {
-                  const written = await store.patchClaimedNode(name, claim, patch);
-                  if (!written) conflicts++;
-                  return written;
-                },
               };
             },
           },

@@ -36,7 +36,6 @@ import { functionsEnvironmentValue, readPackagedTemplate } from '#local/lambda/t
 import { LambdaRunner } from '#local/lambda/runner.ts';
 import { startEksAuthenticator, type EksAuthenticator } from '#local/lambda/eks-authenticator.ts';
 import { kubeconfigSecretRbac } from '#local/rbac/kubeconfig-secret-rbac.ts';
-import { CALL_KINDS } from '#functions/reconcile-node-taints/process-batch.ts';
 import type { KubernetesObject } from '@kubernetes/client-node';
 import { applyObjects, applyYamlFile } from '#local/rbac/apply-objects.ts';
 import { packagedService } from '#local/lambda/serverless-package.ts';
@@ -523,9 +522,6 @@ export function coldStartsOfJoin(starts: readonly number[] | undefined, t0: numb
   return { productColdStarts: { beforeFirstNode: starts.filter((t) => t >= t0 && t < first).length, whileJoining: starts.filter((t) => t >= first && t <= last).length } };
 }
 
-/** The kinds of call the reconcile function times within a record's `reconcile` stage (its CallTimes). */
-const RECONCILE_CALLS: readonly string[] = CALL_KINDS;
-
 /**
  * p50/p99 of each latency stage the reconcile function logged for the given Nodes' writes (deployed form only): where
  * the product's part of a joining Node's time goes, from the forwarder's observation to the write.
@@ -533,11 +529,10 @@ const RECONCILE_CALLS: readonly string[] = CALL_KINDS;
 function pipelineStages(stages: ReadonlyMap<string, Readonly<Record<string, number>>> | undefined, nodes: readonly string[]): Record<string, { p50Ms: number; p99Ms: number }> {
   if (!stages) return {};
   const out: Record<string, { p50Ms: number; p99Ms: number }> = {};
-  // The stages add up to the write's time; the calls the `reconcile` stage waited for overlap (`reconcile.<kind>`).
-  for (const stage of ['forwarder', 'queue', 'invoke', 'batch', 'reconcile', ...RECONCILE_CALLS]) {
+  // The stages add up to the write's time.
+  for (const stage of ['forwarder', 'queue', 'invoke', 'batch', 'reconcile']) {
     const values = nodes.map((n) => stages.get(n)?.[stage]).filter((v): v is number => v !== undefined);
-    const key = RECONCILE_CALLS.includes(stage) ? `pipeline.reconcile.${stage}` : `pipeline.${stage}`;
-    if (values.length > 0) out[key] = { p50Ms: round(quantile(values, 0.5), 0), p99Ms: round(quantile(values, 0.99), 0) };
+    if (values.length > 0) out[`pipeline.${stage}`] = { p50Ms: round(quantile(values, 0.5), 0), p99Ms: round(quantile(values, 0.99), 0) };
   }
   return out;
 }

@@ -9,17 +9,14 @@
  * The contract floor (issue 29, item 2): what the product's contract needs per changed Node, done by the smallest loop
  * over the same client at the same concurrency, so that the ratio measures overhead, not design. Three calls, in the
  * order the product needs them: GET Machine (events are hints: the declaration is re-read where it lives, the
- * management cluster), PATCH Node as a JSON patch planned from the state the event claims, whose `test` operations make
- * the API server check that state (resourceVersion, taints, tracking annotations) in the write itself (the Node read
- * that this saves is what a conflict-safe write needs; the body is built by the product's own `claimedPatch`, so it is
- * byte for byte the product's), then POST the `TaintsPropagated` Event on the Machine (the record `kubectl describe
+ * management cluster), PATCH Node as a merge patch planned from the listed Node state, with its resourceVersion as the
+ * precondition (the product reads the Node beside the Machine, in the same round trip), then POST the `TaintsPropagated` Event on the Machine (the record `kubectl describe
  * machine` shows; the contract says every write is reported there). The claimed states are listed before each loop,
  * outside the timing, as the pipeline's events carry them.
  */
 import type { V1Node } from '@kubernetes/client-node';
 import { randomBytes } from 'node:crypto';
 import { kubeCall, type ClusterEndpoint } from '#shared/adapters/kubernetes/kube-http.ts';
-import { claimedPatch } from '#shared/adapters/kubernetes/node-store.ts';
 import { EVENT_COMPONENT } from '#shared/adapters/kubernetes/event-recorder.ts';
 import { FIELD_MANAGER } from '#shared/domain/taint.ts';
 import type { NodeState } from '#shared/domain/cloud-event.ts';
@@ -173,8 +170,8 @@ async function keepAliveFloorStep(raw: RawKube, name: string, key: string): Prom
 
 /**
  * The contract floor over every pair: the claimed Node states are listed first (untimed, as the pipeline's events carry
- * them), then per pair GET Machine, the claimed JSON PATCH of the Node (adding `key` and a bench annotation: the same shape as the product's write, whose tracking annotation the floor leaves alone)
- * and the Event POST. Returns the loop's time; a refused write (422: the claim did not hold) fails the run.
+ * them), then per pair GET Machine, the merge PATCH of the Node with its resourceVersion (adding `key` and a bench annotation: the same shape as the product's write, whose tracking annotation the floor leaves alone)
+ * and the Event POST. Returns the loop's time; a refused write (409: the Node changed) fails the run.
  */
 async function contractFloorLoop(raw: RawKube, run: string, ns: string, pairs: readonly Pair[], concurrency: number, kc: ClusterEndpoint, key: string): Promise<number> {
   const claims = new Map<string, NodeState>();
@@ -194,8 +191,8 @@ async function contractFloorLoop(raw: RawKube, run: string, ns: string, pairs: r
 async function contractFloorStep(kc: ClusterEndpoint, ns: string, p: Pair, claim: NodeState, key: string): Promise<void> {
   const machine = await kubeCall<{ metadata: { uid: string } }>(kc, { method: 'GET', path: `${MACHINES_PATH}/namespaces/${encodeURIComponent(ns)}/machines/${encodeURIComponent(p.machine)}` });
   const taints = [...claim.taints, { key, effect: 'NoSchedule' }];
-  const body = claimedPatch(claim, { resourceVersion: claim.resourceVersion, taints, annotations: { 'bench.capi-tp/contract-floor': key } });
-  await kubeCall(kc, { method: 'PATCH', path: `/api/v1/nodes/${encodeURIComponent(p.node)}`, query: { fieldManager: FIELD_MANAGER }, body, contentType: 'application/json-patch+json' });
+  const body = { metadata: { resourceVersion: claim.resourceVersion, annotations: { 'bench.capi-tp/contract-floor': key } }, spec: { taints } };
+  await kubeCall(kc, { method: 'PATCH', path: `/api/v1/nodes/${encodeURIComponent(p.node)}`, query: { fieldManager: FIELD_MANAGER }, body, contentType: 'application/merge-patch+json' });
   const at = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
   await kubeCall(kc, {
     method: 'POST',

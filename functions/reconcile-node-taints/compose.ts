@@ -20,7 +20,8 @@ import { metrics as defaultMetrics } from '#shared/observability/metrics.ts';
 import { ReconcileMetric } from '#shared/observability/metric-names.ts';
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { Clock } from '#shared/ports/clock.ts';
-import { AnsweringClusters, type BatchDeps } from './process-batch.ts';
+import { FailingClusters } from './cluster-guard.ts';
+import type { BatchDeps } from './process-batch.ts';
 
 export interface ComposeArgs {
   readonly config: ReconcileConfig;
@@ -99,6 +100,6 @@ export function composeReconcile(args: ComposeArgs): ReconcileComposition {
     reissueAtReceive: Math.max(1, (config.maxReceiveCount ?? 10) - 1),
     withDeadline: (deadline, fn) => withCallDeadline(deadline, fn, (config.apiTimeoutSeconds ?? 10) * 1000),
     recordTimeoutMs: (config.apiTimeoutSeconds ?? 10) * 1000,
-    answering: new AnsweringClusters(),
+    failingClusters: new FailingClusters(clock),
   };
 }

@@ -1,23 +1,20 @@
 /**
- * The use case: one event in, one Node brought in line with its Machine's declared taints, with at
- * most one successful write. Level-triggered: the event only says what to look at; the Machine is
- * re-read, and the Node is either read or, when the event claims its state, checked by the API server
- * in the write itself (see writeFromClaim), so duplicates, reordering and lost intermediate states are
- * harmless.
+ * The use case: one event in, one Node brought in line with its owner's declared taints, with at most one successful
+ * write. Level-triggered, as Cluster API's own `reconcileNode`: the event only names what to look at; the Machine (or
+ * MachinePool), its Cluster and the Node are read again, and the write carries the Node's resourceVersion, so
+ * duplicates, reordering, lost intermediate states and forged events are harmless. The spine is get → plan → patch.
  */
-import { clusterKey, isNodeTaintEvent, type ClusterRef, type NodeState, type NodeTaintEvent, type TaintEvent } from '#shared/domain/cloud-event.ts';
+import { clusterKey, isNodeTaintEvent, parseEventType, type ClusterRef, type NodeTaintEvent, type NodeTaintEventData, type TaintEvent } from '#shared/domain/cloud-event.ts';
 import { declaredTaintsOf, type EffectiveDeclaration } from '#shared/domain/declarations.ts';
 import { machineOwnsNode } from '#shared/domain/node-link.ts';
-import { claimedNode, isJoiningNode, nodeStateOfSnapshot, type ClaimedState } from '#shared/domain/node-state.ts';
 import { ReconcileOutcome } from '#shared/domain/outcome.ts';
+import { pausedReason, type ClusterView } from '#shared/domain/pause.ts';
 import type { MachineSnapshot, NodeSnapshot } from '#shared/domain/snapshots.ts';
 import { declarationOwnerOf, machinePoolOf } from '#shared/domain/machine-pool.ts';
 import { planOwnedTaints, type SpecTaintsOwner } from '#shared/domain/ownership.ts';
 import { mayAdoptAsInitialized, restoredTaints, type NodeTaintPlan, type TaintDiff } from '#shared/domain/taint-plan.ts';
 import { CLUSTER_NAME_LABEL, OWN_TRACKING_ANNOTATION, formatTaint, type Taint } from '#shared/domain/taint.ts';
-import { withTemplateDeclarations } from '#shared/domain/template-declarations.ts';
-import type { ScalableResourceSnapshot } from '#shared/domain/autoscaler.ts';
-import { MachineConfigurationError, NodeNotFoundError, type DeclarationIssue } from '#shared/errors.ts';
+import { ClusterCredentialsError, MachineConfigurationError, NodeNotFoundError, PatchConflictError, type DeclarationIssue } from '#shared/errors.ts';
 import type { Clock } from '#shared/ports/clock.ts';
 import type { ClusterConnections } from '#shared/ports/cluster-connections.ts';
 import type { EnablementState } from '#shared/ports/enablement-state.ts';
@@ -43,15 +40,7 @@ export interface ReconcileDeps {
   readonly settings: ReconcileSettings;
   /** MachineDeployments, MachineSets and MachinePools, for their cluster-autoscaler annotation (docs/autoscaler.md). */
   readonly scalables?: ScalableResourceStore;
-  /**
-   * Reads a MachineSet for its template (an event with the `template` hint); default `scalables.get`. The batch
-   * boundary gives one that reads each MachineSet once per batch.
-   */
-  readonly machineSets?: MachineSetReader;
 }
-
-/** Reads a MachineSet (undefined when it does not exist). */
-export type MachineSetReader = (namespace: string, name: string) => Promise<ScalableResourceSnapshot | undefined>;
 
 /** What one reconcile did, with everything the boundary logs and counts. */
 export interface ReconcileResult {
@@ -74,8 +63,6 @@ export interface ReconcileResult {
   readonly reason?: string;
   /** True when the first-enablement rule adopted this Node as already initialized. */
   readonly adopted?: boolean;
-  /** The API server refused a write planned from the Node state the event claimed (stale or forged); the Node was then read. */
-  readonly claimRefused?: true;
   /** A Kubernetes Event could not be recorded (the outcome stands; the failure is logged). */
   readonly eventError?: unknown;
 }
@@ -85,78 +72,71 @@ export interface PlannedState {
   readonly trackingAnnotation: string | undefined;
 }
 
-/** Options of one reconcile. */
-export interface ReconcileOptions {
-  /**
-   * Read the Machine and the Node in parallel (default true: one round trip for both). False reads the Node after the
-   * Machine, so that the Node is as fresh as possible when the write goes out: the retry of a conflict, when another
-   * writer keeps changing the Node, has the shortest window between its read and its write.
-   */
-  readonly parallelReads?: boolean;
-}
-
 /** Reason of the Normal Event recorded when a declaration the forwarder saw invalid is valid again. */
 export const DECLARATION_VALID = 'DeclarationValid';
+
+/**
+ * How many times one record runs get → plan → patch: a 409 (another writer, most often a joining Node's kubelet) is
+ * read and planned again at once, as client-go's `retry.RetryOnConflict`; a second 409 goes back to the queue.
+ */
+export const WRITE_ATTEMPTS = 2;
 
 /**
  * Reconciles the Node an event points at. Returns the outcome; throws PatchConflictError,
  * TransientError, AccessDeniedError or ClusterCredentialsError for failures that the queue retries,
  * and MachineConfigurationError (never retried) for a Machine that cannot be reconciled as it is.
  */
-export async function reconcileNodeTaints(deps: ReconcileDeps, event: TaintEvent, options: ReconcileOptions = {}): Promise<ReconcileResult> {
-  // A scalable resource's event names no Node (process-batch hands it to reconcileAutoscalerTaints).
+export async function reconcileNodeTaints(deps: ReconcileDeps, event: TaintEvent): Promise<ReconcileResult> {
+  // A scalable resource's event names no Node (the batch hands it to reconcileAutoscalerTaints).
   if (!isNodeTaintEvent(event)) throw new Error(`${event.type} names no Node: reconcile it with reconcileAutoscalerTaints`);
-  // An event that claims the Node's state saves the Node read: a write is planned from the claim and the API server
-  // checks the claim in the same request. The Node is read only when that write does not go through (see writeFromClaim).
-  const claim = deps.settings.dryRun ? undefined : nodeClaimOf(event);
-  // Otherwise the Node read starts with the Machine read (one round trip for both); it is used only if the Machine confirms it.
-  // So it does for a joining Node's claim, which the Node's first writers (its kubelet's first status report, Cluster
-  // API) have usually made stale by then: the claimed write is planned from that read (see readInClaimForm).
-  const joining = claim !== undefined && isJoiningNode(claim.state, deps.clock.now());
-  const prefetch = (claim && !joining) || options.parallelReads === false ? undefined : prefetchNode(deps, event);
-  // Without that read, the connection to the cluster the event names (its kubeconfig Secret, read once per container
-  // and connection lifetime) is still loaded beside the Machine read: a cold container's first record does not read
-  // the Secret after the Machine. A hint only, as the prefetch: a cluster the Machine does not confirm costs that read.
-  if (!prefetch) warmConnection(deps, event);
-  // The MachineSet the event says is ahead of its Machine is read beside the Machine (the Machine confirms it is its own).
-  const templateRead = templateOfHint(deps, event);
-  const found = await findMachine(deps, event);
+  // The Node and the Cluster the event names are read beside the owner: one round trip for all three. Both reads are
+  // hints, used only when the owner confirms them.
+  const hinted = startHintedNodeRead(deps, event);
+  const clusterRead = startClusterRead(deps, event);
+  const found = await findOwner(deps, event);
   if ('outcome' in found) return found;
   const owner = ownerOf(found.machine);
+  const cluster = clusterOf(deps.settings, found.machine);
+  const paused = await pauseOf(deps, cluster, found.pauseSources, clusterRead);
+  if (paused) return { outcome: ReconcileOutcome.paused, cluster: clusterKey(cluster), ...owner, ...(found.machine.nodeName ? { node: found.machine.nodeName } : {}), reason: paused };
   if (found.machine.deleting) return { outcome: ReconcileOutcome.machineDeleting, ...owner, reason: `the ${found.machine.kind ?? 'Machine'} is being deleted` };
-  const ahead = templateRead ? await withTemplate(deps, found.machine, templateRead) : found.machine;
-  const machine = ahead.nodeName ? ahead : await linkByProviderId(deps, event, ahead, prefetch);
-  if (!machine?.nodeName) return { outcome: ReconcileOutcome.noNode, ...owner, reason: 'the Machine has no status.nodeRef yet, and no Node with its spec.providerID' };
-  const cluster = clusterOf(deps.settings, machine);
-  const base = { cluster: clusterKey(cluster), ...owner, node: machine.nodeName };
+  const linked: { machine: MachineSnapshot; read?: NodeRead } | undefined = found.machine.nodeName ? { machine: found.machine } : await linkByProviderId(deps, event, found.machine, cluster, hinted);
+  const nodeName = linked?.machine.nodeName;
+  if (!linked || nodeName === undefined) return { outcome: ReconcileOutcome.noNode, ...owner, reason: 'the Machine has no status.nodeRef yet, and no Node with its spec.providerID' };
+  const machine = linked.machine;
+  const base = { cluster: clusterKey(cluster), ...owner, node: nodeName };
 
   const declared = declaredTaintsOf(machine, deps.settings.startupTaint ? { startupTaint: deps.settings.startupTaint } : {});
   if (!declared.valid) {
     const eventError = await recordEvent(deps, machine, 'Warning', 'InvalidTaintDeclaration',
-      `Taints not propagated to Node ${machine.nodeName}; fix the declaration: ${declared.issues.map((i) => `${i.field}: ${i.message}`).join('; ')}`);
+      `Taints not propagated to Node ${nodeName}; fix the declaration: ${declared.issues.map((i) => `${i.field}: ${i.message}`).join('; ')}`);
     return { ...base, outcome: ReconcileOutcome.invalidDeclaration, issues: declared.issues, eventError };
   }
   const recovered = event.data.kind !== 'Node' && event.data.declarationRecovered === true;
-  const target = { base, machine, declaration: declared.declaration, recovered };
+  const target: Target = { base, machine, declaration: declared.declaration, recovered };
 
-  let claimRefused = false;
-  if (claim && claim.cluster === clusterKey(cluster) && claim.node === machine.nodeName) {
-    const state = (await readInClaimForm(prefetch, cluster, machine.nodeName)) ?? claim.state;
-    const fromClaim = await writeFromClaim(deps, target, await deps.clusters.nodesOf(cluster), state);
-    if (fromClaim !== 'refused' && fromClaim !== undefined) return fromClaim;
-    claimRefused = fromClaim === 'refused';
-  }
+  return retryOnConflict(WRITE_ATTEMPTS, async (attempt) => {
+    // The first attempt takes the Node as the provider-ID link or the hinted read found it; a retry reads it again.
+    const read = (attempt === 1 ? (linked.read ?? (await confirmedRead(hinted, cluster, nodeName))) : undefined) ?? (await readNode(deps, cluster, nodeName));
+    if (!read.node) return { ...base, outcome: ReconcileOutcome.nodeGone, reason: 'the Node does not exist' };
+    return planAndPatch(deps, target, read.store, read.node);
+  });
+}
 
-  // After a refused claim the prefetched read is no newer than what was refused: the Node is read again.
-  const prefetched = claimRefused ? undefined : await prefetchOf(prefetch, cluster, machine.nodeName);
-  // A failed speculative read is not reported nor trusted: the read is made again the ordinary way (which reports).
-  const confirmed = prefetched && !('error' in prefetched) ? prefetched : undefined;
-  const nodes = confirmed ? confirmed.store : await deps.clusters.nodesOf(cluster);
-  const node = confirmed ? confirmed.node : await nodes.getNode(machine.nodeName);
-  if (!node) return { ...base, outcome: ReconcileOutcome.nodeGone, reason: 'the Node does not exist' };
+/** What a reconcile knows once the owner is read and its declaration is valid. */
+interface Target {
+  readonly base: { readonly cluster: string; readonly node: string } & ({ machine: string } | { machinePool: string });
+  readonly machine: MachineSnapshot;
+  readonly declaration: EffectiveDeclaration;
+  /** The forwarder saw the declaration invalid before (see DECLARATION_VALID). */
+  readonly recovered: boolean;
+}
 
+/** Plan → patch for the Node as read: no write when nothing changes, one merge patch with its resourceVersion otherwise. */
+async function planAndPatch(deps: ReconcileDeps, target: Target, nodes: NodeStore, node: NodeSnapshot): Promise<ReconcileResult> {
+  const { machine, recovered } = target;
   const { plan, adopt } = await planFor(deps, node, target.declaration);
-  const read = { ...base, resourceVersion: node.resourceVersion, adopted: adopt, ...(claimRefused ? { claimRefused: true as const } : {}) };
+  const read = { ...target.base, resourceVersion: node.resourceVersion, adopted: adopt };
   if (plan.kind === 'rejected') {
     const eventError = await recordEvent(deps, machine, 'Warning', 'MalformedTrackingAnnotation',
       `Node ${node.name} not written: its annotation ${OWN_TRACKING_ANNOTATION} has ${plan.error.message}; fix or remove the entry`);
@@ -183,16 +163,18 @@ export async function reconcileNodeTaints(deps: ReconcileDeps, event: TaintEvent
   return afterWrite(deps, target, node, plan, read, written);
 }
 
-/** What a reconcile knows once the Machine is read and its declaration is valid. */
-interface Target {
-  readonly base: { readonly cluster: string; readonly node: string } & ({ machine: string } | { machinePool: string });
-  readonly machine: MachineSnapshot;
-  readonly declaration: EffectiveDeclaration;
-  /** The forwarder saw the declaration invalid before (see DECLARATION_VALID). */
-  readonly recovered: boolean;
+/** Runs `fn` up to `attempts` times while it fails with a 409 (client-go's `retry.RetryOnConflict`); the last 409 is thrown. */
+async function retryOnConflict<T>(attempts: number, fn: (attempt: number) => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await fn(attempt);
+    } catch (error) {
+      if (!(error instanceof PatchConflictError) || attempt >= attempts) throw error;
+    }
+  }
 }
 
-/** The plan for a Node as read (or claimed), with the first-enablement rule applied. */
+/** The plan for a Node as read, with the first-enablement rule applied. */
 async function planFor(deps: ReconcileDeps, node: NodeSnapshot, declaration: EffectiveDeclaration): Promise<{ plan: NodeTaintPlan; adopt: boolean }> {
   const adopt = mayAdoptAsInitialized(node, deps.settings.startupTaint) && (await predatesEnablement(deps, node.creationTimestamp));
   const { plan } = planOwnedTaints(node, declaration, {
@@ -201,23 +183,6 @@ async function planFor(deps: ReconcileDeps, node: NodeSnapshot, declaration: Eff
     adoptAsInitialized: adopt,
   });
   return { plan, adopt };
-}
-
-/**
- * The write of a changed Node planned from the state its event claims, without reading the Node: 3 API calls (the
- * Machine, the write, its Event) instead of 4, and 2 round trips to the write. The write carries `test` operations for
- * every field the plan read, so it goes through only when the live Node is exactly as claimed. Returns undefined when
- * the claim needs no write (it may be stale: a Node is never declared in sync on a claim's word), `refused` when the
- * API server refused it (stale or forged); the Node is then read and reconciled the ordinary way.
- */
-async function writeFromClaim(deps: ReconcileDeps, target: Target, nodes: NodeStore, state: ClaimedState): Promise<ReconcileResult | 'refused' | undefined> {
-  const node = claimedNode(target.base.node, state);
-  const { plan, adopt } = await planFor(deps, node, target.declaration);
-  if (plan.kind !== 'patch') return undefined;
-  const read = { ...target.base, resourceVersion: node.resourceVersion, adopted: adopt };
-  const written = await orGone(() => nodes.patchClaimedNode(node.name, state, plan.patch));
-  if (written === GONE) return { ...read, outcome: ReconcileOutcome.nodeGone, reason: 'the Node was deleted after the event' };
-  return written ? afterWrite(deps, target, node, plan, read, written) : 'refused';
 }
 
 /** The result of a write that went through, with its Event. */
@@ -241,121 +206,104 @@ async function afterWrite(
   return { ...read, outcome: ReconcileOutcome.patched, writtenResourceVersion: written.resourceVersion, diff: plan.diff, eventError };
 }
 
-/** A MachineSet read started from an event's `template` hint, before the Machine is known. */
-interface TemplateRead {
-  readonly machineSet: string;
-  readonly namespace: string;
-  /** Settles, never rejects: a failure is kept and thrown only if the read turns out to be the one needed. */
-  readonly result: Promise<{ readonly machineSet: ScalableResourceSnapshot | undefined } | { readonly error: unknown }>;
+/** A read of a Node, with the store of its cluster (for the write). */
+interface NodeRead {
+  readonly store: NodeStore;
+  readonly node: NodeSnapshot | undefined;
 }
 
-function machineSetReader(deps: ReconcileDeps): MachineSetReader | undefined {
-  if (deps.machineSets) return deps.machineSets;
-  const scalables = deps.scalables;
-  return scalables ? (namespace, name) => scalables.get('MachineSet', namespace, name) : undefined;
+async function readNode(deps: ReconcileDeps, cluster: ClusterRef, node: string, report = true): Promise<NodeRead> {
+  const store = await deps.clusters.nodesOf(cluster, { report });
+  return { store, node: await store.getNode(node) };
 }
 
-/** Starts reading the MachineSet a Machine or Node event's `template` hint names (in the Machine's namespace). */
-function templateOfHint(deps: ReconcileDeps, event: NodeTaintEvent): TemplateRead | undefined {
-  const data = event.data;
-  if (event.type.endsWith('.deleted.v1') || data.kind === 'MachinePool' || data.template === undefined) return undefined;
-  const namespace = data.kind === 'Machine' ? data.machine.namespace : data.machine?.namespace;
-  const read = machineSetReader(deps);
-  if (namespace === undefined || read === undefined) return undefined;
-  const machineSet = data.template.machineSet;
-  const result = read(namespace, machineSet).then((ms) => ({ machineSet: ms }), (error: unknown) => ({ error }));
-  return { machineSet, namespace, result };
-}
-
-/**
- * The Machine with the declaration annotations its own MachineSet's template sets (`#shared/domain/template-declarations.ts`):
- * what Cluster API is about to copy onto it. The event's hint only starts the read: the MachineSet is the one the
- * Machine's controller owner reference names (read again when the hint named another), live, and not being deleted
- * (Cluster API copies nothing from a MachineSet being deleted). A pool, or a Machine of no MachineSet, is as read.
- */
-async function withTemplate(deps: ReconcileDeps, machine: MachineSnapshot, hinted: TemplateRead): Promise<MachineSnapshot> {
-  if (machine.kind === 'MachinePool' || machine.machineSet === undefined) return machine;
-  const same = hinted.machineSet === machine.machineSet && hinted.namespace === machine.namespace;
-  const read = same ? await hinted.result : await machineSetReader(deps)?.(machine.namespace, machine.machineSet).then((ms) => ({ machineSet: ms }));
-  if (read === undefined) return machine;
-  if ('error' in read) throw read.error;
-  const ms = read.machineSet;
-  if (!ms || ms.deleting) return machine;
-  return { ...machine, annotations: withTemplateDeclarations(machine.annotations, ms.templateAnnotations) };
-}
-
-/** The state an event claims for the Node it names (a Machine or MachinePool event's `nodeName`, a Node event's Node). */
-function nodeClaimOf(event: NodeTaintEvent): { readonly cluster: string; readonly node: string; readonly state: NodeState } | undefined {
-  if (event.type.endsWith('.deleted.v1')) return undefined;
-  const data = event.data;
-  const node = data.kind === 'Node' ? data.node.name : data.nodeName;
-  return node !== undefined && data.nodeState !== undefined ? { cluster: clusterKey(data.cluster), node, state: data.nodeState } : undefined;
-}
-
-/**
- * The Node as prefetched, in a claim's form, when that read is of the same Node in the same cluster: it was made after
- * the event, so it is as new as the event's claim or newer, and it knows what a claim cannot say (that the Node has no
- * annotation at all, which a joining Node's registration may leave it with). Undefined otherwise (no read, a failed
- * one, a deleted Node).
- */
-async function readInClaimForm(prefetch: NodePrefetch | undefined, cluster: ClusterRef, node: string): Promise<ClaimedState | undefined> {
-  const read = await prefetchOf(prefetch, cluster, node);
-  return !read || 'error' in read || !read.node ? undefined : nodeStateOfSnapshot(read.node);
-}
-
-/** The prefetch's result when it read `node` of `cluster` (what the Machine confirmed); undefined for any other read or none. */
-async function prefetchOf(prefetch: NodePrefetch | undefined, cluster: ClusterRef, node: string): Promise<Awaited<NodePrefetch['result']> | undefined> {
-  return prefetch && prefetch.cluster === clusterKey(cluster) && prefetch.node === node ? prefetch.result : undefined;
-}
-
-/** Starts loading the connection to the workload cluster an event names; a failure is left to the ordinary load, which reports it. */
-function warmConnection(deps: ReconcileDeps, event: NodeTaintEvent): void {
-  if (event.type.endsWith('.deleted.v1') || event.data.cluster.mode !== 'capi') return;
-  deps.clusters.nodesOf(event.data.cluster, { report: false }).catch(() => undefined);
-}
-
-/** A Node read started before the Machine is known, from the event's routing facts. */
-interface NodePrefetch {
+/** A Node read started from the event's names, before the owner is known. */
+interface HintedRead {
   readonly cluster: string;
   readonly node: string;
-  /** Settles, never rejects: a failure is kept and thrown only if the read turns out to be the one needed. */
-  readonly result: Promise<{ readonly store: NodeStore; readonly node: NodeSnapshot | undefined } | { readonly error: unknown }>;
+  /** Settles, never rejects: a failure counts only when the owner confirms the read (confirmedRead). */
+  readonly result: Promise<NodeRead | { readonly error: unknown }>;
+}
+
+/** True for an event about a deleted object. */
+function isDeletion(event: NodeTaintEvent): boolean {
+  return parseEventType(event.type)?.change === 'deleted';
+}
+
+/** The Node an event names: a Node event's Node, else the Machine's or pool's `nodeName`. */
+function nodeNameOf(data: NodeTaintEventData): string | undefined {
+  return data.kind === 'Node' ? data.node.name : data.nodeName;
 }
 
 /**
- * Starts reading the Node the event names (a Machine event's `nodeName`, a Node event's Node) in the cluster it names,
- * so that the Machine and the Node are read in parallel. The event is only a hint: the result is used only when the
- * Machine, read from the management cluster, names the same Node in the same cluster; otherwise the Node is read again
- * (a forged or outdated message costs at most this one extra read; its credential problems are not reported, and a
- * failed speculative read is made again the ordinary way). A Node read that is older than a sequential one would be
- * is no risk: the write carries its resourceVersion as a precondition.
+ * Starts reading the Node the event names, in the cluster it names, so that the owner and the Node are read in one
+ * round trip. The event is a hint only: the read is used only when the owner, read from the management cluster, names
+ * the same Node in the same cluster (confirmedRead); a forged or outdated event costs at most this one extra read.
  */
-function prefetchNode(deps: ReconcileDeps, event: NodeTaintEvent): NodePrefetch | undefined {
-  if (event.type.endsWith('.deleted.v1')) return undefined;
-  const data = event.data;
-  const node = data.kind === 'Node' ? data.node.name : data.nodeName;
-  if (node === undefined) return undefined;
-  const result = (async () => {
-    const store = await deps.clusters.nodesOf(data.cluster, { report: false });
-    return { store, node: await store.getNode(node) };
-  })().catch((error: unknown) => ({ error }));
-  return { cluster: clusterKey(data.cluster), node, result };
+function startHintedNodeRead(deps: ReconcileDeps, event: NodeTaintEvent): HintedRead | undefined {
+  const node = nodeNameOf(event.data);
+  if (node === undefined || isDeletion(event)) return undefined;
+  const result = readNode(deps, event.data.cluster, node, false).catch((error: unknown) => ({ error }));
+  return { cluster: clusterKey(event.data.cluster), node, result };
+}
+
+/**
+ * The hinted read when it read `node` of `cluster` (what the owner confirmed); undefined for any other read or none.
+ * Its failure is the needed read's and is thrown, except for unusable credentials, which the ordinary read (undefined
+ * here) meets again and reports.
+ */
+async function confirmedRead(hinted: HintedRead | undefined, cluster: ClusterRef, node: string): Promise<NodeRead | undefined> {
+  if (!hinted || hinted.cluster !== clusterKey(cluster) || hinted.node !== node) return undefined;
+  const read = await hinted.result;
+  if (!('error' in read)) return read;
+  if (read.error instanceof ClusterCredentialsError) return undefined;
+  throw read.error;
+}
+
+/** A read of the Cluster an event names, started beside the owner's read (for its pause). */
+interface ClusterRead {
+  readonly cluster: string;
+  /** Settles, never rejects: a failure is thrown only if this turns out to be the owner's Cluster. */
+  readonly result: Promise<{ readonly view: ClusterView | undefined } | { readonly error: unknown }>;
+}
+
+function startClusterRead(deps: ReconcileDeps, event: NodeTaintEvent): ClusterRead | undefined {
+  const ref = event.data.cluster;
+  if (ref.mode !== 'capi' || isDeletion(event)) return undefined;
+  const result = deps.machines.getCluster(ref.namespace, ref.name).then((view) => ({ view }), (error: unknown) => ({ error }));
+  return { cluster: clusterKey(ref), result };
+}
+
+/**
+ * Why the owner is paused (Cluster API's pause: its Cluster's `spec.paused`, or the paused annotation on the Machine,
+ * the MachinePool, or a pool Machine's pool), or undefined. The Cluster is the owner's own (`clusterOf`), read
+ * again when the event named another; a Cluster that does not exist pauses nothing. Self mode: annotations only.
+ */
+async function pauseOf(deps: ReconcileDeps, cluster: ClusterRef, sources: readonly PauseSource[], started: ClusterRead | undefined): Promise<string | undefined> {
+  let view: ClusterView | undefined;
+  if (cluster.mode === 'capi') {
+    const read = started?.cluster === clusterKey(cluster) ? await started.result : { view: await deps.machines.getCluster(cluster.namespace, cluster.name) };
+    if ('error' in read) throw read.error;
+    view = read.view;
+  }
+  for (const source of sources) {
+    const reason = pausedReason(source, view);
+    if (reason) return view?.paused ? reason : `${source.kind} ${source.namespace}/${source.name}: ${reason}`;
+  }
+  return undefined;
 }
 
 /**
  * A Machine without `status.nodeRef` yet, and the Node the event names (a joining Node, or the Node the forwarder
  * matched to the Machine): the Machine with that Node when the Node's `spec.providerID` equals the Machine's (Cluster
- * API's own link, `#shared/domain/node-link.ts`), read from the workload cluster (the prefetched read when there is one).
+ * API's own link, `#shared/domain/node-link.ts`), with the read that showed it.
  */
-async function linkByProviderId(deps: ReconcileDeps, event: NodeTaintEvent, machine: MachineSnapshot, prefetch: NodePrefetch | undefined): Promise<MachineSnapshot | undefined> {
-  const data = event.data;
-  const candidate = data.kind === 'Node' ? data.node.name : data.nodeName;
+async function linkByProviderId(deps: ReconcileDeps, event: NodeTaintEvent, machine: MachineSnapshot, cluster: ClusterRef, hinted: HintedRead | undefined): Promise<{ machine: MachineSnapshot; read: NodeRead } | undefined> {
+  const candidate = nodeNameOf(event.data);
   if (candidate === undefined || machine.kind === 'MachinePool' || !machine.providerID) return undefined;
-  const cluster = clusterOf(deps.settings, machine);
-  if (clusterKey(cluster) !== clusterKey(data.cluster)) return undefined;
-  const prefetched = await prefetchOf(prefetch, cluster, candidate);
-  const node = prefetched && !('error' in prefetched) ? prefetched.node : await (await deps.clusters.nodesOf(cluster)).getNode(candidate);
-  return node && machineOwnsNode(machine, node) ? { ...machine, nodeName: candidate } : undefined;
+  if (clusterKey(cluster) !== clusterKey(event.data.cluster)) return undefined;
+  const read = (await confirmedRead(hinted, cluster, candidate)) ?? (await readNode(deps, cluster, candidate));
+  return read.node && machineOwnsNode(machine, read.node) ? { machine: { ...machine, nodeName: candidate }, read } : undefined;
 }
 
 /** `machine: <ns>/<name>`, or `machinePool: <ns>/<name>` for a pool's Node: what logs, metrics and results name. */
@@ -364,13 +312,31 @@ function ownerOf(owner: MachineSnapshot): { machine: string } | { machinePool: s
   return owner.kind === 'MachinePool' ? { machinePool: name } : { machine: name };
 }
 
+/** An object whose paused annotation pauses the reconcile of the Node: the Machine, its MachinePool, or both. */
+interface PauseSource {
+  readonly kind: 'Machine' | 'MachinePool';
+  readonly namespace: string;
+  readonly name: string;
+  readonly annotations: Readonly<Record<string, string>>;
+}
+
+/** The declaration owner of a Node, and the objects whose pause annotation counts for it. */
+interface Owner {
+  readonly machine: MachineSnapshot;
+  readonly pauseSources: readonly PauseSource[];
+}
+
+function sourceOf(kind: PauseSource['kind'], object: { namespace: string; name: string; annotations: Readonly<Record<string, string>> }): PauseSource {
+  return { kind, namespace: object.namespace, name: object.name, annotations: object.annotations };
+}
+
 /**
  * Finds the object whose declaration the event's Node carries — its Machine, or its MachinePool (see
  * `#shared/domain/machine-pool.ts`) — or the outcome that ends the reconcile early.
  */
-async function findMachine(deps: ReconcileDeps, event: NodeTaintEvent): Promise<{ machine: MachineSnapshot } | ReconcileResult> {
+async function findOwner(deps: ReconcileDeps, event: NodeTaintEvent): Promise<Owner | ReconcileResult> {
   const data = event.data;
-  const deleted = event.type.endsWith('.deleted.v1');
+  const deleted = isDeletion(event);
   if (data.kind === 'MachinePool') {
     const name = `${data.machinePool.namespace}/${data.machinePool.name}`;
     // A pool deleted, or a Node that left it: its Node is left alone (as a Machine's Node when the Machine goes).
@@ -378,7 +344,7 @@ async function findMachine(deps: ReconcileDeps, event: NodeTaintEvent): Promise<
     const pool = await deps.machines.getMachinePool(data.machinePool.namespace, data.machinePool.name);
     if (!pool) return { outcome: ReconcileOutcome.machineGone, machinePool: name, node: data.nodeName, reason: 'the MachinePool does not exist' };
     const owner = declarationOwnerOf(pool, data.nodeName);
-    return owner ? { machine: owner } : { outcome: ReconcileOutcome.machineGone, machinePool: name, node: data.nodeName, reason: `Node ${data.nodeName} is not in the MachinePool's status.nodeRefs` };
+    return owner ? { machine: owner, pauseSources: [sourceOf('MachinePool', pool)] } : { outcome: ReconcileOutcome.machineGone, machinePool: name, node: data.nodeName, reason: `Node ${data.nodeName} is not in the MachinePool's status.nodeRefs` };
   }
   if (data.kind === 'Machine') {
     const name = `${data.machine.namespace}/${data.machine.name}`;
@@ -397,7 +363,7 @@ async function findMachine(deps: ReconcileDeps, event: NodeTaintEvent): Promise<
     // No Machine: a MachinePool Node (most pools have no Machine objects, only status.nodeRefs).
     const pool = await deps.machines.findMachinePoolByNodeName(clusterNamespace, clusterName, data.node.name);
     const owner = pool ? declarationOwnerOf(pool, data.node.name) : undefined;
-    return owner ? { machine: owner } : { outcome: ReconcileOutcome.machineGone, node: data.node.name, reason: 'no Machine or MachinePool owns this Node' };
+    return pool && owner ? { machine: owner, pauseSources: [sourceOf('MachinePool', pool)] } : { outcome: ReconcileOutcome.machineGone, node: data.node.name, reason: 'no Machine or MachinePool owns this Node' };
   }
   if (machine.nodeName !== undefined && machine.nodeName !== data.node.name) {
     return { outcome: ReconcileOutcome.machineGone, node: data.node.name, machine: `${machine.namespace}/${machine.name}`, reason: `the Machine's Node is ${machine.nodeName}` };
@@ -406,16 +372,18 @@ async function findMachine(deps: ReconcileDeps, event: NodeTaintEvent): Promise<
 }
 
 /** A Machine of a MachinePool is no declaration source of its own: its Node follows the pool (one source per Node). */
-async function viaPool(deps: ReconcileDeps, machine: MachineSnapshot): Promise<{ machine: MachineSnapshot } | ReconcileResult> {
+async function viaPool(deps: ReconcileDeps, machine: MachineSnapshot): Promise<Owner | ReconcileResult> {
   const poolName = machinePoolOf(machine);
-  if (poolName === undefined) return { machine };
+  if (poolName === undefined) return { machine, pauseSources: [sourceOf('Machine', machine)] };
   const name = `${machine.namespace}/${poolName}`;
   if (!machine.nodeName) return { outcome: ReconcileOutcome.noNode, machinePool: name, reason: `Machine ${machine.name} of the MachinePool has no status.nodeRef yet` };
   const pool = await deps.machines.getMachinePool(machine.namespace, poolName);
   if (!pool) return { outcome: ReconcileOutcome.machineGone, machinePool: name, node: machine.nodeName, reason: `Machine ${machine.name} names a MachinePool that does not exist` };
   const owner = declarationOwnerOf(pool, machine.nodeName);
   // The pool's status.nodeRefs lists the Node a moment later; the pool's own event then brings the Node in line.
-  return owner ? { machine: owner } : { outcome: ReconcileOutcome.noNode, machinePool: name, node: machine.nodeName, reason: `Node ${machine.nodeName} is not in the MachinePool's status.nodeRefs yet` };
+  return owner
+    ? { machine: owner, pauseSources: [sourceOf('Machine', machine), sourceOf('MachinePool', pool)] }
+    : { outcome: ReconcileOutcome.noNode, machinePool: name, node: machine.nodeName, reason: `Node ${machine.nodeName} is not in the MachinePool's status.nodeRefs yet` };
 }
 
 function clusterOf(settings: ReconcileSettings, machine: MachineSnapshot): ClusterRef {
@@ -427,7 +395,7 @@ function clusterOf(settings: ReconcileSettings, machine: MachineSnapshot): Clust
 
 const GONE = Symbol('gone');
 
-/** A write; a 404 (the Node was deleted after it was read or claimed) is GONE, i.e. the `node-gone` outcome. */
+/** A write; a 404 (the Node was deleted after it was read) is GONE, i.e. the `node-gone` outcome. */
 async function orGone<T>(write: () => Promise<T>): Promise<T | typeof GONE> {
   try {
     return await write();

@@ -8,8 +8,6 @@ export const METRIC_NAMESPACE = 'CapiTaintPropagator';
 export const ReconcileMetric = {
   Reconciles: 'Reconciles',
   NodeWrites: 'NodeWrites',
-  /** A write planned from the Node state an event claimed, refused by the API server (stale or forged); the Node was then read. */
-  NodeClaimsRefused: 'NodeClaimsRefused',
   Conflicts: 'Conflicts',
   TransientErrors: 'TransientErrors',
   InvalidDeclarations: 'InvalidDeclarations',

@@ -4,9 +4,7 @@
  * older resourceVersion fails with PatchConflictError, as the API server's precondition does.
  */
 import type { ClusterView } from '#shared/domain/pause.ts';
-import type { ClusterRef, NodeState } from '#shared/domain/cloud-event.ts';
-import { claimedNode, type ClaimedState } from '#shared/domain/node-state.ts';
-import { OWN_TRACKING_ANNOTATION, TRACKING_ANNOTATION } from '#shared/domain/taint.ts';
+import type { ClusterRef } from '#shared/domain/cloud-event.ts';
 import type { MachinePoolSnapshot, MachineSnapshot, NodeSnapshot, NodeTaintPatch } from '#shared/domain/snapshots.ts';
 import { NodeNotFoundError, PatchConflictError } from '#shared/errors.ts';
 import type { ClusterConnections } from '#shared/ports/cluster-connections.ts';
@@ -54,27 +52,6 @@ export class MemoryNodeStore implements NodeStore {
     }
     return this.put({ ...current, taints: [...patch.taints], annotations });
   }
-
-  /** As the API server's JSON patch `test` operations: writes only when the Node is exactly as claimed. */
-  async patchClaimedNode(name: string, claim: ClaimedState, patch: NodeTaintPatch): Promise<NodeSnapshot | undefined> {
-    const current = this.#nodes.get(name);
-    // As the API server's `test` operations: a claim's annotation tests need the map (a Node without any annotation
-    // refuses an event's claim); a claim from a read that found none tests that the map is still absent.
-    const bare = Object.keys(current?.annotations ?? {}).length === 0;
-    const annotationsAsClaimed = claim.withoutAnnotations ? bare : !bare;
-    if (current && (!annotationsAsClaimed || !sameClaimedFields(current, claimedNode(name, claim)))) {
-      this.writes++;
-      return undefined;
-    }
-    return this.patchNodeTaints(name, patch);
-  }
-}
-
-/** The fields a claim states (see `claimedNode`) are equal. */
-function sameClaimedFields(node: NodeSnapshot, claimed: NodeSnapshot): boolean {
-  const view = (n: NodeSnapshot) =>
-    JSON.stringify([n.resourceVersion, n.creationTimestamp ?? null, n.taints, n.annotations[TRACKING_ANNOTATION] ?? null, n.annotations[OWN_TRACKING_ANNOTATION] ?? null]);
-  return view(node) === view(claimed);
 }
 
 /** Machines of the management cluster, kept in memory. */

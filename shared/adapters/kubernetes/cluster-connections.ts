@@ -83,7 +83,6 @@ export class KubernetesClusterConnections implements ClusterConnections {
     const wrapped: NodeStore = {
       getNode: (name) => guard(() => store.getNode(name)),
       patchNodeTaints: (name, patch) => guard(() => store.patchNodeTaints(name, patch)),
-      patchClaimedNode: (name, claim, patch) => guard(() => store.patchClaimedNode(name, claim, patch)),
     };
     return wrapped;
   }

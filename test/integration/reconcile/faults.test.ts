@@ -106,7 +106,6 @@ describeWithControlPlane('reconcile-node-taints under faults of the API server',
               return read;
             },
             patchNodeTaints: (name, patch) => store.patchNodeTaints(name, patch),
-            patchClaimedNode: (name, claim, patch) => store.patchClaimedNode(name, claim, patch),
           };
         },
       },

@@ -1,14 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { reconcileNodeTaints, type ReconcileDeps } from '#functions/reconcile-node-taints/reconcile-node-taints.ts';
 import { MemoryClusterConnections, MemoryEventRecorder, MemoryMachineStore } from '#test/support/memory-cluster.ts';
-import type { NodeState, TaintEvent } from '#shared/domain/cloud-event.ts';
+import type { TaintEvent } from '#shared/domain/cloud-event.ts';
 import type { MachinePoolSnapshot, MachineSnapshot, NodeSnapshot } from '#shared/domain/snapshots.ts';
 import { OWN_TRACKING_ANNOTATION, TRACKING_ANNOTATION, UNINITIALIZED_TAINT_KEY } from '#shared/domain/taint.ts';
 import { PatchConflictError } from '#shared/errors.ts';
 import { machineBuilder, machineTaint, nodeTaint } from '#test/support/builders.ts';
 import { machineEvent, machinePoolEvent, nodeEvent } from '#test/support/sqs-records.ts';
-import type { ScalableResourceSnapshot } from '#shared/domain/autoscaler.ts';
-import { DECLARATION_ANNOTATIONS } from '#shared/domain/declaration-keys.ts';
 
 const ENABLED_AT = new Date('2026-01-01T00:00:00Z');
 const inCluster = (m: MachineSnapshot): MachineSnapshot => ({ ...m, clusterName: 'wc1' });
@@ -53,7 +51,7 @@ describe('Function: reconcileNodeTaints()', () => {
     expect(recorder.events[0]?.message).toContain(`removed ${UNINITIALIZED_TAINT_KEY}:NoSchedule`);
   });
 
-  it('does not write a Node that already matches (zero writes, two reads)', async () => {
+  it('does not write a Node that already matches (zero writes; the Machine, its Cluster and the Node read)', async () => {
     // Prepare
     const { deps, machines, nodes, recorder } = setup();
     machines.put(inCluster(machineBuilder().named('m1').withNodeName('n1').withSpecTaints([machineTaint('gpu', 'a100')]).build()));
@@ -64,7 +62,7 @@ describe('Function: reconcileNodeTaints()', () => {
 
     // Assess
     expect(result.outcome).toBe('unchanged');
-    expect({ machineReads: machines.reads, nodeReads: nodes.reads, writes: nodes.writes }).toEqual({ machineReads: 1, nodeReads: 1, writes: 0 });
+    expect({ managementReads: machines.reads, nodeReads: nodes.reads, writes: nodes.writes }).toEqual({ managementReads: 2, nodeReads: 1, writes: 0 });
     expect(recorder.events).toEqual([]);
   });
 
@@ -150,7 +148,7 @@ describe('Function: reconcileNodeTaints()', () => {
     expect(nodes.peek('n1')?.annotations[OWN_TRACKING_ANNOTATION]).toBe('gpu:NoSchedule');
   });
 
-  it('lets a conflict escape as PatchConflictError so the queue retries it, leaving the foreign change in place', async () => {
+  it('lets a second conflict escape as PatchConflictError so the queue retries it, leaving the foreign change in place', async () => {
     // Prepare
     const { deps, machines, nodes } = setup();
     machines.put(inCluster(machineBuilder().named('m1').withNodeName('n1').withSpecTaints([machineTaint('gpu')]).build()));
@@ -343,69 +341,7 @@ describe('Function: reconcileNodeTaints()', () => {
     });
   });
 
-  describe('reads the Machine and the Node in parallel', () => {
-    it('reads the Node only after the Machine when asked to (a retried record: the freshest Node for its write)', async () => {
-      // Prepare
-      const { deps, machines, nodes } = setup();
-      machines.put(inCluster(machineBuilder().named('m1').withNodeName('n1').withSpecTaints([machineTaint('gpu', 'a100')]).build()));
-      nodes.put({ name: 'n1', creationTimestamp: NEW_NODE, annotations: {}, taints: [] });
-      const nodeReadsWhenMachineAnswered: number[] = [];
-      const sequential = {
-        ...deps,
-        machines: {
-          getMachine: async (ns: string, name: string) => {
-            await new Promise((r) => setImmediate(r));
-            nodeReadsWhenMachineAnswered.push(nodes.reads);
-            return machines.getMachine(ns, name);
-          },
-          findMachineByNodeName: machines.findMachineByNodeName.bind(machines),
-          getMachinePool: machines.getMachinePool.bind(machines),
-          findMachinePoolByNodeName: machines.findMachinePoolByNodeName.bind(machines),
-          getCluster: machines.getCluster.bind(machines),
-        },
-      };
-
-      // Act
-      const result = await reconcileNodeTaints(sequential, machineEvent('default', 'm1', { nodeName: 'n1' }), { parallelReads: false });
-
-      // Assess
-      expect(result.outcome).toBe('patched');
-      expect(nodeReadsWhenMachineAnswered).toEqual([0]);
-      expect(nodes.reads).toBe(1);
-    });
-
-    it('starts the Node read before the Machine read has answered (one round trip for both), and uses it', async () => {
-      // Prepare: a Machine store that answers only once the Node has been read.
-      const { deps, machines, nodes } = setup();
-      machines.put(inCluster(machineBuilder().named('m1').withNodeName('n1').withSpecTaints([machineTaint('gpu', 'a100')]).build()));
-      nodes.put({ name: 'n1', creationTimestamp: NEW_NODE, annotations: {}, taints: [] });
-      const order: string[] = [];
-      const slow = {
-        ...deps,
-        machines: {
-          getMachine: async (ns: string, name: string) => {
-            order.push('machine read started');
-            while (nodes.reads === 0) await new Promise((r) => setImmediate(r));
-            order.push('machine read answered');
-            return machines.getMachine(ns, name);
-          },
-          findMachineByNodeName: machines.findMachineByNodeName.bind(machines),
-          getMachinePool: machines.getMachinePool.bind(machines),
-          findMachinePoolByNodeName: machines.findMachinePoolByNodeName.bind(machines),
-          getCluster: machines.getCluster.bind(machines),
-        },
-      };
-
-      // Act
-      const result = await reconcileNodeTaints(slow, machineEvent('default', 'm1', { nodeName: 'n1' }));
-
-      // Assess
-      expect(result.outcome).toBe('patched');
-      expect(order).toEqual(['machine read started', 'machine read answered']);
-      expect(nodes.reads).toBe(1);
-      expect(nodes.writes).toBe(1);
-    });
-
+  describe('takes the event as a hint only', () => {
     it('does not trust an event that names another Node: reads the Machine’s own Node (one extra read, the right write)', async () => {
       // Prepare
       const { deps, machines, nodes } = setup();
@@ -542,257 +478,158 @@ describe('Function: reconcileNodeTaints() for MachinePool Nodes', () => {
   });
 });
 
-describe('Function: reconcileNodeTaints(), events that claim the Node state', () => {
-  /** The state the forwarder would claim for a Node as stored. */
-  const stateOf = (node: NodeSnapshot): NodeState => ({
-    uid: node.uid,
-    resourceVersion: node.resourceVersion,
-    ...(node.creationTimestamp ? { creationTimestamp: node.creationTimestamp } : {}),
-    taints: node.taints,
-    ...(node.annotations[TRACKING_ANNOTATION] !== undefined ? { trackingAnnotation: node.annotations[TRACKING_ANNOTATION] } : {}),
-    ...(node.annotations[OWN_TRACKING_ANNOTATION] !== undefined ? { ownTrackingAnnotation: node.annotations[OWN_TRACKING_ANNOTATION] } : {}),
+describe('Function: reconcileNodeTaints(), record → outcome', () => {
+  const PAUSED = 'cluster.x-k8s.io/paused';
+  const MACHINE_ANN = 'taints.capi-taint-propagator.dev/machine';
+  const gpuMachine = () => machineBuilder().named('m1').withNodeName('n1').withSpecTaints([machineTaint('gpu', 'a100')]);
+  const invalidMachine = () => machineBuilder().named('m1').withNodeName('n1').withSpecTaints([{ key: 'node.kubernetes.io/bad', effect: 'NoSchedule', propagation: 'Always' }]);
+  const pool = (annotations: Record<string, string>): MachinePoolSnapshot => ({
+    apiVersion: 'cluster.x-k8s.io/v1beta2', namespace: 'default', name: 'mp-0', uid: 'uid-mp-0', resourceVersion: '30', labels: {},
+    annotations: { [MACHINE_ANN]: 'gpu=a100:NoSchedule', ...annotations }, templateAnnotations: {}, specTaints: undefined, clusterName: 'wc1', nodeNames: ['n1'], deleting: false,
   });
-  const claiming = (event: TaintEvent, state: NodeState): TaintEvent => ({ ...event, data: { ...event.data, nodeState: state } as TaintEvent['data'] });
-  const FOREIGN = nodeTaint('foreign', 'keep', 'NoExecute');
+  type Setup = ReturnType<typeof setup>;
+  const cases: ReadonlyArray<{
+    name: string;
+    settings?: Partial<ReconcileDeps['settings']>;
+    prepare: (s: Setup) => void;
+    event: TaintEvent;
+    want: { outcome: string; reason?: RegExp; taints: string[]; eventReasons: string[] };
+  }> = [
+    // Pause, as Cluster API means it: no write, no Event.
+    {
+      name: 'a Machine whose Cluster has spec.paused is left alone',
+      prepare: ({ machines }) => {
+        machines.put(inCluster(gpuMachine().build()));
+        machines.putCluster({ namespace: 'default', name: 'wc1', paused: true });
+      },
+      event: machineEvent('default', 'm1', { nodeName: 'n1' }),
+      want: { outcome: 'paused', reason: /Cluster default\/wc1 has spec.paused/, taints: [], eventReasons: [] },
+    },
+    {
+      name: 'a Machine with the paused annotation is left alone',
+      prepare: ({ machines }) => machines.put(inCluster(gpuMachine().withAnnotation(PAUSED, '').build())),
+      event: machineEvent('default', 'm1', { nodeName: 'n1' }),
+      want: { outcome: 'paused', reason: /Machine default\/m1/, taints: [], eventReasons: [] },
+    },
+    {
+      name: 'a MachinePool with the paused annotation leaves its Node alone',
+      prepare: ({ machines }) => machines.putPool(pool({ [PAUSED]: 'true' })),
+      event: machinePoolEvent('default', 'mp-0', 'n1'),
+      want: { outcome: 'paused', reason: /MachinePool default\/mp-0/, taints: [], eventReasons: [] },
+    },
+    {
+      name: "a pool Machine's Node is left alone when its MachinePool is paused",
+      prepare: ({ machines }) => {
+        machines.putPool(pool({ [PAUSED]: '' }));
+        machines.put(inCluster(machineBuilder().named('m1').withNodeName('n1').withLabels({ 'cluster.x-k8s.io/pool-name': 'mp-0' }).build()));
+      },
+      event: machineEvent('default', 'm1', { nodeName: 'n1' }),
+      want: { outcome: 'paused', taints: [], eventReasons: [] },
+    },
+    {
+      name: 'a paused Machine with an invalid declaration gets no Warning Event (no storm while paused)',
+      prepare: ({ machines }) => {
+        machines.put(inCluster(invalidMachine().build()));
+        machines.putCluster({ namespace: 'default', name: 'wc1', paused: true });
+      },
+      event: machineEvent('default', 'm1', { nodeName: 'n1' }),
+      want: { outcome: 'paused', taints: [], eventReasons: [] },
+    },
+    {
+      name: 'the Machine’s own Cluster decides, not the one a forged event names',
+      prepare: ({ machines }) => {
+        machines.put(inCluster(gpuMachine().build()));
+        machines.putCluster({ namespace: 'default', name: 'elsewhere', paused: true });
+        machines.putCluster({ namespace: 'default', name: 'wc1', paused: false });
+      },
+      event: machineEvent('default', 'm1', { nodeName: 'n1', cluster: { mode: 'capi', namespace: 'default', name: 'elsewhere' } }),
+      want: { outcome: 'patched', taints: ['gpu'], eventReasons: ['TaintsPropagated'] },
+    },
+    {
+      name: 'a Cluster that does not exist pauses nothing',
+      prepare: ({ machines }) => machines.put(inCluster(gpuMachine().build())),
+      event: machineEvent('default', 'm1', { nodeName: 'n1' }),
+      want: { outcome: 'patched', taints: ['gpu'], eventReasons: ['TaintsPropagated'] },
+    },
+    {
+      name: 'once unpaused, the Node converges',
+      prepare: ({ machines }) => {
+        machines.put(inCluster(gpuMachine().withAnnotation('other', 'x').build()));
+        machines.putCluster({ namespace: 'default', name: 'wc1', paused: false });
+      },
+      event: machineEvent('default', 'm1', { nodeName: 'n1' }),
+      want: { outcome: 'patched', taints: ['gpu'], eventReasons: ['TaintsPropagated'] },
+    },
+    {
+      name: 'an unpaused invalid declaration still gets its Warning Event',
+      prepare: ({ machines }) => machines.put(inCluster(invalidMachine().build())),
+      event: machineEvent('default', 'm1', { nodeName: 'n1' }),
+      want: { outcome: 'invalid-declaration', taints: [], eventReasons: ['InvalidTaintDeclaration'] },
+    },
+    // Optimistic concurrency: a 409 is read and planned again within the record, once.
+    {
+      name: 'a 409 from another writer is re-read and re-planned in the record: one write, both changes kept',
+      prepare: ({ machines, nodes }) => {
+        machines.put(inCluster(gpuMachine().build()));
+        let first = true;
+        nodes.beforeWrite = () => {
+          if (first) nodes.put({ ...nodes.peek('n1')!, taints: [nodeTaint('foreign')] });
+          first = false;
+        };
+      },
+      event: machineEvent('default', 'm1', { nodeName: 'n1' }),
+      want: { outcome: 'patched', taints: ['foreign', 'gpu'], eventReasons: ['TaintsPropagated'] },
+    },
+    // The event's Node is a hint, used only when the Machine confirms it.
+    {
+      name: 'an event naming another Node (forged or outdated): the Machine’s own Node is read and written',
+      prepare: ({ machines, nodes }) => {
+        machines.put(inCluster(gpuMachine().build()));
+        nodes.put({ name: 'victim', creationTimestamp: NEW_NODE, annotations: {}, taints: [nodeTaint('foreign', 'keep', 'NoExecute')] });
+      },
+      event: machineEvent('default', 'm1', { nodeName: 'victim' }),
+      want: { outcome: 'patched', taints: ['gpu'], eventReasons: ['TaintsPropagated'] },
+    },
+    // Self mode: the annotation pauses; there is no Cluster to read.
+    {
+      name: 'self mode: a Machine with the paused annotation is left alone',
+      settings: { clusterMode: 'self' },
+      prepare: ({ machines }) => machines.put(gpuMachine().withAnnotation(PAUSED, '').build()),
+      event: machineEvent('default', 'm1', { nodeName: 'n1', cluster: { mode: 'self' } }),
+      want: { outcome: 'paused', taints: [], eventReasons: [] },
+    },
+  ];
 
-  function withNode(settings: Partial<ReconcileDeps['settings']> = {}) {
-    const env = setup(settings);
-    env.machines.put(inCluster(machineBuilder().named('m1').withNodeName('n1').withSpecTaints([machineTaint('gpu', 'a100')]).build()));
-    const node = env.nodes.put({ name: 'n1', creationTimestamp: NEW_NODE, annotations: { [OWN_TRACKING_ANNOTATION]: '' }, taints: [FOREIGN] });
-    return { ...env, node };
-  }
-
-  it('writes a changed Node from a claim that holds without reading it: the Machine read, the write and the Event', async () => {
+  it.each(cases)('$name', async ({ settings, prepare, event, want }) => {
     // Prepare
-    const { deps, machines, nodes, recorder, node } = withNode();
+    const s = setup(settings);
+    const nodes = settings?.clusterMode === 'self' ? (s.deps.clusters as MemoryClusterConnections).cluster('self') : s.nodes;
+    nodes.put({ name: 'n1', creationTimestamp: NEW_NODE, annotations: {}, taints: [] });
+    prepare({ ...s, nodes });
 
     // Act
-    const result = await reconcileNodeTaints(deps, claiming(machineEvent('default', 'm1', { nodeName: 'n1' }), stateOf(node)));
+    const result = await reconcileNodeTaints(s.deps, event);
 
     // Assess
-    expect(result).toMatchObject({ outcome: 'patched', resourceVersion: node.resourceVersion });
-    expect({ machineReads: machines.reads, nodeReads: nodes.reads, nodeWrites: nodes.writes, events: recorder.events.length }).toEqual({ machineReads: 1, nodeReads: 0, nodeWrites: 1, events: 1 });
-    expect(nodes.peek('n1')?.taints).toEqual([FOREIGN, nodeTaint('gpu', 'a100')]);
+    expect(result.outcome).toBe(want.outcome);
+    if (want.reason) expect(result.reason).toMatch(want.reason);
+    expect(nodes.peek('n1')?.taints.map((t) => t.key)).toEqual(want.taints);
+    expect(s.recorder.events.map((e) => e.reason)).toEqual(want.eventReasons);
   });
 
-  it('reads the Node and writes from the read when the claim is stale (the write from the claim was refused)', async () => {
-    // Prepare: someone adds a taint after the forwarder saw the Node.
-    const { deps, nodes, node } = withNode();
-    const claim = stateOf(node);
-    nodes.put({ ...node, taints: [FOREIGN, nodeTaint('later', 'x')] });
-
-    // Act
-    const result = await reconcileNodeTaints(deps, claiming(machineEvent('default', 'm1', { nodeName: 'n1' }), claim));
-
-    // Assess
-    expect(result).toMatchObject({ outcome: 'patched', claimRefused: true });
-    expect({ nodeReads: nodes.reads, nodeWrites: nodes.writes }).toEqual({ nodeReads: 1, nodeWrites: 2 });
-    expect(nodes.peek('n1')?.taints).toEqual([FOREIGN, nodeTaint('later', 'x'), nodeTaint('gpu', 'a100')]);
-  });
-
-  it('never removes a taint someone else owns on a forged claim: the claim is refused and the Node read', async () => {
-    // Prepare: the forgery has the current resourceVersion but leaves out the foreign taint.
-    const { deps, nodes, node } = withNode();
-
-    // Act
-    const result = await reconcileNodeTaints(deps, claiming(machineEvent('default', 'm1', { nodeName: 'n1' }), { ...stateOf(node), taints: [] }));
-
-    // Assess
-    expect(result).toMatchObject({ outcome: 'patched', claimRefused: true });
-    expect(nodes.peek('n1')?.taints).toEqual([FOREIGN, nodeTaint('gpu', 'a100')]);
-  });
-
-  it('reads the Node when the claim says it is in sync (a stale claim must not hide a needed write)', async () => {
-    // Prepare: the claim is of an earlier state that had the declared taint; the Node lost it since.
-    const { deps, nodes, node } = withNode();
-    const inSync = nodes.put({ ...node, annotations: { [OWN_TRACKING_ANNOTATION]: 'gpu:NoSchedule' }, taints: [FOREIGN, nodeTaint('gpu', 'a100')] });
-    const claim = stateOf(inSync);
-    nodes.put({ ...inSync, taints: [FOREIGN] });
-
-    // Act
-    const result = await reconcileNodeTaints(deps, claiming(machineEvent('default', 'm1', { nodeName: 'n1' }), claim));
-
-    // Assess
-    expect(result.outcome).toBe('patched');
-    expect(result.claimRefused).toBeUndefined();
-    expect({ nodeReads: nodes.reads, nodeWrites: nodes.writes }).toEqual({ nodeReads: 1, nodeWrites: 1 });
-    expect(nodes.peek('n1')?.taints).toEqual([FOREIGN, nodeTaint('gpu', 'a100')]);
-  });
-
-  it("loads the workload cluster's connection beside the Machine read, speculatively (not reported), when the claim saves the Node read", async () => {
-    // Prepare: calls in the order they are made; the Machine read answers only once the test lets it.
-    const { deps, node } = withNode();
-    const calls: string[] = [];
-    let answer: () => void = () => undefined;
-    const machineAnswered = new Promise<void>((resolve) => (answer = resolve));
-    const observed: ReconcileDeps = {
-      ...deps,
-      clusters: { nodesOf: (cluster, options) => (calls.push(`nodesOf ${cluster.mode === 'capi' ? cluster.name : 'self'} report=${String(options?.report ?? true)}`), deps.clusters.nodesOf(cluster, options)) },
-    };
-    const read = deps.machines.getMachine.bind(deps.machines);
-    deps.machines.getMachine = async (namespace, name) => (calls.push('getMachine'), await machineAnswered, read(namespace, name));
-
-    // Act
-    const result = reconcileNodeTaints(observed, claiming(machineEvent('default', 'm1', { nodeName: 'n1' }), stateOf(node)));
-    const beforeTheMachine = [...calls];
-    answer();
-
-    // Assess: the connection was asked for before the Machine answered, then again the ordinary way.
-    expect(beforeTheMachine).toEqual(['nodesOf wc1 report=false', 'getMachine']);
-    expect((await result).outcome).toBe('patched');
-    expect(calls).toEqual(['nodesOf wc1 report=false', 'getMachine', 'nodesOf wc1 report=true']);
-  });
-
-  describe('a joining Node (created less than 30 s before the record)', () => {
-    const JOINING = '2026-11-22T09:59:50Z';
-    function joining() {
-      const env = setup();
-      env.machines.put(inCluster(machineBuilder().named('m1').withNodeName('n1').withSpecTaints([machineTaint('gpu', 'a100')]).build()));
-      const node = env.nodes.put({ name: 'n1', creationTimestamp: JOINING, annotations: { [OWN_TRACKING_ANNOTATION]: '' }, taints: [FOREIGN] });
-      return { ...env, node };
-    }
-
-    it("plans the claimed write from the Node read beside the Machine when the Node changed after the event (its kubelet's first report): no refused write", async () => {
-      // Prepare: the Node moves on after the forwarder saw it.
-      const { deps, nodes, node } = joining();
-      const claim = stateOf(node);
-      const reported = nodes.put({ ...node, taints: [FOREIGN, nodeTaint('later', 'x')] });
-
-      // Act
-      const result = await reconcileNodeTaints(deps, claiming(machineEvent('default', 'm1', { nodeName: 'n1' }), claim));
-
-      // Assess: one read (beside the Machine), one write, from the read's version; the later taint kept.
-      expect(result).toMatchObject({ outcome: 'patched', resourceVersion: reported.resourceVersion });
-      expect(result.claimRefused).toBeUndefined();
-      expect({ nodeReads: nodes.reads, nodeWrites: nodes.writes }).toEqual({ nodeReads: 1, nodeWrites: 1 });
-      expect(nodes.peek('n1')?.taints).toEqual([FOREIGN, nodeTaint('later', 'x'), nodeTaint('gpu', 'a100')]);
-    });
-
-    it('writes the claim when the read finds the Node as claimed', async () => {
-      // Prepare
-      const { deps, nodes, node } = joining();
-
-      // Act
-      const result = await reconcileNodeTaints(deps, claiming(machineEvent('default', 'm1', { nodeName: 'n1' }), stateOf(node)));
-
-      // Assess
-      expect(result).toMatchObject({ outcome: 'patched', resourceVersion: node.resourceVersion });
-      expect({ nodeReads: nodes.reads, nodeWrites: nodes.writes }).toEqual({ nodeReads: 1, nodeWrites: 1 });
-    });
-
-    it('writes a Node registered without any annotation from that read in one write (an event\'s claim cannot say the map is absent)', async () => {
-      // Prepare: as a Node registers without annotations.
-      const env = setup();
-      env.machines.put(inCluster(machineBuilder().named('m1').withNodeName('n1').withSpecTaints([machineTaint('gpu', 'a100')]).build()));
-      const node = env.nodes.put({ name: 'n1', creationTimestamp: JOINING, annotations: {}, taints: [FOREIGN] });
-
-      // Act
-      const result = await reconcileNodeTaints(env.deps, claiming(machineEvent('default', 'm1', { nodeName: 'n1' }), stateOf(node)));
-
-      // Assess
-      expect(result).toMatchObject({ outcome: 'patched', resourceVersion: node.resourceVersion });
-      expect(result.claimRefused).toBeUndefined();
-      expect({ nodeReads: env.nodes.reads, nodeWrites: env.nodes.writes }).toEqual({ nodeReads: 1, nodeWrites: 1 });
-      expect(env.nodes.peek('n1')?.annotations).toEqual({ [OWN_TRACKING_ANNOTATION]: 'gpu:NoSchedule' });
-    });
-
-    it('reads the Node again when it changed between that read and the write (the write is refused, not a conflict for the queue)', async () => {
-      // Prepare: a writer changes the Node right after the read beside the Machine.
-      const { deps, nodes, node } = joining();
-      const claim = stateOf(nodes.put({ ...node }));
-      const read = nodes.getNode.bind(nodes);
-      let first = true;
-      nodes.getNode = async (name) => {
-        const got = await read(name);
-        if (first && got) nodes.put({ ...got, taints: [...got.taints, nodeTaint('later', 'y')] });
-        first = false;
-        return got;
-      };
-      nodes.put({ ...node, taints: [FOREIGN, nodeTaint('later', 'x')] });
-
-      // Act
-      const result = await reconcileNodeTaints(deps, claiming(machineEvent('default', 'm1', { nodeName: 'n1' }), claim));
-
-      // Assess: refused, read again, written from that read; every taint someone else wrote is kept.
-      expect(result).toMatchObject({ outcome: 'patched', claimRefused: true });
-      expect({ nodeReads: nodes.reads, nodeWrites: nodes.writes }).toEqual({ nodeReads: 2, nodeWrites: 2 });
-      expect(nodes.peek('n1')?.taints).toEqual([FOREIGN, nodeTaint('later', 'x'), nodeTaint('later', 'y'), nodeTaint('gpu', 'a100')]);
-    });
-  });
-
-  it('ignores a claim about another Node than the Machine names, and any claim in a dry run', async () => {
+  it('lets a second 409 escape as PatchConflictError (the queue takes over), after exactly two write attempts', async () => {
     // Prepare
-    const { deps, nodes, node } = withNode();
-    const dry = withNode({ dryRun: true });
+    const { deps, machines, nodes } = setup();
+    machines.put(inCluster(gpuMachine().build()));
+    nodes.put({ name: 'n1', creationTimestamp: NEW_NODE, annotations: {}, taints: [] });
+    nodes.beforeWrite = () => void nodes.put({ ...nodes.peek('n1')!, labels: { bumped: String(nodes.writes) } });
 
     // Act
-    const other = await reconcileNodeTaints(deps, claiming(nodeEvent('n1', { machine: { namespace: 'default', name: 'm1' }, cluster: { mode: 'capi', namespace: 'default', name: 'wc2' } }), stateOf(node)));
-    const planned = await reconcileNodeTaints(dry.deps, claiming(machineEvent('default', 'm1', { nodeName: 'n1' }), stateOf(dry.node)));
+    const attempt = reconcileNodeTaints(deps, machineEvent('default', 'm1', { nodeName: 'n1' }));
 
-    // Assess: the first read its Node (in the Machine's cluster), the dry run read and wrote nothing.
-    expect(other.outcome).toBe('patched');
-    expect(nodes.reads).toBe(1);
-    expect(planned.outcome).toBe('dry-run');
-    expect({ nodeReads: dry.nodes.reads, nodeWrites: dry.nodes.writes }).toEqual({ nodeReads: 1, nodeWrites: 0 });
-  });
-  describe("a MachineSet's template ahead of Cluster API's copy (the event's template hint)", () => {
-    const KEY = DECLARATION_ANNOTATIONS[2];
-    const machineSet = (name: string, templateAnnotations: Record<string, string>, deleting = false): ScalableResourceSnapshot => ({
-      kind: 'MachineSet', apiVersion: 'cluster.x-k8s.io/v1beta2', namespace: 'default', name, uid: `uid-${name}`, resourceVersion: '30',
-      annotations: {}, templateAnnotations, templateLabels: {}, specTaints: null, ownedByMachineDeployment: true, clusterName: 'wc1', deleting,
-    });
-    function withMachineSets(sets: ScalableResourceSnapshot[]) {
-      const s = setup({ specTaintsOwner: 'upstream' });
-      const reads: string[] = [];
-      const deps: ReconcileDeps = { ...s.deps, machineSets: async (namespace, name) => (reads.push(`${namespace}/${name}`), sets.find((m) => m.namespace === namespace && m.name === name)) };
-      s.machines.put(inCluster({ ...machineBuilder().named('m1').withNodeName('n1').withAnnotation(KEY, 'p=v1:NoSchedule').build(), machineSet: 'ms1' }));
-      s.nodes.put({ name: 'n1', creationTimestamp: NEW_NODE, annotations: { [OWN_TRACKING_ANNOTATION]: 'p:NoSchedule', [TRACKING_ANNOTATION]: '' }, taints: [nodeTaint('p', 'v1')] });
-      return { ...s, deps, reads };
-    }
-
-    it('takes a declaration annotation its MachineSet template sets from the template, for a Machine event and for a Node event', async () => {
-      // Prepare
-      const { deps, nodes, reads } = withMachineSets([machineSet('ms1', { [KEY]: 'p=v2:NoSchedule', other: 'x' })]);
-
-      // Act
-      const fromMachine = await reconcileNodeTaints(deps, machineEvent('default', 'm1', { nodeName: 'n1', template: 'ms1' }));
-      nodes.put({ ...(nodes.peek('n1') as NodeSnapshot), taints: [nodeTaint('p', 'v1')] });
-      const fromNode = await reconcileNodeTaints(deps, nodeEvent('n1', { machine: { namespace: 'default', name: 'm1' }, template: 'ms1' }));
-
-      // Assess
-      expect([fromMachine.outcome, fromNode.outcome]).toEqual(['patched', 'patched']);
-      expect(nodes.peek('n1')?.taints).toEqual([nodeTaint('p', 'v2')]);
-      expect(reads).toEqual(['default/ms1', 'default/ms1']);
-    });
-
-    it('without the hint reads no MachineSet and follows the Machine', async () => {
-      // Prepare
-      const { deps, nodes, reads } = withMachineSets([machineSet('ms1', { [KEY]: 'p=v2:NoSchedule' })]);
-
-      // Act
-      const result = await reconcileNodeTaints(deps, machineEvent('default', 'm1', { nodeName: 'n1' }));
-
-      // Assess
-      expect(result.outcome).toBe('unchanged');
-      expect(reads).toEqual([]);
-      expect(nodes.peek('n1')?.taints).toEqual([nodeTaint('p', 'v1')]);
-    });
-
-    it("reads the Machine's own MachineSet when the hint names another (a hint is no fact), and takes nothing from one being deleted or gone", async () => {
-      // Prepare
-      const own = withMachineSets([machineSet('ms1', { [KEY]: 'p=v3:NoSchedule' }), machineSet('forged', { [KEY]: 'evil=x:NoExecute' })]);
-      const deleting = withMachineSets([machineSet('ms1', { [KEY]: 'p=v2:NoSchedule' }, true)]);
-      const gone = withMachineSets([]);
-
-      // Act
-      await reconcileNodeTaints(own.deps, machineEvent('default', 'm1', { nodeName: 'n1', template: 'forged' }));
-      const fromDeleting = await reconcileNodeTaints(deleting.deps, machineEvent('default', 'm1', { nodeName: 'n1', template: 'ms1' }));
-      const fromGone = await reconcileNodeTaints(gone.deps, machineEvent('default', 'm1', { nodeName: 'n1', template: 'ms1' }));
-
-      // Assess
-      expect(own.nodes.peek('n1')?.taints).toEqual([nodeTaint('p', 'v3')]);
-      expect(own.reads).toEqual(['default/forged', 'default/ms1']);
-      expect([fromDeleting.outcome, fromGone.outcome]).toEqual(['unchanged', 'unchanged']);
-    });
+    // Assess
+    await expect(attempt).rejects.toBeInstanceOf(PatchConflictError);
+    expect(nodes.writes).toBe(2);
+    expect(nodes.peek('n1')?.taints).toEqual([]);
   });
 });

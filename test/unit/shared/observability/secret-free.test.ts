@@ -121,7 +121,6 @@ it('keeps every planted secret out of logs, Events, metrics and dead letters on 
         ? {
             getNode: async (name) => Promise.reject(toProductError(`Reading Node ${name}`, echoingKubeApiError(401))),
             patchNodeTaints: async () => Promise.reject(new Error('unreachable')),
-            patchClaimedNode: async () => Promise.reject(new Error('unreachable')),
           }
         : real.nodesOf(cluster, options),
   };

@@ -1,0 +1,128 @@
+/**
+ * What keeps one workload cluster from costing the others, for the records of a batch:
+ * - a per-cluster limit on concurrent records (`CLUSTER_CONCURRENCY`): a cluster never has more than that many
+ *   records' calls in flight, however many of its Nodes the batch holds;
+ * - the batch breaker: once a call of a cluster timed out or its answer passed the byte cap, the cluster's further
+ *   records in the batch fail at once, as transient, without a request;
+ * - the failing-cluster backoff (`FailingClusters`, one per container, so it spans batches): a cluster whose call
+ *   failed (connection error, timeout, 5xx, 429, oversized answer) is not called again by any record until its backoff
+ *   has passed (1 s, doubling up to 30 s); then one call tries it, and the others wait for that call's answer. The
+ *   records meanwhile fail at once as transient; the queue's backoff brings them back.
+ */
+import { CallTimeoutError, OversizedAnswerError, TransientError } from '#shared/errors.ts';
+import { clusterKey } from '#shared/domain/cloud-event.ts';
+import type { Clock } from '#shared/ports/clock.ts';
+import type { ClusterConnections } from '#shared/ports/cluster-connections.ts';
+
+/** Records of one workload cluster that run at once in a batch. */
+export const CLUSTER_CONCURRENCY = 2;
+
+/** The failing-cluster backoff: `baseMs` after the first failure, doubling with each further one, at most `maxMs`. */
+export const FAILING_CLUSTER_BACKOFF = { baseMs: 1_000, maxMs: 30_000 } as const;
+
+/** The workload clusters whose last call failed, with when each may be called again. One per container. */
+export class FailingClusters {
+  readonly #clock: Clock;
+  readonly #failing = new Map<string, { failures: number; until: number; trying: boolean }>();
+
+  constructor(clock: Clock) {
+    this.#clock = clock;
+  }
+
+  /** Why the cluster may not be called now, or undefined when it may. */
+  refusal(cluster: string): string | undefined {
+    const state = this.#failing.get(cluster);
+    if (!state) return undefined;
+    if (state.trying) return 'a call is trying the cluster again after its failures';
+    const waitMs = state.until - this.#clock.now().getTime();
+    return waitMs > 0 ? `its calls failed ${state.failures} time(s) in a row; the next one goes in ${waitMs} ms` : undefined;
+  }
+
+  /** Takes the cluster's next call: after a failure, the first call once the backoff has passed tries it alone. */
+  admit(cluster: string): string | undefined {
+    const refused = this.refusal(cluster);
+    const state = this.#failing.get(cluster);
+    if (refused === undefined && state) state.trying = true;
+    return refused;
+  }
+
+  answered(cluster: string): void {
+    this.#failing.delete(cluster);
+  }
+
+  failed(cluster: string): void {
+    const failures = (this.#failing.get(cluster)?.failures ?? 0) + 1;
+    const delay = Math.min(FAILING_CLUSTER_BACKOFF.maxMs, FAILING_CLUSTER_BACKOFF.baseMs * 2 ** Math.min(failures - 1, 30));
+    this.#failing.set(cluster, { failures, until: this.#clock.now().getTime() + delay, trying: false });
+  }
+}
+
+/** The batch's view of its clusters: the breaker, the concurrency limit, and the container's failing clusters. */
+export class ClusterGuard {
+  readonly #failing: FailingClusters;
+  readonly #broken = new Set<string>();
+  readonly #running = new Map<string, number>();
+  readonly #waiting = new Map<string, (() => void)[]>();
+
+  constructor(failing: FailingClusters) {
+    this.#failing = failing;
+  }
+
+  /** Runs one record of `cluster` once fewer than CLUSTER_CONCURRENCY of its records run. */
+  async run<T>(cluster: string, fn: () => Promise<T>): Promise<T> {
+    while ((this.#running.get(cluster) ?? 0) >= CLUSTER_CONCURRENCY) {
+      await new Promise<void>((resolve) => this.#waiting.set(cluster, [...(this.#waiting.get(cluster) ?? []), resolve]));
+    }
+    this.#running.set(cluster, (this.#running.get(cluster) ?? 0) + 1);
+    try {
+      return await fn();
+    } finally {
+      this.#running.set(cluster, (this.#running.get(cluster) ?? 1) - 1);
+      this.#waiting.get(cluster)?.shift()?.();
+    }
+  }
+
+  /** Throws, without a request, when the cluster is not to be called now (the breaker, or its backoff). */
+  check(cluster: string): void {
+    const refused = this.#refusal(cluster) ?? this.#failing.refusal(cluster);
+    if (refused) throw notTried(cluster, refused);
+  }
+
+  /** `clusters` whose Node calls go through this guard. */
+  guarding(clusters: ClusterConnections): ClusterConnections {
+    return {
+      nodesOf: async (ref, options) => {
+        const nodes = await clusters.nodesOf(ref, options);
+        const cluster = clusterKey(ref);
+        return {
+          getNode: (name) => this.#call(cluster, () => nodes.getNode(name)),
+          patchNodeTaints: (name, patch) => this.#call(cluster, () => nodes.patchNodeTaints(name, patch)),
+        };
+      },
+    };
+  }
+
+  async #call<T>(cluster: string, call: () => Promise<T>): Promise<T> {
+    const refused = this.#refusal(cluster) ?? this.#failing.admit(cluster);
+    if (refused) throw notTried(cluster, refused);
+    try {
+      const value = await call();
+      this.#failing.answered(cluster);
+      return value;
+    } catch (error) {
+      // A transient error is no answer from the cluster; anything else (404, 409, 401/403) is one.
+      if (!(error instanceof TransientError)) this.#failing.answered(cluster);
+      else this.#failing.failed(cluster);
+      if (error instanceof CallTimeoutError || error instanceof OversizedAnswerError) this.#broken.add(cluster);
+      throw error;
+    }
+  }
+
+  #refusal(cluster: string): string | undefined {
+    return this.#broken.has(cluster) ? 'an API call for this cluster timed out or was answered past the byte cap earlier in this batch' : undefined;
+  }
+}
+
+function notTried(cluster: string, why: string): TransientError {
+  return new TransientError(`Reconciling a Node of cluster ${cluster}`, `not tried: ${why}`);
+}
