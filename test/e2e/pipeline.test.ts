@@ -129,16 +129,20 @@ describeWithControlPlane('e2e: the whole pipeline in-process', () => {
 
   it('converges every change while a foreign writer hammers the same Nodes, keeps its taints, and retries conflicts through the queue', async () => {
     // Prepare: besides its free-running writes, the writer writes each Node once right before each of the product's
-    // PATCHes of it until one resourceVersion-guarded merge patch has been preceded so: the API server then answers
-    // that patch 409, whatever the timing (a claimed JSON patch preceded so fails its test, 422, and is re-planned).
+    // PATCHes of it until two resourceVersion-guarded merge patches have been preceded so: the API server answers both
+    // 409, whatever the timing; the record reads and plans again after the first, and goes back to the queue after the
+    // second (a conflict the queue retries).
     const nodes = new Set<string>();
+    const preceded = new Map<string, number>();
     const forced = new Set<string>();
     let nudger: ReturnType<typeof startForeignWriter> | undefined;
     world = await startWorld(kc, {
       kubeconfig: interleavedKubeConfig(kc, async (node, contentType) => {
         if (!nudger || !nodes.has(node) || forced.has(node)) return;
         await nudger.nudge(node);
-        if (contentType === 'application/merge-patch+json') forced.add(node);
+        if (contentType !== 'application/merge-patch+json') return;
+        preceded.set(node, (preceded.get(node) ?? 0) + 1);
+        if ((preceded.get(node) ?? 0) >= 2) forced.add(node);
       }),
     });
     const pairs = [await machineWithNode(world, 'hammer-a'), await machineWithNode(world, 'hammer-b')];
