@@ -10,7 +10,7 @@ export const TEST_DLQ_URL = 'https://sqs.eu-west-1.amazonaws.com/123456789012/ta
 const OBSERVED = '2026-11-22T10:00:00Z';
 
 /** A Machine event about `namespace/name` whose Node is `nodeName`. */
-export function machineEvent(namespace: string, name: string, opts: { nodeName?: string; change?: ChangeKind; cluster?: ClusterRef; rv?: string; declarationRecovered?: true; template?: string } = {}): TaintEvent {
+export function machineEvent(namespace: string, name: string, opts: { nodeName?: string; change?: ChangeKind; cluster?: ClusterRef; rv?: string; declarationRecovered?: true } = {}): TaintEvent {
   const cluster = opts.cluster ?? { mode: 'capi', namespace, name: 'wc1' };
   const change = opts.change ?? 'modified';
   const data: TaintEventData = {
@@ -19,14 +19,13 @@ export function machineEvent(namespace: string, name: string, opts: { nodeName?:
     machine: { namespace, name, uid: `uid-${name}`, resourceVersion: opts.rv ?? '10' },
     ...(opts.nodeName ? { nodeName: opts.nodeName } : {}),
     ...(opts.declarationRecovered ? { declarationRecovered: true as const } : {}),
-    ...(opts.template ? { template: { machineSet: opts.template } } : {}),
     observedAt: OBSERVED,
   };
   return wrap(data, eventTypeFor('Machine', change), eventIdFor(`uid-${name}`, opts.rv ?? '10', change));
 }
 
 /** A Node event about `name`, optionally naming its Machine (from the Node's CAPI annotations). */
-export function nodeEvent(name: string, opts: { machine?: { namespace: string; name: string }; change?: ChangeKind; cluster?: ClusterRef; rv?: string; template?: string } = {}): TaintEvent {
+export function nodeEvent(name: string, opts: { machine?: { namespace: string; name: string }; change?: ChangeKind; cluster?: ClusterRef; rv?: string } = {}): TaintEvent {
   const cluster = opts.cluster ?? { mode: 'capi', namespace: 'default', name: 'wc1' };
   const change = opts.change ?? 'modified';
   const data: TaintEventData = {
@@ -34,7 +33,6 @@ export function nodeEvent(name: string, opts: { machine?: { namespace: string; n
     cluster,
     node: { name, uid: `uid-${name}`, resourceVersion: opts.rv ?? '20' },
     ...(opts.machine ? { machine: opts.machine } : {}),
-    ...(opts.template ? { template: { machineSet: opts.template } } : {}),
     observedAt: OBSERVED,
   };
   return wrap(data, eventTypeFor('Node', change), eventIdFor(`uid-${name}`, opts.rv ?? '20', change));
