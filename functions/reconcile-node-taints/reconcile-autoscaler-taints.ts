@@ -2,7 +2,7 @@
  * The scale-from-zero use case (docs/autoscaler.md): one ScalableResource event in, the resource's
  * cluster-autoscaler taints annotation brought in line with what a new Node of it gets, with at most one write.
  * Level-triggered like the Node reconcile: the resource is read again; the write carries the resourceVersion it was
- * planned from (a 409 goes back to the queue and is retried from a fresh read). A paused resource (Cluster API's pause:
+ * planned from (a first 409 is retried at once from a fresh read, a second goes back to the queue). A paused resource (Cluster API's pause:
  * its `cluster.x-k8s.io/paused` annotation or its Cluster's `spec.paused`) gets no write and no Event.
  */
 import { formatTaint, type Taint } from '#shared/domain/taint.ts';
@@ -11,6 +11,7 @@ import type { ScalableResourceEventData, TaintEvent } from '#shared/domain/cloud
 import { clusterKey } from '#shared/domain/cloud-event.ts';
 import { ReconcileOutcome } from '#shared/domain/outcome.ts';
 import { pausedReason } from '#shared/domain/pause.ts';
+import { PatchConflictError } from '#shared/errors.ts';
 import type { ReconcileDeps, ReconcileResult } from './reconcile-node-taints.ts';
 
 /** Reason of the Warning Event on a resource whose taints annotation someone else wrote. */
@@ -23,9 +24,24 @@ export const AUTOSCALER_COUNTS_STARTUP_TAINTS = 'AutoscalerCountsStartupTaints';
 
 /**
  * Reconciles the autoscaler annotation of the resource the event names. Returns the outcome; throws PatchConflictError
- * or TransientError for failures the queue retries.
+ * (a second conflict in a row) or TransientError for failures the queue retries.
+ *
+ * A first 409 is retried at once from a fresh read: on a group just created (the creation window, docs/autoscaler.md)
+ * it is nearly always Cluster API's own first writes of the object landing between our read and our write, and a retry
+ * through the queue would keep the autoscaler without the group's taints for the queue's backoff (RETRY_BASE_SECONDS)
+ * longer. The retry plans again from what it reads, so it is as safe as the queue's.
  */
 export async function reconcileAutoscalerTaints(deps: ReconcileDeps, event: TaintEvent & { readonly data: ScalableResourceEventData }): Promise<ReconcileResult> {
+  try {
+    return await reconcileOnce(deps, event);
+  } catch (error) {
+    if (!(error instanceof PatchConflictError)) throw error;
+    const result = await reconcileOnce(deps, event);
+    return { ...result, reason: `${result.reason ?? result.outcome} (read again after a conflict)` };
+  }
+}
+
+async function reconcileOnce(deps: ReconcileDeps, event: TaintEvent & { readonly data: ScalableResourceEventData }): Promise<ReconcileResult> {
   const ref = event.data.resource;
   const id = `${ref.kind} ${ref.namespace}/${ref.name}`;
   const base = { cluster: clusterKey(event.data.cluster), scalableResource: id };

@@ -33,7 +33,7 @@ const SIZE = { [AUTOSCALER_MIN_SIZE_ANNOTATION]: '0', [AUTOSCALER_MAX_SIZE_ANNOT
 class MemoryScalables implements ScalableResourceStore {
   readonly objects = new Map<string, ScalableResourceSnapshot>();
   patches = 0;
-  /** Runs before the next patch is applied (another writer). */
+  /** Runs once, before the next patch is applied (another writer). */
   beforePatch: (() => void) | undefined;
   put(r: ScalableResourceSnapshot): void {
     this.objects.set(`${r.kind}/${r.namespace}/${r.name}`, r);
@@ -42,8 +42,9 @@ class MemoryScalables implements ScalableResourceStore {
     return this.objects.get(`${kind}/${namespace}/${name}`);
   }
   async patchAnnotations(r: ScalableResourceSnapshot, a: Readonly<Record<string, string | null>>): Promise<string> {
-    this.beforePatch?.();
+    const hook = this.beforePatch;
     this.beforePatch = undefined;
+    hook?.(); // may arm the next one
     const key = `${r.kind}/${r.namespace}/${r.name}`;
     const live = this.objects.get(key);
     if (!live || live.resourceVersion !== r.resourceVersion) throw new PatchConflictError({ nodeName: key, object: key, resourceVersion: r.resourceVersion });
@@ -107,16 +108,31 @@ describe('Scale from zero through processBatch()', () => {
     expect(store.patches).toBe(1);
   });
 
-  it('a conflict goes back to the queue (no write lost: the retry reads again and writes once)', async () => {
+  it('retries a first conflict at once from a fresh read (no queue backoff in the creation window)', async () => {
     const store = new MemoryScalables();
     store.put(md());
     store.beforePatch = () => store.put(md({ resourceVersion: '6', templateAnnotations: { 'taints.capi-taint-propagator.dev/machine': 'gpu=h100:NoSchedule' } }));
+    const { deps } = setup(store);
+    const result = await processBatch(sqsEvent(sqsRecord(event(), { messageId: 'm1' })), context, deps);
+    expect(result.batchItemFailures).toEqual([]);
+    expect(store.objects.get('MachineDeployment/ns/gpu')?.annotations[AUTOSCALER_TAINTS_ANNOTATION]).toBe('gpu=h100:NoSchedule'); // planned from the fresh read
+    expect(store.patches).toBe(1);
+  });
+
+  it('a second conflict in a row goes back to the queue (no write lost: the retry reads again and writes once)', async () => {
+    const store = new MemoryScalables();
+    store.put(md());
+    const writer = (rv: string, value: string) => () => store.put(md({ resourceVersion: rv, templateAnnotations: { 'taints.capi-taint-propagator.dev/machine': value } }));
+    store.beforePatch = () => {
+      writer('6', 'gpu=h100:NoSchedule')();
+      store.beforePatch = writer('7', 'gpu=b200:NoSchedule');
+    };
     const { deps } = setup(store);
     const first = await processBatch(sqsEvent(sqsRecord(event(), { messageId: 'm1' })), context, deps);
     expect(first.batchItemFailures).toEqual([{ itemIdentifier: 'm1' }]);
     expect(store.patches).toBe(0);
     await processBatch(sqsEvent(sqsRecord(event(), { messageId: 'm1', receiveCount: 2 })), context, deps);
-    expect(store.objects.get('MachineDeployment/ns/gpu')?.annotations[AUTOSCALER_TAINTS_ANNOTATION]).toBe('gpu=h100:NoSchedule');
+    expect(store.objects.get('MachineDeployment/ns/gpu')?.annotations[AUTOSCALER_TAINTS_ANNOTATION]).toBe('gpu=b200:NoSchedule');
     expect(store.patches).toBe(1);
   });
 
