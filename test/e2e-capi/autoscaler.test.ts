@@ -246,11 +246,11 @@ describeWithCapi('Scale from zero: the cluster-autoscaler taints annotation next
     expect(row).toMatchObject({ state: 'foreign', matches: false, desired: 'nvidia.com/gpu=present:NoSchedule' });
   });
 
-  it('the creation window: a group created opted in gets its value within seconds; created with value and record, it has none', async () => {
+  it('the creation window: a group created opted in gets its value within seconds; created at max size 0, or with value and record, it has none', async () => {
     // Measured from just before the create request to the first read that shows the value (polled every 20 ms).
     const windows: number[] = [];
     const conflictsBefore = pipeline.counters().conflicts;
-    for (let i = 0; i < 3; i++) {
+    for (let i = 0; i < 5; i++) {
       const started = Date.now();
       const md = await createMachineDeployment(kc, ns, { cluster, replicas: 0, metadataAnnotations: NODE_GROUP, annotations: { [MACHINE]: `window${i}:NoSchedule` } });
       await waitFor(async () => (await annotations(MACHINE_DEPLOYMENTS, md))[AUTOSCALER_TAINTS_ANNOTATION] === `window${i}:NoSchedule`, {
@@ -260,8 +260,18 @@ describeWithCapi('Scale from zero: the cluster-autoscaler taints annotation next
       });
       windows.push(Date.now() - started);
     }
-    process.stderr.write(`[autoscaler] creation window (create request to the annotation, 3 groups created opted in): ${windows.join(', ')} ms; 409 conflicts meanwhile: ${pipeline.counters().conflicts - conflictsBefore}\n`);
+    process.stderr.write(`[autoscaler] creation window (create request to the annotation, 5 groups created opted in): ${windows.join(', ')} ms; 409 conflicts meanwhile: ${pipeline.counters().conflicts - conflictsBefore}\n`);
     expect(Math.max(...windows)).toBeLessThan(10_000);
+
+    // Created with max size 0 (the autoscaler skips such a group: newNodeGroupFromScalableResource), which opts it in
+    // for the product: the value is there before the max size is raised and the autoscaler first sees the group.
+    const closed = await createMachineDeployment(kc, ns, { cluster, replicas: 0, metadataAnnotations: { [AUTOSCALER_MAX_SIZE_ANNOTATION]: '0' }, annotations: { [MACHINE]: 'closed:NoSchedule' } });
+    await waitForValue(MACHINE_DEPLOYMENTS, closed, 'closed:NoSchedule');
+    const writesAtRaise = writes();
+    await patchMeta(MACHINE_DEPLOYMENTS, closed, NODE_GROUP);
+    await marker();
+    expect(writes() - writesAtRaise).toBe(1); // the marker's: raising the max size needs no write
+    expect((await annotations(MACHINE_DEPLOYMENTS, closed))[AUTOSCALER_TAINTS_ANNOTATION]).toBe('closed:NoSchedule');
 
     // Created with the value and the product's record (what the product would write): the autoscaler never sees the
     // group without its taints, and the product owns the value from the start (it writes nothing while it is right).

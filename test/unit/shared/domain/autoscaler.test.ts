@@ -262,6 +262,9 @@ describe('autoscalerTaintsValue / planAutoscalerTaints', () => {
   it('reads a MachinePool declaration from its metadata, else its template', () => {
     const pool = md({ kind: 'MachinePool', annotations: { ...nodeGroup, 'taints.capi-taint-propagator.dev/cluster': 'p:NoExecute' }, templateAnnotations: { 'taints.capi-taint-propagator.dev/machine': 'q=1:NoSchedule' } });
     expect(planAutoscalerTaints(pool).desired).toBe('p:NoExecute,q=1:NoSchedule');
+    // Its spec.template.spec.taints, where present, as for the other kinds (spec.taints wins a clash).
+    const withSpec = { ...pool, specTaints: [{ key: 'p', value: 'spec', effect: 'NoExecute', propagation: 'Always' }] };
+    expect(planAutoscalerTaints(withSpec).desired).toBe('p=spec:NoExecute,q=1:NoSchedule');
   });
 
   it('every value it writes parses, under the autoscaler rules, to exactly the taints a new Node gets', () => {
