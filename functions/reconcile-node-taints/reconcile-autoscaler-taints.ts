@@ -2,8 +2,9 @@
  * The scale-from-zero use case (docs/autoscaler.md): one ScalableResource event in, the resource's
  * cluster-autoscaler taints annotation brought in line with what a new Node of it gets, with at most one write.
  * Level-triggered like the Node reconcile: the resource is read again; the write carries the resourceVersion it was
- * planned from (a first 409 is retried at once from a fresh read, a second goes back to the queue). A paused resource (Cluster API's pause:
- * its `cluster.x-k8s.io/paused` annotation or its Cluster's `spec.paused`) gets no write and no Event.
+ * planned from (a first 409 is retried at once from a fresh read, a second goes back to the queue). A paused resource
+ * (Cluster API's pause: its `cluster.x-k8s.io/paused` annotation or its Cluster's `spec.paused`) gets no write and no
+ * Event.
  */
 import { formatTaint, type Taint } from '#shared/domain/taint.ts';
 import { planAutoscalerTaints, type AutoscalerPlan, type ScalableResourceSnapshot } from '#shared/domain/autoscaler.ts';
