@@ -2,8 +2,9 @@
  * Scale from zero in `npm run status` (docs/autoscaler.md): for every cluster-autoscaler node group (a
  * MachineDeployment, a MachineSet no MachineDeployment owns, or a MachinePool with both size annotations) and every
  * resource that still carries the product's record, the taints the autoscaler will assume for a new Node (its own
- * reading of `spec.template.spec.taints` and the taints annotation), the taints a new Node gets, whether they match,
- * and what the product does about the annotation.
+ * reading: from 1.36.0 `spec.template.spec.taints` and the taints annotation, before it the annotation alone), the
+ * taints a new Node gets, whether they match, what the product does about the annotation, and the OnInitialization
+ * taints the autoscaler counts anyway.
  */
 import type { KubeConfig } from '@kubernetes/client-node';
 import { KubernetesCapiDiscovery } from '#shared/adapters/kubernetes/capi-discovery.ts';
@@ -30,12 +31,16 @@ export interface AutoscalerStatus {
   readonly name: string;
   /** What the product does about the annotation (`foreign`: someone else's value, left alone). */
   readonly state: AutoscalerState;
-  /** The taints the autoscaler assumes for a new Node. */
+  /** The taints the autoscaler assumes for a new Node (release 1.36.0 on: the field, then the annotation over it). */
   readonly assumed: readonly Taint[];
+  /** The same for releases before 1.36.0, which read the annotation alone. */
+  readonly assumedBefore136: readonly Taint[];
   /** The taints a new Node gets; undefined when the declaration is invalid. */
   readonly newNode?: readonly Taint[];
-  /** True when the two hold the same taints. */
+  /** True when both readings hold the same taints as a new Node. */
   readonly matches: boolean;
+  /** OnInitialization taints the autoscaler counts in its template anyway (docs/autoscaler.md); absent when none. */
+  readonly countedStartupTaints?: readonly Taint[];
   /** The taints annotation as read. */
   readonly annotation?: string;
   /** What the product would write there. */
@@ -64,14 +69,17 @@ export async function readAutoscalerStatuses(o: { readonly kubeConfig: KubeConfi
       const plan = planAutoscalerTaints(r, o.startupTaint ? { startupTaint: o.startupTaint } : {});
       const annotation = r.annotations[AUTOSCALER_TAINTS_ANNOTATION];
       const assumed = autoscalerAssumedTaints(r.specTaints, annotation);
+      const assumedBefore136 = autoscalerAssumedTaints(undefined, annotation);
       out.push({
         kind,
         namespace: r.namespace,
         name: r.name,
         state: plan.state,
         assumed,
+        assumedBefore136,
         ...(plan.nodeTaints ? { newNode: plan.nodeTaints } : {}),
-        matches: plan.nodeTaints !== undefined && sameTaints(assumed, plan.nodeTaints),
+        matches: plan.nodeTaints !== undefined && sameTaints(assumed, plan.nodeTaints) && sameTaints(assumedBefore136, plan.nodeTaints),
+        ...(plan.countedStartupTaints ? { countedStartupTaints: plan.countedStartupTaints } : {}),
         ...(annotation !== undefined ? { annotation } : {}),
         ...(plan.desired !== undefined ? { desired: plan.desired } : {}),
       });
@@ -80,14 +88,21 @@ export async function readAutoscalerStatuses(o: { readonly kubeConfig: KubeConfi
   return out.sort((a, b) => `${a.namespace}/${a.kind}/${a.name}`.localeCompare(`${b.namespace}/${b.kind}/${b.name}`));
 }
 
-/** The table of `npm run status`: one line per node group. */
+/**
+ * The table of `npm run status`: one line per node group (the assumption of releases before 1.36.0 added in
+ * parentheses when it differs), then one warning line per group whose OnInitialization taints the autoscaler counts.
+ */
 export function formatAutoscalerRows(rows: readonly AutoscalerStatus[]): string[] {
   if (rows.length === 0) return [];
   const list = (t: readonly Taint[] | undefined): string => (t === undefined ? '(invalid declaration)' : t.length === 0 ? '<none>' : t.map(formatTaint).join(','));
+  const assumes = (r: AutoscalerStatus): string => (sameTaints(r.assumed, r.assumedBefore136) ? list(r.assumed) : `${list(r.assumed)} (before 1.36: ${list(r.assumedBefore136)})`);
   const table = [
     ['NODE GROUP', 'AUTOSCALER ASSUMES', 'NEW NODES GET', 'MATCH', 'ANNOTATION'],
-    ...rows.map((r) => [`${r.kind}/${r.namespace}/${r.name}`, list(r.assumed), list(r.newNode), r.matches ? 'yes' : 'no', r.state === 'foreign' ? `foreign (would write ${JSON.stringify(r.desired ?? '')})` : r.state]),
+    ...rows.map((r) => [`${r.kind}/${r.namespace}/${r.name}`, assumes(r), list(r.newNode), r.matches ? 'yes' : 'no', r.state === 'foreign' ? `foreign (would write ${JSON.stringify(r.desired ?? '')})` : r.state]),
   ];
   const widths = table[0]?.map((_, i) => Math.max(...table.map((row) => (row[i] ?? '').length))) ?? [];
-  return ['Cluster autoscaler (scale from zero, docs/autoscaler.md):', ...table.map((row) => row.map((c, i) => (i === row.length - 1 ? c : c.padEnd(widths[i] ?? 0))).join('  '))];
+  const warnings = rows.flatMap((r) =>
+    r.countedStartupTaints ? [`WARNING ${r.kind}/${r.namespace}/${r.name}: the autoscaler counts OnInitialization ${list(r.countedStartupTaints)} for scale from zero (docs/autoscaler.md, startup taints)`] : [],
+  );
+  return ['Cluster autoscaler (scale from zero, docs/autoscaler.md):', ...table.map((row) => row.map((c, i) => (i === row.length - 1 ? c : c.padEnd(widths[i] ?? 0))).join('  ')), ...warnings];
 }

@@ -102,7 +102,7 @@ async function main(): Promise<number> {
     visibilityTimeoutSeconds: 10,
     retryBaseSeconds: 1,
     retryMaxSeconds: 4,
-    onActivity: (a) => isNew(a) && step(`${a.type === 'Warning' ? 'WARNING ' : ''}${a.reason} ${a.machine}: ${truncate(a.message, 150)}`),
+    onActivity: (a) => isNew(a) && step(`${a.type === 'Warning' ? 'WARNING ' : ''}${a.reason} ${a.kind} ${a.object}: ${truncate(a.message, 150)}`),
   });
   await pipeline.waitForForwarder();
   const kc = pipeline.kubeConfig;

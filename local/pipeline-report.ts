@@ -146,15 +146,15 @@ function nodesLine(outOfSync: readonly OutOfSyncNode[], census: MachineCensus): 
 }
 
 /**
- * A filter for the activity feed: lets an Event through unless the same Machine already reported
+ * A filter for the activity feed: lets an Event through unless the same object (kind and name) already reported
  * the same reason and message (a Node that keeps changing re-triggers an invalid declaration's
  * Warning on every reconcile). Returns true when the activity should be printed.
  * @example const show = createActivityFilter(); show(a); show(a) // true, then false
  */
-export function createActivityFilter(): (activity: { readonly machine: string; readonly reason: string; readonly message: string }) => boolean {
+export function createActivityFilter(): (activity: { readonly kind: string; readonly object: string; readonly reason: string; readonly message: string }) => boolean {
   const last = new Map<string, string>();
   return (a) => {
-    const key = `${a.machine}\u0000${a.reason}`;
+    const key = `${a.kind}\u0000${a.object}\u0000${a.reason}`;
     if (last.get(key) === a.message) return false;
     last.set(key, a.message);
     return true;

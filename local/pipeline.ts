@@ -101,13 +101,15 @@ export interface PipelineOptions {
 /** Who makes an SQS call in a pipeline: one of the two functions, or Lambda's event source of the reconcile function. */
 export type SqsCaller = 'reconcile-node-taints' | 'watch-forwarder' | 'reconcile-event-source';
 
-/** One notable thing the reconcile function did, as told to the Machine's Kubernetes Events. */
+/** One notable thing the reconcile function did, as told to an object's Kubernetes Events. */
 export interface Activity {
   readonly at: Date;
   readonly type: 'Normal' | 'Warning';
   readonly reason: string;
-  /** `namespace/name` of the Machine. */
-  readonly machine: string;
+  /** The Event's involved object's kind: Machine, MachinePool, MachineDeployment, MachineSet, Node. */
+  readonly kind: string;
+  /** `namespace/name` of that object. */
+  readonly object: string;
   readonly message: string;
 }
 
@@ -344,7 +346,7 @@ function observedRecorder(inner: EventRecorder, onActivity: PipelineOptions['onA
   return {
     async record(object, type, reason, message) {
       try {
-        onActivity({ at: new Date(), type, reason, machine: `${object.namespace}/${object.name}`, message });
+        onActivity({ at: new Date(), type, reason, kind: object.kind, object: `${object.namespace}/${object.name}`, message });
       } catch {
         // A display must never change the outcome of a reconcile.
       }

@@ -142,7 +142,7 @@ try {
     startupTaint: config.startupTaint,
     ...(config.firstEnabledAt ? { firstEnabledAt: config.firstEnabledAt } : {}),
     onActivity: (a: Activity) => {
-      if (!stopping && isNewActivity(a)) out(`${clock()}  ${a.type === 'Warning' ? 'WARNING ' : ''}${a.reason} Machine ${a.machine}: ${a.message}`);
+      if (!stopping && isNewActivity(a)) out(`${clock()}  ${a.type === 'Warning' ? 'WARNING ' : ''}${a.reason} ${a.kind} ${a.object}: ${a.message}`);
     },
   });
 } catch (e) {

@@ -2,22 +2,47 @@
  * The scale-from-zero use case (docs/autoscaler.md): one ScalableResource event in, the resource's
  * cluster-autoscaler taints annotation brought in line with what a new Node of it gets, with at most one write.
  * Level-triggered like the Node reconcile: the resource is read again; the write carries the resourceVersion it was
- * planned from (a 409 goes back to the queue and is retried from a fresh read).
+ * planned from (a first 409 is retried at once from a fresh read, a second goes back to the queue). A paused resource
+ * (Cluster API's pause: its `cluster.x-k8s.io/paused` annotation or its Cluster's `spec.paused`) gets no write and no
+ * Event.
  */
-import { planAutoscalerTaints } from '#shared/domain/autoscaler.ts';
+import { formatTaint, type Taint } from '#shared/domain/taint.ts';
+import { planAutoscalerTaints, type AutoscalerPlan, type ScalableResourceSnapshot } from '#shared/domain/autoscaler.ts';
 import type { ScalableResourceEventData, TaintEvent } from '#shared/domain/cloud-event.ts';
 import { clusterKey } from '#shared/domain/cloud-event.ts';
 import { ReconcileOutcome } from '#shared/domain/outcome.ts';
+import { pausedReason } from '#shared/domain/pause.ts';
+import { PatchConflictError } from '#shared/errors.ts';
 import type { ReconcileDeps, ReconcileResult } from './reconcile-node-taints.ts';
 
 /** Reason of the Warning Event on a resource whose taints annotation someone else wrote. */
 export const AUTOSCALER_TAINTS_NOT_MANAGED = 'AutoscalerTaintsNotManaged';
+/**
+ * Reason of the Warning Event recorded with a write whose value holds OnInitialization taints the autoscaler counts
+ * (it ignores `propagation`): pods that do not tolerate them never make it scale the group up from zero.
+ */
+export const AUTOSCALER_COUNTS_STARTUP_TAINTS = 'AutoscalerCountsStartupTaints';
 
 /**
  * Reconciles the autoscaler annotation of the resource the event names. Returns the outcome; throws PatchConflictError
- * or TransientError for failures the queue retries.
+ * (a second conflict in a row) or TransientError for failures the queue retries.
+ *
+ * A first 409 is retried at once from a fresh read: on a group just created (the creation window, docs/autoscaler.md)
+ * it is nearly always Cluster API's own first writes of the object landing between our read and our write, and a retry
+ * through the queue would keep the autoscaler without the group's taints for the queue's backoff (RETRY_BASE_SECONDS)
+ * longer. The retry plans again from what it reads, so it is as safe as the queue's.
  */
 export async function reconcileAutoscalerTaints(deps: ReconcileDeps, event: TaintEvent & { readonly data: ScalableResourceEventData }): Promise<ReconcileResult> {
+  try {
+    return await reconcileOnce(deps, event);
+  } catch (error) {
+    if (!(error instanceof PatchConflictError)) throw error;
+    const result = await reconcileOnce(deps, event);
+    return { ...result, reason: `${result.reason ?? result.outcome} (read again after a conflict)` };
+  }
+}
+
+async function reconcileOnce(deps: ReconcileDeps, event: TaintEvent & { readonly data: ScalableResourceEventData }): Promise<ReconcileResult> {
   const ref = event.data.resource;
   const id = `${ref.kind} ${ref.namespace}/${ref.name}`;
   const base = { cluster: clusterKey(event.data.cluster), scalableResource: id };
@@ -26,16 +51,41 @@ export async function reconcileAutoscalerTaints(deps: ReconcileDeps, event: Tain
   if (!resource) return { ...base, outcome: ReconcileOutcome.resourceGone, reason: `the ${ref.kind} does not exist` };
   const plan = planAutoscalerTaints(resource, deps.settings.startupTaint ? { startupTaint: deps.settings.startupTaint } : {});
   const read = { ...base, resourceVersion: resource.resourceVersion };
+  // Nothing to write and nothing to report: no Cluster read either.
+  if (plan.state !== 'foreign' && !plan.patch) return { ...read, outcome: ReconcileOutcome.unchanged, reason: plan.state };
+  const paused = await pauseOf(deps, resource);
+  if (paused) return { ...read, outcome: ReconcileOutcome.paused, reason: paused };
   if (plan.state === 'foreign') {
     const eventError = await record(deps, resource, 'Warning', AUTOSCALER_TAINTS_NOT_MANAGED,
       `capacity.cluster-autoscaler.kubernetes.io/taints holds ${JSON.stringify(plan.current)}, which capi-taint-propagator did not write: left alone. A new Node gets ${JSON.stringify(plan.desired ?? '')}; remove the annotation to let the product manage it.`);
     return { ...read, outcome: ReconcileOutcome.unchanged, reason: 'foreign: the taints annotation was written by someone else', eventError };
   }
-  if (!plan.patch) return { ...read, outcome: ReconcileOutcome.unchanged, reason: plan.state };
-  const description = Object.entries(plan.patch).map(([k, v]) => `${k}=${v === null ? '(removed)' : JSON.stringify(v)}`).join('; ');
+  const patch = plan.patch ?? {};
+  const description = Object.entries(patch).map(([k, v]) => `${k}=${v === null ? '(removed)' : JSON.stringify(v)}`).join('; ');
   if (deps.settings.dryRun) return { ...read, outcome: ReconcileOutcome.dryRun, reason: `planned: ${description}` };
-  const written = await deps.scalables.patchAnnotations(resource, plan.patch);
-  return { ...read, outcome: ReconcileOutcome.autoscalerPatched, writtenResourceVersion: written, reason: description };
+  const written = await deps.scalables.patchAnnotations(resource, patch);
+  const eventError = plan.desired !== undefined ? await warnStartupTaints(deps, resource, plan) : undefined;
+  return { ...read, outcome: ReconcileOutcome.autoscalerPatched, writtenResourceVersion: written, reason: description, ...(eventError !== undefined ? { eventError } : {}) };
+}
+
+/** Why the resource is paused (its annotation, else its Cluster's `spec.paused`), or undefined. */
+async function pauseOf(deps: ReconcileDeps, r: ScalableResourceSnapshot): Promise<string | undefined> {
+  const own = pausedReason(r, undefined);
+  if (own) return own;
+  const cluster = r.clusterName ? await deps.machines.getCluster(r.namespace, r.clusterName) : undefined;
+  return pausedReason(r, cluster);
+}
+
+/** With a write that sets a value: a Warning when the value holds OnInitialization taints the autoscaler counts. */
+async function warnStartupTaints(deps: ReconcileDeps, r: ScalableResourceSnapshot, plan: AutoscalerPlan): Promise<unknown> {
+  const counted: readonly Taint[] = plan.countedStartupTaints ?? [];
+  if (counted.length === 0) return undefined;
+  const list = counted.map(formatTaint).join(', ');
+  const keys = [...new Set(counted.map((t) => t.key))];
+  return record(deps, r, 'Warning', AUTOSCALER_COUNTS_STARTUP_TAINTS,
+    `${list} ${counted.length === 1 ? 'is' : 'are'} declared OnInitialization, but the cluster-autoscaler ignores propagation and counts ${counted.length === 1 ? 'it' : 'them'} in this node group's template: ` +
+      `a pending pod that does not tolerate ${counted.length === 1 ? 'it' : 'them'} will not make it scale up from zero. If something removes ${counted.length === 1 ? 'it' : 'them'} from new Nodes, ` +
+      `prefix the key with startup-taint.cluster-autoscaler.kubernetes.io/ or run the autoscaler with ${keys.map((k) => `--startup-taint=${k}`).join(' ')} (docs/autoscaler.md).`);
 }
 
 async function record(deps: ReconcileDeps, r: { apiVersion: string; kind: string; namespace: string; name: string; uid: string }, type: 'Normal' | 'Warning', reason: string, message: string): Promise<unknown> {

@@ -8,8 +8,13 @@
  *   API copies the MachineDeployment's annotations onto them).
  * - **What.** The taints a new Node of the resource gets (the effective declaration of a new Machine of it: Always and
  *   OnInitialization, after precedence and cancellation; the startup gate is removed when the taints land, so it is
- *   never part of it), minus those already in `spec.template.spec.taints` (the autoscaler reads them itself), sorted,
- *   as `key=value:Effect` / `key:Effect` joined by `,`. Nothing left: no annotation.
+ *   never part of it), `spec.template.spec.taints` included: autoscaler releases before 1.36.0 read only the annotation,
+ *   and 1.36+ replaces a field taint by an annotation taint of the same key and effect (the same taint here, since
+ *   `spec.taints` wins in the declaration). Sorted, as `key=value:Effect` / `key:Effect` joined by `,`. None: no
+ *   annotation.
+ * - **Startup taints.** The autoscaler ignores `propagation`: an OnInitialization taint it does not drop from its
+ *   template (its startup, ignore and status prefixes) stops scale from zero for pods that do not tolerate it. The plan
+ *   names them, for a Warning.
  * - **Ownership.** The product writes the value and, next to it, the same value in {@link AUTOSCALER_OWNED_ANNOTATION}.
  *   A taints annotation that differs from that record (or exists without one) is someone else's: never overwritten,
  *   reported. What the product wrote is removed when nothing is left to declare or the resource opts out.
@@ -17,7 +22,7 @@
  */
 import { declaredTaintsOf, type DeclarationResult, type EffectiveDeclaration } from './declarations.ts';
 import { poolDeclarations } from './machine-pool.ts';
-import { formatTaint, taintId, type Taint } from './taint.ts';
+import { formatTaint, Propagation, taintId, type Taint } from './taint.ts';
 
 /** The autoscaler's scale-from-zero taints annotation (cluster-autoscaler `clusterapi_utils.go`, `taintsKey`). */
 export const AUTOSCALER_TAINTS_ANNOTATION = 'capacity.cluster-autoscaler.kubernetes.io/taints';
@@ -26,6 +31,27 @@ export const AUTOSCALER_MIN_SIZE_ANNOTATION = 'cluster.x-k8s.io/cluster-api-auto
 export const AUTOSCALER_MAX_SIZE_ANNOTATION = 'cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size';
 /** The value the product last wrote into the taints annotation: what makes that value the product's. */
 export const AUTOSCALER_OWNED_ANNOTATION = 'taints.capi-taint-propagator.dev/autoscaler-taints';
+
+/**
+ * Taint key prefixes the autoscaler drops from every template Node (cluster-autoscaler `utils/taints/taints.go`,
+ * `IgnoreTaintPrefix`, `StartupTaintPrefix`, `StatusTaintPrefix`, used by `SanitizeTaints`; the same in 1.34.3 to
+ * 1.36.1). 1.36 adds `--startup-taint-prefix`, and `--startup-taint` / `--status-taint` / `--ignore-taint` name keys:
+ * the product cannot see the autoscaler's flags.
+ */
+export const AUTOSCALER_DROPPED_TAINT_PREFIXES = ['ignore-taint.cluster-autoscaler.kubernetes.io/', 'startup-taint.cluster-autoscaler.kubernetes.io/', 'status-taint.cluster-autoscaler.kubernetes.io/'] as const;
+/**
+ * Keys a declaration may use that the autoscaler also drops from templates (its `NodeConditionTaints`; the rest of that
+ * list is under `node.kubernetes.io/` and `node.cloudprovider.kubernetes.io/`, which declarations may not use).
+ */
+const AUTOSCALER_DROPPED_TAINT_KEYS: ReadonlySet<string> = new Set(['cloud.google.com/impending-node-termination', 'NodeWithImpairedVolumes']);
+
+/**
+ * True when the autoscaler (without flags) drops a taint of this key from the template Node of a node group.
+ * @example isDroppedByAutoscaler('startup-taint.cluster-autoscaler.kubernetes.io/driver') // true
+ */
+export function isDroppedByAutoscaler(key: string): boolean {
+  return AUTOSCALER_DROPPED_TAINT_PREFIXES.some((p) => key.startsWith(p)) || AUTOSCALER_DROPPED_TAINT_KEYS.has(key);
+}
 
 /** The resources the autoscaler scales. */
 export type ScalableKind = 'MachineDeployment' | 'MachineSet' | 'MachinePool';
@@ -49,6 +75,7 @@ export interface ScalableResourceSnapshot {
   readonly specTaints: unknown;
   /** A MachineSet with an owner reference to a MachineDeployment. */
   readonly ownedByMachineDeployment: boolean;
+  /** `spec.clusterName`, else the `cluster.x-k8s.io/cluster-name` label: the Cluster whose `spec.paused` pauses it. */
   readonly clusterName?: string;
   readonly deleting: boolean;
 }
@@ -57,7 +84,7 @@ export interface ScalableResourceSnapshot {
 export type AutoscalerState =
   /** Not a node group (no min/max size annotations, or a MachineSet of a MachineDeployment) and nothing of ours on it. */
   | 'not-opted-in'
-  /** A node group whose new Nodes get no taint beyond `spec.template.spec.taints` (which the autoscaler reads). */
+  /** A node group whose new Nodes get no taint: no annotation needed. */
   | 'not-needed'
   /** The annotation holds exactly what the product computed. */
   | 'in-sync'
@@ -80,6 +107,12 @@ export interface AutoscalerPlan {
   readonly patch?: Readonly<Record<string, string | null>>;
   /** The taints a new Node of the resource gets (valid declarations only). */
   readonly nodeTaints?: readonly Taint[];
+  /**
+   * OnInitialization taints of a node group's declaration that the autoscaler counts in its template anyway (their key
+   * has none of its startup, ignore or status prefixes): pods that do not tolerate them never trigger a scale from zero.
+   * Present, non-empty, only on node groups with a valid declaration.
+   */
+  readonly countedStartupTaints?: readonly Taint[];
 }
 
 /** Options: the startup gate, refused as a declaration exactly as for a Machine. */
@@ -113,14 +146,13 @@ export function newNodeTaints(declaration: EffectiveDeclaration): Taint[] {
 }
 
 /**
- * The annotation value for a declaration: every taint not declared in `spec.taints`, sorted by key then effect
- * (bytewise, so a reordered declaration costs no write), formatted `key=value:Effect` or `key:Effect`, joined by `,`
- * with no spaces. Undefined when there is none.
+ * The annotation value for a declaration: every declared taint, `spec.taints` included (autoscalers before 1.36.0 read
+ * only the annotation), sorted by key then effect (bytewise, so a reordered declaration costs no write), formatted
+ * `key=value:Effect` or `key:Effect`, joined by `,` with no spaces. Undefined when there is none.
  * @example autoscalerTaintsValue({ taints: [gpu], sourceOf: { 'nvidia.com/gpu:NoSchedule': 'taints.capi-taint-propagator.dev/machine' }, overrides: [] }) // 'nvidia.com/gpu=a100:NoSchedule'
  */
 export function autoscalerTaintsValue(declaration: EffectiveDeclaration): string | undefined {
   const entries = declaration.taints
-    .filter((t) => declaration.sourceOf[taintId(t)] !== 'spec.taints')
     .map((t) => ({ id: taintId(t), text: formatTaint(t) }))
     .sort((a, b) => (a.id < b.id ? -1 : 1)); // ids are unique in a declaration
   return entries.length === 0 ? undefined : entries.map((e) => e.text).join(',');
@@ -144,7 +176,8 @@ export function planAutoscalerTaints(r: ScalableResourceSnapshot, options: Autos
   const nodeTaints = newNodeTaints(declared.declaration);
   const nodeGroup = isNodeGroup(r);
   const desired = nodeGroup ? autoscalerTaintsValue(declared.declaration) : undefined;
-  const facts = { ...base, ...(desired !== undefined ? { desired } : {}), nodeTaints };
+  const counted = nodeGroup ? countedStartupTaints(declared.declaration) : [];
+  const facts = { ...base, ...(desired !== undefined ? { desired } : {}), nodeTaints, ...(counted.length > 0 ? { countedStartupTaints: counted } : {}) };
   const ours = owned !== undefined && (current === undefined || current === owned);
   if (current !== undefined && !ours) return { state: 'foreign', ...facts };
   if (desired === undefined) {
@@ -156,9 +189,20 @@ export function planAutoscalerTaints(r: ScalableResourceSnapshot, options: Autos
 }
 
 /**
+ * The OnInitialization taints of a declaration that the autoscaler keeps in its template Node (it ignores
+ * `propagation`; see {@link isDroppedByAutoscaler}), in the Node form, sorted by key and effect.
+ * @example countedStartupTaints(declarationOf('warming:NoSchedule@OnInitialization')) // [{ key: 'warming', effect: 'NoSchedule' }]
+ */
+export function countedStartupTaints(declaration: EffectiveDeclaration): Taint[] {
+  const initial = declaration.taints.filter((t) => t.propagation === Propagation.OnInitialization && !isDroppedByAutoscaler(t.key));
+  return newNodeTaints({ ...declaration, taints: initial }).sort((a, b) => (taintId(a) < taintId(b) ? -1 : 1));
+}
+
+/**
  * The taints the autoscaler assumes for a new Node of the resource, by its rules (docs/autoscaler.md):
  * `spec.template.spec.taints` in order, then each entry of the annotation replacing the first taint with the same key
- * and effect, else appended; entries it cannot parse are skipped (it only logs them). For reports, not for writes.
+ * and effect, else appended; entries it cannot parse are skipped (it only logs them). That is release 1.36.0 on;
+ * before it the autoscaler reads the annotation alone: pass `undefined` as `specTaints`. For reports, not for writes.
  */
 export function autoscalerAssumedTaints(specTaints: unknown, annotation: string | undefined): Taint[] {
   const taints: Taint[] = (Array.isArray(specTaints) ? specTaints : []).filter(isRecord).map(({ key, value, effect }) => ({

@@ -146,6 +146,8 @@ export interface MachineDeploymentOptions {
   readonly replicas: number;
   /** `spec.template.metadata.annotations` (copied by Cluster API to every Machine, in place). */
   readonly annotations?: Readonly<Record<string, string>>;
+  /** The MachineDeployment's own `metadata.annotations`, set at creation (e.g. the autoscaler's size annotations). */
+  readonly metadataAnnotations?: Readonly<Record<string, string>>;
   /** `spec.template.spec.taints` (refused by the webhook unless the manager's MachineTaintPropagation gate is on). */
   readonly taints?: readonly MachineTaint[];
   /** Taints the Nodes register with (LocalMachineTemplate `spec.template.spec.startupTaints`). */
@@ -166,7 +168,7 @@ export async function createMachineDeployment(kc: KubeConfig, namespace: string,
   await create(kc, gvp(LOCAL_BOOTSTRAP_CONFIG_TEMPLATE), LOCAL_BOOTSTRAP_CONFIG_TEMPLATE.kind, namespace, { metadata: { name }, spec: { template: { spec: {} } } });
   const version = o.capiVersion ?? 'v1beta2';
   await create(kc, capiResources(version).machineDeployments, 'MachineDeployment', namespace, {
-    metadata: { name },
+    metadata: { name, ...(o.metadataAnnotations ? { annotations: { ...o.metadataAnnotations } } : {}) },
     spec: {
       clusterName: o.cluster,
       replicas: o.replicas,

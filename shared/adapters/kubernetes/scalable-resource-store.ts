@@ -6,7 +6,7 @@
 import { capiApiVersionString, CAPI_GROUP, type CapiApiVersion } from '#shared/domain/capi-api.ts';
 import type { ScalableKind, ScalableResourceSnapshot } from '#shared/domain/autoscaler.ts';
 import { PatchConflictError } from '#shared/errors.ts';
-import { FIELD_MANAGER } from '#shared/domain/taint.ts';
+import { CLUSTER_NAME_LABEL, FIELD_MANAGER } from '#shared/domain/taint.ts';
 import type { ScalableResourceStore } from '#shared/ports/scalable-resource-store.ts';
 import { statusOf, toProductError } from './api-errors.ts';
 import type { CapiApi } from './capi-discovery.ts';
@@ -22,6 +22,7 @@ interface ScalableObject {
     resourceVersion?: string;
     deletionTimestamp?: string;
     annotations?: Record<string, string>;
+    labels?: Record<string, string>;
     ownerReferences?: { kind?: string }[];
   };
   spec?: { clusterName?: string; template?: { metadata?: { annotations?: Record<string, string>; labels?: Record<string, string> }; spec?: { taints?: unknown } } };
@@ -75,6 +76,7 @@ function pathOf(kind: ScalableKind, version: CapiApiVersion, namespace: string, 
 /** Maps the custom object (read in `version`) to the domain's view. */
 export function toScalableSnapshot(kind: ScalableKind, obj: ScalableObject, version: CapiApiVersion): ScalableResourceSnapshot {
   const m = obj.metadata ?? {};
+  const clusterName = obj.spec?.clusterName || m.labels?.[CLUSTER_NAME_LABEL];
   return {
     kind,
     apiVersion: capiApiVersionString(version),
@@ -87,7 +89,8 @@ export function toScalableSnapshot(kind: ScalableKind, obj: ScalableObject, vers
     templateLabels: obj.spec?.template?.metadata?.labels ?? {},
     specTaints: obj.spec?.template?.spec?.taints,
     ownedByMachineDeployment: (m.ownerReferences ?? []).some((o) => o.kind === 'MachineDeployment'),
-    ...(obj.spec?.clusterName ? { clusterName: obj.spec.clusterName } : {}),
+    // spec.clusterName is required by Cluster API; the label (which Cluster API sets too) covers an object without it.
+    ...(clusterName ? { clusterName } : {}),
     deleting: m.deletionTimestamp !== undefined && m.deletionTimestamp !== null,
   };
 }

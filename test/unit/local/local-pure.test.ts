@@ -101,13 +101,13 @@ describe('Function: outOfSyncNodes()', () => {
 });
 
 describe('Function: createActivityFilter()', () => {
-  it('lets each new message of a Machine and reason through once', () => {
+  it('lets each new message of an object and reason through once', () => {
     // Prepare
     const show = createActivityFilter();
-    const a = { machine: 'ns/m', reason: 'InvalidTaintDeclaration', message: 'bad' };
+    const a = { kind: 'Machine', object: 'ns/m', reason: 'InvalidTaintDeclaration', message: 'bad' };
 
     // Act + Assess
-    expect([show(a), show(a), show({ ...a, message: 'worse' }), show({ ...a, machine: 'ns/other' }), show(a)]).toEqual([true, false, true, true, true]);
+    expect([show(a), show(a), show({ ...a, message: 'worse' }), show({ ...a, object: 'ns/other' }), show({ ...a, kind: 'MachineDeployment' }), show(a)]).toEqual([true, false, true, true, true, true]);
   });
 });
 

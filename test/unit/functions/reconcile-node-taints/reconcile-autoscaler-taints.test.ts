@@ -3,6 +3,7 @@ import type { Context } from 'aws-lambda';
 import { mockClient } from 'aws-sdk-client-mock';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { processBatch, type BatchDeps } from '#functions/reconcile-node-taints/process-batch.ts';
+import { reconcileAutoscalerTaints } from '#functions/reconcile-node-taints/reconcile-autoscaler-taints.ts';
 import { reconcileNodeTaints } from '#functions/reconcile-node-taints/reconcile-node-taints.ts';
 import { fromCloudEventBody } from '#shared/adapters/cloudevents/cloud-event-body.ts';
 import { SqsRecordQueue } from '#shared/adapters/sqs/record-queue.ts';
@@ -14,6 +15,8 @@ import {
   type ScalableKind,
   type ScalableResourceSnapshot,
 } from '#shared/domain/autoscaler.ts';
+import { ReconcileOutcome } from '#shared/domain/outcome.ts';
+import { PAUSED_ANNOTATION, type ClusterView } from '#shared/domain/pause.ts';
 import { toScalableFacts, toScalableResourceEvent } from '#shared/domain/watch-event.ts';
 import { PatchConflictError } from '#shared/errors.ts';
 import { logger } from '#shared/observability/logger.ts';
@@ -30,7 +33,7 @@ const SIZE = { [AUTOSCALER_MIN_SIZE_ANNOTATION]: '0', [AUTOSCALER_MAX_SIZE_ANNOT
 class MemoryScalables implements ScalableResourceStore {
   readonly objects = new Map<string, ScalableResourceSnapshot>();
   patches = 0;
-  /** Runs before the next patch is applied (another writer). */
+  /** Runs once, before the next patch is applied (another writer). */
   beforePatch: (() => void) | undefined;
   put(r: ScalableResourceSnapshot): void {
     this.objects.set(`${r.kind}/${r.namespace}/${r.name}`, r);
@@ -39,8 +42,9 @@ class MemoryScalables implements ScalableResourceStore {
     return this.objects.get(`${kind}/${namespace}/${name}`);
   }
   async patchAnnotations(r: ScalableResourceSnapshot, a: Readonly<Record<string, string | null>>): Promise<string> {
-    this.beforePatch?.();
+    const hook = this.beforePatch;
     this.beforePatch = undefined;
+    hook?.(); // may arm the next one
     const key = `${r.kind}/${r.namespace}/${r.name}`;
     const live = this.objects.get(key);
     if (!live || live.resourceVersion !== r.resourceVersion) throw new PatchConflictError({ nodeName: key, object: key, resourceVersion: r.resourceVersion });
@@ -104,16 +108,31 @@ describe('Scale from zero through processBatch()', () => {
     expect(store.patches).toBe(1);
   });
 
-  it('a conflict goes back to the queue (no write lost: the retry reads again and writes once)', async () => {
+  it('retries a first conflict at once from a fresh read (no queue backoff in the creation window)', async () => {
     const store = new MemoryScalables();
     store.put(md());
     store.beforePatch = () => store.put(md({ resourceVersion: '6', templateAnnotations: { 'taints.capi-taint-propagator.dev/machine': 'gpu=h100:NoSchedule' } }));
+    const { deps } = setup(store);
+    const result = await processBatch(sqsEvent(sqsRecord(event(), { messageId: 'm1' })), context, deps);
+    expect(result.batchItemFailures).toEqual([]);
+    expect(store.objects.get('MachineDeployment/ns/gpu')?.annotations[AUTOSCALER_TAINTS_ANNOTATION]).toBe('gpu=h100:NoSchedule'); // planned from the fresh read
+    expect(store.patches).toBe(1);
+  });
+
+  it('a second conflict in a row goes back to the queue (no write lost: the retry reads again and writes once)', async () => {
+    const store = new MemoryScalables();
+    store.put(md());
+    const writer = (rv: string, value: string) => () => store.put(md({ resourceVersion: rv, templateAnnotations: { 'taints.capi-taint-propagator.dev/machine': value } }));
+    store.beforePatch = () => {
+      writer('6', 'gpu=h100:NoSchedule')();
+      store.beforePatch = writer('7', 'gpu=b200:NoSchedule');
+    };
     const { deps } = setup(store);
     const first = await processBatch(sqsEvent(sqsRecord(event(), { messageId: 'm1' })), context, deps);
     expect(first.batchItemFailures).toEqual([{ itemIdentifier: 'm1' }]);
     expect(store.patches).toBe(0);
     await processBatch(sqsEvent(sqsRecord(event(), { messageId: 'm1', receiveCount: 2 })), context, deps);
-    expect(store.objects.get('MachineDeployment/ns/gpu')?.annotations[AUTOSCALER_TAINTS_ANNOTATION]).toBe('gpu=h100:NoSchedule');
+    expect(store.objects.get('MachineDeployment/ns/gpu')?.annotations[AUTOSCALER_TAINTS_ANNOTATION]).toBe('gpu=b200:NoSchedule');
     expect(store.patches).toBe(1);
   });
 
@@ -128,12 +147,128 @@ describe('Scale from zero through processBatch()', () => {
     store.objects.clear();
     const gone = await reconcileNodeTaints(deps, event()).catch((e: unknown) => e);
     expect(gone).toBeInstanceOf(Error); // reconcileNodeTaints takes Node events only
-    const { reconcileAutoscalerTaints } = await import('#functions/reconcile-node-taints/reconcile-autoscaler-taints.ts');
     const e = event() as Parameters<typeof reconcileAutoscalerTaints>[1];
     expect((await reconcileAutoscalerTaints(deps, e)).outcome).toBe('resource-gone');
     store.put(md());
     expect((await reconcileAutoscalerTaints({ ...deps, settings: { ...deps.settings, dryRun: true } }, e)).outcome).toBe('dry-run');
     expect(store.patches).toBe(0);
     await expect(reconcileAutoscalerTaints(setup().deps, e)).rejects.toThrow(/without a scalable resource store/);
+  });
+});
+
+const GPU = { 'taints.capi-taint-propagator.dev/machine': 'gpu=a100:NoSchedule' };
+const WRITTEN = { ...SIZE, [AUTOSCALER_TAINTS_ANNOTATION]: 'gpu=a100:NoSchedule', [AUTOSCALER_OWNED_ANNOTATION]: 'gpu=a100:NoSchedule' };
+const SPEC_TAINTS = [{ key: 'nvidia.com/gpu', value: 'present', effect: 'NoSchedule', propagation: 'Always' }];
+
+describe('Function: reconcileAutoscalerTaints()', () => {
+  const cases: ReadonlyArray<{
+    name: string;
+    resource: ScalableResourceSnapshot;
+    cluster?: ClusterView;
+    want: { outcome: ReconcileOutcome; annotation: string | undefined; events: string[]; clusterReads: number; reason?: RegExp };
+  }> = [
+    // Writes
+    { name: 'writes an annotation-declared taint', resource: md({ clusterName: 'c1' }), want: { outcome: ReconcileOutcome.autoscalerPatched, annotation: 'gpu=a100:NoSchedule', events: [], clusterReads: 1 } },
+    {
+      name: 'writes spec.template.spec.taints too (autoscalers before 1.36.0 read only the annotation)',
+      resource: md({ templateAnnotations: {}, specTaints: SPEC_TAINTS }),
+      want: { outcome: ReconcileOutcome.autoscalerPatched, annotation: 'nvidia.com/gpu=present:NoSchedule', events: [], clusterReads: 0 },
+    },
+    {
+      name: 'writes an unpaused Cluster\'s group',
+      resource: md({ clusterName: 'c1' }),
+      cluster: { namespace: 'ns', name: 'c1', paused: false },
+      want: { outcome: ReconcileOutcome.autoscalerPatched, annotation: 'gpu=a100:NoSchedule', events: [], clusterReads: 1 },
+    },
+    // Pause: no write, no Event
+    {
+      name: 'leaves a group with the paused annotation alone (no Cluster read needed)',
+      resource: md({ clusterName: 'c1', annotations: { ...SIZE, [PAUSED_ANNOTATION]: '' } }),
+      want: { outcome: ReconcileOutcome.paused, annotation: undefined, events: [], clusterReads: 0, reason: /cluster.x-k8s.io\/paused annotation/ },
+    },
+    {
+      name: 'leaves a group of a paused Cluster alone',
+      resource: md({ clusterName: 'c1' }),
+      cluster: { namespace: 'ns', name: 'c1', paused: true },
+      want: { outcome: ReconcileOutcome.paused, annotation: undefined, events: [], clusterReads: 1, reason: /Cluster ns\/c1 has spec.paused/ },
+    },
+    {
+      name: 'records no Warning for a foreign value while paused',
+      resource: md({ clusterName: 'c1', annotations: { ...SIZE, [AUTOSCALER_TAINTS_ANNOTATION]: 'x:NoSchedule' } }),
+      cluster: { namespace: 'ns', name: 'c1', paused: true },
+      want: { outcome: ReconcileOutcome.paused, annotation: 'x:NoSchedule', events: [], clusterReads: 1 },
+    },
+    {
+      name: 'does not remove its own value while paused (opted out)',
+      resource: md({ clusterName: 'c1', annotations: { [AUTOSCALER_TAINTS_ANNOTATION]: 'gpu=a100:NoSchedule', [AUTOSCALER_OWNED_ANNOTATION]: 'gpu=a100:NoSchedule', [PAUSED_ANNOTATION]: 'true' } }),
+      want: { outcome: ReconcileOutcome.paused, annotation: 'gpu=a100:NoSchedule', events: [], clusterReads: 0 },
+    },
+    {
+      name: 'in sync: unchanged without reading the Cluster, paused or not',
+      resource: md({ clusterName: 'c1', annotations: WRITTEN }),
+      cluster: { namespace: 'ns', name: 'c1', paused: true },
+      want: { outcome: ReconcileOutcome.unchanged, annotation: 'gpu=a100:NoSchedule', events: [], clusterReads: 0, reason: /in-sync/ },
+    },
+    // Events
+    {
+      name: 'a foreign value: unchanged with a Warning',
+      resource: md({ annotations: { ...SIZE, [AUTOSCALER_TAINTS_ANNOTATION]: 'x:NoSchedule' } }),
+      want: { outcome: ReconcileOutcome.unchanged, annotation: 'x:NoSchedule', events: ['AutoscalerTaintsNotManaged'], clusterReads: 0 },
+    },
+    {
+      name: 'an OnInitialization taint the autoscaler counts: written, with a Warning',
+      resource: md({ templateAnnotations: { 'taints.capi-taint-propagator.dev/machine': 'gpu=a100:NoSchedule, warming:NoSchedule@OnInitialization' } }),
+      want: { outcome: ReconcileOutcome.autoscalerPatched, annotation: 'gpu=a100:NoSchedule,warming:NoSchedule', events: ['AutoscalerCountsStartupTaints'], clusterReads: 0 },
+    },
+    {
+      name: 'an OnInitialization taint with the autoscaler\'s startup prefix: written, no Warning',
+      resource: md({ templateAnnotations: { 'taints.capi-taint-propagator.dev/machine': 'startup-taint.cluster-autoscaler.kubernetes.io/cni:NoSchedule@OnInitialization' } }),
+      want: { outcome: ReconcileOutcome.autoscalerPatched, annotation: 'startup-taint.cluster-autoscaler.kubernetes.io/cni:NoSchedule', events: [], clusterReads: 0 },
+    },
+    {
+      name: 'the same value again (in sync): no write, no second Warning',
+      resource: md({ annotations: { ...SIZE, [AUTOSCALER_TAINTS_ANNOTATION]: 'warming:NoSchedule', [AUTOSCALER_OWNED_ANNOTATION]: 'warming:NoSchedule' }, templateAnnotations: { 'taints.capi-taint-propagator.dev/machine': 'warming:NoSchedule@OnInitialization' } }),
+      want: { outcome: ReconcileOutcome.unchanged, annotation: 'warming:NoSchedule', events: [], clusterReads: 0 },
+    },
+  ];
+
+  it.each(cases)('$name', async ({ resource, cluster, want }) => {
+    // Prepare
+    const store = new MemoryScalables();
+    store.put(resource);
+    const { deps, recorder } = setup(store);
+    const machines = deps.machines as MemoryMachineStore;
+    if (cluster) machines.putCluster(cluster);
+    const readsBefore = machines.reads;
+
+    // Act
+    const result = await reconcileAutoscalerTaints(deps, event() as Parameters<typeof reconcileAutoscalerTaints>[1]);
+
+    // Assess
+    expect(result.outcome).toBe(want.outcome);
+    if (want.reason) expect(result.reason).toMatch(want.reason);
+    const live = store.objects.get('MachineDeployment/ns/gpu');
+    expect(live?.annotations[AUTOSCALER_TAINTS_ANNOTATION]).toBe(want.annotation);
+    expect(store.patches).toBe(want.outcome === ReconcileOutcome.autoscalerPatched ? 1 : 0);
+    if (want.outcome === ReconcileOutcome.autoscalerPatched) expect(live?.annotations[AUTOSCALER_OWNED_ANNOTATION]).toBe(want.annotation);
+    expect(recorder.events.map((e) => e.reason)).toEqual(want.events);
+    expect(machines.reads - readsBefore).toBe(want.clusterReads);
+  });
+
+  it('names the counted taints and the autoscaler\'s remedies in the Warning', async () => {
+    // Prepare
+    const store = new MemoryScalables();
+    store.put(md({ templateAnnotations: { 'taints.capi-taint-propagator.dev/machine': 'example.com/warming=1:NoSchedule@OnInitialization' } }));
+    const { deps, recorder } = setup(store);
+
+    // Act
+    await reconcileAutoscalerTaints(deps, event() as Parameters<typeof reconcileAutoscalerTaints>[1]);
+
+    // Assess
+    expect(recorder.events).toHaveLength(1);
+    expect(recorder.events[0]).toMatchObject({ type: 'Warning', object: { kind: 'MachineDeployment', name: 'gpu' } });
+    expect(recorder.events[0]?.message).toMatch(/^example.com\/warming=1:NoSchedule is declared OnInitialization/);
+    expect(recorder.events[0]?.message).toContain('startup-taint.cluster-autoscaler.kubernetes.io/');
+    expect(recorder.events[0]?.message).toContain('--startup-taint=example.com/warming');
   });
 });

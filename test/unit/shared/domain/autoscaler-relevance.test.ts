@@ -74,6 +74,18 @@ describe('autoscalerEventNeeded', () => {
     expect(autoscalerEventNeeded('resynced', undefined, foreign('x:NoSchedule'))).toBe(false);
   });
 
+  it('forwards a change of spec.template.spec.taints of a node group (the annotation carries them), not the echo', () => {
+    const taints = [{ key: 'nvidia.com/gpu', value: 'present', effect: 'NoSchedule', propagation: 'Always' }];
+    const specOnly = facts({ taints });
+    expect(autoscalerEventNeeded('added', undefined, specOnly)).toBe(true);
+    const echo = facts({ taints, annotations: { [AUTOSCALER_TAINTS_ANNOTATION]: 'nvidia.com/gpu=present:NoSchedule', [AUTOSCALER_OWNED_ANNOTATION]: 'nvidia.com/gpu=present:NoSchedule' }, rv: '6' });
+    expect(autoscalerEventNeeded('modified', specOnly, echo)).toBe(false);
+    // Cluster API's copy onto a MachineSet of the MachineDeployment never asks for a write.
+    expect(autoscalerEventNeeded('added', undefined, { ...specOnly, kind: 'MachineSet', ownedByMachineDeployment: true })).toBe(false);
+    const edited = facts({ taints: [{ ...taints[0], value: 'h100' }], annotations: echo.autoscaler, rv: '7' });
+    expect(autoscalerEventNeeded('modified', echo, edited)).toBe(true);
+  });
+
   it('passes the startup gate on: declaring it is invalid, so nothing is planned', () => {
     const gated = facts({ template: { [MACHINE]: 'gate:NoSchedule' } });
     expect(autoscalerEventNeeded('added', undefined, gated, { startupTaint: { key: 'gate', effect: 'NoSchedule' } })).toBe(false);

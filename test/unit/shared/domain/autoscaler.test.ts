@@ -7,6 +7,7 @@ import {
   AUTOSCALER_TAINTS_ANNOTATION,
   autoscalerAssumedTaints,
   autoscalerTaintsValue,
+  isDroppedByAutoscaler,
   planAutoscalerTaints,
   sameTaints,
   scalableDeclarationOf,
@@ -170,14 +171,47 @@ describe('autoscalerTaintsValue / planAutoscalerTaints', () => {
     expect(planAutoscalerTaints(r).desired).toBe('nvidia.com/gpu=a100:NoSchedule');
   });
 
-  it('leaves out what spec.taints declares (the autoscaler reads it), and so leaves a spec-only resource alone', () => {
+  it('writes spec.taints too (autoscalers before 1.36.0 read only the annotation), with spec.taints winning a key+effect clash', () => {
     const spec = [{ key: 'nvidia.com/gpu', value: 'present', effect: 'NoSchedule', propagation: 'Always' }, { key: 'example.com/warming', effect: 'PreferNoSchedule', propagation: 'OnInitialization' }];
-    expect(planAutoscalerTaints(md({ specTaints: spec }))).toMatchObject({ state: 'not-needed' });
-    expect(planAutoscalerTaints(md({ specTaints: spec })).patch).toBeUndefined();
+    const specOnly = planAutoscalerTaints(md({ specTaints: spec }));
+    expect(specOnly).toMatchObject({ state: 'out-of-sync', desired: 'example.com/warming:PreferNoSchedule,nvidia.com/gpu=present:NoSchedule' });
+    expect(specOnly.patch).toEqual({ [AUTOSCALER_TAINTS_ANNOTATION]: specOnly.desired, [AUTOSCALER_OWNED_ANNOTATION]: specOnly.desired });
     const mixed = md({ specTaints: spec, templateAnnotations: { 'taints.capi-taint-propagator.dev/machine': 'nvidia.com/gpu=other:NoSchedule, edge:NoSchedule' } });
     const plan = planAutoscalerTaints(mixed);
-    expect(plan.desired).toBe('edge:NoSchedule'); // spec.taints wins for nvidia.com/gpu:NoSchedule
+    expect(plan.desired).toBe('edge:NoSchedule,example.com/warming:PreferNoSchedule,nvidia.com/gpu=present:NoSchedule'); // spec.taints wins for nvidia.com/gpu:NoSchedule
+    // Both readings give the new Node's taints: 1.36+ (field, then the annotation over it) and 1.34/1.35 (annotation only).
     expect(sameTaints(autoscalerTaints(specOf(mixed), plan.desired), newNodeTaintsOf(mixed))).toBe(true);
+    expect(sameTaints(autoscalerTaints([], plan.desired), newNodeTaintsOf(mixed))).toBe(true);
+    // No declaration at all: nothing to write.
+    expect(planAutoscalerTaints(md())).toMatchObject({ state: 'not-needed' });
+  });
+
+  it('names the OnInitialization taints the autoscaler counts anyway (not its startup, ignore or status prefixes)', () => {
+    const spec = [{ key: 'example.com/driver', effect: 'NoSchedule', propagation: 'OnInitialization' }];
+    const r = md({
+      specTaints: spec,
+      templateAnnotations: {
+        'taints.capi-taint-propagator.dev/machine':
+          'warming=1:PreferNoSchedule@OnInitialization, startup-taint.cluster-autoscaler.kubernetes.io/cni:NoSchedule@OnInitialization, ignore-taint.cluster-autoscaler.kubernetes.io/a:NoSchedule@OnInitialization, status-taint.cluster-autoscaler.kubernetes.io/b:NoSchedule@OnInitialization, gpu:NoSchedule',
+      },
+    });
+    expect(planAutoscalerTaints(r).countedStartupTaints).toEqual([{ key: 'example.com/driver', effect: 'NoSchedule' }, { key: 'warming', value: '1', effect: 'PreferNoSchedule' }]);
+    expect(planAutoscalerTaints(md({ templateAnnotations: { 'taints.capi-taint-propagator.dev/machine': 'gpu:NoSchedule' } })).countedStartupTaints).toBeUndefined();
+    // Not a node group: the autoscaler does not read it, nothing to warn about.
+    expect(planAutoscalerTaints(md({ annotations: {}, specTaints: spec })).countedStartupTaints).toBeUndefined();
+  });
+
+  it.each([
+    { key: 'startup-taint.cluster-autoscaler.kubernetes.io/driver', dropped: true },
+    { key: 'ignore-taint.cluster-autoscaler.kubernetes.io/x', dropped: true },
+    { key: 'status-taint.cluster-autoscaler.kubernetes.io/x', dropped: true },
+    { key: 'cloud.google.com/impending-node-termination', dropped: true },
+    { key: 'NodeWithImpairedVolumes', dropped: true },
+    { key: 'startup-taint.cluster-autoscaler.kubernetes.io', dropped: false },
+    { key: 'example.com/startup-taint.cluster-autoscaler.kubernetes.io', dropped: false },
+    { key: 'taints.capi-taint-propagator.dev/uninitialized', dropped: false },
+  ])('isDroppedByAutoscaler($key) is $dropped', ({ key, dropped }) => {
+    expect(isDroppedByAutoscaler(key)).toBe(dropped);
   });
 
   it('only on node groups, never on a MachineSet of a MachineDeployment', () => {
@@ -228,6 +262,9 @@ describe('autoscalerTaintsValue / planAutoscalerTaints', () => {
   it('reads a MachinePool declaration from its metadata, else its template', () => {
     const pool = md({ kind: 'MachinePool', annotations: { ...nodeGroup, 'taints.capi-taint-propagator.dev/cluster': 'p:NoExecute' }, templateAnnotations: { 'taints.capi-taint-propagator.dev/machine': 'q=1:NoSchedule' } });
     expect(planAutoscalerTaints(pool).desired).toBe('p:NoExecute,q=1:NoSchedule');
+    // Its spec.template.spec.taints, where present, as for the other kinds (spec.taints wins a clash).
+    const withSpec = { ...pool, specTaints: [{ key: 'p', value: 'spec', effect: 'NoExecute', propagation: 'Always' }] };
+    expect(planAutoscalerTaints(withSpec).desired).toBe('p=spec:NoExecute,q=1:NoSchedule');
   });
 
   it('every value it writes parses, under the autoscaler rules, to exactly the taints a new Node gets', () => {
@@ -248,7 +285,8 @@ describe('autoscalerTaintsValue / planAutoscalerTaints', () => {
         const d = scalableDeclarationOf(r);
         fc.pre(d.valid);
         const written = planAutoscalerTaints(r).desired;
-        expect(sameTaints(autoscalerTaints(specOf(r), written), newNodeTaintsOf(r))).toBe(true);
+        expect(sameTaints(autoscalerTaints(specOf(r), written), newNodeTaintsOf(r))).toBe(true); // 1.36+
+        expect(sameTaints(autoscalerTaints([], written), newNodeTaintsOf(r))).toBe(true); // before 1.36.0: the annotation alone
         if (written !== undefined) {
           // Every entry parses (none is skipped), with one of the three effects, and no two share key and effect.
           const parsed = written.split(',').map(goParseTaint);
