@@ -17,6 +17,7 @@ import type { MachineSnapshot, NodeSnapshot } from '#shared/domain/snapshots.ts'
 import { CLUSTER_NAME_LABEL } from '#shared/domain/taint.ts';
 import type { SpecTaintsOwner } from '#shared/domain/ownership.ts';
 import { SyncState, taintStatusOf, type TaintStatus } from '#shared/domain/taint-status.ts';
+import { ClusterBackoff, describeHeldBack } from './cluster-backoff.ts';
 
 export interface ReadStatusOptions {
   readonly kubeConfig: KubeConfig;
@@ -31,7 +32,15 @@ export interface ReadStatusOptions {
   /** Who propagates `spec.taints` (as the reconcile function is configured; default upstream CAPI). */
   readonly specTaintsOwner?: SpecTaintsOwner;
   readonly workload?: WorkloadKubeConfigs;
+  /**
+   * Which clusters' Node lists failed and may not be called yet; default one backoff for the whole process, so that
+   * `npm start`'s report, which reads every few seconds, leaves a failing cluster alone until its backoff has passed.
+   */
+  readonly backoff?: ClusterBackoff;
 }
+
+/** The backoff shared by every status read of this process that brings none of its own. */
+const processBackoff = new ClusterBackoff({ now: () => new Date() });
 
 /** A workload cluster whose Nodes could not be listed, and why (a description without credentials or response bodies). */
 export interface UnreachableCluster {
@@ -179,20 +188,28 @@ async function readPoolMembers(custom: CustomObjectsApi, version: CapiApiVersion
 
 async function statusesOf(o: ReadStatusOptions, machines: readonly MachineSnapshot[], pause: PauseSources): Promise<ReadTaintStatus[]> {
   const workload = o.workload ?? workloadKubeConfigs(o.kubeConfig);
+  const backoff = o.backoff ?? processBackoff;
   const nodesByCluster = new Map<string, Promise<Map<string, NodeSnapshot> | UnreachableCluster>>();
   const nodesOf = (machine: MachineSnapshot): Promise<Map<string, NodeSnapshot> | UnreachableCluster> => {
     const clusterName = machine.clusterName ?? machine.labels[CLUSTER_NAME_LABEL] ?? '';
     const key = o.mode === 'self' ? 'self' : `${machine.namespace}/${clusterName}`;
     let nodes = nodesByCluster.get(key);
     if (!nodes) {
+      // The management cluster's address is part of the key: one process may read several (tests, the demo).
+      const backoffKey = `${o.kubeConfig.getCurrentCluster()?.server ?? ''} ${key}`;
       nodes = (async () => {
+        const held = backoff.heldBack(backoffKey);
+        if (held) return { cluster: key, reason: describeHeldBack(held) };
         try {
           const kc = o.mode === 'self' ? o.kubeConfig : await workload.get({ mode: 'capi', namespace: machine.namespace, name: clusterName });
           // 500 per page (a cluster's credentials may be a RestConfig: the product's own HTTP client).
           const items = await retryThrottled(() => kubeList<V1Node>(kc, '/api/v1/nodes', {}, 500));
+          backoff.succeeded(backoffKey);
           return new Map(items.map((n) => [n.metadata?.name ?? '', toNodeSnapshot(n)]));
         } catch (error) {
-          return { cluster: key, reason: error instanceof Error ? describeApiError(error) : 'unknown error' };
+          const reason = error instanceof Error ? describeApiError(error) : 'unknown error';
+          backoff.failed(backoffKey, reason);
+          return { cluster: key, reason };
         }
       })();
       nodesByCluster.set(key, nodes);
