@@ -170,10 +170,11 @@ function pausedByOf(input: TaintStatusInput): PausedBy | undefined {
 }
 
 function pauseReason(pausedBy: PausedBy, input: TaintStatusInput): string {
+  const { cluster, machine } = input;
   const holder =
-    pausedBy === PausedBy.cluster
-      ? `Cluster ${input.cluster?.namespace}/${input.cluster?.name} has spec.paused`
-      : `${pausedBy} ${input.machine.namespace}/${input.machine.name} has the ${PAUSED_ANNOTATION} annotation`;
+    pausedBy === PausedBy.cluster && cluster
+      ? `Cluster ${cluster.namespace}/${cluster.name} has spec.paused`
+      : `${pausedBy} ${machine.namespace}/${machine.name} has the ${PAUSED_ANNOTATION} annotation`;
   return `${holder}: the Node is left as it is until the pause ends`;
 }
 
