@@ -14,14 +14,16 @@
  *   MachineDeployment's new declaration onto it, but only its sibling's Node gets the new taint.
  * - A paused MachineDeployment (the annotation on the MachineDeployment): Cluster API stops propagating its template,
  *   so the new declaration reaches none of its Nodes, while the unpaused MachineDeployment's Node gets it.
+ * `npm run status` reports the paused Cluster's and the paused Machine's Nodes `paused`, naming whose pause it is.
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { CoreV1Api, CustomObjectsApi, type KubeConfig, type V1Node } from '@kubernetes/client-node';
+import { readTaintStatuses, type ReadTaintStatus } from '#local/cluster-status.ts';
 import type { Pipeline } from '#local/pipeline.ts';
 import type { PipelineCounters } from '#local/pipeline-report.ts';
 import { PAUSED_ANNOTATION } from '#shared/domain/pause.ts';
 import { STARTUP_GATE_TAINT_KEY } from '#shared/domain/taint.ts';
-import { createNamespace, MERGE_PATCH, statusOf, waitFor } from '#test/support/control-plane.ts';
+import { createNamespace, MERGE_PATCH, statusOf as httpStatusOf, waitFor } from '#test/support/control-plane.ts';
 import {
   CLUSTERS,
   MACHINES,
@@ -93,7 +95,7 @@ describeWithCapi("Next to Cluster API: a paused object's Node is left alone unti
         await core.patchNode({ name, body: { metadata: { resourceVersion: node.metadata?.resourceVersion }, spec: { taints } } }, MERGE_PATCH);
         return;
       } catch (e) {
-        if (statusOf(e) !== 409 || attempt >= 5) throw e;
+        if (httpStatusOf(e) !== 409 || attempt >= 5) throw e;
       }
     }
   }
@@ -102,6 +104,11 @@ describeWithCapi("Next to Cluster API: a paused object's Node is left alone unti
     custom.patchNamespacedCustomObject({ ...MACHINE_DEPLOYMENTS, namespace: ns, name: md, body: { spec: { template: { metadata: { annotations: { [DECLARE]: declaration } } } } } }, MERGE_PATCH);
   const setPausedAnnotation = (api: typeof MACHINES | typeof MACHINE_DEPLOYMENTS, name: string, paused: boolean): Promise<unknown> =>
     custom.patchNamespacedCustomObject({ ...api, namespace: ns, name, body: { metadata: { annotations: { [PAUSED_ANNOTATION]: paused ? '' : null } } } }, MERGE_PATCH);
+
+  /** What `npm run status` says about the Node's pair. */
+  async function statusOf(node: string): Promise<ReadTaintStatus | undefined> {
+    return (await readTaintStatuses({ kubeConfig: kc, mode: 'self', machineNamespace: ns, startupTaint: GATE })).find((s) => s.node === node);
+  }
 
   async function drained(): Promise<PipelineCounters> {
     const p = pipeline as Pipeline;
@@ -129,6 +136,7 @@ describeWithCapi("Next to Cluster API: a paused object's Node is left alone unti
     // Assess: the marker is put back (the product acted on the edits), the paused Cluster's Node keeps the edit.
     await waitForTaints(markerNode, ['hand=v1:NoSchedule'], 'to get its taint back (Cluster not paused)');
     const settled = await drained();
+    expect(await statusOf(pausedNode)).toMatchObject({ state: 'paused', pausedBy: 'Cluster' });
     expect(await nodeTaints(pausedNode), `the product wrote Node ${pausedNode} of paused Cluster ${pausable}`).toEqual([]);
     expect(settled.deadLettered).toBe(0);
 
@@ -156,7 +164,8 @@ describeWithCapi("Next to Cluster API: a paused object's Node is left alone unti
     await waitForTaints(siblingNode, ['mach=v2:NoSchedule', 'marker=x:NoSchedule'], 'to carry the marker');
     const settled = await drained();
 
-    // Assess: the paused Machine's Node still carries v1.
+    // Assess: the paused Machine's Node still carries v1, and the status says why.
+    expect(await statusOf(pausedNode)).toMatchObject({ state: 'paused', pausedBy: 'Machine' });
     expect(await nodeTaints(pausedNode), `the product wrote Node ${pausedNode} of paused Machine ${pausedMachine}`).toEqual(['mach=v1:NoSchedule']);
     expect(settled.deadLettered).toBe(0);
 
