@@ -5,8 +5,9 @@
 import { ApiException, CustomObjectsApi, type KubeConfig, type V1Node } from '@kubernetes/client-node';
 import { kubeList } from '#shared/adapters/kubernetes/kube-http.ts';
 import { KubernetesCapiDiscovery } from '#shared/adapters/kubernetes/capi-discovery.ts';
-import { MACHINES, MACHINE_POOLS, toMachinePoolSnapshot, toMachineSnapshot } from '#shared/adapters/kubernetes/machine-store.ts';
+import { CLUSTERS, MACHINES, MACHINE_POOLS, toMachinePoolSnapshot, toMachineSnapshot } from '#shared/adapters/kubernetes/machine-store.ts';
 import type { CapiApiVersion } from '#shared/domain/capi-api.ts';
+import type { ClusterView } from '#shared/domain/pause.ts';
 import { declarationOwnerOf, machinePoolOf } from '#shared/domain/machine-pool.ts';
 import { toNodeSnapshot } from '#shared/adapters/kubernetes/node-store.ts';
 import { workloadKubeConfigs, type WorkloadKubeConfigs } from '#shared/adapters/kubernetes/workload-kubeconfig.ts';
@@ -16,6 +17,7 @@ import type { MachineSnapshot, NodeSnapshot } from '#shared/domain/snapshots.ts'
 import { CLUSTER_NAME_LABEL } from '#shared/domain/taint.ts';
 import type { SpecTaintsOwner } from '#shared/domain/ownership.ts';
 import { SyncState, taintStatusOf, type TaintStatus } from '#shared/domain/taint-status.ts';
+import { ClusterBackoff, describeHeldBack } from './cluster-backoff.ts';
 
 export interface ReadStatusOptions {
   readonly kubeConfig: KubeConfig;
@@ -30,7 +32,15 @@ export interface ReadStatusOptions {
   /** Who propagates `spec.taints` (as the reconcile function is configured; default upstream CAPI). */
   readonly specTaintsOwner?: SpecTaintsOwner;
   readonly workload?: WorkloadKubeConfigs;
+  /**
+   * Which clusters' Node lists failed and may not be called yet; default one backoff for the whole process, so that
+   * `npm start`'s report, which reads every few seconds, leaves a failing cluster alone until its backoff has passed.
+   */
+  readonly backoff?: ClusterBackoff;
 }
+
+/** The backoff shared by every status read of this process that brings none of its own. */
+const processBackoff = new ClusterBackoff({ now: () => new Date() });
 
 /** A workload cluster whose Nodes could not be listed, and why (a description without credentials or response bodies). */
 export interface UnreachableCluster {
@@ -69,12 +79,20 @@ export async function readTaintStatuses(o: ReadStatusOptions): Promise<ReadTaint
 
 /** Like readTaintStatuses, with each Machine's overridden and cancelled declarations. Throws MachineNotFoundError for a missing `machineName`. */
 export async function readStatusViews(o: ReadStatusOptions): Promise<MachineStatusView[]> {
-  const machines = await retryThrottled(() => readMachines(o));
-  const statuses = await statusesOf(o, machines);
+  const { machines, pools, clusters } = await retryThrottled(() => readMachines(o));
+  const statuses = await statusesOf(o, machines, { pools, clusters });
   return statuses.map((status, i) => {
     const declared = declaredTaintsOf(machines[i] as MachineSnapshot, startup(o));
     return { status, overrides: declared.valid ? declared.declaration.overrides : [] };
   });
+}
+
+/** What decides a pair's pause besides the Machine itself: the Clusters read, and each MachinePool's own annotations. */
+interface PauseSources {
+  /** By `namespace/name`. */
+  readonly clusters: ReadonlyMap<string, ClusterView>;
+  /** A MachinePool's annotations, by `namespace/name` (its Nodes' declaration-owner snapshots carry only declarations). */
+  readonly pools: ReadonlyMap<string, Readonly<Record<string, string>>>;
 }
 
 /**
@@ -94,7 +112,7 @@ export async function retryThrottled<T>(read: () => Promise<T>, wait: (ms: numbe
   }
 }
 
-async function readMachines(o: ReadStatusOptions): Promise<MachineSnapshot[]> {
+async function readMachines(o: ReadStatusOptions): Promise<{ machines: MachineSnapshot[] } & PauseSources> {
   const custom = o.kubeConfig.makeApiClient(CustomObjectsApi);
   const version = await new KubernetesCapiDiscovery(o.kubeConfig).version();
   const MACHINE_API = { ...MACHINES, version };
@@ -102,7 +120,7 @@ async function readMachines(o: ReadStatusOptions): Promise<MachineSnapshot[]> {
     const namespace = o.machineNamespace ?? 'default';
     try {
       const one = await custom.getNamespacedCustomObject({ ...MACHINE_API, namespace, name: o.machineName });
-      return [toMachineSnapshot(one as Parameters<typeof toMachineSnapshot>[0], version)];
+      return { machines: [toMachineSnapshot(one as Parameters<typeof toMachineSnapshot>[0], version)], pools: new Map(), clusters: await readClusters(custom, version, namespace) };
     } catch (error) {
       if (error instanceof ApiException && error.code === 404) throw new MachineNotFoundError(namespace, o.machineName);
       throw error;
@@ -114,13 +132,39 @@ async function readMachines(o: ReadStatusOptions): Promise<MachineSnapshot[]> {
     : await custom.listClusterCustomObject({ ...MACHINE_API, ...selector })) as { items?: unknown[] };
   // A MachinePool's Machines are no declaration source of their own: their Nodes are listed under the pool.
   const machines = (list.items ?? []).map((m) => toMachineSnapshot(m as Parameters<typeof toMachineSnapshot>[0], version)).filter((m) => machinePoolOf(m) === undefined);
-  machines.push(...(await readPoolMembers(custom, version, o)));
+  const members = await readPoolMembers(custom, version, o);
+  machines.push(...members.machines);
   machines.sort((a, b) => `${a.namespace}/${a.name}/${a.nodeName ?? ''}`.localeCompare(`${b.namespace}/${b.name}/${b.nodeName ?? ''}`));
-  return machines;
+  return { machines, pools: members.pools, clusters: machines.length === 0 ? new Map() : await readClusters(custom, version, o.machineNamespace) };
 }
 
-/** Every Node of every MachinePool (one entry per Node, the pool as its declaration owner); none where pools are not served. */
-async function readPoolMembers(custom: CustomObjectsApi, version: CapiApiVersion, o: ReadStatusOptions): Promise<MachineSnapshot[]> {
+/**
+ * The Clusters of the namespace (all namespaces without one), for their `spec.paused`; none where Clusters are not
+ * served. Read with the client that reads the Machines.
+ */
+async function readClusters(custom: CustomObjectsApi, version: CapiApiVersion, namespace: string | undefined): Promise<Map<string, ClusterView>> {
+  const API = { ...CLUSTERS, version };
+  let items: unknown[];
+  try {
+    const list = (namespace !== undefined ? await custom.listNamespacedCustomObject({ ...API, namespace }) : await custom.listClusterCustomObject(API)) as { items?: unknown[] };
+    items = list.items ?? [];
+  } catch (error) {
+    if (error instanceof ApiException && error.code === 404) return new Map();
+    throw error;
+  }
+  const clusters = new Map<string, ClusterView>();
+  for (const item of items as { metadata?: { namespace?: string; name?: string }; spec?: { paused?: unknown } }[]) {
+    const view = { namespace: item.metadata?.namespace ?? '', name: item.metadata?.name ?? '', paused: item.spec?.paused === true };
+    clusters.set(`${view.namespace}/${view.name}`, view);
+  }
+  return clusters;
+}
+
+/**
+ * Every Node of every MachinePool (one entry per Node, the pool as its declaration owner), and each pool's own
+ * annotations (its pause); none where pools are not served.
+ */
+async function readPoolMembers(custom: CustomObjectsApi, version: CapiApiVersion, o: ReadStatusOptions): Promise<{ machines: MachineSnapshot[]; pools: Map<string, Readonly<Record<string, string>>> }> {
   const API = { ...MACHINE_POOLS, version };
   const selector = o.machineLabelSelector ? { labelSelector: o.machineLabelSelector } : {};
   let items: unknown[];
@@ -130,31 +174,42 @@ async function readPoolMembers(custom: CustomObjectsApi, version: CapiApiVersion
       : await custom.listClusterCustomObject({ ...API, ...selector })) as { items?: unknown[] };
     items = list.items ?? [];
   } catch (error) {
-    if (error instanceof ApiException && error.code === 404) return [];
+    if (error instanceof ApiException && error.code === 404) return { machines: [], pools: new Map() };
     throw error;
   }
-  return items.flatMap((p) => {
+  const pools = new Map<string, Readonly<Record<string, string>>>();
+  const machines = items.flatMap((p) => {
     const pool = toMachinePoolSnapshot(p as Parameters<typeof toMachinePoolSnapshot>[0], version);
+    pools.set(`${pool.namespace}/${pool.name}`, pool.annotations);
     return pool.nodeNames.map((node) => declarationOwnerOf(pool, node)).filter((m): m is MachineSnapshot => m !== undefined);
   });
+  return { machines, pools };
 }
 
-async function statusesOf(o: ReadStatusOptions, machines: readonly MachineSnapshot[]): Promise<ReadTaintStatus[]> {
+async function statusesOf(o: ReadStatusOptions, machines: readonly MachineSnapshot[], pause: PauseSources): Promise<ReadTaintStatus[]> {
   const workload = o.workload ?? workloadKubeConfigs(o.kubeConfig);
+  const backoff = o.backoff ?? processBackoff;
   const nodesByCluster = new Map<string, Promise<Map<string, NodeSnapshot> | UnreachableCluster>>();
   const nodesOf = (machine: MachineSnapshot): Promise<Map<string, NodeSnapshot> | UnreachableCluster> => {
     const clusterName = machine.clusterName ?? machine.labels[CLUSTER_NAME_LABEL] ?? '';
     const key = o.mode === 'self' ? 'self' : `${machine.namespace}/${clusterName}`;
     let nodes = nodesByCluster.get(key);
     if (!nodes) {
+      // The management cluster's address is part of the key: one process may read several (tests, the demo).
+      const backoffKey = `${o.kubeConfig.getCurrentCluster()?.server ?? ''} ${key}`;
       nodes = (async () => {
+        const held = backoff.heldBack(backoffKey);
+        if (held) return { cluster: key, reason: describeHeldBack(held) };
         try {
           const kc = o.mode === 'self' ? o.kubeConfig : await workload.get({ mode: 'capi', namespace: machine.namespace, name: clusterName });
           // 500 per page (a cluster's credentials may be a RestConfig: the product's own HTTP client).
           const items = await retryThrottled(() => kubeList<V1Node>(kc, '/api/v1/nodes', {}, 500));
+          backoff.succeeded(backoffKey);
           return new Map(items.map((n) => [n.metadata?.name ?? '', toNodeSnapshot(n)]));
         } catch (error) {
-          return { cluster: key, reason: error instanceof Error ? describeApiError(error) : 'unknown error' };
+          const reason = error instanceof Error ? describeApiError(error) : 'unknown error';
+          backoff.failed(backoffKey, reason);
+          return { cluster: key, reason };
         }
       })();
       nodesByCluster.set(key, nodes);
@@ -164,17 +219,20 @@ async function statusesOf(o: ReadStatusOptions, machines: readonly MachineSnapsh
 
   const statuses: ReadTaintStatus[] = [];
   for (const machine of machines) {
+    const cluster = pause.clusters.get(`${machine.namespace}/${machine.clusterName ?? machine.labels[CLUSTER_NAME_LABEL] ?? ''}`);
+    const pauseAnnotations = machine.kind === 'MachinePool' ? pause.pools.get(`${machine.namespace}/${machine.name}`) : undefined;
+    const settings = { ...startup(o), ...(cluster ? { cluster } : {}), ...(pauseAnnotations ? { pauseAnnotations } : {}) };
     if (!machine.nodeName) {
-      statuses.push(taintStatusOf({ machine, node: undefined, ...startup(o) }));
+      statuses.push(taintStatusOf({ machine, node: undefined, ...settings }));
       continue;
     }
     const nodes = await nodesOf(machine);
     if (!(nodes instanceof Map)) {
       const message = `cluster ${nodes.cluster}: ${nodes.reason}`;
-      statuses.push({ ...taintStatusOf({ machine, node: undefined, ...startup(o) }), state: SyncState.nodeMissing, reason: message, nodeListError: message, unreachableCluster: nodes });
+      statuses.push({ ...taintStatusOf({ machine, node: undefined, ...settings }), state: SyncState.nodeMissing, reason: message, nodeListError: message, unreachableCluster: nodes });
       continue;
     }
-    statuses.push(taintStatusOf({ machine, node: nodes.get(machine.nodeName), ...startup(o) }));
+    statuses.push(taintStatusOf({ machine, node: nodes.get(machine.nodeName), ...settings }));
   }
   return statuses;
 }

@@ -87,7 +87,7 @@ export const NODE_LIST_FAILED = 'Node list failed';
  * list failed is shown as `Node list failed`, never as `node-missing`.
  * @example outOfSyncNodes([{ machine: 'ns/m1', node: 'n1', state: 'node-missing', nodeListError: 'HTTP 503' }]) // [{ node: 'n1', state: 'Node list failed' }]
  */
-export function outOfSyncNodes(statuses: readonly (Pick<TaintStatus, 'machine' | 'node' | 'state'> & { readonly nodeListError?: string })[]): OutOfSyncNode[] {
+export function outOfSyncNodes(statuses: readonly (Pick<TaintStatus, 'machine' | 'node' | 'state' | 'pausedBy'> & { readonly nodeListError?: string })[]): OutOfSyncNode[] {
   return statuses
     .filter((s) => s.nodeListError !== undefined || needsAttention(s) || s.state === SyncState.waitingForUpstream || (isLeftAlone(s) && s.state !== SyncState.machineDeleting))
     .map((s) => ({ node: s.node ?? s.machine, state: s.nodeListError !== undefined ? NODE_LIST_FAILED : formatState(s) }));

@@ -5,7 +5,7 @@
  */
 import type { Override } from '#shared/domain/declarations.ts';
 import { formatTaint, type Taint } from '#shared/domain/taint.ts';
-import { SyncState, TaintOwner, type DesiredTaint, type OwnedTaint, type TaintStatus } from '#shared/domain/taint-status.ts';
+import { PausedBy, SyncState, TaintOwner, type DesiredTaint, type OwnedTaint, type TaintStatus } from '#shared/domain/taint-status.ts';
 
 /** Short names of the declaration sources, for narrow columns. */
 const SOURCE_LABEL: Readonly<Record<string, string>> = {
@@ -53,14 +53,23 @@ export const STATE_LABEL: Readonly<Record<SyncState, string>> = {
   [SyncState.noNode]: 'no Node yet',
   [SyncState.nodeMissing]: 'Node missing',
   [SyncState.machineDeleting]: 'Machine deleting (left alone)',
+  [SyncState.paused]: 'paused (left alone)',
+};
+
+/** The state column of a paused pair names whose pause it is. */
+const PAUSED_LABEL: Readonly<Record<PausedBy, string>> = {
+  [PausedBy.cluster]: 'paused (Cluster spec.paused)',
+  [PausedBy.machine]: 'paused (Machine annotation)',
+  [PausedBy.machinePool]: 'paused (MachinePool annotation)',
 };
 
 /** The label of a Machine whose cluster's Nodes could not be listed: its state is unknown, not "Node missing". */
 export const CLUSTER_UNREACHABLE_LABEL = 'cluster unreachable';
 
 /** The state column: `in sync`, `out of sync`, `invalid declaration (left alone)`, …; `cluster unreachable` when its cluster's Nodes could not be listed. */
-export function formatState(s: Pick<TaintStatus, 'state'> & { readonly unreachableCluster?: UnreachableCluster }): string {
+export function formatState(s: Pick<TaintStatus, 'state' | 'pausedBy'> & { readonly unreachableCluster?: UnreachableCluster }): string {
   if (s.unreachableCluster) return CLUSTER_UNREACHABLE_LABEL;
+  if (s.state === SyncState.paused && s.pausedBy) return PAUSED_LABEL[s.pausedBy];
   return STATE_LABEL[s.state] ?? s.state;
 }
 
@@ -101,9 +110,9 @@ export function needsAttention(s: Pick<TaintStatus, 'state'>): boolean {
   return s.state === SyncState.outOfSync || s.state === SyncState.nodeMissing;
 }
 
-/** Not in sync, on purpose (invalid declaration, malformed annotation, Machine being deleted): never written. */
+/** Not in sync, on purpose (invalid declaration, malformed annotation, Machine being deleted, paused): never written. */
 export function isLeftAlone(s: Pick<TaintStatus, 'state'>): boolean {
-  return s.state === SyncState.invalidDeclaration || s.state === SyncState.malformedAnnotation || s.state === SyncState.machineDeleting;
+  return s.state === SyncState.invalidDeclaration || s.state === SyncState.malformedAnnotation || s.state === SyncState.machineDeleting || s.state === SyncState.paused;
 }
 
 /**

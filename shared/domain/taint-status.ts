@@ -5,6 +5,7 @@
  */
 import type { DeclarationIssue } from '#shared/errors.ts';
 import { declaredTaintsOf, type DeclarationSource } from './declarations.ts';
+import { PAUSED_ANNOTATION, pausedReason, type ClusterView } from './pause.ts';
 import type { MachineSnapshot, NodeSnapshot } from './snapshots.ts';
 import { planOwnedTaints, SpecTaintsOwner, type Ownership } from './ownership.ts';
 import type { TaintDiff } from './taint-plan.ts';
@@ -44,8 +45,18 @@ export const SyncState = {
   nodeMissing: 'node-missing',
   /** The Machine is being deleted: its Node is left as it is. */
   machineDeleting: 'machine-deleting',
+  /** Cluster API's pause (its Cluster's `spec.paused`, or the object's `cluster.x-k8s.io/paused`): the Node is left as it is. */
+  paused: 'paused',
 } as const;
 export type SyncState = (typeof SyncState)[keyof typeof SyncState];
+
+/** What pauses a pair: its Cluster's `spec.paused`, or the `cluster.x-k8s.io/paused` annotation of its Machine or MachinePool. */
+export const PausedBy = {
+  cluster: 'Cluster',
+  machine: 'Machine',
+  machinePool: 'MachinePool',
+} as const;
+export type PausedBy = (typeof PausedBy)[keyof typeof PausedBy];
 
 /** A declared taint with the source that won for its key+effect. */
 export interface DesiredTaint extends MachineTaint {
@@ -79,6 +90,8 @@ export interface TaintStatus {
   readonly expected?: readonly Taint[];
   readonly issues?: readonly DeclarationIssue[];
   readonly reason?: string;
+  /** Paused: which object's pause it is (the Cluster's wins, as in Cluster API). */
+  readonly pausedBy?: PausedBy;
 }
 
 export interface TaintStatusInput {
@@ -89,12 +102,20 @@ export interface TaintStatusInput {
   readonly startupTaint?: { readonly key: string; readonly effect: string };
   /** Who propagates `spec.taints` (as configured; default upstream CAPI). */
   readonly specTaintsOwner?: SpecTaintsOwner;
+  /** The Machine's (or MachinePool's) Cluster, for its `spec.paused`; undefined when unknown or absent. */
+  readonly cluster?: ClusterView;
+  /**
+   * The annotations whose `cluster.x-k8s.io/paused` pauses the pair, when not the Machine's own: a MachinePool's
+   * (its declaration-owner snapshot carries only the declaration annotations).
+   */
+  readonly pauseAnnotations?: Readonly<Record<string, string>>;
 }
 
 /**
  * Computes the status of a Machine/Node pair. Returns `in-sync` exactly when the reconcile planner
  * would not write the Node. A Node without the tracking annotation is reported out of sync (its
- * first reconcile initializes it), even if the first-enablement rule would later adopt it.
+ * first reconcile initializes it), even if the first-enablement rule would later adopt it. A paused
+ * pair (Cluster API's pause, checked first as Cluster API's controllers do) is `paused` whatever its Node.
  * @example
  * taintStatusOf({ machine: { ...m, specTaints: [{ key: 'gpu', effect: 'NoSchedule', propagation: 'Always' }] }, node: { ...n, taints: [{ key: 'gpu', effect: 'NoSchedule' }], annotations: { 'cluster.x-k8s.io/taints-from-machine': 'gpu:NoSchedule' } } }).state
  * // 'in-sync'
@@ -115,6 +136,8 @@ export function taintStatusOf(input: TaintStatusInput): TaintStatus {
   const actual = node ? ownersOf(node, desired, input.startupTaint, specTaintsOwner) : [];
   const common = { ...base, desired, actual, initialized };
 
+  const pausedBy = pausedByOf(input);
+  if (pausedBy) return { ...common, state: SyncState.paused, pausedBy, reason: pauseReason(pausedBy, input) };
   if (machine.deleting) return { ...common, state: SyncState.machineDeleting, reason: 'the Machine is being deleted' };
   if (!machine.nodeName) return { ...common, state: SyncState.noNode, reason: 'the Machine has no status.nodeRef yet' };
   if (!node) return { ...common, state: SyncState.nodeMissing, reason: `Node ${machine.nodeName} does not exist` };
@@ -137,6 +160,22 @@ export function taintStatusOf(input: TaintStatusInput): TaintStatus {
     expected: plan.after.taints,
     reason: initialized ? 'the next reconcile would write the Node' : `the Node is not initialized yet (no ${OWN_TRACKING_ANNOTATION} annotation)`,
   };
+}
+
+/** Whose pause holds the pair, if any: the Cluster's `spec.paused` first, then the object's annotation (`util/annotations.IsPaused`). */
+function pausedByOf(input: TaintStatusInput): PausedBy | undefined {
+  if (pausedReason({ annotations: input.pauseAnnotations ?? input.machine.annotations }, input.cluster) === undefined) return undefined;
+  if (input.cluster?.paused) return PausedBy.cluster;
+  return input.machine.kind === 'MachinePool' ? PausedBy.machinePool : PausedBy.machine;
+}
+
+function pauseReason(pausedBy: PausedBy, input: TaintStatusInput): string {
+  const { cluster, machine } = input;
+  const holder =
+    pausedBy === PausedBy.cluster && cluster
+      ? `Cluster ${cluster.namespace}/${cluster.name} has spec.paused`
+      : `${pausedBy} ${machine.namespace}/${machine.name} has the ${PAUSED_ANNOTATION} annotation`;
+  return `${holder}: the Node is left as it is until the pause ends`;
 }
 
 /**

@@ -7,8 +7,11 @@
  * and filtered it (its counters say so: the positive signal that they arrived), and the marker edit made afterwards on
  * the "product" side is then the only reconcile (exactly 1).
  *
- * A paused Machine (`cluster.x-k8s.io/paused`, Cluster API's pause) is left alone: its joining Node gets no product
- * write while it is paused, and its taints once it is unpaused.
+ * A declaration edited on a MachineDeployment reaches the product only through Cluster API's copies onto the Machines
+ * (the Machine is the source of truth): one reconcile per Node, none for the MachineDeployment's and MachineSet's own
+ * changes. A Node that joins after its machine was provisioned gets the product's taint next to Cluster API's link, and
+ * the join leaves nothing behind: an edit afterwards is the only reconcile. No object is paused here: a paused object's
+ * Node is left alone (test/e2e-capi/pause.test.ts).
  */
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { CoreV1Api, CustomObjectsApi, type KubeConfig, type V1Node } from '@kubernetes/client-node';
@@ -20,6 +23,7 @@ import {
   MACHINES,
   MACHINE_DEPLOYMENTS,
   listObjects,
+  getObject,
   capiKubeConfig,
   createMachineDeployment,
   createSelfHostedCluster,
@@ -124,39 +128,92 @@ describeWithCapi('Next to Cluster API: no work for changes the product cannot ac
     expect(after.foreignDeclarationChangesFiltered - before.foreignDeclarationChangesFiltered).toBe(CAPI_REPLICAS);
   }, 180_000);
 
-  it("leaves a paused Machine's joining Node alone (Cluster API's pause), and taints it once unpaused", async () => {
-    const custom = kc.makeApiClient(CustomObjectsApi);
+  it('a new declaration on a MachineDeployment costs one reconcile per Node (its Machine copy) and none for the MachineDeployment and MachineSet changes; a later Machine edit costs exactly 1', async () => {
     const p = pipeline as Pipeline;
-    // Prepare: one Machine whose Node boots 15 s after the machine is provisioned (a cloud's order), paused before then.
-    const md = await createMachineDeployment(kc, ns, { cluster, replicas: 1, startupTaints: [GATE], bootSeconds: 15, annotations: { [DECLARE]: 'joined=v1:NoSchedule' } });
-    const machine = await waitFor(
-      async () => (await listObjects(kc, MACHINES, ns, `cluster.x-k8s.io/deployment-name=${md}`)).find((m) => typeof m.spec?.['providerID'] === 'string'),
-      { timeoutMs: 60_000, intervalMs: 100, description: "Cluster API to copy the provider ID to the Machine" },
-    );
-    const name = machine.metadata.name;
-    await custom.patchNamespacedCustomObject({ ...MACHINES, namespace: ns, name, body: { metadata: { annotations: { 'cluster.x-k8s.io/paused': '' } } } }, MERGE_PATCH);
-    const exists = await core.readNode({ name }).then(() => true, () => false);
-    expect(exists, 'the Node must join after the Machine is paused (its boot is 15 s)').toBe(false);
+    const custom = kc.makeApiClient(CustomObjectsApi);
+    // Prepare: a MachineDeployment declaring v1 through the product's annotation, converged.
+    const md = await createMachineDeployment(kc, ns, { cluster, replicas: CAPI_REPLICAS, startupTaints: [GATE], annotations: { [DECLARE]: 'copied=v1:NoSchedule' } });
+    const pairs = await waitForMachineNodes(kc, ns, md, CAPI_REPLICAS);
+    const nodeNames = pairs.map((x) => x.node.metadata?.name as string);
+    const machineNames = pairs.map((x) => x.machine.metadata.name);
+    await waitFor(async () => (await nodesOf(nodeNames)).every((n) => taintsOf(n).join() === 'copied=v1:NoSchedule'), { timeoutMs: 30_000, intervalMs: 200, description: 'v1 on every Node' });
     const before = await drained(p);
 
-    // Act: the Node boots and registers with the startup gate; the forwarder sees it and the queue drains.
-    await waitFor(async () => core.readNode({ name }).catch(() => undefined), { timeoutMs: 60_000, intervalMs: 200, description: 'the Node to join' });
-    const whilePaused = await waitFor(
+    // Act: v2 in the MachineDeployment's template; Cluster API copies it to the MachineSet, then onto each Machine.
+    await custom.patchNamespacedCustomObject({ ...MACHINE_DEPLOYMENTS, namespace: ns, name: md, body: { spec: { template: { metadata: { annotations: { [DECLARE]: 'copied=v2:NoSchedule' } } } } } }, MERGE_PATCH);
+    await waitFor(async () => (await Promise.all(machineNames.map((name) => getObject(kc, MACHINES, ns, name)))).every((m) => m.metadata.annotations?.[DECLARE] === 'copied=v2:NoSchedule'), {
+      timeoutMs: 60_000, intervalMs: 200, description: "Cluster API's copy of v2 onto every Machine",
+    });
+    await waitFor(async () => (await nodesOf(nodeNames)).every((n) => taintsOf(n).join() === 'copied=v2:NoSchedule'), { timeoutMs: 30_000, intervalMs: 200, description: 'v2 on every Node' });
+    const applied = await waitFor(
       async () => {
         const c = await drained(p);
-        return c.eventsSeen > before.eventsSeen ? c : undefined;
+        return c.reconciles.patched - before.reconciles.patched >= CAPI_REPLICAS ? c : undefined;
       },
-      { timeoutMs: 20_000, intervalMs: 100, description: "the forwarder to have seen the joining Node, and the queue drained" },
+      { timeoutMs: 20_000, intervalMs: 100, description: "the copies' reconciles counted" },
     );
-    const nodeWhilePaused = await core.readNode({ name });
+    // Then the marker: a declaration of one Machine alone.
+    await custom.patchNamespacedCustomObject({ ...MACHINES, namespace: ns, name: machineNames[0] as string, body: { metadata: { annotations: { 'taints.capi-taint-propagator.dev/class': 'marker=x:NoSchedule' } } } }, MERGE_PATCH);
+    await waitFor(async () => taintsOf(await core.readNode({ name: nodeNames[0] as string })).includes('marker=x:NoSchedule'), { timeoutMs: 30_000, intervalMs: 200, description: 'the marker on its Node' });
+    const after = await waitFor(
+      async () => {
+        const c = await drained(p);
+        return c.reconciles.patched > applied.reconciles.patched ? c : undefined;
+      },
+      { timeoutMs: 20_000, intervalMs: 100, description: "the marker's reconcile counted" },
+    );
 
-    // Assess: no product write while the Machine is paused; once unpaused, the Node gets its taint and loses its gate.
-    expect(whilePaused.reconciles.patched).toBe(before.reconciles.patched);
-    expect(taintsOf(nodeWhilePaused)).not.toContain('joined=v1:NoSchedule');
-    expect(nodeWhilePaused.metadata?.annotations?.[OWN_TRACKING_ANNOTATION]).toBeUndefined();
-    await custom.patchNamespacedCustomObject({ ...MACHINES, namespace: ns, name, body: { metadata: { annotations: { 'cluster.x-k8s.io/paused': null } } } }, MERGE_PATCH);
-    await waitFor(async () => (taintsOf(await core.readNode({ name })).join() === 'joined=v1:NoSchedule' ? true : undefined), {
-      timeoutMs: 60_000, intervalMs: 200, description: "the product's taint on the Node once unpaused, its gate lifted",
+    // Assess: one reconcile (and one write) per Node for the Machines' copies, none for the MachineDeployment's and
+    // MachineSet's template changes, exactly one for the marker.
+    expect(reconcileTotal(applied) - reconcileTotal(before)).toBe(CAPI_REPLICAS);
+    expect(applied.reconciles.patched - before.reconciles.patched).toBe(CAPI_REPLICAS);
+    expect(applied.eventsForwarded - before.eventsForwarded).toBe(CAPI_REPLICAS);
+    expect(reconcileTotal(after) - reconcileTotal(applied)).toBe(1);
+  }, 180_000);
+
+  it("taints a joining Node that boots after its machine is provisioned, next to Cluster API's link, and the join leaves nothing to do: a later edit costs exactly 1", async () => {
+    const p = pipeline as Pipeline;
+    const custom = kc.makeApiClient(CustomObjectsApi);
+    // Prepare: one Machine whose Node boots 5 s after the machine is provisioned (a cloud's order: the provider ID is
+    // known before the Node exists).
+    const md = await createMachineDeployment(kc, ns, { cluster, replicas: 1, startupTaints: [GATE], bootSeconds: 5, annotations: { [DECLARE]: 'joined=v1:NoSchedule' } });
+    const machine = await waitFor(
+      async () => (await listObjects(kc, MACHINES, ns, `cluster.x-k8s.io/deployment-name=${md}`)).find((m) => typeof m.spec?.['providerID'] === 'string'),
+      { timeoutMs: 60_000, intervalMs: 100, description: 'Cluster API to copy the provider ID to the Machine' },
+    );
+    const name = machine.metadata.name;
+
+    // Act: the Node boots and registers with the startup gate; Cluster API links it (its nodeRef) and the product taints it.
+    const node = await waitFor(
+      async () => {
+        const n = await core.readNode({ name }).catch(() => undefined);
+        return n && taintsOf(n).join() === 'joined=v1:NoSchedule' ? n : undefined;
+      },
+      { timeoutMs: 60_000, intervalMs: 200, description: "the product's taint on the joining Node, its gate lifted" },
+    );
+    const linked = await waitFor(async () => (await listObjects(kc, MACHINES, ns, `cluster.x-k8s.io/deployment-name=${md}`)).find((m) => m.metadata.name === name && m.status?.['nodeRef']), {
+      timeoutMs: 60_000, intervalMs: 200, description: "Cluster API's nodeRef",
     });
+
+    // Assess: the Node is the Machine's (the same provider ID, Cluster API's link) and carries the product's taint.
+    expect(node.spec?.providerID).toBe(machine.spec?.['providerID']);
+    expect((linked.status?.['nodeRef'] as { name?: string }).name).toBe(name);
+    expect(node.metadata?.annotations?.[OWN_TRACKING_ANNOTATION]).toBe('joined:NoSchedule');
+    await waitFor(async () => (await core.readNode({ name })).metadata?.annotations?.['cluster.x-k8s.io/machine'] === name, { timeoutMs: 30_000, intervalMs: 200, description: "Cluster API's Machine annotation on the Node" });
+    expect(taintsOf(await core.readNode({ name }))).toEqual(['joined=v1:NoSchedule']);
+
+    // Then, once settled, an edit of the declaration is the only reconcile: the join left no write war behind.
+    const before = await drained(p);
+    await custom.patchNamespacedCustomObject({ ...MACHINE_DEPLOYMENTS, namespace: ns, name: md, body: { spec: { template: { metadata: { annotations: { [DECLARE]: 'joined=v2:NoSchedule' } } } } } }, MERGE_PATCH);
+    await waitFor(async () => taintsOf(await core.readNode({ name })).join() === 'joined=v2:NoSchedule', { timeoutMs: 60_000, intervalMs: 200, description: 'the edit applied by the product' });
+    const afterEdit = await waitFor(
+      async () => {
+        const c = await drained(p);
+        return c.reconciles.patched > before.reconciles.patched ? c : undefined;
+      },
+      { timeoutMs: 20_000, intervalMs: 100, description: "the edit's reconcile counted" },
+    );
+    expect(reconcileTotal(afterEdit) - reconcileTotal(before)).toBe(1);
+    expect(afterEdit.eventsForwarded - before.eventsForwarded).toBe(1);
   }, 180_000);
 });

@@ -1,10 +1,14 @@
 /**
  * Cluster API in the loop: the upstream core manager (gate MachineTaintPropagation on) and the local provider turn
- * MachineDeployments into Machines and Nodes. Nothing here writes a Machine or a nodeRef.
+ * MachineDeployments into Machines and Nodes. Nothing here writes a nodeRef. The last case runs the product while
+ * Cluster API deletes a MachineDeployment: a deleting Machine's Node is left alone.
  */
 import { beforeAll, expect, it } from 'vitest';
-import { CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
-import { LOCAL_CLUSTER, LOCAL_MACHINE } from '#local/infrastructure/crds.ts';
+import { CoreV1Api, CustomObjectsApi, type KubeConfig, type V1Node } from '@kubernetes/client-node';
+import { LOCAL_MACHINE } from '#local/infrastructure/crds.ts';
+import type { Pipeline } from '#local/pipeline.ts';
+import type { PipelineCounters } from '#local/pipeline-report.ts';
+import { STARTUP_GATE_TAINT_KEY } from '#shared/domain/taint.ts';
 import { MACHINE_FINALIZER } from '#local/infrastructure/provider.ts';
 import { createNamespace, MERGE_PATCH, statusOf, waitFor } from '#test/support/control-plane.ts';
 import {
@@ -19,11 +23,27 @@ import {
   getObject,
   listObjects,
   scaleMachineDeployment,
+  startProductPipeline,
   taintText,
   waitForMachineNodes,
 } from '#test/support/capi.ts';
 
 const STARTUP = { key: 'example.com/booting', effect: 'NoSchedule' };
+const GATE = { key: STARTUP_GATE_TAINT_KEY, effect: 'NoSchedule' };
+const DECLARE = 'taints.capi-taint-propagator.dev/machine';
+/** Cluster API's pre-drain lifecycle hook: a deleting Machine waits (its Node kept) while an annotation with this prefix is on it. */
+const PRE_DRAIN_HOOK = 'pre-drain.delete.hook.machine.cluster.x-k8s.io/e2e-test';
+const nodeTaints = (n: V1Node): string => (n.spec?.taints ?? []).map(taintText).sort().join();
+
+async function drained(p: Pipeline): Promise<PipelineCounters> {
+  return waitFor(
+    async () => {
+      const c = await p.freshCounters();
+      return c.queueVisible === 0 && c.queueInFlight === 0 ? c : undefined;
+    },
+    { timeoutMs: 20_000, intervalMs: 100, description: 'the queue to be empty' },
+  );
+}
 const local = (k: typeof LOCAL_MACHINE): { group: string; version: string; plural: string } => ({ group: k.group, version: k.version, plural: k.plural });
 
 describeWithCapi('Cluster API in the loop: MachineDeployment → Machines → Nodes', () => {
@@ -134,23 +154,60 @@ describeWithCapi('Cluster API in the loop: MachineDeployment → Machines → No
     expect(after.map((p) => p.machine.metadata.uid)).toEqual(before.map((p) => p.machine.metadata.uid));
   });
 
-  it('deletes Machines and Nodes with their MachineDeployment, and the kubeconfig Secret with the Cluster', async () => {
-    const md = await createMachineDeployment(kc, ns, { cluster, replicas: 2 });
-    const pairs = await waitForMachineNodes(kc, ns, md, 2);
-    await kc.makeApiClient(CustomObjectsApi).deleteNamespacedCustomObject({ ...MACHINE_DEPLOYMENTS, namespace: ns, name: md });
-    // No garbage collector runs here: the MachineDeployment's finalizer makes Cluster API delete its MachineSets and Machines itself.
-    for (const { node } of pairs) {
-      const name = node.metadata?.name ?? '';
-      await waitFor(async () => statusOf(await core.readNode({ name }).catch((e: unknown) => e)) === 404, { timeoutMs: 60_000, description: `Node ${name} deleted` });
-    }
-    await waitFor(async () => (await listObjects(kc, MACHINES, ns, `cluster.x-k8s.io/deployment-name=${md}`)).length === 0, { timeoutMs: 60_000, description: 'Machines deleted' });
+  it("the product, while Cluster API deletes a MachineDeployment: no write to a deleting Machine's Node (a hand edit stays), reconciles end machine-deleting / node-gone / machine-gone, nothing fails", async () => {
+    // Prepare: the product's pipeline; a MachineDeployment of 2 declaring a taint, converged; one Machine held in its
+    // deletion by a pre-drain hook (Cluster API's lifecycle hook: the Machine and its Node stay while the hook is there).
+    const pipeline = await startProductPipeline(kc, ns);
+    try {
+      const custom = kc.makeApiClient(CustomObjectsApi);
+      const md = await createMachineDeployment(kc, ns, { cluster, replicas: 2, startupTaints: [GATE], annotations: { [DECLARE]: 'deleting=v1:NoSchedule' } });
+      const pairs = await waitForMachineNodes(kc, ns, md, 2);
+      const [held, other] = pairs.map((p) => ({ machine: p.machine.metadata.name, node: p.node.metadata?.name as string })) as [{ machine: string; node: string }, { machine: string; node: string }];
+      for (const { node } of [held, other]) {
+        await waitFor(async () => nodeTaints(await core.readNode({ name: node })) === 'deleting=v1:NoSchedule', { timeoutMs: 30_000, description: `the declared taint on Node ${node}` });
+      }
+      await custom.patchNamespacedCustomObject({ ...MACHINES, namespace: ns, name: held.machine, body: { metadata: { annotations: { [PRE_DRAIN_HOOK]: 'e2e' } } } }, MERGE_PATCH);
+      const before = await drained(pipeline);
 
-    await kc.makeApiClient(CustomObjectsApi).deleteNamespacedCustomObject({ ...CLUSTERS, namespace: ns, name: cluster });
-    await waitFor(async () => statusOf(await getObject(kc, CLUSTERS, ns, cluster).catch((e: unknown) => e)) === 404, { timeoutMs: 60_000, description: 'Cluster deleted' });
-    await waitFor(async () => statusOf(await getObject(kc, local(LOCAL_CLUSTER), ns, cluster).catch((e: unknown) => e)) === 404, { timeoutMs: 30_000, description: 'LocalCluster deleted' });
-    await waitFor(async () => statusOf(await core.readNamespacedSecret({ namespace: ns, name: `${cluster}-kubeconfig` }).catch((e: unknown) => e)) === 404, {
-      timeoutMs: 30_000,
-      description: 'kubeconfig Secret deleted',
-    });
+      // Act 1: the MachineDeployment deleted; the held Machine is deleting, the other one goes with its Node.
+      await custom.deleteNamespacedCustomObject({ ...MACHINE_DEPLOYMENTS, namespace: ns, name: md });
+      await waitFor(async () => (await getObject(kc, MACHINES, ns, held.machine)).metadata.deletionTimestamp, { timeoutMs: 60_000, description: `Machine ${held.machine} deleting` });
+      await waitFor(async () => statusOf(await core.readNode({ name: other.node }).catch((e: unknown) => e)) === 404, { timeoutMs: 60_000, description: `Node ${other.node} deleted` });
+      // Act 2: the product's taint removed by hand from the deleting Machine's Node.
+      const node = await core.readNode({ name: held.node });
+      await core.patchNode({ name: held.node, body: { metadata: { resourceVersion: node.metadata?.resourceVersion }, spec: { taints: (node.spec?.taints ?? []).filter((t) => t.key !== 'deleting') } } }, MERGE_PATCH);
+
+      // Assess 1: the product saw the edit and decided machine-deleting (the positive marker), and wrote nothing.
+      const decided = await waitFor(
+        async () => {
+          const c = await drained(pipeline);
+          return c.reconciles['machine-deleting'] > before.reconciles['machine-deleting'] ? c : undefined;
+        },
+        { timeoutMs: 30_000, intervalMs: 200, description: 'a machine-deleting reconcile of the hand edit' },
+      );
+      expect(nodeTaints(await core.readNode({ name: held.node }))).toBe('');
+      expect(decided.writes - before.writes).toBe(0);
+
+      // Act 3: the hook removed: Cluster API deletes the Machine and its Node.
+      await custom.patchNamespacedCustomObject({ ...MACHINES, namespace: ns, name: held.machine, body: { metadata: { annotations: { [PRE_DRAIN_HOOK]: null } } } }, MERGE_PATCH);
+      await waitFor(async () => statusOf(await core.readNode({ name: held.node }).catch((e: unknown) => e)) === 404, { timeoutMs: 60_000, description: `Node ${held.node} deleted` });
+      await waitFor(async () => (await listObjects(kc, MACHINES, ns, `cluster.x-k8s.io/deployment-name=${md}`)).length === 0, { timeoutMs: 60_000, description: 'Machines deleted' });
+
+      // Assess 2: every reconcile since the deletion began ended left alone or gone; no write, retry or dead letter.
+      const after = await waitFor(
+        async () => {
+          const c = await drained(pipeline);
+          const gone = (x: PipelineCounters): number => x.reconciles['node-gone'] + x.reconciles['machine-gone'];
+          return gone(c) - gone(before) >= 2 ? c : undefined;
+        },
+        { timeoutMs: 30_000, intervalMs: 200, description: 'a node-gone or machine-gone reconcile per deleted Node' },
+      );
+      const delta = Object.fromEntries(Object.entries(after.reconciles).map(([o, n]) => [o, n - before.reconciles[o as keyof typeof before.reconciles]]).filter(([, n]) => (n as number) > 0));
+      expect(Object.keys(delta).every((o) => ['machine-deleting', 'node-gone', 'machine-gone', 'unchanged', 'no-node'].includes(o)), JSON.stringify(delta)).toBe(true);
+      expect(after.writes - before.writes).toBe(0);
+      expect([after.conflicts - before.conflicts, after.transientErrors - before.transientErrors, after.deadLettered - before.deadLettered]).toEqual([0, 0, 0]);
+    } finally {
+      await pipeline.stop();
+    }
   });
 });

@@ -6,9 +6,11 @@
  */
 import { beforeAll, expect, it } from 'vitest';
 import { CoreV1Api, CustomObjectsApi, type KubeConfig, type V1Node } from '@kubernetes/client-node';
-import { LOCAL_BOOTSTRAP_CONFIG, LOCAL_MACHINE_POOL } from '#local/infrastructure/crds.ts';
+import { LOCAL_MACHINE_POOL } from '#local/infrastructure/crds.ts';
 import { MACHINE_POOL_ANNOTATION, MACHINE_POOL_FINALIZER, providerIdOf } from '#local/infrastructure/provider.ts';
 import { readTaintStatuses } from '#local/cluster-status.ts';
+import type { Pipeline } from '#local/pipeline.ts';
+import type { PipelineCounters } from '#local/pipeline-report.ts';
 import { OWN_TRACKING_ANNOTATION, STARTUP_GATE_TAINT_KEY } from '#shared/domain/taint.ts';
 import { createNamespace, MERGE_PATCH, statusOf, waitFor } from '#test/support/control-plane.ts';
 import {
@@ -30,8 +32,19 @@ import {
 const STARTUP = { key: 'example.com/booting', effect: 'NoSchedule' };
 const GATE = { key: STARTUP_GATE_TAINT_KEY, effect: 'NoSchedule' };
 const MACHINE = 'taints.capi-taint-propagator.dev/machine';
+/** A finalizer of the test's, holding an object in its deletion. */
+const HOLD = 'e2e.capi-taint-propagator.dev/hold';
 const local = (k: typeof LOCAL_MACHINE_POOL): { group: string; version: string; plural: string } => ({ group: k.group, version: k.version, plural: k.plural });
 const names = (nodes: readonly V1Node[]): string[] => nodes.map((n) => n.metadata?.name ?? '').sort();
+async function drained(p: Pipeline): Promise<PipelineCounters> {
+  return waitFor(
+    async () => {
+      const c = await p.freshCounters();
+      return c.queueVisible === 0 && c.queueInFlight === 0 ? c : undefined;
+    },
+    { timeoutMs: 20_000, intervalMs: 100, description: 'the queue to be empty' },
+  );
+}
 const ready = (n: V1Node): boolean => n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
 
 describeWithCapi('Cluster API in the loop: MachinePool → LocalMachinePool → Nodes (status.nodeRefs by Cluster API)', () => {
@@ -118,16 +131,55 @@ describeWithCapi('Cluster API in the loop: MachinePool → LocalMachinePool → 
     expect((mp.spec?.['template'] as { metadata?: { annotations?: Record<string, string> } }).metadata?.annotations).toEqual({ 'example.com/from-template': 'yes' });
   });
 
-  it('deleting the MachinePool deletes its Nodes, the LocalMachinePool and the LocalBootstrapConfig', async () => {
-    const pool = await createMachinePool(kc, ns, { cluster, replicas: 2 });
-    const { nodes } = await waitForMachinePoolNodes(kc, ns, pool, 2);
-    await kc.makeApiClient(CustomObjectsApi).deleteNamespacedCustomObject({ ...MACHINE_POOLS, namespace: ns, name: pool });
-    for (const n of nodes) await gone(n.metadata?.name ?? '');
-    const deleted = (api: { group: string; version: string; plural: string }, what: string) =>
-      waitFor(async () => statusOf(await getObject(kc, api, ns, pool).catch((e: unknown) => e)) === 404, { timeoutMs: 30_000, description: `${what} deleted` });
-    await deleted(local(LOCAL_MACHINE_POOL), 'LocalMachinePool');
-    await deleted(local(LOCAL_BOOTSTRAP_CONFIG), 'LocalBootstrapConfig');
-    await deleted(MACHINE_POOLS, 'MachinePool');
+  it("the product, while Cluster API deletes a MachinePool: no write to a Node of the deleting pool (a hand edit stays), reconciles end left alone or gone, nothing fails", async () => {
+    // Prepare: the product's pipeline; a pool of 2 declaring a taint, converged; the pool and its first Node held by a
+    // finalizer of the test's, so that Cluster API's deletion leaves a deleting pool with a terminating Node.
+    const pipeline = await startProductPipeline(kc, ns);
+    const custom = kc.makeApiClient(CustomObjectsApi);
+    const pool = await createMachinePool(kc, ns, { cluster, replicas: 2, startupTaints: [GATE], annotations: { [MACHINE]: 'deleting=v1:NoSchedule' } });
+    const [held, other] = names((await waitForMachinePoolNodes(kc, ns, pool, 2)).nodes) as [string, string];
+    const release = async (): Promise<void> => {
+      await core.patchNode({ name: held, body: { metadata: { finalizers: null } } }, MERGE_PATCH).catch(() => undefined);
+      await custom.patchNamespacedCustomObject({ ...MACHINE_POOLS, namespace: ns, name: pool, body: { metadata: { finalizers: null } } }, MERGE_PATCH).catch(() => undefined);
+    };
+    try {
+      for (const n of [held, other]) {
+        await waitFor(async () => ((await core.readNode({ name: n })).spec?.taints ?? []).map(taintText).join() === 'deleting=v1:NoSchedule', { timeoutMs: 30_000, description: `the declared taint on Node ${n}` });
+      }
+      await core.patchNode({ name: held, body: { metadata: { finalizers: [HOLD] } } }, MERGE_PATCH);
+      const current = await getObject(kc, MACHINE_POOLS, ns, pool);
+      await custom.patchNamespacedCustomObject({ ...MACHINE_POOLS, namespace: ns, name: pool, body: { metadata: { finalizers: [...(current.metadata.finalizers ?? []), HOLD] } } }, MERGE_PATCH);
+      const before = await drained(pipeline);
+
+      // Act 1: the MachinePool deleted; Cluster API finishes its part (its finalizer gone), the other Node goes.
+      await custom.deleteNamespacedCustomObject({ ...MACHINE_POOLS, namespace: ns, name: pool });
+      await waitFor(async () => JSON.stringify((await getObject(kc, MACHINE_POOLS, ns, pool)).metadata.finalizers) === JSON.stringify([HOLD]), { timeoutMs: 60_000, description: "Cluster API's deletion of the pool done" });
+      await gone(other);
+      const gone2 = (x: PipelineCounters): number => x.reconciles['node-gone'] + x.reconciles['machine-gone'] + x.reconciles['machine-deleting'];
+      const mid = await waitFor(async () => {
+        const c = await drained(pipeline);
+        return gone2(c) > gone2(before) ? c : undefined;
+      }, { timeoutMs: 30_000, intervalMs: 200, description: "the other Node's deletion reconciled" });
+      // Act 2: the product's taint removed by hand from the terminating Node of the deleting pool.
+      const node = await core.readNode({ name: held });
+      expect(node.metadata?.deletionTimestamp).toBeDefined();
+      await core.patchNode({ name: held, body: { metadata: { resourceVersion: node.metadata?.resourceVersion }, spec: { taints: (node.spec?.taints ?? []).filter((t) => t.key !== 'deleting') } } }, MERGE_PATCH);
+
+      // Assess: the product saw the edit (a reconcile left alone or gone: the positive marker) and wrote nothing.
+      const after = await waitFor(async () => {
+        const c = await drained(pipeline);
+        return gone2(c) > gone2(mid) ? c : undefined;
+      }, { timeoutMs: 30_000, intervalMs: 200, description: 'the hand edit reconciled' });
+      expect(((await core.readNode({ name: held })).spec?.taints ?? []).map(taintText)).toEqual([]);
+      const delta = Object.fromEntries(Object.entries(after.reconciles).map(([o, n]) => [o, n - before.reconciles[o as keyof typeof before.reconciles]]).filter(([, n]) => (n as number) > 0));
+      expect(Object.keys(delta).every((o) => ['machine-deleting', 'node-gone', 'machine-gone', 'unchanged'].includes(o)), JSON.stringify(delta)).toBe(true);
+      expect(after.writes - before.writes).toBe(0);
+      expect([after.conflicts - before.conflicts, after.transientErrors - before.transientErrors, after.deadLettered - before.deadLettered]).toEqual([0, 0, 0]);
+    } finally {
+      await release();
+      await pipeline.stop();
+    }
+    await gone(held);
   });
 
   it('the product: pool declarations reach every member; an edit lands in place; OnInitialization taints only on joining Nodes; Events and status name the pool', async () => {

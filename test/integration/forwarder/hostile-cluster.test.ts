@@ -18,9 +18,11 @@ import { join } from 'node:path';
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createServerPki } from '#local/control-plane/pki.ts';
+import { ClusterBackoff, STATUS_BACKOFF_POLICY } from '#local/cluster-backoff.ts';
 import { readTaintStatuses } from '#local/cluster-status.ts';
 import { ForwarderMetric } from '#shared/observability/metric-names.ts';
 import { adminKubeConfig, createClusterWithKubeconfig, createMachine, createNamespace, createNode, describeWithControlPlane, requireControlPlane, uniqueName, waitFor } from '#test/support/control-plane.ts';
+import { manualClock } from '#test/support/manual-clock.ts';
 import { acceptAllSends, sentMessages, startForwarder } from './support.ts';
 
 type Mode = 'watch-ends' | 'endless-pages' | 'good';
@@ -142,5 +144,35 @@ describeWithControlPlane('A workload cluster whose API server misbehaves', () =>
     expect(statuses).toHaveLength(1);
     expect(statuses[0]?.unreachableCluster).toEqual({ cluster: `${ns}/hostile`, reason: 'listing /api/v1/nodes failed: the list has more than 200 pages' });
     expect(requests.length - before).toBe(200);
+  });
+
+  it('the status display does not call it again until its backoff has passed, and shows its last failure meanwhile', async () => {
+    // Prepare: a Machine of the hostile cluster whose Node list fails (its pages never end); the display's backoff on a manual clock.
+    mode = 'endless-pages';
+    const admin = adminKubeConfig();
+    const ns = await createNamespace(admin, 'hostile-backoff');
+    await createClusterWithKubeconfig(admin, ns, 'hostile', kubeconfig);
+    await createMachine(admin, ns, 'm1', { clusterName: 'hostile', nodeName: 'n1' });
+    const clock = manualClock();
+    const backoff = new ClusterBackoff(clock, STATUS_BACKOFF_POLICY, () => 0);
+    const read = () => readTaintStatuses({ kubeConfig: admin, mode: 'capi', machineNamespace: ns, backoff });
+    const failure = 'listing /api/v1/nodes failed: the list has more than 200 pages';
+    await read();
+
+    // Act: the display reads again at once, then the cluster behaves and the second has passed.
+    const beforeHeld = requests.length;
+    const [held] = await read();
+    const requestsWhileHeld = requests.length - beforeHeld;
+    mode = 'good';
+    clock.advance(1_000);
+    const beforeRetry = requests.length;
+    const [retried] = await read();
+
+    // Assess
+    expect(requestsWhileHeld).toBe(0);
+    expect(held?.unreachableCluster).toEqual({ cluster: `${ns}/hostile`, reason: `${failure} (unreachable, retry in 1 s)` });
+    expect(requests.length - beforeRetry).toBe(1);
+    expect(retried?.unreachableCluster).toBeUndefined();
+    expect(retried?.state).toBe('node-missing');
   });
 });

@@ -14,7 +14,8 @@ import {
   toStatusDocument,
   unreachableClustersOf,
 } from '#local/status-format.ts';
-import { SyncState, TaintOwner, type TaintStatus } from '#shared/domain/taint-status.ts';
+import { outOfSyncNodes } from '#local/pipeline-report.ts';
+import { PausedBy, SyncState, TaintOwner, type TaintStatus } from '#shared/domain/taint-status.ts';
 import { ConfigError } from '#shared/errors.ts';
 
 describe('Function: parseStatusArgs()', () => {
@@ -137,8 +138,35 @@ describe('One vocabulary for the verdicts', () => {
     [SyncState.machineDeleting, false, true],
     [SyncState.noNode, false, false],
     [SyncState.waitingForUpstream, false, false],
+    [SyncState.paused, false, true],
   ])('%s: needs attention %s, left alone %s', (state, attention, leftAlone) => {
     expect([needsAttention({ state }), isLeftAlone({ state })]).toEqual([attention, leftAlone]);
+  });
+});
+
+describe('Paused pairs (Cluster API\'s pause)', () => {
+  const paused = (pausedBy: PausedBy, reason: string): TaintStatus => ({ ...inSync, state: SyncState.paused, pausedBy, reason });
+  const byCluster = paused(PausedBy.cluster, 'Cluster pools/c1 has spec.paused: the Node is left as it is until the pause ends');
+  const byMachine = paused(PausedBy.machine, 'Machine pools/gpu-0 has the cluster.x-k8s.io/paused annotation: the Node is left as it is until the pause ends');
+
+  it('names whose pause it is in the table, and gives the reason with -o wide', () => {
+    // Act
+    const rows = formatStatusRows([byCluster, { ...byMachine, machine: 'pools/gpu-1', node: 'gpu-1' }, { ...paused(PausedBy.machinePool, 'x'), machine: 'pools/mp', machinePool: true }]);
+    const [, wide] = formatStatusRows([byCluster], true);
+
+    // Assess
+    expect(rows.slice(1).map((r) => r.split(/\s{3,}/)[3])).toEqual(['paused (Cluster spec.paused)', 'paused (Machine annotation)', 'paused (MachinePool annotation)']);
+    expect(wide).toMatch(/Cluster pools\/c1 has spec\.paused: the Node is left as it is until the pause ends$/);
+  });
+
+  it('is state paused with its reason and whose pause in -o json, and not counted out of sync', () => {
+    // Act
+    const doc = toStatusDocument([{ status: byMachine, overrides: [] }], true);
+
+    // Assess
+    expect(doc).toMatchObject({ kind: 'TaintStatus', state: 'paused', pausedBy: 'Machine', stateLabel: 'paused (Machine annotation)', reason: byMachine.reason });
+    expect(statusExitCode([byCluster, byMachine])).toBe(0);
+    expect(outOfSyncNodes([byCluster])).toEqual([{ node: 'gpu-0', state: 'paused (Cluster spec.paused)' }]);
   });
 });
 

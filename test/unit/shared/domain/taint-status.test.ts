@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { MachineSnapshot, NodeSnapshot } from '#shared/domain/snapshots.ts';
-import { SyncState, TaintOwner, ownersOf, taintStatusOf, type DesiredTaint } from '#shared/domain/taint-status.ts';
+import type { ClusterView } from '#shared/domain/pause.ts';
+import { PausedBy, SyncState, TaintOwner, ownersOf, taintStatusOf, type DesiredTaint, type TaintStatusInput } from '#shared/domain/taint-status.ts';
 import { OWN_TRACKING_ANNOTATION, TRACKING_ANNOTATION as UPSTREAM, UNINITIALIZED_TAINT_KEY } from '#shared/domain/taint.ts';
 
 const CLASS = 'taints.capi-taint-propagator.dev/class';
@@ -124,6 +125,67 @@ describe('Function: taintStatusOf()', () => {
     // Assess
     expect(status.desired.map((d) => `${d.key}=${d.value ?? ''}@${d.source}`)).toEqual(['gpu=a@spec.taints', `pool=x@${CLASS}`]);
     expect(status.initialized).toBe(false);
+  });
+});
+
+describe('Function: taintStatusOf() with Cluster API\'s pause', () => {
+  const PAUSED = 'cluster.x-k8s.io/paused';
+  const outOfSync = { machine: machine({ annotations: { [MACHINE]: 'gpu:NoSchedule' } }), node: node({ taints: [{ key: 'other', effect: 'NoExecute' }], annotations: { [OWN_TRACKING_ANNOTATION]: '' } }) };
+  const cluster = (paused: boolean): ClusterView => ({ namespace: 'ns', name: 'c1', paused });
+  const cases: ReadonlyArray<{ name: string; input: TaintStatusInput; want: { state: SyncState; pausedBy?: PausedBy; reason?: string } }> = [
+    // paused
+    {
+      name: 'is paused when its Cluster has spec.paused, whatever the Node would need',
+      input: { ...outOfSync, cluster: cluster(true) },
+      want: { state: SyncState.paused, pausedBy: PausedBy.cluster, reason: 'Cluster ns/c1 has spec.paused: the Node is left as it is until the pause ends' },
+    },
+    {
+      name: 'is paused when the Machine has the paused annotation (any value)',
+      input: { ...outOfSync, machine: machine({ annotations: { [MACHINE]: 'gpu:NoSchedule', [PAUSED]: 'false' } }), cluster: cluster(false) },
+      want: { state: SyncState.paused, pausedBy: PausedBy.machine, reason: `Machine ns/m1 has the ${PAUSED} annotation: the Node is left as it is until the pause ends` },
+    },
+    {
+      name: "is paused when the MachinePool's own annotations carry the paused annotation",
+      input: { ...outOfSync, machine: machine({ kind: 'MachinePool' }), pauseAnnotations: { [PAUSED]: '' } },
+      want: { state: SyncState.paused, pausedBy: PausedBy.machinePool, reason: `MachinePool ns/m1 has the ${PAUSED} annotation: the Node is left as it is until the pause ends` },
+    },
+    {
+      name: "names the Cluster when both the Cluster and the Machine are paused (Cluster API checks the Cluster first)",
+      input: { ...outOfSync, machine: machine({ annotations: { [PAUSED]: '' } }), cluster: cluster(true) },
+      want: { state: SyncState.paused, pausedBy: PausedBy.cluster },
+    },
+    {
+      name: 'is paused rather than being deleted or without a Node',
+      input: { machine: machine({ deleting: true, nodeName: undefined, annotations: { [PAUSED]: '' } }), node: undefined },
+      want: { state: SyncState.paused, pausedBy: PausedBy.machine },
+    },
+    // not paused
+    { name: 'is not paused by an unpaused Cluster', input: { ...outOfSync, cluster: cluster(false) }, want: { state: SyncState.outOfSync } },
+    {
+      name: "is not paused by a MachinePool's declaration-owner annotations when its own annotations have no pause",
+      input: { ...outOfSync, machine: machine({ kind: 'MachinePool', annotations: { [MACHINE]: 'gpu:NoSchedule', [PAUSED]: '' } }), pauseAnnotations: {} },
+      want: { state: SyncState.outOfSync },
+    },
+  ];
+
+  it.each(cases)('$name', ({ input, want }) => {
+    // Act
+    const status = taintStatusOf({ ...input, startupTaint: GATE });
+
+    // Assess: the state, whose pause, and the reason together
+    expect(status.state).toBe(want.state);
+    expect(status.pausedBy).toBe(want.pausedBy);
+    if (want.reason) expect(status.reason).toBe(want.reason);
+    if (want.state === SyncState.paused) expect(status.pending).toBeUndefined();
+  });
+
+  it("still shows the paused Node's taints and the Machine's declaration", () => {
+    // Act
+    const status = taintStatusOf({ ...outOfSync, cluster: cluster(true) });
+
+    // Assess
+    expect(status.actual.map((a) => `${a.taint.key}:${a.owner}`)).toEqual(['other:foreign']);
+    expect(status.desired.map((d) => d.key)).toEqual(['gpu']);
   });
 });
 
