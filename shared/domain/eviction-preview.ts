@@ -25,7 +25,10 @@
  */
 import { TaintEffect, valueOf, type Taint } from './taint.ts';
 
-/** A pod toleration (`V1Toleration`-compatible). An empty or absent `operator` means `Equal`. */
+/**
+ * A pod toleration (`V1Toleration`-compatible). An empty or absent `operator` means `Equal`. API validation accepts
+ * `tolerationSeconds` only with effect `NoExecute` (422 otherwise, seen on v1.34.3); the rule below takes any.
+ */
 export interface Toleration {
   readonly key?: string;
   readonly operator?: string;
