@@ -118,6 +118,52 @@ describe.skipIf(!runnable)('kube-controller-manager: NoExecute evictions and dis
     console.info(`[eviction] evicted-now pods gone ${evictedNowAfterMs} ms after the taint, the 2 s pod after ${twoSecondsPodAfterMs} ms`);
   });
 
+  // The case docs/noexecute-preview.md says the preview cannot time: an eviction already pending from the Node's own
+  // NoExecute taint is kept when a tolerated taint with a shorter tolerationSeconds comes (processPodOnNode returns).
+  it('keeps an eviction already pending when a tolerated taint with a shorter tolerationSeconds is added', async () => {
+    // Prepare
+    const node = uniqueName('pending');
+    await createNode(kc, node);
+    const existing: Taint = { key: 'example.com/existing', effect: 'NoExecute' };
+    const pods: Record<string, V1Toleration[]> = {
+      // marker: does not tolerate the existing taint, so its deletion shows the controller went through the Node's pods
+      marker: [],
+      // tolerates the existing taint for 6 s (an eviction then pends), the added one for 1 s
+      pending: [
+        { key: existing.key, operator: 'Exists', effect: 'NoExecute', tolerationSeconds: 6 },
+        { key: MAINT.key, operator: 'Exists', effect: 'NoExecute', tolerationSeconds: 1 },
+      ],
+      // tolerates the existing taint forever, the added one for 2 s: nothing pends before the change
+      probe: [
+        { key: existing.key, operator: 'Exists' },
+        { key: MAINT.key, operator: 'Exists', effect: 'NoExecute', tolerationSeconds: 2 },
+      ],
+    };
+    for (const [name, tolerations] of Object.entries(pods)) await core.createNamespacedPod({ namespace, body: podBody(name, node, tolerations) });
+    const existingAt = Date.now();
+    await core.patchNode({ name: node, body: { spec: { taints: [existing] } } }, MERGE_PATCH);
+    await waitFor(async () => (await live('marker')) === undefined, { timeoutMs: 30_000, description: 'the marker pod to be evicted' });
+    const listed = (await core.listNamespacedPod({ namespace, fieldSelector: `spec.nodeName=${node}` })).items.filter((p) => !p.metadata?.deletionTimestamp);
+    const preview = previewNoExecuteEvictions({ taintsToAdd: [MAINT], nodeTaints: [existing], pods: listed.map(toPodOnNode) });
+    expect(preview.map((p) => [p.name, p.evict, p.current])).toEqual([
+      ['pending', { afterSeconds: 1 }, { afterSeconds: 6 }],
+      ['probe', { afterSeconds: 2 }, 'never'],
+    ]);
+
+    // Act
+    await core.patchNode({ name: node, body: { spec: { taints: [existing, MAINT] } } }, MERGE_PATCH);
+
+    // Assess: the probe goes after its 2 s; the pending pod, which the preview would have evicted after 1 s, is still
+    // there then, and goes when its pending eviction fires, 6 s after the existing taint
+    await waitFor(async () => (await live('probe')) === undefined, { timeoutMs: 30_000, description: 'the probe pod to be evicted' });
+    expect(await live('pending')).toBeDefined();
+    const probeGoneAfterMs = Date.now() - existingAt;
+    await waitFor(async () => (await live('pending')) === undefined, { timeoutMs: 30_000, description: 'the pending pod to be evicted' });
+    const pendingGoneAfterMs = Date.now() - existingAt;
+    expect(pendingGoneAfterMs).toBeGreaterThanOrEqual(6000);
+    console.info(`[eviction] after the existing taint: probe gone at ${probeGoneAfterMs} ms, the pending pod at ${pendingGoneAfterMs} ms`);
+  });
+
   it('refuses an eviction with 429 once the disruption controller has computed a budget that allows none, and allows one that fits', async () => {
     // Prepare: two Ready pods under a budget keeping both, two under a budget keeping one
     const node = uniqueName('pdb');
