@@ -21,7 +21,7 @@
  * an eviction of the pod in the controller's queue (`current` is `{ afterSeconds }`) and the new taint is tolerated,
  * the controller keeps that pending eviction (`processPodOnNode` returns when the pending one's start plus the new
  * minimum is before now plus the new minimum), so the pod goes when the pending eviction fires, which can be later
- * than `afterSeconds` from the change. An untolerated new taint always means at once.
+ * than `afterSeconds` from the change: `keepsPendingEviction` says so. An untolerated new taint always means at once.
  */
 import { TaintEffect, valueOf, type Taint } from './taint.ts';
 
@@ -79,6 +79,12 @@ export interface PodEvictionPreview {
   readonly reason: EvictionReason;
   /** The controller's decision on the Node's current NoExecute taints (`never` when it has none): what already happens. */
   readonly current: EvictionTime;
+  /**
+   * True when the controller keeps an eviction already pending from the Node's current taints (`current` and `evict`
+   * both `{ afterSeconds }`): the pod then goes when that pending eviction fires, within `current.afterSeconds` of the
+   * change, not `evict.afterSeconds` after it (see the module comment).
+   */
+  readonly keepsPendingEviction: boolean;
 }
 
 /**
@@ -176,6 +182,7 @@ export function previewNoExecuteEvictions(input: {
       evict: decision.evict,
       reason: decision.reason,
       current,
+      keepsPendingEviction: typeof current === 'object' && typeof decision.evict === 'object',
     };
   });
 }

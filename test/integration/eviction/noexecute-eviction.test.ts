@@ -145,9 +145,9 @@ describe.skipIf(!runnable)('kube-controller-manager: NoExecute evictions and dis
     await waitFor(async () => (await live('marker')) === undefined, { timeoutMs: 30_000, description: 'the marker pod to be evicted' });
     const listed = (await core.listNamespacedPod({ namespace, fieldSelector: `spec.nodeName=${node}` })).items.filter((p) => !p.metadata?.deletionTimestamp);
     const preview = previewNoExecuteEvictions({ taintsToAdd: [MAINT], nodeTaints: [existing], pods: listed.map(toPodOnNode) });
-    expect(preview.map((p) => [p.name, p.evict, p.current])).toEqual([
-      ['pending', { afterSeconds: 1 }, { afterSeconds: 6 }],
-      ['probe', { afterSeconds: 2 }, 'never'],
+    expect(preview.map((p) => [p.name, p.evict, p.current, p.keepsPendingEviction])).toEqual([
+      ['pending', { afterSeconds: 1 }, { afterSeconds: 6 }, true],
+      ['probe', { afterSeconds: 2 }, 'never', false],
     ]);
 
     // Act

@@ -155,7 +155,8 @@ describe('Function: previewNoExecuteEvictions()', () => {
       ['failed', 'now', 'untolerated', 'terminal', 'never'],
       ['leaving', 'now', 'untolerated', 'terminating', 'never'],
     ]);
-    expect(preview[0]).toEqual({ namespace: 'ns', name: 'plain', ownerKind: 'ReplicaSet', podState: 'active', evict: 'now', reason: { kind: 'untolerated', taint: maint }, current: 'never' });
+    expect(preview[0]).toEqual({ namespace: 'ns', name: 'plain', ownerKind: 'ReplicaSet', podState: 'active', evict: 'now', reason: { kind: 'untolerated', taint: maint }, current: 'never', keepsPendingEviction: false });
+    expect(preview.some((p) => p.keepsPendingEviction)).toBe(false);
     expect(preview[1]).not.toHaveProperty('ownerKind');
   });
 
@@ -166,9 +167,27 @@ describe('Function: previewNoExecuteEvictions()', () => {
     // Act
     const [preview] = previewNoExecuteEvictions({ taintsToAdd: [maint], nodeTaints: [gpu], pods: [p] });
 
-    // Assess
+    // Assess: an eviction already pends from the gpu taint; the controller keeps it
     expect(preview?.evict).toEqual({ afterSeconds: 10 });
     expect(preview?.current).toEqual({ afterSeconds: 10 });
+    expect(preview?.keepsPendingEviction).toBe(true);
+  });
+
+  it('says when the controller keeps a pending eviction rather than the shorter time of the added taint', () => {
+    // Prepare: tolerates the Node's gpu taint for 6 s (pending), the added maint for 1 s; another tolerates gpu forever
+    const pending = pod('pending', [{ key: 'gpu', operator: 'Exists', tolerationSeconds: 6 }, { key: 'maint', operator: 'Exists', tolerationSeconds: 1 }]);
+    const fresh = pod('fresh', [{ key: 'gpu', operator: 'Exists' }, { key: 'maint', operator: 'Exists', tolerationSeconds: 2 }]);
+    const doomed = pod('doomed', [{ key: 'gpu', operator: 'Exists', tolerationSeconds: 6 }]);
+
+    // Act
+    const preview = previewNoExecuteEvictions({ taintsToAdd: [maint], nodeTaints: [gpu], pods: [pending, fresh, doomed] });
+
+    // Assess: an untolerated added taint is at once whatever pends
+    expect(preview.map((p) => [p.name, p.evict, p.current, p.keepsPendingEviction])).toEqual([
+      ['pending', { afterSeconds: 1 }, { afterSeconds: 6 }, true],
+      ['fresh', { afterSeconds: 2 }, 'never', false],
+      ['doomed', 'now', { afterSeconds: 6 }, false],
+    ]);
   });
 
   it('names an untolerated added taint before an untolerated existing one', () => {
