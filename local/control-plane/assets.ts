@@ -2,11 +2,13 @@
  * Finds (or builds) the binaries and the Cluster API CRDs that the local control plane runs on.
  *
  * Binaries are looked up per binary, envtest-style:
- *   1. `TEST_ASSET_KUBE_APISERVER` / `TEST_ASSET_ETCD` / `TEST_ASSET_KUBECTL` (a full path to one binary);
+ *   1. `TEST_ASSET_KUBE_APISERVER` / `TEST_ASSET_ETCD` / `TEST_ASSET_KUBECTL` / `TEST_ASSET_KUBE_CONTROLLER_MANAGER`
+ *      (a full path to one binary);
  *   2. `$KUBEBUILDER_ASSETS/<name>`;
  *   3. the project cache `${XDG_CACHE_HOME:-~/.cache}/capi-taint-propagator/kube-assets/k8s-<K8S>-etcd-<ETCD>/`.
- * When kube-apiserver or etcd is still missing and building is allowed, `build-assets.sh` builds all three into the
- * cache from Go modules (minutes, once per version pair).
+ * When kube-apiserver or etcd is still missing and building is allowed, `build-assets.sh` builds all four into the
+ * cache from Go modules (minutes, once per version pair); kube-controller-manager (optional, like kubectl: envtest
+ * folders do not have it) is built the same way when asked for and missing (`resolveControllerManager`).
  *
  * The Cluster API CRDs and webhook manifests come from the Go module cache (`go mod download sigs.k8s.io/cluster-api@<v>`);
  * the Cluster API core manager is built from the same module into
@@ -39,14 +41,18 @@ export function clusterApiVersion(env: NodeJS.ProcessEnv = process.env): string 
 }
 
 /** Names of the binaries, as in the envtest layout. */
-export const BINARY_NAMES = { kubeApiserver: 'kube-apiserver', etcd: 'etcd', kubectl: 'kubectl' } as const;
+export const BINARY_NAMES = { kubeApiserver: 'kube-apiserver', etcd: 'etcd', kubectl: 'kubectl', kubeControllerManager: 'kube-controller-manager' } as const;
 export type BinaryKey = keyof typeof BINARY_NAMES;
 
-/** Absolute paths of the binaries. kubectl is optional: the control plane does not need it. */
+/**
+ * Absolute paths of the binaries. kubectl is optional: the control plane does not need it. kube-controller-manager is
+ * optional too: only a control plane started with `controllerManager` runs it (see {@link resolveControllerManager}).
+ */
 export interface Binaries {
   readonly kubeApiserver: string;
   readonly etcd: string;
   readonly kubectl: string | undefined;
+  readonly kubeControllerManager: string | undefined;
 }
 
 /** Either usable assets, or why not (one sentence that also says how to get them). */
@@ -109,9 +115,11 @@ export function findBinaries(env: NodeJS.ProcessEnv = process.env): Resolution<B
   const api = lookupBinary('kubeApiserver', env);
   const etcd = lookupBinary('etcd', env);
   const kubectl = lookupBinary('kubectl', env);
-  for (const l of [api, etcd, kubectl]) if ('error' in l) return { available: false, reason: l.error };
+  const kcm = lookupBinary('kubeControllerManager', env);
+  for (const l of [api, etcd, kubectl, kcm]) if ('error' in l) return { available: false, reason: l.error };
   if ('path' in api && 'path' in etcd) {
-    return { available: true, value: { kubeApiserver: api.path, etcd: etcd.path, kubectl: 'path' in kubectl ? kubectl.path : undefined } };
+    const optional = (l: Lookup): string | undefined => ('path' in l ? l.path : undefined);
+    return { available: true, value: { kubeApiserver: api.path, etcd: etcd.path, kubectl: optional(kubectl), kubeControllerManager: optional(kcm) } };
   }
   const missing = [api, etcd].map((l, i) => ('missing' in l ? ['kube-apiserver', 'etcd'][i] : undefined)).filter(Boolean);
   return { available: false, reason: `no ${missing.join(' or ')} binary found` };
@@ -138,15 +146,37 @@ export async function resolveBinaries(opts: ResolveOptions = {}): Promise<Resolu
   return findBinaries(env);
 }
 
+/**
+ * The kube-controller-manager binary (same Kubernetes version as kube-apiserver): found like the others, else built
+ * into the cache by `build-assets.sh` when Go is present and `build` is not false. A cache folder made before
+ * kube-controller-manager was added is rebuilt whole: with Go's build cache warm from it, only the
+ * controller-manager's own packages compile.
+ */
+export async function resolveControllerManager(opts: ResolveOptions = {}): Promise<Resolution<string>> {
+  const env = opts.env ?? process.env;
+  const log = opts.log ?? ((line: string) => process.stderr.write(`${line}\n`));
+  const found = lookupBinary('kubeControllerManager', env);
+  if ('path' in found) return { available: true, value: found.path };
+  if ('error' in found) return { available: false, reason: found.error };
+  const how = `install Go >= 1.24 (it is then built once into the cache with kube-apiserver), or set TEST_ASSET_KUBE_CONTROLLER_MANAGER to a kube-controller-manager ${KUBERNETES_VERSION} binary`;
+  if (opts.build === false) return { available: false, reason: `no kube-controller-manager binary found and building is disabled; ${how}` };
+  if (!hasGo(env)) return { available: false, reason: `no kube-controller-manager binary found and Go is not installed; ${how}` };
+  const built = await buildAssets({ env, log, needs: ['kube-apiserver', 'etcd', 'kube-controller-manager'] });
+  if (!built.ok) return { available: false, reason: built.reason };
+  const again = lookupBinary('kubeControllerManager', env);
+  return 'path' in again ? { available: true, value: again.path } : { available: false, reason: `build-assets.sh did not produce kube-controller-manager in ${assetCacheDir(env)}` };
+}
+
 /** Runs build-assets.sh into the cache, one builder at a time (a lock folder next to the cache folder). */
-function buildAssets(o: { env: NodeJS.ProcessEnv; log: (line: string) => void }): Promise<{ ok: true } | { ok: false; reason: string }> {
+function buildAssets(o: { env: NodeJS.ProcessEnv; log: (line: string) => void; needs?: readonly string[] }): Promise<{ ok: true } | { ok: false; reason: string }> {
   const out = assetCacheDir(o.env);
+  const needs = o.needs ?? ['kube-apiserver', 'etcd'];
   return buildInto({
     out,
     script: BUILD_SCRIPT,
     scriptEnv: { K8S_VERSION: KUBERNETES_VERSION, ETCD_VERSION },
-    done: () => existsSync(join(out, 'kube-apiserver')) && existsSync(join(out, 'etcd')),
-    what: `kube-apiserver + kubectl ${KUBERNETES_VERSION} and etcd ${ETCD_VERSION}`,
+    done: () => needs.every((n) => existsSync(join(out, n))),
+    what: `kube-apiserver + kube-controller-manager + kubectl ${KUBERNETES_VERSION} and etcd ${ETCD_VERSION}`,
     estimate: 'one-time, usually 5-10 min on 2 cores',
     env: o.env,
     log: o.log,

@@ -18,10 +18,11 @@ import { LocalProvider, type NodeCluster } from '../infrastructure/provider.ts';
 import { startWorkloadApiServer, type WorkloadApiServer } from './workload-servers.ts';
 import { kubeApiserverArgs } from './apiserver-args.ts';
 import { LOCAL_PROVIDER_CRDS } from '../infrastructure/crds.ts';
-import { isAlive, resolveBinaries, resolveClusterApiManager, resolveClusterApiManifests } from './assets.ts';
+import { isAlive, resolveBinaries, resolveClusterApiManager, resolveClusterApiManifests, resolveControllerManager } from './assets.ts';
 import type { Binaries, ClusterApiManifests } from './assets.ts';
 import { startCapiManager, type CapiManager, type FeatureGates } from './capi-manager.ts';
 import { ChildExitedError, freePort, httpsGet, killGroup, pollUntil, spawnChild, stopChild, type Child, type Tls } from './children.ts';
+import { startControllerManager, type ControllerManager } from './controller-manager.ts';
 import { compactEtcdAt } from './etcd-maintenance.ts';
 import { createClientCert, createServerPki, createServiceAccountKey, kubeconfigYaml, mintClientKubeconfig } from './pki.ts';
 
@@ -51,6 +52,11 @@ export interface ControlPlane {
   readonly clusterApiVersion: string;
   /** The Cluster API manager and the local infrastructure provider; undefined for a bare control plane (`capi: false`). */
   readonly capi: ClusterApiRuntime | undefined;
+  /**
+   * kube-controller-manager with the taint-eviction, disruption (and daemonset) controllers, when started with
+   * `controllerManager`; undefined otherwise. Workload API servers get one each (`WorkloadApiServer.controllerManager`).
+   */
+  readonly controllerManager: ControllerManager | undefined;
   /**
    * Stops the local provider and the Cluster API manager (webhook registrations removed first), then kube-apiserver
    * and etcd (SIGTERM, SIGKILL after 10 s), and removes `dir`. Idempotent.
@@ -114,6 +120,13 @@ export interface StartOptions {
    * default). The version matrix starts one control plane per release with it.
    */
   readonly clusterApiVersion?: string;
+  /**
+   * Run kube-controller-manager with the taint-eviction and disruption controllers (`controller-manager.ts`) against
+   * this API server and, with `capi.workloadClusters`, against each workload API server (where those Clusters'
+   * Nodes live): real NoExecute evictions and real PodDisruptionBudget status. Default false (no controller deletes
+   * pods behind a test's back).
+   */
+  readonly controllerManager?: boolean;
 }
 
 /** Thrown when the control plane cannot run here (no binaries and no Go, no CRDs); `reason` says why and how to fix it. */
@@ -242,6 +255,12 @@ export async function startControlPlane(opts: StartOptions = {}): Promise<Contro
   const env = opts.clusterApiVersion ? { ...process.env, CAPI_VERSION: opts.clusterApiVersion, TEST_ASSET_CLUSTER_API_MANAGER: '', CAPI_MODULE_DIR: '' } : process.env;
   const manifests = resolveClusterApiManifests(env);
   if (!manifests.available) throw new ControlPlaneUnavailableError(manifests.reason);
+  let controllerManagerBinary: string | undefined;
+  if (opts.controllerManager) {
+    const kcm = await resolveControllerManager({ build: opts.build ?? true, log, env });
+    if (!kcm.available) throw new ControlPlaneUnavailableError(kcm.reason);
+    controllerManagerBinary = kcm.value;
+  }
   let managerBinary: string | undefined;
   if (opts.capi) {
     const manager = await resolveClusterApiManager({ build: opts.build ?? true, log, env });
@@ -255,13 +274,24 @@ export async function startControlPlane(opts: StartOptions = {}): Promise<Contro
   sweepStale(base);
   for (let attempt = 1; ; attempt++) {
     try {
-      const cp = await startOnce(binaries.value, manifests.value, base, opts.extraApiserverArgs ?? []);
+      let cp = await startOnce(binaries.value, manifests.value, base, opts.extraApiserverArgs ?? []);
       const kubeApiserver = binaries.value.kubeApiserver;
+      if (controllerManagerBinary) {
+        try {
+          const kcmStarted = Date.now();
+          const controllerManager = await startControllerManager({ binary: controllerManagerBinary, server: cp.server, caCertPath: cp.caCertPath, caKeyPath: cp.caKeyPath, dir: join(cp.dir, 'kube-controller-manager'), children: childrenByDir.get(cp.dir) ?? [], timeoutMs: startTimeoutMs() });
+          log(`[control-plane] kube-controller-manager (${controllerManager.controllers.join(', ')}) ready in ${((Date.now() - kcmStarted) / 1000).toFixed(1)} s (log ${controllerManager.logPath})`);
+          cp = { ...cp, controllerManager };
+        } catch (e) {
+          await cp.stop();
+          throw e;
+        }
+      }
       log(`[control-plane] control plane ready in ${((Date.now() - started) / 1000).toFixed(1)} s: ${cp.server} (etcd ${cp.etcdEndpoint}, dir ${cp.dir})`);
       if (!opts.capi || !managerBinary) return cp;
       try {
         const capiStarted = Date.now();
-        const capi = await startClusterApi(cp, managerBinary, manifests.value, opts.capi, log, kubeApiserver);
+        const capi = await startClusterApi(cp, managerBinary, manifests.value, opts.capi, log, kubeApiserver, controllerManagerBinary);
         const gates = Object.entries(capi.manager.featureGates).map(([k, v]) => `${k}=${String(v)}`).join(',');
         log(`[control-plane] Cluster API ${manifests.value.version} manager and local provider ready in ${((Date.now() - capiStarted) / 1000).toFixed(1)} s (feature gates ${gates}; ${capi.manager.namespace ? `namespace ${capi.manager.namespace}` : 'all namespaces'}; log ${capi.manager.logPath})`);
         return withCapi(cp, capi);
@@ -285,7 +315,7 @@ export async function startControlPlane(opts: StartOptions = {}): Promise<Contro
 const childrenByDir = new Map<string, Child[]>();
 
 /** Starts the manager, then the local provider (CRDs installed, informers synced); `restartManager` swaps the manager. */
-async function startClusterApi(cp: ControlPlane, binary: string, manifests: ClusterApiManifests, options: CapiOptions, log: (line: string) => void, kubeApiserver: string): Promise<ClusterApiRuntime> {
+async function startClusterApi(cp: ControlPlane, binary: string, manifests: ClusterApiManifests, options: CapiOptions, log: (line: string) => void, kubeApiserver: string, controllerManager: string | undefined): Promise<ClusterApiRuntime> {
   const children = childrenByDir.get(cp.dir);
   if (!children) throw new Error(`control plane ${cp.dir} is not running`);
   const start = (o: CapiOptions): Promise<CapiManager> =>
@@ -310,7 +340,7 @@ async function startClusterApi(cp: ControlPlane, binary: string, manifests: Clus
   await installCrdObjects(kc, LOCAL_PROVIDER_CRDS, children, startTimeoutMs(), { tls, server: cp.server });
   const workloadServers = await Promise.all(
     Array.from({ length: options.workloadClusters ?? 0 }, (_, i) =>
-      startWorkloadApiServer({ name: `wc-${i + 1}`, dir: cp.dir, kubeApiserver, etcdEndpoint: cp.etcdEndpoint, children, timeoutMs: startTimeoutMs(), ...(options.auditWorkloadServers ? { audit: true } : {}) }),
+      startWorkloadApiServer({ name: `wc-${i + 1}`, dir: cp.dir, kubeApiserver, etcdEndpoint: cp.etcdEndpoint, children, timeoutMs: startTimeoutMs(), ...(options.auditWorkloadServers ? { audit: true } : {}), ...(controllerManager ? { controllerManager } : {}) }),
     ),
   );
   if (workloadServers.length > 0) log(`[control-plane] workload API servers: ${workloadServers.map((w) => `${w.name} ${w.server}`).join(', ')}`);
@@ -469,6 +499,7 @@ async function startOnce(bin: Binaries, manifests: ClusterApiManifests, base: st
       },
       clusterApiVersion: manifests.version,
       capi: undefined,
+      controllerManager: undefined,
       stop,
     };
   } catch (e) {

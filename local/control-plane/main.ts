@@ -6,6 +6,8 @@
  *   --capi-feature-gates=MachineTaintPropagation=true   gates of the manager (ClusterTopology=true by default)
  *   --capi-namespace=<ns>                               the manager watches only this namespace
  *   --no-capi                                           a bare API server with the CRDs (no manager, no provider)
+ *   --controller-manager                                kube-controller-manager with the taint-eviction and disruption
+ *                                                       controllers (real NoExecute evictions and budget status)
  */
 import { parseControlPlaneArgs } from './args.ts';
 import { ControlPlaneUnavailableError, startControlPlane } from './control-plane.ts';
@@ -30,15 +32,17 @@ async function shutdown(signal: string): Promise<void> {
 for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(sig, () => void shutdown(sig));
 
 let capi: ReturnType<typeof parseControlPlaneArgs>;
+// This command's own flag; the Cluster API flags are shared with npm start (args.ts).
+const controllerManager = process.argv.includes('--controller-manager');
 try {
-  capi = parseControlPlaneArgs(process.argv.slice(2));
+  capi = parseControlPlaneArgs(process.argv.slice(2).filter((a) => a !== '--controller-manager'));
 } catch (e) {
   process.stderr.write(`control-plane: ${e instanceof Error ? e.message : String(e)}\n`);
   process.exit(2);
 }
 
 try {
-  cp = await startControlPlane({ log: out, handleSignals: false, capi });
+  cp = await startControlPlane({ log: out, handleSignals: false, capi, controllerManager });
 } catch (e) {
   if (e instanceof ControlPlaneUnavailableError) {
     process.stderr.write(`${e.message}\n`);
@@ -63,7 +67,7 @@ if (stopping) {
   }
   out('');
   out(`server: ${cp.server}   etcd: ${cp.etcdEndpoint}`);
-  out(`logs:   ${cp.apiserverLogPath}, ${cp.etcdLogPath}${cp.capi ? `, ${cp.capi.manager.logPath}` : ''}`);
+  out(`logs:   ${cp.apiserverLogPath}, ${cp.etcdLogPath}${cp.capi ? `, ${cp.capi.manager.logPath}` : ''}${cp.controllerManager ? `, ${cp.controllerManager.logPath}` : ''}`);
   out('Press Ctrl-C to stop (everything under the folder above is removed).');
   // Stay in the foreground until a signal arrives.
   const keepAlive = setInterval(() => undefined, 1 << 30);

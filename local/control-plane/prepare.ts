@@ -1,11 +1,12 @@
 /**
- * `npm run control-plane:prepare`: finds kube-apiserver, etcd and kubectl (TEST_ASSET_*, KUBEBUILDER_ASSETS, the
- * cache) or builds them from Go modules with progress, fetches the Cluster API module (CRDs, webhook manifests) and
- * builds its core manager into the cache (`CAPI_VERSION` picks the release), then the same for each release of the
- * version matrix that the tests will run (`CAPI_MATRIX`; by default the oldest and the newest). Exits 1 with the
- * reason when something cannot be had. CI runs it before the tests so that a build shows as a build, not as a slow test.
+ * `npm run control-plane:prepare`: finds kube-apiserver, etcd, kubectl and kube-controller-manager (TEST_ASSET_*,
+ * KUBEBUILDER_ASSETS, the cache) or builds them from Go modules with progress (one `go build` for the Kubernetes
+ * ones), fetches the Cluster API module (CRDs, webhook manifests) and builds its core manager into the cache
+ * (`CAPI_VERSION` picks the release), then the same for each release of the version matrix that the tests will run
+ * (`CAPI_MATRIX`; by default the oldest and the newest). Exits 1 with the reason when something cannot be had.
+ * CI runs it before the tests so that a build shows as a build, not as a slow test.
  */
-import { resolveBinaries, resolveClusterApiManager, resolveClusterApiManifests } from './assets.ts';
+import { resolveBinaries, resolveClusterApiManager, resolveClusterApiManifests, resolveControllerManager } from './assets.ts';
 import { selectedCapiReleases } from './capi-versions.ts';
 
 const started = Date.now();
@@ -13,6 +14,11 @@ const log = (line: string): void => console.log(line);
 const binaries = await resolveBinaries({ log });
 if (!binaries.available) {
   console.error(`control-plane: ${binaries.reason}`);
+  process.exit(1);
+}
+const controllerManager = await resolveControllerManager({ log });
+if (!controllerManager.available) {
+  console.error(`control-plane: ${controllerManager.reason}`);
   process.exit(1);
 }
 const manifests = resolveClusterApiManifests();
@@ -27,6 +33,7 @@ if (!manager.available) {
 }
 console.log(`control-plane: kube-apiserver ${binaries.value.kubeApiserver}`);
 console.log(`control-plane: etcd ${binaries.value.etcd}`);
+console.log(`control-plane: kube-controller-manager ${controllerManager.value}`);
 console.log(`control-plane: Cluster API ${manifests.value.version}: ${manifests.value.crdFiles.length} CRDs in ${manifests.value.crdDir}`);
 console.log(`control-plane: Cluster API manager ${manager.value}`);
 for (const { release } of selectedCapiReleases()) {

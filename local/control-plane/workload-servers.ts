@@ -18,6 +18,7 @@ import { join } from 'node:path';
 import { KubeConfig, RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import { kubeApiserverArgs } from './apiserver-args.ts';
 import { freePort, httpsGet, killGroup, pollUntil, spawnChild, stopChild, type Child, type Tls } from './children.ts';
+import { startControllerManager, type ControllerManager } from './controller-manager.ts';
 import { createClientCert, createServerPki, createServiceAccountKey, kubeconfigYaml, mintClientKubeconfig } from './pki.ts';
 
 /** One workload cluster's API server. */
@@ -36,6 +37,8 @@ export interface WorkloadApiServer {
    */
   readonly auditLogPath?: string;
   readonly caCertPath: string;
+  /** Its kube-controller-manager (taint-eviction and disruption controllers), when started with `controllerManager`. */
+  readonly controllerManager?: ControllerManager;
   /**
    * Mints a new cluster-admin user of this API server (a client certificate bound to `cluster-admin`): a rotated
    * credential. Returns its kubeconfig (YAML).
@@ -66,6 +69,8 @@ export interface WorkloadServerOptions {
   readonly timeoutMs: number;
   /** Write an audit log of every request (see WorkloadApiServer.auditLogPath); off by default. */
   readonly audit?: boolean;
+  /** A kube-controller-manager binary: run it against this API server (`controller-manager.ts`); default none. */
+  readonly controllerManager?: string;
 }
 
 /** Audit policy of a workload API server started with `audit`: every request once, with its metadata only. */
@@ -116,6 +121,9 @@ export async function startWorkloadApiServer(o: WorkloadServerOptions): Promise<
   // The bootstrap policy (cluster-admin) appears shortly after readiness.
   await pollUntil(`the cluster-admin ClusterRole of ${o.name}`, o.timeoutMs, [child as Child], async () => (await httpsGet(`${server}/apis/rbac.authorization.k8s.io/v1/clusterroles/cluster-admin`, tls)).status === 200);
   const kubeconfig = await mintAdmin('capi-admin');
+  const controllerManager = o.controllerManager
+    ? await startControllerManager({ binary: o.controllerManager, server, caCertPath: ca.certPath, caKeyPath: ca.keyPath, dir: join(dir, 'kube-controller-manager'), children: o.children, timeoutMs: o.timeoutMs })
+    : undefined;
 
   return {
     name: o.name,
@@ -124,6 +132,7 @@ export async function startWorkloadApiServer(o: WorkloadServerOptions): Promise<
     adminKubeconfigPath,
     ...(auditLogPath ? { auditLogPath } : {}),
     caCertPath: ca.certPath,
+    ...(controllerManager ? { controllerManager } : {}),
     mintAdmin,
     revokeUser: async (user) => {
       await rbac.deleteClusterRoleBinding({ name: `local-admin-${user}` });

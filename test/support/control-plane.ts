@@ -2,7 +2,8 @@
  * Helpers for integration and e2e tests that run against the real control plane started by
  * `test/support/control-plane-setup.ts` (one kube-apiserver + etcd per test run, shared by all files).
  *
- * Rules of the road, because only kube-apiserver and etcd run (no controller-manager, scheduler or kubelet):
+ * Rules of the road, because only kube-apiserver and etcd run (no controller-manager, scheduler or kubelet; a file that
+ * needs Kubernetes' taint-eviction or disruption controller starts its own control plane with `controllerManager`):
  * - Work in your own namespace (`createNamespace`) and with unique names for cluster-scoped objects (`uniqueName`):
  *   the server is shared by every test of the run.
  * - Never wait for a namespace deletion (no namespace controller: it stays Terminating) or for garbage collection.

@@ -1,0 +1,194 @@
+/**
+ * Which pods a NoExecute taint would evict, and when: Kubernetes' own rules, ported exactly (issue 51, "Preview").
+ *
+ * Kubernetes' taint-eviction controller (kube-controller-manager, `taint-eviction-controller`) deletes the pods of a
+ * Node that do not tolerate one of its NoExecute taints, at once or after their `tolerationSeconds`; it does not
+ * consult PodDisruptionBudgets. The rules below are read from Kubernetes v1.34.3 (the version of the local control
+ * plane):
+ * - `ToleratesTaint` in `k8s.io/api` `core/v1/toleration.go` (v0.34.3): the matching of one toleration and one taint;
+ * - `GetMatchingTolerations` in `pkg/apis/core/v1/helper/helpers.go`: every taint must be tolerated, and for each
+ *   taint the FIRST matching toleration (in the pod's order) is the one that counts;
+ * - `getMinTolerationTime` and `processPodOnNode` in `pkg/controller/tainteviction/taint_eviction.go`: the shortest
+ *   `tolerationSeconds` among those tolerations (≤ 0 means at once), none with `tolerationSeconds` means never.
+ *
+ * What the controller does NOT look at, so neither does this rule: the pod's phase (a Succeeded or Failed pod that
+ * does not tolerate the taint is deleted too: its object goes, no container was running), its deletionTimestamp (a
+ * pod already terminating is deleted again, which cannot lengthen its grace period), its owner, and the taints'
+ * order. It evaluates ALL the Node's NoExecute taints, not only the new one: a pod that tolerates the new taint for
+ * 60 s but an existing one for 10 s goes after 10 s. It acts only on pods bound to the Node (`spec.nodeName`).
+ *
+ * One timing case depends on state only the controller holds: when the Node's current NoExecute taints already put
+ * an eviction of the pod in the controller's queue (`current` is `{ afterSeconds }`) and the new taint is tolerated,
+ * the controller keeps that pending eviction (`processPodOnNode` returns when the pending one's start plus the new
+ * minimum is before now plus the new minimum), so the pod goes when the pending eviction fires, which can be later
+ * than `afterSeconds` from the change: `keepsPendingEviction` says so. An untolerated new taint always means at once.
+ */
+import { TaintEffect, valueOf, type Taint } from './taint.ts';
+
+/**
+ * A pod toleration (`V1Toleration`-compatible). An empty or absent `operator` means `Equal`. API validation accepts
+ * `tolerationSeconds` only with effect `NoExecute` (422 otherwise, seen on v1.34.3); the rule below takes any.
+ */
+export interface Toleration {
+  readonly key?: string;
+  readonly operator?: string;
+  readonly value?: string;
+  readonly effect?: string;
+  readonly tolerationSeconds?: number | null;
+}
+
+/** A pod bound to the Node, as the preview needs it. */
+export interface PodOnNode {
+  readonly namespace: string;
+  readonly name: string;
+  readonly tolerations: readonly Toleration[];
+  /** `status.phase` (`Pending`, `Running`, `Succeeded`, `Failed`, `Unknown`). */
+  readonly phase?: string;
+  /** `metadata.deletionTimestamp`: set when the pod is already terminating. */
+  readonly deletionTimestamp?: string;
+  /** Kind of the controlling owner (`ReplicaSet`, `DaemonSet`, …), for display only. */
+  readonly ownerKind?: string;
+}
+
+/** When the taint-eviction controller deletes the pod: at once, after a delay, or never. */
+export type EvictionTime = 'now' | { readonly afterSeconds: number } | 'never';
+
+/** Why: the taint no toleration matches, the toleration that sets the delay, or that every taint is tolerated. */
+export type EvictionReason =
+  /** No toleration of the pod matches this NoExecute taint (an added one when any is untolerated). */
+  | { readonly kind: 'untolerated'; readonly taint: Taint }
+  /** Every NoExecute taint is tolerated; this toleration (matching `taint`) has the shortest `tolerationSeconds`. */
+  | { readonly kind: 'toleration-seconds'; readonly taint: Taint; readonly toleration: Toleration }
+  /** Every NoExecute taint is tolerated by a toleration without `tolerationSeconds`. */
+  | { readonly kind: 'tolerated' }
+  /** The Node carries no NoExecute taint, before or after (nothing new to add). */
+  | { readonly kind: 'no-noexecute-taint' };
+
+/** What the controller would do with one pod once the taints are added. */
+export interface PodEvictionPreview {
+  readonly namespace: string;
+  readonly name: string;
+  readonly ownerKind?: string;
+  /**
+   * `terminal`: Succeeded or Failed (the controller deletes the object; no running workload is disrupted);
+   * `terminating`: already being deleted; `active` otherwise.
+   */
+  readonly podState: 'active' | 'terminal' | 'terminating';
+  /** The controller's decision on the Node's NoExecute taints after the change, taken at the moment of the change. */
+  readonly evict: EvictionTime;
+  readonly reason: EvictionReason;
+  /** The controller's decision on the Node's current NoExecute taints (`never` when it has none): what already happens. */
+  readonly current: EvictionTime;
+  /**
+   * True when the controller keeps an eviction already pending from the Node's current taints (`current` and `evict`
+   * both `{ afterSeconds }`): the pod then goes when that pending eviction fires, within `current.afterSeconds` of the
+   * change, not `evict.afterSeconds` after it (see the module comment).
+   */
+  readonly keepsPendingEviction: boolean;
+}
+
+/**
+ * Whether one toleration tolerates one taint, exactly as Kubernetes' `Toleration.ToleratesTaint`: an empty effect
+ * matches every effect; an empty key matches every key; `Exists` matches every value; `Equal` (also an empty or
+ * absent operator) compares values; any other operator matches nothing. (API validation refuses an empty key with
+ * `Equal`; such a toleration would match every taint with an empty value, as upstream's function does.)
+ * @example toleratesTaint({ key: 'gpu', operator: 'Exists' }, { key: 'gpu', value: 'a100', effect: 'NoExecute' }) // true
+ */
+export function toleratesTaint(toleration: Toleration, taint: Taint): boolean {
+  const effect = toleration.effect ?? '';
+  if (effect.length > 0 && effect !== taint.effect) return false;
+  const key = toleration.key ?? '';
+  if (key.length > 0 && key !== taint.key) return false;
+  switch (toleration.operator ?? '') {
+    case '':
+    case 'Equal':
+      return (toleration.value ?? '') === valueOf(taint);
+    case 'Exists':
+      return true;
+    default:
+      return false;
+  }
+}
+
+/** A decision of the controller with its reason. */
+export interface EvictionDecision {
+  readonly evict: EvictionTime;
+  readonly reason: EvictionReason;
+}
+
+/**
+ * The taint-eviction controller's decision for a pod with these tolerations on a Node with these taints (only the
+ * NoExecute ones count), for a pod with no eviction pending: `now` when one is untolerated (the first such taint is
+ * the reason), else after the shortest `tolerationSeconds` of the first matching toleration of each taint (0 when
+ * one is ≤ 0), else `never`. Returns `never` with `no-noexecute-taint` when there is no NoExecute taint.
+ * @example
+ * decideEviction([{ key: 'maint', operator: 'Exists', effect: 'NoExecute', tolerationSeconds: 30 }], [{ key: 'maint', effect: 'NoExecute' }])
+ * // { evict: { afterSeconds: 30 }, reason: { kind: 'toleration-seconds', taint: …, toleration: … } }
+ */
+export function decideEviction(tolerations: readonly Toleration[], taints: readonly Taint[]): EvictionDecision {
+  const noExecute = taints.filter((t) => t.effect === TaintEffect.NoExecute);
+  if (noExecute.length === 0) return { evict: 'never', reason: { kind: 'no-noexecute-taint' } };
+  let shortest: { seconds: number; taint: Taint; toleration: Toleration } | undefined;
+  for (const taint of noExecute) {
+    const used = tolerations.find((t) => toleratesTaint(t, taint)); // the first match counts (GetMatchingTolerations)
+    if (used === undefined) return { evict: 'now', reason: { kind: 'untolerated', taint } };
+    const seconds = used.tolerationSeconds;
+    if (seconds === undefined || seconds === null) continue;
+    if (shortest === undefined || Math.max(0, seconds) < shortest.seconds) shortest = { seconds: Math.max(0, seconds), taint, toleration: used };
+  }
+  if (shortest === undefined) return { evict: 'never', reason: { kind: 'tolerated' } };
+  return { evict: { afterSeconds: shortest.seconds }, reason: { kind: 'toleration-seconds', taint: shortest.taint, toleration: shortest.toleration } };
+}
+
+/**
+ * The NoExecute taints of `taintsToAdd` that the Node does not carry yet (same key, effect and value), and the Node's
+ * taints once they are added: a taint of the same key and effect is replaced (the product's taint identity).
+ * @example nodeTaintsAfter([{ key: 'm', effect: 'NoExecute' }], [{ key: 'm', value: 'old', effect: 'NoExecute' }]).added // [{ key: 'm', effect: 'NoExecute' }]
+ */
+export function nodeTaintsAfter(taintsToAdd: readonly Taint[], nodeTaints: readonly Taint[]): { readonly added: readonly Taint[]; readonly after: readonly Taint[] } {
+  const carries = (t: Taint): boolean => nodeTaints.some((n) => n.key === t.key && n.effect === t.effect && valueOf(n) === valueOf(t));
+  const added = taintsToAdd.filter((t, i) => t.effect === TaintEffect.NoExecute && !carries(t) && taintsToAdd.findIndex((o) => o.key === t.key && o.effect === t.effect) === i);
+  const replaced = (n: Taint): boolean => added.some((t) => t.key === n.key && t.effect === n.effect);
+  return { added, after: [...nodeTaints.filter((n) => !replaced(n)), ...added] };
+}
+
+/**
+ * The preview of issue 51: for each pod bound to the Node, when the taint-eviction controller would delete it once the
+ * NoExecute taints of `taintsToAdd` that the Node does not carry yet are added, and why. The added taints are checked
+ * first, so an untolerated added taint is the reason rather than an existing one. Pure; the pods keep their order.
+ * Returns `never` with `no-noexecute-taint`, or the current decision, for every pod when nothing is added.
+ * @example
+ * previewNoExecuteEvictions({
+ *   taintsToAdd: [{ key: 'maint', effect: 'NoExecute' }],
+ *   nodeTaints: [],
+ *   pods: [{ namespace: 'a', name: 'web', tolerations: [] }],
+ * })[0]?.evict // 'now'
+ */
+export function previewNoExecuteEvictions(input: {
+  readonly taintsToAdd: readonly Taint[];
+  readonly nodeTaints: readonly Taint[];
+  readonly pods: readonly PodOnNode[];
+}): readonly PodEvictionPreview[] {
+  const { added, after } = nodeTaintsAfter(input.taintsToAdd, input.nodeTaints);
+  const addedFirst = [...added, ...after.filter((t) => !added.includes(t))];
+  return input.pods.map((pod) => {
+    const current = decideEviction(pod.tolerations, input.nodeTaints).evict;
+    const decision = decideEviction(pod.tolerations, addedFirst);
+    return {
+      namespace: pod.namespace,
+      name: pod.name,
+      ...(pod.ownerKind === undefined ? {} : { ownerKind: pod.ownerKind }),
+      podState: podStateOf(pod),
+      evict: decision.evict,
+      reason: decision.reason,
+      current,
+      keepsPendingEviction: typeof current === 'object' && typeof decision.evict === 'object',
+    };
+  });
+}
+
+function podStateOf(pod: PodOnNode): PodEvictionPreview['podState'] {
+  if (pod.deletionTimestamp !== undefined) return 'terminating';
+  if (pod.phase === 'Succeeded' || pod.phase === 'Failed') return 'terminal';
+  return 'active';
+}
