@@ -1,7 +1,7 @@
 /**
  * "The table is the test": every field of a Machine, a MachinePool and a Node that the reconcile decision reads, when
  * a change of it can change the decision, and the cases that pin it. The same rows are the table of
- * docs/side-by-side.md (checked below), and every fact the forwarder keeps of an object has exactly one row, so a new
+ * docs/relevance.md (checked below), and every fact the forwarder keeps of an object has exactly one row, so a new
  * fact cannot be added without saying when it matters.
  */
 import { readFileSync } from 'node:fs';
@@ -429,7 +429,7 @@ function templateMessagesFor(c: Case): number {
   return templateChangeConcerns(declarations(beforeObj), declarations(afterObj), (toMachineFacts(m) as MachineFacts).declarations) ? 1 : 0;
 }
 
-describe('The relevance table (docs/side-by-side.md): which changes reach the queue', () => {
+describe('The relevance table (docs/relevance.md): which changes reach the queue', () => {
   for (const row of TABLE) {
     for (const c of row.cases) {
       it(`${row.object} ${row.field}: ${c.name} → ${c.messages} message(s)`, () => {
@@ -453,8 +453,8 @@ describe('The relevance table (docs/side-by-side.md): which changes reach the qu
     }
   });
 
-  it('is the table of docs/side-by-side.md, row by row', () => {
-    const doc = readFileSync(new URL('../../../../docs/side-by-side.md', import.meta.url), 'utf8');
+  it('is the table of docs/relevance.md, row by row', () => {
+    const doc = readFileSync(new URL('../../../../docs/relevance.md', import.meta.url), 'utf8');
     const start = doc.indexOf('<!-- relevance-table:start -->');
     const end = doc.indexOf('<!-- relevance-table:end -->');
     expect(start).toBeGreaterThan(-1);
