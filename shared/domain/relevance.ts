@@ -207,9 +207,8 @@ export interface RelevanceOptions {
    * its `spec.providerID`, or the Node Cluster API has just linked to it (its `cluster.x-k8s.io/machine` annotation)
    * while the Machine's `nodeRef` is still to come. Given, a Machine change that names no Node either way is not
    * forwarded (its reconcile could only end `no-node`; the change that gives it a Node — its `nodeRef`, the Node's
-   * arrival, the provider ID — is forwarded on its own), but for the arrival of its provider ID, which announces a
-   * joining Node (see announcesJoiningNode); and Cluster API's `nodeRef` confirming the link the product already acted
-   * on is not either (see linkConfirmation).
+   * arrival, the provider ID — is forwarded on its own); and Cluster API's `nodeRef` confirming the link the product
+   * already acted on is not either (see linkConfirmation).
    */
   readonly linkedNodeOf?: (machine: MachineFacts) => string | undefined;
   /**
@@ -368,7 +367,7 @@ export function forwardDecision(change: ChangeKind, previous: WatchedFacts | und
     return forwardDecision(change, ahead(previous), ahead(current), { ...options, templateDeclarationsOf: undefined });
   }
   if (current.kind === 'Machine' && change !== 'deleted' && current.nodeName === undefined && options.linkedNodeOf && options.linkedNodeOf(current) === undefined) {
-    if (!announcesJoiningNode(change, previous, current)) return { forward: false, filtered: 'no-node' };
+    return { forward: false, filtered: 'no-node' };
   }
   if (current.kind === 'Node' && change === 'added' && current.providerID !== undefined && current.machineAnnotation === undefined && options.linkedMachineOf && options.linkedMachineOf(current) === undefined) {
     return { forward: false, filtered: 'no-node' };
@@ -398,19 +397,4 @@ export function poolNodesToAnnounce(change: ChangeKind, previous: WatchedFacts |
   if (decides(previous) !== decides(current) || previous.deleting) return current.nodeNames;
   const before = new Set(previous.nodeNames);
   return current.nodeNames.filter((n) => !before.has(n));
-}
-
-/**
- * A Machine that has just got its `spec.providerID` (its infrastructure is provisioned) and names no Node yet: its
- * Node is about to join. That change is forwarded once, although its reconcile ends `no-node`: the record readies a
- * reconcile container for the join (a cold start, the management set-up, the workload cluster's connection) while the
- * instance boots, instead of when its Node registers, where that cost was the tail of a joining Node's latency. Only
- * the change that brings the provider ID (a watch addition with one, or a modification that sets it), never a relist
- * nor any other change of a Machine without a Node.
- * @example announcesJoiningNode('modified', { ...machine, providerID: undefined }, { ...machine, providerID: 'aws:///i-1' }) // true
- */
-export function announcesJoiningNode(change: ChangeKind, previous: WatchedFacts | undefined, current: MachineFacts): boolean {
-  if (current.deleting || current.providerID === undefined) return false;
-  if (change === 'added') return true;
-  return change === 'modified' && previous?.kind === 'Machine' && previous.providerID === undefined;
 }

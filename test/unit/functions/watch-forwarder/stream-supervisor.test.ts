@@ -117,9 +117,9 @@ describe('Class: StreamSupervisor', () => {
 
     // Assess
     const link = (e: TaintEvent) => (e.data.kind === 'Node' ? `${e.data.node.name}→${e.data.machine?.name ?? '-'}` : e.data.kind === 'Machine' ? `${e.data.machine.name}→${e.data.nodeName ?? '-'}` : '');
-    // (m1's addition names no Node the forwarder knows: it goes once, announcing its joining Node; n2's and n3's
+    // (m1's addition names no Node the forwarder knows: filtered, its reconcile could only end no-node; n2's and n3's
     // additions name no Machine: filtered, their reconciles could only end machine-gone; m2's provider ID then names n2.)
-    expect(published.map(link).sort()).toEqual(['m1→-', 'm2→n2', 'n1→m1', 'n1→m1'].sort());
+    expect(published.map(link).sort()).toEqual(['m2→n2', 'n1→m1', 'n1→m1'].sort());
   });
 
   it('links a joining Node to a Machine that a resume at the checkpoint listed without announcing it (a member that joined the rota)', async () => {
@@ -155,8 +155,7 @@ describe('Class: StreamSupervisor', () => {
     const { providerID: _gone, ...withNodeRef } = { ...declared, resourceVersion: '13', nodeName: 'n1' };
     const marker = { ...withNodeRef, resourceVersion: '14', declarations: { 'taints.capi-taint-propagator.dev/machine': 'b:NoSchedule' } };
 
-    // Act: the Machine is created with its provider ID (no Node known: announced once, its Node is about to join),
-    // its Node joins and the product initializes it;
+    // Act: the Machine is created with its provider ID (no Node known: filtered), its Node joins and the product initializes it;
     // Cluster API annotates the Node; the Machine's declaration changes before Cluster API writes its nodeRef; then
     // the nodeRef; then a marker change.
     await sources.machineStream.emit({ type: 'change', change: 'added', facts: unlinked, observedAt: T0, checkpoint: '11' });
@@ -168,11 +167,10 @@ describe('Class: StreamSupervisor', () => {
     await sources.machineStream.emit({ type: 'change', change: 'modified', previous: withNodeRef, facts: marker, observedAt: T0, checkpoint: '14' });
     for (let i = 0; i < 4; i++) await outbox.publishRound();
 
-    // Assess: the announcement, the Node's addition, the declaration change (naming the Node) and the marker; nothing
-    // for the rest.
+    // Assess: the Node's addition, the declaration change (naming the Node) and the marker; nothing for the rest.
     const link = (e: TaintEvent) => (e.data.kind === 'Node' ? `${e.data.node.name}→${e.data.machine?.name ?? '-'}` : e.data.kind === 'Machine' ? `${e.data.machine.name}@${e.data.machine.resourceVersion}→${e.data.nodeName ?? '-'}` : '');
-    expect(published.map(link).sort()).toEqual(['m1@11→-', 'n1→m1', 'm1@12→n1', 'm1@14→n1'].sort());
-    expect(counts['EventsFiltered']).toBe(3);
+    expect(published.map(link).sort()).toEqual(['n1→m1', 'm1@12→n1', 'm1@14→n1'].sort());
+    expect(counts['EventsFiltered']).toBe(4);
   });
 
   it("sends nothing for a value change of Cluster API's own spec.taints on a Node it initialized, judged from the Node stream's last state; with SPEC_TAINTS_OWNER=product it sends it", async () => {
