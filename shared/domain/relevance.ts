@@ -7,7 +7,6 @@ import { declaredTaintsOf, type DeclarationResult } from './declarations.ts';
 import { SpecTaintsOwner } from './ownership.ts';
 import { CONTROL_PLANE_LABEL, FIELD_MANAGER, taintId } from './taint.ts';
 import { decodeOwnedTaints } from './tracking-annotation.ts';
-import { withTemplateDeclarations } from './template-declarations.ts';
 import { objectKeyOf, type MachineFacts, type MachinePoolFacts, type NodeFacts, type WatchedFacts } from './watch-event.ts';
 
 /** Deterministic JSON: object keys sorted, so that equal facts give equal strings. */
@@ -220,13 +219,6 @@ export interface RelevanceOptions {
   readonly linkedMachineOf?: (node: NodeFacts) => { readonly namespace: string; readonly name: string } | undefined;
   /** The last state the forwarder saw of a Machine (undefined: not seen). */
   readonly machineFactsOf?: (machine: { readonly namespace: string; readonly name: string }) => MachineFacts | undefined;
-  /**
-   * The declaration annotations of the template of the MachineSet that controls a Machine, as the forwarder last saw it
-   * (undefined: none, not seen, or being deleted). Given, a Machine's change is judged with the template's values in
-   * place of its own for the keys the template sets (`template-declarations.ts`): Cluster API's copy of them onto the
-   * Machine changes nothing (the product took them from the template when the template changed).
-   */
-  readonly templateDeclarationsOf?: (machine: MachineFacts) => Readonly<Record<string, string>> | undefined;
 }
 
 /**
@@ -361,11 +353,6 @@ export type ForwardDecision =
  * @example forwardDecision('modified', node, { ...node, resourceVersion: '9' }) // { forward: false, filtered: 'unchanged' }
  */
 export function forwardDecision(change: ChangeKind, previous: WatchedFacts | undefined, current: WatchedFacts, options: RelevanceOptions = {}): ForwardDecision {
-  const template = current.kind === 'Machine' ? options.templateDeclarationsOf?.(current) : undefined;
-  if (template !== undefined) {
-    const ahead = <T extends WatchedFacts | undefined>(f: T): T => (f?.kind === 'Machine' ? { ...f, declarations: withTemplateDeclarations(f.declarations, template) } : f);
-    return forwardDecision(change, ahead(previous), ahead(current), { ...options, templateDeclarationsOf: undefined });
-  }
   if (current.kind === 'Machine' && change !== 'deleted' && current.nodeName === undefined && options.linkedNodeOf && options.linkedNodeOf(current) === undefined) {
     return { forward: false, filtered: 'no-node' };
   }

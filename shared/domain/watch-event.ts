@@ -27,7 +27,6 @@ import {
 } from './autoscaler.ts';
 import { DECLARATION_ANNOTATIONS } from './declaration-keys.ts';
 import { poolDeclarations } from './machine-pool.ts';
-import { controllerMachineSetOf } from './template-declarations.ts';
 import {
   CLUSTER_NAME_ANNOTATION,
   CLUSTER_NAME_LABEL,
@@ -59,11 +58,6 @@ export interface MachineFacts {
   readonly clusterName?: string;
   readonly clusterNameLabel?: string;
   readonly controlPlaneLabel?: string;
-  /**
-   * The MachineSet that controls the Machine (its controller owner reference): Cluster API copies that MachineSet's
-   * template annotations onto it (`#shared/domain/template-declarations.ts`).
-   */
-  readonly machineSet?: string;
   readonly deleting: boolean;
 }
 
@@ -239,7 +233,6 @@ export function toMachineFacts(obj: unknown): MachineFacts | undefined {
   const clusterName = str(spec.clusterName);
   const clusterNameLabel = meta.labels[CLUSTER_NAME_LABEL];
   const controlPlaneLabel = meta.labels[CONTROL_PLANE_LABEL];
-  const machineSet = controllerMachineSetOf(isObject(obj.metadata) ? obj.metadata.ownerReferences : undefined);
   return {
     kind: 'Machine',
     namespace: meta.namespace,
@@ -253,7 +246,6 @@ export function toMachineFacts(obj: unknown): MachineFacts | undefined {
     ...(clusterName ? { clusterName } : {}),
     ...(clusterNameLabel !== undefined ? { clusterNameLabel } : {}),
     ...(controlPlaneLabel !== undefined ? { controlPlaneLabel } : {}),
-    ...(machineSet !== undefined ? { machineSet } : {}),
     deleting: meta.deleting,
   };
 }
@@ -490,7 +482,6 @@ export function toEventData(facts: MachineFacts | NodeFacts, cluster: ClusterRef
       machine: { namespace: facts.namespace, name: facts.name, uid: facts.uid, resourceVersion: facts.resourceVersion },
       ...(nodeName ? { nodeName } : {}),
       ...(hints.declarationRecovered ? { declarationRecovered: true as const } : {}),
-      ...(hints.template ? { template: hints.template } : {}),
       ...(nodeState ? { nodeState } : {}),
       observedAt: at,
     };
@@ -507,7 +498,6 @@ export function toEventData(facts: MachineFacts | NodeFacts, cluster: ClusterRef
       : hints.providerIdMachine
         ? { machine: hints.providerIdMachine }
         : {}),
-    ...(hints.template ? { template: hints.template } : {}),
     ...(nodeState ? { nodeState } : {}),
     observedAt: at,
   };
@@ -524,8 +514,6 @@ export interface EventHints {
   readonly providerIdMachine?: { readonly namespace: string; readonly name: string };
   /** A Machine event: the Node whose `spec.providerID` the Machine's matches (no `status.nodeRef` yet). */
   readonly providerIdNode?: string;
-  /** The Machine's MachineSet, when its template declares what the Machine does not carry yet (see MachineEventData.template). */
-  readonly template?: { readonly machineSet: string };
 }
 
 /** The state of the named Node as the forwarder last saw it, if it did. */
@@ -545,24 +533,6 @@ export function toTaintEvent(facts: MachineFacts | NodeFacts, change: ChangeKind
     id: eventIdFor(facts.uid, facts.resourceVersion, change),
     source: sourceFor(cluster),
     type: eventTypeFor(facts.kind === 'Machine' ? ObjectKind.Machine : ObjectKind.Node, change),
-    subject: subjectFor(data),
-    time: observedAt.toISOString(),
-    data,
-  };
-}
-
-/**
- * The CloudEvent for a Machine whose MachineSet's template changed what the Machine is about to declare
- * (`#shared/domain/template-declarations.ts`): a Machine event (the reconcile function reads the Machine and its
- * MachineSet), in the Node's FIFO group, with an id of the MachineSet version and the Machine, so that deduplication
- * neither drops it as the Machine's last event nor keeps one event for the whole set.
- */
-export function toTemplateEvent(machineSet: ScalableFacts, machine: MachineFacts, cluster: ClusterRef, observedAt: Date, hints: EventHints): TaintEvent {
-  const data = toEventData(machine, cluster, observedAt, { ...hints, template: { machineSet: machineSet.name } });
-  return {
-    id: `${eventIdFor(machineSet.uid, machineSet.resourceVersion, 'modified')}:${machine.name}`,
-    source: sourceFor(cluster),
-    type: eventTypeFor(ObjectKind.Machine, 'modified'),
     subject: subjectFor(data),
     time: observedAt.toISOString(),
     data,

@@ -9,8 +9,8 @@ import { describe, expect, it } from 'vitest';
 import type { ChangeKind } from '#shared/domain/cloud-event.ts';
 import { forwardDecision, poolNodesToAnnounce } from '#shared/domain/relevance.ts';
 import { SpecTaintsOwner } from '#shared/domain/ownership.ts';
-import { toMachineFacts, toMachinePoolFacts, toNodeFacts, toScalableFacts, type MachineFacts, type NodeFacts, type WatchedFacts } from '#shared/domain/watch-event.ts';
-import { templateChangeConcerns } from '#shared/domain/template-declarations.ts';
+import { toMachineFacts, toMachinePoolFacts, toNodeFacts, toScalableFacts, type MachineFacts, type NodeFacts, type ScalableFacts, type WatchedFacts } from '#shared/domain/watch-event.ts';
+import { autoscalerEventNeeded } from '#shared/domain/autoscaler-relevance.ts';
 
 type Json = Record<string, any>;
 
@@ -56,7 +56,7 @@ const node = (): Json => ({
   status: { conditions: [{ type: 'Ready', status: 'True', lastHeartbeatTime: '2026-11-25T00:00:00Z' }] },
 });
 
-/** The Machine's MachineSet: its template declares what the Machine carries. */
+/** The Machine's MachineSet: its template declares what the Machine carries (Cluster API copies it onto the Machine). */
 const machineSet = (): Json => ({
   apiVersion: 'cluster.x-k8s.io/v1beta2',
   kind: 'MachineSet',
@@ -92,12 +92,6 @@ interface Case {
   readonly machineWithoutSpecTaints?: boolean;
   /** How the forwarder sees the change (default a watch modification; `resynced`: a relist announcement). */
   readonly seen?: ChangeKind;
-  /**
-   * The Machine's MachineSet as the forwarder last saw it (default: its template declares what the Machine carries);
-   * null when it has not seen it. For a MachineSet row: the Machine m1 of the set as the forwarder last saw it.
-   */
-  readonly template?: ((ms: Json) => void) | null;
-  readonly machine?: (m: Json) => void;
   readonly messages: number;
 }
 
@@ -134,19 +128,12 @@ const TABLE: readonly Row[] = [
   },
   {
     object: 'Machine', field: 'metadata.annotations[taints.capi-taint-propagator.dev/{machine,cluster,class}]', fact: 'declarations',
-    when: "always (the product's own declaration), but Cluster API copying onto the Machine the value its MachineSet's template sets, once the forwarder has seen that template: never (the product took it from the template, see the MachineSet row)",
+    when: "always (the product's own declaration, as the Machine carries it: a MachineSet template's value counts once Cluster API has copied it onto the Machine)",
     cases: [
-      { name: 'a declared value changed, no MachineSet seen', template: null, change: (m) => (m.metadata.annotations[DECL] = 'prod=q:NoSchedule'), messages: 1 },
+      { name: 'a declared value changed', change: (m) => (m.metadata.annotations[DECL] = 'prod=q:NoSchedule'), messages: 1 },
       { name: 'a cluster-level declaration added', change: (m) => (m.metadata.annotations['taints.capi-taint-propagator.dev/cluster'] = 'x:NoSchedule'), messages: 1 },
-      { name: "Cluster API's copy of the template's new value", template: (ms) => (ms.spec.template.metadata.annotations[DECL] = 'prod=q:NoSchedule'), change: (m) => (m.metadata.annotations[DECL] = 'prod=q:NoSchedule'), messages: 0 },
-      { name: 'a value set on the Machine alone, for a key the template sets (Cluster API puts the template\'s back)', change: (m) => (m.metadata.annotations[DECL] = 'prod=mine:NoSchedule'), messages: 0 },
-      { name: 'a value set on the Machine alone, for a key the template does not set', template: (ms) => delete ms.spec.template.metadata.annotations[DECL], change: (m) => (m.metadata.annotations[DECL] = 'prod=mine:NoSchedule'), messages: 1 },
+      { name: 'a declaration removed', change: (m) => delete m.metadata.annotations[DECL], messages: 1 },
     ],
-  },
-  {
-    object: 'Machine', field: 'metadata.ownerReferences[controller, kind MachineSet]', fact: 'machineSet',
-    when: "always (whose template's declarations Cluster API copies onto the Machine)",
-    cases: [{ name: 'adopted by another MachineSet', change: (m) => (m.metadata.ownerReferences[0].name = 'ms2'), messages: 1 }],
   },
   {
     object: 'Machine', field: 'status.nodeRef.name', fact: 'nodeName',
@@ -365,12 +352,10 @@ const TABLE: readonly Row[] = [
   // ---- MachineSet (its Machine m1 has Node n1) ----
   {
     object: 'MachineSet', field: 'spec.template.metadata.annotations[taints.capi-taint-propagator.dev/{machine,cluster,class}]', fact: 'declarations',
-    when: "for each of its Machines with a Node whose declaration it changes (as the forwarder last saw the Machine): the product takes the template's values ahead of Cluster API's copy onto each Machine",
+    when: "never for the Nodes: a Node takes its Machine's declaration once Cluster API has copied the template's onto the Machine (the Machine row); the cluster-autoscaler annotation has its own rules (docs/autoscaler.md)",
     cases: [
-      { name: 'a declared value changed', change: (ms) => (ms.spec.template.metadata.annotations[DECL] = 'prod=q:NoSchedule'), messages: 1 },
-      { name: "changed, Cluster API's copy already seen on the Machine", machine: (m) => (m.metadata.annotations[DECL] = 'prod=q:NoSchedule'), change: (ms) => (ms.spec.template.metadata.annotations[DECL] = 'prod=q:NoSchedule'), messages: 1 },
-      { name: 'a declaration removed (the Machine keeps it until Cluster API removes it: judged then)', change: (ms) => delete ms.spec.template.metadata.annotations[DECL], messages: 0 },
-      { name: 'a key the Machine already carries with that value set in the template', before: (ms) => delete ms.spec.template.metadata.annotations[DECL], change: (ms) => (ms.spec.template.metadata.annotations[DECL] = 'prod=p:NoSchedule'), messages: 0 },
+      { name: 'a declared value changed', change: (ms) => (ms.spec.template.metadata.annotations[DECL] = 'prod=q:NoSchedule'), messages: 0 },
+      { name: 'a declaration removed', change: (ms) => delete ms.spec.template.metadata.annotations[DECL], messages: 0 },
     ],
   },
   {
@@ -382,7 +367,7 @@ const TABLE: readonly Row[] = [
 
 /** How many queue messages the forwarder sends for one modification (one per Node it concerns). */
 function messagesFor(row: Row, c: Case): number {
-  if (row.object === 'MachineSet') return templateMessagesFor(c);
+  if (row.object === 'MachineSet') return scalableMessagesFor(c);
   const beforeObj = build[row.object]();
   c.before?.(beforeObj);
   const afterObj = structuredClone(beforeObj);
@@ -400,12 +385,6 @@ function messagesFor(row: Row, c: Case): number {
     nodeFacts: (name) => (nodeFacts?.name === name ? nodeFacts : undefined),
     linkedNodeOf: (m) => (nodeFacts?.providerID !== undefined && nodeFacts.providerID === m.providerID ? nodeFacts.name : undefined),
     linkedMachineOf: (n) => (c.linkedMachine !== false && n.providerID === 'local://m1' ? { namespace: 'ns', name: 'm1' } : undefined),
-    templateDeclarationsOf: (m) => {
-      if (c.template === null || m.machineSet !== 'ms') return undefined;
-      const ms = machineSet();
-      c.template?.(ms);
-      return (toScalableFacts('MachineSet', ms) as { declarations: Record<string, string> }).declarations;
-    },
     machineFactsOf: (m) => {
       if (m.namespace !== 'ns' || m.name !== 'm1') return undefined;
       const linked = machine();
@@ -417,16 +396,15 @@ function messagesFor(row: Row, c: Case): number {
   return current.kind === 'MachinePool' ? poolNodesToAnnounce(seen, previous, current).length : 1;
 }
 
-/** How many queue messages a MachineSet modification gets: one per Machine of it (m1, with Node n1) whose declaration it changes. */
-function templateMessagesFor(c: Case): number {
+/** How many queue messages a MachineSet modification gets: none for its Machines' Nodes; one ScalableResource message when its autoscaler annotation needs a reconcile. */
+function scalableMessagesFor(c: Case): number {
   const beforeObj = machineSet();
   c.before?.(beforeObj);
   const afterObj = structuredClone(beforeObj);
+  afterObj.metadata.resourceVersion = String(Number(afterObj.metadata.resourceVersion) + 1);
   c.change(afterObj);
-  const m = machine();
-  c.machine?.(m);
-  const declarations = (o: Json) => (toScalableFacts('MachineSet', o) as { declarations: Record<string, string> }).declarations;
-  return templateChangeConcerns(declarations(beforeObj), declarations(afterObj), (toMachineFacts(m) as MachineFacts).declarations) ? 1 : 0;
+  const [previous, current] = [beforeObj, afterObj].map((o) => toScalableFacts('MachineSet', o) as ScalableFacts) as [ScalableFacts, ScalableFacts];
+  return autoscalerEventNeeded(c.seen ?? 'modified', previous, current, { startupTaint: GATE }) ? 1 : 0;
 }
 
 describe('The relevance table (docs/relevance.md): which changes reach the queue', () => {
