@@ -79,7 +79,7 @@ export class StreamSupervisor {
   private readonly opt: StreamSupervisorOptions;
   /** Workload clusters whose Node stream is failing, by stream key. */
   private failing = new Map<string, FailingCluster>();
-  /** The running Node streams, by stream key: a Machine or MachinePool event carries its Node's state from there. */
+  /** The running Node streams, by stream key: relevance judges a Machine change with its Node's last state from there. */
   private nodeStreams = new Map<string, WatchStream<WatchedFacts>>();
   /** The Machine stream of the running term (its last state of each Machine). */
   private machineStream: WatchStream<WatchedFacts> | undefined;
@@ -309,7 +309,6 @@ export class StreamSupervisor {
     }
     const hints = {
       ...(decision.declarationRecovered ? { declarationRecovered: true } : {}),
-      ...(facts.kind === 'Machine' ? { nodeFacts: this.nodeFactsIn(ref) } : {}),
       ...this.providerIdHint(facts as MachineFacts | NodeFacts, ref, deleted),
     };
     const event = toTaintEvent(facts as MachineFacts | NodeFacts, e.change, ref, e.observedAt, hints);
@@ -363,10 +362,7 @@ export class StreamSupervisor {
       progress.add(e.checkpoint, true);
       return;
     }
-    const events = toMachinePoolEvents(facts, nodes, e.change, ref, e.observedAt, {
-      ...(decision.forward && decision.declarationRecovered ? { declarationRecovered: true } : {}),
-      nodeFacts: this.nodeFactsIn(ref),
-    });
+    const events = toMachinePoolEvents(facts, nodes, e.change, ref, e.observedAt, decision.forward && decision.declarationRecovered ? { declarationRecovered: true } : {});
     if (autoscaler) events.push(toScalableResourceEvent(facts, e.change, ref, e.observedAt));
     await this.d.outbox.enqueue(events, e.observedAt, progress, e.checkpoint);
   }

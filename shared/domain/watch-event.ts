@@ -13,7 +13,6 @@ import {
   type MachineEventData,
   type MachinePoolEventData,
   type NodeEventData,
-  type NodeState,
   type ScalableResourceEventData,
   type TaintEvent,
   type TaintEventData,
@@ -35,7 +34,6 @@ import {
   MACHINE_ANNOTATION,
   OWN_TRACKING_ANNOTATION,
   TRACKING_ANNOTATION,
-  type Taint,
 } from './taint.ts';
 
 /** The facts of a Cluster API Machine that can change what its Node should carry. */
@@ -67,8 +65,6 @@ export interface NodeFacts {
   readonly name: string;
   readonly uid: string;
   readonly resourceVersion: string;
-  /** `metadata.creationTimestamp` as stored (it never changes). */
-  readonly creationTimestamp?: string;
   readonly taints: unknown;
   /** Upstream CAPI's tracking annotation (it decides which taints the product leaves to CAPI). */
   readonly trackingAnnotation?: string;
@@ -372,14 +368,12 @@ export function toNodeFacts(obj: unknown): NodeFacts | undefined {
   if (!meta || !isObject(obj)) return undefined;
   const spec = isObject(obj.spec) ? obj.spec : {};
   const a = meta.annotations;
-  const creationTimestamp = isObject(obj.metadata) ? str(obj.metadata.creationTimestamp) : undefined;
   const providerID = a[MACHINE_ANNOTATION] === undefined ? str(spec.providerID) : undefined;
   return {
     kind: 'Node',
     name: meta.name,
     uid: meta.uid,
     resourceVersion: meta.resourceVersion,
-    ...(creationTimestamp ? { creationTimestamp } : {}),
     taints: spec.taints ?? null,
     ...(a[TRACKING_ANNOTATION] !== undefined ? { trackingAnnotation: a[TRACKING_ANNOTATION] } : {}),
     ...(a[OWN_TRACKING_ANNOTATION] !== undefined ? { ownTrackingAnnotation: a[OWN_TRACKING_ANNOTATION] } : {}),
@@ -412,39 +406,6 @@ function writersOf(managedFields: unknown): { taints?: string; ownTrackingAnnota
   return { ...(t ? { taints: t } : {}), ...(a ? { ownTrackingAnnotation: a } : {}) };
 }
 
-/**
- * The state of a Node in the forwarder's facts, as an event carries it. Undefined when its `spec.taints` is not a
- * list of taints as the API server stores them (then no claim is made and the reconcile function reads the Node).
- * @example nodeStateOf(facts)?.taints // [{ key: 'gpu', value: 'a100', effect: 'NoSchedule' }]
- */
-export function nodeStateOf(facts: NodeFacts): NodeState | undefined {
-  const taints = storedTaints(facts.taints);
-  if (!taints) return undefined;
-  return {
-    uid: facts.uid,
-    resourceVersion: facts.resourceVersion,
-    ...(facts.creationTimestamp !== undefined ? { creationTimestamp: facts.creationTimestamp } : {}),
-    taints,
-    ...(facts.trackingAnnotation !== undefined ? { trackingAnnotation: facts.trackingAnnotation } : {}),
-    ...(facts.ownTrackingAnnotation !== undefined ? { ownTrackingAnnotation: facts.ownTrackingAnnotation } : {}),
-  };
-}
-
-/** `spec.taints` as stored (absent or null: none); undefined when any entry has another shape or field. */
-function storedTaints(raw: unknown): Taint[] | undefined {
-  if (raw === null || raw === undefined) return [];
-  if (!Array.isArray(raw)) return undefined;
-  const taints: Taint[] = [];
-  for (const t of raw) {
-    if (typeof t !== 'object' || t === null) return undefined;
-    const { key, value, effect, timeAdded, ...other } = t as Record<string, unknown>;
-    if (Object.keys(other).length > 0 || typeof key !== 'string' || typeof effect !== 'string') return undefined;
-    if ((value !== undefined && typeof value !== 'string') || (timeAdded !== undefined && typeof timeAdded !== 'string')) return undefined;
-    taints.push({ key, ...(value !== undefined ? { value } : {}), effect, ...(timeAdded !== undefined ? { timeAdded } : {}) });
-  }
-  return taints;
-}
-
 /** Reads a CAPI Cluster (v1beta2 JSON) into its facts; undefined when malformed. */
 export function toClusterFacts(obj: unknown): ClusterFacts | undefined {
   const meta = metaOf(obj);
@@ -468,27 +429,24 @@ export function clusterOfMachine(machine: MachineFacts | MachinePoolFacts | Scal
 }
 
 /**
- * The small event data for an object: references, routing facts and the Node's state (see NodeState).
- * A Node carries `machine` when its CAPI annotations name one (namespace defaults to the cluster's).
+ * The small event data for an object: names and routing facts only (the reconcile function reads the Machine and the
+ * Node). A Node carries `machine` when its CAPI annotations name one (namespace defaults to the cluster's).
  */
 export function toEventData(facts: MachineFacts | NodeFacts, cluster: ClusterRef, observedAt: Date, hints: EventHints = {}): TaintEventData {
   const at = observedAt.toISOString();
   if (facts.kind === 'Machine') {
     const nodeName = facts.nodeName ?? hints.providerIdNode;
-    const nodeState = nodeName !== undefined ? knownNodeState(hints, nodeName) : undefined;
     const data: MachineEventData = {
       kind: 'Machine',
       cluster,
       machine: { namespace: facts.namespace, name: facts.name, uid: facts.uid, resourceVersion: facts.resourceVersion },
       ...(nodeName ? { nodeName } : {}),
       ...(hints.declarationRecovered ? { declarationRecovered: true as const } : {}),
-      ...(nodeState ? { nodeState } : {}),
       observedAt: at,
     };
     return data;
   }
   const machineNamespace = facts.clusterNamespaceAnnotation || (cluster.mode === 'capi' ? cluster.namespace : undefined);
-  const nodeState = nodeStateOf(facts);
   const data: NodeEventData = {
     kind: 'Node',
     cluster,
@@ -498,7 +456,6 @@ export function toEventData(facts: MachineFacts | NodeFacts, cluster: ClusterRef
       : hints.providerIdMachine
         ? { machine: hints.providerIdMachine }
         : {}),
-    ...(nodeState ? { nodeState } : {}),
     observedAt: at,
   };
   return data;
@@ -508,18 +465,10 @@ export function toEventData(facts: MachineFacts | NodeFacts, cluster: ClusterRef
 export interface EventHints {
   /** A Machine's declaration went from invalid to valid. */
   readonly declarationRecovered?: boolean;
-  /** The last state the forwarder saw of a Node of the object's cluster, by name (a Machine or MachinePool event carries its Node's). */
-  readonly nodeFacts?: (name: string) => NodeFacts | undefined;
   /** A Node event: the Machine whose `spec.providerID` the Node's matches (no Cluster API annotation names one yet). */
   readonly providerIdMachine?: { readonly namespace: string; readonly name: string };
   /** A Machine event: the Node whose `spec.providerID` the Machine's matches (no `status.nodeRef` yet). */
   readonly providerIdNode?: string;
-}
-
-/** The state of the named Node as the forwarder last saw it, if it did. */
-function knownNodeState(hints: EventHints, name: string): NodeState | undefined {
-  const node = hints.nodeFacts?.(name);
-  return node?.name === name ? nodeStateOf(node) : undefined;
 }
 
 /**
@@ -553,14 +502,12 @@ export function toMachinePoolEvents(
 ): TaintEvent[] {
   const at = observedAt.toISOString();
   return nodes.map((nodeName) => {
-    const nodeState = knownNodeState(hints, nodeName);
     const data: MachinePoolEventData = {
       kind: 'MachinePool',
       cluster,
       machinePool: { namespace: facts.namespace, name: facts.name, uid: facts.uid, resourceVersion: facts.resourceVersion },
       nodeName,
       ...(hints.declarationRecovered ? { declarationRecovered: true as const } : {}),
-      ...(nodeState ? { nodeState } : {}),
       observedAt: at,
     };
     return {

@@ -2,18 +2,17 @@ import { expect, it } from 'vitest';
 import type { NodeState } from '#shared/domain/cloud-event.ts';
 import type { NodeTaintPatch } from '#shared/domain/snapshots.ts';
 import { OWN_TRACKING_ANNOTATION, TRACKING_ANNOTATION } from '#shared/domain/taint.ts';
-import { nodeStateOf, toNodeFacts } from '#shared/domain/watch-event.ts';
 import { nodeStateOfSnapshot } from '#shared/domain/node-state.ts';
 import { KubernetesNodeStore } from '#shared/adapters/kubernetes/node-store.ts';
 import { NodeNotFoundError } from '#shared/errors.ts';
 import { CoreV1Api } from '@kubernetes/client-node';
+import { nodeStateOfJson } from '../../../bench/lib/pipeline.ts';
 import { MERGE_PATCH, adminKubeConfig, createNode, describeWithControlPlane, uniqueName, watchUntil } from '#test/support/control-plane.ts';
 
 /** The state the forwarder would claim for the Node as it is now: from the JSON a watch delivers, as the forwarder gets it. */
 async function stateNow(name: string): Promise<NodeState> {
   const watched = await watchUntil(adminKubeConfig(), '/api/v1/nodes', { fieldSelector: `metadata.name=${name}` }, (events) => events.length > 0);
-  const facts = toNodeFacts(watched.events[0]?.object);
-  const state = facts && nodeStateOf(facts);
+  const state = nodeStateOfJson(watched.events[0]?.object);
   if (!state) throw new Error(`no state for Node ${name}`);
   return state;
 }

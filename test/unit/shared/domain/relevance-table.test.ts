@@ -264,11 +264,6 @@ const TABLE: readonly Row[] = [
     cases: [{ name: 're-created under the same name while the forwarder was away', seen: 'resynced', change: (n) => (n.metadata.uid = 'u-n1b'), messages: 1 }],
   },
   {
-    object: 'Node', field: 'metadata.creationTimestamp', fact: 'creationTimestamp',
-    when: 'set once at creation (first-enablement rule); changes only with a new uid',
-    cases: [{ name: 'with a new uid', change: (n) => { n.metadata.uid = 'u-n1b'; n.metadata.creationTimestamp = '2026-11-25T01:00:00Z'; }, messages: 1 }],
-  },
-  {
     object: 'Node', field: 'metadata.managedFields', fact: 'writers',
     when: 'never on its own (it tells the echo of the product\'s write and foreign writes apart)',
     cases: [{ name: 'a new manager entry only', change: (n) => n.metadata.managedFields.push({ manager: 'kubectl', fieldsV1: { 'f:metadata': { 'f:labels': {} } } }), messages: 0 }],
