@@ -6,7 +6,7 @@
  * is sampled as the UnreachableClusters metric, while every other cluster keeps converging.
  */
 import { clusterKey, type ClusterRef } from '#shared/domain/cloud-event.ts';
-import { forwardDecision, poolNodesToAnnounce, type RelevanceOptions } from '#shared/domain/relevance.ts';
+import { forwardDecision, pausedChanged, poolNodesToAnnounce, type RelevanceOptions } from '#shared/domain/relevance.ts';
 import { autoscalerEventNeeded } from '#shared/domain/autoscaler-relevance.ts';
 import type { SpecTaintsOwner } from '#shared/domain/ownership.ts';
 import {
@@ -14,8 +14,10 @@ import {
   MACHINE_POOLS_STREAM,
   MACHINE_DEPLOYMENTS_STREAM,
   MACHINE_SETS_STREAM,
+  CLUSTERS_STREAM,
   clusterOfMachine,
   nodeStreamKey,
+  toClusterPauseEvents,
   toMachinePoolEvents,
   toScalableResourceEvent,
   toTaintEvent,
@@ -81,8 +83,10 @@ export class StreamSupervisor {
   private failing = new Map<string, FailingCluster>();
   /** The running Node streams, by stream key: relevance judges a Machine change with its Node's last state from there. */
   private nodeStreams = new Map<string, WatchStream<WatchedFacts>>();
-  /** The Machine stream of the running term (its last state of each Machine). */
-  private machineStream: WatchStream<WatchedFacts> | undefined;
+  /** The management streams of the running term (their last state of each object): a Cluster's pause names its objects. */
+  private machineStream: WatchStream<MachineFacts> | undefined;
+  private machinePoolStream: WatchStream<MachinePoolFacts> | undefined;
+  private scalableStreams: WatchStream<ScalableFacts>[] = [];
   /** Unlinked Machines and Nodes by provider ID: a joining Node's event names its Machine (provider-id-links.ts). */
   private readonly links = new ProviderIdLinks();
 
@@ -100,16 +104,16 @@ export class StreamSupervisor {
   /** Runs every stream of a term until `signal` aborts (each run starts with no failing cluster). */
   async supervise(signal: AbortSignal): Promise<void> {
     this.failing.clear();
-    const streams: Promise<void>[] = [this.runStream(MACHINES_STREAM, this.d.sources.machines(this.d.outbox.startOf(MACHINES_STREAM)), signal, undefined)];
-    if (this.d.sources.machinePools) {
-      streams.push(this.runStream(MACHINE_POOLS_STREAM, this.d.sources.machinePools(this.d.outbox.startOf(MACHINE_POOLS_STREAM)), signal, undefined));
-    }
-    if (this.d.sources.machineDeployments) {
-      streams.push(this.runStream(MACHINE_DEPLOYMENTS_STREAM, this.d.sources.machineDeployments(this.d.outbox.startOf(MACHINE_DEPLOYMENTS_STREAM)), signal, undefined));
-    }
-    if (this.d.sources.machineSets) {
-      streams.push(this.runStream(MACHINE_SETS_STREAM, this.d.sources.machineSets(this.d.outbox.startOf(MACHINE_SETS_STREAM)), signal, undefined));
-    }
+    const { sources, outbox } = this.d;
+    this.machineStream = sources.machines(outbox.startOf(MACHINES_STREAM));
+    this.machinePoolStream = sources.machinePools?.(outbox.startOf(MACHINE_POOLS_STREAM));
+    const deployments = sources.machineDeployments?.(outbox.startOf(MACHINE_DEPLOYMENTS_STREAM));
+    const sets = sources.machineSets?.(outbox.startOf(MACHINE_SETS_STREAM));
+    this.scalableStreams = [deployments, sets].filter((s) => s !== undefined);
+    const streams: Promise<void>[] = [this.runStream(MACHINES_STREAM, this.machineStream, signal, undefined)];
+    if (this.machinePoolStream) streams.push(this.runStream(MACHINE_POOLS_STREAM, this.machinePoolStream, signal, undefined));
+    if (deployments) streams.push(this.runStream(MACHINE_DEPLOYMENTS_STREAM, deployments, signal, undefined));
+    if (sets) streams.push(this.runStream(MACHINE_SETS_STREAM, sets, signal, undefined));
     if (this.d.mode === 'self') {
       const self: ClusterRef = { mode: 'self' };
       streams.push(this.runStream(nodeStreamKey(self), this.d.sources.nodes(self, this.d.outbox.startOf(nodeStreamKey(self))), signal, self));
@@ -140,9 +144,11 @@ export class StreamSupervisor {
 
   private async runClusterDiscovery(signal: AbortSignal): Promise<void> {
     const running = new Map<string, { controller: AbortController; done: Promise<void> }>();
+    // A pause's events have no resume point of their own (the Cluster stream always starts from a fresh list).
+    const pauses = this.d.outbox.openStream(CLUSTERS_STREAM);
     const onEvent = async (e: StreamEvent<ClusterFacts>): Promise<void> => {
       if (e.type === 'failing' || e.type === 'recovered') {
-        this.streamHealth('clusters', undefined, e);
+        this.streamHealth(CLUSTERS_STREAM, undefined, e);
         return;
       }
       if (e.type !== 'change' || !forwardDecision(e.change, e.previous, e.facts).forward) return;
@@ -170,15 +176,40 @@ export class StreamSupervisor {
       // A deleted Cluster's resume point goes, whether its stream stopped now or already when the Cluster began to be
       // deleted (the usual path, with finalizers): a Cluster made again under that name starts from a fresh list.
       if (e.change === 'deleted') this.d.outbox.forgetStream(key);
+      if (!gone && pausedChanged(e.change, e.previous, e.facts)) await this.announcePause(e.facts, cluster, e.observedAt, pauses);
     };
     await this.d.sources.clusters({}).run(signal, onEvent);
     await Promise.all([...running.values()].map((r) => r.done));
   }
 
+  /**
+   * A Cluster's `spec.paused` changed: every Node of its Machines and MachinePools, and each of its MachineDeployments,
+   * MachineSets and MachinePools, is announced (toClusterPauseEvents), from the management streams' last state. Once
+   * unpaused, what changed meanwhile converges with no other change; when paused, the reconcile answers `paused`.
+   */
+  private async announcePause(facts: ClusterFacts, cluster: ClusterRef, observedAt: Date, progress: StreamProgress): Promise<void> {
+    const ofCluster = (o: MachineFacts | MachinePoolFacts | ScalableFacts): boolean => {
+      const ref = clusterOfMachine(o, this.d.mode);
+      return !o.deleting && ref !== undefined && clusterKey(ref) === clusterKey(cluster);
+    };
+    const machines = [...(this.machineStream?.objects() ?? [])].filter(ofCluster).flatMap((machine) => {
+      const nodeName = machine.nodeName ?? this.links.nodeFor(machine, cluster);
+      return nodeName === undefined ? [] : [{ machine, nodeName }];
+    });
+    const machinePools = [...(this.machinePoolStream?.objects() ?? [])].filter(ofCluster);
+    const scalables = this.scalableStreams.flatMap((s) => [...s.objects()]).filter(ofCluster);
+    const events = toClusterPauseEvents(facts, cluster, { machines, machinePools, scalables }, observedAt);
+    this.log.info(facts.paused ? 'Announcing the objects of a paused Cluster' : 'Announcing the objects of an unpaused Cluster', {
+      [LogKey.cluster]: clusterKey(cluster),
+      [LogKey.resourceVersion]: facts.resourceVersion,
+      events: events.length,
+    });
+    if (events.length > 0) await this.d.outbox.enqueue(events, observedAt, progress, undefined);
+  }
+
   private async runStream<T extends WatchedFacts>(key: string, stream: WatchStream<T>, signal: AbortSignal, cluster: ClusterRef | undefined): Promise<void> {
     const progress = this.d.outbox.openStream(key);
     if (cluster) this.nodeStreams.set(key, stream);
-    if (key === MACHINES_STREAM) this.machineStream = stream as WatchStream<WatchedFacts>;
     /** Set once the stream's first list is behind it (its first resume point): later relists are its own. */
     let listed = false;
     try {
@@ -221,8 +252,7 @@ export class StreamSupervisor {
 
   /** The last state the Machine stream holds of a Machine (undefined when not seen). */
   private machineFacts(ref: { readonly namespace: string; readonly name: string }): MachineFacts | undefined {
-    const facts = this.machineStream?.latest?.(`${ref.namespace}/${ref.name}`);
-    return facts?.kind === 'Machine' ? facts : undefined;
+    return this.machineStream?.latest?.(`${ref.namespace}/${ref.name}`);
   }
 
   /** The last state the Node stream of `cluster` holds of a Node, by name (undefined when no such stream runs). */

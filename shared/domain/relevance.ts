@@ -380,8 +380,20 @@ export function forwardDecision(change: ChangeKind, previous: WatchedFacts | und
 export function poolNodesToAnnounce(change: ChangeKind, previous: WatchedFacts | undefined, current: MachinePoolFacts): readonly string[] {
   if (change === 'deleted' || current.deleting) return [];
   if (change !== 'modified' || previous?.kind !== 'MachinePool') return current.nodeNames;
-  const decides = (p: MachinePoolFacts): string => canonicalJson({ s: p.specTaints, d: p.declarations, c: p.clusterName, l: p.clusterNameLabel });
+  const decides = (p: MachinePoolFacts): string => canonicalJson({ s: p.specTaints, d: p.declarations, c: p.clusterName, l: p.clusterNameLabel, p: p.paused });
   if (decides(previous) !== decides(current) || previous.deleting) return current.nodeNames;
   const before = new Set(previous.nodeNames);
   return current.nodeNames.filter((n) => !before.has(n));
+}
+
+
+/**
+ * Recognises a pause or an unpause (`spec.paused` of a Cluster, the `cluster.x-k8s.io/paused` annotation of another
+ * object) in a watch modification. Pause and unpause are both forwarded: once unpaused, what changed meanwhile converges
+ * with no other change. A relist announcement says nothing of the previous state (the periodic resync covers a flip the
+ * forwarder did not see as a change).
+ * @example pausedChanged('modified', { paused: false }, { paused: true }) // true
+ */
+export function pausedChanged(change: ChangeKind, previous: { readonly paused: boolean } | undefined, current: { readonly paused: boolean }): boolean {
+  return change === 'modified' && previous !== undefined && previous.paused !== current.paused;
 }

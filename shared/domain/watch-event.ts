@@ -26,6 +26,7 @@ import {
 } from './autoscaler.ts';
 import { DECLARATION_ANNOTATIONS } from './declaration-keys.ts';
 import { poolDeclarations } from './machine-pool.ts';
+import { PAUSED_ANNOTATION, pausedReason } from './pause.ts';
 import {
   CLUSTER_NAME_ANNOTATION,
   CLUSTER_NAME_LABEL,
@@ -56,6 +57,8 @@ export interface MachineFacts {
   readonly clusterName?: string;
   readonly clusterNameLabel?: string;
   readonly controlPlaneLabel?: string;
+  /** The Machine carries `cluster.x-k8s.io/paused` (its Node is left alone; `pause.ts`). */
+  readonly paused: boolean;
   readonly deleting: boolean;
 }
 
@@ -92,6 +95,8 @@ export interface ClusterFacts {
   readonly name: string;
   readonly uid: string;
   readonly resourceVersion: string;
+  /** `spec.paused` is true: every object of the Cluster is left alone (`pause.ts`). */
+  readonly paused: boolean;
   readonly deleting: boolean;
 }
 
@@ -110,6 +115,8 @@ export interface MachinePoolFacts {
   readonly nodeNames: readonly string[];
   readonly clusterName?: string;
   readonly clusterNameLabel?: string;
+  /** The pool carries `cluster.x-k8s.io/paused` (its Nodes and its autoscaler annotation are left alone). */
+  readonly paused: boolean;
   readonly deleting: boolean;
   /** The cluster-autoscaler annotations that are set (size, taints, the product's record), by key (docs/autoscaler.md). */
   readonly autoscaler?: Readonly<Record<string, string>>;
@@ -136,6 +143,8 @@ export interface ScalableFacts {
   readonly ownedByMachineDeployment: boolean;
   readonly clusterName?: string;
   readonly clusterNameLabel?: string;
+  /** The resource carries `cluster.x-k8s.io/paused` (its autoscaler annotation is left alone). */
+  readonly paused: boolean;
   readonly deleting: boolean;
 }
 
@@ -156,6 +165,9 @@ export const MACHINE_POOLS_STREAM = 'machinepools';
 /** Stream keys of the MachineDeployment and MachineSet watches (scale from zero, docs/autoscaler.md). */
 export const MACHINE_DEPLOYMENTS_STREAM = 'machinedeployments';
 export const MACHINE_SETS_STREAM = 'machinesets';
+
+/** Stream key of the Cluster watch (it has no resume point: it always starts from a fresh list). */
+export const CLUSTERS_STREAM = 'clusters';
 
 /** Stream key of the Node watch of a cluster: `nodes/self` or `nodes/<namespace>/<name>`. */
 export function nodeStreamKey(cluster: ClusterRef): string {
@@ -242,6 +254,7 @@ export function toMachineFacts(obj: unknown): MachineFacts | undefined {
     ...(clusterName ? { clusterName } : {}),
     ...(clusterNameLabel !== undefined ? { clusterNameLabel } : {}),
     ...(controlPlaneLabel !== undefined ? { controlPlaneLabel } : {}),
+    paused: pausedReason(meta, undefined) !== undefined,
     deleting: meta.deleting,
   };
 }
@@ -273,6 +286,7 @@ export function toMachinePoolFacts(obj: unknown): MachinePoolFacts | undefined {
     nodeNames,
     ...(clusterName ? { clusterName } : {}),
     ...(clusterNameLabel !== undefined ? { clusterNameLabel } : {}),
+    paused: pausedReason(meta, undefined) !== undefined,
     deleting: meta.deleting,
     ...autoscalerFactsOf(meta.annotations),
   };
@@ -318,6 +332,7 @@ export function toScalableFacts(kind: ScalableFacts['kind'], obj: unknown): Scal
     ownedByMachineDeployment: owners.some((o) => isObject(o) && o.kind === 'MachineDeployment'),
     ...(clusterName ? { clusterName } : {}),
     ...(clusterNameLabel !== undefined ? { clusterNameLabel } : {}),
+    paused: pausedReason(meta, undefined) !== undefined,
     deleting: meta.deleting,
   };
 }
@@ -327,15 +342,16 @@ export function toScalableFacts(kind: ScalableFacts['kind'], obj: unknown): Scal
  * autoscaler annotation exactly as the reconcile function would from the same version (`planAutoscalerTaints`).
  */
 export function scalableSnapshotOfFacts(facts: ScalableFacts | MachinePoolFacts): ScalableResourceSnapshot {
+  const paused: Record<string, string> = facts.paused ? { [PAUSED_ANNOTATION]: '' } : {};
   const common = { apiVersion: '', namespace: facts.namespace, name: facts.name, uid: facts.uid, resourceVersion: facts.resourceVersion, specTaints: facts.specTaints ?? undefined, deleting: facts.deleting };
   if (facts.kind === 'MachinePool') {
     // `declarations` already merges the pool's own keys over its template's (poolDeclarations).
-    return { ...common, kind: 'MachinePool', annotations: { ...(facts.autoscaler ?? {}), ...facts.declarations }, templateAnnotations: {}, templateLabels: {}, ownedByMachineDeployment: false, ...(facts.clusterName ? { clusterName: facts.clusterName } : {}) };
+    return { ...common, kind: 'MachinePool', annotations: { ...(facts.autoscaler ?? {}), ...facts.declarations, ...paused }, templateAnnotations: {}, templateLabels: {}, ownedByMachineDeployment: false, ...(facts.clusterName ? { clusterName: facts.clusterName } : {}) };
   }
   return {
     ...common,
     kind: facts.kind,
-    annotations: facts.autoscaler,
+    annotations: { ...facts.autoscaler, ...paused },
     templateAnnotations: facts.declarations,
     templateLabels: facts.controlPlaneLabel !== undefined ? { [CONTROL_PLANE_LABEL]: facts.controlPlaneLabel } : {},
     ownedByMachineDeployment: facts.ownedByMachineDeployment,
@@ -406,11 +422,12 @@ function writersOf(managedFields: unknown): { taints?: string; ownTrackingAnnota
   return { ...(t ? { taints: t } : {}), ...(a ? { ownTrackingAnnotation: a } : {}) };
 }
 
-/** Reads a CAPI Cluster (v1beta2 JSON) into its facts; undefined when malformed. */
+/** Reads a CAPI Cluster (v1beta1 or v1beta2 JSON) into its facts; undefined when malformed. */
 export function toClusterFacts(obj: unknown): ClusterFacts | undefined {
   const meta = metaOf(obj);
-  if (!meta?.namespace) return undefined;
-  return { kind: 'Cluster', namespace: meta.namespace, name: meta.name, uid: meta.uid, resourceVersion: meta.resourceVersion, deleting: meta.deleting };
+  if (!meta?.namespace || !isObject(obj)) return undefined;
+  const paused = isObject(obj.spec) && obj.spec.paused === true;
+  return { kind: 'Cluster', namespace: meta.namespace, name: meta.name, uid: meta.uid, resourceVersion: meta.resourceVersion, paused, deleting: meta.deleting };
 }
 
 /** Cache key of an object within its stream: `<namespace>/<name>` or `<name>`. */
@@ -519,4 +536,30 @@ export function toMachinePoolEvents(
       data,
     };
   });
+}
+
+/** The objects of one Cluster as the forwarder last saw them (see toClusterPauseEvents). */
+export interface ClusterMembers {
+  /** Its Machines that have a Node, each with that Node's name (`status.nodeRef`, else the provider-ID link). */
+  readonly machines: readonly { readonly machine: MachineFacts; readonly nodeName: string }[];
+  readonly machinePools: readonly MachinePoolFacts[];
+  /** Its MachineDeployments and MachineSets. */
+  readonly scalables: readonly ScalableFacts[];
+}
+
+/**
+ * The CloudEvents for a Cluster whose `spec.paused` changed (either way; `pausedChanged`): one per Node of its Machines
+ * and MachinePools, and one ScalableResource event per MachineDeployment, MachineSet and MachinePool, so that the
+ * reconcile function answers `paused` (pause) or converges (unpause) with no other change needed. Each id is the
+ * Cluster version's followed by the object's own event id: two forwarders that see the same change send the same ids
+ * (SQS deduplicates them), and a later pause or unpause, a new Cluster version, is never taken for a duplicate.
+ */
+export function toClusterPauseEvents(cluster: ClusterFacts, ref: ClusterRef, members: ClusterMembers, observedAt: Date): TaintEvent[] {
+  const events: TaintEvent[] = [
+    ...members.machines.map(({ machine, nodeName }) => toTaintEvent(machine, 'modified', ref, observedAt, machine.nodeName === undefined ? { providerIdNode: nodeName } : {})),
+    ...members.machinePools.flatMap((pool) => toMachinePoolEvents(pool, pool.nodeNames, 'modified', ref, observedAt)),
+    ...[...members.machinePools, ...members.scalables].map((resource) => toScalableResourceEvent(resource, 'modified', ref, observedAt)),
+  ];
+  const prefix = eventIdFor(cluster.uid, cluster.resourceVersion, 'modified');
+  return events.map((event) => ({ ...event, id: `${prefix}:${event.id}` }));
 }

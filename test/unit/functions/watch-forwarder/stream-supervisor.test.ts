@@ -10,7 +10,7 @@ import { StreamSupervisor } from '#functions/watch-forwarder/stream-supervisor.t
 import { eventIdFor, type TaintEvent } from '#shared/domain/cloud-event.ts';
 import { SpecTaintsOwner } from '#shared/domain/ownership.ts';
 import { FIELD_MANAGER } from '#shared/domain/taint.ts';
-import type { Checkpoint, ClusterFacts, MachineFacts, NodeFacts, ScalableFacts } from '#shared/domain/watch-event.ts';
+import type { Checkpoint, ClusterFacts, MachineFacts, MachinePoolFacts, NodeFacts, ScalableFacts } from '#shared/domain/watch-event.ts';
 import { DECLARATION_ANNOTATIONS } from '#shared/domain/declaration-keys.ts';
 import { ScriptedSources, until } from '#test/support/scripted-watch-sources.ts';
 import { manualClock } from '#test/support/manual-clock.ts';
@@ -26,10 +26,11 @@ const machine = (change: Partial<MachineFacts> = {}): MachineFacts => ({
   declarations: {},
   nodeName: 'n1',
   clusterName: 'wc1',
+  paused: false,
   deleting: false,
   ...change,
 });
-const cluster = (change: Partial<ClusterFacts> = {}): ClusterFacts => ({ kind: 'Cluster', namespace: 'fleet', name: 'wc1', uid: 'uid-wc1', resourceVersion: '1', deleting: false, ...change });
+const cluster = (change: Partial<ClusterFacts> = {}): ClusterFacts => ({ kind: 'Cluster', namespace: 'fleet', name: 'wc1', uid: 'uid-wc1', resourceVersion: '1', paused: false, deleting: false, ...change });
 
 let stop: (() => Promise<void>) | undefined;
 afterEach(async () => {
@@ -257,7 +258,7 @@ describe('Class: StreamSupervisor', () => {
     const { sources, outbox, published, counts } = setup('capi');
     await sources.clusterStream.emit({ type: 'change', change: 'resynced', facts: cluster(), observedAt: T0 });
     const machineSet = (declarations: Record<string, string>, resourceVersion: string): ScalableFacts => ({
-      kind: 'MachineSet', namespace: 'fleet', name: 'ms1', uid: 'uid-ms1', resourceVersion, specTaints: null, declarations, autoscaler: {}, ownedByMachineDeployment: true, clusterName: 'wc1', deleting: false,
+      kind: 'MachineSet', namespace: 'fleet', name: 'ms1', uid: 'uid-ms1', resourceVersion, specTaints: null, declarations, autoscaler: {}, ownedByMachineDeployment: true, clusterName: 'wc1', paused: false, deleting: false,
     });
     const member = machine({ specTaints: null, declarations: { [KEY]: 'p=v1:NoSchedule' } });
 
@@ -269,5 +270,54 @@ describe('Class: StreamSupervisor', () => {
     // Assess
     expect(published.map((e) => (e.data.kind === 'Machine' ? `${e.data.machine.name}@${e.data.machine.resourceVersion}` : e.data.kind))).toEqual(['m1@12']);
     expect(counts.EventsFiltered).toBe(1);
+  });
+  it("announces every Node and scalable resource of a Cluster whose spec.paused flips, either way, with ids of the Cluster's version; nothing for its other changes", async () => {
+    // Prepare: wc1 has m1 (Node n1), m2 (no Node yet), a deleting m4, the pool mp1 (Nodes p1, p2), md1 and ms1; m3 is wc2's.
+    const { sources, outbox, published, sent } = setup('capi');
+    await sources.clusterStream.emit({ type: 'change', change: 'resynced', facts: cluster(), observedAt: T0 });
+    await sources.nodesOf({ mode: 'capi', namespace: 'fleet', name: 'wc1' });
+    const machines = [
+      machine(),
+      machine({ name: 'm2', uid: 'uid-m2', nodeName: undefined as never }),
+      machine({ name: 'm3', uid: 'uid-m3', nodeName: 'n3', clusterName: 'wc2' }),
+      machine({ name: 'm4', uid: 'uid-m4', nodeName: 'n4', deleting: true }),
+    ];
+    for (const m of machines) await sources.machineStream.emit({ type: 'change', change: 'resynced', facts: m, observedAt: T0 });
+    const pool: MachinePoolFacts = { kind: 'MachinePool', namespace: 'fleet', name: 'mp1', uid: 'uid-mp1', resourceVersion: '30', specTaints: null, declarations: {}, nodeNames: ['p1', 'p2'], clusterName: 'wc1', paused: false, deleting: false };
+    const scalable = (kind: ScalableFacts['kind'], name: string): ScalableFacts => ({
+      kind, namespace: 'fleet', name, uid: `uid-${name}`, resourceVersion: '20', specTaints: null, declarations: {}, autoscaler: {}, ownedByMachineDeployment: kind === 'MachineSet', clusterName: 'wc1', paused: false, deleting: false,
+    });
+    await sources.machinePoolStream.emit({ type: 'change', change: 'resynced', facts: pool, observedAt: T0 });
+    await sources.machineDeploymentStream.emit({ type: 'change', change: 'resynced', facts: scalable('MachineDeployment', 'md1'), observedAt: T0 });
+    await sources.machineSetStream.emit({ type: 'change', change: 'resynced', facts: scalable('MachineSet', 'ms1'), observedAt: T0 });
+    for (let i = 0; i < 3; i++) await outbox.publishRound();
+    published.length = 0;
+    sent.length = 0;
+    const announced = () => published.map((e) => `${e.data.kind}:${e.subject}${'nodeName' in e.data ? `→${e.data.nodeName}` : ''}`).sort();
+
+    // Act: paused, a label-only change while paused, then unpaused.
+    await sources.clusterStream.emit({ type: 'change', change: 'modified', previous: cluster(), facts: cluster({ resourceVersion: '2', paused: true }), observedAt: T0 });
+    await sources.clusterStream.emit({ type: 'change', change: 'modified', previous: cluster({ resourceVersion: '2', paused: true }), facts: cluster({ resourceVersion: '3', paused: true }), observedAt: T0 });
+    await outbox.publishRound();
+    const onPause = announced();
+    const pauseIds = [...sent];
+    published.length = 0;
+    await sources.clusterStream.emit({ type: 'change', change: 'modified', previous: cluster({ resourceVersion: '3', paused: true }), facts: cluster({ resourceVersion: '4' }), observedAt: T0 });
+    await outbox.publishRound();
+
+    // Assess
+    const all = [
+      'Machine:machines/fleet/m1→n1',
+      'MachinePool:machinepools/fleet/mp1→p1',
+      'MachinePool:machinepools/fleet/mp1→p2',
+      'ScalableResource:machinedeployments/fleet/md1',
+      'ScalableResource:machinepools/fleet/mp1',
+      'ScalableResource:machinesets/fleet/ms1',
+    ];
+    expect(onPause).toEqual(all);
+    expect(announced()).toEqual(all);
+    expect(pauseIds.every((id) => id.startsWith(`${eventIdFor('uid-wc1', '2', 'modified')}:`))).toBe(true);
+    expect(new Set(sent).size).toBe(2 * all.length);
+    expect(outbox.checkpoint()).not.toHaveProperty('clusters');
   });
 });

@@ -7,9 +7,22 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import type { ChangeKind } from '#shared/domain/cloud-event.ts';
-import { forwardDecision, poolNodesToAnnounce } from '#shared/domain/relevance.ts';
+import { forwardDecision, pausedChanged, poolNodesToAnnounce } from '#shared/domain/relevance.ts';
 import { SpecTaintsOwner } from '#shared/domain/ownership.ts';
-import { toMachineFacts, toMachinePoolFacts, toNodeFacts, toScalableFacts, type MachineFacts, type NodeFacts, type ScalableFacts, type WatchedFacts } from '#shared/domain/watch-event.ts';
+import {
+  toClusterFacts,
+  toClusterPauseEvents,
+  toMachineFacts,
+  toMachinePoolFacts,
+  toNodeFacts,
+  toScalableFacts,
+  type ClusterFacts,
+  type MachineFacts,
+  type MachinePoolFacts,
+  type NodeFacts,
+  type ScalableFacts,
+  type WatchedFacts,
+} from '#shared/domain/watch-event.ts';
 import { autoscalerEventNeeded } from '#shared/domain/autoscaler-relevance.ts';
 
 type Json = Record<string, any>;
@@ -17,6 +30,7 @@ type Json = Record<string, any>;
 const OWN = 'taints.capi-taint-propagator.dev/applied';
 const CAPI = 'cluster.x-k8s.io/taints-from-machine';
 const DECL = 'taints.capi-taint-propagator.dev/machine';
+const PAUSED = 'cluster.x-k8s.io/paused';
 const GATE = { key: 'taints.capi-taint-propagator.dev/uninitialized', effect: 'NoSchedule' };
 const capiTaint = (value = 'v1', key = 'capi') => ({ key, value, effect: 'NoSchedule', propagation: 'Always' });
 /** A joining Node Cluster API has not linked yet (no Machine annotations): its provider ID links it. */
@@ -73,10 +87,18 @@ const pool = (): Json => ({
   status: { nodeRefs: [{ name: 'n1' }, { name: 'n2' }], replicas: 2 },
 });
 
-type Kind = 'Machine' | 'Node' | 'MachinePool' | 'MachineSet';
+const clusterObject = (): Json => ({
+  apiVersion: 'cluster.x-k8s.io/v1beta2',
+  kind: 'Cluster',
+  metadata: { name: 'c1', namespace: 'ns', uid: 'u-c1', resourceVersion: '50', labels: {}, annotations: {} },
+  spec: { paused: false, controlPlaneEndpoint: { host: 'c1.example', port: 6443 } },
+  status: { phase: 'Provisioned' },
+});
+
+type Kind = 'Machine' | 'Node' | 'MachinePool' | 'MachineSet' | 'Cluster';
 const facts = (kind: Kind, obj: Json): WatchedFacts =>
-  (kind === 'Machine' ? toMachineFacts(obj) : kind === 'Node' ? toNodeFacts(obj) : kind === 'MachineSet' ? toScalableFacts('MachineSet', obj) : toMachinePoolFacts(obj)) as WatchedFacts;
-const build = { Machine: machine, Node: node, MachinePool: pool, MachineSet: machineSet } as const;
+  (kind === 'Machine' ? toMachineFacts(obj) : kind === 'Node' ? toNodeFacts(obj) : kind === 'MachineSet' ? toScalableFacts('MachineSet', obj) : kind === 'Cluster' ? toClusterFacts(obj) : toMachinePoolFacts(obj)) as WatchedFacts;
+const build = { Machine: machine, Node: node, MachinePool: pool, MachineSet: machineSet, Cluster: clusterObject } as const;
 
 /** One case of a row: a change of the field, in a context, and how many Nodes get a queue message for it (0 = filtered). */
 interface Case {
@@ -161,6 +183,15 @@ const TABLE: readonly Row[] = [
     object: 'Machine', field: 'metadata.labels[cluster.x-k8s.io/control-plane]', fact: 'controlPlaneLabel',
     when: 'always (validation: the control-plane taint is refused on workers)',
     cases: [{ name: 'label added', change: (m) => (m.metadata.labels['cluster.x-k8s.io/control-plane'] = ''), messages: 1 }],
+  },
+  {
+    object: 'Machine', field: 'metadata.annotations[cluster.x-k8s.io/paused]', fact: 'paused',
+    when: 'always, either way (paused: the reconcile answers paused and writes nothing; unpaused: it converges), but on a Machine that names no Node: never (no-node)',
+    cases: [
+      { name: 'paused', change: (m) => (m.metadata.annotations[PAUSED] = ''), messages: 1 },
+      { name: 'unpaused', before: (m) => (m.metadata.annotations[PAUSED] = ''), change: (m) => delete m.metadata.annotations[PAUSED], messages: 1 },
+      { name: 'paused, no Node yet', before: (m) => delete m.status.nodeRef, change: (m) => (m.metadata.annotations[PAUSED] = ''), messages: 0 },
+    ],
   },
   {
     object: 'Machine', field: 'metadata.deletionTimestamp', fact: 'deleting',
@@ -325,6 +356,14 @@ const TABLE: readonly Row[] = [
     cases: [{ name: 'label changed', change: (p) => (p.metadata.labels['cluster.x-k8s.io/cluster-name'] = 'c2'), messages: 2 }],
   },
   {
+    object: 'MachinePool', field: 'metadata.annotations[cluster.x-k8s.io/paused]', fact: 'paused',
+    when: 'always, either way, for every Node of the pool (and a ScalableResource message for its autoscaler annotation)',
+    cases: [
+      { name: 'paused', change: (p) => (p.metadata.annotations[PAUSED] = ''), messages: 2 },
+      { name: 'unpaused', before: (p) => (p.metadata.annotations[PAUSED] = ''), change: (p) => delete p.metadata.annotations[PAUSED], messages: 2 },
+    ],
+  },
+  {
     object: 'MachinePool', field: 'metadata.deletionTimestamp', fact: 'deleting',
     when: 'never: a deleting pool\'s Nodes are left alone',
     cases: [{ name: 'deletion started', change: (p) => (p.metadata.deletionTimestamp = '2026-11-25T01:00:00Z'), messages: 0 }],
@@ -354,15 +393,50 @@ const TABLE: readonly Row[] = [
     ],
   },
   {
+    object: 'MachineSet', field: 'metadata.annotations[cluster.x-k8s.io/paused]', fact: 'paused',
+    when: 'always, either way: one ScalableResource message (its autoscaler annotation); the same for a MachineDeployment',
+    cases: [
+      { name: 'paused', change: (ms) => (ms.metadata.annotations[PAUSED] = ''), messages: 1 },
+      { name: 'unpaused', before: (ms) => (ms.metadata.annotations[PAUSED] = ''), change: (ms) => delete ms.metadata.annotations[PAUSED], messages: 1 },
+    ],
+  },
+  {
     object: 'MachineSet', field: 'anything else (replicas, status, spec.template.spec, other annotations, …)', fact: null,
     when: 'never for the Nodes (the cluster-autoscaler annotation has its own rules, docs/autoscaler.md)',
     cases: [{ name: 'replicas and a taint of spec.template.spec changed', change: (ms) => { ms.spec.replicas = 3; ms.spec.template.spec.taints = [capiTaint('v2')]; }, messages: 0 }],
   },
+  // ---- Cluster (its Machine m1 has Node n1; its MachinePool mp has n1 and n2; its MachineSet ms) ----
+  {
+    object: 'Cluster', field: 'spec.paused', fact: 'paused',
+    when: 'a watch modification, either way: one message per Node of its Machines and MachinePools, and one ScalableResource message per MachineDeployment, MachineSet and MachinePool (as the forwarder last saw them). A relist announcement: never (the periodic resync covers it)',
+    cases: [
+      { name: 'paused', change: (c) => (c.spec.paused = true), messages: 5 },
+      { name: 'unpaused', before: (c) => (c.spec.paused = true), change: (c) => (c.spec.paused = false), messages: 5 },
+      { name: 'a relist announcement of a paused Cluster', seen: 'resynced', change: (c) => (c.spec.paused = true), messages: 0 },
+    ],
+  },
+  {
+    object: 'Cluster', field: 'metadata.deletionTimestamp', fact: 'deleting',
+    when: 'never a message: its Node watch stops',
+    cases: [{ name: 'deletion started', change: (c) => (c.metadata.deletionTimestamp = '2026-11-25T01:00:00Z'), messages: 0 }],
+  },
+  {
+    object: 'Cluster', field: 'metadata.uid', fact: 'uid',
+    when: 'never a message (a new Cluster\'s Machines and Nodes are announced by their own watches)',
+    cases: [{ name: 're-created under the same name', seen: 'resynced', change: (c) => (c.metadata.uid = 'u-c1b'), messages: 0 }],
+  },
+  {
+    object: 'Cluster', field: 'anything else (metadata.{name,namespace}, resourceVersion, topology, status, …)', fact: null,
+    when: 'never',
+    cases: [{ name: 'a status change', change: (c) => (c.status = { phase: 'Provisioning' }), messages: 0 }],
+  },
 ];
+
 
 /** How many queue messages the forwarder sends for one modification (one per Node it concerns). */
 function messagesFor(row: Row, c: Case): number {
   if (row.object === 'MachineSet') return scalableMessagesFor(c);
+  if (row.object === 'Cluster') return clusterMessagesFor(c);
   const beforeObj = build[row.object]();
   c.before?.(beforeObj);
   const afterObj = structuredClone(beforeObj);
@@ -402,6 +476,19 @@ function scalableMessagesFor(c: Case): number {
   return autoscalerEventNeeded(c.seen ?? 'modified', previous, current, { startupTaint: GATE }) ? 1 : 0;
 }
 
+/** How many queue messages a Cluster modification gets: its pause fan-out over m1 (Node n1), mp (n1, n2) and ms. */
+function clusterMessagesFor(c: Case): number {
+  const beforeObj = clusterObject();
+  c.before?.(beforeObj);
+  const afterObj = structuredClone(beforeObj);
+  afterObj.metadata.resourceVersion = String(Number(afterObj.metadata.resourceVersion) + 1);
+  c.change(afterObj);
+  const [previous, current] = [beforeObj, afterObj].map((o) => toClusterFacts(o) as ClusterFacts) as [ClusterFacts, ClusterFacts];
+  if (!pausedChanged(c.seen ?? 'modified', previous, current)) return 0;
+  const members = { machines: [{ machine: toMachineFacts(machine()) as MachineFacts, nodeName: 'n1' }], machinePools: [toMachinePoolFacts(pool()) as MachinePoolFacts], scalables: [toScalableFacts('MachineSet', machineSet()) as ScalableFacts] };
+  return toClusterPauseEvents(current, { mode: 'capi', namespace: 'ns', name: 'c1' }, members, new Date(0)).length;
+}
+
 describe('The relevance table (docs/relevance.md): which changes reach the queue', () => {
   for (const row of TABLE) {
     for (const c of row.cases) {
@@ -411,11 +498,12 @@ describe('The relevance table (docs/relevance.md): which changes reach the queue
     }
   }
 
-  it('has exactly one row for every fact the forwarder keeps of a Machine, a Node and a MachinePool', () => {
-    for (const kind of ['Machine', 'Node', 'MachinePool'] as const) {
+  it('has exactly one row for every fact the forwarder keeps of a Machine, a Node, a MachinePool and a Cluster', () => {
+    for (const kind of ['Machine', 'Node', 'MachinePool', 'Cluster'] as const) {
       const full = build[kind]();
       full.metadata.deletionTimestamp = '2026-11-25T01:00:00Z';
       full.metadata.labels['cluster.x-k8s.io/control-plane'] = '';
+      full.metadata.annotations[PAUSED] = '';
       // Not yet linked (no nodeRef, no machine annotation): the facts kept only then are counted too.
       const unlinked = structuredClone(full);
       if (kind === 'Machine') delete unlinked.status.nodeRef;
