@@ -1,7 +1,8 @@
 /**
- * The forwarder's stream supervision: runs the Machines and MachinePools streams and, per workload cluster, a Node
- * stream (in `capi` mode started and stopped as Clusters appear and go; in `self` mode the one cluster's). It turns
- * each change into TaintEvents by the domain's relevance rules and hands them to the outbox, and keeps the set of
+ * The forwarder's stream supervision: runs the Machines, MachinePools, MachineDeployments and MachineSets streams and,
+ * per workload cluster, a Node stream (in `capi` mode started and stopped as Clusters appear and go; in `self` mode the
+ * one cluster's). It turns each change into TaintEvents by the domain's relevance rules (and a Cluster's pause or
+ * unpause into events for its objects) and hands them to the outbox, and keeps the set of
  * workload clusters whose Node stream is failing: each transition is logged once with the cluster, and their number
  * is sampled as the UnreachableClusters metric, while every other cluster keeps converging.
  */
