@@ -18,7 +18,7 @@ import { processBatch, type BatchDeps } from '#functions/reconcile-node-taints/p
 import { createSqsEventPublisher } from '#shared/adapters/sqs/event-publisher.ts';
 import { loadReconcileConfig, type ReconcileConfig } from '#shared/config/reconcile-config.ts';
 import { eventIdFor, eventTypeFor, sourceFor, subjectFor, type MachineEventData, type NodeState, type TaintEvent } from '#shared/domain/cloud-event.ts';
-import { nodeStateOf, toNodeFacts } from '#shared/domain/watch-event.ts';
+import { OWN_TRACKING_ANNOTATION, TRACKING_ANNOTATION, type Taint } from '#shared/domain/taint.ts';
 import type { EventPublisher } from '#shared/ports/event-publisher.ts';
 import { startLocalSqs, type LocalQueue, type LocalSqs } from '#local/sqs/local-sqs.ts';
 import { SqsEventSource } from '#local/sqs/sqs-event-source.ts';
@@ -155,10 +155,24 @@ export function machineModified(namespace: string, machine: string, uid: string,
   };
 }
 
-/** The Node state an event carries for a Node's JSON as the API server returned it, as the forwarder makes it. */
+/**
+ * The Node state (a claim) for a Node's JSON as the API server returned it, as the forwarder made it until issue 48 (it
+ * no longer does: the reconcile function reads the Node). Kept for the claim path's benchmarks until that path goes.
+ */
 export function nodeStateOfJson(node: unknown): NodeState | undefined {
-  const facts = node === undefined ? undefined : toNodeFacts(node);
-  return facts ? nodeStateOf(facts) : undefined;
+  const n = node as { metadata?: { uid?: string; resourceVersion?: string; creationTimestamp?: string; annotations?: Record<string, string> }; spec?: { taints?: Taint[] } } | undefined;
+  const { uid, resourceVersion, creationTimestamp, annotations = {} } = n?.metadata ?? {};
+  if (uid === undefined || resourceVersion === undefined) return undefined;
+  const tracking = annotations[TRACKING_ANNOTATION];
+  const own = annotations[OWN_TRACKING_ANNOTATION];
+  return {
+    uid,
+    resourceVersion,
+    ...(creationTimestamp !== undefined ? { creationTimestamp: String(creationTimestamp) } : {}),
+    taints: (n?.spec?.taints ?? []).map((t) => ({ key: t.key, ...(t.value !== undefined ? { value: t.value } : {}), effect: t.effect, ...(t.timeAdded !== undefined ? { timeAdded: String(t.timeAdded) } : {}) })),
+    ...(tracking !== undefined ? { trackingAnnotation: tracking } : {}),
+    ...(own !== undefined ? { ownTrackingAnnotation: own } : {}),
+  };
 }
 
 /** Publishes events through the product's SQS publisher (batches of 10), failing loudly on any unsent one. */

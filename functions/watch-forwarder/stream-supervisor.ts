@@ -1,26 +1,27 @@
 /**
- * The forwarder's stream supervision: runs the Machines and MachinePools streams and, per workload cluster, a Node
- * stream (in `capi` mode started and stopped as Clusters appear and go; in `self` mode the one cluster's). It turns
- * each change into TaintEvents by the domain's relevance rules and hands them to the outbox, and keeps the set of
+ * The forwarder's stream supervision: runs the Machines, MachinePools, MachineDeployments and MachineSets streams and,
+ * per workload cluster, a Node stream (in `capi` mode started and stopped as Clusters appear and go; in `self` mode the
+ * one cluster's). It turns each change into TaintEvents by the domain's relevance rules (and a Cluster's pause or
+ * unpause into events for its objects) and hands them to the outbox, and keeps the set of
  * workload clusters whose Node stream is failing: each transition is logged once with the cluster, and their number
  * is sampled as the UnreachableClusters metric, while every other cluster keeps converging.
  */
 import { clusterKey, type ClusterRef } from '#shared/domain/cloud-event.ts';
-import { forwardDecision, poolNodesToAnnounce, type RelevanceOptions } from '#shared/domain/relevance.ts';
+import { forwardDecision, pausedChanged, poolNodesToAnnounce, type RelevanceOptions } from '#shared/domain/relevance.ts';
 import { autoscalerEventNeeded } from '#shared/domain/autoscaler-relevance.ts';
 import type { SpecTaintsOwner } from '#shared/domain/ownership.ts';
-import { templateAhead, templateChangeConcerns } from '#shared/domain/template-declarations.ts';
 import {
   MACHINES_STREAM,
   MACHINE_POOLS_STREAM,
   MACHINE_DEPLOYMENTS_STREAM,
   MACHINE_SETS_STREAM,
+  CLUSTERS_STREAM,
   clusterOfMachine,
   nodeStreamKey,
+  toClusterPauseEvents,
   toMachinePoolEvents,
   toScalableResourceEvent,
   toTaintEvent,
-  toTemplateEvent,
   type ClusterFacts,
   type MachineFacts,
   type MachinePoolFacts,
@@ -33,7 +34,6 @@ import type { StreamEvent, StreamHealthEvent, WatchSources, WatchStream } from '
 import { ForwarderMetric } from '#shared/observability/metric-names.ts';
 import { LogKey, type logger as defaultLogger } from '#shared/observability/logger.ts';
 import type { Outbox, StreamProgress } from './outbox.ts';
-import { MachineSetMembers } from './machine-set-members.ts';
 import { ProviderIdLinks } from './provider-id-links.ts';
 import { sleep } from '#shared/sleep.ts';
 
@@ -82,16 +82,14 @@ export class StreamSupervisor {
   private readonly opt: StreamSupervisorOptions;
   /** Workload clusters whose Node stream is failing, by stream key. */
   private failing = new Map<string, FailingCluster>();
-  /** The running Node streams, by stream key: a Machine or MachinePool event carries its Node's state from there. */
+  /** The running Node streams, by stream key: relevance judges a Machine change with its Node's last state from there. */
   private nodeStreams = new Map<string, WatchStream<WatchedFacts>>();
-  /** The Machine stream of the running term (its last state of each Machine). */
-  private machineStream: WatchStream<WatchedFacts> | undefined;
-  /** The MachineSet stream of the running term (its last state of each MachineSet's template declarations). */
-  private machineSetStream: WatchStream<WatchedFacts> | undefined;
+  /** The management streams of the running term (their last state of each object): a Cluster's pause names its objects. */
+  private machineStream: WatchStream<MachineFacts> | undefined;
+  private machinePoolStream: WatchStream<MachinePoolFacts> | undefined;
+  private scalableStreams: WatchStream<ScalableFacts>[] = [];
   /** Unlinked Machines and Nodes by provider ID: a joining Node's event names its Machine (provider-id-links.ts). */
   private readonly links = new ProviderIdLinks();
-  /** The Machines of each MachineSet: a template change names them (machine-set-members.ts). */
-  private readonly members = new MachineSetMembers();
 
   constructor(deps: StreamSupervisorDeps, options: StreamSupervisorOptions) {
     this.d = deps;
@@ -107,16 +105,16 @@ export class StreamSupervisor {
   /** Runs every stream of a term until `signal` aborts (each run starts with no failing cluster). */
   async supervise(signal: AbortSignal): Promise<void> {
     this.failing.clear();
-    const streams: Promise<void>[] = [this.runStream(MACHINES_STREAM, this.d.sources.machines(this.d.outbox.startOf(MACHINES_STREAM)), signal, undefined)];
-    if (this.d.sources.machinePools) {
-      streams.push(this.runStream(MACHINE_POOLS_STREAM, this.d.sources.machinePools(this.d.outbox.startOf(MACHINE_POOLS_STREAM)), signal, undefined));
-    }
-    if (this.d.sources.machineDeployments) {
-      streams.push(this.runStream(MACHINE_DEPLOYMENTS_STREAM, this.d.sources.machineDeployments(this.d.outbox.startOf(MACHINE_DEPLOYMENTS_STREAM)), signal, undefined));
-    }
-    if (this.d.sources.machineSets) {
-      streams.push(this.runStream(MACHINE_SETS_STREAM, this.d.sources.machineSets(this.d.outbox.startOf(MACHINE_SETS_STREAM)), signal, undefined));
-    }
+    const { sources, outbox } = this.d;
+    this.machineStream = sources.machines(outbox.startOf(MACHINES_STREAM));
+    this.machinePoolStream = sources.machinePools?.(outbox.startOf(MACHINE_POOLS_STREAM));
+    const deployments = sources.machineDeployments?.(outbox.startOf(MACHINE_DEPLOYMENTS_STREAM));
+    const sets = sources.machineSets?.(outbox.startOf(MACHINE_SETS_STREAM));
+    this.scalableStreams = [deployments, sets].filter((s) => s !== undefined);
+    const streams: Promise<void>[] = [this.runStream(MACHINES_STREAM, this.machineStream, signal, undefined)];
+    if (this.machinePoolStream) streams.push(this.runStream(MACHINE_POOLS_STREAM, this.machinePoolStream, signal, undefined));
+    if (deployments) streams.push(this.runStream(MACHINE_DEPLOYMENTS_STREAM, deployments, signal, undefined));
+    if (sets) streams.push(this.runStream(MACHINE_SETS_STREAM, sets, signal, undefined));
     if (this.d.mode === 'self') {
       const self: ClusterRef = { mode: 'self' };
       streams.push(this.runStream(nodeStreamKey(self), this.d.sources.nodes(self, this.d.outbox.startOf(nodeStreamKey(self))), signal, self));
@@ -147,9 +145,11 @@ export class StreamSupervisor {
 
   private async runClusterDiscovery(signal: AbortSignal): Promise<void> {
     const running = new Map<string, { controller: AbortController; done: Promise<void> }>();
+    // A pause's events have no resume point of their own (the Cluster stream always starts from a fresh list).
+    const pauses = this.d.outbox.openStream(CLUSTERS_STREAM);
     const onEvent = async (e: StreamEvent<ClusterFacts>): Promise<void> => {
       if (e.type === 'failing' || e.type === 'recovered') {
-        this.streamHealth('clusters', undefined, e);
+        this.streamHealth(CLUSTERS_STREAM, undefined, e);
         return;
       }
       if (e.type !== 'change' || !forwardDecision(e.change, e.previous, e.facts).forward) return;
@@ -177,16 +177,40 @@ export class StreamSupervisor {
       // A deleted Cluster's resume point goes, whether its stream stopped now or already when the Cluster began to be
       // deleted (the usual path, with finalizers): a Cluster made again under that name starts from a fresh list.
       if (e.change === 'deleted') this.d.outbox.forgetStream(key);
+      if (!gone && pausedChanged(e.change, e.previous, e.facts)) await this.announcePause(e.facts, cluster, e.observedAt, pauses);
     };
     await this.d.sources.clusters({}).run(signal, onEvent);
     await Promise.all([...running.values()].map((r) => r.done));
   }
 
+  /**
+   * A Cluster's `spec.paused` changed: every Node of its Machines and MachinePools, and each of its MachineDeployments,
+   * MachineSets and MachinePools, is announced (toClusterPauseEvents), from the management streams' last state. Once
+   * unpaused, what changed meanwhile converges with no other change; when paused, the reconcile answers `paused`.
+   */
+  private async announcePause(facts: ClusterFacts, cluster: ClusterRef, observedAt: Date, progress: StreamProgress): Promise<void> {
+    const ofCluster = (o: MachineFacts | MachinePoolFacts | ScalableFacts): boolean => {
+      const ref = clusterOfMachine(o, this.d.mode);
+      return !o.deleting && ref !== undefined && clusterKey(ref) === clusterKey(cluster);
+    };
+    const machines = [...(this.machineStream?.objects() ?? [])].filter(ofCluster).flatMap((machine) => {
+      const nodeName = machine.nodeName ?? this.links.nodeFor(machine, cluster);
+      return nodeName === undefined ? [] : [{ machine, nodeName }];
+    });
+    const machinePools = [...(this.machinePoolStream?.objects() ?? [])].filter(ofCluster);
+    const scalables = this.scalableStreams.flatMap((s) => [...s.objects()]).filter(ofCluster);
+    const events = toClusterPauseEvents(facts, cluster, { machines, machinePools, scalables }, observedAt);
+    this.log.info(facts.paused ? 'Announcing the objects of a paused Cluster' : 'Announcing the objects of an unpaused Cluster', {
+      [LogKey.cluster]: clusterKey(cluster),
+      [LogKey.resourceVersion]: facts.resourceVersion,
+      events: events.length,
+    });
+    if (events.length > 0) await this.d.outbox.enqueue(events, observedAt, progress, undefined);
+  }
+
   private async runStream<T extends WatchedFacts>(key: string, stream: WatchStream<T>, signal: AbortSignal, cluster: ClusterRef | undefined): Promise<void> {
     const progress = this.d.outbox.openStream(key);
     if (cluster) this.nodeStreams.set(key, stream);
-    if (key === MACHINES_STREAM) this.machineStream = stream as WatchStream<WatchedFacts>;
-    if (key === MACHINE_SETS_STREAM) this.machineSetStream = stream as WatchStream<WatchedFacts>;
     /** Set once the stream's first list is behind it (its first resume point): later relists are its own. */
     let listed = false;
     try {
@@ -222,34 +246,14 @@ export class StreamSupervisor {
    */
   private indexListed(items: readonly WatchedFacts[], cluster: ClusterRef | undefined): void {
     for (const facts of items) {
-      if (facts.kind === 'Machine') {
-        this.links.observeMachine(undefined, facts, false, clusterOfMachine(facts, this.d.mode));
-        this.members.observe(undefined, facts, false);
-      }
+      if (facts.kind === 'Machine') this.links.observeMachine(undefined, facts, false, clusterOfMachine(facts, this.d.mode));
       else if (facts.kind === 'Node' && cluster) this.links.observeNode(undefined, facts, false, cluster);
     }
   }
 
   /** The last state the Machine stream holds of a Machine (undefined when not seen). */
   private machineFacts(ref: { readonly namespace: string; readonly name: string }): MachineFacts | undefined {
-    const facts = this.machineStream?.latest?.(`${ref.namespace}/${ref.name}`);
-    return facts?.kind === 'Machine' ? facts : undefined;
-  }
-
-  /**
-   * The MachineSet whose template Cluster API copies onto the Machine, as the MachineSet stream last saw it (undefined:
-   * no controlling MachineSet, not seen, or being deleted: Cluster API syncs no Machine of a MachineSet being deleted).
-   */
-  private templateOf(machine: MachineFacts | undefined): ScalableFacts | undefined {
-    if (machine?.machineSet === undefined) return undefined;
-    const facts = this.machineSetStream?.latest?.(`${machine.namespace}/${machine.machineSet}`);
-    return facts?.kind === 'MachineSet' && !facts.deleting ? facts : undefined;
-  }
-
-  /** The `template` hint of an event about the Machine: set when its MachineSet's template is ahead of it. */
-  private templateHint(machine: MachineFacts | undefined): { template?: { machineSet: string } } {
-    const template = this.templateOf(machine);
-    return machine && template && templateAhead(machine.declarations, template.declarations) ? { template: { machineSet: template.name } } : {};
+    return this.machineStream?.latest?.(`${ref.namespace}/${ref.name}`);
   }
 
   /** The last state the Node stream of `cluster` holds of a Node, by name (undefined when no such stream runs). */
@@ -316,14 +320,10 @@ export class StreamSupervisor {
       ...(this.d.specTaintsOwner ? { specTaintsOwner: this.d.specTaintsOwner } : {}),
       ...(facts.kind === 'Machine' && ref ? { nodeFacts: this.nodeFactsIn(ref), linkedNodeOf: (m: MachineFacts) => this.links.nodeFor(m, ref) } : {}),
       ...(facts.kind === 'Node' && ref ? { linkedMachineOf: (n: NodeFacts) => this.links.machineFor(n, ref), machineFactsOf: (m: { namespace: string; name: string }) => this.machineFacts(m) } : {}),
-      templateDeclarationsOf: (m: MachineFacts) => this.templateOf(m)?.declarations,
     };
     // Judged against the links as they were before this change (Cluster API confirming a link the product acted on).
     const decision = forwardDecision(e.change, e.previous, facts, relevance);
-    if (facts.kind === 'Machine') {
-      this.links.observeMachine(e.previous?.kind === 'Machine' ? e.previous : undefined, facts, deleted, ref);
-      this.members.observe(e.previous?.kind === 'Machine' ? e.previous : undefined, facts, deleted);
-    }
+    if (facts.kind === 'Machine') this.links.observeMachine(e.previous?.kind === 'Machine' ? e.previous : undefined, facts, deleted, ref);
     else if (facts.kind === 'Node' && cluster) this.links.observeNode(e.previous?.kind === 'Node' ? e.previous : undefined, facts, deleted, cluster);
     if (!decision.forward) {
       this.d.telemetry.record(ForwarderMetric.EventsFiltered, 1);
@@ -340,19 +340,10 @@ export class StreamSupervisor {
     }
     const hints = {
       ...(decision.declarationRecovered ? { declarationRecovered: true } : {}),
-      ...(facts.kind === 'Machine' ? { nodeFacts: this.nodeFactsIn(ref) } : {}),
       ...this.providerIdHint(facts as MachineFacts | NodeFacts, ref, deleted),
-      ...(deleted ? {} : this.templateHint(facts.kind === 'Machine' ? (facts as MachineFacts) : this.machineOfNode(facts as NodeFacts, ref))),
     };
     const event = toTaintEvent(facts as MachineFacts | NodeFacts, e.change, ref, e.observedAt, hints);
     await this.d.outbox.enqueue([event], e.observedAt, progress, e.checkpoint);
-  }
-
-  /** The Machine a Node's event names (Cluster API's annotation, or the provider-ID link), as the Machine stream last saw it. */
-  private machineOfNode(node: NodeFacts, cluster: ClusterRef): MachineFacts | undefined {
-    const namespace = node.clusterNamespaceAnnotation || (cluster.mode === 'capi' ? cluster.namespace : undefined);
-    const ref = node.machineAnnotation !== undefined && namespace !== undefined ? { namespace, name: node.machineAnnotation } : this.links.machineFor(node, cluster);
-    return ref ? this.machineFacts(ref) : undefined;
   }
 
   /** An unlinked Machine's or Node's other half, matched by provider ID (none for a deletion). */
@@ -371,44 +362,15 @@ export class StreamSupervisor {
     return this.d.startupTaint ? { startupTaint: this.d.startupTaint } : {};
   }
 
-  /**
-   * A MachineDeployment or MachineSet change: one ScalableResource event when its autoscaler annotation needs a
-   * reconcile, and, for a MachineSet whose template declarations changed, one Machine event per Machine of it with a
-   * Node whose declaration that changes (see templateEvents).
-   */
+  /** A MachineDeployment or MachineSet change: one ScalableResource event when its autoscaler annotation needs a reconcile. */
   private async acceptScalable(e: StreamEvent<ScalableFacts> & { type: 'change' }, facts: ScalableFacts, progress: StreamProgress): Promise<void> {
     const ref = autoscalerEventNeeded(e.change, e.previous, facts, this.autoscalerOptions()) ? clusterOfMachine(facts, this.d.mode) : undefined;
-    const events = facts.kind === 'MachineSet' ? this.templateEvents(e, facts) : [];
-    if (ref) events.push(toScalableResourceEvent(facts, e.change, ref, e.observedAt));
-    if (events.length === 0) {
+    if (!ref) {
       this.d.telemetry.record(ForwarderMetric.EventsFiltered, 1);
       progress.add(e.checkpoint, true);
       return;
     }
-    await this.d.outbox.enqueue(events, e.observedAt, progress, e.checkpoint);
-  }
-
-  /**
-   * A MachineSet's template declarations changed (or were first seen): Cluster API is about to copy them onto each of
-   * its Machines, one after another. Each Machine with a Node whose declaration that changes — as the forwarder last
-   * saw the Machine, with the template before and after — gets an event now, with the `template` hint (its reconcile
-   * reads the MachineSet), instead of when Cluster API's copy reaches it; the copy is then filtered (see accept).
-   */
-  private templateEvents(e: StreamEvent<ScalableFacts> & { type: 'change' }, facts: ScalableFacts): ReturnType<typeof toTemplateEvent>[] {
-    const before = e.previous?.kind === 'MachineSet' && !e.previous.deleting ? e.previous.declarations : {};
-    const after = e.change === 'deleted' || facts.deleting ? {} : facts.declarations;
-    if (!templateChangeConcerns(before, after, undefined)) return [];
-    const events: ReturnType<typeof toTemplateEvent>[] = [];
-    for (const name of this.members.of(facts.namespace, facts.name)) {
-      const machine = this.machineFacts({ namespace: facts.namespace, name });
-      if (machine?.machineSet !== facts.name || machine.deleting) continue;
-      const ref = clusterOfMachine(machine, this.d.mode);
-      const node = ref ? (machine.nodeName ?? this.links.nodeFor(machine, ref)) : undefined;
-      if (!ref || node === undefined) continue; // no Node yet: the change that gives it one is forwarded on its own
-      if (!templateChangeConcerns(before, after, machine.declarations)) continue;
-      events.push(toTemplateEvent(facts, machine, ref, e.observedAt, { nodeFacts: this.nodeFactsIn(ref), ...(machine.nodeName === undefined ? { providerIdNode: node } : {}) }));
-    }
-    return events;
+    await this.d.outbox.enqueue([toScalableResourceEvent(facts, e.change, ref, e.observedAt)], e.observedAt, progress, e.checkpoint);
   }
 
   /**
@@ -431,10 +393,7 @@ export class StreamSupervisor {
       progress.add(e.checkpoint, true);
       return;
     }
-    const events = toMachinePoolEvents(facts, nodes, e.change, ref, e.observedAt, {
-      ...(decision.forward && decision.declarationRecovered ? { declarationRecovered: true } : {}),
-      nodeFacts: this.nodeFactsIn(ref),
-    });
+    const events = toMachinePoolEvents(facts, nodes, e.change, ref, e.observedAt, decision.forward && decision.declarationRecovered ? { declarationRecovered: true } : {});
     if (autoscaler) events.push(toScalableResourceEvent(facts, e.change, ref, e.observedAt));
     await this.d.outbox.enqueue(events, e.observedAt, progress, e.checkpoint);
   }

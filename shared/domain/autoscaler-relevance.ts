@@ -2,11 +2,13 @@
  * The forwarder's rule for the cluster-autoscaler annotation (docs/autoscaler.md): a MachineDeployment, MachineSet or
  * MachinePool change asks for a reconcile of the resource only when the plan made from this very version has a write
  * (the reconcile function reads the resource again and plans the same, or a newer version has its own event), or when
- * someone else's value appeared or changed there (the reconcile function then records a Warning Event, once per value).
+ * someone else's value appeared or changed there (the reconcile function then records a Warning Event, once per value),
+ * or when the resource was paused or unpaused (`cluster.x-k8s.io/paused`).
  * The echo of the product's own write plans nothing and costs no message. Pure.
  */
 import { planAutoscalerTaints, type AutoscalerOptions } from './autoscaler.ts';
 import type { ChangeKind } from './cloud-event.ts';
+import { pausedChanged } from './relevance.ts';
 import { scalableSnapshotOfFacts, type MachinePoolFacts, type ScalableFacts } from './watch-event.ts';
 
 /**
@@ -15,6 +17,7 @@ import { scalableSnapshotOfFacts, type MachinePoolFacts, type ScalableFacts } fr
  */
 export function autoscalerEventNeeded(change: ChangeKind, previous: ScalableFacts | MachinePoolFacts | undefined, current: ScalableFacts | MachinePoolFacts, options: AutoscalerOptions = {}): boolean {
   if (change === 'deleted') return false;
+  if (pausedChanged(change, previous, current)) return true; // paused: the reconcile answers so; unpaused: it converges
   const plan = planAutoscalerTaints(scalableSnapshotOfFacts(current), options);
   if (plan.patch) return true;
   if (plan.state !== 'foreign' || change === 'resynced') return false;

@@ -7,7 +7,6 @@ import { declaredTaintsOf, type DeclarationResult } from './declarations.ts';
 import { SpecTaintsOwner } from './ownership.ts';
 import { CONTROL_PLANE_LABEL, FIELD_MANAGER, taintId } from './taint.ts';
 import { decodeOwnedTaints } from './tracking-annotation.ts';
-import { withTemplateDeclarations } from './template-declarations.ts';
 import { objectKeyOf, type MachineFacts, type MachinePoolFacts, type NodeFacts, type WatchedFacts } from './watch-event.ts';
 
 /** Deterministic JSON: object keys sorted, so that equal facts give equal strings. */
@@ -207,9 +206,8 @@ export interface RelevanceOptions {
    * its `spec.providerID`, or the Node Cluster API has just linked to it (its `cluster.x-k8s.io/machine` annotation)
    * while the Machine's `nodeRef` is still to come. Given, a Machine change that names no Node either way is not
    * forwarded (its reconcile could only end `no-node`; the change that gives it a Node — its `nodeRef`, the Node's
-   * arrival, the provider ID — is forwarded on its own), but for the arrival of its provider ID, which announces a
-   * joining Node (see announcesJoiningNode); and Cluster API's `nodeRef` confirming the link the product already acted
-   * on is not either (see linkConfirmation).
+   * arrival, the provider ID — is forwarded on its own); and Cluster API's `nodeRef` confirming the link the product
+   * already acted on is not either (see linkConfirmation).
    */
   readonly linkedNodeOf?: (machine: MachineFacts) => string | undefined;
   /**
@@ -221,13 +219,6 @@ export interface RelevanceOptions {
   readonly linkedMachineOf?: (node: NodeFacts) => { readonly namespace: string; readonly name: string } | undefined;
   /** The last state the forwarder saw of a Machine (undefined: not seen). */
   readonly machineFactsOf?: (machine: { readonly namespace: string; readonly name: string }) => MachineFacts | undefined;
-  /**
-   * The declaration annotations of the template of the MachineSet that controls a Machine, as the forwarder last saw it
-   * (undefined: none, not seen, or being deleted). Given, a Machine's change is judged with the template's values in
-   * place of its own for the keys the template sets (`template-declarations.ts`): Cluster API's copy of them onto the
-   * Machine changes nothing (the product took them from the template when the template changed).
-   */
-  readonly templateDeclarationsOf?: (machine: MachineFacts) => Readonly<Record<string, string>> | undefined;
 }
 
 /**
@@ -362,13 +353,8 @@ export type ForwardDecision =
  * @example forwardDecision('modified', node, { ...node, resourceVersion: '9' }) // { forward: false, filtered: 'unchanged' }
  */
 export function forwardDecision(change: ChangeKind, previous: WatchedFacts | undefined, current: WatchedFacts, options: RelevanceOptions = {}): ForwardDecision {
-  const template = current.kind === 'Machine' ? options.templateDeclarationsOf?.(current) : undefined;
-  if (template !== undefined) {
-    const ahead = <T extends WatchedFacts | undefined>(f: T): T => (f?.kind === 'Machine' ? { ...f, declarations: withTemplateDeclarations(f.declarations, template) } : f);
-    return forwardDecision(change, ahead(previous), ahead(current), { ...options, templateDeclarationsOf: undefined });
-  }
   if (current.kind === 'Machine' && change !== 'deleted' && current.nodeName === undefined && options.linkedNodeOf && options.linkedNodeOf(current) === undefined) {
-    if (!announcesJoiningNode(change, previous, current)) return { forward: false, filtered: 'no-node' };
+    return { forward: false, filtered: 'no-node' };
   }
   if (current.kind === 'Node' && change === 'added' && current.providerID !== undefined && current.machineAnnotation === undefined && options.linkedMachineOf && options.linkedMachineOf(current) === undefined) {
     return { forward: false, filtered: 'no-node' };
@@ -394,23 +380,20 @@ export function forwardDecision(change: ChangeKind, previous: WatchedFacts | und
 export function poolNodesToAnnounce(change: ChangeKind, previous: WatchedFacts | undefined, current: MachinePoolFacts): readonly string[] {
   if (change === 'deleted' || current.deleting) return [];
   if (change !== 'modified' || previous?.kind !== 'MachinePool') return current.nodeNames;
-  const decides = (p: MachinePoolFacts): string => canonicalJson({ s: p.specTaints, d: p.declarations, c: p.clusterName, l: p.clusterNameLabel });
+  const decides = (p: MachinePoolFacts): string => canonicalJson({ s: p.specTaints, d: p.declarations, c: p.clusterName, l: p.clusterNameLabel, p: p.paused });
   if (decides(previous) !== decides(current) || previous.deleting) return current.nodeNames;
   const before = new Set(previous.nodeNames);
   return current.nodeNames.filter((n) => !before.has(n));
 }
 
+
 /**
- * A Machine that has just got its `spec.providerID` (its infrastructure is provisioned) and names no Node yet: its
- * Node is about to join. That change is forwarded once, although its reconcile ends `no-node`: the record readies a
- * reconcile container for the join (a cold start, the management set-up, the workload cluster's connection) while the
- * instance boots, instead of when its Node registers, where that cost was the tail of a joining Node's latency. Only
- * the change that brings the provider ID (a watch addition with one, or a modification that sets it), never a relist
- * nor any other change of a Machine without a Node.
- * @example announcesJoiningNode('modified', { ...machine, providerID: undefined }, { ...machine, providerID: 'aws:///i-1' }) // true
+ * Recognises a pause or an unpause (`spec.paused` of a Cluster, the `cluster.x-k8s.io/paused` annotation of another
+ * object) in a watch modification. Pause and unpause are both forwarded: once unpaused, what changed meanwhile converges
+ * with no other change. A relist announcement says nothing of the previous state (the periodic resync covers a flip the
+ * forwarder did not see as a change).
+ * @example pausedChanged('modified', { paused: false }, { paused: true }) // true
  */
-export function announcesJoiningNode(change: ChangeKind, previous: WatchedFacts | undefined, current: MachineFacts): boolean {
-  if (current.deleting || current.providerID === undefined) return false;
-  if (change === 'added') return true;
-  return change === 'modified' && previous?.kind === 'Machine' && previous.providerID === undefined;
+export function pausedChanged(change: ChangeKind, previous: { readonly paused: boolean } | undefined, current: { readonly paused: boolean }): boolean {
+  return change === 'modified' && previous !== undefined && previous.paused !== current.paused;
 }

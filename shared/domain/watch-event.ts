@@ -13,7 +13,6 @@ import {
   type MachineEventData,
   type MachinePoolEventData,
   type NodeEventData,
-  type NodeState,
   type ScalableResourceEventData,
   type TaintEvent,
   type TaintEventData,
@@ -27,7 +26,7 @@ import {
 } from './autoscaler.ts';
 import { DECLARATION_ANNOTATIONS } from './declaration-keys.ts';
 import { poolDeclarations } from './machine-pool.ts';
-import { controllerMachineSetOf } from './template-declarations.ts';
+import { PAUSED_ANNOTATION, pausedReason } from './pause.ts';
 import {
   CLUSTER_NAME_ANNOTATION,
   CLUSTER_NAME_LABEL,
@@ -36,7 +35,6 @@ import {
   MACHINE_ANNOTATION,
   OWN_TRACKING_ANNOTATION,
   TRACKING_ANNOTATION,
-  type Taint,
 } from './taint.ts';
 
 /** The facts of a Cluster API Machine that can change what its Node should carry. */
@@ -59,11 +57,8 @@ export interface MachineFacts {
   readonly clusterName?: string;
   readonly clusterNameLabel?: string;
   readonly controlPlaneLabel?: string;
-  /**
-   * The MachineSet that controls the Machine (its controller owner reference): Cluster API copies that MachineSet's
-   * template annotations onto it (`#shared/domain/template-declarations.ts`).
-   */
-  readonly machineSet?: string;
+  /** The Machine carries `cluster.x-k8s.io/paused` (its Node is left alone; `pause.ts`). */
+  readonly paused: boolean;
   readonly deleting: boolean;
 }
 
@@ -73,8 +68,6 @@ export interface NodeFacts {
   readonly name: string;
   readonly uid: string;
   readonly resourceVersion: string;
-  /** `metadata.creationTimestamp` as stored (it never changes). */
-  readonly creationTimestamp?: string;
   readonly taints: unknown;
   /** Upstream CAPI's tracking annotation (it decides which taints the product leaves to CAPI). */
   readonly trackingAnnotation?: string;
@@ -102,6 +95,8 @@ export interface ClusterFacts {
   readonly name: string;
   readonly uid: string;
   readonly resourceVersion: string;
+  /** `spec.paused` is true: every object of the Cluster is left alone (`pause.ts`). */
+  readonly paused: boolean;
   readonly deleting: boolean;
 }
 
@@ -120,6 +115,8 @@ export interface MachinePoolFacts {
   readonly nodeNames: readonly string[];
   readonly clusterName?: string;
   readonly clusterNameLabel?: string;
+  /** The pool carries `cluster.x-k8s.io/paused` (its Nodes and its autoscaler annotation are left alone). */
+  readonly paused: boolean;
   readonly deleting: boolean;
   /** The cluster-autoscaler annotations that are set (size, taints, the product's record), by key (docs/autoscaler.md). */
   readonly autoscaler?: Readonly<Record<string, string>>;
@@ -146,6 +143,8 @@ export interface ScalableFacts {
   readonly ownedByMachineDeployment: boolean;
   readonly clusterName?: string;
   readonly clusterNameLabel?: string;
+  /** The resource carries `cluster.x-k8s.io/paused` (its autoscaler annotation is left alone). */
+  readonly paused: boolean;
   readonly deleting: boolean;
 }
 
@@ -166,6 +165,9 @@ export const MACHINE_POOLS_STREAM = 'machinepools';
 /** Stream keys of the MachineDeployment and MachineSet watches (scale from zero, docs/autoscaler.md). */
 export const MACHINE_DEPLOYMENTS_STREAM = 'machinedeployments';
 export const MACHINE_SETS_STREAM = 'machinesets';
+
+/** Stream key of the Cluster watch (it has no resume point: it always starts from a fresh list). */
+export const CLUSTERS_STREAM = 'clusters';
 
 /** Stream key of the Node watch of a cluster: `nodes/self` or `nodes/<namespace>/<name>`. */
 export function nodeStreamKey(cluster: ClusterRef): string {
@@ -239,7 +241,6 @@ export function toMachineFacts(obj: unknown): MachineFacts | undefined {
   const clusterName = str(spec.clusterName);
   const clusterNameLabel = meta.labels[CLUSTER_NAME_LABEL];
   const controlPlaneLabel = meta.labels[CONTROL_PLANE_LABEL];
-  const machineSet = controllerMachineSetOf(isObject(obj.metadata) ? obj.metadata.ownerReferences : undefined);
   return {
     kind: 'Machine',
     namespace: meta.namespace,
@@ -253,7 +254,7 @@ export function toMachineFacts(obj: unknown): MachineFacts | undefined {
     ...(clusterName ? { clusterName } : {}),
     ...(clusterNameLabel !== undefined ? { clusterNameLabel } : {}),
     ...(controlPlaneLabel !== undefined ? { controlPlaneLabel } : {}),
-    ...(machineSet !== undefined ? { machineSet } : {}),
+    paused: pausedReason(meta, undefined) !== undefined,
     deleting: meta.deleting,
   };
 }
@@ -285,6 +286,7 @@ export function toMachinePoolFacts(obj: unknown): MachinePoolFacts | undefined {
     nodeNames,
     ...(clusterName ? { clusterName } : {}),
     ...(clusterNameLabel !== undefined ? { clusterNameLabel } : {}),
+    paused: pausedReason(meta, undefined) !== undefined,
     deleting: meta.deleting,
     ...autoscalerFactsOf(meta.annotations),
   };
@@ -330,6 +332,7 @@ export function toScalableFacts(kind: ScalableFacts['kind'], obj: unknown): Scal
     ownedByMachineDeployment: owners.some((o) => isObject(o) && o.kind === 'MachineDeployment'),
     ...(clusterName ? { clusterName } : {}),
     ...(clusterNameLabel !== undefined ? { clusterNameLabel } : {}),
+    paused: pausedReason(meta, undefined) !== undefined,
     deleting: meta.deleting,
   };
 }
@@ -339,15 +342,16 @@ export function toScalableFacts(kind: ScalableFacts['kind'], obj: unknown): Scal
  * autoscaler annotation exactly as the reconcile function would from the same version (`planAutoscalerTaints`).
  */
 export function scalableSnapshotOfFacts(facts: ScalableFacts | MachinePoolFacts): ScalableResourceSnapshot {
+  const paused: Record<string, string> = facts.paused ? { [PAUSED_ANNOTATION]: '' } : {};
   const common = { apiVersion: '', namespace: facts.namespace, name: facts.name, uid: facts.uid, resourceVersion: facts.resourceVersion, specTaints: facts.specTaints ?? undefined, deleting: facts.deleting };
   if (facts.kind === 'MachinePool') {
     // `declarations` already merges the pool's own keys over its template's (poolDeclarations).
-    return { ...common, kind: 'MachinePool', annotations: { ...(facts.autoscaler ?? {}), ...facts.declarations }, templateAnnotations: {}, templateLabels: {}, ownedByMachineDeployment: false, ...(facts.clusterName ? { clusterName: facts.clusterName } : {}) };
+    return { ...common, kind: 'MachinePool', annotations: { ...(facts.autoscaler ?? {}), ...facts.declarations, ...paused }, templateAnnotations: {}, templateLabels: {}, ownedByMachineDeployment: false, ...(facts.clusterName ? { clusterName: facts.clusterName } : {}) };
   }
   return {
     ...common,
     kind: facts.kind,
-    annotations: facts.autoscaler,
+    annotations: { ...facts.autoscaler, ...paused },
     templateAnnotations: facts.declarations,
     templateLabels: facts.controlPlaneLabel !== undefined ? { [CONTROL_PLANE_LABEL]: facts.controlPlaneLabel } : {},
     ownedByMachineDeployment: facts.ownedByMachineDeployment,
@@ -380,14 +384,12 @@ export function toNodeFacts(obj: unknown): NodeFacts | undefined {
   if (!meta || !isObject(obj)) return undefined;
   const spec = isObject(obj.spec) ? obj.spec : {};
   const a = meta.annotations;
-  const creationTimestamp = isObject(obj.metadata) ? str(obj.metadata.creationTimestamp) : undefined;
   const providerID = a[MACHINE_ANNOTATION] === undefined ? str(spec.providerID) : undefined;
   return {
     kind: 'Node',
     name: meta.name,
     uid: meta.uid,
     resourceVersion: meta.resourceVersion,
-    ...(creationTimestamp ? { creationTimestamp } : {}),
     taints: spec.taints ?? null,
     ...(a[TRACKING_ANNOTATION] !== undefined ? { trackingAnnotation: a[TRACKING_ANNOTATION] } : {}),
     ...(a[OWN_TRACKING_ANNOTATION] !== undefined ? { ownTrackingAnnotation: a[OWN_TRACKING_ANNOTATION] } : {}),
@@ -420,44 +422,12 @@ function writersOf(managedFields: unknown): { taints?: string; ownTrackingAnnota
   return { ...(t ? { taints: t } : {}), ...(a ? { ownTrackingAnnotation: a } : {}) };
 }
 
-/**
- * The state of a Node in the forwarder's facts, as an event carries it. Undefined when its `spec.taints` is not a
- * list of taints as the API server stores them (then no claim is made and the reconcile function reads the Node).
- * @example nodeStateOf(facts)?.taints // [{ key: 'gpu', value: 'a100', effect: 'NoSchedule' }]
- */
-export function nodeStateOf(facts: NodeFacts): NodeState | undefined {
-  const taints = storedTaints(facts.taints);
-  if (!taints) return undefined;
-  return {
-    uid: facts.uid,
-    resourceVersion: facts.resourceVersion,
-    ...(facts.creationTimestamp !== undefined ? { creationTimestamp: facts.creationTimestamp } : {}),
-    taints,
-    ...(facts.trackingAnnotation !== undefined ? { trackingAnnotation: facts.trackingAnnotation } : {}),
-    ...(facts.ownTrackingAnnotation !== undefined ? { ownTrackingAnnotation: facts.ownTrackingAnnotation } : {}),
-  };
-}
-
-/** `spec.taints` as stored (absent or null: none); undefined when any entry has another shape or field. */
-function storedTaints(raw: unknown): Taint[] | undefined {
-  if (raw === null || raw === undefined) return [];
-  if (!Array.isArray(raw)) return undefined;
-  const taints: Taint[] = [];
-  for (const t of raw) {
-    if (typeof t !== 'object' || t === null) return undefined;
-    const { key, value, effect, timeAdded, ...other } = t as Record<string, unknown>;
-    if (Object.keys(other).length > 0 || typeof key !== 'string' || typeof effect !== 'string') return undefined;
-    if ((value !== undefined && typeof value !== 'string') || (timeAdded !== undefined && typeof timeAdded !== 'string')) return undefined;
-    taints.push({ key, ...(value !== undefined ? { value } : {}), effect, ...(timeAdded !== undefined ? { timeAdded } : {}) });
-  }
-  return taints;
-}
-
-/** Reads a CAPI Cluster (v1beta2 JSON) into its facts; undefined when malformed. */
+/** Reads a CAPI Cluster (v1beta1 or v1beta2 JSON) into its facts; undefined when malformed. */
 export function toClusterFacts(obj: unknown): ClusterFacts | undefined {
   const meta = metaOf(obj);
-  if (!meta?.namespace) return undefined;
-  return { kind: 'Cluster', namespace: meta.namespace, name: meta.name, uid: meta.uid, resourceVersion: meta.resourceVersion, deleting: meta.deleting };
+  if (!meta?.namespace || !isObject(obj)) return undefined;
+  const paused = isObject(obj.spec) && obj.spec.paused === true;
+  return { kind: 'Cluster', namespace: meta.namespace, name: meta.name, uid: meta.uid, resourceVersion: meta.resourceVersion, paused, deleting: meta.deleting };
 }
 
 /** Cache key of an object within its stream: `<namespace>/<name>` or `<name>`. */
@@ -476,28 +446,24 @@ export function clusterOfMachine(machine: MachineFacts | MachinePoolFacts | Scal
 }
 
 /**
- * The small event data for an object: references, routing facts and the Node's state (see NodeState).
- * A Node carries `machine` when its CAPI annotations name one (namespace defaults to the cluster's).
+ * The small event data for an object: names and routing facts only (the reconcile function reads the Machine and the
+ * Node). A Node carries `machine` when its CAPI annotations name one (namespace defaults to the cluster's).
  */
 export function toEventData(facts: MachineFacts | NodeFacts, cluster: ClusterRef, observedAt: Date, hints: EventHints = {}): TaintEventData {
   const at = observedAt.toISOString();
   if (facts.kind === 'Machine') {
     const nodeName = facts.nodeName ?? hints.providerIdNode;
-    const nodeState = nodeName !== undefined ? knownNodeState(hints, nodeName) : undefined;
     const data: MachineEventData = {
       kind: 'Machine',
       cluster,
       machine: { namespace: facts.namespace, name: facts.name, uid: facts.uid, resourceVersion: facts.resourceVersion },
       ...(nodeName ? { nodeName } : {}),
       ...(hints.declarationRecovered ? { declarationRecovered: true as const } : {}),
-      ...(hints.template ? { template: hints.template } : {}),
-      ...(nodeState ? { nodeState } : {}),
       observedAt: at,
     };
     return data;
   }
   const machineNamespace = facts.clusterNamespaceAnnotation || (cluster.mode === 'capi' ? cluster.namespace : undefined);
-  const nodeState = nodeStateOf(facts);
   const data: NodeEventData = {
     kind: 'Node',
     cluster,
@@ -507,8 +473,6 @@ export function toEventData(facts: MachineFacts | NodeFacts, cluster: ClusterRef
       : hints.providerIdMachine
         ? { machine: hints.providerIdMachine }
         : {}),
-    ...(hints.template ? { template: hints.template } : {}),
-    ...(nodeState ? { nodeState } : {}),
     observedAt: at,
   };
   return data;
@@ -518,20 +482,10 @@ export function toEventData(facts: MachineFacts | NodeFacts, cluster: ClusterRef
 export interface EventHints {
   /** A Machine's declaration went from invalid to valid. */
   readonly declarationRecovered?: boolean;
-  /** The last state the forwarder saw of a Node of the object's cluster, by name (a Machine or MachinePool event carries its Node's). */
-  readonly nodeFacts?: (name: string) => NodeFacts | undefined;
   /** A Node event: the Machine whose `spec.providerID` the Node's matches (no Cluster API annotation names one yet). */
   readonly providerIdMachine?: { readonly namespace: string; readonly name: string };
   /** A Machine event: the Node whose `spec.providerID` the Machine's matches (no `status.nodeRef` yet). */
   readonly providerIdNode?: string;
-  /** The Machine's MachineSet, when its template declares what the Machine does not carry yet (see MachineEventData.template). */
-  readonly template?: { readonly machineSet: string };
-}
-
-/** The state of the named Node as the forwarder last saw it, if it did. */
-function knownNodeState(hints: EventHints, name: string): NodeState | undefined {
-  const node = hints.nodeFacts?.(name);
-  return node?.name === name ? nodeStateOf(node) : undefined;
 }
 
 /**
@@ -552,24 +506,6 @@ export function toTaintEvent(facts: MachineFacts | NodeFacts, change: ChangeKind
 }
 
 /**
- * The CloudEvent for a Machine whose MachineSet's template changed what the Machine is about to declare
- * (`#shared/domain/template-declarations.ts`): a Machine event (the reconcile function reads the Machine and its
- * MachineSet), in the Node's FIFO group, with an id of the MachineSet version and the Machine, so that deduplication
- * neither drops it as the Machine's last event nor keeps one event for the whole set.
- */
-export function toTemplateEvent(machineSet: ScalableFacts, machine: MachineFacts, cluster: ClusterRef, observedAt: Date, hints: EventHints): TaintEvent {
-  const data = toEventData(machine, cluster, observedAt, { ...hints, template: { machineSet: machineSet.name } });
-  return {
-    id: `${eventIdFor(machineSet.uid, machineSet.resourceVersion, 'modified')}:${machine.name}`,
-    source: sourceFor(cluster),
-    type: eventTypeFor(ObjectKind.Machine, 'modified'),
-    subject: subjectFor(data),
-    time: observedAt.toISOString(),
-    data,
-  };
-}
-
-/**
  * The CloudEvents for one observed MachinePool change: one per Node in `nodes` (see `poolNodesToAnnounce`), each in
  * its Node's FIFO group, with the Node in the id so that deduplication keeps every one.
  */
@@ -583,14 +519,12 @@ export function toMachinePoolEvents(
 ): TaintEvent[] {
   const at = observedAt.toISOString();
   return nodes.map((nodeName) => {
-    const nodeState = knownNodeState(hints, nodeName);
     const data: MachinePoolEventData = {
       kind: 'MachinePool',
       cluster,
       machinePool: { namespace: facts.namespace, name: facts.name, uid: facts.uid, resourceVersion: facts.resourceVersion },
       nodeName,
       ...(hints.declarationRecovered ? { declarationRecovered: true as const } : {}),
-      ...(nodeState ? { nodeState } : {}),
       observedAt: at,
     };
     return {
@@ -602,4 +536,30 @@ export function toMachinePoolEvents(
       data,
     };
   });
+}
+
+/** The objects of one Cluster as the forwarder last saw them (see toClusterPauseEvents). */
+export interface ClusterMembers {
+  /** Its Machines that have a Node, each with that Node's name (`status.nodeRef`, else the provider-ID link). */
+  readonly machines: readonly { readonly machine: MachineFacts; readonly nodeName: string }[];
+  readonly machinePools: readonly MachinePoolFacts[];
+  /** Its MachineDeployments and MachineSets. */
+  readonly scalables: readonly ScalableFacts[];
+}
+
+/**
+ * The CloudEvents for a Cluster whose `spec.paused` changed (either way; `pausedChanged`): one per Node of its Machines
+ * and MachinePools, and one ScalableResource event per MachineDeployment, MachineSet and MachinePool, so that the
+ * reconcile function answers `paused` (pause) or converges (unpause) with no other change needed. Each id is the
+ * Cluster version's followed by the object's own event id: two forwarders that see the same change send the same ids
+ * (SQS deduplicates them), and a later pause or unpause, a new Cluster version, is never taken for a duplicate.
+ */
+export function toClusterPauseEvents(cluster: ClusterFacts, ref: ClusterRef, members: ClusterMembers, observedAt: Date): TaintEvent[] {
+  const events: TaintEvent[] = [
+    ...members.machines.map(({ machine, nodeName }) => toTaintEvent(machine, 'modified', ref, observedAt, machine.nodeName === undefined ? { providerIdNode: nodeName } : {})),
+    ...members.machinePools.flatMap((pool) => toMachinePoolEvents(pool, pool.nodeNames, 'modified', ref, observedAt)),
+    ...[...members.machinePools, ...members.scalables].map((resource) => toScalableResourceEvent(resource, 'modified', ref, observedAt)),
+  ];
+  const prefix = eventIdFor(cluster.uid, cluster.resourceVersion, 'modified');
+  return events.map((event) => ({ ...event, id: `${prefix}:${event.id}` }));
 }

@@ -59,6 +59,8 @@ export interface WatchStream<T extends WatchedFacts> {
   run(signal: AbortSignal, onEvent: (event: StreamEvent<T>) => Promise<void>): Promise<void>;
   /** The last state of an object the stream holds, by its key (`objectKeyOf`); undefined when it holds none. */
   latest?(key: string): T | undefined;
+  /** The last state of every object the stream holds (for a Cluster's pause, the objects of that Cluster). */
+  objects(): Iterable<T>;
 }
 
 /** Where a stream starts: from a checkpointed resourceVersion (exact resume) or, when absent, a fresh list announcing every object. */

@@ -4,7 +4,7 @@
  * they were asked to start. The real streams are exercised by the integration tests.
  */
 import type { ClusterRef } from '#shared/domain/cloud-event.ts';
-import { nodeStreamKey, objectKeyOf, type ClusterFacts, type MachineFacts, type NodeFacts, type ScalableFacts, type WatchedFacts } from '#shared/domain/watch-event.ts';
+import { nodeStreamKey, objectKeyOf, type ClusterFacts, type MachineFacts, type MachinePoolFacts, type NodeFacts, type ScalableFacts, type WatchedFacts } from '#shared/domain/watch-event.ts';
 import type { StreamEvent, StreamStart, WatchSources, WatchStream } from '#shared/ports/watch-source.ts';
 
 /** A stream the test drives: `emit` hands one event to the consumer once the forwarder runs the stream. */
@@ -31,6 +31,10 @@ export class ScriptedStream<T extends WatchedFacts> implements WatchStream<T> {
     return this.known.get(key);
   }
 
+  objects(): Iterable<T> {
+    return this.known.values();
+  }
+
   async emit(e: StreamEvent<T>): Promise<void> {
     await this.started;
     if (e.type === 'change' && e.change === 'deleted') this.known.delete(objectKeyOf(e.facts));
@@ -39,9 +43,11 @@ export class ScriptedStream<T extends WatchedFacts> implements WatchStream<T> {
   }
 }
 
-/** Machines, MachineSets, Clusters and per-cluster Node streams (no MachinePools, no MachineDeployments), each a ScriptedStream. */
+/** Machines, MachinePools, MachineDeployments, MachineSets, Clusters and per-cluster Node streams, each a ScriptedStream. */
 export class ScriptedSources implements WatchSources {
   readonly machineStream = new ScriptedStream<MachineFacts>();
+  readonly machinePoolStream = new ScriptedStream<MachinePoolFacts>();
+  readonly machineDeploymentStream = new ScriptedStream<ScalableFacts>();
   readonly machineSetStream = new ScriptedStream<ScalableFacts>();
   readonly clusterStream = new ScriptedStream<ClusterFacts>();
   readonly nodeStreams = new Map<string, ScriptedStream<NodeFacts>>();
@@ -50,6 +56,12 @@ export class ScriptedSources implements WatchSources {
 
   machines(_start: StreamStart): WatchStream<MachineFacts> {
     return this.machineStream;
+  }
+  machinePools(_start: StreamStart): WatchStream<MachinePoolFacts> {
+    return this.machinePoolStream;
+  }
+  machineDeployments(_start: StreamStart): WatchStream<ScalableFacts> {
+    return this.machineDeploymentStream;
   }
   machineSets(_start: StreamStart): WatchStream<ScalableFacts> {
     return this.machineSetStream;

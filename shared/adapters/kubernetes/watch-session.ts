@@ -127,6 +127,11 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
     return this.cache.latest(key);
   }
 
+  /** The last state of every object this session holds. */
+  objects(): Iterable<T> {
+    return this.cache.values();
+  }
+
   /** The session's state (resourceVersion and objects), for a successor to {@link WatchSessionOptions.restore}. */
   snapshot(): CacheSnapshot<T> | undefined {
     return this.cache.snapshot();

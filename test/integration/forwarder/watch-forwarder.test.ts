@@ -176,22 +176,30 @@ describeWithControlPlane('Watch-forwarder against the real API server', () => {
     expect(follower.telemetry.counts().EventsForwarded).toBe(1);
   });
 
-  it('in capi mode watches the Nodes of a workload Cluster through its kubeconfig Secret', async () => {
-    // Prepare: a Cluster whose kubeconfig Secret points at this same API server
-    const s = await setup('capi');
+  const CLUSTERS = { group: 'cluster.x-k8s.io', version: 'v1beta2', plural: 'clusters' } as const;
+
+  /** A Cluster whose kubeconfig Secret points at this same API server; returns its name. */
+  async function workloadCluster(ns: string): Promise<string> {
     const clusterName = uniqueName('wc');
     await kc.makeApiClient(CustomObjectsApi).createNamespacedCustomObject({
-      group: 'cluster.x-k8s.io', version: 'v1beta2', plural: 'clusters', namespace: s.ns,
-      body: { apiVersion: 'cluster.x-k8s.io/v1beta2', kind: 'Cluster', metadata: { name: clusterName, namespace: s.ns }, spec: { controlPlaneEndpoint: { host: '127.0.0.1', port: 6443 } } },
+      ...CLUSTERS, namespace: ns,
+      body: { apiVersion: 'cluster.x-k8s.io/v1beta2', kind: 'Cluster', metadata: { name: clusterName, namespace: ns }, spec: { controlPlaneEndpoint: { host: '127.0.0.1', port: 6443 } } },
     });
     await core.createNamespacedSecret({
-      namespace: s.ns,
+      namespace: ns,
       body: {
         metadata: { name: `${clusterName}-kubeconfig`, labels: { 'cluster.x-k8s.io/cluster-name': clusterName } },
         type: 'cluster.x-k8s.io/secret',
         data: { value: readFileSync(requireControlPlane().kubeconfigPath).toString('base64') },
       },
     });
+    return clusterName;
+  }
+
+  it('in capi mode watches the Nodes of a workload Cluster through its kubeconfig Secret', async () => {
+    // Prepare: a Cluster whose kubeconfig Secret points at this same API server
+    const s = await setup('capi');
+    const clusterName = await workloadCluster(s.ns);
     const fwd = start(s, { clusterMode: 'capi' });
     const nodeKey = `nodes/${s.ns}/${clusterName}`;
     await synced(fwd, ['machines', nodeKey]);
@@ -217,6 +225,39 @@ describeWithControlPlane('Watch-forwarder against the real API server', () => {
     expect(nodeAdded?.event).toMatchObject({ source: `/clusters/${s.ns}/${clusterName}`, data: { cluster, machine: { namespace: s.ns, name: machineName } } });
     expect(nodeAdded?.groupId).toBe(`${s.ns}/${clusterName}/node/${nodeName}`);
     expect(machineMessages[0]?.groupId).toBe(`${s.ns}/${clusterName}/node/${nodeName}`);
+  });
+
+  it("in capi mode announces a Cluster's Machines when its spec.paused flips, either way, with ids of the Cluster's version", async () => {
+    // Prepare: a Cluster with one Machine linked to its Node, converged (its events sent).
+    const s = await setup('capi');
+    const clusterName = await workloadCluster(s.ns);
+    const fwd = start(s, { clusterMode: 'capi' });
+    await synced(fwd, ['machines', `nodes/${s.ns}/${clusterName}`]);
+    const nodeName = uniqueName('node');
+    const machineName = uniqueName('m');
+    await createNode(kc, nodeName, { labels: s.label, annotations: { 'cluster.x-k8s.io/machine': machineName } });
+    await createMachine(kc, s.ns, machineName, { clusterName });
+    await setMachineNodeRef(kc, s.ns, machineName, nodeName);
+    await waitFor(() => sentMessages().length >= 2, { description: 'the Node and the nodeRef' });
+    const custom = kc.makeApiClient(CustomObjectsApi);
+    const setPaused = async (paused: boolean): Promise<string> => {
+      const cluster = (await custom.patchNamespacedCustomObject({ ...CLUSTERS, namespace: s.ns, name: clusterName, body: { spec: { paused } } }, MERGE_PATCH)) as { metadata: { uid: string; resourceVersion: string } };
+      return eventIdFor(cluster.metadata.uid, cluster.metadata.resourceVersion, 'modified');
+    };
+
+    // Act
+    const paused = await setPaused(true);
+    await waitFor(() => sentMessages().length >= 3, { description: "the pause's event" });
+    const unpaused = await setPaused(false);
+    await waitFor(() => sentMessages().length >= 4, { description: "the unpause's event" });
+
+    // Assess: one Machine event each, naming the Node, in the Node's group.
+    const announced = sentMessages().slice(2);
+    expect(announced.map((m) => [m.event.subject, m.event.id.split(':').slice(0, 3).join(':'), m.groupId])).toEqual([
+      [`machines/${s.ns}/${machineName}`, paused, `${s.ns}/${clusterName}/node/${nodeName}`],
+      [`machines/${s.ns}/${machineName}`, unpaused, `${s.ns}/${clusterName}/node/${nodeName}`],
+    ]);
+    expect(announced.map((m) => (m.event.data as { nodeName?: string }).nodeName)).toEqual([nodeName, nodeName]);
   });
 
   it('forwards a MachinePool as one event per affected Node: every member when added or re-declared, the joining Nodes on a scale-up, nothing for status-only changes or a Node leaving', async () => {

@@ -36,6 +36,11 @@ export class ObjectCache<T extends WatchedFacts> {
     return this.objects.get(key);
   }
 
+  /** The last facts of every object. */
+  values(): Iterable<T> {
+    return this.objects.values();
+  }
+
   get size(): number {
     return this.objects.size;
   }

@@ -18,7 +18,7 @@ interface Logged {
 }
 
 const T0 = new Date('2026-11-22T10:00:00Z');
-const clusterFacts = (name: string, change: Partial<ClusterFacts> = {}): ClusterFacts => ({ kind: 'Cluster', namespace: 'fleet', name, uid: `uid-${name}`, resourceVersion: '1', deleting: false, ...change });
+const clusterFacts = (name: string, change: Partial<ClusterFacts> = {}): ClusterFacts => ({ kind: 'Cluster', namespace: 'fleet', name, uid: `uid-${name}`, resourceVersion: '1', paused: false, deleting: false, ...change });
 const wc1: ClusterRef = { mode: 'capi', namespace: 'fleet', name: 'wc1' };
 const wc2: ClusterRef = { mode: 'capi', namespace: 'fleet', name: 'wc2' };
 

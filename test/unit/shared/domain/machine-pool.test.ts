@@ -87,7 +87,7 @@ describe('Function: toMachinePoolFacts()', () => {
     expect(f).toEqual({
       kind: 'MachinePool', namespace: 'fleet', name: 'mp-0', uid: 'u-mp', resourceVersion: '11',
       specTaints: [{ key: 't', effect: 'NoSchedule' }], declarations: { [MACHINE]: 'a:NoSchedule' }, nodeNames: ['n1', 'n2'],
-      clusterName: 'wc1', clusterNameLabel: 'wc1', deleting: false,
+      clusterName: 'wc1', clusterNameLabel: 'wc1', paused: false, deleting: false,
     });
     expect(clusterOfMachine(f, 'capi')).toEqual(capi);
   });
@@ -97,7 +97,7 @@ describe('Function: toMachinePoolFacts()', () => {
     const f = toMachinePoolFacts({ metadata: { name: 'mp', namespace: 'ns', uid: 'u', resourceVersion: '1' }, status: { nodeRefs: 'not-a-list' } });
 
     // Assess
-    expect(f).toEqual({ kind: 'MachinePool', namespace: 'ns', name: 'mp', uid: 'u', resourceVersion: '1', specTaints: null, declarations: {}, nodeNames: [], deleting: false });
+    expect(f).toEqual({ kind: 'MachinePool', namespace: 'ns', name: 'mp', uid: 'u', resourceVersion: '1', specTaints: null, declarations: {}, nodeNames: [], paused: false, deleting: false });
     expect(clusterOfMachine(f!, 'capi')).toBeUndefined();
     expect(toMachinePoolFacts({ metadata: { name: 'mp', namespace: 'ns', uid: 'u', resourceVersion: '1' }, spec: { template: 'x' } })?.declarations).toEqual({});
   });
@@ -135,7 +135,7 @@ describe('Function: poolNodesToAnnounce()', () => {
 describe('Function: isDeclarationRecovery() for MachinePools', () => {
   it('compares only objects of one kind', () => {
     const fixed = facts({ annotations: { [MACHINE]: 'a:NoSchedule' } });
-    const machine = { kind: 'Machine', namespace: 'fleet', name: 'mp-0', uid: 'u', resourceVersion: '1', specTaints: null, declarations: { [MACHINE]: 'a:NoSchedul' }, deleting: false } as const;
+    const machine = { kind: 'Machine', namespace: 'fleet', name: 'mp-0', uid: 'u', resourceVersion: '1', specTaints: null, declarations: { [MACHINE]: 'a:NoSchedul' }, paused: false, deleting: false } as const;
     expect(isDeclarationRecovery(machine, fixed)).toBe(false);
     expect(isDeclarationRecovery(undefined, fixed)).toBe(false);
   });

@@ -1,22 +1,36 @@
 /**
  * "The table is the test": every field of a Machine, a MachinePool and a Node that the reconcile decision reads, when
  * a change of it can change the decision, and the cases that pin it. The same rows are the table of
- * docs/side-by-side.md (checked below), and every fact the forwarder keeps of an object has exactly one row, so a new
+ * docs/relevance.md (checked below), and every fact the forwarder keeps of an object has exactly one row, so a new
  * fact cannot be added without saying when it matters.
  */
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import type { ChangeKind } from '#shared/domain/cloud-event.ts';
-import { forwardDecision, poolNodesToAnnounce } from '#shared/domain/relevance.ts';
+import { forwardDecision, pausedChanged, poolNodesToAnnounce } from '#shared/domain/relevance.ts';
 import { SpecTaintsOwner } from '#shared/domain/ownership.ts';
-import { toMachineFacts, toMachinePoolFacts, toNodeFacts, toScalableFacts, type MachineFacts, type NodeFacts, type WatchedFacts } from '#shared/domain/watch-event.ts';
-import { templateChangeConcerns } from '#shared/domain/template-declarations.ts';
+import {
+  toClusterFacts,
+  toClusterPauseEvents,
+  toMachineFacts,
+  toMachinePoolFacts,
+  toNodeFacts,
+  toScalableFacts,
+  type ClusterFacts,
+  type MachineFacts,
+  type MachinePoolFacts,
+  type NodeFacts,
+  type ScalableFacts,
+  type WatchedFacts,
+} from '#shared/domain/watch-event.ts';
+import { autoscalerEventNeeded } from '#shared/domain/autoscaler-relevance.ts';
 
 type Json = Record<string, any>;
 
 const OWN = 'taints.capi-taint-propagator.dev/applied';
 const CAPI = 'cluster.x-k8s.io/taints-from-machine';
 const DECL = 'taints.capi-taint-propagator.dev/machine';
+const PAUSED = 'cluster.x-k8s.io/paused';
 const GATE = { key: 'taints.capi-taint-propagator.dev/uninitialized', effect: 'NoSchedule' };
 const capiTaint = (value = 'v1', key = 'capi') => ({ key, value, effect: 'NoSchedule', propagation: 'Always' });
 /** A joining Node Cluster API has not linked yet (no Machine annotations): its provider ID links it. */
@@ -56,7 +70,7 @@ const node = (): Json => ({
   status: { conditions: [{ type: 'Ready', status: 'True', lastHeartbeatTime: '2026-11-25T00:00:00Z' }] },
 });
 
-/** The Machine's MachineSet: its template declares what the Machine carries. */
+/** The Machine's MachineSet: its template declares what the Machine carries (Cluster API copies it onto the Machine). */
 const machineSet = (): Json => ({
   apiVersion: 'cluster.x-k8s.io/v1beta2',
   kind: 'MachineSet',
@@ -73,10 +87,18 @@ const pool = (): Json => ({
   status: { nodeRefs: [{ name: 'n1' }, { name: 'n2' }], replicas: 2 },
 });
 
-type Kind = 'Machine' | 'Node' | 'MachinePool' | 'MachineSet';
+const clusterObject = (): Json => ({
+  apiVersion: 'cluster.x-k8s.io/v1beta2',
+  kind: 'Cluster',
+  metadata: { name: 'c1', namespace: 'ns', uid: 'u-c1', resourceVersion: '50', labels: {}, annotations: {} },
+  spec: { paused: false, controlPlaneEndpoint: { host: 'c1.example', port: 6443 } },
+  status: { phase: 'Provisioned' },
+});
+
+type Kind = 'Machine' | 'Node' | 'MachinePool' | 'MachineSet' | 'Cluster';
 const facts = (kind: Kind, obj: Json): WatchedFacts =>
-  (kind === 'Machine' ? toMachineFacts(obj) : kind === 'Node' ? toNodeFacts(obj) : kind === 'MachineSet' ? toScalableFacts('MachineSet', obj) : toMachinePoolFacts(obj)) as WatchedFacts;
-const build = { Machine: machine, Node: node, MachinePool: pool, MachineSet: machineSet } as const;
+  (kind === 'Machine' ? toMachineFacts(obj) : kind === 'Node' ? toNodeFacts(obj) : kind === 'MachineSet' ? toScalableFacts('MachineSet', obj) : kind === 'Cluster' ? toClusterFacts(obj) : toMachinePoolFacts(obj)) as WatchedFacts;
+const build = { Machine: machine, Node: node, MachinePool: pool, MachineSet: machineSet, Cluster: clusterObject } as const;
 
 /** One case of a row: a change of the field, in a context, and how many Nodes get a queue message for it (0 = filtered). */
 interface Case {
@@ -92,12 +114,6 @@ interface Case {
   readonly machineWithoutSpecTaints?: boolean;
   /** How the forwarder sees the change (default a watch modification; `resynced`: a relist announcement). */
   readonly seen?: ChangeKind;
-  /**
-   * The Machine's MachineSet as the forwarder last saw it (default: its template declares what the Machine carries);
-   * null when it has not seen it. For a MachineSet row: the Machine m1 of the set as the forwarder last saw it.
-   */
-  readonly template?: ((ms: Json) => void) | null;
-  readonly machine?: (m: Json) => void;
   readonly messages: number;
 }
 
@@ -134,19 +150,12 @@ const TABLE: readonly Row[] = [
   },
   {
     object: 'Machine', field: 'metadata.annotations[taints.capi-taint-propagator.dev/{machine,cluster,class}]', fact: 'declarations',
-    when: "always (the product's own declaration), but Cluster API copying onto the Machine the value its MachineSet's template sets, once the forwarder has seen that template: never (the product took it from the template, see the MachineSet row)",
+    when: "always (the product's own declaration, as the Machine carries it: a MachineSet template's value counts once Cluster API has copied it onto the Machine)",
     cases: [
-      { name: 'a declared value changed, no MachineSet seen', template: null, change: (m) => (m.metadata.annotations[DECL] = 'prod=q:NoSchedule'), messages: 1 },
+      { name: 'a declared value changed', change: (m) => (m.metadata.annotations[DECL] = 'prod=q:NoSchedule'), messages: 1 },
       { name: 'a cluster-level declaration added', change: (m) => (m.metadata.annotations['taints.capi-taint-propagator.dev/cluster'] = 'x:NoSchedule'), messages: 1 },
-      { name: "Cluster API's copy of the template's new value", template: (ms) => (ms.spec.template.metadata.annotations[DECL] = 'prod=q:NoSchedule'), change: (m) => (m.metadata.annotations[DECL] = 'prod=q:NoSchedule'), messages: 0 },
-      { name: 'a value set on the Machine alone, for a key the template sets (Cluster API puts the template\'s back)', change: (m) => (m.metadata.annotations[DECL] = 'prod=mine:NoSchedule'), messages: 0 },
-      { name: 'a value set on the Machine alone, for a key the template does not set', template: (ms) => delete ms.spec.template.metadata.annotations[DECL], change: (m) => (m.metadata.annotations[DECL] = 'prod=mine:NoSchedule'), messages: 1 },
+      { name: 'a declaration removed', change: (m) => delete m.metadata.annotations[DECL], messages: 1 },
     ],
-  },
-  {
-    object: 'Machine', field: 'metadata.ownerReferences[controller, kind MachineSet]', fact: 'machineSet',
-    when: "always (whose template's declarations Cluster API copies onto the Machine)",
-    cases: [{ name: 'adopted by another MachineSet', change: (m) => (m.metadata.ownerReferences[0].name = 'ms2'), messages: 1 }],
   },
   {
     object: 'Machine', field: 'status.nodeRef.name', fact: 'nodeName',
@@ -176,6 +185,15 @@ const TABLE: readonly Row[] = [
     cases: [{ name: 'label added', change: (m) => (m.metadata.labels['cluster.x-k8s.io/control-plane'] = ''), messages: 1 }],
   },
   {
+    object: 'Machine', field: 'metadata.annotations[cluster.x-k8s.io/paused]', fact: 'paused',
+    when: 'always, either way (paused: the reconcile answers paused and writes nothing; unpaused: it converges), but on a Machine that names no Node: never (no-node)',
+    cases: [
+      { name: 'paused', change: (m) => (m.metadata.annotations[PAUSED] = ''), messages: 1 },
+      { name: 'unpaused', before: (m) => (m.metadata.annotations[PAUSED] = ''), change: (m) => delete m.metadata.annotations[PAUSED], messages: 1 },
+      { name: 'paused, no Node yet', before: (m) => delete m.status.nodeRef, change: (m) => (m.metadata.annotations[PAUSED] = ''), messages: 0 },
+    ],
+  },
+  {
     object: 'Machine', field: 'metadata.deletionTimestamp', fact: 'deleting',
     when: 'always (a deleting Machine\'s Node is left alone)',
     cases: [{ name: 'deletion started', change: (m) => (m.metadata.deletionTimestamp = '2026-11-25T01:00:00Z'), messages: 1 }],
@@ -192,11 +210,11 @@ const TABLE: readonly Row[] = [
   },
   {
     object: 'Machine', field: 'spec.providerID', fact: 'providerID',
-    when: 'only while the Machine has no status.nodeRef: it links a joining Node to the Machine (Cluster API\'s own rule), forwarded when the forwarder knows an unlinked Node with that provider ID. Its arrival before any Node has it (the Machine provisioned, its Node booting) is forwarded once too, to ready a reconcile container for the join (that record ends no-node; no other change of a Machine that names no Node is forwarded); never once nodeRef is set',
+    when: 'only while the Machine has no status.nodeRef: it links a joining Node to the Machine (Cluster API\'s own rule), forwarded when the forwarder knows an unlinked Node with that provider ID (its arrival before any Node has it is not: that reconcile could only end no-node, and the Node\'s addition names the Machine); never once nodeRef is set',
     cases: [
       { name: 'set before nodeRef, its Node known', before: (m) => { delete m.status.nodeRef; delete m.spec.providerID; }, node: (n) => delete n.metadata.annotations['cluster.x-k8s.io/machine'], change: (m) => (m.spec.providerID = 'local://m1'), messages: 1 },
-      { name: 'set before nodeRef, no Node with it known (announces the joining Node)', before: (m) => { delete m.status.nodeRef; delete m.spec.providerID; }, node: (n) => (n.spec.providerID = 'local://other'), change: (m) => (m.spec.providerID = 'local://m1'), messages: 1 },
-      { name: 'a Machine added with it, no Node with it known (announces the joining Node)', seen: 'added', before: (m) => delete m.status.nodeRef, node: (n) => (n.spec.providerID = 'local://other'), change: () => undefined, messages: 1 },
+      { name: 'set before nodeRef, no Node with it known', before: (m) => { delete m.status.nodeRef; delete m.spec.providerID; }, node: (n) => (n.spec.providerID = 'local://other'), change: (m) => (m.spec.providerID = 'local://m1'), messages: 0 },
+      { name: 'a Machine added with it, no Node with it known', seen: 'added', before: (m) => delete m.status.nodeRef, node: (n) => (n.spec.providerID = 'local://other'), change: () => undefined, messages: 0 },
       { name: 'a relist of a Machine with it, no Node with it known', seen: 'resynced', before: (m) => delete m.status.nodeRef, node: (n) => (n.spec.providerID = 'local://other'), change: () => undefined, messages: 0 },
       { name: 'other changes of a Machine with it, no Node with it known', before: (m) => delete m.status.nodeRef, node: (n) => (n.spec.providerID = 'local://other'), change: (m) => { m.spec.taints = [capiTaint('v2')]; m.metadata.labels['cluster.x-k8s.io/control-plane'] = ''; }, messages: 0 },
       { name: 'set on a deleting Machine, no Node with it known', before: (m) => { delete m.status.nodeRef; delete m.spec.providerID; m.metadata.deletionTimestamp = '2026-01-01T00:00:00Z'; }, node: (n) => (n.spec.providerID = 'local://other'), change: (m) => (m.spec.providerID = 'local://m1'), messages: 0 },
@@ -277,11 +295,6 @@ const TABLE: readonly Row[] = [
     cases: [{ name: 're-created under the same name while the forwarder was away', seen: 'resynced', change: (n) => (n.metadata.uid = 'u-n1b'), messages: 1 }],
   },
   {
-    object: 'Node', field: 'metadata.creationTimestamp', fact: 'creationTimestamp',
-    when: 'set once at creation (first-enablement rule); changes only with a new uid',
-    cases: [{ name: 'with a new uid', change: (n) => { n.metadata.uid = 'u-n1b'; n.metadata.creationTimestamp = '2026-11-25T01:00:00Z'; }, messages: 1 }],
-  },
-  {
     object: 'Node', field: 'metadata.managedFields', fact: 'writers',
     when: 'never on its own (it tells the echo of the product\'s write and foreign writes apart)',
     cases: [{ name: 'a new manager entry only', change: (n) => n.metadata.managedFields.push({ manager: 'kubectl', fieldsV1: { 'f:metadata': { 'f:labels': {} } } }), messages: 0 }],
@@ -343,6 +356,14 @@ const TABLE: readonly Row[] = [
     cases: [{ name: 'label changed', change: (p) => (p.metadata.labels['cluster.x-k8s.io/cluster-name'] = 'c2'), messages: 2 }],
   },
   {
+    object: 'MachinePool', field: 'metadata.annotations[cluster.x-k8s.io/paused]', fact: 'paused',
+    when: 'always, either way, for every Node of the pool (and a ScalableResource message for its autoscaler annotation)',
+    cases: [
+      { name: 'paused', change: (p) => (p.metadata.annotations[PAUSED] = ''), messages: 2 },
+      { name: 'unpaused', before: (p) => (p.metadata.annotations[PAUSED] = ''), change: (p) => delete p.metadata.annotations[PAUSED], messages: 2 },
+    ],
+  },
+  {
     object: 'MachinePool', field: 'metadata.deletionTimestamp', fact: 'deleting',
     when: 'never: a deleting pool\'s Nodes are left alone',
     cases: [{ name: 'deletion started', change: (p) => (p.metadata.deletionTimestamp = '2026-11-25T01:00:00Z'), messages: 0 }],
@@ -365,12 +386,18 @@ const TABLE: readonly Row[] = [
   // ---- MachineSet (its Machine m1 has Node n1) ----
   {
     object: 'MachineSet', field: 'spec.template.metadata.annotations[taints.capi-taint-propagator.dev/{machine,cluster,class}]', fact: 'declarations',
-    when: "for each of its Machines with a Node whose declaration it changes (as the forwarder last saw the Machine): the product takes the template's values ahead of Cluster API's copy onto each Machine",
+    when: "never for the Nodes: a Node takes its Machine's declaration once Cluster API has copied the template's onto the Machine (the Machine row); the cluster-autoscaler annotation has its own rules (docs/autoscaler.md)",
     cases: [
-      { name: 'a declared value changed', change: (ms) => (ms.spec.template.metadata.annotations[DECL] = 'prod=q:NoSchedule'), messages: 1 },
-      { name: "changed, Cluster API's copy already seen on the Machine", machine: (m) => (m.metadata.annotations[DECL] = 'prod=q:NoSchedule'), change: (ms) => (ms.spec.template.metadata.annotations[DECL] = 'prod=q:NoSchedule'), messages: 1 },
-      { name: 'a declaration removed (the Machine keeps it until Cluster API removes it: judged then)', change: (ms) => delete ms.spec.template.metadata.annotations[DECL], messages: 0 },
-      { name: 'a key the Machine already carries with that value set in the template', before: (ms) => delete ms.spec.template.metadata.annotations[DECL], change: (ms) => (ms.spec.template.metadata.annotations[DECL] = 'prod=p:NoSchedule'), messages: 0 },
+      { name: 'a declared value changed', change: (ms) => (ms.spec.template.metadata.annotations[DECL] = 'prod=q:NoSchedule'), messages: 0 },
+      { name: 'a declaration removed', change: (ms) => delete ms.spec.template.metadata.annotations[DECL], messages: 0 },
+    ],
+  },
+  {
+    object: 'MachineSet', field: 'metadata.annotations[cluster.x-k8s.io/paused]', fact: 'paused',
+    when: 'always, either way: one ScalableResource message (its autoscaler annotation); the same for a MachineDeployment',
+    cases: [
+      { name: 'paused', change: (ms) => (ms.metadata.annotations[PAUSED] = ''), messages: 1 },
+      { name: 'unpaused', before: (ms) => (ms.metadata.annotations[PAUSED] = ''), change: (ms) => delete ms.metadata.annotations[PAUSED], messages: 1 },
     ],
   },
   {
@@ -378,11 +405,38 @@ const TABLE: readonly Row[] = [
     when: 'never for the Nodes (the cluster-autoscaler annotation has its own rules, docs/autoscaler.md)',
     cases: [{ name: 'replicas and a taint of spec.template.spec changed', change: (ms) => { ms.spec.replicas = 3; ms.spec.template.spec.taints = [capiTaint('v2')]; }, messages: 0 }],
   },
+  // ---- Cluster (its Machine m1 has Node n1; its MachinePool mp has n1 and n2; its MachineSet ms) ----
+  {
+    object: 'Cluster', field: 'spec.paused', fact: 'paused',
+    when: 'a watch modification, either way: one message per Node of its Machines and MachinePools, and one ScalableResource message per MachineDeployment, MachineSet and MachinePool (as the forwarder last saw them). A relist announcement: never (the periodic resync covers it)',
+    cases: [
+      { name: 'paused', change: (c) => (c.spec.paused = true), messages: 5 },
+      { name: 'unpaused', before: (c) => (c.spec.paused = true), change: (c) => (c.spec.paused = false), messages: 5 },
+      { name: 'a relist announcement of a paused Cluster', seen: 'resynced', change: (c) => (c.spec.paused = true), messages: 0 },
+    ],
+  },
+  {
+    object: 'Cluster', field: 'metadata.deletionTimestamp', fact: 'deleting',
+    when: 'never a message: its Node watch stops',
+    cases: [{ name: 'deletion started', change: (c) => (c.metadata.deletionTimestamp = '2026-11-25T01:00:00Z'), messages: 0 }],
+  },
+  {
+    object: 'Cluster', field: 'metadata.uid', fact: 'uid',
+    when: 'never a message (a new Cluster\'s Machines and Nodes are announced by their own watches)',
+    cases: [{ name: 're-created under the same name', seen: 'resynced', change: (c) => (c.metadata.uid = 'u-c1b'), messages: 0 }],
+  },
+  {
+    object: 'Cluster', field: 'anything else (metadata.{name,namespace}, resourceVersion, topology, status, …)', fact: null,
+    when: 'never',
+    cases: [{ name: 'a status change', change: (c) => (c.status = { phase: 'Provisioning' }), messages: 0 }],
+  },
 ];
+
 
 /** How many queue messages the forwarder sends for one modification (one per Node it concerns). */
 function messagesFor(row: Row, c: Case): number {
-  if (row.object === 'MachineSet') return templateMessagesFor(c);
+  if (row.object === 'MachineSet') return scalableMessagesFor(c);
+  if (row.object === 'Cluster') return clusterMessagesFor(c);
   const beforeObj = build[row.object]();
   c.before?.(beforeObj);
   const afterObj = structuredClone(beforeObj);
@@ -400,12 +454,6 @@ function messagesFor(row: Row, c: Case): number {
     nodeFacts: (name) => (nodeFacts?.name === name ? nodeFacts : undefined),
     linkedNodeOf: (m) => (nodeFacts?.providerID !== undefined && nodeFacts.providerID === m.providerID ? nodeFacts.name : undefined),
     linkedMachineOf: (n) => (c.linkedMachine !== false && n.providerID === 'local://m1' ? { namespace: 'ns', name: 'm1' } : undefined),
-    templateDeclarationsOf: (m) => {
-      if (c.template === null || m.machineSet !== 'ms') return undefined;
-      const ms = machineSet();
-      c.template?.(ms);
-      return (toScalableFacts('MachineSet', ms) as { declarations: Record<string, string> }).declarations;
-    },
     machineFactsOf: (m) => {
       if (m.namespace !== 'ns' || m.name !== 'm1') return undefined;
       const linked = machine();
@@ -417,19 +465,31 @@ function messagesFor(row: Row, c: Case): number {
   return current.kind === 'MachinePool' ? poolNodesToAnnounce(seen, previous, current).length : 1;
 }
 
-/** How many queue messages a MachineSet modification gets: one per Machine of it (m1, with Node n1) whose declaration it changes. */
-function templateMessagesFor(c: Case): number {
+/** How many queue messages a MachineSet modification gets: none for its Machines' Nodes; one ScalableResource message when its autoscaler annotation needs a reconcile. */
+function scalableMessagesFor(c: Case): number {
   const beforeObj = machineSet();
   c.before?.(beforeObj);
   const afterObj = structuredClone(beforeObj);
+  afterObj.metadata.resourceVersion = String(Number(afterObj.metadata.resourceVersion) + 1);
   c.change(afterObj);
-  const m = machine();
-  c.machine?.(m);
-  const declarations = (o: Json) => (toScalableFacts('MachineSet', o) as { declarations: Record<string, string> }).declarations;
-  return templateChangeConcerns(declarations(beforeObj), declarations(afterObj), (toMachineFacts(m) as MachineFacts).declarations) ? 1 : 0;
+  const [previous, current] = [beforeObj, afterObj].map((o) => toScalableFacts('MachineSet', o) as ScalableFacts) as [ScalableFacts, ScalableFacts];
+  return autoscalerEventNeeded(c.seen ?? 'modified', previous, current, { startupTaint: GATE }) ? 1 : 0;
 }
 
-describe('The relevance table (docs/side-by-side.md): which changes reach the queue', () => {
+/** How many queue messages a Cluster modification gets: its pause fan-out over m1 (Node n1), mp (n1, n2) and ms. */
+function clusterMessagesFor(c: Case): number {
+  const beforeObj = clusterObject();
+  c.before?.(beforeObj);
+  const afterObj = structuredClone(beforeObj);
+  afterObj.metadata.resourceVersion = String(Number(afterObj.metadata.resourceVersion) + 1);
+  c.change(afterObj);
+  const [previous, current] = [beforeObj, afterObj].map((o) => toClusterFacts(o) as ClusterFacts) as [ClusterFacts, ClusterFacts];
+  if (!pausedChanged(c.seen ?? 'modified', previous, current)) return 0;
+  const members = { machines: [{ machine: toMachineFacts(machine()) as MachineFacts, nodeName: 'n1' }], machinePools: [toMachinePoolFacts(pool()) as MachinePoolFacts], scalables: [toScalableFacts('MachineSet', machineSet()) as ScalableFacts] };
+  return toClusterPauseEvents(current, { mode: 'capi', namespace: 'ns', name: 'c1' }, members, new Date(0)).length;
+}
+
+describe('The relevance table (docs/relevance.md): which changes reach the queue', () => {
   for (const row of TABLE) {
     for (const c of row.cases) {
       it(`${row.object} ${row.field}: ${c.name} → ${c.messages} message(s)`, () => {
@@ -438,11 +498,12 @@ describe('The relevance table (docs/side-by-side.md): which changes reach the qu
     }
   }
 
-  it('has exactly one row for every fact the forwarder keeps of a Machine, a Node and a MachinePool', () => {
-    for (const kind of ['Machine', 'Node', 'MachinePool'] as const) {
+  it('has exactly one row for every fact the forwarder keeps of a Machine, a Node, a MachinePool and a Cluster', () => {
+    for (const kind of ['Machine', 'Node', 'MachinePool', 'Cluster'] as const) {
       const full = build[kind]();
       full.metadata.deletionTimestamp = '2026-11-25T01:00:00Z';
       full.metadata.labels['cluster.x-k8s.io/control-plane'] = '';
+      full.metadata.annotations[PAUSED] = '';
       // Not yet linked (no nodeRef, no machine annotation): the facts kept only then are counted too.
       const unlinked = structuredClone(full);
       if (kind === 'Machine') delete unlinked.status.nodeRef;
@@ -453,8 +514,8 @@ describe('The relevance table (docs/side-by-side.md): which changes reach the qu
     }
   });
 
-  it('is the table of docs/side-by-side.md, row by row', () => {
-    const doc = readFileSync(new URL('../../../../docs/side-by-side.md', import.meta.url), 'utf8');
+  it('is the table of docs/relevance.md, row by row', () => {
+    const doc = readFileSync(new URL('../../../../docs/relevance.md', import.meta.url), 'utf8');
     const start = doc.indexOf('<!-- relevance-table:start -->');
     const end = doc.indexOf('<!-- relevance-table:end -->');
     expect(start).toBeGreaterThan(-1);

@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { DECLARATION_ANNOTATIONS } from '#shared/domain/declaration-keys.ts';
-import { controllerMachineSetOf, templateAhead, withTemplateDeclarations } from '#shared/domain/template-declarations.ts';
-import { toMachineFacts } from '#shared/domain/watch-event.ts';
+import { controllerMachineSetOf, withTemplateDeclarations } from '#shared/domain/template-declarations.ts';
 import { toMachineSnapshot } from '#shared/adapters/kubernetes/machine-store.ts';
 
 const [CLASS, CLUSTER, MACHINE] = DECLARATION_ANNOTATIONS;
@@ -20,13 +19,6 @@ describe('Module: template-declarations', () => {
     expect(result).toEqual({ [MACHINE]: 'a=v2:NoSchedule', [CLASS]: 'own:NoSchedule', [CLUSTER]: 'c:NoSchedule', unrelated: 'm' });
   });
 
-  it('calls a template ahead only while it sets a declaration annotation the Machine lacks or has with another value', () => {
-    expect(templateAhead({ [MACHINE]: 'a:NoSchedule' }, { [MACHINE]: 'a:NoSchedule', other: 'x' })).toBe(false);
-    expect(templateAhead({ [MACHINE]: 'a:NoSchedule', [CLASS]: 'b:NoSchedule' }, {})).toBe(false);
-    expect(templateAhead({}, { [CLUSTER]: 'c:NoSchedule' })).toBe(true);
-    expect(templateAhead({ [MACHINE]: 'a=1:NoSchedule' }, { [MACHINE]: 'a=2:NoSchedule' })).toBe(true);
-  });
-
   it("names the controlling MachineSet of Cluster API's group only", () => {
     expect(controllerMachineSetOf([owner()])).toBe('ms1');
     expect(controllerMachineSetOf([owner({ controller: false }), owner({ kind: 'MachineDeployment', name: 'md' })])).toBeUndefined();
@@ -35,16 +27,14 @@ describe('Module: template-declarations', () => {
     expect(controllerMachineSetOf([null, 3, owner({ name: '' })])).toBeUndefined();
   });
 
-  it("is read into the forwarder's Machine facts and the reconcile function's Machine snapshot", () => {
+  it("is read into the reconcile function's Machine snapshot", () => {
     // Prepare
     const object = { metadata: { namespace: 'fleet', name: 'm1', uid: 'u1', resourceVersion: '5', ownerReferences: [owner()] }, spec: { clusterName: 'wc1' } };
 
     // Act
-    const facts = toMachineFacts(object);
     const snapshot = toMachineSnapshot(object, 'v1beta2');
 
     // Assess
-    expect(facts?.machineSet).toBe('ms1');
     expect(snapshot.machineSet).toBe('ms1');
   });
 });

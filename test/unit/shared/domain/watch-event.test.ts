@@ -81,6 +81,13 @@ describe('Function: toMachineFacts() / toNodeFacts() / toClusterFacts()', () => 
     expect(toClusterFacts({ metadata: { name: 'c', namespace: 'ns', uid: 'u', resourceVersion: '1', deletionTimestamp: 'x' } })).toMatchObject({ deleting: true });
   });
 
+  it("reads a Cluster's spec.paused (only true pauses) and the paused annotation of the other objects (any value)", () => {
+    const cluster = (spec: unknown) => toClusterFacts({ metadata: { name: 'c', namespace: 'ns', uid: 'u', resourceVersion: '1' }, spec });
+    expect([cluster({ paused: true }), cluster({ paused: 'true' }), cluster({}), cluster(undefined)].map((c) => c?.paused)).toEqual([true, false, false, false]);
+    const paused = toMachineFacts({ metadata: { name: 'm', namespace: 'ns', uid: 'u', resourceVersion: '1', annotations: { 'cluster.x-k8s.io/paused': '' } } });
+    expect([paused?.paused, toMachineFacts(machine())?.paused]).toEqual([true, false]);
+  });
+
   it('keys namespaced objects by namespace/name and Nodes by name', () => {
     expect(objectKeyOf(toMachineFacts(machine())!)).toBe('fleet/m1');
     expect(objectKeyOf(toNodeFacts(node())!)).toBe('n1');
