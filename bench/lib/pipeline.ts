@@ -17,7 +17,7 @@ import { createForwarderTelemetry, type CountingForwarderTelemetry } from '#shar
 import { processBatch, type BatchDeps } from '#functions/reconcile-node-taints/process-batch.ts';
 import { createSqsEventPublisher } from '#shared/adapters/sqs/event-publisher.ts';
 import { loadReconcileConfig, type ReconcileConfig } from '#shared/config/reconcile-config.ts';
-import { eventIdFor, eventTypeFor, sourceFor, subjectFor, type MachineEventData, type NodeState, type TaintEvent } from '#shared/domain/cloud-event.ts';
+import { eventIdFor, eventTypeFor, sourceFor, subjectFor, type MachineEventData, type TaintEvent } from '#shared/domain/cloud-event.ts';
 import { OWN_TRACKING_ANNOTATION, TRACKING_ANNOTATION, type Taint } from '#shared/domain/taint.ts';
 import type { EventPublisher } from '#shared/ports/event-publisher.ts';
 import { startLocalSqs, type LocalQueue, type LocalSqs } from '#local/sqs/local-sqs.ts';
@@ -131,18 +131,13 @@ export class ReconcilePipeline {
   }
 }
 
-/**
- * A Machine `modified` event as the forwarder would publish it (self mode): with `node` (the Node's JSON as the API
- * server returned it), the event carries that Node state, as the forwarder's does when it has seen the Node.
- */
-export function machineModified(namespace: string, machine: string, uid: string, resourceVersion: string, nodeName: string, observedAt: Date, node?: unknown): TaintEvent {
-  const nodeState = nodeStateOfJson(node);
+/** A Machine `modified` event as the forwarder would publish it (self mode). */
+export function machineModified(namespace: string, machine: string, uid: string, resourceVersion: string, nodeName: string, observedAt: Date): TaintEvent {
   const data: MachineEventData = {
     kind: 'Machine',
     cluster: { mode: 'self' },
     machine: { namespace, name: machine, uid, resourceVersion },
     nodeName,
-    ...(nodeState ? { nodeState } : {}),
     observedAt: observedAt.toISOString(),
   };
   return {
@@ -152,26 +147,6 @@ export function machineModified(namespace: string, machine: string, uid: string,
     subject: subjectFor(data),
     time: data.observedAt,
     data,
-  };
-}
-
-/**
- * The Node state (a claim) for a Node's JSON as the API server returned it, as the forwarder made it until issue 48 (it
- * no longer does: the reconcile function reads the Node). Kept for the claim path's benchmarks until that path goes.
- */
-export function nodeStateOfJson(node: unknown): NodeState | undefined {
-  const n = node as { metadata?: { uid?: string; resourceVersion?: string; creationTimestamp?: string; annotations?: Record<string, string> }; spec?: { taints?: Taint[] } } | undefined;
-  const { uid, resourceVersion, creationTimestamp, annotations = {} } = n?.metadata ?? {};
-  if (uid === undefined || resourceVersion === undefined) return undefined;
-  const tracking = annotations[TRACKING_ANNOTATION];
-  const own = annotations[OWN_TRACKING_ANNOTATION];
-  return {
-    uid,
-    resourceVersion,
-    ...(creationTimestamp !== undefined ? { creationTimestamp: String(creationTimestamp) } : {}),
-    taints: (n?.spec?.taints ?? []).map((t) => ({ key: t.key, ...(t.value !== undefined ? { value: t.value } : {}), effect: t.effect, ...(t.timeAdded !== undefined ? { timeAdded: String(t.timeAdded) } : {}) })),
-    ...(tracking !== undefined ? { trackingAnnotation: tracking } : {}),
-    ...(own !== undefined ? { ownTrackingAnnotation: own } : {}),
   };
 }
 

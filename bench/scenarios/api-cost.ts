@@ -9,7 +9,7 @@ import type { BatchDeps } from '#functions/reconcile-node-taints/process-batch.t
 import { eventIdFor, eventTypeFor, sourceFor, subjectFor, type NodeEventData, type TaintEvent } from '#shared/domain/cloud-event.ts';
 import type { BenchContext } from '../lib/context.ts';
 import { CallCounter, RawKube, cleanup, countingKubeConfig, createNamespace, createPairs, hasTaint, listNodes, loadKubeConfig, runId, type BenchTaint, type CallCounts, type Pair, type RawNode } from '../lib/kube.ts';
-import { ReconcilePipeline, machineModified, nodeStateOfJson, publishAll } from '../lib/pipeline.ts';
+import { ReconcilePipeline, machineModified, publishAll } from '../lib/pipeline.ts';
 import { round } from '../lib/stats.ts';
 
 export interface CaseCost {
@@ -51,13 +51,12 @@ export async function runApiCost(ctx: BenchContext): Promise<ApiCostResult> {
     const plain = pairs.slice(0, k);
     const racing = pairs.slice(k);
 
-    // Changed: every Node lacks its Machine's taint. Each event carries its Node's state, as the forwarder's do.
-    const created = new Map((await listNodes(raw, run)).map((n) => [n.metadata.name, n]));
-    const changed = await measure(ctx, plain, (p) => machineModified(ns, p.machine, p.uid, p.resourceVersion, p.node, new Date(), created.get(p.node)));
+    // Changed: every Node lacks its Machine's taint.
+    const changed = await measure(ctx, plain, (p) => machineModified(ns, p.machine, p.uid, p.resourceVersion, p.node, new Date()));
     await expectConverged(raw, run, plain);
     // Unchanged, reached by a Machine event (a later resourceVersion, so SQS deduplication does not drop it).
     const nodes = new Map((await listNodes(raw, run)).map((n) => [n.metadata.name, n]));
-    const unchangedMachineEvent = await measure(ctx, plain, (p) => machineModified(ns, p.machine, p.uid, `${p.resourceVersion}0`, p.node, new Date(), nodes.get(p.node)));
+    const unchangedMachineEvent = await measure(ctx, plain, (p) => machineModified(ns, p.machine, p.uid, `${p.resourceVersion}0`, p.node, new Date()));
     // Unchanged, reached by a Node event: the echo of our own write, as the forwarder publishes it.
     const unchangedNodeEvent = await measure(ctx, plain, (p) => nodeModified(ns, p, nodes.get(p.node)));
 
@@ -72,7 +71,7 @@ export async function runApiCost(ctx: BenchContext): Promise<ApiCostResult> {
     const conflict = await measure(
       ctx,
       racing,
-      (p) => machineModified(ns, p.machine, p.uid, p.resourceVersion, p.node, new Date(), created.get(p.node)),
+      (p) => machineModified(ns, p.machine, p.uid, p.resourceVersion, p.node, new Date()),
       (deps) => ({
         ...deps,
         clusters: {
@@ -145,13 +144,11 @@ async function measure(ctx: BenchContext, pairs: readonly Pair[], eventOf: (p: P
 function nodeModified(namespace: string, p: Pair, node: RawNode | undefined): TaintEvent {
   const rv = node?.metadata.resourceVersion ?? '1';
   const uid = `node-${p.node}`;
-  const nodeState = nodeStateOfJson(node);
   const data: NodeEventData = {
     kind: 'Node',
     cluster: { mode: 'self' },
     node: { name: p.node, uid, resourceVersion: rv },
     machine: { namespace, name: p.machine },
-    ...(nodeState ? { nodeState } : {}),
     observedAt: new Date().toISOString(),
   };
   return { id: eventIdFor(uid, rv, 'modified'), source: sourceFor(data.cluster), type: eventTypeFor('Node', 'modified'), subject: subjectFor(data), time: data.observedAt, data };

@@ -91,11 +91,9 @@ export async function runConflictStorm(ctx: BenchContext): Promise<ConflictStorm
             });
       await sleep(rate > 0 ? 300 : 0);
 
-      // Each event carries its Node's state as last seen (the foreign writer may change it before the reconcile).
-      const seen = new Map((await listNodes(raw, run)).map((node) => [node.metadata.name, node]));
       const start = performance.now();
       const at = new Date();
-      await publishAll(pipeline.publisher, pairs.map((p, i) => machineModified(ns, p.machine, metas[i]?.uid ?? p.uid, metas[i]?.resourceVersion ?? p.resourceVersion, p.node, at, seen.get(p.node))));
+      await publishAll(pipeline.publisher, pairs.map((p, i) => machineModified(ns, p.machine, metas[i]?.uid ?? p.uid, metas[i]?.resourceVersion ?? p.resourceVersion, p.node, at)));
       pipeline.start();
       try {
         await pipeline.drain(180_000);

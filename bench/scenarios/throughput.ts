@@ -19,10 +19,9 @@ import { randomBytes } from 'node:crypto';
 import { kubeCall, type ClusterEndpoint } from '#shared/adapters/kubernetes/kube-http.ts';
 import { EVENT_COMPONENT } from '#shared/adapters/kubernetes/event-recorder.ts';
 import { FIELD_MANAGER } from '#shared/domain/taint.ts';
-import type { NodeState } from '#shared/domain/cloud-event.ts';
 import type { BenchContext } from '../lib/context.ts';
 import { CallCounter, MACHINES_PATH, RawKube, cleanup, countingKubeConfig, createNamespace, createPairs, hasTaint, listNodes, loadKubeConfig, mapConcurrent, runId, type BenchTaint, type CallCounts, type Pair, type RawNode } from '../lib/kube.ts';
-import { RECONCILE_CONCURRENCY, ReconcilePipeline, machineModified, nodeStateOfJson, publishAll } from '../lib/pipeline.ts';
+import { RECONCILE_CONCURRENCY, ReconcilePipeline, machineModified, publishAll } from '../lib/pipeline.ts';
 import { mean, round, since } from '../lib/stats.ts';
 
 export interface ThroughputRun {
@@ -90,9 +89,7 @@ async function runOnce(ctx: BenchContext, n: number, concurrency: number): Promi
     const counter = new CallCounter();
     const pipeline = await ReconcilePipeline.create({ kubeConfig: countingKubeConfig(ctx.kubeconfigPath, counter), concurrency });
     const now = new Date();
-    // Each event carries its Node's state as the forwarder would have seen it (after the floor's writes).
-    const seen = new Map((await listNodes(raw, run)).map((node) => [node.metadata.name, node]));
-    const events = pairs.map((p) => machineModified(ns, p.machine, p.uid, p.resourceVersion, p.node, now, seen.get(p.node)));
+    const events = pairs.map((p) => machineModified(ns, p.machine, p.uid, p.resourceVersion, p.node, now));
     const before = counter.snapshot();
     const start = performance.now();
     let pipelineMs: number;
@@ -169,29 +166,24 @@ async function keepAliveFloorStep(raw: RawKube, name: string, key: string): Prom
 }
 
 /**
- * The contract floor over every pair: the claimed Node states are listed first (untimed, as the pipeline's events carry
- * them), then per pair GET Machine, the merge PATCH of the Node with its resourceVersion (adding `key` and a bench annotation: the same shape as the product's write, whose tracking annotation the floor leaves alone)
- * and the Event POST. Returns the loop's time; a refused write (409: the Node changed) fails the run.
+ * The contract floor over every pair: per pair GET Machine beside GET Node (one round trip, as the reconcile reads
+ * them), the merge PATCH of the Node with its resourceVersion (adding `key` and a bench annotation: the same shape as
+ * the product's write, whose tracking annotation the floor leaves alone) and the Event POST. Returns the loop's time;
+ * a refused write (409: the Node changed) fails the run.
  */
-async function contractFloorLoop(raw: RawKube, run: string, ns: string, pairs: readonly Pair[], concurrency: number, kc: ClusterEndpoint, key: string): Promise<number> {
-  const claims = new Map<string, NodeState>();
-  for (const node of await listNodes(raw, run)) {
-    const state = nodeStateOfJson(node);
-    if (state) claims.set(node.metadata.name, state);
-  }
+async function contractFloorLoop(_raw: RawKube, _run: string, ns: string, pairs: readonly Pair[], concurrency: number, kc: ClusterEndpoint, key: string): Promise<number> {
   const start = performance.now();
-  await mapConcurrent(pairs, concurrency, async (p) => {
-    const claim = claims.get(p.node);
-    if (!claim) throw new Error(`contract floor: no state listed for Node ${p.node}`);
-    await contractFloorStep(kc, ns, p, claim, key);
-  });
+  await mapConcurrent(pairs, concurrency, (p) => contractFloorStep(kc, ns, p, key));
   return since(start);
 }
 
-async function contractFloorStep(kc: ClusterEndpoint, ns: string, p: Pair, claim: NodeState, key: string): Promise<void> {
-  const machine = await kubeCall<{ metadata: { uid: string } }>(kc, { method: 'GET', path: `${MACHINES_PATH}/namespaces/${encodeURIComponent(ns)}/machines/${encodeURIComponent(p.machine)}` });
-  const taints = [...claim.taints, { key, effect: 'NoSchedule' }];
-  const body = { metadata: { resourceVersion: claim.resourceVersion, annotations: { 'bench.capi-tp/contract-floor': key } }, spec: { taints } };
+async function contractFloorStep(kc: ClusterEndpoint, ns: string, p: Pair, key: string): Promise<void> {
+  const [machine, node] = await Promise.all([
+    kubeCall<{ metadata: { uid: string } }>(kc, { method: 'GET', path: `${MACHINES_PATH}/namespaces/${encodeURIComponent(ns)}/machines/${encodeURIComponent(p.machine)}` }),
+    kubeCall<RawNode>(kc, { method: 'GET', path: `/api/v1/nodes/${encodeURIComponent(p.node)}` }),
+  ]);
+  const taints = [...(node.spec?.taints ?? []), { key, effect: 'NoSchedule' }];
+  const body = { metadata: { resourceVersion: node.metadata.resourceVersion, annotations: { 'bench.capi-tp/contract-floor': key } }, spec: { taints } };
   await kubeCall(kc, { method: 'PATCH', path: `/api/v1/nodes/${encodeURIComponent(p.node)}`, query: { fieldManager: FIELD_MANAGER }, body, contentType: 'application/merge-patch+json' });
   const at = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
   await kubeCall(kc, {

@@ -4,7 +4,6 @@
  * The SDK work (building and parsing envelopes) lives in shared/adapters/cloudevents.
  */
 
-import type { Taint } from './taint.ts';
 
 /** Reverse-DNS prefix of every event type. */
 export const EVENT_TYPE_PREFIX = 'io.github.capi-taint-propagator';
@@ -63,26 +62,6 @@ export function parseEventType(type: string): { kind: ObjectKind; change: Change
  */
 export type ClusterRef = { readonly mode: 'self' } | { readonly mode: 'capi'; readonly namespace: string; readonly name: string };
 
-/**
- * The state of a Node as the forwarder last saw it: exactly what the reconcile function plans a write from (the
- * resourceVersion, the taints as stored, the two tracking annotations, the creation time). A claim, not a fact: the
- * reconcile function writes from it only with a JSON patch whose `test` operations make the API server check every
- * one of these fields against the live Node (a stale or forged claim is refused, 422, and the Node is then read), and
- * it reads the live Node whenever the claim leads to no write. Absent when the forwarder does not know the Node.
- */
-export interface NodeState {
-  readonly uid: string;
-  readonly resourceVersion: string;
-  /** `metadata.creationTimestamp` (RFC 3339), for the first-enablement rule. */
-  readonly creationTimestamp?: string;
-  /** `spec.taints` exactly as stored, each taint with the fields the API server keeps (empty when the Node has none). */
-  readonly taints: readonly Taint[];
-  /** Upstream CAPI's tracking annotation, when set. */
-  readonly trackingAnnotation?: string;
-  /** The product's own tracking annotation, when set. */
-  readonly ownTrackingAnnotation?: string;
-}
-
 /** Data of a Machine event: the Machine (in the management cluster) and the Node it points to, if any. */
 export interface MachineEventData {
   readonly kind: 'Machine';
@@ -95,14 +74,6 @@ export interface MachineEventData {
   readonly nodeName?: string;
   /** Hint: the declaration was invalid in the previous version the forwarder saw (a Normal Event says it took). */
   readonly declarationRecovered?: true;
-  /**
-   * Hint: the MachineSet that controls the Machine, whose template declares taint annotations the Machine does not
-   * carry yet (Cluster API is still to copy them): the reconcile function reads the Machine's MachineSet and takes those
-   * annotations from its template (`#shared/domain/template-declarations.ts`).
-   */
-  readonly template?: { readonly machineSet: string };
-  /** The state of `nodeName`'s Node as the forwarder last saw it, when it knows that Node (see NodeState). */
-  readonly nodeState?: NodeState;
   /** Time the forwarder observed the change (RFC 3339); for event-to-write latency. */
   readonly observedAt: string;
 }
@@ -118,14 +89,6 @@ export interface NodeEventData {
    * checks the match again).
    */
   readonly machine?: { readonly namespace: string; readonly name: string };
-  /**
-   * Hint: the MachineSet that controls the Machine, whose template declares taint annotations the Machine does not
-   * carry yet (Cluster API is still to copy them): the reconcile function reads the Machine's MachineSet and takes those
-   * annotations from its template (`#shared/domain/template-declarations.ts`).
-   */
-  readonly template?: { readonly machineSet: string };
-  /** The Node's state in this change (see NodeState). */
-  readonly nodeState?: NodeState;
   readonly observedAt: string;
 }
 
@@ -141,8 +104,6 @@ export interface MachinePoolEventData {
   readonly nodeName: string;
   /** Hint: the declaration was invalid in the previous version the forwarder saw. */
   readonly declarationRecovered?: true;
-  /** The state of `nodeName`'s Node as the forwarder last saw it, when it knows that Node (see NodeState). */
-  readonly nodeState?: NodeState;
   readonly observedAt: string;
 }
 
@@ -251,37 +212,12 @@ const objectVersionSchema = {
   properties: { namespace: dns, name: dns, uid: { type: 'string', minLength: 1 }, resourceVersion: { type: 'string', minLength: 1 } },
 } as const;
 
-/** A Node's state as claimed by the forwarder (`NodeState`); taints have the fields the API server stores, no others. */
-const nodeStateSchema = {
-  type: 'object',
-  additionalProperties: false,
-  required: ['uid', 'resourceVersion', 'taints'],
-  properties: {
-    uid: { type: 'string', minLength: 1 },
-    resourceVersion: { type: 'string', minLength: 1 },
-    creationTimestamp: { type: 'string', format: 'date-time' },
-    taints: {
-      type: 'array',
-      maxItems: 1000,
-      items: {
-        type: 'object',
-        additionalProperties: false,
-        required: ['key', 'effect'],
-        properties: { key: { type: 'string', minLength: 1, maxLength: 317 }, value: { type: 'string', maxLength: 63 }, effect: { type: 'string', minLength: 1 }, timeAdded: { type: 'string' } },
-      },
-    },
-    trackingAnnotation: { type: 'string', maxLength: 262144 },
-    ownTrackingAnnotation: { type: 'string', maxLength: 262144 },
-  },
-} as const;
-
-/** The `template` hint of a Machine or Node event. */
-const templateHintSchema = {
-  type: 'object',
-  additionalProperties: false,
-  required: ['machineSet'],
-  properties: { machineSet: dns },
-} as const;
+/**
+ * Fields that forwarders before names-only events sent (the Node's state, a MachineSet template hint): accepted and
+ * ignored, so that messages still queued from such a forwarder during an upgrade are reconciled, not dead-lettered.
+ * The reconcile function reads only names from an event.
+ */
+const ignoredLegacyField = { type: 'object', description: 'sent by earlier forwarders; ignored' } as const;
 
 /** JSON Schema (draft-07) of `MachineEventData`; `events/schemas/` holds the same schema as a file. */
 export const machineEventDataSchema = {
@@ -297,8 +233,8 @@ export const machineEventDataSchema = {
     machine: objectVersionSchema,
     nodeName: dns,
     declarationRecovered: { const: true },
-    template: templateHintSchema,
-    nodeState: nodeStateSchema,
+    template: ignoredLegacyField,
+    nodeState: ignoredLegacyField,
     observedAt: { type: 'string', format: 'date-time' },
   },
 } as const;
@@ -326,8 +262,8 @@ export const nodeEventDataSchema = {
       required: ['namespace', 'name'],
       properties: { namespace: dns, name: dns },
     },
-    template: templateHintSchema,
-    nodeState: nodeStateSchema,
+    template: ignoredLegacyField,
+    nodeState: ignoredLegacyField,
     observedAt: { type: 'string', format: 'date-time' },
   },
 } as const;
@@ -346,7 +282,7 @@ export const machinePoolEventDataSchema = {
     machinePool: objectVersionSchema,
     nodeName: dns,
     declarationRecovered: { const: true },
-    nodeState: nodeStateSchema,
+    nodeState: ignoredLegacyField,
     observedAt: { type: 'string', format: 'date-time' },
   },
 } as const;

@@ -42,8 +42,6 @@ export interface MachineSnapshot {
   readonly nodeName?: string;
   /** `spec.providerID` (Cluster API copies it from the infrastructure Machine once that is provisioned). */
   readonly providerID?: string;
-  /** The MachineSet that controls the Machine (controller owner reference), whose template annotations Cluster API copies onto it. */
-  readonly machineSet?: string;
   /** True when `metadata.deletionTimestamp` is set. */
   readonly deleting: boolean;
 }

@@ -3,7 +3,7 @@
 // @ts-nocheck
 "use strict";
 export const validateMachineEventData = validate10;
-const schema11 = {"$schema":"http://json-schema.org/draft-07/schema#","$id":"io.github.capi-taint-propagator/schemas/machine-event-data.v1.json","title":"Machine event data (v1)","type":"object","additionalProperties":false,"required":["kind","cluster","machine","observedAt"],"properties":{"kind":{"const":"Machine"},"cluster":{"oneOf":[{"type":"object","additionalProperties":false,"required":["mode"],"properties":{"mode":{"const":"self"}}},{"type":"object","additionalProperties":false,"required":["mode","namespace","name"],"properties":{"mode":{"const":"capi"},"namespace":{"type":"string","minLength":1,"maxLength":253},"name":{"type":"string","minLength":1,"maxLength":253}}}]},"machine":{"type":"object","additionalProperties":false,"required":["namespace","name","uid","resourceVersion"],"properties":{"namespace":{"type":"string","minLength":1,"maxLength":253},"name":{"type":"string","minLength":1,"maxLength":253},"uid":{"type":"string","minLength":1},"resourceVersion":{"type":"string","minLength":1}}},"nodeName":{"type":"string","minLength":1,"maxLength":253},"declarationRecovered":{"const":true},"template":{"type":"object","additionalProperties":false,"required":["machineSet"],"properties":{"machineSet":{"type":"string","minLength":1,"maxLength":253}}},"nodeState":{"type":"object","additionalProperties":false,"required":["uid","resourceVersion","taints"],"properties":{"uid":{"type":"string","minLength":1},"resourceVersion":{"type":"string","minLength":1},"creationTimestamp":{"type":"string","format":"date-time"},"taints":{"type":"array","maxItems":1000,"items":{"type":"object","additionalProperties":false,"required":["key","effect"],"properties":{"key":{"type":"string","minLength":1,"maxLength":317},"value":{"type":"string","maxLength":63},"effect":{"type":"string","minLength":1},"timeAdded":{"type":"string"}}}},"trackingAnnotation":{"type":"string","maxLength":262144},"ownTrackingAnnotation":{"type":"string","maxLength":262144}}},"observedAt":{"type":"string","format":"date-time"}}};
+const schema11 = {"$schema":"http://json-schema.org/draft-07/schema#","$id":"io.github.capi-taint-propagator/schemas/machine-event-data.v1.json","title":"Machine event data (v1)","type":"object","additionalProperties":false,"required":["kind","cluster","machine","observedAt"],"properties":{"kind":{"const":"Machine"},"cluster":{"oneOf":[{"type":"object","additionalProperties":false,"required":["mode"],"properties":{"mode":{"const":"self"}}},{"type":"object","additionalProperties":false,"required":["mode","namespace","name"],"properties":{"mode":{"const":"capi"},"namespace":{"type":"string","minLength":1,"maxLength":253},"name":{"type":"string","minLength":1,"maxLength":253}}}]},"machine":{"type":"object","additionalProperties":false,"required":["namespace","name","uid","resourceVersion"],"properties":{"namespace":{"type":"string","minLength":1,"maxLength":253},"name":{"type":"string","minLength":1,"maxLength":253},"uid":{"type":"string","minLength":1},"resourceVersion":{"type":"string","minLength":1}}},"nodeName":{"type":"string","minLength":1,"maxLength":253},"declarationRecovered":{"const":true},"template":{"type":"object","description":"sent by earlier forwarders; ignored"},"nodeState":{"type":"object","description":"sent by earlier forwarders; ignored"},"observedAt":{"type":"string","format":"date-time"}}};
 const formats0 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})$/i;
 
 function validate10(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
@@ -538,9 +538,8 @@ errors++;
 }
 if(data.template !== undefined){
 let data13 = data.template;
-if(data13 && typeof data13 == "object" && !Array.isArray(data13)){
-if(data13.machineSet === undefined){
-const err43 = {instancePath:instancePath+"/template",schemaPath:"#/properties/template/required",keyword:"required",params:{missingProperty: "machineSet"},message:"must have required property '"+"machineSet"+"'"};
+if(!(data13 && typeof data13 == "object" && !Array.isArray(data13))){
+const err43 = {instancePath:instancePath+"/template",schemaPath:"#/properties/template/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err43];
 }
@@ -549,9 +548,11 @@ vErrors.push(err43);
 }
 errors++;
 }
-for(const key4 in data13){
-if(!(key4 === "machineSet")){
-const err44 = {instancePath:instancePath+"/template",schemaPath:"#/properties/template/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key4},message:"must NOT have additional properties"};
+}
+if(data.nodeState !== undefined){
+let data14 = data.nodeState;
+if(!(data14 && typeof data14 == "object" && !Array.isArray(data14))){
+const err44 = {instancePath:instancePath+"/nodeState",schemaPath:"#/properties/nodeState/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err44];
 }
@@ -561,11 +562,11 @@ vErrors.push(err44);
 errors++;
 }
 }
-if(data13.machineSet !== undefined){
-let data14 = data13.machineSet;
-if(typeof data14 === "string"){
-if(data14.length > 253){
-const err45 = {instancePath:instancePath+"/template/machineSet",schemaPath:"#/properties/template/properties/machineSet/maxLength",keyword:"maxLength",params:{limit: 253},message:"must NOT have more than 253 characters"};
+if(data.observedAt !== undefined){
+let data15 = data.observedAt;
+if(typeof data15 === "string"){
+if(!(formats0.test(data15))){
+const err45 = {instancePath:instancePath+"/observedAt",schemaPath:"#/properties/observedAt/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
 if(vErrors === null){
 vErrors = [err45];
 }
@@ -574,8 +575,9 @@ vErrors.push(err45);
 }
 errors++;
 }
-if(data14.length < 1){
-const err46 = {instancePath:instancePath+"/template/machineSet",schemaPath:"#/properties/template/properties/machineSet/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+}
+else {
+const err46 = {instancePath:instancePath+"/observedAt",schemaPath:"#/properties/observedAt/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err46];
 }
@@ -585,8 +587,9 @@ vErrors.push(err46);
 errors++;
 }
 }
+}
 else {
-const err47 = {instancePath:instancePath+"/template/machineSet",schemaPath:"#/properties/template/properties/machineSet/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const err47 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err47];
 }
@@ -595,413 +598,12 @@ vErrors.push(err47);
 }
 errors++;
 }
-}
-}
-else {
-const err48 = {instancePath:instancePath+"/template",schemaPath:"#/properties/template/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err48];
-}
-else {
-vErrors.push(err48);
-}
-errors++;
-}
-}
-if(data.nodeState !== undefined){
-let data15 = data.nodeState;
-if(data15 && typeof data15 == "object" && !Array.isArray(data15)){
-if(data15.uid === undefined){
-const err49 = {instancePath:instancePath+"/nodeState",schemaPath:"#/properties/nodeState/required",keyword:"required",params:{missingProperty: "uid"},message:"must have required property '"+"uid"+"'"};
-if(vErrors === null){
-vErrors = [err49];
-}
-else {
-vErrors.push(err49);
-}
-errors++;
-}
-if(data15.resourceVersion === undefined){
-const err50 = {instancePath:instancePath+"/nodeState",schemaPath:"#/properties/nodeState/required",keyword:"required",params:{missingProperty: "resourceVersion"},message:"must have required property '"+"resourceVersion"+"'"};
-if(vErrors === null){
-vErrors = [err50];
-}
-else {
-vErrors.push(err50);
-}
-errors++;
-}
-if(data15.taints === undefined){
-const err51 = {instancePath:instancePath+"/nodeState",schemaPath:"#/properties/nodeState/required",keyword:"required",params:{missingProperty: "taints"},message:"must have required property '"+"taints"+"'"};
-if(vErrors === null){
-vErrors = [err51];
-}
-else {
-vErrors.push(err51);
-}
-errors++;
-}
-for(const key5 in data15){
-if(!((((((key5 === "uid") || (key5 === "resourceVersion")) || (key5 === "creationTimestamp")) || (key5 === "taints")) || (key5 === "trackingAnnotation")) || (key5 === "ownTrackingAnnotation"))){
-const err52 = {instancePath:instancePath+"/nodeState",schemaPath:"#/properties/nodeState/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key5},message:"must NOT have additional properties"};
-if(vErrors === null){
-vErrors = [err52];
-}
-else {
-vErrors.push(err52);
-}
-errors++;
-}
-}
-if(data15.uid !== undefined){
-let data16 = data15.uid;
-if(typeof data16 === "string"){
-if(data16.length < 1){
-const err53 = {instancePath:instancePath+"/nodeState/uid",schemaPath:"#/properties/nodeState/properties/uid/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
-if(vErrors === null){
-vErrors = [err53];
-}
-else {
-vErrors.push(err53);
-}
-errors++;
-}
-}
-else {
-const err54 = {instancePath:instancePath+"/nodeState/uid",schemaPath:"#/properties/nodeState/properties/uid/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err54];
-}
-else {
-vErrors.push(err54);
-}
-errors++;
-}
-}
-if(data15.resourceVersion !== undefined){
-let data17 = data15.resourceVersion;
-if(typeof data17 === "string"){
-if(data17.length < 1){
-const err55 = {instancePath:instancePath+"/nodeState/resourceVersion",schemaPath:"#/properties/nodeState/properties/resourceVersion/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
-if(vErrors === null){
-vErrors = [err55];
-}
-else {
-vErrors.push(err55);
-}
-errors++;
-}
-}
-else {
-const err56 = {instancePath:instancePath+"/nodeState/resourceVersion",schemaPath:"#/properties/nodeState/properties/resourceVersion/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err56];
-}
-else {
-vErrors.push(err56);
-}
-errors++;
-}
-}
-if(data15.creationTimestamp !== undefined){
-let data18 = data15.creationTimestamp;
-if(typeof data18 === "string"){
-if(!(formats0.test(data18))){
-const err57 = {instancePath:instancePath+"/nodeState/creationTimestamp",schemaPath:"#/properties/nodeState/properties/creationTimestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
-if(vErrors === null){
-vErrors = [err57];
-}
-else {
-vErrors.push(err57);
-}
-errors++;
-}
-}
-else {
-const err58 = {instancePath:instancePath+"/nodeState/creationTimestamp",schemaPath:"#/properties/nodeState/properties/creationTimestamp/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err58];
-}
-else {
-vErrors.push(err58);
-}
-errors++;
-}
-}
-if(data15.taints !== undefined){
-let data19 = data15.taints;
-if(Array.isArray(data19)){
-if(data19.length > 1000){
-const err59 = {instancePath:instancePath+"/nodeState/taints",schemaPath:"#/properties/nodeState/properties/taints/maxItems",keyword:"maxItems",params:{limit: 1000},message:"must NOT have more than 1000 items"};
-if(vErrors === null){
-vErrors = [err59];
-}
-else {
-vErrors.push(err59);
-}
-errors++;
-}
-const len0 = data19.length;
-for(let i0=0; i0<len0; i0++){
-let data20 = data19[i0];
-if(data20 && typeof data20 == "object" && !Array.isArray(data20)){
-if(data20.key === undefined){
-const err60 = {instancePath:instancePath+"/nodeState/taints/" + i0,schemaPath:"#/properties/nodeState/properties/taints/items/required",keyword:"required",params:{missingProperty: "key"},message:"must have required property '"+"key"+"'"};
-if(vErrors === null){
-vErrors = [err60];
-}
-else {
-vErrors.push(err60);
-}
-errors++;
-}
-if(data20.effect === undefined){
-const err61 = {instancePath:instancePath+"/nodeState/taints/" + i0,schemaPath:"#/properties/nodeState/properties/taints/items/required",keyword:"required",params:{missingProperty: "effect"},message:"must have required property '"+"effect"+"'"};
-if(vErrors === null){
-vErrors = [err61];
-}
-else {
-vErrors.push(err61);
-}
-errors++;
-}
-for(const key6 in data20){
-if(!((((key6 === "key") || (key6 === "value")) || (key6 === "effect")) || (key6 === "timeAdded"))){
-const err62 = {instancePath:instancePath+"/nodeState/taints/" + i0,schemaPath:"#/properties/nodeState/properties/taints/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key6},message:"must NOT have additional properties"};
-if(vErrors === null){
-vErrors = [err62];
-}
-else {
-vErrors.push(err62);
-}
-errors++;
-}
-}
-if(data20.key !== undefined){
-let data21 = data20.key;
-if(typeof data21 === "string"){
-if(data21.length > 317){
-const err63 = {instancePath:instancePath+"/nodeState/taints/" + i0+"/key",schemaPath:"#/properties/nodeState/properties/taints/items/properties/key/maxLength",keyword:"maxLength",params:{limit: 317},message:"must NOT have more than 317 characters"};
-if(vErrors === null){
-vErrors = [err63];
-}
-else {
-vErrors.push(err63);
-}
-errors++;
-}
-if(data21.length < 1){
-const err64 = {instancePath:instancePath+"/nodeState/taints/" + i0+"/key",schemaPath:"#/properties/nodeState/properties/taints/items/properties/key/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
-if(vErrors === null){
-vErrors = [err64];
-}
-else {
-vErrors.push(err64);
-}
-errors++;
-}
-}
-else {
-const err65 = {instancePath:instancePath+"/nodeState/taints/" + i0+"/key",schemaPath:"#/properties/nodeState/properties/taints/items/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err65];
-}
-else {
-vErrors.push(err65);
-}
-errors++;
-}
-}
-if(data20.value !== undefined){
-let data22 = data20.value;
-if(typeof data22 === "string"){
-if(data22.length > 63){
-const err66 = {instancePath:instancePath+"/nodeState/taints/" + i0+"/value",schemaPath:"#/properties/nodeState/properties/taints/items/properties/value/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
-if(vErrors === null){
-vErrors = [err66];
-}
-else {
-vErrors.push(err66);
-}
-errors++;
-}
-}
-else {
-const err67 = {instancePath:instancePath+"/nodeState/taints/" + i0+"/value",schemaPath:"#/properties/nodeState/properties/taints/items/properties/value/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err67];
-}
-else {
-vErrors.push(err67);
-}
-errors++;
-}
-}
-if(data20.effect !== undefined){
-let data23 = data20.effect;
-if(typeof data23 === "string"){
-if(data23.length < 1){
-const err68 = {instancePath:instancePath+"/nodeState/taints/" + i0+"/effect",schemaPath:"#/properties/nodeState/properties/taints/items/properties/effect/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
-if(vErrors === null){
-vErrors = [err68];
-}
-else {
-vErrors.push(err68);
-}
-errors++;
-}
-}
-else {
-const err69 = {instancePath:instancePath+"/nodeState/taints/" + i0+"/effect",schemaPath:"#/properties/nodeState/properties/taints/items/properties/effect/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err69];
-}
-else {
-vErrors.push(err69);
-}
-errors++;
-}
-}
-if(data20.timeAdded !== undefined){
-if(typeof data20.timeAdded !== "string"){
-const err70 = {instancePath:instancePath+"/nodeState/taints/" + i0+"/timeAdded",schemaPath:"#/properties/nodeState/properties/taints/items/properties/timeAdded/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err70];
-}
-else {
-vErrors.push(err70);
-}
-errors++;
-}
-}
-}
-else {
-const err71 = {instancePath:instancePath+"/nodeState/taints/" + i0,schemaPath:"#/properties/nodeState/properties/taints/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err71];
-}
-else {
-vErrors.push(err71);
-}
-errors++;
-}
-}
-}
-else {
-const err72 = {instancePath:instancePath+"/nodeState/taints",schemaPath:"#/properties/nodeState/properties/taints/type",keyword:"type",params:{type: "array"},message:"must be array"};
-if(vErrors === null){
-vErrors = [err72];
-}
-else {
-vErrors.push(err72);
-}
-errors++;
-}
-}
-if(data15.trackingAnnotation !== undefined){
-let data25 = data15.trackingAnnotation;
-if(typeof data25 === "string"){
-if(data25.length > 262144){
-const err73 = {instancePath:instancePath+"/nodeState/trackingAnnotation",schemaPath:"#/properties/nodeState/properties/trackingAnnotation/maxLength",keyword:"maxLength",params:{limit: 262144},message:"must NOT have more than 262144 characters"};
-if(vErrors === null){
-vErrors = [err73];
-}
-else {
-vErrors.push(err73);
-}
-errors++;
-}
-}
-else {
-const err74 = {instancePath:instancePath+"/nodeState/trackingAnnotation",schemaPath:"#/properties/nodeState/properties/trackingAnnotation/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err74];
-}
-else {
-vErrors.push(err74);
-}
-errors++;
-}
-}
-if(data15.ownTrackingAnnotation !== undefined){
-let data26 = data15.ownTrackingAnnotation;
-if(typeof data26 === "string"){
-if(data26.length > 262144){
-const err75 = {instancePath:instancePath+"/nodeState/ownTrackingAnnotation",schemaPath:"#/properties/nodeState/properties/ownTrackingAnnotation/maxLength",keyword:"maxLength",params:{limit: 262144},message:"must NOT have more than 262144 characters"};
-if(vErrors === null){
-vErrors = [err75];
-}
-else {
-vErrors.push(err75);
-}
-errors++;
-}
-}
-else {
-const err76 = {instancePath:instancePath+"/nodeState/ownTrackingAnnotation",schemaPath:"#/properties/nodeState/properties/ownTrackingAnnotation/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err76];
-}
-else {
-vErrors.push(err76);
-}
-errors++;
-}
-}
-}
-else {
-const err77 = {instancePath:instancePath+"/nodeState",schemaPath:"#/properties/nodeState/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err77];
-}
-else {
-vErrors.push(err77);
-}
-errors++;
-}
-}
-if(data.observedAt !== undefined){
-let data27 = data.observedAt;
-if(typeof data27 === "string"){
-if(!(formats0.test(data27))){
-const err78 = {instancePath:instancePath+"/observedAt",schemaPath:"#/properties/observedAt/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
-if(vErrors === null){
-vErrors = [err78];
-}
-else {
-vErrors.push(err78);
-}
-errors++;
-}
-}
-else {
-const err79 = {instancePath:instancePath+"/observedAt",schemaPath:"#/properties/observedAt/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err79];
-}
-else {
-vErrors.push(err79);
-}
-errors++;
-}
-}
-}
-else {
-const err80 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err80];
-}
-else {
-vErrors.push(err80);
-}
-errors++;
-}
 validate10.errors = vErrors;
 return errors === 0;
 }
 
 export const validateNodeEventData = validate11;
-const schema12 = {"$schema":"http://json-schema.org/draft-07/schema#","$id":"io.github.capi-taint-propagator/schemas/node-event-data.v1.json","title":"Node event data (v1)","type":"object","additionalProperties":false,"required":["kind","cluster","node","observedAt"],"properties":{"kind":{"const":"Node"},"cluster":{"oneOf":[{"type":"object","additionalProperties":false,"required":["mode"],"properties":{"mode":{"const":"self"}}},{"type":"object","additionalProperties":false,"required":["mode","namespace","name"],"properties":{"mode":{"const":"capi"},"namespace":{"type":"string","minLength":1,"maxLength":253},"name":{"type":"string","minLength":1,"maxLength":253}}}]},"node":{"type":"object","additionalProperties":false,"required":["name","uid","resourceVersion"],"properties":{"name":{"type":"string","minLength":1,"maxLength":253},"uid":{"type":"string","minLength":1},"resourceVersion":{"type":"string","minLength":1}}},"machine":{"type":"object","additionalProperties":false,"required":["namespace","name"],"properties":{"namespace":{"type":"string","minLength":1,"maxLength":253},"name":{"type":"string","minLength":1,"maxLength":253}}},"template":{"type":"object","additionalProperties":false,"required":["machineSet"],"properties":{"machineSet":{"type":"string","minLength":1,"maxLength":253}}},"nodeState":{"type":"object","additionalProperties":false,"required":["uid","resourceVersion","taints"],"properties":{"uid":{"type":"string","minLength":1},"resourceVersion":{"type":"string","minLength":1},"creationTimestamp":{"type":"string","format":"date-time"},"taints":{"type":"array","maxItems":1000,"items":{"type":"object","additionalProperties":false,"required":["key","effect"],"properties":{"key":{"type":"string","minLength":1,"maxLength":317},"value":{"type":"string","maxLength":63},"effect":{"type":"string","minLength":1},"timeAdded":{"type":"string"}}}},"trackingAnnotation":{"type":"string","maxLength":262144},"ownTrackingAnnotation":{"type":"string","maxLength":262144}}},"observedAt":{"type":"string","format":"date-time"}}};
+const schema12 = {"$schema":"http://json-schema.org/draft-07/schema#","$id":"io.github.capi-taint-propagator/schemas/node-event-data.v1.json","title":"Node event data (v1)","type":"object","additionalProperties":false,"required":["kind","cluster","node","observedAt"],"properties":{"kind":{"const":"Node"},"cluster":{"oneOf":[{"type":"object","additionalProperties":false,"required":["mode"],"properties":{"mode":{"const":"self"}}},{"type":"object","additionalProperties":false,"required":["mode","namespace","name"],"properties":{"mode":{"const":"capi"},"namespace":{"type":"string","minLength":1,"maxLength":253},"name":{"type":"string","minLength":1,"maxLength":253}}}]},"node":{"type":"object","additionalProperties":false,"required":["name","uid","resourceVersion"],"properties":{"name":{"type":"string","minLength":1,"maxLength":253},"uid":{"type":"string","minLength":1},"resourceVersion":{"type":"string","minLength":1}}},"machine":{"type":"object","additionalProperties":false,"required":["namespace","name"],"properties":{"namespace":{"type":"string","minLength":1,"maxLength":253},"name":{"type":"string","minLength":1,"maxLength":253}}},"template":{"type":"object","description":"sent by earlier forwarders; ignored"},"nodeState":{"type":"object","description":"sent by earlier forwarders; ignored"},"observedAt":{"type":"string","format":"date-time"}}};
 
 function validate11(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
 /*# sourceURL="io.github.capi-taint-propagator/schemas/node-event-data.v1.json" */;
@@ -1560,9 +1162,8 @@ errors++;
 }
 if(data.template !== undefined){
 let data13 = data.template;
-if(data13 && typeof data13 == "object" && !Array.isArray(data13)){
-if(data13.machineSet === undefined){
-const err45 = {instancePath:instancePath+"/template",schemaPath:"#/properties/template/required",keyword:"required",params:{missingProperty: "machineSet"},message:"must have required property '"+"machineSet"+"'"};
+if(!(data13 && typeof data13 == "object" && !Array.isArray(data13))){
+const err45 = {instancePath:instancePath+"/template",schemaPath:"#/properties/template/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err45];
 }
@@ -1571,9 +1172,11 @@ vErrors.push(err45);
 }
 errors++;
 }
-for(const key5 in data13){
-if(!(key5 === "machineSet")){
-const err46 = {instancePath:instancePath+"/template",schemaPath:"#/properties/template/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key5},message:"must NOT have additional properties"};
+}
+if(data.nodeState !== undefined){
+let data14 = data.nodeState;
+if(!(data14 && typeof data14 == "object" && !Array.isArray(data14))){
+const err46 = {instancePath:instancePath+"/nodeState",schemaPath:"#/properties/nodeState/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err46];
 }
@@ -1583,11 +1186,11 @@ vErrors.push(err46);
 errors++;
 }
 }
-if(data13.machineSet !== undefined){
-let data14 = data13.machineSet;
-if(typeof data14 === "string"){
-if(data14.length > 253){
-const err47 = {instancePath:instancePath+"/template/machineSet",schemaPath:"#/properties/template/properties/machineSet/maxLength",keyword:"maxLength",params:{limit: 253},message:"must NOT have more than 253 characters"};
+if(data.observedAt !== undefined){
+let data15 = data.observedAt;
+if(typeof data15 === "string"){
+if(!(formats0.test(data15))){
+const err47 = {instancePath:instancePath+"/observedAt",schemaPath:"#/properties/observedAt/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
 if(vErrors === null){
 vErrors = [err47];
 }
@@ -1596,8 +1199,9 @@ vErrors.push(err47);
 }
 errors++;
 }
-if(data14.length < 1){
-const err48 = {instancePath:instancePath+"/template/machineSet",schemaPath:"#/properties/template/properties/machineSet/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
+}
+else {
+const err48 = {instancePath:instancePath+"/observedAt",schemaPath:"#/properties/observedAt/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err48];
 }
@@ -1607,8 +1211,9 @@ vErrors.push(err48);
 errors++;
 }
 }
+}
 else {
-const err49 = {instancePath:instancePath+"/template/machineSet",schemaPath:"#/properties/template/properties/machineSet/type",keyword:"type",params:{type: "string"},message:"must be string"};
+const err49 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err49];
 }
@@ -1617,413 +1222,12 @@ vErrors.push(err49);
 }
 errors++;
 }
-}
-}
-else {
-const err50 = {instancePath:instancePath+"/template",schemaPath:"#/properties/template/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err50];
-}
-else {
-vErrors.push(err50);
-}
-errors++;
-}
-}
-if(data.nodeState !== undefined){
-let data15 = data.nodeState;
-if(data15 && typeof data15 == "object" && !Array.isArray(data15)){
-if(data15.uid === undefined){
-const err51 = {instancePath:instancePath+"/nodeState",schemaPath:"#/properties/nodeState/required",keyword:"required",params:{missingProperty: "uid"},message:"must have required property '"+"uid"+"'"};
-if(vErrors === null){
-vErrors = [err51];
-}
-else {
-vErrors.push(err51);
-}
-errors++;
-}
-if(data15.resourceVersion === undefined){
-const err52 = {instancePath:instancePath+"/nodeState",schemaPath:"#/properties/nodeState/required",keyword:"required",params:{missingProperty: "resourceVersion"},message:"must have required property '"+"resourceVersion"+"'"};
-if(vErrors === null){
-vErrors = [err52];
-}
-else {
-vErrors.push(err52);
-}
-errors++;
-}
-if(data15.taints === undefined){
-const err53 = {instancePath:instancePath+"/nodeState",schemaPath:"#/properties/nodeState/required",keyword:"required",params:{missingProperty: "taints"},message:"must have required property '"+"taints"+"'"};
-if(vErrors === null){
-vErrors = [err53];
-}
-else {
-vErrors.push(err53);
-}
-errors++;
-}
-for(const key6 in data15){
-if(!((((((key6 === "uid") || (key6 === "resourceVersion")) || (key6 === "creationTimestamp")) || (key6 === "taints")) || (key6 === "trackingAnnotation")) || (key6 === "ownTrackingAnnotation"))){
-const err54 = {instancePath:instancePath+"/nodeState",schemaPath:"#/properties/nodeState/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key6},message:"must NOT have additional properties"};
-if(vErrors === null){
-vErrors = [err54];
-}
-else {
-vErrors.push(err54);
-}
-errors++;
-}
-}
-if(data15.uid !== undefined){
-let data16 = data15.uid;
-if(typeof data16 === "string"){
-if(data16.length < 1){
-const err55 = {instancePath:instancePath+"/nodeState/uid",schemaPath:"#/properties/nodeState/properties/uid/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
-if(vErrors === null){
-vErrors = [err55];
-}
-else {
-vErrors.push(err55);
-}
-errors++;
-}
-}
-else {
-const err56 = {instancePath:instancePath+"/nodeState/uid",schemaPath:"#/properties/nodeState/properties/uid/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err56];
-}
-else {
-vErrors.push(err56);
-}
-errors++;
-}
-}
-if(data15.resourceVersion !== undefined){
-let data17 = data15.resourceVersion;
-if(typeof data17 === "string"){
-if(data17.length < 1){
-const err57 = {instancePath:instancePath+"/nodeState/resourceVersion",schemaPath:"#/properties/nodeState/properties/resourceVersion/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
-if(vErrors === null){
-vErrors = [err57];
-}
-else {
-vErrors.push(err57);
-}
-errors++;
-}
-}
-else {
-const err58 = {instancePath:instancePath+"/nodeState/resourceVersion",schemaPath:"#/properties/nodeState/properties/resourceVersion/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err58];
-}
-else {
-vErrors.push(err58);
-}
-errors++;
-}
-}
-if(data15.creationTimestamp !== undefined){
-let data18 = data15.creationTimestamp;
-if(typeof data18 === "string"){
-if(!(formats0.test(data18))){
-const err59 = {instancePath:instancePath+"/nodeState/creationTimestamp",schemaPath:"#/properties/nodeState/properties/creationTimestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
-if(vErrors === null){
-vErrors = [err59];
-}
-else {
-vErrors.push(err59);
-}
-errors++;
-}
-}
-else {
-const err60 = {instancePath:instancePath+"/nodeState/creationTimestamp",schemaPath:"#/properties/nodeState/properties/creationTimestamp/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err60];
-}
-else {
-vErrors.push(err60);
-}
-errors++;
-}
-}
-if(data15.taints !== undefined){
-let data19 = data15.taints;
-if(Array.isArray(data19)){
-if(data19.length > 1000){
-const err61 = {instancePath:instancePath+"/nodeState/taints",schemaPath:"#/properties/nodeState/properties/taints/maxItems",keyword:"maxItems",params:{limit: 1000},message:"must NOT have more than 1000 items"};
-if(vErrors === null){
-vErrors = [err61];
-}
-else {
-vErrors.push(err61);
-}
-errors++;
-}
-const len0 = data19.length;
-for(let i0=0; i0<len0; i0++){
-let data20 = data19[i0];
-if(data20 && typeof data20 == "object" && !Array.isArray(data20)){
-if(data20.key === undefined){
-const err62 = {instancePath:instancePath+"/nodeState/taints/" + i0,schemaPath:"#/properties/nodeState/properties/taints/items/required",keyword:"required",params:{missingProperty: "key"},message:"must have required property '"+"key"+"'"};
-if(vErrors === null){
-vErrors = [err62];
-}
-else {
-vErrors.push(err62);
-}
-errors++;
-}
-if(data20.effect === undefined){
-const err63 = {instancePath:instancePath+"/nodeState/taints/" + i0,schemaPath:"#/properties/nodeState/properties/taints/items/required",keyword:"required",params:{missingProperty: "effect"},message:"must have required property '"+"effect"+"'"};
-if(vErrors === null){
-vErrors = [err63];
-}
-else {
-vErrors.push(err63);
-}
-errors++;
-}
-for(const key7 in data20){
-if(!((((key7 === "key") || (key7 === "value")) || (key7 === "effect")) || (key7 === "timeAdded"))){
-const err64 = {instancePath:instancePath+"/nodeState/taints/" + i0,schemaPath:"#/properties/nodeState/properties/taints/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key7},message:"must NOT have additional properties"};
-if(vErrors === null){
-vErrors = [err64];
-}
-else {
-vErrors.push(err64);
-}
-errors++;
-}
-}
-if(data20.key !== undefined){
-let data21 = data20.key;
-if(typeof data21 === "string"){
-if(data21.length > 317){
-const err65 = {instancePath:instancePath+"/nodeState/taints/" + i0+"/key",schemaPath:"#/properties/nodeState/properties/taints/items/properties/key/maxLength",keyword:"maxLength",params:{limit: 317},message:"must NOT have more than 317 characters"};
-if(vErrors === null){
-vErrors = [err65];
-}
-else {
-vErrors.push(err65);
-}
-errors++;
-}
-if(data21.length < 1){
-const err66 = {instancePath:instancePath+"/nodeState/taints/" + i0+"/key",schemaPath:"#/properties/nodeState/properties/taints/items/properties/key/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
-if(vErrors === null){
-vErrors = [err66];
-}
-else {
-vErrors.push(err66);
-}
-errors++;
-}
-}
-else {
-const err67 = {instancePath:instancePath+"/nodeState/taints/" + i0+"/key",schemaPath:"#/properties/nodeState/properties/taints/items/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err67];
-}
-else {
-vErrors.push(err67);
-}
-errors++;
-}
-}
-if(data20.value !== undefined){
-let data22 = data20.value;
-if(typeof data22 === "string"){
-if(data22.length > 63){
-const err68 = {instancePath:instancePath+"/nodeState/taints/" + i0+"/value",schemaPath:"#/properties/nodeState/properties/taints/items/properties/value/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
-if(vErrors === null){
-vErrors = [err68];
-}
-else {
-vErrors.push(err68);
-}
-errors++;
-}
-}
-else {
-const err69 = {instancePath:instancePath+"/nodeState/taints/" + i0+"/value",schemaPath:"#/properties/nodeState/properties/taints/items/properties/value/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err69];
-}
-else {
-vErrors.push(err69);
-}
-errors++;
-}
-}
-if(data20.effect !== undefined){
-let data23 = data20.effect;
-if(typeof data23 === "string"){
-if(data23.length < 1){
-const err70 = {instancePath:instancePath+"/nodeState/taints/" + i0+"/effect",schemaPath:"#/properties/nodeState/properties/taints/items/properties/effect/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
-if(vErrors === null){
-vErrors = [err70];
-}
-else {
-vErrors.push(err70);
-}
-errors++;
-}
-}
-else {
-const err71 = {instancePath:instancePath+"/nodeState/taints/" + i0+"/effect",schemaPath:"#/properties/nodeState/properties/taints/items/properties/effect/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err71];
-}
-else {
-vErrors.push(err71);
-}
-errors++;
-}
-}
-if(data20.timeAdded !== undefined){
-if(typeof data20.timeAdded !== "string"){
-const err72 = {instancePath:instancePath+"/nodeState/taints/" + i0+"/timeAdded",schemaPath:"#/properties/nodeState/properties/taints/items/properties/timeAdded/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err72];
-}
-else {
-vErrors.push(err72);
-}
-errors++;
-}
-}
-}
-else {
-const err73 = {instancePath:instancePath+"/nodeState/taints/" + i0,schemaPath:"#/properties/nodeState/properties/taints/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err73];
-}
-else {
-vErrors.push(err73);
-}
-errors++;
-}
-}
-}
-else {
-const err74 = {instancePath:instancePath+"/nodeState/taints",schemaPath:"#/properties/nodeState/properties/taints/type",keyword:"type",params:{type: "array"},message:"must be array"};
-if(vErrors === null){
-vErrors = [err74];
-}
-else {
-vErrors.push(err74);
-}
-errors++;
-}
-}
-if(data15.trackingAnnotation !== undefined){
-let data25 = data15.trackingAnnotation;
-if(typeof data25 === "string"){
-if(data25.length > 262144){
-const err75 = {instancePath:instancePath+"/nodeState/trackingAnnotation",schemaPath:"#/properties/nodeState/properties/trackingAnnotation/maxLength",keyword:"maxLength",params:{limit: 262144},message:"must NOT have more than 262144 characters"};
-if(vErrors === null){
-vErrors = [err75];
-}
-else {
-vErrors.push(err75);
-}
-errors++;
-}
-}
-else {
-const err76 = {instancePath:instancePath+"/nodeState/trackingAnnotation",schemaPath:"#/properties/nodeState/properties/trackingAnnotation/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err76];
-}
-else {
-vErrors.push(err76);
-}
-errors++;
-}
-}
-if(data15.ownTrackingAnnotation !== undefined){
-let data26 = data15.ownTrackingAnnotation;
-if(typeof data26 === "string"){
-if(data26.length > 262144){
-const err77 = {instancePath:instancePath+"/nodeState/ownTrackingAnnotation",schemaPath:"#/properties/nodeState/properties/ownTrackingAnnotation/maxLength",keyword:"maxLength",params:{limit: 262144},message:"must NOT have more than 262144 characters"};
-if(vErrors === null){
-vErrors = [err77];
-}
-else {
-vErrors.push(err77);
-}
-errors++;
-}
-}
-else {
-const err78 = {instancePath:instancePath+"/nodeState/ownTrackingAnnotation",schemaPath:"#/properties/nodeState/properties/ownTrackingAnnotation/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err78];
-}
-else {
-vErrors.push(err78);
-}
-errors++;
-}
-}
-}
-else {
-const err79 = {instancePath:instancePath+"/nodeState",schemaPath:"#/properties/nodeState/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err79];
-}
-else {
-vErrors.push(err79);
-}
-errors++;
-}
-}
-if(data.observedAt !== undefined){
-let data27 = data.observedAt;
-if(typeof data27 === "string"){
-if(!(formats0.test(data27))){
-const err80 = {instancePath:instancePath+"/observedAt",schemaPath:"#/properties/observedAt/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
-if(vErrors === null){
-vErrors = [err80];
-}
-else {
-vErrors.push(err80);
-}
-errors++;
-}
-}
-else {
-const err81 = {instancePath:instancePath+"/observedAt",schemaPath:"#/properties/observedAt/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err81];
-}
-else {
-vErrors.push(err81);
-}
-errors++;
-}
-}
-}
-else {
-const err82 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err82];
-}
-else {
-vErrors.push(err82);
-}
-errors++;
-}
 validate11.errors = vErrors;
 return errors === 0;
 }
 
 export const validateMachinePoolEventData = validate12;
-const schema13 = {"$schema":"http://json-schema.org/draft-07/schema#","$id":"io.github.capi-taint-propagator/schemas/machinepool-event-data.v1.json","title":"MachinePool event data (v1)","type":"object","additionalProperties":false,"required":["kind","cluster","machinePool","nodeName","observedAt"],"properties":{"kind":{"const":"MachinePool"},"cluster":{"oneOf":[{"type":"object","additionalProperties":false,"required":["mode"],"properties":{"mode":{"const":"self"}}},{"type":"object","additionalProperties":false,"required":["mode","namespace","name"],"properties":{"mode":{"const":"capi"},"namespace":{"type":"string","minLength":1,"maxLength":253},"name":{"type":"string","minLength":1,"maxLength":253}}}]},"machinePool":{"type":"object","additionalProperties":false,"required":["namespace","name","uid","resourceVersion"],"properties":{"namespace":{"type":"string","minLength":1,"maxLength":253},"name":{"type":"string","minLength":1,"maxLength":253},"uid":{"type":"string","minLength":1},"resourceVersion":{"type":"string","minLength":1}}},"nodeName":{"type":"string","minLength":1,"maxLength":253},"declarationRecovered":{"const":true},"nodeState":{"type":"object","additionalProperties":false,"required":["uid","resourceVersion","taints"],"properties":{"uid":{"type":"string","minLength":1},"resourceVersion":{"type":"string","minLength":1},"creationTimestamp":{"type":"string","format":"date-time"},"taints":{"type":"array","maxItems":1000,"items":{"type":"object","additionalProperties":false,"required":["key","effect"],"properties":{"key":{"type":"string","minLength":1,"maxLength":317},"value":{"type":"string","maxLength":63},"effect":{"type":"string","minLength":1},"timeAdded":{"type":"string"}}}},"trackingAnnotation":{"type":"string","maxLength":262144},"ownTrackingAnnotation":{"type":"string","maxLength":262144}}},"observedAt":{"type":"string","format":"date-time"}}};
+const schema13 = {"$schema":"http://json-schema.org/draft-07/schema#","$id":"io.github.capi-taint-propagator/schemas/machinepool-event-data.v1.json","title":"MachinePool event data (v1)","type":"object","additionalProperties":false,"required":["kind","cluster","machinePool","nodeName","observedAt"],"properties":{"kind":{"const":"MachinePool"},"cluster":{"oneOf":[{"type":"object","additionalProperties":false,"required":["mode"],"properties":{"mode":{"const":"self"}}},{"type":"object","additionalProperties":false,"required":["mode","namespace","name"],"properties":{"mode":{"const":"capi"},"namespace":{"type":"string","minLength":1,"maxLength":253},"name":{"type":"string","minLength":1,"maxLength":253}}}]},"machinePool":{"type":"object","additionalProperties":false,"required":["namespace","name","uid","resourceVersion"],"properties":{"namespace":{"type":"string","minLength":1,"maxLength":253},"name":{"type":"string","minLength":1,"maxLength":253},"uid":{"type":"string","minLength":1},"resourceVersion":{"type":"string","minLength":1}}},"nodeName":{"type":"string","minLength":1,"maxLength":253},"declarationRecovered":{"const":true},"nodeState":{"type":"object","description":"sent by earlier forwarders; ignored"},"observedAt":{"type":"string","format":"date-time"}}};
 
 function validate12(data, {instancePath="", parentData, parentDataProperty, rootData=data}={}){
 /*# sourceURL="io.github.capi-taint-propagator/schemas/machinepool-event-data.v1.json" */;
@@ -2567,9 +1771,8 @@ errors++;
 }
 if(data.nodeState !== undefined){
 let data13 = data.nodeState;
-if(data13 && typeof data13 == "object" && !Array.isArray(data13)){
-if(data13.uid === undefined){
-const err44 = {instancePath:instancePath+"/nodeState",schemaPath:"#/properties/nodeState/required",keyword:"required",params:{missingProperty: "uid"},message:"must have required property '"+"uid"+"'"};
+if(!(data13 && typeof data13 == "object" && !Array.isArray(data13))){
+const err44 = {instancePath:instancePath+"/nodeState",schemaPath:"#/properties/nodeState/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err44];
 }
@@ -2578,8 +1781,12 @@ vErrors.push(err44);
 }
 errors++;
 }
-if(data13.resourceVersion === undefined){
-const err45 = {instancePath:instancePath+"/nodeState",schemaPath:"#/properties/nodeState/required",keyword:"required",params:{missingProperty: "resourceVersion"},message:"must have required property '"+"resourceVersion"+"'"};
+}
+if(data.observedAt !== undefined){
+let data14 = data.observedAt;
+if(typeof data14 === "string"){
+if(!(formats0.test(data14))){
+const err45 = {instancePath:instancePath+"/observedAt",schemaPath:"#/properties/observedAt/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
 if(vErrors === null){
 vErrors = [err45];
 }
@@ -2588,8 +1795,9 @@ vErrors.push(err45);
 }
 errors++;
 }
-if(data13.taints === undefined){
-const err46 = {instancePath:instancePath+"/nodeState",schemaPath:"#/properties/nodeState/required",keyword:"required",params:{missingProperty: "taints"},message:"must have required property '"+"taints"+"'"};
+}
+else {
+const err46 = {instancePath:instancePath+"/observedAt",schemaPath:"#/properties/observedAt/type",keyword:"type",params:{type: "string"},message:"must be string"};
 if(vErrors === null){
 vErrors = [err46];
 }
@@ -2598,358 +1806,15 @@ vErrors.push(err46);
 }
 errors++;
 }
-for(const key4 in data13){
-if(!((((((key4 === "uid") || (key4 === "resourceVersion")) || (key4 === "creationTimestamp")) || (key4 === "taints")) || (key4 === "trackingAnnotation")) || (key4 === "ownTrackingAnnotation"))){
-const err47 = {instancePath:instancePath+"/nodeState",schemaPath:"#/properties/nodeState/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key4},message:"must NOT have additional properties"};
+}
+}
+else {
+const err47 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
 if(vErrors === null){
 vErrors = [err47];
 }
 else {
 vErrors.push(err47);
-}
-errors++;
-}
-}
-if(data13.uid !== undefined){
-let data14 = data13.uid;
-if(typeof data14 === "string"){
-if(data14.length < 1){
-const err48 = {instancePath:instancePath+"/nodeState/uid",schemaPath:"#/properties/nodeState/properties/uid/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
-if(vErrors === null){
-vErrors = [err48];
-}
-else {
-vErrors.push(err48);
-}
-errors++;
-}
-}
-else {
-const err49 = {instancePath:instancePath+"/nodeState/uid",schemaPath:"#/properties/nodeState/properties/uid/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err49];
-}
-else {
-vErrors.push(err49);
-}
-errors++;
-}
-}
-if(data13.resourceVersion !== undefined){
-let data15 = data13.resourceVersion;
-if(typeof data15 === "string"){
-if(data15.length < 1){
-const err50 = {instancePath:instancePath+"/nodeState/resourceVersion",schemaPath:"#/properties/nodeState/properties/resourceVersion/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
-if(vErrors === null){
-vErrors = [err50];
-}
-else {
-vErrors.push(err50);
-}
-errors++;
-}
-}
-else {
-const err51 = {instancePath:instancePath+"/nodeState/resourceVersion",schemaPath:"#/properties/nodeState/properties/resourceVersion/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err51];
-}
-else {
-vErrors.push(err51);
-}
-errors++;
-}
-}
-if(data13.creationTimestamp !== undefined){
-let data16 = data13.creationTimestamp;
-if(typeof data16 === "string"){
-if(!(formats0.test(data16))){
-const err52 = {instancePath:instancePath+"/nodeState/creationTimestamp",schemaPath:"#/properties/nodeState/properties/creationTimestamp/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
-if(vErrors === null){
-vErrors = [err52];
-}
-else {
-vErrors.push(err52);
-}
-errors++;
-}
-}
-else {
-const err53 = {instancePath:instancePath+"/nodeState/creationTimestamp",schemaPath:"#/properties/nodeState/properties/creationTimestamp/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err53];
-}
-else {
-vErrors.push(err53);
-}
-errors++;
-}
-}
-if(data13.taints !== undefined){
-let data17 = data13.taints;
-if(Array.isArray(data17)){
-if(data17.length > 1000){
-const err54 = {instancePath:instancePath+"/nodeState/taints",schemaPath:"#/properties/nodeState/properties/taints/maxItems",keyword:"maxItems",params:{limit: 1000},message:"must NOT have more than 1000 items"};
-if(vErrors === null){
-vErrors = [err54];
-}
-else {
-vErrors.push(err54);
-}
-errors++;
-}
-const len0 = data17.length;
-for(let i0=0; i0<len0; i0++){
-let data18 = data17[i0];
-if(data18 && typeof data18 == "object" && !Array.isArray(data18)){
-if(data18.key === undefined){
-const err55 = {instancePath:instancePath+"/nodeState/taints/" + i0,schemaPath:"#/properties/nodeState/properties/taints/items/required",keyword:"required",params:{missingProperty: "key"},message:"must have required property '"+"key"+"'"};
-if(vErrors === null){
-vErrors = [err55];
-}
-else {
-vErrors.push(err55);
-}
-errors++;
-}
-if(data18.effect === undefined){
-const err56 = {instancePath:instancePath+"/nodeState/taints/" + i0,schemaPath:"#/properties/nodeState/properties/taints/items/required",keyword:"required",params:{missingProperty: "effect"},message:"must have required property '"+"effect"+"'"};
-if(vErrors === null){
-vErrors = [err56];
-}
-else {
-vErrors.push(err56);
-}
-errors++;
-}
-for(const key5 in data18){
-if(!((((key5 === "key") || (key5 === "value")) || (key5 === "effect")) || (key5 === "timeAdded"))){
-const err57 = {instancePath:instancePath+"/nodeState/taints/" + i0,schemaPath:"#/properties/nodeState/properties/taints/items/additionalProperties",keyword:"additionalProperties",params:{additionalProperty: key5},message:"must NOT have additional properties"};
-if(vErrors === null){
-vErrors = [err57];
-}
-else {
-vErrors.push(err57);
-}
-errors++;
-}
-}
-if(data18.key !== undefined){
-let data19 = data18.key;
-if(typeof data19 === "string"){
-if(data19.length > 317){
-const err58 = {instancePath:instancePath+"/nodeState/taints/" + i0+"/key",schemaPath:"#/properties/nodeState/properties/taints/items/properties/key/maxLength",keyword:"maxLength",params:{limit: 317},message:"must NOT have more than 317 characters"};
-if(vErrors === null){
-vErrors = [err58];
-}
-else {
-vErrors.push(err58);
-}
-errors++;
-}
-if(data19.length < 1){
-const err59 = {instancePath:instancePath+"/nodeState/taints/" + i0+"/key",schemaPath:"#/properties/nodeState/properties/taints/items/properties/key/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
-if(vErrors === null){
-vErrors = [err59];
-}
-else {
-vErrors.push(err59);
-}
-errors++;
-}
-}
-else {
-const err60 = {instancePath:instancePath+"/nodeState/taints/" + i0+"/key",schemaPath:"#/properties/nodeState/properties/taints/items/properties/key/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err60];
-}
-else {
-vErrors.push(err60);
-}
-errors++;
-}
-}
-if(data18.value !== undefined){
-let data20 = data18.value;
-if(typeof data20 === "string"){
-if(data20.length > 63){
-const err61 = {instancePath:instancePath+"/nodeState/taints/" + i0+"/value",schemaPath:"#/properties/nodeState/properties/taints/items/properties/value/maxLength",keyword:"maxLength",params:{limit: 63},message:"must NOT have more than 63 characters"};
-if(vErrors === null){
-vErrors = [err61];
-}
-else {
-vErrors.push(err61);
-}
-errors++;
-}
-}
-else {
-const err62 = {instancePath:instancePath+"/nodeState/taints/" + i0+"/value",schemaPath:"#/properties/nodeState/properties/taints/items/properties/value/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err62];
-}
-else {
-vErrors.push(err62);
-}
-errors++;
-}
-}
-if(data18.effect !== undefined){
-let data21 = data18.effect;
-if(typeof data21 === "string"){
-if(data21.length < 1){
-const err63 = {instancePath:instancePath+"/nodeState/taints/" + i0+"/effect",schemaPath:"#/properties/nodeState/properties/taints/items/properties/effect/minLength",keyword:"minLength",params:{limit: 1},message:"must NOT have fewer than 1 characters"};
-if(vErrors === null){
-vErrors = [err63];
-}
-else {
-vErrors.push(err63);
-}
-errors++;
-}
-}
-else {
-const err64 = {instancePath:instancePath+"/nodeState/taints/" + i0+"/effect",schemaPath:"#/properties/nodeState/properties/taints/items/properties/effect/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err64];
-}
-else {
-vErrors.push(err64);
-}
-errors++;
-}
-}
-if(data18.timeAdded !== undefined){
-if(typeof data18.timeAdded !== "string"){
-const err65 = {instancePath:instancePath+"/nodeState/taints/" + i0+"/timeAdded",schemaPath:"#/properties/nodeState/properties/taints/items/properties/timeAdded/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err65];
-}
-else {
-vErrors.push(err65);
-}
-errors++;
-}
-}
-}
-else {
-const err66 = {instancePath:instancePath+"/nodeState/taints/" + i0,schemaPath:"#/properties/nodeState/properties/taints/items/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err66];
-}
-else {
-vErrors.push(err66);
-}
-errors++;
-}
-}
-}
-else {
-const err67 = {instancePath:instancePath+"/nodeState/taints",schemaPath:"#/properties/nodeState/properties/taints/type",keyword:"type",params:{type: "array"},message:"must be array"};
-if(vErrors === null){
-vErrors = [err67];
-}
-else {
-vErrors.push(err67);
-}
-errors++;
-}
-}
-if(data13.trackingAnnotation !== undefined){
-let data23 = data13.trackingAnnotation;
-if(typeof data23 === "string"){
-if(data23.length > 262144){
-const err68 = {instancePath:instancePath+"/nodeState/trackingAnnotation",schemaPath:"#/properties/nodeState/properties/trackingAnnotation/maxLength",keyword:"maxLength",params:{limit: 262144},message:"must NOT have more than 262144 characters"};
-if(vErrors === null){
-vErrors = [err68];
-}
-else {
-vErrors.push(err68);
-}
-errors++;
-}
-}
-else {
-const err69 = {instancePath:instancePath+"/nodeState/trackingAnnotation",schemaPath:"#/properties/nodeState/properties/trackingAnnotation/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err69];
-}
-else {
-vErrors.push(err69);
-}
-errors++;
-}
-}
-if(data13.ownTrackingAnnotation !== undefined){
-let data24 = data13.ownTrackingAnnotation;
-if(typeof data24 === "string"){
-if(data24.length > 262144){
-const err70 = {instancePath:instancePath+"/nodeState/ownTrackingAnnotation",schemaPath:"#/properties/nodeState/properties/ownTrackingAnnotation/maxLength",keyword:"maxLength",params:{limit: 262144},message:"must NOT have more than 262144 characters"};
-if(vErrors === null){
-vErrors = [err70];
-}
-else {
-vErrors.push(err70);
-}
-errors++;
-}
-}
-else {
-const err71 = {instancePath:instancePath+"/nodeState/ownTrackingAnnotation",schemaPath:"#/properties/nodeState/properties/ownTrackingAnnotation/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err71];
-}
-else {
-vErrors.push(err71);
-}
-errors++;
-}
-}
-}
-else {
-const err72 = {instancePath:instancePath+"/nodeState",schemaPath:"#/properties/nodeState/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err72];
-}
-else {
-vErrors.push(err72);
-}
-errors++;
-}
-}
-if(data.observedAt !== undefined){
-let data25 = data.observedAt;
-if(typeof data25 === "string"){
-if(!(formats0.test(data25))){
-const err73 = {instancePath:instancePath+"/observedAt",schemaPath:"#/properties/observedAt/format",keyword:"format",params:{format: "date-time"},message:"must match format \""+"date-time"+"\""};
-if(vErrors === null){
-vErrors = [err73];
-}
-else {
-vErrors.push(err73);
-}
-errors++;
-}
-}
-else {
-const err74 = {instancePath:instancePath+"/observedAt",schemaPath:"#/properties/observedAt/type",keyword:"type",params:{type: "string"},message:"must be string"};
-if(vErrors === null){
-vErrors = [err74];
-}
-else {
-vErrors.push(err74);
-}
-errors++;
-}
-}
-}
-else {
-const err75 = {instancePath,schemaPath:"#/type",keyword:"type",params:{type: "object"},message:"must be object"};
-if(vErrors === null){
-vErrors = [err75];
-}
-else {
-vErrors.push(err75);
 }
 errors++;
 }

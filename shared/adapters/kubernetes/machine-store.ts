@@ -9,7 +9,6 @@ import { capiApiVersionString, CAPI_GROUP, type CapiApiVersion } from '#shared/d
 import type { ClusterView } from '#shared/domain/pause.ts';
 import type { MachinePoolSnapshot, MachineSnapshot } from '#shared/domain/snapshots.ts';
 import { CLUSTER_NAME_LABEL } from '#shared/domain/taint.ts';
-import { controllerMachineSetOf } from '#shared/domain/template-declarations.ts';
 import type { MachineStore } from '#shared/ports/machine-store.ts';
 import { statusOf, toProductError } from './api-errors.ts';
 import { isCollectionNotServed, type CapiApi } from './capi-discovery.ts';
@@ -38,7 +37,6 @@ interface MachineObject {
     deletionTimestamp?: string;
     labels?: Record<string, string>;
     annotations?: Record<string, string>;
-    ownerReferences?: unknown;
   };
   spec?: { clusterName?: string; taints?: unknown; providerID?: string };
   /** v1beta2: `{name}`; v1beta1: a full ObjectReference (`{apiVersion, kind, name, uid}`). Only the name is read. */
@@ -150,7 +148,6 @@ function objectPath(resource: { group: string; plural: string }, version: CapiAp
 /** Maps the Machine custom object (read in `version`) to the domain's view. */
 export function toMachineSnapshot(machine: MachineObject, version: CapiApiVersion): MachineSnapshot {
   const m = machine.metadata ?? {};
-  const machineSet = controllerMachineSetOf(m.ownerReferences);
   return {
     apiVersion: capiApiVersionString(version),
     namespace: m.namespace ?? '',
@@ -164,7 +161,6 @@ export function toMachineSnapshot(machine: MachineObject, version: CapiApiVersio
     ...(machine.spec?.clusterName ? { clusterName: machine.spec.clusterName } : {}),
     ...(machine.status?.nodeRef?.name ? { nodeName: machine.status.nodeRef.name } : {}),
     ...(machine.spec?.providerID ? { providerID: machine.spec.providerID } : {}),
-    ...(machineSet !== undefined ? { machineSet } : {}),
     deleting: m.deletionTimestamp !== undefined && m.deletionTimestamp !== null,
   };
 }

@@ -41,6 +41,19 @@ describe('Function: fromCloudEventBody()', () => {
     expect(fromCloudEventBody(toCloudEventBody(event))).toEqual(event);
   });
 
+  it("accepts the Node state and template hint of an earlier release's forwarder (still queued during an upgrade)", () => {
+    // Prepare: the fields forwarders sent before events named objects only.
+    const legacy = mutated((e) => {
+      e.data.nodeState = { uid: 'u-n1', resourceVersion: '7', taints: [] };
+      e.data.template = { machineSet: 'ms1' };
+    });
+    // Act
+    const event = fromCloudEventBody(legacy);
+    // Assess: parsed, not dead-lettered; the names are what the reconcile reads.
+    expect(event.data.kind).toBe('Node');
+    expect(event.id).toBe(nodeEvent.id);
+  });
+
   const malformed: ReadonlyArray<{ name: string; body: string; reason: RegExp }> = [
     { name: 'not JSON', body: 'hello', reason: /not JSON/ },
     { name: 'a JSON array (batch mode)', body: JSON.stringify([envelope()]), reason: /not a JSON object/ },
