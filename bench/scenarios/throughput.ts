@@ -7,12 +7,11 @@
  * (RawKube) shows what the client itself costs.
  *
  * The contract floor (issue 29, item 2): what the product's contract needs per changed Node, done by the smallest loop
- * over the same client at the same concurrency, so that the ratio measures overhead, not design. Three calls, in the
- * order the product needs them: GET Machine (events are hints: the declaration is re-read where it lives, the
- * management cluster), PATCH Node as a merge patch planned from the listed Node state, with its resourceVersion as the
- * precondition (the product reads the Node beside the Machine, in the same round trip), then POST the `TaintsPropagated` Event on the Machine (the record `kubectl describe
- * machine` shows; the contract says every write is reported there). The claimed states are listed before each loop,
- * outside the timing, as the pipeline's events carry them.
+ * over the same client at the same concurrency, so that the ratio measures overhead, not design. Four calls in three
+ * round trips, as the product makes them: GET Machine beside GET Node (events are hints: the declaration is re-read
+ * where it lives, the management cluster, and the Node where it lives), PATCH Node as a merge patch with its
+ * resourceVersion as the precondition, then POST the `TaintsPropagated` Event on the Machine (the record `kubectl
+ * describe machine` shows; the contract says every write is reported there).
  */
 import type { V1Node } from '@kubernetes/client-node';
 import { randomBytes } from 'node:crypto';
@@ -35,7 +34,7 @@ export interface ThroughputRun {
   readonly pipelineNodesPerSec: number;
   /** pipeline rate / mean floor rate. */
   readonly ratio: number;
-  /** The contract floor (GET Machine + claimed JSON PATCH Node + POST Event), before / after the pipeline. */
+  /** The contract floor (GET Machine ‖ GET Node, merge PATCH Node, POST Event), before / after the pipeline. */
   readonly contractFloorMs: readonly number[];
   readonly contractFloorNodesPerSec: number;
   readonly contractFloorCallsPerNode: number;

@@ -97,7 +97,7 @@ export async function reconcileNodeTaints(deps: ReconcileDeps, event: TaintEvent
   if ('outcome' in found) return found;
   const owner = ownerOf(found.machine);
   const cluster = clusterOf(deps.settings, found.machine);
-  const paused = await pauseOf(deps, cluster, found.pauseSources, clusterRead);
+  const paused = await pauseOf(deps, found.machine, found.pauseSources, clusterRead);
   if (paused) return { outcome: ReconcileOutcome.paused, cluster: clusterKey(cluster), ...owner, ...(found.machine.nodeName ? { node: found.machine.nodeName } : {}), reason: paused };
   if (found.machine.deleting) return { outcome: ReconcileOutcome.machineDeleting, ...owner, reason: `the ${found.machine.kind ?? 'Machine'} is being deleted` };
   const linked: { machine: MachineSnapshot; read?: NodeRead } | undefined = found.machine.nodeName ? { machine: found.machine } : await linkByProviderId(deps, event, found.machine, cluster, hinted);
@@ -276,13 +276,15 @@ function startClusterRead(deps: ReconcileDeps, event: NodeTaintEvent): ClusterRe
 
 /**
  * Why the owner is paused (Cluster API's pause: its Cluster's `spec.paused`, or the paused annotation on the Machine,
- * the MachinePool, or a pool Machine's pool), or undefined. The Cluster is the owner's own (`clusterOf`), read
- * again when the event named another; a Cluster that does not exist pauses nothing. Self mode: annotations only.
+ * the MachinePool, or a pool Machine's pool), or undefined. The Cluster is the one the owner names (`spec.clusterName`,
+ * else the cluster-name label), in either cluster mode: a self-hosted cluster's Machines belong to a Cluster too. The
+ * read started from the event is used when it is of that Cluster; a Cluster that does not exist pauses nothing.
  */
-async function pauseOf(deps: ReconcileDeps, cluster: ClusterRef, sources: readonly PauseSource[], started: ClusterRead | undefined): Promise<string | undefined> {
+async function pauseOf(deps: ReconcileDeps, owner: MachineSnapshot, sources: readonly PauseSource[], started: ClusterRead | undefined): Promise<string | undefined> {
   let view: ClusterView | undefined;
-  if (cluster.mode === 'capi') {
-    const read = started?.cluster === clusterKey(cluster) ? await started.result : { view: await deps.machines.getCluster(cluster.namespace, cluster.name) };
+  const name = owner.clusterName ?? (owner.labels[CLUSTER_NAME_LABEL] || undefined);
+  if (name !== undefined) {
+    const read = started?.cluster === `${owner.namespace}/${name}` ? await started.result : { view: await deps.machines.getCluster(owner.namespace, name) };
     if ('error' in read) throw read.error;
     view = read.view;
   }

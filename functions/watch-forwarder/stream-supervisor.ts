@@ -118,6 +118,7 @@ export class StreamSupervisor {
     if (this.d.mode === 'self') {
       const self: ClusterRef = { mode: 'self' };
       streams.push(this.runStream(nodeStreamKey(self), this.d.sources.nodes(self, this.d.outbox.startOf(nodeStreamKey(self))), signal, self));
+      streams.push(this.runClusterPauses(signal));
     } else {
       streams.push(this.runClusterDiscovery(signal));
     }
@@ -184,15 +185,28 @@ export class StreamSupervisor {
   }
 
   /**
+   * Self mode: the Nodes are the management cluster's own, so the Clusters are watched for their pause alone (a
+   * self-hosted cluster's Machines belong to a Cluster too, whose `spec.paused` the reconcile honours).
+   */
+  private async runClusterPauses(signal: AbortSignal): Promise<void> {
+    const pauses = this.d.outbox.openStream(CLUSTERS_STREAM);
+    await this.d.sources.clusters({}).run(signal, async (e) => {
+      if (e.type === 'failing' || e.type === 'recovered') this.streamHealth(CLUSTERS_STREAM, undefined, e);
+      else if (e.type === 'change' && e.change !== 'deleted' && !e.facts.deleting && pausedChanged(e.change, e.previous, e.facts)) {
+        await this.announcePause(e.facts, { mode: 'self' }, e.observedAt, pauses);
+      }
+    });
+  }
+
+  /**
    * A Cluster's `spec.paused` changed: every Node of its Machines and MachinePools, and each of its MachineDeployments,
    * MachineSets and MachinePools, is announced (toClusterPauseEvents), from the management streams' last state. Once
    * unpaused, what changed meanwhile converges with no other change; when paused, the reconcile answers `paused`.
    */
   private async announcePause(facts: ClusterFacts, cluster: ClusterRef, observedAt: Date, progress: StreamProgress): Promise<void> {
-    const ofCluster = (o: MachineFacts | MachinePoolFacts | ScalableFacts): boolean => {
-      const ref = clusterOfMachine(o, this.d.mode);
-      return !o.deleting && ref !== undefined && clusterKey(ref) === clusterKey(cluster);
-    };
+    // The objects that name this Cluster (`spec.clusterName`, else the cluster-name label), in either mode.
+    const ofCluster = (o: MachineFacts | MachinePoolFacts | ScalableFacts): boolean =>
+      !o.deleting && o.namespace === facts.namespace && (o.clusterName ?? (o.clusterNameLabel || undefined)) === facts.name;
     const machines = [...(this.machineStream?.objects() ?? [])].filter(ofCluster).flatMap((machine) => {
       const nodeName = machine.nodeName ?? this.links.nodeFor(machine, cluster);
       return nodeName === undefined ? [] : [{ machine, nodeName }];

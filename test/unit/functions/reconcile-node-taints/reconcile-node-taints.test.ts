@@ -590,13 +590,33 @@ describe('Function: reconcileNodeTaints(), record → outcome', () => {
       event: machineEvent('default', 'm1', { nodeName: 'victim' }),
       want: { outcome: 'patched', taints: ['gpu'], eventReasons: ['TaintsPropagated'] },
     },
-    // Self mode: the annotation pauses; there is no Cluster to read.
+    // Self mode (Machines and Nodes in one cluster): the Machines still belong to a Cluster, whose pause holds too.
     {
       name: 'self mode: a Machine with the paused annotation is left alone',
       settings: { clusterMode: 'self' },
       prepare: ({ machines }) => machines.put(gpuMachine().withAnnotation(PAUSED, '').build()),
       event: machineEvent('default', 'm1', { nodeName: 'n1', cluster: { mode: 'self' } }),
       want: { outcome: 'paused', taints: [], eventReasons: [] },
+    },
+    {
+      name: "self mode: a Machine of a paused Cluster is left alone (its Cluster is read although the event names none)",
+      settings: { clusterMode: 'self' },
+      prepare: ({ machines }) => {
+        machines.put(inCluster(gpuMachine().build()));
+        machines.putCluster({ namespace: 'default', name: 'wc1', paused: true });
+      },
+      event: machineEvent('default', 'm1', { nodeName: 'n1', cluster: { mode: 'self' } }),
+      want: { outcome: 'paused', reason: /spec\.paused/, taints: [], eventReasons: [] },
+    },
+    {
+      name: 'self mode: a Machine of an unpaused Cluster is written',
+      settings: { clusterMode: 'self' },
+      prepare: ({ machines }) => {
+        machines.put(inCluster(gpuMachine().build()));
+        machines.putCluster({ namespace: 'default', name: 'wc1', paused: false });
+      },
+      event: machineEvent('default', 'm1', { nodeName: 'n1', cluster: { mode: 'self' } }),
+      want: { outcome: 'patched', taints: ['gpu'], eventReasons: ['TaintsPropagated'] },
     },
   ];
 

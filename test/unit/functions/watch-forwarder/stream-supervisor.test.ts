@@ -320,4 +320,22 @@ describe('Class: StreamSupervisor', () => {
     expect(new Set(sent).size).toBe(2 * all.length);
     expect(outbox.checkpoint()).not.toHaveProperty('clusters');
   });
+
+  it("self mode: a Cluster's spec.paused flip announces the Nodes of its own Machines only (a self-hosted cluster's Machines belong to Clusters too)", async () => {
+    // Prepare: m1 is wc1's, m3 is wc2's; Machines and Nodes live in one cluster.
+    const { sources, outbox, published } = setup('self');
+    for (const m of [machine(), machine({ name: 'm3', uid: 'uid-m3', nodeName: 'n3', clusterName: 'wc2' })]) {
+      await sources.machineStream.emit({ type: 'change', change: 'resynced', facts: m, observedAt: T0 });
+    }
+    await sources.clusterStream.emit({ type: 'change', change: 'resynced', facts: cluster(), observedAt: T0 });
+    for (let i = 0; i < 3; i++) await outbox.publishRound();
+    published.length = 0;
+
+    // Act: wc1 paused.
+    await sources.clusterStream.emit({ type: 'change', change: 'modified', previous: cluster(), facts: cluster({ resourceVersion: '2', paused: true }), observedAt: T0 });
+    await outbox.publishRound();
+
+    // Assess: m1's Node, in the self cluster; nothing for wc2's Machine.
+    expect(published.map((e) => [e.data.kind, e.subject, e.data.cluster])).toEqual([['Machine', 'machines/fleet/m1', { mode: 'self' }]]);
+  });
 });
