@@ -31,6 +31,7 @@ import {
   startProductPipeline,
   taintText,
   waitForMachineNodes,
+  drained,
 } from '#test/support/capi.ts';
 
 const GATE = { key: STARTUP_GATE_TAINT_KEY, effect: 'NoSchedule' };
@@ -63,15 +64,6 @@ describeWithCapi('Next to Cluster API: no work for changes the product cannot ac
     return Promise.all(names.map((name) => core.readNode({ name })));
   }
 
-  async function drained(p: Pipeline): Promise<PipelineCounters> {
-    return waitFor(
-      async () => {
-        const c = await p.freshCounters();
-        return c.queueVisible === 0 && c.queueInFlight === 0 ? c : undefined;
-      },
-      { timeoutMs: 20_000, intervalMs: 100, description: 'the queue to be empty' },
-    );
-  }
 
   it("a change of Cluster API's own spec.taints value on initialized Nodes costs 0 reconciles; a later product edit costs exactly 1", async () => {
     const p = pipeline as Pipeline;

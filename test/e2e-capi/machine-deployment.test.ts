@@ -26,6 +26,7 @@ import {
   startProductPipeline,
   taintText,
   waitForMachineNodes,
+  drained,
 } from '#test/support/capi.ts';
 
 const STARTUP = { key: 'example.com/booting', effect: 'NoSchedule' };
@@ -35,15 +36,6 @@ const DECLARE = 'taints.capi-taint-propagator.dev/machine';
 const PRE_DRAIN_HOOK = 'pre-drain.delete.hook.machine.cluster.x-k8s.io/e2e-test';
 const nodeTaints = (n: V1Node): string => (n.spec?.taints ?? []).map(taintText).sort().join();
 
-async function drained(p: Pipeline): Promise<PipelineCounters> {
-  return waitFor(
-    async () => {
-      const c = await p.freshCounters();
-      return c.queueVisible === 0 && c.queueInFlight === 0 ? c : undefined;
-    },
-    { timeoutMs: 20_000, intervalMs: 100, description: 'the queue to be empty' },
-  );
-}
 const local = (k: typeof LOCAL_MACHINE): { group: string; version: string; plural: string } => ({ group: k.group, version: k.version, plural: k.plural });
 
 describeWithCapi('Cluster API in the loop: MachineDeployment → Machines → Nodes', () => {

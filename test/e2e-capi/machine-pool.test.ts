@@ -27,6 +27,7 @@ import {
   startProductPipeline,
   taintText,
   waitForMachinePoolNodes,
+  drained,
 } from '#test/support/capi.ts';
 
 const STARTUP = { key: 'example.com/booting', effect: 'NoSchedule' };
@@ -36,15 +37,6 @@ const MACHINE = 'taints.capi-taint-propagator.dev/machine';
 const HOLD = 'e2e.capi-taint-propagator.dev/hold';
 const local = (k: typeof LOCAL_MACHINE_POOL): { group: string; version: string; plural: string } => ({ group: k.group, version: k.version, plural: k.plural });
 const names = (nodes: readonly V1Node[]): string[] => nodes.map((n) => n.metadata?.name ?? '').sort();
-async function drained(p: Pipeline): Promise<PipelineCounters> {
-  return waitFor(
-    async () => {
-      const c = await p.freshCounters();
-      return c.queueVisible === 0 && c.queueInFlight === 0 ? c : undefined;
-    },
-    { timeoutMs: 20_000, intervalMs: 100, description: 'the queue to be empty' },
-  );
-}
 const ready = (n: V1Node): boolean => n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
 
 describeWithCapi('Cluster API in the loop: MachinePool → LocalMachinePool → Nodes (status.nodeRefs by Cluster API)', () => {

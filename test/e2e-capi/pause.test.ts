@@ -36,6 +36,7 @@ import {
   startProductPipeline,
   taintText,
   waitForMachineNodes,
+  drained,
 } from '#test/support/capi.ts';
 
 const GATE = { key: STARTUP_GATE_TAINT_KEY, effect: 'NoSchedule' };
@@ -110,16 +111,6 @@ describeWithCapi("Next to Cluster API: a paused object's Node is left alone unti
     return (await readTaintStatuses({ kubeConfig: kc, mode: 'self', machineNamespace: ns, startupTaint: GATE })).find((s) => s.node === node);
   }
 
-  async function drained(): Promise<PipelineCounters> {
-    const p = pipeline as Pipeline;
-    return waitFor(
-      async () => {
-        const c = await p.freshCounters();
-        return c.queueVisible === 0 && c.queueInFlight === 0 ? c : undefined;
-      },
-      { timeoutMs: 20_000, intervalMs: 100, description: 'the queue to be empty' },
-    );
-  }
 
   it('a paused Cluster: a product-owned taint removed by hand is not put back (it is on an unpaused Cluster next to it) until the Cluster is unpaused', async () => {
     // Prepare: one converged Node in each Cluster, then the first Cluster paused.
@@ -135,7 +126,7 @@ describeWithCapi("Next to Cluster API: a paused object's Node is left alone unti
 
     // Assess: the marker is put back (the product acted on the edits), the paused Cluster's Node keeps the edit.
     await waitForTaints(markerNode, ['hand=v1:NoSchedule'], 'to get its taint back (Cluster not paused)');
-    const settled = await drained();
+    const settled = await drained(pipeline as Pipeline);
     expect(await statusOf(pausedNode)).toMatchObject({ state: 'paused', pausedBy: 'Cluster' });
     expect(await nodeTaints(pausedNode), `the product wrote Node ${pausedNode} of paused Cluster ${pausable}`).toEqual([]);
     expect(settled.deadLettered).toBe(0);
@@ -162,7 +153,7 @@ describeWithCapi("Next to Cluster API: a paused object's Node is left alone unti
     await waitForTaints(siblingNode, ['mach=v2:NoSchedule'], 'to carry v2 (Machine not paused)');
     await custom.patchNamespacedCustomObject({ ...MACHINES, namespace: ns, name: siblingMachine, body: { metadata: { annotations: { 'taints.capi-taint-propagator.dev/class': 'marker=x:NoSchedule' } } } }, MERGE_PATCH);
     await waitForTaints(siblingNode, ['mach=v2:NoSchedule', 'marker=x:NoSchedule'], 'to carry the marker');
-    const settled = await drained();
+    const settled = await drained(pipeline as Pipeline);
 
     // Assess: the paused Machine's Node still carries v1, and the status says why.
     expect(await statusOf(pausedNode)).toMatchObject({ state: 'paused', pausedBy: 'Machine' });
@@ -186,7 +177,7 @@ describeWithCapi("Next to Cluster API: a paused object's Node is left alone unti
 
     // Assess: the marker converges; the paused MachineDeployment's Machines and Nodes keep v1.
     await waitForTaints(marker.nodes[0] as string, ['md=v2:NoSchedule'], 'to carry v2 (MachineDeployment not paused)');
-    const settled = await drained();
+    const settled = await drained(pipeline as Pipeline);
     for (const name of paused.machines) expect((await getObject(kc, MACHINES, ns, name)).metadata.annotations?.[DECLARE], `Cluster API copied onto Machine ${name} of a paused MachineDeployment`).toBe('md=v1:NoSchedule');
     for (const name of paused.nodes) expect(await nodeTaints(name), `the product wrote Node ${name} of paused MachineDeployment ${paused.md}`).toEqual(['md=v1:NoSchedule']);
     expect(settled.deadLettered).toBe(0);

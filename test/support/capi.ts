@@ -21,7 +21,7 @@ import {
   type KindApi,
 } from '#local/infrastructure/crds.ts';
 import { MERGE_PATCH, uniqueName, waitFor, type MachineTaint } from './control-plane.ts';
-import { startPipeline, type Pipeline, type PipelineOptions } from '#local/pipeline.ts';
+import { startPipeline, type Pipeline, type PipelineCounters, type PipelineOptions } from '#local/pipeline.ts';
 import type { ProvidedCapiControlPlane } from './capi-control-plane-setup.ts';
 import type { CapiApiVersion } from '#shared/domain/capi-api.ts';
 
@@ -308,6 +308,17 @@ export async function waitForMachinePoolNodes(kc: KubeConfig, namespace: string,
       return { pool: mp, nodes };
     },
     { timeoutMs, intervalMs: 200, description: `status.nodeRefs of MachinePool ${namespace}/${pool} to list ${replicas} existing Nodes` },
+  );
+}
+
+/** The pipeline's counters once its queue is empty (nothing visible, nothing in flight): what it did so far. */
+export async function drained(p: Pipeline): Promise<PipelineCounters> {
+  return waitFor(
+    async () => {
+      const c = await p.freshCounters();
+      return c.queueVisible === 0 && c.queueInFlight === 0 ? c : undefined;
+    },
+    { timeoutMs: 20_000, intervalMs: 100, description: 'the queue to be empty' },
   );
 }
 
