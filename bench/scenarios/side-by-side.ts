@@ -85,8 +85,8 @@ export interface ChangeRun {
    * Machine update → Node update, per side; a Node that carried the new value before its Machine did counts 0 (the
    * product reads a MachineSet's template ahead of Cluster API's copy), and `nodeFirst` counts those Nodes.
    */
-  readonly capi: SideLatency & { readonly workloadCallsPerChangedNode: number; readonly nodeFirst: number };
-  readonly product: SideLatency & { readonly workloadCallsPerChangedNode: number; readonly nodeFirst: number };
+  readonly capi: SideLatency & { readonly workloadCallsPerChangedNode: number; readonly nodeFirst: number; readonly machinesConvergeMs: number };
+  readonly product: SideLatency & { readonly workloadCallsPerChangedNode: number; readonly nodeFirst: number; readonly machinesConvergeMs: number };
   /** product / Cluster API. */
   readonly ratioP99: number;
   readonly ratioConverge: number;
@@ -118,12 +118,7 @@ export interface JoinRun {
    * The three slowest product Nodes, each with its time from appearance to tainted and ungated (`ms`) and the
    * pipeline stages of its last write (the stage p99s above are each stage's own, often of different Nodes).
    */
-  readonly productSlowest: readonly { readonly node: string; readonly ms: number; readonly stages: Readonly<Record<string, number>>; readonly claimRefused?: true }[];
-  /**
-   * Deployed form: the product Nodes whose last write came after a refused claim in the same record (the Node had
-   * changed since the state the write was planned from: read again, then written; `nodeClaim: refused` in its log line).
-   */
-  readonly productWritesAfterRefusedClaim?: number;
+  readonly productSlowest: readonly { readonly node: string; readonly ms: number; readonly stages: Readonly<Record<string, number>> }[];
   /**
    * Deployed form: the reconcile function's cold starts of the step (each counted at the start of its init), before its
    * first Node appeared (readied by the Machines' provider IDs) and from then until its last Node was done.
@@ -349,8 +344,6 @@ interface ProductSide {
    * batch, reconcile), the last write of each Node; undefined where the form's logs are not read (the local form).
    */
   writeStages?(): ReadonlyMap<string, Readonly<Record<string, number>>>;
-  /** The Nodes whose last write followed a refused claim (see {@link JoinRun.productWritesAfterRefusedClaim}); undefined in the local form. */
-  refusedClaims?(): ReadonlySet<string>;
   /** When each cold start of the reconcile function began its init, in `performance.now()` time; undefined in the local form. */
   coldStarts?(): readonly number[];
   stop(): Promise<void>;
@@ -490,11 +483,6 @@ class DeployedProduct implements ProductSide {
     return this.#log.stages;
   }
 
-  refusedClaims(): ReadonlySet<string> {
-    this.#log.outcomes();
-    return this.#log.refused;
-  }
-
   coldStarts(): readonly number[] {
     return this.#runner.fn('reconcileNodeTaints').records.filter((r) => r.coldStart).map((r) => r.startedAt - r.initMs - performance.timeOrigin);
   }
@@ -541,12 +529,11 @@ function pipelineStages(stages: ReadonlyMap<string, Readonly<Record<string, numb
 export function slowest(
   nodes: readonly { readonly node: string; readonly ms: number }[],
   stages: ReadonlyMap<string, Readonly<Record<string, number>>> | undefined,
-  refused?: ReadonlySet<string>,
 ): JoinRun['productSlowest'] {
   return [...nodes]
     .sort((a, b) => b.ms - a.ms)
     .slice(0, 3)
-    .map((n) => ({ node: n.node, ms: Math.round(n.ms), stages: { ...(stages?.get(n.node) ?? {}) }, ...(refused?.has(n.node) ? { claimRefused: true as const } : {}) }));
+    .map((n) => ({ node: n.node, ms: Math.round(n.ms), stages: { ...(stages?.get(n.node) ?? {}) } }));
 }
 
 /** The EKS stand-in's cluster name and region (serverless.yml's default region). */
@@ -583,8 +570,6 @@ class ReconcileLog {
   readonly #outcomes: Record<string, number> = {};
   /** The `latencyMs` of each Node's last write (`Patched Node taints` lines), by Node. */
   readonly stages = new Map<string, Readonly<Record<string, number>>>();
-  /** The Nodes whose last write's line says `nodeClaim: refused`. */
-  readonly refused = new Set<string>();
 
   constructor(path: string) {
     this.#path = path;
@@ -609,12 +594,8 @@ class ReconcileLog {
       for (const line of bytes.subarray(0, end).toString('utf8').split('\n')) {
         if (line.includes('"Patched Node taints"') && line.includes('"latencyMs"')) {
           try {
-            const doc = JSON.parse(line.slice(line.indexOf('] ') + 2)) as { Node?: string; latencyMs?: Record<string, number>; nodeClaim?: string };
+            const doc = JSON.parse(line.slice(line.indexOf('] ') + 2)) as { Node?: string; latencyMs?: Record<string, number> };
             if (doc.Node !== undefined && doc.latencyMs !== undefined) this.stages.set(doc.Node, doc.latencyMs);
-            if (doc.Node !== undefined) {
-              if (doc.nodeClaim === 'refused') this.refused.add(doc.Node);
-              else this.refused.delete(doc.Node);
-            }
           } catch {
             // not a log line of ours
           }
@@ -742,7 +723,6 @@ export async function runSideBySide(ctx: BenchContext, o: { readonly form?: Side
       const product = joinLatency('product');
       // Each reads the reconcile function's log on from where it was last read: once per join.
       const stages = p.writeStages?.();
-      const refused = p.refusedClaims?.();
       joins.push({
         joining,
         replicas: size,
@@ -758,8 +738,7 @@ export async function runSideBySide(ctx: BenchContext, o: { readonly form?: Side
           taintedAndUngated: step((_, n) => (n.readyAt as number) - n.appearedAt),
           ...pipelineStages(stages, productNodes.map(([name]) => name)),
         },
-        productSlowest: slowest(productNodes.map(([name, n]) => ({ node: name, ms: (n.readyAt as number) - n.appearedAt })), stages, refused),
-        ...(refused ? { productWritesAfterRefusedClaim: productNodes.filter(([name]) => refused.has(name)).length } : {}),
+        productSlowest: slowest(productNodes.map(([name, n]) => ({ node: name, ms: (n.readyAt as number) - n.appearedAt })), stages),
         ...coldStartsOfJoin(p.coldStarts?.(), t0, SIDES.flatMap((side) => fresh(side).map(([, n]) => n))),
       });
       replicas = size;
@@ -767,9 +746,7 @@ export async function runSideBySide(ctx: BenchContext, o: { readonly form?: Side
       const tail = joins.at(-1)?.productSlowest ?? [];
       const cold = joins.at(-1)?.productColdStarts;
       if (cold) ctx.log(`[side-by-side] join ${joining}: reconcile cold starts ${cold.beforeFirstNode} before the first Node appeared, ${cold.whileJoining} while Nodes joined`);
-      if (tail.length > 0) ctx.log(`[side-by-side] join ${joining}: slowest product Nodes ${tail.map((t) => `${t.ms} ms (${Object.entries(t.stages).map(([k, v]) => `${k} ${v}`).join(', ') || 'no stages logged'}${t.claimRefused ? ', after a refused claim' : ''})`).join('; ')}`);
-      const refusedWrites = joins.at(-1)?.productWritesAfterRefusedClaim;
-      if (refusedWrites !== undefined) ctx.log(`[side-by-side] join ${joining}: ${refusedWrites} of ${productNodes.length} product Nodes written after a refused claim`);
+      if (tail.length > 0) ctx.log(`[side-by-side] join ${joining}: slowest product Nodes ${tail.map((t) => `${t.ms} ms (${Object.entries(t.stages).map(([k, v]) => `${k} ${v}`).join(', ') || 'no stages logged'})`).join('; ')}`);
 
       // ---- change: one declaration change per side, at once
       value += 1;
@@ -791,7 +768,10 @@ export async function runSideBySide(ctx: BenchContext, o: { readonly form?: Side
         const ms = machinesOf(side);
         const nodeAt = ms.map((m) => seen.nodes.get(m.nodeName as string)?.valueAt.get(v) as number);
         const deltas = ms.map((m, i) => (nodeAt[i] as number) - (m.valueAt.get(v) as number));
-        return { ...latency(deltas.map((d) => Math.max(0, d)), Math.max(...nodeAt) - tEdit), nodeFirst: deltas.filter((d) => d < 0).length };
+        // When Cluster API's MachineSet controller had copied the change onto the side's last Machine: the part of the
+        // convergence that is Cluster API's on both sides (the product's Nodes follow their Machines).
+        const machinesConvergeMs = round(Math.max(...ms.map((m) => m.valueAt.get(v) as number)) - tEdit, 0);
+        return { ...latency(deltas.map((d) => Math.max(0, d)), Math.max(...nodeAt) - tEdit), nodeFirst: deltas.filter((d) => d < 0).length, machinesConvergeMs };
       };
       const capiChange = { ...changeLatency('capi'), workloadCallsPerChangedNode: round(count(changeRequests, 'clusterApi', 'capi') / size, 2) };
       const productChange = { ...changeLatency('product'), workloadCallsPerChangedNode: round(count(changeRequests, 'product', 'product') / size, 2) };
@@ -830,7 +810,7 @@ export async function runSideBySide(ctx: BenchContext, o: { readonly form?: Side
           filteredNodeChanges: difference(foreignAfter.foreignTaintChangesFiltered, foreignBefore.foreignTaintChangesFiltered),
         },
       });
-      ctx.log(`[side-by-side] change at ${size}: p99 capi ${capiChange.p99Ms} ms, product ${productChange.p99Ms} ms; foreign: ${productReconciles} reconciles, ${productWorkloadCalls} workload calls`);
+      ctx.log(`[side-by-side] change at ${size}: p99 capi ${capiChange.p99Ms} ms, product ${productChange.p99Ms} ms; converged capi ${capiChange.convergeMs} ms (Machines ${capiChange.machinesConvergeMs} ms), product ${productChange.convergeMs} ms (Machines ${productChange.machinesConvergeMs} ms); foreign: ${productReconciles} reconciles, ${productWorkloadCalls} workload calls`);
     }
     const lastChange = changes[changes.length - 1] as ChangeRun;
     const lastJoin = joins[joins.length - 1] as JoinRun;

@@ -27,23 +27,4 @@ describe('Function: slowest()', () => {
     ]);
     expect(slowest(nodes.slice(0, 2), undefined).map((n) => n.node)).toEqual(['n2', 'n1']);
   });
-
-  it('marks a Node whose last write followed a refused claim, and no other', () => {
-    // Prepare
-    const nodes = [
-      { node: 'n1', ms: 900 },
-      { node: 'n2', ms: 1_200 },
-      { node: 'n3', ms: 300 },
-    ];
-
-    // Act
-    const out = slowest(nodes, new Map([['n1', { reconcile: 700 }]]), new Set(['n1', 'n3']));
-
-    // Assess
-    expect(out).toEqual([
-      { node: 'n2', ms: 1_200, stages: {} },
-      { node: 'n1', ms: 900, stages: { reconcile: 700 }, claimRefused: true },
-      { node: 'n3', ms: 300, stages: {}, claimRefused: true },
-    ]);
-  });
 });
