@@ -85,8 +85,8 @@ export interface ChangeRun {
    * Machine update → Node update, per side; a Node that carried the new value before its Machine did counts 0 (the
    * product reads a MachineSet's template ahead of Cluster API's copy), and `nodeFirst` counts those Nodes.
    */
-  readonly capi: SideLatency & { readonly workloadCallsPerChangedNode: number; readonly nodeFirst: number; readonly machinesConvergeMs: number };
-  readonly product: SideLatency & { readonly workloadCallsPerChangedNode: number; readonly nodeFirst: number; readonly machinesConvergeMs: number };
+  readonly capi: SideLatency & { readonly workloadCallsPerChangedNode: number; readonly nodeFirst: number; readonly machinesFirstMs: number; readonly machinesConvergeMs: number };
+  readonly product: SideLatency & { readonly workloadCallsPerChangedNode: number; readonly nodeFirst: number; readonly machinesFirstMs: number; readonly machinesConvergeMs: number };
   /** product / Cluster API. */
   readonly ratioP99: number;
   readonly ratioConverge: number;
@@ -770,8 +770,10 @@ export async function runSideBySide(ctx: BenchContext, o: { readonly form?: Side
         const deltas = ms.map((m, i) => (nodeAt[i] as number) - (m.valueAt.get(v) as number));
         // When Cluster API's MachineSet controller had copied the change onto the side's last Machine: the part of the
         // convergence that is Cluster API's on both sides (the product's Nodes follow their Machines).
-        const machinesConvergeMs = round(Math.max(...ms.map((m) => m.valueAt.get(v) as number)) - tEdit, 0);
-        return { ...latency(deltas.map((d) => Math.max(0, d)), Math.max(...nodeAt) - tEdit), nodeFirst: deltas.filter((d) => d < 0).length, machinesConvergeMs };
+        const machineAt = ms.map((m) => (m.valueAt.get(v) as number) - tEdit);
+        const machinesFirstMs = round(Math.min(...machineAt), 0);
+        const machinesConvergeMs = round(Math.max(...machineAt), 0);
+        return { ...latency(deltas.map((d) => Math.max(0, d)), Math.max(...nodeAt) - tEdit), nodeFirst: deltas.filter((d) => d < 0).length, machinesFirstMs, machinesConvergeMs };
       };
       const capiChange = { ...changeLatency('capi'), workloadCallsPerChangedNode: round(count(changeRequests, 'clusterApi', 'capi') / size, 2) };
       const productChange = { ...changeLatency('product'), workloadCallsPerChangedNode: round(count(changeRequests, 'product', 'product') / size, 2) };
@@ -810,7 +812,7 @@ export async function runSideBySide(ctx: BenchContext, o: { readonly form?: Side
           filteredNodeChanges: difference(foreignAfter.foreignTaintChangesFiltered, foreignBefore.foreignTaintChangesFiltered),
         },
       });
-      ctx.log(`[side-by-side] change at ${size}: p99 capi ${capiChange.p99Ms} ms, product ${productChange.p99Ms} ms; converged capi ${capiChange.convergeMs} ms (Machines ${capiChange.machinesConvergeMs} ms), product ${productChange.convergeMs} ms (Machines ${productChange.machinesConvergeMs} ms); foreign: ${productReconciles} reconciles, ${productWorkloadCalls} workload calls`);
+      ctx.log(`[side-by-side] change at ${size}: p99 capi ${capiChange.p99Ms} ms, product ${productChange.p99Ms} ms; converged capi ${capiChange.convergeMs} ms (Machines ${capiChange.machinesFirstMs}–${capiChange.machinesConvergeMs} ms), product ${productChange.convergeMs} ms (Machines ${productChange.machinesFirstMs}–${productChange.machinesConvergeMs} ms); foreign: ${productReconciles} reconciles, ${productWorkloadCalls} workload calls`);
     }
     const lastChange = changes[changes.length - 1] as ChangeRun;
     const lastJoin = joins[joins.length - 1] as JoinRun;
