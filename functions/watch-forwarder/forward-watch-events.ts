@@ -8,7 +8,7 @@
  * cluster, and their number is sampled as the UnreachableClusters metric, while every other cluster keeps converging.
  *
  * WatchForwarder composes one collaborator per job: {@link Leadership} (the Lease and the checkpoint stored in it),
- * {@link StreamSupervisor} (the watch streams, relevance, per-cluster health) and {@link Outbox} (pending events,
+ * {@link ClusterStreams} (the watch streams, relevance, per-cluster health) and {@link Outbox} (pending events,
  * sending, back-pressure, checkpoint advance); it only runs them together for a term and in order at its end.
  */
 import type { SpecTaintsOwner } from '#shared/domain/ownership.ts';
@@ -22,9 +22,9 @@ import type { WatchSources } from '#shared/ports/watch-source.ts';
 import { logger as defaultLogger } from '#shared/observability/logger.ts';
 import { Leadership, type RotaTerm } from './leadership.ts';
 import { Outbox } from './outbox.ts';
-import { StreamSupervisor, type FailingCluster } from './stream-supervisor.ts';
+import { ClusterStreams, type FailingCluster } from './cluster-streams.ts';
 
-export type { FailingCluster } from './stream-supervisor.ts';
+export type { FailingCluster } from './cluster-streams.ts';
 
 type Logger = Pick<typeof defaultLogger, 'info' | 'warn' | 'error' | 'debug'>;
 
@@ -109,7 +109,7 @@ export class WatchForwarder {
   private readonly log: Logger;
   private readonly opt: Required<Omit<WatchForwarderOptions, 'maxPendingPerStream'>> & Pick<WatchForwarderOptions, 'maxPendingPerStream'>;
   private readonly leadership: Leadership;
-  private readonly supervisor: StreamSupervisor;
+  private readonly supervisor: ClusterStreams;
   private readonly outbox: Outbox;
 
   constructor(deps: WatchForwarderDeps, options: WatchForwarderOptions = {}) {
@@ -139,7 +139,7 @@ export class WatchForwarder {
       },
       { renewIntervalMs: this.opt.renewIntervalMs, acquireRetryMs: this.opt.acquireRetryMs },
     );
-    this.supervisor = new StreamSupervisor(
+    this.supervisor = new ClusterStreams(
       {
         mode: deps.mode,
         sources: deps.sources,

@@ -1,0 +1,206 @@
+/**
+ * The forwarder's informers: runs the Machines, MachinePools, MachineDeployments, MachineSets and Clusters streams and,
+ * per workload cluster, a Node stream (in `capi` mode started and stopped with its Cluster; in `self` mode the one
+ * cluster's), each from its resume point in the outbox, and hands their changes to the EventRouter. It keeps the set of
+ * workload clusters whose Node stream is failing: each transition is logged once, and their number is sampled in the
+ * UnreachableClusters metric, while every other cluster keeps converging. A rota member without the Lease lets its
+ * later relists pass unannounced.
+ */
+import { clusterKey, type ClusterRef } from '#shared/domain/cloud-event.ts';
+import { forwardDecision, pausedChanged } from '#shared/domain/relevance.ts';
+import { MACHINES_STREAM, MACHINE_POOLS_STREAM, MACHINE_DEPLOYMENTS_STREAM, MACHINE_SETS_STREAM, CLUSTERS_STREAM, nodeStreamKey } from '#shared/domain/watch-event.ts';
+import type { ClusterFacts, WatchedFacts } from '#shared/domain/watch-event.ts';
+import type { StreamEvent, StreamHealthEvent, WatchSources, WatchStream } from '#shared/ports/watch-source.ts';
+import { ForwarderMetric } from '#shared/observability/metric-names.ts';
+import { LogKey, type logger } from '#shared/observability/logger.ts';
+import { sleep } from '#shared/sleep.ts';
+import type { Outbox } from './outbox.ts';
+import { EventRouter, type EventRouterDeps } from './event-router.ts';
+import { ObjectIndex } from './object-index.ts';
+
+/** A workload cluster whose Node stream is failing (see WatchForwarder.failingClusters). */
+export interface FailingCluster {
+  /** `<namespace>/<name>`, or `self` in `self` mode. */
+  readonly cluster: string;
+  /** Safe description of the first failure (no credential, no response body). */
+  readonly reason: string;
+  /** When its stream started failing. */
+  readonly since: Date;
+}
+
+export interface ClusterStreamsDeps extends Omit<EventRouterDeps, 'index'> {
+  readonly sources: WatchSources;
+  readonly logger: Pick<typeof logger, 'info' | 'warn' | 'error' | 'debug'>;
+  /** Where each stream resumes, where its progress is kept, and where the events go. */
+  readonly outbox: Pick<Outbox, 'startOf' | 'openStream' | 'forgetStream' | 'enqueue'>;
+  /**
+   * Whether the `resynced` announcements of a stream's later relists (periodic resync, 410 Gone) are sent now; absent:
+   * always. Deployed, only the Lease holder sends them: the other members saw those changes happen, and a resync by
+   * every member (each on its own timer, often beyond the queue's 5-minute deduplication) would reconcile every object
+   * once per member. A stream's first list (from the checkpoint, or everything) is always announced.
+   */
+  readonly announcesRelists?: () => boolean;
+}
+
+export interface ClusterStreamsOptions {
+  /** How often the number of failing clusters is sampled (UnreachableClusters). */
+  readonly healthSampleIntervalMs: number;
+}
+
+/** See the module comment. One instance serves every term of a forwarder. */
+export class ClusterStreams {
+  readonly #d: ClusterStreamsDeps;
+  readonly #opt: ClusterStreamsOptions;
+  readonly #index = new ObjectIndex();
+  readonly #router: EventRouter;
+  /** Workload clusters whose Node stream is failing, by stream key. */
+  readonly #failing = new Map<string, FailingCluster>();
+
+  constructor(deps: ClusterStreamsDeps, options: ClusterStreamsOptions) {
+    this.#d = deps;
+    this.#opt = options;
+    this.#router = new EventRouter({ ...deps, index: this.#index });
+  }
+
+  /** The workload clusters whose Node stream is failing now, sorted by cluster (see WatchForwarder.failingClusters). */
+  failingClusters(): FailingCluster[] {
+    return [...this.#failing.values()].sort((a, b) => a.cluster.localeCompare(b.cluster));
+  }
+
+  /** Runs every stream of a term until `signal` aborts (each run starts with no failing cluster). */
+  async supervise(signal: AbortSignal): Promise<void> {
+    this.#failing.clear();
+    const { sources, outbox } = this.#d;
+    const machines = sources.machines(outbox.startOf(MACHINES_STREAM));
+    const machinePools = sources.machinePools?.(outbox.startOf(MACHINE_POOLS_STREAM));
+    const deployments = sources.machineDeployments?.(outbox.startOf(MACHINE_DEPLOYMENTS_STREAM));
+    const sets = sources.machineSets?.(outbox.startOf(MACHINE_SETS_STREAM));
+    this.#index.watchManagement({ machines, machinePools, scalables: [deployments, sets].filter((s) => s !== undefined) });
+    const management: [string, WatchStream<WatchedFacts> | undefined][] = [[MACHINES_STREAM, machines], [MACHINE_POOLS_STREAM, machinePools], [MACHINE_DEPLOYMENTS_STREAM, deployments], [MACHINE_SETS_STREAM, sets]];
+    const streams = management.flatMap(([key, stream]) => (stream ? [this.#runStream(key, stream, signal, undefined)] : []));
+    if (this.#d.mode === 'self') streams.push(this.#runNodes({ mode: 'self' }, signal));
+    await Promise.all([...streams, this.#runClusters(signal)]);
+  }
+
+  /** Samples UnreachableClusters (0 when none, so the alarm sees data) every `healthSampleIntervalMs` until `signal` aborts. */
+  async sampleLoop(signal: AbortSignal): Promise<void> {
+    while (!signal.aborted) {
+      await sleep(this.#opt.healthSampleIntervalMs, signal);
+      if (!signal.aborted) this.#d.telemetry.record(ForwarderMetric.UnreachableClusters, this.#failing.size);
+    }
+  }
+
+  /**
+   * Ends a term once its streams stopped: the last UnreachableClusters sample of the run, so that every window (however
+   * short) reports how many clusters were failing at its end. Returns those clusters; the set is then empty.
+   */
+  endTerm(): FailingCluster[] {
+    this.#d.telemetry.record(ForwarderMetric.UnreachableClusters, this.#failing.size);
+    const failingClusters = this.failingClusters();
+    this.#failing.clear();
+    return failingClusters;
+  }
+
+  /**
+   * The Cluster stream: in `capi` mode each Cluster's Node stream, and in either mode a Cluster's pause or unpause (in
+   * `self` mode the Nodes are the management cluster's own, but its Machines belong to Clusters whose `spec.paused` the
+   * reconcile honours). A pause's events have no resume point of their own (the Cluster stream always lists afresh).
+   */
+  async #runClusters(signal: AbortSignal): Promise<void> {
+    const running = new Map<string, { controller: AbortController; done: Promise<void> }>();
+    const pauses = this.#d.outbox.openStream(CLUSTERS_STREAM);
+    const onEvent = async (e: StreamEvent<ClusterFacts>): Promise<void> => {
+      if (e.type === 'failing' || e.type === 'recovered') return this.#streamHealth(CLUSTERS_STREAM, undefined, e);
+      if (e.type !== 'change') return;
+      const gone = e.change === 'deleted' || e.facts.deleting;
+      const cluster: ClusterRef = this.#d.mode === 'self' ? { mode: 'self' } : { mode: 'capi', namespace: e.facts.namespace, name: e.facts.name };
+      if (this.#d.mode === 'capi') {
+        if (!forwardDecision(e.change, e.previous, e.facts).forward) return;
+        const key = nodeStreamKey(cluster);
+        const current = running.get(key);
+        if (gone && current) {
+          this.#d.logger.info('Stopping Node watch of a removed cluster', { [LogKey.cluster]: clusterKey(cluster) });
+          current.controller.abort();
+          running.delete(key);
+          const failing = this.#failing.get(key);
+          if (failing) {
+            // Its stream is stopped and will not recover: it leaves the set, so no removed cluster keeps the alarm on.
+            this.#failing.delete(key);
+            this.#d.logger.info('Forgetting the failing Node watch of a removed cluster', { [LogKey.cluster]: failing.cluster, failingSince: failing.since.toISOString() });
+          }
+        } else if (!gone && !current) {
+          this.#d.logger.info('Starting Node watch', { [LogKey.cluster]: clusterKey(cluster), resumeFrom: this.#d.outbox.startOf(key).resumeFrom });
+          const controller = new AbortController();
+          signal.addEventListener('abort', () => controller.abort(), { once: true });
+          running.set(key, { controller, done: this.#runNodes(cluster, controller.signal) });
+        }
+        // A deleted Cluster's resume point goes, whether its stream stopped now or already when the Cluster began to be
+        // deleted (the usual path, with finalizers): a Cluster made again under that name starts from a fresh list.
+        if (e.change === 'deleted') this.#d.outbox.forgetStream(key);
+      }
+      if (!gone && pausedChanged(e.change, e.previous, e.facts)) await this.#router.announcePause(e.facts, cluster, e.observedAt, pauses);
+    };
+    await this.#d.sources.clusters({}).run(signal, onEvent);
+    await Promise.all([...running.values()].map((r) => r.done));
+  }
+
+  /** A workload cluster's Node stream, readable by the index while it runs. */
+  async #runNodes(cluster: ClusterRef, signal: AbortSignal): Promise<void> {
+    const key = nodeStreamKey(cluster);
+    const stream = this.#d.sources.nodes(cluster, this.#d.outbox.startOf(key));
+    this.#index.watchNodes(cluster, stream);
+    try {
+      await this.#runStream(key, stream, signal, cluster);
+    } finally {
+      this.#index.unwatchNodes(cluster, stream);
+    }
+  }
+
+  async #runStream<T extends WatchedFacts>(key: string, stream: WatchStream<T>, signal: AbortSignal, cluster: ClusterRef | undefined): Promise<void> {
+    const progress = this.#d.outbox.openStream(key);
+    /** Set once the stream's first list is behind it (its first resume point): later relists are its own. */
+    let listed = false;
+    await stream.run(signal, async (e) => {
+      // A stream stopped for a removed cluster is no longer tracked, whatever its last attempt says.
+      if (e.type === 'failing' || e.type === 'recovered') return signal.aborted ? undefined : this.#streamHealth(key, cluster, e);
+      if (e.type === 'listed') return this.#router.listed(e.items, cluster);
+      if (e.type === 'progress') {
+        listed = true;
+        progress.add(e.resourceVersion, true);
+      } else if (e.change === 'resynced' && listed && this.#d.announcesRelists && !this.#d.announcesRelists()) {
+        this.#d.telemetry.record(ForwarderMetric.EventsSeen, 1);
+        this.#d.telemetry.record(ForwarderMetric.EventsFiltered, 1);
+        progress.add(e.checkpoint, true);
+      } else {
+        if (e.checkpoint !== undefined) listed = true;
+        await this.#router.route(e, progress, cluster);
+      }
+    });
+  }
+
+  /**
+   * A stream's health changed: logged once per transition. A Node stream (the cluster is known) enters or leaves the
+   * set of failing clusters; a management stream (Machines, MachinePools, Clusters) is logged only, by stream name.
+   */
+  #streamHealth(key: string, cluster: ClusterRef | undefined, e: StreamHealthEvent): void {
+    const who = cluster ? { [LogKey.cluster]: clusterKey(cluster) } : { stream: key };
+    const failingClusters = () => (cluster ? { failingClusters: this.#failing.size } : {});
+    if (e.type === 'failing') {
+      if (cluster) this.#failing.set(key, { cluster: clusterKey(cluster), reason: e.reason, since: e.since });
+      this.#d.logger.warn(cluster ? 'Workload cluster unreachable: its Node watch is failing and retried with backoff' : 'Watch failing; retrying with backoff', {
+        ...who,
+        [LogKey.reason]: e.reason,
+        since: e.since.toISOString(),
+        ...failingClusters(),
+      });
+      return;
+    }
+    if (cluster) this.#failing.delete(key);
+    this.#d.logger.info(cluster ? 'Workload cluster reachable again: its Node watch recovered' : 'Watch recovered', {
+      ...who,
+      since: e.since.toISOString(),
+      failedForMs: Math.max(0, e.at.getTime() - e.since.getTime()),
+      ...failingClusters(),
+    });
+  }
+}

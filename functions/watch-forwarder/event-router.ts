@@ -1,0 +1,149 @@
+/**
+ * The forwarder's event handler, controller-runtime's predicates and map functions in one place: each change a stream
+ * delivers is judged by the domain's relevance rules, and what needs a reconcile becomes TaintEvents in the outbox — a
+ * Machine's or Node's one event (naming its unlinked other half from the index), a MachinePool's one per Node it
+ * concerns, a ScalableResource event where the autoscaler annotation needs one, and a Cluster's pause or unpause fanned
+ * out to every object of that Cluster. Heartbeats, the echo of our own write, foreign taint noise and changes of
+ * upstream's own spec.taints that cannot change the product's decision cost no message (and so no API call); a change
+ * that sends nothing still passes its stream's resume point.
+ */
+import { clusterKey, type ClusterRef } from '#shared/domain/cloud-event.ts';
+import { forwardDecision, poolNodesToAnnounce, type ForwardDecision, type RelevanceOptions } from '#shared/domain/relevance.ts';
+import { autoscalerEventNeeded } from '#shared/domain/autoscaler-relevance.ts';
+import type { SpecTaintsOwner } from '#shared/domain/ownership.ts';
+import { clusterOfMachine, objectKeyOf, toClusterPauseEvents, toMachinePoolEvents, toScalableResourceEvent, toTaintEvent } from '#shared/domain/watch-event.ts';
+import type { ClusterFacts, EventHints, MachineFacts, MachinePoolFacts, NodeFacts, WatchedFacts } from '#shared/domain/watch-event.ts';
+import type { ForwarderTelemetry } from '#shared/ports/forwarder-telemetry.ts';
+import type { StreamEvent } from '#shared/ports/watch-source.ts';
+import { ForwarderMetric } from '#shared/observability/metric-names.ts';
+import { LogKey, type logger } from '#shared/observability/logger.ts';
+import type { Outbox, StreamProgress } from './outbox.ts';
+import type { ObjectIndex } from './object-index.ts';
+
+/** One change of an object, delivered by a stream. */
+export type Change = Extract<StreamEvent<WatchedFacts>, { type: 'change' }>;
+
+export interface EventRouterDeps {
+  readonly mode: 'capi' | 'self';
+  readonly telemetry: ForwarderTelemetry;
+  readonly logger: Pick<typeof logger, 'info' | 'error'>;
+  readonly outbox: Pick<Outbox, 'enqueue'>;
+  readonly index: ObjectIndex;
+  /** The startup gate (see WatchForwarderDeps.startupTaint). */
+  readonly startupTaint?: { readonly key: string; readonly effect: string };
+  /** Who propagates `spec.taints` (see WatchForwarderDeps.specTaintsOwner). */
+  readonly specTaintsOwner?: SpecTaintsOwner;
+}
+
+export class EventRouter {
+  readonly #d: EventRouterDeps;
+
+  constructor(deps: EventRouterDeps) {
+    this.#d = deps;
+  }
+
+  /** Routes one change; `cluster` is the workload cluster of a Node stream (undefined for the management streams). */
+  async route(e: Change, progress: StreamProgress, cluster: ClusterRef | undefined): Promise<void> {
+    const { facts } = e;
+    if (facts.kind === 'Cluster') return;
+    this.#d.telemetry.record(ForwarderMetric.EventsSeen, 1);
+    const deleted = e.change === 'deleted';
+    const { index, mode } = this.#d;
+    const gate = this.#d.startupTaint ? { startupTaint: this.#d.startupTaint } : {};
+    const relevance: RelevanceOptions = { ...gate, ...(this.#d.specTaintsOwner ? { specTaintsOwner: this.#d.specTaintsOwner } : {}) };
+    switch (facts.kind) {
+      case 'MachinePool': {
+        const previous = sameKind(e.previous, facts);
+        const decision = forwardDecision(e.change, previous, facts);
+        const nodes = decision.forward ? poolNodesToAnnounce(e.change, previous, facts) : [];
+        const autoscaler = autoscalerEventNeeded(e.change, previous, facts, gate);
+        if (nodes.length === 0 && !autoscaler) return this.#filtered(e, progress);
+        const ref = clusterOfMachine(facts, mode);
+        if (!ref) return this.#malformed(e, facts, progress);
+        const events = toMachinePoolEvents(facts, nodes, e.change, ref, e.observedAt, decision.forward && decision.declarationRecovered ? { declarationRecovered: true } : {});
+        if (autoscaler) events.push(toScalableResourceEvent(facts, e.change, ref, e.observedAt));
+        return this.#d.outbox.enqueue(events, e.observedAt, progress, e.checkpoint);
+      }
+      case 'MachineDeployment':
+      case 'MachineSet': {
+        const ref = autoscalerEventNeeded(e.change, sameKind(e.previous, facts), facts, gate) ? clusterOfMachine(facts, mode) : undefined;
+        if (!ref) return this.#filtered(e, progress);
+        return this.#d.outbox.enqueue([toScalableResourceEvent(facts, e.change, ref, e.observedAt)], e.observedAt, progress, e.checkpoint);
+      }
+      case 'Machine': {
+        const ref = clusterOfMachine(facts, mode);
+        const links = ref ? { nodeFacts: index.nodesOf(ref), linkedNodeOf: (m: MachineFacts) => index.nodeFor(m, ref) } : {};
+        // Judged against the links before this change (Cluster API confirming a link the product acted on).
+        const decision = forwardDecision(e.change, e.previous, facts, { ...relevance, ...links });
+        index.observeMachine(sameKind(e.previous, facts), facts, deleted, ref);
+        const node = !deleted && facts.nodeName === undefined && ref ? index.nodeFor(facts, ref) : undefined;
+        return this.#send(e, facts, decision, ref, progress, node ? { providerIdNode: node } : {});
+      }
+      case 'Node': {
+        const links = cluster ? { linkedMachineOf: (n: NodeFacts) => index.machineFor(n, cluster), machineFactsOf: (m: { namespace: string; name: string }) => index.machine(m) } : {};
+        const decision = forwardDecision(e.change, e.previous, facts, { ...relevance, ...links });
+        if (cluster) index.observeNode(sameKind(e.previous, facts), facts, deleted, cluster);
+        const machine = !deleted && facts.machineAnnotation === undefined && cluster ? index.machineFor(facts, cluster) : undefined;
+        return this.#send(e, facts, decision, cluster, progress, machine ? { providerIdMachine: machine } : {});
+      }
+    }
+  }
+
+  /**
+   * Objects a list put into a stream's state without announcing them all (a resume at the checkpoint, a relist that
+   * announces what changed): the index learns the unlinked ones, so that a member that joined the rota (or a
+   * restarted forwarder) links a Node to a Machine that got its provider ID before.
+   */
+  listed(items: readonly WatchedFacts[], cluster: ClusterRef | undefined): void {
+    for (const facts of items) {
+      if (facts.kind === 'Machine') this.#d.index.observeMachine(undefined, facts, false, clusterOfMachine(facts, this.#d.mode));
+      else if (facts.kind === 'Node' && cluster) this.#d.index.observeNode(undefined, facts, false, cluster);
+    }
+  }
+
+  /**
+   * A Cluster's `spec.paused` changed: every Node of its Machines and MachinePools, and each of its MachineDeployments,
+   * MachineSets and MachinePools, is announced (toClusterPauseEvents), from the management streams' last state. Once
+   * unpaused, what changed meanwhile converges with no other change; when paused, the reconcile answers `paused`.
+   */
+  async announcePause(facts: ClusterFacts, cluster: ClusterRef, observedAt: Date, progress: StreamProgress): Promise<void> {
+    const events = toClusterPauseEvents(facts, cluster, this.#d.index.membersOf(facts, cluster), observedAt);
+    this.#d.logger.info(facts.paused ? 'Announcing the objects of a paused Cluster' : 'Announcing the objects of an unpaused Cluster', {
+      [LogKey.cluster]: clusterKey(cluster),
+      [LogKey.resourceVersion]: facts.resourceVersion,
+      events: events.length,
+    });
+    if (events.length > 0) await this.#d.outbox.enqueue(events, observedAt, progress, undefined);
+  }
+
+  /** A Machine's or Node's change: its one event when relevant, naming its unlinked other half (`hints`). */
+  async #send(e: Change, facts: MachineFacts | NodeFacts, decision: ForwardDecision, ref: ClusterRef | undefined, progress: StreamProgress, hints: EventHints): Promise<void> {
+    if (!decision.forward) return this.#filtered(e, progress, decision.filtered);
+    if (!ref) return this.#malformed(e, facts, progress);
+    const event = toTaintEvent(facts, e.change, ref, e.observedAt, { ...(decision.declarationRecovered ? { declarationRecovered: true } : {}), ...hints });
+    await this.#d.outbox.enqueue([event], e.observedAt, progress, e.checkpoint);
+  }
+
+  #filtered(e: Change, progress: StreamProgress, reason?: Extract<ForwardDecision, { forward: false }>['filtered']): void {
+    this.#d.telemetry.record(ForwarderMetric.EventsFiltered, 1);
+    if (reason === 'foreign-taints') this.#d.telemetry.record(ForwarderMetric.ForeignTaintChangesFiltered, 1);
+    if (reason === 'foreign-declaration') this.#d.telemetry.record(ForwarderMetric.ForeignDeclarationChangesFiltered, 1);
+    progress.add(e.checkpoint, true);
+  }
+
+  /** A Machine or MachinePool that names no cluster (capi mode): counted, logged once, its resume point passed. */
+  #malformed(e: Change, facts: MachineFacts | NodeFacts | MachinePoolFacts, progress: StreamProgress): void {
+    this.#d.telemetry.record(ForwarderMetric.MalformedWatchEvents, 1);
+    this.#d.logger.error(`Skipping ${facts.kind} without a cluster name`, { [facts.kind]: objectKeyOf(facts), [LogKey.resourceVersion]: facts.resourceVersion });
+    progress.add(e.checkpoint, true);
+  }
+}
+
+/** The previous state when it is of the current one's kind (always, within one stream), narrowed to its type. */
+function sameKind<T extends WatchedFacts>(previous: WatchedFacts | undefined, current: T): T | undefined {
+  return isKindOf(previous, current) ? previous : undefined;
+}
+
+function isKindOf<T extends WatchedFacts>(previous: WatchedFacts | undefined, current: T): previous is T {
+  return previous?.kind === current.kind;
+}

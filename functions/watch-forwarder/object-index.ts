@@ -1,0 +1,114 @@
+/**
+ * The forwarder's listers and indexers (client-go's names): the last state the streams hold (a Machine, a cluster's
+ * Node, a Cluster's members), and the unlinked halves of Cluster API's Machine ↔ Node link (`#shared/domain/node-link.ts`)
+ * by provider ID, per workload cluster. A joining Node's event then names its Machine (one GET for the reconcile, no
+ * wait for `nodeRef`), and a Machine that gets its provider ID after its Node appeared names that Node. Only unlinked
+ * objects are kept (the facts drop the provider ID once linked): the joining few, not the fleet. Between Cluster API's
+ * two writes of a link (the Node's `cluster.x-k8s.io/machine` annotation, then the Machine's `status.nodeRef`) the
+ * Machine keeps its Node in `#annotated`, so a change of the Machine in that moment still names its Node.
+ */
+import { clusterKey, type ClusterRef } from '#shared/domain/cloud-event.ts';
+import { nodeStreamKey, type ClusterFacts, type ClusterMembers, type MachineFacts, type MachinePoolFacts, type NodeFacts, type ScalableFacts } from '#shared/domain/watch-event.ts';
+import type { WatchStream } from '#shared/ports/watch-source.ts';
+
+type Ref = { readonly namespace: string; readonly name: string };
+
+/** The management streams of a term, whose last state the index reads. */
+export interface ManagementStreams {
+  readonly machines: WatchStream<MachineFacts>;
+  readonly machinePools?: WatchStream<MachinePoolFacts> | undefined;
+  readonly scalables: readonly WatchStream<ScalableFacts>[];
+}
+
+export class ObjectIndex {
+  readonly #machines = new Map<string, Ref>();
+  readonly #nodes = new Map<string, string>();
+  /** Machine (`<cluster>|<namespace>/<name>`) → the Node Cluster API annotated for it, until the Machine's nodeRef. */
+  readonly #annotated = new Map<string, string>();
+  #management: ManagementStreams | undefined;
+  /** The running Node streams, by stream key. */
+  readonly #nodeStreams = new Map<string, WatchStream<NodeFacts>>();
+
+  /** Reads the management streams of the term that starts. */
+  watchManagement(streams: ManagementStreams): void {
+    this.#management = streams;
+  }
+
+  /** Reads the Node stream of a workload cluster while it runs. */
+  watchNodes(cluster: ClusterRef, stream: WatchStream<NodeFacts>): void {
+    this.#nodeStreams.set(nodeStreamKey(cluster), stream);
+  }
+
+  /** Forgets a workload cluster's Node stream (if still `stream`) and its Nodes: the stream stopped. */
+  unwatchNodes(cluster: ClusterRef, stream: WatchStream<NodeFacts>): void {
+    if (this.#nodeStreams.get(nodeStreamKey(cluster)) === stream) this.#nodeStreams.delete(nodeStreamKey(cluster));
+    const prefix = `${clusterKey(cluster)}|`;
+    for (const k of this.#nodes.keys()) if (k.startsWith(prefix)) this.#nodes.delete(k);
+    for (const k of this.#annotated.keys()) if (k.startsWith(prefix)) this.#annotated.delete(k);
+  }
+
+  /** The last state the Machine stream holds of a Machine (undefined when not seen). */
+  machine(ref: Ref): MachineFacts | undefined {
+    return this.#management?.machines.latest?.(`${ref.namespace}/${ref.name}`);
+  }
+
+  /** The last state the Node stream of `cluster` holds of a Node, by name (undefined when no such stream runs). */
+  nodesOf(cluster: ClusterRef): (name: string) => NodeFacts | undefined {
+    const stream = this.#nodeStreams.get(nodeStreamKey(cluster));
+    return (name) => stream?.latest?.(name);
+  }
+
+  /** The objects of a Cluster, not being deleted, that name it (`spec.clusterName`, else the label); Machines with a Node. */
+  membersOf(facts: ClusterFacts, cluster: ClusterRef): ClusterMembers {
+    const ofCluster = (o: MachineFacts | MachinePoolFacts | ScalableFacts): boolean =>
+      !o.deleting && o.namespace === facts.namespace && (o.clusterName ?? (o.clusterNameLabel || undefined)) === facts.name;
+    const machines = [...(this.#management?.machines.objects() ?? [])].filter(ofCluster).flatMap((machine) => {
+      const nodeName = machine.nodeName ?? this.nodeFor(machine, cluster);
+      return nodeName === undefined ? [] : [{ machine, nodeName }];
+    });
+    const machinePools = [...(this.#management?.machinePools?.objects() ?? [])].filter(ofCluster);
+    const scalables = (this.#management?.scalables ?? []).flatMap((s) => [...s.objects()]).filter(ofCluster);
+    return { machines, machinePools, scalables };
+  }
+
+  /** Records a Machine change (in the cluster the forwarder resolved for it). */
+  observeMachine(previous: MachineFacts | undefined, current: MachineFacts, deleted: boolean, cluster: ClusterRef | undefined): void {
+    if (!cluster) return;
+    if (previous?.providerID) drop(this.#machines, key(cluster, previous.providerID), (r) => r.namespace === previous.namespace && r.name === previous.name);
+    if (!deleted && !current.deleting && current.providerID) this.#machines.set(key(cluster, current.providerID), { namespace: current.namespace, name: current.name });
+    if (deleted || current.nodeName !== undefined) this.#annotated.delete(key(cluster, `${current.namespace}/${current.name}`));
+  }
+
+  /** Records a Node change of a workload cluster. */
+  observeNode(previous: NodeFacts | undefined, current: NodeFacts, deleted: boolean, cluster: ClusterRef): void {
+    if (previous?.providerID) drop(this.#nodes, key(cluster, previous.providerID), (n) => n === previous.name);
+    if (!deleted && current.providerID) this.#nodes.set(key(cluster, current.providerID), current.name);
+    // Cluster API linked the Node (the facts drop its provider ID once it carries the Machine annotation).
+    if (!deleted && previous?.providerID && !current.providerID && current.machineAnnotation !== undefined && current.clusterNamespaceAnnotation !== undefined) {
+      this.#annotated.set(key(cluster, `${current.clusterNamespaceAnnotation}/${current.machineAnnotation}`), current.name);
+    }
+    if (deleted && current.machineAnnotation !== undefined) {
+      drop(this.#annotated, key(cluster, `${current.clusterNamespaceAnnotation ?? ''}/${current.machineAnnotation}`), (n) => n === current.name);
+    }
+  }
+
+  /** The unlinked Machine whose provider ID the unlinked Node has. */
+  machineFor(node: NodeFacts, cluster: ClusterRef): Ref | undefined {
+    return node.providerID ? this.#machines.get(key(cluster, node.providerID)) : undefined;
+  }
+
+  /** The Node of a Machine without nodeRef: the unlinked Node with its provider ID, or the Node Cluster API annotated for it. */
+  nodeFor(machine: MachineFacts, cluster: ClusterRef): string | undefined {
+    const byProviderId = machine.providerID ? this.#nodes.get(key(cluster, machine.providerID)) : undefined;
+    return byProviderId ?? (machine.nodeName === undefined ? this.#annotated.get(key(cluster, `${machine.namespace}/${machine.name}`)) : undefined);
+  }
+}
+
+function drop<T>(map: Map<string, T>, k: string, same: (v: T) => boolean): void {
+  const v = map.get(k);
+  if (v !== undefined && same(v)) map.delete(k);
+}
+
+function key(cluster: ClusterRef, providerID: string): string {
+  return `${clusterKey(cluster)}|${providerID}`;
+}
