@@ -1,6 +1,7 @@
 /**
  * The forwarder's per-cluster reachability tracking, with its ports faked at the port level: scripted watch streams
- * (the health events a WatchSession emits, see the integration test for the real one), a Lease that is always ours,
+ * (the health events a WatchSession emits, see the integration test for the real one), a Lease that is always ours
+ * and a rota this forwarder always joins,
  * a publisher that sends everything, and a logger and telemetry that keep what they were given.
  */
 import { afterEach, describe, expect, it } from 'vitest';
@@ -43,6 +44,7 @@ function setup(mode: 'capi' | 'self' = 'capi', healthSampleIntervalMs = 60_000) 
       mode,
       sources,
       lease: { tryAcquire: async () => ({ acquired: true, checkpoint: {} }), renew: async () => true, release: async () => undefined },
+      rota: { identity: 'fwd', updateMembers: async (change) => ({ holder: 'fwd', checkpoint: {}, members: change({ holder: 'fwd', checkpoint: {}, members: [] }, T0) ?? [] }) },
       publisher: { publish: async (events) => ({ sent: events, unsent: [] }) },
       telemetry,
       clock: { now: () => T0 },
@@ -51,7 +53,7 @@ function setup(mode: 'capi' | 'self' = 'capi', healthSampleIntervalMs = 60_000) 
     { healthSampleIntervalMs, renewIntervalMs: 60_000, flushIntervalMs: 5, drainTimeoutMs: 100 },
   );
   const controller = new AbortController();
-  const done = forwarder.run(controller.signal);
+  const done = forwarder.runMember(controller.signal, { policy: { targetMembers: 1, overlapMs: 1_000, staleAfterMs: 15_000 }, until: new Date(T0.getTime() + 885_000) });
   stop = async () => {
     controller.abort();
     return done;

@@ -1,5 +1,5 @@
 /**
- * The deployed form's rota in the forwarder (Leadership.join/memberLoop/leave, WatchForwarder.runMember), with its
+ * The rota in the forwarder (Leadership.join/memberLoop/leave, WatchForwarder.runMember), with its
  * ports faked at the port level: one in-memory Lease (election, checkpoint and member list, client-go's expiry on a
  * manual clock) shared by every forwarder of a test, scripted watch streams, and a queue that keeps one copy per
  * deduplication id as SQS FIFO does. The real Lease and API server: test/integration/forwarder/rota.test.ts.
@@ -173,7 +173,7 @@ describe('Class: Leadership (rota)', () => {
     const stillMember = leadership.isMember();
     stop.abort();
     await loop;
-    await leadership.handOver(0, 0);
+    await leadership.handOver(0);
     await leadership.leave(term);
 
     // Assess
