@@ -76,10 +76,7 @@ export interface OutboxDeps {
   readonly telemetry: ForwarderTelemetry;
   readonly clock: Clock;
   readonly logger: Logger;
-  /**
-   * True while this forwarder may send: it holds the Lease, or (deployed form) it is a member of the rota. Nothing is
-   * sent otherwise, and intake is no longer held back.
-   */
+  /** True while this forwarder may send: it is a member of the rota. Nothing is sent otherwise, and intake is no longer held back. */
   readonly maySend: () => boolean;
 }
 
@@ -96,7 +93,7 @@ export interface OutboxOptions {
   readonly drainTimeoutMs: number;
 }
 
-/** See the module comment. One instance serves every term of a forwarder; {@link Outbox.begin} starts a term. */
+/** See the module comment. One instance serves every window of a forwarder; {@link Outbox.begin} starts a window. */
 export class Outbox {
   private readonly d: OutboxDeps;
   private readonly opt: OutboxOptions;
@@ -113,7 +110,7 @@ export class Outbox {
     this.opt = options;
   }
 
-  /** Starts a term from the checkpoint the Lease held: nothing pending; intake is let go when `term` aborts. */
+  /** Starts a window from the checkpoint the Lease held: nothing pending; intake is let go when `term` aborts. */
   begin(checkpoint: Checkpoint, term: AbortSignal): void {
     this.baseCheckpoint = { ...checkpoint };
     this.progress.clear();
