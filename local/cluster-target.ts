@@ -66,7 +66,8 @@ export function decideStart(target: ClusterTarget, optIn: RemoteOptIn, objects: 
   const writes = [
     'On that cluster npm start would:',
     `  - create namespace ${objects.stateNamespace} if missing;`,
-    `  - create and hold Lease ${objects.stateNamespace}/${objects.leaseName} (the forwarder's leadership and watch checkpoint);`,
+    `  - create and hold Lease ${objects.stateNamespace}/${objects.leaseName} (the forwarder rota's members and watch checkpoint),`,
+    '    deleting one left by an earlier run first (the queue is in memory, so the forwarder starts from a full list);',
     `  - create ConfigMap ${objects.stateNamespace}/${objects.stateConfigMap} with enabledAt = the first reconcile's time, unless it`,
     '    exists. enabledAt is "first enablement": a deployment later using the same namespace treats every Node created',
     '    before it as already initialized and never gives it OnInitialization taints. Delete the ConfigMap after a trial run;',

@@ -1,7 +1,9 @@
 /**
  * `npm run forwarder`: the watch-forwarder as a long-running process (a terminal, or a container next
- * to the cluster). Same core as the scheduled Lambda, without the window: it runs until SIGINT/SIGTERM,
- * then sends what is pending, stores its checkpoint on the Lease and hands over.
+ * to the cluster). Same core and same lifecycle as the scheduled Lambda: windows of the rota (WATCH_WINDOW_SECONDS),
+ * started one after another by this process (local/forwarder-rota.ts), by default a rota of one member
+ * (WATCH_MEMBERS=1: a second process on the same Lease waits and takes over when this one leaves or dies). On
+ * SIGINT/SIGTERM the window ends: it sends what is pending, stores its checkpoint on the Lease, hands over and leaves.
  *
  * Management cluster: KUBECONFIG (or the default kubeconfig). Queue: SQS when QUEUE_URL is set;
  * otherwise every event is printed as one CloudEvent JSON line on stdout (a dry run of the queue).
@@ -18,9 +20,10 @@ import { ensureNamespace } from './local-namespace.ts';
 import type { EventPublisher } from '#shared/ports/event-publisher.ts';
 import { composeWatchForwarder } from '#functions/watch-forwarder/compose.ts';
 import { WatchForwarder } from '#functions/watch-forwarder/forward-watch-events.ts';
+import { LOCAL_WATCH_MEMBERS, localRota, runWindows } from './forwarder-rota.ts';
 
 identifyAs('watch-forwarder', 'local');
-const config = loadForwarderConfig(process.env);
+const config = loadForwarderConfig({ WATCH_MEMBERS: String(LOCAL_WATCH_MEMBERS), ...process.env });
 const kc = new KubeConfig();
 kc.loadFromDefault();
 if (!kc.getCurrentCluster() || kc.getCurrentCluster()?.server === 'http://localhost:8080') {
@@ -55,12 +58,9 @@ for (const sig of ['SIGINT', 'SIGTERM'] as const) {
 const report = setInterval(() => process.stderr.write(`forwarder: ${JSON.stringify(telemetry.counts())}\n`), 30_000);
 process.stderr.write(
   `forwarder ${config.forwarderId}: mode ${config.clusterMode}, cluster ${kc.getCurrentCluster()?.server ?? '?'}, ` +
-    `queue ${config.queueUrl ?? 'stdout'}, lease ${config.stateNamespace}/${config.leaseName}\n`,
+    `queue ${config.queueUrl ?? 'stdout'}, lease ${config.stateNamespace}/${config.leaseName}, rota of ${config.watchMembers}\n`,
 );
-// A forwarder that loses the Lease goes back to waiting for it, until stopped.
-while (!stop.signal.aborted) {
-  const summary = await forwarder.run(stop.signal);
-  if (summary.active) logger.info('Forwarder term ended', { unsent: summary.unsent, checkpoint: summary.checkpoint });
-}
+const summary = await runWindows(forwarder, { signal: stop.signal, rota: localRota(config), retryMs: 2_000, logger });
+if (summary.active) logger.info('Forwarder window ended', { unsent: summary.unsent, checkpoint: summary.checkpoint });
 clearInterval(report);
 process.stderr.write(`forwarder stopped: ${JSON.stringify(telemetry.counts())}\n`);

@@ -6,7 +6,8 @@
  *                                              └──────────> dead-letter queue <──────┘
  *
  * The forwarder and the reconcile function are composed exactly as in AWS (`composeWatchForwarder`,
- * `composeReconcile`) with a real `SQSClient`; SQS is an in-process server spoken to over HTTP on loopback
+ * `composeReconcile`) with a real `SQSClient`, and the forwarder runs the Lambda's lifecycle (windows of the rota, here a
+ * rota of one whose windows follow one another: local/forwarder-rota.ts); SQS is an in-process server spoken to over HTTP on loopback
  * (fauxqs, see local/sqs/local-sqs.ts; not durable: the messages live in this process), and Lambda's event
  * source mapping is the small `SqsEventSource`. Counters for live displays and tests come from the forwarder's
  * telemetry, the reconcile function's Metrics calls and GetQueueAttributes on both queues.
@@ -14,12 +15,13 @@
 import { Metrics } from '@aws-lambda-powertools/metrics';
 import type { Logger } from '@aws-lambda-powertools/logger';
 import type { SQSClient } from '@aws-sdk/client-sqs';
-import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { CoordinationV1Api, CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import { composeReconcile } from '#functions/reconcile-node-taints/compose.ts';
 import { processBatch, type BatchDeps } from '#functions/reconcile-node-taints/process-batch.ts';
 import { composeWatchForwarder } from '#functions/watch-forwarder/compose.ts';
 import { forwardWatchEvents, WatchForwarder, type FailingCluster, type ForwarderRunSummary, type WatchForwarderOptions } from '#functions/watch-forwarder/forward-watch-events.ts';
+import { LOCAL_WATCH_MEMBERS, localRota, runWindows } from './forwarder-rota.ts';
 import { statusOf } from '#shared/adapters/kubernetes/api-errors.ts';
 import { asComponent } from '#shared/adapters/kubernetes/user-agent.ts';
 import { workloadKubeConfigs } from '#shared/adapters/kubernetes/workload-kubeconfig.ts';
@@ -83,7 +85,7 @@ export interface PipelineOptions {
   readonly concurrency?: number;
   /** Records per invocation (default 10). */
   readonly batchSize?: number;
-  /** Timing of the forwarder core (tests shorten the renew interval). */
+  /** Timing of the forwarder core (tests shorten the renew interval); `acquireRetryMs` also paces a window that did not join. */
   readonly forwarderOptions?: WatchForwarderOptions;
   /** Logger of both functions (default the product's singleton). */
   readonly logger?: Logger;
@@ -134,14 +136,17 @@ export interface Pipeline {
   freshCounters(): Promise<PipelineCounters>;
   /** Stops the forwarder (it hands over: sends what is pending, stores its checkpoint on the Lease). */
   stopForwarder(): Promise<void>;
-  /** Starts a new forwarder process-equivalent (fresh adapters, new identity) that resumes from the Lease checkpoint. */
+  /**
+   * Starts a new forwarder process-equivalent (fresh adapters, new identity): windows of a rota of one, one after
+   * another (local/forwarder-rota.ts), each resuming from the Lease checkpoint.
+   */
   startForwarder(): void;
   /** Resolves when the forwarder holds the Lease (it has started its watches), or rejects after `timeoutMs`. */
   waitForForwarder(timeoutMs?: number): Promise<void>;
   /**
-   * Runs one forwarder window the way the scheduled Lambda does (`forwardWatchEvents`): a forwarder of fresh adapters
-   * resumes from the Lease checkpoint, watches for `durationMs`, then drains and hands over. Only while the
-   * long-running forwarder is stopped (`stopForwarder`).
+   * Runs one forwarder window as the scheduled Lambda does (`forwardWatchEvents`): a forwarder of fresh adapters joins
+   * the rota, resumes from the Lease checkpoint, watches for `durationMs`, then drains, hands over and leaves. Only
+   * while the windows `startForwarder` runs one after another are stopped (`stopForwarder`).
    */
   runForwarderWindow(durationMs: number): Promise<ForwarderRunSummary>;
   /** The workload clusters whose Node watch the running forwarder sees failing (empty when none runs). */
@@ -217,16 +222,17 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
   const telemetry: CountingForwarderTelemetry = createForwarderTelemetry();
   let generation = 0;
   let current: { forwarder: WatchForwarder; stop: AbortController; done: Promise<void> } | undefined;
+  const leaseName = options.leaseName ?? 'capi-taint-propagator-forwarder';
   const forwarderConfig = (): ForwarderConfig => ({
     queueUrl: queue.url,
     clusterMode: options.mode,
     watchWindowSeconds: 780,
-    watchMembers: 2,
+    watchMembers: LOCAL_WATCH_MEMBERS,
     watchOverlapSeconds: 150,
     resyncIntervalSeconds: options.resyncIntervalSeconds ?? 0,
     watchIdleSeconds: 90,
     stateNamespace,
-    leaseName: options.leaseName ?? 'capi-taint-propagator-forwarder',
+    leaseName,
     forwarderId: `local-forwarder-${process.pid}-${++generation}`,
     leaseDurationSeconds: options.leaseDurationSeconds ?? 15,
     machineNamespace: options.machineNamespace,
@@ -234,15 +240,18 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
     startupTaint,
     specTaintsOwner: reconcileConfig.specTaintsOwner,
   });
-  // The queue lives in this process: the Lease keeps the checkpoint of what was applied, so a restart after a kill
-  // re-announces the rest. Its drained probe is local-only (a Lambda's queue is durable), so it keeps the shared client.
+  const rota = localRota(forwarderConfig());
+  // The rota's checkpoint covers what was sent, which is safe while the queue outlives the forwarder: within this
+  // process, and with a server given in `options.sqs`. A queue of our own is new and empty, so a checkpoint left by an
+  // earlier run points past events that may have died with that run's queue (a crash, kill -9): the Lease goes, and the
+  // first window lists and announces every object once.
+  if (!options.sqs) await deleteLease(kc, stateNamespace, leaseName, log);
   const forwarderSqs = clientOf('watch-forwarder');
   const composeForwarder = () =>
     composeWatchForwarder({
       config: forwarderConfig(),
       managementKubeConfig: kc,
       sqs: forwarderSqs,
-      nonDurableQueue: { client: sqs },
       telemetry,
       workloadKubeConfigs: workload,
       logger: log,
@@ -252,17 +261,9 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
     if (current) return;
     const forwarder = new WatchForwarder(composeForwarder(), options.forwarderOptions);
     const stop = new AbortController();
-    // Like `npm run forwarder`: a forwarder that loses the Lease waits for it again, until stopped.
-    const done = (async () => {
-      while (!stop.signal.aborted) {
-        try {
-          await asComponent('watch-forwarder', () => forwarder.run(stop.signal));
-        } catch (error) {
-          log.error('Forwarder term failed; starting over', { error: error as Error });
-          await new Promise((r) => setTimeout(r, 1000));
-        }
-      }
-    })();
+    // As `npm run forwarder`: windows of the rota, one after another, until stopped.
+    const retryMs = options.forwarderOptions?.acquireRetryMs ?? 2_000;
+    const done = asComponent('watch-forwarder', () => runWindows(forwarder, { signal: stop.signal, rota, retryMs, logger: log })).then(() => undefined);
     current = { forwarder, stop, done };
   };
   const stopForwarder = async (): Promise<void> => {
@@ -295,7 +296,7 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
     startForwarder,
     async runForwarderWindow(durationMs: number): Promise<ForwarderRunSummary> {
       if (current) throw new Error('runForwarderWindow: stop the long-running forwarder first');
-      return asComponent('watch-forwarder', () => forwardWatchEvents(composeForwarder(), { durationMs }, options.forwarderOptions));
+      return asComponent('watch-forwarder', () => forwardWatchEvents(composeForwarder(), { durationMs, rota: rota.policy }, options.forwarderOptions));
     },
     failingClusters: () => current?.forwarder.failingClusters() ?? [],
     async waitForForwarder(timeoutMs = 30_000): Promise<void> {
@@ -323,6 +324,15 @@ function toKubeConfig(kubeconfig: KubeConfig | string): KubeConfig {
   const kc = new KubeConfig();
   kc.loadFromFile(kubeconfig);
   return kc;
+}
+
+/** Deletes the forwarder's Lease (its checkpoint and member list) if there is one; a refusal only costs the fresh start. */
+async function deleteLease(kc: KubeConfig, namespace: string, name: string, log: Logger): Promise<void> {
+  try {
+    await kc.makeApiClient(CoordinationV1Api).deleteNamespacedLease({ name, namespace });
+  } catch (error) {
+    if (statusOf(error) !== 404) log.warn('Deleting the Lease of an earlier run failed; the forwarder resumes from its checkpoint', { error: error as Error });
+  }
 }
 
 /** Creates the state namespace when it is missing, as an installation would. */

@@ -11,6 +11,8 @@ import type { ClusterEndpoint } from '#shared/adapters/kubernetes/kube-http.ts';
 import { composeReconcile } from '#functions/reconcile-node-taints/compose.ts';
 import { composeWatchForwarder } from '#functions/watch-forwarder/compose.ts';
 import { WatchForwarder } from '#functions/watch-forwarder/forward-watch-events.ts';
+import { LOCAL_WATCH_MEMBERS, localRota, runWindows } from '#local/forwarder-rota.ts';
+import { logger } from '#shared/observability/logger.ts';
 import { workloadKubeConfigs } from '#shared/adapters/kubernetes/workload-kubeconfig.ts';
 import { loadForwarderConfig } from '#shared/config/forwarder-config.ts';
 import { createForwarderTelemetry, type CountingForwarderTelemetry } from '#shared/observability/forwarder-telemetry.ts';
@@ -168,7 +170,8 @@ export interface CountedForwarder {
 }
 
 /**
- * Starts the watch-forwarder as production composes it (real watches, real Lease), in `self` mode (default) or
+ * Starts the watch-forwarder as production composes and runs it (real watches, real Lease, windows of the rota; here a
+ * rota of one whose windows follow one another, as `npm run forwarder`), in `self` mode (default) or
  * `capi` mode (the run's Clusters; each one's Nodes in its workload cluster), watching the run's namespace and
  * labelled Nodes, publishing into `pipeline`'s queue; counts the messages it sends. Its Lease is
  * `forwarder-<run>` unless `leaseName` is given (a forwarder taking over a Lease resumes from its checkpoint).
@@ -199,8 +202,11 @@ export function startCountedForwarder(o: {
     NODE_LABEL_SELECTOR: `${o.nodeLabel}=${o.run}`,
     // The forwarder judges relevance with the reconcile function's owner of spec.taints (product on a bare API server).
     SPEC_TAINTS_OWNER: o.pipeline.config.specTaintsOwner,
+    // As `npm run forwarder`: windows of a rota of one, one after another.
+    WATCH_MEMBERS: String(LOCAL_WATCH_MEMBERS),
   });
   const telemetry = createForwarderTelemetry();
-  const done = new WatchForwarder(composeWatchForwarder({ config, managementKubeConfig: o.kubeConfig, sqs, telemetry })).run(o.signal);
+  const forwarder = new WatchForwarder(composeWatchForwarder({ config, managementKubeConfig: o.kubeConfig, sqs, telemetry }));
+  const done = runWindows(forwarder, { signal: o.signal, rota: localRota(config), retryMs: 2_000, logger });
   return { messages: () => messages, telemetry, done };
 }

@@ -1,6 +1,6 @@
 /**
  * Child process of scenario 4: the watch-forwarder core (production composition: real watch sources, real Lease,
- * the SQS event publisher) against the API server, publishing into a counting stand-in for SQS that keeps nothing.
+ * the SQS event publisher; windows of a rota of one, as `npm run forwarder` runs them) against the API server, publishing into a counting stand-in for SQS that keeps nothing.
  * Alone in its process, so that its peak memory (VmHWM) and CPU are the forwarder's own.
  *
  * IPC protocol (parent → child): `status`, `mark` (start of the measuring window), `report`, `stop`.
@@ -12,6 +12,8 @@ import { readFileSync } from 'node:fs';
 import type { SendMessageBatchCommand } from '@aws-sdk/client-sqs';
 import { composeWatchForwarder } from '#functions/watch-forwarder/compose.ts';
 import { WatchForwarder } from '#functions/watch-forwarder/forward-watch-events.ts';
+import { LOCAL_WATCH_MEMBERS, localRota, runWindows } from '#local/forwarder-rota.ts';
+import { logger } from '#shared/observability/logger.ts';
 import { workloadKubeConfigs } from '#shared/adapters/kubernetes/workload-kubeconfig.ts';
 import { loadForwarderConfig } from '#shared/config/forwarder-config.ts';
 import type { ClusterRef } from '#shared/domain/cloud-event.ts';
@@ -35,6 +37,7 @@ const config = loadForwarderConfig({
   NODE_LABEL_SELECTOR: env['BENCH_LABEL_SELECTOR'],
   // A bare API server: no Cluster API controller propagates spec.taints, the product does (as the benchmarks' reconcile).
   SPEC_TAINTS_OWNER: 'product',
+  WATCH_MEMBERS: String(LOCAL_WATCH_MEMBERS),
 });
 
 let messages = 0;
@@ -72,7 +75,7 @@ const stop = new AbortController();
 const started = performance.now();
 const cpuAtStart = process.cpuUsage();
 let mark: { at: number; cpu: NodeJS.CpuUsage; counts: Record<string, number>; messages: number; calls: number } | undefined;
-const running = forwarder.run(stop.signal);
+const running = runWindows(forwarder, { signal: stop.signal, rota: localRota(config), retryMs: 2_000, logger });
 
 process.on('message', (msg: { type: string }) => {
   const counts = telemetry.counts() as Record<string, number>;

@@ -1,7 +1,7 @@
 /**
- * Builds the watch-forwarder's dependencies from configuration and clients. Used by the Lambda
- * handler, the long-running process (`npm run forwarder`), the local pipeline and the tests, so all
- * of them run the very same core.
+ * Builds the watch-forwarder's dependencies from configuration and clients. Used by the Lambda handler, the
+ * long-running process (`npm run forwarder`), the local pipeline, the tests and the benchmarks, so all of them run the
+ * very same core and the same lifecycle (a window of the rota, forward-watch-events.ts).
  */
 import { KubernetesCapiDiscovery } from '#shared/adapters/kubernetes/capi-discovery.ts';
 import type { ClusterEndpoint } from '#shared/adapters/kubernetes/kube-http.ts';
@@ -9,7 +9,6 @@ import { KubernetesLeaderLease } from '#shared/adapters/kubernetes/lease.ts';
 import { kubernetesWatchSources } from '#shared/adapters/kubernetes/watch-sources.ts';
 import { workloadKubeConfigs, type WorkloadKubeConfigs } from '#shared/adapters/kubernetes/workload-kubeconfig.ts';
 import { createSqsEventPublisher, type SqsSendClient } from '#shared/adapters/sqs/event-publisher.ts';
-import { sqsQueueDrained, type SqsAttributesClient } from '#shared/adapters/sqs/queue-drained.ts';
 import type { ForwarderConfig } from '#shared/config/forwarder-config.ts';
 import { ConfigError } from '#shared/errors.ts';
 import { ForwarderMetric } from '#shared/observability/metric-names.ts';
@@ -35,11 +34,6 @@ export interface ComposeForwarderArgs {
   readonly logger?: WatchForwarderDeps['logger'];
   /** Server-side watch timeout (default 300 s; tests shorten it). */
   readonly watchTimeoutSeconds?: number;
-  /**
-   * Set when the queue (`config.queueUrl`) is not durable, e.g. a local run's in-memory queue: the
-   * Lease then keeps the checkpoint of what was applied, not merely queued (see WatchForwarderDeps.queueDrained).
-   */
-  readonly nonDurableQueue?: { readonly client: SqsAttributesClient };
   /** Deadline of a list page and of a watch's connect (default 30 s). */
   readonly requestTimeoutMs?: number;
   /** Backoff between a stream's failed attempts (default 0.8 s doubling with jitter up to 30 s, docs/watch-layer.md; tests shorten it). */
@@ -72,7 +66,7 @@ export function composeWatchForwarder(args: ComposeForwarderArgs): WatchForwarde
       logger.info('Cluster API version chosen by discovery', { capiApiVersion: version });
     },
   });
-  // One Lease: the election, the checkpoint and (deployed form) the rota's member list.
+  // One Lease: the election, the checkpoint and the rota's member list.
   const lease = new KubernetesLeaderLease({
     kubeConfig: kc,
     namespace: config.stateNamespace,
@@ -105,6 +99,5 @@ export function composeWatchForwarder(args: ComposeForwarderArgs): WatchForwarde
     telemetry: args.telemetry,
     clock: args.clock ?? { now: () => new Date() },
     logger,
-    ...(args.nonDurableQueue && config.queueUrl ? { queueDrained: sqsQueueDrained(args.nonDurableQueue.client, config.queueUrl) } : {}),
   };
 }

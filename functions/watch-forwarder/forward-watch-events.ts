@@ -1,15 +1,18 @@
 /**
- * The watch-forwarder's core, shared by the scheduled Lambda (one window of the rota of overlapping windows,
- * {@link WatchForwarder.runMember}) and the long-running process (`npm run forwarder`, {@link WatchForwarder.run}):
- * become the one active forwarder (Lease) or a member of the rota, resume every stream from the checkpoint, turn
- * relevant changes into TaintEvents, publish them in batches, checkpoint (the Lease holder only) what was sent, and
- * hand over cleanly when stopped. It also keeps the set of workload clusters
- * whose Node stream is failing (unreachable, slow or refusing our credential): each transition is logged once with the
- * cluster, and their number is sampled as the UnreachableClusters metric, while every other cluster keeps converging.
+ * The watch-forwarder's core and its one lifecycle: a window of the rota ({@link WatchForwarder.runMember}). The
+ * scheduled Lambda runs one window per invocation; `npm run forwarder`, `npm start`, the tests and the benchmarks run
+ * windows one after another in one process (local/forwarder-rota.ts), by default as a rota of one member. A window
+ * joins the rota (or exits when enough members watch), resumes every stream from the checkpoint the Lease holds, turns
+ * relevant changes into TaintEvents, publishes them in batches, stores the checkpoint of what was sent while it holds
+ * the Lease, and at its end sends what is pending, releases the Lease and leaves. It also keeps the set of workload
+ * clusters whose Node stream is failing (unreachable, slow or refusing our credential): each transition is logged once
+ * with the cluster, and their number is sampled as the UnreachableClusters metric, while every other cluster keeps
+ * converging.
  *
- * WatchForwarder composes one collaborator per job: {@link Leadership} (the Lease and the checkpoint stored in it),
- * {@link ClusterStreams} (the watch streams, relevance, per-cluster health) and {@link Outbox} (pending events,
- * sending, back-pressure, checkpoint advance); it only runs them together for a term and in order at its end.
+ * WatchForwarder composes one collaborator per job: {@link Leadership} (the rota, the Lease and the checkpoint stored
+ * in it), {@link ClusterStreams} (the watch streams, relevance, per-cluster health) and {@link Outbox} (pending
+ * events, sending and resending, back-pressure, checkpoint advance); it only runs them together for a window and in
+ * order at its end.
  */
 import type { SpecTaintsOwner } from '#shared/domain/ownership.ts';
 import type { Checkpoint } from '#shared/domain/watch-event.ts';
@@ -33,19 +36,12 @@ export interface WatchForwarderDeps {
   readonly mode: 'capi' | 'self';
   readonly sources: WatchSources;
   readonly lease: LeaderLease;
-  /** The rota's member list, on the same Lease (the deployed form: {@link WatchForwarder.runMember}). */
-  readonly rota?: ForwarderRota;
+  /** The rota's member list, on the same Lease. */
+  readonly rota: ForwarderRota;
   readonly publisher: EventPublisher;
   readonly telemetry: ForwarderTelemetry;
   readonly clock: Clock;
   readonly logger?: Logger;
-  /**
-   * Given only when the queue is not durable (the in-memory queue of a local run): true when it holds
-   * no message, visible or in flight. The checkpoint stored in the Lease then advances only to a point
-   * after which the queue was seen empty, i.e. everything sent before it was applied (or dead-lettered),
-   * so a restart after a kill re-announces every change that might have died with the queue.
-   */
-  readonly queueDrained?: () => Promise<boolean>;
   /**
    * The startup gate the reconcile function removes (STARTUP_TAINT_KEY/EFFECT): a foreign write that adds or removes
    * it is forwarded, never taken for noise. Undefined when the gate is off.
@@ -59,9 +55,9 @@ export interface WatchForwarderDeps {
 }
 
 export interface WatchForwarderOptions {
-  /** How often the Lease is renewed and the checkpoint stored (default 5 s). */
+  /** How often the Lease is renewed and the checkpoint stored, and the member's entry recorded (default 5 s). */
   readonly renewIntervalMs?: number;
-  /** How often a waiting forwarder retries the Lease (default 2 s). */
+  /** How often a member that does not hold the Lease tries to take it (default 2 s). */
   readonly acquireRetryMs?: number;
   /** Pause between publish rounds when the queue of events is empty (default 100 ms). */
   readonly flushIntervalMs?: number;
@@ -84,14 +80,11 @@ export interface WatchForwarderOptions {
   readonly healthSampleIntervalMs?: number;
 }
 
-/** Result of one run. */
+/** Result of one window. */
 export interface ForwarderRunSummary {
-  /**
-   * False when nothing was sent: another forwarder held the Lease for the whole run, or (deployed form) enough members
-   * already watched, so the window did not join the rota.
-   */
+  /** False when nothing was sent: enough members already watched, so the window did not join the rota. */
   readonly active: boolean;
-  /** Deployed form only: whether the window joined the rota (when it did not: how many members it counted on). */
+  /** Whether the window joined the rota (when it did not: how many members it counted on). */
   readonly rota?: { readonly joined: boolean; readonly membersCounted?: number };
   /** Events still unsent at the end; the checkpoint stops before them so the next run re-reads them. */
   readonly unsent: number;
@@ -100,10 +93,7 @@ export interface ForwarderRunSummary {
   readonly failingClusters: readonly FailingCluster[];
 }
 
-/**
- * The forwarder. Create once; each `run(signal)` is one leadership term (a Lambda window or the
- * lifetime of the process) and resolves after a clean hand-over.
- */
+/** The forwarder. Create once; each {@link WatchForwarder.runMember} is one window and resolves after a clean hand-over. */
 export class WatchForwarder {
   private readonly d: WatchForwarderDeps;
   private readonly log: Logger;
@@ -126,17 +116,11 @@ export class WatchForwarder {
       healthSampleIntervalMs: options.healthSampleIntervalMs ?? 60_000,
     };
     this.outbox = new Outbox(
-      { publisher: deps.publisher, telemetry: deps.telemetry, clock: deps.clock, logger: this.log, maySend: () => this.leadership.isActive() || this.leadership.isMember() },
+      { publisher: deps.publisher, telemetry: deps.telemetry, clock: deps.clock, logger: this.log, maySend: () => this.leadership.isMember() },
       { flushIntervalMs: this.opt.flushIntervalMs, maxEventsPerPublish: this.opt.maxEventsPerPublish, maxPendingEvents: this.opt.maxPendingEvents, ...(this.opt.maxPendingPerStream !== undefined ? { maxPendingPerStream: this.opt.maxPendingPerStream } : {}), drainTimeoutMs: this.opt.drainTimeoutMs },
     );
     this.leadership = new Leadership(
-      {
-        lease: deps.lease,
-        logger: this.log,
-        sentCheckpoint: () => this.outbox.checkpoint(),
-        ...(deps.queueDrained ? { queueDrained: deps.queueDrained } : {}),
-        ...(deps.rota ? { rota: deps.rota } : {}),
-      },
+      { lease: deps.lease, rota: deps.rota, logger: this.log, sentCheckpoint: () => this.outbox.checkpoint() },
       { renewIntervalMs: this.opt.renewIntervalMs, acquireRetryMs: this.opt.acquireRetryMs },
     );
     this.supervisor = new ClusterStreams(
@@ -148,8 +132,8 @@ export class WatchForwarder {
         outbox: this.outbox,
         ...(deps.startupTaint ? { startupTaint: deps.startupTaint } : {}),
         ...(deps.specTaintsOwner ? { specTaintsOwner: deps.specTaintsOwner } : {}),
-        // Outside the rota (one active forwarder) every relist is announced; in it, only the Lease holder's.
-        announcesRelists: () => !this.leadership.isMember() || this.leadership.isActive(),
+        // Only the Lease holder announces a later relist (a member's first list is always announced).
+        announcesRelists: () => this.leadership.isActive(),
       },
       { healthSampleIntervalMs: this.opt.healthSampleIntervalMs },
     );
@@ -175,91 +159,60 @@ export class WatchForwarder {
     return this.outbox.checkpoint();
   }
 
-  /** Runs one leadership term until `signal` aborts (or leadership is lost), then hands over. */
-  async run(signal: AbortSignal): Promise<ForwarderRunSummary> {
-    const checkpoint = await this.leadership.acquire(signal);
-    if (!checkpoint) return { active: false, unsent: 0, checkpoint: {}, failingClusters: [] };
-    const term = new AbortController();
-    const stop = (): void => term.abort();
-    signal.addEventListener('abort', stop, { once: true });
-    this.outbox.begin(checkpoint, term.signal);
-    this.log.info('Forwarding watch events', { mode: this.d.mode, checkpoint });
-
-    const streams = this.supervisor.supervise(term.signal);
-    const renewing = this.leadership.renewLoop(term);
-    const flushing = this.outbox.flushLoop(term.signal);
-    const sampling = this.supervisor.sampleLoop(term.signal);
-
-    await streams;
-    term.abort();
-    await Promise.all([renewing, flushing, sampling]);
-    const failingClusters = this.supervisor.endTerm();
-    this.outbox.releaseIntake();
-    const unsent = await this.outbox.drain();
-    const final = await this.leadership.handOver(this.opt.drainTimeoutMs, unsent);
-    signal.removeEventListener('abort', stop);
-    return { active: true, unsent, checkpoint: final, failingClusters };
-  }
-
   /**
-   * Runs one window of the deployed form's rota (shared/domain/forwarder-rota.ts) until `signal` aborts: exits at once
-   * when enough members with time left already watch; otherwise joins, resumes every stream from the checkpoint the
-   * Lease holds, sends every relevant change it sees (as do the other members: the queue keeps one copy), stores the
-   * checkpoint while it holds the Lease, takes the Lease when it is released or expires, and at the end sends what is
-   * pending, releases the Lease if it holds it and leaves the rota. A member killed on the way leaves its Lease to
+   * Runs one window of the rota (shared/domain/forwarder-rota.ts) until `rota.until` or until `signal` aborts: exits at
+   * once when enough members with time left already watch; otherwise joins, resumes every stream from the checkpoint
+   * the Lease holds, sends every relevant change it sees (as do the other members: the queue keeps one copy), stores
+   * the checkpoint while it holds the Lease, takes the Lease when it is released or expires, and at the end sends what
+   * is pending, releases the Lease if it holds it and leaves the rota. A member killed on the way leaves its Lease to
    * expire and its entry to lapse; the others go on watching.
    */
   async runMember(signal: AbortSignal, rota: { readonly policy: RotaPolicy; readonly until: Date }): Promise<ForwarderRunSummary> {
     const term: RotaTerm = rota;
-    const joined = await this.leadership.join(term, signal);
-    if (!joined.joined) {
-      this.log.info('Enough forwarders watch; this window exits', { membersCounted: joined.members, targetMembers: rota.policy.targetMembers });
-      return { active: false, unsent: 0, checkpoint: {}, failingClusters: [], rota: { joined: false, membersCounted: joined.members } };
-    }
     const window = new AbortController();
     const stop = (): void => window.abort();
     signal.addEventListener('abort', stop, { once: true });
     if (signal.aborted) window.abort();
-    this.outbox.begin(joined.checkpoint, window.signal);
-    this.log.info('Forwarding watch events as a member of the rota', { mode: this.d.mode, checkpoint: joined.checkpoint, holdsLease: this.leadership.isActive() });
+    const ends = setTimeout(stop, Math.max(0, rota.until.getTime() - this.d.clock.now().getTime()));
+    try {
+      const joined = await this.leadership.join(term, window.signal);
+      if (!joined.joined) {
+        this.log.info('Enough forwarders watch; this window exits', { membersCounted: joined.members, targetMembers: rota.policy.targetMembers });
+        return { active: false, unsent: 0, checkpoint: {}, failingClusters: [], rota: { joined: false, membersCounted: joined.members } };
+      }
+      this.outbox.begin(joined.checkpoint, window.signal);
+      this.log.info('Forwarding watch events as a member of the rota', { mode: this.d.mode, checkpoint: joined.checkpoint, holdsLease: this.leadership.isActive() });
 
-    const streams = this.supervisor.supervise(window.signal);
-    const membership = this.leadership.memberLoop(term, window.signal);
-    const flushing = this.outbox.flushLoop(window.signal);
-    const sampling = this.supervisor.sampleLoop(window.signal);
+      const streams = this.supervisor.supervise(window.signal);
+      const membership = this.leadership.memberLoop(term, window.signal);
+      const flushing = this.outbox.flushLoop(window.signal);
+      const sampling = this.supervisor.sampleLoop(window.signal);
 
-    await streams;
-    window.abort();
-    await Promise.all([membership, flushing, sampling]);
-    const failingClusters = this.supervisor.endTerm();
-    this.outbox.releaseIntake();
-    const unsent = await this.outbox.drain();
-    const final = await this.leadership.handOver(this.opt.drainTimeoutMs, unsent);
-    await this.leadership.leave(term);
-    signal.removeEventListener('abort', stop);
-    return { active: true, unsent, checkpoint: final, failingClusters, rota: { joined: true } };
+      await streams;
+      window.abort();
+      await Promise.all([membership, flushing, sampling]);
+      const failingClusters = this.supervisor.endTerm();
+      this.outbox.releaseIntake();
+      const unsent = await this.outbox.drain();
+      const final = await this.leadership.handOver(unsent);
+      await this.leadership.leave(term);
+      return { active: true, unsent, checkpoint: final, failingClusters, rota: { joined: true } };
+    } finally {
+      clearTimeout(ends);
+      signal.removeEventListener('abort', stop);
+    }
   }
 }
 
 /**
- * Runs one bounded window until `durationMs` elapses or `signal` aborts. With `rota` (the deployed form), a window of
- * the rota ({@link WatchForwarder.runMember}); without it, one leadership term ({@link WatchForwarder.run}).
- * Returns the run summary (inactive when the window did not join the rota, or another forwarder held the Lease throughout).
+ * Runs one window of the rota ({@link WatchForwarder.runMember}) of `durationMs`, or until `signal` aborts, as the
+ * scheduled Lambda does. Returns the window's summary (inactive when it did not join the rota).
  */
 export async function forwardWatchEvents(
   deps: WatchForwarderDeps,
-  input: { readonly durationMs: number; readonly signal?: AbortSignal; readonly rota?: RotaPolicy },
+  input: { readonly durationMs: number; readonly signal?: AbortSignal; readonly rota: RotaPolicy },
   options?: WatchForwarderOptions,
 ): Promise<ForwarderRunSummary> {
-  const controller = new AbortController();
   const until = new Date(deps.clock.now().getTime() + input.durationMs);
-  const timer = setTimeout(() => controller.abort(), input.durationMs);
-  input.signal?.addEventListener('abort', () => controller.abort(), { once: true });
-  if (input.signal?.aborted) controller.abort();
-  try {
-    const forwarder = new WatchForwarder(deps, options);
-    return await (input.rota ? forwarder.runMember(controller.signal, { policy: input.rota, until }) : forwarder.run(controller.signal));
-  } finally {
-    clearTimeout(timer);
-  }
+  return new WatchForwarder(deps, options).runMember(input.signal ?? new AbortController().signal, { policy: input.rota, until });
 }

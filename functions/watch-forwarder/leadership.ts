@@ -1,12 +1,10 @@
 /**
- * The forwarder's leadership: waits for the Lease (at most one forwarder is active), renews it with the checkpoint it
- * is safe to resume from, ends the term when the Lease is lost, and hands over by releasing it with the final
- * checkpoint. With a queue that is not durable, that checkpoint is the last one after which the queue was seen empty.
- *
- * In the deployed form (a rota of overlapping Lambda windows, shared/domain/forwarder-rota.ts) it also decides whether
- * a window joins the rota or exits, keeps its entry in the member list fresh, takes the Lease whenever it is free or
- * expired, and leaves the rota at the end; there a member watches and sends whether or not it holds the Lease, which
- * only decides who stores the checkpoint.
+ * The forwarder's place in the rota (shared/domain/forwarder-rota.ts), the one lifecycle of every form: the Lambda's
+ * scheduled windows, and the windows that `npm run forwarder`, `npm start`, the tests and the benchmarks run one after
+ * another (local/forwarder-rota.ts). It decides whether a window joins the rota or exits, keeps its entry in the member
+ * list fresh, takes the Lease whenever it is free or expired, stores the checkpoint of what was sent while it holds
+ * the Lease, and at the end releases the Lease with the final checkpoint and leaves the rota. A member watches and
+ * sends whether or not it holds the Lease, which only decides who stores the checkpoint.
  */
 import { countedMembers, shouldJoin, withMember, withoutMember, type RotaPolicy } from '#shared/domain/forwarder-rota.ts';
 import type { Checkpoint } from '#shared/domain/watch-event.ts';
@@ -21,10 +19,8 @@ export interface LeadershipDeps {
   readonly logger: Logger;
   /** The checkpoint of what was sent so far (the outbox's). */
   readonly sentCheckpoint: () => Checkpoint;
-  /** Given only when the queue is not durable: true when it holds no message (see WatchForwarderDeps.queueDrained). */
-  readonly queueDrained?: () => Promise<boolean>;
-  /** The rota's member list (the deployed form); required by {@link Leadership.join}. */
-  readonly rota?: ForwarderRota;
+  /** The rota's member list, on the same Lease. */
+  readonly rota: ForwarderRota;
 }
 
 /** A window of the rota: its policy and when it ends. */
@@ -46,12 +42,10 @@ export interface LeadershipOptions {
   readonly acquireRetryMs: number;
 }
 
-/** See the module comment. One instance serves every term of a forwarder. */
+/** See the module comment. One instance serves every window of a forwarder. */
 export class Leadership {
   private readonly d: LeadershipDeps;
   private readonly opt: LeadershipOptions;
-  /** With a non-durable queue: the last checkpoint known to be applied, the one stored in the Lease. */
-  private appliedCheckpoint: Checkpoint = {};
   private leading = false;
   /** True from joining the rota until leaving it. */
   private member = false;
@@ -80,7 +74,6 @@ export class Leadership {
    */
   async join(term: RotaTerm, signal: AbortSignal): Promise<JoinOutcome> {
     const rota = this.d.rota;
-    if (!rota) throw new Error('Leadership.join needs the rota (LeadershipDeps.rota)');
     while (!signal.aborted) {
       try {
         let counted = 0;
@@ -102,7 +95,6 @@ export class Leadership {
         } catch (err) {
           this.d.logger.warn('Acquiring the Lease failed; watching as a member', { error: err as Error });
         }
-        this.appliedCheckpoint = { ...checkpoint };
         this.d.logger.info('Joined the forwarder rota', { holder: this.leading ? rota.identity : record.holder, members: record.members.length, until: term.until.toISOString() });
         return { joined: true, checkpoint };
       } catch (err) {
@@ -121,14 +113,13 @@ export class Leadership {
    */
   async memberLoop(term: RotaTerm, signal: AbortSignal): Promise<void> {
     const rota = this.d.rota;
-    if (!rota) throw new Error('Leadership.memberLoop needs the rota (LeadershipDeps.rota)');
     let lastRecorded = Date.now();
     while (!signal.aborted) {
       await sleep(this.leading ? this.opt.renewIntervalMs : this.opt.acquireRetryMs, signal);
       if (signal.aborted) return;
       try {
         if (this.leading) {
-          if (!(await this.d.lease.renew(await this.durableCheckpoint(0)))) {
+          if (!(await this.d.lease.renew(this.d.sentCheckpoint()))) {
             this.leading = false;
             this.d.logger.warn('Lost the Lease; watching on as a member without storing the checkpoint');
           }
@@ -157,7 +148,6 @@ export class Leadership {
   async leave(term: RotaTerm): Promise<void> {
     const rota = this.d.rota;
     this.member = false;
-    if (!rota) return;
     try {
       await rota.updateMembers((r, now) => withoutMember(r.members, rota.identity, now, term.policy));
     } catch (err) {
@@ -166,49 +156,11 @@ export class Leadership {
   }
 
   /**
-   * Waits until this forwarder holds the Lease, retrying every `acquireRetryMs`. Returns the checkpoint the Lease
-   * held (where this term resumes), or undefined when `signal` aborted first.
+   * Ends the window's hold on the Lease: releases it (when still held) with the checkpoint of what was sent, so that
+   * the next member resumes there at once. Returns that checkpoint.
    */
-  async acquire(signal: AbortSignal): Promise<Checkpoint | undefined> {
-    let announced = false;
-    while (!signal.aborted) {
-      try {
-        const attempt = await this.d.lease.tryAcquire();
-        if (attempt.acquired) {
-          this.leading = true;
-          this.appliedCheckpoint = { ...attempt.checkpoint };
-          return attempt.checkpoint;
-        }
-        if (!announced) this.d.logger.info('Waiting for the active forwarder to hand over', { holder: attempt.holder });
-        announced = true;
-      } catch (err) {
-        this.d.logger.warn('Acquiring the Lease failed', { error: err as Error });
-      }
-      await sleep(this.opt.acquireRetryMs, signal);
-    }
-    return undefined;
-  }
-
-  /** Renews the Lease every `renewIntervalMs` until `term` aborts; aborts `term` when the Lease is lost. */
-  async renewLoop(term: AbortController): Promise<void> {
-    while (!term.signal.aborted) {
-      await sleep(this.opt.renewIntervalMs, term.signal);
-      if (term.signal.aborted) return;
-      const still = await this.d.lease.renew(await this.durableCheckpoint(0));
-      if (!still) {
-        this.leading = false;
-        this.d.logger.error('Lost the Lease; stopping without sending more');
-        term.abort();
-      }
-    }
-  }
-
-  /**
-   * Ends the term: releases the Lease (when still held) with the checkpoint to resume from, waiting up to `waitMs`
-   * for a non-durable queue to be seen empty. Returns that checkpoint.
-   */
-  async handOver(waitMs: number, unsent: number): Promise<Checkpoint> {
-    const final = await this.durableCheckpoint(waitMs);
+  async handOver(unsent: number): Promise<Checkpoint> {
+    const final = this.d.sentCheckpoint();
     if (this.leading) {
       try {
         await this.d.lease.release(final);
@@ -219,31 +171,5 @@ export class Leadership {
     }
     this.leading = false;
     return final;
-  }
-
-  /**
-   * The checkpoint it is safe to resume from after a crash: the sent checkpoint when the queue is
-   * durable; otherwise the last sent checkpoint that the queue was seen empty after (waiting up to
-   * `waitMs` for that). The snapshot is taken before the queue is looked at, so it covers only
-   * events that were already in the queue, and so were applied, when it was seen empty.
-   */
-  private async durableCheckpoint(waitMs: number): Promise<Checkpoint> {
-    const drained = this.d.queueDrained;
-    if (!drained) return this.d.sentCheckpoint();
-    const until = Date.now() + waitMs;
-    for (;;) {
-      const candidate = this.d.sentCheckpoint();
-      try {
-        if (await drained()) {
-          this.appliedCheckpoint = candidate;
-          break;
-        }
-      } catch (err) {
-        this.d.logger.warn('Looking at the queue depth failed; the stored checkpoint stays where it was', { error: err as Error });
-      }
-      if (Date.now() >= until) break;
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    return { ...this.appliedCheckpoint };
   }
 }

@@ -3,6 +3,16 @@
  * checkpoint of every stream, which advances only over what was sent (or needed no message). It also holds watch
  * intake back while too many events wait, and sends what is left, for a bounded time, when the streams have stopped.
  *
+ * The one retry layer of a send is here. The publisher (shared/adapters/sqs/event-publisher.ts) makes one attempt per
+ * event and reports every event it did not send (a throttled or failed call, each entry of a partial-batch failure);
+ * the outbox keeps such an event pending and resends it after a jittered backoff (0.2 s doubling to 30 s), without a
+ * limit: it never gives up a change that may still be sent, only one the queue can never take (too large, a sender
+ * fault). Here, not in the publisher, because only here does a waiting event keep what it must: its stream's checkpoint
+ * stays before it, it counts against the intake bounds (back-pressure), and the flush loop goes on sending the other
+ * streams' events meanwhile instead of sleeping inside a call. A later event of the same message group (Node) is not
+ * sent while an earlier one waits for its resend, so one Node's events still reach the queue in order. (The AWS SDK's
+ * own retry of a throttled call, inside one attempt, is the transport's and is left at its defaults.)
+ *
  * Bulkheads between streams (each workload cluster's Node stream is one; issue "One bad workload cluster cannot hurt
  * the others"): a stream's intake waits while *that stream* has `maxPendingPerStream` events waiting, or while the whole
  * outbox holds `maxPendingEvents` and the stream has any event of its own waiting. A stream with nothing waiting always
@@ -10,7 +20,7 @@
  * `maxPendingEvents` plus one change per stream. Each round takes the due events of every stream in turn (round-robin,
  * each stream's in its order), so an event of a quiet stream goes out in the next round, not after a flood.
  */
-import type { TaintEvent } from '#shared/domain/cloud-event.ts';
+import { messageGroupIdFor, type TaintEvent } from '#shared/domain/cloud-event.ts';
 import { backoffDelay } from '#shared/domain/backoff.ts';
 import type { Checkpoint } from '#shared/domain/watch-event.ts';
 import type { Clock } from '#shared/ports/clock.ts';
@@ -20,6 +30,9 @@ import { ForwarderMetric } from '#shared/observability/metric-names.ts';
 import type { logger as defaultLogger } from '#shared/observability/logger.ts';
 
 type Logger = Pick<typeof defaultLogger, 'info' | 'warn' | 'error' | 'debug'>;
+
+/** Wait before an unsent event's resend number n: 0.2 s × 2^(n−1), at most 30 s, at least half of that (equal jitter). */
+const RESEND_BACKOFF = { base: 200, max: 30_000, jitter: 'equal' } as const;
 
 /** Ordered resume points of one stream; the checkpoint advances over the handled prefix only. */
 export class StreamProgress {
@@ -63,10 +76,7 @@ export interface OutboxDeps {
   readonly telemetry: ForwarderTelemetry;
   readonly clock: Clock;
   readonly logger: Logger;
-  /**
-   * True while this forwarder may send: it holds the Lease, or (deployed form) it is a member of the rota. Nothing is
-   * sent otherwise, and intake is no longer held back.
-   */
+  /** True while this forwarder may send: it is a member of the rota. Nothing is sent otherwise, and intake is no longer held back. */
   readonly maySend: () => boolean;
 }
 
@@ -83,7 +93,7 @@ export interface OutboxOptions {
   readonly drainTimeoutMs: number;
 }
 
-/** See the module comment. One instance serves every term of a forwarder; {@link Outbox.begin} starts a term. */
+/** See the module comment. One instance serves every window of a forwarder; {@link Outbox.begin} starts a window. */
 export class Outbox {
   private readonly d: OutboxDeps;
   private readonly opt: OutboxOptions;
@@ -100,7 +110,7 @@ export class Outbox {
     this.opt = options;
   }
 
-  /** Starts a term from the checkpoint the Lease held: nothing pending; intake is let go when `term` aborts. */
+  /** Starts a window from the checkpoint the Lease held: nothing pending; intake is let go when `term` aborts. */
   begin(checkpoint: Checkpoint, term: AbortSignal): void {
     this.baseCheckpoint = { ...checkpoint };
     this.progress.clear();
@@ -209,7 +219,7 @@ export class Outbox {
           continue;
         }
         p.attempts++;
-        p.notBefore = sentAt + backoffDelay(p.attempts + 1, { base: 500, max: 30_000, jitter: 'equal' }, Math.random);
+        p.notBefore = sentAt + backoffDelay(p.attempts, RESEND_BACKOFF, Math.random);
       }
     }
     for (const p of finished) {
@@ -225,12 +235,18 @@ export class Outbox {
 
   /**
    * The due events of one round, at most `maxEventsPerPublish`: the first due event of every stream, then the second,
-   * and so on (each stream's in the order they came), so that no stream waits behind another's backlog.
+   * and so on (each stream's in the order they came), so that no stream waits behind another's backlog. An event whose
+   * message group has an earlier event waiting for its resend is not due.
    */
   private takeInTurn(now: number): Pending[] {
     const byStream = new Map<StreamProgress, Pending[]>();
+    const waitingGroups = new Set<string>();
     for (const p of this.pending) {
-      if (p.notBefore > now) continue;
+      const group = messageGroupIdFor(p.event.data);
+      if (p.notBefore > now || waitingGroups.has(group)) {
+        waitingGroups.add(group);
+        continue;
+      }
       const queue = byStream.get(p.progress);
       if (queue) queue.push(p);
       else byStream.set(p.progress, [p]);
@@ -274,9 +290,11 @@ export class Outbox {
     }
   }
 
-  /** After the streams stopped: keeps sending what is pending for at most `drainTimeoutMs`; returns what is left. */
+  /** After the streams stopped: keeps sending what is pending (with backoff) for at most `drainTimeoutMs`; returns what is left. */
   async drain(): Promise<number> {
     const deadline = Date.now() + this.opt.drainTimeoutMs;
+    for (const p of this.pending) p.notBefore = 0; // the last chance to send: a resend due later is due now
+
     while (this.pending.length > 0 && this.d.maySend() && Date.now() < deadline) {
       const attempted = await this.publishRound().catch(() => 0);
       if (attempted === 0) await new Promise((r) => setTimeout(r, Math.min(200, Math.max(1, deadline - Date.now()))));

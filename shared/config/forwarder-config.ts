@@ -12,16 +12,17 @@ export interface ForwarderConfig {
   readonly queueUrl: string | undefined;
   /** `capi`: Machines in the management cluster, Nodes in each workload cluster. `self`: one cluster. */
   readonly clusterMode: 'capi' | 'self';
-  /** Length of one Lambda window (the long-running process ignores it). */
+  /** Length of one window of the rota (a Lambda run's; `npm run forwarder` runs windows one after another). */
   readonly watchWindowSeconds: number;
   /**
-   * Lambda form: how many members of the rota with time left make a scheduled window exit instead of joining
-   * (shared/domain/forwarder-rota.ts). 2: one may be killed and another still watches.
+   * How many members of the rota with time left make a new window exit instead of joining
+   * (shared/domain/forwarder-rota.ts). 2 (the Lambda form): one may be killed and another still watches. The local
+   * runners (`npm run forwarder`, `npm start`) default to 1.
    */
   readonly watchMembers: number;
   /**
-   * Lambda form: a member with less than this left of its window no longer counts, so that its successor joins while
-   * it still watches. At least two schedule intervals (a schedule fires anywhere in its minute) plus a cold start.
+   * A member with less than this left of its window no longer counts, so that its successor joins while it still
+   * watches. Lambda form: at least two schedule intervals (a schedule fires anywhere in its minute) plus a cold start.
    */
   readonly watchOverlapSeconds: number;
   /** Period of the full resync that re-announces every object; 0 turns it off. */
@@ -31,12 +32,12 @@ export interface ForwarderConfig {
    * sends a bookmark about once a minute on a quiet watch, so this stays above that (minimum 70 s).
    */
   readonly watchIdleSeconds: number;
-  /** Namespace of the Lease that elects the active forwarder and holds its checkpoint. */
+  /** Namespace of the Lease that holds the rota's members, elects the member that stores the checkpoint, and holds it. */
   readonly stateNamespace: string;
   readonly leaseName: string;
   /** This forwarder's identity in the Lease. */
   readonly forwarderId: string;
-  /** Lease duration; a leader that has not renewed for this long can be replaced. */
+  /** Lease duration; a holder that has not renewed for this long can be replaced, a member's entry lapses. */
   readonly leaseDurationSeconds: number;
   /** Only watch Machines in this namespace (default: all namespaces). */
   readonly machineNamespace: string | undefined;

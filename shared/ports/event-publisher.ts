@@ -16,6 +16,6 @@ export interface PublishResult {
 
 /** Sends TaintEvents to the event queue (SQS FIFO in AWS, a local SQS server in `npm start`). */
 export interface EventPublisher {
-  /** Sends the events (after its own bounded retries); never throws for a send failure, reports it in `unsent`. */
+  /** Sends the events, one attempt each (the caller resends); never throws for a send failure, reports it in `unsent`. */
   publish(events: readonly TaintEvent[]): Promise<PublishResult>;
 }

@@ -4,12 +4,13 @@
  * control plane. Expected Node states are upstream's (upstream-capi.md §3.3), written out by hand.
  */
 import { ReceiveMessageCommand, SendMessageCommand } from '@aws-sdk/client-sqs';
-import { CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
+import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
+import { CHECKPOINT_ANNOTATION } from '#shared/adapters/kubernetes/lease.ts';
 import { readFileSync } from 'node:fs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { World } from './support.ts';
-import { HAMMER_TAINT_KEY, expectNode, interleavedKubeConfig, joinNode, setAnnotations, setSpecTaints, startForeignWriter, startWorld, writeAwsCalls } from './support.ts';
-import { MERGE_PATCH, adminKubeConfig, createMachine, describeWithControlPlane, requireControlPlane, setMachineNodeRef, uniqueName, waitFor } from '#test/support/control-plane.ts';
+import { HAMMER_TAINT_KEY, expectNode, interleavedKubeConfig, joinNode, restartWorld, setAnnotations, setSpecTaints, startForeignWriter, startWorld, writeAwsCalls } from './support.ts';
+import { MACHINES, MERGE_PATCH, adminKubeConfig, createMachine, describeWithControlPlane, requireControlPlane, setMachineNodeRef, uniqueName, waitFor } from '#test/support/control-plane.ts';
 
 const CLASS = 'taints.capi-taint-propagator.dev/class';
 const MACHINE = 'taints.capi-taint-propagator.dev/machine';
@@ -224,6 +225,30 @@ describeWithControlPlane('e2e: the whole pipeline in-process', () => {
     await expectNode(kc, node, { taints: [FOREIGN_S, 'a=9:NoSchedule', 'b=1:PreferNoSchedule', 'c=1:NoExecute'], tracking: 'a:NoSchedule,c:NoExecute' });
     await expectNode(kc, late, { taints: ['late=yes:NoSchedule', 'boot=:PreferNoSchedule'], tracking: 'late:NoSchedule' });
     expect(world.pipeline.counters().eventsForwarded).toBeGreaterThan(forwardedBefore);
+  });
+
+  it("announces again, in a new pipeline, a change that was queued but died with the previous pipeline's in-memory queue", async () => {
+    // Prepare: a converged Node; then the reconcile side stops, so what the forwarder queues now is never applied.
+    world = await startWorld(kc);
+    const { machine, node } = await machineWithNode(world, 'requeue');
+    await expectNode(kc, node, { taints: [FOREIGN_S, 'a=1:NoSchedule', 'b=1:PreferNoSchedule', 'c=1:NoExecute'], tracking: 'a:NoSchedule,c:NoExecute' });
+    await world.pipeline.eventSource.stop();
+    const forwardedBefore = world.pipeline.counters().eventsForwarded;
+    await setSpecTaints(kc, world.ns, machine, [{ key: 'a', value: '9', effect: 'NoSchedule' }]);
+    const queued = world;
+    await waitFor(() => queued.pipeline.counters().eventsForwarded > forwardedBefore, { timeoutMs: 10_000, description: 'the edit to be queued' });
+
+    // Act: the pipeline stops (its forwarder hands over with a checkpoint past the edit; its queue goes, with the
+    // edit's message), and another starts with a queue of its own.
+    await world.pipeline.stop();
+    const lease = await kc.makeApiClient(CoordinationV1Api).readNamespacedLease({ name: `forwarder-${world.run}`, namespace: world.ns });
+    const stored = JSON.parse(lease.metadata?.annotations?.[CHECKPOINT_ANNOTATION] ?? '{}') as Record<string, string>;
+    const edited = (await kc.makeApiClient(CustomObjectsApi).getNamespacedCustomObject({ ...MACHINES, namespace: world.ns, name: machine })) as { metadata: { resourceVersion: string } };
+    world = await restartWorld(world);
+
+    // Assess: the checkpoint had passed the edit, and the edit was applied all the same.
+    expect(BigInt(stored['machines'] ?? '0')).toBeGreaterThanOrEqual(BigInt(edited.metadata.resourceVersion));
+    await expectNode(kc, node, { taints: [FOREIGN_S, 'a=9:NoSchedule', 'b=1:PreferNoSchedule', 'c=1:NoExecute'], tracking: 'a:NoSchedule,c:NoExecute' });
   });
 
   describe('capi mode', () => {

@@ -52,7 +52,19 @@ export async function writeAwsCalls(name: string): Promise<{ file: string; calls
 /** Starts a pipeline that sees only this test's Machines and Nodes. */
 export async function startWorld(kc: KubeConfig, overrides: Partial<PipelineOptions> = {}): Promise<World> {
   const ns = await createNamespace(kc, 'e2e');
-  const run = uniqueName('run');
+  return startPipelineOf({ kc, ns, run: uniqueName('run') }, overrides);
+}
+
+/**
+ * Starts another pipeline of a world (same namespace, label and Lease), with a queue of its own: as `npm start` run
+ * again after the previous one stopped or died. Stop the world's pipeline first.
+ */
+export function restartWorld(w: World, overrides: Partial<PipelineOptions> = {}): Promise<World> {
+  return startPipelineOf(w, overrides);
+}
+
+async function startPipelineOf(w: Pick<World, 'kc' | 'ns' | 'run'>, overrides: Partial<PipelineOptions>): Promise<World> {
+  const { kc, ns, run } = w;
   const pipeline = await startPipeline({
     kubeconfig: kc,
     mode: 'self',

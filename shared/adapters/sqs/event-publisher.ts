@@ -1,10 +1,13 @@
 /**
  * Publishes TaintEvents to an SQS FIFO queue as structured CloudEvents: SendMessageBatch with at
  * most 10 entries and 256 KiB per call, the Node as MessageGroupId, the event id as
- * MessageDeduplicationId, per-entry failures retried with jittered backoff, and whatever still
- * cannot be sent reported back (never dropped silently). The calls of one publish go out over a few lanes at once, every
- * message group in one lane and its events in order there (SQS FIFO keeps the order in which one group's messages
- * arrive; two calls in flight together have none between them).
+ * MessageDeduplicationId, and every entry that was not sent reported back with its reason and whether resending it
+ * can succeed (never dropped silently). It does not retry: one publish is one attempt per event, and the caller
+ * resends (the forwarder's outbox, functions/watch-forwarder/outbox.ts: the one retry layer of a send).
+ * The calls of one publish go out over a few lanes at once, every message group in one lane and its events in order
+ * there (SQS FIFO keeps the order in which one group's messages arrive; two calls in flight together have none between
+ * them); once an entry of a group fails, that group's later entries in the lane are not sent but reported unsent, so a
+ * resend never lands behind a later event of its group.
  */
 import { createHash } from 'node:crypto';
 import type { SendMessageBatchCommand, SendMessageBatchCommandOutput, SendMessageBatchRequestEntry } from '@aws-sdk/client-sqs';
@@ -12,7 +15,6 @@ import { messageGroupIdFor, type TaintEvent } from '#shared/domain/cloud-event.t
 import { toCloudEventBody } from '#shared/adapters/cloudevents/cloud-event-body.ts';
 import type { EventPublisher, PublishResult, UnsentEvent } from '#shared/ports/event-publisher.ts';
 import { logger as defaultLogger, LogKey } from '#shared/observability/logger.ts';
-import { backoffDelay } from '#shared/domain/backoff.ts';
 import { sqsSdk } from './sdk.ts';
 
 /** SQS's limits for one SendMessageBatch call. */
@@ -34,14 +36,8 @@ export interface SqsEventPublisherOptions {
    */
   readonly client: SqsSendClient | (() => Promise<SqsSendClient>);
   readonly queueUrl: string;
-  /** Attempts per entry within one publish call (default 5). */
-  readonly maxAttempts?: number;
-  /** First backoff delay; doubles per attempt with full jitter, capped at 5 s (default 100 ms). */
-  readonly baseDelayMs?: number;
   /** SendMessageBatch calls of one publish in flight at once (default 4); a message group's calls never overlap. */
   readonly lanes?: number;
-  readonly sleep?: (ms: number) => Promise<void>;
-  readonly random?: () => number;
   readonly logger?: Pick<typeof defaultLogger, 'warn' | 'error'>;
 }
 
@@ -127,11 +123,7 @@ function describe(err: unknown): string {
  * (with the reason); it throws only on programming errors.
  */
 export function createSqsEventPublisher(options: SqsEventPublisherOptions): EventPublisher {
-  const maxAttempts = options.maxAttempts ?? 5;
-  const baseDelayMs = options.baseDelayMs ?? 100;
   const lanes = options.lanes ?? 4;
-  const sleep = options.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
-  const random = options.random ?? Math.random;
   const log = options.logger ?? defaultLogger;
   let made: Promise<SqsSendClient> | undefined;
   const clientOf = (): Promise<SqsSendClient> => {
@@ -144,40 +136,20 @@ export function createSqsEventPublisher(options: SqsEventPublisherOptions): Even
     return made;
   };
 
+  /** One SendMessageBatch call: the entries sent, and why each other one was not. */
   async function sendChunk(chunk: readonly Entry[]): Promise<{ sent: Entry[]; unsent: Array<{ entry: Entry; reason: string; retryable: boolean }> }> {
-    const sent: Entry[] = [];
-    const unsent: Array<{ entry: Entry; reason: string; retryable: boolean }> = [];
-    let pending = [...chunk];
-    for (let attempt = 1; pending.length > 0; attempt++) {
-      const reasons = new Map<string, { reason: string; retryable: boolean }>();
-      try {
-        const [{ SendMessageBatchCommand: Command }, client] = await Promise.all([sqsSdk(), clientOf()]);
-        const out = await client.send(new Command({ QueueUrl: options.queueUrl, Entries: pending.map((e) => e.request) }));
-        const okIds = new Set((out.Successful ?? []).map((s) => s.Id));
-        for (const f of out.Failed ?? []) {
-          if (f.Id) reasons.set(f.Id, { reason: `${f.Code ?? 'Failed'}: ${f.Message ?? ''}`.trim(), retryable: f.SenderFault !== true });
-        }
-        for (const e of pending) {
-          if (okIds.has(e.id)) sent.push(e);
-          else if (!reasons.has(e.id)) reasons.set(e.id, { reason: 'not reported by SendMessageBatch', retryable: true });
-        }
-      } catch (err) {
-        for (const e of pending) reasons.set(e.id, { reason: describe(err), retryable: true });
-      }
-      const failed = pending.filter((e) => reasons.has(e.id));
-      pending = [];
-      for (const e of failed) {
-        const r = reasons.get(e.id) ?? { reason: 'unknown', retryable: true };
-        if (!r.retryable || attempt >= maxAttempts) unsent.push({ entry: e, ...r });
-        else pending.push(e);
-      }
-      if (pending.length > 0) {
-        const delay = Math.floor(backoffDelay(attempt, { base: baseDelayMs, max: 5_000, jitter: 'full' }, random));
-        log.warn('Retrying failed queue sends', { count: pending.length, attempt, delayMs: delay, reason: reasons.get(pending[0]?.id ?? '')?.reason });
-        await sleep(delay);
-      }
+    try {
+      const [{ SendMessageBatchCommand: Command }, client] = await Promise.all([sqsSdk(), clientOf()]);
+      const out = await client.send(new Command({ QueueUrl: options.queueUrl, Entries: chunk.map((e) => e.request) }));
+      const okIds = new Set((out.Successful ?? []).map((s) => s.Id));
+      const failed = new Map((out.Failed ?? []).map((f) => [f.Id, { reason: `${f.Code ?? 'Failed'}: ${f.Message ?? ''}`.trim(), retryable: f.SenderFault !== true }]));
+      return {
+        sent: chunk.filter((e) => okIds.has(e.id)),
+        unsent: chunk.filter((e) => !okIds.has(e.id)).map((entry) => ({ entry, ...(failed.get(entry.id) ?? { reason: 'not reported by SendMessageBatch', retryable: true }) })),
+      };
+    } catch (err) {
+      return { sent: [], unsent: chunk.map((entry) => ({ entry, reason: describe(err), retryable: true })) };
     }
-    return { sent, unsent };
   }
 
   return {
@@ -192,15 +164,24 @@ export function createSqsEventPublisher(options: SqsEventPublisherOptions): Even
       await Promise.all(
         // No more lanes than calls of 10: as many calls as one lane would make (SQS bills per call).
         laneEntries(sendable, Math.min(lanes, Math.ceil(sendable.length / SQS_MAX_BATCH_ENTRIES))).map(async (lane) => {
+          /** Groups of this lane with an entry that was not sent: their later entries wait for the resend. */
+          const held = new Set<string>();
           for (const chunk of chunkEntries(lane)) {
-            const r = await sendChunk(chunk);
+            for (const e of chunk.filter((x) => held.has(x.group))) unsent.push({ event: e.event, reason: 'an earlier event of its message group was not sent', retryable: true });
+            const sendNow = chunk.filter((x) => !held.has(x.group));
+            if (sendNow.length === 0) continue;
+            const r = await sendChunk(sendNow);
             sent.push(...r.sent.map((e) => e.event));
-            unsent.push(...r.unsent.map((u) => ({ event: u.entry.event, reason: u.reason, retryable: u.retryable })));
+            for (const u of r.unsent) {
+              if (u.retryable) held.add(u.entry.group);
+              unsent.push({ event: u.entry.event, reason: u.reason, retryable: u.retryable });
+            }
           }
         }),
       );
       for (const u of unsent) {
-        log.error('Sending event to the queue failed', { [LogKey.cloudEventId]: u.event.id, subject: u.event.subject, [LogKey.reason]: u.reason, retryable: u.retryable });
+        // A retryable failure is resent by the caller (a warning each time); one that can never succeed is an error.
+        (u.retryable ? log.warn : log.error)('Sending event to the queue failed', { [LogKey.cloudEventId]: u.event.id, subject: u.event.subject, [LogKey.reason]: u.reason, retryable: u.retryable });
       }
       return { sent, unsent };
     },

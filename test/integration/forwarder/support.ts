@@ -1,6 +1,7 @@
 /**
- * Helpers for the forwarder's integration tests: a forwarder wired exactly as in production
- * (composeWatchForwarder over the real API server), with the SQS client mocked by aws-sdk-client-mock.
+ * Helpers for the forwarder's integration tests: a forwarder wired and run exactly as in production
+ * (composeWatchForwarder over the real API server; windows of the rota, here a rota of one as `npm run forwarder`
+ * runs it), with the SQS client mocked by aws-sdk-client-mock.
  */
 import { mockClient } from 'aws-sdk-client-mock';
 import { SendMessageBatchCommand, SQSClient } from '@aws-sdk/client-sqs';
@@ -11,6 +12,7 @@ import { loadForwarderConfig, type ForwarderConfig } from '#shared/config/forwar
 import { createForwarderTelemetry, type CountingForwarderTelemetry } from '#shared/observability/forwarder-telemetry.ts';
 import { composeWatchForwarder } from '#functions/watch-forwarder/compose.ts';
 import { WatchForwarder, type ForwarderRunSummary, type WatchForwarderDeps, type WatchForwarderOptions } from '#functions/watch-forwarder/forward-watch-events.ts';
+import { LOCAL_WATCH_MEMBERS, localRota, runWindows } from '#local/forwarder-rota.ts';
 
 export const QUEUE_URL = 'https://sqs.eu-west-1.amazonaws.com/123456789012/capi-taint-propagator-events.fifo';
 
@@ -54,7 +56,7 @@ export interface RunningForwarder {
   stop(): Promise<ForwarderRunSummary>;
 }
 
-/** Starts a forwarder (not waiting for the Lease). */
+/** Starts a forwarder: windows of a rota of one (`WATCH_MEMBERS=1` unless `settings` say otherwise), not waiting for it to join. */
 export function startForwarder(
   kc: KubeConfig,
   settings: Partial<ForwarderConfig> & Pick<ForwarderConfig, 'stateNamespace' | 'leaseName'>,
@@ -66,7 +68,7 @@ export function startForwarder(
     options?: WatchForwarderOptions;
   } = {},
 ): RunningForwarder {
-  const config: ForwarderConfig = { ...loadForwarderConfig({}), queueUrl: QUEUE_URL, leaseDurationSeconds: 4, watchIdleSeconds: 20, resyncIntervalSeconds: 0, ...settings };
+  const config: ForwarderConfig = { ...loadForwarderConfig({}), queueUrl: QUEUE_URL, watchMembers: LOCAL_WATCH_MEMBERS, leaseDurationSeconds: 4, watchIdleSeconds: 20, resyncIntervalSeconds: 0, ...settings };
   const telemetry = createForwarderTelemetry();
   const deps = composeWatchForwarder({
     config,
@@ -78,9 +80,10 @@ export function startForwarder(
     ...(extra.watchBackoff ? { watchBackoff: extra.watchBackoff } : {}),
     ...(extra.logger ? { logger: extra.logger } : {}),
   });
-  const forwarder = new WatchForwarder(deps, { renewIntervalMs: 1_000, acquireRetryMs: 250, flushIntervalMs: 20, drainTimeoutMs: 5_000, ...extra.options });
+  const options: WatchForwarderOptions = { renewIntervalMs: 1_000, acquireRetryMs: 250, flushIntervalMs: 20, drainTimeoutMs: 5_000, ...extra.options };
+  const forwarder = new WatchForwarder(deps, options);
   const controller = new AbortController();
-  const done = forwarder.run(controller.signal);
+  const done = runWindows(forwarder, { signal: controller.signal, rota: localRota(config), retryMs: options.acquireRetryMs ?? 250, logger: extra.logger ?? { error: () => undefined } });
   return {
     forwarder,
     telemetry,

@@ -98,7 +98,7 @@ describeWithControlPlane('least privilege: infra/rbac manifests on a real API se
     });
 
     // Act: the forwarder runs a short window while the cluster changes.
-    const window = forwardWatchEvents(deps, { durationMs: 6_000 }, { renewIntervalMs: 1_000, acquireRetryMs: 250, flushIntervalMs: 20 });
+    const window = forwardWatchEvents(deps, { durationMs: 6_000, rota: { targetMembers: 1, overlapMs: 1_000, staleAfterMs: 15_000 } }, { renewIntervalMs: 1_000, acquireRetryMs: 250, flushIntervalMs: 20 });
     await new Promise((r) => setTimeout(r, 1_500));
     await createNode(admin, node, { labels: { 'rbac-test': label }, taints: [{ key: 'node.cluster.x-k8s.io/uninitialized', effect: 'NoSchedule' }] });
     await createMachine(admin, ns, 'm1', { nodeName: node, specTaints: [{ key: 'gpu', value: 'a100', effect: 'NoSchedule' }] });

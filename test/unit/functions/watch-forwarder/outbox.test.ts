@@ -80,7 +80,7 @@ describe('Class: Outbox (checkpoint advance)', () => {
     const whileResending = outbox.checkpoint();
     const beforeBackoff = await outbox.publishRound();
     publisher.fates.delete(e11.id);
-    clock.advance(1_000); // the longest wait before the first resend (500 ms base, doubled, equal jitter)
+    clock.advance(1_000); // past the longest wait before the first resend (0.2 s, equal jitter)
     const resent = await outbox.publishRound();
 
     // Assess
@@ -142,6 +142,78 @@ describe('Class: Outbox (checkpoint advance)', () => {
     expect([attempted, left]).toEqual([0, 1]);
     expect(publisher.calls).toEqual([]);
     expect(outbox.checkpoint()).toEqual({ 'nodes/self': '10' });
+  });
+
+  it('resends an event the queue refuses for a while (throttling, an outage) with a growing backoff and no limit, then passes it', async () => {
+    // Prepare: the queue refuses the event 12 times (the publisher makes one attempt per round).
+    const { outbox, publisher, clock, counts } = setup();
+    const progress = outbox.openStream('nodes/self');
+    const e11 = nodeEvent('a', '11');
+    publisher.fates.set(e11.id, 'retryable');
+    await outbox.enqueue([e11], T0, progress, '11');
+
+    // Act: the first attempt, then a round as soon as the event is due again (the queue takes the 12th resend), noting
+    // how long each wait was.
+    await outbox.publishRound();
+    const waits: number[] = [];
+    for (let resend = 1; resend <= 12; resend++) {
+      if (resend === 12) publisher.fates.delete(e11.id);
+      let waited = 0;
+      while ((await outbox.publishRound()) === 0) {
+        clock.advance(50);
+        waited += 50;
+      }
+      waits.push(waited);
+    }
+
+    // Assess: never given up; the waits grow (0.2 s doubling, equal jitter) and stop growing at 30 s.
+    expect(outbox.checkpoint()).toEqual({ 'nodes/self': '11' });
+    expect(outbox.size()).toBe(0);
+    expect(counts).toMatchObject({ EventsForwarded: 1, SendFailures: 12 });
+    expect(waits[0]).toBeGreaterThanOrEqual(100);
+    expect(waits[0]).toBeLessThanOrEqual(250);
+    expect(waits[3]).toBeGreaterThanOrEqual(800);
+    expect(Math.max(...waits)).toBeLessThanOrEqual(30_050);
+    expect(waits[10]).toBeGreaterThanOrEqual(15_000);
+  });
+
+  it("does not send a Node's later event while an earlier one waits for its resend, and sends both in order after it", async () => {
+    // Prepare: two changes of one Node, the first refused once.
+    const { outbox, publisher, clock } = setup();
+    const progress = outbox.openStream('nodes/self');
+    const [first, second] = [nodeEvent('a', '11'), nodeEvent('a', '12')];
+    publisher.fates.set(first.id, 'retryable');
+    await outbox.enqueue([first], T0, progress, '11');
+
+    // Act
+    await outbox.publishRound();
+    await outbox.enqueue([second], T0, progress, '12');
+    const whileWaiting = await outbox.publishRound();
+    publisher.fates.clear();
+    clock.advance(1_000);
+    await outbox.publishRound();
+
+    // Assess
+    expect(whileWaiting).toBe(0);
+    expect(publisher.calls).toEqual([[first.id], [first.id, second.id]]);
+    expect(outbox.checkpoint()).toEqual({ 'nodes/self': '12' });
+  });
+
+  it('sends an event that waits for its resend when the term ends and the outbox drains, instead of leaving it', async () => {
+    // Prepare
+    const { outbox, publisher } = setup({ drainTimeoutMs: 1_000 });
+    const e11 = nodeEvent('a', '11');
+    publisher.fates.set(e11.id, 'retryable');
+    await outbox.enqueue([e11], T0, outbox.openStream('nodes/self'), '11');
+    await outbox.publishRound();
+    publisher.fates.clear();
+
+    // Act
+    const left = await outbox.drain();
+
+    // Assess
+    expect(left).toBe(0);
+    expect(outbox.checkpoint()).toEqual({ 'nodes/self': '11' });
   });
 
   it('drops the resume point of a forgotten stream (a deleted cluster) and starts a stream from the checkpoint it was given', () => {

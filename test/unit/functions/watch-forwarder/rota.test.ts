@@ -1,5 +1,5 @@
 /**
- * The deployed form's rota in the forwarder (Leadership.join/memberLoop/leave, WatchForwarder.runMember), with its
+ * The rota in the forwarder (Leadership.join/memberLoop/leave, WatchForwarder.runMember), with its
  * ports faked at the port level: one in-memory Lease (election, checkpoint and member list, client-go's expiry on a
  * manual clock) shared by every forwarder of a test, scripted watch streams, and a queue that keeps one copy per
  * deduplication id as SQS FIFO does. The real Lease and API server: test/integration/forwarder/rota.test.ts.
@@ -8,69 +8,20 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { Leadership } from '#functions/watch-forwarder/leadership.ts';
 import { WatchForwarder, type ForwarderRunSummary } from '#functions/watch-forwarder/forward-watch-events.ts';
 import type { TaintEvent } from '#shared/domain/cloud-event.ts';
-import type { RotaMember, RotaPolicy } from '#shared/domain/forwarder-rota.ts';
+import type { RotaPolicy } from '#shared/domain/forwarder-rota.ts';
 import type { Checkpoint, NodeFacts } from '#shared/domain/watch-event.ts';
-import type { ForwarderRota, LeaderLease, LeaseAttempt, LeaseRecord } from '#shared/ports/leader-lease.ts';
 import { manualClock } from '#test/support/manual-clock.ts';
+import { memoryLease, newLeaseState, type LeaseState } from '#test/support/memory-lease.ts';
 import { ScriptedSources, until } from '#test/support/scripted-watch-sources.ts';
 
 const policy: RotaPolicy = { targetMembers: 2, overlapMs: 150_000, staleAfterMs: 15_000 };
-const LEASE_MS = 15_000;
-
-/** The one Lease of a test: what the API server would hold, and every checkpoint written with who held the Lease. */
-interface LeaseState {
-  holder: string | undefined;
-  renewedAt: number;
-  checkpoint: Checkpoint;
-  members: readonly RotaMember[];
-  readonly checkpointWrites: Array<{ readonly by: string; readonly checkpoint: Checkpoint }>;
-  /** How many times anyone tried to take the Lease. */
-  acquireAttempts: number;
-}
-
-/** One forwarder's view of the shared Lease (LeaderLease + ForwarderRota). */
-function memoryLease(state: LeaseState, identity: string, clock: { now(): Date }): LeaderLease & ForwarderRota {
-  const now = () => clock.now().getTime();
-  return {
-    identity,
-    tryAcquire: async (): Promise<LeaseAttempt> => {
-      state.acquireAttempts++;
-      if (state.holder !== undefined && state.holder !== identity && now() - state.renewedAt <= LEASE_MS) return { acquired: false, holder: state.holder };
-      state.holder = identity;
-      state.renewedAt = now();
-      return { acquired: true, checkpoint: { ...state.checkpoint } };
-    },
-    renew: async (checkpoint) => {
-      if (state.holder !== identity) return false;
-      state.renewedAt = now();
-      state.checkpoint = { ...checkpoint };
-      state.checkpointWrites.push({ by: identity, checkpoint: { ...checkpoint } });
-      return true;
-    },
-    release: async (checkpoint) => {
-      if (state.holder !== identity) return;
-      state.checkpoint = { ...checkpoint };
-      state.checkpointWrites.push({ by: identity, checkpoint: { ...checkpoint } });
-      state.holder = undefined;
-    },
-    updateMembers: async (change): Promise<LeaseRecord> => {
-      const record: LeaseRecord = { holder: state.holder, checkpoint: { ...state.checkpoint }, members: state.members };
-      const members = change(record, clock.now());
-      if (members === undefined) return record;
-      state.members = members;
-      return { ...record, members };
-    },
-  };
-}
-
-const newState = (): LeaseState => ({ holder: undefined, renewedAt: 0, checkpoint: {}, members: [], checkpointWrites: [], acquireAttempts: 0 });
 const quiet = { info: () => undefined, warn: () => undefined, error: () => undefined, debug: () => undefined };
 
 describe('Class: Leadership (rota)', () => {
   it('does not join while two other members have more than the overlap left, and writes nothing', async () => {
     // Prepare
     const clock = manualClock();
-    const state = newState();
+    const state = newLeaseState();
     const t = clock.now().getTime();
     state.members = [
       { id: 'a', until: new Date(t + 600_000), seenAt: new Date(t) },
@@ -92,7 +43,7 @@ describe('Class: Leadership (rota)', () => {
   it('joins when one of two has less than the overlap left: records itself, and resumes from the checkpoint the holder stored', async () => {
     // Prepare
     const clock = manualClock();
-    const state = newState();
+    const state = newLeaseState();
     const t = clock.now().getTime();
     state.holder = 'a';
     state.renewedAt = t;
@@ -122,7 +73,7 @@ describe('Class: Leadership (rota)', () => {
   it('takes the Lease when its holder stops renewing (killed), stores its own checkpoint from then on, and keeps its entry fresh', async () => {
     // Prepare: b holds the Lease; c joins as a member.
     const clock = manualClock();
-    const state = newState();
+    const state = newLeaseState();
     const t = clock.now().getTime();
     state.holder = 'b';
     state.renewedAt = t;
@@ -157,7 +108,7 @@ describe('Class: Leadership (rota)', () => {
   it('loses the Lease to another writer without ending the window, and leaves the member list at the end', async () => {
     // Prepare
     const clock = manualClock();
-    const state = newState();
+    const state = newLeaseState();
     const lease = memoryLease(state, 'a', clock);
     const leadership = new Leadership({ lease, rota: lease, logger: quiet, sentCheckpoint: () => ({}) }, { renewIntervalMs: 5, acquireRetryMs: 5 });
     const term = { policy, until: new Date(clock.now().getTime() + 885_000) };
@@ -173,7 +124,7 @@ describe('Class: Leadership (rota)', () => {
     const stillMember = leadership.isMember();
     stop.abort();
     await loop;
-    await leadership.handOver(0, 0);
+    await leadership.handOver(0);
     await leadership.leave(term);
 
     // Assess
@@ -228,7 +179,7 @@ describe('Class: WatchForwarder (runMember)', () => {
   it('two members both send each change (the queue keeps one copy); only the Lease holder stores the checkpoint; the holder hands over at its end', async () => {
     // Prepare
     const clock = manualClock(T0.getTime());
-    const state = newState();
+    const state = newLeaseState();
     const queue = fifoQueue();
     const a = member('a', state, queue, clock);
     const aNodes = await a.nodes();
@@ -257,7 +208,7 @@ describe('Class: WatchForwarder (runMember)', () => {
   it("a member that does not hold the Lease announces its first list's changes but not a later relist's (the holder's own streams make those)", async () => {
     // Prepare: a holds the Lease; b is a member.
     const clock = manualClock(T0.getTime());
-    const state = newState();
+    const state = newLeaseState();
     const queue = fifoQueue();
     const a = member('a', state, queue, clock);
     await a.nodes();
@@ -282,7 +233,7 @@ describe('Class: WatchForwarder (runMember)', () => {
   it('a window that finds two members with time left exits at once without watching', async () => {
     // Prepare
     const clock = manualClock(T0.getTime());
-    const state = newState();
+    const state = newLeaseState();
     const queue = fifoQueue();
     member('a', state, queue, clock);
     member('b', state, queue, clock);

@@ -10,7 +10,6 @@ const QUEUE = 'https://sqs.eu-west-1.amazonaws.com/123456789012/events.fifo';
 const sqsMock = mockClient(SQSClient);
 // The forwarder publishes with this adapter to the queue it gets as QUEUE_URL (evaluated by the least-privilege test).
 recordMockedAwsCalls('forwarder-event-publisher', [{ functions: ['watch-forwarder'], service: 'sqs', mock: sqsMock, bindings: { [QUEUE]: '{queue:QUEUE_URL}' } }]);
-const noSleep = async (): Promise<void> => undefined;
 const silent = { warn: () => undefined, error: () => undefined };
 
 function nodeEvent(i: number, nodeName = `n${i}`): TaintEvent {
@@ -43,7 +42,7 @@ describe('Function: createSqsEventPublisher()', () => {
   it('sends CloudEvent bodies in batches of at most 10, grouped by Node and deduplicated by event id', async () => {
     // Prepare
     okAll();
-    const publisher = createSqsEventPublisher({ client: new SQSClient({}), queueUrl: QUEUE, sleep: noSleep, logger: silent });
+    const publisher = createSqsEventPublisher({ client: new SQSClient({}), queueUrl: QUEUE, logger: silent });
     const events = Array.from({ length: 23 }, (_, i) => nodeEvent(i));
     // Act
     const result = await publisher.publish(events);
@@ -79,7 +78,7 @@ describe('Function: createSqsEventPublisher()', () => {
       if (hasN0) n0InFlight--;
       return { Successful: (input.Entries ?? []).map((e) => ({ Id: e.Id, MessageId: 'm', MD5OfMessageBody: 'x' })), Failed: [] };
     });
-    const publisher = createSqsEventPublisher({ client: new SQSClient({}), queueUrl: QUEUE, sleep: noSleep, logger: silent });
+    const publisher = createSqsEventPublisher({ client: new SQSClient({}), queueUrl: QUEUE, logger: silent });
     const events = Array.from({ length: 40 }, (_, i) => ([0, 15, 25, 39].includes(i) ? { ...nodeEvent(i, 'n0') } : nodeEvent(i)));
 
     // Act
@@ -99,7 +98,7 @@ describe('Function: createSqsEventPublisher()', () => {
   it('keeps every call under 256 KiB', async () => {
     // Prepare
     okAll();
-    const publisher = createSqsEventPublisher({ client: new SQSClient({}), queueUrl: QUEUE, sleep: noSleep, logger: silent });
+    const publisher = createSqsEventPublisher({ client: new SQSClient({}), queueUrl: QUEUE, logger: silent });
     const events = Array.from({ length: 10 }, (_, i) => nodeEvent(i, `n${i}-${'x'.repeat(60_000)}`));
     // Act
     const result = await publisher.publish(events);
@@ -113,66 +112,63 @@ describe('Function: createSqsEventPublisher()', () => {
     }
   });
 
-  it('retries the entries that failed in a partial batch failure, and only those', async () => {
+  it('reports the entries that failed in a partial batch failure, and only those, as unsent and retryable, without resending them', async () => {
     // Prepare
-    let call = 0;
     sqsMock.on(SendMessageBatchCommand).callsFake((input: SendMessageBatchCommand['input']) => {
-      call++;
       const entries = input.Entries ?? [];
-      if (call === 1) {
-        return {
-          Successful: entries.slice(1).map((e) => ({ Id: e.Id, MessageId: 'm', MD5OfMessageBody: 'x' })),
-          Failed: [{ Id: entries[0]?.Id, Code: 'InternalError', SenderFault: false, Message: 'try again' }],
-        };
-      }
-      return { Successful: entries.map((e) => ({ Id: e.Id, MessageId: 'm', MD5OfMessageBody: 'x' })), Failed: [] };
+      return {
+        Successful: entries.slice(1).map((e) => ({ Id: e.Id, MessageId: 'm', MD5OfMessageBody: 'x' })),
+        Failed: [{ Id: entries[0]?.Id, Code: 'InternalError', SenderFault: false, Message: 'try again' }],
+      };
     });
-    const publisher = createSqsEventPublisher({ client: new SQSClient({}), queueUrl: QUEUE, sleep: noSleep, logger: silent });
+    const publisher = createSqsEventPublisher({ client: new SQSClient({}), queueUrl: QUEUE, logger: silent });
     // Act
     const result = await publisher.publish([nodeEvent(1), nodeEvent(2), nodeEvent(3)]);
-    // Assess
-    expect(result.sent.map((e) => e.id).sort()).toEqual(['uid-1:101:modified', 'uid-2:102:modified', 'uid-3:103:modified']);
-    expect(result.unsent).toEqual([]);
-    expect(entriesOf(1).map((e) => e.MessageDeduplicationId)).toEqual(['uid-1:101:modified']);
+    // Assess: one attempt; the caller (the outbox) resends what is unsent.
+    expect(result.sent.map((e) => e.id).sort()).toEqual(['uid-2:102:modified', 'uid-3:103:modified']);
+    expect(result.unsent).toEqual([{ event: nodeEvent(1), reason: 'InternalError: try again', retryable: true }]);
+    expect(sqsMock.commandCalls(SendMessageBatchCommand)).toHaveLength(1);
   });
 
-  it('retries a call that throws (throttling, network) with backoff, then succeeds', async () => {
-    // Prepare
-    const delays: number[] = [];
-    sqsMock.on(SendMessageBatchCommand).rejectsOnce(Object.assign(new Error('Rate exceeded'), { name: 'ThrottlingException' }));
-    sqsMock.on(SendMessageBatchCommand).callsFake((input: SendMessageBatchCommand['input']) => ({
-      Successful: (input.Entries ?? []).map((e) => ({ Id: e.Id, MessageId: 'm', MD5OfMessageBody: 'x' })),
-    }));
-    sqsMock.on(SendMessageBatchCommand).rejectsOnce(Object.assign(new Error('Rate exceeded'), { name: 'ThrottlingException' })).callsFake((input: SendMessageBatchCommand['input']) => ({
-      Successful: (input.Entries ?? []).map((e) => ({ Id: e.Id, MessageId: 'm', MD5OfMessageBody: 'x' })),
-    }));
-    const publisher = createSqsEventPublisher({ client: new SQSClient({}), queueUrl: QUEUE, sleep: async (ms) => void delays.push(ms), random: () => 1, baseDelayMs: 100, logger: silent });
+  it("holds back a group's later entries once one of its entries failed, so a resend never lands behind them", async () => {
+    // Prepare: n0's events at positions 0 and 15 (two calls of one lane); its first fails.
+    sqsMock.on(SendMessageBatchCommand).callsFake((input: SendMessageBatchCommand['input']) => {
+      const entries = input.Entries ?? [];
+      const first = entries.find((e) => e.MessageDeduplicationId === 'uid-0:100:modified');
+      return {
+        Successful: entries.filter((e) => e !== first).map((e) => ({ Id: e.Id, MessageId: 'm', MD5OfMessageBody: 'x' })),
+        Failed: first ? [{ Id: first.Id, Code: 'InternalError', SenderFault: false, Message: 'try again' }] : [],
+      };
+    });
+    const publisher = createSqsEventPublisher({ client: new SQSClient({}), queueUrl: QUEUE, lanes: 1, logger: silent });
+    const events = Array.from({ length: 20 }, (_, i) => nodeEvent(i, i === 0 || i === 15 ? 'n0' : `n${i}`));
     // Act
-    const result = await publisher.publish([nodeEvent(1)]);
+    const result = await publisher.publish(events);
     // Assess
-    expect(result.sent).toHaveLength(1);
-    expect(delays).toEqual([100]);
+    expect(result.unsent.map((u) => [u.event.id, u.retryable])).toEqual([['uid-0:100:modified', true], ['uid-15:115:modified', true]]);
+    expect(result.sent).toHaveLength(18);
+    expect(sqsMock.commandCalls(SendMessageBatchCommand).flatMap((c) => c.args[0].input.Entries ?? []).map((e) => e.MessageDeduplicationId)).not.toContain('uid-15:115:modified');
   });
 
-  it('reports what still fails after the last attempt as unsent, with the reason', async () => {
+  it('reports every entry of a call that throws (throttling, network) as unsent and retryable, with the reason', async () => {
     // Prepare
-    sqsMock.on(SendMessageBatchCommand).rejects(new Error('connect ECONNREFUSED'));
-    const publisher = createSqsEventPublisher({ client: new SQSClient({}), queueUrl: QUEUE, sleep: noSleep, maxAttempts: 3, logger: silent });
+    sqsMock.on(SendMessageBatchCommand).rejects(Object.assign(new Error('Rate exceeded'), { name: 'ThrottlingException' }));
+    const publisher = createSqsEventPublisher({ client: new SQSClient({}), queueUrl: QUEUE, logger: silent });
     // Act
     const result = await publisher.publish([nodeEvent(1), nodeEvent(2)]);
     // Assess
     expect(result.sent).toEqual([]);
     expect(result.unsent.map((u) => [u.event.id, u.retryable])).toEqual([['uid-1:101:modified', true], ['uid-2:102:modified', true]]);
-    expect(result.unsent[0]?.reason).toMatch(/ECONNREFUSED/);
-    expect(sqsMock.commandCalls(SendMessageBatchCommand)).toHaveLength(3);
+    expect(result.unsent[0]?.reason).toMatch(/ThrottlingException: Rate exceeded/);
+    expect(sqsMock.commandCalls(SendMessageBatchCommand)).toHaveLength(1);
   });
 
-  it('does not retry a sender fault and reports it as not retryable', async () => {
+  it('reports a sender fault as not retryable', async () => {
     // Prepare
     sqsMock.on(SendMessageBatchCommand).callsFake((input: SendMessageBatchCommand['input']) => ({
       Failed: (input.Entries ?? []).map((e) => ({ Id: e.Id, Code: 'InvalidParameterValue', SenderFault: true, Message: 'bad' })),
     }));
-    const publisher = createSqsEventPublisher({ client: new SQSClient({}), queueUrl: QUEUE, sleep: noSleep, logger: silent });
+    const publisher = createSqsEventPublisher({ client: new SQSClient({}), queueUrl: QUEUE, logger: silent });
     // Act
     const result = await publisher.publish([nodeEvent(1)]);
     // Assess
@@ -188,7 +184,7 @@ describe('Function: createSqsEventPublisher()', () => {
       if (made === 1) throw new Error('the SDK could not be loaded');
       return new SQSClient({});
     };
-    const publisher = createSqsEventPublisher({ client: factory, queueUrl: QUEUE, sleep: noSleep, logger: silent, maxAttempts: 1 });
+    const publisher = createSqsEventPublisher({ client: factory, queueUrl: QUEUE, logger: silent });
 
     // Act
     const failed = await publisher.publish([nodeEvent(1)]);
