@@ -17,6 +17,8 @@ import {
 } from '#shared/domain/noexecute-rollout.ts';
 import type { PodOnNode } from '#shared/domain/eviction-preview.ts';
 import type { Taint } from '#shared/domain/taint.ts';
+import { declarationOwnerOf } from '#shared/domain/machine-pool.ts';
+import type { MachinePoolSnapshot } from '#shared/domain/snapshots.ts';
 
 const MAINT: Taint = { key: 'example.com/maint', value: 'yes', effect: 'NoExecute' };
 const G = 'MachineDeployment/ns/md';
@@ -171,5 +173,30 @@ describe('Function: newNoExecuteTaints()', () => {
     const planned: Taint[] = [MAINT, { key: 'gpu', effect: 'NoSchedule' }, { key: 'old', value: 'b', effect: 'NoExecute' }];
     const nodeTaints: Taint[] = [{ key: 'old', value: 'a', effect: 'NoExecute' }];
     expect(newNoExecuteTaints(planned, nodeTaints)).toEqual([MAINT, { key: 'old', value: 'b', effect: 'NoExecute' }]);
+  });
+});
+
+describe('Function: declarationOwnerOf() with a rollout opt-in', () => {
+  const pool = (annotations: Record<string, string>, templateAnnotations: Record<string, string>): MachinePoolSnapshot => ({
+    apiVersion: 'cluster.x-k8s.io/v1beta2', namespace: 'ns', name: 'pool', uid: 'u', resourceVersion: '1', labels: {}, annotations, templateAnnotations, specTaints: undefined, nodeNames: ['n1'], deleting: false,
+  });
+
+  it.each<{ name: string; annotations: Record<string, string>; template: Record<string, string>; want: string | undefined }>([
+    { name: 'from the pool itself, over its template', annotations: { [ROLLOUT_ANNOTATION]: '2' }, template: { [ROLLOUT_ANNOTATION]: '5' }, want: '2' },
+    { name: 'from the template', annotations: {}, template: { [ROLLOUT_ANNOTATION]: '5' }, want: '5' },
+    { name: 'none', annotations: {}, template: {}, want: undefined },
+  ])('carries the opt-in $name', ({ annotations, template, want }) => {
+    expect(declarationOwnerOf(pool(annotations, template), 'n1')?.annotations[ROLLOUT_ANNOTATION]).toBe(want);
+  });
+});
+
+describe('Function: planRolloutSlot() edge cases', () => {
+  it('orders two Nodes with the same ticket by name', () => {
+    const step = planRolloutSlot({ setting: one, group: G, pending: [MAINT], node: node('n2', '40', held('30')), others: [other('n1', '41', { ticket: '30' })] });
+    expect(step).toEqual({ kind: 'wait', ahead: ['n1'] });
+  });
+
+  it('reads a mark whose taints are not a list as having none', () => {
+    expect(decodeRolloutMark({ [ROLLOUT_MARK_ANNOTATION]: '{"group":"g","taints":"x"}' })).toEqual({ group: 'g', taints: [] });
   });
 });
