@@ -18,6 +18,7 @@ import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import { composeReconcile } from '#functions/reconcile-node-taints/compose.ts';
 import { processBatch, type BatchDeps } from '#functions/reconcile-node-taints/process-batch.ts';
+import type { RolloutTimings } from '#functions/reconcile-node-taints/noexecute-rollout.ts';
 import { composeWatchForwarder } from '#functions/watch-forwarder/compose.ts';
 import { forwardWatchEvents, WatchForwarder, type FailingCluster, type ForwarderRunSummary, type WatchForwarderOptions } from '#functions/watch-forwarder/forward-watch-events.ts';
 import { statusOf } from '#shared/adapters/kubernetes/api-errors.ts';
@@ -73,6 +74,8 @@ export interface PipelineOptions {
   /** Overrides the recorded first enablement (FIRST_ENABLED_AT); default: the ConfigMap in the state namespace. */
   readonly firstEnabledAt?: Date;
   readonly dryRun?: boolean;
+  /** Pace of a staged NoExecute rollout (docs/noexecute-rollout.md); default the product's (tests shorten it). */
+  readonly rollout?: RolloutTimings;
   /** Deadline of each list page and watch connect of the forwarder, in ms (default 30 000). */
   readonly watchRequestTimeoutMs?: number;
   /** Periodic full resync of the forwarder (default 0 = off). */
@@ -197,7 +200,11 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
     logger: log,
     metrics: new CountingMetrics(counters),
   });
-  const deps: BatchDeps = { ...composed, recorder: observedRecorder(composed.recorder, options.onActivity) };
+  const deps: BatchDeps = {
+    ...composed,
+    recorder: observedRecorder(composed.recorder, options.onActivity),
+    ...(options.rollout ? { settings: { ...composed.settings, rollout: options.rollout } } : {}),
+  };
   const eventSource = new SqsEventSource({
     client: clientOf('reconcile-event-source'),
     queue,
