@@ -2,7 +2,8 @@
  * The use case: one event in, one Node brought in line with its owner's declared taints, with at most one successful
  * write. Level-triggered, as Cluster API's own `reconcileNode`: the event only names what to look at; the Machine (or
  * MachinePool), its Cluster and the Node are read again, and the write carries the Node's resourceVersion, so
- * duplicates, reordering, lost intermediate states and forged events are harmless. The spine is get → plan → (staged NoExecute rollout, opted-in node groups only) → patch.
+ * duplicates, reordering, lost intermediate states and forged events are harmless. The spine is get → plan → patch,
+ * with one step between plan and patch for node groups opted in to the staged NoExecute rollout (noexecute-rollout.ts).
  */
 import { clusterKey, isNodeTaintEvent, parseEventType, type ClusterRef, type NodeTaintEvent, type NodeTaintEventData, type TaintEvent } from '#shared/domain/cloud-event.ts';
 import { declaredTaintsOf, type EffectiveDeclaration } from '#shared/domain/declarations.ts';
