@@ -13,6 +13,7 @@ import type { EffectiveDeclaration } from '#shared/domain/declarations.ts';
 import {
   decodeRolloutMark,
   encodeRolloutMark,
+  groupMachineSelectorOf,
   newNoExecuteTaints,
   nodeGroupOf,
   planEvictions,
@@ -31,6 +32,7 @@ import { isSameTaint, taintId, valueOf, type Taint } from '#shared/domain/taint.
 import type { Clock } from '#shared/ports/clock.ts';
 import type { ClusterConnections } from '#shared/ports/cluster-connections.ts';
 import type { EventRecorder } from '#shared/ports/event-recorder.ts';
+import type { MachineStore } from '#shared/ports/machine-store.ts';
 import type { NodeStore } from '#shared/ports/node-store.ts';
 
 /** How long records wait between steps (seconds), and when a terminating pod counts as stuck. */
@@ -50,6 +52,7 @@ export interface RolloutTimings {
 export const DEFAULT_ROLLOUT_TIMINGS: RolloutTimings = { claimedSeconds: 0, waitSeconds: 10, evictingSeconds: 5, refusedSeconds: 15, stuckAfterSeconds: 300 };
 
 export interface RolloutDeps {
+  readonly machines: MachineStore;
   readonly clusters: ClusterConnections;
   readonly recorder: EventRecorder;
   readonly clock: Clock;
@@ -113,7 +116,8 @@ export async function stageNoExecuteRollout(deps: RolloutDeps, input: RolloutInp
   // The common case costs nothing: no opt-in and no mark, or nothing new with NoExecute and no mark.
   if (!hasMark && (setting === undefined || pending.length === 0)) return { kind: 'proceed', plan };
   const others = setting !== undefined && !('invalid' in setting) && pending.length > 0 ? await nodesInProgress(input.nodes) : [];
-  const step = planRolloutSlot({ setting, group, pending, node, others });
+  const groupSize = setting !== undefined && 'percent' in setting && others.length > 0 ? await groupSizeOf(deps, owner) : 1;
+  const step = planRolloutSlot({ setting, group, pending, node, others, groupSize });
   const taints = step.kind === 'claim' || step.kind === 'ticket' || step.kind === 'hold' ? step.mark.taints : [];
   const report: RolloutReport = { group, taints };
 
@@ -199,6 +203,19 @@ async function nodesInProgress(nodes: NodeStore): Promise<NodeInProgress[]> {
     const mark = decodeRolloutMark(n.annotations);
     return mark ? [{ name: n.name, resourceVersion: n.resourceVersion, mark }] : [];
   });
+}
+
+/**
+ * The size of the owner's group, the base of a percentage: its MachineDeployment's, MachineSet's or control plane's
+ * Machines (by Cluster API's label), a MachinePool's Nodes, or 1 for a lone Machine. Read only when a percentage bound
+ * meets another Node in progress (the only time it can matter).
+ */
+async function groupSizeOf(deps: RolloutDeps, owner: MachineSnapshot): Promise<number> {
+  if (owner.kind === 'MachinePool') return (await deps.machines.getMachinePool(owner.namespace, owner.name))?.nodeNames.length ?? 1;
+  const selector = groupMachineSelectorOf(owner);
+  if (selector === undefined) return 1;
+  if (!deps.machines.countMachines) throw new Error('a percentage bound needs a MachineStore that counts Machines');
+  return deps.machines.countMachines(owner.namespace, selector);
 }
 
 async function podsOf(deps: RolloutDeps, cluster: ClusterRef) {

@@ -46,21 +46,44 @@ export interface RolloutOwner {
   readonly annotations: Readonly<Record<string, string>>;
 }
 
-/** The opt-in, read from the owner's annotations: a bound, none, or why the value is not one. */
-export type RolloutSetting = { readonly maxInProgress: number } | { readonly invalid: string } | undefined;
+/** The opt-in, read from the owner's annotations: a bound (Nodes, or a percentage of the group), none, or why not. */
+export type RolloutSetting = { readonly maxInProgress: number } | { readonly percent: number } | { readonly invalid: string } | undefined;
 
 /**
- * The owner's rollout setting: `undefined` when it did not opt in (immediate mode), `{ maxInProgress }` for a value
- * that is a whole number ≥ 1, `{ invalid }` otherwise (the rollout then waits: an opted-in group never falls back to
- * evicting at once because of a typo).
- * @example rolloutSettingOf({ annotations: { 'rollout.capi-taint-propagator.dev/no-execute': '2' } }) // { maxInProgress: 2 }
+ * The owner's rollout setting: `undefined` when it did not opt in (immediate mode), `{ maxInProgress }` for a whole
+ * number ≥ 1, `{ percent }` for `N%` (1–100), `{ invalid }` otherwise (the rollout then waits: an opted-in group never
+ * falls back to evicting at once because of a typo).
+ * @example rolloutSettingOf({ annotations: { 'rollout.capi-taint-propagator.dev/no-execute': '25%' } }) // { percent: 25 }
  */
 export function rolloutSettingOf(owner: Pick<RolloutOwner, 'annotations'>): RolloutSetting {
   const raw = owner.annotations[ROLLOUT_ANNOTATION];
   if (raw === undefined) return undefined;
   const value = raw.trim();
-  if (!/^[1-9][0-9]{0,5}$/.test(value)) return { invalid: `${ROLLOUT_ANNOTATION}: ${JSON.stringify(raw)} is not a whole number of Nodes ≥ 1` };
-  return { maxInProgress: Number(value) };
+  if (/^[1-9][0-9]{0,5}$/.test(value)) return { maxInProgress: Number(value) };
+  const percent = /^([1-9][0-9]?|100)%$/.exec(value);
+  if (percent) return { percent: Number(percent[1]) };
+  return { invalid: `${ROLLOUT_ANNOTATION}: ${JSON.stringify(raw)} is neither a whole number of Nodes ≥ 1 nor a percentage from 1% to 100%` };
+}
+
+/**
+ * The most Nodes of a group of `groupSize` in progress at once: the number itself, or the percentage of the group
+ * rounded down and at least 1 (as Cluster API rounds a MachineDeployment's maxUnavailable, but never 0: the rollout
+ * must be able to go on).
+ * @example maxInProgressOf({ percent: 25 }, 10) // 2
+ */
+export function maxInProgressOf(setting: { readonly maxInProgress: number } | { readonly percent: number }, groupSize: number): number {
+  if ('maxInProgress' in setting) return setting.maxInProgress;
+  return Math.max(1, Math.floor((setting.percent * groupSize) / 100));
+}
+
+/** The label selector of a group's Machines (its kind's Cluster API label), or undefined for a MachinePool or a lone Machine. */
+export function groupMachineSelectorOf(owner: RolloutOwner): string | undefined {
+  if (owner.kind === 'MachinePool') return undefined;
+  for (const [label] of GROUP_LABELS) {
+    const name = owner.labels[label];
+    if (name) return `${label}=${name}`;
+  }
+  return undefined;
 }
 
 /**
@@ -149,6 +172,8 @@ export interface RolloutSlotInput {
   readonly node: { readonly name: string; readonly resourceVersion: string; readonly annotations: Readonly<Record<string, string>> };
   /** The other Nodes in progress of the cluster (any group; this Node is ignored if listed). Needed for `hold` only. */
   readonly others: readonly NodeInProgress[];
+  /** The number of Machines (or pool Nodes) of the group: the base of a percentage (default 1). */
+  readonly groupSize?: number;
 }
 
 /** What a reconcile does about the rollout before (or instead of) its taint write. */
@@ -196,7 +221,7 @@ export function planRolloutSlot(input: RolloutSlotInput): RolloutSlotStep {
     const earliest = ticket ?? other.resourceVersion;
     if (compareResourceVersions(earliest, mine) < 0 || (ticket !== undefined && earliest === mine && other.name < node.name)) ahead.push(other.name);
   }
-  return ahead.length < setting.maxInProgress ? { kind: 'hold', mark: held } : { kind: 'wait', ahead: ahead.sort() };
+  return ahead.length < maxInProgressOf(setting, input.groupSize ?? 1) ? { kind: 'hold', mark: held } : { kind: 'wait', ahead: ahead.sort() };
 }
 
 /** Input of planEvictions. */

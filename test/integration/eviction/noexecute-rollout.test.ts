@@ -96,15 +96,15 @@ describe.skipIf(!runnable)('staged NoExecute rollout: Eviction API, disruption b
     await core.patchNamespacedPodStatus({ namespace: ns, name, body: { status: { phase: 'Running', conditions: [{ type: 'Ready', status: 'True', lastTransitionTime: new Date() }] } } }, MERGE_PATCH);
   };
 
-  it('rolls a NoExecute taint over a group with at most its bound of Nodes in progress and every budget kept, through killed containers and duplicate records', async () => {
-    // Prepare: a MachineDeployment "md" of 4 Nodes opted in with a bound of 2; a spare Node outside it
+  it('rolls a NoExecute taint over a group with at most its bound (50%) of Nodes in progress and every budget kept, through killed containers and duplicate records', async () => {
+    // Prepare: a MachineDeployment "md" of 4 Nodes opted in with a bound of 50% (2 of its 4 Machines); a spare Node
     const group = uniqueName('md');
     const nodes = [0, 1, 2, 3].map((i) => uniqueName(`g${i}`));
     const spare = uniqueName('spare');
     await createNode(kc, spare);
     for (const [i, node] of nodes.entries()) {
       await createNode(kc, node);
-      await createMachine(kc, ns, `${group}-${i}`, { nodeName: node, labels: { 'cluster.x-k8s.io/deployment-name': group }, annotations: { [ROLLOUT_ANNOTATION]: '2', [DECLARE]: MAINT } });
+      await createMachine(kc, ns, `${group}-${i}`, { nodeName: node, labels: { 'cluster.x-k8s.io/deployment-name': group }, annotations: { [ROLLOUT_ANNOTATION]: '50%', [DECLARE]: MAINT } });
     }
     // Two web pods per Node under a budget keeping 6 of 8; one pod per Node that tolerates the taint.
     const app = uniqueName('web');

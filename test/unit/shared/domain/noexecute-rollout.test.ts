@@ -2,6 +2,8 @@ import { describe, expect, it } from 'vitest';
 import {
   compareResourceVersions,
   decodeRolloutMark,
+  groupMachineSelectorOf,
+  maxInProgressOf,
   encodeRolloutMark,
   newNoExecuteTaints,
   nodeGroupOf,
@@ -111,7 +113,11 @@ describe('Function: rolloutSettingOf()', () => {
     { value: '1', want: { maxInProgress: 1 } },
     { value: ' 3 ', want: { maxInProgress: 3 } },
     { value: '0', want: 'invalid' },
-    { value: '25%', want: 'invalid' },
+    { value: '25%', want: { percent: 25 } },
+    { value: '100%', want: { percent: 100 } },
+    { value: '0%', want: 'invalid' },
+    { value: '101%', want: 'invalid' },
+    { value: '2.5', want: 'invalid' },
     { value: 'two', want: 'invalid' },
   ])('reads $value', ({ value, want }) => {
     const setting = rolloutSettingOf({ annotations: value === undefined ? {} : { [ROLLOUT_ANNOTATION]: value } });
@@ -198,5 +204,34 @@ describe('Function: planRolloutSlot() edge cases', () => {
 
   it('reads a mark whose taints are not a list as having none', () => {
     expect(decodeRolloutMark({ [ROLLOUT_MARK_ANNOTATION]: '{"group":"g","taints":"x"}' })).toEqual({ group: 'g', taints: [] });
+  });
+});
+
+describe('Function: maxInProgressOf()', () => {
+  it.each([
+    { setting: { maxInProgress: 3 }, size: 10, want: 3 },
+    { setting: { percent: 25 }, size: 10, want: 2 },
+    { setting: { percent: 25 }, size: 3, want: 1 },
+    { setting: { percent: 50 }, size: 4, want: 2 },
+    { setting: { percent: 100 }, size: 7, want: 7 },
+  ])('$setting of $size → $want', ({ setting, size, want }) => {
+    expect(maxInProgressOf(setting, size)).toBe(want);
+  });
+
+  it('holds a second Node of a group of 4 at 50%, not a third', () => {
+    const input = { setting: { percent: 50 }, group: G, pending: [MAINT], groupSize: 4 } as const;
+    expect(planRolloutSlot({ ...input, node: node('n3', '40', held('30')), others: [other('n1', '21', { ticket: '20' })] }).kind).toBe('hold');
+    expect(planRolloutSlot({ ...input, node: node('n3', '40', held('30')), others: [other('n1', '21', { ticket: '20' }), other('n2', '26', { ticket: '25' })] }).kind).toBe('wait');
+  });
+});
+
+describe('Function: groupMachineSelectorOf()', () => {
+  it.each<{ owner: Parameters<typeof groupMachineSelectorOf>[0]; want: string | undefined }>([
+    { owner: { namespace: 'ns', name: 'm', labels: { 'cluster.x-k8s.io/deployment-name': 'md' }, annotations: {} }, want: 'cluster.x-k8s.io/deployment-name=md' },
+    { owner: { namespace: 'ns', name: 'm', labels: { 'cluster.x-k8s.io/control-plane-name': 'kcp' }, annotations: {} }, want: 'cluster.x-k8s.io/control-plane-name=kcp' },
+    { owner: { namespace: 'ns', name: 'm', labels: {}, annotations: {} }, want: undefined },
+    { owner: { kind: 'MachinePool', namespace: 'ns', name: 'p', labels: {}, annotations: {} }, want: undefined },
+  ])('selects $want', ({ owner, want }) => {
+    expect(groupMachineSelectorOf(owner)).toBe(want);
   });
 });
