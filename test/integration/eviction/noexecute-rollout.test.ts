@@ -53,7 +53,7 @@ describe.skipIf(!runnable)('staged NoExecute rollout: Eviction API, disruption b
   });
 
   /** A container's dependencies, made anew for each record: nothing survives between records but the cluster. */
-  const container = (): ReconcileDeps => {
+  const container = (timings: RolloutTimings = FAST): ReconcileDeps => {
     const workload = workloadKubeConfigs(kc);
     const deps = composeReconcile({
       config: { queueUrl: TEST_QUEUE_URL, deadLetterQueueUrl: TEST_DLQ_URL, dryRun: false, specTaintsOwner: 'product', startupTaint: undefined, retryBaseSeconds: 1, retryMaxSeconds: 5, stateNamespace: 'default', firstEnabledAt: new Date('2000-01-01T00:00:00Z') },
@@ -62,16 +62,16 @@ describe.skipIf(!runnable)('staged NoExecute rollout: Eviction API, disruption b
       workloadKubeConfig: (c) => workload.get({ mode: 'capi', ...c }),
       sqs: new SQSClient({ region: 'eu-west-1' }),
     });
-    return { ...deps, settings: { ...deps.settings, rollout: FAST } };
+    return { ...deps, settings: { ...deps.settings, rollout: timings } };
   };
 
   /** Runs a Machine's record as the queue would until it stops coming back (or `until` says so); returns the outcomes. */
-  const drive = async (machine: string, node: string, until: (r: ReconcileResult) => boolean = () => false): Promise<ReconcileResult[]> => {
+  const drive = async (machine: string, node: string, until: (r: ReconcileResult) => boolean = () => false, timings: RolloutTimings = FAST): Promise<ReconcileResult[]> => {
     const results: ReconcileResult[] = [];
     for (let i = 0; i < 300; i++) {
       let result: ReconcileResult;
       try {
-        result = await reconcileNodeTaints(container(), machineEvent(ns, machine, { nodeName: node, cluster: { mode: 'self' } }));
+        result = await reconcileNodeTaints(container(timings), machineEvent(ns, machine, { nodeName: node, cluster: { mode: 'self' } }));
       } catch (error) {
         // A 409 after the in-record retry goes back to the queue, as in production.
         if (!(error instanceof PatchConflictError)) throw error;
@@ -232,6 +232,44 @@ describe.skipIf(!runnable)('staged NoExecute rollout: Eviction API, disruption b
     expect(after.metadata?.annotations?.[ROLLOUT_MARK_ANNOTATION]).toBeUndefined();
     expect(after.metadata?.labels?.[ROLLOUT_MARK_LABEL]).toBeUndefined();
     expect((await core.readNamespacedPod({ namespace: ns, name: `${a}-db` })).metadata?.deletionTimestamp).toBeUndefined();
+  });
+
+  it('reports a pod stuck terminating after the bound; its Node then holds only itself and the rest of the group goes on', async () => {
+    // Prepare: a group of 2 with a bound of 1; the first Node's pod has a finalizer nobody removes
+    const stuckAfter: RolloutTimings = { ...FAST, stuckAfterSeconds: 1 };
+    const group = uniqueName('md');
+    const [a, b] = [uniqueName('sa'), uniqueName('sb')];
+    for (const [i, node] of [a, b].entries()) {
+      await createNode(kc, node);
+      await createMachine(kc, ns, `${group}-${i}`, { nodeName: node, labels: { 'cluster.x-k8s.io/deployment-name': group }, annotations: { [ROLLOUT_ANNOTATION]: '1', [DECLARE]: MAINT } });
+    }
+    const stuck = `${a}-stuck`;
+    await core.createNamespacedPod({ namespace: ns, body: { ...podBody(stuck, a, { app: uniqueName('s') }), metadata: { name: stuck, finalizers: ['example.com/never'] } } });
+    await core.createNamespacedPod({ namespace: ns, body: podBody(`${b}-web`, b, { app: uniqueName('w') }) });
+
+    // Act: a's record until its pod is reported stuck; then b's to the end
+    const first = await drive(`${group}-0`, a, (r) => r.outcome === ReconcileOutcome.rolloutStuck, stuckAfter);
+    const second = await drive(`${group}-1`, b, () => false, stuckAfter);
+
+    // Assess: a is reported and keeps waiting for its pod; b went through (a no longer counts against the bound)
+    expect(first.at(-1)?.rollout?.stuck).toEqual([`${ns}/${stuck}`]);
+    expect(second.at(-1)?.outcome).toBe(ReconcileOutcome.patched);
+    expect(hasTaint(await core.readNode({ name: b }), 'example.com/maintenance')).toBe(true);
+    const nodeA = await core.readNode({ name: a });
+    expect(hasTaint(nodeA, 'example.com/maintenance')).toBe(false);
+    expect(JSON.parse(nodeA.metadata?.annotations?.[ROLLOUT_MARK_ANNOTATION] ?? '{}')).toMatchObject({ stuck: [`${ns}/${stuck}`] });
+    const events = (await core.listNamespacedEvent({ namespace: ns, fieldSelector: `involvedObject.name=${group}-0` })).items.map((e) => [e.type, e.reason]);
+    expect(events).toContainEqual(['Warning', 'EvictionStuck']);
+
+    // Act: someone removes the finalizer; the pod goes, and a's taint follows
+    await core.patchNamespacedPod({ namespace: ns, name: stuck, body: { metadata: { finalizers: null } } }, MERGE_PATCH);
+    const last = await drive(`${group}-0`, a, () => false, stuckAfter);
+
+    // Assess
+    expect(last.at(-1)?.outcome).toBe(ReconcileOutcome.patched);
+    const after = await core.readNode({ name: a });
+    expect((after.spec?.taints ?? []).map((t) => `${t.key}=${t.value}:${t.effect}`)).toEqual([MAINT]);
+    expect(after.metadata?.annotations?.[ROLLOUT_MARK_ANNOTATION]).toBeUndefined();
   });
 
   it('leaves a group that did not opt in to immediate mode: one write, the taint-eviction controller deletes the pods', async () => {
