@@ -19,6 +19,7 @@ import { CoordinationV1Api, CoreV1Api, KubeConfig } from '@kubernetes/client-nod
 import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import { composeReconcile } from '#functions/reconcile-node-taints/compose.ts';
 import { processBatch, type BatchDeps } from '#functions/reconcile-node-taints/process-batch.ts';
+import type { RolloutTimings } from '#functions/reconcile-node-taints/noexecute-rollout.ts';
 import { composeWatchForwarder } from '#functions/watch-forwarder/compose.ts';
 import { forwardWatchEvents, WatchForwarder, type FailingCluster, type ForwarderRunSummary, type WatchForwarderOptions } from '#functions/watch-forwarder/forward-watch-events.ts';
 import { LOCAL_WATCH_MEMBERS, localRota, runWindows } from './forwarder-rota.ts';
@@ -75,6 +76,8 @@ export interface PipelineOptions {
   /** Overrides the recorded first enablement (FIRST_ENABLED_AT); default: the ConfigMap in the state namespace. */
   readonly firstEnabledAt?: Date;
   readonly dryRun?: boolean;
+  /** Pace of a staged NoExecute rollout (docs/noexecute-rollout.md); default the product's (tests shorten it). */
+  readonly rollout?: RolloutTimings;
   /** Deadline of each list page and watch connect of the forwarder, in ms (default 30 000). */
   readonly watchRequestTimeoutMs?: number;
   /** Periodic full resync of the forwarder (default 0 = off). */
@@ -202,7 +205,11 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
     logger: log,
     metrics: new CountingMetrics(counters),
   });
-  const deps: BatchDeps = { ...composed, recorder: observedRecorder(composed.recorder, options.onActivity) };
+  const deps: BatchDeps = {
+    ...composed,
+    recorder: observedRecorder(composed.recorder, options.onActivity),
+    ...(options.rollout ? { settings: { ...composed.settings, rollout: options.rollout } } : {}),
+  };
   const eventSource = new SqsEventSource({
     client: clientOf('reconcile-event-source'),
     queue,

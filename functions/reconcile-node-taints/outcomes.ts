@@ -28,6 +28,12 @@ export const OUTCOME_REPORTS: Readonly<Record<ReconcileOutcome, OutcomeReport>> 
   [ReconcileOutcome.malformedAnnotation]: { level: 'error', message: 'Refusing to write a Node with a malformed tracking annotation', metric: ReconcileMetric.MalformedTrackingAnnotations },
   [ReconcileOutcome.autoscalerPatched]: { level: 'info', message: 'Patched the cluster-autoscaler taints annotation' },
   [ReconcileOutcome.resourceGone]: { level: 'info', message: 'Reconciled' },
+  [ReconcileOutcome.rolloutClaimed]: { level: 'info', message: 'Claimed a NoExecute rollout slot' },
+  [ReconcileOutcome.rolloutWaiting]: { level: 'info', message: 'Waiting for a NoExecute rollout slot' },
+  [ReconcileOutcome.rolloutEvicting]: { level: 'info', message: 'Evicting pods before a NoExecute taint' },
+  [ReconcileOutcome.rolloutRefused]: { level: 'warn', message: 'Waiting out a disruption budget before a NoExecute taint' },
+  [ReconcileOutcome.rolloutStuck]: { level: 'warn', message: 'A pod stays terminating before a NoExecute taint' },
+  [ReconcileOutcome.rolloutWithdrawn]: { level: 'info', message: 'Stopped a NoExecute rollout' },
   [ReconcileOutcome.conflict]: { level: 'warn', message: 'Retrying after a conflict', metric: ReconcileMetric.Conflicts },
   [ReconcileOutcome.transientError]: { level: 'warn', message: 'Retrying after a transient failure', metric: ReconcileMetric.TransientErrors },
   [ReconcileOutcome.deadLettered]: { level: 'error', message: 'Dead-lettering a record that can never succeed', metric: ReconcileMetric.DeadLettered },
@@ -57,6 +63,8 @@ export function resultFields(result: ReconcileResult): Record<string, unknown> {
     ...(result.issues ? { issues: result.issues } : {}),
     ...(result.reason ? { reason: result.reason } : {}),
     ...(result.adopted ? { adopted: true } : {}),
+    ...(result.rollout ? { rollout: result.rollout } : {}),
+    ...(result.retryInSeconds !== undefined ? { retryInSeconds: result.retryInSeconds } : {}),
   };
 }
 

@@ -72,6 +72,7 @@ async function processRecord(record: SQSRecord, deps: BatchDeps, batch: Reconcil
   const context = { cloudEventId: event.id, messageId: record.messageId, receiveCount };
   const cluster = clusterKey(event.data.cluster);
   const bounded = deps.withDeadline ?? (<T>(_deadline: number, fn: () => Promise<T>) => fn());
+  let comeBackIn: number | undefined;
   try {
     await batch.guard.run(cluster, async () => {
       const startedAt = deps.clock.now().getTime();
@@ -82,6 +83,7 @@ async function processRecord(record: SQSRecord, deps: BatchDeps, batch: Reconcil
         event.data.kind === 'ScalableResource' ? reconcileAutoscalerTaints(deps, event as TaintEvent & { readonly data: typeof event.data }) : reconcileNodeTaints(deps, event),
       );
       report(result, event, deps, { ...context, ...(result.outcome === ReconcileOutcome.patched ? { latencyMs: latencyStages(event, record, batch.startedAt, startedAt, deps.clock.now().getTime()) } : {}) });
+      comeBackIn = result.retryInSeconds;
     });
   } catch (error) {
     if (error instanceof TaintPropagatorError && !error.retryable) return deadLetter(record, deps, error.message, error);
@@ -93,12 +95,30 @@ async function processRecord(record: SQSRecord, deps: BatchDeps, batch: Reconcil
     reportOutcome(deps, outcome, { ...context, cluster, reason: error instanceof Error ? error.message : String(error), retryInSeconds: delay, error });
     throw error;
   }
+  // A staged NoExecute rollout waits through the queue: the record comes back after its delay (re-issued before the
+  // redrive, as an expected failure is), and its outcome was reported above, not as a failure.
+  if (comeBackIn !== undefined) {
+    batch.retryLater(record, comeBackIn, true);
+    throw new ComeBackLater(comeBackIn);
+  }
+}
+
+/** Makes a record that is to come back (a rollout's wait) a batch item failure; never logged as an error. */
+class ComeBackLater extends Error {
+  constructor(seconds: number) {
+    super(`the record comes back in ${seconds}s`);
+    this.name = 'ComeBackLater';
+  }
 }
 
 function report(result: ReconcileResult, event: TaintEvent, deps: BatchDeps, context: Record<string, unknown>): void {
   if (result.outcome === ReconcileOutcome.patched) {
     const observed = Date.parse(event.data.observedAt);
     if (!Number.isNaN(observed)) deps.metrics.addMetric(ReconcileMetric.EventToWriteLatency, MetricUnit.Milliseconds, Math.max(0, deps.clock.now().getTime() - observed));
+  }
+  if (result.evictions) {
+    if (result.evictions.evicted > 0) deps.metrics.addMetric(ReconcileMetric.PodEvictions, MetricUnit.Count, result.evictions.evicted);
+    if (result.evictions.refused > 0) deps.metrics.addMetric(ReconcileMetric.PodEvictionsRefused, MetricUnit.Count, result.evictions.refused);
   }
   reportOutcome(deps, result.outcome, { ...context, ...resultFields(result) }, result.machinePool !== undefined);
 }

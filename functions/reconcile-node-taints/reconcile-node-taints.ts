@@ -2,7 +2,8 @@
  * The use case: one event in, one Node brought in line with its owner's declared taints, with at most one successful
  * write. Level-triggered, as Cluster API's own `reconcileNode`: the event only names what to look at; the Machine (or
  * MachinePool), its Cluster and the Node are read again, and the write carries the Node's resourceVersion, so
- * duplicates, reordering, lost intermediate states and forged events are harmless. The spine is get → plan → patch.
+ * duplicates, reordering, lost intermediate states and forged events are harmless. The spine is get → plan → patch,
+ * with one step between plan and patch for node groups opted in to the staged NoExecute rollout (noexecute-rollout.ts).
  */
 import { clusterKey, isNodeTaintEvent, parseEventType, type ClusterRef, type NodeTaintEvent, type NodeTaintEventData, type TaintEvent } from '#shared/domain/cloud-event.ts';
 import { declaredTaintsOf, type EffectiveDeclaration } from '#shared/domain/declarations.ts';
@@ -22,6 +23,7 @@ import type { EventRecorder } from '#shared/ports/event-recorder.ts';
 import type { MachineStore } from '#shared/ports/machine-store.ts';
 import type { NodeStore } from '#shared/ports/node-store.ts';
 import type { ScalableResourceStore } from '#shared/ports/scalable-resource-store.ts';
+import { stageNoExecuteRollout, type RolloutReport, type RolloutTimings } from './noexecute-rollout.ts';
 
 export interface ReconcileSettings {
   readonly clusterMode: 'capi' | 'self';
@@ -29,6 +31,8 @@ export interface ReconcileSettings {
   readonly startupTaint: { readonly key: string; readonly effect: string } | undefined;
   /** Who propagates `spec.taints` (default: upstream CAPI; the product then leaves those taints alone). */
   readonly specTaintsOwner?: SpecTaintsOwner;
+  /** Pace of a staged NoExecute rollout (default DEFAULT_ROLLOUT_TIMINGS). */
+  readonly rollout?: RolloutTimings;
 }
 
 export interface ReconcileDeps {
@@ -65,6 +69,12 @@ export interface ReconcileResult {
   readonly adopted?: boolean;
   /** A Kubernetes Event could not be recorded (the outcome stands; the failure is logged). */
   readonly eventError?: unknown;
+  /** The record comes back through the queue after this many seconds (a staged NoExecute rollout's wait). */
+  readonly retryInSeconds?: number;
+  /** A staged NoExecute rollout's progress on this Node. */
+  readonly rollout?: RolloutReport;
+  /** A staged NoExecute rollout's evictions in this record. */
+  readonly evictions?: { readonly evicted: number; readonly refused: number };
 }
 
 export interface PlannedState {
@@ -113,7 +123,7 @@ export async function reconcileNodeTaints(deps: ReconcileDeps, event: TaintEvent
     return { ...base, outcome: ReconcileOutcome.invalidDeclaration, issues: declared.issues, eventError };
   }
   const recovered = event.data.kind !== 'Node' && event.data.declarationRecovered === true;
-  const target: Target = { base, machine, declaration: declared.declaration, recovered };
+  const target: Target = { base, cluster, machine, declaration: declared.declaration, recovered };
 
   return retryOnConflict(WRITE_ATTEMPTS, async (attempt) => {
     // The first attempt takes the Node as the provider-ID link or the hinted read found it; a retry reads it again.
@@ -126,6 +136,7 @@ export async function reconcileNodeTaints(deps: ReconcileDeps, event: TaintEvent
 /** What a reconcile knows once the owner is read and its declaration is valid. */
 interface Target {
   readonly base: { readonly cluster: string; readonly node: string } & ({ machine: string } | { machinePool: string });
+  readonly cluster: ClusterRef;
   readonly machine: MachineSnapshot;
   readonly declaration: EffectiveDeclaration;
   /** The forwarder saw the declaration invalid before (see DECLARATION_VALID). */
@@ -135,8 +146,15 @@ interface Target {
 /** Plan → patch for the Node as read: no write when nothing changes, one merge patch with its resourceVersion otherwise. */
 async function planAndPatch(deps: ReconcileDeps, target: Target, nodes: NodeStore, node: NodeSnapshot): Promise<ReconcileResult> {
   const { machine, recovered } = target;
-  const { plan, adopt } = await planFor(deps, node, target.declaration);
-  const read = { ...target.base, resourceVersion: node.resourceVersion, adopted: adopt };
+  const planned = await planFor(deps, node, target.declaration);
+  const read = { ...target.base, resourceVersion: node.resourceVersion, adopted: planned.adopt };
+  // A new NoExecute taint of a node group that opted in goes on in stages (noexecute-rollout.ts); else nothing changes.
+  const staged = await stageNoExecuteRollout(deps, { cluster: target.cluster, owner: machine, declaration: target.declaration, nodes, node, plan: planned.plan, replan: async (d) => (await planFor(deps, node, d)).plan });
+  if (staged.kind === 'stop') {
+    const { kind: _kind, ...result } = staged;
+    return { ...read, ...result };
+  }
+  const plan = staged.plan;
   if (plan.kind === 'rejected') {
     const eventError = await recordEvent(deps, machine, 'Warning', 'MalformedTrackingAnnotation',
       `Node ${node.name} not written: its annotation ${OWN_TRACKING_ANNOTATION} has ${plan.error.message}; fix or remove the entry`);

@@ -12,6 +12,7 @@
  *   annotation as a Machine's Node); a Node that leaves the pool is left alone.
  */
 import { DECLARATION_ANNOTATIONS } from './declaration-keys.ts';
+import { ROLLOUT_ANNOTATION } from './noexecute-rollout.ts';
 import type { MachinePoolSnapshot, MachineSnapshot } from './snapshots.ts';
 
 /** Label Cluster API sets on a Machine that belongs to a MachinePool (`clusterv1.MachinePoolNameLabel`). */
@@ -33,6 +34,12 @@ export function poolDeclarations(pool: Pick<MachinePoolSnapshot, 'annotations' |
   return out;
 }
 
+/** The pool's staged NoExecute rollout opt-in (noexecute-rollout.ts), read where its declarations are. */
+function poolRolloutSetting(pool: Pick<MachinePoolSnapshot, 'annotations' | 'templateAnnotations'>): Record<string, string> {
+  const value = pool.annotations[ROLLOUT_ANNOTATION] ?? pool.templateAnnotations[ROLLOUT_ANNOTATION];
+  return value === undefined ? {} : { [ROLLOUT_ANNOTATION]: value };
+}
+
 /**
  * The MachinePool as the declaration owner of one of its Nodes: a MachineSnapshot of kind `MachinePool` whose
  * annotations are the pool's declarations and whose Node is `nodeName`. Returns undefined when the Node is not (or no
@@ -49,7 +56,7 @@ export function declarationOwnerOf(pool: MachinePoolSnapshot, nodeName: string):
     uid: pool.uid,
     resourceVersion: pool.resourceVersion,
     labels: pool.labels,
-    annotations: poolDeclarations(pool),
+    annotations: { ...poolDeclarations(pool), ...poolRolloutSetting(pool) },
     specTaints: pool.specTaints,
     ...(pool.clusterName ? { clusterName: pool.clusterName } : {}),
     nodeName,

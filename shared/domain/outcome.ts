@@ -24,6 +24,18 @@ export const ReconcileOutcome = {
   autoscalerPatched: 'autoscaler-annotation-patched',
   /** The scalable resource does not exist (any more): nothing to do. */
   resourceGone: 'resource-gone',
+  /** Staged NoExecute rollout: the Node's claim or ticket was written; the record comes back at once. */
+  rolloutClaimed: 'rollout-claimed',
+  /** Staged NoExecute rollout: the node group is at its bound (or a claim is unsettled); the record comes back later. */
+  rolloutWaiting: 'rollout-waiting',
+  /** Staged NoExecute rollout: pods are being evicted through the Eviction API; the record comes back later. */
+  rolloutEvicting: 'rollout-evicting',
+  /** Staged NoExecute rollout: a PodDisruptionBudget refused an eviction (429): waited out, never overridden. */
+  rolloutRefused: 'rollout-refused',
+  /** Staged NoExecute rollout: a pod stays terminating past the bound; reported, it holds only its own Node. */
+  rolloutStuck: 'rollout-stuck',
+  /** Staged NoExecute rollout: the declaration (or the opt-in) was withdrawn mid-way; the Node's mark was removed. */
+  rolloutWithdrawn: 'rollout-withdrawn',
   /** 409 Conflict: retried through the queue. */
   conflict: 'conflict',
   /** A transient failure: retried through the queue. */

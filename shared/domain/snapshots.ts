@@ -73,4 +73,6 @@ export interface NodeTaintPatch {
   readonly taints: readonly Taint[];
   /** Annotations to set (string) or remove (null); others are left alone. */
   readonly annotations: Readonly<Record<string, string | null>>;
+  /** Labels to set or remove, as annotations (only the staged NoExecute rollout's own label; absent: none). */
+  readonly labels?: Readonly<Record<string, string | null>>;
 }

@@ -21,6 +21,10 @@ export const ReconcileMetric = {
   UnsupportedClusterApi: 'UnsupportedClusterApi',
   /** Reconciles of Nodes whose declaration comes from a MachinePool (dimension Outcome, as Reconciles). */
   MachinePoolReconciles: 'MachinePoolReconciles',
+  /** Staged NoExecute rollout: evictions the Eviction API accepted (201). */
+  PodEvictions: 'PodEvictions',
+  /** Staged NoExecute rollout: evictions a PodDisruptionBudget refused (429), waited out. */
+  PodEvictionsRefused: 'PodEvictionsRefused',
 } as const;
 export type ReconcileMetric = (typeof ReconcileMetric)[keyof typeof ReconcileMetric];
 

@@ -9,4 +9,6 @@ export interface NodeStore {
    * as written. Throws PatchConflictError on 409, NodeNotFoundError on 404, TransientError/AccessDeniedError.
    */
   patchNodeTaints(name: string, patch: NodeTaintPatch): Promise<NodeSnapshot>;
+  /** The Nodes with a label selector (the staged NoExecute rollout lists the Nodes in progress by its label). */
+  listNodes?(labelSelector: string): Promise<readonly NodeSnapshot[]>;
 }

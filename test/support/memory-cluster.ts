@@ -50,7 +50,19 @@ export class MemoryNodeStore implements NodeStore {
       if (v === null) delete annotations[k];
       else annotations[k] = v;
     }
-    return this.put({ ...current, taints: [...patch.taints], annotations });
+    const labels: Record<string, string> = { ...current.labels };
+    for (const [k, v] of Object.entries(patch.labels ?? {})) {
+      if (v === null) delete labels[k];
+      else labels[k] = v;
+    }
+    return this.put({ ...current, taints: [...patch.taints], annotations, labels });
+  }
+
+  /** Equality selectors only (`key=value`, comma-separated), as the reconcile uses them. */
+  async listNodes(labelSelector: string): Promise<readonly NodeSnapshot[]> {
+    this.reads++;
+    const wanted = labelSelector.split(',').map((term) => term.split('=') as [string, string]);
+    return [...this.#nodes.values()].filter((n) => wanted.every(([k, v]) => n.labels[k] === v));
   }
 }
 

@@ -89,6 +89,13 @@ export class KubernetesMachineStore implements MachineStore {
     });
   }
 
+  async countMachines(namespace: string, labelSelector: string): Promise<number> {
+    return this.#inServedVersion(`Counting Machines with ${labelSelector}`, async (version) => {
+      const path = `/apis/${MACHINES.group}/${version}/namespaces/${seg(namespace)}/${MACHINES.plural}`;
+      return (await kubeList<MachineObject>(this.#endpoint, path, { labelSelector }, this.#pageSize)).length;
+    });
+  }
+
   async getMachinePool(namespace: string, name: string): Promise<MachinePoolSnapshot | undefined> {
     return this.#inServedVersion(`Reading MachinePool ${namespace}/${name}`, async (version) => {
       try {

@@ -5,7 +5,7 @@
  * since we read it, and we never overwrite their change. Calls go through the product's HTTP client
  * (kube-http.ts); the Node's JSON comes back as the server wrote it (times as RFC 3339 strings).
  */
-import type { V1Node } from '@kubernetes/client-node';
+import type { V1Node, V1NodeList } from '@kubernetes/client-node';
 import type { NodeSnapshot, NodeTaintPatch } from '#shared/domain/snapshots.ts';
 import { FIELD_MANAGER, type Taint } from '#shared/domain/taint.ts';
 import { NodeNotFoundError, PatchConflictError } from '#shared/errors.ts';
@@ -34,7 +34,11 @@ export class KubernetesNodeStore implements NodeStore {
 
   async patchNodeTaints(name: string, patch: NodeTaintPatch): Promise<NodeSnapshot> {
     const body = {
-      metadata: { resourceVersion: patch.resourceVersion, ...(Object.keys(patch.annotations).length > 0 ? { annotations: patch.annotations } : {}) },
+      metadata: {
+        resourceVersion: patch.resourceVersion,
+        ...(Object.keys(patch.annotations).length > 0 ? { annotations: patch.annotations } : {}),
+        ...(patch.labels && Object.keys(patch.labels).length > 0 ? { labels: patch.labels } : {}),
+      },
       spec: { taints: patch.taints.map(toWireTaint) },
     };
     try {
@@ -45,6 +49,15 @@ export class KubernetesNodeStore implements NodeStore {
       if (status === 409) throw new PatchConflictError({ nodeName: name, resourceVersion: patch.resourceVersion, cause: error });
       if (status === 404) throw new NodeNotFoundError(name, error);
       throw toProductError(`Patching Node ${name}`, error);
+    }
+  }
+
+  async listNodes(labelSelector: string): Promise<readonly NodeSnapshot[]> {
+    try {
+      const list = await kubeCall<V1NodeList>(this.#endpoint, { method: 'GET', path: '/api/v1/nodes', query: { labelSelector, limit: '500' } });
+      return (list.items ?? []).map(toNodeSnapshot);
+    } catch (error) {
+      throw toProductError(`Listing Nodes with ${labelSelector}`, error);
     }
   }
 }

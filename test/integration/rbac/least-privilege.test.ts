@@ -169,6 +169,14 @@ describeWithControlPlane('least privilege: infra/rbac manifests on a real API se
       reconcileReadsClusterKubeconfig: await refused(() => recCore.readNamespacedSecret({ namespace: ns, name: 'wc1-kubeconfig' })),
       forwarderReadsClusterKubeconfig: await refused(() => fwdCore.readNamespacedSecret({ namespace: ns, name: 'wc1-kubeconfig' })),
       reconcileListsSecrets: await refused(() => recCore.listNamespacedSecret({ namespace: ns })),
+      // Staged NoExecute rollout (docs/noexecute-rollout.md): list Nodes and pods, evict through the Eviction API
+      // (404: allowed, the pod does not exist); never delete a pod. The forwarder does none of it.
+      reconcileListsNodes: await refused(() => recCore.listNode({ labelSelector: 'rollout.capi-taint-propagator.dev/in-progress=true' })),
+      reconcileListsPods: await refused(() => recCore.listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${node}` })),
+      reconcileEvictsPod: await refused(() => recCore.createNamespacedPodEviction({ namespace: ns, name: 'absent', body: { metadata: { namespace: ns, name: 'absent' } } })),
+      reconcileDeletesPod: await refused(() => recCore.deleteNamespacedPod({ namespace: ns, name: 'absent' })),
+      forwarderEvictsPod: await refused(() => fwdCore.createNamespacedPodEviction({ namespace: ns, name: 'absent', body: { metadata: { namespace: ns, name: 'absent' } } })),
+      forwarderListsPods: await refused(() => fwdCore.listPodForAllNamespaces({ fieldSelector: `spec.nodeName=${node}` })),
       ...Object.fromEntries(
         await Promise.all(
           ['ca', 'etcd', 'sa', 'proxy', 'bootstrap-token'].flatMap((kind) => [
@@ -193,6 +201,12 @@ describeWithControlPlane('least privilege: infra/rbac manifests on a real API se
       reconcileReadsClusterKubeconfig: 200,
       forwarderReadsClusterKubeconfig: 200,
       reconcileListsSecrets: 403,
+      reconcileListsNodes: 200,
+      reconcileListsPods: 200,
+      reconcileEvictsPod: 404,
+      reconcileDeletesPod: 403,
+      forwarderEvictsPod: 403,
+      forwarderListsPods: 403,
       ...Object.fromEntries(['ca', 'etcd', 'sa', 'proxy', 'bootstrap-token'].flatMap((kind) => [[`forwarderReads-wc1-${kind}`, 403], [`reconcileReads-wc1-${kind}`, 403]])),
     });
   });

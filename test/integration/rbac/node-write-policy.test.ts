@@ -41,6 +41,8 @@ async function outcome(action: () => Promise<unknown>): Promise<number | undefin
   }
 }
 
+const ROLLOUT_MARK = 'rollout.capi-taint-propagator.dev/in-progress';
+
 describeWithControlPlane('ValidatingAdmissionPolicy: the reconcile identity may change only taints and tracking annotations', () => {
   let admin: KubeConfig;
   let reconcile: CoreV1Api;
@@ -89,6 +91,10 @@ describeWithControlPlane('ValidatingAdmissionPolicy: the reconcile identity may 
       providerID: await patch({ spec: { providerID: 'aws:///evil' } }),
       podCIDR: await patch({ spec: { podCIDR: '10.9.0.0/24', podCIDRs: ['10.9.0.0/24'] } }),
       finalizers: await patch({ metadata: { finalizers: ['example.com/block'] } }),
+      // The staged NoExecute rollout's mark (docs/noexecute-rollout.md): its label and annotation, set then removed.
+      rolloutMark: await patch({ metadata: { labels: { [ROLLOUT_MARK]: 'true' }, annotations: { [ROLLOUT_MARK]: '{"group":"g","taints":[]}' } } }),
+      rolloutMarkRemoved: await patch({ metadata: { labels: { [ROLLOUT_MARK]: null }, annotations: { [ROLLOUT_MARK]: null } } }),
+      rolloutMarkWithAnotherLabel: await patch({ metadata: { labels: { [ROLLOUT_MARK]: 'true', evil: 'true' } } }),
     };
     const after = await admin.makeApiClient(CoreV1Api).readNode({ name: node });
     const adminLabel = await outcome(() => admin.makeApiClient(CoreV1Api).patchNode({ name: node, body: { metadata: { labels: { admin: 'ok' } } } }, MERGE_PATCH));
@@ -110,6 +116,9 @@ describeWithControlPlane('ValidatingAdmissionPolicy: the reconcile identity may 
       providerID: 403,
       podCIDR: 403,
       finalizers: 403,
+      rolloutMark: 200,
+      rolloutMarkRemoved: 200,
+      rolloutMarkWithAnotherLabel: 403,
     });
     expect(after.metadata?.labels).toEqual({ pool: 'a' });
     expect(after.metadata?.annotations).toEqual({ 'example.com/other': 'x', [PRODUCT_ANNOTATION]: 'gpu:NoSchedule' });

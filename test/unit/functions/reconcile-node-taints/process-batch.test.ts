@@ -11,6 +11,7 @@ import { MemoryClusterConnections, MemoryEventRecorder, MemoryMachineStore } fro
 import { SqsRecordQueue } from '#shared/adapters/sqs/record-queue.ts';
 import type { MachineSnapshot } from '#shared/domain/snapshots.ts';
 import { OWN_TRACKING_ANNOTATION } from '#shared/domain/taint.ts';
+import { ROLLOUT_ANNOTATION, ROLLOUT_MARK_LABEL } from '#shared/domain/noexecute-rollout.ts';
 import { logger } from '#shared/observability/logger.ts';
 import { metrics } from '#shared/observability/metrics.ts';
 import { machineBuilder, machineTaint, nodeTaint } from '#test/support/builders.ts';
@@ -235,6 +236,26 @@ describe('Function: processBatch() at the edges of retry', () => {
     // could receive it before its deletion and charge it one more receive, up to the redrive).
     const visibilityChanged = sqsMock.commandCalls(ChangeMessageVisibilityCommand).map((c) => c.args[0].input.ReceiptHandle);
     expect(visibilityChanged).toEqual([early.receiptHandle]);
+  });
+
+  it('sends a staged NoExecute rollout step back through the queue after its delay, reported as its outcome, not as a failure', async () => {
+    // Prepare: a group opted in with a bound of 1 declares a NoExecute taint its Node lacks
+    const { deps, machines, nodes } = setup();
+    machines.put(inCluster(machineBuilder().named('m-a').withNodeName('node-a').withAnnotation('taints.capi-taint-propagator.dev/machine', 'maint:NoExecute').withAnnotation(ROLLOUT_ANNOTATION, '1').build()));
+    nodes.put({ name: 'node-a', annotations: {}, taints: [] });
+    const error = vi.spyOn(logger, 'error');
+    const record = sqsRecord(machineEvent('default', 'm-a', { nodeName: 'node-a' }), { messageId: 'r1' });
+
+    // Act
+    const response = await processBatch(sqsEvent(record), context, { ...deps, settings: { ...deps.settings, rollout: { claimedSeconds: 0, waitSeconds: 7, evictingSeconds: 2, refusedSeconds: 9, stuckAfterSeconds: 60 } } });
+
+    // Assess: the claim is written, the record comes back at once (visibility 0), nothing is logged as an error
+    expect(response.batchItemFailures).toEqual([{ itemIdentifier: 'r1' }]);
+    expect(sqsMock.commandCalls(ChangeMessageVisibilityCommand).map((c) => [c.args[0].input.ReceiptHandle, c.args[0].input.VisibilityTimeout])).toEqual([[record.receiptHandle, 0]]);
+    expect(nodes.peek('node-a')?.labels[ROLLOUT_MARK_LABEL]).toBe('true');
+    expect(nodes.peek('node-a')?.taints).toEqual([]);
+    expect(error).not.toHaveBeenCalled();
+    error.mockRestore();
   });
 
   it('leaves a record that failed unexpectedly to the redrive (a human looks at it), while its skipped successor is re-issued', async () => {

@@ -1,0 +1,288 @@
+/**
+ * Staged NoExecute rollout (issue 51, "Staged application"): the pure rules. A node group that opts in (annotation
+ * `rollout.capi-taint-propagator.dev/no-execute: "<N>"` in its Machine template, copied by Cluster API to every
+ * Machine) gets a newly declared NoExecute taint at most N Nodes at a time; on each Node the pods the taint would evict
+ * are first evicted through the Eviction API (which honours PodDisruptionBudgets), and the taint goes on once they are
+ * gone. docs/noexecute-rollout.md tells the whole story; this file decides, from what the cluster shows, the next step.
+ *
+ * No hidden state: a Node in progress carries a mark of the product's own (a label to list them by, an annotation
+ * with the group, the taints and a ticket), written with the Node's resourceVersion like every write. The bound holds
+ * without a lock: a Node first claims (mark without ticket), then, on its next reconcile, writes as its ticket the
+ * resourceVersion at which it read its own claim. A Node goes ahead only when fewer than N Nodes of its group hold a
+ * lower ticket and no claim of its group that could get a lower one is still without its ticket. Resource versions are
+ * the etcd revision of the write (one counter per cluster, as the API server's own watch cache compares them): a claim
+ * whose ticket is lower was written before this Node's ticket, so this Node's later list shows it. Two Nodes that go
+ * ahead together therefore never number more than N.
+ */
+import { nodeTaintsAfter, type PodOnNode, decideEviction, type Toleration } from './eviction-preview.ts';
+import { formatTaint, TaintEffect, type Taint } from './taint.ts';
+
+/** Opt-in, on the Machine (set in a MachineDeployment/MachineSet/KCP template, a topology class, or on a MachinePool). */
+export const ROLLOUT_ANNOTATION = 'rollout.capi-taint-propagator.dev/no-execute';
+/** On a Node in progress: the mark (JSON, see RolloutMark). */
+export const ROLLOUT_MARK_ANNOTATION = 'rollout.capi-taint-propagator.dev/in-progress';
+/** On a Node in progress (value `true`): lets a reconcile list the Nodes in progress of a cluster by label selector. */
+export const ROLLOUT_MARK_LABEL = 'rollout.capi-taint-propagator.dev/in-progress';
+/**
+ * Put on a Node with its mark, removed with it: the product's own NoSchedule taint, so that the scheduler does not
+ * place the evicted pods' replacements (or anything new) on a Node that is being emptied (kubectl drain cordons for
+ * the same reason; a taint of our own is ours to remove, a cordon is the user's).
+ */
+export const ROLLOUT_EVICTING_TAINT: Taint = { key: 'rollout.capi-taint-propagator.dev/evicting', effect: TaintEffect.NoSchedule };
+
+/** How the kinds of a node group are named in the mark. */
+const GROUP_LABELS: ReadonlyArray<readonly [label: string, kind: string]> = [
+  ['cluster.x-k8s.io/deployment-name', 'MachineDeployment'],
+  ['cluster.x-k8s.io/set-name', 'MachineSet'],
+  ['cluster.x-k8s.io/control-plane-name', 'ControlPlane'],
+];
+
+/** What a reconcile knows of a Node's owner for the rollout. */
+export interface RolloutOwner {
+  readonly kind?: 'MachinePool';
+  readonly namespace: string;
+  readonly name: string;
+  readonly labels: Readonly<Record<string, string>>;
+  readonly annotations: Readonly<Record<string, string>>;
+}
+
+/** The opt-in, read from the owner's annotations: a bound (Nodes, or a percentage of the group), none, or why not. */
+export type RolloutSetting = { readonly maxInProgress: number } | { readonly percent: number } | { readonly invalid: string } | undefined;
+
+/**
+ * The owner's rollout setting: `undefined` when it did not opt in (immediate mode), `{ maxInProgress }` for a whole
+ * number ≥ 1, `{ percent }` for `N%` (1–100), `{ invalid }` otherwise (the rollout then waits: an opted-in group never
+ * falls back to evicting at once because of a typo).
+ * @example rolloutSettingOf({ annotations: { 'rollout.capi-taint-propagator.dev/no-execute': '25%' } }) // { percent: 25 }
+ */
+export function rolloutSettingOf(owner: Pick<RolloutOwner, 'annotations'>): RolloutSetting {
+  const raw = owner.annotations[ROLLOUT_ANNOTATION];
+  if (raw === undefined) return undefined;
+  const value = raw.trim();
+  if (/^[1-9][0-9]{0,5}$/.test(value)) return { maxInProgress: Number(value) };
+  const percent = /^([1-9][0-9]?|100)%$/.exec(value);
+  if (percent) return { percent: Number(percent[1]) };
+  return { invalid: `${ROLLOUT_ANNOTATION}: ${JSON.stringify(raw)} is neither a whole number of Nodes ≥ 1 nor a percentage from 1% to 100%` };
+}
+
+/**
+ * The most Nodes of a group of `groupSize` in progress at once: the number itself, or the percentage of the group
+ * rounded down and at least 1 (as Cluster API rounds a MachineDeployment's maxUnavailable, but never 0: the rollout
+ * must be able to go on).
+ * @example maxInProgressOf({ percent: 25 }, 10) // 2
+ */
+export function maxInProgressOf(setting: { readonly maxInProgress: number } | { readonly percent: number }, groupSize: number): number {
+  if ('maxInProgress' in setting) return setting.maxInProgress;
+  return Math.max(1, Math.floor((setting.percent * groupSize) / 100));
+}
+
+/** The label selector of a group's Machines (its kind's Cluster API label), or undefined for a MachinePool or a lone Machine. */
+export function groupMachineSelectorOf(owner: RolloutOwner): string | undefined {
+  if (owner.kind === 'MachinePool') return undefined;
+  for (const [label] of GROUP_LABELS) {
+    const name = owner.labels[label];
+    if (name) return `${label}=${name}`;
+  }
+  return undefined;
+}
+
+/**
+ * The node group a Machine belongs to, as `<Kind>/<namespace>/<name>`: its MachineDeployment, else its MachineSet,
+ * else its control plane (Cluster API's labels), a MachinePool itself, else the Machine alone.
+ * @example nodeGroupOf({ namespace: 'a', name: 'm', labels: { 'cluster.x-k8s.io/deployment-name': 'md' }, annotations: {} }) // 'MachineDeployment/a/md'
+ */
+export function nodeGroupOf(owner: RolloutOwner): string {
+  if (owner.kind === 'MachinePool') return `MachinePool/${owner.namespace}/${owner.name}`;
+  for (const [label, kind] of GROUP_LABELS) {
+    const name = owner.labels[label];
+    if (name) return `${kind}/${owner.namespace}/${name}`;
+  }
+  return `Machine/${owner.namespace}/${owner.name}`;
+}
+
+/** The mark a Node in progress carries (annotation ROLLOUT_MARK_ANNOTATION, JSON). */
+export interface RolloutMark {
+  /** The node group (nodeGroupOf). */
+  readonly group: string;
+  /** The NoExecute taints being rolled out, formatted (`key=value:NoExecute`), for people. */
+  readonly taints: readonly string[];
+  /** The resourceVersion at which the Node read its own claim; absent right after the claim. */
+  readonly ticket?: string;
+  /** Set once a pod stayed terminating past the bound: the Node then no longer counts against the group's bound. */
+  readonly stuck?: readonly string[];
+  /** Pods whose eviction a PodDisruptionBudget refused (429) at the last attempt, `<namespace>/<name>`. */
+  readonly refused?: readonly string[];
+}
+
+/** The mark as its annotation value. */
+export function encodeRolloutMark(mark: RolloutMark): string {
+  return JSON.stringify({
+    group: mark.group,
+    taints: mark.taints,
+    ...(mark.ticket !== undefined ? { ticket: mark.ticket } : {}),
+    ...(mark.stuck && mark.stuck.length > 0 ? { stuck: mark.stuck } : {}),
+    ...(mark.refused && mark.refused.length > 0 ? { refused: mark.refused } : {}),
+  });
+}
+
+/**
+ * The mark of a Node, or undefined when it has none. A value that is not a mark (edited by hand) is read as a claim
+ * of an unknown group without ticket: it is then cleared or re-claimed by the Node's own reconcile, never trusted.
+ */
+export function decodeRolloutMark(annotations: Readonly<Record<string, string>>): RolloutMark | undefined {
+  const raw = annotations[ROLLOUT_MARK_ANNOTATION];
+  if (raw === undefined) return undefined;
+  try {
+    const parsed = JSON.parse(raw) as Record<string, unknown>;
+    const strings = (v: unknown): string[] | undefined => (Array.isArray(v) && v.every((s) => typeof s === 'string') ? (v as string[]) : undefined);
+    if (typeof parsed['group'] !== 'string') return { group: '', taints: [] };
+    const stuck = strings(parsed['stuck']);
+    const refused = strings(parsed['refused']);
+    return {
+      group: parsed['group'],
+      taints: strings(parsed['taints']) ?? [],
+      ...(typeof parsed['ticket'] === 'string' && isResourceVersion(parsed['ticket']) ? { ticket: parsed['ticket'] } : {}),
+      ...(stuck ? { stuck } : {}),
+      ...(refused ? { refused } : {}),
+    };
+  } catch {
+    return { group: '', taints: [] };
+  }
+}
+
+/** The NoExecute taints of the planned taint list that the Node does not carry yet (same key, effect and value). */
+export function newNoExecuteTaints(planned: readonly Taint[], nodeTaints: readonly Taint[]): readonly Taint[] {
+  return nodeTaintsAfter(planned, nodeTaints).added;
+}
+
+/** Another Node in progress, as listed. */
+export interface NodeInProgress {
+  readonly name: string;
+  readonly resourceVersion: string;
+  readonly mark: RolloutMark;
+}
+
+/** Input of planRolloutSlot. */
+export interface RolloutSlotInput {
+  readonly setting: RolloutSetting;
+  readonly group: string;
+  /** The NoExecute taints the reconcile would add (newNoExecuteTaints). */
+  readonly pending: readonly Taint[];
+  /** The Node as read. */
+  readonly node: { readonly name: string; readonly resourceVersion: string; readonly annotations: Readonly<Record<string, string>> };
+  /** The other Nodes in progress of the cluster (any group; this Node is ignored if listed). Needed for `hold` only. */
+  readonly others: readonly NodeInProgress[];
+  /** The number of Machines (or pool Nodes) of the group: the base of a percentage (default 1). */
+  readonly groupSize?: number;
+}
+
+/** What a reconcile does about the rollout before (or instead of) its taint write. */
+export type RolloutSlotStep =
+  /** Nothing to stage and no mark: the reconcile goes on exactly as without this feature. */
+  | { readonly kind: 'immediate' }
+  /** A mark but nothing to stage (declaration withdrawn, group opted out, or the taints are on): remove the mark. */
+  | { readonly kind: 'clear'; readonly reason: string }
+  /** The opt-in is invalid: wait (nothing is evicted, the taint is not applied) and report. */
+  | { readonly kind: 'invalid'; readonly reason: string }
+  /** Write the claim (mark without ticket, plus the evicting taint). */
+  | { readonly kind: 'claim'; readonly mark: RolloutMark }
+  /** Write the ticket: the resourceVersion at which the Node's own claim was read. */
+  | { readonly kind: 'ticket'; readonly mark: RolloutMark }
+  /** The group is at its bound, or a claim of the group is still without its ticket: wait (nothing written). */
+  | { readonly kind: 'wait'; readonly ahead: readonly string[] }
+  /** The Node holds a slot: evict its pods, then apply the taint. */
+  | { readonly kind: 'hold'; readonly mark: RolloutMark };
+
+/**
+ * The rollout step for one Node, from what the cluster shows: its mark, the group's other marks, the pending NoExecute
+ * taints and the opt-in. Pure.
+ * @example planRolloutSlot({ setting: undefined, group: 'g', pending: [], node, others: [] }).kind // 'immediate'
+ */
+export function planRolloutSlot(input: RolloutSlotInput): RolloutSlotStep {
+  const { setting, group, pending, node } = input;
+  const mark = decodeRolloutMark(node.annotations);
+  if (setting === undefined || pending.length === 0) {
+    if (mark === undefined) return { kind: 'immediate' };
+    return { kind: 'clear', reason: setting === undefined ? `the node group no longer opts in (${ROLLOUT_ANNOTATION})` : 'no new NoExecute taint is declared for the Node any more' };
+  }
+  if ('invalid' in setting) return { kind: 'invalid', reason: setting.invalid };
+  const taints = pending.map(formatTaint);
+  if (mark === undefined || mark.group !== group) return { kind: 'claim', mark: { group, taints } };
+  if (mark.ticket === undefined) return { kind: 'ticket', mark: { ...mark, group, taints, ticket: node.resourceVersion } };
+  const held = { ...mark, taints };
+  // A Node whose pod is stuck keeps its mark but no longer holds a slot: it waits only for itself.
+  if (mark.stuck && mark.stuck.length > 0) return { kind: 'hold', mark: held };
+  const mine = mark.ticket;
+  const ahead: string[] = [];
+  for (const other of input.others) {
+    if (other.name === node.name || other.mark.group !== group || (other.mark.stuck && other.mark.stuck.length > 0)) continue;
+    const ticket = other.mark.ticket;
+    // A claim without ticket gets one ≥ its current resourceVersion: ahead of this Node only if that is lower.
+    const earliest = ticket ?? other.resourceVersion;
+    if (compareResourceVersions(earliest, mine) < 0 || (ticket !== undefined && earliest === mine && other.name < node.name)) ahead.push(other.name);
+  }
+  return ahead.length < maxInProgressOf(setting, input.groupSize ?? 1) ? { kind: 'hold', mark: held } : { kind: 'wait', ahead: ahead.sort() };
+}
+
+/** Input of planEvictions. */
+export interface EvictionInput {
+  /** The Node's taints once the rollout's taints are on (the planned list). */
+  readonly taintsAfter: readonly Taint[];
+  readonly pods: readonly PodOnNode[];
+  /** Now and the bound after which a pod still terminating is reported as stuck (time as a parameter). */
+  readonly now: Date;
+  readonly stuckAfterSeconds: number;
+}
+
+/** What is left to do on a Node that holds its slot. */
+export interface EvictionPlan {
+  /** Pods to evict now through the Eviction API (`<namespace>/<name>`). */
+  readonly evict: readonly { readonly namespace: string; readonly name: string }[];
+  /** Pods already terminating that the taint would evict: the taint waits for them. */
+  readonly terminating: readonly string[];
+  /** Terminating pods past the bound (a stuck finalizer, a kubelet gone): reported; the Node holds only itself. */
+  readonly stuck: readonly string[];
+  /** DaemonSet and mirror pods the taint would evict: left to the taint, as `kubectl drain --ignore-daemonsets` does. */
+  readonly leftToTaint: readonly string[];
+  /** True when nothing is left to wait for: the taint can go on. */
+  readonly done: boolean;
+}
+
+/**
+ * Which pods of the Node must go before the taint goes on: those the taint-eviction controller would evict once it is
+ * on (now or after their tolerationSeconds), are still running or pending, and are not DaemonSet or mirror pods. A
+ * pod that tolerates the taints (no tolerationSeconds) stays; a Succeeded or Failed pod disrupts nothing and is left
+ * to the controller; DaemonSet pods are left to the taint because a DaemonSet puts an evicted pod straight back on a
+ * Node that does not carry the taint yet (kubectl drain skips them with `--ignore-daemonsets` for the same reason).
+ * Pure.
+ */
+export function planEvictions(input: EvictionInput): EvictionPlan {
+  const evict: { namespace: string; name: string }[] = [];
+  const terminating: string[] = [];
+  const stuck: string[] = [];
+  const leftToTaint: string[] = [];
+  for (const pod of input.pods) {
+    if (decideEviction(pod.tolerations as readonly Toleration[], input.taintsAfter).evict === 'never') continue;
+    const id = `${pod.namespace}/${pod.name}`;
+    if (pod.ownerKind === 'DaemonSet' || pod.ownerKind === 'Node') leftToTaint.push(id);
+    else if (pod.deletionTimestamp !== undefined) {
+      terminating.push(id);
+      if (input.now.getTime() - Date.parse(pod.deletionTimestamp) > input.stuckAfterSeconds * 1000) stuck.push(id);
+    } else if (pod.phase !== 'Succeeded' && pod.phase !== 'Failed') evict.push({ namespace: pod.namespace, name: pod.name });
+  }
+  return { evict, terminating, stuck, leftToTaint, done: evict.length === 0 && terminating.length === 0 };
+}
+
+/** True for a value that looks like a resourceVersion we can order (the decimal etcd revision). */
+function isResourceVersion(value: string): boolean {
+  return /^[0-9]{1,30}$/.test(value);
+}
+
+/** Orders two resourceVersions (decimal etcd revisions): negative, zero or positive. A non-number sorts first. */
+export function compareResourceVersions(a: string, b: string): number {
+  const valid = (v: string): boolean => isResourceVersion(v);
+  if (!valid(a) || !valid(b)) return valid(a) ? 1 : valid(b) ? -1 : 0;
+  const x = BigInt(a);
+  const y = BigInt(b);
+  return x < y ? -1 : x > y ? 1 : 0;
+}
