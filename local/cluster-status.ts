@@ -1,5 +1,5 @@
 /**
- * Reads every Machine and its Node and computes their taint status (`shared/domain/taint-status.ts`).
+ * Reads every Machine and its Node and computes their taint status (`local/taint-status.ts`).
  * Used by `npm run status`, by `npm start` (Nodes out of sync) and by the demo's summary.
  */
 import { ApiException, CustomObjectsApi, type KubeConfig, type V1Node } from '@kubernetes/client-node';
@@ -16,7 +16,7 @@ import { declaredTaintsOf, type Override } from '#shared/domain/declarations.ts'
 import type { MachineSnapshot, NodeSnapshot } from '#shared/domain/snapshots.ts';
 import { CLUSTER_NAME_LABEL } from '#shared/domain/taint.ts';
 import type { SpecTaintsOwner } from '#shared/domain/ownership.ts';
-import { SyncState, taintStatusOf, type TaintStatus } from '#shared/domain/taint-status.ts';
+import { SyncState, taintStatusOf, type TaintStatus } from './taint-status.ts';
 import { ClusterBackoff, describeHeldBack } from './cluster-backoff.ts';
 
 export interface ReadStatusOptions {

@@ -1,11 +1,11 @@
 /**
  * Rendering of taint statuses for `npm run status` (table, wide, one Machine in detail, JSON/YAML documents), the
  * demo's summary and `npm start`'s "not in sync" line: one set of words for the verdicts of the shared planner
- * (shared/domain/taint-status.ts). Pure, unit tested.
+ * (local/taint-status.ts). Pure, unit tested.
  */
 import type { Override } from '#shared/domain/declarations.ts';
 import { formatTaint, type Taint } from '#shared/domain/taint.ts';
-import { PausedBy, SyncState, TaintOwner, type DesiredTaint, type OwnedTaint, type TaintStatus } from '#shared/domain/taint-status.ts';
+import { PausedBy, SyncState, TaintOwner, type DesiredTaint, type OwnedTaint, type TaintStatus } from './taint-status.ts';
 
 /** Short names of the declaration sources, for narrow columns. */
 const SOURCE_LABEL: Readonly<Record<string, string>> = {

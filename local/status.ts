@@ -1,7 +1,7 @@
 /**
  * `npm run status -- [MACHINE] [--kubeconfig f] [--context c] [-n ns] [-o table|wide|json|yaml] [--capi]`: for every
  * Machine/Node pair (or one Machine), what the Machine declares, what the Node has, who owns each Node taint and whether
- * the pair is in sync, as decided by the reconcile function's own planner (shared/domain/taint-status.ts). Reads only.
+ * the pair is in sync, as decided by the reconcile function's own planner (local/taint-status.ts). Reads only.
  * Kubeconfig: --kubeconfig, else KUBECONFIG, else ~/.kube/config. `--help` lists everything (local/status-args.ts).
  * Exit code: 0 all in sync (or deliberately left alone), 3 some pair out of sync or its Node missing, 4 some workload
  * cluster's Nodes could not be listed (each such cluster is named once, with the reason), 1 the management cluster

@@ -15,7 +15,7 @@ import {
   unreachableClustersOf,
 } from '#local/status-format.ts';
 import { outOfSyncNodes } from '#local/pipeline-report.ts';
-import { PausedBy, SyncState, TaintOwner, type TaintStatus } from '#shared/domain/taint-status.ts';
+import { PausedBy, SyncState, TaintOwner, type TaintStatus } from '#local/taint-status.ts';
 import { ConfigError } from '#shared/errors.ts';
 
 describe('Function: parseStatusArgs()', () => {

@@ -4,13 +4,13 @@
  * it reuses the very planner the reconcile function runs, so "in sync" means exactly "no write".
  */
 import type { DeclarationIssue } from '#shared/errors.ts';
-import { declaredTaintsOf, type DeclarationSource } from './declarations.ts';
-import { PAUSED_ANNOTATION, pausedReason, type ClusterView } from './pause.ts';
-import type { MachineSnapshot, NodeSnapshot } from './snapshots.ts';
-import { planOwnedTaints, SpecTaintsOwner, type Ownership } from './ownership.ts';
-import type { TaintDiff } from './taint-plan.ts';
-import { OWN_TRACKING_ANNOTATION, Propagation, TRACKING_ANNOTATION, formatTaint, isSameTaint, taintId, valueOf, type MachineTaint, type Taint } from './taint.ts';
-import { decodeOwnedTaints } from './tracking-annotation.ts';
+import { declaredTaintsOf, type DeclarationSource } from '#shared/domain/declarations.ts';
+import { PAUSED_ANNOTATION, pausedReason, type ClusterView } from '#shared/domain/pause.ts';
+import type { MachineSnapshot, NodeSnapshot } from '#shared/domain/snapshots.ts';
+import { planOwnedTaints, SpecTaintsOwner, type Ownership } from '#shared/domain/ownership.ts';
+import type { TaintDiff } from '#shared/domain/taint-plan.ts';
+import { OWN_TRACKING_ANNOTATION, Propagation, TRACKING_ANNOTATION, formatTaint, isSameTaint, taintId, valueOf, type MachineTaint, type Taint } from '#shared/domain/taint.ts';
+import { decodeOwnedTaints } from '#shared/domain/tracking-annotation.ts';
 
 /** Who a Node taint belongs to, as far as the product can tell. */
 export const TaintOwner = {

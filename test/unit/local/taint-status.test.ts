@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { MachineSnapshot, NodeSnapshot } from '#shared/domain/snapshots.ts';
 import type { ClusterView } from '#shared/domain/pause.ts';
-import { PausedBy, SyncState, TaintOwner, ownersOf, taintStatusOf, type DesiredTaint, type TaintStatusInput } from '#shared/domain/taint-status.ts';
+import { PausedBy, SyncState, TaintOwner, ownersOf, taintStatusOf, type DesiredTaint, type TaintStatusInput } from '#local/taint-status.ts';
 import { OWN_TRACKING_ANNOTATION, TRACKING_ANNOTATION as UPSTREAM, UNINITIALIZED_TAINT_KEY } from '#shared/domain/taint.ts';
 
 const CLASS = 'taints.capi-taint-propagator.dev/class';
