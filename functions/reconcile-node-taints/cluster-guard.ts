@@ -10,7 +10,7 @@
  *   records meanwhile fail at once as transient; the queue's backoff brings them back.
  */
 import { CallTimeoutError, OversizedAnswerError, TransientError } from '#shared/errors.ts';
-import { clusterKey } from '#shared/domain/cloud-event.ts';
+import { clusterKey, type ClusterRef } from '#shared/domain/cloud-event.ts';
 import type { Clock } from '#shared/ports/clock.ts';
 import type { ClusterConnections } from '#shared/ports/cluster-connections.ts';
 
@@ -99,6 +99,18 @@ export class ClusterGuard {
           patchNodeTaints: (name, patch) => this.#call(cluster, () => nodes.patchNodeTaints(name, patch)),
         };
       },
+      ...(clusters.podsOf
+        ? {
+            podsOf: async (ref: ClusterRef) => {
+              const pods = await clusters.podsOf!(ref);
+              const cluster = clusterKey(ref);
+              return {
+                listPodsOnNode: (node: string) => this.#call(cluster, () => pods.listPodsOnNode(node)),
+                evictPod: (namespace: string, name: string) => this.#call(cluster, () => pods.evictPod(namespace, name)),
+              };
+            },
+          }
+        : {}),
     };
   }
 

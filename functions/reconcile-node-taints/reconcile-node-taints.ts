@@ -22,6 +22,7 @@ import type { EventRecorder } from '#shared/ports/event-recorder.ts';
 import type { MachineStore } from '#shared/ports/machine-store.ts';
 import type { NodeStore } from '#shared/ports/node-store.ts';
 import type { ScalableResourceStore } from '#shared/ports/scalable-resource-store.ts';
+import { previewNoExecute, type NoExecutePreviewResult } from './noexecute-preview.ts';
 
 export interface ReconcileSettings {
   readonly clusterMode: 'capi' | 'self';
@@ -65,6 +66,8 @@ export interface ReconcileResult {
   readonly adopted?: boolean;
   /** A Kubernetes Event could not be recorded (the outcome stands; the failure is logged). */
   readonly eventError?: unknown;
+  /** A NoExecute taint was about to be added or previewed: what its pods would go through (noexecute-preview.ts). */
+  readonly noExecutePreview?: NoExecutePreviewResult;
 }
 
 export interface PlannedState {
@@ -136,7 +139,9 @@ interface Target {
 async function planAndPatch(deps: ReconcileDeps, target: Target, nodes: NodeStore, node: NodeSnapshot): Promise<ReconcileResult> {
   const { machine, recovered } = target;
   const { plan, adopt } = await planFor(deps, node, target.declaration);
-  const read = { ...target.base, resourceVersion: node.resourceVersion, adopted: adopt };
+  // Before the write: which pods a NoExecute taint it adds (or a @Preview) would evict; no pod read otherwise.
+  const noExecutePreview = plan.kind === 'rejected' ? undefined : await previewNoExecute(deps.clusters, clusterOf(deps.settings, machine), node, plan.kind === 'patch' ? plan.after.taints : node.taints, target.declaration.previews, (type, reason, message) => recordEvent(deps, machine, type, reason, message));
+  const read = { ...target.base, resourceVersion: node.resourceVersion, adopted: adopt, ...(noExecutePreview ? { noExecutePreview } : {}) };
   if (plan.kind === 'rejected') {
     const eventError = await recordEvent(deps, machine, 'Warning', 'MalformedTrackingAnnotation',
       `Node ${node.name} not written: its annotation ${OWN_TRACKING_ANNOTATION} has ${plan.error.message}; fix or remove the entry`);

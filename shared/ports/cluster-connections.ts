@@ -1,5 +1,6 @@
 import type { ClusterRef } from '#shared/domain/cloud-event.ts';
 import type { NodeStore } from './node-store.ts';
+import type { PodStore } from './pod-store.ts';
 
 /** Hands out a NodeStore for a workload cluster (or for the management cluster itself in `self` mode). */
 export interface ClusterConnections {
@@ -8,4 +9,6 @@ export interface ClusterConnections {
    * metric, Warning Event on the Cluster) unless `report` is false (a speculative read that may turn out unneeded).
    */
   nodesOf(cluster: ClusterRef, options?: { readonly report?: boolean }): Promise<NodeStore>;
+  /** The pods of the same cluster (the staged NoExecute rollout lists and evicts them); same credentials as nodesOf. */
+  podsOf?(cluster: ClusterRef): Promise<PodStore>;
 }

@@ -11,9 +11,11 @@ import { AccessDeniedError, ClusterCredentialsError } from '#shared/errors.ts';
 import type { Clock } from '#shared/ports/clock.ts';
 import type { ClusterConnections } from '#shared/ports/cluster-connections.ts';
 import type { NodeStore } from '#shared/ports/node-store.ts';
+import type { PodStore } from '#shared/ports/pod-store.ts';
 import type { ClusterCredentialsReporter } from './credentials-reporter.ts';
 import type { ClusterEndpoint } from './kube-http.ts';
 import { KubernetesNodeStore } from './node-store.ts';
+import { KubernetesPodStore } from './pod-store.ts';
 
 /** Loads the credentials of a workload cluster (throws ClusterCredentialsError when it cannot). */
 export type WorkloadKubeConfigLoader = (cluster: { namespace: string; name: string }) => Promise<ClusterEndpoint>;
@@ -85,6 +87,14 @@ export class KubernetesClusterConnections implements ClusterConnections {
       patchNodeTaints: (name, patch) => guard(() => store.patchNodeTaints(name, patch)),
     };
     return wrapped;
+  }
+
+  /** The pods of the cluster, with the credentials its Nodes are read with (loaded, cached and reported as there). */
+  async podsOf(cluster: ClusterRef): Promise<PodStore> {
+    await this.nodesOf(cluster);
+    const cached = this.#cache.get(clusterKey(cluster));
+    if (!cached) throw new Error(`no connection cached for ${clusterKey(cluster)}`);
+    return new KubernetesPodStore(cached.kubeConfig);
   }
 
   /** Drops a cached connection, e.g. after its credentials were refused. */
