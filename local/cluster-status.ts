@@ -1,22 +1,23 @@
 /**
- * Reads every Machine and its Node and computes their taint status (`shared/domain/taint-status.ts`).
+ * Reads every Machine and its Node and computes their taint status (`local/taint-status.ts`).
  * Used by `npm run status`, by `npm start` (Nodes out of sync) and by the demo's summary.
  */
-import { ApiException, CustomObjectsApi, type KubeConfig, type V1Node } from '@kubernetes/client-node';
-import { kubeList } from '#shared/adapters/kubernetes/kube-http.ts';
+import { ApiException, CustomObjectsApi, type KubeConfig, type V1Node, type V1Pod } from '@kubernetes/client-node';
+import { kubeList, type ClusterEndpoint } from '#shared/adapters/kubernetes/kube-http.ts';
 import { KubernetesCapiDiscovery } from '#shared/adapters/kubernetes/capi-discovery.ts';
 import { CLUSTERS, MACHINES, MACHINE_POOLS, toMachinePoolSnapshot, toMachineSnapshot } from '#shared/adapters/kubernetes/machine-store.ts';
 import type { CapiApiVersion } from '#shared/domain/capi-api.ts';
 import type { ClusterView } from '#shared/domain/pause.ts';
 import { declarationOwnerOf, machinePoolOf } from '#shared/domain/machine-pool.ts';
 import { toNodeSnapshot } from '#shared/adapters/kubernetes/node-store.ts';
+import { toPodOnNode } from '#shared/adapters/kubernetes/pod-store.ts';
 import { workloadKubeConfigs, type WorkloadKubeConfigs } from '#shared/adapters/kubernetes/workload-kubeconfig.ts';
 import { describeApiError, statusOf } from '#shared/adapters/kubernetes/api-errors.ts';
 import { declaredTaintsOf, type Override } from '#shared/domain/declarations.ts';
 import type { MachineSnapshot, NodeSnapshot } from '#shared/domain/snapshots.ts';
 import { CLUSTER_NAME_LABEL } from '#shared/domain/taint.ts';
 import type { SpecTaintsOwner } from '#shared/domain/ownership.ts';
-import { SyncState, taintStatusOf, type TaintStatus } from '#shared/domain/taint-status.ts';
+import { needsPods, SyncState, taintStatusOf, type PodsRead, type TaintStatus, type TaintStatusInput } from './taint-status.ts';
 import { ClusterBackoff, describeHeldBack } from './cluster-backoff.ts';
 
 export interface ReadStatusOptions {
@@ -190,9 +191,11 @@ async function statusesOf(o: ReadStatusOptions, machines: readonly MachineSnapsh
   const workload = o.workload ?? workloadKubeConfigs(o.kubeConfig);
   const backoff = o.backoff ?? processBackoff;
   const nodesByCluster = new Map<string, Promise<Map<string, NodeSnapshot> | UnreachableCluster>>();
+  /** The endpoint each reachable cluster's Nodes were listed with, for the pods of its NoExecute previews. */
+  const endpoints = new Map<string, ClusterEndpoint>();
   const nodesOf = (machine: MachineSnapshot): Promise<Map<string, NodeSnapshot> | UnreachableCluster> => {
     const clusterName = machine.clusterName ?? machine.labels[CLUSTER_NAME_LABEL] ?? '';
-    const key = o.mode === 'self' ? 'self' : `${machine.namespace}/${clusterName}`;
+    const key = clusterKeyOf(o, machine);
     let nodes = nodesByCluster.get(key);
     if (!nodes) {
       // The management cluster's address is part of the key: one process may read several (tests, the demo).
@@ -205,6 +208,7 @@ async function statusesOf(o: ReadStatusOptions, machines: readonly MachineSnapsh
           // 500 per page (a cluster's credentials may be a RestConfig: the product's own HTTP client).
           const items = await retryThrottled(() => kubeList<V1Node>(kc, '/api/v1/nodes', {}, 500));
           backoff.succeeded(backoffKey);
+          endpoints.set(key, kc);
           return new Map(items.map((n) => [n.metadata?.name ?? '', toNodeSnapshot(n)]));
         } catch (error) {
           const reason = error instanceof Error ? describeApiError(error) : 'unknown error';
@@ -232,9 +236,27 @@ async function statusesOf(o: ReadStatusOptions, machines: readonly MachineSnapsh
       statuses.push({ ...taintStatusOf({ machine, node: undefined, ...settings }), state: SyncState.nodeMissing, reason: message, nodeListError: message, unreachableCluster: nodes });
       continue;
     }
-    statuses.push(taintStatusOf({ machine, node: nodes.get(machine.nodeName), ...settings }));
+    const input: TaintStatusInput = { machine, node: nodes.get(machine.nodeName), ...settings };
+    const status = taintStatusOf(input);
+    // The pods are read only for a Node that a NoExecute taint is about to be added to or previewed on.
+    statuses.push(needsPods(status) ? taintStatusOf({ ...input, pods: await podsOn(endpoints.get(clusterKeyOf(o, machine)), machine.nodeName) }) : status);
   }
   return statuses;
+}
+
+function clusterKeyOf(o: ReadStatusOptions, machine: MachineSnapshot): string {
+  return o.mode === 'self' ? 'self' : `${machine.namespace}/${machine.clusterName ?? machine.labels[CLUSTER_NAME_LABEL] ?? ''}`;
+}
+
+/** The pods bound to a Node (field selector `spec.nodeName`), or why they could not be read. */
+async function podsOn(kc: ClusterEndpoint | undefined, nodeName: string): Promise<PodsRead> {
+  if (kc === undefined) return { error: 'the cluster was not reached' };
+  try {
+    const items = await retryThrottled(() => kubeList<V1Pod>(kc, '/api/v1/pods', { fieldSelector: `spec.nodeName=${nodeName}` }, 500));
+    return items.map(toPodOnNode);
+  } catch (error) {
+    return { error: error instanceof Error ? describeApiError(error) : 'unknown error' };
+  }
 }
 
 /** The reconcile settings the planner needs, as configured. */

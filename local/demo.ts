@@ -19,7 +19,7 @@
  */
 import { CoreV1Api, CustomObjectsApi, PatchStrategy, setHeaderOptions, type V1Taint } from '@kubernetes/client-node';
 import { statusOf } from '#shared/adapters/kubernetes/api-errors.ts';
-import { SyncState, type TaintStatus } from '#shared/domain/taint-status.ts';
+import { SyncState, type TaintStatus } from './taint-status.ts';
 import { STARTUP_GATE_TAINT_KEY, UNINITIALIZED_TAINT_KEY } from '#shared/domain/taint.ts';
 import { processEnv } from '#shared/config/env.ts';
 import { logger } from '#shared/observability/logger.ts';

@@ -3,7 +3,7 @@
  * changed, and the activity feed. Pure formatting, unit tested.
  */
 import { ReconcileOutcome } from '#shared/domain/outcome.ts';
-import { SyncState, type TaintStatus } from '#shared/domain/taint-status.ts';
+import { SyncState, type TaintStatus } from './taint-status.ts';
 import { formatState, isLeftAlone, needsAttention } from './status-format.ts';
 
 /** Totals of one pipeline run. */

@@ -16,7 +16,7 @@ import { identifyAs } from '#shared/adapters/kubernetes/user-agent.ts';
 import { processEnv } from '#shared/config/env.ts';
 import { ConfigError } from '#shared/errors.ts';
 import { logger } from '#shared/observability/logger.ts';
-import { SyncState } from '#shared/domain/taint-status.ts';
+import { SyncState } from './taint-status.ts';
 import { STATE_CONFIGMAP } from '#shared/adapters/kubernetes/enablement-state.ts';
 import { decideStart } from './cluster-target.ts';
 import { parseControlPlaneArgs } from './control-plane/args.ts';

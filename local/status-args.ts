@@ -20,12 +20,16 @@ export interface StatusArgs {
   readonly namespace: string | undefined;
   readonly output: OutputFormat;
   readonly mode: 'self' | 'capi';
+  /** `--pods`: the table lists, under each Node of the NoExecute preview, its pods and when each would go. */
+  readonly pods: boolean;
 }
 
 export const STATUS_USAGE = `Usage: npm run status -- [MACHINE] [options]
 
 For every Machine (or one, by name): what it declares, what its Node has, who owns each Node taint, and whether the
-Node is in sync (the next reconcile would write nothing). Reads only.
+Node is in sync (the next reconcile would write nothing). Reads only. For every NoExecute taint about to be added
+to a Node (or previewed with @Preview), the pods Kubernetes would evict, at once or after their tolerationSeconds,
+per Node and per node group (docs/noexecute-preview.md).
 
 Options:
   --kubeconfig <file>        kubeconfig to use (default: $KUBECONFIG, else ~/.kube/config)
@@ -36,6 +40,8 @@ Options:
   --capi | --self | --mode=capi|self
                              Nodes in workload clusters via <cluster>-kubeconfig Secrets, or in the same cluster
                              (default self; env CLUSTER_MODE)
+  --pods                     under the NoExecute preview, list each Node's pods and when each would be evicted
+                             (the preview's counts are always shown; -o json|yaml always carries the pods)
   -h, --help                 this text
 
 Exit status: 0 every Node in sync or deliberately left alone, 3 some Node out of sync or missing,
@@ -45,7 +51,8 @@ cluster could not be read (or the Machine does not exist), 2 bad arguments or no
 Examples:
   npm run status
   npm run status -- worker-1 -n default -o yaml
-  npm run status -- --context prod-admin -o wide`;
+  npm run status -- --context prod-admin -o wide
+  npm run status -- --pods`;
 
 /**
  * Parses the arguments; throws ConfigError quoting what was wrong.
@@ -66,6 +73,7 @@ export function parseStatusArgs(argv: readonly string[], env: Env): StatusArgs {
         capi: { type: 'boolean' },
         self: { type: 'boolean' },
         mode: { type: 'string' },
+        pods: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -94,5 +102,6 @@ export function parseStatusArgs(argv: readonly string[], env: Env): StatusArgs {
     namespace: o.namespace ?? optionalString(env, 'MACHINE_NAMESPACE'),
     output: output as OutputFormat,
     mode,
+    pods: o.pods === true,
   };
 }

@@ -1,11 +1,12 @@
 /**
  * Rendering of taint statuses for `npm run status` (table, wide, one Machine in detail, JSON/YAML documents), the
  * demo's summary and `npm start`'s "not in sync" line: one set of words for the verdicts of the shared planner
- * (shared/domain/taint-status.ts). Pure, unit tested.
+ * (local/taint-status.ts). Pure, unit tested.
  */
 import type { Override } from '#shared/domain/declarations.ts';
+import { addEvictionCounts, type EvictionCounts, type PodEvictionPreview } from '#shared/domain/eviction-preview.ts';
 import { formatTaint, type Taint } from '#shared/domain/taint.ts';
-import { PausedBy, SyncState, TaintOwner, type DesiredTaint, type OwnedTaint, type TaintStatus } from '#shared/domain/taint-status.ts';
+import { PausedBy, SyncState, TaintOwner, type DesiredTaint, type NoExecutePreview, type OwnedTaint, type PreviewedTaint, type TaintStatus } from './taint-status.ts';
 
 /** Short names of the declaration sources, for narrow columns. */
 const SOURCE_LABEL: Readonly<Record<string, string>> = {
@@ -18,6 +19,11 @@ const SOURCE_LABEL: Readonly<Record<string, string>> = {
 /** `gpu=a100:NoSchedule (Always, spec)` */
 export function formatDesired(d: DesiredTaint): string {
   return `${formatTaint(d)} (${d.propagation}, ${SOURCE_LABEL[d.source] ?? d.source})`;
+}
+
+/** `maintenance=true:NoExecute (Preview, machine annotation)` */
+export function formatPreviewed(p: PreviewedTaint): string {
+  return `${formatTaint(p)} (Preview, ${SOURCE_LABEL[p.source] ?? p.source})`;
 }
 
 /**
@@ -130,6 +136,7 @@ export function formatStatusTable(statuses: readonly TaintStatus[]): string[] {
     for (const a of s.actual) lines.push(`    has      ${formatTaint(a.taint).padEnd(taintWidth)}  ${explainOwner(a, s.state)}`);
     if (s.actual.length === 0 && s.node !== undefined && s.state !== SyncState.nodeMissing) lines.push('    has      (no taints)');
     lines.push(`    declares ${s.desired.length === 0 ? (s.state === SyncState.invalidDeclaration ? '(invalid)' : '(nothing)') : s.desired.map(formatDesired).join(', ')}`);
+    if (s.previewed && s.previewed.length > 0) lines.push(`    previews ${s.previewed.map(formatPreviewed).join(', ')}`);
     if (s.state !== SyncState.inSync && s.reason) lines.push(`    why      ${s.reason}`);
     if (s.expected) lines.push(`    expected ${formatTaints(s.expected)}`);
   }
@@ -163,7 +170,7 @@ export function formatStatusRows(statuses: readonly (TaintStatus & { readonly un
     if (!wide) return row;
     return [
       ...row,
-      s.desired.length === 0 ? '<none>' : s.desired.map((d) => `${formatTaint(d)}@${d.propagation}`).join(','),
+      s.desired.length + (s.previewed?.length ?? 0) === 0 ? '<none>' : [...s.desired.map((d) => `${formatTaint(d)}@${d.propagation}`), ...(s.previewed ?? []).map((p) => `${formatTaint(p)}@Preview`)].join(','),
       s.actual.length === 0 ? '<none>' : s.actual.map((a) => `${formatTaint(a.taint)}(${OWNER_SHORT[a.owner] ?? a.owner})`).join(','),
       s.unreachableCluster ? `cluster ${s.unreachableCluster.cluster} unreachable (see below)` : s.state === SyncState.inSync ? '' : (s.reason ?? ''),
     ];
@@ -173,21 +180,104 @@ export function formatStatusRows(statuses: readonly (TaintStatus & { readonly un
   return [render(header), ...rows.map(render)];
 }
 
-/** One Machine in detail: the block of formatStatusTable, then the declarations a higher source overrode or cancelled. */
+/**
+ * One Machine in detail: the block of formatStatusTable, then the declarations a higher source overrode or cancelled,
+ * then its NoExecute preview with every pod.
+ */
 export function formatStatusDetail(status: TaintStatus, overrides: readonly Override[]): string[] {
   const lines = formatStatusTable([status]);
   for (const o of overrides) {
     const verb = o.cancelled ? 'cancelled ' : 'overridden';
     lines.push(`    ${verb} ${o.id} from ${SOURCE_LABEL[o.source] ?? o.source} by ${SOURCE_LABEL[o.by] ?? o.by}`);
   }
-  return lines;
+  const preview = formatNoExecutePreview([status], true);
+  return preview.length === 0 ? lines : [...lines, '', ...preview];
 }
 
-/** The `-o json|yaml` document: one Machine's status, or a list (kubectl's shape: kind + items). */
+/** A node group's NoExecute preview: its Nodes with an addition, and their counts summed (`counts` absent when some Node's pods could not be read). */
+export interface NoExecuteGroupPreview {
+  /** `MachineDeployment ns/name`, `MachineSet ns/name`, `MachinePool ns/name`, or `Machine ns/name` for a lone Machine. */
+  readonly nodeGroup: string;
+  readonly taints: readonly string[];
+  readonly nodes: number;
+  readonly counts?: EvictionCounts;
+}
+
+/** The Nodes with a NoExecute preview, grouped by node group (groups sorted, Nodes in the statuses' order). */
+export function noExecuteGroupsOf(statuses: readonly TaintStatus[]): { group: NoExecuteGroupPreview; members: (TaintStatus & { noExecutePreview: NoExecutePreview })[] }[] {
+  const byGroup = new Map<string, (TaintStatus & { noExecutePreview: NoExecutePreview })[]>();
+  for (const s of statuses) {
+    if (s.noExecutePreview === undefined) continue;
+    const key = s.nodeGroup ?? `${s.machinePool ? 'MachinePool' : 'Machine'} ${s.machine}`;
+    byGroup.set(key, [...(byGroup.get(key) ?? []), s as TaintStatus & { noExecutePreview: NoExecutePreview }]);
+  }
+  return [...byGroup.entries()]
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([nodeGroup, members]) => {
+      const taints = [...new Set(members.flatMap((m) => m.noExecutePreview.taints.map(formatAddition)))];
+      const all = members.map((m) => m.noExecutePreview.counts);
+      const counts = all.every((c): c is EvictionCounts => c !== undefined) ? all.reduce(addEvictionCounts, { now: 0, later: 0, laterSeconds: [], kept: 0 }) : undefined;
+      return { group: { nodeGroup, taints, nodes: members.length, ...(counts ? { counts } : {}) }, members };
+    });
+}
+
+/** `maintenance=true:NoExecute` for an applied addition, `maintenance=true:NoExecute@Preview` for a previewed one. */
+function formatAddition(a: NoExecutePreview['taints'][number]): string {
+  return `${formatTaint(a.taint)}${a.previewOnly ? '@Preview' : ''}`;
+}
+
+/**
+ * The NoExecute preview under the table: per node group a summed row, then one row per Node, with how many pods the
+ * taint-eviction controller would delete at once, later (after their tolerationSeconds) and keep; `withPods` adds each
+ * pod under its Node. Empty when no Node has a NoExecute taint about to be added or previewed.
+ */
+export function formatNoExecutePreview(statuses: readonly TaintStatus[], withPods = false): string[] {
+  const groups = noExecuteGroupsOf(statuses);
+  if (groups.length === 0) return [];
+  const header = ['NODE GROUP / NODE', 'NOEXECUTE TAINTS', 'EVICT NOW', 'LATER', 'KEPT'];
+  const rows: { cells: string[]; pods?: readonly PodEvictionPreview[] }[] = [];
+  const errors: string[] = [];
+  for (const { group, members } of groups) {
+    rows.push({ cells: [`${group.nodeGroup} (${group.nodes} Node${group.nodes === 1 ? '' : 's'})`, group.taints.join(','), ...countCells(group.counts)] });
+    for (const m of members) {
+      const p = m.noExecutePreview;
+      rows.push({ cells: [`  ${m.node ?? '<none>'}`, p.taints.map(formatAddition).join(','), ...countCells(p.counts)], ...(withPods && p.pods ? { pods: p.pods } : {}) });
+      if (p.podsError) errors.push(`  ${m.node ?? '<none>'}: pods not read: ${p.podsError}`);
+    }
+  }
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r.cells[i] ?? '').length)));
+  const render = (cells: readonly string[]): string => cells.map((c, i) => (i >= 2 ? c.padStart(widths[i] ?? 0) : c.padEnd(widths[i] ?? 0))).join('   ').trimEnd();
+  const lines = ['NoExecute preview (what the taint-eviction controller would do once these taints are on the Node; @Preview: never applied):', render(header)];
+  for (const r of rows) {
+    lines.push(render(r.cells));
+    for (const pod of r.pods ?? []) lines.push(`      ${formatWhen(pod).padEnd(10)} ${pod.namespace}/${pod.name}${pod.ownerKind ? ` (${pod.ownerKind})` : ''}${pod.podState === 'active' ? '' : ` [${pod.podState}]`}`);
+  }
+  return errors.length === 0 ? lines : [...lines, ...errors];
+}
+
+function countCells(c: EvictionCounts | undefined): [string, string, string] {
+  if (c === undefined) return ['?', '?', '?'];
+  const spread = c.laterSeconds.length === 0 ? '' : c.laterSeconds.length === 1 ? ` (${c.laterSeconds[0]} s)` : ` (${c.laterSeconds[0]}-${c.laterSeconds[c.laterSeconds.length - 1]} s)`;
+  return [String(c.now), `${c.later}${spread}`, String(c.kept)];
+}
+
+/** `now`, `after 300s`, `kept`, for one pod. */
+function formatWhen(pod: PodEvictionPreview): string {
+  if (pod.evict === 'never') return 'kept';
+  if (pod.evict === 'now' || pod.evict.afterSeconds <= 0) return 'now';
+  return `${pod.keepsPendingEviction ? '<=' : 'after '}${pod.keepsPendingEviction && typeof pod.current === 'object' ? pod.current.afterSeconds : pod.evict.afterSeconds}s`;
+}
+
+/**
+ * The `-o json|yaml` document: one Machine's status, or a list (kubectl's shape: kind + items); a list carries the
+ * NoExecute preview summed per node group (`noExecutePreviewGroups`) when some Node has one.
+ */
 export function toStatusDocument(views: readonly { status: TaintStatus & { readonly unreachableCluster?: UnreachableCluster }; overrides: readonly Override[] }[], single: boolean): unknown {
   const items = views.map((v) => ({ ...v.status, stateLabel: formatState(v.status), overrides: v.overrides }));
   const unreachable = unreachableClustersOf(views.map((v) => v.status));
-  return single && items.length === 1 ? { kind: 'TaintStatus', ...items[0] } : { kind: 'TaintStatusList', items, unreachableClusters: unreachable };
+  if (single && items.length === 1) return { kind: 'TaintStatus', ...items[0] };
+  const groups = noExecuteGroupsOf(views.map((v) => v.status)).map((g) => g.group);
+  return { kind: 'TaintStatusList', items, unreachableClusters: unreachable, ...(groups.length > 0 ? { noExecutePreviewGroups: groups } : {}) };
 }
 
 const OWNER_SHORT: Readonly<Record<string, string>> = {

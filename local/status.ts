@@ -1,7 +1,7 @@
 /**
- * `npm run status -- [MACHINE] [--kubeconfig f] [--context c] [-n ns] [-o table|wide|json|yaml] [--capi]`: for every
- * Machine/Node pair (or one Machine), what the Machine declares, what the Node has, who owns each Node taint and whether
- * the pair is in sync, as decided by the reconcile function's own planner (shared/domain/taint-status.ts). Reads only.
+ * `npm run status -- [MACHINE] [--kubeconfig f] [--context c] [-n ns] [-o table|wide|json|yaml] [--capi] [--pods]`: for
+ * every Machine/Node pair (or one Machine), what the Machine declares, what the Node has, who owns each Node taint,
+ * the pods a NoExecute taint about to be added (or previewed) would evict, and whether the pair is in sync, as decided by the reconcile function's own planner (local/taint-status.ts). Reads only.
  * Kubeconfig: --kubeconfig, else KUBECONFIG, else ~/.kube/config. `--help` lists everything (local/status-args.ts).
  * Exit code: 0 all in sync (or deliberately left alone), 3 some pair out of sync or its Node missing, 4 some workload
  * cluster's Nodes could not be listed (each such cluster is named once, with the reason), 1 the management cluster
@@ -19,7 +19,7 @@ import { ConfigError } from '#shared/errors.ts';
 import { MachineNotFoundError, readStatusViews } from './cluster-status.ts';
 import { formatAutoscalerRows, readAutoscalerStatuses } from './autoscaler-status.ts';
 import { OutputFormat, parseStatusArgs, STATUS_USAGE, type StatusArgs } from './status-args.ts';
-import { formatStatusDetail, formatStatusRows, formatUnreachableClusters, statusExitCode, summarizeStates, toStatusDocument, unreachableClustersOf } from './status-format.ts';
+import { formatNoExecutePreview, formatStatusDetail, formatStatusRows, formatUnreachableClusters, statusExitCode, summarizeStates, toStatusDocument, unreachableClustersOf } from './status-format.ts';
 
 const fail = (code: number, message: string): never => {
   process.stderr.write(`${message}\n`);
@@ -109,6 +109,9 @@ try {
       const lines = single && views[0] ? formatStatusDetail(views[0].status, views[0].overrides) : formatStatusRows(statuses, args.output === OutputFormat.Wide);
       for (const line of lines) process.stdout.write(`${line}\n`);
       if (statuses.length > 1) process.stdout.write(`\n${summarizeStates(statuses)}\n`);
+      // NoExecute taints about to be added or previewed: the pods they would evict (docs/noexecute-preview.md).
+      const preview = single ? [] : formatNoExecutePreview(statuses, args.pods);
+      if (preview.length > 0) process.stdout.write(`\n${preview.join('\n')}\n`);
       const unreachable = formatUnreachableClusters(unreachableClustersOf(statuses));
       if (unreachable.length > 0) process.stdout.write(`\n${unreachable.join('\n')}\n`);
       // Scale from zero: the taints the cluster-autoscaler assumes for a new Node of each node group (docs/autoscaler.md).

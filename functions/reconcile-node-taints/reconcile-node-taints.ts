@@ -23,6 +23,7 @@ import type { EventRecorder } from '#shared/ports/event-recorder.ts';
 import type { MachineStore } from '#shared/ports/machine-store.ts';
 import type { NodeStore } from '#shared/ports/node-store.ts';
 import type { ScalableResourceStore } from '#shared/ports/scalable-resource-store.ts';
+import { previewNoExecute, type NoExecutePreviewResult } from './noexecute-preview.ts';
 import { stageNoExecuteRollout, type RolloutReport, type RolloutTimings } from './noexecute-rollout.ts';
 
 export interface ReconcileSettings {
@@ -75,6 +76,8 @@ export interface ReconcileResult {
   readonly rollout?: RolloutReport;
   /** A staged NoExecute rollout's evictions in this record. */
   readonly evictions?: { readonly evicted: number; readonly refused: number };
+  /** A NoExecute taint was about to be added or previewed: what its pods would go through (noexecute-preview.ts). */
+  readonly noExecutePreview?: NoExecutePreviewResult;
 }
 
 export interface PlannedState {
@@ -147,7 +150,9 @@ interface Target {
 async function planAndPatch(deps: ReconcileDeps, target: Target, nodes: NodeStore, node: NodeSnapshot): Promise<ReconcileResult> {
   const { machine, recovered } = target;
   const planned = await planFor(deps, node, target.declaration);
-  const read = { ...target.base, resourceVersion: node.resourceVersion, adopted: planned.adopt };
+  // Before the write: which pods a NoExecute taint it adds (or a @Preview) would evict; no pod read otherwise.
+  const noExecutePreview = planned.plan.kind === 'rejected' ? undefined : await previewNoExecute(deps.clusters, target.cluster, node, planned.plan.kind === 'patch' ? planned.plan.after.taints : node.taints, target.declaration.previews, (type, reason, message) => recordEvent(deps, machine, type, reason, message));
+  const read = { ...target.base, resourceVersion: node.resourceVersion, adopted: planned.adopt, ...(noExecutePreview ? { noExecutePreview } : {}) };
   // A new NoExecute taint of a node group that opted in goes on in stages (noexecute-rollout.ts); else nothing changes.
   const staged = await stageNoExecuteRollout(deps, { cluster: target.cluster, owner: machine, declaration: target.declaration, nodes, node, plan: planned.plan, replan: async (d) => (await planFor(deps, node, d)).plan });
   if (staged.kind === 'stop') {

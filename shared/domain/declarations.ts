@@ -5,21 +5,27 @@
  *
  * Annotation value: comma-separated entries, whitespace around entries ignored:
  *   key[=value]:Effect[@Propagation]   declare (Propagation defaults to Always)
+ *   key[=value]:NoExecute@Preview      preview only: never applied, the pods it would evict are reported (issue 51)
  *   key:Effect-                        cancel a declaration of a lower-precedence source
+ * A `@Preview` entry takes part in the precedence like any declaration (a higher source's preview replaces a lower
+ * source's applied taint of the same key+effect, and the other way round).
  */
 import type { DeclarationIssue } from '#shared/errors.ts';
 import { DECLARATION_ANNOTATIONS, type DeclarationAnnotation } from './declaration-keys.ts';
 import type { MachineSnapshot } from './snapshots.ts';
-import { CONTROL_PLANE_LABEL, Propagation, taintId, type MachineTaint } from './taint.ts';
+import { CONTROL_PLANE_LABEL, Propagation, TaintEffect, taintId, type MachineTaint } from './taint.ts';
 import { MAX_TAINTS, quote, validateMachineTaint, validateMachineTaints } from './validation.ts';
 
 /** A source of declarations, from lowest to highest precedence: the annotations, then `spec.taints`. */
 export type DeclarationSource = DeclarationAnnotation | 'spec.taints';
 export const DECLARATION_SOURCES: readonly DeclarationSource[] = [...DECLARATION_ANNOTATIONS, 'spec.taints'];
 
-/** One parsed annotation entry. */
+/** The annotation suffix of a preview-only declaration: `maintenance=true:NoExecute@Preview`. */
+export const PREVIEW_SUFFIX = 'Preview';
+
+/** One parsed annotation entry; `preview` for a `@Preview` entry (its taint then carries propagation `Always`). */
 export type AnnotationEntry =
-  | { readonly kind: 'declare'; readonly taint: Record<string, string> }
+  | { readonly kind: 'declare'; readonly taint: Record<string, string>; readonly preview?: true }
   | { readonly kind: 'cancel'; readonly key: string; readonly effect: string };
 
 /** A declaration of a lower source that a higher source replaced or cancelled. */
@@ -30,9 +36,20 @@ export interface Override {
   readonly cancelled: boolean;
 }
 
-/** The Machine's effective taints, where each came from, and what was overridden. */
+/** A preview-only declaration (`@Preview`): a NoExecute taint whose evictions are reported, never applied. */
+export interface PreviewTaint {
+  readonly key: string;
+  readonly value?: string;
+  readonly effect: TaintEffect;
+}
+
+/**
+ * The Machine's effective taints, where each came from, and what was overridden. `previews` are the `@Preview`
+ * declarations: never in `taints`, so never planned onto a Node and never drift; `sourceOf` names their source too.
+ */
 export interface EffectiveDeclaration {
   readonly taints: readonly MachineTaint[];
+  readonly previews: readonly PreviewTaint[];
   readonly sourceOf: Readonly<Record<string, DeclarationSource>>;
   readonly overrides: readonly Override[];
 }
@@ -83,9 +100,11 @@ export function parseTaintAnnotation(value: string, annotation: string): { entri
       issues.push({ field: `${field}[${i}]`, rule: 'syntax', message: `Invalid value: ${quote(entry)}: is not key[=value]:Effect[@Propagation] or key:Effect-` });
       return;
     }
-    const taint: Record<string, string> = { key: m.key ?? '', effect: m.effect ?? '', propagation: m.propagation ?? Propagation.Always };
+    // `@Preview` is validated as an Always declaration (key, value, effect), then kept out of the applied taints.
+    const preview = m.propagation === PREVIEW_SUFFIX;
+    const taint: Record<string, string> = { key: m.key ?? '', effect: m.effect ?? '', propagation: preview ? Propagation.Always : (m.propagation ?? Propagation.Always) };
     if (m.value !== undefined) taint.value = m.value;
-    entries.push({ kind: 'declare', taint });
+    entries.push(preview ? { kind: 'declare', taint, preview: true } : { kind: 'declare', taint });
   });
   return { entries, issues };
 }
@@ -101,7 +120,7 @@ export function declaredTaintsOf(
 ): DeclarationResult {
   const context = { worker: !Object.hasOwn(machine.labels, CONTROL_PLANE_LABEL) };
   const issues: DeclarationIssue[] = [];
-  const layers: { source: DeclarationSource; declares: MachineTaint[]; cancels: { key: string; effect: string }[] }[] = [];
+  const layers: { source: DeclarationSource; declares: MachineTaint[]; cancels: { key: string; effect: string }[]; previews: ReadonlySet<string> }[] = [];
 
   for (const annotation of DECLARATION_ANNOTATIONS) {
     const value = machine.annotations[annotation];
@@ -111,7 +130,13 @@ export function declaredTaintsOf(
     // An annotation with a syntax error is reported by its syntax errors alone: its other entries are not judged.
     if (parsed.issues.length > 0) continue;
     const field = `metadata.annotations[${annotation}]`;
-    const declared = parsed.entries.flatMap((e, position) => (e.kind === 'declare' ? [{ taint: e.taint, position }] : []));
+    const declared = parsed.entries.flatMap((e, position) => (e.kind === 'declare' ? [{ taint: e.taint, position, preview: e.preview === true }] : []));
+    for (const d of declared) {
+      // A NoSchedule or PreferNoSchedule taint evicts nothing: a preview of one would always be empty.
+      if (d.preview && d.taint.effect !== TaintEffect.NoExecute) {
+        issues.push({ field: `${field}[${d.position}]`, rule: 'preview', message: `Invalid value: ${quote(`@${PREVIEW_SUFFIX}`)}: only a NoExecute taint can be previewed (it is the only effect that evicts pods)` });
+      }
+    }
     const declares = declared.map((d) => d.taint);
     const cancels = parsed.entries.flatMap((e, position) => (e.kind === 'cancel' ? [{ key: e.key, effect: e.effect, position }] : []));
     const checked = declares.length === 0 ? { valid: true as const, taints: [] } : validateMachineTaints(declares, context, field);
@@ -124,11 +149,12 @@ export function declaredTaintsOf(
         issues.push({ field: at, rule: 'unique', message: `${taintId(c)} is both declared and cancelled` });
       }
     }
-    layers.push({ source: annotation, declares: checked.valid ? [...checked.taints] : [], cancels });
+    const previews = new Set(declared.filter((d) => d.preview).map((d) => taintId({ key: d.taint.key ?? '', effect: d.taint.effect ?? '' })));
+    layers.push({ source: annotation, declares: checked.valid ? [...checked.taints] : [], cancels, previews });
   }
   const spec = validateMachineTaints(machine.specTaints, context);
   if (!spec.valid) issues.push(...spec.issues);
-  else layers.push({ source: 'spec.taints', declares: [...spec.taints], cancels: [] });
+  else layers.push({ source: 'spec.taints', declares: [...spec.taints], cancels: [], previews: new Set() });
   if (issues.length > 0) return { valid: false, issues };
 
   const chosen = new Map<string, { taint: MachineTaint; source: DeclarationSource }>();
@@ -147,12 +173,14 @@ export function declaredTaintsOf(
   }
   // spec.taints first in their order, then the annotations from highest to lowest precedence.
   const taints: MachineTaint[] = [];
+  const previews: PreviewTaint[] = [];
   const sourceOf: Record<string, DeclarationSource> = {};
   for (const layer of [...layers].reverse()) {
     for (const taint of layer.declares) {
       const winner = chosen.get(taintId(taint));
       if (winner?.source === layer.source && !(taintId(taint) in sourceOf)) {
-        taints.push(winner.taint);
+        if (layer.previews.has(taintId(taint))) previews.push(toPreview(winner.taint));
+        else taints.push(winner.taint);
         sourceOf[taintId(taint)] = layer.source;
       }
     }
@@ -166,7 +194,11 @@ export function declaredTaintsOf(
   if (taints.length > MAX_TAINTS) {
     return { valid: false, issues: [{ field: 'taints', rule: 'maxItems', message: `all sources together declare ${taints.length} taints, at most ${MAX_TAINTS} are allowed` }] };
   }
-  return { valid: true, declaration: { taints, sourceOf, overrides } };
+  return { valid: true, declaration: { taints, previews, sourceOf, overrides } };
+}
+
+function toPreview(t: MachineTaint): PreviewTaint {
+  return t.value === undefined ? { key: t.key, effect: t.effect } : { key: t.key, value: t.value, effect: t.effect };
 }
 
 /** Rewrites `<field>[k]…` (k = index among declarations) to `<field>[position of that entry]…`. */

@@ -192,3 +192,67 @@ function podStateOf(pod: PodOnNode): PodEvictionPreview['podState'] {
   if (pod.phase === 'Succeeded' || pod.phase === 'Failed') return 'terminal';
   return 'active';
 }
+
+/** The NoExecute taints a reconcile would add to a Node: `applied` by its write, `previewed` by `@Preview` declarations. */
+export interface NoExecuteChange {
+  readonly applied: readonly Taint[];
+  readonly previewed: readonly Taint[];
+}
+
+/**
+ * The NoExecute taints the Node does not carry yet that the planned write adds (`after`: the Node's taints after the
+ * write, or its current taints when nothing is written), and the previewed ones it would still not carry after it.
+ * Returns two empty lists when no NoExecute taint is about to be added or previewed: no pod needs to be read.
+ * @example noExecuteChangeOf([], [{ key: 'm', effect: 'NoExecute' }], []).applied // [{ key: 'm', effect: 'NoExecute' }]
+ */
+export function noExecuteChangeOf(nodeTaints: readonly Taint[], after: readonly Taint[], previews: readonly Taint[]): NoExecuteChange {
+  return { applied: nodeTaintsAfter(after, nodeTaints).added, previewed: nodeTaintsAfter(previews, after).added };
+}
+
+/** True when the change adds or previews at least one NoExecute taint. */
+export function hasNoExecuteChange(change: NoExecuteChange): boolean {
+  return change.applied.length > 0 || change.previewed.length > 0;
+}
+
+/** How many pods go at once, later (with the distinct delays, in seconds, ascending), or stay. */
+export interface EvictionCounts {
+  readonly now: number;
+  readonly later: number;
+  readonly laterSeconds: readonly number[];
+  readonly kept: number;
+}
+
+/**
+ * Counts a preview: `now` for an untolerated taint (or a `tolerationSeconds` ≤ 0), `later` for a positive
+ * `tolerationSeconds`, `kept` for a pod the controller leaves alone.
+ * @example countEvictions([{ evict: 'now' }, { evict: { afterSeconds: 300 } }, { evict: 'never' }]) // { now: 1, later: 1, laterSeconds: [300], kept: 1 }
+ */
+export function countEvictions(pods: readonly Pick<PodEvictionPreview, 'evict'>[]): EvictionCounts {
+  let now = 0;
+  let kept = 0;
+  const later: number[] = [];
+  for (const { evict } of pods) {
+    if (evict === 'never') kept++;
+    else if (evict === 'now' || evict.afterSeconds <= 0) now++;
+    else later.push(evict.afterSeconds);
+  }
+  return { now, later: later.length, laterSeconds: [...new Set(later)].sort((a, b) => a - b), kept };
+}
+
+/** Adds counts (a node group's sum). */
+export function addEvictionCounts(a: EvictionCounts, b: EvictionCounts): EvictionCounts {
+  return { now: a.now + b.now, later: a.later + b.later, laterSeconds: [...new Set([...a.laterSeconds, ...b.laterSeconds])].sort((x, y) => x - y), kept: a.kept + b.kept };
+}
+
+/**
+ * The counts in words, as the `NoExecutePreview` Event says them.
+ * @example describeEvictionCounts({ now: 3, later: 1, laterSeconds: [300], kept: 2 }) // 'would evict 3 pods now, 1 after 300 s, keeps 2'
+ */
+export function describeEvictionCounts(c: EvictionCounts): string {
+  const pods = (n: number): string => `${n} pod${n === 1 ? '' : 's'}`;
+  const when = c.laterSeconds.length <= 1 ? `after ${c.laterSeconds[0] ?? 0} s` : `after ${c.laterSeconds[0]}-${c.laterSeconds[c.laterSeconds.length - 1]} s`;
+  const parts = [`would evict ${pods(c.now)} now`];
+  if (c.later > 0) parts.push(`${c.later} ${when}`);
+  parts.push(`keeps ${c.kept}`);
+  return parts.join(', ');
+}

@@ -3,7 +3,7 @@ import { loadLocalConfig } from '#local/local-config.ts';
 import { NODE_LIST_FAILED, createActivityFilter, emptyCounters, formatReport, outOfSyncNodes } from '#local/pipeline-report.ts';
 import { explainOwner, formatStatusRows, formatStatusTable, summarizeStates } from '#local/status-format.ts';
 import { ConfigError } from '#shared/errors.ts';
-import { SyncState, TaintOwner, type TaintStatus } from '#shared/domain/taint-status.ts';
+import { SyncState, TaintOwner, type TaintStatus } from '#local/taint-status.ts';
 
 describe('Function: loadLocalConfig()', () => {
   it('defaults to self mode, the product startup gate, upstream-owned spec.taints and short local backoff', () => {

@@ -15,20 +15,20 @@ import {
   unreachableClustersOf,
 } from '#local/status-format.ts';
 import { outOfSyncNodes } from '#local/pipeline-report.ts';
-import { PausedBy, SyncState, TaintOwner, type TaintStatus } from '#shared/domain/taint-status.ts';
+import { PausedBy, SyncState, TaintOwner, type TaintStatus } from '#local/taint-status.ts';
 import { ConfigError } from '#shared/errors.ts';
 
 describe('Function: parseStatusArgs()', () => {
   it('defaults to every Machine in every namespace, as a table, in self mode', () => {
-    expect(parseStatusArgs([], {})).toEqual({ help: false, machine: undefined, kubeconfig: undefined, context: undefined, namespace: undefined, output: 'table', mode: 'self' });
+    expect(parseStatusArgs([], {})).toEqual({ help: false, machine: undefined, kubeconfig: undefined, context: undefined, namespace: undefined, output: 'table', mode: 'self', pods: false });
   });
 
   it('reads kubectl-style flags and one Machine by name', () => {
     // Act
-    const a = parseStatusArgs(['gpu-0', '--kubeconfig', '/k', '--context=prod', '-n', 'pools', '-o', 'yaml', '--capi'], {});
+    const a = parseStatusArgs(['gpu-0', '--kubeconfig', '/k', '--context=prod', '-n', 'pools', '-o', 'yaml', '--capi', '--pods'], {});
 
     // Assess
-    expect(a).toEqual({ help: false, machine: 'gpu-0', kubeconfig: '/k', context: 'prod', namespace: 'pools', output: 'yaml', mode: 'capi' });
+    expect(a).toEqual({ help: false, machine: 'gpu-0', kubeconfig: '/k', context: 'prod', namespace: 'pools', output: 'yaml', mode: 'capi', pods: true });
   });
 
   it.each([

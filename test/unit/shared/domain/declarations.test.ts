@@ -363,6 +363,84 @@ describe('Function: declaredTaintsOf()', () => {
   });
 });
 
+describe('Function: declaredTaintsOf() with @Preview declarations', () => {
+  const previewCases: ReadonlyArray<{
+    name: string;
+    annotations: Record<string, string>;
+    specTaints?: MachineTaint[];
+    want: { taints: MachineTaint[]; previews: unknown[]; sourceOf: Record<string, string> } | { issues: string[] };
+  }> = [
+    // --- preview alone ---
+    {
+      name: 'keeps a @Preview NoExecute taint out of the applied taints and lists it as a preview',
+      annotations: { [MACHINE]: 'maintenance=true:NoExecute@Preview' },
+      want: { taints: [], previews: [{ key: 'maintenance', value: 'true', effect: 'NoExecute' }], sourceOf: { 'maintenance:NoExecute': MACHINE } },
+    },
+    {
+      name: 'applies the other entries of the same annotation as usual',
+      annotations: { [MACHINE]: 'gpu:NoSchedule, drain:NoExecute@Preview, spot:NoExecute@OnInitialization' },
+      want: {
+        taints: [machineTaint('gpu'), machineTaint('spot', undefined, 'NoExecute', 'OnInitialization')],
+        previews: [{ key: 'drain', effect: 'NoExecute' }],
+        sourceOf: { 'gpu:NoSchedule': MACHINE, 'drain:NoExecute': MACHINE, 'spot:NoExecute': MACHINE },
+      },
+    },
+    // --- precedence ---
+    {
+      name: 'lets a higher source preview a taint a lower source applies (the applied one is replaced)',
+      annotations: { [CLASS]: 'maintenance=true:NoExecute', [MACHINE]: 'maintenance=true:NoExecute@Preview' },
+      want: { taints: [], previews: [{ key: 'maintenance', value: 'true', effect: 'NoExecute' }], sourceOf: { 'maintenance:NoExecute': MACHINE } },
+    },
+    {
+      name: 'lets spec.taints apply a taint a lower annotation previews',
+      annotations: { [CLUSTER]: 'maintenance:NoExecute@Preview' },
+      specTaints: [machineTaint('maintenance', undefined, 'NoExecute')],
+      want: { taints: [machineTaint('maintenance', undefined, 'NoExecute')], previews: [], sourceOf: { 'maintenance:NoExecute': 'spec.taints' } },
+    },
+    {
+      name: 'lets a cancel entry withdraw a preview of a lower source',
+      annotations: { [CLASS]: 'maintenance:NoExecute@Preview', [MACHINE]: 'maintenance:NoExecute-' },
+      want: { taints: [], previews: [], sourceOf: {} },
+    },
+    // --- refused ---
+    {
+      name: 'refuses @Preview on an effect that evicts nothing',
+      annotations: { [MACHINE]: 'gpu:NoSchedule, spot:PreferNoSchedule@Preview' },
+      want: { issues: [`${field(MACHINE)}[1] preview`] },
+    },
+    {
+      name: 'validates a previewed taint like any declaration',
+      annotations: { [MACHINE]: 'node.kubernetes.io/unreachable:NoExecute@Preview' },
+      want: { issues: [`${field(MACHINE)}[0].key reserved`] },
+    },
+    {
+      name: 'refuses a misspelt suffix as an unsupported propagation',
+      annotations: { [MACHINE]: 'maintenance:NoExecute@preview' },
+      want: { issues: [`${field(MACHINE)}[0].propagation enum`] },
+    },
+  ];
+
+  it.each(previewCases)('$name', ({ annotations, specTaints, want }) => {
+    // Prepare
+    let builder = machineBuilder();
+    for (const [k, v] of Object.entries(annotations)) builder = builder.withAnnotation(k, v);
+    const machine = { ...builder.build(), ...(specTaints ? { specTaints } : {}) };
+
+    // Act
+    const result = declaredTaintsOf(machine);
+
+    // Assess
+    if ('issues' in want) {
+      expect(result.valid ? [] : result.issues.map((i) => `${i.field} ${i.rule}`)).toEqual(want.issues);
+      return;
+    }
+    expect(result.valid).toBe(true);
+    expect(result.valid && result.declaration.taints).toEqual(want.taints);
+    expect(result.valid && result.declaration.previews).toEqual(want.previews);
+    expect(result.valid && result.declaration.sourceOf).toEqual(want.sourceOf);
+  });
+});
+
 describe('Function: declaredTaintsOf() with a startup gate', () => {
   const startupTaint = { key: 'example.com/pending', effect: 'NoSchedule' };
 

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { decideEviction, nodeTaintsAfter, previewNoExecuteEvictions, toleratesTaint, type EvictionDecision, type PodOnNode, type Toleration } from '#shared/domain/eviction-preview.ts';
+import { addEvictionCounts, countEvictions, decideEviction, describeEvictionCounts, hasNoExecuteChange, noExecuteChangeOf, nodeTaintsAfter, previewNoExecuteEvictions, toleratesTaint, type EvictionDecision, type PodOnNode, type Toleration } from '#shared/domain/eviction-preview.ts';
 import type { Taint } from '#shared/domain/taint.ts';
 
 const NX = 'NoExecute';
@@ -275,5 +275,47 @@ describe('Invariants of the preview (fast-check)', () => {
         expect(decideEviction([{ operator: 'Exists' }, ...tols], ts).evict).toBe('never');
       }),
     );
+  });
+});
+
+describe('Function: noExecuteChangeOf()', () => {
+  const m: Taint = { key: 'maint', value: 'yes', effect: 'NoExecute' };
+  const cases: ReadonlyArray<{ name: string; node: Taint[]; after: Taint[]; previews: Taint[]; want: { applied: Taint[]; previewed: Taint[]; any: boolean } }> = [
+    { name: 'names a NoExecute taint the write adds', node: [], after: [m], previews: [], want: { applied: [m], previewed: [], any: true } },
+    { name: 'names a NoExecute value change', node: [{ ...m, value: 'old' }], after: [m], previews: [], want: { applied: [m], previewed: [], any: true } },
+    { name: 'ignores a NoExecute taint the Node carries and a NoSchedule addition', node: [m], after: [m, { key: 'gpu', effect: 'NoSchedule' }], previews: [], want: { applied: [], previewed: [], any: false } },
+    { name: 'names a preview the Node does not carry', node: [], after: [], previews: [m], want: { applied: [], previewed: [m], any: true } },
+    { name: 'ignores a preview the Node carries (or the write adds)', node: [], after: [m], previews: [m], want: { applied: [m], previewed: [], any: true } },
+  ];
+
+  it.each(cases)('$name', ({ node, after, previews, want }) => {
+    // Act
+    const change = noExecuteChangeOf(node, after, previews);
+
+    // Assess
+    expect(change).toEqual({ applied: want.applied, previewed: want.previewed });
+    expect(hasNoExecuteChange(change)).toBe(want.any);
+  });
+});
+
+describe('Functions: countEvictions(), addEvictionCounts(), describeEvictionCounts()', () => {
+  it('counts now (tolerationSeconds <= 0 included), later with the distinct delays, and kept', () => {
+    // Act
+    const counts = countEvictions([{ evict: 'now' }, { evict: { afterSeconds: 0 } }, { evict: { afterSeconds: 300 } }, { evict: { afterSeconds: 30 } }, { evict: { afterSeconds: 300 } }, { evict: 'never' }]);
+
+    // Assess
+    expect(counts).toEqual({ now: 2, later: 3, laterSeconds: [30, 300], kept: 1 });
+  });
+
+  it('sums two Nodes\' counts', () => {
+    expect(addEvictionCounts({ now: 1, later: 1, laterSeconds: [300], kept: 0 }, { now: 2, later: 1, laterSeconds: [30], kept: 4 })).toEqual({ now: 3, later: 2, laterSeconds: [30, 300], kept: 4 });
+  });
+
+  it.each([
+    { counts: { now: 3, later: 1, laterSeconds: [300], kept: 2 }, want: 'would evict 3 pods now, 1 after 300 s, keeps 2' },
+    { counts: { now: 1, later: 0, laterSeconds: [], kept: 0 }, want: 'would evict 1 pod now, keeps 0' },
+    { counts: { now: 0, later: 2, laterSeconds: [30, 300], kept: 1 }, want: 'would evict 0 pods now, 2 after 30-300 s, keeps 1' },
+  ])('says "$want"', ({ counts, want }) => {
+    expect(describeEvictionCounts(counts)).toBe(want);
   });
 });

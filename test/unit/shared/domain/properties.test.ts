@@ -221,6 +221,7 @@ describe('Property: planOwnedTaints() next to upstream CAPI', () => {
     .tuple(machineTaintsArb, fc.array(fc.boolean(), { minLength: 6, maxLength: 6 }))
     .map(([taints, fromSpec]) => ({
       taints,
+      previews: [],
       sourceOf: Object.fromEntries(taints.map((t, i) => [taintId(t), fromSpec[i] ? 'spec.taints' : 'taints.capi-taint-propagator.dev/machine'])),
       overrides: [],
     }));

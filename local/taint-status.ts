@@ -4,13 +4,15 @@
  * it reuses the very planner the reconcile function runs, so "in sync" means exactly "no write".
  */
 import type { DeclarationIssue } from '#shared/errors.ts';
-import { declaredTaintsOf, type DeclarationSource } from './declarations.ts';
-import { PAUSED_ANNOTATION, pausedReason, type ClusterView } from './pause.ts';
-import type { MachineSnapshot, NodeSnapshot } from './snapshots.ts';
-import { planOwnedTaints, SpecTaintsOwner, type Ownership } from './ownership.ts';
-import type { TaintDiff } from './taint-plan.ts';
-import { OWN_TRACKING_ANNOTATION, Propagation, TRACKING_ANNOTATION, formatTaint, isSameTaint, taintId, valueOf, type MachineTaint, type Taint } from './taint.ts';
-import { decodeOwnedTaints } from './tracking-annotation.ts';
+import { declaredTaintsOf, type DeclarationSource, type EffectiveDeclaration, type PreviewTaint } from '#shared/domain/declarations.ts';
+import { countEvictions, hasNoExecuteChange, noExecuteChangeOf, previewNoExecuteEvictions, type EvictionCounts, type PodEvictionPreview, type PodOnNode } from '#shared/domain/eviction-preview.ts';
+import { MACHINE_POOL_NAME_LABEL } from '#shared/domain/machine-pool.ts';
+import { PAUSED_ANNOTATION, pausedReason, type ClusterView } from '#shared/domain/pause.ts';
+import type { MachineSnapshot, NodeSnapshot } from '#shared/domain/snapshots.ts';
+import { planOwnedTaints, SpecTaintsOwner, type Ownership } from '#shared/domain/ownership.ts';
+import type { TaintDiff } from '#shared/domain/taint-plan.ts';
+import { OWN_TRACKING_ANNOTATION, Propagation, TRACKING_ANNOTATION, formatTaint, isSameTaint, taintId, valueOf, type MachineTaint, type Taint } from '#shared/domain/taint.ts';
+import { decodeOwnedTaints } from '#shared/domain/tracking-annotation.ts';
 
 /** Who a Node taint belongs to, as far as the product can tell. */
 export const TaintOwner = {
@@ -63,6 +65,32 @@ export interface DesiredTaint extends MachineTaint {
   readonly source: DeclarationSource;
 }
 
+/** A `@Preview` declaration with the source that won for its key+effect. */
+export interface PreviewedTaint extends PreviewTaint {
+  readonly source: DeclarationSource;
+}
+
+/** A NoExecute taint the Node does not carry yet: added by the next write, or previewed only (`@Preview`, never added). */
+export interface NoExecuteAddition {
+  readonly taint: Taint;
+  readonly previewOnly: boolean;
+}
+
+/**
+ * What the Node's NoExecute additions would do to its pods (docs/noexecute-preview.md): for the applied ones, what
+ * the next write sets off; for the previewed ones, what applying them would. The pods are judged with every addition
+ * on the Node at once. `counts` and `pods` are absent until the Node's pods are read, `podsError` when that failed.
+ */
+export interface NoExecutePreview {
+  readonly taints: readonly NoExecuteAddition[];
+  readonly counts?: EvictionCounts;
+  readonly pods?: readonly PodEvictionPreview[];
+  readonly podsError?: string;
+}
+
+/** The pods bound to the Node as read, or why they could not be read. */
+export type PodsRead = readonly PodOnNode[] | { readonly error: string };
+
 /** A taint on the Node and its owner. `declaredAs` is set when the Machine declares the same key+effect. */
 export interface OwnedTaint {
   readonly taint: Taint;
@@ -92,6 +120,12 @@ export interface TaintStatus {
   readonly reason?: string;
   /** Paused: which object's pause it is (the Cluster's wins, as in Cluster API). */
   readonly pausedBy?: PausedBy;
+  /** The `@Preview` declarations (never applied, never drift). */
+  readonly previewed?: readonly PreviewedTaint[];
+  /** NoExecute taints the Node does not carry yet, and the pods they would evict (in sync or out of sync only). */
+  readonly noExecutePreview?: NoExecutePreview;
+  /** `MachineDeployment ns/name`, `MachineSet ns/name` or `MachinePool ns/name`: the node group the Node belongs to. */
+  readonly nodeGroup?: string;
 }
 
 export interface TaintStatusInput {
@@ -109,6 +143,8 @@ export interface TaintStatusInput {
    * (its declaration-owner snapshot carries only the declaration annotations).
    */
   readonly pauseAnnotations?: Readonly<Record<string, string>>;
+  /** The pods bound to the Node, for the NoExecute preview; absent when not read (the preview then has no counts). */
+  readonly pods?: PodsRead;
 }
 
 /**
@@ -123,10 +159,12 @@ export interface TaintStatusInput {
 export function taintStatusOf(input: TaintStatusInput): TaintStatus {
   const { machine, node } = input;
   const specTaintsOwner = input.specTaintsOwner ?? SpecTaintsOwner.upstream;
+  const nodeGroup = nodeGroupOf(machine);
   const base = {
     machine: `${machine.namespace}/${machine.name}`,
     ...(machine.kind === 'MachinePool' ? { machinePool: true as const } : {}),
     ...(machine.nodeName ? { node: machine.nodeName } : {}),
+    ...(nodeGroup ? { nodeGroup } : {}),
   };
   const declared = declaredTaintsOf(machine, input.startupTaint ? { startupTaint: input.startupTaint } : {});
   const desired: DesiredTaint[] = declared.valid
@@ -134,7 +172,8 @@ export function taintStatusOf(input: TaintStatusInput): TaintStatus {
     : [];
   const initialized = node !== undefined && Object.hasOwn(node.annotations, OWN_TRACKING_ANNOTATION);
   const actual = node ? ownersOf(node, desired, input.startupTaint, specTaintsOwner) : [];
-  const common = { ...base, desired, actual, initialized };
+  const previewed: PreviewedTaint[] = declared.valid ? declared.declaration.previews.map((t) => ({ ...t, source: declared.declaration.sourceOf[taintId(t)] ?? 'spec.taints' })) : [];
+  const common = { ...base, desired, actual, initialized, ...(previewed.length > 0 ? { previewed } : {}) };
 
   const pausedBy = pausedByOf(input);
   if (pausedBy) return { ...common, state: SyncState.paused, pausedBy, reason: pauseReason(pausedBy, input) };
@@ -151,16 +190,52 @@ export function taintStatusOf(input: TaintStatusInput): TaintStatus {
   if (plan.kind === 'rejected') return { ...common, state: SyncState.malformedAnnotation, reason: plan.error.message };
   if (plan.kind === 'unchanged') {
     const waiting = upstreamPending(ownership, node.taints);
-    return waiting ? { ...common, state: SyncState.waitingForUpstream, reason: waiting } : { ...common, state: SyncState.inSync };
+    const preview = noExecutePreviewOf(node.taints, node.taints, declared.declaration, input.pods);
+    return waiting ? { ...common, ...preview, state: SyncState.waitingForUpstream, reason: waiting } : { ...common, ...preview, state: SyncState.inSync };
   }
   return {
     ...common,
+    ...noExecutePreviewOf(node.taints, plan.after.taints, declared.declaration, input.pods),
     state: SyncState.outOfSync,
     pending: plan.diff,
     expected: plan.after.taints,
     reason: initialized ? 'the next reconcile would write the Node' : `the Node is not initialized yet (no ${OWN_TRACKING_ANNOTATION} annotation)`,
   };
 }
+
+/**
+ * The NoExecute preview of a Node whose taints go from `before` to `after` (the planned write), with the declaration's
+ * previews; nothing when no NoExecute taint is about to be added or previewed.
+ */
+function noExecutePreviewOf(before: readonly Taint[], after: readonly Taint[], declaration: EffectiveDeclaration, pods: PodsRead | undefined): { noExecutePreview?: NoExecutePreview } {
+  const change = noExecuteChangeOf(before, after, declaration.previews);
+  if (!hasNoExecuteChange(change)) return {};
+  const taints = [...change.applied.map((taint) => ({ taint, previewOnly: false })), ...change.previewed.map((taint) => ({ taint, previewOnly: true }))];
+  if (pods === undefined) return { noExecutePreview: { taints } };
+  if ('error' in pods) return { noExecutePreview: { taints, podsError: pods.error } };
+  const preview = previewNoExecuteEvictions({ taintsToAdd: taints.map((t) => t.taint), nodeTaints: before, pods });
+  return { noExecutePreview: { taints, counts: countEvictions(preview), pods: preview } };
+}
+
+/** True when the status names NoExecute taints whose pods are to be read (`npm run status` reads only those Nodes' pods). */
+export function needsPods(status: TaintStatus): boolean {
+  return status.noExecutePreview !== undefined && status.noExecutePreview.counts === undefined && status.noExecutePreview.podsError === undefined;
+}
+
+/** The node group of a Machine (by Cluster API's labels) or a MachinePool's Node; undefined for a lone Machine. */
+export function nodeGroupOf(machine: Pick<MachineSnapshot, 'kind' | 'namespace' | 'name' | 'labels'>): string | undefined {
+  if (machine.kind === 'MachinePool') return `MachinePool ${machine.namespace}/${machine.name}`;
+  const deployment = machine.labels[MACHINE_DEPLOYMENT_NAME_LABEL];
+  if (deployment) return `MachineDeployment ${machine.namespace}/${deployment}`;
+  const set = machine.labels[MACHINE_SET_NAME_LABEL];
+  if (set) return `MachineSet ${machine.namespace}/${set}`;
+  const pool = machine.labels[MACHINE_POOL_NAME_LABEL];
+  return pool ? `MachinePool ${machine.namespace}/${pool}` : undefined;
+}
+
+/** Cluster API's labels on a Machine of a MachineDeployment and of a MachineSet. */
+const MACHINE_DEPLOYMENT_NAME_LABEL = 'cluster.x-k8s.io/deployment-name';
+const MACHINE_SET_NAME_LABEL = 'cluster.x-k8s.io/set-name';
 
 /** Whose pause holds the pair, if any: the Cluster's `spec.paused` first, then the object's annotation (`util/annotations.IsPaused`). */
 function pausedByOf(input: TaintStatusInput): PausedBy | undefined {

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import type { MachineSnapshot, NodeSnapshot } from '#shared/domain/snapshots.ts';
 import type { ClusterView } from '#shared/domain/pause.ts';
-import { PausedBy, SyncState, TaintOwner, ownersOf, taintStatusOf, type DesiredTaint, type TaintStatusInput } from '#shared/domain/taint-status.ts';
-import { OWN_TRACKING_ANNOTATION, TRACKING_ANNOTATION as UPSTREAM, UNINITIALIZED_TAINT_KEY } from '#shared/domain/taint.ts';
+import { PausedBy, SyncState, TaintOwner, needsPods, ownersOf, taintStatusOf, type DesiredTaint, type TaintStatusInput } from '#local/taint-status.ts';
+import { formatTaint, OWN_TRACKING_ANNOTATION, TRACKING_ANNOTATION as UPSTREAM, UNINITIALIZED_TAINT_KEY } from '#shared/domain/taint.ts';
 
 const CLASS = 'taints.capi-taint-propagator.dev/class';
 const MACHINE = 'taints.capi-taint-propagator.dev/machine';
@@ -199,5 +199,114 @@ describe('Function: ownersOf()', () => {
 
     // Assess
     expect(owners).toEqual([{ taint: { key: 'boot', effect: 'NoSchedule' }, owner: TaintOwner.foreign, declaredAs: desired[0] }]);
+  });
+});
+
+describe('Function: taintStatusOf() NoExecute preview', () => {
+  const pods = [
+    { namespace: 'app', name: 'web', tolerations: [], ownerKind: 'ReplicaSet' },
+    { namespace: 'app', name: 'db', tolerations: [{ key: 'maintenance', operator: 'Exists', effect: 'NoExecute', tolerationSeconds: 300 }] },
+    { namespace: 'kube-system', name: 'agent', tolerations: [{ operator: 'Exists' }], ownerKind: 'DaemonSet' },
+  ];
+  const initialized = { [OWN_TRACKING_ANNOTATION]: '' };
+  const cases: ReadonlyArray<{
+    name: string;
+    machine: MachineSnapshot;
+    node: NodeSnapshot;
+    pods?: TaintStatusInput['pods'];
+    want: { state: SyncState; taints?: string[]; counts?: { now: number; later: number; laterSeconds: number[]; kept: number }; podsError?: string; expected?: string[] };
+  }> = [
+    // --- applied NoExecute ---
+    {
+      name: 'previews the evictions of a NoExecute taint the next write adds',
+      machine: machine({ annotations: { [MACHINE]: 'maintenance=true:NoExecute' } }),
+      node: node({ annotations: initialized }),
+      pods,
+      want: { state: SyncState.outOfSync, taints: ['maintenance=true:NoExecute'], counts: { now: 1, later: 1, laterSeconds: [300], kept: 1 }, expected: ['maintenance=true:NoExecute'] },
+    },
+    {
+      name: 'previews a NoExecute value change (the Node carries the key with another value)',
+      machine: machine({ annotations: { [MACHINE]: 'maintenance=true:NoExecute' } }),
+      node: node({ taints: [{ key: 'maintenance', value: 'old', effect: 'NoExecute' }], annotations: { [OWN_TRACKING_ANNOTATION]: 'maintenance:NoExecute' } }),
+      pods,
+      want: { state: SyncState.outOfSync, taints: ['maintenance=true:NoExecute'], counts: { now: 1, later: 1, laterSeconds: [300], kept: 1 }, expected: ['maintenance=true:NoExecute'] },
+    },
+    {
+      name: 'has no preview when the Node already carries the NoExecute taint',
+      machine: machine({ annotations: { [MACHINE]: 'maintenance=true:NoExecute' } }),
+      node: node({ taints: [{ key: 'maintenance', value: 'true', effect: 'NoExecute' }], annotations: { [OWN_TRACKING_ANNOTATION]: 'maintenance:NoExecute' } }),
+      pods,
+      want: { state: SyncState.inSync },
+    },
+    {
+      name: 'has no preview for a NoSchedule addition',
+      machine: machine({ annotations: { [MACHINE]: 'gpu:NoSchedule' } }),
+      node: node({ annotations: initialized }),
+      pods,
+      want: { state: SyncState.outOfSync, expected: ['gpu:NoSchedule'] },
+    },
+    // --- @Preview ---
+    {
+      name: 'reports a @Preview taint in sync, never expected on the Node, with its evictions',
+      machine: machine({ annotations: { [MACHINE]: 'maintenance=true:NoExecute@Preview' } }),
+      node: node({ annotations: initialized }),
+      pods,
+      want: { state: SyncState.inSync, taints: ['maintenance=true:NoExecute@Preview'], counts: { now: 1, later: 1, laterSeconds: [300], kept: 1 } },
+    },
+    {
+      name: 'has no preview for a @Preview taint the Node already carries',
+      machine: machine({ annotations: { [MACHINE]: 'maintenance=true:NoExecute@Preview' } }),
+      node: node({ taints: [{ key: 'maintenance', value: 'true', effect: 'NoExecute' }], annotations: initialized }),
+      pods,
+      want: { state: SyncState.inSync },
+    },
+    // --- pods not read ---
+    {
+      name: 'names the taints without counts while the pods are not read',
+      machine: machine({ annotations: { [MACHINE]: 'maintenance=true:NoExecute@Preview' } }),
+      node: node({ annotations: initialized }),
+      want: { state: SyncState.inSync, taints: ['maintenance=true:NoExecute@Preview'] },
+    },
+    {
+      name: 'carries the reason when the pods could not be read',
+      machine: machine({ annotations: { [MACHINE]: 'maintenance=true:NoExecute@Preview' } }),
+      node: node({ annotations: initialized }),
+      pods: { error: 'pods is forbidden' },
+      want: { state: SyncState.inSync, taints: ['maintenance=true:NoExecute@Preview'], podsError: 'pods is forbidden' },
+    },
+  ];
+
+  it.each(cases)('$name', ({ machine: m, node: n, pods: p, want }) => {
+    // Act
+    const status = taintStatusOf({ machine: m, node: n, ...(p ? { pods: p } : {}) });
+
+    // Assess
+    expect(status.state).toBe(want.state);
+    expect(status.noExecutePreview?.taints.map((t) => `${formatTaint(t.taint)}${t.previewOnly ? '@Preview' : ''}`)).toEqual(want.taints);
+    expect(status.noExecutePreview?.counts).toEqual(want.counts);
+    expect(status.noExecutePreview?.podsError).toEqual(want.podsError);
+    expect(status.expected?.map(formatTaint)).toEqual(want.expected);
+    expect(needsPods(status)).toBe(want.taints !== undefined && p === undefined);
+  });
+
+  it('lists a @Preview declaration as previewed, not as desired', () => {
+    // Act
+    const status = taintStatusOf({ machine: machine({ annotations: { [MACHINE]: 'gpu:NoSchedule,maintenance:NoExecute@Preview' } }), node: node({ annotations: initialized }) });
+
+    // Assess
+    expect(status.desired.map((d) => d.key)).toEqual(['gpu']);
+    expect(status.previewed).toEqual([{ key: 'maintenance', effect: 'NoExecute', source: MACHINE }]);
+  });
+
+  it.each<{ labels: Record<string, string>; want: string | undefined }>([
+    { labels: { 'cluster.x-k8s.io/deployment-name': 'md', 'cluster.x-k8s.io/set-name': 'md-x' }, want: 'MachineDeployment ns/md' },
+    { labels: { 'cluster.x-k8s.io/set-name': 'ms' }, want: 'MachineSet ns/ms' },
+    { labels: {}, want: undefined },
+  ])('names the node group $want from the Machine labels', ({ labels, want }) => {
+    // Act
+    const status = taintStatusOf({ machine: machine({ labels }), node: node() });
+
+    // Assess
+    expect(status.nodeGroup).toEqual(want);
   });
 });

@@ -1,0 +1,53 @@
+/**
+ * The `NoExecutePreview` Event (issue 51, docs/noexecute-preview.md): when a reconcile is about to add a NoExecute taint
+ * to a Node, or a `@Preview` declaration names one the Node does not carry, the Node's pods are read and the Machine
+ * (or MachinePool) gets one Event saying how many the taint-eviction controller would delete at once, later, or keep,
+ * e.g. `Node w-1: maintenance=true:NoExecute would evict 3 pods now, 1 after 300 s, keeps 2`. No other change reads
+ * pods, so a reconcile without NoExecute addition keeps its calls. The message changes only when the taints or the
+ * counts do, and the Event recorder records an identical Event at most once in its window: once per change, not once
+ * per reconcile.
+ */
+import type { ClusterRef } from '#shared/domain/cloud-event.ts';
+import { countEvictions, describeEvictionCounts, hasNoExecuteChange, noExecuteChangeOf, previewNoExecuteEvictions, type EvictionCounts } from '#shared/domain/eviction-preview.ts';
+import type { NodeSnapshot } from '#shared/domain/snapshots.ts';
+import { formatTaint, type Taint } from '#shared/domain/taint.ts';
+import type { ClusterConnections } from '#shared/ports/cluster-connections.ts';
+
+/** Reason of the Event that previews a NoExecute taint's evictions. */
+export const NOEXECUTE_PREVIEW = 'NoExecutePreview';
+
+/** What the preview saw, for the result; absent when no NoExecute taint was about to be added or previewed. */
+export interface NoExecutePreviewResult {
+  readonly taints: readonly string[];
+  readonly counts?: EvictionCounts;
+  /** The pods could not be read (the reconcile goes on: the preview informs, it never holds a write). */
+  readonly error?: unknown;
+}
+
+/**
+ * Previews the NoExecute taints the Node goes without today and gets from the planned write (`after`: its taints after
+ * the write, or as they are when nothing is written) or from `previews`, and records the Event through `record`.
+ * Returns undefined, with no pod read, when there is none, or when the cluster hands out no pods.
+ */
+export async function previewNoExecute(
+  clusters: Pick<ClusterConnections, 'podsOf'>,
+  cluster: ClusterRef,
+  node: NodeSnapshot,
+  after: readonly Taint[],
+  previews: readonly Taint[],
+  record: (type: 'Normal' | 'Warning', reason: string, message: string) => Promise<unknown>,
+): Promise<NoExecutePreviewResult | undefined> {
+  const change = noExecuteChangeOf(node.taints, after, previews);
+  if (!hasNoExecuteChange(change) || clusters.podsOf === undefined) return undefined;
+  const taints = [...change.applied.map(formatTaint), ...change.previewed.map((t) => `${formatTaint(t)}@Preview`)];
+  const what = `${taints.join(', ')}${change.applied.length === 0 ? ' (preview only, not applied)' : ''}`;
+  try {
+    const pods = await (await clusters.podsOf(cluster)).listPodsOnNode(node.name);
+    const counts = countEvictions(previewNoExecuteEvictions({ taintsToAdd: [...change.applied, ...change.previewed], nodeTaints: node.taints, pods }));
+    await record('Normal', NOEXECUTE_PREVIEW, `Node ${node.name}: ${what} ${describeEvictionCounts(counts)}`);
+    return { taints, counts };
+  } catch (error) {
+    await record('Warning', NOEXECUTE_PREVIEW, `Node ${node.name}: ${what}: its pods could not be read, so the evictions are not previewed`);
+    return { taints, error };
+  }
+}
