@@ -40,14 +40,6 @@ export interface EksToken {
   readonly expiresAt: Date;
 }
 
-export interface CreateEksTokenArgs {
-  readonly clusterName: string;
-  readonly region: string;
-  readonly credentials: AwsCredentials | AwsCredentialsProvider;
-  /** The signing time (`X-Amz-Date`). */
-  readonly now: Date;
-}
-
 /** The STS host of a region (regional endpoint; China regions use the .cn partition). */
 export function stsHostname(region: string): string {
   return region.startsWith('cn-') ? `sts.${region}.amazonaws.com.cn` : `sts.${region}.amazonaws.com`;
@@ -90,8 +82,8 @@ export async function presignGetCallerIdentity(args: {
   return presigned.query ?? {};
 }
 
-/** Mints one token. Pure apart from the signature computation: same inputs, same token. */
-export async function createEksToken(args: CreateEksTokenArgs): Promise<EksToken> {
+/** Mints one token signed at `now` (`X-Amz-Date`). Pure apart from the signature computation: same inputs, same token. */
+export async function createEksToken(args: { readonly clusterName: string; readonly region: string; readonly credentials: AwsCredentials | AwsCredentialsProvider; readonly now: Date }): Promise<EksToken> {
   const credentials = typeof args.credentials === 'function' ? await args.credentials() : args.credentials;
   const query = await presignGetCallerIdentity({ clusterName: args.clusterName, region: args.region, credentials, signingDate: args.now, expiresIn: PRESIGN_EXPIRES_SECONDS });
   const url = `https://${stsHostname(args.region)}/?${toQueryString(query)}`;
@@ -115,8 +107,6 @@ export interface EksTokenSourceOptions {
 export interface EksTokenSource {
   /** The cached token while it is fresh, else a new one. Concurrent callers share one minting. */
   getToken(): Promise<EksToken>;
-  /** Drops the cached token (for example after a 401), so the next call mints a new one. */
-  invalidate(): void;
 }
 
 export function createEksTokenSource(options: EksTokenSourceOptions): EksTokenSource {
@@ -131,23 +121,9 @@ export function createEksTokenSource(options: EksTokenSourceOptions): EksTokenSo
   return {
     async getToken() {
       if (cached && isFresh(cached)) return cached;
-      pending ??= createEksToken({
-        clusterName: options.clusterName,
-        region: options.region,
-        credentials,
-        now: clock.now(),
-      })
-        .then((token) => {
-          cached = token;
-          return token;
-        })
-        .finally(() => {
-          pending = undefined;
-        });
-      return pending;
-    },
-    invalidate() {
-      cached = undefined;
+      return (pending ??= createEksToken({ clusterName: options.clusterName, region: options.region, credentials, now: clock.now() })
+        .then((token) => (cached = token))
+        .finally(() => (pending = undefined)));
     },
   };
 }

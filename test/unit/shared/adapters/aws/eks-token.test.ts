@@ -214,21 +214,6 @@ describe('createEksTokenSource', () => {
     expect(credentialCalls).toBe(1);
   });
 
-  it('mints a new token after invalidate()', async () => {
-    // Prepare
-    const clock = fakeClock(now);
-    const source = createEksTokenSource({ clusterName, region, clock, credentials: async () => credentials });
-    const first = await source.getToken();
-    clock.advance(1);
-
-    // Act
-    source.invalidate();
-    const second = await source.getToken();
-
-    // Assess
-    expect(second.token).not.toBe(first.token);
-  });
-
   it('honours a custom refresh margin', async () => {
     // Prepare
     const clock = fakeClock(now);
