@@ -89,13 +89,7 @@ function requiredFor(env: Env, name: string, auth: ManagementAuth): string {
 }
 
 function httpsUrl(value: string, name: string): string {
-  let url: URL;
-  try {
-    url = new URL(value);
-  } catch {
-    throw new ConfigError(name, `must be an https URL, got ${JSON.stringify(value)}`);
-  }
-  if (url.protocol !== 'https:') throw new ConfigError(name, `must be an https URL, got ${JSON.stringify(value)}`);
+  if (URL.parse(value)?.protocol !== 'https:') throw new ConfigError(name, `must be an https URL, got ${JSON.stringify(value)}`);
   return value.replace(/\/+$/, '');
 }
 

@@ -131,8 +131,7 @@ export function isSystemError(error: unknown): error is Error & { readonly code:
 
 /**
  * Maps an API failure that no caller expects: a call past its deadline → CallTimeoutError; an answer past the client's
- * byte cap → OversizedAnswerError; a status by the one table ({@link errorForStatus}: 401/403 → AccessDeniedError,
- * everything else a TransientError or one of its kinds); connection errors → TransientError, retried through the queue.
+ * byte cap → OversizedAnswerError; a status by {@link errorForStatus}; connection errors → TransientError.
  */
 export function toProductError(operation: string, error: unknown): Error {
   if (isCallTimeout(error)) return new CallTimeoutError(operation, describeApiError(error), error);

@@ -34,16 +34,9 @@ export const SUPPORTED_PROXY_SCHEMES: readonly string[] = ['http:', 'https:', 's
  * a kubeconfig's `proxy-url` must be a URL.
  */
 export function parseProxyUrl(value: string, where: string, o: { readonly fromEnvironment?: boolean } = {}): URL {
-  const parse = (text: string): URL | undefined => {
-    try {
-      return new URL(text);
-    } catch {
-      return undefined;
-    }
-  };
-  let url = parse(value);
-  if (o.fromEnvironment && (url === undefined || url.host === '')) url = parse(`http://${value}`) ?? url;
-  if (url === undefined) throw new ProxyConfigError(`${where} is not a valid URL`);
+  let url = URL.parse(value);
+  if (o.fromEnvironment && (url === null || url.host === '')) url = URL.parse(`http://${value}`) ?? url;
+  if (url === null) throw new ProxyConfigError(`${where} is not a valid URL`);
   if (!SUPPORTED_PROXY_SCHEMES.includes(url.protocol)) {
     const scheme = /^[a-z][a-z0-9+.-]{0,20}:$/i.test(url.protocol) ? url.protocol.slice(0, -1) : 'unknown';
     throw new ProxyConfigError(`${where} uses the scheme "${scheme}", which the product does not support (http, https, socks5 and socks5h proxies only)`);
