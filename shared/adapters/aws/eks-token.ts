@@ -21,8 +21,8 @@ export const PRESIGN_EXPIRES_SECONDS = 60;
 export const TOKEN_VALIDITY_SECONDS = 15 * 60;
 /** Local lifetime we rely on: one minute short of what EKS accepts. */
 export const TOKEN_LOCAL_LIFETIME_SECONDS = 14 * 60;
-/** Default margin before the local expiry at which a cached token is replaced. */
-export const DEFAULT_REFRESH_BEFORE_SECONDS = 60;
+/** Margin before the local expiry at which a cached token is replaced. */
+const REFRESH_BEFORE_MS = 60_000;
 
 /** AWS credentials, structurally compatible with the SDK's AwsCredentialIdentity. */
 export interface AwsCredentials {
@@ -99,8 +99,6 @@ export interface EksTokenSourceOptions {
   /** Defaults to the SDK's default chain (in Lambda: the function role's credentials). */
   readonly credentials?: AwsCredentialsProvider;
   readonly clock?: Clock;
-  /** Replace a cached token this many seconds before its local expiry (default 60). */
-  readonly refreshBeforeSeconds?: number;
 }
 
 /** A per-cluster token cache: one token per warm container, replaced shortly before it expires. */
@@ -111,12 +109,11 @@ export interface EksTokenSource {
 
 export function createEksTokenSource(options: EksTokenSourceOptions): EksTokenSource {
   const clock = options.clock ?? systemClock;
-  const refreshBeforeMs = (options.refreshBeforeSeconds ?? DEFAULT_REFRESH_BEFORE_SECONDS) * 1000;
   const credentials = options.credentials ?? defaultCredentials();
   let cached: EksToken | undefined;
   let pending: Promise<EksToken> | undefined;
 
-  const isFresh = (token: EksToken): boolean => clock.now().getTime() < token.expiresAt.getTime() - refreshBeforeMs;
+  const isFresh = (token: EksToken): boolean => clock.now().getTime() < token.expiresAt.getTime() - REFRESH_BEFORE_MS;
 
   return {
     async getToken() {

@@ -76,7 +76,7 @@ export class KubernetesClusterConnections implements ClusterConnections {
       try {
         return await call();
       } catch (error) {
-        if (error instanceof AccessDeniedError && this.#cache.get(clusterKey(cluster))?.store === wrapped) this.forget(cluster);
+        if (error instanceof AccessDeniedError && this.#cache.get(clusterKey(cluster))?.store === wrapped) this.#cache.delete(clusterKey(cluster));
         throw error;
       }
     };
@@ -85,10 +85,5 @@ export class KubernetesClusterConnections implements ClusterConnections {
       patchNodeTaints: (name, patch) => guard(() => store.patchNodeTaints(name, patch)),
     };
     return wrapped;
-  }
-
-  /** Drops a cached connection, e.g. after its credentials were refused. */
-  forget(cluster: ClusterRef): void {
-    this.#cache.delete(clusterKey(cluster));
   }
 }

@@ -23,8 +23,6 @@ export class EndpointRateLimiter {
   readonly #limit: RateLimit;
   readonly #now: () => number;
   #state: BucketState;
-  /** Requests that waited for a token (for tests and telemetry). */
-  waited = 0;
 
   constructor(limit: RateLimit, now: () => number = Date.now) {
     this.#limit = limit;
@@ -36,10 +34,7 @@ export class EndpointRateLimiter {
   async take(): Promise<void> {
     const { state, waitMs } = takeToken(this.#state, this.#now(), this.#limit);
     this.#state = state;
-    if (waitMs > 0) {
-      this.waited++;
-      await delay(waitMs);
-    }
+    if (waitMs > 0) await delay(waitMs);
   }
 
   /** The endpoint, each request of which takes a token first (the credentials are applied once it has one). */
