@@ -84,10 +84,7 @@ async function agentFor(url: URL, proxy: URL | undefined): Promise<http.Agent> {
   if (!proxy) return direct[protocol];
   const key = `${protocol} ${proxy.href}`;
   let agent = proxied.get(key);
-  if (!agent) {
-    agent = await createProxyAgent(protocol, proxy, POOL);
-    proxied.set(key, agent);
-  }
+  if (!agent) proxied.set(key, (agent = await createProxyAgent(protocol, proxy, POOL)));
   return agent;
 }
 
