@@ -45,10 +45,7 @@ export function stsHostname(region: string): string {
   return region.startsWith('cn-') ? `sts.${region}.amazonaws.com.cn` : `sts.${region}.amazonaws.com`;
 }
 
-/**
- * The query of the presigned `GET https://<STS host>/?Action=GetCallerIdentity&Version=2011-06-15` with
- * `x-k8s-aws-id: <cluster>` signed in: what a token carries, and what a verifier recomputes to check one.
- */
+/** The query of the presigned STS request: what a token carries, and what a verifier recomputes to check one. */
 export async function presignGetCallerIdentity(args: {
   readonly clusterName: string;
   readonly region: string;
@@ -141,15 +138,10 @@ function defaultCredentials(): AwsCredentialsProvider {
 
 /** RFC 3986 query encoding, as the signer canonicalises it (so the URL carries exactly what was signed). */
 function toQueryString(query: Record<string, string | string[] | null>): string {
-  const parts: string[] = [];
-  for (const key of Object.keys(query).sort()) {
-    const value = query[key];
-    const values = Array.isArray(value) ? value : [value];
-    for (const v of values) {
-      parts.push(v === null || v === undefined ? rfc3986(key) : `${rfc3986(key)}=${rfc3986(v)}`);
-    }
-  }
-  return parts.join('&');
+  return Object.keys(query)
+    .sort()
+    .flatMap((key) => [query[key] ?? null].flat().map((v) => (v === null ? rfc3986(key) : `${rfc3986(key)}=${rfc3986(v)}`)))
+    .join('&');
 }
 
 function rfc3986(value: string): string {
