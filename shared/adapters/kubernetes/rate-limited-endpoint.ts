@@ -21,18 +21,16 @@ export const NODE_STREAM_RATE_LIMIT: RateLimit = { burst: 30, perSecond: 1 };
 
 export class EndpointRateLimiter {
   readonly #limit: RateLimit;
-  readonly #now: () => number;
   #state: BucketState;
 
-  constructor(limit: RateLimit, now: () => number = Date.now) {
+  constructor(limit: RateLimit) {
     this.#limit = limit;
-    this.#now = now;
-    this.#state = fullBucket(limit, now());
+    this.#state = fullBucket(limit, Date.now());
   }
 
   /** Takes a token, waiting for it when none is left. */
   async take(): Promise<void> {
-    const { state, waitMs } = takeToken(this.#state, this.#now(), this.#limit);
+    const { state, waitMs } = takeToken(this.#state, Date.now(), this.#limit);
     this.#state = state;
     if (waitMs > 0) await delay(waitMs);
   }
