@@ -3,7 +3,6 @@
  * - one keep-alive connection pool per route (direct, or through one proxy) for every cluster (an Agent keys its
  *   sockets by TLS identity: CA, client certificate and key, server name); bearer tokens travel per request;
  * - the cluster's `proxy-url`, else `HTTPS_PROXY`/`NO_PROXY`, as client-go honours them (proxy.ts, proxy-agents.ts);
- *   TLS to the API server runs inside the tunnel, verified against the kubeconfig's CA as without a proxy;
  * - a deadline on every call (call-deadline.ts), which also bounds reading the body;
  * - a request that failed on a reused keep-alive socket before any answer (ECONNRESET, EPIPE: the server's idle
  *   timeout, or a Lambda environment thawed after minutes) sent again, until it fails on a fresh socket (Node's
@@ -78,7 +77,6 @@ const direct = { 'https:': new https.Agent(POOL), 'http:': new http.Agent(POOL) 
 /** Proxy agents by route (`<target protocol> <proxy URL>`); the key holds a proxy's password, it is never logged. */
 const proxied = new Map<string, http.Agent>();
 
-/** The agent for a request to `url` through `proxy` (or directly). */
 async function agentFor(url: URL, proxy: URL | undefined): Promise<http.Agent> {
   const protocol = url.protocol === 'http:' ? 'http:' : 'https:';
   if (!proxy) return direct[protocol];

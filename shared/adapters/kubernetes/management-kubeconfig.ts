@@ -27,7 +27,6 @@ import { runtimeSdk } from '#shared/adapters/aws/runtime-sdk.ts';
 
 /** The name under which errors report the management cluster. */
 const MANAGEMENT_CLUSTER = 'management';
-/** Stored kubeconfigs are re-read after this long, so that a rotated one is picked up. */
 const RELOAD_AFTER_MS = 300_000;
 
 /** The logger methods used here (the shared Powertools logger, or another instance in tests). */
