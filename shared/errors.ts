@@ -40,15 +40,6 @@ export interface DeclarationIssue {
   readonly message: string;
 }
 
-/** Thrown when a Machine's taint declaration (either source) is invalid; nothing is written to its Node. */
-export class InvalidDeclarationError extends TaintPropagatorError {
-  readonly issues: readonly DeclarationIssue[];
-  constructor(issues: readonly DeclarationIssue[]) {
-    super(`Invalid taint declaration: ${issues.map((i) => `${i.field}: ${i.message}`).join('; ')}`, { retryable: false });
-    this.issues = issues;
-  }
-}
-
 /** Thrown when the Node's tracking annotation has an entry that is not `key:effect`; nothing is written. */
 export class MalformedTrackingAnnotationError extends TaintPropagatorError {
   readonly entry: string;
@@ -94,10 +85,7 @@ export class TransientError extends TaintPropagatorError {
 /** A transient failure that is a call with no answer within its deadline (its own timeout, or the invocation's time). */
 export class CallTimeoutError extends TransientError {}
 
-/**
- * A transient failure that is an answer larger than the HTTP client reads (kube-http.ts, 8 MiB: no Kubernetes object
- * comes near): a broken or hostile API server, cut off at the cap.
- */
+/** A transient failure that is an answer larger than the HTTP client reads (kube-http.ts `MAX_RESPONSE_BYTES`). */
 export class OversizedAnswerError extends TransientError {}
 
 /** Thrown when the API server refuses our identity (401/403): fix RBAC or credentials; retried, then dead-lettered. */
@@ -123,10 +111,9 @@ export class ClusterCredentialsError extends TaintPropagatorError {
 }
 
 /**
- * Thrown when an untrusted kubeconfig (a CAPI `<cluster>-kubeconfig` Secret, a stored management kubeconfig) uses a
- * feature that would make the product run a program, read a file or send its credential elsewhere (exec plugin, auth
- * provider, file paths, impersonation, a proxy of a scheme the product cannot use, …). `refused` names each offending field by position (`users[0].user.exec (exec plugin)`),
- * never its value. Retryable like any credentials problem: a fixed Secret is picked up on the next attempt.
+ * Thrown when an untrusted kubeconfig uses a feature that would make the product run a program, read a file or send
+ * its credential elsewhere (untrusted-kubeconfig.ts). `refused` names each offending field by position
+ * (`users[0].user.exec (exec plugin)`), never its value. Retryable: a fixed Secret is picked up on the next attempt.
  */
 export class RefusedKubeconfigError extends ClusterCredentialsError {
   readonly refused: readonly string[];
@@ -149,9 +136,8 @@ export class MachineConfigurationError extends TaintPropagatorError {
 }
 
 /**
- * The management cluster serves no Cluster API version the product reads (neither cluster.x-k8s.io/v1beta2 nor
- * v1beta1, or one without the Machine/Cluster resources). Retryable: installing or upgrading Cluster API fixes it,
- * and no change is dropped meanwhile (the forwarder keeps retrying, reconciles go back to the queue).
+ * Thrown when the management cluster serves neither cluster.x-k8s.io/v1beta2 nor v1beta1 with Machines and Clusters.
+ * Retryable: installing or upgrading Cluster API fixes it, and no change is dropped meanwhile.
  */
 export class UnsupportedClusterApiError extends TaintPropagatorError {
   constructor(problem: string, cause?: unknown) {

@@ -46,9 +46,7 @@ export interface ClusterAccessConfig {
 export function loadClusterAccessConfig(env: Env): ClusterAccessConfig {
   const clusterMode = oneOf(env, 'CLUSTER_MODE', Object.values(ClusterMode), ClusterMode.Capi);
   const auth = oneOf(env, 'MANAGEMENT_AUTH', Object.values(ManagementAuth), ManagementAuth.Kubeconfig);
-  // The deploy check refuses it too (infra/deploy-parameters.ts). Here for a function whose environment was changed
-  // after deployment: the Lambda bundles carry no reader of kubeconfig files (client-node is not in them; their HTTP
-  // client is kube-http.ts, fed by rest-config.ts), so it is refused at cold start, not at a request.
+  // The deploy check refuses it too (infra/deploy-parameters.ts); this catches an environment changed after deployment.
   if (auth === ManagementAuth.Kubeconfig && optionalString(env, 'AWS_LAMBDA_FUNCTION_NAME') !== undefined) {
     throw new ConfigError('MANAGEMENT_AUTH', 'kubeconfig is for local runs only; in AWS Lambda use eks, ssm or secretsmanager');
   }
@@ -89,13 +87,7 @@ function requiredFor(env: Env, name: string, auth: ManagementAuth): string {
 }
 
 function httpsUrl(value: string, name: string): string {
-  let url: URL;
-  try {
-    url = new URL(value);
-  } catch {
-    throw new ConfigError(name, `must be an https URL, got ${JSON.stringify(value)}`);
-  }
-  if (url.protocol !== 'https:') throw new ConfigError(name, `must be an https URL, got ${JSON.stringify(value)}`);
+  if (URL.parse(value)?.protocol !== 'https:') throw new ConfigError(name, `must be an https URL, got ${JSON.stringify(value)}`);
   return value.replace(/\/+$/, '');
 }
 

@@ -1,6 +1,4 @@
-/**
- * Configuration of the reconcile function, read once at cold start.
- */
+/** Configuration of the reconcile function, read once at cold start. */
 import { ConfigError } from '#shared/errors.ts';
 import { SpecTaintsOwner } from '#shared/domain/ownership.ts';
 import { STARTUP_GATE_TAINT_KEY, TaintEffect } from '#shared/domain/taint.ts';

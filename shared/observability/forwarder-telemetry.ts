@@ -6,7 +6,7 @@ import { MetricUnit, type Metrics } from '@aws-lambda-powertools/metrics';
 import { ForwarderMetric } from './metric-names.ts';
 import type { ForwarderTelemetry } from '#shared/ports/forwarder-telemetry.ts';
 
-/** ForwarderTelemetry with in-memory totals (ForwarderLag: count of samples; UnreachableClusters: last sample). */
+/** ForwarderTelemetry with in-memory totals. */
 export interface CountingForwarderTelemetry extends ForwarderTelemetry {
   /** Totals since creation, by metric (for ForwarderLag, the number of samples; for the gauge UnreachableClusters, its last sample). */
   counts(): Readonly<Record<ForwarderMetric, number>>;
@@ -20,19 +20,10 @@ export function createForwarderTelemetry(metrics?: Pick<Metrics, 'addMetric'>): 
   let maxLag = 0;
   return {
     record(metric: ForwarderMetric, value: number): void {
-      if (metric === ForwarderMetric.ForwarderLag) {
-        totals[metric] += 1;
-        maxLag = Math.max(maxLag, value);
-        metrics?.addMetric(metric, MetricUnit.Milliseconds, value);
-        return;
-      }
-      if (metric === ForwarderMetric.UnreachableClusters) {
-        totals[metric] = value;
-        metrics?.addMetric(metric, MetricUnit.Count, value);
-        return;
-      }
-      totals[metric] += value;
-      metrics?.addMetric(metric, MetricUnit.Count, value);
+      const lag = metric === ForwarderMetric.ForwarderLag;
+      if (lag) maxLag = Math.max(maxLag, value);
+      totals[metric] = metric === ForwarderMetric.UnreachableClusters ? value : totals[metric] + (lag ? 1 : value);
+      metrics?.addMetric(metric, lag ? MetricUnit.Milliseconds : MetricUnit.Count, value);
     },
     counts: () => ({ ...totals }),
     maxLagMs: () => maxLag,

@@ -76,19 +76,8 @@ export class SecretFreeLogFormatter extends LogFormatter {
   #format(error: Error, depth: number): LogAttributes {
     const cause = (error as { cause?: unknown }).cause;
     const formattedCause = depth >= 5 || cause === undefined ? undefined : cause instanceof Error ? this.#format(cause, depth + 1) : '(non-error cause withheld)';
-    if (error instanceof TaintPropagatorError) {
-      const own: Record<string, unknown> = {};
-      for (const key of Object.keys(error)) if (!['name', 'message', 'stack', 'cause'].includes(key)) own[key] = (error as unknown as Record<string, unknown>)[key];
-      return {
-        name: error.name,
-        location: this.getCodeLocation(error.stack),
-        message: scrubSecrets(error.message),
-        stack: [`${error.name}: ${scrubSecrets(error.message)}`, ...framesOf(error.stack)].join('\n'),
-        ...(formattedCause !== undefined ? { cause: formattedCause } : {}),
-        ...own,
-      };
-    }
-    const message = foreignMessage(error);
+    const own = error instanceof TaintPropagatorError;
+    const message = own ? scrubSecrets(error.message) : foreignMessage(error);
     const e = error as Error & { code?: unknown; statusCode?: unknown; syscall?: unknown; $metadata?: { httpStatusCode?: unknown } };
     return {
       name: error.name,
@@ -96,26 +85,25 @@ export class SecretFreeLogFormatter extends LogFormatter {
       message,
       stack: [`${error.name}: ${message}`, ...framesOf(error.stack)].join('\n'),
       ...(formattedCause !== undefined ? { cause: formattedCause } : {}),
-      ...(typeof e.code === 'string' || typeof e.code === 'number' ? { code: e.code } : {}),
-      ...(typeof e.statusCode === 'number' ? { statusCode: e.statusCode } : {}),
-      ...(typeof e.$metadata?.httpStatusCode === 'number' ? { httpStatusCode: e.$metadata.httpStatusCode } : {}),
-      ...(isSystemError(error) ? { syscall: e.syscall } : {}),
+      ...(own
+        ? Object.fromEntries(Object.entries(error).filter(([key]) => !['name', 'message', 'stack', 'cause'].includes(key)))
+        : {
+            ...(typeof e.code === 'string' || typeof e.code === 'number' ? { code: e.code } : {}),
+            ...(typeof e.statusCode === 'number' ? { statusCode: e.statusCode } : {}),
+            ...(typeof e.$metadata?.httpStatusCode === 'number' ? { httpStatusCode: e.$metadata.httpStatusCode } : {}),
+            ...(isSystemError(error) ? { syscall: e.syscall } : {}),
+          }),
     };
   }
 }
 
-/** JSON replacer run before Powertools' own: scrubs every string value written. */
-function scrubStrings(_key: string, value: unknown): unknown {
-  return typeof value === 'string' ? scrubSecrets(value) : value;
-}
-
-/** A Powertools Logger with the secret-free formatter (use this instead of `new Logger`). */
-export function createLogger(options: { readonly logLevel?: 'DEBUG' | 'INFO' | 'WARN' | 'ERROR' | 'SILENT'; readonly serviceName?: string } = {}): Logger {
+/** A Powertools Logger with the secret-free formatter and a JSON replacer that scrubs every string value written. */
+export function createLogger(options: { readonly logLevel?: 'DEBUG' | 'INFO' | 'WARN' | 'ERROR' | 'SILENT' } = {}): Logger {
   return new Logger({
-    serviceName: options.serviceName ?? 'capi-taint-propagator',
+    serviceName: 'capi-taint-propagator',
     ...(options.logLevel ? { logLevel: options.logLevel } : {}),
     logFormatter: new SecretFreeLogFormatter(),
-    jsonReplacerFn: scrubStrings,
+    jsonReplacerFn: (_key, value) => (typeof value === 'string' ? scrubSecrets(value) : value),
   });
 }
 

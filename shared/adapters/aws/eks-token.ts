@@ -21,8 +21,8 @@ export const PRESIGN_EXPIRES_SECONDS = 60;
 export const TOKEN_VALIDITY_SECONDS = 15 * 60;
 /** Local lifetime we rely on: one minute short of what EKS accepts. */
 export const TOKEN_LOCAL_LIFETIME_SECONDS = 14 * 60;
-/** Default margin before the local expiry at which a cached token is replaced. */
-export const DEFAULT_REFRESH_BEFORE_SECONDS = 60;
+/** Margin before the local expiry at which a cached token is replaced. */
+const REFRESH_BEFORE_MS = 60_000;
 
 /** AWS credentials, structurally compatible with the SDK's AwsCredentialIdentity. */
 export interface AwsCredentials {
@@ -40,23 +40,12 @@ export interface EksToken {
   readonly expiresAt: Date;
 }
 
-export interface CreateEksTokenArgs {
-  readonly clusterName: string;
-  readonly region: string;
-  readonly credentials: AwsCredentials | AwsCredentialsProvider;
-  /** The signing time (`X-Amz-Date`). */
-  readonly now: Date;
-}
-
 /** The STS host of a region (regional endpoint; China regions use the .cn partition). */
 export function stsHostname(region: string): string {
   return region.startsWith('cn-') ? `sts.${region}.amazonaws.com.cn` : `sts.${region}.amazonaws.com`;
 }
 
-/**
- * The query of the presigned `GET https://<STS host>/?Action=GetCallerIdentity&Version=2011-06-15` with
- * `x-k8s-aws-id: <cluster>` signed in: what a token carries, and what a verifier recomputes to check one.
- */
+/** The query of the presigned STS request: what a token carries, and what a verifier recomputes to check one. */
 export async function presignGetCallerIdentity(args: {
   readonly clusterName: string;
   readonly region: string;
@@ -90,8 +79,8 @@ export async function presignGetCallerIdentity(args: {
   return presigned.query ?? {};
 }
 
-/** Mints one token. Pure apart from the signature computation: same inputs, same token. */
-export async function createEksToken(args: CreateEksTokenArgs): Promise<EksToken> {
+/** Mints one token signed at `now` (`X-Amz-Date`). Pure apart from the signature computation: same inputs, same token. */
+export async function createEksToken(args: { readonly clusterName: string; readonly region: string; readonly credentials: AwsCredentials | AwsCredentialsProvider; readonly now: Date }): Promise<EksToken> {
   const credentials = typeof args.credentials === 'function' ? await args.credentials() : args.credentials;
   const query = await presignGetCallerIdentity({ clusterName: args.clusterName, region: args.region, credentials, signingDate: args.now, expiresIn: PRESIGN_EXPIRES_SECONDS });
   const url = `https://${stsHostname(args.region)}/?${toQueryString(query)}`;
@@ -107,47 +96,28 @@ export interface EksTokenSourceOptions {
   /** Defaults to the SDK's default chain (in Lambda: the function role's credentials). */
   readonly credentials?: AwsCredentialsProvider;
   readonly clock?: Clock;
-  /** Replace a cached token this many seconds before its local expiry (default 60). */
-  readonly refreshBeforeSeconds?: number;
 }
 
 /** A per-cluster token cache: one token per warm container, replaced shortly before it expires. */
 export interface EksTokenSource {
   /** The cached token while it is fresh, else a new one. Concurrent callers share one minting. */
   getToken(): Promise<EksToken>;
-  /** Drops the cached token (for example after a 401), so the next call mints a new one. */
-  invalidate(): void;
 }
 
 export function createEksTokenSource(options: EksTokenSourceOptions): EksTokenSource {
   const clock = options.clock ?? systemClock;
-  const refreshBeforeMs = (options.refreshBeforeSeconds ?? DEFAULT_REFRESH_BEFORE_SECONDS) * 1000;
   const credentials = options.credentials ?? defaultCredentials();
   let cached: EksToken | undefined;
   let pending: Promise<EksToken> | undefined;
 
-  const isFresh = (token: EksToken): boolean => clock.now().getTime() < token.expiresAt.getTime() - refreshBeforeMs;
+  const isFresh = (token: EksToken): boolean => clock.now().getTime() < token.expiresAt.getTime() - REFRESH_BEFORE_MS;
 
   return {
     async getToken() {
       if (cached && isFresh(cached)) return cached;
-      pending ??= createEksToken({
-        clusterName: options.clusterName,
-        region: options.region,
-        credentials,
-        now: clock.now(),
-      })
-        .then((token) => {
-          cached = token;
-          return token;
-        })
-        .finally(() => {
-          pending = undefined;
-        });
-      return pending;
-    },
-    invalidate() {
-      cached = undefined;
+      return (pending ??= createEksToken({ clusterName: options.clusterName, region: options.region, credentials, now: clock.now() })
+        .then((token) => (cached = token))
+        .finally(() => (pending = undefined)));
     },
   };
 }
@@ -168,15 +138,10 @@ function defaultCredentials(): AwsCredentialsProvider {
 
 /** RFC 3986 query encoding, as the signer canonicalises it (so the URL carries exactly what was signed). */
 function toQueryString(query: Record<string, string | string[] | null>): string {
-  const parts: string[] = [];
-  for (const key of Object.keys(query).sort()) {
-    const value = query[key];
-    const values = Array.isArray(value) ? value : [value];
-    for (const v of values) {
-      parts.push(v === null || v === undefined ? rfc3986(key) : `${rfc3986(key)}=${rfc3986(v)}`);
-    }
-  }
-  return parts.join('&');
+  return Object.keys(query)
+    .sort()
+    .flatMap((key) => [query[key] ?? null].flat().map((v) => (v === null ? rfc3986(key) : `${rfc3986(key)}=${rfc3986(v)}`)))
+    .join('&');
 }
 
 function rfc3986(value: string): string {

@@ -55,10 +55,7 @@ export function statusDetail(status: number, body: unknown): string {
   return text === '' ? `HTTP ${status}` : `HTTP ${status}: ${escapedText(text, 300)}`;
 }
 
-/**
- * The one table from an API status to the product's error: 401/403 refused; 404 the collection (or object) is not
- * served; 410 the resourceVersion is gone (a stream relists); anything else (429, 5xx, unexpected codes) transient.
- */
+/** The one table from an API status to the product's error; 429, 5xx and unexpected codes are transient. */
 export function errorForStatus(status: number, operation: string, detail: string, options: { readonly cause?: unknown; readonly resourceVersion?: string } = {}): Error {
   switch (status) {
     case 401:
@@ -79,11 +76,9 @@ export function streamStatusError(status: number, body: string, operation: strin
 }
 
 /**
- * What went wrong in a stream's attempt, safe to log and to hand to the consumer: the product's own errors (their
- * messages are built from status codes, an escaped excerpt of a Kubernetes Status's reason and message, deadlines,
- * caps, and credential problems named without content), or a system error's code and message (`connect ECONNREFUSED
- * 127.0.0.1:6443`, a TLS verification failure). Anything else is named by its class only, because its message may
- * quote a response body.
+ * What went wrong in a stream's attempt, safe to log and to hand to the consumer: the product's own errors (built
+ * never to hold content), or a system error's code and message (`connect ECONNREFUSED 127.0.0.1:6443`). Anything else
+ * is named by its class only, because its message may quote a response body.
  */
 export function describeStreamFailure(err: unknown): string {
   if (err instanceof TaintPropagatorError) return err.message;
@@ -131,8 +126,7 @@ export function isSystemError(error: unknown): error is Error & { readonly code:
 
 /**
  * Maps an API failure that no caller expects: a call past its deadline → CallTimeoutError; an answer past the client's
- * byte cap → OversizedAnswerError; a status by the one table ({@link errorForStatus}: 401/403 → AccessDeniedError,
- * everything else a TransientError or one of its kinds); connection errors → TransientError, retried through the queue.
+ * byte cap → OversizedAnswerError; a status by {@link errorForStatus}; connection errors → TransientError.
  */
 export function toProductError(operation: string, error: unknown): Error {
   if (isCallTimeout(error)) return new CallTimeoutError(operation, describeApiError(error), error);

@@ -31,9 +31,9 @@ export function withCallDeadline<T>(deadline: number, fn: () => Promise<T>, call
 }
 
 /** The signal for a call starting now: aborts when the current scope's call timeout or deadline passes. */
-export function callSignal(now = Date.now()): AbortSignal {
+export function callSignal(): AbortSignal {
   const scope = scopes.getStore();
-  const ms = scope === undefined ? DEFAULT_CALL_TIMEOUT_MS : Math.min(scope.callTimeoutMs, scope.deadline - now);
+  const ms = scope === undefined ? DEFAULT_CALL_TIMEOUT_MS : Math.min(scope.callTimeoutMs, scope.deadline - Date.now());
   if (ms <= 0) return AbortSignal.abort(new DOMException('the deadline of this invocation has passed', 'TimeoutError'));
   return AbortSignal.timeout(Math.ceil(ms));
 }

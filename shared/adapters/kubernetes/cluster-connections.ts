@@ -78,7 +78,7 @@ export class KubernetesClusterConnections implements ClusterConnections {
       try {
         return await call();
       } catch (error) {
-        if (error instanceof AccessDeniedError && this.#cache.get(clusterKey(cluster))?.store === wrapped) this.forget(cluster);
+        if (error instanceof AccessDeniedError && this.#cache.get(clusterKey(cluster))?.store === wrapped) this.#cache.delete(clusterKey(cluster));
         throw error;
       }
     };
@@ -96,10 +96,5 @@ export class KubernetesClusterConnections implements ClusterConnections {
     const cached = this.#cache.get(clusterKey(cluster));
     if (!cached) throw new Error(`no connection cached for ${clusterKey(cluster)}`);
     return new KubernetesPodStore(cached.kubeConfig);
-  }
-
-  /** Drops a cached connection, e.g. after its credentials were refused. */
-  forget(cluster: ClusterRef): void {
-    this.#cache.delete(clusterKey(cluster));
   }
 }

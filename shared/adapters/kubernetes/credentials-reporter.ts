@@ -1,10 +1,8 @@
 /**
- * Reports a workload cluster that is skipped because its kubeconfig is unusable — the Secret is missing or broken,
- * or it uses a refused feature (exec plugin, auth provider, file path, …): an error log (when the problem first
- * appears or changes, and again every `repeatAfterMs`), a metric on every report, and a Warning Event on the Cluster
- * (`kubectl describe cluster` shows it). Only the error's message goes out, which never holds kubeconfig content.
- * Reporting never throws: a failure to record the Event is logged and the skip goes on. The Cluster is read (for its
- * uid) and the Event written through the product's HTTP client (kube-http.ts).
+ * Reports a workload cluster that is skipped because its kubeconfig is unusable or refused: an error log (when the
+ * problem first appears or changes, and again every {@link REPEAT_AFTER_MS}), a metric on every report, and a Warning
+ * Event on the Cluster (`kubectl describe cluster` shows it). Only the error's message goes out, which never holds
+ * kubeconfig content. Reporting never throws: a failure to record the Event is logged and the skip goes on.
  */
 import { capiApiVersionString, CAPI_GROUP } from '#shared/domain/capi-api.ts';
 import { ClusterCredentialsError, RefusedKubeconfigError } from '#shared/errors.ts';
@@ -13,8 +11,8 @@ import type { Clock } from '#shared/ports/clock.ts';
 import type { EventRecorder } from '#shared/ports/event-recorder.ts';
 import { KubernetesEventRecorder } from './event-recorder.ts';
 import { kubeCall, seg, type ClusterEndpoint } from './kube-http.ts';
-
 import type { CapiApi } from './capi-discovery.ts';
+
 /** Event reasons on the Cluster. */
 export const KubeconfigEventReason = { Refused: 'KubeconfigRefused', Unusable: 'KubeconfigUnusable' } as const;
 
@@ -37,23 +35,21 @@ export interface CredentialsReporterOptions {
   readonly clock?: Clock;
   /** The Cluster's uid, for the Event (default: read the Cluster from `kubeConfig`; undefined when it does not exist). */
   readonly clusterUid?: (namespace: string, name: string) => Promise<string | undefined>;
-  /** Log an unchanged problem again after this long (default 10 min). */
-  readonly repeatAfterMs?: number;
 }
+
+/** An unchanged problem is logged again after this long. */
+const REPEAT_AFTER_MS = 10 * 60_000;
 
 export function clusterCredentialsReporter(o: CredentialsReporterOptions): ClusterCredentialsReporter {
   const clock = o.clock ?? { now: () => new Date() };
   const log = o.logger ?? defaultLogger;
   const recorder = o.recorder ?? new KubernetesEventRecorder(o.kubeConfig, clock);
-  let clusterUid = o.clusterUid;
-  if (!clusterUid) {
-    clusterUid = async (namespace, name) => {
+  const uidOf =
+    o.clusterUid ??
+    (async (namespace: string, name: string) => {
       const path = `/apis/${CAPI_GROUP}/${await o.capi.version()}/namespaces/${seg(namespace)}/clusters/${seg(name)}`;
       return (await kubeCall<{ metadata?: { uid?: string } }>(o.kubeConfig, { method: 'GET', path })).metadata?.uid;
-    };
-  }
-  const uidOf = clusterUid;
-  const repeatAfterMs = o.repeatAfterMs ?? 10 * 60_000;
+    });
   const logged = new Map<string, { message: string; at: number }>();
   return {
     async report(cluster, error) {
@@ -62,7 +58,7 @@ export function clusterCredentialsReporter(o: CredentialsReporterOptions): Clust
       o.count();
       const now = clock.now().getTime();
       const last = logged.get(key);
-      if (!last || last.message !== error.message || now - last.at >= repeatAfterMs) {
+      if (!last || last.message !== error.message || now - last.at >= REPEAT_AFTER_MS) {
         logged.set(key, { message: error.message, at: now });
         log.error(refused ? 'Skipping cluster: its kubeconfig uses refused features' : 'Skipping cluster: its kubeconfig is unusable', {
           [LogKey.cluster]: key,

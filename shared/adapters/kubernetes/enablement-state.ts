@@ -29,15 +29,13 @@ export class ConfigMapEnablementState implements EnablementState {
 
   enabledAt(): Promise<Date> {
     if (this.#cached) return Promise.resolve(this.#cached);
-    this.#pending ??= this.#load().finally(() => {
-      this.#pending = undefined;
-    });
-    return this.#pending;
+    return (this.#pending ??= this.#load().finally(() => (this.#pending = undefined)));
   }
 
   async #load(): Promise<Date> {
     const stored = await this.#read();
     if (stored) return (this.#cached = stored);
+    const operation = `Recording first enablement in ConfigMap ${this.#namespace}/${STATE_CONFIGMAP}`;
     try {
       await kubeCall(this.#endpoint, {
         method: 'POST',
@@ -45,15 +43,10 @@ export class ConfigMapEnablementState implements EnablementState {
         body: { metadata: { name: STATE_CONFIGMAP, namespace: this.#namespace }, data: { [ENABLED_AT_KEY]: toKubeTime(this.#clock.now()) as string } },
       });
     } catch (error) {
+      const status = statusOf(error);
+      if (status === 404) throw new TransientError(operation, `namespace ${this.#namespace} does not exist: apply infra/rbac/management-cluster.yaml or set STATE_NAMESPACE`, error);
       // 409: another reconcile recorded it first; its value wins.
-      if (statusOf(error) === 404) {
-        throw new TransientError(
-          `Recording first enablement in ConfigMap ${this.#namespace}/${STATE_CONFIGMAP}`,
-          `namespace ${this.#namespace} does not exist: apply infra/rbac/management-cluster.yaml or set STATE_NAMESPACE`,
-          error,
-        );
-      }
-      if (statusOf(error) !== 409) throw toProductError(`Recording first enablement in ConfigMap ${this.#namespace}/${STATE_CONFIGMAP}`, error);
+      if (status !== 409) throw toProductError(operation, error);
     }
     const created = await this.#read();
     if (!created) throw toProductError(`Reading ConfigMap ${this.#namespace}/${STATE_CONFIGMAP}`, new Error('not found after create'));

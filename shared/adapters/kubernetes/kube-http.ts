@@ -1,31 +1,22 @@
 /**
  * The product's Kubernetes HTTP client: JSON requests to a cluster's API server over `node:https`, with
  * - one keep-alive connection pool per route (direct, or through one proxy) for every cluster (an Agent keys its
- *   sockets by TLS identity: CA, client certificate and key, server name), so a warm function reuses its
- *   connections; bearer tokens travel per request. A pooled socket idle for {@link IDLE_SOCKET_TIMEOUT_MS} is closed,
- *   before kube-apiserver's own idle timeout (90 s) closes it under us;
- * - the cluster's `proxy-url`, else `HTTPS_PROXY`/`NO_PROXY`, as client-go honours them (proxy.ts): an HTTP CONNECT
- *   or SOCKS5 tunnel through the proxy (proxy-agents.ts), then TLS to the API server inside it, verified against the
- *   kubeconfig's CA as without a proxy. client-node's `applyToHTTPSOptions` puts an agent of its own (a proxy agent for `proxy-url`) into the
- *   options: it is replaced by the equivalent agent here, chosen from the same `proxy-url`, with the pool above;
- * - a deadline on every call (the innermost `withCallDeadline` scope, call-deadline.ts), which also bounds reading
- *   the body;
- * - a request that failed on a reused keep-alive socket before any answer (ECONNRESET, EPIPE, "socket hang up": the
- *   server's idle timeout, or a Lambda environment thawed after minutes) is sent again, on the next pooled socket or a
- *   fresh one, for as long as the socket it failed on was a reused one (Node's `req.reusedSocket`): however many stale
- *   sockets the pool holds, the request ends on a fresh socket at the latest. The request never reached the server;
- *   the product's writes are idempotent in effect anyway (a taint patch sets a whole list, the Lease is updated
- *   with its resourceVersion);
+ *   sockets by TLS identity: CA, client certificate and key, server name); bearer tokens travel per request;
+ * - the cluster's `proxy-url`, else `HTTPS_PROXY`/`NO_PROXY`, as client-go honours them (proxy.ts, proxy-agents.ts);
+ * - a deadline on every call (call-deadline.ts), which also bounds reading the body;
+ * - a request that failed on a reused keep-alive socket before any answer (ECONNRESET, EPIPE: the server's idle
+ *   timeout, or a Lambda environment thawed after minutes) sent again, until it fails on a fresh socket (Node's
+ *   `req.reusedSocket`). It never reached the server; the product's writes are idempotent in effect anyway (a taint
+ *   patch sets a whole list, the Lease is updated with its resourceVersion);
  * - a `User-Agent` naming the product, its version, form and component (user-agent.ts);
- * - a cap on the bytes of an answer read whole (decompressed: `kubeCall` asks for gzip, as client-go does), so that a
- *   server named by an untrusted kubeconfig cannot exhaust memory;
+ * - a cap on the bytes of an answer read whole (decompressed), so that a server named by an untrusted kubeconfig
+ *   cannot exhaust memory;
  * - failures as {@link KubeApiError} (status and body), {@link KubeTransportError} or the transport's own error (all
  *   with a `code`), mapped by api-errors.ts.
  *
  * It replaces @kubernetes/client-node in the Lambda bundles: client-node 2.x and its HTTP client undici were most of
- * the bundles' bytes and so most of their module load (docs/benchmarks.md, cold start). Where the credentials come from
- * is a {@link ClusterEndpoint}: the product's own {@link RestConfig} (EKS token, untrusted kubeconfigs' inline
- * credentials), or, on the developer side, a client-node `KubeConfig`, which has the same two methods.
+ * the bundles' bytes and so most of their module load (docs/benchmarks.md, cold start). A {@link ClusterEndpoint} is
+ * the product's own {@link RestConfig}, or, on the developer side, a client-node `KubeConfig` (same two methods).
  */
 import http from 'node:http';
 import https from 'node:https';
@@ -86,16 +77,12 @@ const direct = { 'https:': new https.Agent(POOL), 'http:': new http.Agent(POOL) 
 /** Proxy agents by route (`<target protocol> <proxy URL>`); the key holds a proxy's password, it is never logged. */
 const proxied = new Map<string, http.Agent>();
 
-/** The agent for a request to `url` through `proxy` (or directly). */
 async function agentFor(url: URL, proxy: URL | undefined): Promise<http.Agent> {
   const protocol = url.protocol === 'http:' ? 'http:' : 'https:';
   if (!proxy) return direct[protocol];
   const key = `${protocol} ${proxy.href}`;
   let agent = proxied.get(key);
-  if (!agent) {
-    agent = await createProxyAgent(protocol, proxy, POOL);
-    proxied.set(key, agent);
-  }
+  if (!agent) proxied.set(key, (agent = await createProxyAgent(protocol, proxy, POOL)));
   return agent;
 }
 
@@ -126,10 +113,7 @@ export function pathWithQuery(path: string, query: Readonly<Record<string, strin
 /** Percent-encodes one path segment (an object's name or namespace). */
 export const seg = encodeURIComponent;
 
-/**
- * Opens a request and resolves with the response once its headers arrived; the caller reads (or destroys) the body.
- * A request that failed on a reused socket before any answer is sent again (see the module comment).
- */
+/** Opens a request and resolves with the response once its headers arrived; the caller reads (or destroys) the body. */
 export async function openRequest(
   endpoint: ClusterEndpoint,
   method: string,
@@ -146,11 +130,10 @@ export async function openRequest(
     headers['Content-Type'] = options.contentType ?? 'application/json';
     headers['Content-Length'] = Buffer.byteLength(options.body);
   }
-  // method and path are set before the credentials are applied, so a wrapper of applyToHTTPSOptions sees the call.
+  // Method and path are set first, so that a wrapper of applyToHTTPSOptions sees the call.
   const opts: https.RequestOptions = { method, path: url.pathname + url.search, headers };
   await endpoint.applyToHTTPSOptions(opts);
-  // client-node's KubeConfig sets an agent of its own (cached per context, a proxy agent for proxy-url): the pool here
-  // takes its place, through the same proxy.
+  // client-node's KubeConfig sets an agent of its own (a proxy agent for proxy-url): the pool here takes its place.
   const agent = await agentFor(url, proxy);
   const mod = url.protocol === 'http:' ? http : https;
   const send = (): Promise<{ res?: http.IncomingMessage; stale?: NodeJS.ErrnoException }> =>

@@ -1,23 +1,17 @@
 /**
  * The management cluster's endpoint and credentials (a RestConfig, rest-config.ts), from one of four sources
  * (shared/config/cluster-access-config.ts):
- * - `kubeconfig`: a kubeconfig file (KUBECONFIG, or `~/.kube/config`) for running a function locally (refused in AWS
- *   Lambda: cluster-access-config.ts). It is read like a stored one: inline credentials only, no exec plugin or
- *   auth provider (the local tools, `npm start` and `npm run forwarder`, read KUBECONFIG with client-node's full
- *   support instead);
+ * - `kubeconfig`: a kubeconfig file for running a function locally (refused in AWS Lambda), read like a stored one;
  * - `eks`: an EKS IAM token minted from the function's role, with endpoint and CA from configuration;
  * - `ssm` / `secretsmanager`: a kubeconfig stored in SSM Parameter Store (SecureString) or Secrets Manager. It is
  *   untrusted (whoever may write that parameter or secret wrote it): inline credentials only, see untrusted-kubeconfig.ts.
- * Every source's requests take the kubeconfig's `proxy-url`, else HTTPS_PROXY/NO_PROXY (docs/proxies.md, kube-http.ts).
  * Loaded once per warm container. The EKS RestConfig stays the same object: it puts a cached token on every request
- * and mints a new one shortly before it expires. Stored kubeconfigs are re-read after
- * `reloadAfterSeconds`, so a rotated kubeconfig is picked up (the previous one is kept if the re-read fails).
+ * and mints a new one shortly before it expires. Stored kubeconfigs are re-read after {@link RELOAD_AFTER_MS}, so a
+ * rotated kubeconfig is picked up (the previous one is kept if the re-read fails).
  * No credential, token or kubeconfig content is ever logged or put in an error message.
  */
-// Types only at module scope: the SDK clients are loaded when a stored kubeconfig is read (managementAuth ssm or
-// secretsmanager), so EKS and kubeconfig deployments do not pay their load time at every cold start.
-import type { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
-import type { SSMClient } from '@aws-sdk/client-ssm';
+// The SDK clients are loaded (runtime-sdk.ts) when a stored kubeconfig is read, so EKS and kubeconfig deployments do
+// not pay their load time at every cold start.
 import type { Logger } from '@aws-lambda-powertools/logger';
 import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
@@ -32,44 +26,26 @@ import { kubeConfigFromUntrusted } from './untrusted-kubeconfig.ts';
 import { runtimeSdk } from '#shared/adapters/aws/runtime-sdk.ts';
 
 /** The name under which errors report the management cluster. */
-export const MANAGEMENT_CLUSTER = 'management';
-export const DEFAULT_RELOAD_AFTER_SECONDS = 300;
+const MANAGEMENT_CLUSTER = 'management';
+const RELOAD_AFTER_MS = 300_000;
 
 /** The logger methods used here (the shared Powertools logger, or another instance in tests). */
-export type KubeConfigLog = Pick<Logger, 'debug' | 'info' | 'warn'>;
+type KubeConfigLog = Pick<Logger, 'debug' | 'info' | 'warn'>;
 
 export interface ManagementKubeConfigDeps {
   readonly clock?: Clock;
   /** AWS credentials for the EKS token (default: the SDK's default chain, i.e. the function role). */
   readonly credentials?: AwsCredentialsProvider;
-  /** Replace the EKS token this many seconds before it expires (default 60). */
-  readonly eksRefreshBeforeSeconds?: number;
-  readonly ssm?: SSMClient;
-  readonly secretsManager?: SecretsManagerClient;
-  /** Re-read a stored (SSM / Secrets Manager) kubeconfig after this many seconds (default 300). */
-  readonly reloadAfterSeconds?: number;
   readonly logger?: KubeConfigLog;
 }
 
-export interface ManagementKubeConfigLoader {
-  /** The cached RestConfig, or a freshly loaded one. Throws ClusterCredentialsError when none can be loaded. */
-  load(): Promise<RestConfig>;
-  /** Forgets the cached RestConfig and token (e.g. after a 401), so the next load starts over. */
-  invalidate(): void;
-}
-
-/** Creates a loader with its own cache. */
-export function createManagementKubeConfigLoader(
-  config: ClusterAccessConfig,
-  deps: ManagementKubeConfigDeps = {},
-): ManagementKubeConfigLoader {
+/** Creates a loader with its own cache; `load()` throws ClusterCredentialsError when no RestConfig can be loaded. */
+export function createManagementKubeConfigLoader(config: ClusterAccessConfig, deps: ManagementKubeConfigDeps = {}): { load(): Promise<RestConfig> } {
   const access = config.management;
   const clock = deps.clock ?? systemClock;
   const log = deps.logger ?? defaultLogger;
-  const reloadAfterMs = (deps.reloadAfterSeconds ?? DEFAULT_RELOAD_AFTER_SECONDS) * 1000;
   let cached: { kubeConfig: RestConfig; reloadAt: number } | undefined;
   let pending: Promise<RestConfig> | undefined;
-  let tokenSource: EksTokenSource | undefined;
 
   const loadFresh = async (): Promise<{ kubeConfig: RestConfig; reloadAt: number }> => {
     switch (access.auth) {
@@ -77,24 +53,17 @@ export function createManagementKubeConfigLoader(
         log.info('Loading management kubeconfig', { source: 'kubeconfig', path: access.kubeconfigPath ?? 'default' });
         return { kubeConfig: fromKubeconfigFile(access.kubeconfigPath), reloadAt: Number.POSITIVE_INFINITY };
       case 'eks': {
-        tokenSource ??= createEksTokenSource({
-          clusterName: access.clusterName,
-          region: access.region,
-          ...(deps.credentials ? { credentials: deps.credentials } : {}),
-          clock,
-          ...(deps.eksRefreshBeforeSeconds === undefined ? {} : { refreshBeforeSeconds: deps.eksRefreshBeforeSeconds }),
-        });
+        const tokens = createEksTokenSource({ clusterName: access.clusterName, region: access.region, clock, ...(deps.credentials ? { credentials: deps.credentials } : {}) });
         log.info('Loading management kubeconfig', { source: 'eks', cluster: access.clusterName, endpoint: access.endpoint });
-        const getToken = tokenGetter(tokenSource, access.clusterName, log);
-        const kubeConfig = fromEksToken(access, getToken);
+        const getToken = tokenGetter(tokens, access.clusterName, log);
         // Mint the first token now, so that a credentials problem surfaces at load time.
         await getToken();
-        return { kubeConfig, reloadAt: Number.POSITIVE_INFINITY };
+        return { kubeConfig: new RestConfig({ server: access.endpoint, caData: access.caData, token: getToken }), reloadAt: Number.POSITIVE_INFINITY };
       }
       case 'ssm':
       case 'secretsmanager': {
-        const text = await readStoredKubeconfig(access, deps, log);
-        return { kubeConfig: fromStoredKubeconfig(text, describe(access)), reloadAt: clock.now().getTime() + reloadAfterMs };
+        const text = await readStoredKubeconfig(access, log);
+        return { kubeConfig: kubeConfigFromUntrusted(text, { cluster: MANAGEMENT_CLUSTER, source: describe(access) }), reloadAt: clock.now().getTime() + RELOAD_AFTER_MS };
       }
     }
   };
@@ -104,55 +73,36 @@ export function createManagementKubeConfigLoader(
       cached = await loadFresh();
       return cached.kubeConfig;
     } catch (err) {
-      if (cached && access.auth !== 'kubeconfig') {
-        log.warn('Reloading management kubeconfig failed, keeping the previous one', {
-          source: access.auth,
-          reason: err instanceof Error ? err.message : 'unknown error',
-        });
-        cached = { kubeConfig: cached.kubeConfig, reloadAt: clock.now().getTime() + Math.min(reloadAfterMs, 60_000) };
-        return cached.kubeConfig;
-      }
-      throw err;
+      if (!cached) throw err;
+      log.warn('Reloading management kubeconfig failed, keeping the previous one', { source: access.auth, reason: err instanceof Error ? err.message : 'unknown error' });
+      cached = { kubeConfig: cached.kubeConfig, reloadAt: clock.now().getTime() + 60_000 };
+      return cached.kubeConfig;
     }
   };
 
   return {
     async load() {
       if (cached && clock.now().getTime() < cached.reloadAt) return cached.kubeConfig;
-      pending ??= refresh().finally(() => {
-        pending = undefined;
-      });
-      return pending;
-    },
-    invalidate() {
-      cached = undefined;
-      tokenSource?.invalidate();
+      return (pending ??= refresh().finally(() => (pending = undefined)));
     },
   };
 }
 
-const loaders = new Map<string, ManagementKubeConfigLoader>();
+const loaders = new Map<string, { load(): Promise<RestConfig> }>();
 
 /**
  * The management cluster's RestConfig, cached per warm container (one loader per access configuration; the deps
  * of the first call are kept). Call it per invocation: it is cheap while the cache is fresh.
  */
-export async function loadManagementKubeConfig(
-  config: ClusterAccessConfig,
-  deps: ManagementKubeConfigDeps = {},
-): Promise<RestConfig> {
+export async function loadManagementKubeConfig(config: ClusterAccessConfig, deps: ManagementKubeConfigDeps = {}): Promise<RestConfig> {
   const key = JSON.stringify(config.management);
   let loader = loaders.get(key);
-  if (!loader) {
-    loader = createManagementKubeConfigLoader(config, deps);
-    loaders.set(key, loader);
-  }
+  if (!loader) loaders.set(key, (loader = createManagementKubeConfigLoader(config, deps)));
   return loader.load();
 }
 
-/** Forgets every cached management RestConfig (after a 401, and between tests). */
+/** Forgets every cached management loader (between tests). */
 export function resetManagementKubeConfigCache(): void {
-  for (const loader of loaders.values()) loader.invalidate();
   loaders.clear();
 }
 
@@ -190,48 +140,31 @@ function fromKubeconfigFile(path: string | undefined): RestConfig {
   throw new ClusterCredentialsError(MANAGEMENT_CLUSTER, `${source} could not be read`);
 }
 
-/** Stored kubeconfigs are untrusted like workload Secrets: inline credentials only (untrusted-kubeconfig.ts). */
-function fromStoredKubeconfig(text: string, source: string): RestConfig {
-  return kubeConfigFromUntrusted(text, { cluster: MANAGEMENT_CLUSTER, source });
-}
-
-async function readStoredKubeconfig(
-  access: Extract<ManagementAccess, { auth: 'ssm' | 'secretsmanager' }>,
-  deps: ManagementKubeConfigDeps,
-  log: KubeConfigLog,
-): Promise<string> {
+async function readStoredKubeconfig(access: Extract<ManagementAccess, { auth: 'ssm' | 'secretsmanager' }>, log: KubeConfigLog): Promise<string> {
   const source = describe(access);
+  const region = access.region ? { region: access.region } : {};
   log.info('Loading management kubeconfig', access.auth === 'ssm'
     ? { source: 'ssm', parameter: access.parameterName }
     : { source: 'secretsmanager', secretId: access.secretId });
+  let value: string | undefined;
   try {
     if (access.auth === 'ssm') {
       const { GetParameterCommand, SSMClient } = runtimeSdk('@aws-sdk/client-ssm');
-      const ssm = deps.ssm ?? new SSMClient(access.region ? { region: access.region } : {});
-      const out = await ssm.send(new GetParameterCommand({ Name: access.parameterName, WithDecryption: true }));
-      const value = out.Parameter?.Value;
-      if (!value) throw new ClusterCredentialsError(MANAGEMENT_CLUSTER, `${source} is empty`);
-      return value;
+      value = (await new SSMClient(region).send(new GetParameterCommand({ Name: access.parameterName, WithDecryption: true }))).Parameter?.Value;
+    } else {
+      const { GetSecretValueCommand, SecretsManagerClient } = runtimeSdk('@aws-sdk/client-secrets-manager');
+      const out = await new SecretsManagerClient(region).send(new GetSecretValueCommand({ SecretId: access.secretId }));
+      value = out.SecretString ?? (out.SecretBinary ? Buffer.from(out.SecretBinary).toString('utf8') : undefined);
     }
-    const { GetSecretValueCommand, SecretsManagerClient } = runtimeSdk('@aws-sdk/client-secrets-manager');
-    const secrets = deps.secretsManager ?? new SecretsManagerClient(access.region ? { region: access.region } : {});
-    const out = await secrets.send(new GetSecretValueCommand({ SecretId: access.secretId }));
-    const value = out.SecretString ?? (out.SecretBinary ? Buffer.from(out.SecretBinary).toString('utf8') : undefined);
-    if (!value) throw new ClusterCredentialsError(MANAGEMENT_CLUSTER, `${source} is empty`);
-    return value;
   } catch (err) {
-    if (err instanceof ClusterCredentialsError) throw err;
     // AWS error names and messages carry names and ARNs, never the value; the raw error (with the response
     // metadata) is not kept as cause, and the message is capped.
     const name = err instanceof Error ? err.name : 'Error';
     const message = err instanceof Error ? err.message.slice(0, 300) : 'unknown error';
     throw new ClusterCredentialsError(MANAGEMENT_CLUSTER, `reading ${source} failed: ${name}: ${message}`);
   }
-}
-
-/** The EKS endpoint and CA from configuration, and a token minted from the function's role on every request. */
-function fromEksToken(access: Extract<ManagementAccess, { auth: 'eks' }>, getToken: () => Promise<string>): RestConfig {
-  return new RestConfig({ server: access.endpoint, caData: access.caData, token: getToken });
+  if (!value) throw new ClusterCredentialsError(MANAGEMENT_CLUSTER, `${source} is empty`);
+  return value;
 }
 
 /** Wraps the token source: logs when a new token is in use (its expiry only) and hides failure details. */

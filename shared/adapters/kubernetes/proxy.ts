@@ -7,12 +7,10 @@
  *   `::1`) is never proxied through the environment (Go's `httpproxy.Config.ProxyFunc`);
  * - otherwise none.
  *
- * Proxies over `http://`, `https://` (an HTTP CONNECT tunnel), `socks5://` and `socks5h://` (SOCKS5) are supported,
- * the schemes client-go accepts; TLS to the API server runs inside the tunnel, verified against the kubeconfig's CA
- * exactly as without a proxy (proxy-agents.ts, kube-http.ts). Any other scheme (socks4, ftp, …) is refused with
- * {@link ProxyConfigError}, never ignored: a request that was meant to go through a proxy never goes out directly.
- * A proxy URL may hold a user and password (`http://user:pass@proxy:3128`): they are sent only to the proxy
- * (Proxy-Authorization, or SOCKS5 authentication) and never appear in an error message: errors name the scheme at most.
+ * The schemes client-go accepts, `http://`, `https://`, `socks5://` and `socks5h://`, are supported (proxy-agents.ts).
+ * Any other scheme (socks4, ftp, …) is refused with {@link ProxyConfigError}, never ignored: a request that was meant
+ * to go through a proxy never goes out directly. A proxy URL may hold a user and password: they are sent only to the
+ * proxy and never appear in an error message: errors name the scheme at most.
  */
 import net from 'node:net';
 
@@ -34,16 +32,9 @@ export const SUPPORTED_PROXY_SCHEMES: readonly string[] = ['http:', 'https:', 's
  * a kubeconfig's `proxy-url` must be a URL.
  */
 export function parseProxyUrl(value: string, where: string, o: { readonly fromEnvironment?: boolean } = {}): URL {
-  const parse = (text: string): URL | undefined => {
-    try {
-      return new URL(text);
-    } catch {
-      return undefined;
-    }
-  };
-  let url = parse(value);
-  if (o.fromEnvironment && (url === undefined || url.host === '')) url = parse(`http://${value}`) ?? url;
-  if (url === undefined) throw new ProxyConfigError(`${where} is not a valid URL`);
+  let url = URL.parse(value);
+  if (o.fromEnvironment && (url === null || url.host === '')) url = URL.parse(`http://${value}`) ?? url;
+  if (url === null) throw new ProxyConfigError(`${where} is not a valid URL`);
   if (!SUPPORTED_PROXY_SCHEMES.includes(url.protocol)) {
     const scheme = /^[a-z][a-z0-9+.-]{0,20}:$/i.test(url.protocol) ? url.protocol.slice(0, -1) : 'unknown';
     throw new ProxyConfigError(`${where} uses the scheme "${scheme}", which the product does not support (http, https, socks5 and socks5h proxies only)`);

@@ -21,25 +21,18 @@ export const NODE_STREAM_RATE_LIMIT: RateLimit = { burst: 30, perSecond: 1 };
 
 export class EndpointRateLimiter {
   readonly #limit: RateLimit;
-  readonly #now: () => number;
   #state: BucketState;
-  /** Requests that waited for a token (for tests and telemetry). */
-  waited = 0;
 
-  constructor(limit: RateLimit, now: () => number = Date.now) {
+  constructor(limit: RateLimit) {
     this.#limit = limit;
-    this.#now = now;
-    this.#state = fullBucket(limit, now());
+    this.#state = fullBucket(limit, Date.now());
   }
 
   /** Takes a token, waiting for it when none is left. */
   async take(): Promise<void> {
-    const { state, waitMs } = takeToken(this.#state, this.#now(), this.#limit);
+    const { state, waitMs } = takeToken(this.#state, Date.now(), this.#limit);
     this.#state = state;
-    if (waitMs > 0) {
-      this.waited++;
-      await delay(waitMs);
-    }
+    if (waitMs > 0) await delay(waitMs);
   }
 
   /** The endpoint, each request of which takes a token first (the credentials are applied once it has one). */

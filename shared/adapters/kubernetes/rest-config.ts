@@ -27,7 +27,6 @@ export interface RestConfigOptions {
   readonly token?: string | (() => Promise<string>);
 }
 
-/** See the module comment. */
 export class RestConfig implements ClusterEndpoint {
   readonly #server: string;
   readonly #proxyUrl: string | undefined;

@@ -112,7 +112,7 @@ export function kubeConfigFromUntrusted(text: string, from: KubeconfigSource): R
   if (!cluster || !user) throw fail('has no current context with a cluster and a user');
 
   const server = cluster.body.server;
-  if (typeof server !== 'string' || !isHttpsUrl(server)) throw fail(`has no valid https server in clusters[${cluster.index}]`);
+  if (typeof server !== 'string' || URL.parse(server)?.protocol !== 'https:') throw fail(`has no valid https server in clusters[${cluster.index}]`);
   const caData = optionalBase64(cluster.body['certificate-authority-data'], `clusters[${cluster.index}].cluster.certificate-authority-data`, fail);
   const tlsServerName = cluster.body['tls-server-name'];
   const proxyUrl = cluster.body['proxy-url'];
@@ -135,20 +135,8 @@ export function kubeConfigFromUntrusted(text: string, from: KubeconfigSource): R
 
 /** The named entries of `clusters`, `users` or `contexts` (entries without a name or body are skipped). */
 function entries(list: unknown, bodyKey: string): Array<{ index: number; name: string; body: Obj }> {
-  if (!Array.isArray(list)) return [];
-  const out: Array<{ index: number; name: string; body: Obj }> = [];
-  list.forEach((entry: unknown, index) => {
-    if (isObj(entry) && typeof entry.name === 'string' && isObj(entry[bodyKey])) out.push({ index, name: entry.name, body: entry[bodyKey] as Obj });
-  });
-  return out;
-}
-
-function isHttpsUrl(value: string): boolean {
-  try {
-    return new URL(value).protocol === 'https:';
-  } catch {
-    return false;
-  }
+  return (Array.isArray(list) ? list : []).flatMap((entry: unknown, index) =>
+    isObj(entry) && typeof entry.name === 'string' && isObj(entry[bodyKey]) ? [{ index, name: entry.name, body: entry[bodyKey] as Obj }] : []);
 }
 
 function optionalBase64(value: unknown, field: string, fail: (detail: string) => ClusterCredentialsError): string | undefined {

@@ -1,19 +1,14 @@
 /**
- * The `User-Agent` of every request of the product's HTTP client (kube-http.ts), in the style of kubectl's
- * (`kubectl/v1.31.0 (linux/amd64) kubernetes/9f2a3c1`):
- *
- *   capi-taint-propagator/<version> (<form>; <component>)
- *
- * e.g. `capi-taint-propagator/0.1.0 (lambda; reconcile-node-taints)`, so that an API server's audit log
- * (`userAgent`) and its `apiserver_request_total` metric can select the product's requests, and tell the
- * deployed functions from a developer's `npm start`. The form is `lambda` or `local`; the component is the part of
- * the product that makes the request (`watch-forwarder`, `reconcile-node-taints`, `status`, …). A process says
- * who it is once at start (`identifyAs`); a process that runs several components (the local pipeline of
+ * The `User-Agent` of every request of the product's HTTP client (kube-http.ts), in the style of kubectl's:
+ * `capi-taint-propagator/<version> (<form>; <component>)`, e.g. `capi-taint-propagator/0.1.0 (lambda;
+ * reconcile-node-taints)`, so that an API server's audit log and its `apiserver_request_total` metric can select the
+ * product's requests, and tell the deployed functions (`lambda`) from a developer's `npm start` (`local`). A process
+ * says who it is once at start (`identifyAs`); a process that runs several components (the local pipeline of
  * `npm start`) runs each inside `asComponent`, which holds for everything that part awaits.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 
-/** The product's name, the first word of its User-Agent (audit logs select the product's requests by it). */
+/** The product's name, the first word of its User-Agent. */
 export const PRODUCT_NAME = 'capi-taint-propagator';
 
 /** The product's version: package.json's `version` (a unit test keeps the two equal). */

@@ -1,13 +1,10 @@
 /**
- * Workload-cluster credentials by Cluster API's convention: the Secret `<cluster>-kubeconfig` in the
- * Cluster's namespace (type `cluster.x-k8s.io/secret`, label `cluster.x-k8s.io/cluster-name`), whose
- * key `value` holds a kubeconfig — or, when it exists, the product's own `<cluster>-taint-propagator-kubeconfig` next to
- * it (a dedicated, non-admin credential; 404 or 403 on it falls back to CAPI's). The kubeconfig is untrusted (anyone who may create a Secret in that namespace
- * could have written it): it goes through `kubeConfigFromUntrusted` — inline credentials only, no exec plugin,
- * auth provider or file path — before any client sees any of it. RestConfigs are cached per Secret
- * resourceVersion, so rotated credentials are picked up on the next `get` without rebuilding clients for
- * unchanged Secrets. The Secret is read through the product's HTTP client (kube-http.ts); its `data` is base64 text
- * on the wire, decoded here.
+ * Workload-cluster credentials by Cluster API's convention: the Secret `<cluster>-kubeconfig` in the Cluster's
+ * namespace, whose key `value` holds a kubeconfig — or, when it exists, the product's own
+ * `<cluster>-taint-propagator-kubeconfig` next to it (same format: a platform team's dedicated, non-admin credential).
+ * The kubeconfig is untrusted (anyone who may create a Secret in that namespace could have written it): it goes through
+ * `kubeConfigFromUntrusted` before any client sees any of it. RestConfigs are cached per Secret resourceVersion, so
+ * rotated credentials are picked up on the next `get` without rebuilding clients for unchanged Secrets.
  */
 import type { V1Secret } from '@kubernetes/client-node';
 import { clusterKey, type ClusterRef } from '#shared/domain/cloud-event.ts';
@@ -18,20 +15,7 @@ import type { RestConfig } from './rest-config.ts';
 import { kubeConfigFromUntrusted } from './untrusted-kubeconfig.ts';
 
 /** CAPI's kubeconfig Secret key. */
-export const KUBECONFIG_SECRET_KEY = 'value';
-
-/** The Secret name CAPI gives a Cluster's kubeconfig. */
-export function kubeconfigSecretName(clusterName: string): string {
-  return `${clusterName}-kubeconfig`;
-}
-
-/**
- * The Secret a platform team may add next to CAPI's to give the product a dedicated, non-admin credential for that
- * workload cluster (same format: key `value` holds a kubeconfig). When it exists it is used instead of CAPI's.
- */
-export function dedicatedKubeconfigSecretName(clusterName: string): string {
-  return `${clusterName}-taint-propagator-kubeconfig`;
-}
+const KUBECONFIG_SECRET_KEY = 'value';
 
 /** Hands out the credentials of each cluster: a workload cluster's RestConfig, or the management cluster's endpoint. */
 export interface WorkloadKubeConfigs<E extends ClusterEndpoint = ClusterEndpoint> {
@@ -56,26 +40,19 @@ export function workloadKubeConfigs<M extends ClusterEndpoint>(management: M, op
     async get(cluster: ClusterRef): Promise<M | RestConfig> {
       if (cluster.mode === 'self') return management;
       const key = clusterKey(cluster);
-      const describeFailure = (name: string, err: unknown): ClusterCredentialsError => {
-        // The API error holds the response body: report the status only, keep no cause.
-        const status = statusOf(err);
-        const where = `Secret ${cluster.namespace}/${name}`;
-        return new ClusterCredentialsError(key, status === 404 ? `${where} not found` : status !== undefined ? `reading ${where}: HTTP ${status}` : `reading ${where} failed`);
-      };
-      let secretName = dedicatedKubeconfigSecretName(cluster.name);
-      let secret: V1Secret;
-      try {
-        secret = await read(cluster.namespace, secretName);
-      } catch (err) {
-        const status = statusOf(err);
-        if (status !== 404 && status !== 403) throw describeFailure(secretName, err);
-        secretName = kubeconfigSecretName(cluster.name);
-        try {
-          secret = await read(cluster.namespace, secretName);
-        } catch (fallbackErr) {
-          throw describeFailure(secretName, fallbackErr);
-        }
-      }
+      const readOrFail = (name: string, tolerated: readonly number[]): Promise<V1Secret | undefined> =>
+        read(cluster.namespace, name).catch((err: unknown) => {
+          // The API error holds the response body: report the status only, keep no cause.
+          const status = statusOf(err);
+          if (status !== undefined && tolerated.includes(status)) return undefined;
+          const where = `Secret ${cluster.namespace}/${name}`;
+          throw new ClusterCredentialsError(key, status === 404 ? `${where} not found` : status !== undefined ? `reading ${where}: HTTP ${status}` : `reading ${where} failed`);
+        });
+      // The dedicated Secret first; 404 or 403 on it falls back to CAPI's.
+      let secretName = `${cluster.name}-taint-propagator-kubeconfig`;
+      let secret = await readOrFail(secretName, [404, 403]);
+      if (!secret) secret = await readOrFail((secretName = `${cluster.name}-kubeconfig`), []);
+      if (!secret) throw new ClusterCredentialsError(key, `Secret ${cluster.namespace}/${secretName} not found`);
       const where = `Secret ${cluster.namespace}/${secretName}`;
       const rv = secret.metadata?.resourceVersion ?? '';
       const cached = cache.get(key);

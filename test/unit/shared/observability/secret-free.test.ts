@@ -178,8 +178,8 @@ it('keeps every planted secret out of logs, Events, metrics and dead letters on 
 
   // Act
   const response = await processBatch(sqsEvent(...records), context, deps);
-  for (let i = 0; i < 4; i++) await loadAndLog(ssm, { ssm: new SSMClient({ region: 'eu-west-1' }) });
-  for (let i = 0; i < 3; i++) await loadAndLog(sm, { secretsManager: new SecretsManagerClient({ region: 'eu-west-1' }) });
+  for (let i = 0; i < 4; i++) await loadAndLog(ssm, {});
+  for (let i = 0; i < 3; i++) await loadAndLog(sm, {});
   await loadAndLog(eks, {
     credentials: async () => {
       throw Object.assign(new Error(`Could not load credentials: secretAccessKey=${AWS_SECRET} sessionToken=${SESSION}`), { name: 'CredentialsProviderError' });
@@ -296,7 +296,7 @@ it("keeps a proxy's user and password out of logs, Events, metrics and dead lett
   } finally {
     await proxy.close();
   }
-  await createManagementKubeConfigLoader({ clusterMode: 'capi', management: { auth: 'ssm', parameterName: '/capi/mgmt', region: 'eu-west-1' } }, { ssm: new SSMClient({ region: 'eu-west-1' }), logger })
+  await createManagementKubeConfigLoader({ clusterMode: 'capi', management: { auth: 'ssm', parameterName: '/capi/mgmt', region: 'eu-west-1' } }, { logger })
     .load()
     .catch((err: unknown) => {
       failures.push(err);

@@ -214,35 +214,6 @@ describe('createEksTokenSource', () => {
     expect(credentialCalls).toBe(1);
   });
 
-  it('mints a new token after invalidate()', async () => {
-    // Prepare
-    const clock = fakeClock(now);
-    const source = createEksTokenSource({ clusterName, region, clock, credentials: async () => credentials });
-    const first = await source.getToken();
-    clock.advance(1);
-
-    // Act
-    source.invalidate();
-    const second = await source.getToken();
-
-    // Assess
-    expect(second.token).not.toBe(first.token);
-  });
-
-  it('honours a custom refresh margin', async () => {
-    // Prepare
-    const clock = fakeClock(now);
-    const source = createEksTokenSource({ clusterName, region, clock, credentials: async () => credentials, refreshBeforeSeconds: 300 });
-    const first = await source.getToken();
-
-    // Act
-    clock.advance(9 * 60 + 1); // past 14 min - 5 min
-    const second = await source.getToken();
-
-    // Assess
-    expect(second.token).not.toBe(first.token);
-  });
-
   it('lets a credentials failure through and retries on the next call', async () => {
     // Prepare
     let fail = true;

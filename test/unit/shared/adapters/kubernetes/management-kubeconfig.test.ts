@@ -91,7 +91,7 @@ describe('stored kubeconfig (SSM Parameter Store)', () => {
   it('reads the SecureString with decryption and builds the KubeConfig', async () => {
     // Prepare
     ssmMock.on(GetParameterCommand, { Name: '/capi/mgmt-kubeconfig', WithDecryption: true }).resolves({ Parameter: { Value: TOKEN_KUBECONFIG } });
-    const loader = createManagementKubeConfigLoader(ssmConfig, { ssm: new SSMClient({}), logger: silent });
+    const loader = createManagementKubeConfigLoader(ssmConfig, { logger: silent });
 
     // Act
     const kc = await loader.load();
@@ -105,7 +105,7 @@ describe('stored kubeconfig (SSM Parameter Store)', () => {
     // Prepare
     const clock = fakeClock();
     ssmMock.on(GetParameterCommand).resolvesOnce({ Parameter: { Value: TOKEN_KUBECONFIG } }).resolves({ Parameter: { Value: CERT_KUBECONFIG } });
-    const loader = createManagementKubeConfigLoader(ssmConfig, { ssm: new SSMClient({}), clock, reloadAfterSeconds: 300, logger: silent });
+    const loader = createManagementKubeConfigLoader(ssmConfig, { clock, logger: silent });
 
     // Act
     const first = await loader.load();
@@ -124,7 +124,7 @@ describe('stored kubeconfig (SSM Parameter Store)', () => {
     // Prepare
     const clock = fakeClock();
     ssmMock.on(GetParameterCommand).resolvesOnce({ Parameter: { Value: TOKEN_KUBECONFIG } }).rejects(new Error('throttled'));
-    const loader = createManagementKubeConfigLoader(ssmConfig, { ssm: new SSMClient({}), clock, logger: silent });
+    const loader = createManagementKubeConfigLoader(ssmConfig, { clock, logger: silent });
     const first = await loader.load();
     clock.advance(301);
 
@@ -143,7 +143,7 @@ describe('stored kubeconfig (SSM Parameter Store)', () => {
   ])('fails with ClusterCredentialsError on $name, naming the parameter only', async ({ setup, message }) => {
     // Prepare
     setup();
-    const loader = createManagementKubeConfigLoader(ssmConfig, { ssm: new SSMClient({}), logger: silent });
+    const loader = createManagementKubeConfigLoader(ssmConfig, { logger: silent });
 
     // Act
     const error = await loader.load().then(() => undefined, (err: unknown) => err);
@@ -164,7 +164,7 @@ describe('stored kubeconfig (Secrets Manager)', () => {
   ])('reads the kubeconfig from $name', async ({ output }) => {
     // Prepare
     smMock.on(GetSecretValueCommand, { SecretId: 'capi/mgmt-kubeconfig' }).resolves(output);
-    const loader = createManagementKubeConfigLoader(smConfig, { secretsManager: new SecretsManagerClient({}), logger: silent });
+    const loader = createManagementKubeConfigLoader(smConfig, { logger: silent });
 
     // Act
     const kc = await loader.load();
@@ -300,16 +300,15 @@ describe('logs', () => {
     const eksTokens: string[] = [];
 
     // Act: every path that logs, including failures logged at the boundary with their error
-    const ssm = createManagementKubeConfigLoader(ssmConfig, { ssm: new SSMClient({}), clock, logger });
+    const ssm = createManagementKubeConfigLoader(ssmConfig, { clock, logger });
     await authHeaders(await ssm.load());
     clock.advance(301);
     await ssm.load(); // re-read fails: warning, previous kept
     clock.advance(301);
     await ssm.load(); // broken YAML: warning, previous kept
-    ssm.invalidate();
-    await ssm.load().catch((err: unknown) => logger.error('Loading the management kubeconfig failed', err as Error));
+    await createManagementKubeConfigLoader(ssmConfig, { clock, logger }).load().catch((err: unknown) => logger.error('Loading the management kubeconfig failed', err as Error));
 
-    await authHeaders(await createManagementKubeConfigLoader(smConfig, { secretsManager: new SecretsManagerClient({}), clock, logger }).load());
+    await authHeaders(await createManagementKubeConfigLoader(smConfig, { clock, logger }).load());
 
     const eks = await createManagementKubeConfigLoader(eksConfig, { credentials: async () => credentials, clock, logger }).load();
     eksTokens.push(String((await authHeaders(eks)).Authorization));
