@@ -6,7 +6,7 @@
 import type { Override } from '#shared/domain/declarations.ts';
 import { addEvictionCounts, type EvictionCounts, type PodEvictionPreview } from '#shared/domain/eviction-preview.ts';
 import { formatTaint, type Taint } from '#shared/domain/taint.ts';
-import { PausedBy, SyncState, TaintOwner, type DesiredTaint, type NoExecutePreview, type OwnedTaint, type PreviewedTaint, type TaintStatus } from './taint-status.ts';
+import { PausedBy, SyncState, TaintOwner, type DesiredTaint, type NoExecutePreview, type OwnedTaint, type PreviewedTaint, type RolloutProgress, type TaintStatus } from './taint-status.ts';
 
 /** Short names of the declaration sources, for narrow columns. */
 const SOURCE_LABEL: Readonly<Record<string, string>> = {
@@ -72,11 +72,15 @@ const PAUSED_LABEL: Readonly<Record<PausedBy, string>> = {
 /** The label of a Machine whose cluster's Nodes could not be listed: its state is unknown, not "Node missing". */
 export const CLUSTER_UNREACHABLE_LABEL = 'cluster unreachable';
 
-/** The state column: `in sync`, `out of sync`, `invalid declaration (left alone)`, …; `cluster unreachable` when its cluster's Nodes could not be listed. */
-export function formatState(s: Pick<TaintStatus, 'state' | 'pausedBy'> & { readonly unreachableCluster?: UnreachableCluster }): string {
+/**
+ * The state column: `in sync`, `out of sync`, `invalid declaration (left alone)`, …; `cluster unreachable` when its
+ * cluster's Nodes could not be listed; a Node of a staged NoExecute rollout adds its phase: `out of sync (rollout: refused)`.
+ */
+export function formatState(s: Pick<TaintStatus, 'state' | 'pausedBy' | 'rollout'> & { readonly unreachableCluster?: UnreachableCluster }): string {
   if (s.unreachableCluster) return CLUSTER_UNREACHABLE_LABEL;
   if (s.state === SyncState.paused && s.pausedBy) return PAUSED_LABEL[s.pausedBy];
-  return STATE_LABEL[s.state] ?? s.state;
+  const label = STATE_LABEL[s.state] ?? s.state;
+  return s.rollout ? `${label} (rollout: ${s.rollout.phase})` : label;
 }
 
 /** A workload cluster whose Nodes could not be listed (see local/cluster-status.ts). */
@@ -139,8 +143,28 @@ export function formatStatusTable(statuses: readonly TaintStatus[]): string[] {
     if (s.previewed && s.previewed.length > 0) lines.push(`    previews ${s.previewed.map(formatPreviewed).join(', ')}`);
     if (s.state !== SyncState.inSync && s.reason) lines.push(`    why      ${s.reason}`);
     if (s.expected) lines.push(`    expected ${formatTaints(s.expected)}`);
+    if (s.rollout) lines.push(`    rollout  ${formatRollout(s.rollout)}`);
   }
   return lines;
+}
+
+/**
+ * A staged NoExecute rollout's progress on a Node, for people.
+ * @example formatRollout({ phase: 'refused', group: 'MachineDeployment/default/md-0', taints: ['maint:NoExecute'], refused: ['default/web-1'] })
+ * // 'maint:NoExecute in MachineDeployment/default/md-0: waiting, a PodDisruptionBudget refuses evicting default/web-1'
+ */
+export function formatRollout(r: RolloutProgress): string {
+  const head = `${r.taints.join(', ')} in ${r.group}`;
+  switch (r.phase) {
+    case 'claimed':
+      return `${head}: waiting for a place in the group`;
+    case 'evicting':
+      return `${head}: evicting its pods through the Eviction API`;
+    case 'refused':
+      return `${head}: waiting, a PodDisruptionBudget refuses evicting ${(r.refused ?? []).join(', ')}`;
+    case 'stuck':
+      return `${head}: pods that will not go (still terminating past the bound): ${(r.stuck ?? []).join(', ')}`;
+  }
 }
 
 /** Comma-separated taints, or `(none)`. */

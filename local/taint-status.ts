@@ -13,6 +13,7 @@ import { planOwnedTaints, SpecTaintsOwner, type Ownership } from '#shared/domain
 import type { TaintDiff } from '#shared/domain/taint-plan.ts';
 import { OWN_TRACKING_ANNOTATION, Propagation, TRACKING_ANNOTATION, formatTaint, isSameTaint, taintId, valueOf, type MachineTaint, type Taint } from '#shared/domain/taint.ts';
 import { decodeOwnedTaints } from '#shared/domain/tracking-annotation.ts';
+import { decodeRolloutMark, type RolloutMark } from '#shared/domain/noexecute-rollout.ts';
 
 /** Who a Node taint belongs to, as far as the product can tell. */
 export const TaintOwner = {
@@ -126,6 +127,25 @@ export interface TaintStatus {
   readonly noExecutePreview?: NoExecutePreview;
   /** `MachineDeployment ns/name`, `MachineSet ns/name` or `MachinePool ns/name`: the node group the Node belongs to. */
   readonly nodeGroup?: string;
+  /** A staged NoExecute rollout in progress on the Node: its mark (docs/noexecute-rollout.md), read from the Node. */
+  readonly rollout?: RolloutProgress;
+}
+
+/**
+ * Where a Node of a staged NoExecute rollout stands, from its mark: `claimed` (waiting for its place in the group),
+ * `evicting` (its pods go through the Eviction API), `refused` (a PodDisruptionBudget refused an eviction; waited out),
+ * `stuck` (a pod stayed terminating past the bound; the Node no longer counts against the group's bound).
+ */
+export interface RolloutProgress extends RolloutMark {
+  readonly phase: 'claimed' | 'evicting' | 'refused' | 'stuck';
+}
+
+/** The rollout progress a Node's mark shows, if it carries one. */
+export function rolloutProgressOf(annotations: Readonly<Record<string, string>>): RolloutProgress | undefined {
+  const mark = decodeRolloutMark(annotations);
+  if (!mark) return undefined;
+  const phase = mark.stuck?.length ? 'stuck' : mark.refused?.length ? 'refused' : mark.ticket === undefined ? 'claimed' : 'evicting';
+  return { ...mark, phase };
 }
 
 export interface TaintStatusInput {
@@ -173,7 +193,8 @@ export function taintStatusOf(input: TaintStatusInput): TaintStatus {
   const initialized = node !== undefined && Object.hasOwn(node.annotations, OWN_TRACKING_ANNOTATION);
   const actual = node ? ownersOf(node, desired, input.startupTaint, specTaintsOwner) : [];
   const previewed: PreviewedTaint[] = declared.valid ? declared.declaration.previews.map((t) => ({ ...t, source: declared.declaration.sourceOf[taintId(t)] ?? 'spec.taints' })) : [];
-  const common = { ...base, desired, actual, initialized, ...(previewed.length > 0 ? { previewed } : {}) };
+  const rollout = node ? rolloutProgressOf(node.annotations) : undefined;
+  const common = { ...base, desired, actual, initialized, ...(previewed.length > 0 ? { previewed } : {}), ...(rollout ? { rollout } : {}) };
 
   const pausedBy = pausedByOf(input);
   if (pausedBy) return { ...common, state: SyncState.paused, pausedBy, reason: pauseReason(pausedBy, input) };

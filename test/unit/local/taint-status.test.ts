@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { MachineSnapshot, NodeSnapshot } from '#shared/domain/snapshots.ts';
 import type { ClusterView } from '#shared/domain/pause.ts';
 import { PausedBy, SyncState, TaintOwner, needsPods, ownersOf, taintStatusOf, type DesiredTaint, type TaintStatusInput } from '#local/taint-status.ts';
+import { formatState, formatStatusTable } from '#local/status-format.ts';
 import { formatTaint, OWN_TRACKING_ANNOTATION, TRACKING_ANNOTATION as UPSTREAM, UNINITIALIZED_TAINT_KEY } from '#shared/domain/taint.ts';
 
 const CLASS = 'taints.capi-taint-propagator.dev/class';
@@ -308,5 +309,31 @@ describe('Function: taintStatusOf() NoExecute preview', () => {
 
     // Assess
     expect(status.nodeGroup).toEqual(want);
+  });
+});
+
+describe('Function: taintStatusOf() with a staged NoExecute rollout in progress', () => {
+  const MARK = 'rollout.capi-taint-propagator.dev/in-progress';
+  const group = 'MachineDeployment/ns/md';
+  const cases: ReadonlyArray<{ name: string; mark: Record<string, unknown> | string | undefined; want: { phase?: string; state: string; line?: string } }> = [
+    { name: 'shows no rollout on a Node without a mark', mark: undefined, want: { state: 'out of sync' } },
+    { name: 'shows a claim without ticket as waiting for its place', mark: { group, taints: ['maint:NoExecute'] }, want: { phase: 'claimed', state: 'out of sync (rollout: claimed)', line: 'maint:NoExecute in MachineDeployment/ns/md: waiting for a place in the group' } },
+    { name: 'shows a ticketed mark as evicting', mark: { group, taints: ['maint:NoExecute'], ticket: '42' }, want: { phase: 'evicting', state: 'out of sync (rollout: evicting)', line: 'maint:NoExecute in MachineDeployment/ns/md: evicting its pods through the Eviction API' } },
+    { name: 'names the pods a budget refuses', mark: { group, taints: ['maint:NoExecute'], ticket: '42', refused: ['app/web-1'] }, want: { phase: 'refused', state: 'out of sync (rollout: refused)', line: 'maint:NoExecute in MachineDeployment/ns/md: waiting, a PodDisruptionBudget refuses evicting app/web-1' } },
+    { name: 'names the pods that will not go, before the refusals', mark: { group, taints: ['maint:NoExecute'], ticket: '42', refused: ['app/web-1'], stuck: ['app/db-0'] }, want: { phase: 'stuck', state: 'out of sync (rollout: stuck)', line: 'maint:NoExecute in MachineDeployment/ns/md: pods that will not go (still terminating past the bound): app/db-0' } },
+  ];
+  it.each(cases)('$name', ({ mark, want }) => {
+    // Prepare
+    const annotations: Record<string, string> = { [OWN_TRACKING_ANNOTATION]: '', ...(mark === undefined ? {} : { [MARK]: typeof mark === 'string' ? mark : JSON.stringify(mark) }) };
+
+    // Act
+    const status = taintStatusOf({ machine: machine({ annotations: { [MACHINE]: 'maint:NoExecute' } }), node: node({ annotations }) });
+
+    // Assess
+    expect(status.rollout?.phase).toBe(want.phase);
+    expect(formatState(status)).toBe(want.state);
+    const lines = formatStatusTable([status]);
+    if (want.line) expect(lines).toContain(`    rollout  ${want.line}`);
+    else expect(lines.some((l) => l.includes('rollout'))).toBe(false);
   });
 });
