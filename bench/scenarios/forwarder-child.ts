@@ -14,7 +14,7 @@ import { composeWatchForwarder } from '#functions/watch-forwarder/compose.ts';
 import { WatchForwarder } from '#functions/watch-forwarder/forward-watch-events.ts';
 import { workloadKubeConfigs } from '#shared/adapters/kubernetes/workload-kubeconfig.ts';
 import { loadForwarderConfig } from '#shared/config/forwarder-config.ts';
-import type { ClusterRef } from '#shared/domain/cloud-event.ts';
+import type { ClusterRef } from '#shared/contract/cloud-event.ts';
 import { createForwarderTelemetry } from '#shared/observability/forwarder-telemetry.ts';
 import { CallCounter, countingKubeConfig, countingWorkloadLoader } from '../lib/kube.ts';
 

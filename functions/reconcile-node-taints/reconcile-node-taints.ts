@@ -4,7 +4,7 @@
  * MachinePool), its Cluster and the Node are read again, and the write carries the Node's resourceVersion, so
  * duplicates, reordering, lost intermediate states and forged events are harmless. The spine is get → plan → patch.
  */
-import { clusterKey, isNodeTaintEvent, parseEventType, type ClusterRef, type NodeTaintEvent, type NodeTaintEventData, type TaintEvent } from '#shared/domain/cloud-event.ts';
+import { clusterKey, isNodeTaintEvent, parseEventType, type ClusterRef, type NodeTaintEvent, type NodeTaintEventData, type TaintEvent } from '#shared/contract/cloud-event.ts';
 import { declaredTaintsOf, type EffectiveDeclaration } from '#shared/domain/declarations.ts';
 import { machineOwnsNode } from '#shared/domain/node-link.ts';
 import { ReconcileOutcome } from '#shared/domain/outcome.ts';

@@ -12,11 +12,11 @@
  * sending, back-pressure, checkpoint advance); it only runs them together for a term and in order at its end.
  */
 import type { SpecTaintsOwner } from '#shared/domain/ownership.ts';
-import type { Checkpoint } from '#shared/domain/watch-event.ts';
+import type { Checkpoint } from '#shared/contract/streams.ts';
 import type { Clock } from '#shared/ports/clock.ts';
 import type { EventPublisher } from '#shared/ports/event-publisher.ts';
 import type { ForwarderTelemetry } from '#shared/ports/forwarder-telemetry.ts';
-import type { RotaPolicy } from '#shared/domain/forwarder-rota.ts';
+import type { RotaPolicy } from '#shared/policy/forwarder-rota.ts';
 import type { ForwarderRota, LeaderLease } from '#shared/ports/leader-lease.ts';
 import type { WatchSources } from '#shared/ports/watch-source.ts';
 import { logger as defaultLogger } from '#shared/observability/logger.ts';
@@ -202,7 +202,7 @@ export class WatchForwarder {
   }
 
   /**
-   * Runs one window of the deployed form's rota (shared/domain/forwarder-rota.ts) until `signal` aborts: exits at once
+   * Runs one window of the deployed form's rota (shared/policy/forwarder-rota.ts) until `signal` aborts: exits at once
    * when enough members with time left already watch; otherwise joins, resumes every stream from the checkpoint the
    * Lease holds, sends every relevant change it sees (as do the other members: the queue keeps one copy), stores the
    * checkpoint while it holds the Lease, takes the Lease when it is released or expires, and at the end sends what is

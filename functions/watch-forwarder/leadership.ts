@@ -3,13 +3,13 @@
  * is safe to resume from, ends the term when the Lease is lost, and hands over by releasing it with the final
  * checkpoint. With a queue that is not durable, that checkpoint is the last one after which the queue was seen empty.
  *
- * In the deployed form (a rota of overlapping Lambda windows, shared/domain/forwarder-rota.ts) it also decides whether
+ * In the deployed form (a rota of overlapping Lambda windows, shared/policy/forwarder-rota.ts) it also decides whether
  * a window joins the rota or exits, keeps its entry in the member list fresh, takes the Lease whenever it is free or
  * expired, and leaves the rota at the end; there a member watches and sends whether or not it holds the Lease, which
  * only decides who stores the checkpoint.
  */
-import { countedMembers, shouldJoin, withMember, withoutMember, type RotaPolicy } from '#shared/domain/forwarder-rota.ts';
-import type { Checkpoint } from '#shared/domain/watch-event.ts';
+import { countedMembers, shouldJoin, withMember, withoutMember, type RotaPolicy } from '#shared/policy/forwarder-rota.ts';
+import type { Checkpoint } from '#shared/contract/streams.ts';
 import type { ForwarderRota, LeaderLease } from '#shared/ports/leader-lease.ts';
 import type { logger as defaultLogger } from '#shared/observability/logger.ts';
 import { sleep } from '#shared/sleep.ts';

@@ -9,8 +9,8 @@
  * the Machine's `status.nodeRef` — the Machine keeps its Node here (`#annotated`), so a change of the Machine in that
  * moment still names its Node.
  */
-import { clusterKey, type ClusterRef } from '#shared/domain/cloud-event.ts';
-import type { MachineFacts, NodeFacts } from '#shared/domain/watch-event.ts';
+import { clusterKey, type ClusterRef } from '#shared/contract/cloud-event.ts';
+import type { MachineFacts, NodeFacts } from '#shared/model/views.ts';
 
 type Ref = { readonly namespace: string; readonly name: string };
 

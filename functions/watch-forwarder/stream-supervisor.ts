@@ -6,29 +6,13 @@
  * workload clusters whose Node stream is failing: each transition is logged once with the cluster, and their number
  * is sampled as the UnreachableClusters metric, while every other cluster keeps converging.
  */
-import { clusterKey, type ClusterRef } from '#shared/domain/cloud-event.ts';
-import { forwardDecision, pausedChanged, poolNodesToAnnounce, type RelevanceOptions } from '#shared/domain/relevance.ts';
-import { autoscalerEventNeeded } from '#shared/domain/autoscaler-relevance.ts';
+import { clusterKey, type ClusterRef } from '#shared/contract/cloud-event.ts';
+import { forwardDecision, pausedChanged, poolNodesToAnnounce, type RelevanceOptions } from '#shared/policy/relevance.ts';
+import { autoscalerEventNeeded } from '#shared/policy/autoscaler-relevance.ts';
 import type { SpecTaintsOwner } from '#shared/domain/ownership.ts';
-import {
-  MACHINES_STREAM,
-  MACHINE_POOLS_STREAM,
-  MACHINE_DEPLOYMENTS_STREAM,
-  MACHINE_SETS_STREAM,
-  CLUSTERS_STREAM,
-  clusterOfMachine,
-  nodeStreamKey,
-  toClusterPauseEvents,
-  toMachinePoolEvents,
-  toScalableResourceEvent,
-  toTaintEvent,
-  type ClusterFacts,
-  type MachineFacts,
-  type MachinePoolFacts,
-  type NodeFacts,
-  type ScalableFacts,
-  type WatchedFacts,
-} from '#shared/domain/watch-event.ts';
+import { MACHINES_STREAM, MACHINE_POOLS_STREAM, MACHINE_DEPLOYMENTS_STREAM, MACHINE_SETS_STREAM, CLUSTERS_STREAM, nodeStreamKey } from '#shared/contract/streams.ts';
+import { clusterOfMachine, toClusterPauseEvents, toMachinePoolEvents, toScalableResourceEvent, toTaintEvent } from '#shared/contract/events.ts';
+import type { ClusterFacts, MachineFacts, MachinePoolFacts, NodeFacts, ScalableFacts, WatchedFacts } from '#shared/model/views.ts';
 import type { ForwarderTelemetry } from '#shared/ports/forwarder-telemetry.ts';
 import type { StreamEvent, StreamHealthEvent, WatchSources, WatchStream } from '#shared/ports/watch-source.ts';
 import { ForwarderMetric } from '#shared/observability/metric-names.ts';

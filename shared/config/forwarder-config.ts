@@ -16,7 +16,7 @@ export interface ForwarderConfig {
   readonly watchWindowSeconds: number;
   /**
    * Lambda form: how many members of the rota with time left make a scheduled window exit instead of joining
-   * (shared/domain/forwarder-rota.ts). 2: one may be killed and another still watches.
+   * (shared/policy/forwarder-rota.ts). 2: one may be killed and another still watches.
    */
   readonly watchMembers: number;
   /**

@@ -1,4 +1,4 @@
-import type { ClusterRef } from '#shared/domain/cloud-event.ts';
+import type { ClusterRef } from '#shared/contract/cloud-event.ts';
 import type { NodeStore } from './node-store.ts';
 
 /** Hands out a NodeStore for a workload cluster (or for the management cluster itself in `self` mode). */

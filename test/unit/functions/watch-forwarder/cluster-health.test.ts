@@ -5,8 +5,8 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { WatchForwarder, type ForwarderRunSummary } from '#functions/watch-forwarder/forward-watch-events.ts';
-import type { ClusterRef } from '#shared/domain/cloud-event.ts';
-import type { ClusterFacts } from '#shared/domain/watch-event.ts';
+import type { ClusterRef } from '#shared/contract/cloud-event.ts';
+import type { ClusterFacts } from '#shared/model/views.ts';
 import { ForwarderMetric } from '#shared/observability/metric-names.ts';
 import type { ForwarderTelemetry } from '#shared/ports/forwarder-telemetry.ts';
 import { ScriptedSources, until } from '#test/support/scripted-watch-sources.ts';

@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { Leadership } from '#functions/watch-forwarder/leadership.ts';
-import type { Checkpoint } from '#shared/domain/watch-event.ts';
+import type { Checkpoint } from '#shared/contract/streams.ts';
 import type { LeaderLease, LeaseAttempt } from '#shared/ports/leader-lease.ts';
 
 function scriptedLease(attempts: LeaseAttempt[], renewals: boolean[] = []): LeaderLease & { renewed: Checkpoint[]; released: Checkpoint[] } {

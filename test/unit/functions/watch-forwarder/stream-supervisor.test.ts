@@ -7,10 +7,11 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { Outbox } from '#functions/watch-forwarder/outbox.ts';
 import { StreamSupervisor } from '#functions/watch-forwarder/stream-supervisor.ts';
-import { eventIdFor, type TaintEvent } from '#shared/domain/cloud-event.ts';
+import { eventIdFor, type TaintEvent } from '#shared/contract/cloud-event.ts';
 import { SpecTaintsOwner } from '#shared/domain/ownership.ts';
 import { FIELD_MANAGER } from '#shared/domain/taint.ts';
-import type { Checkpoint, ClusterFacts, MachineFacts, MachinePoolFacts, NodeFacts, ScalableFacts } from '#shared/domain/watch-event.ts';
+import type { Checkpoint } from '#shared/contract/streams.ts';
+import type { ClusterFacts, MachineFacts, MachinePoolFacts, NodeFacts, ScalableFacts } from '#shared/model/views.ts';
 import { DECLARATION_ANNOTATIONS } from '#shared/domain/declaration-keys.ts';
 import { ScriptedSources, until } from '#test/support/scripted-watch-sources.ts';
 import { manualClock } from '#test/support/manual-clock.ts';

@@ -2,12 +2,12 @@
  * The forwarder's relevance filter: a fingerprint of exactly what the reconcile function reads, and
  * the rules that decide whether a watch event is worth a queue message. Pure.
  */
-import type { ChangeKind } from './cloud-event.ts';
-import { declaredTaintsOf, type DeclarationResult } from './declarations.ts';
-import { SpecTaintsOwner } from './ownership.ts';
-import { CONTROL_PLANE_LABEL, FIELD_MANAGER, taintId } from './taint.ts';
-import { decodeOwnedTaints } from './tracking-annotation.ts';
-import { objectKeyOf, type MachineFacts, type MachinePoolFacts, type NodeFacts, type WatchedFacts } from './watch-event.ts';
+import type { ChangeKind } from '#shared/contract/cloud-event.ts';
+import { declaredTaintsOf, type DeclarationResult } from '#shared/domain/declarations.ts';
+import { SpecTaintsOwner } from '#shared/domain/ownership.ts';
+import { CONTROL_PLANE_LABEL, FIELD_MANAGER, taintId, type TaintId } from '#shared/domain/taint.ts';
+import { decodeOwnedTaints } from '#shared/domain/tracking-annotation.ts';
+import { objectKeyOf, type MachineFacts, type MachinePoolFacts, type NodeFacts, type WatchedFacts } from '#shared/model/views.ts';
 
 /** Deterministic JSON: object keys sorted, so that equal facts give equal strings. */
 function canonicalJson(v: unknown): string {
@@ -154,7 +154,7 @@ export function isDeclarationRecovery(previous: WatchedFacts | undefined, curren
  * Returns true when the change need not be forwarded.
  * @example isForeignTaintNoise(before, { ...before, taints: [...before.taints, unreachable], writers: { taints: 'node-controller' } }) // true
  */
-export function isForeignTaintNoise(previous: WatchedFacts | undefined, current: WatchedFacts, startupTaint?: { readonly key: string; readonly effect: string }, gateWaitsForCapi = true): boolean {
+export function isForeignTaintNoise(previous: WatchedFacts | undefined, current: WatchedFacts, startupTaint?: TaintId, gateWaitsForCapi = true): boolean {
   if (previous?.kind !== 'Node' || current.kind !== 'Node') return false;
   const { resourceVersion: _r1, writers: _w1, taints: beforeTaints, trackingAnnotation: beforeCapi, ...beforeRest } = previous;
   const { resourceVersion: _r2, writers, taints, trackingAnnotation: capi, ...rest } = current;
@@ -196,7 +196,7 @@ function symmetricDifference(a: ReadonlySet<string>, b: ReadonlySet<string>): Se
 /** What the forwarder knows besides the change itself, for the rules that depend on the Machine's Node or on settings. */
 export interface RelevanceOptions {
   /** The startup gate the reconcile function removes; undefined when off. */
-  readonly startupTaint?: { readonly key: string; readonly effect: string };
+  readonly startupTaint?: TaintId;
   /** Who propagates `spec.taints` (default upstream Cluster API, as the reconcile function's SPEC_TAINTS_OWNER). */
   readonly specTaintsOwner?: SpecTaintsOwner;
   /** The last state the forwarder saw of a Node of the Machine's cluster, by name (undefined: not seen). */
@@ -267,7 +267,7 @@ export function isForeignDeclarationChange(previous: WatchedFacts | undefined, c
 }
 
 /** The Machine's declaration as the reconcile function computes it, from the forwarder's facts. */
-function declarationOfFacts(m: MachineFacts, startupTaint: { readonly key: string; readonly effect: string } | undefined): DeclarationResult {
+function declarationOfFacts(m: MachineFacts, startupTaint: TaintId | undefined): DeclarationResult {
   const labels: Record<string, string> = m.controlPlaneLabel !== undefined ? { [CONTROL_PLANE_LABEL]: m.controlPlaneLabel } : {};
   return declaredTaintsOf({ specTaints: m.specTaints, annotations: m.declarations, labels }, startupTaint ? { startupTaint } : {});
 }
