@@ -15,6 +15,7 @@ import {
   OWN_TRACKING_ANNOTATION,
   TRACKING_ANNOTATION,
 } from '#shared/domain/taint.ts';
+import { isObject, obj, objectParts, pick, str, stringMap, type ObjectParts } from './json.ts';
 
 /** What every view carries of `metadata`. */
 interface ObjectIdentity {
@@ -114,66 +115,14 @@ export interface ScalableFacts extends CapiObjectFacts {
 
 export type WatchedFacts = MachineFacts | NodeFacts | ClusterFacts | MachinePoolFacts | ScalableFacts;
 
-type Json = Record<string, unknown>;
-
-/** A JSON object (not null, not an array). */
-export function isObject(v: unknown): v is Json {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
-
-function str(v: unknown): string | undefined {
-  return typeof v === 'string' && v !== '' ? v : undefined;
-}
-
-function obj(v: unknown): Json {
-  return isObject(v) ? v : {};
-}
-
-function stringMap(v: unknown): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const [k, val] of Object.entries(obj(v))) if (typeof val === 'string') out[k] = val;
-  return out;
-}
-
-/** The entries of `map` whose key is in `keys`. */
-function pick(map: Readonly<Record<string, string>>, keys: readonly string[]): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const key of keys) if (map[key] !== undefined) out[key] = map[key];
-  return out;
-}
-
-interface Parsed extends ObjectIdentity {
-  readonly namespace?: string;
-  readonly labels: Record<string, string>;
-  readonly annotations: Record<string, string>;
-  readonly deleting: boolean;
-  readonly metadata: Json;
-  readonly spec: Json;
-  readonly status: Json;
-}
-
-/** The parts of any object; undefined when it lacks name, uid or resourceVersion (a malformed event). */
-function parse(o: unknown): Parsed | undefined {
-  if (!isObject(o) || !isObject(o.metadata)) return undefined;
-  const m = o.metadata;
-  const [name, uid, resourceVersion, namespace] = [str(m.name), str(m.uid), str(m.resourceVersion), str(m.namespace)];
-  if (!name || !uid || !resourceVersion) return undefined;
-  return {
-    name,
-    uid,
-    resourceVersion,
-    ...(namespace ? { namespace } : {}),
-    labels: stringMap(m.labels),
-    annotations: stringMap(m.annotations),
-    deleting: m.deletionTimestamp !== undefined && m.deletionTimestamp !== null,
-    metadata: m,
-    spec: obj(o.spec),
-    status: obj(o.status),
-  };
+/** The object's parts; undefined when it lacks name, uid or resourceVersion (a malformed event). */
+function parse(o: unknown): ObjectParts | undefined {
+  const p = objectParts(o);
+  return p.name && p.uid && p.resourceVersion ? p : undefined;
 }
 
 /** The facts every Cluster API object shares; undefined when malformed or not namespaced. */
-function capiObject(o: unknown): (Omit<CapiObjectFacts, 'namespace'> & { namespace: string; parsed: Parsed }) | undefined {
+function capiObject(o: unknown): (CapiObjectFacts & { parsed: ObjectParts }) | undefined {
   const p = parse(o);
   if (!p?.namespace) return undefined;
   const clusterName = str(p.spec.clusterName);

@@ -7,7 +7,8 @@
  * from the line itself; the caller decides whether (and how short) an excerpt of a malformed line is logged.
  */
 import type { ChangeKind } from '#shared/contract/cloud-event.ts';
-import { isObject, type WatchedFacts } from '#shared/model/views.ts';
+import { isObject } from '#shared/model/json.ts';
+import type { WatchedFacts } from '#shared/model/views.ts';
 import { escapedText } from '../api-errors.ts';
 
 export type DecodedLine<T extends WatchedFacts> =
