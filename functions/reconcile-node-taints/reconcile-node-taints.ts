@@ -13,7 +13,7 @@ import type { MachineSnapshot, NodeSnapshot } from '#shared/domain/snapshots.ts'
 import { declarationOwnerOf, machinePoolOf } from '#shared/domain/machine-pool.ts';
 import { planOwnedTaints, type SpecTaintsOwner } from '#shared/domain/ownership.ts';
 import { mayAdoptAsInitialized, restoredTaints, type NodeTaintPlan, type TaintDiff } from '#shared/domain/taint-plan.ts';
-import { CLUSTER_NAME_LABEL, OWN_TRACKING_ANNOTATION, formatTaint, type Taint } from '#shared/domain/taint.ts';
+import { CLUSTER_NAME_LABEL, OWN_TRACKING_ANNOTATION, formatTaint, type Taint, type TaintId } from '#shared/domain/taint.ts';
 import { ClusterCredentialsError, MachineConfigurationError, NodeNotFoundError, PatchConflictError, type DeclarationIssue } from '#shared/errors.ts';
 import type { Clock } from '#shared/ports/clock.ts';
 import type { ClusterConnections } from '#shared/ports/cluster-connections.ts';
@@ -26,7 +26,7 @@ import type { ScalableResourceStore } from '#shared/ports/scalable-resource-stor
 export interface ReconcileSettings {
   readonly clusterMode: 'capi' | 'self';
   readonly dryRun: boolean;
-  readonly startupTaint: { readonly key: string; readonly effect: string } | undefined;
+  readonly startupTaint: TaintId | undefined;
   /** Who propagates `spec.taints` (default: upstream CAPI; the product then leaves those taints alone). */
   readonly specTaintsOwner?: SpecTaintsOwner;
 }

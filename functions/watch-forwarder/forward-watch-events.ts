@@ -11,6 +11,7 @@
  * {@link StreamSupervisor} (the watch streams, relevance, per-cluster health) and {@link Outbox} (pending events,
  * sending, back-pressure, checkpoint advance); it only runs them together for a term and in order at its end.
  */
+import type { TaintId } from '#shared/domain/taint.ts';
 import type { SpecTaintsOwner } from '#shared/domain/ownership.ts';
 import type { Checkpoint } from '#shared/contract/streams.ts';
 import type { Clock } from '#shared/ports/clock.ts';
@@ -50,7 +51,7 @@ export interface WatchForwarderDeps {
    * The startup gate the reconcile function removes (STARTUP_TAINT_KEY/EFFECT): a foreign write that adds or removes
    * it is forwarded, never taken for noise. Undefined when the gate is off.
    */
-  readonly startupTaint?: { readonly key: string; readonly effect: string };
+  readonly startupTaint?: TaintId;
   /**
    * Who propagates `Machine.spec.taints` (SPEC_TAINTS_OWNER, as the reconcile function's; default upstream Cluster API):
    * with upstream, a Machine change of `spec.taints` that cannot change the product's decision is not forwarded.

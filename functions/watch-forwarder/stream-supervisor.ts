@@ -6,6 +6,7 @@
  * workload clusters whose Node stream is failing: each transition is logged once with the cluster, and their number
  * is sampled as the UnreachableClusters metric, while every other cluster keeps converging.
  */
+import type { TaintId } from '#shared/domain/taint.ts';
 import { clusterKey, type ClusterRef } from '#shared/contract/cloud-event.ts';
 import { forwardDecision, pausedChanged, poolNodesToAnnounce, type RelevanceOptions } from '#shared/policy/relevance.ts';
 import { autoscalerEventNeeded } from '#shared/policy/autoscaler-relevance.ts';
@@ -41,7 +42,7 @@ export interface StreamSupervisorDeps {
   /** Where each stream resumes, where its progress is kept, and where the events go. */
   readonly outbox: Pick<Outbox, 'startOf' | 'openStream' | 'forgetStream' | 'enqueue'>;
   /** The startup gate (see WatchForwarderDeps.startupTaint). */
-  readonly startupTaint?: { readonly key: string; readonly effect: string };
+  readonly startupTaint?: TaintId;
   /**
    * Whether the `resynced` announcements of a stream's later relists (periodic resync, a watch expired with 410 Gone)
    * are sent now; absent: always. In the deployed form only the Lease holder sends them: the other members watch the
@@ -356,7 +357,7 @@ export class StreamSupervisor {
   }
 
   /** The autoscaler options (the startup gate, refused as a declaration). */
-  private autoscalerOptions(): { startupTaint?: { readonly key: string; readonly effect: string } } {
+  private autoscalerOptions(): { startupTaint?: TaintId } {
     return this.d.startupTaint ? { startupTaint: this.d.startupTaint } : {};
   }
 

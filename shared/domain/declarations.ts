@@ -10,7 +10,7 @@
 import type { DeclarationIssue } from '#shared/errors.ts';
 import { DECLARATION_ANNOTATIONS, type DeclarationAnnotation } from './declaration-keys.ts';
 import type { MachineSnapshot } from './snapshots.ts';
-import { CONTROL_PLANE_LABEL, Propagation, taintId, type MachineTaint } from './taint.ts';
+import { CONTROL_PLANE_LABEL, Propagation, taintId, type MachineTaint, type TaintId } from './taint.ts';
 import { MAX_TAINTS, quote, validateMachineTaint, validateMachineTaints } from './validation.ts';
 
 /** A source of declarations, from lowest to highest precedence: the annotations, then `spec.taints`. */
@@ -20,7 +20,7 @@ export const DECLARATION_SOURCES: readonly DeclarationSource[] = [...DECLARATION
 /** One parsed annotation entry. */
 export type AnnotationEntry =
   | { readonly kind: 'declare'; readonly taint: Record<string, string> }
-  | { readonly kind: 'cancel'; readonly key: string; readonly effect: string };
+  | ({ readonly kind: 'cancel' } & TaintId);
 
 /** A declaration of a lower source that a higher source replaced or cancelled. */
 export interface Override {
@@ -40,7 +40,7 @@ export interface EffectiveDeclaration {
 /** Options of `declaredTaintsOf`. */
 export interface DeclarationOptions {
   /** The configured startup gate taint; declaring it is refused. */
-  readonly startupTaint?: { readonly key: string; readonly effect: string };
+  readonly startupTaint?: TaintId;
 }
 
 export type DeclarationResult =
@@ -101,7 +101,7 @@ export function declaredTaintsOf(
 ): DeclarationResult {
   const context = { worker: !Object.hasOwn(machine.labels, CONTROL_PLANE_LABEL) };
   const issues: DeclarationIssue[] = [];
-  const layers: { source: DeclarationSource; declares: MachineTaint[]; cancels: { key: string; effect: string }[] }[] = [];
+  const layers: { source: DeclarationSource; declares: MachineTaint[]; cancels: TaintId[] }[] = [];
 
   for (const annotation of DECLARATION_ANNOTATIONS) {
     const value = machine.annotations[annotation];
