@@ -29,45 +29,40 @@ export function clusterOfMachine(machine: MachineFacts | MachinePoolFacts | Scal
   return name ? { mode: 'capi', namespace: machine.namespace, name } : undefined;
 }
 
+/** The envelope of one event: `time` is the observation time; the id is deterministic (`eventIdFor`). */
+function envelope(id: string, kind: ObjectKind, change: ChangeKind, cluster: ClusterRef, data: TaintEventData): TaintEvent {
+  return { id, source: sourceFor(cluster), type: eventTypeFor(kind, change), subject: subjectFor(data), time: data.observedAt, data };
+}
+
+function refOf(o: MachineFacts | MachinePoolFacts): { namespace: string; name: string; uid: string; resourceVersion: string } {
+  return { namespace: o.namespace, name: o.name, uid: o.uid, resourceVersion: o.resourceVersion };
+}
+
 /** The CloudEvent that asks for a reconcile of a scalable resource's autoscaler annotation. */
 export function toScalableResourceEvent(facts: ScalableFacts | MachinePoolFacts, change: ChangeKind, cluster: ClusterRef, observedAt: Date): TaintEvent {
-  const at = observedAt.toISOString();
-  const data: ScalableResourceEventData = {
-    kind: 'ScalableResource',
-    cluster,
-    resource: { kind: facts.kind, namespace: facts.namespace, name: facts.name, uid: facts.uid, resourceVersion: facts.resourceVersion },
-    observedAt: at,
-  };
-  return {
-    id: eventIdFor(facts.uid, facts.resourceVersion, change, 'autoscaler'),
-    source: sourceFor(cluster),
-    type: eventTypeFor(ObjectKind.ScalableResource, change),
-    subject: subjectFor(data),
-    time: at,
-    data,
-  };
+  const resource = { kind: facts.kind, namespace: facts.namespace, name: facts.name, uid: facts.uid, resourceVersion: facts.resourceVersion };
+  const data: ScalableResourceEventData = { kind: 'ScalableResource', cluster, resource, observedAt: observedAt.toISOString() };
+  return envelope(eventIdFor(facts.uid, facts.resourceVersion, change, 'autoscaler'), ObjectKind.ScalableResource, change, cluster, data);
 }
 
 /**
  * The small event data for an object: names and routing facts only (the reconcile function reads the Machine and the
  * Node). A Node carries `machine` when its CAPI annotations name one (namespace defaults to the cluster's).
  */
-export function toEventData(facts: MachineFacts | NodeFacts, cluster: ClusterRef, observedAt: Date, hints: EventHints = {}): TaintEventData {
-  const at = observedAt.toISOString();
+function toEventData(facts: MachineFacts | NodeFacts, cluster: ClusterRef, observedAt: string, hints: EventHints): MachineEventData | NodeEventData {
   if (facts.kind === 'Machine') {
     const nodeName = facts.nodeName ?? hints.providerIdNode;
-    const data: MachineEventData = {
+    return {
       kind: 'Machine',
       cluster,
-      machine: { namespace: facts.namespace, name: facts.name, uid: facts.uid, resourceVersion: facts.resourceVersion },
+      machine: refOf(facts),
       ...(nodeName ? { nodeName } : {}),
       ...(hints.declarationRecovered ? { declarationRecovered: true as const } : {}),
-      observedAt: at,
+      observedAt,
     };
-    return data;
   }
   const machineNamespace = facts.clusterNamespaceAnnotation || (cluster.mode === 'capi' ? cluster.namespace : undefined);
-  const data: NodeEventData = {
+  return {
     kind: 'Node',
     cluster,
     node: { name: facts.name, uid: facts.uid, resourceVersion: facts.resourceVersion },
@@ -76,9 +71,8 @@ export function toEventData(facts: MachineFacts | NodeFacts, cluster: ClusterRef
       : hints.providerIdMachine
         ? { machine: hints.providerIdMachine }
         : {}),
-    observedAt: at,
+    observedAt,
   };
-  return data;
 }
 
 /** What the forwarder knows beyond the object itself (from the previous version it saw, and from its other streams). */
@@ -92,52 +86,30 @@ export interface EventHints {
 }
 
 /**
- * Builds the CloudEvent (as a domain value) for one observed change. `time` is the observation
- * time; the id is deterministic from uid, resourceVersion and change.
+ * The CloudEvent for one observed change of a Machine or a Node.
  * @example toTaintEvent(nodeFacts, 'modified', { mode: 'self' }, now).type // '…node.modified.v1'
  */
 export function toTaintEvent(facts: MachineFacts | NodeFacts, change: ChangeKind, cluster: ClusterRef, observedAt: Date, hints: EventHints = {}): TaintEvent {
-  const data = toEventData(facts, cluster, observedAt, hints);
-  return {
-    id: eventIdFor(facts.uid, facts.resourceVersion, change),
-    source: sourceFor(cluster),
-    type: eventTypeFor(facts.kind === 'Machine' ? ObjectKind.Machine : ObjectKind.Node, change),
-    subject: subjectFor(data),
-    time: observedAt.toISOString(),
-    data,
-  };
+  const data = toEventData(facts, cluster, observedAt.toISOString(), hints);
+  return envelope(eventIdFor(facts.uid, facts.resourceVersion, change), facts.kind === 'Machine' ? ObjectKind.Machine : ObjectKind.Node, change, cluster, data);
 }
 
 /**
  * The CloudEvents for one observed MachinePool change: one per Node in `nodes` (see `poolNodesToAnnounce`), each in
  * its Node's FIFO group, with the Node in the id so that deduplication keeps every one.
  */
-export function toMachinePoolEvents(
-  facts: MachinePoolFacts,
-  nodes: readonly string[],
-  change: ChangeKind,
-  cluster: ClusterRef,
-  observedAt: Date,
-  hints: EventHints = {},
-): TaintEvent[] {
+export function toMachinePoolEvents(facts: MachinePoolFacts, nodes: readonly string[], change: ChangeKind, cluster: ClusterRef, observedAt: Date, hints: EventHints = {}): TaintEvent[] {
   const at = observedAt.toISOString();
   return nodes.map((nodeName) => {
     const data: MachinePoolEventData = {
       kind: 'MachinePool',
       cluster,
-      machinePool: { namespace: facts.namespace, name: facts.name, uid: facts.uid, resourceVersion: facts.resourceVersion },
+      machinePool: refOf(facts),
       nodeName,
       ...(hints.declarationRecovered ? { declarationRecovered: true as const } : {}),
       observedAt: at,
     };
-    return {
-      id: eventIdFor(facts.uid, facts.resourceVersion, change, nodeName),
-      source: sourceFor(cluster),
-      type: eventTypeFor(ObjectKind.MachinePool, change),
-      subject: subjectFor(data),
-      time: at,
-      data,
-    };
+    return envelope(eventIdFor(facts.uid, facts.resourceVersion, change, nodeName), ObjectKind.MachinePool, change, cluster, data);
   });
 }
 
