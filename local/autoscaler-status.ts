@@ -23,7 +23,7 @@ import {
   type ScalableKind,
 } from '#shared/domain/autoscaler.ts';
 import { CAPI_GROUP } from '#shared/domain/capi-api.ts';
-import { formatTaint, type Taint } from '#shared/domain/taint.ts';
+import { formatTaint, type Taint, type TaintId } from '#shared/domain/taint.ts';
 
 export interface AutoscalerStatus {
   readonly kind: ScalableKind;
@@ -50,7 +50,7 @@ export interface AutoscalerStatus {
 const PLURALS: Readonly<Record<ScalableKind, string>> = { MachineDeployment: 'machinedeployments', MachineSet: 'machinesets', MachinePool: 'machinepools' };
 
 /** Reads every scalable resource of the namespace (all when absent) and returns the node groups' status, sorted. */
-export async function readAutoscalerStatuses(o: { readonly kubeConfig: KubeConfig; readonly namespace?: string; readonly startupTaint?: { readonly key: string; readonly effect: string } }): Promise<AutoscalerStatus[]> {
+export async function readAutoscalerStatuses(o: { readonly kubeConfig: KubeConfig; readonly namespace?: string; readonly startupTaint?: TaintId }): Promise<AutoscalerStatus[]> {
   const version = await new KubernetesCapiDiscovery(o.kubeConfig).version();
   const out: AutoscalerStatus[] = [];
   for (const kind of SCALABLE_KINDS) {

@@ -5,7 +5,7 @@
  * display, as from the rest of the product (product.md, "Clusters that misbehave"). Meanwhile the display shows the
  * last failure and when the next call is due.
  */
-import { backoffDelay, type BackoffPolicy } from '#shared/domain/backoff.ts';
+import { backoffDelay, type BackoffPolicy } from '#shared/policy/backoff.ts';
 import type { Clock } from '#shared/ports/clock.ts';
 
 /** 1 s after the first failure, then 2, 4, 8 … up to 30 s; `up` jitter never waits less than that. */

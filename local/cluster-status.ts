@@ -15,7 +15,7 @@ import { workloadKubeConfigs, type WorkloadKubeConfigs } from '#shared/adapters/
 import { describeApiError, statusOf } from '#shared/adapters/kubernetes/api-errors.ts';
 import { declaredTaintsOf, type Override } from '#shared/domain/declarations.ts';
 import type { MachineSnapshot, NodeSnapshot } from '#shared/domain/snapshots.ts';
-import { CLUSTER_NAME_LABEL } from '#shared/domain/taint.ts';
+import { CLUSTER_NAME_LABEL, type TaintId } from '#shared/domain/taint.ts';
 import type { SpecTaintsOwner } from '#shared/domain/ownership.ts';
 import { needsPods, SyncState, taintStatusOf, type PodsRead, type TaintStatus, type TaintStatusInput } from './taint-status.ts';
 import { ClusterBackoff, describeHeldBack } from './cluster-backoff.ts';
@@ -29,7 +29,7 @@ export interface ReadStatusOptions {
   readonly machineName?: string;
   /** Only Machines matching this label selector. */
   readonly machineLabelSelector?: string;
-  readonly startupTaint?: { readonly key: string; readonly effect: string };
+  readonly startupTaint?: TaintId;
   /** Who propagates `spec.taints` (as the reconcile function is configured; default upstream CAPI). */
   readonly specTaintsOwner?: SpecTaintsOwner;
   readonly workload?: WorkloadKubeConfigs;
@@ -260,6 +260,6 @@ async function podsOn(kc: ClusterEndpoint | undefined, nodeName: string): Promis
 }
 
 /** The reconcile settings the planner needs, as configured. */
-function startup(o: ReadStatusOptions): { startupTaint?: { key: string; effect: string }; specTaintsOwner?: SpecTaintsOwner } {
+function startup(o: ReadStatusOptions): { startupTaint?: TaintId; specTaintsOwner?: SpecTaintsOwner } {
   return { ...(o.startupTaint ? { startupTaint: o.startupTaint } : {}), ...(o.specTaintsOwner ? { specTaintsOwner: o.specTaintsOwner } : {}) };
 }

@@ -7,7 +7,7 @@
  */
 import type { WatchForwarder, ForwarderRunSummary } from '#functions/watch-forwarder/forward-watch-events.ts';
 import type { ForwarderConfig } from '#shared/config/forwarder-config.ts';
-import type { RotaPolicy } from '#shared/domain/forwarder-rota.ts';
+import type { RotaPolicy } from '#shared/policy/forwarder-rota.ts';
 import type { logger as defaultLogger } from '#shared/observability/logger.ts';
 import { sleep } from '#shared/sleep.ts';
 

@@ -30,7 +30,7 @@ import type { ForwarderConfig } from '#shared/config/forwarder-config.ts';
 import type { ReconcileConfig } from '#shared/config/reconcile-config.ts';
 import { ReconcileOutcome } from '#shared/domain/outcome.ts';
 import { SpecTaintsOwner } from '#shared/domain/ownership.ts';
-import { STARTUP_GATE_TAINT_KEY } from '#shared/domain/taint.ts';
+import { STARTUP_GATE_TAINT_KEY, type TaintId } from '#shared/domain/taint.ts';
 import { createForwarderTelemetry, type CountingForwarderTelemetry } from '#shared/observability/forwarder-telemetry.ts';
 import { METRIC_NAMESPACE, MetricDimension, ReconcileMetric } from '#shared/observability/metric-names.ts';
 import { logger as defaultLogger } from '#shared/observability/logger.ts';
@@ -130,7 +130,7 @@ export interface Pipeline {
   readonly localSqs: LocalSqs;
   readonly eventSource: SqsEventSource;
   /** Startup gate the reconcile function removes (for status views). */
-  readonly startupTaint: { readonly key: string; readonly effect: string } | undefined;
+  readonly startupTaint: TaintId | undefined;
   /** Who propagates `spec.taints` (for status views). */
   readonly specTaintsOwner: SpecTaintsOwner;
   /** Totals since start; the queue depths are GetQueueAttributes results at most ~250 ms old. */

@@ -11,7 +11,7 @@ import { PAUSED_ANNOTATION, pausedReason, type ClusterView } from '#shared/domai
 import type { MachineSnapshot, NodeSnapshot } from '#shared/domain/snapshots.ts';
 import { planOwnedTaints, SpecTaintsOwner, type Ownership } from '#shared/domain/ownership.ts';
 import type { TaintDiff } from '#shared/domain/taint-plan.ts';
-import { OWN_TRACKING_ANNOTATION, Propagation, TRACKING_ANNOTATION, formatTaint, isSameTaint, taintId, valueOf, type MachineTaint, type Taint } from '#shared/domain/taint.ts';
+import { OWN_TRACKING_ANNOTATION, Propagation, TRACKING_ANNOTATION, formatTaint, isSameTaint, taintId, valueOf, type MachineTaint, type Taint, type TaintId } from '#shared/domain/taint.ts';
 import { decodeOwnedTaints } from '#shared/domain/tracking-annotation.ts';
 import { decodeRolloutMark, type RolloutMark } from '#shared/domain/noexecute-rollout.ts';
 
@@ -153,7 +153,7 @@ export interface TaintStatusInput {
   /** The Node named by the Machine's `status.nodeRef`, or undefined when it does not exist. */
   readonly node: NodeSnapshot | undefined;
   /** The startup gate taint the reconcile function removes (as configured), if any. */
-  readonly startupTaint?: { readonly key: string; readonly effect: string };
+  readonly startupTaint?: TaintId;
   /** Who propagates `spec.taints` (as configured; default upstream CAPI). */
   readonly specTaintsOwner?: SpecTaintsOwner;
   /** The Machine's (or MachinePool's) Cluster, for its `spec.paused`; undefined when unknown or absent. */
@@ -295,7 +295,7 @@ function upstreamPending(ownership: Ownership, taints: readonly Taint[]): string
 export function ownersOf(
   node: Pick<NodeSnapshot, 'taints' | 'annotations'>,
   desired: readonly DesiredTaint[],
-  startupTaint?: { readonly key: string; readonly effect: string },
+  startupTaint?: TaintId,
   specTaintsOwner: SpecTaintsOwner = SpecTaintsOwner.upstream,
 ): OwnedTaint[] {
   const annotation = node.annotations[OWN_TRACKING_ANNOTATION];

@@ -19,7 +19,7 @@ import { createForwarderTelemetry, type CountingForwarderTelemetry } from '#shar
 import { processBatch, type BatchDeps } from '#functions/reconcile-node-taints/process-batch.ts';
 import { createSqsEventPublisher } from '#shared/adapters/sqs/event-publisher.ts';
 import { loadReconcileConfig, type ReconcileConfig } from '#shared/config/reconcile-config.ts';
-import { eventIdFor, eventTypeFor, sourceFor, subjectFor, type MachineEventData, type TaintEvent } from '#shared/domain/cloud-event.ts';
+import { eventIdFor, eventTypeFor, sourceFor, subjectFor, type MachineEventData, type TaintEvent } from '#shared/contract/cloud-event.ts';
 import { OWN_TRACKING_ANNOTATION, TRACKING_ANNOTATION, type Taint } from '#shared/domain/taint.ts';
 import type { EventPublisher } from '#shared/ports/event-publisher.ts';
 import { startLocalSqs, type LocalQueue, type LocalSqs } from '#local/sqs/local-sqs.ts';

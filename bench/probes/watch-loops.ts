@@ -15,7 +15,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { parseArgs } from 'node:util';
 import { WatchSession } from '#shared/adapters/kubernetes/watch-session.ts';
-import { toNodeFacts } from '#shared/domain/watch-event.ts';
+import { toNodeFacts } from '#shared/model/views.ts';
 
 type Loop = 'watch-410' | 'list-410' | 'watch-ends';
 const LOOPS: readonly Loop[] = ['watch-410', 'list-410', 'watch-ends'];

@@ -6,7 +6,7 @@
  * backoff so that the count does not wait on the clock.
  */
 import type { BatchDeps } from '#functions/reconcile-node-taints/process-batch.ts';
-import { eventIdFor, eventTypeFor, sourceFor, subjectFor, type NodeEventData, type TaintEvent } from '#shared/domain/cloud-event.ts';
+import { eventIdFor, eventTypeFor, sourceFor, subjectFor, type NodeEventData, type TaintEvent } from '#shared/contract/cloud-event.ts';
 import type { BenchContext } from '../lib/context.ts';
 import { CallCounter, RawKube, cleanup, countingKubeConfig, createNamespace, createPairs, hasTaint, listNodes, loadKubeConfig, runId, type BenchTaint, type CallCounts, type Pair, type RawNode } from '../lib/kube.ts';
 import { ReconcilePipeline, machineModified, publishAll } from '../lib/pipeline.ts';

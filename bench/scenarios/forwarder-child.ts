@@ -16,7 +16,7 @@ import { LOCAL_WATCH_MEMBERS, localRota, runWindows } from '#local/forwarder-rot
 import { logger } from '#shared/observability/logger.ts';
 import { workloadKubeConfigs } from '#shared/adapters/kubernetes/workload-kubeconfig.ts';
 import { loadForwarderConfig } from '#shared/config/forwarder-config.ts';
-import type { ClusterRef } from '#shared/domain/cloud-event.ts';
+import type { ClusterRef } from '#shared/contract/cloud-event.ts';
 import { createForwarderTelemetry } from '#shared/observability/forwarder-telemetry.ts';
 import { CallCounter, countingKubeConfig, countingWorkloadLoader } from '../lib/kube.ts';
 

@@ -41,7 +41,7 @@ import { applyObjects, applyYamlFile } from '#local/rbac/apply-objects.ts';
 import { packagedService } from '#local/lambda/serverless-package.ts';
 import { startPipeline } from '#local/pipeline.ts';
 import { CHECKPOINT_ANNOTATION } from '#shared/adapters/kubernetes/lease.ts';
-import { STARTUP_GATE_TAINT_KEY, TRACKING_ANNOTATION, UNINITIALIZED_TAINT_KEY } from '#shared/domain/taint.ts';
+import { STARTUP_GATE_TAINT_KEY, TRACKING_ANNOTATION, UNINITIALIZED_TAINT_KEY, type TaintId } from '#shared/domain/taint.ts';
 import { PRODUCT_NAME } from '#shared/adapters/kubernetes/user-agent.ts';
 import type { BenchContext } from '../lib/context.ts';
 import { startControlPlaneProcess, type ControlPlaneProcess } from '../lib/control-plane-process.ts';
@@ -863,7 +863,7 @@ async function createDeployment(
   ns: string,
   cluster: string,
   name: string,
-  o: { readonly taints?: readonly Record<string, string>[]; readonly annotations?: Record<string, string>; readonly startupTaints: readonly { key: string; effect: string }[]; readonly bootSeconds: number },
+  o: { readonly taints?: readonly Record<string, string>[]; readonly annotations?: Record<string, string>; readonly startupTaints: readonly TaintId[]; readonly bootSeconds: number },
 ): Promise<void> {
   const ref = (k: KindApi) => ({ apiGroup: k.group, kind: k.kind, name });
   await mgmt.post(`${gvp(LOCAL_MACHINE_TEMPLATE)}/namespaces/${ns}/${LOCAL_MACHINE_TEMPLATE.plural}`, { apiVersion: `${LOCAL_MACHINE_TEMPLATE.group}/${LOCAL_MACHINE_TEMPLATE.version}`, kind: LOCAL_MACHINE_TEMPLATE.kind, metadata: { name }, spec: { template: { spec: { startupTaints: o.startupTaints, bootSeconds: o.bootSeconds } } } });

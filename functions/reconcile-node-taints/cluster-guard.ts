@@ -10,7 +10,7 @@
  *   records meanwhile fail at once as transient; the queue's backoff brings them back.
  */
 import { CallTimeoutError, OversizedAnswerError, TransientError } from '#shared/errors.ts';
-import { clusterKey, type ClusterRef } from '#shared/domain/cloud-event.ts';
+import { clusterKey, type ClusterRef } from '#shared/contract/cloud-event.ts';
 import type { Clock } from '#shared/ports/clock.ts';
 import type { ClusterConnections } from '#shared/ports/cluster-connections.ts';
 

@@ -7,7 +7,7 @@
  * counts do, and the Event recorder records an identical Event at most once in its window: once per change, not once
  * per reconcile.
  */
-import type { ClusterRef } from '#shared/domain/cloud-event.ts';
+import type { ClusterRef } from '#shared/contract/cloud-event.ts';
 import { countEvictions, describeEvictionCounts, hasNoExecuteChange, noExecuteChangeOf, previewNoExecuteEvictions, type EvictionCounts } from '#shared/domain/eviction-preview.ts';
 import type { NodeSnapshot } from '#shared/domain/snapshots.ts';
 import { formatTaint, type Taint } from '#shared/domain/taint.ts';

@@ -8,7 +8,7 @@
  * most once; waiting goes through the queue (`retryInSeconds`). Other changes of the plan (NoSchedule taints, removals)
  * are written meanwhile, exactly as without the rollout.
  */
-import type { ClusterRef } from '#shared/domain/cloud-event.ts';
+import type { ClusterRef } from '#shared/contract/cloud-event.ts';
 import type { EffectiveDeclaration } from '#shared/domain/declarations.ts';
 import {
   decodeRolloutMark,
@@ -28,7 +28,7 @@ import {
 import { ReconcileOutcome } from '#shared/domain/outcome.ts';
 import type { MachineSnapshot, NodeSnapshot, NodeTaintPatch } from '#shared/domain/snapshots.ts';
 import type { NodeTaintPlan } from '#shared/domain/taint-plan.ts';
-import { isSameTaint, taintId, valueOf, type Taint } from '#shared/domain/taint.ts';
+import { isSameTaint, taintId, valueOf, type Taint, type TaintId } from '#shared/domain/taint.ts';
 import type { Clock } from '#shared/ports/clock.ts';
 import type { ClusterConnections } from '#shared/ports/cluster-connections.ts';
 import type { EventRecorder } from '#shared/ports/event-recorder.ts';
@@ -233,7 +233,7 @@ async function podsOf(deps: RolloutDeps, cluster: ClusterRef) {
  * current value (its taint stays as it is, owned as before), so the rest of the plan is written as without the rollout.
  */
 function withheld(declaration: EffectiveDeclaration, pending: readonly Taint[], nodeTaints: readonly Taint[]): EffectiveDeclaration {
-  const isPending = (t: { key: string; effect: string }): boolean => pending.some((p) => taintId(p) === taintId(t));
+  const isPending = (t: TaintId): boolean => pending.some((p) => taintId(p) === taintId(t));
   const taints = declaration.taints.flatMap((t) => {
     if (!isPending(t)) return [t];
     const current = nodeTaints.find((n) => isSameTaint(n, t));

@@ -8,8 +8,8 @@
  */
 import { formatTaint, type Taint } from '#shared/domain/taint.ts';
 import { planAutoscalerTaints, type AutoscalerPlan, type ScalableResourceSnapshot } from '#shared/domain/autoscaler.ts';
-import type { ScalableResourceEventData, TaintEvent } from '#shared/domain/cloud-event.ts';
-import { clusterKey } from '#shared/domain/cloud-event.ts';
+import type { ScalableResourceEventData, TaintEvent } from '#shared/contract/cloud-event.ts';
+import { clusterKey } from '#shared/contract/cloud-event.ts';
 import { ReconcileOutcome } from '#shared/domain/outcome.ts';
 import { pausedReason } from '#shared/domain/pause.ts';
 import { PatchConflictError } from '#shared/errors.ts';

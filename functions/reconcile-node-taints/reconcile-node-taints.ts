@@ -5,7 +5,7 @@
  * duplicates, reordering, lost intermediate states and forged events are harmless. The spine is get → plan → patch,
  * with one step between plan and patch for node groups opted in to the staged NoExecute rollout (noexecute-rollout.ts).
  */
-import { clusterKey, isNodeTaintEvent, parseEventType, type ClusterRef, type NodeTaintEvent, type NodeTaintEventData, type TaintEvent } from '#shared/domain/cloud-event.ts';
+import { clusterKey, isNodeTaintEvent, parseEventType, type ClusterRef, type NodeTaintEvent, type NodeTaintEventData, type TaintEvent } from '#shared/contract/cloud-event.ts';
 import { declaredTaintsOf, type EffectiveDeclaration } from '#shared/domain/declarations.ts';
 import { machineOwnsNode } from '#shared/domain/node-link.ts';
 import { ReconcileOutcome } from '#shared/domain/outcome.ts';
@@ -14,7 +14,7 @@ import type { MachineSnapshot, NodeSnapshot } from '#shared/domain/snapshots.ts'
 import { declarationOwnerOf, machinePoolOf } from '#shared/domain/machine-pool.ts';
 import { planOwnedTaints, type SpecTaintsOwner } from '#shared/domain/ownership.ts';
 import { mayAdoptAsInitialized, restoredTaints, type NodeTaintPlan, type TaintDiff } from '#shared/domain/taint-plan.ts';
-import { CLUSTER_NAME_LABEL, OWN_TRACKING_ANNOTATION, formatTaint, type Taint } from '#shared/domain/taint.ts';
+import { CLUSTER_NAME_LABEL, OWN_TRACKING_ANNOTATION, formatTaint, type Taint, type TaintId } from '#shared/domain/taint.ts';
 import { ClusterCredentialsError, MachineConfigurationError, NodeNotFoundError, PatchConflictError, type DeclarationIssue } from '#shared/errors.ts';
 import type { Clock } from '#shared/ports/clock.ts';
 import type { ClusterConnections } from '#shared/ports/cluster-connections.ts';
@@ -29,7 +29,7 @@ import { stageNoExecuteRollout, type RolloutReport, type RolloutTimings } from '
 export interface ReconcileSettings {
   readonly clusterMode: 'capi' | 'self';
   readonly dryRun: boolean;
-  readonly startupTaint: { readonly key: string; readonly effect: string } | undefined;
+  readonly startupTaint: TaintId | undefined;
   /** Who propagates `spec.taints` (default: upstream CAPI; the product then leaves those taints alone). */
   readonly specTaintsOwner?: SpecTaintsOwner;
   /** Pace of a staged NoExecute rollout (default DEFAULT_ROLLOUT_TIMINGS). */

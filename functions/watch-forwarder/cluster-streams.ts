@@ -6,10 +6,10 @@
  * UnreachableClusters metric, while every other cluster keeps converging. A rota member without the Lease lets its
  * later relists pass unannounced.
  */
-import { clusterKey, type ClusterRef } from '#shared/domain/cloud-event.ts';
-import { forwardDecision, pausedChanged } from '#shared/domain/relevance.ts';
-import { MACHINES_STREAM, MACHINE_POOLS_STREAM, MACHINE_DEPLOYMENTS_STREAM, MACHINE_SETS_STREAM, CLUSTERS_STREAM, nodeStreamKey } from '#shared/domain/watch-event.ts';
-import type { ClusterFacts, WatchedFacts } from '#shared/domain/watch-event.ts';
+import { clusterKey, type ClusterRef } from '#shared/contract/cloud-event.ts';
+import { forwardDecision, pausedChanged } from '#shared/policy/relevance.ts';
+import { MACHINES_STREAM, MACHINE_POOLS_STREAM, MACHINE_DEPLOYMENTS_STREAM, MACHINE_SETS_STREAM, CLUSTERS_STREAM, nodeStreamKey } from '#shared/contract/streams.ts';
+import type { ClusterFacts, WatchedFacts } from '#shared/model/views.ts';
 import type { StreamEvent, StreamHealthEvent, WatchSources, WatchStream } from '#shared/ports/watch-source.ts';
 import { ForwarderMetric } from '#shared/observability/metric-names.ts';
 import { LogKey, type logger } from '#shared/observability/logger.ts';

@@ -7,12 +7,15 @@
  * upstream's own spec.taints that cannot change the product's decision cost no message (and so no API call); a change
  * that sends nothing still passes its stream's resume point.
  */
-import { clusterKey, type ClusterRef } from '#shared/domain/cloud-event.ts';
-import { forwardDecision, poolNodesToAnnounce, type ForwardDecision, type RelevanceOptions } from '#shared/domain/relevance.ts';
-import { autoscalerEventNeeded } from '#shared/domain/autoscaler-relevance.ts';
+import type { TaintId } from '#shared/domain/taint.ts';
+import { clusterKey, type ClusterRef } from '#shared/contract/cloud-event.ts';
+import { forwardDecision, poolNodesToAnnounce, type ForwardDecision, type RelevanceOptions } from '#shared/policy/relevance.ts';
+import { autoscalerEventNeeded } from '#shared/policy/autoscaler-relevance.ts';
 import type { SpecTaintsOwner } from '#shared/domain/ownership.ts';
-import { clusterOfMachine, objectKeyOf, toClusterPauseEvents, toMachinePoolEvents, toScalableResourceEvent, toTaintEvent } from '#shared/domain/watch-event.ts';
-import type { ClusterFacts, EventHints, MachineFacts, MachinePoolFacts, NodeFacts, WatchedFacts } from '#shared/domain/watch-event.ts';
+import { clusterOfMachine, toClusterPauseEvents, toMachinePoolEvents, toScalableResourceEvent, toTaintEvent } from '#shared/contract/events.ts';
+import { objectKeyOf } from '#shared/model/views.ts';
+import type { ClusterFacts, MachineFacts, MachinePoolFacts, NodeFacts, WatchedFacts } from '#shared/model/views.ts';
+import type { EventHints } from '#shared/contract/events.ts';
 import type { ForwarderTelemetry } from '#shared/ports/forwarder-telemetry.ts';
 import type { StreamEvent } from '#shared/ports/watch-source.ts';
 import { ForwarderMetric } from '#shared/observability/metric-names.ts';
@@ -30,7 +33,7 @@ export interface EventRouterDeps {
   readonly outbox: Pick<Outbox, 'enqueue'>;
   readonly index: ObjectIndex;
   /** The startup gate (see WatchForwarderDeps.startupTaint). */
-  readonly startupTaint?: { readonly key: string; readonly effect: string };
+  readonly startupTaint?: TaintId;
   /** Who propagates `spec.taints` (see WatchForwarderDeps.specTaintsOwner). */
   readonly specTaintsOwner?: SpecTaintsOwner;
 }

@@ -14,12 +14,13 @@
  * events, sending and resending, back-pressure, checkpoint advance); it only runs them together for a window and in
  * order at its end.
  */
+import type { TaintId } from '#shared/domain/taint.ts';
 import type { SpecTaintsOwner } from '#shared/domain/ownership.ts';
-import type { Checkpoint } from '#shared/domain/watch-event.ts';
+import type { Checkpoint } from '#shared/contract/streams.ts';
 import type { Clock } from '#shared/ports/clock.ts';
 import type { EventPublisher } from '#shared/ports/event-publisher.ts';
 import type { ForwarderTelemetry } from '#shared/ports/forwarder-telemetry.ts';
-import type { RotaPolicy } from '#shared/domain/forwarder-rota.ts';
+import type { RotaPolicy } from '#shared/policy/forwarder-rota.ts';
 import type { ForwarderRota, LeaderLease } from '#shared/ports/leader-lease.ts';
 import type { WatchSources } from '#shared/ports/watch-source.ts';
 import { logger as defaultLogger } from '#shared/observability/logger.ts';
@@ -46,7 +47,7 @@ export interface WatchForwarderDeps {
    * The startup gate the reconcile function removes (STARTUP_TAINT_KEY/EFFECT): a foreign write that adds or removes
    * it is forwarded, never taken for noise. Undefined when the gate is off.
    */
-  readonly startupTaint?: { readonly key: string; readonly effect: string };
+  readonly startupTaint?: TaintId;
   /**
    * Who propagates `Machine.spec.taints` (SPEC_TAINTS_OWNER, as the reconcile function's; default upstream Cluster API):
    * with upstream, a Machine change of `spec.taints` that cannot change the product's decision is not forwarded.
@@ -160,7 +161,7 @@ export class WatchForwarder {
   }
 
   /**
-   * Runs one window of the rota (shared/domain/forwarder-rota.ts) until `rota.until` or until `signal` aborts: exits at
+   * Runs one window of the rota (shared/policy/forwarder-rota.ts) until `rota.until` or until `signal` aborts: exits at
    * once when enough members with time left already watch; otherwise joins, resumes every stream from the checkpoint
    * the Lease holds, sends every relevant change it sees (as do the other members: the queue keeps one copy), stores
    * the checkpoint while it holds the Lease, takes the Lease when it is released or expires, and at the end sends what

@@ -1,13 +1,13 @@
 /**
- * The forwarder's place in the rota (shared/domain/forwarder-rota.ts), the one lifecycle of every form: the Lambda's
+ * The forwarder's place in the rota (shared/policy/forwarder-rota.ts), the one lifecycle of every form: the Lambda's
  * scheduled windows, and the windows that `npm run forwarder`, `npm start`, the tests and the benchmarks run one after
  * another (local/forwarder-rota.ts). It decides whether a window joins the rota or exits, keeps its entry in the member
  * list fresh, takes the Lease whenever it is free or expired, stores the checkpoint of what was sent while it holds
  * the Lease, and at the end releases the Lease with the final checkpoint and leaves the rota. A member watches and
  * sends whether or not it holds the Lease, which only decides who stores the checkpoint.
  */
-import { countedMembers, shouldJoin, withMember, withoutMember, type RotaPolicy } from '#shared/domain/forwarder-rota.ts';
-import type { Checkpoint } from '#shared/domain/watch-event.ts';
+import { countedMembers, shouldJoin, withMember, withoutMember, type RotaPolicy } from '#shared/policy/forwarder-rota.ts';
+import type { Checkpoint } from '#shared/contract/streams.ts';
 import type { ForwarderRota, LeaderLease } from '#shared/ports/leader-lease.ts';
 import type { logger as defaultLogger } from '#shared/observability/logger.ts';
 import { sleep } from '#shared/sleep.ts';

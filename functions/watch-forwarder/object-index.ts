@@ -7,8 +7,10 @@
  * two writes of a link (the Node's `cluster.x-k8s.io/machine` annotation, then the Machine's `status.nodeRef`) the
  * Machine keeps its Node in `#annotated`, so a change of the Machine in that moment still names its Node.
  */
-import { clusterKey, type ClusterRef } from '#shared/domain/cloud-event.ts';
-import { nodeStreamKey, type ClusterFacts, type ClusterMembers, type MachineFacts, type MachinePoolFacts, type NodeFacts, type ScalableFacts } from '#shared/domain/watch-event.ts';
+import { clusterKey, type ClusterRef } from '#shared/contract/cloud-event.ts';
+import { nodeStreamKey } from '#shared/contract/streams.ts';
+import type { ClusterFacts, MachineFacts, MachinePoolFacts, NodeFacts, ScalableFacts } from '#shared/model/views.ts';
+import type { ClusterMembers } from '#shared/contract/events.ts';
 import type { WatchStream } from '#shared/ports/watch-source.ts';
 
 type Ref = { readonly namespace: string; readonly name: string };

@@ -20,9 +20,9 @@
  * `maxPendingEvents` plus one change per stream. Each round takes the due events of every stream in turn (round-robin,
  * each stream's in its order), so an event of a quiet stream goes out in the next round, not after a flood.
  */
-import { messageGroupIdFor, type TaintEvent } from '#shared/domain/cloud-event.ts';
-import { backoffDelay } from '#shared/domain/backoff.ts';
-import type { Checkpoint } from '#shared/domain/watch-event.ts';
+import { messageGroupIdFor, type TaintEvent } from '#shared/contract/cloud-event.ts';
+import { backoffDelay } from '#shared/policy/backoff.ts';
+import type { Checkpoint } from '#shared/contract/streams.ts';
 import type { Clock } from '#shared/ports/clock.ts';
 import type { EventPublisher } from '#shared/ports/event-publisher.ts';
 import type { ForwarderTelemetry } from '#shared/ports/forwarder-telemetry.ts';

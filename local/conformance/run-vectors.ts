@@ -5,7 +5,7 @@
  */
 import { propagateMachineTaints, removeNodeTaint } from '#shared/domain/propagation.ts';
 import { planNodeTaints } from '#shared/domain/taint-plan.ts';
-import { TRACKING_ANNOTATION, TaintEffect, UNINITIALIZED_TAINT_KEY, type MachineTaint, type Taint } from '#shared/domain/taint.ts';
+import { TRACKING_ANNOTATION, TaintEffect, UNINITIALIZED_TAINT_KEY, type MachineTaint, type Taint, type TaintId } from '#shared/domain/taint.ts';
 import { validateMachineTaints } from '#shared/domain/validation.ts';
 
 export type CaseResult =
@@ -61,7 +61,7 @@ function runCase(v: Vector, name: string): CaseResult {
     case 'helper.removeNodeTaint': {
       const node = v.node as NodeIn;
       const expected = v.expected as Expected;
-      const result = removeNodeTaint(node.taints ?? [], v.dropTaint as { key: string; effect: string });
+      const result = removeNodeTaint(node.taints ?? [], v.dropTaint as TaintId);
       const diffs = [...diffField('taints', result.taints, expected.taints), ...diffField('modified', result.changed, expected.modified)];
       return diffs.length === 0 ? { name, status: 'passed' } : { name, status: 'failed', difference: diffs.join('; ') };
     }

@@ -4,7 +4,7 @@
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { SpecTaintsOwner } from '#shared/domain/ownership.ts';
-import { STARTUP_GATE_TAINT_KEY, TaintEffect } from '#shared/domain/taint.ts';
+import { STARTUP_GATE_TAINT_KEY, TaintEffect, type TaintId } from '#shared/domain/taint.ts';
 import { integerVar, oneOf, optionalString, type Env } from './env.ts';
 
 export interface ForwarderConfig {
@@ -16,7 +16,7 @@ export interface ForwarderConfig {
   readonly watchWindowSeconds: number;
   /**
    * How many members of the rota with time left make a new window exit instead of joining
-   * (shared/domain/forwarder-rota.ts). 2 (the Lambda form): one may be killed and another still watches. The local
+   * (shared/policy/forwarder-rota.ts). 2 (the Lambda form): one may be killed and another still watches. The local
    * runners (`npm run forwarder`, `npm start`) default to 1.
    */
   readonly watchMembers: number;
@@ -47,7 +47,7 @@ export interface ForwarderConfig {
    * The startup gate the reconcile function removes (STARTUP_TAINT_KEY/EFFECT, same variables and defaults as the
    * reconcile function's; `none` = off): a foreign write of it is never filtered as noise.
    */
-  readonly startupTaint?: { readonly key: string; readonly effect: string } | undefined;
+  readonly startupTaint?: TaintId | undefined;
   /**
    * Who propagates `Machine.spec.taints` (SPEC_TAINTS_OWNER, same variable and default as the reconcile function's):
    * with `upstream`, Machine changes of `spec.taints` that cannot change the product's decision are not forwarded.
@@ -76,7 +76,7 @@ export function loadForwarderConfig(env: Env): ForwarderConfig {
   });
 }
 
-function startupTaintOf(env: Env): { key: string; effect: string } | undefined {
+function startupTaintOf(env: Env): TaintId | undefined {
   const key = optionalString(env, 'STARTUP_TAINT_KEY', STARTUP_GATE_TAINT_KEY);
   return key === 'none' ? undefined : { key, effect: oneOf(env, 'STARTUP_TAINT_EFFECT', Object.values(TaintEffect), TaintEffect.NoSchedule) };
 }

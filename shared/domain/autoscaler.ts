@@ -22,7 +22,7 @@
  */
 import { declaredTaintsOf, type DeclarationResult, type EffectiveDeclaration } from './declarations.ts';
 import { poolDeclarations } from './machine-pool.ts';
-import { formatTaint, Propagation, taintId, type Taint } from './taint.ts';
+import { formatTaint, Propagation, taintId, type Taint, type TaintId } from './taint.ts';
 
 /** The autoscaler's scale-from-zero taints annotation (cluster-autoscaler `clusterapi_utils.go`, `taintsKey`). */
 export const AUTOSCALER_TAINTS_ANNOTATION = 'capacity.cluster-autoscaler.kubernetes.io/taints';
@@ -117,7 +117,7 @@ export interface AutoscalerPlan {
 
 /** Options: the startup gate, refused as a declaration exactly as for a Machine. */
 export interface AutoscalerOptions {
-  readonly startupTaint?: { readonly key: string; readonly effect: string };
+  readonly startupTaint?: TaintId;
 }
 
 /**

@@ -13,7 +13,7 @@
 import type { DeclarationIssue } from '#shared/errors.ts';
 import { DECLARATION_ANNOTATIONS, type DeclarationAnnotation } from './declaration-keys.ts';
 import type { MachineSnapshot } from './snapshots.ts';
-import { CONTROL_PLANE_LABEL, Propagation, TaintEffect, taintId, type MachineTaint } from './taint.ts';
+import { CONTROL_PLANE_LABEL, Propagation, TaintEffect, taintId, type MachineTaint, type TaintId } from './taint.ts';
 import { MAX_TAINTS, quote, validateMachineTaint, validateMachineTaints } from './validation.ts';
 
 /** A source of declarations, from lowest to highest precedence: the annotations, then `spec.taints`. */
@@ -26,7 +26,7 @@ export const PREVIEW_SUFFIX = 'Preview';
 /** One parsed annotation entry; `preview` for a `@Preview` entry (its taint then carries propagation `Always`). */
 export type AnnotationEntry =
   | { readonly kind: 'declare'; readonly taint: Record<string, string>; readonly preview?: true }
-  | { readonly kind: 'cancel'; readonly key: string; readonly effect: string };
+  | ({ readonly kind: 'cancel' } & TaintId);
 
 /** A declaration of a lower source that a higher source replaced or cancelled. */
 export interface Override {
@@ -57,7 +57,7 @@ export interface EffectiveDeclaration {
 /** Options of `declaredTaintsOf`. */
 export interface DeclarationOptions {
   /** The configured startup gate taint; declaring it is refused. */
-  readonly startupTaint?: { readonly key: string; readonly effect: string };
+  readonly startupTaint?: TaintId;
 }
 
 export type DeclarationResult =
@@ -120,7 +120,7 @@ export function declaredTaintsOf(
 ): DeclarationResult {
   const context = { worker: !Object.hasOwn(machine.labels, CONTROL_PLANE_LABEL) };
   const issues: DeclarationIssue[] = [];
-  const layers: { source: DeclarationSource; declares: MachineTaint[]; cancels: { key: string; effect: string }[]; previews: ReadonlySet<string> }[] = [];
+  const layers: { source: DeclarationSource; declares: MachineTaint[]; cancels: TaintId[]; previews: ReadonlySet<string> }[] = [];
 
   for (const annotation of DECLARATION_ANNOTATIONS) {
     const value = machine.annotations[annotation];

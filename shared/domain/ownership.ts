@@ -21,7 +21,7 @@
 import type { EffectiveDeclaration } from './declarations.ts';
 import { planNodeTaints, type NodeTaintPlan } from './taint-plan.ts';
 import type { NodeSnapshot } from './snapshots.ts';
-import { OWN_TRACKING_ANNOTATION, STARTUP_GATE_TAINT_KEY, TRACKING_ANNOTATION, UNINITIALIZED_TAINT_KEY, taintId, type MachineTaint } from './taint.ts';
+import { OWN_TRACKING_ANNOTATION, STARTUP_GATE_TAINT_KEY, TRACKING_ANNOTATION, UNINITIALIZED_TAINT_KEY, taintId, type MachineTaint, type TaintId } from './taint.ts';
 import { decodeOwnedTaints } from './tracking-annotation.ts';
 
 /** Who propagates `Machine.spec.taints`. */
@@ -72,7 +72,7 @@ export function ownershipOf(
 /** Everything the product's planner needs besides the Node and the declaration. */
 export interface OwnedPlanOptions {
   readonly specTaintsOwner?: SpecTaintsOwner;
-  readonly startupTaint?: { readonly key: string; readonly effect: string };
+  readonly startupTaint?: TaintId;
   readonly adoptAsInitialized?: boolean;
 }
 
@@ -104,7 +104,7 @@ export function planOwnedTaints(
  * `node.cluster.x-k8s.io/uninitialized` in its first Node patch (gate on or off), before the product's taints
  * may be there. Undefined when the gate is fine or disabled.
  */
-export function startupGateWarning(gate: { readonly key: string; readonly effect: string } | undefined): string | undefined {
+export function startupGateWarning(gate: TaintId | undefined): string | undefined {
   if (gate?.key !== UNINITIALIZED_TAINT_KEY) return undefined;
   return `the startup gate ${gate.key}:${gate.effect} is removed by Cluster API itself in its first Node patch, so it does not hold workloads off until the product's taints are there; use the default ${STARTUP_GATE_TAINT_KEY}:NoSchedule, added at registration (e.g. CABPK nodeRegistration.taints)`;
 }

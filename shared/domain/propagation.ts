@@ -4,7 +4,7 @@
  * yields an error instead of a half-applied state.
  */
 import { MalformedTrackingAnnotationError } from '#shared/errors.ts';
-import { Propagation, TRACKING_ANNOTATION, isSameTaint, taintId, valueOf, type MachineTaint, type Taint } from './taint.ts';
+import { Propagation, TRACKING_ANNOTATION, isSameTaint, taintId, valueOf, type MachineTaint, type Taint, type TaintId } from './taint.ts';
 import { decodeOwnedTaints, encodeOwnedTaints, parseOwnedTaintId } from './tracking-annotation.ts';
 
 /** The parts of a Node that propagation reads and writes. */
@@ -53,7 +53,7 @@ export function propagateMachineTaints(node: NodeTaintState, machineTaints: read
 
   // Interpret every entry to delete before changing anything: a malformed one forbids the whole write.
   // An entry handed over to the other owner leaves the annotation but its taint stays on the Node.
-  const toDelete: { key: string; effect: string }[] = [];
+  const toDelete: TaintId[] = [];
   for (const entry of owned) {
     if (always.has(entry) || onInit.has(entry) || handedOver.has(entry)) continue;
     try {
@@ -105,7 +105,7 @@ export function ensureNodeTaint(taints: readonly Taint[], wanted: MachineTaint):
  * Removes every taint with the given key and effect, whatever its value (upstream `RemoveNodeTaint`).
  * Returns a new list and `changed: true` when something was removed.
  */
-export function removeNodeTaint(taints: readonly Taint[], drop: { key: string; effect: string }): { taints: readonly Taint[]; changed: boolean } {
+export function removeNodeTaint(taints: readonly Taint[], drop: TaintId): { taints: readonly Taint[]; changed: boolean } {
   const kept = taints.filter((t) => !isSameTaint(t, drop));
   return kept.length === taints.length ? { taints, changed: false } : { taints: kept, changed: true };
 }

@@ -31,7 +31,6 @@ export interface MachineSnapshot {
   readonly name: string;
   readonly uid: string;
   readonly resourceVersion: string;
-  readonly creationTimestamp?: string;
   readonly labels: Readonly<Record<string, string>>;
   readonly annotations: Readonly<Record<string, string>>;
   /** `spec.taints` exactly as stored (unvalidated: the API server may not have run CAPI's webhooks). */

@@ -6,7 +6,7 @@ import type { MalformedTrackingAnnotationError } from '#shared/errors.ts';
 import { propagateMachineTaints, removeNodeTaint, type NodeTaintState } from './propagation.ts';
 import type { NodeSnapshot, NodeTaintPatch } from './snapshots.ts';
 import { decodeOwnedTaints } from './tracking-annotation.ts';
-import { OWN_TRACKING_ANNOTATION, taintId, valueOf, type MachineTaint, type Taint } from './taint.ts';
+import { OWN_TRACKING_ANNOTATION, taintId, valueOf, type MachineTaint, type Taint, type TaintId } from './taint.ts';
 
 /** What changed between two taint lists, by key+effect. */
 export interface TaintDiff {
@@ -29,7 +29,7 @@ export interface PlanInput {
    */
   readonly handedOver?: ReadonlySet<string>;
   /** The startup gate taint removed in the same write (upstream: `node.cluster.x-k8s.io/uninitialized:NoSchedule`). */
-  readonly startupTaint?: { readonly key: string; readonly effect: string };
+  readonly startupTaint?: TaintId;
   /**
    * True while another owner still has to apply its taints (the Machine declares `spec.taints` and CAPI has not
    * initialized the Node): the startup gate stays, so no workload lands before every declared taint is there.
@@ -57,7 +57,7 @@ export type NodeTaintPlan =
  */
 export function mayAdoptAsInitialized(
   node: Pick<NodeSnapshot, 'taints' | 'annotations'>,
-  startupTaint: { readonly key: string; readonly effect: string } | undefined,
+  startupTaint: TaintId | undefined,
   annotation: string = OWN_TRACKING_ANNOTATION,
 ): boolean {
   if (Object.hasOwn(node.annotations, annotation)) return false;

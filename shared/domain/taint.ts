@@ -72,16 +72,21 @@ export const CLUSTER_NAME_LABEL = 'cluster.x-k8s.io/cluster-name';
 export const CONTROL_PLANE_LABEL = 'cluster.x-k8s.io/control-plane';
 
 /**
- * The identity of a taint: key and effect. Two taints with the same id are the same taint with
- * possibly different values (upstream `MatchTaint`).
- * @example taintId({ key: 'gpu', effect: 'NoSchedule' }) // 'gpu:NoSchedule'
+ * The identity of a taint: key and effect. Two taints with the same id are the same taint with possibly different
+ * values (upstream `MatchTaint`). Also what names the startup gate and a cancelled declaration.
  */
-export function taintId(taint: { readonly key: string; readonly effect: string }): string {
+export interface TaintId {
+  readonly key: string;
+  readonly effect: string;
+}
+
+/** @example taintId({ key: 'gpu', effect: 'NoSchedule' }) // 'gpu:NoSchedule' */
+export function taintId(taint: TaintId): string {
   return `${taint.key}:${taint.effect}`;
 }
 
 /** Returns true when both taints have the same key and effect. */
-export function isSameTaint(a: { key: string; effect: string }, b: { key: string; effect: string }): boolean {
+export function isSameTaint(a: TaintId, b: TaintId): boolean {
   return a.key === b.key && a.effect === b.effect;
 }
 

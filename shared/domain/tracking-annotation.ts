@@ -3,6 +3,7 @@
  * taints the product owns on a Node, sorted byte-wise and comma-joined, exactly as upstream writes it.
  */
 import { MalformedTrackingAnnotationError } from '#shared/errors.ts';
+import type { TaintId } from './taint.ts';
 
 /**
  * Encodes owned taint ids: unique, sorted by UTF-16 code units (equal to Go's byte order for the
@@ -27,7 +28,7 @@ export function decodeOwnedTaints(value: string): Set<string> {
  * when the entry does not split into exactly two parts on `:`. Two-part oddities such as `":NoSchedule"`
  * are accepted: they match nothing (upstream tolerates them too).
  */
-export function parseOwnedTaintId(entry: string): { key: string; effect: string } {
+export function parseOwnedTaintId(entry: string): TaintId {
   const parts = entry.split(':');
   if (parts.length !== 2) throw new MalformedTrackingAnnotationError(entry);
   return { key: parts[0] as string, effect: parts[1] as string };

@@ -1,4 +1,4 @@
-import type { ClusterRef } from '#shared/domain/cloud-event.ts';
+import type { ClusterRef } from '#shared/contract/cloud-event.ts';
 import type { NodeStore } from './node-store.ts';
 import type { PodStore } from './pod-store.ts';
 

@@ -1,4 +1,4 @@
-import type { TaintEvent } from '#shared/domain/cloud-event.ts';
+import type { TaintEvent } from '#shared/contract/cloud-event.ts';
 
 /** An event that could not be sent, with why. */
 export interface UnsentEvent {

@@ -1,5 +1,5 @@
-import type { RotaMember } from '#shared/domain/forwarder-rota.ts';
-import type { Checkpoint } from '#shared/domain/watch-event.ts';
+import type { RotaMember } from '#shared/policy/forwarder-rota.ts';
+import type { Checkpoint } from '#shared/contract/streams.ts';
 
 /** Result of one attempt to become the active forwarder. */
 export type LeaseAttempt =
@@ -16,7 +16,7 @@ export interface LeaderLease {
   release(checkpoint: Checkpoint): Promise<void>;
 }
 
-/** What the Lease records for the rota (shared/domain/forwarder-rota.ts): holder, checkpoint and members. */
+/** What the Lease records for the rota (shared/policy/forwarder-rota.ts): holder, checkpoint and members. */
 export interface LeaseRecord {
   /** The holder, if any (a released Lease has none). */
   readonly holder: string | undefined;

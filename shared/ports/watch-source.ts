@@ -1,5 +1,5 @@
-import type { ChangeKind, ClusterRef } from '#shared/domain/cloud-event.ts';
-import type { ClusterFacts, MachineFacts, MachinePoolFacts, NodeFacts, ScalableFacts, WatchedFacts } from '#shared/domain/watch-event.ts';
+import type { ChangeKind, ClusterRef } from '#shared/contract/cloud-event.ts';
+import type { ClusterFacts, MachineFacts, MachinePoolFacts, NodeFacts, ScalableFacts, WatchedFacts } from '#shared/model/views.ts';
 
 /**
  * What a watch stream delivers, in order. A `change` carries the relevance decision; `checkpoint` is

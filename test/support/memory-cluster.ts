@@ -4,7 +4,7 @@
  * older resourceVersion fails with PatchConflictError, as the API server's precondition does.
  */
 import type { ClusterView } from '#shared/domain/pause.ts';
-import type { ClusterRef } from '#shared/domain/cloud-event.ts';
+import type { ClusterRef } from '#shared/contract/cloud-event.ts';
 import type { MachinePoolSnapshot, MachineSnapshot, NodeSnapshot, NodeTaintPatch } from '#shared/domain/snapshots.ts';
 import { NodeNotFoundError, PatchConflictError } from '#shared/errors.ts';
 import type { ClusterConnections } from '#shared/ports/cluster-connections.ts';

@@ -3,8 +3,8 @@
  * what the API server would hold (election, checkpoint and member list, client-go's expiry on the given clock), and
  * every checkpoint written with who held the Lease. The real Lease: test/integration/adapters/lease.test.ts.
  */
-import type { RotaMember } from '#shared/domain/forwarder-rota.ts';
-import type { Checkpoint } from '#shared/domain/watch-event.ts';
+import type { RotaMember } from '#shared/policy/forwarder-rota.ts';
+import type { Checkpoint } from '#shared/contract/streams.ts';
 import type { ForwarderRota, LeaderLease, LeaseAttempt, LeaseRecord } from '#shared/ports/leader-lease.ts';
 
 /** The Lease duration: a holder that has not renewed for this long can be replaced. */

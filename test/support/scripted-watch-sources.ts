@@ -3,8 +3,9 @@
  * events the test emits (changes, progress, and the health events a WatchSession emits); Node streams record where
  * they were asked to start. The real streams are exercised by the integration tests.
  */
-import type { ClusterRef } from '#shared/domain/cloud-event.ts';
-import { nodeStreamKey, objectKeyOf, type ClusterFacts, type MachineFacts, type MachinePoolFacts, type NodeFacts, type ScalableFacts, type WatchedFacts } from '#shared/domain/watch-event.ts';
+import type { ClusterRef } from '#shared/contract/cloud-event.ts';
+import { nodeStreamKey } from '#shared/contract/streams.ts';
+import { objectKeyOf, type ClusterFacts, type MachineFacts, type MachinePoolFacts, type NodeFacts, type ScalableFacts, type WatchedFacts } from '#shared/model/views.ts';
 import type { StreamEvent, StreamStart, WatchSources, WatchStream } from '#shared/ports/watch-source.ts';
 
 /** A stream the test drives: `emit` hands one event to the consumer once the forwarder runs the stream. */

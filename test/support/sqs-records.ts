@@ -3,7 +3,7 @@
  */
 import type { SQSEvent, SQSRecord } from 'aws-lambda';
 import { toCloudEventBody } from '#shared/adapters/cloudevents/cloud-event-body.ts';
-import { eventIdFor, eventTypeFor, messageGroupIdFor, sourceFor, subjectFor, type ChangeKind, type ClusterRef, type TaintEvent, type TaintEventData } from '#shared/domain/cloud-event.ts';
+import { eventIdFor, eventTypeFor, messageGroupIdFor, sourceFor, subjectFor, type ChangeKind, type ClusterRef, type TaintEvent, type TaintEventData } from '#shared/contract/cloud-event.ts';
 
 export const TEST_QUEUE_URL = 'https://sqs.eu-west-1.amazonaws.com/123456789012/taints.fifo';
 export const TEST_DLQ_URL = 'https://sqs.eu-west-1.amazonaws.com/123456789012/taints-dlq.fifo';

@@ -9,7 +9,7 @@ import {
   type EventType,
   type TaintEvent,
   type TaintEventData,
-} from '#shared/domain/cloud-event.ts';
+} from '#shared/contract/cloud-event.ts';
 import { MalformedEventError } from '#shared/errors.ts';
 
 import { validateMachineEventData, validateMachinePoolEventData, validateNodeEventData, validateScalableResourceEventData } from './event-data-validators.generated.ts';

@@ -6,7 +6,7 @@
  * connection is dropped, so the record's retry reads the Secret again (a rotated, revoked credential costs
  * one retry, not a TTL). Other clusters' connections are untouched.
  */
-import { clusterKey, type ClusterRef } from '#shared/domain/cloud-event.ts';
+import { clusterKey, type ClusterRef } from '#shared/contract/cloud-event.ts';
 import { AccessDeniedError, ClusterCredentialsError } from '#shared/errors.ts';
 import type { Clock } from '#shared/ports/clock.ts';
 import type { ClusterConnections } from '#shared/ports/cluster-connections.ts';

@@ -4,9 +4,9 @@
  * Lease's resourceVersion), with the forwarder's checkpoint stored in an annotation of the same Lease
  * so that leadership and resume point change hands together.
  */
-import type { Checkpoint } from '#shared/domain/watch-event.ts';
+import type { Checkpoint } from '#shared/contract/streams.ts';
 import { AccessDeniedError, TransientError } from '#shared/errors.ts';
-import type { RotaMember } from '#shared/domain/forwarder-rota.ts';
+import type { RotaMember } from '#shared/policy/forwarder-rota.ts';
 import type { ForwarderRota, LeaderLease, LeaseAttempt, LeaseRecord } from '#shared/ports/leader-lease.ts';
 import { withCallDeadline } from './call-deadline.ts';
 import { KubeApiError, kubeCall, seg, type ClusterEndpoint } from './kube-http.ts';

@@ -9,6 +9,8 @@ import { capiApiVersionString, CAPI_GROUP, type CapiApiVersion } from '#shared/d
 import type { ClusterView } from '#shared/domain/pause.ts';
 import type { MachinePoolSnapshot, MachineSnapshot } from '#shared/domain/snapshots.ts';
 import { CLUSTER_NAME_LABEL } from '#shared/domain/taint.ts';
+import { obj, objectParts, str, stringMap } from '#shared/model/json.ts';
+import { toClusterFacts } from '#shared/model/views.ts';
 import type { MachineStore } from '#shared/ports/machine-store.ts';
 import { statusOf, toProductError } from './api-errors.ts';
 import { isCollectionNotServed, type CapiApi } from './capi-discovery.ts';
@@ -20,28 +22,6 @@ export const MACHINES = { group: CAPI_GROUP, plural: 'machines' } as const;
 export const CLUSTERS = { group: CAPI_GROUP, plural: 'clusters' } as const;
 /** Group and plural of MachinePools (the same group version as Machines, `exp` API included). */
 export const MACHINE_POOLS = { group: CAPI_GROUP, plural: 'machinepools' } as const;
-
-interface MachinePoolObject {
-  metadata?: MachineObject['metadata'];
-  spec?: { clusterName?: string; template?: { metadata?: { annotations?: Record<string, string> }; spec?: { taints?: unknown } } };
-  status?: { nodeRefs?: { name?: string }[] };
-}
-
-interface MachineObject {
-  metadata?: {
-    name?: string;
-    namespace?: string;
-    uid?: string;
-    resourceVersion?: string;
-    creationTimestamp?: string;
-    deletionTimestamp?: string;
-    labels?: Record<string, string>;
-    annotations?: Record<string, string>;
-  };
-  spec?: { clusterName?: string; taints?: unknown; providerID?: string };
-  /** v1beta2: `{name}`; v1beta1: a full ObjectReference (`{apiVersion, kind, name, uid}`). Only the name is read. */
-  status?: { nodeRef?: { name?: string } };
-}
 
 /** Objects per list page: every answer stays far below kube-http's cap on an answer (MAX_RESPONSE_BYTES). */
 export const LIST_PAGE_SIZE = 500;
@@ -60,7 +40,7 @@ export class KubernetesMachineStore implements MachineStore {
   async getMachine(namespace: string, name: string): Promise<MachineSnapshot | undefined> {
     return this.#inServedVersion(`Reading Machine ${namespace}/${name}`, async (version) => {
       try {
-        const machine = await kubeCall<MachineObject>(this.#endpoint, { method: 'GET', path: objectPath(MACHINES, version, namespace, name) });
+        const machine = await kubeCall<unknown>(this.#endpoint, { method: 'GET', path: objectPath(MACHINES, version, namespace, name) });
         return toMachineSnapshot(machine, version);
       } catch (error) {
         if (statusOf(error) === 404 && !isCollectionNotServed(404, error instanceof KubeApiError ? error.body : undefined)) return undefined;
@@ -72,8 +52,8 @@ export class KubernetesMachineStore implements MachineStore {
   async getCluster(namespace: string, name: string): Promise<ClusterView | undefined> {
     return this.#inServedVersion(`Reading Cluster ${namespace}/${name}`, async (version) => {
       try {
-        const cluster = await kubeCall<{ spec?: { paused?: unknown } }>(this.#endpoint, { method: 'GET', path: objectPath(CLUSTERS, version, namespace, name) });
-        return { namespace, name, paused: cluster.spec?.paused === true };
+        const cluster = await kubeCall<unknown>(this.#endpoint, { method: 'GET', path: objectPath(CLUSTERS, version, namespace, name) });
+        return toClusterFacts(cluster) ?? { namespace, name, paused: false };
       } catch (error) {
         if (statusOf(error) === 404 && !isCollectionNotServed(404, error instanceof KubeApiError ? error.body : undefined)) return undefined;
         throw error;
@@ -83,23 +63,23 @@ export class KubernetesMachineStore implements MachineStore {
 
   async findMachineByNodeName(clusterNamespace: string, clusterName: string | undefined, nodeName: string): Promise<MachineSnapshot | undefined> {
     return this.#inServedVersion(`Listing Machines for Node ${nodeName}`, async (version) => {
-      const items = await this.#listOfCluster<MachineObject>(MACHINES, version, clusterNamespace, clusterName);
-      const matches = items.filter((m) => m.status?.nodeRef?.name === nodeName);
-      return matches.length === 1 ? toMachineSnapshot(matches[0] as MachineObject, version) : undefined;
+      const items = await this.#listOfCluster<unknown>(MACHINES, version, clusterNamespace, clusterName);
+      const matches = items.map((m) => toMachineSnapshot(m, version)).filter((m) => m.nodeName === nodeName);
+      return matches.length === 1 ? matches[0] : undefined;
     });
   }
 
   async countMachines(namespace: string, labelSelector: string): Promise<number> {
     return this.#inServedVersion(`Counting Machines with ${labelSelector}`, async (version) => {
       const path = `/apis/${MACHINES.group}/${version}/namespaces/${seg(namespace)}/${MACHINES.plural}`;
-      return (await kubeList<MachineObject>(this.#endpoint, path, { labelSelector }, this.#pageSize)).length;
+      return (await kubeList<unknown>(this.#endpoint, path, { labelSelector }, this.#pageSize)).length;
     });
   }
 
   async getMachinePool(namespace: string, name: string): Promise<MachinePoolSnapshot | undefined> {
     return this.#inServedVersion(`Reading MachinePool ${namespace}/${name}`, async (version) => {
       try {
-        const pool = await kubeCall<MachinePoolObject>(this.#endpoint, { method: 'GET', path: objectPath(MACHINE_POOLS, version, namespace, name) });
+        const pool = await kubeCall<unknown>(this.#endpoint, { method: 'GET', path: objectPath(MACHINE_POOLS, version, namespace, name) });
         return toMachinePoolSnapshot(pool, version);
       } catch (error) {
         // Not found, or MachinePools not served at all (a Cluster API without the CRD): no pool owns the Node.
@@ -111,15 +91,15 @@ export class KubernetesMachineStore implements MachineStore {
 
   async findMachinePoolByNodeName(clusterNamespace: string, clusterName: string | undefined, nodeName: string): Promise<MachinePoolSnapshot | undefined> {
     return this.#inServedVersion(`Listing MachinePools for Node ${nodeName}`, async (version) => {
-      let items: MachinePoolObject[];
+      let items: unknown[];
       try {
-        items = await this.#listOfCluster<MachinePoolObject>(MACHINE_POOLS, version, clusterNamespace, clusterName);
+        items = await this.#listOfCluster<unknown>(MACHINE_POOLS, version, clusterNamespace, clusterName);
       } catch (error) {
         if (statusOf(error) === 404) return undefined; // MachinePools not served: no pool owns the Node
         throw error;
       }
-      const matches = items.filter((p) => (p.status?.nodeRefs ?? []).some((r) => r.name === nodeName));
-      return matches.length === 1 ? toMachinePoolSnapshot(matches[0] as MachinePoolObject, version) : undefined;
+      const matches = items.map((p) => toMachinePoolSnapshot(p, version)).filter((p) => p.nodeNames.includes(nodeName));
+      return matches.length === 1 ? matches[0] : undefined;
     });
   }
 
@@ -152,42 +132,43 @@ function objectPath(resource: { group: string; plural: string }, version: CapiAp
   return `/apis/${resource.group}/${version}/namespaces/${seg(namespace)}/${resource.plural}/${seg(name)}`;
 }
 
-/** Maps the Machine custom object (read in `version`) to the domain's view. */
-export function toMachineSnapshot(machine: MachineObject, version: CapiApiVersion): MachineSnapshot {
-  const m = machine.metadata ?? {};
+/** The Machine custom object (read in `version`) as the reconcile reads it. */
+export function toMachineSnapshot(machine: unknown, version: CapiApiVersion): MachineSnapshot {
+  const { status, spec, ...p } = objectParts(machine);
+  const nodeName = str(obj(status.nodeRef).name);
   return {
     apiVersion: capiApiVersionString(version),
-    namespace: m.namespace ?? '',
-    name: m.name ?? '',
-    uid: m.uid ?? '',
-    resourceVersion: m.resourceVersion ?? '',
-    ...(m.creationTimestamp ? { creationTimestamp: String(m.creationTimestamp) } : {}),
-    labels: m.labels ?? {},
-    annotations: m.annotations ?? {},
-    specTaints: machine.spec?.taints,
-    ...(machine.spec?.clusterName ? { clusterName: machine.spec.clusterName } : {}),
-    ...(machine.status?.nodeRef?.name ? { nodeName: machine.status.nodeRef.name } : {}),
-    ...(machine.spec?.providerID ? { providerID: machine.spec.providerID } : {}),
-    deleting: m.deletionTimestamp !== undefined && m.deletionTimestamp !== null,
+    namespace: p.namespace,
+    name: p.name,
+    uid: p.uid,
+    resourceVersion: p.resourceVersion,
+    labels: p.labels,
+    annotations: p.annotations,
+    specTaints: spec.taints,
+    ...(str(spec.clusterName) ? { clusterName: str(spec.clusterName) } : {}),
+    ...(nodeName ? { nodeName } : {}),
+    ...(str(spec.providerID) ? { providerID: str(spec.providerID) } : {}),
+    deleting: p.deleting,
   };
 }
 
-/** Maps the MachinePool custom object (read in `version`) to the domain's view. */
-export function toMachinePoolSnapshot(pool: MachinePoolObject, version: CapiApiVersion): MachinePoolSnapshot {
-  const m = pool.metadata ?? {};
-  const nodeNames = (pool.status?.nodeRefs ?? []).map((r) => r.name).filter((n): n is string => typeof n === 'string' && n !== '');
+/** The MachinePool custom object (read in `version`) as the reconcile reads it. */
+export function toMachinePoolSnapshot(pool: unknown, version: CapiApiVersion): MachinePoolSnapshot {
+  const { status, spec, ...p } = objectParts(pool);
+  const template = obj(spec.template);
+  const nodeRefs: unknown[] = Array.isArray(status.nodeRefs) ? status.nodeRefs : [];
   return {
     apiVersion: capiApiVersionString(version),
-    namespace: m.namespace ?? '',
-    name: m.name ?? '',
-    uid: m.uid ?? '',
-    resourceVersion: m.resourceVersion ?? '',
-    labels: m.labels ?? {},
-    annotations: m.annotations ?? {},
-    templateAnnotations: pool.spec?.template?.metadata?.annotations ?? {},
-    specTaints: pool.spec?.template?.spec?.taints,
-    ...(pool.spec?.clusterName ? { clusterName: pool.spec.clusterName } : {}),
-    nodeNames,
-    deleting: m.deletionTimestamp !== undefined && m.deletionTimestamp !== null,
+    namespace: p.namespace,
+    name: p.name,
+    uid: p.uid,
+    resourceVersion: p.resourceVersion,
+    labels: p.labels,
+    annotations: p.annotations,
+    templateAnnotations: stringMap(obj(template.metadata).annotations),
+    specTaints: obj(template.spec).taints,
+    ...(str(spec.clusterName) ? { clusterName: str(spec.clusterName) } : {}),
+    nodeNames: nodeRefs.map((r) => str(obj(r).name)).filter((n): n is string => n !== undefined),
+    deleting: p.deleting,
   };
 }

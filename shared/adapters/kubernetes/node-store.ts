@@ -5,10 +5,11 @@
  * since we read it, and we never overwrite their change. Calls go through the product's HTTP client
  * (kube-http.ts); the Node's JSON comes back as the server wrote it (times as RFC 3339 strings).
  */
-import type { V1Node, V1NodeList } from '@kubernetes/client-node';
+import type { V1NodeList } from '@kubernetes/client-node';
 import type { NodeSnapshot, NodeTaintPatch } from '#shared/domain/snapshots.ts';
 import { FIELD_MANAGER, type Taint } from '#shared/domain/taint.ts';
 import { NodeNotFoundError, PatchConflictError } from '#shared/errors.ts';
+import { obj, objectParts, str } from '#shared/model/json.ts';
 import type { NodeStore } from '#shared/ports/node-store.ts';
 import { statusOf, toKubeTime, toProductError } from './api-errors.ts';
 import { kubeCall, seg, type ClusterEndpoint } from './kube-http.ts';
@@ -25,7 +26,7 @@ export class KubernetesNodeStore implements NodeStore {
 
   async getNode(name: string): Promise<NodeSnapshot | undefined> {
     try {
-      return toNodeSnapshot(await kubeCall<V1Node>(this.#endpoint, { method: 'GET', path: nodePath(name) }));
+      return toNodeSnapshot(await kubeCall<unknown>(this.#endpoint, { method: 'GET', path: nodePath(name) }));
     } catch (error) {
       if (statusOf(error) === 404) return undefined;
       throw toProductError(`Reading Node ${name}`, error);
@@ -42,7 +43,7 @@ export class KubernetesNodeStore implements NodeStore {
       spec: { taints: patch.taints.map(toWireTaint) },
     };
     try {
-      const written = await kubeCall<V1Node>(this.#endpoint, { method: 'PATCH', path: nodePath(name), query: { fieldManager: FIELD_MANAGER }, body, contentType: 'application/merge-patch+json' });
+      const written = await kubeCall<unknown>(this.#endpoint, { method: 'PATCH', path: nodePath(name), query: { fieldManager: FIELD_MANAGER }, body, contentType: 'application/merge-patch+json' });
       return toNodeSnapshot(written);
     } catch (error) {
       const status = statusOf(error);
@@ -66,22 +67,29 @@ function nodePath(name: string): string {
   return `/api/v1/nodes/${seg(name)}`;
 }
 
-/** Maps a V1Node to the domain's view. Its times are strings in the API's JSON (client-node's model says Date: both are accepted). */
-export function toNodeSnapshot(node: V1Node): NodeSnapshot {
-  const creationTimestamp = toKubeTime(node.metadata?.creationTimestamp);
+/** A Node's JSON as the reconcile reads it. Times may be strings (the API's JSON) or Dates (client-node's model). */
+export function toNodeSnapshot(node: unknown): NodeSnapshot {
+  const { metadata, spec, ...p } = objectParts(node);
+  const creationTimestamp = kubeTime(metadata.creationTimestamp);
+  const providerID = str(spec.providerID);
+  const taints: unknown[] = Array.isArray(spec.taints) ? spec.taints : [];
   return {
-    name: node.metadata?.name ?? '',
-    uid: node.metadata?.uid ?? '',
-    resourceVersion: node.metadata?.resourceVersion ?? '',
+    name: p.name,
+    uid: p.uid,
+    resourceVersion: p.resourceVersion,
     ...(creationTimestamp ? { creationTimestamp } : {}),
-    labels: node.metadata?.labels ?? {},
-    annotations: node.metadata?.annotations ?? {},
-    taints: (node.spec?.taints ?? []).map((t) => {
-      const timeAdded = toKubeTime(t.timeAdded as Date | string | undefined);
-      return { key: t.key, ...(t.value ? { value: t.value } : {}), effect: t.effect, ...(timeAdded ? { timeAdded } : {}) };
+    labels: p.labels,
+    annotations: p.annotations,
+    taints: taints.map(obj).map((t) => {
+      const [value, timeAdded] = [str(t.value), kubeTime(t.timeAdded)];
+      return { key: String(t.key ?? ''), ...(value ? { value } : {}), effect: String(t.effect ?? ''), ...(timeAdded ? { timeAdded } : {}) };
     }),
-    ...(node.spec?.providerID ? { providerID: node.spec.providerID } : {}),
+    ...(providerID ? { providerID } : {}),
   };
+}
+
+function kubeTime(v: unknown): string | undefined {
+  return toKubeTime(v instanceof Date || typeof v === 'string' ? v : undefined);
 }
 
 function toWireTaint(t: Taint): Record<string, string> {

@@ -1,7 +1,7 @@
 /**
  * A client-side rate limit on the requests to one cluster (client-go's `rest.Config` QPS and Burst, which every
  * controller's client to a workload cluster has, Cluster API's ClusterCache included): an endpoint wrapper whose every
- * request first takes a token of a bucket (shared/domain/rate-limit.ts) and waits for it when none is left. The
+ * request first takes a token of a bucket (shared/policy/rate-limit.ts) and waits for it when none is left. The
  * forwarder gives each workload cluster's Node stream one bucket, whatever endpoint (credentials) the stream uses at
  * each reconnect, so that one cluster cannot drive more requests than that — e.g. a list whose `continue` tokens never
  * end, whose pages follow each other without the retry policy's backoff — and other clusters' streams have buckets of
@@ -9,7 +9,7 @@
  */
 import { setTimeout as delay } from 'node:timers/promises';
 import type https from 'node:https';
-import { fullBucket, takeToken, type BucketState, type RateLimit } from '#shared/domain/rate-limit.ts';
+import { fullBucket, takeToken, type BucketState, type RateLimit } from '#shared/policy/rate-limit.ts';
 import type { ClusterEndpoint } from './kube-http.ts';
 
 /**

@@ -7,26 +7,13 @@ import { capiApiVersionString, CAPI_GROUP, type CapiApiVersion } from '#shared/d
 import type { ScalableKind, ScalableResourceSnapshot } from '#shared/domain/autoscaler.ts';
 import { PatchConflictError } from '#shared/errors.ts';
 import { CLUSTER_NAME_LABEL, FIELD_MANAGER } from '#shared/domain/taint.ts';
+import { obj, objectParts, str, stringMap } from '#shared/model/json.ts';
 import type { ScalableResourceStore } from '#shared/ports/scalable-resource-store.ts';
 import { statusOf, toProductError } from './api-errors.ts';
 import type { CapiApi } from './capi-discovery.ts';
 import { kubeCall, seg, type ClusterEndpoint } from './kube-http.ts';
 
 const PLURALS: Readonly<Record<ScalableKind, string>> = { MachineDeployment: 'machinedeployments', MachineSet: 'machinesets', MachinePool: 'machinepools' };
-
-interface ScalableObject {
-  metadata?: {
-    name?: string;
-    namespace?: string;
-    uid?: string;
-    resourceVersion?: string;
-    deletionTimestamp?: string;
-    annotations?: Record<string, string>;
-    labels?: Record<string, string>;
-    ownerReferences?: { kind?: string }[];
-  };
-  spec?: { clusterName?: string; template?: { metadata?: { annotations?: Record<string, string>; labels?: Record<string, string> }; spec?: { taints?: unknown } } };
-}
 
 export class KubernetesScalableResourceStore implements ScalableResourceStore {
   readonly #endpoint: ClusterEndpoint;
@@ -40,7 +27,7 @@ export class KubernetesScalableResourceStore implements ScalableResourceStore {
   async get(kind: ScalableKind, namespace: string, name: string): Promise<ScalableResourceSnapshot | undefined> {
     const version = await this.#capi.version();
     try {
-      const obj = await kubeCall<ScalableObject>(this.#endpoint, { method: 'GET', path: pathOf(kind, version, namespace, name) });
+      const obj = await kubeCall<unknown>(this.#endpoint, { method: 'GET', path: pathOf(kind, version, namespace, name) });
       return toScalableSnapshot(kind, obj, version);
     } catch (error) {
       // Not found, or the kind not served in this version: nothing to annotate (a later event names it again).
@@ -53,7 +40,7 @@ export class KubernetesScalableResourceStore implements ScalableResourceStore {
     const version = await this.#capi.version();
     const what = `${resource.kind} ${resource.namespace}/${resource.name}`;
     try {
-      const written = await kubeCall<ScalableObject>(this.#endpoint, {
+      const written = await kubeCall<{ metadata?: { resourceVersion?: string } }>(this.#endpoint, {
         method: 'PATCH',
         path: pathOf(resource.kind, version, resource.namespace, resource.name),
         query: { fieldManager: FIELD_MANAGER },
@@ -73,24 +60,27 @@ function pathOf(kind: ScalableKind, version: CapiApiVersion, namespace: string, 
   return `/apis/${CAPI_GROUP}/${version}/namespaces/${seg(namespace)}/${PLURALS[kind]}/${seg(name)}`;
 }
 
-/** Maps the custom object (read in `version`) to the domain's view. */
-export function toScalableSnapshot(kind: ScalableKind, obj: ScalableObject, version: CapiApiVersion): ScalableResourceSnapshot {
-  const m = obj.metadata ?? {};
-  const clusterName = obj.spec?.clusterName || m.labels?.[CLUSTER_NAME_LABEL];
+/** The custom object (read in `version`) as the reconcile reads it. */
+export function toScalableSnapshot(kind: ScalableKind, resource: unknown, version: CapiApiVersion): ScalableResourceSnapshot {
+  const { spec, metadata, ...p } = objectParts(resource);
+  const template = obj(spec.template);
+  const templateMeta = obj(template.metadata);
+  const owners: unknown[] = Array.isArray(metadata.ownerReferences) ? metadata.ownerReferences : [];
+  // spec.clusterName is required by Cluster API; the label (which Cluster API sets too) covers an object without it.
+  const clusterName = str(spec.clusterName) ?? str(p.labels[CLUSTER_NAME_LABEL]);
   return {
     kind,
     apiVersion: capiApiVersionString(version),
-    namespace: m.namespace ?? '',
-    name: m.name ?? '',
-    uid: m.uid ?? '',
-    resourceVersion: m.resourceVersion ?? '',
-    annotations: m.annotations ?? {},
-    templateAnnotations: obj.spec?.template?.metadata?.annotations ?? {},
-    templateLabels: obj.spec?.template?.metadata?.labels ?? {},
-    specTaints: obj.spec?.template?.spec?.taints,
-    ownedByMachineDeployment: (m.ownerReferences ?? []).some((o) => o.kind === 'MachineDeployment'),
-    // spec.clusterName is required by Cluster API; the label (which Cluster API sets too) covers an object without it.
+    namespace: p.namespace,
+    name: p.name,
+    uid: p.uid,
+    resourceVersion: p.resourceVersion,
+    annotations: p.annotations,
+    templateAnnotations: stringMap(templateMeta.annotations),
+    templateLabels: stringMap(templateMeta.labels),
+    specTaints: obj(template.spec).taints,
+    ownedByMachineDeployment: owners.some((o) => obj(o).kind === 'MachineDeployment'),
     ...(clusterName ? { clusterName } : {}),
-    deleting: m.deletionTimestamp !== undefined && m.deletionTimestamp !== null,
+    deleting: p.deleting,
   };
 }

@@ -24,7 +24,7 @@
  * the endpoint's credentials), instead of client-node's `Watch`, because that class drops unparseable lines, swallows
  * exceptions thrown by the callback, does not await it, and ends every watch after 30 s.
  */
-import type { WatchedFacts } from '#shared/domain/watch-event.ts';
+import type { WatchedFacts } from '#shared/model/views.ts';
 import { TaintPropagatorError, TransientError } from '#shared/errors.ts';
 import { ForwarderMetric } from '#shared/observability/metric-names.ts';
 import { logger as defaultLogger } from '#shared/observability/logger.ts';

@@ -4,8 +4,8 @@
  * the kubeconfig Secret). The version is resolved before every (re)connect; a 404 for the collection makes discovery
  * ask again, so a Cluster API upgrade that stops serving a version is followed without a restart.
  */
-import type { ClusterRef } from '#shared/domain/cloud-event.ts';
-import { toClusterFacts, toMachineFacts, toMachinePoolFacts, toNodeFacts, toScalableFacts, type ClusterFacts, type MachineFacts, type MachinePoolFacts, type NodeFacts, type ScalableFacts, type WatchedFacts } from '#shared/domain/watch-event.ts';
+import type { ClusterRef } from '#shared/contract/cloud-event.ts';
+import { toClusterFacts, toMachineFacts, toMachinePoolFacts, toNodeFacts, toScalableFacts, type ClusterFacts, type MachineFacts, type MachinePoolFacts, type NodeFacts, type ScalableFacts, type WatchedFacts } from '#shared/model/views.ts';
 import type { ForwarderTelemetry } from '#shared/ports/forwarder-telemetry.ts';
 import type { StreamStart, WatchSources, WatchStream } from '#shared/ports/watch-source.ts';
 import type { Clock } from '#shared/ports/clock.ts';
@@ -15,10 +15,10 @@ import type { WorkloadKubeConfigs } from './workload-kubeconfig.ts';
 import { clusterCredentialsReporter, type ClusterCredentialsReporter } from './credentials-reporter.ts';
 import type { ClusterEndpoint } from './kube-http.ts';
 import { EndpointRateLimiter, NODE_STREAM_RATE_LIMIT } from './rate-limited-endpoint.ts';
-import type { RateLimit } from '#shared/domain/rate-limit.ts';
+import type { RateLimit } from '#shared/policy/rate-limit.ts';
 import { ClusterCredentialsError } from '#shared/errors.ts';
 import { ForwarderMetric } from '#shared/observability/metric-names.ts';
-import { nodeStreamKey, MACHINES_STREAM, MACHINE_POOLS_STREAM, MACHINE_DEPLOYMENTS_STREAM, MACHINE_SETS_STREAM } from '#shared/domain/watch-event.ts';
+import { nodeStreamKey, MACHINES_STREAM, MACHINE_POOLS_STREAM, MACHINE_DEPLOYMENTS_STREAM, MACHINE_SETS_STREAM } from '#shared/contract/streams.ts';
 
 import { capiApiVersionString } from '#shared/domain/capi-api.ts';
 import type { CapiApi } from './capi-discovery.ts';

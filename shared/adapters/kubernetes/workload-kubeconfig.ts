@@ -7,7 +7,7 @@
  * rotated credentials are picked up on the next `get` without rebuilding clients for unchanged Secrets.
  */
 import type { V1Secret } from '@kubernetes/client-node';
-import { clusterKey, type ClusterRef } from '#shared/domain/cloud-event.ts';
+import { clusterKey, type ClusterRef } from '#shared/contract/cloud-event.ts';
 import { ClusterCredentialsError } from '#shared/errors.ts';
 import { statusOf } from './api-errors.ts';
 import { kubeCall, seg, type ClusterEndpoint } from './kube-http.ts';

@@ -11,7 +11,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { SendMessageBatchCommand, SendMessageBatchCommandOutput, SendMessageBatchRequestEntry } from '@aws-sdk/client-sqs';
-import { messageGroupIdFor, type TaintEvent } from '#shared/domain/cloud-event.ts';
+import { messageGroupIdFor, type TaintEvent } from '#shared/contract/cloud-event.ts';
 import { toCloudEventBody } from '#shared/adapters/cloudevents/cloud-event-body.ts';
 import type { EventPublisher, PublishResult, UnsentEvent } from '#shared/ports/event-publisher.ts';
 import { logger as defaultLogger, LogKey } from '#shared/observability/logger.ts';

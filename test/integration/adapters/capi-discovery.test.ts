@@ -11,7 +11,7 @@ import { KubernetesCapiDiscovery, type CapiApi } from '#shared/adapters/kubernet
 import { KubernetesMachineStore } from '#shared/adapters/kubernetes/machine-store.ts';
 import { kubernetesWatchSources } from '#shared/adapters/kubernetes/watch-sources.ts';
 import { workloadKubeConfigs } from '#shared/adapters/kubernetes/workload-kubeconfig.ts';
-import type { MachineFacts } from '#shared/domain/watch-event.ts';
+import type { MachineFacts } from '#shared/model/views.ts';
 import type { CapiApiVersion } from '#shared/domain/capi-api.ts';
 import { UnsupportedClusterApiError } from '#shared/errors.ts';
 import { createMachine, createNamespace, describeWithControlPlane, MERGE_PATCH, waitFor } from '#test/support/control-plane.ts';

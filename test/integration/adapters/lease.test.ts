@@ -1,7 +1,7 @@
 import { expect, it } from 'vitest';
 import { kubeCall, type ClusterEndpoint } from '#shared/adapters/kubernetes/kube-http.ts';
 import { CHECKPOINT_ANNOTATION, KubernetesLeaderLease, MEMBERS_ANNOTATION } from '#shared/adapters/kubernetes/lease.ts';
-import { withMember, type RotaPolicy } from '#shared/domain/forwarder-rota.ts';
+import { withMember, type RotaPolicy } from '#shared/policy/forwarder-rota.ts';
 import { AccessDeniedError, TransientError } from '#shared/errors.ts';
 import { adminKubeConfig, createNamespace, describeWithControlPlane, kubeConfigFromFile, mintUser, uniqueName } from '#test/support/control-plane.ts';
 import { manualClock } from '#test/support/manual-clock.ts';

@@ -16,7 +16,7 @@ import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import type { ClusterEndpoint } from '#shared/adapters/kubernetes/kube-http.ts';
 import { WatchSession, type WatchSessionOptions } from '#shared/adapters/kubernetes/watch-session.ts';
-import { toNodeFacts, type NodeFacts } from '#shared/domain/watch-event.ts';
+import { toNodeFacts, type NodeFacts } from '#shared/model/views.ts';
 import { createForwarderTelemetry } from '#shared/observability/forwarder-telemetry.ts';
 import { ForwarderMetric } from '#shared/observability/metric-names.ts';
 import type { StreamEvent } from '#shared/ports/watch-source.ts';

@@ -7,7 +7,7 @@ import { mockClient } from 'aws-sdk-client-mock';
 import { SendMessageBatchCommand, SQSClient } from '@aws-sdk/client-sqs';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { fromCloudEventBody } from '#shared/adapters/cloudevents/cloud-event-body.ts';
-import type { TaintEvent } from '#shared/domain/cloud-event.ts';
+import type { TaintEvent } from '#shared/contract/cloud-event.ts';
 import { loadForwarderConfig, type ForwarderConfig } from '#shared/config/forwarder-config.ts';
 import { createForwarderTelemetry, type CountingForwarderTelemetry } from '#shared/observability/forwarder-telemetry.ts';
 import { composeWatchForwarder } from '#functions/watch-forwarder/compose.ts';

@@ -2,7 +2,7 @@ import { afterEach, beforeAll, expect, it } from 'vitest';
 import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 import { readFileSync } from 'node:fs';
 import { CHECKPOINT_ANNOTATION } from '#shared/adapters/kubernetes/lease.ts';
-import { eventIdFor } from '#shared/domain/cloud-event.ts';
+import { eventIdFor } from '#shared/contract/cloud-event.ts';
 import {
   MACHINES,
   MERGE_PATCH,

@@ -14,7 +14,7 @@ import { processBatch } from '#functions/reconcile-node-taints/process-batch.ts'
 import { composeWatchForwarder } from '#functions/watch-forwarder/compose.ts';
 import { forwardWatchEvents } from '#functions/watch-forwarder/forward-watch-events.ts';
 import { workloadKubeConfigs } from '#shared/adapters/kubernetes/workload-kubeconfig.ts';
-import type { TaintEvent } from '#shared/domain/cloud-event.ts';
+import type { TaintEvent } from '#shared/contract/cloud-event.ts';
 import { OWN_TRACKING_ANNOTATION } from '#shared/domain/taint.ts';
 import { loadForwarderConfig } from '#shared/config/forwarder-config.ts';
 import { kubeconfigSecretRbac } from '#local/rbac/kubeconfig-secret-rbac.ts';

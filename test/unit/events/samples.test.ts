@@ -3,9 +3,9 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import type { SQSEvent } from 'aws-lambda';
 import { fromCloudEventBody } from '#shared/adapters/cloudevents/cloud-event-body.ts';
-import { machineEventDataSchema, machinePoolEventDataSchema, scalableResourceEventDataSchema, nodeEventDataSchema } from '#shared/domain/cloud-event.ts';
-import { fingerprintOf, isRelevantChange } from '#shared/domain/relevance.ts';
-import { toMachineFacts, toNodeFacts } from '#shared/domain/watch-event.ts';
+import { machineEventDataSchema, machinePoolEventDataSchema, scalableResourceEventDataSchema, nodeEventDataSchema } from '#shared/contract/cloud-event.ts';
+import { fingerprintOf, isRelevantChange } from '#shared/policy/relevance.ts';
+import { toMachineFacts, toNodeFacts } from '#shared/model/views.ts';
 import { MalformedEventError } from '#shared/errors.ts';
 
 const root = join(import.meta.dirname, '../../../events');
@@ -29,7 +29,7 @@ describe('Sample events in events/', () => {
     expect(() => load(join(root, file))).not.toThrow();
   });
 
-  it('ships the data schemas exactly as defined in shared/domain/cloud-event.ts', () => {
+  it('ships the data schemas exactly as defined in shared/contract/cloud-event.ts', () => {
     expect(load(join(root, 'schemas/machine-event-data.v1.json'))).toEqual(machineEventDataSchema);
     expect(load(join(root, 'schemas/node-event-data.v1.json'))).toEqual(nodeEventDataSchema);
     expect(load(join(root, 'schemas/machinepool-event-data.v1.json'))).toEqual(machinePoolEventDataSchema);

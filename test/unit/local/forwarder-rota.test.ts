@@ -5,8 +5,8 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { WatchForwarder } from '#functions/watch-forwarder/forward-watch-events.ts';
-import type { TaintEvent } from '#shared/domain/cloud-event.ts';
-import type { NodeFacts } from '#shared/domain/watch-event.ts';
+import type { TaintEvent } from '#shared/contract/cloud-event.ts';
+import type { NodeFacts } from '#shared/model/views.ts';
 import { runWindows, type LocalRota } from '#local/forwarder-rota.ts';
 import { memoryLease, newLeaseState, type LeaseState } from '#test/support/memory-lease.ts';
 import { ScriptedSources, until } from '#test/support/scripted-watch-sources.ts';

@@ -13,7 +13,7 @@
  * deadline. A non-200 answer is turned into an error by `failed` (the caller's mapping: KubeApiError, or the streams'
  * table in api-errors.ts).
  */
-import { isObject } from '#shared/domain/watch-event.ts';
+import { isObject } from '#shared/model/json.ts';
 import { TransientError } from '#shared/errors.ts';
 import { DEFAULT_STREAM_CAPS, StreamCapError, type StreamCaps } from './caps.ts';
 import { ListFramingError, ListItemReader } from './list-items.ts';

@@ -7,9 +7,9 @@
  * {@link snapshot} and {@link restore} carry that state from one stream to another: the ground of a gapless hand-over
  * (a successor Lambda window restores its predecessor's snapshot and watches from its resourceVersion, without a list).
  */
-import type { ChangeKind } from '#shared/domain/cloud-event.ts';
-import { changedSince, diffRelist } from '#shared/domain/relevance.ts';
-import { objectKeyOf, type WatchedFacts } from '#shared/domain/watch-event.ts';
+import type { ChangeKind } from '#shared/contract/cloud-event.ts';
+import { changedSince, diffRelist } from '#shared/policy/relevance.ts';
+import { objectKeyOf, type WatchedFacts } from '#shared/model/views.ts';
 
 /** A cache's state, as plain data (JSON-serialisable): its resourceVersion and every object's facts. */
 export interface CacheSnapshot<T extends WatchedFacts> {

@@ -28,7 +28,7 @@
  *   only when they repeat (two failures in a row with no delivery in between). It is reported `recovered` when it
  *   delivers again ({@link StreamRetry.delivered}).
  */
-import { backoffDelay } from '#shared/domain/backoff.ts';
+import { backoffDelay } from '#shared/policy/backoff.ts';
 import { ResourceVersionGoneError } from '../api-errors.ts';
 
 export interface RetryNumbers {

@@ -6,8 +6,9 @@
  * The reasons it gives are built from the event type and a Status's code, reason and message (escaped, capped), never
  * from the line itself; the caller decides whether (and how short) an excerpt of a malformed line is logged.
  */
-import type { ChangeKind } from '#shared/domain/cloud-event.ts';
-import { isObject, type WatchedFacts } from '#shared/domain/watch-event.ts';
+import type { ChangeKind } from '#shared/contract/cloud-event.ts';
+import { isObject } from '#shared/model/json.ts';
+import type { WatchedFacts } from '#shared/model/views.ts';
 import { escapedText } from '../api-errors.ts';
 
 export type DecodedLine<T extends WatchedFacts> =

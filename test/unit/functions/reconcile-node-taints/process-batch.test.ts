@@ -5,7 +5,7 @@ import { beforeEach, describe, expect, it, vi } from 'vitest';
 import { CLUSTER_CONCURRENCY, FailingClusters } from '#functions/reconcile-node-taints/cluster-guard.ts';
 import { processBatch, backoffSeconds, latencyStages, SETTLE_RESERVE_MS, type BatchDeps } from '#functions/reconcile-node-taints/process-batch.ts';
 import { CallTimeoutError, NodeNotFoundError, TransientError } from '#shared/errors.ts';
-import type { ClusterRef } from '#shared/domain/cloud-event.ts';
+import type { ClusterRef } from '#shared/contract/cloud-event.ts';
 import { fromCloudEventBody } from '#shared/adapters/cloudevents/cloud-event-body.ts';
 import { MemoryClusterConnections, MemoryEventRecorder, MemoryMachineStore } from '#test/support/memory-cluster.ts';
 import { SqsRecordQueue } from '#shared/adapters/sqs/record-queue.ts';

@@ -17,7 +17,8 @@ import {
 } from '#shared/domain/autoscaler.ts';
 import { ReconcileOutcome } from '#shared/domain/outcome.ts';
 import { PAUSED_ANNOTATION, type ClusterView } from '#shared/domain/pause.ts';
-import { toScalableFacts, toScalableResourceEvent } from '#shared/domain/watch-event.ts';
+import { toScalableFacts } from '#shared/model/views.ts';
+import { toScalableResourceEvent } from '#shared/contract/events.ts';
 import { PatchConflictError } from '#shared/errors.ts';
 import { logger } from '#shared/observability/logger.ts';
 import { metrics } from '#shared/observability/metrics.ts';

@@ -8,8 +8,9 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { ClusterStreams, type FailingCluster } from '#functions/watch-forwarder/cluster-streams.ts';
 import { Outbox } from '#functions/watch-forwarder/outbox.ts';
-import { eventIdFor, type ClusterRef, type TaintEvent } from '#shared/domain/cloud-event.ts';
-import type { Checkpoint, ClusterFacts, MachineFacts, MachinePoolFacts, ScalableFacts } from '#shared/domain/watch-event.ts';
+import { eventIdFor, type ClusterRef, type TaintEvent } from '#shared/contract/cloud-event.ts';
+import type { Checkpoint } from '#shared/contract/streams.ts';
+import type { ClusterFacts, MachineFacts, MachinePoolFacts, ScalableFacts } from '#shared/model/views.ts';
 import { ForwarderMetric } from '#shared/observability/metric-names.ts';
 import { ScriptedSources, until } from '#test/support/scripted-watch-sources.ts';
 import { manualClock } from '#test/support/manual-clock.ts';

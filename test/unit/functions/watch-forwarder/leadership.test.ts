@@ -5,8 +5,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { Leadership } from '#functions/watch-forwarder/leadership.ts';
-import type { RotaMember } from '#shared/domain/forwarder-rota.ts';
-import type { Checkpoint } from '#shared/domain/watch-event.ts';
+import type { RotaMember } from '#shared/policy/forwarder-rota.ts';
+import type { Checkpoint } from '#shared/contract/streams.ts';
 import type { ForwarderRota, LeaderLease, LeaseAttempt } from '#shared/ports/leader-lease.ts';
 
 function scriptedLease(attempts: LeaseAttempt[]): LeaderLease & ForwarderRota & { released: Checkpoint[]; members: () => readonly RotaMember[] } {

@@ -5,8 +5,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { ObjectIndex } from '#functions/watch-forwarder/object-index.ts';
-import type { ClusterRef } from '#shared/domain/cloud-event.ts';
-import { objectKeyOf, type ClusterFacts, type MachineFacts, type MachinePoolFacts, type NodeFacts, type ScalableFacts, type WatchedFacts } from '#shared/domain/watch-event.ts';
+import type { ClusterRef } from '#shared/contract/cloud-event.ts';
+import { objectKeyOf, type ClusterFacts, type MachineFacts, type MachinePoolFacts, type NodeFacts, type ScalableFacts, type WatchedFacts } from '#shared/model/views.ts';
 import type { WatchStream } from '#shared/ports/watch-source.ts';
 
 const wc1: ClusterRef = { mode: 'capi', namespace: 'fleet', name: 'wc1' };

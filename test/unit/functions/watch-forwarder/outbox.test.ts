@@ -5,8 +5,9 @@
  */
 import { describe, expect, it } from 'vitest';
 import { Outbox, type OutboxOptions } from '#functions/watch-forwarder/outbox.ts';
-import type { TaintEvent } from '#shared/domain/cloud-event.ts';
-import { toTaintEvent, type NodeFacts } from '#shared/domain/watch-event.ts';
+import type { TaintEvent } from '#shared/contract/cloud-event.ts';
+import { toTaintEvent } from '#shared/contract/events.ts';
+import type { NodeFacts } from '#shared/model/views.ts';
 import { ForwarderMetric } from '#shared/observability/metric-names.ts';
 import type { EventPublisher } from '#shared/ports/event-publisher.ts';
 import { manualClock } from '#test/support/manual-clock.ts';

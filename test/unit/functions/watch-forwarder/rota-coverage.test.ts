@@ -2,13 +2,13 @@
  * The coverage argument of the deployed form (functions/watch-forwarder/README.md, "Deployed form"), checked by
  * simulation on a manual clock: twelve hours of scheduled invocations at the template's settings (rate(1 minute),
  * timeout 900 s, window 885 s, 2 members, overlap 150 s, stale after the 15 s lease duration), each one deciding with
- * the rota's own rules (shared/domain/forwarder-rota.ts) on the member list as recorded, while schedules fire anywhere
+ * the rota's own rules (shared/policy/forwarder-rota.ts) on the member list as recorded, while schedules fire anywhere
  * in their minute (adversarially late, early, and alternating) and members are killed in the middle of their windows.
  * Asserted every simulated second: someone watches always; two watch except within one replacement after a kill;
  * never more invocations at once than the reserved concurrency.
  */
 import { describe, expect, it } from 'vitest';
-import { shouldJoin, withMember, withoutMember, type RotaMember, type RotaPolicy } from '#shared/domain/forwarder-rota.ts';
+import { shouldJoin, withMember, withoutMember, type RotaMember, type RotaPolicy } from '#shared/policy/forwarder-rota.ts';
 
 const INTERVAL = 60_000;
 const TIMEOUT = 900_000;

@@ -7,9 +7,10 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { Leadership } from '#functions/watch-forwarder/leadership.ts';
 import { WatchForwarder, type ForwarderRunSummary } from '#functions/watch-forwarder/forward-watch-events.ts';
-import type { TaintEvent } from '#shared/domain/cloud-event.ts';
-import type { RotaPolicy } from '#shared/domain/forwarder-rota.ts';
-import type { Checkpoint, NodeFacts } from '#shared/domain/watch-event.ts';
+import type { TaintEvent } from '#shared/contract/cloud-event.ts';
+import type { RotaPolicy } from '#shared/policy/forwarder-rota.ts';
+import type { Checkpoint } from '#shared/contract/streams.ts';
+import type { NodeFacts } from '#shared/model/views.ts';
 import { manualClock } from '#test/support/manual-clock.ts';
 import { memoryLease, newLeaseState, type LeaseState } from '#test/support/memory-lease.ts';
 import { ScriptedSources, until } from '#test/support/scripted-watch-sources.ts';

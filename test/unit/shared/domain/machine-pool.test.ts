@@ -1,11 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { fromCloudEventBody, toCloudEventBody } from '#shared/adapters/cloudevents/cloud-event-body.ts';
-import { messageGroupIdFor, parseEventType, type ClusterRef } from '#shared/domain/cloud-event.ts';
+import { messageGroupIdFor, parseEventType, type ClusterRef } from '#shared/contract/cloud-event.ts';
 import { declaredTaintsOf } from '#shared/domain/declarations.ts';
 import { declarationOwnerOf, machinePoolOf, poolDeclarations } from '#shared/domain/machine-pool.ts';
-import { forwardDecision, isDeclarationRecovery, poolNodesToAnnounce } from '#shared/domain/relevance.ts';
+import { forwardDecision, isDeclarationRecovery, poolNodesToAnnounce } from '#shared/policy/relevance.ts';
 import type { MachinePoolSnapshot } from '#shared/domain/snapshots.ts';
-import { clusterOfMachine, toMachinePoolEvents, toMachinePoolFacts, type MachinePoolFacts } from '#shared/domain/watch-event.ts';
+import { clusterOfMachine, toMachinePoolEvents } from '#shared/contract/events.ts';
+import { toMachinePoolFacts, type MachinePoolFacts } from '#shared/model/views.ts';
 
 const MACHINE = 'taints.capi-taint-propagator.dev/machine';
 const CLUSTER = 'taints.capi-taint-propagator.dev/cluster';

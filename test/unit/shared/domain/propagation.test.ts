@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { MalformedTrackingAnnotationError } from '#shared/errors.ts';
 import { ensureNodeTaint, propagateMachineTaints, removeNodeTaint, toNodeTaint, type NodeTaintState } from '#shared/domain/propagation.ts';
-import { TRACKING_ANNOTATION, type MachineTaint, type Taint } from '#shared/domain/taint.ts';
+import { TRACKING_ANNOTATION, type MachineTaint, type Taint, type TaintId } from '#shared/domain/taint.ts';
 import { machineTaint, nodeBuilder, nodeTaint } from '#test/support/builders.ts';
 
 const A = TRACKING_ANNOTATION;
@@ -325,7 +325,7 @@ describe('Function: ensureNodeTaint()', () => {
 });
 
 describe('Function: removeNodeTaint()', () => {
-  const removeCases: ReadonlyArray<{ name: string; taints: Taint[]; drop: { key: string; effect: string }; want: Taint[]; changed: boolean }> = [
+  const removeCases: ReadonlyArray<{ name: string; taints: Taint[]; drop: TaintId; want: Taint[]; changed: boolean }> = [
     { name: 'removes a matching taint', taints: [nodeTaint('a'), nodeTaint('b')], drop: { key: 'a', effect: 'NoSchedule' }, want: [nodeTaint('b')], changed: true },
     {
       name: 'removes every value of the key+effect',

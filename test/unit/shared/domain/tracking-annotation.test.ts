@@ -1,6 +1,7 @@
 /**
  * The tracking annotation `cluster.x-k8s.io/taints-from-machine` (upstream-capi.md §3.6, Q7, Q8).
  */
+import type { TaintId } from '#shared/domain/taint.ts';
 import { describe, expect, it } from 'vitest';
 import { MalformedTrackingAnnotationError } from '#shared/errors.ts';
 import { decodeOwnedTaints, encodeOwnedTaints, parseOwnedTaintId } from '#shared/domain/tracking-annotation.ts';
@@ -60,7 +61,7 @@ describe('Function: decodeOwnedTaints()', () => {
 });
 
 describe('Function: parseOwnedTaintId()', () => {
-  const valid: ReadonlyArray<{ name: string; entry: string; want: { key: string; effect: string } }> = [
+  const valid: ReadonlyArray<{ name: string; entry: string; want: TaintId }> = [
     { name: 'parses key:effect', entry: 'example.com/gpu:NoSchedule', want: { key: 'example.com/gpu', effect: 'NoSchedule' } },
     { name: 'tolerates an empty key (":NoSchedule")', entry: ':NoSchedule', want: { key: '', effect: 'NoSchedule' } },
     { name: 'tolerates an empty effect ("a:")', entry: 'a:', want: { key: 'a', effect: '' } },

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { fromCloudEventBody, toCloudEventBody } from '#shared/adapters/cloudevents/cloud-event-body.ts';
-import type { TaintEvent } from '#shared/domain/cloud-event.ts';
+import type { TaintEvent } from '#shared/contract/cloud-event.ts';
 import { MalformedEventError } from '#shared/errors.ts';
 
 const nodeEvent: TaintEvent = {

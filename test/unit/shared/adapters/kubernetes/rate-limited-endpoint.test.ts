@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fixedCapiApi } from '#shared/adapters/kubernetes/capi-discovery.ts';
 import { kubeConfigFromUntrusted } from '#shared/adapters/kubernetes/untrusted-kubeconfig.ts';
 import { kubernetesWatchSources, NODE_LIST_MAX_PAGES } from '#shared/adapters/kubernetes/watch-sources.ts';
-import type { RateLimit } from '#shared/domain/rate-limit.ts';
+import type { RateLimit } from '#shared/policy/rate-limit.ts';
 import { startHostileServers, type HostileServer } from '../../../../../bench/lib/hostile-servers.ts';
 
 const RUN_MS = 3_000;

@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { describeStreamFailure, WatchSession, type WatchSessionOptions } from '#shared/adapters/kubernetes/watch-session.ts';
 import { ObjectCache } from '#shared/adapters/kubernetes/watch/object-cache.ts';
-import { toNodeFacts, type NodeFacts } from '#shared/domain/watch-event.ts';
+import { toNodeFacts, type NodeFacts } from '#shared/model/views.ts';
 import { AccessDeniedError, ClusterCredentialsError, TransientError } from '#shared/errors.ts';
 
 const SECRET = 'PLANTED-token-5d1e';

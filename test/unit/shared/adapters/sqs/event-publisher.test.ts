@@ -4,7 +4,7 @@ import { SendMessageBatchCommand, SQSClient } from '@aws-sdk/client-sqs';
 import { chunkEntries, createSqsEventPublisher, toSqsId } from '#shared/adapters/sqs/event-publisher.ts';
 import { fromCloudEventBody } from '#shared/adapters/cloudevents/cloud-event-body.ts';
 import { recordMockedAwsCalls } from '#test/support/record-aws-calls.ts';
-import type { TaintEvent } from '#shared/domain/cloud-event.ts';
+import type { TaintEvent } from '#shared/contract/cloud-event.ts';
 
 const QUEUE = 'https://sqs.eu-west-1.amazonaws.com/123456789012/events.fifo';
 const sqsMock = mockClient(SQSClient);

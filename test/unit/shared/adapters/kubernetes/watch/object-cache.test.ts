@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ObjectCache } from '#shared/adapters/kubernetes/watch/object-cache.ts';
-import { toNodeFacts, type NodeFacts } from '#shared/domain/watch-event.ts';
+import { toNodeFacts, type NodeFacts } from '#shared/model/views.ts';
 
 function node(name: string, rv: string, taints: unknown[] = []): NodeFacts {
   const facts = toNodeFacts({ metadata: { name, uid: `uid-${name}`, resourceVersion: rv }, spec: { taints } });

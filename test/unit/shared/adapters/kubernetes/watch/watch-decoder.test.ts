@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { decodeWatchLine } from '#shared/adapters/kubernetes/watch/watch-decoder.ts';
-import { toNodeFacts } from '#shared/domain/watch-event.ts';
+import { toNodeFacts } from '#shared/model/views.ts';
 
 const node = { metadata: { name: 'n1', uid: 'u1', resourceVersion: '7' }, spec: {} };
 const SECRET = 'PLANTED-secret-9f2c';

@@ -2,12 +2,12 @@
  * The forwarder's relevance filter: a fingerprint of exactly what the reconcile function reads, and
  * the rules that decide whether a watch event is worth a queue message. Pure.
  */
-import type { ChangeKind } from './cloud-event.ts';
-import { declaredTaintsOf, type DeclarationResult } from './declarations.ts';
-import { SpecTaintsOwner } from './ownership.ts';
-import { CONTROL_PLANE_LABEL, FIELD_MANAGER, taintId } from './taint.ts';
-import { decodeOwnedTaints } from './tracking-annotation.ts';
-import { objectKeyOf, type MachineFacts, type MachinePoolFacts, type NodeFacts, type WatchedFacts } from './watch-event.ts';
+import type { ChangeKind } from '#shared/contract/cloud-event.ts';
+import { declaredTaintsOf, type DeclarationResult } from '#shared/domain/declarations.ts';
+import { SpecTaintsOwner } from '#shared/domain/ownership.ts';
+import { CONTROL_PLANE_LABEL, FIELD_MANAGER, taintId, type TaintId } from '#shared/domain/taint.ts';
+import { decodeOwnedTaints } from '#shared/domain/tracking-annotation.ts';
+import { objectKeyOf, type MachineFacts, type MachinePoolFacts, type NodeFacts, type WatchedFacts } from '#shared/model/views.ts';
 
 /** Deterministic JSON: object keys sorted, so that equal facts give equal strings. */
 function canonicalJson(v: unknown): string {
@@ -112,11 +112,10 @@ export function changedSince<T extends { readonly resourceVersion: string }>(lis
   return listed.filter((obj) => isNewerResourceVersion(obj.resourceVersion, checkpoint));
 }
 
-/** True when the facts' taint declaration (`spec.taints` and the declaration annotations) is valid. */
-function declarationValid(m: MachineFacts | MachinePoolFacts): boolean {
-  if (m.kind === 'MachinePool') return declaredTaintsOf({ specTaints: m.specTaints, annotations: m.declarations, labels: {} }).valid;
-  const labels: Record<string, string> = m.controlPlaneLabel !== undefined ? { [CONTROL_PLANE_LABEL]: m.controlPlaneLabel } : {};
-  return declaredTaintsOf({ specTaints: m.specTaints, annotations: m.declarations, labels }).valid;
+/** The declaration (`spec.taints` and the declaration annotations) as the reconcile function computes it from the same version. */
+function declarationOf(m: MachineFacts | MachinePoolFacts, startupTaint?: TaintId): DeclarationResult {
+  const labels: Record<string, string> = m.kind === 'Machine' && m.controlPlaneLabel !== undefined ? { [CONTROL_PLANE_LABEL]: m.controlPlaneLabel } : {};
+  return declaredTaintsOf({ specTaints: m.specTaints, annotations: m.declarations, labels }, startupTaint ? { startupTaint } : {});
 }
 
 /**
@@ -129,9 +128,9 @@ function declarationValid(m: MachineFacts | MachinePoolFacts): boolean {
 export function isDeclarationRecovery(previous: WatchedFacts | undefined, current: WatchedFacts): boolean {
   const declares = (f: WatchedFacts | undefined): f is MachineFacts | MachinePoolFacts => f?.kind === 'Machine' || f?.kind === 'MachinePool';
   if (!declares(previous) || !declares(current) || previous.kind !== current.kind) return false;
-  const declarationOf = (m: MachineFacts | MachinePoolFacts): string => canonicalJson({ s: m.specTaints, d: m.declarations, c: m.kind === 'Machine' ? m.controlPlaneLabel : undefined });
-  if (declarationOf(previous) === declarationOf(current)) return false;
-  return !declarationValid(previous) && declarationValid(current);
+  const source = (m: MachineFacts | MachinePoolFacts): string => canonicalJson({ s: m.specTaints, d: m.declarations, c: m.kind === 'Machine' ? m.controlPlaneLabel : undefined });
+  if (source(previous) === source(current)) return false;
+  return !declarationOf(previous).valid && declarationOf(current).valid;
 }
 
 /**
@@ -154,7 +153,7 @@ export function isDeclarationRecovery(previous: WatchedFacts | undefined, curren
  * Returns true when the change need not be forwarded.
  * @example isForeignTaintNoise(before, { ...before, taints: [...before.taints, unreachable], writers: { taints: 'node-controller' } }) // true
  */
-export function isForeignTaintNoise(previous: WatchedFacts | undefined, current: WatchedFacts, startupTaint?: { readonly key: string; readonly effect: string }, gateWaitsForCapi = true): boolean {
+export function isForeignTaintNoise(previous: WatchedFacts | undefined, current: WatchedFacts, startupTaint?: TaintId, gateWaitsForCapi = true): boolean {
   if (previous?.kind !== 'Node' || current.kind !== 'Node') return false;
   const { resourceVersion: _r1, writers: _w1, taints: beforeTaints, trackingAnnotation: beforeCapi, ...beforeRest } = previous;
   const { resourceVersion: _r2, writers, taints, trackingAnnotation: capi, ...rest } = current;
@@ -169,7 +168,7 @@ export function isForeignTaintNoise(previous: WatchedFacts | undefined, current:
   const capiChanged = beforeCapi !== capi;
   if (!taintsChanged && !capiChanged) return false; // not a change of either
   if (taintsChanged && (writers?.taints === FIELD_MANAGER || writers?.taints === undefined)) return false;
-  const gate = startupTaint !== undefined ? `${startupTaint.key}:${startupTaint.effect}` : undefined;
+  const gate = startupTaint !== undefined ? taintId(startupTaint) : undefined;
   if (capiChanged) {
     if (gateWaitsForCapi && (beforeCapi === undefined) !== (capi === undefined) && gate !== undefined && (before.has(gate) || after.has(gate))) return false;
     const was = decodeOwnedTaints(beforeCapi ?? '');
@@ -196,7 +195,7 @@ function symmetricDifference(a: ReadonlySet<string>, b: ReadonlySet<string>): Se
 /** What the forwarder knows besides the change itself, for the rules that depend on the Machine's Node or on settings. */
 export interface RelevanceOptions {
   /** The startup gate the reconcile function removes; undefined when off. */
-  readonly startupTaint?: { readonly key: string; readonly effect: string };
+  readonly startupTaint?: TaintId;
   /** Who propagates `spec.taints` (default upstream Cluster API, as the reconcile function's SPEC_TAINTS_OWNER). */
   readonly specTaintsOwner?: SpecTaintsOwner;
   /** The last state the forwarder saw of a Node of the Machine's cluster, by name (undefined: not seen). */
@@ -244,8 +243,8 @@ export function isForeignDeclarationChange(previous: WatchedFacts | undefined, c
   const { resourceVersion: _r2, specTaints, ...rest } = current;
   if (canonicalJson(rest) !== canonicalJson(beforeRest)) return false;
   if (canonicalJson(beforeSpec) === canonicalJson(specTaints)) return false;
-  const before = declarationOfFacts(previous, options.startupTaint);
-  const after = declarationOfFacts(current, options.startupTaint);
+  const before = declarationOf(previous, options.startupTaint);
+  const after = declarationOf(current, options.startupTaint);
   if (!before.valid || !after.valid) return false;
   const split = (d: Extract<DeclarationResult, { valid: true }>['declaration']) => {
     const fromSpec = d.taints.filter((t) => d.sourceOf[taintId(t)] === 'spec.taints');
@@ -266,12 +265,6 @@ export function isForeignDeclarationChange(previous: WatchedFacts | undefined, c
   return [...moved].every((id) => !owned.has(id));
 }
 
-/** The Machine's declaration as the reconcile function computes it, from the forwarder's facts. */
-function declarationOfFacts(m: MachineFacts, startupTaint: { readonly key: string; readonly effect: string } | undefined): DeclarationResult {
-  const labels: Record<string, string> = m.controlPlaneLabel !== undefined ? { [CONTROL_PLANE_LABEL]: m.controlPlaneLabel } : {};
-  return declaredTaintsOf({ specTaints: m.specTaints, annotations: m.declarations, labels }, startupTaint ? { startupTaint } : {});
-}
-
 /** `key:effect` → canonical taint of a raw `spec.taints`; undefined when it is not a list of taints. */
 function taintIds(raw: unknown): Map<string, string> | undefined {
   if (raw === null || raw === undefined) return new Map();
@@ -281,7 +274,7 @@ function taintIds(raw: unknown): Map<string, string> | undefined {
     if (typeof t !== 'object' || t === null) return undefined;
     const { key, effect, value } = t as { key?: unknown; effect?: unknown; value?: unknown };
     if (typeof key !== 'string' || typeof effect !== 'string') return undefined;
-    ids.set(`${key}:${effect}`, canonicalJson({ key, effect, value: typeof value === 'string' ? value : '' }));
+    ids.set(taintId({ key, effect }), canonicalJson({ key, effect, value: typeof value === 'string' ? value : '' }));
   }
   return ids;
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { backoffDelay } from '#shared/domain/backoff.ts';
+import { backoffDelay } from '#shared/policy/backoff.ts';
 
 describe('Function: backoffDelay()', () => {
   const full = { base: 100, max: 5_000, jitter: 'full' } as const;

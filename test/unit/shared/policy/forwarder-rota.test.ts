@@ -1,10 +1,10 @@
 /**
- * The rota's rules on their own (shared/domain/forwarder-rota.ts): who counts, when a newcomer joins, and which
+ * The rota's rules on their own (shared/policy/forwarder-rota.ts): who counts, when a newcomer joins, and which
  * entries a write keeps. The whole rota over hours of late schedules and kills is simulated in
  * test/unit/functions/watch-forwarder/rota-coverage.test.ts.
  */
 import { describe, expect, it } from 'vitest';
-import { countedMembers, isLive, shouldJoin, withMember, withoutMember, type RotaMember, type RotaPolicy } from '#shared/domain/forwarder-rota.ts';
+import { countedMembers, isLive, shouldJoin, withMember, withoutMember, type RotaMember, type RotaPolicy } from '#shared/policy/forwarder-rota.ts';
 
 const policy: RotaPolicy = { targetMembers: 2, overlapMs: 150_000, staleAfterMs: 15_000 };
 const T = Date.parse('2026-11-25T02:00:00Z');

@@ -6,24 +6,12 @@
  */
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import type { ChangeKind } from '#shared/domain/cloud-event.ts';
-import { forwardDecision, pausedChanged, poolNodesToAnnounce } from '#shared/domain/relevance.ts';
+import type { ChangeKind } from '#shared/contract/cloud-event.ts';
+import { forwardDecision, pausedChanged, poolNodesToAnnounce } from '#shared/policy/relevance.ts';
 import { SpecTaintsOwner } from '#shared/domain/ownership.ts';
-import {
-  toClusterFacts,
-  toClusterPauseEvents,
-  toMachineFacts,
-  toMachinePoolFacts,
-  toNodeFacts,
-  toScalableFacts,
-  type ClusterFacts,
-  type MachineFacts,
-  type MachinePoolFacts,
-  type NodeFacts,
-  type ScalableFacts,
-  type WatchedFacts,
-} from '#shared/domain/watch-event.ts';
-import { autoscalerEventNeeded } from '#shared/domain/autoscaler-relevance.ts';
+import { toClusterFacts, toMachineFacts, toMachinePoolFacts, toNodeFacts, toScalableFacts, type ClusterFacts, type MachineFacts, type MachinePoolFacts, type NodeFacts, type ScalableFacts, type WatchedFacts } from '#shared/model/views.ts';
+import { toClusterPauseEvents } from '#shared/contract/events.ts';
+import { autoscalerEventNeeded } from '#shared/policy/autoscaler-relevance.ts';
 
 type Json = Record<string, any>;
 

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { messageGroupIdFor, type ClusterRef } from '#shared/domain/cloud-event.ts';
-import { clusterOfMachine, objectKeyOf, toClusterFacts, toMachineFacts, toNodeFacts, toTaintEvent } from '#shared/domain/watch-event.ts';
+import { messageGroupIdFor, type ClusterRef } from '#shared/contract/cloud-event.ts';
+import { clusterOfMachine, toTaintEvent } from '#shared/contract/events.ts';
+import { objectKeyOf, toClusterFacts, toMachineFacts, toNodeFacts } from '#shared/model/views.ts';
 
 const at = new Date('2026-11-22T10:00:00.000Z');
 const capi: ClusterRef = { mode: 'capi', namespace: 'fleet', name: 'wc1' };

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { fullBucket, takeToken, type BucketState } from '#shared/domain/rate-limit.ts';
+import { fullBucket, takeToken, type BucketState } from '#shared/policy/rate-limit.ts';
 
 const LIMIT = { burst: 3, perSecond: 1 };
 

@@ -9,8 +9,8 @@ import {
   isNewerResourceVersion,
   isOwnNodeWrite,
   isRelevantChange,
-} from '#shared/domain/relevance.ts';
-import { toMachineFacts, toNodeFacts, type MachineFacts, type NodeFacts } from '#shared/domain/watch-event.ts';
+} from '#shared/policy/relevance.ts';
+import { toMachineFacts, toNodeFacts, type MachineFacts, type NodeFacts } from '#shared/model/views.ts';
 import { FIELD_MANAGER } from '#shared/domain/taint.ts';
 
 type Json = Record<string, any>;

@@ -1,8 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { AUTOSCALER_MAX_SIZE_ANNOTATION, AUTOSCALER_MIN_SIZE_ANNOTATION, AUTOSCALER_OWNED_ANNOTATION, AUTOSCALER_TAINTS_ANNOTATION } from '#shared/domain/autoscaler.ts';
-import { autoscalerEventNeeded } from '#shared/domain/autoscaler-relevance.ts';
-import { isNodeTaintEvent, messageGroupIdFor, parseEventType, subjectFor, type ScalableResourceEventData } from '#shared/domain/cloud-event.ts';
-import { scalableSnapshotOfFacts, toMachinePoolFacts, toScalableFacts, toScalableResourceEvent, type ScalableFacts } from '#shared/domain/watch-event.ts';
+import { autoscalerEventNeeded } from '#shared/policy/autoscaler-relevance.ts';
+import { isNodeTaintEvent, messageGroupIdFor, parseEventType, subjectFor, type ScalableResourceEventData } from '#shared/contract/cloud-event.ts';
+import { scalableSnapshotOfFacts } from '#shared/policy/autoscaler-relevance.ts';
+import { toMachinePoolFacts, toScalableFacts, type ScalableFacts } from '#shared/model/views.ts';
+import { toScalableResourceEvent } from '#shared/contract/events.ts';
 
 const SIZE = { [AUTOSCALER_MIN_SIZE_ANNOTATION]: '0', [AUTOSCALER_MAX_SIZE_ANNOTATION]: '3' };
 const MACHINE = 'taints.capi-taint-propagator.dev/machine';

@@ -1,0 +1,140 @@
+/**
+ * The CloudEvents the forwarder sends for observed changes, built from the objects' views. Pure: time arrives as a
+ * parameter; every id is deterministic.
+ */
+import type { ClusterFacts, MachineFacts, MachinePoolFacts, NodeFacts, ScalableFacts } from '#shared/model/views.ts';
+import {
+  ObjectKind,
+  eventIdFor,
+  eventTypeFor,
+  sourceFor,
+  subjectFor,
+  type ChangeKind,
+  type ClusterRef,
+  type MachineEventData,
+  type MachinePoolEventData,
+  type NodeEventData,
+  type ScalableResourceEventData,
+  type TaintEvent,
+  type TaintEventData,
+} from './cloud-event.ts';
+
+/**
+ * The cluster a Machine belongs to: `self` in single-cluster mode, otherwise its namespace and
+ * `spec.clusterName` (or the cluster-name label). Returns undefined when a capi Machine names no cluster.
+ */
+export function clusterOfMachine(machine: MachineFacts | MachinePoolFacts | ScalableFacts, mode: 'capi' | 'self'): ClusterRef | undefined {
+  if (mode === 'self') return { mode: 'self' };
+  const name = machine.clusterName ?? (machine.clusterNameLabel || undefined);
+  return name ? { mode: 'capi', namespace: machine.namespace, name } : undefined;
+}
+
+/** The envelope of one event: `time` is the observation time; the id is deterministic (`eventIdFor`). */
+function envelope(id: string, kind: ObjectKind, change: ChangeKind, cluster: ClusterRef, data: TaintEventData): TaintEvent {
+  return { id, source: sourceFor(cluster), type: eventTypeFor(kind, change), subject: subjectFor(data), time: data.observedAt, data };
+}
+
+function refOf(o: MachineFacts | MachinePoolFacts): { namespace: string; name: string; uid: string; resourceVersion: string } {
+  return { namespace: o.namespace, name: o.name, uid: o.uid, resourceVersion: o.resourceVersion };
+}
+
+/** The CloudEvent that asks for a reconcile of a scalable resource's autoscaler annotation. */
+export function toScalableResourceEvent(facts: ScalableFacts | MachinePoolFacts, change: ChangeKind, cluster: ClusterRef, observedAt: Date): TaintEvent {
+  const resource = { kind: facts.kind, namespace: facts.namespace, name: facts.name, uid: facts.uid, resourceVersion: facts.resourceVersion };
+  const data: ScalableResourceEventData = { kind: 'ScalableResource', cluster, resource, observedAt: observedAt.toISOString() };
+  return envelope(eventIdFor(facts.uid, facts.resourceVersion, change, 'autoscaler'), ObjectKind.ScalableResource, change, cluster, data);
+}
+
+/**
+ * The small event data for an object: names and routing facts only (the reconcile function reads the Machine and the
+ * Node). A Node carries `machine` when its CAPI annotations name one (namespace defaults to the cluster's).
+ */
+function toEventData(facts: MachineFacts | NodeFacts, cluster: ClusterRef, observedAt: string, hints: EventHints): MachineEventData | NodeEventData {
+  if (facts.kind === 'Machine') {
+    const nodeName = facts.nodeName ?? hints.providerIdNode;
+    return {
+      kind: 'Machine',
+      cluster,
+      machine: refOf(facts),
+      ...(nodeName ? { nodeName } : {}),
+      ...(hints.declarationRecovered ? { declarationRecovered: true as const } : {}),
+      observedAt,
+    };
+  }
+  const machineNamespace = facts.clusterNamespaceAnnotation || (cluster.mode === 'capi' ? cluster.namespace : undefined);
+  return {
+    kind: 'Node',
+    cluster,
+    node: { name: facts.name, uid: facts.uid, resourceVersion: facts.resourceVersion },
+    ...(facts.machineAnnotation && machineNamespace
+      ? { machine: { namespace: machineNamespace, name: facts.machineAnnotation } }
+      : hints.providerIdMachine
+        ? { machine: hints.providerIdMachine }
+        : {}),
+    observedAt,
+  };
+}
+
+/** What the forwarder knows beyond the object itself (from the previous version it saw, and from its other streams). */
+export interface EventHints {
+  /** A Machine's declaration went from invalid to valid. */
+  readonly declarationRecovered?: boolean;
+  /** A Node event: the Machine whose `spec.providerID` the Node's matches (no Cluster API annotation names one yet). */
+  readonly providerIdMachine?: { readonly namespace: string; readonly name: string };
+  /** A Machine event: the Node whose `spec.providerID` the Machine's matches (no `status.nodeRef` yet). */
+  readonly providerIdNode?: string;
+}
+
+/**
+ * The CloudEvent for one observed change of a Machine or a Node.
+ * @example toTaintEvent(nodeFacts, 'modified', { mode: 'self' }, now).type // '…node.modified.v1'
+ */
+export function toTaintEvent(facts: MachineFacts | NodeFacts, change: ChangeKind, cluster: ClusterRef, observedAt: Date, hints: EventHints = {}): TaintEvent {
+  const data = toEventData(facts, cluster, observedAt.toISOString(), hints);
+  return envelope(eventIdFor(facts.uid, facts.resourceVersion, change), facts.kind === 'Machine' ? ObjectKind.Machine : ObjectKind.Node, change, cluster, data);
+}
+
+/**
+ * The CloudEvents for one observed MachinePool change: one per Node in `nodes` (see `poolNodesToAnnounce`), each in
+ * its Node's FIFO group, with the Node in the id so that deduplication keeps every one.
+ */
+export function toMachinePoolEvents(facts: MachinePoolFacts, nodes: readonly string[], change: ChangeKind, cluster: ClusterRef, observedAt: Date, hints: EventHints = {}): TaintEvent[] {
+  const at = observedAt.toISOString();
+  return nodes.map((nodeName) => {
+    const data: MachinePoolEventData = {
+      kind: 'MachinePool',
+      cluster,
+      machinePool: refOf(facts),
+      nodeName,
+      ...(hints.declarationRecovered ? { declarationRecovered: true as const } : {}),
+      observedAt: at,
+    };
+    return envelope(eventIdFor(facts.uid, facts.resourceVersion, change, nodeName), ObjectKind.MachinePool, change, cluster, data);
+  });
+}
+
+/** The objects of one Cluster as the forwarder last saw them (see toClusterPauseEvents). */
+export interface ClusterMembers {
+  /** Its Machines that have a Node, each with that Node's name (`status.nodeRef`, else the provider-ID link). */
+  readonly machines: readonly { readonly machine: MachineFacts; readonly nodeName: string }[];
+  readonly machinePools: readonly MachinePoolFacts[];
+  /** Its MachineDeployments and MachineSets. */
+  readonly scalables: readonly ScalableFacts[];
+}
+
+/**
+ * The CloudEvents for a Cluster whose `spec.paused` changed (either way; `pausedChanged`): one per Node of its Machines
+ * and MachinePools, and one ScalableResource event per MachineDeployment, MachineSet and MachinePool, so that the
+ * reconcile function answers `paused` (pause) or converges (unpause) with no other change needed. Each id is the
+ * Cluster version's followed by the object's own event id: two forwarders that see the same change send the same ids
+ * (SQS deduplicates them), and a later pause or unpause, a new Cluster version, is never taken for a duplicate.
+ */
+export function toClusterPauseEvents(cluster: ClusterFacts, ref: ClusterRef, members: ClusterMembers, observedAt: Date): TaintEvent[] {
+  const events: TaintEvent[] = [
+    ...members.machines.map(({ machine, nodeName }) => toTaintEvent(machine, 'modified', ref, observedAt, machine.nodeName === undefined ? { providerIdNode: nodeName } : {})),
+    ...members.machinePools.flatMap((pool) => toMachinePoolEvents(pool, pool.nodeNames, 'modified', ref, observedAt)),
+    ...[...members.machinePools, ...members.scalables].map((resource) => toScalableResourceEvent(resource, 'modified', ref, observedAt)),
+  ];
+  const prefix = eventIdFor(cluster.uid, cluster.resourceVersion, 'modified');
+  return events.map((event) => ({ ...event, id: `${prefix}:${event.id}` }));
+}

@@ -1,0 +1,28 @@
+/**
+ * The forwarder's streams and their resume points, as the Lease stores them (`shared/adapters/kubernetes/lease.ts`).
+ */
+import type { ClusterRef } from './cloud-event.ts';
+
+/**
+ * The resume points of the forwarder's streams, by stream key (`machines`, `nodes/self`,
+ * `nodes/<namespace>/<name>`): the resourceVersion up to which every relevant change was sent.
+ */
+export type Checkpoint = Readonly<Record<string, string>>;
+
+/** Stream key of the Machine watch. */
+export const MACHINES_STREAM = 'machines';
+
+/** Stream key of the MachinePool watch. */
+export const MACHINE_POOLS_STREAM = 'machinepools';
+
+/** Stream keys of the MachineDeployment and MachineSet watches (scale from zero, docs/autoscaler.md). */
+export const MACHINE_DEPLOYMENTS_STREAM = 'machinedeployments';
+export const MACHINE_SETS_STREAM = 'machinesets';
+
+/** Stream key of the Cluster watch (it has no resume point: it always starts from a fresh list). */
+export const CLUSTERS_STREAM = 'clusters';
+
+/** Stream key of the Node watch of a cluster: `nodes/self` or `nodes/<namespace>/<name>`. */
+export function nodeStreamKey(cluster: ClusterRef): string {
+  return cluster.mode === 'self' ? 'nodes/self' : `nodes/${cluster.namespace}/${cluster.name}`;
+}

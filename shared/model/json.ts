@@ -1,0 +1,62 @@
+/** Defensive readers of untrusted Kubernetes JSON: a wrong type reads as absent, never as a throw. Pure. */
+
+export type Json = Record<string, unknown>;
+
+/** A JSON object (not null, not an array). */
+export function isObject(v: unknown): v is Json {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** A non-empty string, else undefined. */
+export function str(v: unknown): string | undefined {
+  return typeof v === 'string' && v !== '' ? v : undefined;
+}
+
+/** A JSON object, else `{}`. */
+export function obj(v: unknown): Json {
+  return isObject(v) ? v : {};
+}
+
+/** The string entries of a JSON object (labels, annotations). */
+export function stringMap(v: unknown): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, val] of Object.entries(obj(v))) if (typeof val === 'string') out[k] = val;
+  return out;
+}
+
+/** The entries of `map` whose key is in `keys`. */
+export function pick(map: Readonly<Record<string, string>>, keys: readonly string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const key of keys) if (map[key] !== undefined) out[key] = map[key];
+  return out;
+}
+
+/** The parts of any Kubernetes object, read defensively: a missing string is `''`, a missing object `{}`. */
+export interface ObjectParts {
+  readonly name: string;
+  readonly uid: string;
+  readonly resourceVersion: string;
+  readonly namespace: string;
+  readonly labels: Record<string, string>;
+  readonly annotations: Record<string, string>;
+  readonly deleting: boolean;
+  readonly metadata: Json;
+  readonly spec: Json;
+  readonly status: Json;
+}
+
+export function objectParts(o: unknown): ObjectParts {
+  const m = obj(obj(o).metadata);
+  return {
+    name: str(m.name) ?? '',
+    uid: str(m.uid) ?? '',
+    resourceVersion: str(m.resourceVersion) ?? '',
+    namespace: str(m.namespace) ?? '',
+    labels: stringMap(m.labels),
+    annotations: stringMap(m.annotations),
+    deleting: m.deletionTimestamp !== undefined && m.deletionTimestamp !== null,
+    metadata: m,
+    spec: obj(obj(o).spec),
+    status: obj(obj(o).status),
+  };
+}
