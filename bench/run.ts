@@ -78,8 +78,8 @@ for (const name of only) {
 let stop: (() => Promise<void>) | undefined;
 let kubeconfigPath = values.kubeconfig;
 let etcdEndpoint = values.etcd;
-// Scenario 9 starts a control plane of its own (with Cluster API): alone, it needs no other.
-const ownControlPlaneOnly = only.length > 0 && only.every((name) => name === 'side-by-side');
+// Scenario 10 (with Cluster API) and `noexecute` (with kube-controller-manager) start control planes of their own: alone, they need no other.
+const ownControlPlaneOnly = only.length > 0 && only.every((name) => name === 'side-by-side' || name === 'noexecute');
 if (!kubeconfigPath && !ownControlPlaneOnly) {
   const { startControlPlane } = await import('#local/control-plane/control-plane.ts');
   const cp = await startControlPlane({ log: (line) => process.stderr.write(`${line}\n`) });
