@@ -123,6 +123,8 @@ export interface NoExecutePhase {
 export interface NoExecuteResult {
   readonly nodes: number;
   readonly podsPerNode: number;
+  /** Seconds from a replacement's creation until the benchmark marks it Ready (`--noexecute-ready-seconds`; 0: at once). */
+  readonly replacementReadySeconds: number;
   readonly rollout: string;
   readonly maxInProgressBound: number;
   readonly rolloutTimings: 'production' | 'short (smoke)';
@@ -138,9 +140,10 @@ export async function runNoExecute(ctx: BenchContext): Promise<NoExecuteResult> 
   const cp = await startControlPlane({ build: false, controllerManager: true, handleSignals: false, log: (line) => ctx.log(`  ${line}`) });
   try {
     const timings = ctx.profile === 'smoke' ? SMOKE_TIMINGS : undefined;
-    const immediate = await runPhase(ctx, cp.kubeconfigPath, 'immediate', nodes, podsPerNode, timings);
-    const staged = await runPhase(ctx, cp.kubeconfigPath, 'staged', nodes, podsPerNode, timings);
-    return { nodes, podsPerNode, rollout: ROLLOUT, maxInProgressBound: Math.max(1, Math.floor((10 * nodes) / 100)), rolloutTimings: timings ? 'short (smoke)' : 'production', immediate, staged };
+    const readySeconds = ctx.sizes.noExecuteReplacementReadySeconds;
+    const immediate = await runPhase(ctx, cp.kubeconfigPath, 'immediate', nodes, podsPerNode, timings, readySeconds);
+    const staged = await runPhase(ctx, cp.kubeconfigPath, 'staged', nodes, podsPerNode, timings, readySeconds);
+    return { nodes, podsPerNode, replacementReadySeconds: readySeconds, rollout: ROLLOUT, maxInProgressBound: Math.max(1, Math.floor((10 * nodes) / 100)), rolloutTimings: timings ? 'short (smoke)' : 'production', immediate, staged };
   } finally {
     await cp.stop();
   }
@@ -159,7 +162,7 @@ interface RawPdb {
 const SET_LABEL = 'bench.capi-tp/set';
 const isHealthy = (p: RawPod): boolean => !p.metadata.deletionTimestamp && (p.status?.conditions ?? []).some((c) => c.type === 'Ready' && c.status === 'True');
 
-async function runPhase(ctx: BenchContext, kubeconfigPath: string, mode: 'immediate' | 'staged', nodes: number, podsPerNode: number, timings: RolloutTimings | undefined): Promise<NoExecutePhase> {
+async function runPhase(ctx: BenchContext, kubeconfigPath: string, mode: 'immediate' | 'staged', nodes: number, podsPerNode: number, timings: RolloutTimings | undefined, readySeconds: number): Promise<NoExecutePhase> {
   const kc = loadKubeConfig(kubeconfigPath);
   const raw = await RawKube.from(kc);
   const run = runId(`ne${mode[0]}`);
@@ -187,9 +190,11 @@ async function runPhase(ctx: BenchContext, kubeconfigPath: string, mode: 'immedi
   });
 
   // Pods: P per Node, spread round-robin over the three sets; bound directly, made Ready through the status subresource.
+  const createPod = (name: string, node: string, set: string) => raw.post(`/api/v1/namespaces/${ns}/pods`, { apiVersion: 'v1', kind: 'Pod', metadata: { name, labels: { [SET_LABEL]: set } }, spec: { nodeName: node, terminationGracePeriodSeconds: 0, containers: [{ name: 'c', image: 'registry.invalid/pause:never-pulled' }] } });
+  const makeReady = (name: string) => raw.mergePatch(`/api/v1/namespaces/${ns}/pods/${name}/status`, { status: { phase: 'Running', conditions: [{ type: 'Ready', status: 'True', lastTransitionTime: new Date().toISOString() }] } });
   const createReadyPod = async (name: string, node: string, set: string): Promise<void> => {
-    await raw.post(`/api/v1/namespaces/${ns}/pods`, { apiVersion: 'v1', kind: 'Pod', metadata: { name, labels: { [SET_LABEL]: set } }, spec: { nodeName: node, terminationGracePeriodSeconds: 0, containers: [{ name: 'c', image: 'registry.invalid/pause:never-pulled' }] } });
-    await raw.mergePatch(`/api/v1/namespaces/${ns}/pods/${name}/status`, { status: { phase: 'Running', conditions: [{ type: 'Ready', status: 'True', lastTransitionTime: new Date().toISOString() }] } });
+    await createPod(name, node, set);
+    await makeReady(name);
   };
   const podIndexes = Array.from({ length: nodes * podsPerNode }, (_, k) => k);
   await mapConcurrent(podIndexes, 32, (k) => createReadyPod(`${nodeName(Math.floor(k / podsPerNode))}-p${k % podsPerNode}`, nodeName(Math.floor(k / podsPerNode)), sets[k % sets.length] as string));
@@ -249,18 +254,24 @@ async function runPhase(ctx: BenchContext, kubeconfigPath: string, mode: 'immedi
     raw.watch(`/apis/policy/v1/namespaces/${ns}/poddisruptionbudgets?watch=1&resourceVersion=${pdbList.metadata.resourceVersion}`, (t, o) => onPdb(t, o as unknown as RawPdb), watching.signal),
   ];
 
-  // The stand-in ReplicaSet: a Ready replacement on a spare Node for every group pod that goes.
+  // The stand-in ReplicaSet: a replacement on a spare Node for every group pod that goes, Ready `readySeconds` after
+  // its creation (the stand-in kubelet's start-up: 0 = at once).
   let replacements = 0;
   let replacing = true;
+  const readying: Promise<unknown>[] = [];
   const replicaSet = (async () => {
     while (replacing || toReplace.length > 0) {
       const batch = toReplace.splice(0);
       await mapConcurrent(batch, 16, async (p) => {
         const r = replacements++;
-        await createReadyPod(`${run}-r${r}`, spareName(r % SPARE_NODES), p.metadata.labels?.[SET_LABEL] ?? '');
+        const name = `${run}-r${r}`;
+        await createPod(name, spareName(r % SPARE_NODES), p.metadata.labels?.[SET_LABEL] ?? '');
+        if (readySeconds > 0) readying.push(sleep(readySeconds * 1000).then(() => makeReady(name)));
+        else await makeReady(name);
       });
       if (batch.length === 0) await sleep(20);
     }
+    await Promise.all(readying);
   })();
 
   const pipeline = await ReconcilePipeline.create({ kubeConfig: kc, ...(timings ? { wrapDeps: (deps) => ({ ...deps, settings: { ...deps.settings, rollout: timings } }) } : {}) });
