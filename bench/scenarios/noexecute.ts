@@ -14,8 +14,10 @@
  *
  * Stand-ins, said plainly: no kubelet and no scheduler run; pods are bound to their Node directly and made Ready
  * through the status subresource. No ReplicaSet controller runs either: for every pod of the group that goes, the
- * benchmark creates a Ready replacement on a spare Node outside the group (what a ReplicaSet, the scheduler and a
- * kubelet would do), in both modes. Without it a staged rollout could never finish under the budgets.
+ * benchmark creates a replacement on a spare Node outside the group and marks it Ready after
+ * `--noexecute-ready-seconds` (default 0: at once), what a ReplicaSet, the scheduler and a kubelet would do, in both
+ * modes. Without it a staged rollout could never finish under the budgets. The control plane (and everything in it) is
+ * stopped at the end, so a failed phase leaves nothing behind.
  */
 import { startControlPlane } from '#local/control-plane/control-plane.ts';
 import { ROLLOUT_ANNOTATION, ROLLOUT_EVICTING_TAINT, ROLLOUT_MARK_LABEL } from '#shared/domain/noexecute-rollout.ts';
