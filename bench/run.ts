@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --quick | --smoke] [--only=throughput,forwarder] [--throughput-n=1000] [--forwarder-objects=1000,5000,20000] [--fleet100-clusters=100] [--fleet100-nodes=200] [--fleet100-shards=4] [--side-by-side-sizes=100,500] [--kubeconfig=<path>] [--etcd=<url>] [--no-write] [--hostile-seconds=120]`
+ * `npm run bench [-- --quick | --smoke] [--only=throughput,forwarder] [--throughput-n=1000] [--forwarder-objects=1000,5000,20000] [--fleet100-clusters=100] [--fleet100-nodes=200] [--fleet100-shards=4] [--side-by-side-sizes=100,500] [--kubeconfig=<path>] [--etcd=<url>] [--no-write] [--hostile-seconds=120] [--noexecute-ready-seconds=0]`
  * `npm run bench -- --deployed [--only=e2e-latency|fleet|side-by-side] [--deployed-seconds=1500] [--deployed-rate=2] [--deployed-defaults] [--deployed-auth=eks|ssm] [--package-param=<name>=<value>…]`:
  * scenarios 3 and 8 through the packaged functions under local/lambda/'s runner (bench/scenarios/deployed.ts), real
  * time, and scenario 10 with the product's side in that form (bench/scenarios/side-by-side.ts, `form: 'deployed'`; its
@@ -41,6 +41,7 @@ const { values } = parseArgs({
     'side-by-side-sizes': { type: 'string' },
     'no-write': { type: 'boolean', default: false },
     'hostile-seconds': { type: 'string' },
+    'noexecute-ready-seconds': { type: 'string' },
     deployed: { type: 'boolean', default: false },
     'deployed-defaults': { type: 'boolean', default: false },
     'deployed-seconds': { type: 'string' },
@@ -55,6 +56,11 @@ const { parseSideBySideSizes } = await import('./scenarios/side-by-side.ts');
 function positive(text: string, flag: string): number {
   const n = Number(text);
   if (!Number.isFinite(n) || n <= 0) throw new Error(`${flag} must be a positive number, got ${JSON.stringify(text)}`);
+  return n;
+}
+function nonNegative(text: string, flag: string): number {
+  const n = Number(text);
+  if (!Number.isFinite(n) || n < 0) throw new Error(`${flag} must be a number >= 0, got ${JSON.stringify(text)}`);
   return n;
 }
 function deployedAuth(text: string): 'eks' | 'ssm' {
@@ -78,8 +84,8 @@ for (const name of only) {
 let stop: (() => Promise<void>) | undefined;
 let kubeconfigPath = values.kubeconfig;
 let etcdEndpoint = values.etcd;
-// Scenario 9 starts a control plane of its own (with Cluster API): alone, it needs no other.
-const ownControlPlaneOnly = only.length > 0 && only.every((name) => name === 'side-by-side');
+// Scenario 10 (with Cluster API) and `noexecute` (with kube-controller-manager) start control planes of their own: alone, they need no other.
+const ownControlPlaneOnly = only.length > 0 && only.every((name) => name === 'side-by-side' || name === 'noexecute');
 if (!kubeconfigPath && !ownControlPlaneOnly) {
   const { startControlPlane } = await import('#local/control-plane/control-plane.ts');
   const cp = await startControlPlane({ log: (line) => process.stderr.write(`${line}\n`) });
@@ -114,6 +120,7 @@ try {
       ...(fleet100Clusters !== undefined ? { fleet100Clusters } : {}),
       ...(fleet100NodesPerCluster !== undefined ? { fleet100NodesPerCluster } : {}),
       ...(fleet100Shards !== undefined ? { fleet100Shards } : {}),
+      ...(values['noexecute-ready-seconds'] !== undefined ? { noExecuteReplacementReadySeconds: nonNegative(values['noexecute-ready-seconds'], '--noexecute-ready-seconds') } : {}),
     },
     ...(values.deployed ? { deployed: values['deployed-defaults'] ? ('shipped' as const) : ('short-windows' as const) } : {}),
     ...(values['package-param'] ? { packageParams: values['package-param'] } : {}),
@@ -122,7 +129,7 @@ try {
   const json = `${JSON.stringify(results, null, 2)}\n`;
   if (!values['no-write'] && profile !== 'smoke') {
     // Sizes other than the profile's: never merged into results.json (the fleet100 flags are, see below).
-    const ownSizes = values['throughput-n'] !== undefined || values['forwarder-objects'] !== undefined || values['side-by-side-sizes'] !== undefined;
+    const ownSizes = values['noexecute-ready-seconds'] !== undefined || values['throughput-n'] !== undefined || values['forwarder-objects'] !== undefined || values['side-by-side-sizes'] !== undefined;
     const partial = values.deployed || only.length > 0 || ownSizes || values['fleet100-clusters'] !== undefined || values['fleet100-nodes'] !== undefined || values['fleet100-shards'] !== undefined;
     const file = profile === 'full' && !partial ? 'results.json' : `out/results.${profile}${values.deployed ? '.deployed' : ''}${values['package-param'] ? '.variant' : ''}${partial ? '.partial' : ''}.json`;
     mkdirSync(new URL('./out/', import.meta.url), { recursive: true });

@@ -18,10 +18,11 @@ import { runFleet, type FleetResult } from '../scenarios/fleet.ts';
 import { runSideBySide, type SideBySideResult } from '../scenarios/side-by-side.ts';
 import { runFleet100, type Fleet100Result } from '../scenarios/fleet100.ts';
 import { runHostile, type HostileResult } from '../scenarios/hostile.ts';
+import { runNoExecute, type NoExecuteResult } from '../scenarios/noexecute.ts';
 import { BENCH_PACKAGE_SHORT_WINDOWS, runDeployedLatency, type DeployedLatencyResult } from '../scenarios/deployed.ts';
 import { PACKAGE_VARIANTS } from '#local/lambda/serverless-package.ts';
 
-export const SCENARIOS = ['throughput', 'api-cost', 'e2e-latency', 'forwarder', 'conflict-storm', 'cold-start', 'incident-storm', 'fleet', 'fleet100', 'side-by-side'] as const;
+export const SCENARIOS = ['throughput', 'api-cost', 'e2e-latency', 'forwarder', 'conflict-storm', 'cold-start', 'incident-storm', 'fleet', 'fleet100', 'side-by-side', 'noexecute'] as const;
 /**
  * Scenarios run only when named in `--only` (not part of a full run, nor of BENCHMARKS.md's tables): `hostile`, the
  * two-minute attack of six hostile workload clusters (bench/scenarios/hostile.ts).
@@ -65,10 +66,18 @@ export const FIGURE_KEYS = [
   'workloadCallsPerChangedNodeDeployed',
   'joinP99RatioVsCapiDeployed',
   'callsPerForeignChangeDeployed',
+  'noExecuteImmediatePodsDeletedPerSecond',
+  'noExecuteImmediateBudgetsViolated',
+  'noExecuteStagedMaxInProgress',
+  'noExecuteStagedBudgetsViolated',
+  'noExecuteStagedSeconds',
 ] as const;
 export type FigureKey = (typeof FIGURE_KEYS)[number];
 
 /** The figures of scenario 9 (side by side with Cluster API), which runs a control plane of its own. */
+/** The figures of the NoExecute scenario (issue 51), which runs a control plane of its own with kube-controller-manager. */
+export const NOEXECUTE_KEYS: readonly FigureKey[] = ['noExecuteImmediatePodsDeletedPerSecond', 'noExecuteImmediateBudgetsViolated', 'noExecuteStagedMaxInProgress', 'noExecuteStagedBudgetsViolated', 'noExecuteStagedSeconds'];
+
 export const SIDE_BY_SIDE_KEYS: readonly FigureKey[] = ['vsCapiRatioP99', 'vsCapiRatioConverge', 'workloadCallsPerChangedNode', 'joinP99RatioVsCapi', 'callsPerForeignChange'];
 /**
  * The same figures with the product in the deployed form (`--deployed --only=side-by-side`: the packaged functions
@@ -108,6 +117,8 @@ export interface BenchResults extends Partial<Record<FigureKey, number>> {
     sideBySide?: SideBySideResult;
     /** `--deployed`: scenario 10 with the product's side in the deployed form. */
     sideBySideDeployed?: SideBySideResult;
+    /** Issue 51: a NoExecute taint on a node group, immediate against staged (its own control plane with kube-controller-manager). */
+    noExecute?: NoExecuteResult;
   };
   /** Scenarios that threw, with the error (the run goes on with the others). */
   readonly failures: Readonly<Record<string, string>>;
@@ -210,6 +221,8 @@ export async function runBench(o: RunBenchOptions): Promise<BenchResults> {
   if (hostile) scenarios.hostile = hostile;
   const sideBySide = await step('side-by-side', 'Scenario 10: side by side with Cluster API (its own control plane)', () => runSideBySide(ctx));
   if (sideBySide) scenarios.sideBySide = sideBySide;
+  const noExecute = await step('noexecute', 'Scenario noexecute: a NoExecute taint on a node group, immediate against staged (its own control plane with kube-controller-manager)', () => runNoExecute(ctx));
+  if (noExecute) scenarios.noExecute = noExecute;
 
   const figures: Partial<Record<FigureKey, number>> = {};
   if (throughput) {
@@ -261,6 +274,13 @@ export async function runBench(o: RunBenchOptions): Promise<BenchResults> {
     figures.fleet100E2eP99Ms = fleet100.largest.p99Ms;
   }
   if (sideBySide) for (const key of SIDE_BY_SIDE_KEYS) figures[key] = sideBySide[key as keyof SideBySideResult] as number;
+  if (noExecute) {
+    figures.noExecuteImmediatePodsDeletedPerSecond = noExecute.immediate.podsDeletedPerSecond;
+    figures.noExecuteImmediateBudgetsViolated = noExecute.immediate.budgetsViolated;
+    figures.noExecuteStagedMaxInProgress = noExecute.staged.mostInProgress;
+    figures.noExecuteStagedBudgetsViolated = noExecute.staged.budgetsViolated;
+    figures.noExecuteStagedSeconds = round(noExecute.staged.allTaintedMs / 1000, 1);
+  }
 
   return {
     schema: 1,
@@ -278,6 +298,7 @@ export async function runBench(o: RunBenchOptions): Promise<BenchResults> {
       fleet: fleet ? { clusters: fleet.clusters, objects: fleet.forwarder.nodes, e2eRate: fleet.e2e.targetRatePerSec } : undefined,
       fleet100: fleet100 ? { clusters: fleet100.clusters, objects: fleet100.perShard.reduce((sum, sh) => sum + sh.forwarder.nodes, 0), shards: fleet100.shards } : undefined,
       sideBySide: sideBySideSize(sideBySide),
+      noExecute: noExecute ? { nodes: noExecute.nodes, podsPerNode: noExecute.podsPerNode, bound: noExecute.maxInProgressBound } : undefined,
     }),
     scenarios,
     failures,
@@ -302,6 +323,8 @@ export interface JudgedAt {
   readonly sideBySide?: { readonly replicas: number; readonly joining: number } | undefined;
   /** The same, of scenario 10 in the deployed form. */
   readonly sideBySideDeployed?: { readonly replicas: number; readonly joining: number } | undefined;
+  /** Scenario noexecute: the group's Nodes and pods per Node, and the staged rollout's bound (Nodes in progress at once). */
+  readonly noExecute?: { readonly nodes: number; readonly podsPerNode: number; readonly bound: number } | undefined;
 }
 
 /**
@@ -321,6 +344,8 @@ export function judge(f: Partial<Record<FigureKey, number>>, at: JudgedAt): Targ
   const fleet100AtSize = (at.fleet100?.clusters ?? 0) >= 100 && (at.fleet100?.objects ?? 0) >= 20000;
   const sideBySideAt500 = (at.sideBySide?.replicas ?? 0) >= 500;
   const sideBySideDeployedAt500 = (at.sideBySideDeployed?.replicas ?? 0) >= 500;
+  const noExecuteAtSize = (at.noExecute?.nodes ?? 0) >= 50 && (at.noExecute?.podsPerNode ?? 0) >= 20;
+  const noExecuteBound = at.noExecute?.bound ?? 5;
   const deployedForm = 'the product as packaged functions under the Lambda runner';
   const shards = at.fleet100?.shards ?? 1;
   // Scenario 9 not run (a partial run): its targets are listed unmeasured, and their wording claims no shard count.
@@ -360,6 +385,11 @@ export function judge(f: Partial<Record<FigureKey, number>>, at: JudgedAt): Targ
     t('workloadCallsPerChangedNodeDeployed', `<= 3 requests to the workload API server per changed Node (counted there; ${deployedForm})`, (v) => v <= 3),
     t('joinP99RatioVsCapiDeployed', `<= 1.0 x Cluster API's p99 from a Node's appearance to its taints, 400 joining at once (${deployedForm})`, (v) => v <= 1, (at.sideBySideDeployed?.joining ?? 0) >= 400),
     t('callsPerForeignChangeDeployed', `0 reconciles and 0 API calls per change Cluster API owns (${deployedForm})`, (v) => v === 0),
+    t('noExecuteImmediatePodsDeletedPerSecond', 'reported: pods deleted per second by the taint-eviction controller, first deletion to last, 50 Nodes × 20 pods, no opt-in', () => true, noExecuteAtSize),
+    t('noExecuteImmediateBudgetsViolated', 'reported: PodDisruptionBudgets (of 3) whose healthy pods fell below their minimum, immediate mode', () => true, noExecuteAtSize),
+    t('noExecuteStagedMaxInProgress', `<= ${noExecuteBound} Nodes holding a place (the product's evicting taint) at once: the opt-in "10%" of 50, staged`, (v) => v <= noExecuteBound, noExecuteAtSize),
+    t('noExecuteStagedBudgetsViolated', '0 PodDisruptionBudgets (of 3) below their minimum, staged', (v) => v === 0, noExecuteAtSize),
+    t('noExecuteStagedSeconds', 'reported: declaration published → every Node of the group carries the taint, staged, production rollout timings', () => true, noExecuteAtSize),
   ];
 }
 

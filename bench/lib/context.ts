@@ -53,6 +53,11 @@ export interface Sizes {
    * an instance boots; far shorter than a real boot, long enough for Cluster API to record the Machine's provider ID.
    */
   readonly sideBySideBootSeconds: number;
+  /**
+   * Scenario noexecute: seconds from a replacement pod's creation (the benchmark standing in for a ReplicaSet, the
+   * scheduler and a kubelet) until it is marked Ready; 0: at once (`--noexecute-ready-seconds`).
+   */
+  readonly noExecuteReplacementReadySeconds: number;
 }
 
 export const SIZES: Readonly<Record<Profile, Sizes>> = {
@@ -83,6 +88,7 @@ export const SIZES: Readonly<Record<Profile, Sizes>> = {
     fleet100Shards: 4,
     sideBySideN: [100, 500],
     sideBySideBootSeconds: 10,
+    noExecuteReplacementReadySeconds: 0,
   },
   quick: {
     throughputN: [100],
@@ -107,6 +113,7 @@ export const SIZES: Readonly<Record<Profile, Sizes>> = {
     fleet100Shards: 2,
     sideBySideN: [20, 50],
     sideBySideBootSeconds: 5,
+    noExecuteReplacementReadySeconds: 0,
   },
   smoke: {
     throughputN: [4],
@@ -131,6 +138,7 @@ export const SIZES: Readonly<Record<Profile, Sizes>> = {
     fleet100Shards: 2,
     sideBySideN: [2, 3],
     sideBySideBootSeconds: 2,
+    noExecuteReplacementReadySeconds: 0,
   },
 };
 

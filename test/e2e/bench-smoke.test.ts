@@ -3,28 +3,29 @@
  * never rot. It asserts that each scenario ran and produced every figure under its stable key; never timings.
  */
 import { expect, it } from 'vitest';
-import { FIGURE_KEYS, runBench, SCENARIOS, SIDE_BY_SIDE_DEPLOYED_KEYS, SIDE_BY_SIDE_KEYS, type BenchResults } from '../../bench/lib/bench.ts';
+import { FIGURE_KEYS, NOEXECUTE_KEYS, runBench, SCENARIOS, SIDE_BY_SIDE_DEPLOYED_KEYS, SIDE_BY_SIDE_KEYS, type BenchResults } from '../../bench/lib/bench.ts';
 import { describeWithControlPlane, requireControlPlane } from '#test/support/control-plane.ts';
 
 describeWithControlPlane('Benchmarks: smoke run of every scenario', () => {
   // Scenario 10 (side by side with Cluster API) runs a control plane of its own with the Cluster API manager: its smoke
-  // run is in the e2e-capi tier (test/e2e-capi/bench-side-by-side.test.ts).
+  // run is in the e2e-capi tier (test/e2e-capi/bench-side-by-side.test.ts). The NoExecute scenario runs a control plane of
+  // its own with kube-controller-manager: its smoke run is test/e2e/bench-noexecute.test.ts.
   it('runs every scenario (all nine on this control plane) and produces every figure of results.json', async () => {
     // Prepare
     const cp = requireControlPlane();
     const lines: string[] = [];
 
     // Act
-    const only = SCENARIOS.filter((s) => s !== 'side-by-side');
+    const only = SCENARIOS.filter((s) => s !== 'side-by-side' && s !== 'noexecute');
     const results: BenchResults = await runBench({ profile: 'smoke', kubeconfigPath: cp.kubeconfigPath, etcdEndpoint: cp.etcdEndpoint, only, log: (l) => lines.push(l) });
 
     // Assess
     expect(results.failures, lines.join('\n')).toEqual({});
     expect(Object.keys(results.scenarios).sort()).toEqual(['apiCost', 'coldStart', 'conflictStorm', 'e2eLatency', 'fleet', 'fleet100', 'forwarder', 'incidentStorm', 'throughput']);
-    expect(SCENARIOS).toHaveLength(10);
+    expect(SCENARIOS).toHaveLength(11);
     // Noise costs nothing, and the marker after it went through (the scenario throws otherwise).
     expect(results.scenarios.incidentStorm).toMatchObject({ noiseMessages: 0, noiseCalls: 0 });
-    for (const key of FIGURE_KEYS.filter((k) => !SIDE_BY_SIDE_KEYS.includes(k) && !SIDE_BY_SIDE_DEPLOYED_KEYS.includes(k))) {
+    for (const key of FIGURE_KEYS.filter((k) => !SIDE_BY_SIDE_KEYS.includes(k) && !SIDE_BY_SIDE_DEPLOYED_KEYS.includes(k) && !NOEXECUTE_KEYS.includes(k))) {
       expect(Number.isFinite(results[key]), `${key} = ${results[key]}`).toBe(true);
     }
     expect(results.targets.map((t) => t.figure)).toEqual([...FIGURE_KEYS]);
