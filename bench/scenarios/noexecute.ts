@@ -19,6 +19,7 @@
  * modes. Without it a staged rollout could never finish under the budgets. The control plane (and everything in it) is
  * stopped at the end, so a failed phase leaves nothing behind.
  */
+import type { TaintId } from '#shared/domain/taint.ts';
 import { startControlPlane } from '#local/control-plane/control-plane.ts';
 import { ROLLOUT_ANNOTATION, ROLLOUT_EVICTING_TAINT, ROLLOUT_MARK_LABEL } from '#shared/domain/noexecute-rollout.ts';
 import type { RolloutTimings } from '#functions/reconcile-node-taints/noexecute-rollout.ts';
@@ -235,7 +236,7 @@ async function runPhase(ctx: BenchContext, kubeconfigPath: string, mode: 'immedi
   const evicting: { member: string; in: boolean }[] = [];
   const tainted = new Set<string>();
   let allTaintedAt: number | undefined;
-  const onNode = (type: string, n: { metadata: { name: string; labels?: Record<string, string> }; spec?: { taints?: { key: string; effect: string }[] } }): void => {
+  const onNode = (type: string, n: { metadata: { name: string; labels?: Record<string, string> }; spec?: { taints?: TaintId[] } }): void => {
     if (!groupNodes.has(n.metadata.name)) return;
     marked.push({ member: n.metadata.name, in: type !== 'DELETED' && n.metadata.labels?.[ROLLOUT_MARK_LABEL] !== undefined });
     evicting.push({ member: n.metadata.name, in: type !== 'DELETED' && (n.spec?.taints ?? []).some((t) => t.key === ROLLOUT_EVICTING_TAINT.key) });
