@@ -34,6 +34,7 @@ import type { ClusterConnections } from '#shared/ports/cluster-connections.ts';
 import type { EventRecorder } from '#shared/ports/event-recorder.ts';
 import type { MachineStore } from '#shared/ports/machine-store.ts';
 import type { NodeStore } from '#shared/ports/node-store.ts';
+import { recordEvent } from './deferred-events.ts';
 
 /** How long records wait between steps (seconds), and when a terminating pod counts as stuck. */
 export interface RolloutTimings {
@@ -275,14 +276,4 @@ function withPatch(plan: Extract<NodeTaintPlan, { kind: 'patch' }>, patch: NodeT
 
 function sameList(a: readonly string[], b: readonly string[] | undefined): boolean {
   return b !== undefined && a.length === b.length && a.every((x, i) => x === b[i]);
-}
-
-/** Records an Event on the Machine or MachinePool; returns the failure instead of throwing, so the outcome stands. */
-async function recordEvent(deps: RolloutDeps, owner: MachineSnapshot, type: 'Normal' | 'Warning', reason: string, message: string): Promise<unknown> {
-  try {
-    await deps.recorder.record({ apiVersion: owner.apiVersion, kind: owner.kind ?? 'Machine', namespace: owner.namespace, name: owner.name, uid: owner.uid }, type, reason, message);
-    return undefined;
-  } catch (error) {
-    return error;
-  }
 }

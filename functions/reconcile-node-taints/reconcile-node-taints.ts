@@ -23,6 +23,7 @@ import type { EventRecorder } from '#shared/ports/event-recorder.ts';
 import type { MachineStore } from '#shared/ports/machine-store.ts';
 import type { NodeStore } from '#shared/ports/node-store.ts';
 import type { ScalableResourceStore } from '#shared/ports/scalable-resource-store.ts';
+import { recordEvent } from './deferred-events.ts';
 import { previewNoExecute, type NoExecutePreviewResult } from './noexecute-preview.ts';
 import { stageNoExecuteRollout, type RolloutReport, type RolloutTimings } from './noexecute-rollout.ts';
 
@@ -435,15 +436,6 @@ async function predatesEnablement(deps: ReconcileDeps, creationTimestamp: string
   return new Date(creationTimestamp).getTime() < (await deps.enablement.enabledAt()).getTime();
 }
 
-/** Records an Event on the Machine; returns the failure instead of throwing, so the outcome stands. */
-async function recordEvent(deps: ReconcileDeps, machine: MachineSnapshot, type: 'Normal' | 'Warning', reason: string, message: string): Promise<unknown> {
-  try {
-    await deps.recorder.record({ apiVersion: machine.apiVersion, kind: machine.kind ?? 'Machine', namespace: machine.namespace, name: machine.name, uid: machine.uid }, type, reason, message);
-    return undefined;
-  } catch (error) {
-    return error;
-  }
-}
 
 /** A one-line, human description of a taint diff, e.g. `added gpu=a100:NoSchedule; removed spot:NoSchedule`. */
 export function describeDiff(diff: TaintDiff): string {

@@ -22,6 +22,7 @@
  */
 import { declaredTaintsOf, type DeclarationResult, type EffectiveDeclaration } from './declarations.ts';
 import { poolDeclarations } from './machine-pool.ts';
+import { toNodeTaint } from './propagation.ts';
 import { formatTaint, Propagation, taintId, type Taint, type TaintId } from './taint.ts';
 
 /** The autoscaler's scale-from-zero taints annotation (cluster-autoscaler `clusterapi_utils.go`, `taintsKey`). */
@@ -140,11 +141,6 @@ export function scalableDeclarationOf(r: ScalableResourceSnapshot, options: Auto
   return declaredTaintsOf({ specTaints: r.specTaints, annotations, labels }, options.startupTaint ? { startupTaint: options.startupTaint } : {});
 }
 
-/** The Node form of every declared taint (Always and OnInitialization): what a new Node gets. */
-export function newNodeTaints(declaration: EffectiveDeclaration): Taint[] {
-  return declaration.taints.map((t) => (t.value === undefined || t.value === '' ? { key: t.key, effect: t.effect } : { key: t.key, value: t.value, effect: t.effect }));
-}
-
 /**
  * The annotation value for a declaration: every declared taint, `spec.taints` included (autoscalers before 1.36.0 read
  * only the annotation), sorted by key then effect (bytewise, so a reordered declaration costs no write), formatted
@@ -173,7 +169,7 @@ export function planAutoscalerTaints(r: ScalableResourceSnapshot, options: Autos
   if (r.deleting) return { state: 'deleting', ...base };
   const declared = scalableDeclarationOf(r, options);
   if (!declared.valid) return { state: 'invalid', ...base };
-  const nodeTaints = newNodeTaints(declared.declaration);
+  const nodeTaints = declared.declaration.taints.map(toNodeTaint);
   const nodeGroup = isNodeGroup(r);
   const desired = nodeGroup ? autoscalerTaintsValue(declared.declaration) : undefined;
   const counted = nodeGroup ? countedStartupTaints(declared.declaration) : [];
@@ -195,7 +191,7 @@ export function planAutoscalerTaints(r: ScalableResourceSnapshot, options: Autos
  */
 export function countedStartupTaints(declaration: EffectiveDeclaration): Taint[] {
   const initial = declaration.taints.filter((t) => t.propagation === Propagation.OnInitialization && !isDroppedByAutoscaler(t.key));
-  return newNodeTaints({ ...declaration, taints: initial }).sort((a, b) => (taintId(a) < taintId(b) ? -1 : 1));
+  return initial.map(toNodeTaint).sort((a, b) => (taintId(a) < taintId(b) ? -1 : 1));
 }
 
 /**
