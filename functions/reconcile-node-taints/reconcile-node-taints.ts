@@ -172,19 +172,26 @@ async function planAndPatch(deps: ReconcileDeps, target: Target, nodes: NodeStor
     return { ...read, outcome: ReconcileOutcome.unchanged, ...(eventError !== undefined ? { eventError } : {}) };
   }
   if (deps.settings.dryRun) {
-    return {
-      ...read,
-      outcome: ReconcileOutcome.dryRun,
-      diff: plan.diff,
-      planned: {
-        before: { taints: plan.before.taints, trackingAnnotation: plan.before.annotations[OWN_TRACKING_ANNOTATION] },
-        after: { taints: plan.after.taints, trackingAnnotation: plan.after.annotations[OWN_TRACKING_ANNOTATION] },
-      },
-    };
+    const state = (s: typeof plan.before): PlannedState => ({ taints: s.taints, trackingAnnotation: s.annotations[OWN_TRACKING_ANNOTATION] });
+    return { ...read, outcome: ReconcileOutcome.dryRun, diff: plan.diff, planned: { before: state(plan.before), after: state(plan.after) } };
   }
-  const written = await orGone(() => nodes.patchNodeTaints(node.name, plan.patch));
-  if (written === GONE) return { ...read, outcome: ReconcileOutcome.nodeGone, reason: 'the Node was deleted between the read and the write' };
-  return afterWrite(deps, target, node, plan, read, written);
+  let written: NodeSnapshot;
+  try {
+    written = await nodes.patchNodeTaints(node.name, plan.patch);
+  } catch (error) {
+    // A 404: the Node was deleted after it was read.
+    if (error instanceof NodeNotFoundError) return { ...read, outcome: ReconcileOutcome.nodeGone, reason: 'the Node was deleted between the read and the write' };
+    throw error;
+  }
+  // One Event per write: DeclarationValid when the forwarder saw the declaration invalid before (the write is what the
+  // fix brought), else TaintRestored when an Always taint someone removed was put back, else TaintsPropagated.
+  const restored = restoredTaints(plan.diff, node.annotations[OWN_TRACKING_ANNOTATION]);
+  const eventError = recovered
+    ? await recordEvent(deps, machine, 'Normal', DECLARATION_VALID, `Taint declaration is valid again; Node ${node.name}: ${describeDiff(plan.diff)}`)
+    : restored.length > 0
+      ? await recordEvent(deps, machine, 'Normal', 'TaintRestored', `Node ${node.name}: put back ${restored.map(formatTaint).join(', ')}, removed by someone else (Always taints are kept); ${describeDiff(plan.diff)}`)
+      : await recordEvent(deps, machine, 'Normal', 'TaintsPropagated', `Node ${node.name}: ${describeDiff(plan.diff)}`);
+  return { ...read, outcome: ReconcileOutcome.patched, writtenResourceVersion: written.resourceVersion, diff: plan.diff, eventError };
 }
 
 /** Runs `fn` up to `attempts` times while it fails with a 409 (client-go's `retry.RetryOnConflict`); the last 409 is thrown. */
@@ -200,34 +207,14 @@ async function retryOnConflict<T>(attempts: number, fn: (attempt: number) => Pro
 
 /** The plan for a Node as read, with the first-enablement rule applied. */
 async function planFor(deps: ReconcileDeps, node: NodeSnapshot, declaration: EffectiveDeclaration): Promise<{ plan: NodeTaintPlan; adopt: boolean }> {
-  const adopt = mayAdoptAsInitialized(node, deps.settings.startupTaint) && (await predatesEnablement(deps, node.creationTimestamp));
+  const created = node.creationTimestamp;
+  const adopt = mayAdoptAsInitialized(node, deps.settings.startupTaint) && !!created && new Date(created).getTime() < (await deps.enablement.enabledAt()).getTime();
   const { plan } = planOwnedTaints(node, declaration, {
     ...(deps.settings.specTaintsOwner ? { specTaintsOwner: deps.settings.specTaintsOwner } : {}),
     ...(deps.settings.startupTaint ? { startupTaint: deps.settings.startupTaint } : {}),
     adoptAsInitialized: adopt,
   });
   return { plan, adopt };
-}
-
-/** The result of a write that went through, with its Event. */
-async function afterWrite(
-  deps: ReconcileDeps,
-  target: Target,
-  node: NodeSnapshot,
-  plan: Extract<NodeTaintPlan, { kind: 'patch' }>,
-  read: Omit<ReconcileResult, 'outcome'>,
-  written: NodeSnapshot,
-): Promise<ReconcileResult> {
-  const { machine, recovered } = target;
-  // One Event per write: TaintRestored when an Always taint someone removed was put back, else TaintsPropagated.
-  const restored = restoredTaints(plan.diff, node.annotations[OWN_TRACKING_ANNOTATION]);
-  // DeclarationValid instead when the forwarder saw the declaration invalid before (the write is what the fix brought).
-  const eventError = recovered
-    ? await recordEvent(deps, machine, 'Normal', DECLARATION_VALID, `Taint declaration is valid again; Node ${node.name}: ${describeDiff(plan.diff)}`)
-    : restored.length > 0
-      ? await recordEvent(deps, machine, 'Normal', 'TaintRestored', `Node ${node.name}: put back ${restored.map(formatTaint).join(', ')}, removed by someone else (Always taints are kept); ${describeDiff(plan.diff)}`)
-      : await recordEvent(deps, machine, 'Normal', 'TaintsPropagated', `Node ${node.name}: ${describeDiff(plan.diff)}`);
-  return { ...read, outcome: ReconcileOutcome.patched, writtenResourceVersion: written.resourceVersion, diff: plan.diff, eventError };
 }
 
 /** A read of a Node, with the store of its cluster (for the write). */
@@ -249,7 +236,6 @@ interface HintedRead {
   readonly result: Promise<NodeRead | { readonly error: unknown }>;
 }
 
-/** True for an event about a deleted object. */
 function isDeletion(event: NodeTaintEvent): boolean {
   return parseEventType(event.type)?.change === 'deleted';
 }
@@ -418,24 +404,6 @@ function clusterOf(settings: ReconcileSettings, machine: MachineSnapshot): Clust
   if (!name) throw new MachineConfigurationError(`${machine.namespace}/${machine.name}`, 'names no Cluster (spec.clusterName or the cluster-name label)');
   return { mode: 'capi', namespace: machine.namespace, name };
 }
-
-const GONE = Symbol('gone');
-
-/** A write; a 404 (the Node was deleted after it was read) is GONE, i.e. the `node-gone` outcome. */
-async function orGone<T>(write: () => Promise<T>): Promise<T | typeof GONE> {
-  try {
-    return await write();
-  } catch (error) {
-    if (error instanceof NodeNotFoundError) return GONE;
-    throw error;
-  }
-}
-
-async function predatesEnablement(deps: ReconcileDeps, creationTimestamp: string | undefined): Promise<boolean> {
-  if (!creationTimestamp) return false;
-  return new Date(creationTimestamp).getTime() < (await deps.enablement.enabledAt()).getTime();
-}
-
 
 /** A one-line, human description of a taint diff, e.g. `added gpu=a100:NoSchedule; removed spot:NoSchedule`. */
 export function describeDiff(diff: TaintDiff): string {
