@@ -101,7 +101,6 @@ export const WRITE_ATTEMPTS = 2;
  * and MachineConfigurationError (never retried) for a Machine that cannot be reconciled as it is.
  */
 export async function reconcileNodeTaints(deps: ReconcileDeps, event: TaintEvent): Promise<ReconcileResult> {
-  // A scalable resource's event names no Node (the batch hands it to reconcileAutoscalerTaints).
   if (!isNodeTaintEvent(event)) throw new Error(`${event.type} names no Node: reconcile it with reconcileAutoscalerTaints`);
   // The Node and the Cluster the event names are read beside the owner: one round trip for all three. Both reads are
   // hints, used only when the owner confirms them.
@@ -240,7 +239,6 @@ function isDeletion(event: NodeTaintEvent): boolean {
   return parseEventType(event.type)?.change === 'deleted';
 }
 
-/** The Node an event names: a Node event's Node, else the Machine's or pool's `nodeName`. */
 function nodeNameOf(data: NodeTaintEventData): string | undefined {
   return data.kind === 'Node' ? data.node.name : data.nodeName;
 }
@@ -325,21 +323,12 @@ function ownerOf(owner: MachineSnapshot): { machine: string } | { machinePool: s
 }
 
 /** An object whose paused annotation pauses the reconcile of the Node: the Machine, its MachinePool, or both. */
-interface PauseSource {
-  readonly kind: 'Machine' | 'MachinePool';
-  readonly namespace: string;
-  readonly name: string;
-  readonly annotations: Readonly<Record<string, string>>;
-}
+type PauseSource = { readonly kind: 'Machine' | 'MachinePool' } & Pick<MachineSnapshot, 'namespace' | 'name' | 'annotations'>;
 
 /** The declaration owner of a Node, and the objects whose pause annotation counts for it. */
 interface Owner {
   readonly machine: MachineSnapshot;
   readonly pauseSources: readonly PauseSource[];
-}
-
-function sourceOf(kind: PauseSource['kind'], object: { namespace: string; name: string; annotations: Readonly<Record<string, string>> }): PauseSource {
-  return { kind, namespace: object.namespace, name: object.name, annotations: object.annotations };
 }
 
 /**
@@ -356,7 +345,7 @@ async function findOwner(deps: ReconcileDeps, event: NodeTaintEvent): Promise<Ow
     const pool = await deps.machines.getMachinePool(data.machinePool.namespace, data.machinePool.name);
     if (!pool) return { outcome: ReconcileOutcome.machineGone, machinePool: name, node: data.nodeName, reason: 'the MachinePool does not exist' };
     const owner = declarationOwnerOf(pool, data.nodeName);
-    return owner ? { machine: owner, pauseSources: [sourceOf('MachinePool', pool)] } : { outcome: ReconcileOutcome.machineGone, machinePool: name, node: data.nodeName, reason: `Node ${data.nodeName} is not in the MachinePool's status.nodeRefs` };
+    return owner ? { machine: owner, pauseSources: [{ ...pool, kind: 'MachinePool' }] } : { outcome: ReconcileOutcome.machineGone, machinePool: name, node: data.nodeName, reason: `Node ${data.nodeName} is not in the MachinePool's status.nodeRefs` };
   }
   if (data.kind === 'Machine') {
     const name = `${data.machine.namespace}/${data.machine.name}`;
@@ -375,7 +364,7 @@ async function findOwner(deps: ReconcileDeps, event: NodeTaintEvent): Promise<Ow
     // No Machine: a MachinePool Node (most pools have no Machine objects, only status.nodeRefs).
     const pool = await deps.machines.findMachinePoolByNodeName(clusterNamespace, clusterName, data.node.name);
     const owner = pool ? declarationOwnerOf(pool, data.node.name) : undefined;
-    return pool && owner ? { machine: owner, pauseSources: [sourceOf('MachinePool', pool)] } : { outcome: ReconcileOutcome.machineGone, node: data.node.name, reason: 'no Machine or MachinePool owns this Node' };
+    return pool && owner ? { machine: owner, pauseSources: [{ ...pool, kind: 'MachinePool' }] } : { outcome: ReconcileOutcome.machineGone, node: data.node.name, reason: 'no Machine or MachinePool owns this Node' };
   }
   if (machine.nodeName !== undefined && machine.nodeName !== data.node.name) {
     return { outcome: ReconcileOutcome.machineGone, node: data.node.name, machine: `${machine.namespace}/${machine.name}`, reason: `the Machine's Node is ${machine.nodeName}` };
@@ -386,7 +375,7 @@ async function findOwner(deps: ReconcileDeps, event: NodeTaintEvent): Promise<Ow
 /** A Machine of a MachinePool is no declaration source of its own: its Node follows the pool (one source per Node). */
 async function viaPool(deps: ReconcileDeps, machine: MachineSnapshot): Promise<Owner | ReconcileResult> {
   const poolName = machinePoolOf(machine);
-  if (poolName === undefined) return { machine, pauseSources: [sourceOf('Machine', machine)] };
+  if (poolName === undefined) return { machine, pauseSources: [{ ...machine, kind: 'Machine' }] };
   const name = `${machine.namespace}/${poolName}`;
   if (!machine.nodeName) return { outcome: ReconcileOutcome.noNode, machinePool: name, reason: `Machine ${machine.name} of the MachinePool has no status.nodeRef yet` };
   const pool = await deps.machines.getMachinePool(machine.namespace, poolName);
@@ -394,7 +383,7 @@ async function viaPool(deps: ReconcileDeps, machine: MachineSnapshot): Promise<O
   const owner = declarationOwnerOf(pool, machine.nodeName);
   // The pool's status.nodeRefs lists the Node a moment later; the pool's own event then brings the Node in line.
   return owner
-    ? { machine: owner, pauseSources: [sourceOf('Machine', machine), sourceOf('MachinePool', pool)] }
+    ? { machine: owner, pauseSources: [{ ...machine, kind: 'Machine' }, { ...pool, kind: 'MachinePool' }] }
     : { outcome: ReconcileOutcome.noNode, machinePool: name, node: machine.nodeName, reason: `Node ${machine.nodeName} is not in the MachinePool's status.nodeRefs yet` };
 }
 
