@@ -125,21 +125,16 @@ export async function stageNoExecuteRollout(deps: RolloutDeps, input: RolloutInp
   const taints = step.kind === 'claim' || step.kind === 'ticket' || step.kind === 'hold' ? step.mark.taints : [];
   const report: RolloutReport = { group, taints };
 
-  switch (step.kind) {
-    case 'immediate':
-      return { kind: 'proceed', plan };
-    case 'clear': {
-      if (plan.kind === 'patch') return { kind: 'proceed', plan: withPatch(plan, withRollout(plan.patch, node, null)) };
-      const written = await input.nodes.patchNodeTaints(node.name, withRollout(basePatch(node), node, null));
-      const eventError = await recordEvent(deps, owner, 'Normal', 'NoExecuteRolloutStopped', `Node ${node.name}: rollout stopped, ${step.reason}`);
-      return { kind: 'stop', outcome: ReconcileOutcome.rolloutWithdrawn, reason: step.reason, writtenResourceVersion: written.resourceVersion, eventError };
-    }
-    case 'invalid': {
-      const eventError = await recordEvent(deps, owner, 'Warning', 'InvalidTaintDeclaration', `Node ${node.name} not written: ${step.reason}`);
-      return { kind: 'stop', outcome: ReconcileOutcome.invalidDeclaration, reason: step.reason, eventError };
-    }
-    default:
-      break;
+  if (step.kind === 'immediate') return { kind: 'proceed', plan };
+  if (step.kind === 'clear') {
+    if (plan.kind === 'patch') return { kind: 'proceed', plan: { ...plan, patch: withRollout(plan.patch, node, null) } };
+    const written = await input.nodes.patchNodeTaints(node.name, withRollout(basePatch(node), node, null));
+    const eventError = await recordEvent(deps, owner, 'Normal', 'NoExecuteRolloutStopped', `Node ${node.name}: rollout stopped, ${step.reason}`);
+    return { kind: 'stop', outcome: ReconcileOutcome.rolloutWithdrawn, reason: step.reason, writtenResourceVersion: written.resourceVersion, eventError };
+  }
+  if (step.kind === 'invalid') {
+    const eventError = await recordEvent(deps, owner, 'Warning', 'InvalidTaintDeclaration', `Node ${node.name} not written: ${step.reason}`);
+    return { kind: 'stop', outcome: ReconcileOutcome.invalidDeclaration, reason: step.reason, eventError };
   }
 
   // Everything but the pending NoExecute taints is written as without the rollout, in the same write as any mark.
@@ -165,12 +160,12 @@ export async function stageNoExecuteRollout(deps: RolloutDeps, input: RolloutInp
     const eventError = !starting ? undefined : await recordEvent(deps, owner, 'Normal', 'NoExecuteRolloutStarted', `Node ${node.name}: evicting through the Eviction API before ${taints.join(', ')}`);
     return { kind: 'stop', outcome: ReconcileOutcome.rolloutClaimed, reason: `holds a place in ${group}`, retryInSeconds: timings.claimedSeconds, writtenResourceVersion: written.resourceVersion, rollout: report, eventError };
   }
-  const pods = await podsOf(deps, input.cluster);
-  const afterTaints = plan.kind === 'patch' ? plan.patch.taints : node.taints;
-  const evictions = planEvictions({ taintsAfter: afterTaints, pods: await pods.listPodsOnNode(node.name), now: deps.clock.now(), stuckAfterSeconds: timings.stuckAfterSeconds });
+  if (!deps.clusters.podsOf) throw new Error('the staged NoExecute rollout needs ClusterConnections that serve pods');
+  const pods = await deps.clusters.podsOf(input.cluster);
+  const evictions = planEvictions({ taintsAfter: planned, pods: await pods.listPodsOnNode(node.name), now: deps.clock.now(), stuckAfterSeconds: timings.stuckAfterSeconds });
   if (evictions.done) {
     // The pods are gone: the taint goes on and the mark comes off, in the spine's one write.
-    return { kind: 'proceed', plan: plan.kind === 'patch' ? withPatch(plan, withRollout(plan.patch, node, null)) : plan };
+    return { kind: 'proceed', plan: plan.kind === 'patch' ? { ...plan, patch: withRollout(plan.patch, node, null) } : plan };
   }
   // A few at a time: a Node's 110 pods stay well within the record's call timeout, and the answers keep the pods' order.
   const answers: string[] = [];
@@ -224,11 +219,6 @@ async function groupSizeOf(deps: RolloutDeps, owner: MachineSnapshot): Promise<n
   return deps.machines.countMachines(owner.namespace, selector);
 }
 
-async function podsOf(deps: RolloutDeps, cluster: ClusterRef) {
-  if (!deps.clusters.podsOf) throw new Error('the staged NoExecute rollout needs ClusterConnections that serve pods');
-  return deps.clusters.podsOf(cluster);
-}
-
 /**
  * The declaration without the pending NoExecute taints: a new one is left out, a changed value keeps the Node's
  * current value (its taint stays as it is, owned as before), so the rest of the plan is written as without the rollout.
@@ -239,14 +229,10 @@ function withheld(declaration: EffectiveDeclaration, pending: readonly Taint[], 
     if (!isPending(t)) return [t];
     const current = nodeTaints.find((n) => isSameTaint(n, t));
     if (!current) return [];
-    return [valueOf(current) ? { ...t, value: valueOf(current) } : dropValue(t)];
+    const { value: _value, ...valueless } = t;
+    return [valueOf(current) ? { ...t, value: valueOf(current) } : valueless];
   });
   return { ...declaration, taints };
-}
-
-function dropValue<T extends { value?: string | undefined }>(t: T): T {
-  const { value: _value, ...rest } = t;
-  return rest as T;
 }
 
 /** A patch that leaves the Node's taints and annotations as read (for a write of the mark only). */
@@ -268,10 +254,6 @@ function withRollout(patch: NodeTaintPatch, node: NodeSnapshot, mark: RolloutMar
     annotations: { ...patch.annotations, [ROLLOUT_MARK_ANNOTATION]: mark === null ? null : encodeRolloutMark(mark) },
     labels: { ...(patch.labels ?? {}), [ROLLOUT_MARK_LABEL]: mark === null ? null : 'true' },
   };
-}
-
-function withPatch(plan: Extract<NodeTaintPlan, { kind: 'patch' }>, patch: NodeTaintPatch): NodeTaintPlan {
-  return { ...plan, patch };
 }
 
 function sameList(a: readonly string[], b: readonly string[] | undefined): boolean {
