@@ -10,11 +10,11 @@
  */
 import type { ClusterRef } from '#shared/contract/cloud-event.ts';
 import type { EffectiveDeclaration } from '#shared/domain/declarations.ts';
+import { nodeTaintsAfter } from '#shared/domain/eviction-preview.ts';
 import {
   decodeRolloutMark,
   encodeRolloutMark,
   groupMachineSelectorOf,
-  newNoExecuteTaints,
   nodeGroupOf,
   planEvictions,
   planRolloutSlot,
@@ -115,7 +115,7 @@ export async function stageNoExecuteRollout(deps: RolloutDeps, input: RolloutInp
   const setting = rolloutSettingOf(owner);
   const group = nodeGroupOf(owner);
   const planned = plan.kind === 'patch' ? plan.patch.taints : node.taints;
-  const pending = newNoExecuteTaints(planned, node.taints);
+  const pending = nodeTaintsAfter(planned, node.taints).added;
   const hasMark = decodeRolloutMark(node.annotations) !== undefined;
   // The common case costs nothing: no opt-in and no mark, or nothing new with NoExecute and no mark.
   if (!hasMark && (setting === undefined || pending.length === 0)) return { kind: 'proceed', plan };
