@@ -155,7 +155,6 @@ function groupOf(record: SQSRecord): string {
   return record.attributes.MessageGroupId ?? `record:${record.messageId}`;
 }
 
-/** The batch's records by message group, each group in batch order. */
 function byMessageGroup(records: readonly SQSRecord[]): SQSRecord[][] {
   const groups = new Map<string, SQSRecord[]>();
   for (const record of records) groups.set(groupOf(record), [...(groups.get(groupOf(record)) ?? []), record]);

@@ -8,8 +8,7 @@
  *   redrive (ReconcileBatchProcessor);
  * - every outcome is logged and counted from one table (outcomes.ts).
  * Every Kubernetes API call of a record is bounded by one call timeout (`recordTimeoutMs`) within the invocation's
- * time; the clusters' guard (cluster-guard.ts) limits concurrent records per cluster, breaks a cluster that timed out
- * or flooded for the rest of the batch, and keeps a failing cluster uncalled until its backoff has passed.
+ * time, and goes through the clusters' guard (cluster-guard.ts).
  */
 import { processPartialResponse } from '@aws-lambda-powertools/batch';
 import { MetricUnit } from '@aws-lambda-powertools/metrics';

@@ -2,9 +2,8 @@
  * The scale-from-zero use case (docs/autoscaler.md): one ScalableResource event in, the resource's
  * cluster-autoscaler taints annotation brought in line with what a new Node of it gets, with at most one write.
  * Level-triggered like the Node reconcile: the resource is read again; the write carries the resourceVersion it was
- * planned from (a first 409 is retried at once from a fresh read, a second goes back to the queue). A paused resource
- * (Cluster API's pause: its `cluster.x-k8s.io/paused` annotation or its Cluster's `spec.paused`) gets no write and no
- * Event.
+ * planned from. A paused resource (Cluster API's pause: its `cluster.x-k8s.io/paused` annotation or its Cluster's
+ * `spec.paused`) gets no write and no Event.
  */
 import { formatTaint, type Taint } from '#shared/domain/taint.ts';
 import { planAutoscalerTaints, type AutoscalerPlan, type ScalableResourceSnapshot } from '#shared/domain/autoscaler.ts';
@@ -18,10 +17,7 @@ import { recordEvent } from './deferred-events.ts';
 
 /** Reason of the Warning Event on a resource whose taints annotation someone else wrote. */
 export const AUTOSCALER_TAINTS_NOT_MANAGED = 'AutoscalerTaintsNotManaged';
-/**
- * Reason of the Warning Event recorded with a write whose value holds OnInitialization taints the autoscaler counts
- * (it ignores `propagation`): pods that do not tolerate them never make it scale the group up from zero.
- */
+/** Reason of the Warning Event with a write whose value holds taints the autoscaler counts (countedStartupTaints). */
 export const AUTOSCALER_COUNTS_STARTUP_TAINTS = 'AutoscalerCountsStartupTaints';
 
 /**

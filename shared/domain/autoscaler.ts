@@ -10,8 +10,7 @@
  *   OnInitialization, after precedence and cancellation; the startup gate is removed when the taints land, so it is
  *   never part of it), `spec.template.spec.taints` included: autoscaler releases before 1.36.0 read only the annotation,
  *   and 1.36+ replaces a field taint by an annotation taint of the same key and effect (the same taint here, since
- *   `spec.taints` wins in the declaration). Sorted, as `key=value:Effect` / `key:Effect` joined by `,`. None: no
- *   annotation.
+ *   `spec.taints` wins in the declaration). None: no annotation.
  * - **Startup taints.** The autoscaler ignores `propagation`: an OnInitialization taint it does not drop from its
  *   template (its startup, ignore and status prefixes) stops scale from zero for pods that do not tolerate it. The plan
  *   names them, for a Warning.
@@ -108,11 +107,7 @@ export interface AutoscalerPlan {
   readonly patch?: Readonly<Record<string, string | null>>;
   /** The taints a new Node of the resource gets (valid declarations only). */
   readonly nodeTaints?: readonly Taint[];
-  /**
-   * OnInitialization taints of a node group's declaration that the autoscaler counts in its template anyway (their key
-   * has none of its startup, ignore or status prefixes): pods that do not tolerate them never trigger a scale from zero.
-   * Present, non-empty, only on node groups with a valid declaration.
-   */
+  /** countedStartupTaints of a node group with a valid declaration; present only when non-empty. */
   readonly countedStartupTaints?: readonly Taint[];
 }
 
