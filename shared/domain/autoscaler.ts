@@ -22,6 +22,7 @@
 import { declaredTaintsOf, type DeclarationResult, type EffectiveDeclaration } from './declarations.ts';
 import { poolDeclarations } from './machine-pool.ts';
 import { toNodeTaint } from './propagation.ts';
+import { DNS1123_SUBDOMAIN, QUALIFIED_NAME } from './validation.ts';
 import { formatTaint, Propagation, taintId, type Taint, type TaintId } from './taint.ts';
 
 /** The autoscaler's scale-from-zero taints annotation (cluster-autoscaler `clusterapi_utils.go`, `taintsKey`). */
@@ -214,9 +215,6 @@ export function autoscalerAssumedTaints(specTaints: unknown, annotation: string 
 function isRecord(x: unknown): x is Record<string, unknown> {
   return typeof x === 'object' && x !== null;
 }
-
-const QUALIFIED_NAME = /^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$/;
-const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 
 /** One entry as the autoscaler's `parseTaint` reads it (no trimming, any effect text); undefined when it refuses it. */
 function parseAutoscalerTaint(entry: string): Taint | undefined {
