@@ -227,13 +227,13 @@ async function readNode(deps: ReconcileDeps, cluster: ClusterRef, node: string, 
   return { store, node: await store.getNode(node) };
 }
 
-/** A Node read started from the event's names, before the owner is known. */
-interface HintedRead {
+/** A read started from the event's names, before the owner is known. Settles, never rejects: a failure counts only when the owner confirms the read. */
+interface Started<T> {
   readonly cluster: string;
-  readonly node: string;
-  /** Settles, never rejects: a failure counts only when the owner confirms the read (confirmedRead). */
-  readonly result: Promise<NodeRead | { readonly error: unknown }>;
+  readonly result: Promise<T | { readonly error: unknown }>;
 }
+type HintedRead = Started<NodeRead> & { readonly node: string };
+type ClusterRead = Started<{ readonly view: ClusterView | undefined }>;
 
 function isDeletion(event: NodeTaintEvent): boolean {
   return parseEventType(event.type)?.change === 'deleted';
@@ -266,13 +266,6 @@ async function confirmedRead(hinted: HintedRead | undefined, cluster: ClusterRef
   if (!('error' in read)) return read;
   if (read.error instanceof ClusterCredentialsError) return undefined;
   throw read.error;
-}
-
-/** A read of the Cluster an event names, started beside the owner's read (for its pause). */
-interface ClusterRead {
-  readonly cluster: string;
-  /** Settles, never rejects: a failure is thrown only if this turns out to be the owner's Cluster. */
-  readonly result: Promise<{ readonly view: ClusterView | undefined } | { readonly error: unknown }>;
 }
 
 function startClusterRead(deps: ReconcileDeps, event: NodeTaintEvent): ClusterRead | undefined {
