@@ -19,14 +19,13 @@ import { DeferredEvents } from './deferred-events.ts';
 /** Time kept back from the invocation's remaining time for the queue calls that settle a record. */
 export const SETTLE_RESERVE_MS = 3_000;
 
-/** What the processor needs. */
 export interface BatchProcessorDeps {
   readonly queue: RecordQueue;
   readonly recorder: EventRecorder;
   readonly logger: Logger;
   readonly metrics: Metrics;
   readonly clock: Clock;
-  /** A failing record is re-issued once its receive count reaches this; undefined: never (the queue's redrive decides). */
+  /** A failing record is re-issued once its receive count reaches this (one below the queue's maxReceiveCount); undefined: never. */
   readonly reissueAtReceive?: number;
   /** All the API calls of one record together end within this (the call timeout); default: no bound but the batch's. */
   readonly recordTimeoutMs?: number;
@@ -156,7 +155,6 @@ function groupOf(record: SQSRecord): string {
   return record.attributes.MessageGroupId ?? `record:${record.messageId}`;
 }
 
-/** The batch's records by message group, each group in batch order. */
 function byMessageGroup(records: readonly SQSRecord[]): SQSRecord[][] {
   const groups = new Map<string, SQSRecord[]>();
   for (const record of records) groups.set(groupOf(record), [...(groups.get(groupOf(record)) ?? []), record]);

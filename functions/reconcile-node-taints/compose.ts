@@ -52,7 +52,6 @@ export interface ReconcileComposition extends BatchDeps {
   readonly warmUp: () => Promise<string[]>;
 }
 
-/** Wires adapters into the dependencies of `processBatch`. */
 export function composeReconcile(args: ComposeArgs): ReconcileComposition {
   const clock = args.clock ?? { now: () => new Date() };
   // Connections are pooled by the HTTP client (kube-http.ts), one keep-alive pool for every cluster.

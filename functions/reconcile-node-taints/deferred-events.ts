@@ -30,3 +30,13 @@ export class DeferredEvents implements EventRecorder {
     while (this.#pending.length > 0) await Promise.all(this.#pending.splice(0));
   }
 }
+
+/** Records an Event on a Machine, MachinePool or scalable resource; returns the failure instead of throwing, so the outcome stands. */
+export async function recordEvent(deps: { readonly recorder: EventRecorder }, object: Omit<InvolvedObject, 'kind'> & { readonly kind?: string }, type: 'Normal' | 'Warning', reason: string, message: string): Promise<unknown> {
+  try {
+    await deps.recorder.record({ apiVersion: object.apiVersion, kind: object.kind ?? 'Machine', namespace: object.namespace, name: object.name, uid: object.uid }, type, reason, message);
+    return undefined;
+  } catch (error) {
+    return error;
+  }
+}

@@ -68,9 +68,6 @@ async function setUp(): Promise<void> {
   }
 }
 
-// A provisioned container is frozen once its init ends, so its init waits for the set-up. An on-demand container goes
-// from its init straight to its first invocation: there the set-up goes on beside that invocation, whose first record
-// reads what does not wait for it (its workload cluster's kubeconfig Secret, connection and Node) meanwhile.
 const settingUp = setUp();
 if (processEnv()['AWS_LAMBDA_INITIALIZATION_TYPE'] !== 'on-demand') await settingUp;
 

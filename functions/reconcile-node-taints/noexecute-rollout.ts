@@ -10,11 +10,11 @@
  */
 import type { ClusterRef } from '#shared/contract/cloud-event.ts';
 import type { EffectiveDeclaration } from '#shared/domain/declarations.ts';
+import { nodeTaintsAfter } from '#shared/domain/eviction-preview.ts';
 import {
   decodeRolloutMark,
   encodeRolloutMark,
   groupMachineSelectorOf,
-  newNoExecuteTaints,
   nodeGroupOf,
   planEvictions,
   planRolloutSlot,
@@ -34,6 +34,7 @@ import type { ClusterConnections } from '#shared/ports/cluster-connections.ts';
 import type { EventRecorder } from '#shared/ports/event-recorder.ts';
 import type { MachineStore } from '#shared/ports/machine-store.ts';
 import type { NodeStore } from '#shared/ports/node-store.ts';
+import { recordEvent } from './deferred-events.ts';
 
 /** How long records wait between steps (seconds), and when a terminating pod counts as stuck. */
 export interface RolloutTimings {
@@ -114,7 +115,7 @@ export async function stageNoExecuteRollout(deps: RolloutDeps, input: RolloutInp
   const setting = rolloutSettingOf(owner);
   const group = nodeGroupOf(owner);
   const planned = plan.kind === 'patch' ? plan.patch.taints : node.taints;
-  const pending = newNoExecuteTaints(planned, node.taints);
+  const pending = nodeTaintsAfter(planned, node.taints).added;
   const hasMark = decodeRolloutMark(node.annotations) !== undefined;
   // The common case costs nothing: no opt-in and no mark, or nothing new with NoExecute and no mark.
   if (!hasMark && (setting === undefined || pending.length === 0)) return { kind: 'proceed', plan };
@@ -124,21 +125,16 @@ export async function stageNoExecuteRollout(deps: RolloutDeps, input: RolloutInp
   const taints = step.kind === 'claim' || step.kind === 'ticket' || step.kind === 'hold' ? step.mark.taints : [];
   const report: RolloutReport = { group, taints };
 
-  switch (step.kind) {
-    case 'immediate':
-      return { kind: 'proceed', plan };
-    case 'clear': {
-      if (plan.kind === 'patch') return { kind: 'proceed', plan: withPatch(plan, withRollout(plan.patch, node, null)) };
-      const written = await input.nodes.patchNodeTaints(node.name, withRollout(basePatch(node), node, null));
-      const eventError = await recordEvent(deps, owner, 'Normal', 'NoExecuteRolloutStopped', `Node ${node.name}: rollout stopped, ${step.reason}`);
-      return { kind: 'stop', outcome: ReconcileOutcome.rolloutWithdrawn, reason: step.reason, writtenResourceVersion: written.resourceVersion, eventError };
-    }
-    case 'invalid': {
-      const eventError = await recordEvent(deps, owner, 'Warning', 'InvalidTaintDeclaration', `Node ${node.name} not written: ${step.reason}`);
-      return { kind: 'stop', outcome: ReconcileOutcome.invalidDeclaration, reason: step.reason, eventError };
-    }
-    default:
-      break;
+  if (step.kind === 'immediate') return { kind: 'proceed', plan };
+  if (step.kind === 'clear') {
+    if (plan.kind === 'patch') return { kind: 'proceed', plan: { ...plan, patch: withRollout(plan.patch, node, null) } };
+    const written = await input.nodes.patchNodeTaints(node.name, withRollout(basePatch(node), node, null));
+    const eventError = await recordEvent(deps, owner, 'Normal', 'NoExecuteRolloutStopped', `Node ${node.name}: rollout stopped, ${step.reason}`);
+    return { kind: 'stop', outcome: ReconcileOutcome.rolloutWithdrawn, reason: step.reason, writtenResourceVersion: written.resourceVersion, eventError };
+  }
+  if (step.kind === 'invalid') {
+    const eventError = await recordEvent(deps, owner, 'Warning', 'InvalidTaintDeclaration', `Node ${node.name} not written: ${step.reason}`);
+    return { kind: 'stop', outcome: ReconcileOutcome.invalidDeclaration, reason: step.reason, eventError };
   }
 
   // Everything but the pending NoExecute taints is written as without the rollout, in the same write as any mark.
@@ -164,12 +160,12 @@ export async function stageNoExecuteRollout(deps: RolloutDeps, input: RolloutInp
     const eventError = !starting ? undefined : await recordEvent(deps, owner, 'Normal', 'NoExecuteRolloutStarted', `Node ${node.name}: evicting through the Eviction API before ${taints.join(', ')}`);
     return { kind: 'stop', outcome: ReconcileOutcome.rolloutClaimed, reason: `holds a place in ${group}`, retryInSeconds: timings.claimedSeconds, writtenResourceVersion: written.resourceVersion, rollout: report, eventError };
   }
-  const pods = await podsOf(deps, input.cluster);
-  const afterTaints = plan.kind === 'patch' ? plan.patch.taints : node.taints;
-  const evictions = planEvictions({ taintsAfter: afterTaints, pods: await pods.listPodsOnNode(node.name), now: deps.clock.now(), stuckAfterSeconds: timings.stuckAfterSeconds });
+  if (!deps.clusters.podsOf) throw new Error('the staged NoExecute rollout needs ClusterConnections that serve pods');
+  const pods = await deps.clusters.podsOf(input.cluster);
+  const evictions = planEvictions({ taintsAfter: planned, pods: await pods.listPodsOnNode(node.name), now: deps.clock.now(), stuckAfterSeconds: timings.stuckAfterSeconds });
   if (evictions.done) {
     // The pods are gone: the taint goes on and the mark comes off, in the spine's one write.
-    return { kind: 'proceed', plan: plan.kind === 'patch' ? withPatch(plan, withRollout(plan.patch, node, null)) : plan };
+    return { kind: 'proceed', plan: plan.kind === 'patch' ? { ...plan, patch: withRollout(plan.patch, node, null) } : plan };
   }
   // A few at a time: a Node's 110 pods stay well within the record's call timeout, and the answers keep the pods' order.
   const answers: string[] = [];
@@ -223,11 +219,6 @@ async function groupSizeOf(deps: RolloutDeps, owner: MachineSnapshot): Promise<n
   return deps.machines.countMachines(owner.namespace, selector);
 }
 
-async function podsOf(deps: RolloutDeps, cluster: ClusterRef) {
-  if (!deps.clusters.podsOf) throw new Error('the staged NoExecute rollout needs ClusterConnections that serve pods');
-  return deps.clusters.podsOf(cluster);
-}
-
 /**
  * The declaration without the pending NoExecute taints: a new one is left out, a changed value keeps the Node's
  * current value (its taint stays as it is, owned as before), so the rest of the plan is written as without the rollout.
@@ -238,14 +229,10 @@ function withheld(declaration: EffectiveDeclaration, pending: readonly Taint[], 
     if (!isPending(t)) return [t];
     const current = nodeTaints.find((n) => isSameTaint(n, t));
     if (!current) return [];
-    return [valueOf(current) ? { ...t, value: valueOf(current) } : dropValue(t)];
+    const { value: _value, ...valueless } = t;
+    return [valueOf(current) ? { ...t, value: valueOf(current) } : valueless];
   });
   return { ...declaration, taints };
-}
-
-function dropValue<T extends { value?: string | undefined }>(t: T): T {
-  const { value: _value, ...rest } = t;
-  return rest as T;
 }
 
 /** A patch that leaves the Node's taints and annotations as read (for a write of the mark only). */
@@ -269,20 +256,6 @@ function withRollout(patch: NodeTaintPatch, node: NodeSnapshot, mark: RolloutMar
   };
 }
 
-function withPatch(plan: Extract<NodeTaintPlan, { kind: 'patch' }>, patch: NodeTaintPatch): NodeTaintPlan {
-  return { ...plan, patch };
-}
-
 function sameList(a: readonly string[], b: readonly string[] | undefined): boolean {
   return b !== undefined && a.length === b.length && a.every((x, i) => x === b[i]);
-}
-
-/** Records an Event on the Machine or MachinePool; returns the failure instead of throwing, so the outcome stands. */
-async function recordEvent(deps: RolloutDeps, owner: MachineSnapshot, type: 'Normal' | 'Warning', reason: string, message: string): Promise<unknown> {
-  try {
-    await deps.recorder.record({ apiVersion: owner.apiVersion, kind: owner.kind ?? 'Machine', namespace: owner.namespace, name: owner.name, uid: owner.uid }, type, reason, message);
-    return undefined;
-  } catch (error) {
-    return error;
-  }
 }

@@ -8,43 +8,28 @@
  *   redrive (ReconcileBatchProcessor);
  * - every outcome is logged and counted from one table (outcomes.ts).
  * Every Kubernetes API call of a record is bounded by one call timeout (`recordTimeoutMs`) within the invocation's
- * time; the clusters' guard (cluster-guard.ts) limits concurrent records per cluster, breaks a cluster that timed out
- * or flooded for the rest of the batch, and keeps a failing cluster uncalled until its backoff has passed.
+ * time, and goes through the clusters' guard (cluster-guard.ts).
  */
 import { processPartialResponse } from '@aws-lambda-powertools/batch';
-import type { Logger } from '@aws-lambda-powertools/logger';
-import { MetricUnit, type Metrics } from '@aws-lambda-powertools/metrics';
+import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
 import { backoffDelay } from '#shared/policy/backoff.ts';
 import { clusterKey, isNodeTaintEvent, type TaintEvent } from '#shared/contract/cloud-event.ts';
 import { ReconcileOutcome } from '#shared/domain/outcome.ts';
 import { MalformedEventError, PatchConflictError, TaintPropagatorError } from '#shared/errors.ts';
 import { ReconcileMetric } from '#shared/observability/metric-names.ts';
-import type { RecordQueue } from '#shared/ports/record-queue.ts';
-import { receiveCountOf, ReconcileBatchProcessor } from './batch-processor.ts';
-import type { FailingClusters } from './cluster-guard.ts';
+import { receiveCountOf, ReconcileBatchProcessor, type BatchProcessorDeps } from './batch-processor.ts';
 import { reportOutcome, resultFields } from './outcomes.ts';
 import { reconcileAutoscalerTaints } from './reconcile-autoscaler-taints.ts';
 import { reconcileNodeTaints, type ReconcileDeps, type ReconcileResult } from './reconcile-node-taints.ts';
 
-export { SETTLE_RESERVE_MS } from './batch-processor.ts';
-
-export interface BatchDeps extends ReconcileDeps {
-  readonly queue: RecordQueue;
+export interface BatchDeps extends ReconcileDeps, BatchProcessorDeps {
   readonly parse: (body: string) => TaintEvent;
-  readonly logger: Logger;
-  readonly metrics: Metrics;
   readonly retry: { readonly baseSeconds: number; readonly maxSeconds: number };
   /** Uniform random in [0, 1); injected so that backoff is testable. */
   readonly random: () => number;
-  /** A failing record is re-issued once its receive count reaches this (one below the queue's maxReceiveCount); undefined: never. */
-  readonly reissueAtReceive?: number;
   /** Runs `fn` with every Kubernetes API call bounded by `deadline` (epoch ms); default: no bound. */
   readonly withDeadline?: <T>(deadline: number, fn: () => Promise<T>) => Promise<T>;
-  /** All the API calls of one record together end within this (the call timeout); default: no bound but the batch's. */
-  readonly recordTimeoutMs?: number;
-  /** The workload clusters whose calls failed, with their backoff; one per container (default: one per batch). */
-  readonly failingClusters?: FailingClusters;
 }
 
 /**

@@ -2,9 +2,8 @@
  * The scale-from-zero use case (docs/autoscaler.md): one ScalableResource event in, the resource's
  * cluster-autoscaler taints annotation brought in line with what a new Node of it gets, with at most one write.
  * Level-triggered like the Node reconcile: the resource is read again; the write carries the resourceVersion it was
- * planned from (a first 409 is retried at once from a fresh read, a second goes back to the queue). A paused resource
- * (Cluster API's pause: its `cluster.x-k8s.io/paused` annotation or its Cluster's `spec.paused`) gets no write and no
- * Event.
+ * planned from. A paused resource (Cluster API's pause: its `cluster.x-k8s.io/paused` annotation or its Cluster's
+ * `spec.paused`) gets no write and no Event.
  */
 import { formatTaint, type Taint } from '#shared/domain/taint.ts';
 import { planAutoscalerTaints, type AutoscalerPlan, type ScalableResourceSnapshot } from '#shared/domain/autoscaler.ts';
@@ -14,13 +13,11 @@ import { ReconcileOutcome } from '#shared/domain/outcome.ts';
 import { pausedReason } from '#shared/domain/pause.ts';
 import { PatchConflictError } from '#shared/errors.ts';
 import type { ReconcileDeps, ReconcileResult } from './reconcile-node-taints.ts';
+import { recordEvent } from './deferred-events.ts';
 
 /** Reason of the Warning Event on a resource whose taints annotation someone else wrote. */
 export const AUTOSCALER_TAINTS_NOT_MANAGED = 'AutoscalerTaintsNotManaged';
-/**
- * Reason of the Warning Event recorded with a write whose value holds OnInitialization taints the autoscaler counts
- * (it ignores `propagation`): pods that do not tolerate them never make it scale the group up from zero.
- */
+/** Reason of the Warning Event with a write whose value holds taints the autoscaler counts (countedStartupTaints). */
 export const AUTOSCALER_COUNTS_STARTUP_TAINTS = 'AutoscalerCountsStartupTaints';
 
 /**
@@ -56,7 +53,7 @@ async function reconcileOnce(deps: ReconcileDeps, event: TaintEvent & { readonly
   const paused = await pauseOf(deps, resource);
   if (paused) return { ...read, outcome: ReconcileOutcome.paused, reason: paused };
   if (plan.state === 'foreign') {
-    const eventError = await record(deps, resource, 'Warning', AUTOSCALER_TAINTS_NOT_MANAGED,
+    const eventError = await recordEvent(deps, resource, 'Warning', AUTOSCALER_TAINTS_NOT_MANAGED,
       `capacity.cluster-autoscaler.kubernetes.io/taints holds ${JSON.stringify(plan.current)}, which capi-taint-propagator did not write: left alone. A new Node gets ${JSON.stringify(plan.desired ?? '')}; remove the annotation to let the product manage it.`);
     return { ...read, outcome: ReconcileOutcome.unchanged, reason: 'foreign: the taints annotation was written by someone else', eventError };
   }
@@ -82,17 +79,8 @@ async function warnStartupTaints(deps: ReconcileDeps, r: ScalableResourceSnapsho
   if (counted.length === 0) return undefined;
   const list = counted.map(formatTaint).join(', ');
   const keys = [...new Set(counted.map((t) => t.key))];
-  return record(deps, r, 'Warning', AUTOSCALER_COUNTS_STARTUP_TAINTS,
+  return recordEvent(deps, r, 'Warning', AUTOSCALER_COUNTS_STARTUP_TAINTS,
     `${list} ${counted.length === 1 ? 'is' : 'are'} declared OnInitialization, but the cluster-autoscaler ignores propagation and counts ${counted.length === 1 ? 'it' : 'them'} in this node group's template: ` +
       `a pending pod that does not tolerate ${counted.length === 1 ? 'it' : 'them'} will not make it scale up from zero. If something removes ${counted.length === 1 ? 'it' : 'them'} from new Nodes, ` +
       `prefix the key with startup-taint.cluster-autoscaler.kubernetes.io/ or run the autoscaler with ${keys.map((k) => `--startup-taint=${k}`).join(' ')} (docs/autoscaler.md).`);
-}
-
-async function record(deps: ReconcileDeps, r: { apiVersion: string; kind: string; namespace: string; name: string; uid: string }, type: 'Normal' | 'Warning', reason: string, message: string): Promise<unknown> {
-  try {
-    await deps.recorder.record({ apiVersion: r.apiVersion, kind: r.kind, namespace: r.namespace, name: r.name, uid: r.uid }, type, reason, message);
-    return undefined;
-  } catch (error) {
-    return error;
-  }
 }

@@ -23,6 +23,7 @@ import type { EventRecorder } from '#shared/ports/event-recorder.ts';
 import type { MachineStore } from '#shared/ports/machine-store.ts';
 import type { NodeStore } from '#shared/ports/node-store.ts';
 import type { ScalableResourceStore } from '#shared/ports/scalable-resource-store.ts';
+import { recordEvent } from './deferred-events.ts';
 import { previewNoExecute, type NoExecutePreviewResult } from './noexecute-preview.ts';
 import { stageNoExecuteRollout, type RolloutReport, type RolloutTimings } from './noexecute-rollout.ts';
 
@@ -100,7 +101,6 @@ export const WRITE_ATTEMPTS = 2;
  * and MachineConfigurationError (never retried) for a Machine that cannot be reconciled as it is.
  */
 export async function reconcileNodeTaints(deps: ReconcileDeps, event: TaintEvent): Promise<ReconcileResult> {
-  // A scalable resource's event names no Node (the batch hands it to reconcileAutoscalerTaints).
   if (!isNodeTaintEvent(event)) throw new Error(`${event.type} names no Node: reconcile it with reconcileAutoscalerTaints`);
   // The Node and the Cluster the event names are read beside the owner: one round trip for all three. Both reads are
   // hints, used only when the owner confirms them.
@@ -171,19 +171,26 @@ async function planAndPatch(deps: ReconcileDeps, target: Target, nodes: NodeStor
     return { ...read, outcome: ReconcileOutcome.unchanged, ...(eventError !== undefined ? { eventError } : {}) };
   }
   if (deps.settings.dryRun) {
-    return {
-      ...read,
-      outcome: ReconcileOutcome.dryRun,
-      diff: plan.diff,
-      planned: {
-        before: { taints: plan.before.taints, trackingAnnotation: plan.before.annotations[OWN_TRACKING_ANNOTATION] },
-        after: { taints: plan.after.taints, trackingAnnotation: plan.after.annotations[OWN_TRACKING_ANNOTATION] },
-      },
-    };
+    const state = (s: typeof plan.before): PlannedState => ({ taints: s.taints, trackingAnnotation: s.annotations[OWN_TRACKING_ANNOTATION] });
+    return { ...read, outcome: ReconcileOutcome.dryRun, diff: plan.diff, planned: { before: state(plan.before), after: state(plan.after) } };
   }
-  const written = await orGone(() => nodes.patchNodeTaints(node.name, plan.patch));
-  if (written === GONE) return { ...read, outcome: ReconcileOutcome.nodeGone, reason: 'the Node was deleted between the read and the write' };
-  return afterWrite(deps, target, node, plan, read, written);
+  let written: NodeSnapshot;
+  try {
+    written = await nodes.patchNodeTaints(node.name, plan.patch);
+  } catch (error) {
+    // A 404: the Node was deleted after it was read.
+    if (error instanceof NodeNotFoundError) return { ...read, outcome: ReconcileOutcome.nodeGone, reason: 'the Node was deleted between the read and the write' };
+    throw error;
+  }
+  // One Event per write: DeclarationValid when the forwarder saw the declaration invalid before (the write is what the
+  // fix brought), else TaintRestored when an Always taint someone removed was put back, else TaintsPropagated.
+  const restored = restoredTaints(plan.diff, node.annotations[OWN_TRACKING_ANNOTATION]);
+  const eventError = recovered
+    ? await recordEvent(deps, machine, 'Normal', DECLARATION_VALID, `Taint declaration is valid again; Node ${node.name}: ${describeDiff(plan.diff)}`)
+    : restored.length > 0
+      ? await recordEvent(deps, machine, 'Normal', 'TaintRestored', `Node ${node.name}: put back ${restored.map(formatTaint).join(', ')}, removed by someone else (Always taints are kept); ${describeDiff(plan.diff)}`)
+      : await recordEvent(deps, machine, 'Normal', 'TaintsPropagated', `Node ${node.name}: ${describeDiff(plan.diff)}`);
+  return { ...read, outcome: ReconcileOutcome.patched, writtenResourceVersion: written.resourceVersion, diff: plan.diff, eventError };
 }
 
 /** Runs `fn` up to `attempts` times while it fails with a 409 (client-go's `retry.RetryOnConflict`); the last 409 is thrown. */
@@ -199,34 +206,14 @@ async function retryOnConflict<T>(attempts: number, fn: (attempt: number) => Pro
 
 /** The plan for a Node as read, with the first-enablement rule applied. */
 async function planFor(deps: ReconcileDeps, node: NodeSnapshot, declaration: EffectiveDeclaration): Promise<{ plan: NodeTaintPlan; adopt: boolean }> {
-  const adopt = mayAdoptAsInitialized(node, deps.settings.startupTaint) && (await predatesEnablement(deps, node.creationTimestamp));
+  const created = node.creationTimestamp;
+  const adopt = mayAdoptAsInitialized(node, deps.settings.startupTaint) && !!created && new Date(created).getTime() < (await deps.enablement.enabledAt()).getTime();
   const { plan } = planOwnedTaints(node, declaration, {
     ...(deps.settings.specTaintsOwner ? { specTaintsOwner: deps.settings.specTaintsOwner } : {}),
     ...(deps.settings.startupTaint ? { startupTaint: deps.settings.startupTaint } : {}),
     adoptAsInitialized: adopt,
   });
   return { plan, adopt };
-}
-
-/** The result of a write that went through, with its Event. */
-async function afterWrite(
-  deps: ReconcileDeps,
-  target: Target,
-  node: NodeSnapshot,
-  plan: Extract<NodeTaintPlan, { kind: 'patch' }>,
-  read: Omit<ReconcileResult, 'outcome'>,
-  written: NodeSnapshot,
-): Promise<ReconcileResult> {
-  const { machine, recovered } = target;
-  // One Event per write: TaintRestored when an Always taint someone removed was put back, else TaintsPropagated.
-  const restored = restoredTaints(plan.diff, node.annotations[OWN_TRACKING_ANNOTATION]);
-  // DeclarationValid instead when the forwarder saw the declaration invalid before (the write is what the fix brought).
-  const eventError = recovered
-    ? await recordEvent(deps, machine, 'Normal', DECLARATION_VALID, `Taint declaration is valid again; Node ${node.name}: ${describeDiff(plan.diff)}`)
-    : restored.length > 0
-      ? await recordEvent(deps, machine, 'Normal', 'TaintRestored', `Node ${node.name}: put back ${restored.map(formatTaint).join(', ')}, removed by someone else (Always taints are kept); ${describeDiff(plan.diff)}`)
-      : await recordEvent(deps, machine, 'Normal', 'TaintsPropagated', `Node ${node.name}: ${describeDiff(plan.diff)}`);
-  return { ...read, outcome: ReconcileOutcome.patched, writtenResourceVersion: written.resourceVersion, diff: plan.diff, eventError };
 }
 
 /** A read of a Node, with the store of its cluster (for the write). */
@@ -240,20 +227,18 @@ async function readNode(deps: ReconcileDeps, cluster: ClusterRef, node: string, 
   return { store, node: await store.getNode(node) };
 }
 
-/** A Node read started from the event's names, before the owner is known. */
-interface HintedRead {
+/** A read started from the event's names, before the owner is known. Settles, never rejects: a failure counts only when the owner confirms the read. */
+interface Started<T> {
   readonly cluster: string;
-  readonly node: string;
-  /** Settles, never rejects: a failure counts only when the owner confirms the read (confirmedRead). */
-  readonly result: Promise<NodeRead | { readonly error: unknown }>;
+  readonly result: Promise<T | { readonly error: unknown }>;
 }
+type HintedRead = Started<NodeRead> & { readonly node: string };
+type ClusterRead = Started<{ readonly view: ClusterView | undefined }>;
 
-/** True for an event about a deleted object. */
 function isDeletion(event: NodeTaintEvent): boolean {
   return parseEventType(event.type)?.change === 'deleted';
 }
 
-/** The Node an event names: a Node event's Node, else the Machine's or pool's `nodeName`. */
 function nodeNameOf(data: NodeTaintEventData): string | undefined {
   return data.kind === 'Node' ? data.node.name : data.nodeName;
 }
@@ -281,13 +266,6 @@ async function confirmedRead(hinted: HintedRead | undefined, cluster: ClusterRef
   if (!('error' in read)) return read;
   if (read.error instanceof ClusterCredentialsError) return undefined;
   throw read.error;
-}
-
-/** A read of the Cluster an event names, started beside the owner's read (for its pause). */
-interface ClusterRead {
-  readonly cluster: string;
-  /** Settles, never rejects: a failure is thrown only if this turns out to be the owner's Cluster. */
-  readonly result: Promise<{ readonly view: ClusterView | undefined } | { readonly error: unknown }>;
 }
 
 function startClusterRead(deps: ReconcileDeps, event: NodeTaintEvent): ClusterRead | undefined {
@@ -338,21 +316,12 @@ function ownerOf(owner: MachineSnapshot): { machine: string } | { machinePool: s
 }
 
 /** An object whose paused annotation pauses the reconcile of the Node: the Machine, its MachinePool, or both. */
-interface PauseSource {
-  readonly kind: 'Machine' | 'MachinePool';
-  readonly namespace: string;
-  readonly name: string;
-  readonly annotations: Readonly<Record<string, string>>;
-}
+type PauseSource = { readonly kind: 'Machine' | 'MachinePool' } & Pick<MachineSnapshot, 'namespace' | 'name' | 'annotations'>;
 
 /** The declaration owner of a Node, and the objects whose pause annotation counts for it. */
 interface Owner {
   readonly machine: MachineSnapshot;
   readonly pauseSources: readonly PauseSource[];
-}
-
-function sourceOf(kind: PauseSource['kind'], object: { namespace: string; name: string; annotations: Readonly<Record<string, string>> }): PauseSource {
-  return { kind, namespace: object.namespace, name: object.name, annotations: object.annotations };
 }
 
 /**
@@ -369,7 +338,7 @@ async function findOwner(deps: ReconcileDeps, event: NodeTaintEvent): Promise<Ow
     const pool = await deps.machines.getMachinePool(data.machinePool.namespace, data.machinePool.name);
     if (!pool) return { outcome: ReconcileOutcome.machineGone, machinePool: name, node: data.nodeName, reason: 'the MachinePool does not exist' };
     const owner = declarationOwnerOf(pool, data.nodeName);
-    return owner ? { machine: owner, pauseSources: [sourceOf('MachinePool', pool)] } : { outcome: ReconcileOutcome.machineGone, machinePool: name, node: data.nodeName, reason: `Node ${data.nodeName} is not in the MachinePool's status.nodeRefs` };
+    return owner ? { machine: owner, pauseSources: [{ ...pool, kind: 'MachinePool' }] } : { outcome: ReconcileOutcome.machineGone, machinePool: name, node: data.nodeName, reason: `Node ${data.nodeName} is not in the MachinePool's status.nodeRefs` };
   }
   if (data.kind === 'Machine') {
     const name = `${data.machine.namespace}/${data.machine.name}`;
@@ -388,7 +357,7 @@ async function findOwner(deps: ReconcileDeps, event: NodeTaintEvent): Promise<Ow
     // No Machine: a MachinePool Node (most pools have no Machine objects, only status.nodeRefs).
     const pool = await deps.machines.findMachinePoolByNodeName(clusterNamespace, clusterName, data.node.name);
     const owner = pool ? declarationOwnerOf(pool, data.node.name) : undefined;
-    return pool && owner ? { machine: owner, pauseSources: [sourceOf('MachinePool', pool)] } : { outcome: ReconcileOutcome.machineGone, node: data.node.name, reason: 'no Machine or MachinePool owns this Node' };
+    return pool && owner ? { machine: owner, pauseSources: [{ ...pool, kind: 'MachinePool' }] } : { outcome: ReconcileOutcome.machineGone, node: data.node.name, reason: 'no Machine or MachinePool owns this Node' };
   }
   if (machine.nodeName !== undefined && machine.nodeName !== data.node.name) {
     return { outcome: ReconcileOutcome.machineGone, node: data.node.name, machine: `${machine.namespace}/${machine.name}`, reason: `the Machine's Node is ${machine.nodeName}` };
@@ -399,7 +368,7 @@ async function findOwner(deps: ReconcileDeps, event: NodeTaintEvent): Promise<Ow
 /** A Machine of a MachinePool is no declaration source of its own: its Node follows the pool (one source per Node). */
 async function viaPool(deps: ReconcileDeps, machine: MachineSnapshot): Promise<Owner | ReconcileResult> {
   const poolName = machinePoolOf(machine);
-  if (poolName === undefined) return { machine, pauseSources: [sourceOf('Machine', machine)] };
+  if (poolName === undefined) return { machine, pauseSources: [{ ...machine, kind: 'Machine' }] };
   const name = `${machine.namespace}/${poolName}`;
   if (!machine.nodeName) return { outcome: ReconcileOutcome.noNode, machinePool: name, reason: `Machine ${machine.name} of the MachinePool has no status.nodeRef yet` };
   const pool = await deps.machines.getMachinePool(machine.namespace, poolName);
@@ -407,7 +376,7 @@ async function viaPool(deps: ReconcileDeps, machine: MachineSnapshot): Promise<O
   const owner = declarationOwnerOf(pool, machine.nodeName);
   // The pool's status.nodeRefs lists the Node a moment later; the pool's own event then brings the Node in line.
   return owner
-    ? { machine: owner, pauseSources: [sourceOf('Machine', machine), sourceOf('MachinePool', pool)] }
+    ? { machine: owner, pauseSources: [{ ...machine, kind: 'Machine' }, { ...pool, kind: 'MachinePool' }] }
     : { outcome: ReconcileOutcome.noNode, machinePool: name, node: machine.nodeName, reason: `Node ${machine.nodeName} is not in the MachinePool's status.nodeRefs yet` };
 }
 
@@ -416,33 +385,6 @@ function clusterOf(settings: ReconcileSettings, machine: MachineSnapshot): Clust
   const name = machine.clusterName ?? machine.labels[CLUSTER_NAME_LABEL];
   if (!name) throw new MachineConfigurationError(`${machine.namespace}/${machine.name}`, 'names no Cluster (spec.clusterName or the cluster-name label)');
   return { mode: 'capi', namespace: machine.namespace, name };
-}
-
-const GONE = Symbol('gone');
-
-/** A write; a 404 (the Node was deleted after it was read) is GONE, i.e. the `node-gone` outcome. */
-async function orGone<T>(write: () => Promise<T>): Promise<T | typeof GONE> {
-  try {
-    return await write();
-  } catch (error) {
-    if (error instanceof NodeNotFoundError) return GONE;
-    throw error;
-  }
-}
-
-async function predatesEnablement(deps: ReconcileDeps, creationTimestamp: string | undefined): Promise<boolean> {
-  if (!creationTimestamp) return false;
-  return new Date(creationTimestamp).getTime() < (await deps.enablement.enabledAt()).getTime();
-}
-
-/** Records an Event on the Machine; returns the failure instead of throwing, so the outcome stands. */
-async function recordEvent(deps: ReconcileDeps, machine: MachineSnapshot, type: 'Normal' | 'Warning', reason: string, message: string): Promise<unknown> {
-  try {
-    await deps.recorder.record({ apiVersion: machine.apiVersion, kind: machine.kind ?? 'Machine', namespace: machine.namespace, name: machine.name, uid: machine.uid }, type, reason, message);
-    return undefined;
-  } catch (error) {
-    return error;
-  }
 }
 
 /** A one-line, human description of a taint diff, e.g. `added gpu=a100:NoSchedule; removed spot:NoSchedule`. */

@@ -10,8 +10,7 @@
  *   OnInitialization, after precedence and cancellation; the startup gate is removed when the taints land, so it is
  *   never part of it), `spec.template.spec.taints` included: autoscaler releases before 1.36.0 read only the annotation,
  *   and 1.36+ replaces a field taint by an annotation taint of the same key and effect (the same taint here, since
- *   `spec.taints` wins in the declaration). Sorted, as `key=value:Effect` / `key:Effect` joined by `,`. None: no
- *   annotation.
+ *   `spec.taints` wins in the declaration). None: no annotation.
  * - **Startup taints.** The autoscaler ignores `propagation`: an OnInitialization taint it does not drop from its
  *   template (its startup, ignore and status prefixes) stops scale from zero for pods that do not tolerate it. The plan
  *   names them, for a Warning.
@@ -22,6 +21,8 @@
  */
 import { declaredTaintsOf, type DeclarationResult, type EffectiveDeclaration } from './declarations.ts';
 import { poolDeclarations } from './machine-pool.ts';
+import { toNodeTaint } from './propagation.ts';
+import { DNS1123_SUBDOMAIN, QUALIFIED_NAME } from './validation.ts';
 import { formatTaint, Propagation, taintId, type Taint, type TaintId } from './taint.ts';
 
 /** The autoscaler's scale-from-zero taints annotation (cluster-autoscaler `clusterapi_utils.go`, `taintsKey`). */
@@ -107,11 +108,7 @@ export interface AutoscalerPlan {
   readonly patch?: Readonly<Record<string, string | null>>;
   /** The taints a new Node of the resource gets (valid declarations only). */
   readonly nodeTaints?: readonly Taint[];
-  /**
-   * OnInitialization taints of a node group's declaration that the autoscaler counts in its template anyway (their key
-   * has none of its startup, ignore or status prefixes): pods that do not tolerate them never trigger a scale from zero.
-   * Present, non-empty, only on node groups with a valid declaration.
-   */
+  /** countedStartupTaints of a node group with a valid declaration; present only when non-empty. */
   readonly countedStartupTaints?: readonly Taint[];
 }
 
@@ -138,11 +135,6 @@ export function scalableDeclarationOf(r: ScalableResourceSnapshot, options: Auto
   const annotations = r.kind === 'MachinePool' ? poolDeclarations({ annotations: r.annotations, templateAnnotations: r.templateAnnotations }) : r.templateAnnotations;
   const labels = r.kind === 'MachinePool' ? {} : r.templateLabels;
   return declaredTaintsOf({ specTaints: r.specTaints, annotations, labels }, options.startupTaint ? { startupTaint: options.startupTaint } : {});
-}
-
-/** The Node form of every declared taint (Always and OnInitialization): what a new Node gets. */
-export function newNodeTaints(declaration: EffectiveDeclaration): Taint[] {
-  return declaration.taints.map((t) => (t.value === undefined || t.value === '' ? { key: t.key, effect: t.effect } : { key: t.key, value: t.value, effect: t.effect }));
 }
 
 /**
@@ -173,7 +165,7 @@ export function planAutoscalerTaints(r: ScalableResourceSnapshot, options: Autos
   if (r.deleting) return { state: 'deleting', ...base };
   const declared = scalableDeclarationOf(r, options);
   if (!declared.valid) return { state: 'invalid', ...base };
-  const nodeTaints = newNodeTaints(declared.declaration);
+  const nodeTaints = declared.declaration.taints.map(toNodeTaint);
   const nodeGroup = isNodeGroup(r);
   const desired = nodeGroup ? autoscalerTaintsValue(declared.declaration) : undefined;
   const counted = nodeGroup ? countedStartupTaints(declared.declaration) : [];
@@ -195,7 +187,7 @@ export function planAutoscalerTaints(r: ScalableResourceSnapshot, options: Autos
  */
 export function countedStartupTaints(declaration: EffectiveDeclaration): Taint[] {
   const initial = declaration.taints.filter((t) => t.propagation === Propagation.OnInitialization && !isDroppedByAutoscaler(t.key));
-  return newNodeTaints({ ...declaration, taints: initial }).sort((a, b) => (taintId(a) < taintId(b) ? -1 : 1));
+  return initial.map(toNodeTaint).sort((a, b) => (taintId(a) < taintId(b) ? -1 : 1));
 }
 
 /**
@@ -223,9 +215,6 @@ export function autoscalerAssumedTaints(specTaints: unknown, annotation: string 
 function isRecord(x: unknown): x is Record<string, unknown> {
   return typeof x === 'object' && x !== null;
 }
-
-const QUALIFIED_NAME = /^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$/;
-const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 
 /** One entry as the autoscaler's `parseTaint` reads it (no trimming, any effect text); undefined when it refuses it. */
 function parseAutoscalerTaint(entry: string): Taint | undefined {

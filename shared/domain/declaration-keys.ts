@@ -14,7 +14,6 @@ export const DECLARATION_ANNOTATIONS = [
 ] as const;
 export type DeclarationAnnotation = (typeof DECLARATION_ANNOTATIONS)[number];
 
-/** Returns true for an annotation key that declares taints. */
 export function isDeclarationAnnotation(key: string): key is DeclarationAnnotation {
   return (DECLARATION_ANNOTATIONS as readonly string[]).includes(key);
 }

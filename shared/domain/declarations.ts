@@ -18,7 +18,6 @@ import { MAX_TAINTS, quote, validateMachineTaint, validateMachineTaints } from '
 
 /** A source of declarations, from lowest to highest precedence: the annotations, then `spec.taints`. */
 export type DeclarationSource = DeclarationAnnotation | 'spec.taints';
-export const DECLARATION_SOURCES: readonly DeclarationSource[] = [...DECLARATION_ANNOTATIONS, 'spec.taints'];
 
 /** The annotation suffix of a preview-only declaration: `maintenance=true:NoExecute@Preview`. */
 export const PREVIEW_SUFFIX = 'Preview';

@@ -24,20 +24,14 @@ export function machinePoolOf(machine: Pick<MachineSnapshot, 'labels'>): string 
   return name === undefined || name === '' ? undefined : name;
 }
 
-/** The pool's declaration annotations: from `metadata.annotations`, else from the template's, key by key. */
-export function poolDeclarations(pool: Pick<MachinePoolSnapshot, 'annotations' | 'templateAnnotations'>): Record<string, string> {
+/** The pool's declaration annotations (or other `keys`): from `metadata.annotations`, else from the template's, key by key. */
+export function poolDeclarations(pool: Pick<MachinePoolSnapshot, 'annotations' | 'templateAnnotations'>, keys: readonly string[] = DECLARATION_ANNOTATIONS): Record<string, string> {
   const out: Record<string, string> = {};
-  for (const key of DECLARATION_ANNOTATIONS) {
+  for (const key of keys) {
     const value = pool.annotations[key] ?? pool.templateAnnotations[key];
     if (value !== undefined) out[key] = value;
   }
   return out;
-}
-
-/** The pool's staged NoExecute rollout opt-in (noexecute-rollout.ts), read where its declarations are. */
-function poolRolloutSetting(pool: Pick<MachinePoolSnapshot, 'annotations' | 'templateAnnotations'>): Record<string, string> {
-  const value = pool.annotations[ROLLOUT_ANNOTATION] ?? pool.templateAnnotations[ROLLOUT_ANNOTATION];
-  return value === undefined ? {} : { [ROLLOUT_ANNOTATION]: value };
 }
 
 /**
@@ -56,7 +50,8 @@ export function declarationOwnerOf(pool: MachinePoolSnapshot, nodeName: string):
     uid: pool.uid,
     resourceVersion: pool.resourceVersion,
     labels: pool.labels,
-    annotations: { ...poolDeclarations(pool), ...poolRolloutSetting(pool) },
+    // The staged NoExecute rollout opt-in (noexecute-rollout.ts) is read where the declarations are.
+    annotations: poolDeclarations(pool, [...DECLARATION_ANNOTATIONS, ROLLOUT_ANNOTATION]),
     specTaints: pool.specTaints,
     ...(pool.clusterName ? { clusterName: pool.clusterName } : {}),
     nodeName,

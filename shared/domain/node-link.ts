@@ -22,10 +22,5 @@ export interface LinkableNode {
 /** True when the Machine's declaration applies to this Node (same workload cluster assumed; the caller checks it). */
 export function machineOwnsNode(machine: LinkableMachine, node: LinkableNode): boolean {
   if (machine.nodeName !== undefined && machine.nodeName !== '') return machine.nodeName === node.name;
-  return isProviderIdMatch(machine.providerID, node.providerID);
-}
-
-/** Both provider IDs set and equal. */
-export function isProviderIdMatch(machineProviderId: string | undefined, nodeProviderId: string | undefined): boolean {
-  return machineProviderId !== undefined && machineProviderId !== '' && machineProviderId === nodeProviderId;
+  return machine.providerID !== undefined && machine.providerID !== '' && machine.providerID === node.providerID;
 }

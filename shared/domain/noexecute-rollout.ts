@@ -14,7 +14,7 @@
  * whose ticket is lower was written before this Node's ticket, so this Node's later list shows it. Two Nodes that go
  * ahead together therefore never number more than N.
  */
-import { nodeTaintsAfter, type PodOnNode, decideEviction, type Toleration } from './eviction-preview.ts';
+import { type PodOnNode, decideEviction } from './eviction-preview.ts';
 import { formatTaint, TaintEffect, type Taint } from './taint.ts';
 
 /** Opt-in, on the Machine (set in a MachineDeployment/MachineSet/KCP template, a topology class, or on a MachinePool). */
@@ -150,11 +150,6 @@ export function decodeRolloutMark(annotations: Readonly<Record<string, string>>)
   }
 }
 
-/** The NoExecute taints of the planned taint list that the Node does not carry yet (same key, effect and value). */
-export function newNoExecuteTaints(planned: readonly Taint[], nodeTaints: readonly Taint[]): readonly Taint[] {
-  return nodeTaintsAfter(planned, nodeTaints).added;
-}
-
 /** Another Node in progress, as listed. */
 export interface NodeInProgress {
   readonly name: string;
@@ -166,7 +161,7 @@ export interface NodeInProgress {
 export interface RolloutSlotInput {
   readonly setting: RolloutSetting;
   readonly group: string;
-  /** The NoExecute taints the reconcile would add (newNoExecuteTaints). */
+  /** The NoExecute taints the reconcile would add (nodeTaintsAfter's `added`). */
   readonly pending: readonly Taint[];
   /** The Node as read. */
   readonly node: { readonly name: string; readonly resourceVersion: string; readonly annotations: Readonly<Record<string, string>> };
@@ -262,7 +257,7 @@ export function planEvictions(input: EvictionInput): EvictionPlan {
   const stuck: string[] = [];
   const leftToTaint: string[] = [];
   for (const pod of input.pods) {
-    if (decideEviction(pod.tolerations as readonly Toleration[], input.taintsAfter).evict === 'never') continue;
+    if (decideEviction(pod.tolerations, input.taintsAfter).evict === 'never') continue;
     const id = `${pod.namespace}/${pod.name}`;
     if (pod.ownerKind === 'DaemonSet' || pod.ownerKind === 'Node') leftToTaint.push(id);
     else if (pod.deletionTimestamp !== undefined) {
@@ -280,8 +275,7 @@ function isResourceVersion(value: string): boolean {
 
 /** Orders two resourceVersions (decimal etcd revisions): negative, zero or positive. A non-number sorts first. */
 export function compareResourceVersions(a: string, b: string): number {
-  const valid = (v: string): boolean => isResourceVersion(v);
-  if (!valid(a) || !valid(b)) return valid(a) ? 1 : valid(b) ? -1 : 0;
+  if (!isResourceVersion(a) || !isResourceVersion(b)) return isResourceVersion(a) ? 1 : isResourceVersion(b) ? -1 : 0;
   const x = BigInt(a);
   const y = BigInt(b);
   return x < y ? -1 : x > y ? 1 : 0;

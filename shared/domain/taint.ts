@@ -85,7 +85,6 @@ export function taintId(taint: TaintId): string {
   return `${taint.key}:${taint.effect}`;
 }
 
-/** Returns true when both taints have the same key and effect. */
 export function isSameTaint(a: TaintId, b: TaintId): boolean {
   return a.key === b.key && a.effect === b.effect;
 }

@@ -16,8 +16,8 @@ export const CONTROL_PLANE_TAINT_KEY = 'node-role.kubernetes.io/control-plane';
 const KEY_PATTERN =
   /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$/;
 const VALUE_PATTERN = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
-const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
-const QUALIFIED_NAME = /^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$/;
+export const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+export const QUALIFIED_NAME = /^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$/;
 const EFFECTS: readonly string[] = Object.values(TaintEffect);
 const PROPAGATIONS: readonly string[] = Object.values(Propagation);
 
@@ -39,7 +39,7 @@ export type ValidationResult =
  */
 export function validateMachineTaints(raw: unknown, context: ValidationContext, path = 'spec.taints'): ValidationResult {
   if (raw === undefined || raw === null) return { valid: true, taints: [] };
-  if (!Array.isArray(raw)) return invalid([{ field: path, rule: 'type', message: `Invalid value: ${quote(raw)}: must be a list` }]);
+  if (!Array.isArray(raw)) return { valid: false, issues: [{ field: path, rule: 'type', message: `Invalid value: ${quote(raw)}: must be a list` }] };
   const issues: DeclarationIssue[] = [];
   if (raw.length === 0) issues.push({ field: path, rule: 'minItems', message: 'must have at least 1 item when set (omit the field for no taints)' });
   if (raw.length > MAX_TAINTS) issues.push({ field: path, rule: 'maxItems', message: `must have at most ${MAX_TAINTS} items, has ${raw.length}` });
@@ -53,7 +53,7 @@ export function validateMachineTaints(raw: unknown, context: ValidationContext, 
       seen.add(id);
     }
   });
-  if (issues.length > 0) return invalid(issues);
+  if (issues.length > 0) return { valid: false, issues };
   return { valid: true, taints: (raw as Record<string, unknown>[]).map(toMachineTaint) };
 }
 
@@ -88,10 +88,6 @@ export function validateMachineTaint(raw: unknown, context: ValidationContext, p
 
 /** Key rules: CRD length + pattern, then the webhook's reserved keys, label-key syntax and worker rule. */
 function validateKey(key: string, context: ValidationContext, field: string): DeclarationIssue[] {
-  return keyIssues(key, context, field).map((issue) => ({ ...issue, message: `Invalid value: ${quote(key)}: ${issue.message}` }));
-}
-
-function keyIssues(key: string, context: ValidationContext, field: string): DeclarationIssue[] {
   const issues: DeclarationIssue[] = [];
   if (key.length > 317) issues.push({ field, rule: 'maxLength', message: `must be at most 317 characters, has ${key.length}` });
   if (!KEY_PATTERN.test(key)) issues.push({ field, rule: 'pattern', message: 'must be an optional DNS subdomain prefix and "/", followed by a name' });
@@ -101,7 +97,7 @@ function keyIssues(key: string, context: ValidationContext, field: string): Decl
   if (context.worker && key === CONTROL_PLANE_TAINT_KEY) {
     issues.push({ field, rule: 'worker', message: 'taint is not allowed for worker Machines' });
   }
-  return issues;
+  return issues.map((issue) => ({ ...issue, message: `Invalid value: ${quote(key)}: ${issue.message}` }));
 }
 
 /** Upstream's reserved-key checks, at most one, in upstream's order. */
@@ -153,8 +149,4 @@ export function quote(value: unknown): string {
 
 function isRecord(x: unknown): x is Record<string, unknown> {
   return typeof x === 'object' && x !== null && !Array.isArray(x);
-}
-
-function invalid(issues: DeclarationIssue[]): ValidationResult {
-  return { valid: false, issues };
 }

@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { DECLARATION_ANNOTATIONS, isDeclarationAnnotation } from '#shared/domain/declaration-keys.ts';
-import { DECLARATION_SOURCES, declaredTaintsOf, parseTaintAnnotation, type AnnotationEntry, type Override } from '#shared/domain/declarations.ts';
+import { declaredTaintsOf, parseTaintAnnotation, type AnnotationEntry, type Override } from '#shared/domain/declarations.ts';
 import type { MachineSnapshot } from '#shared/domain/snapshots.ts';
 import type { MachineTaint } from '#shared/domain/taint.ts';
 import { machineBuilder, machineTaint } from '#test/support/builders.ts';
@@ -16,10 +16,9 @@ const MACHINE = 'taints.capi-taint-propagator.dev/machine';
 const field = (annotation: string) => `metadata.annotations[${annotation}]`;
 
 describe('Constant: DECLARATION_ANNOTATIONS', () => {
-  it('lists the annotations from lowest to highest precedence, spec.taints last', () => {
+  it('lists the annotations from lowest to highest precedence', () => {
     // Assess
     expect(DECLARATION_ANNOTATIONS).toEqual([CLASS, CLUSTER, MACHINE]);
-    expect(DECLARATION_SOURCES).toEqual([CLASS, CLUSTER, MACHINE, 'spec.taints']);
     expect([CLASS, CLUSTER, MACHINE, 'taints.capi-taint-propagator.dev/other'].map(isDeclarationAnnotation)).toEqual([true, true, true, false]);
   });
 });

@@ -5,7 +5,6 @@ import {
   groupMachineSelectorOf,
   maxInProgressOf,
   encodeRolloutMark,
-  newNoExecuteTaints,
   nodeGroupOf,
   planEvictions,
   planRolloutSlot,
@@ -17,7 +16,7 @@ import {
   type RolloutSetting,
   type RolloutSlotStep,
 } from '#shared/domain/noexecute-rollout.ts';
-import type { PodOnNode } from '#shared/domain/eviction-preview.ts';
+import { nodeTaintsAfter, type PodOnNode } from '#shared/domain/eviction-preview.ts';
 import type { Taint } from '#shared/domain/taint.ts';
 import { declarationOwnerOf } from '#shared/domain/machine-pool.ts';
 import type { MachinePoolSnapshot } from '#shared/domain/snapshots.ts';
@@ -174,11 +173,11 @@ describe('Function: compareResourceVersions()', () => {
   });
 });
 
-describe('Function: newNoExecuteTaints()', () => {
+describe('Function: nodeTaintsAfter() for the rollout', () => {
   it('returns the NoExecute taints the Node lacks, a changed value included', () => {
     const planned: Taint[] = [MAINT, { key: 'gpu', effect: 'NoSchedule' }, { key: 'old', value: 'b', effect: 'NoExecute' }];
     const nodeTaints: Taint[] = [{ key: 'old', value: 'a', effect: 'NoExecute' }];
-    expect(newNoExecuteTaints(planned, nodeTaints)).toEqual([MAINT, { key: 'old', value: 'b', effect: 'NoExecute' }]);
+    expect(nodeTaintsAfter(planned, nodeTaints).added).toEqual([MAINT, { key: 'old', value: 'b', effect: 'NoExecute' }]);
   });
 });
 
