@@ -5,7 +5,11 @@
  * Eviction API answers from the disruption controller's real budget accounting.
  *
  * - a staged rollout (bound 1) never drops a PodDisruptionBudget below its minimum, never has more than one Node
- *   evicting, and every Node ends with the taint.
+ *   evicting, and every Node ends with the taint;
+ * - a budget that allows no disruption holds its Node (reported in its mark and by an `EvictionRefused` Event on its
+ *   Machine) while the group's other Nodes converge; relaxed, the Node converges;
+ * - immediate mode (no opt-in): the taint is on every Node, and kube-controller-manager's taint-eviction controller
+ *   deletes exactly the pods the `NoExecutePreview` Event counted as evicted now.
  *
  * No kubelet and no scheduler run: pods are bound to their Node directly, with no grace period, and made Ready through
  * the status subresource.
@@ -165,5 +169,57 @@ describe('Cluster API and kube-controller-manager in the loop: NoExecute under d
       expect((await core.readNamespacedPod({ namespace: ns, name: `${node}-tolerating` })).metadata?.deletionTimestamp).toBeUndefined();
     }
     expect(counters.deadLettered).toBe(0);
+  });
+
+  it('a budget allowing no disruption holds its Node and is reported; the others converge; relaxed, it converges', async () => {
+    // Prepare: a MachineDeployment of 3 opted in with a bound of 2; a Ready db pod on the first Node under a budget of
+    // minAvailable 1 (no disruption allowed); a web pod without a budget on each other Node. Not `maxUnavailable: 0`:
+    // for a pod without a controller the disruption controller cannot count the expected pods (InsufficientPods), so a
+    // `maxUnavailable` budget over bare pods would refuse even once relaxed.
+    const { md, pairs, nodes } = await group(3, { [ROLLOUT_ANNOTATION]: '2' });
+    const [held, ...others] = nodes as [string, ...string[]];
+    const heldMachine = pairs[0]?.machine.metadata.name as string;
+    const db = `${held}-db`;
+    const app = uniqueName('db');
+    await createReadyPod(podBody(db, held, { app }));
+    for (const node of others) await createReadyPod(podBody(`${node}-web`, node, { app: uniqueName('web') }));
+    await policy.createNamespacedPodDisruptionBudget({ namespace: ns, body: { metadata: { name: app }, spec: { minAvailable: 1, selector: { matchLabels: { app } } } } });
+    await waitFor(
+      async () => {
+        const s = (await policy.readNamespacedPodDisruptionBudget({ namespace: ns, name: app })).status;
+        return s?.currentHealthy === 1 && s.disruptionsAllowed === 0;
+      },
+      { timeoutMs: 30_000, description: 'the budget to be computed' },
+    );
+
+    // Act
+    await declare(md, { [ROLLOUT_ANNOTATION]: '2' });
+
+    // Assess: the other Nodes converge (their pods evicted); the held Node is reported refused in its mark and by an Event
+    for (const node of others) await converged(node);
+    for (const node of others) expect(statusOf(await core.readNamespacedPod({ namespace: ns, name: `${node}-web` }).catch((e: unknown) => e))).toBe(404);
+    const mark = await waitFor(
+      async () => {
+        const raw = (await core.readNode({ name: held })).metadata?.annotations?.[ROLLOUT_MARK_ANNOTATION];
+        const parsed = raw === undefined ? undefined : (JSON.parse(raw) as { refused?: string[] });
+        return parsed?.refused?.includes(`${ns}/${db}`) ? parsed : undefined;
+      },
+      { timeoutMs: 60_000, intervalMs: 250, description: `the mark of ${held} to list ${db} as refused` },
+    );
+    expect(mark).toMatchObject({ group: `MachineDeployment/${ns}/${md}`, taints: [MAINT], refused: [`${ns}/${db}`] });
+    await waitFor(async () => (await core.listNamespacedEvent({ namespace: ns, fieldSelector: `involvedObject.name=${heldMachine}` })).items.some((e) => e.type === 'Warning' && e.reason === 'EvictionRefused'), {
+      timeoutMs: 30_000,
+      description: `an EvictionRefused Event on Machine ${heldMachine}`,
+    });
+    expect(hasMaint(await core.readNode({ name: held }))).toBe(false);
+    expect((await core.readNamespacedPod({ namespace: ns, name: db })).metadata?.deletionTimestamp).toBeUndefined();
+
+    // Act: the budget relaxed
+    await policy.patchNamespacedPodDisruptionBudget({ namespace: ns, name: app, body: { spec: { minAvailable: 0 } } }, MERGE_PATCH);
+
+    // Assess: the held Node converges, its db pod evicted
+    await converged(held);
+    expect(statusOf(await core.readNamespacedPod({ namespace: ns, name: db }).catch((e: unknown) => e))).toBe(404);
+    expect((await drained(pipeline)).deadLettered).toBe(0);
   });
 });
