@@ -222,4 +222,46 @@ describe('Cluster API and kube-controller-manager in the loop: NoExecute under d
     expect(statusOf(await core.readNamespacedPod({ namespace: ns, name: db }).catch((e: unknown) => e))).toBe(404);
     expect((await drained(pipeline)).deadLettered).toBe(0);
   });
+
+  it('immediate mode next to Cluster API: the taint on every Node, the taint-eviction controller deletes exactly what the preview counted', async () => {
+    // Prepare: a MachineDeployment of 2 without the opt-in; per Node a pod without a toleration (evicted now), one that
+    // tolerates the taint for an hour (evicted later) and one that tolerates it (kept)
+    const { md, pairs, nodes } = await group(2, {});
+    const later: V1Toleration[] = [{ key: 'example.com/maintenance', operator: 'Equal', value: 'yes', effect: 'NoExecute', tolerationSeconds: 3600 }];
+    for (const node of nodes) {
+      await createReadyPod(podBody(`${node}-now`, node, { app: 'now' }));
+      await createReadyPod(podBody(`${node}-later`, node, { app: 'later' }, later));
+      await createReadyPod(podBody(`${node}-kept`, node, { app: 'kept' }, TOLERATE));
+    }
+    const pods = await record<V1Pod>(`/api/v1/namespaces/${ns}/pods`);
+    const nodeWatch = await record<V1Node>('/api/v1/nodes');
+
+    // Act
+    await declare(md, {});
+
+    // Assess: every Node got the taint without passing through the evicting taint; each Machine's preview counted
+    for (const node of nodes) await waitFor(async () => hasMaint(await core.readNode({ name: node })), { timeoutMs: 60_000, intervalMs: 250, description: `${MAINT} on ${node}` });
+    const counted = new Map<string, number>();
+    for (const [i, pair] of pairs.entries()) {
+      const message = await waitFor(
+        async () => (await core.listNamespacedEvent({ namespace: ns, fieldSelector: `involvedObject.name=${pair.machine.metadata.name}` })).items.find((e) => e.reason === 'NoExecutePreview')?.message,
+        { timeoutMs: 30_000, description: `a NoExecutePreview Event on Machine ${pair.machine.metadata.name}` },
+      );
+      expect(message).toContain('would evict 1 pod now, 1 after 3600 s, keeps 1');
+      counted.set(nodes[i] as string, Number(/would evict (\d+) pods? now/.exec(message)?.[1]));
+    }
+    // The marker: a fresh pod without a toleration on the first Node, deleted by the controller after the others
+    const marker = `${nodes[0]}-marker`;
+    await createReadyPod(podBody(marker, nodes[0] as string, { app: 'marker' }));
+    await waitFor(() => pods.events.some((e) => e.type === 'DELETED' && e.object.metadata?.name === marker), { timeoutMs: 60_000, intervalMs: 100, description: `the taint-eviction controller to delete ${marker}` });
+    pods.stop();
+    nodeWatch.stop();
+    const deleted = pods.events.filter((e) => e.type === 'DELETED').map((e) => e.object.metadata?.name).sort();
+    expect(deleted).toEqual([...nodes.map((n) => `${n}-now`), marker].sort());
+    for (const node of nodes) {
+      expect(pods.events.filter((e) => e.type === 'DELETED' && e.object.spec?.nodeName === node && e.object.metadata?.name !== marker)).toHaveLength(counted.get(node) ?? -1);
+      for (const kept of [`${node}-later`, `${node}-kept`]) expect((await core.readNamespacedPod({ namespace: ns, name: kept })).metadata?.deletionTimestamp).toBeUndefined();
+    }
+    expect(nodeWatch.events.some((e) => nodes.includes(e.object.metadata?.name ?? '') && (e.object.spec?.taints ?? []).some((t) => t.key === ROLLOUT_EVICTING_TAINT.key))).toBe(false);
+  });
 });
