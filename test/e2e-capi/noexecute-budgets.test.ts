@@ -1,8 +1,9 @@
 /**
  * NoExecute with Cluster API's manager AND kube-controller-manager (taint-eviction and disruption controllers) on one
- * control plane of this file's own (the gates of the shared e2e-capi tier; issue 51, point 5): the taint is declared in a MachineDeployment's template, Cluster
- * API copies it to the Machines in place, the product's whole pipeline (forwarder, queue, reconcile) acts on it, and the
- * Eviction API answers from the disruption controller's real budget accounting.
+ * control plane of this file's own (the shared e2e-capi tier runs no kube-controller-manager; same feature gates;
+ * issue 51, point 5): the taint is declared in a MachineDeployment's template, Cluster API copies it to the Machines in place,
+ * the product's whole pipeline (forwarder, queue, reconcile) acts on it, and the Eviction API answers from the
+ * disruption controller's real budget accounting.
  *
  * - a staged rollout (bound 1) never drops a PodDisruptionBudget below its minimum, never has more than one Node
  *   evicting, and every Node ends with the taint;
