@@ -253,7 +253,8 @@ describe('Cluster API and kube-controller-manager in the loop: NoExecute under d
     }
     // The marker: a fresh pod without a toleration on the first Node, deleted by the controller after the others
     const marker = `${nodes[0]}-marker`;
-    await createReadyPod(podBody(marker, nodes[0] as string, { app: 'marker' }));
+    // (not made Ready: the controller may delete it first)
+    await core.createNamespacedPod({ namespace: ns, body: podBody(marker, nodes[0] as string, { app: 'marker' }) });
     await waitFor(() => pods.events.some((e) => e.type === 'DELETED' && e.object.metadata?.name === marker), { timeoutMs: 60_000, intervalMs: 100, description: `the taint-eviction controller to delete ${marker}` });
     pods.stop();
     nodeWatch.stop();
