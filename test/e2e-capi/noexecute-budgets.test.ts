@@ -1,0 +1,269 @@
+/**
+ * NoExecute with Cluster API's manager AND kube-controller-manager (taint-eviction and disruption controllers) on one
+ * control plane of this file's own (the shared e2e-capi tier runs no kube-controller-manager; same feature gates;
+ * issue 51, point 5): the taint is declared in a MachineDeployment's template, Cluster API copies it to the Machines in place,
+ * the product's whole pipeline (forwarder, queue, reconcile) acts on it, and the Eviction API answers from the
+ * disruption controller's real budget accounting.
+ *
+ * - a staged rollout (bound 1) never drops a PodDisruptionBudget below its minimum, never has more than one Node
+ *   evicting, and every Node ends with the taint;
+ * - a budget that allows no disruption holds its Node (reported in its mark and by an `EvictionRefused` Event on its
+ *   Machine) while the group's other Nodes converge; relaxed, the Node converges;
+ * - immediate mode (no opt-in): the taint is on every Node, and kube-controller-manager's taint-eviction controller
+ *   deletes exactly the pods the `NoExecutePreview` Event counted as evicted now.
+ *
+ * No kubelet and no scheduler run: pods are bound to their Node directly, with no grace period, and made Ready through
+ * the status subresource.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CoreV1Api, CustomObjectsApi, KubeConfig, PolicyV1Api, Watch, type V1Node, type V1Pod, type V1PodDisruptionBudget, type V1Toleration } from '@kubernetes/client-node';
+import { startControlPlane, type ControlPlane } from '#local/control-plane/control-plane.ts';
+import type { Pipeline } from '#local/pipeline.ts';
+import { ROLLOUT_ANNOTATION, ROLLOUT_EVICTING_TAINT, ROLLOUT_MARK_ANNOTATION } from '#shared/domain/noexecute-rollout.ts';
+import { STARTUP_GATE_TAINT_KEY } from '#shared/domain/taint.ts';
+import { createNamespace, createNode, MERGE_PATCH, statusOf, uniqueName, waitFor } from '#test/support/control-plane.ts';
+import { createMachineDeployment, createSelfHostedCluster, drained, MACHINE_DEPLOYMENTS, startProductPipeline, taintText, waitForMachineNodes, type MachineNode } from '#test/support/capi.ts';
+
+const GATE = { key: STARTUP_GATE_TAINT_KEY, effect: 'NoSchedule' };
+const DECLARE = 'taints.capi-taint-propagator.dev/machine';
+const MAINT = 'example.com/maintenance=yes:NoExecute';
+const TOLERATE: V1Toleration[] = [{ key: 'example.com/maintenance', operator: 'Exists' }];
+
+function podBody(name: string, nodeName: string, labels: Record<string, string>, tolerations: V1Toleration[] = []): V1Pod {
+  return { metadata: { name, labels }, spec: { nodeName, terminationGracePeriodSeconds: 0, tolerations, containers: [{ name: 'c', image: 'registry.invalid/pause:never-pulled' }] } };
+}
+
+const isReady = (p: V1Pod): boolean => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') === true && !p.metadata?.deletionTimestamp;
+const hasMaint = (n: V1Node): boolean => (n.spec?.taints ?? []).map(taintText).includes(MAINT);
+
+describe('Cluster API and kube-controller-manager in the loop: NoExecute under disruption budgets', () => {
+  let cp: ControlPlane;
+  let kc: KubeConfig;
+  let core: CoreV1Api;
+  let policy: PolicyV1Api;
+  let ns: string;
+  let cluster: string;
+  let pipeline: Pipeline;
+
+  beforeAll(async () => {
+    cp = await startControlPlane({ build: false, log: () => undefined, capi: { featureGates: { MachineTaintPropagation: true } }, controllerManager: true });
+    kc = new KubeConfig();
+    kc.loadFromFile(cp.kubeconfigPath);
+    core = kc.makeApiClient(CoreV1Api);
+    policy = kc.makeApiClient(PolicyV1Api);
+    ns = await createNamespace(kc, 'budgets');
+    cluster = await createSelfHostedCluster(kc, ns);
+    pipeline = await startProductPipeline(kc, ns, { rollout: { claimedSeconds: 0, waitSeconds: 1, evictingSeconds: 1, refusedSeconds: 1, stuckAfterSeconds: 300 } });
+  }, 180_000);
+
+  afterAll(async () => {
+    await pipeline?.stop();
+    await cp?.stop();
+  });
+
+  /** A converged MachineDeployment (startup gate off every Node, queue empty); its Machines and Nodes. */
+  const group = async (replicas: number, annotations: Record<string, string>): Promise<{ md: string; pairs: MachineNode[]; nodes: string[] }> => {
+    const md = await createMachineDeployment(kc, ns, { cluster, replicas, startupTaints: [GATE], annotations });
+    const pairs = await waitForMachineNodes(kc, ns, md, replicas);
+    const nodes = pairs.map((p) => p.node.metadata?.name as string);
+    for (const node of nodes) await waitFor(async () => !(await core.readNode({ name: node })).spec?.taints?.some((t) => t.key === GATE.key), { timeoutMs: 30_000, description: `the startup gate off ${node}` });
+    await drained(pipeline);
+    return { md, pairs, nodes };
+  };
+
+  /** Declares the taint in the MachineDeployment's template; Cluster API copies it to the Machines in place. */
+  const declare = async (md: string, annotations: Record<string, string>): Promise<void> => {
+    await kc.makeApiClient(CustomObjectsApi).patchNamespacedCustomObject({ ...MACHINE_DEPLOYMENTS, namespace: ns, name: md, body: { spec: { template: { metadata: { annotations: { ...annotations, [DECLARE]: MAINT } } } } } }, MERGE_PATCH);
+  };
+
+  const makeReady = async (name: string): Promise<void> => {
+    await core.patchNamespacedPodStatus({ namespace: ns, name, body: { status: { phase: 'Running', conditions: [{ type: 'Ready', status: 'True', lastTransitionTime: new Date() }] } } }, MERGE_PATCH);
+  };
+
+  const createReadyPod = async (body: V1Pod): Promise<void> => {
+    await core.createNamespacedPod({ namespace: ns, body });
+    await makeReady(body.metadata?.name as string);
+  };
+
+  /** Collects every watch event of a path until stopped. */
+  const record = async <T>(path: string, query: Record<string, string> = {}): Promise<{ events: { type: string; object: T }[]; stop: () => void }> => {
+    const events: { type: string; object: T }[] = [];
+    const controller = await new Watch(kc).watch(path, query, (type, object: T) => void events.push({ type, object }), () => undefined);
+    return { events, stop: () => controller.abort() };
+  };
+
+  const converged = async (node: string): Promise<void> => {
+    await waitFor(
+      async () => {
+        const n = await core.readNode({ name: node });
+        return hasMaint(n) && n.metadata?.annotations?.[ROLLOUT_MARK_ANNOTATION] === undefined;
+      },
+      { timeoutMs: 120_000, intervalMs: 250, description: `${MAINT} on ${node}, its mark gone` },
+    );
+  };
+
+  it('a staged rollout (bound 1) never drops a PodDisruptionBudget below its minimum, one Node evicting at a time', async () => {
+    // Prepare: a MachineDeployment of 3 opted in with a bound of 1; two Ready web pods per Node under a budget keeping
+    // 5 of 6 (one disruption at a time); a tolerating pod per Node; a spare Node outside the group.
+    const { md, nodes } = await group(3, { [ROLLOUT_ANNOTATION]: '1' });
+    const spare = uniqueName('spare');
+    await createNode(kc, spare);
+    const app = uniqueName('web');
+    for (const node of nodes) {
+      for (const k of [0, 1]) await createReadyPod(podBody(`${node}-web-${k}`, node, { app }));
+      await core.createNamespacedPod({ namespace: ns, body: podBody(`${node}-tolerating`, node, { app: `${app}-t` }, TOLERATE) });
+    }
+    await policy.createNamespacedPodDisruptionBudget({ namespace: ns, body: { metadata: { name: app }, spec: { minAvailable: 5, selector: { matchLabels: { app } } } } });
+    await waitFor(async () => (await policy.readNamespacedPodDisruptionBudget({ namespace: ns, name: app })).status?.disruptionsAllowed === 1, { timeoutMs: 30_000, description: 'the budget to be computed' });
+    const budget = await record<V1PodDisruptionBudget>(`/apis/policy/v1/namespaces/${ns}/poddisruptionbudgets`, { fieldSelector: `metadata.name=${app}` });
+    const nodeWatch = await record<V1Node>('/api/v1/nodes');
+    const pods = await record<V1Pod>(`/api/v1/namespaces/${ns}/pods`, { labelSelector: `app=${app}` });
+    // What a ReplicaSet and a kubelet would do: a Ready replacement on the spare Node for each web pod that goes.
+    let replacements = 0;
+    let replacing = true;
+    const replicaSet = (async () => {
+      let handled = 0;
+      while (replacing) {
+        const deleted = pods.events.slice(handled).filter((e) => e.type === 'DELETED' && e.object.spec?.nodeName !== spare);
+        handled = pods.events.length;
+        for (const _ of deleted) await createReadyPod(podBody(`${app}-r${replacements++}`, spare, { app }));
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    })();
+
+    try {
+      // Act
+      await declare(md, { [ROLLOUT_ANNOTATION]: '1' });
+      for (const node of nodes) await converged(node);
+      // The marker: all six replacements Ready, as the budget's own watch reports it
+      await waitFor(async () => (replacements === 6 && budget.events.some((e) => e.object.status?.currentHealthy === 6 && e.object.status.observedGeneration === e.object.metadata?.generation) ? true : undefined), {
+        timeoutMs: 30_000,
+        description: 'six Ready replacements counted by the budget',
+      });
+    } finally {
+      replacing = false;
+      await replicaSet;
+      budget.stop();
+      nodeWatch.stop();
+      pods.stop();
+    }
+    const counters = await drained(pipeline);
+
+    // Assess: the budget never below its minimum, from its watch
+    const statuses = budget.events.map((e) => e.object.status).filter((s) => s !== undefined);
+    expect(statuses.length).toBeGreaterThan(1);
+    for (const s of statuses) expect(s.currentHealthy).toBeGreaterThanOrEqual(s.desiredHealthy ?? Number.NaN);
+    // Never more than one Node evicting, replayed from the Node watch in order
+    const evicting = new Set<string>();
+    let most = 0;
+    for (const e of nodeWatch.events) {
+      const name = e.object.metadata?.name ?? '';
+      if (e.type !== 'DELETED' && (e.object.spec?.taints ?? []).some((t) => t.key === ROLLOUT_EVICTING_TAINT.key)) evicting.add(name);
+      else evicting.delete(name);
+      most = Math.max(most, evicting.size);
+    }
+    expect(most).toBe(1);
+    // Every Node carries the taint, every web pod of the group went, every tolerating pod stayed
+    for (const node of nodes) {
+      expect((await core.readNode({ name: node })).spec?.taints?.map(taintText)).toEqual([MAINT]);
+      for (const k of [0, 1]) expect(statusOf(await core.readNamespacedPod({ namespace: ns, name: `${node}-web-${k}` }).catch((e: unknown) => e))).toBe(404);
+      expect((await core.readNamespacedPod({ namespace: ns, name: `${node}-tolerating` })).metadata?.deletionTimestamp).toBeUndefined();
+    }
+    expect(counters.deadLettered).toBe(0);
+  });
+
+  it('a budget allowing no disruption holds its Node and is reported; the others converge; relaxed, it converges', async () => {
+    // Prepare: a MachineDeployment of 3 opted in with a bound of 2; a Ready db pod on the first Node under a budget of
+    // minAvailable 1 (no disruption allowed); a web pod without a budget on each other Node. Not `maxUnavailable: 0`:
+    // for a pod without a controller the disruption controller cannot count the expected pods (InsufficientPods), so a
+    // `maxUnavailable` budget over bare pods would refuse even once relaxed.
+    const { md, pairs, nodes } = await group(3, { [ROLLOUT_ANNOTATION]: '2' });
+    const [held, ...others] = nodes as [string, ...string[]];
+    const heldMachine = pairs[0]?.machine.metadata.name as string;
+    const db = `${held}-db`;
+    const app = uniqueName('db');
+    await createReadyPod(podBody(db, held, { app }));
+    for (const node of others) await createReadyPod(podBody(`${node}-web`, node, { app: uniqueName('web') }));
+    await policy.createNamespacedPodDisruptionBudget({ namespace: ns, body: { metadata: { name: app }, spec: { minAvailable: 1, selector: { matchLabels: { app } } } } });
+    await waitFor(
+      async () => {
+        const s = (await policy.readNamespacedPodDisruptionBudget({ namespace: ns, name: app })).status;
+        return s?.currentHealthy === 1 && s.disruptionsAllowed === 0;
+      },
+      { timeoutMs: 30_000, description: 'the budget to be computed' },
+    );
+
+    // Act
+    await declare(md, { [ROLLOUT_ANNOTATION]: '2' });
+
+    // Assess: the other Nodes converge (their pods evicted); the held Node is reported refused in its mark and by an Event
+    for (const node of others) await converged(node);
+    for (const node of others) expect(statusOf(await core.readNamespacedPod({ namespace: ns, name: `${node}-web` }).catch((e: unknown) => e))).toBe(404);
+    const mark = await waitFor(
+      async () => {
+        const raw = (await core.readNode({ name: held })).metadata?.annotations?.[ROLLOUT_MARK_ANNOTATION];
+        const parsed = raw === undefined ? undefined : (JSON.parse(raw) as { refused?: string[] });
+        return parsed?.refused?.includes(`${ns}/${db}`) ? parsed : undefined;
+      },
+      { timeoutMs: 60_000, intervalMs: 250, description: `the mark of ${held} to list ${db} as refused` },
+    );
+    expect(mark).toMatchObject({ group: `MachineDeployment/${ns}/${md}`, taints: [MAINT], refused: [`${ns}/${db}`] });
+    await waitFor(async () => (await core.listNamespacedEvent({ namespace: ns, fieldSelector: `involvedObject.name=${heldMachine}` })).items.some((e) => e.type === 'Warning' && e.reason === 'EvictionRefused'), {
+      timeoutMs: 30_000,
+      description: `an EvictionRefused Event on Machine ${heldMachine}`,
+    });
+    expect(hasMaint(await core.readNode({ name: held }))).toBe(false);
+    expect((await core.readNamespacedPod({ namespace: ns, name: db })).metadata?.deletionTimestamp).toBeUndefined();
+
+    // Act: the budget relaxed
+    await policy.patchNamespacedPodDisruptionBudget({ namespace: ns, name: app, body: { spec: { minAvailable: 0 } } }, MERGE_PATCH);
+
+    // Assess: the held Node converges, its db pod evicted
+    await converged(held);
+    expect(statusOf(await core.readNamespacedPod({ namespace: ns, name: db }).catch((e: unknown) => e))).toBe(404);
+    expect((await drained(pipeline)).deadLettered).toBe(0);
+  });
+
+  it('immediate mode next to Cluster API: the taint on every Node, the taint-eviction controller deletes exactly what the preview counted', async () => {
+    // Prepare: a MachineDeployment of 2 without the opt-in; per Node a pod without a toleration (evicted now), one that
+    // tolerates the taint for an hour (evicted later) and one that tolerates it (kept)
+    const { md, pairs, nodes } = await group(2, {});
+    const later: V1Toleration[] = [{ key: 'example.com/maintenance', operator: 'Equal', value: 'yes', effect: 'NoExecute', tolerationSeconds: 3600 }];
+    for (const node of nodes) {
+      await createReadyPod(podBody(`${node}-now`, node, { app: 'now' }));
+      await createReadyPod(podBody(`${node}-later`, node, { app: 'later' }, later));
+      await createReadyPod(podBody(`${node}-kept`, node, { app: 'kept' }, TOLERATE));
+    }
+    const pods = await record<V1Pod>(`/api/v1/namespaces/${ns}/pods`);
+    const nodeWatch = await record<V1Node>('/api/v1/nodes');
+
+    // Act
+    await declare(md, {});
+
+    // Assess: every Node got the taint without passing through the evicting taint; each Machine's preview counted
+    for (const node of nodes) await waitFor(async () => hasMaint(await core.readNode({ name: node })), { timeoutMs: 60_000, intervalMs: 250, description: `${MAINT} on ${node}` });
+    const counted = new Map<string, number>();
+    for (const [i, pair] of pairs.entries()) {
+      const message = await waitFor(
+        async () => (await core.listNamespacedEvent({ namespace: ns, fieldSelector: `involvedObject.name=${pair.machine.metadata.name}` })).items.find((e) => e.reason === 'NoExecutePreview')?.message,
+        { timeoutMs: 30_000, description: `a NoExecutePreview Event on Machine ${pair.machine.metadata.name}` },
+      );
+      expect(message).toContain('would evict 1 pod now, 1 after 3600 s, keeps 1');
+      counted.set(nodes[i] as string, Number(/would evict (\d+) pods? now/.exec(message)?.[1]));
+    }
+    // The marker: a fresh pod without a toleration on the first Node, deleted by the controller after the others
+    const marker = `${nodes[0]}-marker`;
+    // (not made Ready: the controller may delete it first)
+    await core.createNamespacedPod({ namespace: ns, body: podBody(marker, nodes[0] as string, { app: 'marker' }) });
+    await waitFor(() => pods.events.some((e) => e.type === 'DELETED' && e.object.metadata?.name === marker), { timeoutMs: 60_000, intervalMs: 100, description: `the taint-eviction controller to delete ${marker}` });
+    pods.stop();
+    nodeWatch.stop();
+    const deleted = pods.events.filter((e) => e.type === 'DELETED').map((e) => e.object.metadata?.name).sort();
+    expect(deleted).toEqual([...nodes.map((n) => `${n}-now`), marker].sort());
+    for (const node of nodes) {
+      expect(pods.events.filter((e) => e.type === 'DELETED' && e.object.spec?.nodeName === node && e.object.metadata?.name !== marker)).toHaveLength(counted.get(node) ?? -1);
+      for (const kept of [`${node}-later`, `${node}-kept`]) expect((await core.readNamespacedPod({ namespace: ns, name: kept })).metadata?.deletionTimestamp).toBeUndefined();
+    }
+    expect(nodeWatch.events.some((e) => nodes.includes(e.object.metadata?.name ?? '') && (e.object.spec?.taints ?? []).some((t) => t.key === ROLLOUT_EVICTING_TAINT.key))).toBe(false);
+  });
+});
