@@ -10,15 +10,19 @@
  * - a budget that allows no disruption holds its Node (reported in its mark and by an `EvictionRefused` Event on its
  *   Machine) while the group's other Nodes converge; relaxed, the Node converges;
  * - immediate mode (no opt-in): the taint is on every Node, and kube-controller-manager's taint-eviction controller
- *   deletes exactly the pods the `NoExecutePreview` Event counted as evicted now.
+ *   deletes exactly the pods the `NoExecutePreview` Event counted as evicted now;
+ * - the pipeline's process killed (SIGKILL) while a Node is evicting, a fresh one started: the bound and the budget
+ *   hold, every Node converges, nothing is dead-lettered.
  *
  * No kubelet and no scheduler run: pods are bound to their Node directly, with no grace period, and made Ready through
  * the status subresource.
  */
+import { fork, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CoreV1Api, CustomObjectsApi, KubeConfig, PolicyV1Api, Watch, type V1Node, type V1Pod, type V1PodDisruptionBudget, type V1Toleration } from '@kubernetes/client-node';
 import { startControlPlane, type ControlPlane } from '#local/control-plane/control-plane.ts';
-import type { Pipeline } from '#local/pipeline.ts';
+import type { Pipeline, PipelineCounters, PipelineOptions } from '#local/pipeline.ts';
 import { ROLLOUT_ANNOTATION, ROLLOUT_EVICTING_TAINT, ROLLOUT_MARK_ANNOTATION } from '#shared/domain/noexecute-rollout.ts';
 import { STARTUP_GATE_TAINT_KEY } from '#shared/domain/taint.ts';
 import { createNamespace, createNode, MERGE_PATCH, statusOf, uniqueName, waitFor } from '#test/support/control-plane.ts';
@@ -44,6 +48,8 @@ describe('Cluster API and kube-controller-manager in the loop: NoExecute under d
   let ns: string;
   let cluster: string;
   let pipeline: Pipeline;
+  let child: ChildProcess | undefined;
+  const ROLLOUT = { claimedSeconds: 0, waitSeconds: 1, evictingSeconds: 1, refusedSeconds: 1, stuckAfterSeconds: 300 };
 
   beforeAll(async () => {
     cp = await startControlPlane({ build: false, log: () => undefined, capi: { featureGates: { MachineTaintPropagation: true } }, controllerManager: true });
@@ -53,10 +59,11 @@ describe('Cluster API and kube-controller-manager in the loop: NoExecute under d
     policy = kc.makeApiClient(PolicyV1Api);
     ns = await createNamespace(kc, 'budgets');
     cluster = await createSelfHostedCluster(kc, ns);
-    pipeline = await startProductPipeline(kc, ns, { rollout: { claimedSeconds: 0, waitSeconds: 1, evictingSeconds: 1, refusedSeconds: 1, stuckAfterSeconds: 300 } });
+    pipeline = await startProductPipeline(kc, ns, { rollout: ROLLOUT });
   }, 180_000);
 
   afterAll(async () => {
+    if (child && child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     await pipeline?.stop();
     await cp?.stop();
   });
@@ -265,5 +272,136 @@ describe('Cluster API and kube-controller-manager in the loop: NoExecute under d
       for (const kept of [`${node}-later`, `${node}-kept`]) expect((await core.readNamespacedPod({ namespace: ns, name: kept })).metadata?.deletionTimestamp).toBeUndefined();
     }
     expect(nodeWatch.events.some((e) => nodes.includes(e.object.metadata?.name ?? '') && (e.object.spec?.taints ?? []).some((t) => t.key === ROLLOUT_EVICTING_TAINT.key))).toBe(false);
+  });
+  it('the pipeline killed (SIGKILL) while a Node is evicting, a fresh one started: nothing lost, the bound and the budget hold', async () => {
+    // Prepare: as the first case, a MachineDeployment of 3 opted in with a bound of 1, two Ready web pods per Node under
+    // a budget keeping 5 of 6, a tolerating pod per Node, the test standing in for ReplicaSet and kubelet on a spare Node.
+    const { md, nodes } = await group(3, { [ROLLOUT_ANNOTATION]: '1' });
+    const spare = uniqueName('spare');
+    await createNode(kc, spare);
+    const app = uniqueName('web');
+    for (const node of nodes) {
+      for (const k of [0, 1]) await createReadyPod(podBody(`${node}-web-${k}`, node, { app }));
+      await core.createNamespacedPod({ namespace: ns, body: podBody(`${node}-tolerating`, node, { app: `${app}-t` }, TOLERATE) });
+    }
+    await policy.createNamespacedPodDisruptionBudget({ namespace: ns, body: { metadata: { name: app }, spec: { minAvailable: 5, selector: { matchLabels: { app } } } } });
+    await waitFor(async () => (await policy.readNamespacedPodDisruptionBudget({ namespace: ns, name: app })).status?.disruptionsAllowed === 1, { timeoutMs: 30_000, description: 'the budget to be computed' });
+    // The pipeline in a child process (as test/e2e/faults.test.ts does), so that it can be killed with SIGKILL: no
+    // hand-over, no draining, its in-memory queue gone with it. The in-process pipeline steps aside meanwhile.
+    await pipeline.stop();
+    const options: PipelineOptions = {
+      kubeconfig: cp.kubeconfigPath,
+      mode: 'self',
+      stateNamespace: ns,
+      leaseName: uniqueName('forwarder'),
+      machineNamespace: ns,
+      visibilityTimeoutSeconds: 5,
+      maxReceiveCount: 50,
+      retryBaseSeconds: 0,
+      retryMaxSeconds: 1,
+      forwarderOptions: { renewIntervalMs: 1000, acquireRetryMs: 200, flushIntervalMs: 20 },
+      rollout: ROLLOUT,
+    };
+    const spawn = async (): Promise<ChildProcess> => {
+      const c = fork(fileURLToPath(new URL('../support/pipeline-child.ts', import.meta.url)), [], {
+        execArgv: ['--no-warnings=ExperimentalWarning'],
+        env: { ...process.env, POWERTOOLS_LOG_LEVEL: 'SILENT', PIPELINE_CHILD_OPTIONS: JSON.stringify(options) },
+        stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+      });
+      child = c;
+      await new Promise<void>((resolve, reject) => {
+        c.once('message', () => resolve());
+        c.once('exit', (code, signal) => reject(new Error(`pipeline child exited (${code ?? signal}) before it was ready`)));
+      });
+      return c;
+    };
+    const countersOf = (c: ChildProcess): Promise<PipelineCounters> =>
+      new Promise((resolve) => {
+        c.once('message', (m) => resolve((m as { counters: PipelineCounters }).counters));
+        c.send('counters');
+      });
+    const kill = async (c: ChildProcess): Promise<void> => {
+      const exited = new Promise((r) => c.once('exit', r));
+      c.kill('SIGKILL');
+      await exited;
+    };
+    const budget = await record<V1PodDisruptionBudget>(`/apis/policy/v1/namespaces/${ns}/poddisruptionbudgets`, { fieldSelector: `metadata.name=${app}` });
+    const nodeWatch = await record<V1Node>('/api/v1/nodes');
+    const pods = await record<V1Pod>(`/api/v1/namespaces/${ns}/pods`, { labelSelector: `app=${app}` });
+    let replacements = 0;
+    let replacing = true;
+    const replicaSet = (async () => {
+      let handled = 0;
+      while (replacing) {
+        const deleted = pods.events.slice(handled).filter((e) => e.type === 'DELETED' && e.object.spec?.nodeName !== spare);
+        handled = pods.events.length;
+        for (const _ of deleted) await createReadyPod(podBody(`${app}-r${replacements++}`, spare, { app }));
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    })();
+    let counters: PipelineCounters;
+    let killedWhile: string | undefined;
+
+    try {
+      const first = await spawn();
+
+      // Act: the taint declared; once a Node of the group carries the evicting taint (from the Node watch), SIGKILL
+      await declare(md, { [ROLLOUT_ANNOTATION]: '1' });
+      killedWhile = await waitFor(
+        () => nodeWatch.events.find((e) => nodes.includes(e.object.metadata?.name ?? '') && (e.object.spec?.taints ?? []).some((t) => t.key === ROLLOUT_EVICTING_TAINT.key))?.object.metadata?.name,
+        { timeoutMs: 60_000, intervalMs: 50, description: 'a Node of the group to carry the evicting taint' },
+      );
+      await kill(first);
+      expect(first.signalCode).toBe('SIGKILL');
+      // A fresh pipeline: a new in-memory queue, so it deletes the Lease and announces every object from the cluster
+      const second = await spawn();
+      for (const node of nodes) await converged(node);
+      await waitFor(async () => (replacements === 6 && budget.events.some((e) => e.object.status?.currentHealthy === 6 && e.object.status.observedGeneration === e.object.metadata?.generation) ? true : undefined), {
+        timeoutMs: 30_000,
+        description: 'six Ready replacements counted by the budget',
+      });
+      counters = await waitFor(
+        async () => {
+          const c = await countersOf(second);
+          return c.queueVisible === 0 && c.queueInFlight === 0 ? c : undefined;
+        },
+        { timeoutMs: 20_000, intervalMs: 300, description: 'the fresh pipeline\'s queue to be empty' },
+      );
+      await kill(second);
+    } finally {
+      replacing = false;
+      await replicaSet;
+      budget.stop();
+      nodeWatch.stop();
+      pods.stop();
+      if (child && child.exitCode === null && child.signalCode === null) await kill(child);
+      pipeline = await startProductPipeline(kc, ns, { rollout: ROLLOUT });
+    }
+
+    // Assess: killed mid-rollout (a Node was evicting); the budget never below its minimum, from its watch
+    expect(nodes).toContain(killedWhile);
+    const statuses = budget.events.map((e) => e.object.status).filter((s) => s !== undefined);
+    expect(statuses.length).toBeGreaterThan(1);
+    for (const s of statuses) expect(s.currentHealthy).toBeGreaterThanOrEqual(s.desiredHealthy ?? Number.NaN);
+    // Never more than one Node evicting, across the kill, replayed from the Node watch in order
+    const evicting = new Set<string>();
+    let most = 0;
+    for (const e of nodeWatch.events) {
+      const name = e.object.metadata?.name ?? '';
+      if (e.type !== 'DELETED' && (e.object.spec?.taints ?? []).some((t) => t.key === ROLLOUT_EVICTING_TAINT.key)) evicting.add(name);
+      else evicting.delete(name);
+      most = Math.max(most, evicting.size);
+    }
+    expect(most).toBe(1);
+    // Every Node carries the taint and no mark, every web pod of the group went, every tolerating pod stayed
+    for (const node of nodes) {
+      const n = await core.readNode({ name: node });
+      expect(n.spec?.taints?.map(taintText)).toEqual([MAINT]);
+      expect(n.metadata?.annotations?.[ROLLOUT_MARK_ANNOTATION]).toBeUndefined();
+      for (const k of [0, 1]) expect(statusOf(await core.readNamespacedPod({ namespace: ns, name: `${node}-web-${k}` }).catch((e: unknown) => e))).toBe(404);
+      expect((await core.readNamespacedPod({ namespace: ns, name: `${node}-tolerating` })).metadata?.deletionTimestamp).toBeUndefined();
+    }
+    expect(counters.deadLettered).toBe(0);
+    expect(counters.deadLetterQueueDepth).toBe(0);
   });
 });

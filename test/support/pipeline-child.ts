@@ -3,13 +3,15 @@
  * as `npm start` runs it, with its in-memory queue) in a process of its own, so that the test can
  * SIGKILL it at any moment. Tells its parent `ready` over IPC once its forwarder holds the Lease, and
  * answers `counters` with the pipeline's counters.
- * Environment: FAULT_KUBECONFIG, FAULT_NAMESPACE, FAULT_RUN, FAULT_LABEL_SELECTOR, FAULT_LEASE_SECONDS.
+ * Environment: FAULT_KUBECONFIG, FAULT_NAMESPACE, FAULT_RUN, FAULT_LABEL_SELECTOR, FAULT_LEASE_SECONDS; or
+ * PIPELINE_CHILD_OPTIONS, the whole `PipelineOptions` as JSON (kubeconfig a file path; test/e2e-capi/noexecute-budgets).
  */
-import { startPipeline } from '#local/pipeline.ts';
+import { startPipeline, type PipelineOptions } from '#local/pipeline.ts';
 import { UNINITIALIZED_TAINT_KEY } from '#shared/domain/taint.ts';
 
 const env = process.env;
-const pipeline = await startPipeline({
+const given = env['PIPELINE_CHILD_OPTIONS'];
+const pipeline = await startPipeline(given ? (JSON.parse(given) as PipelineOptions) : {
   kubeconfig: env['FAULT_KUBECONFIG'] ?? '',
   mode: 'self',
   stateNamespace: env['FAULT_NAMESPACE'] ?? '',
