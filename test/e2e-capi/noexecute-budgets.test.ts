@@ -12,7 +12,9 @@
  * - immediate mode (no opt-in): the taint is on every Node, and kube-controller-manager's taint-eviction controller
  *   deletes exactly the pods the `NoExecutePreview` Event counted as evicted now;
  * - the pipeline's process killed (SIGKILL) while a Node is evicting, a fresh one started: the bound and the budget
- *   hold, every Node converges, nothing is dead-lettered.
+ *   hold, every Node converges, nothing is dead-lettered;
+ * - the Cluster paused while a Node is evicting: nothing of its group changes (an unpaused group beside it converges,
+ *   twice) even once its budget allows; unpaused, the rollout completes, one Node at a time.
  *
  * No kubelet and no scheduler run: pods are bound to their Node directly, with no grace period, and made Ready through
  * the status subresource.
@@ -26,7 +28,7 @@ import type { Pipeline, PipelineCounters, PipelineOptions } from '#local/pipelin
 import { ROLLOUT_ANNOTATION, ROLLOUT_EVICTING_TAINT, ROLLOUT_MARK_ANNOTATION } from '#shared/domain/noexecute-rollout.ts';
 import { STARTUP_GATE_TAINT_KEY } from '#shared/domain/taint.ts';
 import { createNamespace, createNode, MERGE_PATCH, statusOf, uniqueName, waitFor } from '#test/support/control-plane.ts';
-import { createMachineDeployment, createSelfHostedCluster, drained, MACHINE_DEPLOYMENTS, startProductPipeline, taintText, waitForMachineNodes, type MachineNode } from '#test/support/capi.ts';
+import { CLUSTERS, createMachineDeployment, createSelfHostedCluster, drained, MACHINE_DEPLOYMENTS, startProductPipeline, taintText, waitForMachineNodes, type MachineNode } from '#test/support/capi.ts';
 
 const GATE = { key: STARTUP_GATE_TAINT_KEY, effect: 'NoSchedule' };
 const DECLARE = 'taints.capi-taint-propagator.dev/machine';
@@ -69,8 +71,8 @@ describe('Cluster API and kube-controller-manager in the loop: NoExecute under d
   });
 
   /** A converged MachineDeployment (startup gate off every Node, queue empty); its Machines and Nodes. */
-  const group = async (replicas: number, annotations: Record<string, string>): Promise<{ md: string; pairs: MachineNode[]; nodes: string[] }> => {
-    const md = await createMachineDeployment(kc, ns, { cluster, replicas, startupTaints: [GATE], annotations });
+  const group = async (replicas: number, annotations: Record<string, string>, on = cluster): Promise<{ md: string; pairs: MachineNode[]; nodes: string[] }> => {
+    const md = await createMachineDeployment(kc, ns, { cluster: on, replicas, startupTaints: [GATE], annotations });
     const pairs = await waitForMachineNodes(kc, ns, md, replicas);
     const nodes = pairs.map((p) => p.node.metadata?.name as string);
     for (const node of nodes) await waitFor(async () => !(await core.readNode({ name: node })).spec?.taints?.some((t) => t.key === GATE.key), { timeoutMs: 30_000, description: `the startup gate off ${node}` });
@@ -403,5 +405,91 @@ describe('Cluster API and kube-controller-manager in the loop: NoExecute under d
     }
     expect(counters.deadLettered).toBe(0);
     expect(counters.deadLetterQueueDepth).toBe(0);
+  });
+  it('the Cluster paused while a Node is evicting: nothing of its group changes; unpaused, the rollout completes one Node at a time', async () => {
+    // Prepare: a second Cluster with a MachineDeployment of 3 opted in with a bound of 1, a Ready db pod per Node under a
+    // budget keeping all 3 (so its first Node stays in progress, refused); beside it, in the first Cluster, a
+    // MachineDeployment of 1 without the opt-in whose Node is the marker.
+    const custom = kc.makeApiClient(CustomObjectsApi);
+    const pausable = await createSelfHostedCluster(kc, ns);
+    const { md, nodes } = await group(3, { [ROLLOUT_ANNOTATION]: '1' }, pausable);
+    const marker = await group(1, {});
+    const markerNode = marker.nodes[0] as string;
+    const app = uniqueName('db');
+    for (const node of nodes) await createReadyPod(podBody(`${node}-db`, node, { app }));
+    await policy.createNamespacedPodDisruptionBudget({ namespace: ns, body: { metadata: { name: app }, spec: { minAvailable: 3, selector: { matchLabels: { app } } } } });
+    await waitFor(
+      async () => {
+        const s = (await policy.readNamespacedPodDisruptionBudget({ namespace: ns, name: app })).status;
+        return s?.currentHealthy === 3 && s.disruptionsAllowed === 0;
+      },
+      { timeoutMs: 30_000, description: 'the budget to be computed' },
+    );
+    const nodeWatch = await record<V1Node>('/api/v1/nodes');
+    const inGroup = (e: { object: V1Node }): boolean => nodes.includes(e.object.metadata?.name ?? '');
+    const isEvicting = (n: V1Node): boolean => (n.spec?.taints ?? []).some((t) => t.key === ROLLOUT_EVICTING_TAINT.key);
+    const setPaused = (paused: boolean): Promise<unknown> => custom.patchNamespacedCustomObject({ ...CLUSTERS, namespace: ns, name: pausable, body: { spec: { paused } } }, MERGE_PATCH);
+    const removeMaintByHand = async (name: string): Promise<void> => {
+      for (let attempt = 1; ; attempt++) {
+        const node = await core.readNode({ name });
+        try {
+          await core.patchNode({ name, body: { metadata: { resourceVersion: node.metadata?.resourceVersion }, spec: { taints: (node.spec?.taints ?? []).filter((t) => taintText(t) !== MAINT) } } }, MERGE_PATCH);
+          return;
+        } catch (e) {
+          if (statusOf(e) !== 409 || attempt >= 5) throw e;
+        }
+      }
+    };
+    const versions = async (): Promise<Record<string, string | undefined>> => Object.fromEntries(await Promise.all(nodes.map(async (n) => [n, (await core.readNode({ name: n })).metadata?.resourceVersion] as const)));
+
+    try {
+      // Act: the taint declared; once a Node of the group is evicting (from the Node watch), the Cluster paused
+      await declare(md, { [ROLLOUT_ANNOTATION]: '1' });
+      const held = await waitFor(() => nodeWatch.events.find((e) => inGroup(e) && isEvicting(e.object))?.object.metadata?.name, {
+        timeoutMs: 60_000,
+        intervalMs: 50,
+        description: 'a Node of the group to carry the evicting taint',
+      });
+      await setPaused(true);
+      // The first marker: the taint declared on the unpaused group converges, the queue empties; a reconcile of the
+      // paused group decided before the pause has landed by then. What the group's Nodes are now is the reference.
+      await declare(marker.md, {});
+      await converged(markerNode);
+      await drained(pipeline);
+      const paused = await versions();
+      // The budget relaxed while paused (were the pause ignored, the held Node's pod would now go), and the second
+      // marker: the taint removed by hand from the marker Node is put back, the queue empties again.
+      await policy.patchNamespacedPodDisruptionBudget({ namespace: ns, name: app, body: { spec: { minAvailable: 0 } } }, MERGE_PATCH);
+      await removeMaintByHand(markerNode);
+      await converged(markerNode);
+      const whilePaused = await drained(pipeline);
+
+      // Assess: nothing of the paused group changed; the held Node still evicting, its pod still there
+      expect(await versions()).toEqual(paused);
+      expect(isEvicting(await core.readNode({ name: held }))).toBe(true);
+      for (const node of nodes) expect((await core.readNamespacedPod({ namespace: ns, name: `${node}-db` })).metadata?.deletionTimestamp).toBeUndefined();
+      expect(whilePaused.deadLettered).toBe(0);
+
+      // Act: the Cluster unpaused
+      await setPaused(false);
+
+      // Assess: every Node of the group converges, its db pod evicted, never more than one Node evicting (Node watch)
+      for (const node of nodes) await converged(node);
+      for (const node of nodes) expect(statusOf(await core.readNamespacedPod({ namespace: ns, name: `${node}-db` }).catch((e: unknown) => e))).toBe(404);
+      const evicting = new Set<string>();
+      let most = 0;
+      for (const e of nodeWatch.events.filter(inGroup)) {
+        const name = e.object.metadata?.name ?? '';
+        if (e.type !== 'DELETED' && isEvicting(e.object)) evicting.add(name);
+        else evicting.delete(name);
+        most = Math.max(most, evicting.size);
+      }
+      expect(most).toBe(1);
+      for (const node of nodes) expect((await core.readNode({ name: node })).spec?.taints?.map(taintText)).toEqual([MAINT]);
+      expect((await drained(pipeline)).deadLettered).toBe(0);
+    } finally {
+      nodeWatch.stop();
+      await setPaused(false);
+    }
   });
 });
