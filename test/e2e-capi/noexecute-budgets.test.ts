@@ -111,10 +111,27 @@ describe('Cluster API and kube-controller-manager in the loop: NoExecute under d
     );
   };
 
-  it('a staged rollout (bound 1) never drops a PodDisruptionBudget below its minimum, one Node evicting at a time', async () => {
-    // Prepare: a MachineDeployment of 3 opted in with a bound of 1; two Ready web pods per Node under a budget keeping
-    // 5 of 6 (one disruption at a time); a tolerating pod per Node; a spare Node outside the group.
-    const { md, nodes } = await group(3, { [ROLLOUT_ANNOTATION]: '1' });
+  /** The most Nodes (of `names`, default all) carrying the evicting taint at once, replayed from a Node watch in order. */
+  const mostEvicting = (events: { type: string; object: V1Node }[], names?: string[]): number => {
+    const evicting = new Set<string>();
+    let most = 0;
+    for (const e of events) {
+      const name = e.object.metadata?.name ?? '';
+      if (names && !names.includes(name)) continue;
+      if (e.type !== 'DELETED' && (e.object.spec?.taints ?? []).some((t) => t.key === ROLLOUT_EVICTING_TAINT.key)) evicting.add(name);
+      else evicting.delete(name);
+      most = Math.max(most, evicting.size);
+    }
+    return most;
+  };
+
+  /**
+   * Two Ready web pods per Node under a budget keeping 5 of 6 (one disruption at a time), a tolerating pod per Node, and
+   * the test standing in for a ReplicaSet and a kubelet: a Ready replacement on a spare Node outside the group for each
+   * web pod that goes. Watches the budget, the Nodes and the web pods; `settled` waits for six replacements counted by
+   * the budget; `stop` ends the stand-in and the watches.
+   */
+  const webUnderBudget = async (nodes: string[]) => {
     const spare = uniqueName('spare');
     await createNode(kc, spare);
     const app = uniqueName('web');
@@ -127,7 +144,6 @@ describe('Cluster API and kube-controller-manager in the loop: NoExecute under d
     const budget = await record<V1PodDisruptionBudget>(`/apis/policy/v1/namespaces/${ns}/poddisruptionbudgets`, { fieldSelector: `metadata.name=${app}` });
     const nodeWatch = await record<V1Node>('/api/v1/nodes');
     const pods = await record<V1Pod>(`/api/v1/namespaces/${ns}/pods`, { labelSelector: `app=${app}` });
-    // What a ReplicaSet and a kubelet would do: a Ready replacement on the spare Node for each web pod that goes.
     let replacements = 0;
     let replacing = true;
     const replicaSet = (async () => {
@@ -139,45 +155,63 @@ describe('Cluster API and kube-controller-manager in the loop: NoExecute under d
         await new Promise((r) => setTimeout(r, 100));
       }
     })();
+    return {
+      budget,
+      nodeWatch,
+      /** The marker: all six replacements Ready, as the budget's own watch reports it. */
+      settled: () =>
+        waitFor(async () => (replacements === 6 && budget.events.some((e) => e.object.status?.currentHealthy === 6 && e.object.status.observedGeneration === e.object.metadata?.generation) ? true : undefined), {
+          timeoutMs: 30_000,
+          description: 'six Ready replacements counted by the budget',
+        }),
+      stop: async () => {
+        replacing = false;
+        await replicaSet;
+        budget.stop();
+        nodeWatch.stop();
+        pods.stop();
+      },
+    };
+  };
+
+  /** Every Node carries the taint and no mark, every web pod of the group went, every tolerating pod stayed. */
+  const expectWebRolledOut = async (nodes: string[]): Promise<void> => {
+    for (const node of nodes) {
+      const n = await core.readNode({ name: node });
+      expect(n.spec?.taints?.map(taintText)).toEqual([MAINT]);
+      expect(n.metadata?.annotations?.[ROLLOUT_MARK_ANNOTATION]).toBeUndefined();
+      for (const k of [0, 1]) expect(statusOf(await core.readNamespacedPod({ namespace: ns, name: `${node}-web-${k}` }).catch((e: unknown) => e))).toBe(404);
+      expect((await core.readNamespacedPod({ namespace: ns, name: `${node}-tolerating` })).metadata?.deletionTimestamp).toBeUndefined();
+    }
+  };
+
+  /** The budget never below its minimum, from its watch. */
+  const expectBudgetHeld = (budget: { events: { object: V1PodDisruptionBudget }[] }): void => {
+    const statuses = budget.events.map((e) => e.object.status).filter((s) => s !== undefined);
+    expect(statuses.length).toBeGreaterThan(1);
+    for (const s of statuses) expect(s.currentHealthy).toBeGreaterThanOrEqual(s.desiredHealthy ?? Number.NaN);
+  };
+
+  it('a staged rollout (bound 1) never drops a PodDisruptionBudget below its minimum, one Node evicting at a time', async () => {
+    // Prepare: a MachineDeployment of 3 opted in with a bound of 1; two Ready web pods per Node under a budget keeping
+    // 5 of 6 (one disruption at a time); a tolerating pod per Node; a spare Node outside the group.
+    const { md, nodes } = await group(3, { [ROLLOUT_ANNOTATION]: '1' });
+    const web = await webUnderBudget(nodes);
 
     try {
       // Act
       await declare(md, { [ROLLOUT_ANNOTATION]: '1' });
       for (const node of nodes) await converged(node);
-      // The marker: all six replacements Ready, as the budget's own watch reports it
-      await waitFor(async () => (replacements === 6 && budget.events.some((e) => e.object.status?.currentHealthy === 6 && e.object.status.observedGeneration === e.object.metadata?.generation) ? true : undefined), {
-        timeoutMs: 30_000,
-        description: 'six Ready replacements counted by the budget',
-      });
+      await web.settled();
     } finally {
-      replacing = false;
-      await replicaSet;
-      budget.stop();
-      nodeWatch.stop();
-      pods.stop();
+      await web.stop();
     }
     const counters = await drained(pipeline);
 
-    // Assess: the budget never below its minimum, from its watch
-    const statuses = budget.events.map((e) => e.object.status).filter((s) => s !== undefined);
-    expect(statuses.length).toBeGreaterThan(1);
-    for (const s of statuses) expect(s.currentHealthy).toBeGreaterThanOrEqual(s.desiredHealthy ?? Number.NaN);
-    // Never more than one Node evicting, replayed from the Node watch in order
-    const evicting = new Set<string>();
-    let most = 0;
-    for (const e of nodeWatch.events) {
-      const name = e.object.metadata?.name ?? '';
-      if (e.type !== 'DELETED' && (e.object.spec?.taints ?? []).some((t) => t.key === ROLLOUT_EVICTING_TAINT.key)) evicting.add(name);
-      else evicting.delete(name);
-      most = Math.max(most, evicting.size);
-    }
-    expect(most).toBe(1);
-    // Every Node carries the taint, every web pod of the group went, every tolerating pod stayed
-    for (const node of nodes) {
-      expect((await core.readNode({ name: node })).spec?.taints?.map(taintText)).toEqual([MAINT]);
-      for (const k of [0, 1]) expect(statusOf(await core.readNamespacedPod({ namespace: ns, name: `${node}-web-${k}` }).catch((e: unknown) => e))).toBe(404);
-      expect((await core.readNamespacedPod({ namespace: ns, name: `${node}-tolerating` })).metadata?.deletionTimestamp).toBeUndefined();
-    }
+    // Assess: the budget never below its minimum; never more than one Node evicting; every Node converged
+    expectBudgetHeld(web.budget);
+    expect(mostEvicting(web.nodeWatch.events)).toBe(1);
+    await expectWebRolledOut(nodes);
     expect(counters.deadLettered).toBe(0);
   });
 
@@ -279,15 +313,7 @@ describe('Cluster API and kube-controller-manager in the loop: NoExecute under d
     // Prepare: as the first case, a MachineDeployment of 3 opted in with a bound of 1, two Ready web pods per Node under
     // a budget keeping 5 of 6, a tolerating pod per Node, the test standing in for ReplicaSet and kubelet on a spare Node.
     const { md, nodes } = await group(3, { [ROLLOUT_ANNOTATION]: '1' });
-    const spare = uniqueName('spare');
-    await createNode(kc, spare);
-    const app = uniqueName('web');
-    for (const node of nodes) {
-      for (const k of [0, 1]) await createReadyPod(podBody(`${node}-web-${k}`, node, { app }));
-      await core.createNamespacedPod({ namespace: ns, body: podBody(`${node}-tolerating`, node, { app: `${app}-t` }, TOLERATE) });
-    }
-    await policy.createNamespacedPodDisruptionBudget({ namespace: ns, body: { metadata: { name: app }, spec: { minAvailable: 5, selector: { matchLabels: { app } } } } });
-    await waitFor(async () => (await policy.readNamespacedPodDisruptionBudget({ namespace: ns, name: app })).status?.disruptionsAllowed === 1, { timeoutMs: 30_000, description: 'the budget to be computed' });
+    const web = await webUnderBudget(nodes);
     // The pipeline in a child process (as test/e2e/faults.test.ts does), so that it can be killed with SIGKILL: no
     // hand-over, no draining, its in-memory queue gone with it. The in-process pipeline steps aside meanwhile.
     await pipeline.stop();
@@ -327,20 +353,6 @@ describe('Cluster API and kube-controller-manager in the loop: NoExecute under d
       c.kill('SIGKILL');
       await exited;
     };
-    const budget = await record<V1PodDisruptionBudget>(`/apis/policy/v1/namespaces/${ns}/poddisruptionbudgets`, { fieldSelector: `metadata.name=${app}` });
-    const nodeWatch = await record<V1Node>('/api/v1/nodes');
-    const pods = await record<V1Pod>(`/api/v1/namespaces/${ns}/pods`, { labelSelector: `app=${app}` });
-    let replacements = 0;
-    let replacing = true;
-    const replicaSet = (async () => {
-      let handled = 0;
-      while (replacing) {
-        const deleted = pods.events.slice(handled).filter((e) => e.type === 'DELETED' && e.object.spec?.nodeName !== spare);
-        handled = pods.events.length;
-        for (const _ of deleted) await createReadyPod(podBody(`${app}-r${replacements++}`, spare, { app }));
-        await new Promise((r) => setTimeout(r, 100));
-      }
-    })();
     let counters: PipelineCounters;
     let killedWhile: string | undefined;
 
@@ -350,7 +362,7 @@ describe('Cluster API and kube-controller-manager in the loop: NoExecute under d
       // Act: the taint declared; once a Node of the group carries the evicting taint (from the Node watch), SIGKILL
       await declare(md, { [ROLLOUT_ANNOTATION]: '1' });
       killedWhile = await waitFor(
-        () => nodeWatch.events.find((e) => nodes.includes(e.object.metadata?.name ?? '') && (e.object.spec?.taints ?? []).some((t) => t.key === ROLLOUT_EVICTING_TAINT.key))?.object.metadata?.name,
+        () => web.nodeWatch.events.find((e) => nodes.includes(e.object.metadata?.name ?? '') && (e.object.spec?.taints ?? []).some((t) => t.key === ROLLOUT_EVICTING_TAINT.key))?.object.metadata?.name,
         { timeoutMs: 60_000, intervalMs: 50, description: 'a Node of the group to carry the evicting taint' },
       );
       await kill(first);
@@ -358,10 +370,7 @@ describe('Cluster API and kube-controller-manager in the loop: NoExecute under d
       // A fresh pipeline: a new in-memory queue, so it deletes the Lease and announces every object from the cluster
       const second = await spawn();
       for (const node of nodes) await converged(node);
-      await waitFor(async () => (replacements === 6 && budget.events.some((e) => e.object.status?.currentHealthy === 6 && e.object.status.observedGeneration === e.object.metadata?.generation) ? true : undefined), {
-        timeoutMs: 30_000,
-        description: 'six Ready replacements counted by the budget',
-      });
+      await web.settled();
       counters = await waitFor(
         async () => {
           const c = await countersOf(second);
@@ -371,38 +380,17 @@ describe('Cluster API and kube-controller-manager in the loop: NoExecute under d
       );
       await kill(second);
     } finally {
-      replacing = false;
-      await replicaSet;
-      budget.stop();
-      nodeWatch.stop();
-      pods.stop();
+      await web.stop();
       if (child && child.exitCode === null && child.signalCode === null) await kill(child);
       pipeline = await startProductPipeline(kc, ns, { rollout: ROLLOUT });
     }
 
-    // Assess: killed mid-rollout (a Node was evicting); the budget never below its minimum, from its watch
+    // Assess: killed mid-rollout (a Node was evicting); the budget never below its minimum; never more than one Node
+    // evicting, across the kill; every Node converged
     expect(nodes).toContain(killedWhile);
-    const statuses = budget.events.map((e) => e.object.status).filter((s) => s !== undefined);
-    expect(statuses.length).toBeGreaterThan(1);
-    for (const s of statuses) expect(s.currentHealthy).toBeGreaterThanOrEqual(s.desiredHealthy ?? Number.NaN);
-    // Never more than one Node evicting, across the kill, replayed from the Node watch in order
-    const evicting = new Set<string>();
-    let most = 0;
-    for (const e of nodeWatch.events) {
-      const name = e.object.metadata?.name ?? '';
-      if (e.type !== 'DELETED' && (e.object.spec?.taints ?? []).some((t) => t.key === ROLLOUT_EVICTING_TAINT.key)) evicting.add(name);
-      else evicting.delete(name);
-      most = Math.max(most, evicting.size);
-    }
-    expect(most).toBe(1);
-    // Every Node carries the taint and no mark, every web pod of the group went, every tolerating pod stayed
-    for (const node of nodes) {
-      const n = await core.readNode({ name: node });
-      expect(n.spec?.taints?.map(taintText)).toEqual([MAINT]);
-      expect(n.metadata?.annotations?.[ROLLOUT_MARK_ANNOTATION]).toBeUndefined();
-      for (const k of [0, 1]) expect(statusOf(await core.readNamespacedPod({ namespace: ns, name: `${node}-web-${k}` }).catch((e: unknown) => e))).toBe(404);
-      expect((await core.readNamespacedPod({ namespace: ns, name: `${node}-tolerating` })).metadata?.deletionTimestamp).toBeUndefined();
-    }
+    expectBudgetHeld(web.budget);
+    expect(mostEvicting(web.nodeWatch.events)).toBe(1);
+    await expectWebRolledOut(nodes);
     expect(counters.deadLettered).toBe(0);
     expect(counters.deadLetterQueueDepth).toBe(0);
   });
@@ -476,15 +464,7 @@ describe('Cluster API and kube-controller-manager in the loop: NoExecute under d
       // Assess: every Node of the group converges, its db pod evicted, never more than one Node evicting (Node watch)
       for (const node of nodes) await converged(node);
       for (const node of nodes) expect(statusOf(await core.readNamespacedPod({ namespace: ns, name: `${node}-db` }).catch((e: unknown) => e))).toBe(404);
-      const evicting = new Set<string>();
-      let most = 0;
-      for (const e of nodeWatch.events.filter(inGroup)) {
-        const name = e.object.metadata?.name ?? '';
-        if (e.type !== 'DELETED' && isEvicting(e.object)) evicting.add(name);
-        else evicting.delete(name);
-        most = Math.max(most, evicting.size);
-      }
-      expect(most).toBe(1);
+      expect(mostEvicting(nodeWatch.events, nodes)).toBe(1);
       for (const node of nodes) expect((await core.readNode({ name: node })).spec?.taints?.map(taintText)).toEqual([MAINT]);
       expect((await drained(pipeline)).deadLettered).toBe(0);
     } finally {
