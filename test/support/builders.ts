@@ -4,6 +4,7 @@
  * @example nodeBuilder().withTaints(nodeTaint('gpu', 'a100')).withTracking('gpu:NoSchedule').build()
  */
 import type { MachineSnapshot, NodeSnapshot } from '#shared/domain/snapshots.ts';
+import type { MachineFacts } from '#shared/model/views.ts';
 import { CONTROL_PLANE_LABEL, OWN_TRACKING_ANNOTATION, TRACKING_ANNOTATION, type MachineTaint, type Propagation, type Taint, type TaintEffect } from '#shared/domain/taint.ts';
 
 /** A Node taint; `value` undefined = no value. `effect` is a plain string, as on a Node read from the API. */
@@ -109,4 +110,22 @@ export function machineBuilder() {
     },
   };
   return builder;
+}
+
+/** A Machine as the forwarder's watch sees it: m1 in namespace fleet, linked to Node n1 of cluster wc1. */
+export function machineFacts(change: Partial<MachineFacts> = {}): MachineFacts {
+  return {
+    kind: 'Machine',
+    namespace: 'fleet',
+    name: 'm1',
+    uid: 'uid-m1',
+    resourceVersion: '11',
+    specTaints: [{ key: 'gpu', effect: 'NoSchedule' }],
+    declarations: {},
+    nodeName: 'n1',
+    clusterName: 'wc1',
+    paused: false,
+    deleting: false,
+    ...change,
+  };
 }

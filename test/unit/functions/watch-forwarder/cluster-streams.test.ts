@@ -10,9 +10,10 @@ import { ClusterStreams, type FailingCluster } from '#functions/watch-forwarder/
 import { Outbox } from '#functions/watch-forwarder/outbox.ts';
 import { eventIdFor, type ClusterRef, type TaintEvent } from '#shared/contract/cloud-event.ts';
 import type { Checkpoint } from '#shared/contract/streams.ts';
-import type { ClusterFacts, MachineFacts, MachinePoolFacts, ScalableFacts } from '#shared/model/views.ts';
+import type { ClusterFacts, MachinePoolFacts, ScalableFacts } from '#shared/model/views.ts';
 import { ForwarderMetric } from '#shared/observability/metric-names.ts';
 import { ScriptedSources, until } from '#test/support/scripted-watch-sources.ts';
+import { machineFacts } from '#test/support/builders.ts';
 import { manualClock } from '#test/support/manual-clock.ts';
 
 interface Logged {
@@ -24,20 +25,7 @@ interface Logged {
 const T0 = new Date('2026-11-22T10:00:00Z');
 const wc1: ClusterRef = { mode: 'capi', namespace: 'fleet', name: 'wc1' };
 const wc2: ClusterRef = { mode: 'capi', namespace: 'fleet', name: 'wc2' };
-const machine = (change: Partial<MachineFacts> = {}): MachineFacts => ({
-  kind: 'Machine',
-  namespace: 'fleet',
-  name: 'm1',
-  uid: 'uid-m1',
-  resourceVersion: '11',
-  specTaints: [{ key: 'gpu', effect: 'NoSchedule' }],
-  declarations: {},
-  nodeName: 'n1',
-  clusterName: 'wc1',
-  paused: false,
-  deleting: false,
-  ...change,
-});
+const machine = machineFacts;
 const cluster = (change: Partial<ClusterFacts> = {}): ClusterFacts => ({ kind: 'Cluster', namespace: 'fleet', name: 'wc1', uid: 'uid-wc1', resourceVersion: '1', paused: false, deleting: false, ...change });
 const clusterFacts = (name: string, change: Partial<ClusterFacts> = {}): ClusterFacts => cluster({ name, uid: `uid-${name}`, ...change });
 

@@ -13,24 +13,12 @@ import { FIELD_MANAGER } from '#shared/domain/taint.ts';
 import { objectKeyOf, type MachineFacts, type MachinePoolFacts, type NodeFacts, type ScalableFacts, type WatchedFacts } from '#shared/model/views.ts';
 import { DECLARATION_ANNOTATIONS } from '#shared/domain/declaration-keys.ts';
 import type { WatchStream } from '#shared/ports/watch-source.ts';
+import { machineFacts } from '#test/support/builders.ts';
 import { manualClock } from '#test/support/manual-clock.ts';
 
 const T0 = new Date('2026-11-22T10:00:00Z');
 const wc1: ClusterRef = { mode: 'capi', namespace: 'fleet', name: 'wc1' };
-const machine = (change: Partial<MachineFacts> = {}): MachineFacts => ({
-  kind: 'Machine',
-  namespace: 'fleet',
-  name: 'm1',
-  uid: 'uid-m1',
-  resourceVersion: '11',
-  specTaints: [{ key: 'gpu', effect: 'NoSchedule' }],
-  declarations: {},
-  nodeName: 'n1',
-  clusterName: 'wc1',
-  paused: false,
-  deleting: false,
-  ...change,
-});
+const machine = machineFacts;
 const node = (change: Partial<NodeFacts> = {}): NodeFacts => ({
   kind: 'Node',
   name: 'n1',
