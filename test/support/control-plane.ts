@@ -26,7 +26,7 @@ import {
   setHeaderOptions,
   Watch,
 } from '@kubernetes/client-node';
-import type { V1Node, V1ResourceAttributes, V1Taint } from '@kubernetes/client-node';
+import type { V1Node, V1Pod, V1ResourceAttributes, V1Taint } from '@kubernetes/client-node';
 import { compactEtcdAt } from '#local/control-plane/etcd-maintenance.ts';
 import { mintClientKubeconfig } from '#local/control-plane/pki.ts';
 import type { ProvidedControlPlane } from './control-plane-setup.ts';
@@ -160,6 +160,17 @@ export async function waitForAccess(kc: KubeConfig, attributes: V1ResourceAttrib
 /** The HTTP status of a client-node error (`ApiException.code`) or of the product's client (`KubeApiError.code`), or undefined for other errors. */
 export function statusOf(e: unknown): number | undefined {
   return e instanceof ApiException || e instanceof KubeApiError ? e.code : undefined;
+}
+
+/** The pod, or undefined once it is gone or terminating (what the taint-eviction controller's delete does). */
+export async function livePod(core: CoreV1Api, namespace: string, name: string): Promise<V1Pod | undefined> {
+  try {
+    const p = await core.readNamespacedPod({ namespace, name });
+    return p.metadata?.deletionTimestamp ? undefined : p;
+  } catch (e) {
+    if (statusOf(e) === 404) return undefined;
+    throw e;
+  }
 }
 
 /**

@@ -12,7 +12,7 @@ import { findBinaries } from '#local/control-plane/assets.ts';
 import { startControlPlane, type ControlPlane } from '#local/control-plane/control-plane.ts';
 import { previewNoExecuteEvictions, type PodOnNode } from '#shared/domain/eviction-preview.ts';
 import type { Taint } from '#shared/domain/taint.ts';
-import { controlPlane, createNamespace, createNode, kubeConfigFromFile, MERGE_PATCH, statusOf, uniqueName, waitFor } from '#test/support/control-plane.ts';
+import { controlPlane, createNamespace, createNode, kubeConfigFromFile, MERGE_PATCH, livePod, statusOf, uniqueName, waitFor } from '#test/support/control-plane.ts';
 
 // Without the binary (a cache folder built before kube-controller-manager was added, envtest assets) the file is
 // skipped on a developer machine; CI builds it (`control-plane:prepare`), so there a missing binary fails the start.
@@ -54,16 +54,7 @@ describe.skipIf(!runnable)('kube-controller-manager: NoExecute evictions and dis
     await cp?.stop();
   });
 
-  /** The pod, or undefined once it is gone or terminating (what the controller's delete does). */
-  const live = async (name: string): Promise<V1Pod | undefined> => {
-    try {
-      const p = await core.readNamespacedPod({ namespace, name });
-      return p.metadata?.deletionTimestamp ? undefined : p;
-    } catch (e) {
-      if (statusOf(e) === 404) return undefined;
-      throw e;
-    }
-  };
+  const live = (name: string): Promise<V1Pod | undefined> => livePod(core, namespace, name);
 
   it('deletes exactly the pods the preview evicts now, the tolerationSeconds one after its seconds, and keeps the rest', async () => {
     // Prepare

@@ -18,7 +18,7 @@ import { NOEXECUTE_PREVIEW } from '#functions/reconcile-node-taints/noexecute-pr
 import { readStatusViews } from '#local/cluster-status.ts';
 import { workloadKubeConfigs } from '#shared/adapters/kubernetes/workload-kubeconfig.ts';
 import { OWN_TRACKING_ANNOTATION } from '#shared/domain/taint.ts';
-import { controlPlane, createMachine, createNamespace, createNode, kubeConfigFromFile, MERGE_PATCH, statusOf, uniqueName, waitFor } from '#test/support/control-plane.ts';
+import { controlPlane, createMachine, createNamespace, createNode, kubeConfigFromFile, MERGE_PATCH, livePod, uniqueName, waitFor } from '#test/support/control-plane.ts';
 import { TEST_DLQ_URL, TEST_QUEUE_URL, machineEvent, sqsEvent, sqsRecord } from '#test/support/sqs-records.ts';
 
 // As in noexecute-eviction.test.ts: skipped on a developer machine whose binary cache predates kube-controller-manager;
@@ -72,16 +72,7 @@ describe.skipIf(!runnable)('NoExecutePreview Event next to the real taint-evicti
     await cp?.stop();
   });
 
-  /** The pod, or undefined once it is gone or terminating (what the controller's delete does). */
-  const live = async (name: string): Promise<V1Pod | undefined> => {
-    try {
-      const p = await core.readNamespacedPod({ namespace, name });
-      return p.metadata?.deletionTimestamp ? undefined : p;
-    } catch (e) {
-      if (statusOf(e) === 404) return undefined;
-      throw e;
-    }
-  };
+  const live = (name: string): Promise<V1Pod | undefined> => livePod(core, namespace, name);
   const previewEvents = async (machine: string): Promise<{ type?: string; message: string }[]> =>
     (await core.listNamespacedEvent({ namespace, fieldSelector: `involvedObject.name=${machine}` })).items
       .filter((e) => e.reason === NOEXECUTE_PREVIEW)
