@@ -71,10 +71,12 @@ export class ClusterStreams {
   async supervise(signal: AbortSignal): Promise<void> {
     this.#failing.clear();
     const { sources, outbox } = this.#d;
-    const machines = sources.machines(outbox.startOf(MACHINES_STREAM));
-    const machinePools = sources.machinePools?.(outbox.startOf(MACHINE_POOLS_STREAM));
-    const deployments = sources.machineDeployments?.(outbox.startOf(MACHINE_DEPLOYMENTS_STREAM));
-    const sets = sources.machineSets?.(outbox.startOf(MACHINE_SETS_STREAM));
+    // Every stream but the Clusters' lists quietly: what it does not announce is judged (EventRouter.judge).
+    const start = (key: string) => ({ ...outbox.startOf(key), quietLists: true });
+    const machines = sources.machines(start(MACHINES_STREAM));
+    const machinePools = sources.machinePools?.(start(MACHINE_POOLS_STREAM));
+    const deployments = sources.machineDeployments?.(start(MACHINE_DEPLOYMENTS_STREAM));
+    const sets = sources.machineSets?.(start(MACHINE_SETS_STREAM));
     this.#index.watchManagement({ machines, machinePools, scalables: [deployments, sets].filter((s) => s !== undefined) });
     const management: [string, WatchStream<WatchedFacts> | undefined][] = [[MACHINES_STREAM, machines], [MACHINE_POOLS_STREAM, machinePools], [MACHINE_DEPLOYMENTS_STREAM, deployments], [MACHINE_SETS_STREAM, sets]];
     const streams = management.flatMap(([key, stream]) => (stream ? [this.#runStream(key, stream, signal, undefined)] : []));
@@ -140,14 +142,16 @@ export class ClusterStreams {
       }
       if (!gone && pausedChanged(e.change, e.previous, e.facts)) await this.#router.announcePause(e.facts, cluster, e.observedAt, pauses);
     };
-    await this.#d.sources.clusters({}).run(signal, onEvent);
+    const clusters = this.#d.sources.clusters({});
+    this.#index.watchClusters(clusters);
+    await clusters.run(signal, onEvent);
     await Promise.all([...running.values()].map((r) => r.done));
   }
 
   /** A workload cluster's Node stream, readable by the index while it runs. */
   async #runNodes(cluster: ClusterRef, signal: AbortSignal): Promise<void> {
     const key = nodeStreamKey(cluster);
-    const stream = this.#d.sources.nodes(cluster, this.#d.outbox.startOf(key));
+    const stream = this.#d.sources.nodes(cluster, { ...this.#d.outbox.startOf(key), quietLists: true });
     this.#index.watchNodes(cluster, stream);
     try {
       await this.#runStream(key, stream, signal, cluster);
@@ -163,7 +167,12 @@ export class ClusterStreams {
     await stream.run(signal, async (e) => {
       // A stream stopped for a removed cluster is no longer tracked, whatever its last attempt says.
       if (e.type === 'failing' || e.type === 'recovered') return signal.aborted ? undefined : this.#streamHealth(key, cluster, e);
-      if (e.type === 'listed') return this.#router.listed(e.items, cluster);
+      if (e.type === 'listed') {
+        this.#router.listed(e.items, cluster);
+        // A quiet list's other objects: judged at the stream's first list by every member, later only by the holder.
+        if (e.unannounced && (!listed || !this.#d.announcesRelists || this.#d.announcesRelists())) await this.#router.judge(e.unannounced, cluster, e.observedAt ?? new Date(), progress);
+        return;
+      }
       if (e.type === 'progress') {
         listed = true;
         progress.add(e.resourceVersion, true);

@@ -11,11 +11,13 @@ import type { TaintId } from '#shared/domain/taint.ts';
 import { clusterKey, type ClusterRef } from '#shared/contract/cloud-event.ts';
 import { forwardDecision, poolNodesToAnnounce, type ForwardDecision, type RelevanceOptions } from '#shared/policy/relevance.ts';
 import { autoscalerEventNeeded } from '#shared/policy/autoscaler-relevance.ts';
+import { mayNeedWrite } from '#shared/policy/drift.ts';
 import type { SpecTaintsOwner } from '#shared/domain/ownership.ts';
 import { clusterOfMachine, toClusterPauseEvents, toMachinePoolEvents, toScalableResourceEvent, toTaintEvent } from '#shared/contract/events.ts';
 import { objectKeyOf } from '#shared/model/views.ts';
 import type { ClusterFacts, MachineFacts, MachinePoolFacts, NodeFacts, WatchedFacts } from '#shared/model/views.ts';
 import type { EventHints } from '#shared/contract/events.ts';
+import type { TaintEvent } from '#shared/contract/cloud-event.ts';
 import type { ForwarderTelemetry } from '#shared/ports/forwarder-telemetry.ts';
 import type { StreamEvent } from '#shared/ports/watch-source.ts';
 import { ForwarderMetric } from '#shared/observability/metric-names.ts';
@@ -102,6 +104,41 @@ export class EventRouter {
       if (facts.kind === 'Machine') this.#d.index.observeMachine(undefined, facts, false, clusterOfMachine(facts, this.#d.mode));
       else if (facts.kind === 'Node' && cluster) this.#d.index.observeNode(undefined, facts, false, cluster);
     }
+  }
+
+  /**
+   * The objects a quiet list did not announce (a stream's first list without a checkpoint, a periodic resync; the
+   * stream announced what changed since it had them): each is announced as `resynced` only when it may need work — a
+   * Node whose reconcile may write (`#shared/policy/drift.ts`: the reconcile's own plan, from the index's state of its
+   * owner), a MachineDeployment, MachineSet or MachinePool whose autoscaler plan writes. A Machine or a MachinePool's
+   * Nodes are judged from the Nodes' side (their Node streams list and resync too). So a fleet in sync sends nothing,
+   * and drift no event announced is healed within one resync. Each judged object counts in EventsSeen, each one left
+   * quiet in EventsFiltered. Returns how many were announced.
+   */
+  async judge(unannounced: readonly WatchedFacts[], cluster: ClusterRef | undefined, observedAt: Date, progress: StreamProgress): Promise<number> {
+    const { index, mode, telemetry } = this.#d;
+    const gate = this.#d.startupTaint ? { startupTaint: this.#d.startupTaint } : {};
+    const options = { ...gate, ...(this.#d.specTaintsOwner ? { specTaintsOwner: this.#d.specTaintsOwner } : {}) };
+    const ownerOf = cluster ? index.ownersIn(cluster) : undefined;
+    let announced = 0;
+    for (const facts of unannounced) {
+      telemetry.record(ForwarderMetric.EventsSeen, 1);
+      let event: TaintEvent | undefined;
+      if (facts.kind === 'Node' && cluster && ownerOf && mayNeedWrite(facts, ownerOf(facts), options)) {
+        const machine = facts.machineAnnotation === undefined ? index.machineFor(facts, cluster) : undefined;
+        event = toTaintEvent(facts, 'resynced', cluster, observedAt, machine ? { providerIdMachine: machine } : {});
+      } else if ((facts.kind === 'MachineDeployment' || facts.kind === 'MachineSet' || facts.kind === 'MachinePool') && autoscalerEventNeeded('resynced', undefined, facts, gate)) {
+        const ref = clusterOfMachine(facts, mode);
+        if (ref) event = toScalableResourceEvent(facts, 'resynced', ref, observedAt);
+      }
+      if (!event) {
+        telemetry.record(ForwarderMetric.EventsFiltered, 1);
+        continue;
+      }
+      announced++;
+      await this.#d.outbox.enqueue([event], observedAt, progress, undefined);
+    }
+    return announced;
   }
 
   /**

@@ -9,8 +9,9 @@
  */
 import { clusterKey, type ClusterRef } from '#shared/contract/cloud-event.ts';
 import { nodeStreamKey } from '#shared/contract/streams.ts';
-import type { ClusterFacts, MachineFacts, MachinePoolFacts, NodeFacts, ScalableFacts } from '#shared/model/views.ts';
+import type { ClusterFacts, MachineFacts, MachinePoolFacts, NodeFacts, ScalableFacts, WatchedFacts } from '#shared/model/views.ts';
 import type { ClusterMembers } from '#shared/contract/events.ts';
+import type { NodeOwner } from '#shared/policy/drift.ts';
 import type { WatchStream } from '#shared/ports/watch-source.ts';
 
 type Ref = { readonly namespace: string; readonly name: string };
@@ -28,12 +29,18 @@ export class ObjectIndex {
   /** Machine (`<cluster>|<namespace>/<name>`) → the Node Cluster API annotated for it, until the Machine's nodeRef. */
   readonly #annotated = new Map<string, string>();
   #management: ManagementStreams | undefined;
+  #clusters: WatchStream<ClusterFacts> | undefined;
   /** The running Node streams, by stream key. */
   readonly #nodeStreams = new Map<string, WatchStream<NodeFacts>>();
 
   /** Reads the management streams of the term that starts. */
   watchManagement(streams: ManagementStreams): void {
     this.#management = streams;
+  }
+
+  /** Reads the Cluster stream of the term that starts (whose `spec.paused` the drift rule honours). */
+  watchClusters(stream: WatchStream<ClusterFacts>): void {
+    this.#clusters = stream;
   }
 
   /** Reads the Node stream of a workload cluster while it runs. */
@@ -73,6 +80,39 @@ export class ObjectIndex {
     return { machines, machinePools, scalables };
   }
 
+  /**
+   * The declaration owner of the Nodes of `cluster`, as the reconcile function finds it (see `#shared/policy/drift.ts`),
+   * from the management streams' last state: the MachinePool whose `status.nodeRefs` lists the Node (a pool Machine's
+   * Node follows its pool), else the Machine its `cluster.x-k8s.io/machine` annotation names, else the unlinked Machine
+   * with its provider ID, else the Machine whose `status.nodeRef` names it; `unknown` while the Machine or MachinePool
+   * stream has not listed (or restored) yet. One resolver per list: the lookups by Node name are built once, on demand.
+   */
+  ownersIn(cluster: ClusterRef): (node: NodeFacts) => NodeOwner {
+    const m = this.#management;
+    if (!m || !synced(m.machines) || (m.machinePools && !synced(m.machinePools))) return () => ({ kind: 'unknown' });
+    const ofCluster = (o: MachineFacts | MachinePoolFacts): boolean => cluster.mode === 'self' || (o.namespace === cluster.namespace && (o.clusterName ?? (o.clusterNameLabel || undefined)) === cluster.name);
+    let pools: Map<string, MachinePoolFacts> | undefined;
+    let byNodeName: Map<string, MachineFacts> | undefined;
+    const lookUp = (node: NodeFacts): MachinePoolFacts | MachineFacts | undefined => {
+      pools ??= new Map([...(m.machinePools?.objects() ?? [])].filter(ofCluster).flatMap((p) => p.nodeNames.map((n) => [n, p] as const)));
+      const pool = pools.get(node.name);
+      if (pool) return pool;
+      const namespace = node.clusterNamespaceAnnotation || (cluster.mode === 'capi' ? cluster.namespace : undefined);
+      if (node.machineAnnotation !== undefined && namespace !== undefined) return this.machine({ namespace, name: node.machineAnnotation });
+      const linked = this.machineFor(node, cluster);
+      if (linked) return this.machine(linked);
+      byNodeName ??= new Map([...m.machines.objects()].filter((o) => o.nodeName !== undefined && ofCluster(o)).map((o) => [o.nodeName as string, o]));
+      return byNodeName.get(node.name);
+    };
+    return (node) => {
+      const owner = lookUp(node);
+      if (!owner) return { kind: 'none' };
+      const name = owner.clusterName ?? (owner.clusterNameLabel || undefined);
+      const paused = name === undefined ? undefined : this.#clusters?.latest?.(`${owner.namespace}/${name}`)?.paused;
+      return { kind: 'known', owner, ...(paused !== undefined ? { clusterPaused: paused } : {}) };
+    };
+  }
+
   /** Records a Machine change (in the cluster the forwarder resolved for it). */
   observeMachine(previous: MachineFacts | undefined, current: MachineFacts, deleted: boolean, cluster: ClusterRef | undefined): void {
     if (!cluster) return;
@@ -104,6 +144,11 @@ export class ObjectIndex {
     const byProviderId = machine.providerID ? this.#nodes.get(key(cluster, machine.providerID)) : undefined;
     return byProviderId ?? (machine.nodeName === undefined ? this.#annotated.get(key(cluster, `${machine.namespace}/${machine.name}`)) : undefined);
   }
+}
+
+/** Whether a stream holds its collection (listed, or restored from a snapshot); a stream that cannot say is taken as holding it. */
+function synced(stream: Pick<WatchStream<WatchedFacts>, 'hasSynced'>): boolean {
+  return stream.hasSynced?.() ?? true;
 }
 
 function drop<T>(map: Map<string, T>, k: string, same: (v: T) => boolean): void {

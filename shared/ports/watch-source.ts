@@ -22,10 +22,12 @@ export type StreamEvent<T extends WatchedFacts> =
   | { readonly type: 'progress'; readonly resourceVersion: string }
   /**
    * A list put these objects into the stream's state without announcing them all (a resume exactly at the checkpoint,
-   * a relist that announces only what changed since): for indexes of the consumer's own, never for a message. It comes
-   * before the list's announcements.
+   * a relist that announces only what changed since): for indexes of the consumer's own. It comes before the list's
+   * announcements. `unannounced` (a stream started with `quietLists`: its first list without a checkpoint, a periodic
+   * resync): the listed objects the stream does not announce itself, for the consumer to judge — it announces those
+   * that may need work as `resynced` changes of its own, seen at `observedAt`.
    */
-  | { readonly type: 'listed'; readonly items: readonly T[] }
+  | { readonly type: 'listed'; readonly items: readonly T[]; readonly unannounced?: readonly T[]; readonly observedAt?: Date }
   /**
    * The stream's health changed. `failing`: an attempt (a list, a watch's connect or its stream, the credentials, a
    * cap) failed after the stream last delivered (or before it ever did); it is told once per run of failures, at the
@@ -61,11 +63,18 @@ export interface WatchStream<T extends WatchedFacts> {
   latest?(key: string): T | undefined;
   /** The last state of every object the stream holds (for a Cluster's pause, the objects of that Cluster). */
   objects(): Iterable<T>;
+  /** True once the stream holds its collection (a first list, or a snapshot restored); absent: always. client-go's `HasSynced`. */
+  hasSynced?(): boolean;
 }
 
 /** Where a stream starts: from a checkpointed resourceVersion (exact resume) or, when absent, a fresh list announcing every object. */
 export interface StreamStart {
   readonly resumeFrom?: string;
+  /**
+   * The consumer judges the objects a list does not announce (`listed`'s `unannounced`): the first list without a
+   * checkpoint announces none, a periodic resync only what changed since the stream had it, and deletions.
+   */
+  readonly quietLists?: boolean;
 }
 
 /** The collections the watch-forwarder watches. */

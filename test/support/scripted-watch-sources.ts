@@ -36,10 +36,18 @@ export class ScriptedStream<T extends WatchedFacts> implements WatchStream<T> {
     return this.known.values();
   }
 
+  /** Whether the stream holds its collection (a WatchSession's first list); the test sets it false to play one still listing. */
+  synced = true;
+
+  hasSynced(): boolean {
+    return this.synced;
+  }
+
   async emit(e: StreamEvent<T>): Promise<void> {
     await this.started;
     if (e.type === 'change' && e.change === 'deleted') this.known.delete(objectKeyOf(e.facts));
     else if (e.type === 'change') this.known.set(objectKeyOf(e.facts), e.facts);
+    else if (e.type === 'listed') for (const facts of e.items) this.known.set(objectKeyOf(facts), facts);
     await this.consumer?.(e);
   }
 }

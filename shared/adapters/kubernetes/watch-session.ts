@@ -59,7 +59,7 @@ export interface WatchSessionOptions<T extends WatchedFacts> {
   readonly collectionNotServed?: () => void;
   readonly labelSelector?: string;
   readonly toFacts: (obj: unknown) => T | undefined;
-  /** Resume exactly from this resourceVersion; without it the first list announces every object as `resynced`. */
+  /** Resume exactly from this resourceVersion; without it the first list announces every object as `resynced` (unless `quietLists`). */
   readonly resumeFrom?: string;
   /**
    * Start from another session's state ({@link WatchSession.snapshot}): no list, the first watch from the snapshot's
@@ -68,8 +68,15 @@ export interface WatchSessionOptions<T extends WatchedFacts> {
   readonly restore?: CacheSnapshot<T>;
   /** Restart a watch silent for this long (default 90 s: above kube-apiserver's bookmark cadence of about a minute). */
   readonly idleTimeoutMs?: number;
-  /** Full resync period; 0 = off (default 0). */
+  /** Resync period (a list of the whole collection; a full one unless `quietLists`); 0 = off (default 0). */
   readonly resyncIntervalMs?: number;
+  /**
+   * The consumer judges what a list announces not: a first list without a checkpoint announces nothing, and a periodic
+   * resync only what changed since the session had it (plus deletions), as a relist after a 410 does; every other
+   * listed object comes in the `listed` event's `unannounced`, for the consumer to announce those that may need work
+   * (the forwarder: the Nodes that may need a write). Default false: those lists announce every object as `resynced`.
+   */
+  readonly quietLists?: boolean;
   /** Server-side watch timeout; jittered up to twice this (default 300 s). */
   readonly watchTimeoutSeconds?: number;
   /** First step and cap of the backoff (default 800 ms and 30 s; stream-retry.ts). */
@@ -130,6 +137,11 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
   /** The last state of every object this session holds. */
   objects(): Iterable<T> {
     return this.cache.values();
+  }
+
+  /** True once the session holds its collection: after its first list, or from the start when restored. */
+  hasSynced(): boolean {
+    return this.cache.resourceVersion !== undefined;
   }
 
   /** The session's state (resourceVersion and objects), for a successor to {@link WatchSessionOptions.restore}. */
@@ -223,12 +235,18 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
       return;
     }
     const observedAt = this.now();
+    const quiet = this.o.quietLists === true && (mode === 'start' || mode === 'resync');
     let resynced: T[];
     let deleted: T[] = [];
     if (mode === 'since') resynced = this.cache.relistSince(items, resourceVersion, this.o.resumeFrom ?? '');
-    else ({ resynced, deleted } = this.cache.relist(items, resourceVersion, mode !== 'relist'));
-    // What this list announces not (unchanged since the checkpoint, or since the cache had it).
-    if (resynced.length < items.length) await onEvent({ type: 'listed', items });
+    else if (quiet && mode === 'start') {
+      this.cache.replace(items, resourceVersion); // nothing known before: every object is the consumer's to judge
+      resynced = [];
+    }
+    else ({ resynced, deleted } = this.cache.relist(items, resourceVersion, mode !== 'relist' && !quiet));
+    // What this list announces not (unchanged since the checkpoint, or since the cache had it); quiet: for the consumer to judge.
+    if (quiet) await onEvent({ type: 'listed', items, unannounced: unannounced(items, resynced), observedAt });
+    else if (resynced.length < items.length) await onEvent({ type: 'listed', items });
     for (const facts of resynced) await onEvent({ type: 'change', change: 'resynced', facts, observedAt });
     for (const facts of deleted) await onEvent({ type: 'change', change: 'deleted', facts, observedAt });
     await onEvent({ type: 'progress', resourceVersion });
@@ -348,4 +366,11 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
     this.o.telemetry?.record(ForwarderMetric.MalformedWatchEvents, 1);
     this.log.error('Skipping malformed watch event', { reason, excerpt: safeExcerpt(text, 80), resourceVersion: this.cache.resourceVersion });
   }
+}
+
+/** The listed objects not in `announced` (a subset of them, in list order). */
+function unannounced<T>(items: readonly T[], announced: readonly T[]): T[] {
+  if (announced.length === 0) return [...items];
+  const set = new Set(announced);
+  return items.filter((item) => !set.has(item));
 }

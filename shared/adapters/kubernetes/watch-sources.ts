@@ -86,6 +86,7 @@ export function kubernetesWatchSources(o: KubernetesWatchSourcesOptions): WatchS
       path,
       toFacts,
       ...(start.resumeFrom !== undefined ? { resumeFrom: start.resumeFrom } : {}),
+      ...(start.quietLists ? { quietLists: true } : {}),
       ...(o.idleTimeoutMs !== undefined ? { idleTimeoutMs: o.idleTimeoutMs } : {}),
       ...(o.watchTimeoutSeconds !== undefined ? { watchTimeoutSeconds: o.watchTimeoutSeconds } : {}),
       ...(o.backoff ? { backoff: o.backoff } : {}),

@@ -10,7 +10,7 @@ import { ClusterStreams, type FailingCluster } from '#functions/watch-forwarder/
 import { Outbox } from '#functions/watch-forwarder/outbox.ts';
 import { eventIdFor, type ClusterRef, type TaintEvent } from '#shared/contract/cloud-event.ts';
 import type { Checkpoint } from '#shared/contract/streams.ts';
-import type { ClusterFacts, MachinePoolFacts, ScalableFacts } from '#shared/model/views.ts';
+import type { ClusterFacts, MachinePoolFacts, NodeFacts, ScalableFacts } from '#shared/model/views.ts';
 import { ForwarderMetric } from '#shared/observability/metric-names.ts';
 import { ScriptedSources, until } from '#test/support/scripted-watch-sources.ts';
 import { machineFacts } from '#test/support/builders.ts';
@@ -85,7 +85,7 @@ describe('Class: ClusterStreams', () => {
     await until(() => nodes.stopped);
 
     // Assess
-    expect(sources.nodeStarts.get('nodes/fleet/wc1')).toEqual({ resumeFrom: '5' });
+    expect(sources.nodeStarts.get('nodes/fleet/wc1')).toEqual({ resumeFrom: '5', quietLists: true });
     expect(outbox.checkpoint()).toEqual({ machines: '3' });
   });
 
@@ -191,6 +191,104 @@ describe('Class: ClusterStreams', () => {
     expect(published.map((e) => e.subject)).toEqual(['machines/fleet/m1', 'machines/fleet/m3']);
     expect(counts).toMatchObject({ EventsSeen: 3, EventsFiltered: 1 });
     expect(outbox.checkpoint()).toEqual({ machines: '13' });
+  });
+
+  // Quiet lists: what a list does not announce is judged (EventRouter.judge, #shared/policy/drift.ts).
+
+  it("announces, of a quiet list's unannounced objects, only the Nodes and scalable resources that may need a write", async () => {
+    // Prepare: wc1 with m1 (Node n1, in sync), m2 (Node n2, an Always taint removed), m5 (Node n5, paused), and the pool
+    // mp1 (Nodes p1 in sync, p2 drifted); n9 has no owner. md1 is in sync, md2's autoscaler annotation must be written.
+    const { sources, outbox, published, counts } = setup('capi');
+    const gpu = { 'taints.capi-taint-propagator.dev/machine': 'gpu:NoSchedule' };
+    const owned = (name: string, over: Partial<NodeFacts> = {}): NodeFacts => ({ kind: 'Node', name, uid: `uid-${name}`, resourceVersion: '40', taints: [{ key: 'gpu', effect: 'NoSchedule' }], ownTrackingAnnotation: 'gpu:NoSchedule', ...over });
+    const machines = [
+      machine({ specTaints: null, declarations: gpu }),
+      machine({ name: 'm2', uid: 'uid-m2', nodeName: 'n2', specTaints: null, declarations: gpu }),
+      machine({ name: 'm5', uid: 'uid-m5', nodeName: 'n5', specTaints: null, declarations: gpu, paused: true }),
+    ];
+    const pool: MachinePoolFacts = { kind: 'MachinePool', namespace: 'fleet', name: 'mp1', uid: 'uid-mp1', resourceVersion: '30', specTaints: null, declarations: gpu, nodeNames: ['p1', 'p2'], clusterName: 'wc1', paused: false, deleting: false };
+    const md = (name: string, autoscaler: Record<string, string>): ScalableFacts => ({
+      kind: 'MachineDeployment', namespace: 'fleet', name, uid: `uid-${name}`, resourceVersion: '20', specTaints: null, declarations: gpu, autoscaler, ownedByMachineDeployment: false, clusterName: 'wc1', paused: false, deleting: false,
+    });
+    const size = { 'cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size': '0', 'cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size': '3' };
+
+    // Act: every stream's first quiet list.
+    await sources.clusterStream.emit({ type: 'change', change: 'resynced', facts: cluster(), observedAt: T0 });
+    const nodes = await sources.nodesOf(wc1);
+    await sources.machineStream.emit({ type: 'listed', items: machines, unannounced: machines, observedAt: T0 });
+    await sources.machinePoolStream.emit({ type: 'listed', items: [pool], unannounced: [pool], observedAt: T0 });
+    const mds = [md('md1', {}), md('md2', size)];
+    await sources.machineDeploymentStream.emit({ type: 'listed', items: mds, unannounced: mds, observedAt: T0 });
+    const listed = [
+      owned('n1', { machineAnnotation: 'm1', clusterNamespaceAnnotation: 'fleet' }),
+      owned('n2', { machineAnnotation: 'm2', clusterNamespaceAnnotation: 'fleet', taints: [] }),
+      owned('n5', { machineAnnotation: 'm5', clusterNamespaceAnnotation: 'fleet', taints: [] }),
+      owned('p1'),
+      owned('p2', { taints: [] }),
+      owned('n9', { taints: [] }),
+    ];
+    await nodes.emit({ type: 'listed', items: listed, unannounced: listed, observedAt: T0 });
+    await nodes.emit({ type: 'progress', resourceVersion: '41' });
+    for (let i = 0; i < 2; i++) await outbox.publishRound();
+
+    // Assess: n2, p2 and md2, as resynced; each judged object seen, the rest filtered.
+    expect(published.map((e) => `${e.type.split('.').at(-2)} ${e.subject}`).sort()).toEqual(['resynced machinedeployments/fleet/md2', 'resynced nodes/n2', 'resynced nodes/p2']);
+    expect(counts).toMatchObject({ EventsSeen: 12, EventsFiltered: 9 });
+    expect(outbox.checkpoint()).toMatchObject({ 'nodes/fleet/wc1': '41' });
+  });
+
+  it('judges a Node whose owner the management streams do not hold yet by what it carries, and leaves a paused Cluster\'s Nodes alone', async () => {
+    // Prepare: the Machine stream still listing; then listed, with wc1 paused.
+    const { sources, outbox, published } = setup('capi');
+    await sources.clusterStream.emit({ type: 'change', change: 'resynced', facts: cluster(), observedAt: T0 });
+    const nodes = await sources.nodesOf(wc1);
+    sources.machineStream.synced = false;
+    const drifted: NodeFacts = { kind: 'Node', name: 'n1', uid: 'uid-n1', resourceVersion: '40', taints: [], ownTrackingAnnotation: 'gpu:NoSchedule', machineAnnotation: 'm1', clusterNamespaceAnnotation: 'fleet' };
+    const bare: NodeFacts = { kind: 'Node', name: 'b1', uid: 'uid-b1', resourceVersion: '40', taints: [] };
+
+    // Act
+    await nodes.emit({ type: 'listed', items: [drifted, bare], unannounced: [drifted, bare], observedAt: T0 });
+    await nodes.emit({ type: 'progress', resourceVersion: '41' });
+    await outbox.publishRound();
+    const whileListing = published.map((e) => e.subject);
+    published.length = 0;
+    sources.machineStream.synced = true;
+    await sources.machineStream.emit({ type: 'listed', items: [machine({ specTaints: null, declarations: { 'taints.capi-taint-propagator.dev/machine': 'gpu:NoSchedule' } })], observedAt: T0 });
+    await sources.clusterStream.emit({ type: 'change', change: 'modified', previous: cluster(), facts: cluster({ resourceVersion: '2', paused: true }), observedAt: T0 });
+    await outbox.publishRound();
+    published.length = 0;
+    await nodes.emit({ type: 'listed', items: [drifted], unannounced: [drifted], observedAt: T0 });
+    await outbox.publishRound();
+
+    // Assess: while listing, the Node of a Machine (conservatively), not the bare one; paused, nothing.
+    expect(whileListing).toEqual(['nodes/n1']);
+    expect(published).toEqual([]);
+  });
+
+  it("judges a stream's later quiet lists only while announcesRelists says so; its first list always", async () => {
+    // Prepare: a rota member that does not hold the Lease, until it does; n1 drifted from m1 (its own tracked taint removed).
+    let holder = false;
+    const { sources, outbox, published } = setup('self', { announcesRelists: () => holder });
+    await sources.machineStream.emit({ type: 'listed', items: [machine({ specTaints: null, declarations: { 'taints.capi-taint-propagator.dev/machine': 'gpu:NoSchedule' } })], observedAt: T0 });
+    const nodes = await sources.nodesOf({ mode: 'self' });
+    const n1: NodeFacts = { kind: 'Node', name: 'n1', uid: 'uid-n1', resourceVersion: '40', taints: [], ownTrackingAnnotation: 'gpu:NoSchedule', machineAnnotation: 'm1', clusterNamespaceAnnotation: 'fleet' };
+
+    // Act: the first list, its resume point, a resync; then, holding the Lease, a resync.
+    await nodes.emit({ type: 'listed', items: [n1], unannounced: [n1], observedAt: T0 });
+    await nodes.emit({ type: 'progress', resourceVersion: '41' });
+    await outbox.publishRound();
+    const first = published.map((e) => e.id);
+    await nodes.emit({ type: 'listed', items: [{ ...n1, resourceVersion: '42' }], unannounced: [{ ...n1, resourceVersion: '42' }], observedAt: T0 });
+    await outbox.publishRound();
+    const asMember = published.length;
+    holder = true;
+    await nodes.emit({ type: 'listed', items: [{ ...n1, resourceVersion: '43' }], unannounced: [{ ...n1, resourceVersion: '43' }], observedAt: T0 });
+    await outbox.publishRound();
+
+    // Assess
+    expect(first).toEqual([eventIdFor('uid-n1', '40', 'resynced')]);
+    expect(asMember).toBe(1);
+    expect(published.map((e) => e.id)).toEqual([eventIdFor('uid-n1', '40', 'resynced'), eventIdFor('uid-n1', '43', 'resynced')]);
   });
 
   // The workload clusters whose Node stream is failing.

@@ -39,7 +39,7 @@ describe('Function: describeStreamFailure()', () => {
  */
 async function loopbackSession(
   respond: (watch: boolean, res: http.ServerResponse) => void,
-  start: Pick<WatchSessionOptions<NodeFacts>, 'restore' | 'resumeFrom'>,
+  start: Pick<WatchSessionOptions<NodeFacts>, 'restore' | 'resumeFrom' | 'quietLists' | 'resyncIntervalMs'>,
 ): Promise<{ session: WatchSession<NodeFacts>; requests: string[]; close: () => Promise<void> }> {
   const requests: string[] = [];
   const server = http.createServer((req, res) => {
@@ -122,5 +122,39 @@ describe('Class: WatchSession, resumed at a checkpoint', () => {
     const list = new URL(requests[0] ?? '', 'http://x').searchParams;
     expect([list.get('resourceVersion'), list.get('resourceVersionMatch')]).toEqual(['10', 'Exact']);
     expect(events).toEqual(['listed a@local://a,b@local://b', 'progress 11']);
+  });
+});
+
+describe('Class: WatchSession, with quiet lists (the consumer judges what a list does not announce)', () => {
+  it('announces nothing at its first list and, at a periodic resync, only what changed since it had it and deletions; the rest is handed over unannounced', async () => {
+    // Prepare: the first list has a, b and c; the next (the resync) a as it was, b tainted, no c; each watch sends a bookmark.
+    const node = (name: string, rv: string, taints: unknown[] = []) => ({ metadata: { name, uid: `uid-${name}`, resourceVersion: rv }, spec: { taints } });
+    const lists = [
+      { rv: '10', items: [node('a', '5'), node('b', '6'), node('c', '7')] },
+      { rv: '20', items: [node('a', '5'), node('b', '15', [{ key: 'k', effect: 'NoSchedule' }])] },
+    ];
+    let listed = 0;
+    const { session, close } = await loopbackSession((watch, res) => {
+      if (!watch) {
+        const list = lists[Math.min(listed++, lists.length - 1)];
+        res.writeHead(200).end(JSON.stringify({ kind: 'NodeList', metadata: { resourceVersion: list?.rv }, items: list?.items }));
+        return;
+      }
+      res.writeHead(200).write(`${JSON.stringify({ type: 'BOOKMARK', object: { metadata: { resourceVersion: listed === 1 ? '11' : '21' } } })}\n`);
+    }, { quietLists: true, resyncIntervalMs: 100 });
+    const events: string[] = [];
+    const controller = new AbortController();
+
+    // Act: until the bookmark after the resync.
+    await session.run(controller.signal, async (e) => {
+      const names = (items: readonly NodeFacts[] | undefined) => (items ?? []).map((i) => i.name).join(',');
+      events.push(e.type === 'change' ? `${e.change} ${e.facts.name}` : e.type === 'progress' ? `progress ${e.resourceVersion}` : e.type === 'listed' ? `listed ${names(e.items)} unannounced ${names(e.unannounced)}` : e.type);
+      if (e.type === 'progress' && e.resourceVersion === '21') controller.abort();
+    });
+    await close();
+
+    // Assess
+    expect(events.filter((e) => e !== 'progress 11')).toEqual(['listed a,b,c unannounced a,b,c', 'progress 10', 'listed a,b unannounced a', 'resynced b', 'deleted c', 'progress 20', 'progress 21']);
+    expect(session.hasSynced()).toBe(true);
   });
 });

@@ -1,0 +1,93 @@
+/**
+ * The forwarder's drift rule for a list's quiet objects: may this Node need a write? A periodic resync and a stream's
+ * first list without a checkpoint announce only the Nodes for which the answer is yes, so a fleet in sync sends
+ * nothing, while drift no watch event announced (a taint removed or added while no member watched, a message lost) is
+ * still healed within one resync period. The answer is the reconcile function's own plan (`planOwnedTaints`, with
+ * `declaredTaintsOf`) made from the forwarder's last state of the Node and of its owner, so "no" means exactly "the
+ * reconcile function would not write" for that state. Pure.
+ */
+import { declaredTaintsOf } from '#shared/domain/declarations.ts';
+import { planOwnedTaints, type SpecTaintsOwner } from '#shared/domain/ownership.ts';
+import { mayAdoptAsInitialized } from '#shared/domain/taint-plan.ts';
+import { CONTROL_PLANE_LABEL, OWN_TRACKING_ANNOTATION, TRACKING_ANNOTATION, isSameTaint, type Taint, type TaintId } from '#shared/domain/taint.ts';
+import type { MachineFacts, MachinePoolFacts, NodeFacts } from '#shared/model/views.ts';
+
+/** What the forwarder knows of a Node's declaration owner. */
+export type NodeOwner =
+  /** The owner the reconcile function would read: the Machine, or the MachinePool whose `status.nodeRefs` lists the Node; `clusterPaused`: its Cluster is known to have `spec.paused`. */
+  | { readonly kind: 'known'; readonly owner: MachineFacts | MachinePoolFacts; readonly clusterPaused?: boolean }
+  /** The management streams hold every Machine and MachinePool, and none owns the Node (the reconcile would end `machine-gone`). */
+  | { readonly kind: 'none' }
+  /** The management streams have not listed yet: the owner cannot be resolved. */
+  | { readonly kind: 'unknown' };
+
+export interface DriftOptions {
+  /** The startup gate the reconcile function removes; undefined when off. */
+  readonly startupTaint?: TaintId;
+  /** Who propagates `spec.taints` (as the reconcile function's SPEC_TAINTS_OWNER). */
+  readonly specTaintsOwner?: SpecTaintsOwner;
+}
+
+/**
+ * True when the reconcile function may write to this Node (or report on it), judged from the forwarder's last state:
+ * - **known owner**: false when it is paused (its annotation, or its Cluster's `spec.paused`: the unpause fan-out
+ *   announces its Nodes then), being deleted, or linked to another Node; true when the declaration is invalid, the
+ *   product's tracking annotation is malformed or the Node's taints cannot be read (the reconcile records its Warning
+ *   again, so a broken declaration stays visible while it lasts), and when the plan patches with either answer of the
+ *   first-enablement rule (the forwarder does not know the enablement moment; a Node adopted as initialized and one
+ *   that is not may differ); false when both plans leave the Node unchanged;
+ * - **no owner** (the management streams have listed and none owns it): false — a Machine or MachinePool that comes
+ *   to own it later is announced by its own change;
+ * - **unknown owner** (the management streams have not listed yet: a first list racing the Machines' list): true
+ *   when the Node carries anything of the product's or of Cluster API's link — the product's tracking annotation, the
+ *   startup gate, the `cluster.x-k8s.io/machine` annotation — or a provider ID (a joining Node); false for a Node
+ *   with none of these (no Machine can own it: the reconcile would end `machine-gone`).
+ * A wrong "false" can only delay a repair until the Node's next event or resync; a wrong "true" costs one message.
+ * @example mayNeedWrite(nodeInSync, { kind: 'known', owner: machine }) // false
+ */
+export function mayNeedWrite(node: NodeFacts, owner: NodeOwner, options: DriftOptions = {}): boolean {
+  if (owner.kind === 'none') return false;
+  const taints = nodeTaints(node.taints);
+  if (owner.kind === 'unknown') {
+    const gated = options.startupTaint !== undefined && (taints === undefined || taints.some((t) => isSameTaint(t, options.startupTaint as TaintId)));
+    return node.ownTrackingAnnotation !== undefined || node.machineAnnotation !== undefined || node.providerID !== undefined || gated;
+  }
+  const { owner: o, clusterPaused } = owner;
+  if (o.paused || clusterPaused === true || o.deleting) return false;
+  if (o.kind === 'Machine' && o.nodeName !== undefined && o.nodeName !== node.name) return false;
+  if (o.kind === 'MachinePool' && !o.nodeNames.includes(node.name)) return false;
+  if (taints === undefined) return true;
+  const labels: Record<string, string> = o.kind === 'Machine' && o.controlPlaneLabel !== undefined ? { [CONTROL_PLANE_LABEL]: o.controlPlaneLabel } : {};
+  const declared = declaredTaintsOf({ specTaints: o.specTaints, annotations: o.declarations, labels }, options.startupTaint ? { startupTaint: options.startupTaint } : {});
+  if (!declared.valid) return true;
+  const snapshot = { resourceVersion: node.resourceVersion, taints, annotations: annotationsOf(node) };
+  const plan = (adoptAsInitialized: boolean) =>
+    planOwnedTaints(snapshot, declared.declaration, {
+      ...(options.specTaintsOwner ? { specTaintsOwner: options.specTaintsOwner } : {}),
+      ...(options.startupTaint ? { startupTaint: options.startupTaint } : {}),
+      adoptAsInitialized,
+    }).plan.kind !== 'unchanged';
+  return plan(false) || (mayAdoptAsInitialized(snapshot, options.startupTaint) && plan(true));
+}
+
+/** The Node's taints as the reconcile function reads them (node-store.ts); undefined when `spec.taints` is not a list of taints. */
+function nodeTaints(raw: unknown): Taint[] | undefined {
+  if (raw === null || raw === undefined) return [];
+  if (!Array.isArray(raw)) return undefined;
+  const taints: Taint[] = [];
+  for (const t of raw) {
+    if (typeof t !== 'object' || t === null) return undefined;
+    const { key, value, effect } = t as { key?: unknown; value?: unknown; effect?: unknown };
+    if (typeof key !== 'string' || typeof effect !== 'string') return undefined;
+    taints.push({ key, ...(typeof value === 'string' && value !== '' ? { value } : {}), effect });
+  }
+  return taints;
+}
+
+/** The two tracking annotations, the only annotations the plan reads. */
+function annotationsOf(node: NodeFacts): Record<string, string> {
+  return {
+    ...(node.trackingAnnotation !== undefined ? { [TRACKING_ANNOTATION]: node.trackingAnnotation } : {}),
+    ...(node.ownTrackingAnnotation !== undefined ? { [OWN_TRACKING_ANNOTATION]: node.ownTrackingAnnotation } : {}),
+  };
+}
