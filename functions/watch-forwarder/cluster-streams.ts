@@ -45,6 +45,11 @@ export interface ClusterStreamsDeps extends Omit<EventRouterDeps, 'index'> {
 export interface ClusterStreamsOptions {
   /** How often the number of failing clusters is sampled (UnreachableClusters). */
   readonly healthSampleIntervalMs: number;
+  /**
+   * How long a Node stream's quiet list waits for the Machine and MachinePool streams to hold their collections before
+   * its Nodes are judged without them (conservatively: EventRouter.judge); default 30 s.
+   */
+  readonly ownersWaitMs?: number;
 }
 
 /** See the module comment. One instance serves every term of a forwarder. */
@@ -55,6 +60,8 @@ export class ClusterStreams {
   readonly #router: EventRouter;
   /** Workload clusters whose Node stream is failing, by stream key. */
   readonly #failing = new Map<string, FailingCluster>();
+  /** Node streams' quiet lists waiting for the management streams to hold their collections. */
+  #waitingForOwners: Array<() => void> = [];
 
   constructor(deps: ClusterStreamsDeps, options: ClusterStreamsOptions) {
     this.#d = deps;
@@ -170,12 +177,16 @@ export class ClusterStreams {
       if (e.type === 'listed') {
         this.#router.listed(e.items, cluster);
         // A quiet list's other objects: judged at the stream's first list by every member, later only by the holder.
-        if (e.unannounced && (!listed || !this.#d.announcesRelists || this.#d.announcesRelists())) await this.#router.judge(e.unannounced, cluster, e.observedAt ?? new Date(), progress);
+        if (e.unannounced && (!listed || !this.#d.announcesRelists || this.#d.announcesRelists())) {
+          if (cluster) await this.#ownersHeld(signal);
+          await this.#router.judge(e.unannounced, cluster, e.observedAt ?? new Date(), progress);
+        }
         return;
       }
       if (e.type === 'progress') {
         listed = true;
         progress.add(e.resourceVersion, true);
+        if (!cluster && this.#waitingForOwners.length > 0 && this.#index.managementSynced()) this.#releaseOwnerWaits();
       } else if (e.change === 'resynced' && listed && this.#d.announcesRelists && !this.#d.announcesRelists()) {
         this.#d.telemetry.record(ForwarderMetric.EventsSeen, 1);
         this.#d.telemetry.record(ForwarderMetric.EventsFiltered, 1);
@@ -185,6 +196,30 @@ export class ClusterStreams {
         await this.#router.route(e, progress, cluster);
       }
     });
+  }
+
+  /**
+   * Resolves once the Machine and MachinePool streams hold their collections, so that a Node stream's quiet list (its
+   * first one racing theirs at a cold start, a new cluster, a new shard) judges its Nodes against their owners rather
+   * than conservatively; at most `ownersWaitMs`, or until `signal` aborts. The Node stream's watch waits meanwhile and
+   * then starts from its list's resourceVersion: nothing is missed.
+   */
+  async #ownersHeld(signal: AbortSignal): Promise<void> {
+    if (this.#index.managementSynced() || signal.aborted) return;
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const timer = setTimeout(release, this.#opt.ownersWaitMs ?? 30_000);
+    signal.addEventListener('abort', release, { once: true });
+    this.#waitingForOwners.push(release);
+    await held;
+    clearTimeout(timer);
+    signal.removeEventListener('abort', release);
+  }
+
+  #releaseOwnerWaits(): void {
+    const waiting = this.#waitingForOwners;
+    this.#waitingForOwners = [];
+    for (const release of waiting) release();
   }
 
   /**

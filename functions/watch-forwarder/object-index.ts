@@ -80,6 +80,12 @@ export class ObjectIndex {
     return { machines, machinePools, scalables };
   }
 
+  /** Whether the Machine and MachinePool streams hold their collections (listed, or restored from a snapshot). */
+  managementSynced(): boolean {
+    const m = this.#management;
+    return m !== undefined && synced(m.machines) && (m.machinePools === undefined || synced(m.machinePools));
+  }
+
   /**
    * The declaration owner of the Nodes of `cluster`, as the reconcile function finds it (see `#shared/policy/drift.ts`),
    * from the management streams' last state: the MachinePool whose `status.nodeRefs` lists the Node (a pool Machine's
@@ -89,7 +95,7 @@ export class ObjectIndex {
    */
   ownersIn(cluster: ClusterRef): (node: NodeFacts) => NodeOwner {
     const m = this.#management;
-    if (!m || !synced(m.machines) || (m.machinePools && !synced(m.machinePools))) return () => ({ kind: 'unknown' });
+    if (!m || !this.managementSynced()) return () => ({ kind: 'unknown' });
     const ofCluster = (o: MachineFacts | MachinePoolFacts): boolean => cluster.mode === 'self' || (o.namespace === cluster.namespace && (o.clusterName ?? (o.clusterNameLabel || undefined)) === cluster.name);
     let pools: Map<string, MachinePoolFacts> | undefined;
     let byNodeName: Map<string, MachineFacts> | undefined;

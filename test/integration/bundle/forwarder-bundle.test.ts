@@ -18,7 +18,7 @@ import { lambdaBundleOptions, lambdaHandlerFile } from '#infra/lambda-bundle.ts'
 import { fromCloudEventBody } from '#shared/adapters/cloudevents/cloud-event-body.ts';
 import { CHECKPOINT_ANNOTATION, MEMBERS_ANNOTATION, encodeMembers } from '#shared/adapters/kubernetes/lease.ts';
 import { startLocalSqs, type LocalSqs } from '#local/sqs/local-sqs.ts';
-import { adminKubeConfig, createNamespace, createNode, describeWithControlPlane, requireControlPlane, uniqueName } from '#test/support/control-plane.ts';
+import { adminKubeConfig, createMachine, createNamespace, createNode, describeWithControlPlane, requireControlPlane, uniqueName } from '#test/support/control-plane.ts';
 
 const run = promisify(execFile);
 const dir = mkdtempSync(join(tmpdir(), 'forwarder-bundle-'));
@@ -45,7 +45,11 @@ describeWithControlPlane('The bundled watch-forwarder handler (the Lambda artifa
     const ns = await createNamespace(kc, 'fwd-bundle');
     const lease = uniqueName('lease');
     const selector = uniqueName('sel');
-    const node = await createNode(kc, uniqueName('node'), { labels: { 'bundle-test': selector } });
+    // Its Machine (linked as Cluster API links them) declares a taint the Node lacks: the first list (quiet: only what
+    // may need a write) announces the Node.
+    const machine = uniqueName('m');
+    const node = await createNode(kc, uniqueName('node'), { labels: { 'bundle-test': selector }, annotations: { 'cluster.x-k8s.io/machine': machine, 'cluster.x-k8s.io/cluster-namespace': ns } });
+    await createMachine(kc, ns, machine, { nodeName: node.metadata?.name ?? '', annotations: { 'taints.capi-taint-propagator.dev/machine': 'example.com/declared:NoSchedule' } });
     // 19 s left: the handler keeps 15 s back, so the window lasts 4 s.
     writeFileSync(
       join(dir, 'invoke.mjs'),

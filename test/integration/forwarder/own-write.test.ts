@@ -6,7 +6,7 @@ import { CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 import { afterEach, beforeAll, expect, it } from 'vitest';
 import { KubernetesNodeStore } from '#shared/adapters/kubernetes/node-store.ts';
 import { OWN_TRACKING_ANNOTATION } from '#shared/domain/taint.ts';
-import { MERGE_PATCH, adminKubeConfig, createNamespace, createNode, describeWithControlPlane, uniqueName, waitFor } from '#test/support/control-plane.ts';
+import { MERGE_PATCH, adminKubeConfig, createMachine, createNamespace, createNode, describeWithControlPlane, uniqueName, waitFor } from '#test/support/control-plane.ts';
 import { acceptAllSends, sentMessages, startForwarder, type RunningForwarder } from './support.ts';
 
 describeWithControlPlane('Watch-forwarder and the reconcile function’s own writes', () => {
@@ -26,7 +26,11 @@ describeWithControlPlane('Watch-forwarder and the reconcile function’s own wri
     const ns = await createNamespace(kc, 'echo');
     const label = uniqueName('echo');
     const node = uniqueName('node');
-    await createNode(kc, node, { labels: { 'echo-test': label } });
+    // Its Machine (linked as Cluster API links them) declares the taint the Node lacks: the first list (quiet: only what
+    // may need a write) announces the Node.
+    const machine = uniqueName('m');
+    await createNode(kc, node, { labels: { 'echo-test': label }, annotations: { 'cluster.x-k8s.io/machine': machine, 'cluster.x-k8s.io/cluster-namespace': ns } });
+    await createMachine(kc, ns, machine, { nodeName: node, annotations: { 'taints.capi-taint-propagator.dev/machine': 'gpu=a:NoSchedule' } });
     const fwd = startForwarder(kc, { clusterMode: 'self', stateNamespace: ns, leaseName: uniqueName('lease'), machineNamespace: ns, nodeLabelSelector: `echo-test=${label}`, forwarderId: uniqueName('fwd') });
     running.push(fwd);
     await waitFor(() => sentMessages().some((m) => m.event.subject === `nodes/${node}`), { timeoutMs: 15_000, description: 'initial announcement' });

@@ -35,7 +35,7 @@ afterEach(async () => {
   stop = undefined;
 });
 
-function setup(mode: 'capi' | 'self', settings: { checkpoint?: Checkpoint; healthSampleIntervalMs?: number; announcesRelists?: () => boolean } = {}) {
+function setup(mode: 'capi' | 'self', settings: { checkpoint?: Checkpoint; healthSampleIntervalMs?: number; announcesRelists?: () => boolean; ownersWaitMs?: number } = {}) {
   const sources = new ScriptedSources();
   const sent: string[] = [];
   const published: TaintEvent[] = [];
@@ -56,7 +56,7 @@ function setup(mode: 'capi' | 'self', settings: { checkpoint?: Checkpoint; healt
   );
   const streams = new ClusterStreams(
     { mode, sources, telemetry, logger, outbox, ...(settings.announcesRelists ? { announcesRelists: settings.announcesRelists } : {}) },
-    { healthSampleIntervalMs: settings.healthSampleIntervalMs ?? 60_000 },
+    { healthSampleIntervalMs: settings.healthSampleIntervalMs ?? 60_000, ...(settings.ownersWaitMs !== undefined ? { ownersWaitMs: settings.ownersWaitMs } : {}) },
   );
   const term = new AbortController();
   outbox.begin(settings.checkpoint ?? {}, term.signal);
@@ -237,9 +237,30 @@ describe('Class: ClusterStreams', () => {
     expect(outbox.checkpoint()).toMatchObject({ 'nodes/fleet/wc1': '41' });
   });
 
-  it('judges a Node whose owner the management streams do not hold yet by what it carries, and leaves a paused Cluster\'s Nodes alone', async () => {
-    // Prepare: the Machine stream still listing; then listed, with wc1 paused.
+  it('waits for the Machine stream to hold its collection before judging a Node stream\'s quiet list', async () => {
+    // Prepare: the Machine stream still listing; n1 in sync with m1.
     const { sources, outbox, published } = setup('capi');
+    await sources.clusterStream.emit({ type: 'change', change: 'resynced', facts: cluster(), observedAt: T0 });
+    const nodes = await sources.nodesOf(wc1);
+    sources.machineStream.synced = false;
+    const n1: NodeFacts = { kind: 'Node', name: 'n1', uid: 'uid-n1', resourceVersion: '40', taints: [{ key: 'gpu', effect: 'NoSchedule' }], ownTrackingAnnotation: 'gpu:NoSchedule', machineAnnotation: 'm1', clusterNamespaceAnnotation: 'fleet' };
+    const m1 = machine({ specTaints: null, declarations: { 'taints.capi-taint-propagator.dev/machine': 'gpu:NoSchedule' } });
+
+    // Act: the Node list comes first and waits; the Machine list, then its resume point, lets it go on.
+    const listing = nodes.emit({ type: 'listed', items: [n1], unannounced: [n1], observedAt: T0 });
+    await sources.machineStream.emit({ type: 'listed', items: [m1], unannounced: [m1], observedAt: T0 });
+    sources.machineStream.synced = true;
+    await sources.machineStream.emit({ type: 'progress', resourceVersion: '12' });
+    await listing;
+    await outbox.publishRound();
+
+    // Assess: judged against m1, in sync: nothing sent (judged without it, n1, tracked by the product, would have been).
+    expect(published).toEqual([]);
+  });
+
+  it('judges a Node whose owner the management streams do not hold yet by what it carries, and leaves a paused Cluster\'s Nodes alone', async () => {
+    // Prepare: the Machine stream still listing (a Node list waits 20 ms for it here); then listed, with wc1 paused.
+    const { sources, outbox, published } = setup('capi', { ownersWaitMs: 20 });
     await sources.clusterStream.emit({ type: 'change', change: 'resynced', facts: cluster(), observedAt: T0 });
     const nodes = await sources.nodesOf(wc1);
     sources.machineStream.synced = false;
