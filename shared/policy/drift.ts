@@ -8,6 +8,7 @@
  */
 import { declaredTaintsOf } from '#shared/domain/declarations.ts';
 import { planOwnedTaints, type SpecTaintsOwner } from '#shared/domain/ownership.ts';
+import { ROLLOUT_EVICTING_TAINT } from '#shared/domain/noexecute-rollout.ts';
 import { mayAdoptAsInitialized } from '#shared/domain/taint-plan.ts';
 import { CONTROL_PLANE_LABEL, OWN_TRACKING_ANNOTATION, TRACKING_ANNOTATION, isSameTaint, type Taint, type TaintId } from '#shared/domain/taint.ts';
 import type { MachineFacts, MachinePoolFacts, NodeFacts } from '#shared/model/views.ts';
@@ -35,7 +36,9 @@ export interface DriftOptions {
  *   product's tracking annotation is malformed or the Node's taints cannot be read (the reconcile records its Warning
  *   again, so a broken declaration stays visible while it lasts), and when the plan patches with either answer of the
  *   first-enablement rule (the forwarder does not know the enablement moment; a Node adopted as initialized and one
- *   that is not may differ); false when both plans leave the Node unchanged;
+ *   that is not may differ), and when the Node carries the staged NoExecute rollout's evicting taint (a Node in
+ *   progress: a record lost with a queue resumes its rollout); false when both plans leave the Node unchanged (a
+ *   rollout mark on a Node whose rollout was withdrawn is cleared by the reconcile of the change that withdrew it);
  * - **no owner** (the management streams have listed and none owns it): false — a Machine or MachinePool that comes
  *   to own it later is announced by its own change;
  * - **unknown owner** (the management streams have not listed yet: a first list racing the Machines' list): true
@@ -56,7 +59,8 @@ export function mayNeedWrite(node: NodeFacts, owner: NodeOwner, options: DriftOp
   if (o.paused || clusterPaused === true || o.deleting) return false;
   if (o.kind === 'Machine' && o.nodeName !== undefined && o.nodeName !== node.name) return false;
   if (o.kind === 'MachinePool' && !o.nodeNames.includes(node.name)) return false;
-  if (taints === undefined) return true;
+  // A Node in a staged NoExecute rollout: its evictions go on through the queue; announced, a lost record resumes.
+  if (taints === undefined || taints.some((t) => isSameTaint(t, ROLLOUT_EVICTING_TAINT))) return true;
   const labels: Record<string, string> = o.kind === 'Machine' && o.controlPlaneLabel !== undefined ? { [CONTROL_PLANE_LABEL]: o.controlPlaneLabel } : {};
   const declared = declaredTaintsOf({ specTaints: o.specTaints, annotations: o.declarations, labels }, options.startupTaint ? { startupTaint: options.startupTaint } : {});
   if (!declared.valid) return true;
