@@ -142,3 +142,51 @@ describe('Class: ObjectIndex', () => {
     expect(members.scalables.map((s) => s.name)).toEqual(['ms1']);
   });
 });
+
+describe('Class: ObjectIndex, the owners of a cluster\'s Nodes (ownersIn)', () => {
+  const pool: MachinePoolFacts = { kind: 'MachinePool', namespace: 'fleet', name: 'mp1', uid: 'uid-mp1', resourceVersion: '1', specTaints: null, declarations: {}, nodeNames: ['p1'], clusterName: 'wc1', paused: false, deleting: false };
+  const owned = (owner: ReturnType<ReturnType<ObjectIndex['ownersIn']>>) => (owner.kind === 'known' ? `${owner.owner.kind} ${owner.owner.name}${owner.clusterPaused ? ' (Cluster paused)' : ''}` : owner.kind);
+
+  it('finds the pool listing the Node, else the Machine its annotation names, its provider ID links, or its nodeRef names', () => {
+    // Prepare: wc1 has m1 (annotated on n1), m2 (nodeRef n2), m3 (unlinked, provider ID p3), the pool mp1 (p1); m9 is wc2's (nodeRef n9).
+    const index = new ObjectIndex();
+    const machines = [machine('m1', { nodeName: 'n1' }), machine('m2', { nodeName: 'n2' }), machine('m3', { providerID: 'p3' }), machine('m9', { nodeName: 'n9', clusterName: 'wc2' })];
+    index.watchManagement({ machines: holding(...machines), machinePools: holding(pool), scalables: [] });
+    index.watchClusters(holding(cluster));
+    index.observeMachine(undefined, machines[2] as MachineFacts, false, wc1);
+
+    // Act
+    const ownerOf = index.ownersIn(wc1);
+    const found = [
+      node('n1', { machineAnnotation: 'm1', clusterNamespaceAnnotation: 'fleet' }),
+      node('n2'),
+      node('n3', { providerID: 'p3' }),
+      node('p1', { machineAnnotation: 'pool-machine', clusterNamespaceAnnotation: 'fleet' }),
+      node('n9'),
+      node('gone', { machineAnnotation: 'gone' }),
+    ].map((n) => owned(ownerOf(n)));
+
+    // Assess
+    expect(found).toEqual(['Machine m1', 'Machine m2', 'Machine m3', 'MachinePool mp1', 'none', 'none']);
+  });
+
+  it("says whether the owner's Cluster is paused, and that owners are unknown until the Machine and MachinePool streams hold their collections", () => {
+    // Prepare
+    const index = new ObjectIndex();
+    const machines = { ...holding(machine('m1', { nodeName: 'n1' })), hasSynced: () => false };
+    const pools = { ...holding(pool), hasSynced: () => true };
+    index.watchManagement({ machines, machinePools: pools, scalables: [] });
+    index.watchClusters(holding({ ...cluster, paused: true }));
+    const n1 = node('n1', { machineAnnotation: 'm1', clusterNamespaceAnnotation: 'fleet' });
+
+    // Act
+    const before = [index.managementSynced(), owned(index.ownersIn(wc1)(n1))];
+    machines.hasSynced = () => true;
+    const after = [index.managementSynced(), owned(index.ownersIn(wc1)(n1)), owned(index.ownersIn({ mode: 'self' })(node('p1')))];
+
+    // Assess
+    expect(before).toEqual([false, 'unknown']);
+    expect(after).toEqual([true, 'Machine m1 (Cluster paused)', 'MachinePool mp1 (Cluster paused)']);
+    expect(owned(new ObjectIndex().ownersIn(wc1)(n1))).toBe('unknown');
+  });
+});
