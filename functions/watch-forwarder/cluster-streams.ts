@@ -173,7 +173,11 @@ export class ClusterStreams {
     let listed = false;
     await stream.run(signal, async (e) => {
       // A stream stopped for a removed cluster is no longer tracked, whatever its last attempt says.
-      if (e.type === 'failing' || e.type === 'recovered') return signal.aborted ? undefined : this.#streamHealth(key, cluster, e);
+      if (e.type === 'failing' || e.type === 'recovered') {
+        // A management stream failing may hold its collection all the same (a collection not served holds nothing).
+        if (!cluster && this.#waitingForOwners.length > 0 && this.#index.managementSynced()) this.#releaseOwnerWaits();
+        return signal.aborted ? undefined : this.#streamHealth(key, cluster, e);
+      }
       if (e.type === 'listed') {
         this.#router.listed(e.items, cluster);
         // A quiet list's other objects: judged at the stream's first list by every member, later only by the holder.

@@ -116,6 +116,8 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
   private readonly cache = new ObjectCache<T>();
   /** Requests (list pages, watch connects) of the current attempt: a failed one waits at least a second per request. */
   private requests = 0;
+  /** The last attempt found the collection not served (404). */
+  private notServed = false;
   /** Health changes are told one after the other (one may come from the watchdog's tick). */
   private telling: Promise<void> = Promise.resolve();
 
@@ -139,9 +141,12 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
     return this.cache.values();
   }
 
-  /** True once the session holds its collection: after its first list, or from the start when restored. */
+  /**
+   * True once the session holds its collection: after its first list, or from the start when restored; also while the
+   * server does not serve the collection (404: there is nothing to hold, e.g. MachinePools not installed).
+   */
   hasSynced(): boolean {
-    return this.cache.resourceVersion !== undefined;
+    return this.cache.resourceVersion !== undefined || this.notServed;
   }
 
   /** The session's state (resourceVersion and objects), for a successor to {@link WatchSessionOptions.restore}. */
@@ -184,7 +189,10 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
           if (next === 'start' && this.o.resumeFrom !== undefined) next = 'since'; // the checkpoint was compacted away
           else next ??= 'relist'; // the watch's resourceVersion was compacted away (else: a list continuation expired; list again)
         }
-        if (err instanceof CollectionNotServedError) this.o.collectionNotServed?.();
+        if (err instanceof CollectionNotServedError) {
+          this.notServed = true;
+          this.o.collectionNotServed?.();
+        }
         const reason = err instanceof TaintPropagatorError ? describeStreamFailure(err) : `${operation} failed: ${describeStreamFailure(err)}`;
         end = { kind: 'failed', error: err, reason, requests: this.requests, durationMs: this.now().getTime() - attemptStarted };
       }

@@ -158,3 +158,24 @@ describe('Class: WatchSession, with quiet lists (the consumer judges what a list
     expect(session.hasSynced()).toBe(true);
   });
 });
+
+describe('Class: WatchSession, hasSynced', () => {
+  it('holds nothing before its first list, and counts as holding its collection while the server does not serve it (404)', async () => {
+    // Prepare: a server that does not serve the collection.
+    const { session, close } = await loopbackSession((_watch, res) => {
+      res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'NotFound', code: 404 }));
+    }, {});
+    const before = session.hasSynced();
+    const controller = new AbortController();
+
+    // Act: until the stream reports itself failing.
+    await session.run(controller.signal, async (e) => {
+      if (e.type === 'failing') controller.abort();
+    });
+    await close();
+
+    // Assess
+    expect(before).toBe(false);
+    expect(session.hasSynced()).toBe(true);
+  });
+});
