@@ -7,7 +7,7 @@
  * annotation). The forwarder runs in this process as `npm run forwarder` runs it (production composition, a rota of
  * one, SPEC_TAINTS_OWNER=product as the benchmarks' reconcile), publishing into a counting stand-in for SQS, with
  * RESYNC_INTERVAL_SECONDS=`--resync-seconds`. It prints, for the first list (cold start, no checkpoint) and for each
- * round of periodic resyncs (every stream relisted once: the Relists metric), the messages sent and the forwarder's
+ * round of periodic resyncs (every stream relisted once: its `Relisted` line), the messages sent and the forwarder's
  * log lines and bytes at INFO and above (each line as JSON: message and attributes, without the standard keys the
  * Powertools logger adds, about 200 B a line). Public APIs only, so that the same probe runs on any commit (before and
  * after a change). The stream logs allow one line of a kind per stream per 30 s: keep `--resync-seconds` above 30.
@@ -50,7 +50,10 @@ try {
     },
   };
   const logs = { lines: 0, bytes: 0 };
+  /** `Relisted` lines: a stream logs one once its relist's announcements are queued (one per stream per 30 s at most). */
+  let relisted = 0;
   const count = (level: string) => (message: unknown, attrs: unknown = {}) => {
+    if (message === 'Relisted') relisted++;
     logs.lines++;
     logs.bytes += Buffer.byteLength(JSON.stringify({ level, message, ...(typeof attrs === 'object' ? attrs : { extra: attrs }) })) + 1;
   };
@@ -72,7 +75,7 @@ try {
   const stop = new AbortController();
   const running = runWindows(forwarder, { signal: stop.signal, rota: localRota(config), retryMs: 2_000, logger: logger as never });
 
-  /** Waits until `ready`, then until messages and log lines stop moving for 2 s; returns what the phase added. */
+  /** Waits until `ready`, then until messages and log lines stop moving for 2 s (the last sends); returns what the phase added. */
   const phase = async (ready: () => boolean): Promise<{ messages: number; lines: number; bytes: number }> => {
     const before = { messages, ...logs };
     while (!ready()) await sleep(200);
@@ -88,7 +91,7 @@ try {
   const streamCount = Object.keys(forwarder.checkpoint()).length;
   const rows = [{ phase: 'first list (no checkpoint)', ...first }];
   for (let k = 1; k <= resyncs; k++) {
-    rows.push({ phase: `resync ${k} (${streamCount} streams)`, ...(await phase(() => telemetry.counts().Relists >= k * streamCount)) });
+    rows.push({ phase: `resync ${k} (${streamCount} streams)`, ...(await phase(() => relisted >= k * streamCount)) });
   }
   stop.abort();
   await running;
