@@ -246,6 +246,9 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
     nodeLabelSelector: options.nodeLabelSelector,
     startupTaint,
     specTaintsOwner: reconcileConfig.specTaintsOwner,
+    shards: 1,
+    shard: 0,
+    shardPinned: false,
   });
   const rota = localRota(forwarderConfig());
   // The rota's checkpoint covers what was sent, which is safe while the queue outlives the forwarder: within this
