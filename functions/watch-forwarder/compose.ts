@@ -11,6 +11,7 @@ import { workloadKubeConfigs, type WorkloadKubeConfigs } from '#shared/adapters/
 import { createSqsEventPublisher, type SqsSendClient } from '#shared/adapters/sqs/event-publisher.ts';
 import type { ForwarderConfig } from '#shared/config/forwarder-config.ts';
 import { ConfigError } from '#shared/errors.ts';
+import { shardKeeps, shardLeaseName } from '#shared/policy/shards.ts';
 import { ForwarderMetric } from '#shared/observability/metric-names.ts';
 import { logger as defaultLogger } from '#shared/observability/logger.ts';
 import type { Clock } from '#shared/ports/clock.ts';
@@ -40,7 +41,10 @@ export interface ComposeForwarderArgs {
   readonly watchBackoff?: { readonly initialMs: number; readonly maxMs: number };
 }
 
-/** Wires adapters into the dependencies of WatchForwarder. Throws ConfigError when no queue is given. */
+/**
+ * Wires adapters into the dependencies of WatchForwarder, for shard `config.shard` of `config.shards` (its Lease, its
+ * clusters). Throws ConfigError when no queue is given.
+ */
 export function composeWatchForwarder(args: ComposeForwarderArgs): WatchForwarderDeps {
   const { config } = args;
   // Connections are pooled by the HTTP client (kube-http.ts), one keep-alive pool for every cluster.
@@ -66,11 +70,12 @@ export function composeWatchForwarder(args: ComposeForwarderArgs): WatchForwarde
       logger.info('Cluster API version chosen by discovery', { capiApiVersion: version });
     },
   });
-  // One Lease: the election, the checkpoint and the rota's member list.
+  // One Lease per shard: the election, the checkpoint and the rota's member list of the shard's rota
+  // (the plain LEASE_NAME with one shard; shared/policy/shards.ts).
   const lease = new KubernetesLeaderLease({
     kubeConfig: kc,
     namespace: config.stateNamespace,
-    name: config.leaseName,
+    name: shardLeaseName(config.leaseName, config.shard, config.shards),
     identity: config.forwarderId,
     leaseDurationSeconds: config.leaseDurationSeconds,
   });
@@ -84,6 +89,8 @@ export function composeWatchForwarder(args: ComposeForwarderArgs): WatchForwarde
       workloadKubeConfigs: args.workloadKubeConfigs ?? workloadKubeConfigs(kc),
       ...(config.machineNamespace ? { machineNamespace: config.machineNamespace } : {}),
       ...(config.nodeLabelSelector ? { nodeLabelSelector: config.nodeLabelSelector } : {}),
+      // A shard keeps only its own clusters' objects (and so runs Node streams only for its own Clusters).
+      ...(config.shards > 1 ? { keep: shardKeeps(config.shard, config.shards) } : {}),
       idleTimeoutMs: config.watchIdleSeconds * 1000,
       resyncIntervalMs: config.resyncIntervalSeconds * 1000,
       ...(args.watchTimeoutSeconds !== undefined ? { watchTimeoutSeconds: args.watchTimeoutSeconds } : {}),

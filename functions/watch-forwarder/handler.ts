@@ -1,5 +1,6 @@
 /**
- * Scheduled Lambda entry: one window of the forwarder rota (README, "Deployed form"). It exits at once when enough
+ * Scheduled Lambda entry: one window of one shard's forwarder rota (README, "Deployed form"); the schedule's input
+ * `{ "shard": i }` says which shard (shard-event.ts), each shard a rota with its own Lease. It exits at once when enough
  * members with time left already watch; otherwise it watches until shortly before its timeout, sending every relevant
  * change, and the Lease holder among the members stores the checkpoint.
  */
@@ -15,6 +16,7 @@ import { createForwarderTelemetry } from '#shared/observability/forwarder-teleme
 import { logger } from '#shared/observability/logger.ts';
 import { metrics } from '#shared/observability/metrics.ts';
 import { composeWatchForwarder } from './compose.ts';
+import { shardOfEvent } from './shard-event.ts';
 import { forwardWatchEvents, type ForwarderRunSummary } from './forward-watch-events.ts';
 
 identifyAs('watch-forwarder', 'lambda');
@@ -31,15 +33,16 @@ const telemetry = createForwarderTelemetry(metrics);
 /** Time kept back from the Lambda timeout for draining sends (at most 10 s) and releasing the Lease; README: window + 15 s ≤ timeout. */
 const HAND_OVER_RESERVE_MS = 15_000;
 
-export const handler = async (_event: ScheduledEvent, context: Context): Promise<ForwarderRunSummary> => {
+export const handler = async (event: ScheduledEvent | { readonly shard?: number }, context: Context): Promise<ForwarderRunSummary> => {
+  const shard = shardOfEvent(event, config);
   const managementKubeConfig = await loadManagementKubeConfig(access);
-  const deps = composeWatchForwarder({ config, managementKubeConfig, sqs, telemetry });
+  const deps = composeWatchForwarder({ config: { ...config, shard }, managementKubeConfig, sqs, telemetry });
   const durationMs = Math.max(1_000, Math.min(config.watchWindowSeconds * 1000, context.getRemainingTimeInMillis() - HAND_OVER_RESERVE_MS));
   const rota = { targetMembers: config.watchMembers, overlapMs: config.watchOverlapSeconds * 1000, staleAfterMs: config.leaseDurationSeconds * 1000 };
   const run = forwardWatchEvents(deps, { durationMs, rota });
   setImmediate(() => void sqsSdk().catch(() => undefined)); // a failure is the first send's to report
   const summary = await run;
-  logger.info('Forwarder window ended', { joined: summary.rota?.joined ?? summary.active, active: summary.active, unsent: summary.unsent, failingClusters: summary.failingClusters.map((f) => f.cluster), counts: telemetry.counts() });
+  logger.info('Forwarder window ended', { shard, shards: config.shards, joined: summary.rota?.joined ?? summary.active, active: summary.active, unsent: summary.unsent, failingClusters: summary.failingClusters.map((f) => f.cluster), counts: telemetry.counts() });
   if (metrics.hasStoredMetrics()) metrics.publishStoredMetrics();
   return summary;
 };

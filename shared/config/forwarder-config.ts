@@ -5,6 +5,7 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { SpecTaintsOwner } from '#shared/domain/ownership.ts';
 import { STARTUP_GATE_TAINT_KEY, TaintEffect, type TaintId } from '#shared/domain/taint.ts';
+import { ConfigError } from '#shared/errors.ts';
 import { integerVar, oneOf, optionalString, type Env } from './env.ts';
 
 export interface ForwarderConfig {
@@ -53,13 +54,33 @@ export interface ForwarderConfig {
    * with `upstream`, Machine changes of `spec.taints` that cannot change the product's decision are not forwarded.
    */
   readonly specTaintsOwner?: SpecTaintsOwner;
+  /**
+   * How many shards split the workload clusters (FORWARDER_SHARDS, default 1): each shard is a rota of its own, with a
+   * Lease of its own, watching only the clusters that hash to it (shared/policy/shards.ts, docs/fleets-and-sizing.md).
+   */
+  readonly shards: number;
+  /**
+   * This process's shard, 0-based (FORWARDER_SHARD, default 0; below `shards`). The Lambda form takes it from the
+   * scheduled event (`{ "shard": i }`), which overrides this.
+   */
+  readonly shard: number;
+  /**
+   * FORWARDER_SHARD was set: the local forms, which otherwise run every shard in one process, run only `shard`
+   * (a benchmark's child process, or one process per shard).
+   */
+  readonly shardPinned: boolean;
 }
+
+/** Most shards one deployment may split its fleet into (each costs one schedule and up to 2 × WATCH_MEMBERS + 1 concurrent executions). */
+export const MAX_FORWARDER_SHARDS = 64;
 
 /** Reads and validates the forwarder's settings; throws ConfigError naming the variable. */
 export function loadForwarderConfig(env: Env): ForwarderConfig {
+  const clusterMode = oneOf(env, 'CLUSTER_MODE', ['capi', 'self'] as const, 'capi');
+  const { shards, shard, shardPinned } = loadSharding(env, clusterMode);
   return Object.freeze({
     queueUrl: optionalString(env, 'QUEUE_URL'),
-    clusterMode: oneOf(env, 'CLUSTER_MODE', ['capi', 'self'] as const, 'capi'),
+    clusterMode,
     watchWindowSeconds: integerVar(env, 'WATCH_WINDOW_SECONDS', 885, 10, 900),
     watchMembers: integerVar(env, 'WATCH_MEMBERS', 2, 1, 5),
     watchOverlapSeconds: integerVar(env, 'WATCH_OVERLAP_SECONDS', 150, 1, 850),
@@ -73,7 +94,21 @@ export function loadForwarderConfig(env: Env): ForwarderConfig {
     nodeLabelSelector: optionalString(env, 'NODE_LABEL_SELECTOR'),
     startupTaint: startupTaintOf(env),
     specTaintsOwner: oneOf(env, 'SPEC_TAINTS_OWNER', Object.values(SpecTaintsOwner), SpecTaintsOwner.upstream),
+    shards,
+    shard,
+    shardPinned,
   });
+}
+
+/** FORWARDER_SHARDS and FORWARDER_SHARD (also read by `npm start`'s settings); throws ConfigError naming the variable. */
+export function loadSharding(env: Env, clusterMode: 'capi' | 'self'): Pick<ForwarderConfig, 'shards' | 'shard' | 'shardPinned'> {
+  const shards = integerVar(env, 'FORWARDER_SHARDS', 1, 1, MAX_FORWARDER_SHARDS);
+  // In `self` mode there is one cluster: nothing to split.
+  if (clusterMode === 'self' && shards > 1) throw new ConfigError('FORWARDER_SHARDS', `must be 1 with CLUSTER_MODE=self (one cluster), got ${shards}`);
+  const shardPinned = optionalString(env, 'FORWARDER_SHARD') !== undefined;
+  const shard = shardPinned ? integerVar(env, 'FORWARDER_SHARD', 0, 0, MAX_FORWARDER_SHARDS - 1) : 0;
+  if (shard >= shards) throw new ConfigError('FORWARDER_SHARD', `must be below FORWARDER_SHARDS (${shards}), got ${shard}`);
+  return { shards, shard, shardPinned };
 }
 
 function startupTaintOf(env: Env): TaintId | undefined {

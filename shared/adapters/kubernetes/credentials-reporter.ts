@@ -11,6 +11,7 @@ import type { Clock } from '#shared/ports/clock.ts';
 import type { EventRecorder } from '#shared/ports/event-recorder.ts';
 import { KubernetesEventRecorder } from './event-recorder.ts';
 import { kubeCall, seg, type ClusterEndpoint } from './kube-http.ts';
+import { statusOf } from './api-errors.ts';
 import type { CapiApi } from './capi-discovery.ts';
 
 /** Event reasons on the Cluster. */
@@ -48,7 +49,12 @@ export function clusterCredentialsReporter(o: CredentialsReporterOptions): Clust
     o.clusterUid ??
     (async (namespace: string, name: string) => {
       const path = `/apis/${CAPI_GROUP}/${await o.capi.version()}/namespaces/${seg(namespace)}/clusters/${seg(name)}`;
-      return (await kubeCall<{ metadata?: { uid?: string } }>(o.kubeConfig, { method: 'GET', path })).metadata?.uid;
+      try {
+        return (await kubeCall<{ metadata?: { uid?: string } }>(o.kubeConfig, { method: 'GET', path })).metadata?.uid;
+      } catch (error) {
+        if (statusOf(error) === 404) return undefined; // the Cluster is gone: no Event to record on it
+        throw error;
+      }
     });
   const logged = new Map<string, { message: string; at: number }>();
   return {

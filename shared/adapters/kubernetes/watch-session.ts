@@ -59,6 +59,12 @@ export interface WatchSessionOptions<T extends WatchedFacts> {
   readonly collectionNotServed?: () => void;
   readonly labelSelector?: string;
   readonly toFacts: (obj: unknown) => T | undefined;
+  /**
+   * Which objects this session keeps (default all): the others are dropped before the cache, from every list and
+   * every watch event (the resourceVersion still moves past them), so a forwarder shard holds and announces only its
+   * own clusters' objects (shared/policy/shards.ts). An object that stops being kept leaves the cache unannounced.
+   */
+  readonly keep?: (facts: T) => boolean;
   /** Resume exactly from this resourceVersion; without it the first list announces every object as `resynced` (unless `quietLists`). */
   readonly resumeFrom?: string;
   /**
@@ -275,8 +281,9 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
         pageSignal: () => AbortSignal.any([signal, AbortSignal.timeout(timeoutMs)]),
         onItem: (json) => {
           const facts = json === undefined ? undefined : this.o.toFacts(JSON.parse(json));
-          if (facts) items.push(facts);
-          else this.malformed('list item without name, uid or resourceVersion', json ?? 'not an object');
+          if (facts) {
+            if (!this.o.keep || this.o.keep(facts)) items.push(facts);
+          } else this.malformed('list item without name, uid or resourceVersion', json ?? 'not an object');
         },
         pageSize: this.o.pageSize ?? 500,
         ...(exactly !== undefined ? { exactly } : {}),
@@ -337,6 +344,12 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
         if (decoded.kind === 'bookmark') {
           this.cache.advance(decoded.resourceVersion);
           await onEvent({ type: 'progress', resourceVersion: decoded.resourceVersion });
+          continue;
+        }
+        if (this.o.keep && !this.o.keep(decoded.facts)) {
+          // Not this session's object (another shard's): out of the cache, but the resume point moves past it.
+          this.cache.apply('deleted', decoded.facts);
+          await onEvent({ type: 'progress', resourceVersion: decoded.facts.resourceVersion });
           continue;
         }
         const previous = this.cache.apply(decoded.change, decoded.facts);

@@ -36,6 +36,12 @@ export interface KubernetesWatchSourcesOptions {
   readonly machineNamespace?: string;
   /** Watch only Nodes matching this selector (default all). */
   readonly nodeLabelSelector?: string;
+  /**
+   * Which management objects (Clusters, Machines, MachinePools, MachineDeployments, MachineSets) the sessions keep
+   * (default all): a forwarder shard's (shared/policy/shards.ts). Node streams are not filtered: a shard runs them for
+   * its own Clusters only (the predicate is asked about Nodes too, and a shard's keeps them all).
+   */
+  readonly keep?: (facts: WatchedFacts) => boolean;
   readonly idleTimeoutMs?: number;
   readonly resyncIntervalMs?: number;
   readonly watchTimeoutSeconds?: number;
@@ -94,6 +100,7 @@ export function kubernetesWatchSources(o: KubernetesWatchSourcesOptions): WatchS
       ...(o.telemetry ? { telemetry: o.telemetry } : {}),
       ...(o.clock ? { now: () => (o.clock as Clock).now() } : {}),
       ...(o.logger ? { logger: o.logger } : {}),
+      ...(o.keep ? { keep: o.keep } : {}),
       ...extra,
     });
   }

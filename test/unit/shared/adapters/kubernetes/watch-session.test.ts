@@ -39,7 +39,7 @@ describe('Function: describeStreamFailure()', () => {
  */
 async function loopbackSession(
   respond: (watch: boolean, res: http.ServerResponse) => void,
-  start: Pick<WatchSessionOptions<NodeFacts>, 'restore' | 'resumeFrom' | 'quietLists' | 'resyncIntervalMs'>,
+  start: Pick<WatchSessionOptions<NodeFacts>, 'restore' | 'resumeFrom' | 'keep' | 'quietLists' | 'resyncIntervalMs'>,
 ): Promise<{ session: WatchSession<NodeFacts>; requests: string[]; close: () => Promise<void> }> {
   const requests: string[] = [];
   const server = http.createServer((req, res) => {
@@ -177,5 +177,30 @@ describe('Class: WatchSession, hasSynced', () => {
     // Assess
     expect(before).toBe(false);
     expect(session.hasSynced()).toBe(true);
+  });
+});
+
+describe('Class: WatchSession, keeping only some objects (a forwarder shard)', () => {
+  it('drops the objects it does not keep from the list and the watch, moves its resume point past them, and forgets one that stops being kept', async () => {
+    // Prepare: a list of `mine-a` and `other-b`; the watch then changes `other-b`, then moves `mine-a` out (label), then a bookmark.
+    const node = (name: string, rv: string, shard = name.split('-')[0]) => ({ metadata: { name, uid: `uid-${name}`, resourceVersion: rv, annotations: { 'cluster.x-k8s.io/cluster-name': shard } } });
+    const line = (type: string, object: unknown) => `${JSON.stringify({ type, object })}\n`;
+    const { session, close } = await loopbackSession((watch, res) => {
+      if (!watch) res.writeHead(200).end(JSON.stringify({ kind: 'NodeList', metadata: { resourceVersion: '10' }, items: [node('mine-a', '5'), node('other-b', '6')] }));
+      else res.writeHead(200).write(line('MODIFIED', node('other-b', '11')) + line('MODIFIED', node('mine-a', '12', 'other')) + line('BOOKMARK', { metadata: { resourceVersion: '13' } }));
+    }, { keep: (facts) => facts.clusterNameAnnotation === 'mine' });
+    const events: string[] = [];
+    const controller = new AbortController();
+
+    // Act
+    await session.run(controller.signal, async (e) => {
+      events.push(e.type === 'change' ? `${e.change} ${e.facts.name}` : e.type === 'progress' ? `progress ${e.resourceVersion}` : e.type);
+      if (e.type === 'progress' && e.resourceVersion === '13') controller.abort();
+    });
+    await close();
+
+    // Assess: only `mine-a` was announced and held; every dropped change still moved the resume point.
+    expect(events).toEqual(['resynced mine-a', 'progress 10', 'progress 11', 'progress 12', 'progress 13']);
+    expect([...session.objects()]).toEqual([]);
   });
 });
