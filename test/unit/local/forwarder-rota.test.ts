@@ -49,7 +49,7 @@ describe('Function: runWindows()', () => {
     // Assess: sent once; the first window released the Lease with it, and the second started from there.
     expect(fwd.sent.map((e) => e.id)).toEqual(['uid-n1:11:added']);
     expect(state.checkpointWrites.some((w) => w.by === 'a' && w.checkpoint['nodes/self'] === '11')).toBe(true);
-    expect(fwd.sources.nodeStarts.get('nodes/self')).toEqual({ resumeFrom: '11' });
+    expect(fwd.sources.nodeStarts.get('nodes/self')).toEqual({ resumeFrom: '11', quietLists: true });
     expect(summary).toMatchObject({ active: true, rota: { joined: true }, checkpoint: { 'nodes/self': '11' } });
     expect(state.members).toEqual([]);
   });
