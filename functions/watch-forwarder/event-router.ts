@@ -113,7 +113,7 @@ export class EventRouter {
    * owner), a MachineDeployment, MachineSet or MachinePool whose autoscaler plan writes. A Machine or a MachinePool's
    * Nodes are judged from the Nodes' side (their Node streams list and resync too). So a fleet in sync sends nothing,
    * and drift no event announced is healed within one resync. Each judged object counts in EventsSeen, each one left
-   * quiet in EventsFiltered. Returns how many were announced.
+   * quiet in EventsFiltered; a list that announces any is logged once, with its counts. Returns how many were announced.
    */
   async judge(unannounced: readonly WatchedFacts[], cluster: ClusterRef | undefined, observedAt: Date, progress: StreamProgress): Promise<number> {
     const { index, mode, telemetry } = this.#d;
@@ -137,6 +137,10 @@ export class EventRouter {
       }
       announced++;
       await this.#d.outbox.enqueue([event], observedAt, progress, undefined);
+    }
+    // One line per list that found work (drift healed, a first list's joining Nodes); a fleet in sync logs nothing here.
+    if (announced > 0) {
+      this.#d.logger.info('Announcing listed objects that may need a write', { ...(cluster ? { [LogKey.cluster]: clusterKey(cluster) } : {}), judged: unannounced.length, announced });
     }
     return announced;
   }

@@ -70,7 +70,7 @@ function setup(mode: 'capi' | 'self', settings: { checkpoint?: Checkpoint; healt
   };
   stop = end;
   const transitions = () => logged.filter((l) => /unreachable|reachable again|Forgetting|Watch failing|Watch recovered/.test(l.message));
-  return { sources, outbox, streams, sent, published, counts, samples, transitions, end };
+  return { sources, outbox, streams, sent, published, counts, samples, transitions, logged, end };
 }
 
 describe('Class: ClusterStreams', () => {
@@ -198,7 +198,7 @@ describe('Class: ClusterStreams', () => {
   it("announces, of a quiet list's unannounced objects, only the Nodes and scalable resources that may need a write", async () => {
     // Prepare: wc1 with m1 (Node n1, in sync), m2 (Node n2, an Always taint removed), m5 (Node n5, paused), and the pool
     // mp1 (Nodes p1 in sync, p2 drifted); n9 has no owner. md1 is in sync, md2's autoscaler annotation must be written.
-    const { sources, outbox, published, counts } = setup('capi');
+    const { sources, outbox, published, counts, logged } = setup('capi');
     const gpu = { 'taints.capi-taint-propagator.dev/machine': 'gpu:NoSchedule' };
     const owned = (name: string, over: Partial<NodeFacts> = {}): NodeFacts => ({ kind: 'Node', name, uid: `uid-${name}`, resourceVersion: '40', taints: [{ key: 'gpu', effect: 'NoSchedule' }], ownTrackingAnnotation: 'gpu:NoSchedule', ...over });
     const machines = [
@@ -235,6 +235,8 @@ describe('Class: ClusterStreams', () => {
     expect(published.map((e) => `${e.type.split('.').at(-2)} ${e.subject}`).sort()).toEqual(['resynced machinedeployments/fleet/md2', 'resynced nodes/n2', 'resynced nodes/p2']);
     expect(counts).toMatchObject({ EventsSeen: 12, EventsFiltered: 9 });
     expect(outbox.checkpoint()).toMatchObject({ 'nodes/fleet/wc1': '41' });
+    // One line per list that announced something (none for the Machines' and the pools').
+    expect(logged.filter((l) => l.message === 'Announcing listed objects that may need a write').map((l) => l.attrs)).toEqual([{ judged: 2, announced: 1 }, { cluster: 'fleet/wc1', judged: 6, announced: 2 }]);
   });
 
   it('waits for the Machine stream to hold its collection before judging a Node stream\'s quiet list', async () => {
