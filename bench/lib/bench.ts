@@ -17,6 +17,7 @@ import { runIncidentStorm, type IncidentStormResult } from '../scenarios/inciden
 import { runFleet, type FleetResult } from '../scenarios/fleet.ts';
 import { runSideBySide, type SideBySideResult } from '../scenarios/side-by-side.ts';
 import { runFleet100, runFleet1000, type Fleet100Result, type Fleet1000Result } from '../scenarios/fleet100.ts';
+import { runFleetDeployed, type FleetDeployedResult } from '../scenarios/fleet-deployed.ts';
 import { runHostile, type HostileResult } from '../scenarios/hostile.ts';
 import { runNoExecute, type NoExecuteResult } from '../scenarios/noexecute.ts';
 import { BENCH_PACKAGE_SHORT_WINDOWS, runDeployedLatency, type DeployedLatencyResult } from '../scenarios/deployed.ts';
@@ -116,6 +117,8 @@ export interface BenchResults extends Partial<Record<FigureKey, number>> {
     fleet100?: Fleet100Result;
     /** Issue 52: the product's shards at 100 and 1 000 workload clusters (stand-ins), each shard's forwarder alone. */
     fleet1000?: Fleet1000Result;
+    /** `--deployed`: one shard of fleet1000's largest fleet, the packaged forwarder under the Lambda runner. */
+    fleet1000Deployed?: FleetDeployedResult;
     hostile?: HostileResult;
     /** `--deployed`: scenarios 3 and 8 through the packaged functions (bench/scenarios/deployed.ts). */
     e2eLatencyDeployed?: DeployedLatencyResult;
@@ -187,6 +190,8 @@ export async function runBench(o: RunBenchOptions): Promise<BenchResults> {
     if (fleetDeployed) scenarios.fleetDeployed = fleetDeployed;
     const sideBySideDeployed = await step('side-by-side', 'Scenario 10 in the deployed form: side by side with Cluster API, the product as packaged functions under the Lambda runner', () => runSideBySide(ctx, { form: 'deployed', packageArgs: args, auth: o.deployedAuth ?? 'eks' }));
     if (sideBySideDeployed) scenarios.sideBySideDeployed = sideBySideDeployed;
+    const fleet1000Deployed = await step('fleet1000', 'Scenario fleet1000 in the deployed form: one shard of the largest fleet, the packaged forwarder under the Lambda runner', () => runFleetDeployed(ctx, (o.packageParams ?? []).map((p) => `--param=${p}`)));
+    if (fleet1000Deployed) scenarios.fleet1000Deployed = fleet1000Deployed;
     const figures: Partial<Record<FigureKey, number>> = {};
     if (sideBySideDeployed) SIDE_BY_SIDE_KEYS.forEach((key, i) => (figures[SIDE_BY_SIDE_DEPLOYED_KEYS[i] as FigureKey] = sideBySideDeployed[key as keyof SideBySideResult] as number));
     const at = { throughputAtN: undefined, e2eRate: undefined, forwarderObjects: undefined, forwarder20kObjects: undefined, fleet: undefined, sideBySideDeployed: sideBySideSize(sideBySideDeployed) };

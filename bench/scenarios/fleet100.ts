@@ -133,7 +133,8 @@ function minus(a: StandinStats, b: StandinStats): StandinStats {
   return { lists: a.lists - b.lists, listPages: a.listPages - b.listPages, watches: a.watches - b.watches, writes: a.writes - b.writes, gets: a.gets - b.gets, unknownRequests: a.unknownRequests - b.unknownRequests, expired: a.expired - b.expired };
 }
 
-interface Member {
+/** One workload cluster of the fleet: its stand-in, a client of it, and its Machine / Node pairs. */
+export interface FleetMember {
   readonly cluster: string;
   readonly namespace: string;
   readonly server: StandinApiServer;
@@ -170,16 +171,43 @@ export async function runFleet1000(ctx: BenchContext): Promise<Fleet1000Result> 
 /** Two namespaces (one for a single cluster): the product's shards hash `<namespace>/<name>` and ignore the namespace otherwise. */
 const NAMESPACES = 2;
 
-export async function runShardedFleet(ctx: BenchContext, o: FleetOptions): Promise<Fleet100Result> {
-  const { clusters: k, nodesPerCluster: perCluster, changes } = o;
+/** A fleet set up in the management cluster and its stand-ins; `close()` removes it. */
+export interface StandinFleet {
+  readonly raw: RawKube;
+  readonly run: string;
+  readonly namespaces: readonly string[];
+  readonly servers: readonly StandinApiServer[];
+  readonly members: readonly FleetMember[];
+  /** `<namespace>/<name>` of each member: what the product's shards hash. */
+  readonly keys: readonly string[];
+  readonly serversStartMs: number;
+  readonly setupMs: number;
+  close(): Promise<void>;
+}
+
+/**
+ * Starts K stand-in workload API servers and registers them as Cluster API would, spread over two namespaces: each
+ * cluster's Cluster and kubeconfig Secret, and N Machines (management API server) with their N Nodes (its stand-in).
+ */
+export async function setupStandinFleet(ctx: BenchContext, o: { readonly clusters: number; readonly nodesPerCluster: number; readonly prefix: string }): Promise<StandinFleet> {
+  const { clusters: k, nodesPerCluster: perCluster } = o;
   const raw = await RawKube.from(loadKubeConfig(ctx.kubeconfigPath), 64);
   const run = runId(o.prefix);
   const namespaces = Array.from({ length: Math.min(NAMESPACES, k) }, (_, i) => `${run}-${String.fromCharCode(97 + i)}`);
-  const shippedMemoryMiB = shippedForwarderMemoryMiB();
   const dir = await mkdtemp(join(tmpdir(), 'capi-tp-bench-fleet-'));
   let servers: StandinApiServer[] = [];
   const clients: RawKube[] = [];
-  let childScript: string | undefined;
+  const close = async (): Promise<void> => {
+    for (const c of clients) c.close();
+    await Promise.all(servers.map((s) => s.stop()));
+    await rm(dir, { recursive: true, force: true });
+    for (const ns of namespaces) {
+      await raw.request('DELETE', `${MACHINES_PATH}/namespaces/${ns}/clusters`).catch(() => undefined);
+      await raw.request('DELETE', `/api/v1/namespaces/${ns}/secrets`).catch(() => undefined);
+    }
+    await cleanup(raw, run, namespaces);
+    raw.close();
+  };
   try {
     const serversStart = performance.now();
     servers = await startStandinApiServers({ dir, names: Array.from({ length: k }, (_, i) => `wc-${i + 1}`) });
@@ -189,7 +217,7 @@ export async function runShardedFleet(ctx: BenchContext, o: FleetOptions): Promi
     const setupStart = performance.now();
     for (const ns of namespaces) await createNamespace(raw, ns, run);
     // A stand-in client keeps at most 4 connections: with 1 000 clusters this process holds both ends of each.
-    const members: Member[] = [];
+    const members: FleetMember[] = [];
     for (const [j, server] of servers.entries()) {
       const kc = new KubeConfig();
       kc.loadFromString(server.kubeconfigYaml);
@@ -223,16 +251,28 @@ export async function runShardedFleet(ctx: BenchContext, o: FleetOptions): Promi
       `  ${k} Clusters with kubeconfig Secrets, ${k * perCluster} Machines (management API server) + ${k} × ${perCluster} Nodes (stand-ins, kubelet-like status) in ${(setupMs / 1000).toFixed(1)} s, ` +
         `in ${namespaces.length} namespace(s)`,
     );
+    return { raw, run, namespaces, servers, members, keys: members.map((m) => `${m.namespace}/${m.cluster}`), serversStartMs, setupMs, close };
+  } catch (e) {
+    await close();
+    throw e;
+  }
+}
 
+export async function runShardedFleet(ctx: BenchContext, o: FleetOptions): Promise<Fleet100Result> {
+  const { clusters: k, nodesPerCluster: perCluster, changes } = o;
+  const shippedMemoryMiB = shippedForwarderMemoryMiB();
+  const fleet = await setupStandinFleet(ctx, o);
+  const { raw, run, namespaces, servers, members, keys, serversStartMs, setupMs } = fleet;
+  let childScript: string | undefined;
+  try {
     childScript = await bundleChild();
-    const keys = members.map((m) => `${m.namespace}/${m.cluster}`);
     const layouts: FleetLayout[] = [];
     for (const count of o.shardCounts) {
       const groups = shardMembers(keys, count);
       ctx.log(`  ${count} shard(s) of ${groups.map((g) => g.length).join(' / ')} clusters`);
       const perShard: Fleet100Shard[] = [];
       for (const [i, group] of groups.entries()) {
-        const shardMembersOf = group.map((j) => members[j] as Member);
+        const shardMembersOf = group.map((j) => members[j] as FleetMember);
         const n = shardMembersOf.length;
         const label = `${count} shards, shard ${i}`;
         if (n === 0) {
@@ -246,12 +286,12 @@ export async function runShardedFleet(ctx: BenchContext, o: FleetOptions): Promi
         ctx.log(`  ${label}: ${n} clusters, ${n * perCluster} Nodes + ${n * perCluster} Machines, ${shardChanges} real changes`);
         // Heartbeats walk this list: interleaved, cluster after cluster.
         const targets = Array.from({ length: perCluster * n }, (_, j) => {
-          const m = shardMembersOf[j % n] as Member;
+          const m = shardMembersOf[j % n] as FleetMember;
           return { nodeKube: m.raw, pair: m.pairs[Math.floor(j / n)] as Pair, namespace: m.namespace };
         });
         const plan = changePlan(n, perCluster, shardChanges);
         const changeTargets = plan.map(([c, p]) => {
-          const m = shardMembersOf[c] as Member;
+          const m = shardMembersOf[c] as FleetMember;
           return { nodeKube: m.raw, pair: m.pairs[p] as Pair, namespace: m.namespace };
         });
         const before = members.map((m) => m.server.stats());
@@ -283,7 +323,7 @@ export async function runShardedFleet(ctx: BenchContext, o: FleetOptions): Promi
         const perClusterChanges = new Map<number, number>();
         for (const [c] of plan.slice(0, forwarder.realChanges)) perClusterChanges.set(c, (perClusterChanges.get(c) ?? 0) + 1);
         const counts = shardMembersOf.map((_, c) => perClusterChanges.get(c) ?? 0);
-        const standins = sumStats(group.map((j) => minus((members[j] as Member).server.stats(), before[j] as StandinStats)));
+        const standins = sumStats(group.map((j) => minus((members[j] as FleetMember).server.stats(), before[j] as StandinStats)));
         if (standins.unknownRequests > 0) throw new Error(`${label}: the forwarder sent ${standins.unknownRequests} requests the stand-ins do not serve`);
         const l = forwarder.changeLatency;
         const mr = forwarder.managementRequests;
@@ -309,14 +349,6 @@ export async function runShardedFleet(ctx: BenchContext, o: FleetOptions): Promi
     };
   } finally {
     if (childScript) await rm(childScript, { force: true });
-    for (const c of clients) c.close();
-    await Promise.all(servers.map((s) => s.stop()));
-    await rm(dir, { recursive: true, force: true });
-    for (const ns of namespaces) {
-      await raw.request('DELETE', `${MACHINES_PATH}/namespaces/${ns}/clusters`).catch(() => undefined);
-      await raw.request('DELETE', `/api/v1/namespaces/${ns}/secrets`).catch(() => undefined);
-    }
-    await cleanup(raw, run, namespaces);
-    raw.close();
+    await fleet.close();
   }
 }
