@@ -17,6 +17,7 @@
  */
 import https from 'node:https';
 import { readFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { LambdaRunner, type InvocationRecord, type QueueMessage } from '#local/lambda/runner.ts';
 import { packagedService, PACKAGE_VARIANTS } from '#local/lambda/serverless-package.ts';
@@ -50,6 +51,8 @@ export interface FleetDeployedResult {
   readonly managementRequests: { readonly initialSync: number; readonly window: number; readonly initialSyncPerSec: number; readonly windowPerSec: number };
   readonly coldStart: boolean;
   readonly errors: number;
+  /** The machine's 1-minute load average at the end of the window (the cores may be shared). */
+  readonly loadAverage1m: number;
 }
 
 const ANNOTATION = 'taints.capi-taint-propagator.dev/machine';
@@ -215,11 +218,12 @@ export async function runFleetDeployed(ctx: BenchContext, extraPackageArgs: read
       },
       coldStart: record?.coldStart ?? true,
       errors: stats.errors,
+      loadAverage1m: round(loadavg()[0] ?? 0, 2),
     };
     ctx.log(
       `  deployed shard ${shard} of ${shards} (${group.length} clusters × ${perCluster}): peak ${result.peakRssMiB} MiB of ${result.memoryMiB} (headroom ${result.headroomMiB}), initial sync ${result.initialSyncMs} ms; ` +
         `${result.edits} edits: p50 ${result.toQueue.p50Ms} ms, p99 ${result.toQueue.p99Ms} ms, max ${result.toQueue.maxMs} ms (${result.toQueue.lost} lost); ` +
-        `management requests ${result.managementRequests.initialSync} (${result.managementRequests.initialSyncPerSec}/s) in the sync, ${result.managementRequests.window} (${result.managementRequests.windowPerSec}/s) in the window`,
+        `management requests ${result.managementRequests.initialSync} (${result.managementRequests.initialSyncPerSec}/s) in the sync, ${result.managementRequests.window} (${result.managementRequests.windowPerSec}/s) in the window; load ${result.loadAverage1m}`,
     );
     return result;
   } finally {

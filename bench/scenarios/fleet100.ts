@@ -33,7 +33,7 @@
  * server are counted in its KubeConfig (initial sync and window, and per second of each).
  */
 import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
 import { shardOf } from '#shared/policy/shards.ts';
@@ -56,6 +56,8 @@ export interface Fleet100Shard {
   readonly standins: StandinStats;
   /** Real changes per cluster of the shard in its window: min and max (the spread). */
   readonly changesPerCluster: { readonly min: number; readonly max: number };
+  /** The machine's 1-minute load average when the shard's measurement ended (the cores may be shared). */
+  readonly loadAverage1m?: number;
 }
 
 /** The fleet split into `shards` shards by the product, each shard measured alone. */
@@ -329,9 +331,9 @@ export async function runShardedFleet(ctx: BenchContext, o: FleetOptions): Promi
         const mr = forwarder.managementRequests;
         ctx.log(
           `  ${label}: ${l.observed} of ${forwarder.realChanges} changes forwarded (lost ${l.lost}); write sent → message p50 ${l.p50Ms} ms, p99 ${l.p99Ms} ms, max ${l.maxMs} ms; ` +
-            `peak ${forwarder.peakMiB} MiB of ${shippedMemoryMiB}; management requests ${mr.initialSync} in the initial sync (${mr.initialSyncPerSec}/s), ${mr.window} in the window (${mr.windowPerSec}/s)`,
+            `peak ${forwarder.peakMiB} MiB of ${shippedMemoryMiB}; load ${round(loadavg()[0] ?? 0, 2)}; management requests ${mr.initialSync} in the initial sync (${mr.initialSyncPerSec}/s), ${mr.window} in the window (${mr.windowPerSec}/s)`,
         );
-        perShard.push({ shard: i, clusters: n, forwarder, headroomMiB: round(shippedMemoryMiB - forwarder.peakMiB, 1), standins, changesPerCluster: { min: Math.min(...counts), max: Math.max(...counts) } });
+        perShard.push({ shard: i, clusters: n, forwarder, headroomMiB: round(shippedMemoryMiB - forwarder.peakMiB, 1), standins, changesPerCluster: { min: Math.min(...counts), max: Math.max(...counts) }, loadAverage1m: round(loadavg()[0] ?? 0, 2) });
       }
       const largest = largestOf(perShard);
       ctx.log(`  ${count} shard(s), per forwarder the largest: peak ${largest.peakMiB} MiB (shipped ${shippedMemoryMiB}), initial sync ${largest.initialSyncMs} ms, p99 ${largest.p99Ms} ms, ${largest.managementReqPerSec} management requests/s`);
