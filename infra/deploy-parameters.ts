@@ -38,6 +38,7 @@ export const PARAMETER_OF_VARIABLE: Readonly<Record<string, string>> = {
   RESYNC_INTERVAL_SECONDS: 'resyncIntervalSeconds',
   WATCH_IDLE_SECONDS: 'watchIdleSeconds',
   LEASE_NAME: 'leaseName',
+  FORWARDER_SHARDS: 'forwarderShards',
   MACHINE_NAMESPACE: 'machineNamespace',
   POWERTOOLS_LOG_LEVEL: 'logLevel',
 };
@@ -162,11 +163,17 @@ export function checkDeployParameters(params: DeployParameters): ParameterProble
       add('watchWindowSeconds', `must be at least watchOverlapSeconds + 2 x the forwarderSchedule interval (${overlap + 2 * interval}), got ${window}`);
     }
   }
+  // Each shard is a rota of its own (docs/fleets-and-sizing.md, "Shards"): its members, their successors while they
+  // hand over, and one run deciding, all at once in the worst minute.
   const reserved = n('forwarderReservedConcurrency', 1, 1000);
   const members = Number(p('watchMembers'));
-  if (reserved !== undefined && Number.isInteger(members) && reserved < 2 * members + 1) {
-    add('forwarderReservedConcurrency', `must be at least 2 x watchMembers + 1 (${2 * members + 1}: the members, their successors while they hand over, one run deciding), got ${reserved}`);
+  const shards = Number(p('forwarderShards'));
+  if (reserved !== undefined && Number.isInteger(members) && Number.isInteger(shards) && shards >= 1 && reserved < shards * (2 * members + 1)) {
+    add('forwarderReservedConcurrency', `must be at least forwarderShards x (2 x watchMembers + 1) (${shards * (2 * members + 1)}: per shard the members, their successors while they hand over, one run deciding), got ${reserved}`);
   }
+  // The last shard's Lease has the longest name (<leaseName>-<index>-of-<count>); a Lease name is a DNS subdomain.
+  const longestLease = Number.isInteger(shards) && shards > 1 ? `${p('leaseName')}-${shards - 1}-of-${shards}` : p('leaseName');
+  if (longestLease.length > 253) add('leaseName', `must leave room for the shard suffix: ${JSON.stringify(longestLease)} is longer than a Lease name may be (253)`);
 
   // Private networks.
   const subnets = ids(p('vpcSubnetIds'));

@@ -14,6 +14,15 @@ import { sleep } from '#shared/sleep.ts';
 /** How many members a local rota keeps watching: one process, unless WATCH_MEMBERS says otherwise. */
 export const LOCAL_WATCH_MEMBERS = 1;
 
+/**
+ * The shards a local process runs (FORWARDER_SHARDS, FORWARDER_SHARD): every shard of the count, each a rota of its
+ * own on its own Lease, side by side in this one process; only FORWARDER_SHARD's when it is set (one process per
+ * shard, as the benchmarks' children run them).
+ */
+export function localShards(config: Pick<ForwarderConfig, 'shards' | 'shard' | 'shardPinned'>): number[] {
+  return config.shardPinned ? [config.shard] : Array.from({ length: config.shards }, (_, i) => i);
+}
+
 /** A local rota: the policy every window joins with, and how long each window watches. */
 export interface LocalRota {
   readonly policy: RotaPolicy;

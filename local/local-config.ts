@@ -4,6 +4,7 @@
  */
 import { parseArgs } from 'node:util';
 import { integerVar, oneOf, optionalString, type Env } from '#shared/config/env.ts';
+import { loadSharding } from '#shared/config/forwarder-config.ts';
 import { loadReconcileBehaviour } from '#shared/config/reconcile-config.ts';
 import type { SpecTaintsOwner } from '#shared/domain/ownership.ts';
 import type { TaintEffect } from '#shared/domain/taint.ts';
@@ -33,6 +34,9 @@ export interface LocalConfig {
   readonly allowRemoteContext: string | undefined;
   /** `--help`. */
   readonly help: boolean;
+  /** FORWARDER_SHARDS (default 1): the forwarder runs every shard's rota side by side, or only FORWARDER_SHARD's when set. */
+  readonly shards: number;
+  readonly shard: number | undefined;
 }
 
 /** `npm start -- --help`. */
@@ -49,7 +53,12 @@ Options:
   -h, --help                           this text
 
 Environment: STATE_NAMESPACE, MACHINE_NAMESPACE, NODE_LABEL_SELECTOR, VISIBILITY_TIMEOUT_SECONDS, MAX_RECEIVE_COUNT,
-RETRY_BASE_SECONDS, RETRY_MAX_SECONDS, STARTUP_TAINT_KEY, STARTUP_TAINT_EFFECT, FIRST_ENABLED_AT, REPORT_INTERVAL_SECONDS.`;
+RETRY_BASE_SECONDS, RETRY_MAX_SECONDS, STARTUP_TAINT_KEY, STARTUP_TAINT_EFFECT, FIRST_ENABLED_AT, REPORT_INTERVAL_SECONDS,
+FORWARDER_SHARDS (every shard in this process), FORWARDER_SHARD (only this one).`;
+
+function shardsOf(s: { readonly shards: number; readonly shard: number; readonly shardPinned: boolean }): { shards: number; shard: number | undefined } {
+  return { shards: s.shards, shard: s.shardPinned ? s.shard : undefined };
+}
 
 /**
  * Reads the local settings. `--capi` / `--self` / `--mode=<m>` on the command line win over
@@ -102,5 +111,6 @@ export function loadLocalConfig(env: Env, argv: readonly string[]): LocalConfig 
     allowRemote: o['allow-remote'] === true,
     allowRemoteContext: optionalString(env, 'ALLOW_REMOTE_CONTEXT'),
     help: o.help === true,
+    ...shardsOf(loadSharding(env, mode)),
   });
 }

@@ -22,7 +22,8 @@ import { processBatch, type BatchDeps } from '#functions/reconcile-node-taints/p
 import type { RolloutTimings } from '#functions/reconcile-node-taints/noexecute-rollout.ts';
 import { composeWatchForwarder } from '#functions/watch-forwarder/compose.ts';
 import { forwardWatchEvents, WatchForwarder, type FailingCluster, type ForwarderRunSummary, type WatchForwarderOptions } from '#functions/watch-forwarder/forward-watch-events.ts';
-import { LOCAL_WATCH_MEMBERS, localRota, runWindows } from './forwarder-rota.ts';
+import { LOCAL_WATCH_MEMBERS, localRota, localShards, runWindows } from './forwarder-rota.ts';
+import { shardLeaseName } from '#shared/policy/shards.ts';
 import { statusOf } from '#shared/adapters/kubernetes/api-errors.ts';
 import { asComponent } from '#shared/adapters/kubernetes/user-agent.ts';
 import { workloadKubeConfigs } from '#shared/adapters/kubernetes/workload-kubeconfig.ts';
@@ -50,6 +51,12 @@ export interface PipelineOptions {
   readonly stateNamespace?: string;
   /** Lease name; tests give each pipeline its own. Default `capi-taint-propagator-forwarder`. */
   readonly leaseName?: string;
+  /**
+   * Shards of the fleet (FORWARDER_SHARDS; default 1): the forwarder runs every shard's rota side by side, each on its
+   * own Lease (shared/policy/shards.ts), or only `shard`'s when given (FORWARDER_SHARD).
+   */
+  readonly shards?: number;
+  readonly shard?: number;
   /** Only Machines of this namespace (default all). */
   readonly machineNamespace?: string;
   /** Only Nodes matching this label selector (default all). */
@@ -228,9 +235,11 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
 
   const telemetry: CountingForwarderTelemetry = createForwarderTelemetry();
   let generation = 0;
-  let current: { forwarder: WatchForwarder; stop: AbortController; done: Promise<void> } | undefined;
+  let current: { forwarders: WatchForwarder[]; stop: AbortController; done: Promise<void> } | undefined;
   const leaseName = options.leaseName ?? 'capi-taint-propagator-forwarder';
-  const forwarderConfig = (): ForwarderConfig => ({
+  const shardCount = options.shards ?? 1;
+  const shards = localShards({ shards: shardCount, shard: options.shard ?? 0, shardPinned: options.shard !== undefined });
+  const forwarderConfig = (shard = shards[0] ?? 0): ForwarderConfig => ({
     queueUrl: queue.url,
     clusterMode: options.mode,
     watchWindowSeconds: 780,
@@ -246,20 +255,20 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
     nodeLabelSelector: options.nodeLabelSelector,
     startupTaint,
     specTaintsOwner: reconcileConfig.specTaintsOwner,
-    shards: 1,
-    shard: 0,
-    shardPinned: false,
+    shards: shardCount,
+    shard,
+    shardPinned: options.shard !== undefined,
   });
   const rota = localRota(forwarderConfig());
   // The rota's checkpoint covers what was sent, which is safe while the queue outlives the forwarder: within this
   // process, and with a server given in `options.sqs`. A queue of our own is new and empty, so a checkpoint left by an
   // earlier run points past events that may have died with that run's queue (a crash, kill -9): the Lease goes, and the
   // first window lists and announces every object once.
-  if (!options.sqs) await deleteLease(kc, stateNamespace, leaseName, log);
+  if (!options.sqs) for (const shard of shards) await deleteLease(kc, stateNamespace, shardLeaseName(leaseName, shard, shardCount), log);
   const forwarderSqs = clientOf('watch-forwarder');
-  const composeForwarder = () =>
+  const composeForwarder = (shard: number) =>
     composeWatchForwarder({
-      config: forwarderConfig(),
+      config: forwarderConfig(shard),
       managementKubeConfig: kc,
       sqs: forwarderSqs,
       telemetry,
@@ -269,12 +278,12 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
     });
   const startForwarder = (): void => {
     if (current) return;
-    const forwarder = new WatchForwarder(composeForwarder(), options.forwarderOptions);
+    const forwarders = shards.map((shard) => new WatchForwarder(composeForwarder(shard), options.forwarderOptions));
     const stop = new AbortController();
-    // As `npm run forwarder`: windows of the rota, one after another, until stopped.
+    // As `npm run forwarder`: per shard, windows of the rota, one after another, until stopped.
     const retryMs = options.forwarderOptions?.acquireRetryMs ?? 2_000;
-    const done = asComponent('watch-forwarder', () => runWindows(forwarder, { signal: stop.signal, rota, retryMs, logger: log })).then(() => undefined);
-    current = { forwarder, stop, done };
+    const done = Promise.all(forwarders.map((forwarder) => asComponent('watch-forwarder', () => runWindows(forwarder, { signal: stop.signal, rota, retryMs, logger: log })))).then(() => undefined);
+    current = { forwarders, stop, done };
   };
   const stopForwarder = async (): Promise<void> => {
     const running = current;
@@ -286,7 +295,7 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
   startForwarder();
 
   let stopped = false;
-  const snapshot = (): PipelineCounters => counters.snapshot(telemetry, eventSource, depths.queue, depths.deadLetterQueue, current?.forwarder.isActive() ?? false);
+  const snapshot = (): PipelineCounters => counters.snapshot(telemetry, eventSource, depths.queue, depths.deadLetterQueue, current?.forwarders.every((f) => f.isActive()) ?? false);
   return {
     mode: options.mode,
     kubeConfig: kc,
@@ -306,12 +315,13 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
     startForwarder,
     async runForwarderWindow(durationMs: number): Promise<ForwarderRunSummary> {
       if (current) throw new Error('runForwarderWindow: stop the long-running forwarder first');
-      return asComponent('watch-forwarder', () => forwardWatchEvents(composeForwarder(), { durationMs, rota: rota.policy }, options.forwarderOptions));
+      const windows = await Promise.all(shards.map((shard) => asComponent('watch-forwarder', () => forwardWatchEvents(composeForwarder(shard), { durationMs, rota: rota.policy }, options.forwarderOptions))));
+      return mergedSummary(windows);
     },
-    failingClusters: () => current?.forwarder.failingClusters() ?? [],
+    failingClusters: () => current?.forwarders.flatMap((f) => f.failingClusters()).sort((a, b) => a.cluster.localeCompare(b.cluster)) ?? [],
     async waitForForwarder(timeoutMs = 30_000): Promise<void> {
       const deadline = Date.now() + timeoutMs;
-      while (!current?.forwarder.isActive()) {
+      while (!current?.forwarders.every((f) => f.isActive())) {
         if (Date.now() > deadline) throw new Error(`The forwarder did not become active within ${timeoutMs} ms`);
         await new Promise((r) => setTimeout(r, 50));
       }
@@ -326,6 +336,21 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
       for (const c of ownClients) c.destroy();
       if (!options.sqs) await localSqs.stop();
     },
+  };
+}
+
+/** One summary of the shards' windows run side by side (one shard: its own). */
+function mergedSummary(windows: readonly ForwarderRunSummary[]): ForwarderRunSummary {
+  if (windows.length === 1 && windows[0]) return windows[0];
+  const joined = windows.every((w) => w.rota?.joined === true);
+  return {
+    active: windows.every((w) => w.active),
+    rota: { joined },
+    unsent: windows.reduce((sum, w) => sum + w.unsent, 0),
+    // Stream keys differ between shards (their Node streams are their own clusters'); the management streams' resume
+    // points are each shard's, and only the first shard's is shown here.
+    checkpoint: Object.assign({}, ...[...windows].reverse().map((w) => w.checkpoint)) as ForwarderRunSummary['checkpoint'],
+    failingClusters: windows.flatMap((w) => w.failingClusters),
   };
 }
 

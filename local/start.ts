@@ -130,6 +130,8 @@ try {
     kubeconfig: kc,
     leaseName: LEASE_NAME,
     mode: config.mode,
+    shards: config.shards,
+    ...(config.shard !== undefined ? { shard: config.shard } : {}),
     stateNamespace: config.stateNamespace,
     ...(config.machineNamespace ? { machineNamespace: config.machineNamespace } : {}),
     ...(config.nodeLabelSelector ? { nodeLabelSelector: config.nodeLabelSelector } : {}),

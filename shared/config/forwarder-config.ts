@@ -77,12 +77,7 @@ export const MAX_FORWARDER_SHARDS = 64;
 /** Reads and validates the forwarder's settings; throws ConfigError naming the variable. */
 export function loadForwarderConfig(env: Env): ForwarderConfig {
   const clusterMode = oneOf(env, 'CLUSTER_MODE', ['capi', 'self'] as const, 'capi');
-  const shards = integerVar(env, 'FORWARDER_SHARDS', 1, 1, MAX_FORWARDER_SHARDS);
-  // In `self` mode there is one cluster: nothing to split.
-  if (clusterMode === 'self' && shards > 1) throw new ConfigError('FORWARDER_SHARDS', `must be 1 with CLUSTER_MODE=self (one cluster), got ${shards}`);
-  const shardPinned = optionalString(env, 'FORWARDER_SHARD') !== undefined;
-  const shard = shardPinned ? integerVar(env, 'FORWARDER_SHARD', 0, 0, MAX_FORWARDER_SHARDS - 1) : 0;
-  if (shard >= shards) throw new ConfigError('FORWARDER_SHARD', `must be below FORWARDER_SHARDS (${shards}), got ${shard}`);
+  const { shards, shard, shardPinned } = loadSharding(env, clusterMode);
   return Object.freeze({
     queueUrl: optionalString(env, 'QUEUE_URL'),
     clusterMode,
@@ -103,6 +98,17 @@ export function loadForwarderConfig(env: Env): ForwarderConfig {
     shard,
     shardPinned,
   });
+}
+
+/** FORWARDER_SHARDS and FORWARDER_SHARD (also read by `npm start`'s settings); throws ConfigError naming the variable. */
+export function loadSharding(env: Env, clusterMode: 'capi' | 'self'): Pick<ForwarderConfig, 'shards' | 'shard' | 'shardPinned'> {
+  const shards = integerVar(env, 'FORWARDER_SHARDS', 1, 1, MAX_FORWARDER_SHARDS);
+  // In `self` mode there is one cluster: nothing to split.
+  if (clusterMode === 'self' && shards > 1) throw new ConfigError('FORWARDER_SHARDS', `must be 1 with CLUSTER_MODE=self (one cluster), got ${shards}`);
+  const shardPinned = optionalString(env, 'FORWARDER_SHARD') !== undefined;
+  const shard = shardPinned ? integerVar(env, 'FORWARDER_SHARD', 0, 0, MAX_FORWARDER_SHARDS - 1) : 0;
+  if (shard >= shards) throw new ConfigError('FORWARDER_SHARD', `must be below FORWARDER_SHARDS (${shards}), got ${shard}`);
+  return { shards, shard, shardPinned };
 }
 
 function startupTaintOf(env: Env): TaintId | undefined {

@@ -3,13 +3,14 @@
  * serverless.yml (as serverless-esbuild builds it), loaded as Lambda loads it (an ES module, `handler.mjs`, a fresh
  * Node process per cold start, configuration from the environment, `context.getRemainingTimeInMillis()`), running windows of the
  * deployed form's rota against the real API server and an SQS FIFO queue on fauxqs (functions/watch-forwarder/README.md,
- * "Deployed form"). The full deployed-form tier (the packaged zips under a Lambda-like runner) is test/deployed/.
+ * "Deployed form"), and running the shard its schedule input names. The full deployed-form tier (the packaged zips
+ * under a Lambda-like runner) is test/deployed/.
  */
 import { CoordinationV1Api } from '@kubernetes/client-node';
 import { ReceiveMessageCommand } from '@aws-sdk/client-sqs';
 import { build } from 'esbuild';
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
@@ -40,7 +41,7 @@ describeWithControlPlane('The bundled watch-forwarder handler (the Lambda artifa
     await build({ ...options, entryPoints: ['functions/watch-forwarder/handler.ts'], outfile: join(dir, file), logLevel: 'silent' });
     // The runtime provides the AWS SDK, which the handler loads with import() (ES resolution ignores NODE_PATH):
     // a node_modules next to the bundle stands in for the runtime's copy.
-    symlinkSync(resolve('node_modules'), join(dir, 'node_modules'), 'dir');
+    if (!existsSync(join(dir, 'node_modules'))) symlinkSync(resolve('node_modules'), join(dir, 'node_modules'), 'dir');
     const kc = adminKubeConfig();
     const ns = await createNamespace(kc, 'fwd-bundle');
     const lease = uniqueName('lease');
@@ -105,5 +106,59 @@ describeWithControlPlane('The bundled watch-forwarder handler (the Lambda artifa
     expect(afterSecond.metadata?.resourceVersion).toBe(patched.metadata?.resourceVersion);
     expect(afterSecond.metadata?.annotations?.[MEMBERS_ANNOTATION]).toBe(encodeMembers(live));
     expect(afterSecond.spec?.holderIdentity ?? '').toBe('');
+  });
+
+  it("runs the shard its schedule's input names, on that shard's Lease; refuses a shard beyond FORWARDER_SHARDS", { timeout: 120_000 }, async () => {
+    // Prepare: the same bundle; capi mode with two shards (no Cluster: the window watches the management kinds only).
+    const options = lambdaBundleOptions(resolve('.'));
+    const file = lambdaHandlerFile(options);
+    await build({ ...options, entryPoints: ['functions/watch-forwarder/handler.ts'], outfile: join(dir, file), logLevel: 'silent' });
+    if (!existsSync(join(dir, 'node_modules'))) symlinkSync(resolve('node_modules'), join(dir, 'node_modules'), 'dir');
+    const kc = adminKubeConfig();
+    const ns = await createNamespace(kc, 'fwd-bundle-shard');
+    const lease = uniqueName('lease');
+    const invoke = (event: unknown) => {
+      writeFileSync(
+        join(dir, 'invoke-shard.mjs'),
+        `const { handler } = await import('./${file}');
+         handler(${JSON.stringify(event)}, { awsRequestId: 'bundle-test', functionName: 'watch-forwarder', getRemainingTimeInMillis: () => 17000 })
+           .then((r) => process.stdout.write('RESULT ' + JSON.stringify(r) + '\\n'), (e) => { process.stdout.write('ERROR ' + e.message + '\\n'); process.exit(1); });`,
+      );
+      return run(process.execPath, [join(dir, 'invoke-shard.mjs')], {
+        cwd: dir,
+        env: {
+          PATH: process.env.PATH ?? '',
+          NODE_PATH: resolve('node_modules'),
+          KUBECONFIG: requireControlPlane().kubeconfigPath,
+          CLUSTER_MODE: 'capi',
+          MANAGEMENT_AUTH: 'kubeconfig',
+          QUEUE_URL: `${sqs.endpoint}${new URL(sqs.queue.url).pathname}`,
+          AWS_ACCESS_KEY_ID: 'local',
+          AWS_SECRET_ACCESS_KEY: 'local',
+          AWS_REGION: sqs.region,
+          STATE_NAMESPACE: ns,
+          LEASE_NAME: lease,
+          MACHINE_NAMESPACE: ns,
+          FORWARDER_SHARDS: '2',
+          RESYNC_INTERVAL_SECONDS: '0',
+          POWERTOOLS_LOG_LEVEL: 'WARN',
+        },
+        timeout: 60_000,
+      }).then(
+        ({ stdout }) => stdout,
+        (e: { stdout?: string }) => e.stdout ?? '',
+      );
+    };
+
+    // Act
+    const ran = await invoke({ shard: 1 });
+    const refused = await invoke({ shard: 2 });
+
+    // Assess: the window ran shard 1's rota on `<lease>-1-of-2` only; shard 2 of 2 was refused before any watch.
+    expect(/^RESULT (.*)$/m.exec(ran)?.[1]).toBeDefined();
+    expect(JSON.parse(/^RESULT (.*)$/m.exec(ran)?.[1] ?? 'null')).toMatchObject({ active: true, rota: { joined: true } });
+    const leases = await kc.makeApiClient(CoordinationV1Api).listNamespacedLease({ namespace: ns });
+    expect(leases.items.map((l) => l.metadata?.name)).toEqual([`${lease}-1-of-2`]);
+    expect(refused).toMatch(/^ERROR Invalid configuration event\.shard: must be an integer from 0 to 1 \(FORWARDER_SHARDS is 2\), got 2$/m);
   });
 });

@@ -69,7 +69,13 @@ describe('Function: checkDeployParameters()', () => {
     { name: 'forwarder timeout below window + 15', change: { forwarderTimeoutSeconds: 880 }, want: { parameter: 'forwarderTimeoutSeconds', problem: 'must be at least watchWindowSeconds + 15 (900), got 880' } },
     { name: 'rota overlap shorter than two schedule intervals + a start', change: { forwarderSchedule: 'rate(2 minutes)' }, want: { parameter: 'watchOverlapSeconds', problem: 'must be at least 2 x the forwarderSchedule interval + 30 (270 for rate(2 minutes)), got 150' } },
     { name: 'rota window too short to count across two runs', change: { watchWindowSeconds: 200, forwarderTimeoutSeconds: 215 }, want: { parameter: 'watchWindowSeconds', problem: 'must be at least watchOverlapSeconds + 2 x the forwarderSchedule interval (270), got 200' } },
-    { name: 'reserved concurrency below the rota', change: { forwarderReservedConcurrency: 1 }, want: { parameter: 'forwarderReservedConcurrency', problem: 'must be at least 2 x watchMembers + 1 (5: the members, their successors while they hand over, one run deciding), got 1' } },
+    { name: 'reserved concurrency below the rota', change: { forwarderReservedConcurrency: 1 }, want: { parameter: 'forwarderReservedConcurrency', problem: 'must be at least forwarderShards x (2 x watchMembers + 1) (5: per shard the members, their successors while they hand over, one run deciding), got 1' } },
+    { name: 'reserved concurrency below every shard rota', change: { forwarderShards: 4, forwarderReservedConcurrency: 19 }, want: { parameter: 'forwarderReservedConcurrency', problem: 'must be at least forwarderShards x (2 x watchMembers + 1) (20: per shard the members, their successors while they hand over, one run deciding), got 19' } },
+    { name: 'no shard', change: { forwarderShards: 0 }, want: { parameter: 'forwarderShards', problem: 'must be between 1 and 64, got 0' } },
+    { name: 'too many shards', change: { forwarderShards: 65, forwarderReservedConcurrency: 1000 }, want: { parameter: 'forwarderShards', problem: 'must be between 1 and 64, got 65' } },
+    { name: 'a shard count that is not a number', change: { forwarderShards: 'many' }, want: { parameter: 'forwarderShards', problem: 'must be an integer, got "many"' } },
+    { name: 'shards of one cluster', change: { clusterMode: 'self', forwarderShards: 2, forwarderReservedConcurrency: 10 }, want: { parameter: 'forwarderShards', problem: 'must be 1 with clusterMode=self (one cluster), got 2' } },
+    { name: 'a Lease name with no room for the shard suffix', change: { leaseName: 'l'.repeat(250), forwarderShards: 2, forwarderReservedConcurrency: 10 }, want: { parameter: 'leaseName', problem: `must leave room for the shard suffix: "${'l'.repeat(250)}-1-of-2" is longer than a Lease name may be (253)` } },
     { name: 'rota of no member', change: { watchMembers: 0 }, want: { parameter: 'watchMembers', problem: 'must be between 1 and 5, got 0' } },
     { name: 'schedule syntax', change: { forwarderSchedule: 'every minute' }, want: { parameter: 'forwarderSchedule', problem: 'must be rate(<n> minute|minutes|hour|hours) or cron(...), got "every minute"' } },
     // Private networks
@@ -97,6 +103,12 @@ describe('Function: checkDeployParameters()', () => {
     // --param gives strings
     expect(checkDeployParameters({ ...worked('ssm'), reconcileReservedConcurrency: '4', reconcileProvisionedConcurrency: '4' })).toEqual([]);
     expect(parameters(checkDeployParameters({ ...worked('ssm'), reconcileReservedConcurrency: '4', reconcileProvisionedConcurrency: '5' }))).toEqual(['reconcileProvisionedConcurrency']);
+  });
+
+  it('accepts shards with the reserved concurrency of every shard rota; one shard by default', () => {
+    expect(defaults['forwarderShards']).toBe(1);
+    expect(checkDeployParameters({ ...worked('ssm'), forwarderShards: 4, forwarderReservedConcurrency: 20 })).toEqual([]);
+    expect(checkDeployParameters({ ...worked('ssm'), forwarderShards: '64', forwarderReservedConcurrency: '320' })).toEqual([]);
   });
 
   it('checks the EKS values with the functions own loader once all are present', () => {

@@ -92,15 +92,18 @@ const REDRIVE_ROLE = 'arn:aws:iam::111122223333:role/ops-dlq-redrive';
 let eks: Packaged;
 let ssm: Packaged;
 let secretsManager: Packaged;
+/** The secretsmanager set with three forwarder shards. */
+let sharded: Packaged;
 let refused: { code: number | string | undefined; output: string; templateWritten: boolean };
 
 beforeAll(async () => {
   // The three worked parameter files (infra/params/*.yml, wired as stages of serverless.yml), packaged side by side,
   // and serverless.yml's eks, which the parameter check must refuse.
-  [eks, ssm, secretsManager, refused] = await Promise.all([
+  [eks, ssm, secretsManager, sharded, refused] = await Promise.all([
     packagedService(PACKAGE_VARIANTS.eks),
     packagedService(PACKAGE_VARIANTS.ssm),
     packagedService(PACKAGE_VARIANTS.secretsmanager),
+    packagedService([...PACKAGE_VARIANTS.secretsmanager, '--param=forwarderShards=3', '--param=forwarderReservedConcurrency=15']),
     packagedService([]).then(
       () => ({ code: 0, output: '', templateWritten: true }),
       (e: unknown) => {
@@ -232,6 +235,26 @@ describe('npx serverless package (offline, no credentials)', () => {
     // A quiet, healthy watch gets a bookmark about once a minute: the watchdog must not restart it.
     expect(Number(forwarder.Properties.Environment.Variables.WATCH_IDLE_SECONDS)).toBeGreaterThanOrEqual(70);
     expect(forwarder.Properties.ReservedConcurrentExecutions).toBeGreaterThanOrEqual(2 * members + 1);
+    // One shard: the schedule says so, and the Lease keeps its plain name (an upgrade keeps its checkpoint).
+    expect(rule.Properties.Targets[0].Input).toBe('{"shard":0}');
+    expect(forwarder.Properties.Environment.Variables.FORWARDER_SHARDS).toBe('1');
+  });
+
+  it('runs every shard from one deployment: one schedule per shard with its index as input, the count in the environment', () => {
+    const [forwarderId, forwarder] = functionByHandler(sharded.template, 'functions/watch-forwarder/handler.handler');
+    const rules = resourcesOfType(sharded.template, 'AWS::Events::Rule').map(([, r]) => r);
+    expect(rules.map((r) => JSON.parse(r.Properties.Targets[0].Input)).sort((a, b) => a.shard - b.shard)).toEqual([{ shard: 0 }, { shard: 1 }, { shard: 2 }]);
+    for (const rule of rules) {
+      expect(rule.Properties.ScheduleExpression).toBe('rate(1 minute)');
+      expect(rule.Properties.State).toBe('ENABLED');
+      expect(rule.Properties.Targets[0].Arn).toEqual({ 'Fn::GetAtt': [forwarderId, 'Arn'] });
+    }
+    // Shard 0 keeps the first rule's logical id: a deployment that had one schedule keeps its rule.
+    expect(JSON.parse(sharded.template.Resources.WatchForwarderEventsRuleSchedule1.Properties.Targets[0].Input)).toEqual({ shard: 0 });
+    const permissions = resourcesOfType(sharded.template, 'AWS::Lambda::Permission').filter(([, p]) => p.Properties.Principal === 'events.amazonaws.com');
+    expect(permissions).toHaveLength(3);
+    expect(forwarder.Properties.Environment.Variables.FORWARDER_SHARDS).toBe('3');
+    expect(forwarder.Properties.ReservedConcurrentExecutions).toBeGreaterThanOrEqual(3 * (2 * Number(forwarder.Properties.Environment.Variables.WATCH_MEMBERS) + 1));
   });
 
   it('gives each function exactly one log group, with retention', () => {

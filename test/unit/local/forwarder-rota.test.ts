@@ -7,7 +7,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { WatchForwarder } from '#functions/watch-forwarder/forward-watch-events.ts';
 import type { TaintEvent } from '#shared/contract/cloud-event.ts';
 import type { NodeFacts } from '#shared/model/views.ts';
-import { runWindows, type LocalRota } from '#local/forwarder-rota.ts';
+import { localShards, runWindows, type LocalRota } from '#local/forwarder-rota.ts';
 import { memoryLease, newLeaseState, type LeaseState } from '#test/support/memory-lease.ts';
 import { ScriptedSources, until } from '#test/support/scripted-watch-sources.ts';
 
@@ -71,5 +71,13 @@ describe('Function: runWindows()', () => {
     expect(streamsWhileFull).toBe(0);
     expect(state.members.map((m) => m.id)).toEqual(['a']);
     expect(state.holder).toBe('a');
+  });
+});
+
+describe('Function: localShards()', () => {
+  it('runs every shard of the count in one process, or only the pinned one', () => {
+    expect(localShards({ shards: 1, shard: 0, shardPinned: false })).toEqual([0]);
+    expect(localShards({ shards: 3, shard: 0, shardPinned: false })).toEqual([0, 1, 2]);
+    expect(localShards({ shards: 3, shard: 1, shardPinned: true })).toEqual([1]);
   });
 });

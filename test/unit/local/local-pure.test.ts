@@ -16,6 +16,13 @@ describe('Function: loadLocalConfig()', () => {
     expect(c.specTaintsOwner).toBe('upstream');
   });
 
+  it('runs every shard of FORWARDER_SHARDS, or only FORWARDER_SHARD when set (capi mode only)', () => {
+    expect(loadLocalConfig({}, [])).toMatchObject({ shards: 1, shard: undefined });
+    expect(loadLocalConfig({ FORWARDER_SHARDS: '3' }, ['--capi'])).toMatchObject({ shards: 3, shard: undefined });
+    expect(loadLocalConfig({ FORWARDER_SHARDS: '3', FORWARDER_SHARD: '2' }, ['--capi'])).toMatchObject({ shards: 3, shard: 2 });
+    expect(() => loadLocalConfig({ FORWARDER_SHARDS: '3' }, [])).toThrow(/FORWARDER_SHARDS: must be 1 with CLUSTER_MODE=self/);
+  });
+
   it.each([
     { env: { CLUSTER_MODE: 'capi' }, argv: [], mode: 'capi' },
     { env: {}, argv: ['--capi'], mode: 'capi' },
