@@ -88,6 +88,20 @@ export function sumRequestTotal(metrics: string): number {
   return sum;
 }
 
+/**
+ * Runs `call`, once more after a connection reset: a keep-alive socket the stand-in or the API server closed as the
+ * request went out (the writes are merge patches of fixed values, so a repeat changes nothing).
+ */
+async function once<T>(call: () => Promise<T>): Promise<T> {
+  try {
+    return await call();
+  } catch (e) {
+    const code = (e as { code?: string }).code;
+    if (code === 'ECONNRESET' || (e instanceof Error && e.message === 'socket hang up')) return call();
+    throw e;
+  }
+}
+
 export async function runFleetDeployed(ctx: BenchContext, extraPackageArgs: readonly string[] = []): Promise<FleetDeployedResult> {
   const s = ctx.sizes;
   const largest = s.fleet1000Fleets.at(-1);
@@ -138,7 +152,7 @@ export async function runFleetDeployed(ctx: BenchContext, extraPackageArgs: read
     const initialSyncMs = since(start);
     const initialMessages = messages;
     const requestsSynced = await managementRequests(ctx.kubeconfigPath);
-    ctx.log(`  deployed initial sync: ${initialMessages} messages in ${(initialSyncMs / 1000).toFixed(1)} s, peak so far ${fn.stats().peakRssMiB} MiB of ${fn.fn.memoryMiB}`);
+    ctx.log(`  deployed initial sync: ${initialMessages} messages in ${(initialSyncMs / 1000).toFixed(1)} s (MemorySize ${fn.fn.memoryMiB} MiB)`);
 
     // Window: heartbeats over the shard's Nodes at the profile's rate, and the shard's share of the edits.
     const targets = Array.from({ length: n }, (_, j) => {
@@ -160,17 +174,17 @@ export async function runFleetDeployed(ctx: BenchContext, extraPackageArgs: read
         const wait = windowStart + (i * 1000) / s.heartbeatRate - performance.now();
         if (wait > 0) await sleep(wait);
         const t = targets[i % n];
-        if (!t?.pair) return;
-        await t.m.raw.mergePatch(`/api/v1/nodes/${t.pair.node}/status`, { status: kubeletStatus(t.pair.node, new Date()) });
+        const node = t?.pair?.node;
+        if (!t || node === undefined) return;
+        await once(() => t.m.raw.mergePatch(`/api/v1/nodes/${node}/status`, { status: kubeletStatus(node, new Date()) }));
         if (i % editEvery === 0 && made < edits) {
           const [c, p] = plan[made++] ?? [0, 0];
           const m = group[c] as FleetMember;
           const pair = m.pairs[p];
           if (!pair) return;
           const at = Date.now();
-          const out = await raw.mergePatch<{ metadata: { resourceVersion: string } }>(`${MACHINES_PATH}/namespaces/${m.namespace}/machines/${pair.machine}`, {
-            metadata: { annotations: { [ANNOTATION]: `${KEY}=e${made}-${tag}:NoSchedule` } },
-          });
+          const value = `${KEY}=e${made}-${tag}:NoSchedule`;
+          const out = await once(() => raw.mergePatch<{ metadata: { resourceVersion: string } }>(`${MACHINES_PATH}/namespaces/${m.namespace}/machines/${pair.machine}`, { metadata: { annotations: { [ANNOTATION]: value } } }));
           sentAt.set(out.metadata.resourceVersion, at);
         }
       },
@@ -183,7 +197,12 @@ export async function runFleetDeployed(ctx: BenchContext, extraPackageArgs: read
       const seen = seenAt.get(rv);
       return seen === undefined ? [] : [seen - at];
     });
+    // The member still runs its window: its container's VmHWM now (the runner reads it only when an invocation ends).
+    const running = fn.busy()[0];
+    const hwm = running?.pid === undefined ? undefined : /^VmHWM:\s+(\d+) kB/m.exec(readFileSync(`/proc/${running.pid}/status`, 'utf8'))?.[1];
     const stats = fn.stats();
+    const peakRssMiB = round(Math.max(stats.peakRssMiB, hwm === undefined ? 0 : Number(hwm) / 1024), 1);
+    if (!running) throw new Error(`the shard's forwarder is no longer running at the end of the window (${stats.errors} errors): killed over its memory or failed`);
     const record = fn.records.find((r) => r.trigger === 'direct');
     const result: FleetDeployedResult = {
       packageArgs,
@@ -195,8 +214,8 @@ export async function runFleetDeployed(ctx: BenchContext, extraPackageArgs: read
       memoryMiB: fn.fn.memoryMiB,
       timeoutSeconds: fn.fn.timeoutSeconds,
       nodeOptions: env['NODE_OPTIONS'] ?? '',
-      peakRssMiB: stats.peakRssMiB,
-      headroomMiB: round(fn.fn.memoryMiB - stats.peakRssMiB, 1),
+      peakRssMiB,
+      headroomMiB: round(fn.fn.memoryMiB - peakRssMiB, 1),
       initialSyncMs: round(initialSyncMs, 0),
       initialMessages,
       windowMs: round(windowMs, 0),
