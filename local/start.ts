@@ -19,6 +19,8 @@ import { logger } from '#shared/observability/logger.ts';
 import { SyncState } from './taint-status.ts';
 import { STATE_CONFIGMAP } from '#shared/adapters/kubernetes/enablement-state.ts';
 import { decideStart } from './cluster-target.ts';
+import { localShards } from './forwarder-rota.ts';
+import { shardLeaseName } from '#shared/policy/shards.ts';
 import { parseControlPlaneArgs } from './control-plane/args.ts';
 import { ControlPlaneUnavailableError, startControlPlane, type CapiOptions, type ControlPlane } from './control-plane/control-plane.ts';
 import { readTaintStatuses } from './cluster-status.ts';
@@ -92,7 +94,12 @@ if (config.kubeconfig) {
   const decision = decideStart(
     { kubeconfig: config.kubeconfig, context: kc.getCurrentContext() || undefined, server: kc.getCurrentCluster()?.server },
     { allowRemoteFlag: config.allowRemote, allowRemoteContext: config.allowRemoteContext },
-    { stateNamespace: config.stateNamespace, leaseName: LEASE_NAME, stateConfigMap: STATE_CONFIGMAP },
+    {
+      stateNamespace: config.stateNamespace,
+      // One Lease per shard this process runs (docs/fleets-and-sizing.md, "Shards").
+      leaseName: localShards({ shards: config.shards, shard: config.shard ?? 0, shardPinned: config.shard !== undefined }).map((shard) => shardLeaseName(LEASE_NAME, shard, config.shards)).join(', '),
+      stateConfigMap: STATE_CONFIGMAP,
+    },
     config.dryRun,
   );
   if (decision.kind === 'refused') {

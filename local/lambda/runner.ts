@@ -575,15 +575,14 @@ export class LambdaRunner {
   }
 
   /**
-   * One event of the function's schedule delivered now (what the next period would deliver), as an asynchronous
-   * invocation: retried while throttled until MaximumEventAgeInSeconds. For tests that must not wait for the random
-   * point of the first period; the periodic firing goes on unchanged.
+   * One event of each of the function's schedules delivered now (what the next period would deliver; the forwarder has
+   * one schedule per shard), as asynchronous invocations: retried while throttled until MaximumEventAgeInSeconds. For
+   * tests that must not wait for the random point of the first period; the periodic firing goes on unchanged.
    */
-  fireSchedule(key: string): Promise<void> {
+  async fireSchedule(key: string): Promise<void> {
     const fn = this.fn(key).fn;
-    const rule = fn.schedules[0];
-    if (!rule) throw new Error(`${key} has no schedule in the template`);
-    return this.#deliverAsync(key, rule.logicalId);
+    if (fn.schedules.length === 0) throw new Error(`${key} has no schedule in the template`);
+    await Promise.all(fn.schedules.map((rule) => this.#deliverAsync(key, rule.logicalId)));
   }
 
   /** Starts every enabled schedule and event source mapping of the template (idempotent). */
@@ -797,7 +796,9 @@ export class LambdaRunner {
     const pool = this.fn(key);
     const fn = pool.fn;
     const time = new Date();
-    const event = {
+    // A target with a constant Input gets it as the event (the forwarder's `{ "shard": i }`), as EventBridge does.
+    const input = fn.schedules.find((s) => s.logicalId === ruleId)?.input;
+    const event = input !== undefined ? input : {
       version: '0',
       id: randomUUID(),
       'detail-type': 'Scheduled Event',

@@ -68,6 +68,11 @@ export interface TemplateSchedule {
   readonly expression: string;
   readonly periodMs: number;
   readonly enabled: boolean;
+  /**
+   * The target's constant `Input` (JSON), which EventBridge delivers as the event instead of the Scheduled Event: the
+   * forwarder's `{ "shard": i }`, one rule per shard. Undefined when the target has none.
+   */
+  readonly input?: unknown;
 }
 
 /** An `AWS::Lambda::Function` of the template and everything that drives it. */
@@ -193,12 +198,16 @@ export function readPackagedTemplate(serviceDir: string): PackagedTemplate {
     const targets = (arn: Json): boolean => qualifierOf(arn) !== null;
     const schedules = of('AWS::Events::Rule')
       .filter(([, rule]) => (rule.Properties?.Targets ?? []).some((t: Json) => targets(t.Arn)) && typeof rule.Properties?.ScheduleExpression === 'string')
-      .map(([ruleId, rule]) => ({
-        logicalId: ruleId,
-        expression: String(rule.Properties.ScheduleExpression),
-        periodMs: ratePeriodMs(String(rule.Properties.ScheduleExpression)),
-        enabled: (rule.Properties.State ?? 'ENABLED') === 'ENABLED',
-      }));
+      .map(([ruleId, rule]) => {
+        const input = ((rule.Properties.Targets ?? []) as Json[]).find((t) => targets(t.Arn))?.Input;
+        return {
+          logicalId: ruleId,
+          expression: String(rule.Properties.ScheduleExpression),
+          periodMs: ratePeriodMs(String(rule.Properties.ScheduleExpression)),
+          enabled: (rule.Properties.State ?? 'ENABLED') === 'ENABLED',
+          ...(typeof input === 'string' ? { input: JSON.parse(input) as unknown } : {}),
+        };
+      });
     const sqsEventSources = of('AWS::Lambda::EventSourceMapping')
       .filter(([, m]) => targets(m.Properties?.FunctionName))
       .flatMap(([mId, m]): TemplateSqsEventSource[] => {

@@ -6,6 +6,7 @@
 import { ReceiveMessageCommand, SendMessageCommand } from '@aws-sdk/client-sqs';
 import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 import { CHECKPOINT_ANNOTATION } from '#shared/adapters/kubernetes/lease.ts';
+import { shardOf } from '#shared/policy/shards.ts';
 import { readFileSync } from 'node:fs';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { World } from './support.ts';
@@ -283,6 +284,43 @@ describeWithControlPlane('e2e: the whole pipeline in-process', () => {
       // A Node-side change (someone removes the managed taint) is seen through the workload watch and repaired.
       await core.patchNode({ name: node, body: { spec: { taints: [FOREIGN] } } }, MERGE_PATCH);
       await expectNode(kc, node, { taints: [FOREIGN_S, 'role=db:NoSchedule'], tracking: 'role:NoSchedule' });
+    });
+
+    it('runs every shard of FORWARDER_SHARDS in one pipeline, each on its own Lease, and converges the Nodes of clusters of both', async () => {
+      // Prepare: two shards; a workload Cluster of each (both are this API server, reached through their Secrets).
+      const w = await startWorld(kc, { mode: 'capi', shards: 2 });
+      world = w;
+      const core = kc.makeApiClient(CoreV1Api);
+      const clusterOf = async (shard: number): Promise<string> => {
+        let name = uniqueName('wc');
+        while (shardOf(`${w.ns}/${name}`, 2) !== shard) name = uniqueName('wc');
+        await core.createNamespacedSecret({
+          namespace: w.ns,
+          body: { metadata: { name: `${name}-kubeconfig`, labels: { 'cluster.x-k8s.io/cluster-name': name } }, type: 'cluster.x-k8s.io/secret', data: { value: readFileSync(requireControlPlane().kubeconfigPath).toString('base64') } },
+        });
+        await kc.makeApiClient(CustomObjectsApi).createNamespacedCustomObject({
+          group: 'cluster.x-k8s.io',
+          version: 'v1beta2',
+          plural: 'clusters',
+          namespace: w.ns,
+          body: { apiVersion: 'cluster.x-k8s.io/v1beta2', kind: 'Cluster', metadata: { name, namespace: w.ns }, spec: { paused: false } },
+        });
+        return name;
+      };
+      const clusters = [await clusterOf(0), await clusterOf(1)];
+      await w.pipeline.waitForForwarder();
+      const nodes = [await joinNode(w, 'shard0'), await joinNode(w, 'shard1')];
+
+      // Act: a Machine of each cluster declares a taint on its Node
+      for (const [i, cluster] of clusters.entries()) {
+        await createMachine(kc, w.ns, uniqueName(`m${i}`), { clusterName: cluster, specTaints: [{ key: 'shard', value: String(i), effect: 'NoSchedule' }], nodeName: nodes[i] ?? '' });
+      }
+
+      // Assess: both Nodes converge; each shard holds a Lease of its own.
+      await expectNode(kc, nodes[0] ?? '', { taints: ['shard=0:NoSchedule'], tracking: 'shard:NoSchedule' });
+      await expectNode(kc, nodes[1] ?? '', { taints: ['shard=1:NoSchedule'], tracking: 'shard:NoSchedule' });
+      const leases = await kc.makeApiClient(CoordinationV1Api).listNamespacedLease({ namespace: w.ns });
+      expect(leases.items.map((l) => l.metadata?.name).sort()).toEqual([`forwarder-${w.run}-0-of-2`, `forwarder-${w.run}-1-of-2`]);
     });
   });
 });

@@ -28,6 +28,8 @@ const template = {
       },
     },
     Rule: { Type: 'AWS::Events::Rule', Properties: { ScheduleExpression: 'rate(2 minutes)', State: 'ENABLED', Targets: [{ Arn: { 'Fn::GetAtt': ['FnLambdaFunction', 'Arn'] }, Id: 't' }] } },
+    // A second schedule with a constant input (the forwarder's shard): delivered as the event.
+    Rule2: { Type: 'AWS::Events::Rule', Properties: { ScheduleExpression: 'rate(2 minutes)', State: 'ENABLED', Targets: [{ Input: '{"shard":1}', Arn: { 'Fn::GetAtt': ['FnLambdaFunction', 'Arn'] }, Id: 't' }] } },
     Mapping: { Type: 'AWS::Lambda::EventSourceMapping', Properties: { BatchSize: 7, EventSourceArn: { 'Fn::GetAtt': ['Queue', 'Arn'] }, FunctionName: { 'Fn::GetAtt': ['FnLambdaFunction', 'Arn'] }, FunctionResponseTypes: ['ReportBatchItemFailures'], ScalingConfig: { MaximumConcurrency: 2 } } },
     EvConf: { Type: 'AWS::Lambda::EventInvokeConfig', Properties: { FunctionName: { Ref: 'FnLambdaFunction' }, MaximumEventAgeInSeconds: 60, MaximumRetryAttempts: 0 } },
   },
@@ -43,7 +45,10 @@ describe('readPackagedTemplate', () => {
     const t = readPackagedTemplate(dir);
     const fn = t.functions.get('fn');
     expect(fn).toMatchObject({ functionName: 's-fn', handler: 'functions/fn/handler.handler', runtime: 'nodejs22.x', timeoutSeconds: 20, memoryMiB: 256, reservedConcurrency: 3, roleLogicalId: 'Role', zipPath: join(dir, '.serverless', 'fn.zip') });
-    expect(fn?.schedules).toEqual([{ logicalId: 'Rule', expression: 'rate(2 minutes)', periodMs: 120_000, enabled: true }]);
+    expect(fn?.schedules).toEqual([
+      { logicalId: 'Rule', expression: 'rate(2 minutes)', periodMs: 120_000, enabled: true },
+      { logicalId: 'Rule2', expression: 'rate(2 minutes)', periodMs: 120_000, enabled: true, input: { shard: 1 } },
+    ]);
     expect(fn?.sqsEventSources).toEqual([{ logicalId: 'Mapping', queueLogicalId: 'Queue', batchSize: 7, reportBatchItemFailures: true, maximumConcurrency: 2, enabled: true }]);
     expect(fn?.sqsEventSources[0]?.qualifier).toBeUndefined();
     expect(fn?.versions).toEqual([]);
