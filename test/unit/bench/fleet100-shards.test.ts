@@ -113,3 +113,39 @@ describe('Function: judge(), scenario fleet1000', () => {
     expect(small.find((t) => t.figure === 'fleet1000PeakMiB')).toMatchObject({ measured: 600, met: undefined });
   });
 });
+
+describe('Function: fleetGrowthTable()', () => {
+  it('gives one row per shard of every layout of every fleet, an empty shard as a row without figures', async () => {
+    // Prepare
+    const { fleetGrowthTable } = await import('../../../bench/lib/report.ts');
+    const forwarder = {
+      nodes: 40,
+      machines: 40,
+      peakMiB: 120.5,
+      initialSyncMs: 900,
+      initialMessages: 80,
+      changeLatency: { observed: 4, lost: 0, p50Ms: 5, p90Ms: 8, p99Ms: 9.5, maxMs: 10 },
+      managementRequests: { initialSync: 30, window: 2, initialSyncPerSec: 33.3, windowPerSec: 0.8 },
+    } as unknown as ForwarderRun;
+    const stats = { lists: 0, listPages: 0, watches: 0, writes: 0, gets: 0, unknownRequests: 0, expired: 0 };
+    const fleet = {
+      clusters: 2,
+      nodesPerCluster: 20,
+      namespaces: 2,
+      shippedMemoryMiB: 512,
+      serversStartMs: 1,
+      setupMs: 1,
+      standins: stats,
+      layouts: [{ shards: 2, largest: largestOf([]), perShard: [{ shard: 0, clusters: 2, forwarder, headroomMiB: 391.5, standins: stats, changesPerCluster: { min: 2, max: 2 } }, { shard: 1, clusters: 0, standins: stats, changesPerCluster: { min: 0, max: 0 } }] }],
+    };
+
+    // Act
+    const rows = fleetGrowthTable([fleet]).split('\n').slice(2);
+
+    // Assess
+    expect(rows).toEqual([
+      '| 2 × 20 | 2 | 0 | 2 | 40 + 40 | **120.5 MiB** | 391.5 MiB of 512 | 5 / **9.5** / 10 ms | 4 (0) | 30 (33.3/s) / 2 (0.8/s) | 900 ms (80 msgs) |',
+      '| 2 × 20 | 2 | 1 | 0 | - | - | - | - | - | - | - |',
+    ]);
+  });
+});
