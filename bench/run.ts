@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --quick | --smoke] [--only=throughput,forwarder] [--throughput-n=1000] [--forwarder-objects=1000,5000,20000] [--fleet100-clusters=100] [--fleet100-nodes=200] [--fleet100-shards=4] [--side-by-side-sizes=100,500] [--kubeconfig=<path>] [--etcd=<url>] [--no-write] [--hostile-seconds=120] [--noexecute-ready-seconds=0]`
+ * `npm run bench [-- --quick | --smoke] [--only=throughput,forwarder] [--throughput-n=1000] [--forwarder-objects=1000,5000,20000] [--fleet100-clusters=100] [--fleet100-nodes=200] [--fleet100-shards=4[,8…]] [--side-by-side-sizes=100,500] [--kubeconfig=<path>] [--etcd=<url>] [--no-write] [--hostile-seconds=120] [--noexecute-ready-seconds=0]`
  * `npm run bench -- --deployed [--only=e2e-latency|fleet|side-by-side] [--deployed-seconds=1500] [--deployed-rate=2] [--deployed-defaults] [--deployed-auth=eks|ssm] [--package-param=<name>=<value>…]`:
  * scenarios 3 and 8 through the packaged functions under local/lambda/'s runner (bench/scenarios/deployed.ts), real
  * time, and scenario 10 with the product's side in that form (bench/scenarios/side-by-side.ts, `form: 'deployed'`; its
@@ -102,8 +102,8 @@ try {
   if (fleet100Clusters !== undefined && !(Number.isInteger(fleet100Clusters) && fleet100Clusters > 0)) throw new Error(`--fleet100-clusters must be a positive integer (the whole fleet, split over the shards), got ${values['fleet100-clusters']}`);
   const fleet100NodesPerCluster = values['fleet100-nodes'] === undefined ? undefined : Number(values['fleet100-nodes']);
   if (fleet100NodesPerCluster !== undefined && !(Number.isInteger(fleet100NodesPerCluster) && fleet100NodesPerCluster > 0)) throw new Error(`--fleet100-nodes must be a positive integer (Nodes per cluster), got ${values['fleet100-nodes']}`);
-  const fleet100Shards = values['fleet100-shards'] === undefined ? undefined : Number(values['fleet100-shards']);
-  if (fleet100Shards !== undefined && !(Number.isInteger(fleet100Shards) && fleet100Shards > 0)) throw new Error(`--fleet100-shards must be a positive integer (forwarders, each with its share of the clusters; 1: one forwarder over the whole fleet), got ${values['fleet100-shards']}`);
+  const fleet100Shards = values['fleet100-shards'] === undefined ? undefined : values['fleet100-shards'].split(',').map(Number);
+  if (fleet100Shards !== undefined && !fleet100Shards.every((n) => Number.isInteger(n) && n > 0)) throw new Error(`--fleet100-shards must be positive integers, comma-separated (the product's shard counts, each measured on the same fleet; 1: one forwarder over the whole fleet), got ${values['fleet100-shards']}`);
   if (forwarderObjects !== undefined && !forwarderObjects.every((n) => Number.isInteger(n) && n > 0)) throw new Error(`--forwarder-objects must be positive integers (comma-separated), got ${values['forwarder-objects']}`);
   const results = await runBench({
     profile,
