@@ -137,6 +137,9 @@ export interface RunBenchOptions {
   readonly etcdEndpoint?: string;
   /** Length of the `hostile` scenario's attack (default 120 s, the issue's). */
   readonly hostileSeconds?: number;
+  /** The `hostile` scenario's servers (default issue 27's six) and its hostile Machines' edit cadence (default none). */
+  readonly hostileSet?: 'six' | 'three';
+  readonly hostileMachineEditSeconds?: number;
   /**
    * Run scenarios 3, 8 and 10 in the deployed form instead (the packaged zips under local/lambda/'s runner; scenario 10
    * with the product's side so, Cluster API's as always); the other scenarios are not run. `shipped`: the rota's
@@ -217,7 +220,9 @@ export async function runBench(o: RunBenchOptions): Promise<BenchResults> {
   if (fleet) scenarios.fleet = fleet;
   const fleet100 = await step('fleet100', 'Scenario 9: the forwarder over a hundred workload clusters (stand-in workload API servers, capi mode)', () => runFleet100(ctx));
   if (fleet100) scenarios.fleet100 = fleet100;
-  const hostile = await step('hostile', 'Scenario hostile: six hostile workload clusters next to a healthy one (capi mode)', () => runHostile(ctx, o.hostileSeconds ?? 120));
+  const hostile = await step('hostile', 'Scenario hostile: six hostile workload clusters next to a healthy one (capi mode)', () =>
+    runHostile(ctx, o.hostileSeconds ?? 120, { ...(o.hostileSet ? { set: o.hostileSet } : {}), ...(o.hostileMachineEditSeconds !== undefined ? { machineEditSeconds: o.hostileMachineEditSeconds } : {}) }),
+  );
   if (hostile) scenarios.hostile = hostile;
   const sideBySide = await step('side-by-side', 'Scenario 10: side by side with Cluster API (its own control plane)', () => runSideBySide(ctx));
   if (sideBySide) scenarios.sideBySide = sideBySide;
