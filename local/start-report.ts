@@ -1,7 +1,7 @@
 /**
  * `npm start`'s status display as a loop of its own: every interval it reads every Machine's taint status
  * (`readTaintStatuses`, the same as `npm run status`: each workload cluster's Nodes are listed, a failing cluster held
- * back by its backoff) and prints the totals and the Nodes out of sync, only when they changed. Shared by `npm start`
+ * back by its backoff, or left alone while the forwarder reports its Node watch failing) and prints the totals and the Nodes out of sync, only when they changed. Shared by `npm start`
  * and the hostile-clusters attack's pipeline child (bench/lib/capi-pipeline-child.ts), so that the attack measures the
  * requests the display really sends.
  */
@@ -46,6 +46,9 @@ export async function startStatusReport(o: StatusReportOptions): Promise<StatusR
           ...(o.machineNamespace ? { machineNamespace: o.machineNamespace } : {}),
           ...(o.pipeline.startupTaint ? { startupTaint: o.pipeline.startupTaint } : {}),
           specTaintsOwner: o.pipeline.specTaintsOwner,
+          // A cluster whose Node watch the forwarder sees failing is not listed: its requests would come on top of the
+          // forwarder's retries, and a failing cluster gets at most a request a second from the whole product.
+          knownFailing: (cluster) => o.pipeline.failingClusters().find((f) => f.cluster === cluster)?.reason,
         });
         // The same verdicts and words as npm run status: out of sync / Node missing, and the pairs left alone on purpose.
         outOfSync = outOfSyncNodes(statuses);
