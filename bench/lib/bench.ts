@@ -220,7 +220,7 @@ export async function runBench(o: RunBenchOptions): Promise<BenchResults> {
   if (fleet) scenarios.fleet = fleet;
   const fleet100 = await step('fleet100', 'Scenario 9: the forwarder over a hundred workload clusters (stand-in workload API servers, capi mode)', () => runFleet100(ctx));
   if (fleet100) scenarios.fleet100 = fleet100;
-  const hostile = await step('hostile', 'Scenario hostile: six hostile workload clusters next to a healthy one (capi mode)', () =>
+  const hostile = await step('hostile', 'Scenario hostile: hostile workload clusters next to a healthy one (capi mode)', () =>
     runHostile(ctx, o.hostileSeconds ?? 120, { ...(o.hostileSet ? { set: o.hostileSet } : {}), ...(o.hostileMachineEditSeconds !== undefined ? { machineEditSeconds: o.hostileMachineEditSeconds } : {}) }),
   );
   if (hostile) scenarios.hostile = hostile;

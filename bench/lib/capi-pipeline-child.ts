@@ -33,8 +33,10 @@ const pipeline = await startPipeline({
   machineNamespace: env['HOSTILE_NAMESPACE'] ?? '',
   visibilityTimeoutSeconds: 5,
   maxReceiveCount: 50,
-  retryBaseSeconds: 0,
-  retryMaxSeconds: 2,
+  // npm start's retry backoff (1 s doubling to 30 s): with none, a record of a failing cluster that the cluster's
+  // backoff refuses would come back at once, again and again, and flood the log the attack measures.
+  retryBaseSeconds: 1,
+  retryMaxSeconds: 30,
   specTaintsOwner: env['HOSTILE_SPEC_TAINTS_OWNER'] === 'product' ? SpecTaintsOwner.product : SpecTaintsOwner.upstream,
   forwarderOptions: { renewIntervalMs: 1000, acquireRetryMs: 200, flushIntervalMs: 20 },
   ...(apiTimeoutSeconds !== undefined ? { apiTimeoutSeconds } : {}),

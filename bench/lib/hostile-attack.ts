@@ -19,7 +19,7 @@
  * HOSTILE_MARKER), raw control bytes, and whether it is the per-cluster "Workload cluster unreachable" line.
  */
 import { fork, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { createWriteStream, readFileSync, type WriteStream } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
 import { HOSTILE_MARKER, ISSUE27_BEHAVIOURS, startHostileServers, type HostileBehaviour, type HostileServer, type HostileStats } from './hostile-servers.ts';
@@ -79,6 +79,8 @@ export interface HostileAttackOptions {
   /** Size of `huge-event`'s one event (default 300 MiB). */
   readonly hugeEventBytes?: number;
   readonly log?: (line: string) => void;
+  /** A file that gets a copy of the child's whole output (for a look at what it logged), default none. */
+  readonly childLogPath?: string;
 }
 
 /** A log line of the product that says a hostile cluster is failing, as parsed. */
@@ -240,8 +242,15 @@ export async function runHostileAttack(o: HostileAttackOptions): Promise<Hostile
     },
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
   });
-  child.stdout?.on('data', (c: Buffer) => tap.push(c));
-  child.stderr?.on('data', (c: Buffer) => tap.push(c));
+  const copy: WriteStream | undefined = o.childLogPath ? createWriteStream(o.childLogPath) : undefined;
+  child.stdout?.on('data', (c: Buffer) => {
+    tap.push(c);
+    copy?.write(c);
+  });
+  child.stderr?.on('data', (c: Buffer) => {
+    tap.push(c);
+    copy?.write(c);
+  });
   const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
   let servers: HostileServer[] = [];
   let sampler: NodeJS.Timeout | undefined;
@@ -396,5 +405,6 @@ export async function runHostileAttack(o: HostileAttackOptions): Promise<Hostile
       child.kill('SIGKILL');
       await exited;
     }
+    copy?.end();
   }
 }

@@ -59,6 +59,8 @@ export async function runHostile(ctx: BenchContext, attackSeconds: number, varia
     const hostileMachine = (cluster: string): string => `${cluster}-m0`;
     const result = await runHostileAttack({
       behaviours: HOSTILE_SETS[variant.set ?? 'six'],
+      // HOSTILE_CHILD_LOG=<file>: a copy of the pipeline child's output, to see what it logged.
+      ...(process.env['HOSTILE_CHILD_LOG'] ? { childLogPath: process.env['HOSTILE_CHILD_LOG'] } : {}),
       ...(variant.machineEditSeconds !== undefined
         ? {
             hostileMachines: {
