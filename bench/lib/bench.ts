@@ -146,6 +146,9 @@ export interface RunBenchOptions {
   readonly etcdEndpoint?: string;
   /** Length of the `hostile` scenario's attack (default 120 s, the issue's). */
   readonly hostileSeconds?: number;
+  /** The `hostile` scenario's servers (default issue 27's six) and its hostile Machines' edit cadence (default none). */
+  readonly hostileSet?: 'six' | 'three';
+  readonly hostileMachineEditSeconds?: number;
   /**
    * Run scenarios 3, 8 and 10 in the deployed form instead (the packaged zips under local/lambda/'s runner; scenario 10
    * with the product's side so, Cluster API's as always); the other scenarios are not run. `shipped`: the rota's
@@ -230,7 +233,9 @@ export async function runBench(o: RunBenchOptions): Promise<BenchResults> {
   if (fleet100) scenarios.fleet100 = fleet100;
   const fleet1000 = await step('fleet1000', 'Scenario fleet1000: the product\'s shards over 100 and 1 000 workload clusters (stand-in workload API servers, capi mode)', () => runFleet1000(ctx));
   if (fleet1000) scenarios.fleet1000 = fleet1000;
-  const hostile = await step('hostile', 'Scenario hostile: six hostile workload clusters next to a healthy one (capi mode)', () => runHostile(ctx, o.hostileSeconds ?? 120));
+  const hostile = await step('hostile', 'Scenario hostile: hostile workload clusters next to a healthy one (capi mode)', () =>
+    runHostile(ctx, o.hostileSeconds ?? 120, { ...(o.hostileSet ? { set: o.hostileSet } : {}), ...(o.hostileMachineEditSeconds !== undefined ? { machineEditSeconds: o.hostileMachineEditSeconds } : {}) }),
+  );
   if (hostile) scenarios.hostile = hostile;
   const sideBySide = await step('side-by-side', 'Scenario 10: side by side with Cluster API (its own control plane)', () => runSideBySide(ctx));
   if (sideBySide) scenarios.sideBySide = sideBySide;
