@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --quick | --smoke] [--only=throughput,forwarder] [--throughput-n=1000] [--forwarder-objects=1000,5000,20000] [--fleet100-clusters=100] [--fleet100-nodes=200] [--fleet100-shards=4] [--side-by-side-sizes=100,500] [--kubeconfig=<path>] [--etcd=<url>] [--no-write] [--hostile-seconds=120] [--noexecute-ready-seconds=0]`
+ * `npm run bench [-- --quick | --smoke] [--only=throughput,forwarder] [--throughput-n=1000] [--forwarder-objects=1000,5000,20000] [--fleet100-clusters=100] [--fleet100-nodes=200] [--fleet100-shards=4[,8…]] [--side-by-side-sizes=100,500] [--kubeconfig=<path>] [--etcd=<url>] [--no-write] [--hostile-seconds=120] [--hostile-set=six|three] [--hostile-machine-edit-seconds=15] [--noexecute-ready-seconds=0]`
  * `npm run bench -- --deployed [--only=e2e-latency|fleet|side-by-side] [--deployed-seconds=1500] [--deployed-rate=2] [--deployed-defaults] [--deployed-auth=eks|ssm] [--package-param=<name>=<value>…]`:
  * scenarios 3 and 8 through the packaged functions under local/lambda/'s runner (bench/scenarios/deployed.ts), real
  * time, and scenario 10 with the product's side in that form (bench/scenarios/side-by-side.ts, `form: 'deployed'`; its
@@ -11,7 +11,10 @@
  * such a variant's figures go to bench/out/results.full.deployed.variant.partial.json only, not into results.json.
  *
  * `--only=hostile` runs the opt-in scenario of six hostile workload clusters (bench/scenarios/hostile.ts; its attack
- * lasts `--hostile-seconds`, default 120); a run without `--only` leaves it out.
+ * lasts `--hostile-seconds`, default 120); a run without `--only` leaves it out. `--hostile-set=three` runs issue 48's
+ * three servers that answer at once instead of issue 27's six; `--hostile-machine-edit-seconds=N` gives each hostile
+ * cluster a Machine linked to a Node of it, edited every N s (0: back to back).
+ * A hostile run with either option is written to bench/out/ only (its figures are not the default run's).
  * Runs the benchmark scenarios against a real API server: the local control plane started here (default), or the
  * one of `--kubeconfig` (admin rights needed; the benchmarks create and delete labelled Nodes and namespaces).
  * Writes `bench/results.json` and, for a full run of every scenario, the generated tables of docs/benchmarks.md
@@ -41,6 +44,8 @@ const { values } = parseArgs({
     'side-by-side-sizes': { type: 'string' },
     'no-write': { type: 'boolean', default: false },
     'hostile-seconds': { type: 'string' },
+    'hostile-set': { type: 'string' },
+    'hostile-machine-edit-seconds': { type: 'string' },
     'noexecute-ready-seconds': { type: 'string' },
     deployed: { type: 'boolean', default: false },
     'deployed-defaults': { type: 'boolean', default: false },
@@ -62,6 +67,10 @@ function nonNegative(text: string, flag: string): number {
   const n = Number(text);
   if (!Number.isFinite(n) || n < 0) throw new Error(`${flag} must be a number >= 0, got ${JSON.stringify(text)}`);
   return n;
+}
+function hostileSet(text: string): 'six' | 'three' {
+  if (text !== 'six' && text !== 'three') throw new Error(`--hostile-set must be six or three, got ${JSON.stringify(text)}`);
+  return text;
 }
 function deployedAuth(text: string): 'eks' | 'ssm' {
   if (text !== 'eks' && text !== 'ssm') throw new Error(`--deployed-auth must be eks or ssm, got ${JSON.stringify(text)}`);
@@ -102,8 +111,8 @@ try {
   if (fleet100Clusters !== undefined && !(Number.isInteger(fleet100Clusters) && fleet100Clusters > 0)) throw new Error(`--fleet100-clusters must be a positive integer (the whole fleet, split over the shards), got ${values['fleet100-clusters']}`);
   const fleet100NodesPerCluster = values['fleet100-nodes'] === undefined ? undefined : Number(values['fleet100-nodes']);
   if (fleet100NodesPerCluster !== undefined && !(Number.isInteger(fleet100NodesPerCluster) && fleet100NodesPerCluster > 0)) throw new Error(`--fleet100-nodes must be a positive integer (Nodes per cluster), got ${values['fleet100-nodes']}`);
-  const fleet100Shards = values['fleet100-shards'] === undefined ? undefined : Number(values['fleet100-shards']);
-  if (fleet100Shards !== undefined && !(Number.isInteger(fleet100Shards) && fleet100Shards > 0)) throw new Error(`--fleet100-shards must be a positive integer (forwarders, each with its share of the clusters; 1: one forwarder over the whole fleet), got ${values['fleet100-shards']}`);
+  const fleet100Shards = values['fleet100-shards'] === undefined ? undefined : values['fleet100-shards'].split(',').map(Number);
+  if (fleet100Shards !== undefined && !fleet100Shards.every((n) => Number.isInteger(n) && n > 0)) throw new Error(`--fleet100-shards must be positive integers, comma-separated (the product's shard counts, each measured on the same fleet; 1: one forwarder over the whole fleet), got ${values['fleet100-shards']}`);
   if (forwarderObjects !== undefined && !forwarderObjects.every((n) => Number.isInteger(n) && n > 0)) throw new Error(`--forwarder-objects must be positive integers (comma-separated), got ${values['forwarder-objects']}`);
   const results = await runBench({
     profile,
@@ -111,6 +120,8 @@ try {
     only: only as ScenarioName[],
     ...(etcdEndpoint ? { etcdEndpoint } : {}),
     ...(values['hostile-seconds'] !== undefined ? { hostileSeconds: Number(values['hostile-seconds']) } : {}),
+    ...(values['hostile-set'] !== undefined ? { hostileSet: hostileSet(values['hostile-set']) } : {}),
+    ...(values['hostile-machine-edit-seconds'] !== undefined ? { hostileMachineEditSeconds: nonNegative(values['hostile-machine-edit-seconds'], '--hostile-machine-edit-seconds') } : {}),
     sizes: {
       ...(throughputN && throughputN.length > 0 ? { throughputN } : {}),
       ...(forwarderObjects !== undefined ? { forwarderObjects } : {}),
@@ -129,7 +140,7 @@ try {
   const json = `${JSON.stringify(results, null, 2)}\n`;
   if (!values['no-write'] && profile !== 'smoke') {
     // Sizes other than the profile's: never merged into results.json (the fleet100 flags are, see below).
-    const ownSizes = values['noexecute-ready-seconds'] !== undefined || values['throughput-n'] !== undefined || values['forwarder-objects'] !== undefined || values['side-by-side-sizes'] !== undefined;
+    const ownSizes = values['noexecute-ready-seconds'] !== undefined || values['hostile-set'] !== undefined || values['hostile-machine-edit-seconds'] !== undefined || values['throughput-n'] !== undefined || values['forwarder-objects'] !== undefined || values['side-by-side-sizes'] !== undefined;
     const partial = values.deployed || only.length > 0 || ownSizes || values['fleet100-clusters'] !== undefined || values['fleet100-nodes'] !== undefined || values['fleet100-shards'] !== undefined;
     const file = profile === 'full' && !partial ? 'results.json' : `out/results.${profile}${values.deployed ? '.deployed' : ''}${values['package-param'] ? '.variant' : ''}${partial ? '.partial' : ''}.json`;
     mkdirSync(new URL('./out/', import.meta.url), { recursive: true });

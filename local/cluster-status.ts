@@ -38,7 +38,18 @@ export interface ReadStatusOptions {
    * `npm start`'s report, which reads every few seconds, leaves a failing cluster alone until its backoff has passed.
    */
   readonly backoff?: ClusterBackoff;
+  /**
+   * Why a workload cluster (`<namespace>/<name>`) is known to be failing, e.g. by the forwarder running in this process
+   * (`npm start`), or undefined: such a cluster's Nodes are not listed, and its Machines show that reason.
+   */
+  readonly knownFailing?: (cluster: string) => string | undefined;
 }
+
+/**
+ * Most pages of one list of a cluster's Nodes (500 each): 5 000 Nodes, Kubernetes' published envelope per cluster. A
+ * list whose pages never end costs a display read this many requests, not the list pager's 200.
+ */
+export const STATUS_NODE_LIST_MAX_PAGES = 10;
 
 /** The backoff shared by every status read of this process that brings none of its own. */
 const processBackoff = new ClusterBackoff({ now: () => new Date() });
@@ -203,10 +214,12 @@ async function statusesOf(o: ReadStatusOptions, machines: readonly MachineSnapsh
       nodes = (async () => {
         const held = backoff.heldBack(backoffKey);
         if (held) return { cluster: key, reason: describeHeldBack(held) };
+        const failing = o.knownFailing?.(key);
+        if (failing !== undefined) return { cluster: key, reason: `${failing} (the forwarder's Node watch is failing; not called)` };
         try {
           const kc = o.mode === 'self' ? o.kubeConfig : await workload.get({ mode: 'capi', namespace: machine.namespace, name: clusterName });
           // 500 per page (a cluster's credentials may be a RestConfig: the product's own HTTP client).
-          const items = await retryThrottled(() => kubeList<V1Node>(kc, '/api/v1/nodes', {}, 500));
+          const items = await retryThrottled(() => kubeList<V1Node>(kc, '/api/v1/nodes', {}, 500, { maxPages: STATUS_NODE_LIST_MAX_PAGES }));
           backoff.succeeded(backoffKey);
           endpoints.set(key, kc);
           return new Map(items.map((n) => [n.metadata?.name ?? '', toNodeSnapshot(n)]));

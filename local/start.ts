@@ -16,17 +16,16 @@ import { identifyAs } from '#shared/adapters/kubernetes/user-agent.ts';
 import { processEnv } from '#shared/config/env.ts';
 import { ConfigError } from '#shared/errors.ts';
 import { logger } from '#shared/observability/logger.ts';
-import { SyncState } from './taint-status.ts';
 import { STATE_CONFIGMAP } from '#shared/adapters/kubernetes/enablement-state.ts';
 import { decideStart } from './cluster-target.ts';
 import { localShards } from './forwarder-rota.ts';
 import { shardLeaseName } from '#shared/policy/shards.ts';
 import { parseControlPlaneArgs } from './control-plane/args.ts';
 import { ControlPlaneUnavailableError, startControlPlane, type CapiOptions, type ControlPlane } from './control-plane/control-plane.ts';
-import { readTaintStatuses } from './cluster-status.ts';
 import { loadLocalConfig, START_USAGE, type LocalConfig } from './local-config.ts';
 import { startPipeline, type Activity, type Pipeline } from './pipeline.ts';
-import { createActivityFilter, formatReport, outOfSyncNodes, type MachineCensus, type OutOfSyncNode } from './pipeline-report.ts';
+import { createActivityFilter, formatReport } from './pipeline-report.ts';
+import { startStatusReport, type StatusReport } from './start-report.ts';
 
 const isNewActivity = createActivityFilter();
 
@@ -56,7 +55,7 @@ if (processEnv()['POWERTOOLS_LOG_LEVEL'] === undefined) logger.setLogLevel('SILE
 
 let cp: ControlPlane | undefined;
 let pipeline: Pipeline | undefined;
-let timer: NodeJS.Timeout | undefined;
+let display: StatusReport | undefined;
 let stopping = false;
 
 async function shutdown(signal: string): Promise<void> {
@@ -67,7 +66,7 @@ async function shutdown(signal: string): Promise<void> {
   }
   stopping = true;
   out(`\n${signal}: stopping (forwarder hand-over, running reconciles, then the control plane)...`);
-  if (timer) clearInterval(timer);
+  display?.stop();
   try {
     await pipeline?.stop();
   } catch (e) {
@@ -167,42 +166,15 @@ out(
 );
 out('Apply local/examples/*.yaml or edit MachineDeployments (spec.taints, or the taints.capi-taint-propagator.dev/* annotations in their template) and watch the Nodes follow. Ctrl-C stops.');
 
-let last = '';
-let reading = false;
-const running = pipeline;
-const report = async (): Promise<void> => {
-  if (reading || stopping) return;
-  reading = true;
-  try {
-    let outOfSync: OutOfSyncNode[] | undefined;
-    let census: MachineCensus | undefined;
-    let statusError = '';
-    try {
-      const statuses = await readTaintStatuses({
-        kubeConfig: kc,
-        mode: config.mode,
-        ...(config.machineNamespace ? { machineNamespace: config.machineNamespace } : {}),
-        ...(running.startupTaint ? { startupTaint: running.startupTaint } : {}),
-        specTaintsOwner: running.specTaintsOwner,
-      });
-      // The same verdicts and words as npm run status: out of sync / Node missing, and the pairs left alone on purpose.
-      outOfSync = outOfSyncNodes(statuses);
-      const live = statuses.filter((s) => s.state !== SyncState.machineDeleting);
-      census = { machines: live.length, waitingForNode: live.filter((s) => s.state === SyncState.noNode).map((s) => s.machine) };
-    } catch (e) {
-      statusError = `Nodes     (status unavailable: ${describeApiError(e)})`;
-    }
-    const lines = formatReport(running.counters(), outOfSync, census);
-    if (statusError) lines.push(statusError);
-    const block = lines.join('\n');
-    if (block !== last && !stopping) {
-      last = block;
-      out(`--- ${clock()}`);
-      for (const line of lines) out(`  ${line}`);
-    }
-  } finally {
-    reading = false;
-  }
-};
-await report();
-timer = setInterval(() => void report(), config.reportIntervalSeconds * 1000);
+display = await startStatusReport({
+  kubeConfig: kc,
+  mode: config.mode,
+  ...(config.machineNamespace ? { machineNamespace: config.machineNamespace } : {}),
+  pipeline,
+  intervalMs: config.reportIntervalSeconds * 1000,
+  print: (lines) => {
+    if (stopping) return;
+    out(`--- ${clock()}`);
+    for (const line of lines) out(`  ${line}`);
+  },
+});

@@ -16,13 +16,14 @@ import { runColdStart, type ColdStartResult } from '../scenarios/cold-start.ts';
 import { runIncidentStorm, type IncidentStormResult } from '../scenarios/incident-storm.ts';
 import { runFleet, type FleetResult } from '../scenarios/fleet.ts';
 import { runSideBySide, type SideBySideResult } from '../scenarios/side-by-side.ts';
-import { runFleet100, type Fleet100Result } from '../scenarios/fleet100.ts';
+import { runFleet100, runFleet1000, type Fleet100Result, type Fleet1000Result } from '../scenarios/fleet100.ts';
+import { runFleetDeployed, type FleetDeployedResult } from '../scenarios/fleet-deployed.ts';
 import { runHostile, type HostileResult } from '../scenarios/hostile.ts';
 import { runNoExecute, type NoExecuteResult } from '../scenarios/noexecute.ts';
 import { BENCH_PACKAGE_SHORT_WINDOWS, runDeployedLatency, type DeployedLatencyResult } from '../scenarios/deployed.ts';
 import { PACKAGE_VARIANTS } from '#local/lambda/serverless-package.ts';
 
-export const SCENARIOS = ['throughput', 'api-cost', 'e2e-latency', 'forwarder', 'conflict-storm', 'cold-start', 'incident-storm', 'fleet', 'fleet100', 'side-by-side', 'noexecute'] as const;
+export const SCENARIOS = ['throughput', 'api-cost', 'e2e-latency', 'forwarder', 'conflict-storm', 'cold-start', 'incident-storm', 'fleet', 'fleet100', 'fleet1000', 'side-by-side', 'noexecute'] as const;
 /**
  * Scenarios run only when named in `--only` (not part of a full run, nor of BENCHMARKS.md's tables): `hostile`, the
  * two-minute attack of six hostile workload clusters (bench/scenarios/hostile.ts).
@@ -56,6 +57,10 @@ export const FIGURE_KEYS = [
   'fleet100InitialSyncMs',
   'fleet100E2eP50Ms',
   'fleet100E2eP99Ms',
+  'fleet1000PeakMiB',
+  'fleet1000InitialSyncMs',
+  'fleet1000E2eP99Ms',
+  'fleet1000ManagementReqPerSec',
   'vsCapiRatioP99',
   'vsCapiRatioConverge',
   'workloadCallsPerChangedNode',
@@ -110,6 +115,10 @@ export interface BenchResults extends Partial<Record<FigureKey, number>> {
     incidentStorm?: IncidentStormResult;
     fleet?: FleetResult;
     fleet100?: Fleet100Result;
+    /** Issue 52: the product's shards at 100 and 1 000 workload clusters (stand-ins), each shard's forwarder alone. */
+    fleet1000?: Fleet1000Result;
+    /** `--deployed`: one shard of fleet1000's largest fleet, the packaged forwarder under the Lambda runner. */
+    fleet1000Deployed?: FleetDeployedResult;
     hostile?: HostileResult;
     /** `--deployed`: scenarios 3 and 8 through the packaged functions (bench/scenarios/deployed.ts). */
     e2eLatencyDeployed?: DeployedLatencyResult;
@@ -137,6 +146,9 @@ export interface RunBenchOptions {
   readonly etcdEndpoint?: string;
   /** Length of the `hostile` scenario's attack (default 120 s, the issue's). */
   readonly hostileSeconds?: number;
+  /** The `hostile` scenario's servers (default issue 27's six) and its hostile Machines' edit cadence (default none). */
+  readonly hostileSet?: 'six' | 'three';
+  readonly hostileMachineEditSeconds?: number;
   /**
    * Run scenarios 3, 8 and 10 in the deployed form instead (the packaged zips under local/lambda/'s runner; scenario 10
    * with the product's side so, Cluster API's as always); the other scenarios are not run. `shipped`: the rota's
@@ -181,6 +193,8 @@ export async function runBench(o: RunBenchOptions): Promise<BenchResults> {
     if (fleetDeployed) scenarios.fleetDeployed = fleetDeployed;
     const sideBySideDeployed = await step('side-by-side', 'Scenario 10 in the deployed form: side by side with Cluster API, the product as packaged functions under the Lambda runner', () => runSideBySide(ctx, { form: 'deployed', packageArgs: args, auth: o.deployedAuth ?? 'eks' }));
     if (sideBySideDeployed) scenarios.sideBySideDeployed = sideBySideDeployed;
+    const fleet1000Deployed = await step('fleet1000', 'Scenario fleet1000 in the deployed form: one shard of the largest fleet, the packaged forwarder under the Lambda runner', () => runFleetDeployed(ctx, (o.packageParams ?? []).map((p) => `--param=${p}`)));
+    if (fleet1000Deployed) scenarios.fleet1000Deployed = fleet1000Deployed;
     const figures: Partial<Record<FigureKey, number>> = {};
     if (sideBySideDeployed) SIDE_BY_SIDE_KEYS.forEach((key, i) => (figures[SIDE_BY_SIDE_DEPLOYED_KEYS[i] as FigureKey] = sideBySideDeployed[key as keyof SideBySideResult] as number));
     const at = { throughputAtN: undefined, e2eRate: undefined, forwarderObjects: undefined, forwarder20kObjects: undefined, fleet: undefined, sideBySideDeployed: sideBySideSize(sideBySideDeployed) };
@@ -217,7 +231,11 @@ export async function runBench(o: RunBenchOptions): Promise<BenchResults> {
   if (fleet) scenarios.fleet = fleet;
   const fleet100 = await step('fleet100', 'Scenario 9: the forwarder over a hundred workload clusters (stand-in workload API servers, capi mode)', () => runFleet100(ctx));
   if (fleet100) scenarios.fleet100 = fleet100;
-  const hostile = await step('hostile', 'Scenario hostile: six hostile workload clusters next to a healthy one (capi mode)', () => runHostile(ctx, o.hostileSeconds ?? 120));
+  const fleet1000 = await step('fleet1000', 'Scenario fleet1000: the product\'s shards over 100 and 1 000 workload clusters (stand-in workload API servers, capi mode)', () => runFleet1000(ctx));
+  if (fleet1000) scenarios.fleet1000 = fleet1000;
+  const hostile = await step('hostile', 'Scenario hostile: hostile workload clusters next to a healthy one (capi mode)', () =>
+    runHostile(ctx, o.hostileSeconds ?? 120, { ...(o.hostileSet ? { set: o.hostileSet } : {}), ...(o.hostileMachineEditSeconds !== undefined ? { machineEditSeconds: o.hostileMachineEditSeconds } : {}) }),
+  );
   if (hostile) scenarios.hostile = hostile;
   const sideBySide = await step('side-by-side', 'Scenario 10: side by side with Cluster API (its own control plane)', () => runSideBySide(ctx));
   if (sideBySide) scenarios.sideBySide = sideBySide;
@@ -265,13 +283,23 @@ export async function runBench(o: RunBenchOptions): Promise<BenchResults> {
     figures.fleetE2eP50Ms = fleet.e2e.overall.p50Ms;
     figures.fleetE2eP99Ms = fleet.e2e.overall.p99Ms;
   }
-  // Scenario 9's fleet is sharded over forwarders, each measured alone: its figures are per forwarder, the largest
-  // shard's (with one shard, the single forwarder's over the whole fleet).
-  if (fleet100) {
-    figures.forwarderPeakMiB100Clusters = fleet100.largest.peakMiB;
-    figures.fleet100InitialSyncMs = fleet100.largest.initialSyncMs;
-    figures.fleet100E2eP50Ms = fleet100.largest.p50Ms;
-    figures.fleet100E2eP99Ms = fleet100.largest.p99Ms;
+  // Scenario 9's fleet is split by the product's shards, each measured alone: its figures are per forwarder, the
+  // largest shard's of the first layout (with one shard, the single forwarder's over the whole fleet).
+  const f100Layout = fleet100?.layouts[0];
+  if (f100Layout) {
+    figures.forwarderPeakMiB100Clusters = f100Layout.largest.peakMiB;
+    figures.fleet100InitialSyncMs = f100Layout.largest.initialSyncMs;
+    figures.fleet100E2eP50Ms = f100Layout.largest.p50Ms;
+    figures.fleet100E2eP99Ms = f100Layout.largest.p99Ms;
+  }
+  // fleet1000: the largest fleet at its first shard count (full: 1 000 clusters on 4 shards), the largest shard's.
+  const f1kFleet = fleet1000?.fleets.at(-1);
+  const f1kLayout = f1kFleet?.layouts[0];
+  if (f1kLayout) {
+    figures.fleet1000PeakMiB = f1kLayout.largest.peakMiB;
+    figures.fleet1000InitialSyncMs = f1kLayout.largest.initialSyncMs;
+    figures.fleet1000E2eP99Ms = f1kLayout.largest.p99Ms;
+    figures.fleet1000ManagementReqPerSec = f1kLayout.largest.managementReqPerSec;
   }
   if (sideBySide) for (const key of SIDE_BY_SIDE_KEYS) figures[key] = sideBySide[key as keyof SideBySideResult] as number;
   if (noExecute) {
@@ -296,7 +324,8 @@ export async function runBench(o: RunBenchOptions): Promise<BenchResults> {
       forwarderObjects: fwdRef?.nodes,
       forwarder20kObjects: fwd20k?.nodes,
       fleet: fleet ? { clusters: fleet.clusters, objects: fleet.forwarder.nodes, e2eRate: fleet.e2e.targetRatePerSec } : undefined,
-      fleet100: fleet100 ? { clusters: fleet100.clusters, objects: fleet100.perShard.reduce((sum, sh) => sum + sh.forwarder.nodes, 0), shards: fleet100.shards } : undefined,
+      fleet100: fleet100 && f100Layout ? { clusters: fleet100.clusters, objects: fleet100.clusters * fleet100.nodesPerCluster, shards: f100Layout.shards } : undefined,
+      fleet1000: f1kFleet && f1kLayout ? { clusters: f1kFleet.clusters, nodesPerCluster: f1kFleet.nodesPerCluster, shards: f1kLayout.shards, memoryMiB: f1kFleet.shippedMemoryMiB } : undefined,
       sideBySide: sideBySideSize(sideBySide),
       noExecute: noExecute ? { nodes: noExecute.nodes, podsPerNode: noExecute.podsPerNode, bound: noExecute.maxInProgressBound } : undefined,
     }),
@@ -319,6 +348,8 @@ export interface JudgedAt {
   readonly fleet: { readonly clusters: number; readonly objects: number; readonly e2eRate: number } | undefined;
   /** Scenario 9: the whole fleet's clusters and Nodes, and the forwarders (shards) it was split over. */
   readonly fleet100?: { readonly clusters: number; readonly objects: number; readonly shards: number } | undefined;
+  /** Scenario fleet1000: the largest fleet's clusters, Nodes per cluster, the shard count its figures come from, and the shipped forwarder memory. */
+  readonly fleet1000?: { readonly clusters: number; readonly nodesPerCluster: number; readonly shards: number; readonly memoryMiB: number } | undefined;
   /** Scenario 9: replicas per side at the last change, Nodes per side in the last join. */
   readonly sideBySide?: { readonly replicas: number; readonly joining: number } | undefined;
   /** The same, of scenario 10 in the deployed form. */
@@ -349,7 +380,11 @@ export function judge(f: Partial<Record<FigureKey, number>>, at: JudgedAt): Targ
   const deployedForm = 'the product as packaged functions under the Lambda runner';
   const shards = at.fleet100?.shards ?? 1;
   // Scenario 9 not run (a partial run): its targets are listed unmeasured, and their wording claims no shard count.
-  const perForwarder = at.fleet100 === undefined ? 'per forwarder; scenario 9 not run here' : shards === 1 ? 'one forwarder over the whole fleet' : `per forwarder, the largest of ${shards} shards, each forwarder with its own namespace, Lease and share of the clusters, measured alone`;
+  const perForwarder = at.fleet100 === undefined ? 'per forwarder; scenario 9 not run here' : shards === 1 ? 'one forwarder over the whole fleet' : `per forwarder, the largest of ${shards} product shards (FORWARDER_SHARDS), each with its own Lease and clusters, measured alone`;
+  const f1k = at.fleet1000;
+  const fleet1000AtSize = (f1k?.clusters ?? 0) >= 1000 && (f1k?.nodesPerCluster ?? 0) >= 20;
+  const perShard1k = f1k === undefined ? 'per shard; scenario fleet1000 not run here' : `per shard, the largest of ${f1k.shards} shards of ${f1k.clusters} clusters × ${f1k.nodesPerCluster} Nodes, each measured alone`;
+  const memory = f1k?.memoryMiB ?? 512;
   return [
     t('throughputRatio', '>= 0.8 x floor at N = 1 000', (v) => v >= 0.8, at.throughputAtN === 1000),
     t('throughputRatioContract', '>= 0.8 x contract floor (GET Machine ‖ GET Node, merge PATCH Node, POST Event) at N = 1 000', (v) => v >= 0.8, at.throughputAtN === 1000),
@@ -375,6 +410,10 @@ export function judge(f: Partial<Record<FigureKey, number>>, at: JudgedAt): Targ
     t('fleet100InitialSyncMs', `reported: initial sync of 100 clusters × 200 Nodes + 20 000 Machines (no target; ${perForwarder})`, () => true, fleet100AtSize),
     t('fleet100E2eP50Ms', `reported (p99 is the target; ${perForwarder})`, () => true, fleet100AtSize),
     t('fleet100E2eP99Ms', `p99 <= 1 000 ms, change write sent → message, changes spread over the 100 clusters (${perForwarder})`, (v) => v <= 1000, fleet100AtSize),
+    t('fleet1000PeakMiB', `<= ${memory} MiB peak (the shipped forwarderMemorySize), 1 000 workload clusters × 20 Nodes + 20 000 Machines (${perShard1k})`, (v) => v <= memory, fleet1000AtSize),
+    t('fleet1000InitialSyncMs', `reported: initial sync (no target; ${perShard1k})`, () => true, fleet1000AtSize),
+    t('fleet1000E2eP99Ms', `p99 <= 1 000 ms, change write sent → message (${perShard1k})`, (v) => v <= 1000, fleet1000AtSize),
+    t('fleet1000ManagementReqPerSec', `reported: requests per second to the management API server, initial sync or window whichever is higher (no target; ${perShard1k})`, () => true, fleet1000AtSize),
     t('vsCapiRatioP99', "<= 1.0 x Cluster API's Machine -> Node p99 at N = 500, same run", (v) => v <= 1, sideBySideAt500),
     t('vsCapiRatioConverge', "<= 1.0 x Cluster API's whole-fleet convergence at N = 500, same run", (v) => v <= 1, sideBySideAt500),
     t('workloadCallsPerChangedNode', '<= 3 requests to the workload API server per changed Node (counted there)', (v) => v <= 3),

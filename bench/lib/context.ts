@@ -39,10 +39,18 @@ export interface Sizes {
   readonly fleet100NodesPerCluster: number;
   readonly fleet100Changes: number;
   /**
-   * Scenario 9: forwarders the fleet is sharded over (each with its own namespace of Clusters and Machines, its own
-   * Lease, and a contiguous share of the clusters), measured one after the other; the peak target is per forwarder.
+   * Scenario 9: the product's shard counts (FORWARDER_SHARDS) the fleet is split into, each a layout measured on the
+   * same fleet, every shard's forwarder alone, one after the other; the peak target is per forwarder (the first
+   * layout's figures are the scenario's).
    */
-  readonly fleet100Shards: number;
+  readonly fleet100Shards: readonly number[];
+  /**
+   * Scenario fleet1000 (issue 52): fleets of growing size, each split at the shard counts given and measured as
+   * scenario 9; Nodes (= Machines) per cluster, and real changes per layout over the whole fleet.
+   */
+  readonly fleet1000Fleets: ReadonlyArray<{ readonly clusters: number; readonly shards: readonly number[] }>;
+  readonly fleet1000NodesPerCluster: number;
+  readonly fleet1000Changes: number;
   /**
    * Scenario 9 (side by side with Cluster API): replicas per MachineDeployment at each step, growing; each step joins
    * the difference at once, then changes one declaration per side (the figures are judged at 500 / 400 joining).
@@ -81,11 +89,18 @@ export const SIZES: Readonly<Record<Profile, Sizes>> = {
     fleet100Clusters: 100,
     fleet100NodesPerCluster: 200,
     fleet100Changes: 1000,
-    // 25 clusters (5 000 Nodes) per forwarder. From the single-forwarder runs at this size (docs/benchmarks.md): one
-    // cluster of 5 000 Nodes peaked at 126.5 MiB, and each added cluster cost 0.5–0.7 MiB (100 × 20 Nodes: 158.8 MiB;
-    // 50 × 200: 175.2), so 25 clusters × 200 come to about 140–145 MiB and 34 (three shards) to about 150–155. Smoke-size
-    // runs cannot tell: up to 25 clusters or 600 Nodes per forwarder all peak at 107–110 MiB (the heap's floor).
-    fleet100Shards: 4,
+    // About 25 clusters (5 000 Nodes) per forwarder. From the single-forwarder runs at this size (docs/benchmarks.md):
+    // one cluster of 5 000 Nodes peaked at 126.5 MiB, and each added cluster cost 0.5–0.7 MiB (100 × 20 Nodes: 158.8
+    // MiB; 50 × 200: 175.2), so 25 clusters × 200 come to about 140–145 MiB and 34 (three shards) to about 150–155.
+    // Smoke-size runs cannot tell: up to 25 clusters or 600 Nodes per forwarder all peak at 107–110 MiB (the heap's floor).
+    fleet100Shards: [4],
+    // The growth comparison of issue 52: 100 clusters on one forwarder and on 4 shards, 1 000 on 4 and on 8.
+    fleet1000Fleets: [
+      { clusters: 100, shards: [1, 4] },
+      { clusters: 1000, shards: [4, 8] },
+    ],
+    fleet1000NodesPerCluster: 20,
+    fleet1000Changes: 1000,
     sideBySideN: [100, 500],
     sideBySideBootSeconds: 10,
     noExecuteReplacementReadySeconds: 0,
@@ -110,7 +125,13 @@ export const SIZES: Readonly<Record<Profile, Sizes>> = {
     fleet100Clusters: 10,
     fleet100NodesPerCluster: 20,
     fleet100Changes: 100,
-    fleet100Shards: 2,
+    fleet100Shards: [2],
+    fleet1000Fleets: [
+      { clusters: 10, shards: [1, 2] },
+      { clusters: 40, shards: [2, 4] },
+    ],
+    fleet1000NodesPerCluster: 5,
+    fleet1000Changes: 100,
     sideBySideN: [20, 50],
     sideBySideBootSeconds: 5,
     noExecuteReplacementReadySeconds: 0,
@@ -135,7 +156,13 @@ export const SIZES: Readonly<Record<Profile, Sizes>> = {
     fleet100Clusters: 3,
     fleet100NodesPerCluster: 3,
     fleet100Changes: 6,
-    fleet100Shards: 2,
+    fleet100Shards: [2],
+    fleet1000Fleets: [
+      { clusters: 2, shards: [1] },
+      { clusters: 4, shards: [2] },
+    ],
+    fleet1000NodesPerCluster: 2,
+    fleet1000Changes: 4,
     sideBySideN: [2, 3],
     sideBySideBootSeconds: 2,
     noExecuteReplacementReadySeconds: 0,

@@ -5,9 +5,13 @@
  * 1. the product's local pipeline in `capi` mode runs in a child process (capi-pipeline-child.ts), its log output (INFO)
  *    counted line by line, its RSS sampled from /proc every 250 ms; a healthy workload cluster is already watched;
  * 2. the baseline: RSS before the attack, after one edit of the healthy cluster has gone through;
- * 3. the attack: the six hostile servers (hostile-servers.ts) start, and a Cluster and its `<cluster>-kubeconfig`
- *    Secret is created for each in the management cluster; for `attackMs` the healthy cluster's Machines are edited
- *    one edit after another, each timed from the edit to its Nodes carrying it;
+ * 3. the attack: the hostile servers (hostile-servers.ts; issue 27's six by default) start, and a Cluster and its
+ *    `<cluster>-kubeconfig` Secret is created for each in the management cluster; for `attackMs` the healthy cluster's
+ *    Machines are edited one edit after another, each timed from the edit to its Nodes carrying it. With
+ *    `hostileMachines`, each hostile cluster also gets a Machine whose `status.nodeRef` names a Node of that cluster
+ *    (so the reconcile tries to reach it), edited every `hostileMachines.editEveryMs` (0: back to back) meanwhile;
+ *    and the child runs `npm start`'s status display (every `statusReportMs`, default 2 s as `npm start`), which lists
+ *    the Nodes of every cluster with a Machine. Each server counts its requests by the component its User-Agent names;
  * 4. the servers go away (stopped; their Clusters and Secrets stay, now naming closed ports), and the healthy cluster
  *    is edited again, each edit timed the same way.
  *
@@ -15,10 +19,10 @@
  * HOSTILE_MARKER), raw control bytes, and whether it is the per-cluster "Workload cluster unreachable" line.
  */
 import { fork, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { createWriteStream, readFileSync, type WriteStream } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { CoreV1Api, CustomObjectsApi, type KubeConfig } from '@kubernetes/client-node';
-import { HOSTILE_BEHAVIOURS, HOSTILE_MARKER, startHostileServers, type HostileBehaviour, type HostileServer, type HostileStats } from './hostile-servers.ts';
+import { HOSTILE_MARKER, ISSUE27_BEHAVIOURS, startHostileServers, type HostileBehaviour, type HostileServer, type HostileStats } from './hostile-servers.ts';
 import { quantile, round } from './stats.ts';
 
 /** The healthy workload cluster, as the caller drives it. */
@@ -29,7 +33,23 @@ export interface HealthyCluster {
   reached(value: string): Promise<boolean>;
 }
 
+/** A Machine of each hostile cluster, linked to a Node of that cluster, and how it is edited during the attack. */
+export interface HostileMachines {
+  /** Creates a Machine of `cluster` whose `status.nodeRef` names a Node of that cluster (the Node need not exist). */
+  create(cluster: string): Promise<void>;
+  /** Changes what that Machine declares, so that the product reconciles its Node (`value` differs at each edit). */
+  edit(cluster: string, value: string): Promise<void>;
+  /** Pause between the starts of two rounds of edits (one edit of each hostile Machine); 0: back to back. */
+  readonly editEveryMs: number;
+}
+
 export interface HostileAttackOptions {
+  /** The hostile servers (default issue 27's six). */
+  readonly behaviours?: readonly HostileBehaviour[];
+  /** Machines of the hostile clusters linked to their Nodes, edited during the attack (default none). */
+  readonly hostileMachines?: HostileMachines;
+  /** Interval of `npm start`'s status display in the child (default 2 000 ms, `npm start`'s); 0 runs none. */
+  readonly statusReportMs?: number;
   /** The management cluster (what the child's pipeline reads) and its admin KubeConfig. */
   readonly managementKubeconfigPath: string;
   readonly management: KubeConfig;
@@ -59,6 +79,8 @@ export interface HostileAttackOptions {
   /** Size of `huge-event`'s one event (default 300 MiB). */
   readonly hugeEventBytes?: number;
   readonly log?: (line: string) => void;
+  /** A file that gets a copy of the child's whole output (for a look at what it logged), default none. */
+  readonly childLogPath?: string;
 }
 
 /** A log line of the product that says a hostile cluster is failing, as parsed. */
@@ -93,11 +115,19 @@ export interface HostileAttackResult {
   readonly p99Ms: number;
   readonly maxMs: number;
   readonly maxAfterMs: number;
-  /** Requests per second to each hostile server during the attack, and what each saw. */
-  readonly requestsPerSecond: Readonly<Record<HostileBehaviour, number>>;
-  readonly servers: Readonly<Record<HostileBehaviour, HostileStats>>;
+  /** The hostile servers of the run. */
+  readonly behaviours: readonly HostileBehaviour[];
+  /** Requests per second to each hostile server during the attack (averaged over it), and what each saw. */
+  readonly requestsPerSecond: Readonly<Partial<Record<HostileBehaviour, number>>>;
+  /** The same, by the component the requests named (`watch-forwarder`, `reconcile-node-taints`, `start`: the display). */
+  readonly requestsPerSecondByComponent: Readonly<Partial<Record<HostileBehaviour, Readonly<Record<string, number>>>>>;
+  readonly servers: Readonly<Partial<Record<HostileBehaviour, HostileStats>>>;
   /** The cluster name of each hostile server. */
-  readonly clusters: Readonly<Record<HostileBehaviour, string>>;
+  readonly clusters: Readonly<Partial<Record<HostileBehaviour, string>>>;
+  /** The length of the attack as measured (the rates' denominator), in seconds. */
+  readonly attackSeconds: number;
+  /** Edits of each hostile cluster's Machine during the attack (0 without `hostileMachines`). */
+  readonly hostileMachineEdits: number;
   /** Counters of the child's pipeline at the end. */
   readonly counters: Record<string, unknown>;
 }
@@ -208,11 +238,19 @@ export async function runHostileAttack(o: HostileAttackOptions): Promise<Hostile
       HOSTILE_NAMESPACE: o.namespace,
       HOSTILE_LEASE: `forwarder-hostile-${process.pid}`,
       HOSTILE_SPEC_TAINTS_OWNER: o.specTaintsOwner,
+      ...((o.statusReportMs ?? 2_000) > 0 ? { HOSTILE_STATUS_REPORT_MS: String(o.statusReportMs ?? 2_000) } : {}),
     },
     stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
   });
-  child.stdout?.on('data', (c: Buffer) => tap.push(c));
-  child.stderr?.on('data', (c: Buffer) => tap.push(c));
+  const copy: WriteStream | undefined = o.childLogPath ? createWriteStream(o.childLogPath) : undefined;
+  child.stdout?.on('data', (c: Buffer) => {
+    tap.push(c);
+    copy?.write(c);
+  });
+  child.stderr?.on('data', (c: Buffer) => {
+    tap.push(c);
+    copy?.write(c);
+  });
   const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
   let servers: HostileServer[] = [];
   let sampler: NodeJS.Timeout | undefined;
@@ -254,8 +292,9 @@ export async function runHostileAttack(o: HostileAttackOptions): Promise<Hostile
       peakRssMiB = Math.max(peakRssMiB, rssMiB(pid) ?? 0);
     }, 250);
 
-    // The attack: six servers, a Cluster and a Secret each.
-    servers = await startHostileServers({ dir: o.dir, lifetimeMs: o.attackMs + 120_000, ...(o.hugeEventBytes !== undefined ? { hugeEventBytes: o.hugeEventBytes } : {}) });
+    // The attack: the servers, a Cluster and a Secret each (and a Machine each, when asked).
+    const behaviours = o.behaviours ?? ISSUE27_BEHAVIOURS;
+    servers = await startHostileServers({ dir: o.dir, behaviours, lifetimeMs: o.attackMs + 120_000, ...(o.hugeEventBytes !== undefined ? { hugeEventBytes: o.hugeEventBytes } : {}) });
     const suffix = Date.now().toString(36).slice(-5);
     const clusters = Object.fromEntries(servers.map((s) => [s.behaviour, `hostile-${s.behaviour}-${suffix}`])) as Record<HostileBehaviour, string>;
     const core = o.management.makeApiClient(CoreV1Api);
@@ -281,7 +320,21 @@ export async function runHostileAttack(o: HostileAttackOptions): Promise<Hostile
         body: { apiVersion: `cluster.x-k8s.io/${version}`, kind: 'Cluster', metadata: { name, namespace: o.namespace }, spec: o.clusterSpec?.(name, s.server) ?? { controlPlaneEndpoint: { host: '127.0.0.1', port: Number(new URL(s.server).port) } } },
       });
     }
-    log(`  attack started: ${servers.length} hostile clusters (${Object.values(clusters).join(', ')})`);
+    const hostile = o.hostileMachines;
+    if (hostile) for (const name of Object.values(clusters)) await hostile.create(name);
+    log(`  attack started: ${servers.length} hostile clusters (${Object.values(clusters).join(', ')})${hostile ? `, a Machine each, edited ${hostile.editEveryMs > 0 ? `every ${hostile.editEveryMs} ms` : 'back to back'}` : ''}`);
+    // The hostile Machines' edits, beside the healthy cluster's: one round edits each once.
+    let hostileRounds = 0;
+    const hostileEdits = (async (): Promise<void> => {
+      if (!hostile) return;
+      while (performance.now() - attackStarted < o.attackMs) {
+        const round = performance.now();
+        hostileRounds++;
+        for (const name of Object.values(clusters)) await hostile.edit(name, `h${hostileRounds}`);
+        const wait = hostile.editEveryMs - (performance.now() - round);
+        if (wait > 0) await sleep(Math.min(wait, o.attackMs - (performance.now() - attackStarted)));
+      }
+    })();
     const latenciesMs: number[] = [];
     while (performance.now() - attackStarted < o.attackMs) {
       const ms = await timedEdit();
@@ -289,6 +342,7 @@ export async function runHostileAttack(o: HostileAttackOptions): Promise<Hostile
       log(`  edit during the attack: ${Number.isFinite(ms) ? `${Math.round(ms)} ms` : 'lost'} (${Math.round((performance.now() - attackStarted) / 1000)} s in; RSS peak ${Math.round(peakRssMiB)} MiB, log ${(tap.bytes / 1024 / 1024).toFixed(2)} MiB)`);
       await sleep(editPauseMs);
     }
+    await hostileEdits;
     const attackSeconds = (performance.now() - attackStarted) / 1000;
     const status = await ask<{ failingClusters: { cluster: string; reason: string; since: string }[] }>(child, 'status');
     const servedBy = Object.fromEntries(servers.map((s) => [s.behaviour, s.stats()])) as Record<HostileBehaviour, HostileStats>;
@@ -335,9 +389,13 @@ export async function runHostileAttack(o: HostileAttackOptions): Promise<Hostile
       p99Ms: round(quantile(all, 0.99), 0),
       maxMs: round(Math.max(...all), 0),
       maxAfterMs: round(Math.max(...(latenciesAfterMs.length > 0 ? latenciesAfterMs : [0])), 0),
-      requestsPerSecond: Object.fromEntries(HOSTILE_BEHAVIOURS.map((b) => [b, round((servedBy[b]?.requests ?? 0) / attackSeconds, 2)])) as Record<HostileBehaviour, number>,
+      behaviours,
+      requestsPerSecond: Object.fromEntries(behaviours.map((b) => [b, round((servedBy[b]?.requests ?? 0) / attackSeconds, 2)])),
+      requestsPerSecondByComponent: Object.fromEntries(behaviours.map((b) => [b, Object.fromEntries(Object.entries(servedBy[b]?.byComponent ?? {}).map(([c, n]) => [c, round(n / attackSeconds, 2)]))])),
       servers: servedBy,
       clusters,
+      attackSeconds: round(attackSeconds, 1),
+      hostileMachineEdits: hostileRounds,
       counters: final.counters,
     };
   } finally {
@@ -347,5 +405,6 @@ export async function runHostileAttack(o: HostileAttackOptions): Promise<Hostile
       child.kill('SIGKILL');
       await exited;
     }
+    copy?.end();
   }
 }

@@ -11,6 +11,12 @@
  * | `ends-at-once`  | an empty NodeList, at once                            | 200 and the end of the answer, at once                 |
  * | `garbage-lines` | an empty NodeList                                     | non-JSON lines (with escape bytes), as fast as it can  |
  * | `drip`          | one byte every `dripIntervalMs` (default 3 s)         | the same                                               |
+ * | `empty-close`   | 200, an empty body and `Connection: close`            | the same (so is every other request)                   |
+ * | `gone`          | an empty NodeList                                     | HTTP 410 with a `Status` (Expired), at once            |
+ *
+ * The first six are issue 27's set (`ISSUE27_BEHAVIOURS`, the default); issue 48 tried `empty-close`, `ends-at-once`
+ * and `gone` (`HOSTILE_SETS.three`). Each server counts its requests, and by whom: the product names its component in
+ * its User-Agent (shared/adapters/kubernetes/user-agent.ts).
  *
  * Every payload is built from the marker {@link HOSTILE_MARKER}, so a test can find hostile bytes in the product's
  * logs. Bounded in count and time: each server answers at most `maxRequests` requests, sends at most `maxBytesPerAnswer`
@@ -24,8 +30,22 @@ import { readFile } from 'node:fs/promises';
 import type { Socket } from 'node:net';
 import { createServerPki } from '#local/control-plane/pki.ts';
 
-export const HOSTILE_BEHAVIOURS = ['endless-line', 'huge-event', 'endless-pages', 'ends-at-once', 'garbage-lines', 'drip'] as const;
+export const HOSTILE_BEHAVIOURS = ['endless-line', 'huge-event', 'endless-pages', 'ends-at-once', 'garbage-lines', 'drip', 'empty-close', 'gone'] as const;
 export type HostileBehaviour = (typeof HOSTILE_BEHAVIOURS)[number];
+
+/** Issue 27's six: the default set of a run. */
+export const ISSUE27_BEHAVIOURS: readonly HostileBehaviour[] = ['endless-line', 'huge-event', 'endless-pages', 'ends-at-once', 'garbage-lines', 'drip'];
+
+/** The sets a run can name (`--hostile-set`): issue 27's six, and issue 48's three servers that answer at once. */
+export const HOSTILE_SETS: Readonly<Record<'six' | 'three', readonly HostileBehaviour[]>> = {
+  six: ISSUE27_BEHAVIOURS,
+  three: ['empty-close', 'ends-at-once', 'gone'],
+};
+
+/** The component a request names in its User-Agent (`capi-taint-propagator/0.1.0 (local; watch-forwarder)`), or `other`. */
+export function componentOf(userAgent: string | undefined): string {
+  return /\(\w+; ([\w.-]+)\)\s*$/.exec(userAgent ?? '')?.[1] ?? 'other';
+}
 
 /** The text every hostile payload repeats: more than a short excerpt of it in a log line is a leak. */
 export const HOSTILE_MARKER = 'HOSTILE-PAYLOAD-';
@@ -38,6 +58,8 @@ export interface HostileStats {
   readonly bytesSent: number;
   /** Connections accepted (TLS handshakes started). */
   readonly connections: number;
+  /** Requests by the component their User-Agent names (`watch-forwarder`, `reconcile-node-taints`, `start`, …). */
+  readonly byComponent: Readonly<Record<string, number>>;
 }
 
 export interface HostileServer {
@@ -112,11 +134,11 @@ async function pump(res: ServerResponse, limit: number, count: (n: number) => vo
   if (!res.destroyed) res.end();
 }
 
-/** Starts one hostile server of each behaviour asked for (default all six), sharing one CA. */
+/** Starts one hostile server of each behaviour asked for (default issue 27's six), sharing one CA. */
 export async function startHostileServers(o: HostileServerOptions & { readonly behaviours?: readonly HostileBehaviour[] }): Promise<HostileServer[]> {
   const { ca, serving } = await createServerPki(o.dir);
   const tls = { cert: await readFile(serving.certPath), key: await readFile(serving.keyPath), caData: (await readFile(ca.certPath)).toString('base64') };
-  return Promise.all((o.behaviours ?? HOSTILE_BEHAVIOURS).map((b) => startHostileServer(b, o, tls)));
+  return Promise.all((o.behaviours ?? ISSUE27_BEHAVIOURS).map((b) => startHostileServer(b, o, tls)));
 }
 
 async function startHostileServer(behaviour: HostileBehaviour, o: HostileServerOptions, tls: { cert: Buffer; key: Buffer; caData: string }): Promise<HostileServer> {
@@ -126,6 +148,7 @@ async function startHostileServer(behaviour: HostileBehaviour, o: HostileServerO
   const hugeBytes = o.hugeEventBytes ?? 300 * 1024 ** 2;
   const dripMs = o.dripIntervalMs ?? 3_000;
   const stats = { requests: 0, lists: 0, watches: 0, bytesSent: 0, connections: 0 };
+  const byComponent: Record<string, number> = {};
   const count = (n: number): void => {
     stats.bytesSent += n;
   };
@@ -140,6 +163,18 @@ async function startHostileServer(behaviour: HostileBehaviour, o: HostileServerO
     else stats.lists++;
     res.setHeader('Content-Type', 'application/json');
     res.statusCode = 200;
+    if (behaviour === 'empty-close') {
+      res.setHeader('Connection', 'close');
+      res.end();
+      return;
+    }
+    if (behaviour === 'gone' && watch) {
+      const body = JSON.stringify({ kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message: 'too old resource version: 1 (1000)', reason: 'Expired', code: 410 });
+      res.statusCode = 410;
+      count(Buffer.byteLength(body));
+      res.end(body);
+      return;
+    }
     if (behaviour === 'drip') {
       res.flushHeaders();
       const text = watch ? '{"type":"ADDED","object":{"metadata":{"name":"' : '{"kind":"NodeList","apiVersion":"v1","metadata":{"resourceVersion":"';
@@ -181,6 +216,7 @@ async function startHostileServer(behaviour: HostileBehaviour, o: HostileServerO
     switch (behaviour) {
       case 'ends-at-once':
       case 'endless-pages':
+      case 'gone':
         res.end();
         return;
       case 'endless-line':
@@ -211,6 +247,8 @@ async function startHostileServer(behaviour: HostileBehaviour, o: HostileServerO
       return;
     }
     stats.requests++;
+    const component = componentOf(req.headers['user-agent']);
+    byComponent[component] = (byComponent[component] ?? 0) + 1;
     if (stats.requests >= maxRequests) setImmediate(() => void stop());
     answer(req, res).catch(() => res.destroy());
   });
@@ -255,7 +293,7 @@ async function startHostileServer(behaviour: HostileBehaviour, o: HostileServerO
     behaviour,
     server: serverUrl,
     kubeconfigYaml: `${JSON.stringify(kubeconfig, null, 2)}\n`,
-    stats: () => ({ ...stats }),
+    stats: () => ({ ...stats, byComponent: { ...byComponent } }),
     running: () => isRunning,
     stop,
     stopped,

@@ -411,7 +411,8 @@ export function kubeletStatus(node: string, heartbeat: Date): Record<string, unk
   };
 }
 
-async function createMachine(raw: RawKube, namespace: string, name: string, run: string, taints: readonly BenchTaint[], cluster: string): Promise<void> {
+/** Creates a Machine of `cluster` (`spec.taints` as given, propagation Always), controlled by the cluster's MachineSet. */
+export async function createMachine(raw: RawKube, namespace: string, name: string, run: string, taints: readonly BenchTaint[], cluster: string): Promise<void> {
   const spec: Record<string, unknown> = {
     clusterName: cluster,
     bootstrap: { dataSecretName: `${name}-bootstrap` },

@@ -6,7 +6,8 @@
  * IPC protocol (parent → child): `status`, `mark` (start of the measuring window), `report`, `stop`.
  * Environment: BENCH_KUBECONFIG, BENCH_NAMESPACE, BENCH_LEASE, BENCH_LABEL_SELECTOR, BENCH_CLUSTER_MODE (`self`, or
  * `capi`: the namespace's Clusters, each one's Nodes in its workload cluster through its `<cluster>-kubeconfig` Secret;
- * requests to workload clusters are counted apart).
+ * requests to workload clusters are counted apart), and for scenario 9's product shards BENCH_SHARDS / BENCH_SHARD
+ * (FORWARDER_SHARDS / FORWARDER_SHARD) with BENCH_MACHINE_NAMESPACE empty (every namespace).
  */
 import { readFileSync } from 'node:fs';
 import type { SendMessageBatchCommand } from '@aws-sdk/client-sqs';
@@ -33,7 +34,10 @@ const config = loadForwarderConfig({
   STATE_NAMESPACE: env['BENCH_NAMESPACE'],
   LEASE_NAME: env['BENCH_LEASE'],
   FORWARDER_ID: `bench-${process.pid}`,
-  MACHINE_NAMESPACE: env['BENCH_NAMESPACE'],
+  // Scenario 9's product shards watch every namespace (BENCH_MACHINE_NAMESPACE empty) and only their shard's clusters.
+  MACHINE_NAMESPACE: env['BENCH_MACHINE_NAMESPACE'] ?? env['BENCH_NAMESPACE'],
+  FORWARDER_SHARDS: env['BENCH_SHARDS'],
+  FORWARDER_SHARD: env['BENCH_SHARD'],
   NODE_LABEL_SELECTOR: env['BENCH_LABEL_SELECTOR'],
   // A bare API server: no Cluster API controller propagates spec.taints, the product does (as the benchmarks' reconcile).
   SPEC_TAINTS_OWNER: 'product',
@@ -88,7 +92,7 @@ process.on('message', (msg: { type: string }) => {
       mark = { at: performance.now(), cpu, counts, messages, calls: counter.snapshot().total };
       windowIds = [];
       windowTimes = [];
-      process.send?.({ type: 'marked', syncCpuMs: (cpu.user + cpu.system) / 1000, syncMs: performance.now() - started, messages });
+      process.send?.({ type: 'marked', syncCpuMs: (cpu.user + cpu.system) / 1000, syncMs: performance.now() - started, messages, syncCalls: mark.calls });
       return;
     }
     case 'report': {

@@ -57,6 +57,12 @@ export interface ForwarderRun {
   readonly nodeOptions: string;
   /** The forwarder's own API calls to the management cluster (list pages, watches, Lease; Secrets in `capi` mode). */
   readonly forwarderCalls: CallCounts;
+  /**
+   * Requests the forwarder sent to the management API server (counted in its KubeConfig: every list page, watch
+   * connection, Lease read or write, Secret and discovery read), in the initial sync and in the window, and per second
+   * of each.
+   */
+  readonly managementRequests: { readonly initialSync: number; readonly window: number; readonly initialSyncPerSec: number; readonly windowPerSec: number };
   /** `capi` mode: its calls to the workload clusters (Node list pages and watches). */
   readonly workloadCalls?: CallCounts;
   /**
@@ -83,6 +89,7 @@ interface ChildReport {
   windowTimes: number[];
   calls: CallCounts;
   workloadCalls: CallCounts;
+  windowCalls: number;
   peakMiB: number;
   maxSampledRssMiB: number;
   heapUsedMiB: number;
@@ -129,6 +136,8 @@ export async function runForwarder(ctx: BenchContext): Promise<ForwarderResult> 
 export interface ForwarderTarget {
   readonly nodeKube: RawKube;
   readonly pair: Pair;
+  /** The Machine's namespace (default: the measurement's `namespace`). */
+  readonly namespace?: string;
 }
 
 export interface MeasureForwarderOptions {
@@ -150,6 +159,10 @@ export interface MeasureForwarderOptions {
   readonly changeTargets?: readonly ForwarderTarget[];
   /** Share of the real changes made to Nodes (foreign taint edits; the rest are Machine edits; default 0.5). */
   readonly nodeChangeShare?: number;
+  /** The forwarder's MACHINE_NAMESPACE (default `namespace`; '' every namespace, as a product shard watches). */
+  readonly machineNamespace?: string;
+  /** The product's shards: FORWARDER_SHARDS = count, FORWARDER_SHARD = index (0-based); the Lease becomes `<leaseName>-<index>-of-<count>` when count > 1. */
+  readonly shard?: { readonly count: number; readonly index: number };
 }
 
 /**
@@ -179,6 +192,8 @@ export async function measureForwarder(ctx: BenchContext, o: MeasureForwarderOpt
       BENCH_LEASE: o.leaseName,
       BENCH_CLUSTER_MODE: o.mode,
       BENCH_LABEL_SELECTOR: `${BENCH_LABEL}=${o.run}`,
+      ...(o.machineNamespace !== undefined ? { BENCH_MACHINE_NAMESPACE: o.machineNamespace } : {}),
+      ...(o.shard ? { BENCH_SHARDS: String(o.shard.count), BENCH_SHARD: String(o.shard.index) } : {}),
     },
     stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
   });
@@ -195,7 +210,7 @@ export async function measureForwarder(ctx: BenchContext, o: MeasureForwarderOpt
       if (Date.now() > syncDeadline) throw new Error(`initial sync incomplete: ${s.messages}/${n} messages`);
       await sleep(100);
     }
-    const marked = await ipc.ask<{ syncCpuMs: number; syncMs: number; messages: number }>('mark', 'marked');
+    const marked = await ipc.ask<{ syncCpuMs: number; syncMs: number; messages: number; syncCalls: number }>('mark', 'marked');
     ctx.log(`  forwarder initial sync: ${marked.messages} messages in ${(marked.syncMs / 1000).toFixed(1)} s (CPU ${(marked.syncCpuMs / 1000).toFixed(1)} s)`);
 
     // Measuring window: heartbeats at a steady rate, real changes spread evenly.
@@ -227,7 +242,7 @@ export async function measureForwarder(ctx: BenchContext, o: MeasureForwarderOpt
           const target = (o.changeTargets ? o.changeTargets[k % o.changeTargets.length] : o.targets[(i * 7 + 3) % n]) ?? t;
           const sentAt = performance.timeOrigin + performance.now();
           if (nodeEvery === 1 ? false : k % nodeEvery !== nodeEvery - 1) {
-            changeSentAt.set(await setMachineTaints(raw, ns, target.pair.machine, [DECLARED, { key: 'bench.capi-tp/change', value: `c${k}-${tag}`, effect: 'NoSchedule' }]), sentAt);
+            changeSentAt.set(await setMachineTaints(raw, target.namespace ?? ns, target.pair.machine, [DECLARED, { key: 'bench.capi-tp/change', value: `c${k}-${tag}`, effect: 'NoSchedule' }]), sentAt);
           } else {
             const changed = await target.nodeKube.mergePatch<{ metadata: { resourceVersion: string } }>(`/api/v1/nodes/${target.pair.node}`, {
               spec: { taints: [DECLARED, { key: 'bench.capi-tp/foreign', value: `c${k}-${tag}`, effect: 'NoSchedule' }] },
@@ -305,6 +320,12 @@ export async function measureForwarder(ctx: BenchContext, o: MeasureForwarderOpt
       baselineRssMiB: round(report.baselineRssMiB, 1),
       nodeOptions,
       forwarderCalls: report.calls,
+      managementRequests: {
+        initialSync: marked.syncCalls,
+        window: report.windowCalls,
+        initialSyncPerSec: round((marked.syncCalls * 1000) / Math.max(1, marked.syncMs), 2),
+        windowPerSec: round((report.windowCalls * 1000) / Math.max(1, report.windowMs), 2),
+      },
       ...(o.mode === 'capi' ? { workloadCalls: report.workloadCalls } : {}),
       changeLatency,
     };
@@ -326,6 +347,14 @@ export function deployedForwarderNodeOptions(): string {
   const value = yml.functions?.watchForwarder?.environment?.['NODE_OPTIONS'] ?? yml.provider?.environment?.['NODE_OPTIONS'];
   if (value !== undefined && typeof value !== 'string') throw new Error('serverless.yml: the watch-forwarder NODE_OPTIONS is not a plain string');
   return value ?? '';
+}
+
+/** The watch-forwarder function's memory in MiB as shipped: serverless.yml's `forwarderMemorySize` default parameter. */
+export function shippedForwarderMemoryMiB(): number {
+  const yml = load(readFileSync(fileURLToPath(new URL('../../serverless.yml', import.meta.url)), 'utf8')) as { params?: { default?: Record<string, unknown> } };
+  const value = Number(yml.params?.default?.['forwarderMemorySize']);
+  if (!Number.isInteger(value) || value <= 0) throw new Error('serverless.yml: no integer forwarderMemorySize default parameter');
+  return value;
 }
 
 /** Bundles `forwarder-child.ts` with esbuild (into `bench/out/`); the caller removes the file. */

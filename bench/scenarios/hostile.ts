@@ -9,6 +9,11 @@
  * hostile server saw. As the fleet scenario, the benchmark plays Cluster API and the provider (no manager runs): it
  * creates the Cluster objects, the Secrets, the Machines (`spec.taints`, `status.nodeRef`) and the Nodes; the edits
  * change `spec.taints`, which the product propagates (spec.taints owned by the product).
+ *
+ * Issue 48's variant (`--hostile-set=three --hostile-machine-edit-seconds=15`, or `=0` for back to back): three servers
+ * that answer at once (`empty-close`, `ends-at-once`, `gone`), each hostile cluster with a Machine whose
+ * `status.nodeRef` names a Node of that cluster (so the reconcile tries to reach it), its `spec.taints` edited on that
+ * cadence; the child runs `npm start`'s status display too. Reports each server's requests per second, by component.
  */
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -18,13 +23,20 @@ import type { Child } from '#local/control-plane/children.ts';
 import { startWorkloadApiServer, type WorkloadApiServer } from '#local/control-plane/workload-servers.ts';
 import type { BenchContext } from '../lib/context.ts';
 import { runHostileAttack, type HostileAttackResult } from '../lib/hostile-attack.ts';
-import { registerWorkloadCluster, BENCH_LABEL, MACHINES_PATH, RawKube, cleanup, createNamespace, createPairs, hasTaint, loadKubeConfig, runId, setMachineTaints, type Pair, type RawNode } from '../lib/kube.ts';
+import { HOSTILE_SETS } from '../lib/hostile-servers.ts';
+import { createMachine, registerWorkloadCluster, BENCH_LABEL, MACHINES_PATH, RawKube, cleanup, createNamespace, createPairs, hasTaint, loadKubeConfig, runId, setMachineTaints, type Pair, type RawNode } from '../lib/kube.ts';
 
 export type HostileResult = Omit<HostileAttackResult, 'leaks'> & { readonly leakSamples: readonly string[] };
 
 const PROBE = 'hostile-probe';
 
-export async function runHostile(ctx: BenchContext, attackSeconds: number): Promise<HostileResult> {
+/** Which servers, and how the hostile clusters' Machines are edited (none without `machineEditSeconds`). */
+export interface HostileVariant {
+  readonly set?: keyof typeof HOSTILE_SETS;
+  readonly machineEditSeconds?: number;
+}
+
+export async function runHostile(ctx: BenchContext, attackSeconds: number, variant: HostileVariant = {}): Promise<HostileResult> {
   if (!ctx.etcdEndpoint) throw new Error("the hostile scenario starts a workload API server on the control plane's etcd: pass --etcd=<url> with --kubeconfig");
   const binaries = await resolveBinaries({ build: false, log: ctx.log });
   if (!binaries.available) throw new Error(`no kube-apiserver for the workload cluster: ${binaries.reason}`);
@@ -44,7 +56,25 @@ export async function runHostile(ctx: BenchContext, attackSeconds: number): Prom
     const wk = workload;
     const pairs: Pair[] = await createPairs(raw, { run, namespace: ns, count: 2, clusterName: cluster, nodePrefix: `${run}-n`, nodeKube: wk, machineTaints: [{ key: PROBE, value: 'v0', effect: 'NoSchedule' }], nodeStatus: true });
     ctx.log(`  healthy cluster: API server ${server.server}, ${pairs.length} Machines and Nodes`);
+    const hostileMachine = (cluster: string): string => `${cluster}-m0`;
     const result = await runHostileAttack({
+      behaviours: HOSTILE_SETS[variant.set ?? 'six'],
+      // HOSTILE_CHILD_LOG=<file>: a copy of the pipeline child's output, to see what it logged.
+      ...(process.env['HOSTILE_CHILD_LOG'] ? { childLogPath: process.env['HOSTILE_CHILD_LOG'] } : {}),
+      ...(variant.machineEditSeconds !== undefined
+        ? {
+            hostileMachines: {
+              editEveryMs: variant.machineEditSeconds * 1000,
+              create: async (hostileCluster) => {
+                await createMachine(raw, ns, hostileMachine(hostileCluster), run, [{ key: PROBE, value: 'h0', effect: 'NoSchedule' }], hostileCluster);
+                await raw.mergePatch(`${MACHINES_PATH}/namespaces/${ns}/machines/${hostileMachine(hostileCluster)}/status`, { status: { nodeRef: { name: `${hostileCluster}-n0` } } });
+              },
+              edit: async (hostileCluster, value) => {
+                await setMachineTaints(raw, ns, hostileMachine(hostileCluster), [{ key: PROBE, value, effect: 'NoSchedule' }]);
+              },
+            },
+          }
+        : {}),
       managementKubeconfigPath: ctx.kubeconfigPath,
       management: loadKubeConfig(ctx.kubeconfigPath),
       namespace: ns,
@@ -69,7 +99,7 @@ export async function runHostile(ctx: BenchContext, attackSeconds: number): Prom
     const summary = (ms: readonly number[]): string => ms.map((v) => (Number.isFinite(v) ? String(Math.round(v)) : 'lost')).join(', ');
     ctx.log(`  peak RSS ${result.peakRssMiB} MiB (baseline ${result.baselineRssMiB} MiB, +${result.rssDeltaMiB} MiB); log ${(result.logBytes / 2 ** 20).toFixed(2)} MiB in ${result.logLines} lines (${(result.logBytesDuringAttack / 2 ** 20).toFixed(2)} MiB during the attack), ${result.leakCount} leaking`);
     ctx.log(`  healthy cluster's edits during the attack: p50 ${result.p50Ms} ms, p99 ${result.p99Ms} ms, max ${result.maxMs} ms (${summary(result.latenciesMs)}); after: ${summary(result.latenciesAfterMs)}`);
-    ctx.log(`  requests per second to each hostile server: ${JSON.stringify(result.requestsPerSecond)}`);
+    ctx.log(`  requests per second to each hostile server over ${result.attackSeconds} s: ${JSON.stringify(result.requestsPerSecond)}; by component: ${JSON.stringify(result.requestsPerSecondByComponent)}; hostile Machine edits: ${result.hostileMachineEdits} each`);
     ctx.log(`  failing clusters reported: ${result.failingClusters.map((f) => `${f.cluster}: ${f.reason}`).join(' | ')}`);
     return { ...rest, leakSamples: leaks };
   } finally {

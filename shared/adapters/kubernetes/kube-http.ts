@@ -25,6 +25,7 @@ import { callSignal } from './call-deadline.ts';
 import { ProxyTunnelError, createProxyAgent } from './proxy-agents.ts';
 import { proxyFor } from './proxy.ts';
 import { userAgent } from './user-agent.ts';
+import type { StreamCaps } from './watch/caps.ts';
 import { listPages } from './watch/list-pager.ts';
 
 /** A cluster and the credentials of its requests: the two methods of client-node's KubeConfig the client needs. */
@@ -223,7 +224,7 @@ export async function kubeCall<T = unknown>(endpoint: ClusterEndpoint, call: Kub
  * thousands of objects: the one paged list (watch/list-pager.ts, with its caps), each page under the call deadline.
  * A non-2xx page rejects with {@link KubeApiError}, as {@link kubeCall} does.
  */
-export async function kubeList<T>(endpoint: ClusterEndpoint, path: string, query: Readonly<Record<string, string | undefined>>, pageSize: number): Promise<T[]> {
+export async function kubeList<T>(endpoint: ClusterEndpoint, path: string, query: Readonly<Record<string, string | undefined>>, pageSize: number, caps?: Partial<StreamCaps>): Promise<T[]> {
   const items: T[] = [];
   await listPages({
     openPage: (page, signal) => openRequest(endpoint, 'GET', pathWithQuery(path, { ...query, ...page }), { signal }),
@@ -234,6 +235,7 @@ export async function kubeList<T>(endpoint: ClusterEndpoint, path: string, query
     },
     pageSize,
     operation: `listing ${path}`,
+    ...(caps ? { caps } : {}),
   });
   return items;
 }

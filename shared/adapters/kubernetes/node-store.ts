@@ -8,7 +8,7 @@
 import type { V1NodeList } from '@kubernetes/client-node';
 import type { NodeSnapshot, NodeTaintPatch } from '#shared/domain/snapshots.ts';
 import { FIELD_MANAGER, type Taint } from '#shared/domain/taint.ts';
-import { NodeNotFoundError, PatchConflictError } from '#shared/errors.ts';
+import { NodeNotFoundError, PatchConflictError, TransientError } from '#shared/errors.ts';
 import { obj, objectParts, str } from '#shared/model/json.ts';
 import type { NodeStore } from '#shared/ports/node-store.ts';
 import { statusOf, toKubeTime, toProductError } from './api-errors.ts';
@@ -25,12 +25,14 @@ export class KubernetesNodeStore implements NodeStore {
   }
 
   async getNode(name: string): Promise<NodeSnapshot | undefined> {
+    let answer: unknown;
     try {
-      return toNodeSnapshot(await kubeCall<unknown>(this.#endpoint, { method: 'GET', path: nodePath(name) }));
+      answer = await kubeCall<unknown>(this.#endpoint, { method: 'GET', path: nodePath(name) });
     } catch (error) {
       if (statusOf(error) === 404) return undefined;
       throw toProductError(`Reading Node ${name}`, error);
     }
+    return answeredNode(`Reading Node ${name}`, name, answer);
   }
 
   async patchNodeTaints(name: string, patch: NodeTaintPatch): Promise<NodeSnapshot> {
@@ -42,15 +44,16 @@ export class KubernetesNodeStore implements NodeStore {
       },
       spec: { taints: patch.taints.map(toWireTaint) },
     };
+    let written: unknown;
     try {
-      const written = await kubeCall<unknown>(this.#endpoint, { method: 'PATCH', path: nodePath(name), query: { fieldManager: FIELD_MANAGER }, body, contentType: 'application/merge-patch+json' });
-      return toNodeSnapshot(written);
+      written = await kubeCall<unknown>(this.#endpoint, { method: 'PATCH', path: nodePath(name), query: { fieldManager: FIELD_MANAGER }, body, contentType: 'application/merge-patch+json' });
     } catch (error) {
       const status = statusOf(error);
       if (status === 409) throw new PatchConflictError({ nodeName: name, resourceVersion: patch.resourceVersion, cause: error });
       if (status === 404) throw new NodeNotFoundError(name, error);
       throw toProductError(`Patching Node ${name}`, error);
     }
+    return answeredNode(`Patching Node ${name}`, name, written);
   }
 
   async listNodes(labelSelector: string): Promise<readonly NodeSnapshot[]> {
@@ -61,6 +64,18 @@ export class KubernetesNodeStore implements NodeStore {
       throw toProductError(`Listing Nodes with ${labelSelector}`, error);
     }
   }
+}
+
+/**
+ * The Node a GET or PATCH of `name` answered. A 2xx whose body is not that Node (empty, a list, another object: a
+ * broken proxy or a hostile server) is no answer from the cluster: a transient failure, so that the cluster's
+ * backoff (functions/reconcile-node-taints/cluster-guard.ts) holds it back as for any other failed call, instead of
+ * the record planning (and patching) against a Node with no name.
+ */
+function answeredNode(operation: string, name: string, answer: unknown): NodeSnapshot {
+  const node = toNodeSnapshot(answer);
+  if (node.name !== name) throw new TransientError(operation, `the answer is not the Node ${JSON.stringify(name)} (${answer === undefined ? 'an empty body' : 'another object'})`);
+  return node;
 }
 
 function nodePath(name: string): string {

@@ -168,7 +168,6 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
     let operation = 'resolving the collection';
     while (!signal.aborted) {
       let end: AttemptEnd;
-      const attemptStarted = this.now().getTime();
       this.requests = 0;
       try {
         operation = 'resolving the collection';
@@ -200,7 +199,7 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
           this.o.collectionNotServed?.();
         }
         const reason = err instanceof TaintPropagatorError ? describeStreamFailure(err) : `${operation} failed: ${describeStreamFailure(err)}`;
-        end = { kind: 'failed', error: err, reason, requests: this.requests, durationMs: this.now().getTime() - attemptStarted };
+        end = { kind: 'failed', error: err, reason, requests: this.requests };
       }
       const decision = this.retry.ended(end);
       if (decision.failure) {

@@ -8,7 +8,8 @@
  * - The forwarder backs off (at most one request a second after the first 5 s), reports the cluster failing once
  *   (its log line, `failingClusters`, `UnreachableClusters`), keeps forwarding the healthy cluster, and reports it
  *   recovered once it behaves.
- * - The status CLI names it unreachable, with a reason that names the cap, when its Node list never ends.
+ * - The status CLI names it unreachable, with a reason that names the cap, when its Node list never ends; a read costs
+ *   it at most STATUS_NODE_LIST_MAX_PAGES requests, and none while the forwarder reports it failing (issue 48).
  */
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import https from 'node:https';
@@ -19,7 +20,7 @@ import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { createServerPki } from '#local/control-plane/pki.ts';
 import { ClusterBackoff, STATUS_BACKOFF_POLICY } from '#local/cluster-backoff.ts';
-import { readTaintStatuses } from '#local/cluster-status.ts';
+import { STATUS_NODE_LIST_MAX_PAGES, readTaintStatuses } from '#local/cluster-status.ts';
 import { ForwarderMetric } from '#shared/observability/metric-names.ts';
 import { adminKubeConfig, createClusterWithKubeconfig, createMachine, createNamespace, createNode, describeWithControlPlane, requireControlPlane, uniqueName, waitFor } from '#test/support/control-plane.ts';
 import { manualClock } from '#test/support/manual-clock.ts';
@@ -142,8 +143,26 @@ describeWithControlPlane('A workload cluster whose API server misbehaves', () =>
 
     // Assess
     expect(statuses).toHaveLength(1);
-    expect(statuses[0]?.unreachableCluster).toEqual({ cluster: `${ns}/hostile`, reason: 'listing /api/v1/nodes failed: the list has more than 200 pages' });
-    expect(requests.length - before).toBe(200);
+    expect(statuses[0]?.unreachableCluster).toEqual({ cluster: `${ns}/hostile`, reason: `listing /api/v1/nodes failed: the list has more than ${STATUS_NODE_LIST_MAX_PAGES} pages` });
+    expect(requests.length - before).toBe(STATUS_NODE_LIST_MAX_PAGES);
+  });
+
+  it("the status display does not call a cluster the forwarder reports failing, and shows the forwarder's reason", async () => {
+    // Prepare: a Machine of the hostile cluster; the forwarder of the same process (npm start) sees its watch failing.
+    mode = 'watch-ends';
+    const admin = adminKubeConfig();
+    const ns = await createNamespace(admin, 'hostile-known');
+    await createClusterWithKubeconfig(admin, ns, 'hostile', kubeconfig);
+    await createMachine(admin, ns, 'm1', { clusterName: 'hostile', nodeName: 'n1' });
+    const reason = 'very short watch: the server ended it after 1 ms with no event';
+    const before = requests.length;
+
+    // Act
+    const statuses = await readTaintStatuses({ kubeConfig: admin, mode: 'capi', machineNamespace: ns, backoff: new ClusterBackoff(manualClock()), knownFailing: (cluster) => (cluster === `${ns}/hostile` ? reason : undefined) });
+
+    // Assess
+    expect(requests.length - before).toBe(0);
+    expect(statuses[0]?.unreachableCluster).toEqual({ cluster: `${ns}/hostile`, reason: `${reason} (the forwarder's Node watch is failing; not called)` });
   });
 
   it('the status display does not call it again until its backoff has passed, and shows its last failure meanwhile', async () => {
@@ -156,7 +175,7 @@ describeWithControlPlane('A workload cluster whose API server misbehaves', () =>
     const clock = manualClock();
     const backoff = new ClusterBackoff(clock, STATUS_BACKOFF_POLICY, () => 0);
     const read = () => readTaintStatuses({ kubeConfig: admin, mode: 'capi', machineNamespace: ns, backoff });
-    const failure = 'listing /api/v1/nodes failed: the list has more than 200 pages';
+    const failure = `listing /api/v1/nodes failed: the list has more than ${STATUS_NODE_LIST_MAX_PAGES} pages`;
     await read();
 
     // Act: the display reads again at once, then the cluster behaves and the second has passed.

@@ -3,7 +3,8 @@
  * through its `<cluster>-kubeconfig` Secret): issue "One bad workload cluster cannot hurt the others", item 6. The
  * hostile cluster's Secret names a loopback HTTPS server (its CA in the kubeconfig, so TLS succeeds) that answers the
  * Node GET with 64 MiB, with an answer that never ends, or with one that drips a byte every 100 ms; or answers the
- * GET just inside the call timeout and then drips the PATCH. Each time: the hostile record fails as transient (made
+ * GET just inside the call timeout and then drips the PATCH; or answers every call at once with a 200 that is no Node
+ * (an empty body with `Connection: close`, or an empty NodeList: issue 48). Each time: the hostile record fails as transient (made
  * visible again, nothing dead-lettered), the healthy cluster's Node is patched, and the whole batch takes at most one
  * call timeout (2 s here) more than the healthy record needs. At most CLUSTER_CONCURRENCY records of the hostile cluster
  * reach it at once; a record that starts after its failure is not tried.
@@ -41,7 +42,7 @@ const MARGIN_MS = 1_200;
 const MiB = 1024 * 1024;
 const sqsMock = mockClient(SQSClient);
 
-type Behaviour = 'huge' | 'endless' | 'dripping' | 'slow-get-dripping-patch' | 'prompt-get-dripping-patch';
+type Behaviour = 'huge' | 'endless' | 'dripping' | 'slow-get-dripping-patch' | 'prompt-get-dripping-patch' | 'empty-close' | 'node-list';
 
 describeWithControlPlane('the reconcile function with a hostile and a healthy workload cluster in one batch', () => {
   let admin: KubeConfig;
@@ -86,6 +87,10 @@ describeWithControlPlane('the reconcile function with a hostile and a healthy wo
         pump(Buffer.alloc(256 * 1024, 0x20));
       } else if (behaviour === 'dripping') {
         drip();
+      } else if (behaviour === 'empty-close') {
+        res.writeHead(200, { 'Content-Type': 'application/json', Connection: 'close' }).end();
+      } else if (behaviour === 'node-list') {
+        res.writeHead(200, { 'Content-Type': 'application/json' }).end(JSON.stringify({ kind: 'NodeList', apiVersion: 'v1', metadata: { resourceVersion: '1000' }, items: [] }));
       } else if (req.method === 'GET') {
         // Just inside the call timeout (or at once): a Node without taints, so the record goes on to patch it.
         const name = (req.url ?? '').split('?')[0]?.split('/').at(-1) ?? '';
@@ -160,6 +165,8 @@ describeWithControlPlane('the reconcile function with a hostile and a healthy wo
     { behaviour: 'dripping', hitsTheDeadline: true },
     { behaviour: 'slow-get-dripping-patch', hitsTheDeadline: true },
     { behaviour: 'prompt-get-dripping-patch', hitsTheDeadline: true },
+    { behaviour: 'empty-close', hitsTheDeadline: false },
+    { behaviour: 'node-list', hitsTheDeadline: false },
   ])('$behaviour: the hostile records fail as transient, the healthy Node is patched, the batch takes at most one call timeout more', async ({ behaviour, hitsTheDeadline }) => {
     // Prepare: three records of the hostile cluster first, then the healthy cluster's.
     const bad = await hostileCluster(behaviour);

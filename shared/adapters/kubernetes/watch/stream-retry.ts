@@ -13,10 +13,13 @@
  *   jittered delay is capped at 30 s too (client-go can wait up to 60 s): a cluster that comes back is seen within
  *   30 s, the latency the product promises for a healthy cluster.
  * - **A failed attempt costs its requests**: the wait after it is also at least `minRequestIntervalMs` (1 s) per request
- *   it made, less the time it took, so that over an attempt and its wait a failing stream never averages more than one
- *   request a second, whatever it fails for. For the first steps this lifts 0.8 s to 1 s (one request) or 2 s (a list
- *   and a watch); a list cut after 200 pages (a server whose `continue` tokens never end) waits 200 s, the one wait
- *   that can exceed the 30 s cap.
+ *   it made, counted from the attempt's end, so that over an attempt and its wait a failing stream averages less than
+ *   one request a second, whatever it fails for, and leaves room under that rate for the product's other callers of
+ *   the cluster (the reconcile, the status display). (Less the attempt's time, as before 2026-11-29, gave exactly one a
+ *   second to a list whose pages never end: 30 pages at once, 30 more at a second each, then a 30 s wait; with the
+ *   reconcile's few requests on top, a little over one.) For the first steps this lifts 0.8 s to 1 s (one request) or
+ *   2 s (a list and a watch); a Node list cut at its 60-page cap waits 60 s, a list cut after 200 pages 200 s, the
+ *   waits that can exceed the 30 s cap.
  * - **A watch that ends normally** (the server's timeout, the idle watchdog, a periodic resync) is reopened at once,
  *   but never sooner than `minWatchIntervalMs` (1 s) after the previous one was opened: a server that sends one event
  *   and then closes every watch cannot drive more than one watch a second either.
@@ -52,9 +55,9 @@ export const DEFAULT_RETRY: RetryNumbers = { initialMs: 800, maxMs: 30_000, rese
 export type AttemptEnd =
   /**
    * It threw; `reason` is a safe description (describeStreamFailure, with the operation); `requests` it made (list
-   * pages and watch connects) in `durationMs` (unknown: no floor).
+   * pages and watch connects; unknown: no floor).
    */
-  | { readonly kind: 'failed'; readonly error: unknown; readonly reason: string; readonly requests?: number; readonly durationMs?: number }
+  | { readonly kind: 'failed'; readonly error: unknown; readonly reason: string; readonly requests?: number }
   /** A watch ended without an error: the server closed it, the idle watchdog or the resync timer cut it. */
   | { readonly kind: 'watch-ended'; readonly why: 'closed' | 'idle' | 'resync'; readonly openMs: number; readonly events: number };
 
@@ -108,7 +111,7 @@ export class StreamRetry {
       return { delayMs: Math.max(0, this.n.minWatchIntervalMs - end.openMs) };
     }
     const decision = this.failed(end.reason, end.error instanceof ResourceVersionGoneError);
-    const owed = (end.requests ?? 0) * this.n.minRequestIntervalMs - (end.durationMs ?? 0);
+    const owed = (end.requests ?? 0) * this.n.minRequestIntervalMs;
     return owed > decision.delayMs ? { ...decision, delayMs: Math.ceil(owed) } : decision;
   }
 

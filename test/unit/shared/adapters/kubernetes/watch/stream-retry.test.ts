@@ -95,17 +95,35 @@ describe('Class: StreamRetry', () => {
     expect(repeated.failing?.reason).toBe('gone');
   });
 
-  it('makes a failed attempt wait at least a second per request it made (less its time), beyond the 30 s cap if need be', () => {
+  it('makes a failed attempt wait at least a second per request it made, from its end, beyond the 30 s cap if need be', () => {
     // Prepare
     const { retry } = policy();
 
-    // Act: a list cut after 200 pages in 1.2 s; then a list and a watch in 10 ms.
-    const endless = retry.ended({ ...error, requests: 200, durationMs: 1_200 });
-    const pair = new StreamRetry({}, () => 0).ended({ ...gone, requests: 2, durationMs: 10 });
+    // Act: a list cut after 200 pages; then a list and a watch.
+    const endless = retry.ended({ ...error, requests: 200 });
+    const pair = new StreamRetry({}, () => 0).ended({ ...gone, requests: 2 });
 
     // Assess
-    expect(endless.delayMs).toBe(198_800);
-    expect(pair.delayMs).toBe(1_990);
+    expect(endless.delayMs).toBe(200_000);
+    expect(pair.delayMs).toBe(2_000);
+  });
+
+  it('leaves room under a request a second for the other callers of a server whose list pages never end', () => {
+    // Prepare: each attempt as the Node stream makes it against such a server: its request bucket's 30 pages at once,
+    // then one a second to the 60-page cap (30 s), and the wait the policy gives.
+    const { retry, clock } = policy();
+    const start = clock.now().getTime();
+    let requests = 0;
+
+    // Act: ten simulated minutes.
+    while (clock.now().getTime() - start < 600_000) {
+      requests += 60;
+      clock.advance(30_000);
+      clock.advance(retry.ended({ ...error, requests: 60 }).delayMs);
+    }
+
+    // Assess: 60 requests per 90 s, two thirds of a request a second over the run.
+    expect(requests / ((clock.now().getTime() - start) / 1000)).toBeLessThanOrEqual(2 / 3);
   });
 
   it('starts the count over only when the stream delivered and its last failure is 2 minutes past', () => {
@@ -148,7 +166,7 @@ describe('Class: StreamRetry', () => {
       // Act: ten simulated minutes.
       while (clock.now().getTime() - start < 600_000) {
         for (let i = 0; i < requests; i++) at.push(clock.now().getTime() - start);
-        clock.advance(retry.ended(end.kind === 'failed' ? { ...end, requests, durationMs: 0 } : end).delayMs);
+        clock.advance(retry.ended(end.kind === 'failed' ? { ...end, requests } : end).delayMs);
       }
 
       // Assess: in every second after the first five, and in every 10 s.
