@@ -172,15 +172,18 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
       try {
         operation = 'resolving the collection';
         const path = typeof this.o.path === 'string' ? this.o.path : await this.o.path();
+        // Resolved once per attempt: its list and its watch share the credentials (a workload cluster's are a Secret
+        // read or two; a reconnect, and so a rotation, resolves them again).
+        operation = next !== undefined ? `listing ${path}` : `watching ${path}`;
+        const kc = await this.endpoint();
         if (next !== undefined) {
-          operation = `listing ${path}`;
-          await this.list(next, path, signal, onEvent);
+          await this.list(next, path, kc, signal, onEvent);
           if (next === 'resync') resyncAt = this.now().getTime() + resyncMs;
           next = undefined;
         }
         if (signal.aborted) break;
         operation = `watching ${path}`;
-        const watched = await this.watch(path, signal, resyncAt, onEvent);
+        const watched = await this.watch(path, kc, signal, resyncAt, onEvent);
         if (watched.why === 'aborted') break;
         if (watched.why === 'resync') next = 'resync';
         if (watched.why === 'idle') {
@@ -231,7 +234,7 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
   }
 
   /** One list, as `mode` says, into the cache; announces what the mode announces, then the list's resourceVersion. */
-  private async list(mode: ListMode, path: string, signal: AbortSignal, onEvent: Consumer<T>): Promise<void> {
+  private async list(mode: ListMode, path: string, kc: ClusterEndpoint, signal: AbortSignal, onEvent: Consumer<T>): Promise<void> {
     const exactly = mode === 'start' ? this.o.resumeFrom : undefined;
     if (mode === 'since') {
       this.o.telemetry?.record(ForwarderMetric.Relists, 1);
@@ -240,7 +243,7 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
       this.o.telemetry?.record(ForwarderMetric.Relists, 1);
       this.log.info('Relisting', { reason: mode === 'relist' ? 'watch expired (410 Gone)' : 'periodic resync', resourceVersion: this.cache.resourceVersion });
     }
-    const { items, resourceVersion } = await this.listAll(path, signal, exactly);
+    const { items, resourceVersion } = await this.listAll(path, kc, signal, exactly);
     if (exactly !== undefined) {
       this.cache.replace(items, resourceVersion);
       this.log.info('Resuming watch from checkpoint', { resourceVersion, objects: items.length });
@@ -267,8 +270,7 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
   }
 
   /** Every page of the collection (list-pager.ts), current or exactly at `exactly`: the facts of each object. */
-  private async listAll(path: string, signal: AbortSignal, exactly: string | undefined): Promise<{ items: T[]; resourceVersion: string }> {
-    const kc = await this.endpoint();
+  private async listAll(path: string, kc: ClusterEndpoint, signal: AbortSignal, exactly: string | undefined): Promise<{ items: T[]; resourceVersion: string }> {
     const operation = `listing ${path}`;
     const timeoutMs = this.o.requestTimeoutMs ?? 30_000;
     const items: T[] = [];
@@ -303,8 +305,7 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
    * to the cache and handed on. Throws ResourceVersionGoneError at an ERROR 410, a TransientError at another ERROR,
    * StreamCapError at a cap (a line, too many malformed lines in a row).
    */
-  private async watch(path: string, signal: AbortSignal, resyncAt: number, onEvent: Consumer<T>): Promise<{ why: WatchEnd; openMs: number; events: number }> {
-    const kc = await this.endpoint();
+  private async watch(path: string, kc: ClusterEndpoint, signal: AbortSignal, resyncAt: number, onEvent: Consumer<T>): Promise<{ why: WatchEnd; openMs: number; events: number }> {
     const operation = `watching ${path}`;
     const rv = this.cache.resourceVersion;
     const query = { watch: '1', resourceVersion: rv, allowWatchBookmarks: 'true', timeoutSeconds: String(Math.floor((this.o.watchTimeoutSeconds ?? 300) * (1 + this.random()))) };

@@ -40,8 +40,9 @@ describe('Function: describeStreamFailure()', () => {
 async function loopbackSession(
   respond: (watch: boolean, res: http.ServerResponse) => void,
   start: Pick<WatchSessionOptions<NodeFacts>, 'restore' | 'resumeFrom' | 'keep' | 'quietLists' | 'resyncIntervalMs'>,
-): Promise<{ session: WatchSession<NodeFacts>; requests: string[]; close: () => Promise<void> }> {
+): Promise<{ session: WatchSession<NodeFacts>; requests: string[]; resolved: () => number; close: () => Promise<void> }> {
   const requests: string[] = [];
+  let resolved = 0;
   const server = http.createServer((req, res) => {
     requests.push(req.url ?? '');
     respond(new URL(req.url ?? '/', 'http://x').searchParams.get('watch') === '1', res);
@@ -51,7 +52,10 @@ async function loopbackSession(
   const silent = { info: () => undefined, warn: () => undefined, error: () => undefined, debug: () => undefined };
   const session = new WatchSession<NodeFacts>({
     name: 'nodes/self',
-    kubeConfig: async () => ({ getCurrentCluster: () => ({ server: `http://127.0.0.1:${port}` }), applyToHTTPSOptions: async () => undefined }),
+    kubeConfig: async () => {
+      resolved++;
+      return { getCurrentCluster: () => ({ server: `http://127.0.0.1:${port}` }), applyToHTTPSOptions: async () => undefined };
+    },
     path: '/api/v1/nodes',
     toFacts: toNodeFacts,
     ...start,
@@ -62,7 +66,7 @@ async function loopbackSession(
     server.closeAllConnections();
     await new Promise((resolve) => server.close(resolve));
   };
-  return { session, requests, close };
+  return { session, requests, resolved: () => resolved, close };
 }
 
 describe('Class: WatchSession, started from a snapshot (the hand-over)', () => {
@@ -104,7 +108,7 @@ describe('Class: WatchSession, resumed at a checkpoint', () => {
   it('lists exactly at the checkpoint without announcing the objects, tells its consumer what it listed, then watches from there', async () => {
     // Prepare: a loopback server whose list holds two objects unchanged since the checkpoint; its watch sends a bookmark and stays open.
     const node = (name: string, rv: string) => ({ metadata: { name, uid: `uid-${name}`, resourceVersion: rv }, spec: { providerID: `local://${name}` } });
-    const { session, requests, close } = await loopbackSession((watch, res) => {
+    const { session, requests, resolved, close } = await loopbackSession((watch, res) => {
       if (!watch) res.writeHead(200).end(JSON.stringify({ kind: 'NodeList', metadata: { resourceVersion: '10' }, items: [node('a', '5'), node('b', '6')] }));
       else res.writeHead(200).write(`${JSON.stringify({ type: 'BOOKMARK', object: { metadata: { resourceVersion: '11' } } })}\n`);
     }, { resumeFrom: '10' });
@@ -122,6 +126,8 @@ describe('Class: WatchSession, resumed at a checkpoint', () => {
     const list = new URL(requests[0] ?? '', 'http://x').searchParams;
     expect([list.get('resourceVersion'), list.get('resourceVersionMatch')]).toEqual(['10', 'Exact']);
     expect(events).toEqual(['listed a@local://a,b@local://b', 'progress 11']);
+    // One attempt (its list and its watch) resolved the credentials once: a workload cluster's Secret read once, not twice.
+    expect(resolved()).toBe(1);
   });
 });
 
