@@ -24,6 +24,30 @@ import { adminKubeConfig, createMachine, createNamespace, createNode, describeWi
 const run = promisify(execFile);
 const dir = mkdtempSync(join(tmpdir(), 'forwarder-bundle-'));
 
+/**
+ * The environment the bundled handler runs with, as the packaged function has it: the management cluster by its
+ * kubeconfig, the local queue (as in AWS, the queue URL's host is the SQS endpoint: the SDK sends to the QueueUrl's
+ * host), the test's state namespace and Lease; `extra` adds what a test varies.
+ */
+function forwarderEnv(sqs: LocalSqs, ns: string, lease: string, extra: Readonly<Record<string, string>>): Record<string, string> {
+  return {
+    PATH: process.env.PATH ?? '',
+    NODE_PATH: resolve('node_modules'),
+    KUBECONFIG: requireControlPlane().kubeconfigPath,
+    MANAGEMENT_AUTH: 'kubeconfig',
+    QUEUE_URL: `${sqs.endpoint}${new URL(sqs.queue.url).pathname}`,
+    AWS_ACCESS_KEY_ID: 'local',
+    AWS_SECRET_ACCESS_KEY: 'local',
+    AWS_REGION: sqs.region,
+    STATE_NAMESPACE: ns,
+    LEASE_NAME: lease,
+    MACHINE_NAMESPACE: ns,
+    RESYNC_INTERVAL_SECONDS: '0',
+    POWERTOOLS_LOG_LEVEL: 'WARN',
+    ...extra,
+  };
+}
+
 describeWithControlPlane('The bundled watch-forwarder handler (the Lambda artifact) in the rota', () => {
   let sqs: LocalSqs;
   beforeAll(async () => {
@@ -61,24 +85,7 @@ describeWithControlPlane('The bundled watch-forwarder handler (the Lambda artifa
     const coldStart = () =>
       run(process.execPath, ['--enable-source-maps', join(dir, 'invoke.mjs')], {
         cwd: dir,
-        env: {
-          PATH: process.env.PATH ?? '',
-          NODE_PATH: resolve('node_modules'),
-          KUBECONFIG: requireControlPlane().kubeconfigPath,
-          CLUSTER_MODE: 'self',
-          MANAGEMENT_AUTH: 'kubeconfig',
-          // As in AWS, the queue URL's host is the SQS endpoint (the SDK sends to the QueueUrl's host).
-          QUEUE_URL: `${sqs.endpoint}${new URL(sqs.queue.url).pathname}`,
-          AWS_ACCESS_KEY_ID: 'local',
-          AWS_SECRET_ACCESS_KEY: 'local',
-          AWS_REGION: sqs.region,
-          STATE_NAMESPACE: ns,
-          LEASE_NAME: lease,
-          MACHINE_NAMESPACE: ns,
-          NODE_LABEL_SELECTOR: `bundle-test=${selector}`,
-          RESYNC_INTERVAL_SECONDS: '0',
-          POWERTOOLS_LOG_LEVEL: 'WARN',
-        },
+        env: forwarderEnv(sqs, ns, lease, { CLUSTER_MODE: 'self', NODE_LABEL_SELECTOR: `bundle-test=${selector}` }),
         timeout: 60_000,
       });
     const result = (stdout: string): Record<string, unknown> => JSON.parse(/^RESULT (.*)$/m.exec(stdout)?.[1] ?? 'null') as Record<string, unknown>;
@@ -130,23 +137,7 @@ describeWithControlPlane('The bundled watch-forwarder handler (the Lambda artifa
       );
       return run(process.execPath, [join(dir, 'invoke-shard.mjs')], {
         cwd: dir,
-        env: {
-          PATH: process.env.PATH ?? '',
-          NODE_PATH: resolve('node_modules'),
-          KUBECONFIG: requireControlPlane().kubeconfigPath,
-          CLUSTER_MODE: 'capi',
-          MANAGEMENT_AUTH: 'kubeconfig',
-          QUEUE_URL: `${sqs.endpoint}${new URL(sqs.queue.url).pathname}`,
-          AWS_ACCESS_KEY_ID: 'local',
-          AWS_SECRET_ACCESS_KEY: 'local',
-          AWS_REGION: sqs.region,
-          STATE_NAMESPACE: ns,
-          LEASE_NAME: lease,
-          MACHINE_NAMESPACE: ns,
-          FORWARDER_SHARDS: '2',
-          RESYNC_INTERVAL_SECONDS: '0',
-          POWERTOOLS_LOG_LEVEL: 'WARN',
-        },
+        env: forwarderEnv(sqs, ns, lease, { CLUSTER_MODE: 'capi', FORWARDER_SHARDS: '2' }),
         timeout: 60_000,
       }).then(
         ({ stdout }) => stdout,
