@@ -111,7 +111,7 @@ export async function runFleetDeployed(ctx: BenchContext, extraPackageArgs: read
   const shards = largest.shards[0] ?? 1;
   const packageArgs = [...PACKAGE_VARIANTS.ssm, `--param=forwarderShards=${shards}`, `--param=forwarderReservedConcurrency=${Math.max(5, shards * 5)}`, ...extraPackageArgs];
   const fleet = await setupStandinFleet(ctx, { clusters: k, nodesPerCluster: perCluster, prefix: 'f1kd' });
-  const { raw, members, keys } = fleet;
+  const { raw, members, keys, namespaces } = fleet;
   let runner: LambdaRunner | undefined;
   let invocation: Promise<InvocationRecord> | undefined;
   try {
@@ -125,8 +125,11 @@ export async function runFleetDeployed(ctx: BenchContext, extraPackageArgs: read
     ctx.log(`  packaged (${packaged.reused ? 'reused' : `${packaged.seconds.toFixed(1)} s`}): ${packageArgs.join(' ')}`);
     let messages = 0;
     const seenAt = new Map<string, number>();
+    // The fleet's own messages (group `<namespace>/<cluster>/…`): the forwarder watches the whole management cluster,
+    // where other Clusters (an earlier test's, another tier's) may fall in the same shard.
+    const ours = namespaces.map((ns) => `${ns}/`);
     const onMessage = (m: QueueMessage): void => {
-      if (m.functionKey !== 'watchForwarder') return;
+      if (m.functionKey !== 'watchForwarder' || !ours.some((p) => m.groupId?.startsWith(p))) return;
       messages++;
       const rv = m.deduplicationId?.split(':')[1];
       if (rv !== undefined && !seenAt.has(rv)) seenAt.set(rv, m.at);
