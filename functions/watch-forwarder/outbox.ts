@@ -34,7 +34,11 @@ type Logger = Pick<typeof defaultLogger, 'info' | 'warn' | 'error' | 'debug'>;
 /** Wait before an unsent event's resend number n: 0.2 s × 2^(n−1), at most 30 s, at least half of that (equal jitter). */
 const RESEND_BACKOFF = { base: 200, max: 30_000, jitter: 'equal' } as const;
 
-/** Ordered resume points of one stream; the checkpoint advances over the handled prefix only. */
+/**
+ * Ordered resume points of one stream; the checkpoint advances over the handled prefix only. Consecutive handled
+ * points behind a waiting event are one point (the later), so a stream holds at most two per waiting event plus one,
+ * however many changes needing no message (filtered, another shard's) pass while an event waits through an outage.
+ */
 export class StreamProgress {
   private readonly entries: Array<{ checkpoint: string | undefined; done: boolean }> = [];
   committed: string | undefined;
@@ -45,8 +49,18 @@ export class StreamProgress {
     this.committed = initial;
   }
 
+  /** Resume points held: not yet passed, because an event before them waits. */
+  get held(): number {
+    return this.entries.length;
+  }
+
   /** Appends a resume point (undefined: none, e.g. all but the last event of one change); returns its ticket. */
   add(checkpoint: string | undefined, done: boolean): { done: boolean; checkpoint: string | undefined } {
+    const last = this.entries.at(-1);
+    if (done && last?.done) {
+      if (checkpoint !== undefined) last.checkpoint = checkpoint;
+      return last;
+    }
     const entry = { checkpoint, done };
     this.entries.push(entry);
     this.advance();

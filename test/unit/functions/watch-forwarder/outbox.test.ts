@@ -217,6 +217,27 @@ describe('Class: Outbox (checkpoint advance)', () => {
     expect(outbox.checkpoint()).toEqual({ 'nodes/self': '11' });
   });
 
+  it('holds a bounded number of resume points while an event waits through an outage, however many changes pass that need no message', async () => {
+    // Prepare
+    const { outbox, publisher, clock } = setup();
+    const progress = outbox.openStream('nodes/self');
+    const waiting = nodeEvent('a', '11');
+    publisher.fates.set(waiting.id, 'retryable');
+    await outbox.enqueue([waiting], T0, progress, '11');
+    await outbox.publishRound(); // refused: it waits for its resend
+
+    // Act: 10 000 filtered changes (or another shard's objects) pass behind it; then the queue takes it.
+    for (let rv = 12; rv < 10_012; rv++) progress.add(String(rv), true);
+    const heldDuringOutage = progress.held;
+    publisher.fates.delete(waiting.id);
+    while ((await outbox.publishRound()) === 0) clock.advance(50);
+
+    // Assess: the waiting event's point and one for everything behind it; once it is sent, the checkpoint passes all.
+    expect(heldDuringOutage).toBe(2);
+    expect(outbox.checkpoint()).toEqual({ 'nodes/self': '10011' });
+    expect(progress.held).toBe(0);
+  });
+
   it('drops the resume point of a forgotten stream (a deleted cluster) and starts a stream from the checkpoint it was given', () => {
     // Prepare
     const { outbox } = setup({}, { 'nodes/fleet/wc1': '5', machines: '7' });
