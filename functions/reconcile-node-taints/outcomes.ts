@@ -16,7 +16,7 @@ interface OutcomeReport {
 }
 
 export const OUTCOME_REPORTS: Readonly<Record<ReconcileOutcome, OutcomeReport>> = {
-  [ReconcileOutcome.patched]: { level: 'info', message: 'Patched Node taints', metric: ReconcileMetric.NodeWrites },
+  [ReconcileOutcome.patched]: { level: 'info', message: 'Patched Node taints' },
   [ReconcileOutcome.unchanged]: { level: 'info', message: 'Reconciled' },
   [ReconcileOutcome.dryRun]: { level: 'info', message: 'Dry run: planned Node write not sent' },
   [ReconcileOutcome.nodeGone]: { level: 'info', message: 'Reconciled' },

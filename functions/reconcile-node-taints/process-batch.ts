@@ -97,6 +97,8 @@ class ComeBackLater extends Error {
 }
 
 function report(result: ReconcileResult, event: TaintEvent, deps: BatchDeps, context: Record<string, unknown>): void {
+  // Every Node write counts: the taint write's, and a staged NoExecute rollout's (its mark, its evicting taint).
+  if (result.node !== undefined && result.writtenResourceVersion !== undefined) deps.metrics.addMetric(ReconcileMetric.NodeWrites, MetricUnit.Count, 1);
   if (result.outcome === ReconcileOutcome.patched) {
     const observed = Date.parse(event.data.observedAt);
     if (!Number.isNaN(observed)) deps.metrics.addMetric(ReconcileMetric.EventToWriteLatency, MetricUnit.Milliseconds, Math.max(0, deps.clock.now().getTime() - observed));

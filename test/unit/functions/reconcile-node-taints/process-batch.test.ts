@@ -245,16 +245,20 @@ describe('Function: processBatch() at the edges of retry', () => {
     machines.put(inCluster(machineBuilder().named('m-a').withNodeName('node-a').withAnnotation('taints.capi-taint-propagator.dev/machine', 'maint:NoExecute').withAnnotation(ROLLOUT_ANNOTATION, '1').build()));
     nodes.put({ name: 'node-a', annotations: {}, taints: [] });
     const error = vi.spyOn(logger, 'error');
+    const counted = vi.spyOn(metrics, 'addMetric');
     const record = sqsRecord(machineEvent('default', 'm-a', { nodeName: 'node-a' }), { messageId: 'r1' });
 
     // Act
     const response = await processBatch(sqsEvent(record), context, { ...deps, settings: { ...deps.settings, rollout: { claimedSeconds: 0, waitSeconds: 7, evictingSeconds: 2, refusedSeconds: 9, stuckAfterSeconds: 60 } } });
+    const nodeWrites = counted.mock.calls.filter(([name]) => name === 'NodeWrites').map(([, , value]) => value);
+    counted.mockRestore();
 
     // Assess: the claim is written, the record comes back at once (visibility 0), nothing is logged as an error
     expect(response.batchItemFailures).toEqual([{ itemIdentifier: 'r1' }]);
     expect(sqsMock.commandCalls(ChangeMessageVisibilityCommand).map((c) => [c.args[0].input.ReceiptHandle, c.args[0].input.VisibilityTimeout])).toEqual([[record.receiptHandle, 0]]);
     expect(nodes.peek('node-a')?.labels[ROLLOUT_MARK_LABEL]).toBe('true');
     expect(nodes.peek('node-a')?.taints).toEqual([]);
+    expect(nodeWrites).toEqual([1]); // the claim's write counts as a Node write
     expect(error).not.toHaveBeenCalled();
     error.mockRestore();
   });
