@@ -8,7 +8,6 @@
  */
 import type { ChangeKind } from '#shared/contract/cloud-event.ts';
 import { planAutoscalerTaints, type AutoscalerOptions, type ScalableResourceSnapshot } from '#shared/domain/autoscaler.ts';
-import { PAUSED_ANNOTATION } from '#shared/domain/pause.ts';
 import { CONTROL_PLANE_LABEL } from '#shared/domain/taint.ts';
 import type { MachinePoolFacts, ScalableFacts } from '#shared/model/views.ts';
 import { pausedChanged } from './relevance.ts';
@@ -30,16 +29,14 @@ export function autoscalerEventNeeded(change: ChangeKind, previous: ScalableFact
 
 /** The resource as `planAutoscalerTaints` reads it, from its facts: the plan the reconcile function makes of the same version. */
 export function scalableSnapshotOfFacts(facts: ScalableFacts | MachinePoolFacts): ScalableResourceSnapshot {
-  const paused: Record<string, string> = facts.paused ? { [PAUSED_ANNOTATION]: '' } : {};
-  const common = { apiVersion: '', namespace: facts.namespace, name: facts.name, uid: facts.uid, resourceVersion: facts.resourceVersion, specTaints: facts.specTaints ?? undefined, deleting: facts.deleting };
+  const common = { apiVersion: '', namespace: facts.namespace, name: facts.name, uid: facts.uid, resourceVersion: facts.resourceVersion, specTaints: facts.specTaints ?? undefined, deleting: facts.deleting, annotations: facts.annotations };
   if (facts.kind === 'MachinePool') {
-    // `declarations` already merges the pool's own keys over its template's (poolDeclarations).
-    return { ...common, kind: 'MachinePool', annotations: { ...(facts.autoscaler ?? {}), ...facts.declarations, ...paused }, templateAnnotations: {}, templateLabels: {}, ownedByMachineDeployment: false, ...(facts.clusterName ? { clusterName: facts.clusterName } : {}) };
+    // The pool's `annotations` already merge its own declaration keys over its template's (poolDeclarations).
+    return { ...common, kind: 'MachinePool', templateAnnotations: {}, templateLabels: {}, ownedByMachineDeployment: false, ...(facts.clusterName ? { clusterName: facts.clusterName } : {}) };
   }
   return {
     ...common,
     kind: facts.kind,
-    annotations: { ...facts.autoscaler, ...paused },
     templateAnnotations: facts.declarations,
     templateLabels: facts.controlPlaneLabel !== undefined ? { [CONTROL_PLANE_LABEL]: facts.controlPlaneLabel } : {},
     ownedByMachineDeployment: facts.ownedByMachineDeployment,

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { messageGroupIdFor, type ClusterRef } from '#shared/contract/cloud-event.ts';
 import { clusterOfMachine, toTaintEvent } from '#shared/contract/events.ts';
-import { objectKeyOf, toClusterFacts, toMachineFacts, toNodeFacts } from '#shared/model/views.ts';
+import { isPaused, objectKeyOf, toClusterFacts, toMachineFacts, toNodeFacts } from '#shared/model/views.ts';
 
 const at = new Date('2026-11-22T10:00:00.000Z');
 const capi: ClusterRef = { mode: 'capi', namespace: 'fleet', name: 'wc1' };
@@ -86,7 +86,7 @@ describe('Function: toMachineFacts() / toNodeFacts() / toClusterFacts()', () => 
     const cluster = (spec: unknown) => toClusterFacts({ metadata: { name: 'c', namespace: 'ns', uid: 'u', resourceVersion: '1' }, spec });
     expect([cluster({ paused: true }), cluster({ paused: 'true' }), cluster({}), cluster(undefined)].map((c) => c?.paused)).toEqual([true, false, false, false]);
     const paused = toMachineFacts({ metadata: { name: 'm', namespace: 'ns', uid: 'u', resourceVersion: '1', annotations: { 'cluster.x-k8s.io/paused': '' } } });
-    expect([paused?.paused, toMachineFacts(machine())?.paused]).toEqual([true, false]);
+    expect([paused, toMachineFacts(machine())].map((m) => m && isPaused(m))).toEqual([true, false]);
   });
 
   it('keys namespaced objects by namespace/name and Nodes by name', () => {

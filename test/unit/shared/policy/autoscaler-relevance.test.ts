@@ -37,21 +37,21 @@ const facts = (over: Parameters<typeof mdJson>[0] = {}): ScalableFacts => {
 describe('toScalableFacts / scalableSnapshotOfFacts', () => {
   it('keeps only what decides the annotation', () => {
     const f = facts({ template: { [MACHINE]: 'a:NoSchedule' }, labels: { 'cluster.x-k8s.io/control-plane': '' }, owners: [{ kind: 'MachineDeployment', name: 'x' }] });
-    expect(f).toMatchObject({ kind: 'MachineDeployment', declarations: { [MACHINE]: 'a:NoSchedule' }, autoscaler: SIZE, controlPlaneLabel: '', ownedByMachineDeployment: true, clusterName: 'c1', clusterNameLabel: 'c1', specTaints: null, deleting: false });
+    expect(f).toMatchObject({ kind: 'MachineDeployment', labels: {}, declarations: { [MACHINE]: 'a:NoSchedule' }, annotations: SIZE, controlPlaneLabel: '', ownedByMachineDeployment: true, clusterName: 'c1', specTaints: null, deleting: false });
     expect(scalableSnapshotOfFacts(f)).toMatchObject({ kind: 'MachineDeployment', annotations: SIZE, templateAnnotations: { [MACHINE]: 'a:NoSchedule' }, templateLabels: { 'cluster.x-k8s.io/control-plane': '' }, specTaints: undefined });
     expect(toScalableFacts('MachineSet', { metadata: { name: 'x' } })).toBeUndefined();
     const bare = toScalableFacts('MachineSet', { metadata: { name: 'x', namespace: 'n', uid: 'u', resourceVersion: '1' } });
-    expect(bare).toMatchObject({ kind: 'MachineSet', autoscaler: {}, declarations: {}, ownedByMachineDeployment: false });
+    expect(bare).toMatchObject({ kind: 'MachineSet', labels: {}, annotations: {}, declarations: {}, ownedByMachineDeployment: false });
     expect(bare && scalableSnapshotOfFacts(bare)).not.toHaveProperty('clusterName');
   });
 
-  it('reads a MachinePool’s autoscaler annotations, and none when it has none', () => {
+  it('keeps a MachinePool’s autoscaler annotations beside its declarations (its own over its template’s)', () => {
     const pool = (a: Record<string, string>) => toMachinePoolFacts({ metadata: { name: 'p', namespace: 'ns', uid: 'u', resourceVersion: '1', annotations: a }, spec: { template: { metadata: { annotations: { [MACHINE]: 'q:NoSchedule' } } } } });
-    expect(pool({})?.autoscaler).toBeUndefined();
+    expect(pool({})?.annotations).toEqual({ [MACHINE]: 'q:NoSchedule' });
     const p = pool({ ...SIZE, [MACHINE]: 'p:NoSchedule' });
-    expect(p?.autoscaler).toEqual(SIZE);
+    expect(p?.annotations).toEqual({ ...SIZE, [MACHINE]: 'p:NoSchedule' });
     expect(p && scalableSnapshotOfFacts(p)).toMatchObject({ kind: 'MachinePool', annotations: { ...SIZE, [MACHINE]: 'p:NoSchedule' } });
-    expect(p && scalableSnapshotOfFacts({ ...p, autoscaler: undefined as never, clusterName: 'c' })).toMatchObject({ annotations: { [MACHINE]: 'p:NoSchedule' }, clusterName: 'c' });
+    expect(p && scalableSnapshotOfFacts({ ...p, clusterName: 'c' })).toMatchObject({ clusterName: 'c' });
   });
 });
 
@@ -83,8 +83,8 @@ describe('autoscalerEventNeeded', () => {
     const echo = facts({ taints, annotations: { [AUTOSCALER_TAINTS_ANNOTATION]: 'nvidia.com/gpu=present:NoSchedule', [AUTOSCALER_OWNED_ANNOTATION]: 'nvidia.com/gpu=present:NoSchedule' }, rv: '6' });
     expect(autoscalerEventNeeded('modified', specOnly, echo)).toBe(false);
     // Cluster API's copy onto a MachineSet of the MachineDeployment never asks for a write.
-    expect(autoscalerEventNeeded('added', undefined, { ...specOnly, kind: 'MachineSet', ownedByMachineDeployment: true })).toBe(false);
-    const edited = facts({ taints: [{ ...taints[0], value: 'h100' }], annotations: echo.autoscaler, rv: '7' });
+    expect(autoscalerEventNeeded('added', undefined, { ...specOnly, kind: 'MachineSet', apiVersion: 'cluster.x-k8s.io/v1beta2', labels: {}, ownedByMachineDeployment: true })).toBe(false);
+    const edited = facts({ taints: [{ ...taints[0], value: 'h100' }], annotations: echo.annotations, rv: '7' });
     expect(autoscalerEventNeeded('modified', echo, edited)).toBe(true);
   });
 
