@@ -118,21 +118,26 @@ export interface MachinePoolFacts extends CapiObjectFacts {
   readonly nodeNames: readonly string[];
 }
 
+/** What the cluster-autoscaler scales (docs/autoscaler.md): a MachineDeployment, a MachineSet or a MachinePool. */
+export type ScalableResourceFacts = ScalableFacts | MachinePoolFacts;
+
 /** The object whose declaration a Node carries: its Machine, or its MachinePool (as the owner of that Node: `declarationOwnerOf`). */
 export type OwnerFacts = MachineFacts | (MachinePoolFacts & { readonly nodeName?: string });
 
 /**
- * The facts of a MachineDeployment or MachineSet that decide its cluster-autoscaler taints annotation
- * (docs/autoscaler.md): what a new Machine of it declares, and the autoscaler annotations.
+ * A MachineDeployment or MachineSet: what decides its cluster-autoscaler taints annotation (docs/autoscaler.md), the
+ * declaration a new Machine of it gets, and the autoscaler annotations. (A MachinePool is scaled too: its view is
+ * {@link MachinePoolFacts}.)
  */
 export interface ScalableFacts extends CapiObjectFacts {
   readonly kind: 'MachineDeployment' | 'MachineSet';
   /** `spec.template.spec.taints` as stored. */
   readonly specTaints: unknown;
-  /** The declaration annotations of `spec.template.metadata.annotations`, by key. */
-  readonly declarations: Readonly<Record<string, string>>;
-  /** `spec.template.metadata.labels[cluster.x-k8s.io/control-plane]`, when set. */
-  readonly controlPlaneLabel?: string;
+  /** The declaration annotations of `spec.template.metadata.annotations`: what a new Machine of it carries. */
+  readonly templateAnnotations: Readonly<Record<string, string>>;
+  /** The control-plane label of `spec.template.metadata.labels`, when set. */
+  readonly templateLabels: Readonly<Record<string, string>>;
+  /** A MachineSet with an owner reference to a MachineDeployment. */
   readonly ownedByMachineDeployment: boolean;
 }
 
@@ -226,16 +231,20 @@ export function toScalableFacts(kind: ScalableFacts['kind'], o: unknown): Scalab
   const { parsed: p, ...common } = c;
   const template = obj(p.spec.template);
   const templateMeta = obj(template.metadata);
-  const controlPlaneLabel = stringMap(templateMeta.labels)[CONTROL_PLANE_LABEL];
   const owners: unknown[] = Array.isArray(p.metadata.ownerReferences) ? p.metadata.ownerReferences : [];
   return {
     kind,
     ...common,
     specTaints: obj(template.spec).taints ?? null,
-    declarations: pick(stringMap(templateMeta.annotations), DECLARATION_ANNOTATIONS),
-    ...(controlPlaneLabel !== undefined ? { controlPlaneLabel } : {}),
+    templateAnnotations: kept(stringMap(templateMeta.annotations), DECLARATION_ANNOTATIONS),
+    templateLabels: kept(stringMap(templateMeta.labels), [CONTROL_PLANE_LABEL]),
     ownedByMachineDeployment: owners.some((r) => obj(r).kind === 'MachineDeployment'),
   };
+}
+
+/** Reads a MachineDeployment, MachineSet or MachinePool of `kind`; undefined when malformed. */
+export function toScalableResourceFacts(kind: ScalableResourceFacts['kind'], o: unknown): ScalableResourceFacts | undefined {
+  return kind === 'MachinePool' ? toMachinePoolFacts(o) : toScalableFacts(kind, o);
 }
 
 /** Reads a Node (core/v1 JSON); undefined when name, uid or resourceVersion is missing. */

@@ -119,7 +119,7 @@ describe('Class: ClusterStreams', () => {
     for (const m of machines) await sources.machineStream.emit({ type: 'change', change: 'resynced', facts: m, observedAt: T0 });
     const pool: MachinePoolFacts = { kind: 'MachinePool', apiVersion: 'cluster.x-k8s.io/v1beta2', labels: {}, namespace: 'fleet', name: 'mp1', uid: 'uid-mp1', resourceVersion: '30', specTaints: null, annotations: {}, nodeNames: ['p1', 'p2'], clusterName: 'wc1', deleting: false };
     const scalable = (kind: ScalableFacts['kind'], name: string): ScalableFacts => ({
-      kind, apiVersion: 'cluster.x-k8s.io/v1beta2', labels: {}, namespace: 'fleet', name, uid: `uid-${name}`, resourceVersion: '20', specTaints: null, declarations: {}, annotations: {}, ownedByMachineDeployment: kind === 'MachineSet', clusterName: 'wc1', deleting: false,
+      kind, apiVersion: 'cluster.x-k8s.io/v1beta2', labels: {}, namespace: 'fleet', name, uid: `uid-${name}`, resourceVersion: '20', specTaints: null, templateAnnotations: {}, templateLabels: {}, annotations: {}, ownedByMachineDeployment: kind === 'MachineSet', clusterName: 'wc1', deleting: false,
     });
     await sources.machinePoolStream.emit({ type: 'change', change: 'resynced', facts: pool, observedAt: T0 });
     await sources.machineDeploymentStream.emit({ type: 'change', change: 'resynced', facts: scalable('MachineDeployment', 'md1'), observedAt: T0 });
@@ -208,7 +208,7 @@ describe('Class: ClusterStreams', () => {
     ];
     const pool: MachinePoolFacts = { kind: 'MachinePool', apiVersion: 'cluster.x-k8s.io/v1beta2', labels: {}, namespace: 'fleet', name: 'mp1', uid: 'uid-mp1', resourceVersion: '30', specTaints: null, annotations: gpu, nodeNames: ['p1', 'p2'], clusterName: 'wc1', deleting: false };
     const md = (name: string, autoscaler: Record<string, string>): ScalableFacts => ({
-      kind: 'MachineDeployment', apiVersion: 'cluster.x-k8s.io/v1beta2', labels: {}, namespace: 'fleet', name, uid: `uid-${name}`, resourceVersion: '20', annotations: autoscaler, specTaints: null, declarations: gpu, ownedByMachineDeployment: false, clusterName: 'wc1', deleting: false,
+      kind: 'MachineDeployment', apiVersion: 'cluster.x-k8s.io/v1beta2', labels: {}, namespace: 'fleet', name, uid: `uid-${name}`, resourceVersion: '20', annotations: autoscaler, specTaints: null, templateAnnotations: gpu, templateLabels: {}, ownedByMachineDeployment: false, clusterName: 'wc1', deleting: false,
     });
     const size = { 'cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size': '0', 'cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size': '3' };
 

@@ -32,7 +32,7 @@ const node = (change: Partial<NodeFacts> = {}): NodeFacts => ({
 const joining = (name: string, providerID: string) => node({ name, uid: `uid-${name}`, providerID, trackingAnnotation: undefined as never, ownTrackingAnnotation: undefined as never });
 const pool = (change: Partial<MachinePoolFacts> = {}): MachinePoolFacts => ({ kind: 'MachinePool', apiVersion: 'cluster.x-k8s.io/v1beta2', labels: {}, namespace: 'fleet', name: 'mp1', uid: 'uid-mp1', resourceVersion: '30', specTaints: null, annotations: {}, nodeNames: ['p1'], clusterName: 'wc1', deleting: false, ...change });
 const machineSet = (change: Partial<ScalableFacts> = {}): ScalableFacts => ({
-  kind: 'MachineSet', apiVersion: 'cluster.x-k8s.io/v1beta2', labels: {}, namespace: 'fleet', name: 'ms1', uid: 'uid-ms1', resourceVersion: '20', specTaints: null, declarations: {}, annotations: {}, ownedByMachineDeployment: true, clusterName: 'wc1', deleting: false, ...change,
+  kind: 'MachineSet', apiVersion: 'cluster.x-k8s.io/v1beta2', labels: {}, namespace: 'fleet', name: 'ms1', uid: 'uid-ms1', resourceVersion: '20', specTaints: null, templateAnnotations: {}, templateLabels: {}, annotations: {}, ownedByMachineDeployment: true, clusterName: 'wc1', deleting: false, ...change,
 });
 const change = (kind: Change['change'], facts: WatchedFacts, previous?: WatchedFacts, checkpoint?: string): Change => ({ type: 'change', change: kind, facts, ...(previous ? { previous } : {}), observedAt: T0, ...(checkpoint ? { checkpoint } : {}) });
 

@@ -121,7 +121,7 @@ describe('Class: ObjectIndex', () => {
     // Prepare
     const index = new ObjectIndex();
     const pool: MachinePoolFacts = { kind: 'MachinePool', apiVersion: 'cluster.x-k8s.io/v1beta2', labels: { 'cluster.x-k8s.io/cluster-name': 'wc1' }, namespace: 'fleet', name: 'mp1', uid: 'uid-mp1', resourceVersion: '1', specTaints: null, annotations: {}, nodeNames: ['p1'], deleting: false };
-    const set: ScalableFacts = { kind: 'MachineSet', apiVersion: 'cluster.x-k8s.io/v1beta2', labels: {}, namespace: 'fleet', name: 'ms1', uid: 'uid-ms1', resourceVersion: '1', specTaints: null, declarations: {}, annotations: {}, ownedByMachineDeployment: false, clusterName: 'wc1', deleting: false };
+    const set: ScalableFacts = { kind: 'MachineSet', apiVersion: 'cluster.x-k8s.io/v1beta2', labels: {}, namespace: 'fleet', name: 'ms1', uid: 'uid-ms1', resourceVersion: '1', specTaints: null, templateAnnotations: {}, templateLabels: {}, annotations: {}, ownedByMachineDeployment: false, clusterName: 'wc1', deleting: false };
     const machines = [
       machine('m1', { nodeName: 'n1' }),
       machine('m2', { providerID: 'p2' }),

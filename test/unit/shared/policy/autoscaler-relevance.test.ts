@@ -2,7 +2,6 @@ import { describe, expect, it } from 'vitest';
 import { AUTOSCALER_MAX_SIZE_ANNOTATION, AUTOSCALER_MIN_SIZE_ANNOTATION, AUTOSCALER_OWNED_ANNOTATION, AUTOSCALER_TAINTS_ANNOTATION } from '#shared/domain/autoscaler.ts';
 import { autoscalerEventNeeded } from '#shared/policy/autoscaler-relevance.ts';
 import { isNodeTaintEvent, messageGroupIdFor, parseEventType, subjectFor, type ScalableResourceEventData } from '#shared/contract/cloud-event.ts';
-import { scalableSnapshotOfFacts } from '#shared/policy/autoscaler-relevance.ts';
 import { toMachinePoolFacts, toScalableFacts, type ScalableFacts } from '#shared/model/views.ts';
 import { toScalableResourceEvent } from '#shared/contract/events.ts';
 
@@ -34,15 +33,14 @@ const facts = (over: Parameters<typeof mdJson>[0] = {}): ScalableFacts => {
   return f;
 };
 
-describe('toScalableFacts / scalableSnapshotOfFacts', () => {
+describe('toScalableFacts / toMachinePoolFacts', () => {
   it('keeps only what decides the annotation', () => {
-    const f = facts({ template: { [MACHINE]: 'a:NoSchedule' }, labels: { 'cluster.x-k8s.io/control-plane': '' }, owners: [{ kind: 'MachineDeployment', name: 'x' }] });
-    expect(f).toMatchObject({ kind: 'MachineDeployment', labels: {}, declarations: { [MACHINE]: 'a:NoSchedule' }, annotations: SIZE, controlPlaneLabel: '', ownedByMachineDeployment: true, clusterName: 'c1', specTaints: null, deleting: false });
-    expect(scalableSnapshotOfFacts(f)).toMatchObject({ kind: 'MachineDeployment', annotations: SIZE, templateAnnotations: { [MACHINE]: 'a:NoSchedule' }, templateLabels: { 'cluster.x-k8s.io/control-plane': '' }, specTaints: undefined });
+    const f = facts({ template: { [MACHINE]: 'a:NoSchedule', 'other/x': 'y' }, labels: { 'cluster.x-k8s.io/control-plane': '', other: 'y' }, owners: [{ kind: 'MachineDeployment', name: 'x' }] });
+    expect(f).toMatchObject({ kind: 'MachineDeployment', labels: { 'cluster.x-k8s.io/cluster-name': 'c1' }, templateAnnotations: { [MACHINE]: 'a:NoSchedule' }, annotations: SIZE, templateLabels: { 'cluster.x-k8s.io/control-plane': '' }, ownedByMachineDeployment: true, clusterName: 'c1', specTaints: null, deleting: false });
     expect(toScalableFacts('MachineSet', { metadata: { name: 'x' } })).toBeUndefined();
     const bare = toScalableFacts('MachineSet', { metadata: { name: 'x', namespace: 'n', uid: 'u', resourceVersion: '1' } });
-    expect(bare).toMatchObject({ kind: 'MachineSet', labels: {}, annotations: {}, declarations: {}, ownedByMachineDeployment: false });
-    expect(bare && scalableSnapshotOfFacts(bare)).not.toHaveProperty('clusterName');
+    expect(bare).toMatchObject({ kind: 'MachineSet', labels: {}, annotations: {}, templateAnnotations: {}, templateLabels: {}, ownedByMachineDeployment: false });
+    expect(bare).not.toHaveProperty('clusterName');
   });
 
   it('keeps a MachinePool’s autoscaler annotations beside its declarations (its own over its template’s)', () => {
@@ -50,8 +48,6 @@ describe('toScalableFacts / scalableSnapshotOfFacts', () => {
     expect(pool({})?.annotations).toEqual({ [MACHINE]: 'q:NoSchedule' });
     const p = pool({ ...SIZE, [MACHINE]: 'p:NoSchedule' });
     expect(p?.annotations).toEqual({ ...SIZE, [MACHINE]: 'p:NoSchedule' });
-    expect(p && scalableSnapshotOfFacts(p)).toMatchObject({ kind: 'MachinePool', annotations: { ...SIZE, [MACHINE]: 'p:NoSchedule' } });
-    expect(p && scalableSnapshotOfFacts({ ...p, clusterName: 'c' })).toMatchObject({ clusterName: 'c' });
   });
 });
 

@@ -71,7 +71,7 @@ describe('Function: shardKeeps()', () => {
   const base = { uid: 'u', resourceVersion: '1', deleting: false };
   const cluster = (namespace: string, name: string): ClusterFacts => ({ ...base, kind: 'Cluster', namespace, name, paused: false });
   const machine = (extra: Partial<MachineFacts>): MachineFacts => ({ ...base, kind: 'Machine', apiVersion: 'cluster.x-k8s.io/v1beta2', labels: {}, namespace: 'ns', name: 'm', specTaints: [], annotations: {}, ...extra });
-  const set = (extra: Partial<ScalableFacts>): ScalableFacts => ({ ...base, kind: 'MachineSet', apiVersion: 'cluster.x-k8s.io/v1beta2', labels: {}, namespace: 'ns', name: 's', specTaints: [], declarations: {}, annotations: {}, ownedByMachineDeployment: false, ...extra });
+  const set = (extra: Partial<ScalableFacts>): ScalableFacts => ({ ...base, kind: 'MachineSet', apiVersion: 'cluster.x-k8s.io/v1beta2', labels: {}, namespace: 'ns', name: 's', specTaints: [], templateAnnotations: {}, templateLabels: {}, annotations: {}, ownedByMachineDeployment: false, ...extra });
   const node: NodeFacts = { kind: 'Node', name: 'n', uid: 'u', resourceVersion: '1', taints: [] };
   // Two clusters of the same namespace that hash to different shards of two.
   const names = Array.from({ length: 50 }, (_, i) => `c${i}`);
