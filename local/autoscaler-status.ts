@@ -9,7 +9,7 @@
 import type { KubeConfig } from '@kubernetes/client-node';
 import { KubernetesCapiDiscovery } from '#shared/adapters/kubernetes/capi-discovery.ts';
 import { kubeList } from '#shared/adapters/kubernetes/kube-http.ts';
-import { toScalableSnapshot } from '#shared/adapters/kubernetes/scalable-resource-store.ts';
+import { toScalableResourceFacts } from '#shared/model/views.ts';
 import { statusOf } from '#shared/adapters/kubernetes/api-errors.ts';
 import {
   AUTOSCALER_OWNED_ANNOTATION,
@@ -55,7 +55,7 @@ export async function readAutoscalerStatuses(o: { readonly kubeConfig: KubeConfi
   const out: AutoscalerStatus[] = [];
   for (const kind of SCALABLE_KINDS) {
     const path = o.namespace ? `/apis/${CAPI_GROUP}/${version}/namespaces/${encodeURIComponent(o.namespace)}/${PLURALS[kind]}` : `/apis/${CAPI_GROUP}/${version}/${PLURALS[kind]}`;
-    let items: Parameters<typeof toScalableSnapshot>[1][];
+    let items: unknown[];
     try {
       items = await kubeList(o.kubeConfig, path, {}, 500);
     } catch (error) {
@@ -63,7 +63,8 @@ export async function readAutoscalerStatuses(o: { readonly kubeConfig: KubeConfi
       throw error;
     }
     for (const item of items) {
-      const r = toScalableSnapshot(kind, item, version);
+      const r = toScalableResourceFacts(kind, item);
+      if (!r) continue;
       if (!isNodeGroup(r) && r.annotations[AUTOSCALER_OWNED_ANNOTATION] === undefined) continue;
       if (r.kind === 'MachineSet' && r.ownedByMachineDeployment) continue;
       const plan = planAutoscalerTaints(r, o.startupTaint ? { startupTaint: o.startupTaint } : {});

@@ -5,17 +5,18 @@
 import { ApiException, CustomObjectsApi, type KubeConfig, type V1Node, type V1Pod } from '@kubernetes/client-node';
 import { kubeList, type ClusterEndpoint } from '#shared/adapters/kubernetes/kube-http.ts';
 import { KubernetesCapiDiscovery } from '#shared/adapters/kubernetes/capi-discovery.ts';
-import { CLUSTERS, MACHINES, MACHINE_POOLS, toMachinePoolSnapshot, toMachineSnapshot } from '#shared/adapters/kubernetes/machine-store.ts';
+import { CLUSTERS, MACHINES, MACHINE_POOLS } from '#shared/adapters/kubernetes/machine-store.ts';
 import type { CapiApiVersion } from '#shared/domain/capi-api.ts';
 import type { ClusterView } from '#shared/domain/pause.ts';
-import { declarationOwnerOf, machinePoolOf } from '#shared/domain/machine-pool.ts';
+import { machinePoolOf } from '#shared/domain/machine-pool.ts';
 import { toNodeSnapshot } from '#shared/adapters/kubernetes/node-store.ts';
 import { toPodOnNode } from '#shared/adapters/kubernetes/pod-store.ts';
 import { workloadKubeConfigs, type WorkloadKubeConfigs } from '#shared/adapters/kubernetes/workload-kubeconfig.ts';
 import { describeApiError, statusOf } from '#shared/adapters/kubernetes/api-errors.ts';
 import { declaredTaintsOf, type Override } from '#shared/domain/declarations.ts';
-import type { MachineSnapshot, NodeSnapshot } from '#shared/domain/snapshots.ts';
-import { CLUSTER_NAME_LABEL, type TaintId } from '#shared/domain/taint.ts';
+import type { NodeSnapshot } from '#shared/domain/snapshots.ts';
+import { clusterNameOf, toMachineFacts, toMachinePoolFacts, type MachineFacts, type OwnerFacts } from '#shared/model/views.ts';
+import type { TaintId } from '#shared/domain/taint.ts';
 import type { SpecTaintsOwner } from '#shared/domain/ownership.ts';
 import { needsPods, SyncState, taintStatusOf, type PodsRead, type TaintStatus, type TaintStatusInput } from './taint-status.ts';
 import { ClusterBackoff, describeHeldBack } from './cluster-backoff.ts';
@@ -91,21 +92,14 @@ export async function readTaintStatuses(o: ReadStatusOptions): Promise<ReadTaint
 
 /** Like readTaintStatuses, with each Machine's overridden and cancelled declarations. Throws MachineNotFoundError for a missing `machineName`. */
 export async function readStatusViews(o: ReadStatusOptions): Promise<MachineStatusView[]> {
-  const { machines, pools, clusters } = await retryThrottled(() => readMachines(o));
-  const statuses = await statusesOf(o, machines, { pools, clusters });
+  const { machines, clusters } = await retryThrottled(() => readMachines(o));
+  const statuses = await statusesOf(o, machines, clusters);
   return statuses.map((status, i) => {
-    const declared = declaredTaintsOf(machines[i] as MachineSnapshot, startup(o));
+    const declared = declaredTaintsOf(machines[i] as OwnerFacts, startup(o));
     return { status, overrides: declared.valid ? declared.declaration.overrides : [] };
   });
 }
 
-/** What decides a pair's pause besides the Machine itself: the Clusters read, and each MachinePool's own annotations. */
-interface PauseSources {
-  /** By `namespace/name`. */
-  readonly clusters: ReadonlyMap<string, ClusterView>;
-  /** A MachinePool's annotations, by `namespace/name` (its Nodes' declaration-owner snapshots carry only declarations). */
-  readonly pools: ReadonlyMap<string, Readonly<Record<string, string>>>;
-}
 
 /**
  * Retries a read answered HTTP 429 (throttled, or a resource's storage still (re)initializing just after its CRD
@@ -124,7 +118,7 @@ export async function retryThrottled<T>(read: () => Promise<T>, wait: (ms: numbe
   }
 }
 
-async function readMachines(o: ReadStatusOptions): Promise<{ machines: MachineSnapshot[] } & PauseSources> {
+async function readMachines(o: ReadStatusOptions): Promise<{ machines: OwnerFacts[]; clusters: ReadonlyMap<string, ClusterView> }> {
   const custom = o.kubeConfig.makeApiClient(CustomObjectsApi);
   const version = await new KubernetesCapiDiscovery(o.kubeConfig).version();
   const MACHINE_API = { ...MACHINES, version };
@@ -132,7 +126,7 @@ async function readMachines(o: ReadStatusOptions): Promise<{ machines: MachineSn
     const namespace = o.machineNamespace ?? 'default';
     try {
       const one = await custom.getNamespacedCustomObject({ ...MACHINE_API, namespace, name: o.machineName });
-      return { machines: [toMachineSnapshot(one as Parameters<typeof toMachineSnapshot>[0], version)], pools: new Map(), clusters: await readClusters(custom, version, namespace) };
+      return { machines: [toMachineFacts(one)].filter((m) => m !== undefined), clusters: await readClusters(custom, version, namespace) };
     } catch (error) {
       if (error instanceof ApiException && error.code === 404) throw new MachineNotFoundError(namespace, o.machineName);
       throw error;
@@ -143,11 +137,10 @@ async function readMachines(o: ReadStatusOptions): Promise<{ machines: MachineSn
     ? await custom.listNamespacedCustomObject({ ...MACHINE_API, namespace: o.machineNamespace, ...selector })
     : await custom.listClusterCustomObject({ ...MACHINE_API, ...selector })) as { items?: unknown[] };
   // A MachinePool's Machines are no declaration source of their own: their Nodes are listed under the pool.
-  const machines = (list.items ?? []).map((m) => toMachineSnapshot(m as Parameters<typeof toMachineSnapshot>[0], version)).filter((m) => machinePoolOf(m) === undefined);
-  const members = await readPoolMembers(custom, version, o);
-  machines.push(...members.machines);
+  const machines: OwnerFacts[] = (list.items ?? []).map(toMachineFacts).filter((m): m is MachineFacts => m !== undefined && machinePoolOf(m) === undefined);
+  machines.push(...(await readPoolMembers(custom, version, o)));
   machines.sort((a, b) => `${a.namespace}/${a.name}/${a.nodeName ?? ''}`.localeCompare(`${b.namespace}/${b.name}/${b.nodeName ?? ''}`));
-  return { machines, pools: members.pools, clusters: machines.length === 0 ? new Map() : await readClusters(custom, version, o.machineNamespace) };
+  return { machines, clusters: machines.length === 0 ? new Map() : await readClusters(custom, version, o.machineNamespace) };
 }
 
 /**
@@ -176,7 +169,7 @@ async function readClusters(custom: CustomObjectsApi, version: CapiApiVersion, n
  * Every Node of every MachinePool (one entry per Node, the pool as its declaration owner), and each pool's own
  * annotations (its pause); none where pools are not served.
  */
-async function readPoolMembers(custom: CustomObjectsApi, version: CapiApiVersion, o: ReadStatusOptions): Promise<{ machines: MachineSnapshot[]; pools: Map<string, Readonly<Record<string, string>>> }> {
+async function readPoolMembers(custom: CustomObjectsApi, version: CapiApiVersion, o: ReadStatusOptions): Promise<OwnerFacts[]> {
   const API = { ...MACHINE_POOLS, version };
   const selector = o.machineLabelSelector ? { labelSelector: o.machineLabelSelector } : {};
   let items: unknown[];
@@ -186,26 +179,23 @@ async function readPoolMembers(custom: CustomObjectsApi, version: CapiApiVersion
       : await custom.listClusterCustomObject({ ...API, ...selector })) as { items?: unknown[] };
     items = list.items ?? [];
   } catch (error) {
-    if (error instanceof ApiException && error.code === 404) return { machines: [], pools: new Map() };
+    if (error instanceof ApiException && error.code === 404) return [];
     throw error;
   }
-  const pools = new Map<string, Readonly<Record<string, string>>>();
-  const machines = items.flatMap((p) => {
-    const pool = toMachinePoolSnapshot(p as Parameters<typeof toMachinePoolSnapshot>[0], version);
-    pools.set(`${pool.namespace}/${pool.name}`, pool.annotations);
-    return pool.nodeNames.map((node) => declarationOwnerOf(pool, node)).filter((m): m is MachineSnapshot => m !== undefined);
+  return items.flatMap((p) => {
+    const pool = toMachinePoolFacts(p);
+    return pool ? pool.nodeNames.map((node) => ({ ...pool, nodeName: node })) : [];
   });
-  return { machines, pools };
 }
 
-async function statusesOf(o: ReadStatusOptions, machines: readonly MachineSnapshot[], pause: PauseSources): Promise<ReadTaintStatus[]> {
+async function statusesOf(o: ReadStatusOptions, machines: readonly OwnerFacts[], clusters: ReadonlyMap<string, ClusterView>): Promise<ReadTaintStatus[]> {
   const workload = o.workload ?? workloadKubeConfigs(o.kubeConfig);
   const backoff = o.backoff ?? processBackoff;
   const nodesByCluster = new Map<string, Promise<Map<string, NodeSnapshot> | UnreachableCluster>>();
   /** The endpoint each reachable cluster's Nodes were listed with, for the pods of its NoExecute previews. */
   const endpoints = new Map<string, ClusterEndpoint>();
-  const nodesOf = (machine: MachineSnapshot): Promise<Map<string, NodeSnapshot> | UnreachableCluster> => {
-    const clusterName = machine.clusterName ?? machine.labels[CLUSTER_NAME_LABEL] ?? '';
+  const nodesOf = (machine: OwnerFacts): Promise<Map<string, NodeSnapshot> | UnreachableCluster> => {
+    const clusterName = clusterNameOf(machine) ?? '';
     const key = clusterKeyOf(o, machine);
     let nodes = nodesByCluster.get(key);
     if (!nodes) {
@@ -236,9 +226,8 @@ async function statusesOf(o: ReadStatusOptions, machines: readonly MachineSnapsh
 
   const statuses: ReadTaintStatus[] = [];
   for (const machine of machines) {
-    const cluster = pause.clusters.get(`${machine.namespace}/${machine.clusterName ?? machine.labels[CLUSTER_NAME_LABEL] ?? ''}`);
-    const pauseAnnotations = machine.kind === 'MachinePool' ? pause.pools.get(`${machine.namespace}/${machine.name}`) : undefined;
-    const settings = { ...startup(o), ...(cluster ? { cluster } : {}), ...(pauseAnnotations ? { pauseAnnotations } : {}) };
+    const cluster = clusters.get(`${machine.namespace}/${clusterNameOf(machine) ?? ''}`);
+    const settings = { ...startup(o), ...(cluster ? { cluster } : {}) };
     if (!machine.nodeName) {
       statuses.push(taintStatusOf({ machine, node: undefined, ...settings }));
       continue;
@@ -257,8 +246,8 @@ async function statusesOf(o: ReadStatusOptions, machines: readonly MachineSnapsh
   return statuses;
 }
 
-function clusterKeyOf(o: ReadStatusOptions, machine: MachineSnapshot): string {
-  return o.mode === 'self' ? 'self' : `${machine.namespace}/${machine.clusterName ?? machine.labels[CLUSTER_NAME_LABEL] ?? ''}`;
+function clusterKeyOf(o: ReadStatusOptions, machine: OwnerFacts): string {
+  return o.mode === 'self' ? 'self' : `${machine.namespace}/${clusterNameOf(machine) ?? ''}`;
 }
 
 /** The pods bound to a Node (field selector `spec.nodeName`), or why they could not be read. */

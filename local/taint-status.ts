@@ -8,7 +8,8 @@ import { declaredTaintsOf, type DeclarationSource, type EffectiveDeclaration, ty
 import { countEvictions, hasNoExecuteChange, noExecuteChangeOf, previewNoExecuteEvictions, type EvictionCounts, type PodEvictionPreview, type PodOnNode } from '#shared/domain/eviction-preview.ts';
 import { MACHINE_POOL_NAME_LABEL } from '#shared/domain/machine-pool.ts';
 import { PAUSED_ANNOTATION, pausedReason, type ClusterView } from '#shared/domain/pause.ts';
-import type { MachineSnapshot, NodeSnapshot } from '#shared/domain/snapshots.ts';
+import type { NodeSnapshot } from '#shared/domain/snapshots.ts';
+import type { OwnerFacts } from '#shared/model/views.ts';
 import { planOwnedTaints, SpecTaintsOwner, type Ownership } from '#shared/domain/ownership.ts';
 import type { TaintDiff } from '#shared/domain/taint-plan.ts';
 import { OWN_TRACKING_ANNOTATION, Propagation, TRACKING_ANNOTATION, formatTaint, isSameTaint, taintId, valueOf, type MachineTaint, type Taint, type TaintId } from '#shared/domain/taint.ts';
@@ -149,7 +150,7 @@ export function rolloutProgressOf(annotations: Readonly<Record<string, string>>)
 }
 
 export interface TaintStatusInput {
-  readonly machine: MachineSnapshot;
+  readonly machine: OwnerFacts;
   /** The Node named by the Machine's `status.nodeRef`, or undefined when it does not exist. */
   readonly node: NodeSnapshot | undefined;
   /** The startup gate taint the reconcile function removes (as configured), if any. */
@@ -158,11 +159,6 @@ export interface TaintStatusInput {
   readonly specTaintsOwner?: SpecTaintsOwner;
   /** The Machine's (or MachinePool's) Cluster, for its `spec.paused`; undefined when unknown or absent. */
   readonly cluster?: ClusterView;
-  /**
-   * The annotations whose `cluster.x-k8s.io/paused` pauses the pair, when not the Machine's own: a MachinePool's
-   * (its declaration-owner snapshot carries only the declaration annotations).
-   */
-  readonly pauseAnnotations?: Readonly<Record<string, string>>;
   /** The pods bound to the Node, for the NoExecute preview; absent when not read (the preview then has no counts). */
   readonly pods?: PodsRead;
 }
@@ -244,7 +240,7 @@ export function needsPods(status: TaintStatus): boolean {
 }
 
 /** The node group of a Machine (by Cluster API's labels) or a MachinePool's Node; undefined for a lone Machine. */
-export function nodeGroupOf(machine: Pick<MachineSnapshot, 'kind' | 'namespace' | 'name' | 'labels'>): string | undefined {
+export function nodeGroupOf(machine: Pick<OwnerFacts, 'kind' | 'namespace' | 'name' | 'labels'>): string | undefined {
   if (machine.kind === 'MachinePool') return `MachinePool ${machine.namespace}/${machine.name}`;
   const deployment = machine.labels[MACHINE_DEPLOYMENT_NAME_LABEL];
   if (deployment) return `MachineDeployment ${machine.namespace}/${deployment}`;
@@ -260,7 +256,7 @@ const MACHINE_SET_NAME_LABEL = 'cluster.x-k8s.io/set-name';
 
 /** Whose pause holds the pair, if any: the Cluster's `spec.paused` first, then the object's annotation (`util/annotations.IsPaused`). */
 function pausedByOf(input: TaintStatusInput): PausedBy | undefined {
-  if (pausedReason({ annotations: input.pauseAnnotations ?? input.machine.annotations }, input.cluster) === undefined) return undefined;
+  if (pausedReason(input.machine, input.cluster) === undefined) return undefined;
   if (input.cluster?.paused) return PausedBy.cluster;
   return input.machine.kind === 'MachinePool' ? PausedBy.machinePool : PausedBy.machine;
 }

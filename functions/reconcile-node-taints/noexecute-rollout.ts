@@ -26,7 +26,8 @@ import {
   type RolloutMark,
 } from '#shared/domain/noexecute-rollout.ts';
 import { ReconcileOutcome } from '#shared/domain/outcome.ts';
-import type { MachineSnapshot, NodeSnapshot, NodeTaintPatch } from '#shared/domain/snapshots.ts';
+import type { NodeSnapshot, NodeTaintPatch } from '#shared/domain/snapshots.ts';
+import type { OwnerFacts } from '#shared/model/views.ts';
 import type { NodeTaintPlan } from '#shared/domain/taint-plan.ts';
 import { isSameTaint, taintId, valueOf, type Taint, type TaintId } from '#shared/domain/taint.ts';
 import type { Clock } from '#shared/ports/clock.ts';
@@ -67,7 +68,7 @@ export interface RolloutDeps {
 export interface RolloutInput {
   readonly cluster: ClusterRef;
   /** The Machine or MachinePool whose declaration the Node carries. */
-  readonly owner: MachineSnapshot;
+  readonly owner: OwnerFacts;
   readonly declaration: EffectiveDeclaration;
   readonly nodes: NodeStore;
   readonly node: NodeSnapshot;
@@ -211,7 +212,7 @@ async function nodesInProgress(nodes: NodeStore): Promise<NodeInProgress[]> {
  * Machines (by Cluster API's label), a MachinePool's Nodes, or 1 for a lone Machine. Read only when a percentage bound
  * meets another Node in progress (the only time it can matter).
  */
-async function groupSizeOf(deps: RolloutDeps, owner: MachineSnapshot): Promise<number> {
+async function groupSizeOf(deps: RolloutDeps, owner: OwnerFacts): Promise<number> {
   if (owner.kind === 'MachinePool') return (await deps.machines.getMachinePool(owner.namespace, owner.name))?.nodeNames.length ?? 1;
   const selector = groupMachineSelectorOf(owner);
   if (selector === undefined) return 1;

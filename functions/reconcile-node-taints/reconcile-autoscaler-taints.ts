@@ -6,12 +6,13 @@
  * `spec.paused`) gets no write and no Event.
  */
 import { formatTaint, type Taint } from '#shared/domain/taint.ts';
-import { planAutoscalerTaints, type AutoscalerPlan, type ScalableResourceSnapshot } from '#shared/domain/autoscaler.ts';
+import { planAutoscalerTaints, type AutoscalerPlan } from '#shared/domain/autoscaler.ts';
 import type { ScalableResourceEventData, TaintEvent } from '#shared/contract/cloud-event.ts';
 import { clusterKey } from '#shared/contract/cloud-event.ts';
 import { ReconcileOutcome } from '#shared/domain/outcome.ts';
 import { pausedReason } from '#shared/domain/pause.ts';
 import { PatchConflictError } from '#shared/errors.ts';
+import { clusterNameOf, type ScalableResourceFacts } from '#shared/model/views.ts';
 import type { ReconcileDeps, ReconcileResult } from './reconcile-node-taints.ts';
 import { recordEvent } from './deferred-events.ts';
 
@@ -66,15 +67,17 @@ async function reconcileOnce(deps: ReconcileDeps, event: TaintEvent & { readonly
 }
 
 /** Why the resource is paused (its annotation, else its Cluster's `spec.paused`), or undefined. */
-async function pauseOf(deps: ReconcileDeps, r: ScalableResourceSnapshot): Promise<string | undefined> {
+async function pauseOf(deps: ReconcileDeps, r: ScalableResourceFacts): Promise<string | undefined> {
   const own = pausedReason(r, undefined);
   if (own) return own;
-  const cluster = r.clusterName ? await deps.machines.getCluster(r.namespace, r.clusterName) : undefined;
+  // spec.clusterName is required by Cluster API; the label (which Cluster API sets too) covers an object without it.
+  const name = clusterNameOf(r);
+  const cluster = name ? await deps.machines.getCluster(r.namespace, name) : undefined;
   return pausedReason(r, cluster);
 }
 
 /** With a write that sets a value: a Warning when the value holds OnInitialization taints the autoscaler counts. */
-async function warnStartupTaints(deps: ReconcileDeps, r: ScalableResourceSnapshot, plan: AutoscalerPlan): Promise<unknown> {
+async function warnStartupTaints(deps: ReconcileDeps, r: ScalableResourceFacts, plan: AutoscalerPlan): Promise<unknown> {
   const counted: readonly Taint[] = plan.countedStartupTaints ?? [];
   if (counted.length === 0) return undefined;
   const list = counted.map(formatTaint).join(', ');

@@ -10,12 +10,13 @@ import { declaredTaintsOf, type EffectiveDeclaration } from '#shared/domain/decl
 import { machineOwnsNode } from '#shared/domain/node-link.ts';
 import { ReconcileOutcome } from '#shared/domain/outcome.ts';
 import { pausedReason, type ClusterView } from '#shared/domain/pause.ts';
-import type { MachineSnapshot, NodeSnapshot } from '#shared/domain/snapshots.ts';
+import type { NodeSnapshot } from '#shared/domain/snapshots.ts';
 import { declarationOwnerOf, machinePoolOf } from '#shared/domain/machine-pool.ts';
 import { planOwnedTaints, type SpecTaintsOwner } from '#shared/domain/ownership.ts';
 import { mayAdoptAsInitialized, restoredTaints, type NodeTaintPlan, type TaintDiff } from '#shared/domain/taint-plan.ts';
-import { CLUSTER_NAME_LABEL, OWN_TRACKING_ANNOTATION, formatTaint, type Taint, type TaintId } from '#shared/domain/taint.ts';
+import { OWN_TRACKING_ANNOTATION, formatTaint, type Taint, type TaintId } from '#shared/domain/taint.ts';
 import { ClusterCredentialsError, MachineConfigurationError, NodeNotFoundError, PatchConflictError, type DeclarationIssue } from '#shared/errors.ts';
+import { clusterNameOf, type OwnerFacts } from '#shared/model/views.ts';
 import type { Clock } from '#shared/ports/clock.ts';
 import type { ClusterConnections } from '#shared/ports/cluster-connections.ts';
 import type { EnablementState } from '#shared/ports/enablement-state.ts';
@@ -112,8 +113,8 @@ export async function reconcileNodeTaints(deps: ReconcileDeps, event: TaintEvent
   const cluster = clusterOf(deps.settings, found.machine);
   const paused = await pauseOf(deps, found.machine, found.pauseSources, clusterRead);
   if (paused) return { outcome: ReconcileOutcome.paused, cluster: clusterKey(cluster), ...owner, ...(found.machine.nodeName ? { node: found.machine.nodeName } : {}), reason: paused };
-  if (found.machine.deleting) return { outcome: ReconcileOutcome.machineDeleting, ...owner, reason: `the ${found.machine.kind ?? 'Machine'} is being deleted` };
-  const linked: { machine: MachineSnapshot; read?: NodeRead } | undefined = found.machine.nodeName ? { machine: found.machine } : await linkByProviderId(deps, event, found.machine, cluster, hinted);
+  if (found.machine.deleting) return { outcome: ReconcileOutcome.machineDeleting, ...owner, reason: `the ${found.machine.kind} is being deleted` };
+  const linked: { machine: OwnerFacts; read?: NodeRead } | undefined = found.machine.nodeName ? { machine: found.machine } : await linkByProviderId(deps, event, found.machine, cluster, hinted);
   const nodeName = linked?.machine.nodeName;
   if (!linked || nodeName === undefined) return { outcome: ReconcileOutcome.noNode, ...owner, reason: 'the Machine has no status.nodeRef yet, and no Node with its spec.providerID' };
   const machine = linked.machine;
@@ -140,7 +141,7 @@ export async function reconcileNodeTaints(deps: ReconcileDeps, event: TaintEvent
 interface Target {
   readonly base: { readonly cluster: string; readonly node: string } & ({ machine: string } | { machinePool: string });
   readonly cluster: ClusterRef;
-  readonly machine: MachineSnapshot;
+  readonly machine: OwnerFacts;
   readonly declaration: EffectiveDeclaration;
   /** The forwarder saw the declaration invalid before (see DECLARATION_VALID). */
   readonly recovered: boolean;
@@ -281,9 +282,9 @@ function startClusterRead(deps: ReconcileDeps, event: NodeTaintEvent): ClusterRe
  * else the cluster-name label), in either cluster mode: a self-hosted cluster's Machines belong to a Cluster too. The
  * read started from the event is used when it is of that Cluster; a Cluster that does not exist pauses nothing.
  */
-async function pauseOf(deps: ReconcileDeps, owner: MachineSnapshot, sources: readonly PauseSource[], started: ClusterRead | undefined): Promise<string | undefined> {
+async function pauseOf(deps: ReconcileDeps, owner: OwnerFacts, sources: readonly PauseSource[], started: ClusterRead | undefined): Promise<string | undefined> {
   let view: ClusterView | undefined;
-  const name = owner.clusterName ?? (owner.labels[CLUSTER_NAME_LABEL] || undefined);
+  const name = clusterNameOf(owner);
   if (name !== undefined) {
     const read = started?.cluster === `${owner.namespace}/${name}` ? await started.result : { view: await deps.machines.getCluster(owner.namespace, name) };
     if ('error' in read) throw read.error;
@@ -301,7 +302,7 @@ async function pauseOf(deps: ReconcileDeps, owner: MachineSnapshot, sources: rea
  * matched to the Machine): the Machine with that Node when the Node's `spec.providerID` equals the Machine's (Cluster
  * API's own link, `#shared/domain/node-link.ts`), with the read that showed it.
  */
-async function linkByProviderId(deps: ReconcileDeps, event: NodeTaintEvent, machine: MachineSnapshot, cluster: ClusterRef, hinted: HintedRead | undefined): Promise<{ machine: MachineSnapshot; read: NodeRead } | undefined> {
+async function linkByProviderId(deps: ReconcileDeps, event: NodeTaintEvent, machine: OwnerFacts, cluster: ClusterRef, hinted: HintedRead | undefined): Promise<{ machine: OwnerFacts; read: NodeRead } | undefined> {
   const candidate = nodeNameOf(event.data);
   if (candidate === undefined || machine.kind === 'MachinePool' || !machine.providerID) return undefined;
   if (clusterKey(cluster) !== clusterKey(event.data.cluster)) return undefined;
@@ -310,17 +311,17 @@ async function linkByProviderId(deps: ReconcileDeps, event: NodeTaintEvent, mach
 }
 
 /** `machine: <ns>/<name>`, or `machinePool: <ns>/<name>` for a pool's Node: what logs, metrics and results name. */
-function ownerOf(owner: MachineSnapshot): { machine: string } | { machinePool: string } {
+function ownerOf(owner: OwnerFacts): { machine: string } | { machinePool: string } {
   const name = `${owner.namespace}/${owner.name}`;
   return owner.kind === 'MachinePool' ? { machinePool: name } : { machine: name };
 }
 
 /** An object whose paused annotation pauses the reconcile of the Node: the Machine, its MachinePool, or both. */
-type PauseSource = { readonly kind: 'Machine' | 'MachinePool' } & Pick<MachineSnapshot, 'namespace' | 'name' | 'annotations'>;
+type PauseSource = Pick<OwnerFacts, 'kind' | 'namespace' | 'name' | 'annotations'>;
 
 /** The declaration owner of a Node, and the objects whose pause annotation counts for it. */
 interface Owner {
-  readonly machine: MachineSnapshot;
+  readonly machine: OwnerFacts;
   readonly pauseSources: readonly PauseSource[];
 }
 
@@ -338,7 +339,7 @@ async function findOwner(deps: ReconcileDeps, event: NodeTaintEvent): Promise<Ow
     const pool = await deps.machines.getMachinePool(data.machinePool.namespace, data.machinePool.name);
     if (!pool) return { outcome: ReconcileOutcome.machineGone, machinePool: name, node: data.nodeName, reason: 'the MachinePool does not exist' };
     const owner = declarationOwnerOf(pool, data.nodeName);
-    return owner ? { machine: owner, pauseSources: [{ ...pool, kind: 'MachinePool' }] } : { outcome: ReconcileOutcome.machineGone, machinePool: name, node: data.nodeName, reason: `Node ${data.nodeName} is not in the MachinePool's status.nodeRefs` };
+    return owner ? { machine: owner, pauseSources: [pool] } : { outcome: ReconcileOutcome.machineGone, machinePool: name, node: data.nodeName, reason: `Node ${data.nodeName} is not in the MachinePool's status.nodeRefs` };
   }
   if (data.kind === 'Machine') {
     const name = `${data.machine.namespace}/${data.machine.name}`;
@@ -357,7 +358,7 @@ async function findOwner(deps: ReconcileDeps, event: NodeTaintEvent): Promise<Ow
     // No Machine: a MachinePool Node (most pools have no Machine objects, only status.nodeRefs).
     const pool = await deps.machines.findMachinePoolByNodeName(clusterNamespace, clusterName, data.node.name);
     const owner = pool ? declarationOwnerOf(pool, data.node.name) : undefined;
-    return pool && owner ? { machine: owner, pauseSources: [{ ...pool, kind: 'MachinePool' }] } : { outcome: ReconcileOutcome.machineGone, node: data.node.name, reason: 'no Machine or MachinePool owns this Node' };
+    return pool && owner ? { machine: owner, pauseSources: [pool] } : { outcome: ReconcileOutcome.machineGone, node: data.node.name, reason: 'no Machine or MachinePool owns this Node' };
   }
   if (machine.nodeName !== undefined && machine.nodeName !== data.node.name) {
     return { outcome: ReconcileOutcome.machineGone, node: data.node.name, machine: `${machine.namespace}/${machine.name}`, reason: `the Machine's Node is ${machine.nodeName}` };
@@ -366,9 +367,9 @@ async function findOwner(deps: ReconcileDeps, event: NodeTaintEvent): Promise<Ow
 }
 
 /** A Machine of a MachinePool is no declaration source of its own: its Node follows the pool (one source per Node). */
-async function viaPool(deps: ReconcileDeps, machine: MachineSnapshot): Promise<Owner | ReconcileResult> {
+async function viaPool(deps: ReconcileDeps, machine: OwnerFacts): Promise<Owner | ReconcileResult> {
   const poolName = machinePoolOf(machine);
-  if (poolName === undefined) return { machine, pauseSources: [{ ...machine, kind: 'Machine' }] };
+  if (poolName === undefined) return { machine, pauseSources: [machine] };
   const name = `${machine.namespace}/${poolName}`;
   if (!machine.nodeName) return { outcome: ReconcileOutcome.noNode, machinePool: name, reason: `Machine ${machine.name} of the MachinePool has no status.nodeRef yet` };
   const pool = await deps.machines.getMachinePool(machine.namespace, poolName);
@@ -376,13 +377,13 @@ async function viaPool(deps: ReconcileDeps, machine: MachineSnapshot): Promise<O
   const owner = declarationOwnerOf(pool, machine.nodeName);
   // The pool's status.nodeRefs lists the Node a moment later; the pool's own event then brings the Node in line.
   return owner
-    ? { machine: owner, pauseSources: [{ ...machine, kind: 'Machine' }, { ...pool, kind: 'MachinePool' }] }
+    ? { machine: owner, pauseSources: [machine, pool] }
     : { outcome: ReconcileOutcome.noNode, machinePool: name, node: machine.nodeName, reason: `Node ${machine.nodeName} is not in the MachinePool's status.nodeRefs yet` };
 }
 
-function clusterOf(settings: ReconcileSettings, machine: MachineSnapshot): ClusterRef {
+function clusterOf(settings: ReconcileSettings, machine: OwnerFacts): ClusterRef {
   if (settings.clusterMode === 'self') return { mode: 'self' };
-  const name = machine.clusterName ?? machine.labels[CLUSTER_NAME_LABEL];
+  const name = clusterNameOf(machine);
   if (!name) throw new MachineConfigurationError(`${machine.namespace}/${machine.name}`, 'names no Cluster (spec.clusterName or the cluster-name label)');
   return { mode: 'capi', namespace: machine.namespace, name };
 }

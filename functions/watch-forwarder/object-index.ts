@@ -9,7 +9,7 @@
  */
 import { clusterKey, type ClusterRef } from '#shared/contract/cloud-event.ts';
 import { nodeStreamKey } from '#shared/contract/streams.ts';
-import type { ClusterFacts, MachineFacts, MachinePoolFacts, NodeFacts, ScalableFacts, WatchedFacts } from '#shared/model/views.ts';
+import { clusterNameOf, type ClusterFacts, type MachineFacts, type MachinePoolFacts, type NodeFacts, type ScalableFacts, type WatchedFacts } from '#shared/model/views.ts';
 import type { ClusterMembers } from '#shared/contract/events.ts';
 import type { NodeOwner } from '#shared/policy/drift.ts';
 import type { WatchStream } from '#shared/ports/watch-source.ts';
@@ -70,7 +70,7 @@ export class ObjectIndex {
   /** The objects of a Cluster, not being deleted, that name it (`spec.clusterName`, else the label); Machines with a Node. */
   membersOf(facts: ClusterFacts, cluster: ClusterRef): ClusterMembers {
     const ofCluster = (o: MachineFacts | MachinePoolFacts | ScalableFacts): boolean =>
-      !o.deleting && o.namespace === facts.namespace && (o.clusterName ?? (o.clusterNameLabel || undefined)) === facts.name;
+      !o.deleting && o.namespace === facts.namespace && clusterNameOf(o) === facts.name;
     const machines = [...(this.#management?.machines.objects() ?? [])].filter(ofCluster).flatMap((machine) => {
       const nodeName = machine.nodeName ?? this.nodeFor(machine, cluster);
       return nodeName === undefined ? [] : [{ machine, nodeName }];
@@ -96,7 +96,7 @@ export class ObjectIndex {
   ownersIn(cluster: ClusterRef): (node: NodeFacts) => NodeOwner {
     const m = this.#management;
     if (!m || !this.managementSynced()) return () => ({ kind: 'unknown' });
-    const ofCluster = (o: MachineFacts | MachinePoolFacts): boolean => cluster.mode === 'self' || (o.namespace === cluster.namespace && (o.clusterName ?? (o.clusterNameLabel || undefined)) === cluster.name);
+    const ofCluster = (o: MachineFacts | MachinePoolFacts): boolean => cluster.mode === 'self' || (o.namespace === cluster.namespace && clusterNameOf(o) === cluster.name);
     let pools: Map<string, MachinePoolFacts> | undefined;
     let byNodeName: Map<string, MachineFacts> | undefined;
     const lookUp = (node: NodeFacts): MachinePoolFacts | MachineFacts | undefined => {
@@ -113,7 +113,7 @@ export class ObjectIndex {
     return (node) => {
       const owner = lookUp(node);
       if (!owner) return { kind: 'none' };
-      const name = owner.clusterName ?? (owner.clusterNameLabel || undefined);
+      const name = clusterNameOf(owner);
       const paused = name === undefined ? undefined : this.#clusters?.latest?.(`${owner.namespace}/${name}`)?.paused;
       return { kind: 'known', owner, ...(paused !== undefined ? { clusterPaused: paused } : {}) };
     };

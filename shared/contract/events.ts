@@ -2,7 +2,7 @@
  * The CloudEvents the forwarder sends for observed changes, built from the objects' views. Pure: time arrives as a
  * parameter; every id is deterministic.
  */
-import type { ClusterFacts, MachineFacts, MachinePoolFacts, NodeFacts, ScalableFacts } from '#shared/model/views.ts';
+import { clusterNameOf, type ClusterFacts, type MachineFacts, type MachinePoolFacts, type NodeFacts, type ScalableFacts } from '#shared/model/views.ts';
 import {
   ObjectKind,
   eventIdFor,
@@ -25,7 +25,7 @@ import {
  */
 export function clusterOfMachine(machine: MachineFacts | MachinePoolFacts | ScalableFacts, mode: 'capi' | 'self'): ClusterRef | undefined {
   if (mode === 'self') return { mode: 'self' };
-  const name = machine.clusterName ?? (machine.clusterNameLabel || undefined);
+  const name = clusterNameOf(machine);
   return name ? { mode: 'capi', namespace: machine.namespace, name } : undefined;
 }
 

@@ -20,7 +20,6 @@
  * - **Invalid declaration, resource being deleted.** No write: what was written stays.
  */
 import { declaredTaintsOf, type DeclarationResult, type EffectiveDeclaration } from './declarations.ts';
-import { poolDeclarations } from './machine-pool.ts';
 import { toNodeTaint } from './propagation.ts';
 import { DNS1123_SUBDOMAIN, QUALIFIED_NAME } from './validation.ts';
 import { formatTaint, Propagation, taintId, type Taint, type TaintId } from './taint.ts';
@@ -58,27 +57,24 @@ export function isDroppedByAutoscaler(key: string): boolean {
 export type ScalableKind = 'MachineDeployment' | 'MachineSet' | 'MachinePool';
 export const SCALABLE_KINDS: readonly ScalableKind[] = ['MachineDeployment', 'MachineSet', 'MachinePool'];
 
-/** A MachineDeployment, MachineSet or MachinePool as read from the management cluster. */
-export interface ScalableResourceSnapshot {
+/**
+ * What these rules read of a MachineDeployment, MachineSet or MachinePool (its view, `#shared/model/views.ts`). A
+ * MachineDeployment's or MachineSet's declaration is its template's; a MachinePool's annotations already hold its
+ * declaration (its own keys over its template's, `poolDeclarations`).
+ */
+export interface ScalableResource {
   readonly kind: ScalableKind;
-  readonly apiVersion: string;
-  readonly namespace: string;
-  readonly name: string;
-  readonly uid: string;
-  readonly resourceVersion: string;
-  /** `metadata.annotations`. */
+  /** `metadata.annotations` (the product's keys). */
   readonly annotations: Readonly<Record<string, string>>;
-  /** `spec.template.metadata.annotations`: what a new Machine of it carries. */
-  readonly templateAnnotations: Readonly<Record<string, string>>;
-  /** `spec.template.metadata.labels`. */
-  readonly templateLabels: Readonly<Record<string, string>>;
   /** `spec.template.spec.taints` as stored. */
   readonly specTaints: unknown;
-  /** A MachineSet with an owner reference to a MachineDeployment. */
-  readonly ownedByMachineDeployment: boolean;
-  /** `spec.clusterName`, else the `cluster.x-k8s.io/cluster-name` label: the Cluster whose `spec.paused` pauses it. */
-  readonly clusterName?: string;
   readonly deleting: boolean;
+  /** MachineDeployment and MachineSet: the declaration annotations of `spec.template.metadata.annotations`. */
+  readonly templateAnnotations?: Readonly<Record<string, string>>;
+  /** MachineDeployment and MachineSet: `spec.template.metadata.labels` (its control-plane label). */
+  readonly templateLabels?: Readonly<Record<string, string>>;
+  /** A MachineSet with an owner reference to a MachineDeployment. */
+  readonly ownedByMachineDeployment?: boolean;
 }
 
 /** What the product does about a resource's taints annotation, and why. */
@@ -122,7 +118,7 @@ export interface AutoscalerOptions {
  * `parseScalingBounds` takes a missing min as 0 and skips a group whose max is 0 or missing), and it is not a MachineSet
  * of a MachineDeployment. The values are the autoscaler's business: an unparsable one only makes it skip the group.
  */
-export function isNodeGroup(r: Pick<ScalableResourceSnapshot, 'kind' | 'annotations' | 'ownedByMachineDeployment'>): boolean {
+export function isNodeGroup(r: Pick<ScalableResource, 'kind' | 'annotations' | 'ownedByMachineDeployment'>): boolean {
   if (r.kind === 'MachineSet' && r.ownedByMachineDeployment) return false;
   return r.annotations[AUTOSCALER_MAX_SIZE_ANNOTATION] !== undefined;
 }
@@ -131,9 +127,9 @@ export function isNodeGroup(r: Pick<ScalableResourceSnapshot, 'kind' | 'annotati
  * The effective declaration a new Machine (or, for a MachinePool, a new Node) of the resource gets: the template's
  * annotations and `spec.template.spec.taints` (a MachinePool's declarations as in machine-pool.ts).
  */
-export function scalableDeclarationOf(r: ScalableResourceSnapshot, options: AutoscalerOptions = {}): DeclarationResult {
-  const annotations = r.kind === 'MachinePool' ? poolDeclarations({ annotations: r.annotations, templateAnnotations: r.templateAnnotations }) : r.templateAnnotations;
-  const labels = r.kind === 'MachinePool' ? {} : r.templateLabels;
+export function scalableDeclarationOf(r: ScalableResource, options: AutoscalerOptions = {}): DeclarationResult {
+  const annotations = r.kind === 'MachinePool' ? r.annotations : (r.templateAnnotations ?? {});
+  const labels = r.kind === 'MachinePool' ? {} : (r.templateLabels ?? {});
   return declaredTaintsOf({ specTaints: r.specTaints, annotations, labels }, options.startupTaint ? { startupTaint: options.startupTaint } : {});
 }
 
@@ -155,7 +151,7 @@ export function autoscalerTaintsValue(declaration: EffectiveDeclaration): string
  * resourceVersion as precondition.
  * @example planAutoscalerTaints(nodeGroupWithGpuAnnotation).patch // { 'capacity.cluster-autoscaler.kubernetes.io/taints': 'nvidia.com/gpu:NoSchedule', 'taints.capi-taint-propagator.dev/autoscaler-taints': 'nvidia.com/gpu:NoSchedule' }
  */
-export function planAutoscalerTaints(r: ScalableResourceSnapshot, options: AutoscalerOptions = {}): AutoscalerPlan {
+export function planAutoscalerTaints(r: ScalableResource, options: AutoscalerOptions = {}): AutoscalerPlan {
   const current = r.annotations[AUTOSCALER_TAINTS_ANNOTATION];
   const owned = r.annotations[AUTOSCALER_OWNED_ANNOTATION];
   const base = current === undefined ? {} : { current };

@@ -12,7 +12,6 @@
  */
 import type { DeclarationIssue } from '#shared/errors.ts';
 import { DECLARATION_ANNOTATIONS, type DeclarationAnnotation } from './declaration-keys.ts';
-import type { MachineSnapshot } from './snapshots.ts';
 import { CONTROL_PLANE_LABEL, Propagation, TaintEffect, taintId, type MachineTaint, type TaintId } from './taint.ts';
 import { MAX_TAINTS, quote, validateMachineTaint, validateMachineTaints } from './validation.ts';
 
@@ -114,7 +113,7 @@ export function parseTaintAnnotation(value: string, annotation: string): { entri
  * Precedence on a key+effect clash: `spec.taints` > `…/machine` > `…/cluster` > `…/class`.
  */
 export function declaredTaintsOf(
-  machine: Pick<MachineSnapshot, 'specTaints' | 'annotations' | 'labels'>,
+  machine: { readonly specTaints: unknown; readonly annotations: Readonly<Record<string, string>>; readonly labels: Readonly<Record<string, string>> },
   options: DeclarationOptions = {},
 ): DeclarationResult {
   const context = { worker: !Object.hasOwn(machine.labels, CONTROL_PLANE_LABEL) };

@@ -12,20 +12,21 @@
  *   annotation as a Machine's Node); a Node that leaves the pool is left alone.
  */
 import { DECLARATION_ANNOTATIONS } from './declaration-keys.ts';
-import { ROLLOUT_ANNOTATION } from './noexecute-rollout.ts';
-import type { MachinePoolSnapshot, MachineSnapshot } from './snapshots.ts';
 
 /** Label Cluster API sets on a Machine that belongs to a MachinePool (`clusterv1.MachinePoolNameLabel`). */
 export const MACHINE_POOL_NAME_LABEL = 'cluster.x-k8s.io/pool-name';
 
 /** The MachinePool a Machine belongs to (its name, in the Machine's namespace), if any. */
-export function machinePoolOf(machine: Pick<MachineSnapshot, 'labels'>): string | undefined {
+export function machinePoolOf(machine: { readonly labels: Readonly<Record<string, string>> }): string | undefined {
   const name = machine.labels[MACHINE_POOL_NAME_LABEL];
   return name === undefined || name === '' ? undefined : name;
 }
 
 /** The pool's declaration annotations (or other `keys`): from `metadata.annotations`, else from the template's, key by key. */
-export function poolDeclarations(pool: Pick<MachinePoolSnapshot, 'annotations' | 'templateAnnotations'>, keys: readonly string[] = DECLARATION_ANNOTATIONS): Record<string, string> {
+export function poolDeclarations(
+  pool: { readonly annotations: Readonly<Record<string, string>>; readonly templateAnnotations: Readonly<Record<string, string>> },
+  keys: readonly string[] = DECLARATION_ANNOTATIONS,
+): Record<string, string> {
   const out: Record<string, string> = {};
   for (const key of keys) {
     const value = pool.annotations[key] ?? pool.templateAnnotations[key];
@@ -35,26 +36,10 @@ export function poolDeclarations(pool: Pick<MachinePoolSnapshot, 'annotations' |
 }
 
 /**
- * The MachinePool as the declaration owner of one of its Nodes: a MachineSnapshot of kind `MachinePool` whose
- * annotations are the pool's declarations and whose Node is `nodeName`. Returns undefined when the Node is not (or no
- * longer) in the pool's `status.nodeRefs`: such a Node is left alone.
- * @example declarationOwnerOf(pool, pool.nodeNames[0])?.kind // 'MachinePool'
+ * The MachinePool as the declaration owner of one of its Nodes: the pool with that Node as its `nodeName`. Returns
+ * undefined when the Node is not (or no longer) in the pool's `status.nodeRefs`: such a Node is left alone.
+ * @example declarationOwnerOf(pool, pool.nodeNames[0])?.nodeName // pool.nodeNames[0]
  */
-export function declarationOwnerOf(pool: MachinePoolSnapshot, nodeName: string): MachineSnapshot | undefined {
-  if (!pool.nodeNames.includes(nodeName)) return undefined;
-  return {
-    kind: 'MachinePool',
-    apiVersion: pool.apiVersion,
-    namespace: pool.namespace,
-    name: pool.name,
-    uid: pool.uid,
-    resourceVersion: pool.resourceVersion,
-    labels: pool.labels,
-    // The staged NoExecute rollout opt-in (noexecute-rollout.ts) is read where the declarations are.
-    annotations: poolDeclarations(pool, [...DECLARATION_ANNOTATIONS, ROLLOUT_ANNOTATION]),
-    specTaints: pool.specTaints,
-    ...(pool.clusterName ? { clusterName: pool.clusterName } : {}),
-    nodeName,
-    deleting: pool.deleting,
-  };
+export function declarationOwnerOf<P extends { readonly nodeNames: readonly string[] }>(pool: P, nodeName: string): (P & { readonly nodeName: string }) | undefined {
+  return pool.nodeNames.includes(nodeName) ? { ...pool, nodeName } : undefined;
 }

@@ -36,10 +36,12 @@ const GROUP_LABELS: ReadonlyArray<readonly [label: string, kind: string]> = [
   ['cluster.x-k8s.io/set-name', 'MachineSet'],
   ['cluster.x-k8s.io/control-plane-name', 'ControlPlane'],
 ];
+/** The labels that name a Machine's node group. */
+export const ROLLOUT_GROUP_LABELS: readonly string[] = GROUP_LABELS.map(([label]) => label);
 
 /** What a reconcile knows of a Node's owner for the rollout. */
 export interface RolloutOwner {
-  readonly kind?: 'MachinePool';
+  readonly kind?: 'Machine' | 'MachinePool';
   readonly namespace: string;
   readonly name: string;
   readonly labels: Readonly<Record<string, string>>;

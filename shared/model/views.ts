@@ -1,11 +1,14 @@
 /**
- * What the product keeps of a watched Cluster API object or Node: only the facts that matter to a Node's taints (never
- * the whole object), read defensively from plain Kubernetes JSON. Pure: no client library, no clock.
+ * What the product keeps of a Cluster API object or Node: only the facts that matter to a Node's taints (never the
+ * whole object), read defensively from plain Kubernetes JSON. One view per object, for both functions: the forwarder's
+ * watches and the reconcile function's stores return the same view. Pure: no client library, no clock.
  */
 import { AUTOSCALER_MAX_SIZE_ANNOTATION, AUTOSCALER_MIN_SIZE_ANNOTATION, AUTOSCALER_OWNED_ANNOTATION, AUTOSCALER_TAINTS_ANNOTATION } from '#shared/domain/autoscaler.ts';
+import { capiApiVersionString, SUPPORTED_CAPI_API_VERSIONS } from '#shared/domain/capi-api.ts';
 import { DECLARATION_ANNOTATIONS } from '#shared/domain/declaration-keys.ts';
-import { poolDeclarations } from '#shared/domain/machine-pool.ts';
-import { pausedReason } from '#shared/domain/pause.ts';
+import { MACHINE_POOL_NAME_LABEL, poolDeclarations } from '#shared/domain/machine-pool.ts';
+import { ROLLOUT_ANNOTATION, ROLLOUT_GROUP_LABELS } from '#shared/domain/noexecute-rollout.ts';
+import { PAUSED_ANNOTATION, pausedReason } from '#shared/domain/pause.ts';
 import {
   CLUSTER_NAME_ANNOTATION,
   CLUSTER_NAME_LABEL,
@@ -24,32 +27,50 @@ interface ObjectIdentity {
   readonly resourceVersion: string;
 }
 
+/** The labels a view keeps (of a whole map, only these): the ones the product reads. */
+export const VIEW_LABELS: readonly string[] = [CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, MACHINE_POOL_NAME_LABEL, ...ROLLOUT_GROUP_LABELS];
+/**
+ * The annotations a Cluster API object's view keeps: the declarations (declarations.ts), the pause (pause.ts), the
+ * staged NoExecute rollout's opt-in (noexecute-rollout.ts) and the cluster-autoscaler's (autoscaler.ts). The
+ * forwarder's object cache holds tens of thousands of views: whole maps would cost it dearly.
+ */
+export const VIEW_ANNOTATIONS: readonly string[] = [
+  ...DECLARATION_ANNOTATIONS,
+  PAUSED_ANNOTATION,
+  ROLLOUT_ANNOTATION,
+  AUTOSCALER_MIN_SIZE_ANNOTATION,
+  AUTOSCALER_MAX_SIZE_ANNOTATION,
+  AUTOSCALER_TAINTS_ANNOTATION,
+  AUTOSCALER_OWNED_ANNOTATION,
+];
+
 /** What every Cluster API object's view carries. */
 interface CapiObjectFacts extends ObjectIdentity {
+  /** The group version it was read in (`cluster.x-k8s.io/v1beta2` or `…/v1beta1`): Events about it name it. */
+  readonly apiVersion: string;
   readonly namespace: string;
   /** `spec.clusterName`. */
   readonly clusterName?: string;
-  /** The `cluster.x-k8s.io/cluster-name` label. */
-  readonly clusterNameLabel?: string;
-  /** The object carries `cluster.x-k8s.io/paused` (it and its Nodes are left alone; `pause.ts`). */
-  readonly paused: boolean;
+  /** The labels of {@link VIEW_LABELS} that are set. */
+  readonly labels: Readonly<Record<string, string>>;
+  /** The annotations of {@link VIEW_ANNOTATIONS} that are set. */
+  readonly annotations: Readonly<Record<string, string>>;
+  /** True when `metadata.deletionTimestamp` is set. */
   readonly deleting: boolean;
 }
 
-/** The facts of a Cluster API Machine that can change what its Node should carry. */
+/** A Cluster API Machine (v1beta2 or v1beta1: one shape): what can change what its Node should carry. */
 export interface MachineFacts extends CapiObjectFacts {
   readonly kind: 'Machine';
-  /** `spec.taints` as stored (unvalidated; the reconcile function validates). */
+  /** `spec.taints` as stored (unvalidated: the API server may not have run CAPI's webhooks; the reconcile validates). */
   readonly specTaints: unknown;
-  /** Values of the declaration annotations that are set, by key. */
-  readonly declarations: Readonly<Record<string, string>>;
+  /** `status.nodeRef.name`. */
   readonly nodeName?: string;
   /**
    * `spec.providerID`, kept only while the Machine has no `status.nodeRef`: it links a joining Node to the Machine
    * before Cluster API does (`#shared/domain/node-link.ts`); once `nodeRef` is set it decides nothing.
    */
   readonly providerID?: string;
-  readonly controlPlaneLabel?: string;
 }
 
 /** The facts of a Node that the reconcile function reads. */
@@ -84,32 +105,39 @@ export interface ClusterFacts extends ObjectIdentity {
   readonly deleting: boolean;
 }
 
-/** The facts of a Cluster API MachinePool that can change what its Nodes should carry (see `machine-pool.ts`). */
+/**
+ * A Cluster API MachinePool (v1beta2 or v1beta1, or the v1.8–v1.10 `exp` API): what can change what its Nodes should
+ * carry (see `machine-pool.ts`). Its `annotations` hold the declaration and rollout keys where the pool declares
+ * them (metadata, else template metadata: `poolDeclarations`), the others from its metadata.
+ */
 export interface MachinePoolFacts extends CapiObjectFacts {
   readonly kind: 'MachinePool';
-  /** `spec.template.spec.taints` as stored. */
+  /** `spec.template.spec.taints` as stored (no Cluster API version accepts it yet; read where present). */
   readonly specTaints: unknown;
-  /** The pool's declaration annotations (metadata, else template metadata), by key. */
-  readonly declarations: Readonly<Record<string, string>>;
-  /** `status.nodeRefs` names, sorted. */
+  /** `status.nodeRefs` names, sorted: the Nodes of the pool. */
   readonly nodeNames: readonly string[];
-  /** The cluster-autoscaler annotations that are set (size, taints, the product's record), by key (docs/autoscaler.md). */
-  readonly autoscaler?: Readonly<Record<string, string>>;
 }
 
+/** What the cluster-autoscaler scales (docs/autoscaler.md): a MachineDeployment, a MachineSet or a MachinePool. */
+export type ScalableResourceFacts = ScalableFacts | MachinePoolFacts;
+
+/** The object whose declaration a Node carries: its Machine, or its MachinePool (as the owner of that Node: `declarationOwnerOf`). */
+export type OwnerFacts = MachineFacts | (MachinePoolFacts & { readonly nodeName?: string });
+
 /**
- * The facts of a MachineDeployment or MachineSet that decide its cluster-autoscaler taints annotation
- * (docs/autoscaler.md): what a new Machine of it declares, and the autoscaler annotations.
+ * A MachineDeployment or MachineSet: what decides its cluster-autoscaler taints annotation (docs/autoscaler.md), the
+ * declaration a new Machine of it gets, and the autoscaler annotations. (A MachinePool is scaled too: its view is
+ * {@link MachinePoolFacts}.)
  */
 export interface ScalableFacts extends CapiObjectFacts {
   readonly kind: 'MachineDeployment' | 'MachineSet';
   /** `spec.template.spec.taints` as stored. */
   readonly specTaints: unknown;
-  /** The declaration annotations of `spec.template.metadata.annotations`, by key. */
-  readonly declarations: Readonly<Record<string, string>>;
-  /** `spec.template.metadata.labels[cluster.x-k8s.io/control-plane]`, when set. */
-  readonly controlPlaneLabel?: string;
-  readonly autoscaler: Readonly<Record<string, string>>;
+  /** The declaration annotations of `spec.template.metadata.annotations`: what a new Machine of it carries. */
+  readonly templateAnnotations: Readonly<Record<string, string>>;
+  /** The control-plane label of `spec.template.metadata.labels`, when set. */
+  readonly templateLabels: Readonly<Record<string, string>>;
+  /** A MachineSet with an owner reference to a MachineDeployment. */
   readonly ownedByMachineDeployment: boolean;
 }
 
@@ -121,45 +149,51 @@ function parse(o: unknown): ObjectParts | undefined {
   return p.name && p.uid && p.resourceVersion ? p : undefined;
 }
 
+/** The same string for every object of a supported version: the forwarder's cache keeps one copy. */
+const API_VERSIONS = new Map(SUPPORTED_CAPI_API_VERSIONS.map((v) => [capiApiVersionString(v), capiApiVersionString(v)]));
+const NONE: Readonly<Record<string, string>> = Object.freeze({});
+
+/** The entries of `map` whose key is in `keys`; one shared empty map when there are none. */
+function kept(map: Readonly<Record<string, string>>, keys: readonly string[]): Readonly<Record<string, string>> {
+  const out = pick(map, keys);
+  return Object.keys(out).length > 0 ? out : NONE;
+}
+
 /** The facts every Cluster API object shares; undefined when malformed or not namespaced. */
 function capiObject(o: unknown): (CapiObjectFacts & { parsed: ObjectParts }) | undefined {
   const p = parse(o);
   if (!p?.namespace) return undefined;
+  const apiVersion = str(obj(o).apiVersion) ?? '';
   const clusterName = str(p.spec.clusterName);
-  const clusterNameLabel = p.labels[CLUSTER_NAME_LABEL];
   return {
+    apiVersion: API_VERSIONS.get(apiVersion) ?? apiVersion,
     namespace: p.namespace,
     name: p.name,
     uid: p.uid,
     resourceVersion: p.resourceVersion,
     ...(clusterName ? { clusterName } : {}),
-    ...(clusterNameLabel !== undefined ? { clusterNameLabel } : {}),
-    paused: pausedReason(p, undefined) !== undefined,
+    labels: kept(p.labels, VIEW_LABELS),
+    annotations: kept(p.annotations, VIEW_ANNOTATIONS),
     deleting: p.deleting,
     parsed: p,
   };
 }
 
-/** Reads a Machine (cluster.x-k8s.io/v1beta2 JSON); undefined when malformed. */
+/** Reads a Machine (cluster.x-k8s.io JSON, any served version); undefined when malformed. */
 export function toMachineFacts(o: unknown): MachineFacts | undefined {
   const c = capiObject(o);
   if (!c) return undefined;
   const { parsed: p, ...common } = c;
   const nodeName = str(obj(p.status.nodeRef).name);
   const providerID = nodeName ? undefined : str(p.spec.providerID);
-  const controlPlaneLabel = p.labels[CONTROL_PLANE_LABEL];
   return {
     kind: 'Machine',
     ...common,
     specTaints: p.spec.taints ?? null,
-    declarations: pick(p.annotations, DECLARATION_ANNOTATIONS),
     ...(nodeName ? { nodeName } : {}),
     ...(providerID ? { providerID } : {}),
-    ...(controlPlaneLabel !== undefined ? { controlPlaneLabel } : {}),
   };
 }
-
-const AUTOSCALER_KEYS = [AUTOSCALER_MIN_SIZE_ANNOTATION, AUTOSCALER_MAX_SIZE_ANNOTATION, AUTOSCALER_TAINTS_ANNOTATION, AUTOSCALER_OWNED_ANNOTATION];
 
 /** Reads a MachinePool (cluster.x-k8s.io JSON, any served version); undefined when malformed. */
 export function toMachinePoolFacts(o: unknown): MachinePoolFacts | undefined {
@@ -169,16 +203,25 @@ export function toMachinePoolFacts(o: unknown): MachinePoolFacts | undefined {
   const template = obj(p.spec.template);
   const nodeRefs = Array.isArray(p.status.nodeRefs) ? p.status.nodeRefs : [];
   const nodeNames = [...new Set(nodeRefs.map((r) => str(obj(r).name)).filter((n): n is string => n !== undefined))].sort();
-  const autoscaler = pick(p.annotations, AUTOSCALER_KEYS);
+  const declared = poolDeclarations({ annotations: p.annotations, templateAnnotations: stringMap(obj(template.metadata).annotations) }, [...DECLARATION_ANNOTATIONS, ROLLOUT_ANNOTATION]);
   return {
     kind: 'MachinePool',
     ...common,
+    annotations: { ...common.annotations, ...declared },
     specTaints: obj(template.spec).taints ?? null,
-    declarations: poolDeclarations({ annotations: p.annotations, templateAnnotations: stringMap(obj(template.metadata).annotations) }),
     nodeNames,
-    // Nothing at all when no autoscaler annotation is set (a pool's facts stay as they were).
-    ...(Object.keys(autoscaler).length > 0 ? { autoscaler } : {}),
   };
+}
+
+/** The Cluster an object belongs to: `spec.clusterName`, else its `cluster.x-k8s.io/cluster-name` label. */
+export function clusterNameOf(o: Pick<CapiObjectFacts, 'clusterName' | 'labels'>): string | undefined {
+  return o.clusterName ?? (o.labels[CLUSTER_NAME_LABEL] || undefined);
+}
+
+/** Cluster API's pause of the object itself: a Cluster's `spec.paused`, any other object's paused annotation (pause.ts). */
+export function isPaused(facts: WatchedFacts): boolean {
+  if (facts.kind === 'Node') return false;
+  return facts.kind === 'Cluster' ? facts.paused : pausedReason(facts, undefined) !== undefined;
 }
 
 /** Reads a MachineDeployment or MachineSet (cluster.x-k8s.io JSON, any served version); undefined when malformed. */
@@ -188,17 +231,20 @@ export function toScalableFacts(kind: ScalableFacts['kind'], o: unknown): Scalab
   const { parsed: p, ...common } = c;
   const template = obj(p.spec.template);
   const templateMeta = obj(template.metadata);
-  const controlPlaneLabel = stringMap(templateMeta.labels)[CONTROL_PLANE_LABEL];
   const owners: unknown[] = Array.isArray(p.metadata.ownerReferences) ? p.metadata.ownerReferences : [];
   return {
     kind,
     ...common,
     specTaints: obj(template.spec).taints ?? null,
-    declarations: pick(stringMap(templateMeta.annotations), DECLARATION_ANNOTATIONS),
-    ...(controlPlaneLabel !== undefined ? { controlPlaneLabel } : {}),
-    autoscaler: pick(p.annotations, AUTOSCALER_KEYS),
+    templateAnnotations: kept(stringMap(templateMeta.annotations), DECLARATION_ANNOTATIONS),
+    templateLabels: kept(stringMap(templateMeta.labels), [CONTROL_PLANE_LABEL]),
     ownedByMachineDeployment: owners.some((r) => obj(r).kind === 'MachineDeployment'),
   };
+}
+
+/** Reads a MachineDeployment, MachineSet or MachinePool of `kind`; undefined when malformed. */
+export function toScalableResourceFacts(kind: ScalableResourceFacts['kind'], o: unknown): ScalableResourceFacts | undefined {
+  return kind === 'MachinePool' ? toMachinePoolFacts(o) : toScalableFacts(kind, o);
 }
 
 /** Reads a Node (core/v1 JSON); undefined when name, uid or resourceVersion is missing. */

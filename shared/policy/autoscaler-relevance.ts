@@ -7,42 +7,21 @@
  * The echo of the product's own write plans nothing and costs no message. Pure.
  */
 import type { ChangeKind } from '#shared/contract/cloud-event.ts';
-import { planAutoscalerTaints, type AutoscalerOptions, type ScalableResourceSnapshot } from '#shared/domain/autoscaler.ts';
-import { PAUSED_ANNOTATION } from '#shared/domain/pause.ts';
-import { CONTROL_PLANE_LABEL } from '#shared/domain/taint.ts';
-import type { MachinePoolFacts, ScalableFacts } from '#shared/model/views.ts';
+import { planAutoscalerTaints, type AutoscalerOptions } from '#shared/domain/autoscaler.ts';
+import type { ScalableResourceFacts } from '#shared/model/views.ts';
 import { pausedChanged } from './relevance.ts';
 
 /**
  * True when the change should become a ScalableResource event.
  * @example autoscalerEventNeeded('modified', written, { ...written, resourceVersion: '9' }) // false: in sync
  */
-export function autoscalerEventNeeded(change: ChangeKind, previous: ScalableFacts | MachinePoolFacts | undefined, current: ScalableFacts | MachinePoolFacts, options: AutoscalerOptions = {}): boolean {
+export function autoscalerEventNeeded(change: ChangeKind, previous: ScalableResourceFacts | undefined, current: ScalableResourceFacts, options: AutoscalerOptions = {}): boolean {
   if (change === 'deleted') return false;
   if (pausedChanged(change, previous, current)) return true; // paused: the reconcile answers so; unpaused: it converges
-  const plan = planAutoscalerTaints(scalableSnapshotOfFacts(current), options);
+  const plan = planAutoscalerTaints(current, options);
   if (plan.patch) return true;
   if (plan.state !== 'foreign' || change === 'resynced') return false;
   if (previous === undefined) return true;
-  const before = planAutoscalerTaints(scalableSnapshotOfFacts(previous), options);
+  const before = planAutoscalerTaints(previous, options);
   return before.state !== 'foreign' || before.current !== plan.current;
-}
-
-/** The resource as `planAutoscalerTaints` reads it, from its facts: the plan the reconcile function makes of the same version. */
-export function scalableSnapshotOfFacts(facts: ScalableFacts | MachinePoolFacts): ScalableResourceSnapshot {
-  const paused: Record<string, string> = facts.paused ? { [PAUSED_ANNOTATION]: '' } : {};
-  const common = { apiVersion: '', namespace: facts.namespace, name: facts.name, uid: facts.uid, resourceVersion: facts.resourceVersion, specTaints: facts.specTaints ?? undefined, deleting: facts.deleting };
-  if (facts.kind === 'MachinePool') {
-    // `declarations` already merges the pool's own keys over its template's (poolDeclarations).
-    return { ...common, kind: 'MachinePool', annotations: { ...(facts.autoscaler ?? {}), ...facts.declarations, ...paused }, templateAnnotations: {}, templateLabels: {}, ownedByMachineDeployment: false, ...(facts.clusterName ? { clusterName: facts.clusterName } : {}) };
-  }
-  return {
-    ...common,
-    kind: facts.kind,
-    annotations: { ...facts.autoscaler, ...paused },
-    templateAnnotations: facts.declarations,
-    templateLabels: facts.controlPlaneLabel !== undefined ? { [CONTROL_PLANE_LABEL]: facts.controlPlaneLabel } : {},
-    ownedByMachineDeployment: facts.ownedByMachineDeployment,
-    ...(facts.clusterName ? { clusterName: facts.clusterName } : {}),
-  };
 }

@@ -10,8 +10,8 @@ import { declaredTaintsOf } from '#shared/domain/declarations.ts';
 import { planOwnedTaints, type SpecTaintsOwner } from '#shared/domain/ownership.ts';
 import { ROLLOUT_EVICTING_TAINT } from '#shared/domain/noexecute-rollout.ts';
 import { mayAdoptAsInitialized } from '#shared/domain/taint-plan.ts';
-import { CONTROL_PLANE_LABEL, OWN_TRACKING_ANNOTATION, TRACKING_ANNOTATION, isSameTaint, type Taint, type TaintId } from '#shared/domain/taint.ts';
-import type { MachineFacts, MachinePoolFacts, NodeFacts } from '#shared/model/views.ts';
+import { OWN_TRACKING_ANNOTATION, TRACKING_ANNOTATION, isSameTaint, type Taint, type TaintId } from '#shared/domain/taint.ts';
+import { isPaused, type MachineFacts, type MachinePoolFacts, type NodeFacts } from '#shared/model/views.ts';
 
 /** What the forwarder knows of a Node's declaration owner. */
 export type NodeOwner =
@@ -56,13 +56,12 @@ export function mayNeedWrite(node: NodeFacts, owner: NodeOwner, options: DriftOp
     return node.ownTrackingAnnotation !== undefined || node.machineAnnotation !== undefined || node.providerID !== undefined || gated;
   }
   const { owner: o, clusterPaused } = owner;
-  if (o.paused || clusterPaused === true || o.deleting) return false;
+  if (isPaused(o) || clusterPaused === true || o.deleting) return false;
   if (o.kind === 'Machine' && o.nodeName !== undefined && o.nodeName !== node.name) return false;
   if (o.kind === 'MachinePool' && !o.nodeNames.includes(node.name)) return false;
   // A Node in a staged NoExecute rollout: its evictions go on through the queue; announced, a lost record resumes.
   if (taints === undefined || taints.some((t) => isSameTaint(t, ROLLOUT_EVICTING_TAINT))) return true;
-  const labels: Record<string, string> = o.kind === 'Machine' && o.controlPlaneLabel !== undefined ? { [CONTROL_PLANE_LABEL]: o.controlPlaneLabel } : {};
-  const declared = declaredTaintsOf({ specTaints: o.specTaints, annotations: o.declarations, labels }, options.startupTaint ? { startupTaint: options.startupTaint } : {});
+  const declared = declaredTaintsOf(o, options.startupTaint ? { startupTaint: options.startupTaint } : {});
   if (!declared.valid) return true;
   const snapshot = { resourceVersion: node.resourceVersion, taints, annotations: annotationsOf(node) };
   const plan = (adoptAsInitialized: boolean) =>

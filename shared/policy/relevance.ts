@@ -3,11 +3,15 @@
  * the rules that decide whether a watch event is worth a queue message. Pure.
  */
 import type { ChangeKind } from '#shared/contract/cloud-event.ts';
+import { AUTOSCALER_MAX_SIZE_ANNOTATION, AUTOSCALER_MIN_SIZE_ANNOTATION, AUTOSCALER_OWNED_ANNOTATION, AUTOSCALER_TAINTS_ANNOTATION } from '#shared/domain/autoscaler.ts';
+import { DECLARATION_ANNOTATIONS } from '#shared/domain/declaration-keys.ts';
 import { declaredTaintsOf, type DeclarationResult } from '#shared/domain/declarations.ts';
 import { SpecTaintsOwner } from '#shared/domain/ownership.ts';
-import { CONTROL_PLANE_LABEL, FIELD_MANAGER, taintId, type TaintId } from '#shared/domain/taint.ts';
+import { PAUSED_ANNOTATION } from '#shared/domain/pause.ts';
+import { CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, FIELD_MANAGER, taintId, type TaintId } from '#shared/domain/taint.ts';
 import { decodeOwnedTaints } from '#shared/domain/tracking-annotation.ts';
-import { objectKeyOf, type MachineFacts, type MachinePoolFacts, type NodeFacts, type WatchedFacts } from '#shared/model/views.ts';
+import { pick } from '#shared/model/json.ts';
+import { isPaused, objectKeyOf, type MachineFacts, type MachinePoolFacts, type NodeFacts, type WatchedFacts } from '#shared/model/views.ts';
 
 /** Deterministic JSON: object keys sorted, so that equal facts give equal strings. */
 function canonicalJson(v: unknown): string {
@@ -21,6 +25,23 @@ function canonicalJson(v: unknown): string {
   return JSON.stringify(v) ?? 'null';
 }
 
+/** The labels of a Cluster API object whose change alone can change a Node's reconcile (docs/relevance.md). */
+const RELEVANT_LABELS = [CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL];
+/** Its annotations, besides the pause (whose presence alone counts): the declarations and the cluster-autoscaler's. */
+const RELEVANT_ANNOTATIONS = [...DECLARATION_ANNOTATIONS, AUTOSCALER_MIN_SIZE_ANNOTATION, AUTOSCALER_MAX_SIZE_ANNOTATION, AUTOSCALER_TAINTS_ANNOTATION, AUTOSCALER_OWNED_ANNOTATION];
+
+/**
+ * The facts of an object a change of which is judged: a Cluster API object's labels and annotations narrowed to the
+ * relevant ones. The others a view keeps (the staged NoExecute rollout's opt-in, the node-group and pool labels) are
+ * read by the reconcile function from the object as it is then; a change of them alone is not forwarded.
+ */
+function relevantFacts<T extends WatchedFacts>(facts: T): T {
+  if (facts.kind === 'Node' || facts.kind === 'Cluster') return facts;
+  const annotations = pick(facts.annotations, RELEVANT_ANNOTATIONS);
+  if (Object.hasOwn(facts.annotations, PAUSED_ANNOTATION)) annotations[PAUSED_ANNOTATION] = '';
+  return { ...facts, labels: pick(facts.labels, RELEVANT_LABELS), annotations };
+}
+
 /**
  * The relevant fingerprint of an object: everything the reconcile function reads, and nothing a
  * heartbeat touches (status conditions, resourceVersion, managedFields…). The uid is included so a
@@ -29,12 +50,14 @@ function canonicalJson(v: unknown): string {
  * @example fingerprintOf(a) === fingerprintOf({ ...a, resourceVersion: '99' }) // true
  */
 export function fingerprintOf(facts: WatchedFacts): string {
-  const { resourceVersion: _ignored, ...relevant } = facts;
+  const { resourceVersion: _ignored, ...relevant } = relevantFacts(facts);
   if (relevant.kind === 'Node') {
     const { writers: _who, ...node } = relevant;
     return canonicalJson(node);
   }
-  return canonicalJson(relevant);
+  if (relevant.kind === 'Cluster') return canonicalJson(relevant);
+  const { apiVersion: _version, ...object } = relevant; // the version a stream reads in: the same object in another
+  return canonicalJson(object);
 }
 
 /**
@@ -114,8 +137,12 @@ export function changedSince<T extends { readonly resourceVersion: string }>(lis
 
 /** The declaration (`spec.taints` and the declaration annotations) as the reconcile function computes it from the same version. */
 function declarationOf(m: MachineFacts | MachinePoolFacts, startupTaint?: TaintId): DeclarationResult {
-  const labels: Record<string, string> = m.kind === 'Machine' && m.controlPlaneLabel !== undefined ? { [CONTROL_PLANE_LABEL]: m.controlPlaneLabel } : {};
-  return declaredTaintsOf({ specTaints: m.specTaints, annotations: m.declarations, labels }, startupTaint ? { startupTaint } : {});
+  return declaredTaintsOf(m, startupTaint ? { startupTaint } : {});
+}
+
+/** What a declaration is made of: `spec.taints`, the declaration annotations, whether it is a worker's. */
+function declarationSource(m: MachineFacts | MachinePoolFacts): string {
+  return canonicalJson({ s: m.specTaints, d: pick(m.annotations, DECLARATION_ANNOTATIONS), c: m.labels[CONTROL_PLANE_LABEL] });
 }
 
 /**
@@ -128,8 +155,7 @@ function declarationOf(m: MachineFacts | MachinePoolFacts, startupTaint?: TaintI
 export function isDeclarationRecovery(previous: WatchedFacts | undefined, current: WatchedFacts): boolean {
   const declares = (f: WatchedFacts | undefined): f is MachineFacts | MachinePoolFacts => f?.kind === 'Machine' || f?.kind === 'MachinePool';
   if (!declares(previous) || !declares(current) || previous.kind !== current.kind) return false;
-  const source = (m: MachineFacts | MachinePoolFacts): string => canonicalJson({ s: m.specTaints, d: m.declarations, c: m.kind === 'Machine' ? m.controlPlaneLabel : undefined });
-  if (source(previous) === source(current)) return false;
+  if (declarationSource(previous) === declarationSource(current)) return false;
   return !declarationOf(previous).valid && declarationOf(current).valid;
 }
 
@@ -239,8 +265,8 @@ export interface RelevanceOptions {
 export function isForeignDeclarationChange(previous: WatchedFacts | undefined, current: WatchedFacts, options: RelevanceOptions = {}): boolean {
   if (previous?.kind !== 'Machine' || current.kind !== 'Machine') return false;
   if ((options.specTaintsOwner ?? SpecTaintsOwner.upstream) !== SpecTaintsOwner.upstream) return false;
-  const { resourceVersion: _r1, specTaints: beforeSpec, ...beforeRest } = previous;
-  const { resourceVersion: _r2, specTaints, ...rest } = current;
+  const { resourceVersion: _r1, specTaints: beforeSpec, ...beforeRest } = relevantFacts(previous);
+  const { resourceVersion: _r2, specTaints, ...rest } = relevantFacts(current);
   if (canonicalJson(rest) !== canonicalJson(beforeRest)) return false;
   if (canonicalJson(beforeSpec) === canonicalJson(specTaints)) return false;
   const before = declarationOf(previous, options.startupTaint);
@@ -299,8 +325,8 @@ function linkConfirmation(previous: WatchedFacts, current: WatchedFacts, options
   if (previous.kind === 'Machine' && current.kind === 'Machine') {
     if (previous.nodeName !== undefined || current.nodeName === undefined || previous.providerID === undefined) return undefined;
     if (options.linkedNodeOf?.(previous) !== current.nodeName) return undefined;
-    const { resourceVersion: _r1, nodeName: _n1, providerID: _p1, ...before } = previous;
-    const { resourceVersion: _r2, nodeName: _n2, providerID: _p2, ...after } = current;
+    const { resourceVersion: _r1, nodeName: _n1, providerID: _p1, ...before } = relevantFacts(previous);
+    const { resourceVersion: _r2, nodeName: _n2, providerID: _p2, ...after } = relevantFacts(current);
     return canonicalJson(before) === canonicalJson(after) ? 'filter' : undefined;
   }
   if (previous.kind !== 'Node' || current.kind !== 'Node') return undefined;
@@ -373,7 +399,7 @@ export function forwardDecision(change: ChangeKind, previous: WatchedFacts | und
 export function poolNodesToAnnounce(change: ChangeKind, previous: WatchedFacts | undefined, current: MachinePoolFacts): readonly string[] {
   if (change === 'deleted' || current.deleting) return [];
   if (change !== 'modified' || previous?.kind !== 'MachinePool') return current.nodeNames;
-  const decides = (p: MachinePoolFacts): string => canonicalJson({ s: p.specTaints, d: p.declarations, c: p.clusterName, l: p.clusterNameLabel, p: p.paused });
+  const decides = (p: MachinePoolFacts): string => canonicalJson({ d: declarationSource(p), c: p.clusterName, l: p.labels[CLUSTER_NAME_LABEL], p: isPaused(p) });
   if (decides(previous) !== decides(current) || previous.deleting) return current.nodeNames;
   const before = new Set(previous.nodeNames);
   return current.nodeNames.filter((n) => !before.has(n));
@@ -385,8 +411,8 @@ export function poolNodesToAnnounce(change: ChangeKind, previous: WatchedFacts |
  * object) in a watch modification. Pause and unpause are both forwarded: once unpaused, what changed meanwhile converges
  * with no other change. A relist announcement says nothing of the previous state (the periodic resync covers a flip the
  * forwarder did not see as a change).
- * @example pausedChanged('modified', { paused: false }, { paused: true }) // true
+ * @example pausedChanged('modified', cluster, { ...cluster, paused: true }) // true
  */
-export function pausedChanged(change: ChangeKind, previous: { readonly paused: boolean } | undefined, current: { readonly paused: boolean }): boolean {
-  return change === 'modified' && previous !== undefined && previous.paused !== current.paused;
+export function pausedChanged(change: ChangeKind, previous: WatchedFacts | undefined, current: WatchedFacts): boolean {
+  return change === 'modified' && previous !== undefined && isPaused(previous) !== isPaused(current);
 }

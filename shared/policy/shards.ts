@@ -14,7 +14,7 @@
  * FNV-1a spreads short keys that differ in one character (`ns/c1`, `ns/c2`) over all 64 bits, which the jump hash's
  * generator needs as its seed. The shard of an object naming no cluster is 0, so such an object is reported once.
  */
-import type { WatchedFacts } from '#shared/model/views.ts';
+import { clusterNameOf, type WatchedFacts } from '#shared/model/views.ts';
 
 const MASK_64 = (1n << 64n) - 1n;
 const FNV_OFFSET_64 = 0xcbf29ce484222325n;
@@ -72,7 +72,7 @@ export function shardLeaseName(leaseName: string, index: number, count: number):
 export function clusterKeyOfFacts(facts: WatchedFacts): string | undefined {
   if (facts.kind === 'Node') return undefined;
   if (facts.kind === 'Cluster') return `${facts.namespace}/${facts.name}`;
-  const name = facts.clusterName ?? facts.clusterNameLabel;
+  const name = clusterNameOf(facts);
   return name ? `${facts.namespace}/${name}` : undefined;
 }
 

@@ -1,9 +1,9 @@
 /**
- * Fluent builders for the domain's snapshots and taints, shared by every test tier.
+ * Fluent builders for the views and snapshots the functions read, and taints, shared by every test tier.
  * Defaults are minimal and valid; each `with…` returns the builder so a test states only what matters.
  * @example nodeBuilder().withTaints(nodeTaint('gpu', 'a100')).withTracking('gpu:NoSchedule').build()
  */
-import type { MachineSnapshot, NodeSnapshot } from '#shared/domain/snapshots.ts';
+import type { NodeSnapshot } from '#shared/domain/snapshots.ts';
 import type { MachineFacts } from '#shared/model/views.ts';
 import { CONTROL_PLANE_LABEL, OWN_TRACKING_ANNOTATION, TRACKING_ANNOTATION, type MachineTaint, type Propagation, type Taint, type TaintEffect } from '#shared/domain/taint.ts';
 
@@ -66,9 +66,10 @@ export function nodeBuilder() {
   return builder;
 }
 
-/** Builds a MachineSnapshot (a worker Machine unless `.controlPlane()`). */
+/** Builds a Machine's view (a worker Machine unless `.controlPlane()`). */
 export function machineBuilder() {
-  let machine: MachineSnapshot = {
+  let machine: MachineFacts = {
+    kind: 'Machine',
     apiVersion: 'cluster.x-k8s.io/v1beta2',
     namespace: 'default',
     name: 'machine-1',
@@ -105,7 +106,7 @@ export function machineBuilder() {
       machine = { ...machine, nodeName };
       return builder;
     },
-    build(): MachineSnapshot {
+    build(): MachineFacts {
       return machine;
     },
   };
@@ -116,15 +117,16 @@ export function machineBuilder() {
 export function machineFacts(change: Partial<MachineFacts> = {}): MachineFacts {
   return {
     kind: 'Machine',
+    apiVersion: 'cluster.x-k8s.io/v1beta2',
     namespace: 'fleet',
     name: 'm1',
     uid: 'uid-m1',
     resourceVersion: '11',
+    labels: {},
+    annotations: {},
     specTaints: [{ key: 'gpu', effect: 'NoSchedule' }],
-    declarations: {},
     nodeName: 'n1',
     clusterName: 'wc1',
-    paused: false,
     deleting: false,
     ...change,
   };

@@ -5,7 +5,8 @@
  */
 import type { ClusterView } from '#shared/domain/pause.ts';
 import type { ClusterRef } from '#shared/contract/cloud-event.ts';
-import type { MachinePoolSnapshot, MachineSnapshot, NodeSnapshot, NodeTaintPatch } from '#shared/domain/snapshots.ts';
+import type { NodeSnapshot, NodeTaintPatch } from '#shared/domain/snapshots.ts';
+import type { MachineFacts, MachinePoolFacts } from '#shared/model/views.ts';
 import { NodeNotFoundError, PatchConflictError } from '#shared/errors.ts';
 import type { ClusterConnections } from '#shared/ports/cluster-connections.ts';
 import type { EventRecorder, InvolvedObject } from '#shared/ports/event-recorder.ts';
@@ -68,10 +69,10 @@ export class MemoryNodeStore implements NodeStore {
 
 /** Machines of the management cluster, kept in memory. */
 export class MemoryMachineStore implements MachineStore {
-  readonly #machines = new Map<string, MachineSnapshot>();
+  readonly #machines = new Map<string, MachineFacts>();
   reads = 0;
 
-  put(machine: MachineSnapshot): void {
+  put(machine: MachineFacts): void {
     this.#machines.set(`${machine.namespace}/${machine.name}`, machine);
   }
 
@@ -79,12 +80,12 @@ export class MemoryMachineStore implements MachineStore {
     this.#machines.delete(`${namespace}/${name}`);
   }
 
-  async getMachine(namespace: string, name: string): Promise<MachineSnapshot | undefined> {
+  async getMachine(namespace: string, name: string): Promise<MachineFacts | undefined> {
     this.reads++;
     return this.#machines.get(`${namespace}/${name}`);
   }
 
-  async findMachineByNodeName(clusterNamespace: string, clusterName: string | undefined, nodeName: string): Promise<MachineSnapshot | undefined> {
+  async findMachineByNodeName(clusterNamespace: string, clusterName: string | undefined, nodeName: string): Promise<MachineFacts | undefined> {
     this.reads++;
     const matches = [...this.#machines.values()].filter(
       (m) => (clusterNamespace === '' || m.namespace === clusterNamespace) && (clusterName === undefined || m.clusterName === clusterName) && m.nodeName === nodeName,
@@ -92,7 +93,7 @@ export class MemoryMachineStore implements MachineStore {
     return matches.length === 1 ? matches[0] : undefined;
   }
 
-  readonly #pools = new Map<string, MachinePoolSnapshot>();
+  readonly #pools = new Map<string, MachinePoolFacts>();
   readonly #clusters = new Map<string, ClusterView>();
 
   putCluster(cluster: ClusterView): void {
@@ -104,16 +105,16 @@ export class MemoryMachineStore implements MachineStore {
     return this.#clusters.get(`${namespace}/${name}`);
   }
 
-  putPool(pool: MachinePoolSnapshot): void {
+  putPool(pool: MachinePoolFacts): void {
     this.#pools.set(`${pool.namespace}/${pool.name}`, pool);
   }
 
-  async getMachinePool(namespace: string, name: string): Promise<MachinePoolSnapshot | undefined> {
+  async getMachinePool(namespace: string, name: string): Promise<MachinePoolFacts | undefined> {
     this.reads++;
     return this.#pools.get(`${namespace}/${name}`);
   }
 
-  async findMachinePoolByNodeName(clusterNamespace: string, clusterName: string | undefined, nodeName: string): Promise<MachinePoolSnapshot | undefined> {
+  async findMachinePoolByNodeName(clusterNamespace: string, clusterName: string | undefined, nodeName: string): Promise<MachinePoolFacts | undefined> {
     this.reads++;
     const matches = [...this.#pools.values()].filter(
       (p) => (clusterNamespace === '' || p.namespace === clusterNamespace) && (clusterName === undefined || p.clusterName === clusterName) && p.nodeNames.includes(nodeName),

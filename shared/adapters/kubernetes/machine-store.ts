@@ -1,16 +1,16 @@
 /**
  * MachineStore over the management cluster: Cluster API Machines, read as custom objects in the group version that
- * discovery chose (v1beta2, else v1beta1; see `capi-discovery.ts`). Both map to the same MachineSnapshot. A 404 for the
+ * discovery chose (v1beta2, else v1beta1; see `capi-discovery.ts`), parsed into the views the forwarder's watches
+ * return too (`#shared/model/views.ts`). A 404 for the
  * whole collection (the version is no longer served: Cluster API upgraded or removed) makes discovery ask again and
  * the read is retried once in the new version; a 404 for one Machine means it is gone. Reads go through the product's
  * HTTP client (kube-http.ts), at the custom objects' REST paths.
  */
-import { capiApiVersionString, CAPI_GROUP, type CapiApiVersion } from '#shared/domain/capi-api.ts';
+import { CAPI_GROUP, type CapiApiVersion } from '#shared/domain/capi-api.ts';
 import type { ClusterView } from '#shared/domain/pause.ts';
-import type { MachinePoolSnapshot, MachineSnapshot } from '#shared/domain/snapshots.ts';
 import { CLUSTER_NAME_LABEL } from '#shared/domain/taint.ts';
-import { obj, objectParts, str, stringMap } from '#shared/model/json.ts';
-import { toClusterFacts } from '#shared/model/views.ts';
+import { TransientError } from '#shared/errors.ts';
+import { toClusterFacts, toMachineFacts, toMachinePoolFacts, type MachineFacts, type MachinePoolFacts } from '#shared/model/views.ts';
 import type { MachineStore } from '#shared/ports/machine-store.ts';
 import { statusOf, toProductError } from './api-errors.ts';
 import { isCollectionNotServed, type CapiApi } from './capi-discovery.ts';
@@ -37,11 +37,12 @@ export class KubernetesMachineStore implements MachineStore {
     this.#pageSize = options.listPageSize ?? LIST_PAGE_SIZE;
   }
 
-  async getMachine(namespace: string, name: string): Promise<MachineSnapshot | undefined> {
-    return this.#inServedVersion(`Reading Machine ${namespace}/${name}`, async (version) => {
+  async getMachine(namespace: string, name: string): Promise<MachineFacts | undefined> {
+    const operation = `Reading Machine ${namespace}/${name}`;
+    return this.#inServedVersion(operation, async (version) => {
       try {
         const machine = await kubeCall<unknown>(this.#endpoint, { method: 'GET', path: objectPath(MACHINES, version, namespace, name) });
-        return toMachineSnapshot(machine, version);
+        return toMachineFacts(machine) ?? notAnObject(operation, machine);
       } catch (error) {
         if (statusOf(error) === 404 && !isCollectionNotServed(404, error instanceof KubeApiError ? error.body : undefined)) return undefined;
         throw error;
@@ -61,10 +62,10 @@ export class KubernetesMachineStore implements MachineStore {
     });
   }
 
-  async findMachineByNodeName(clusterNamespace: string, clusterName: string | undefined, nodeName: string): Promise<MachineSnapshot | undefined> {
+  async findMachineByNodeName(clusterNamespace: string, clusterName: string | undefined, nodeName: string): Promise<MachineFacts | undefined> {
     return this.#inServedVersion(`Listing Machines for Node ${nodeName}`, async (version) => {
       const items = await this.#listOfCluster<unknown>(MACHINES, version, clusterNamespace, clusterName);
-      const matches = items.map((m) => toMachineSnapshot(m, version)).filter((m) => m.nodeName === nodeName);
+      const matches = items.map(toMachineFacts).filter((m) => m?.nodeName === nodeName);
       return matches.length === 1 ? matches[0] : undefined;
     });
   }
@@ -76,11 +77,12 @@ export class KubernetesMachineStore implements MachineStore {
     });
   }
 
-  async getMachinePool(namespace: string, name: string): Promise<MachinePoolSnapshot | undefined> {
-    return this.#inServedVersion(`Reading MachinePool ${namespace}/${name}`, async (version) => {
+  async getMachinePool(namespace: string, name: string): Promise<MachinePoolFacts | undefined> {
+    const operation = `Reading MachinePool ${namespace}/${name}`;
+    return this.#inServedVersion(operation, async (version) => {
       try {
         const pool = await kubeCall<unknown>(this.#endpoint, { method: 'GET', path: objectPath(MACHINE_POOLS, version, namespace, name) });
-        return toMachinePoolSnapshot(pool, version);
+        return toMachinePoolFacts(pool) ?? notAnObject(operation, pool);
       } catch (error) {
         // Not found, or MachinePools not served at all (a Cluster API without the CRD): no pool owns the Node.
         if (statusOf(error) === 404) return undefined;
@@ -89,7 +91,7 @@ export class KubernetesMachineStore implements MachineStore {
     });
   }
 
-  async findMachinePoolByNodeName(clusterNamespace: string, clusterName: string | undefined, nodeName: string): Promise<MachinePoolSnapshot | undefined> {
+  async findMachinePoolByNodeName(clusterNamespace: string, clusterName: string | undefined, nodeName: string): Promise<MachinePoolFacts | undefined> {
     return this.#inServedVersion(`Listing MachinePools for Node ${nodeName}`, async (version) => {
       let items: unknown[];
       try {
@@ -98,7 +100,7 @@ export class KubernetesMachineStore implements MachineStore {
         if (statusOf(error) === 404) return undefined; // MachinePools not served: no pool owns the Node
         throw error;
       }
-      const matches = items.map((p) => toMachinePoolSnapshot(p, version)).filter((p) => p.nodeNames.includes(nodeName));
+      const matches = items.map(toMachinePoolFacts).filter((p) => p?.nodeNames.includes(nodeName));
       return matches.length === 1 ? matches[0] : undefined;
     });
   }
@@ -132,43 +134,10 @@ function objectPath(resource: { group: string; plural: string }, version: CapiAp
   return `/apis/${resource.group}/${version}/namespaces/${seg(namespace)}/${resource.plural}/${seg(name)}`;
 }
 
-/** The Machine custom object (read in `version`) as the reconcile reads it. */
-export function toMachineSnapshot(machine: unknown, version: CapiApiVersion): MachineSnapshot {
-  const { status, spec, ...p } = objectParts(machine);
-  const nodeName = str(obj(status.nodeRef).name);
-  return {
-    apiVersion: capiApiVersionString(version),
-    namespace: p.namespace,
-    name: p.name,
-    uid: p.uid,
-    resourceVersion: p.resourceVersion,
-    labels: p.labels,
-    annotations: p.annotations,
-    specTaints: spec.taints,
-    ...(str(spec.clusterName) ? { clusterName: str(spec.clusterName) } : {}),
-    ...(nodeName ? { nodeName } : {}),
-    ...(str(spec.providerID) ? { providerID: str(spec.providerID) } : {}),
-    deleting: p.deleting,
-  };
-}
-
-/** The MachinePool custom object (read in `version`) as the reconcile reads it. */
-export function toMachinePoolSnapshot(pool: unknown, version: CapiApiVersion): MachinePoolSnapshot {
-  const { status, spec, ...p } = objectParts(pool);
-  const template = obj(spec.template);
-  const nodeRefs: unknown[] = Array.isArray(status.nodeRefs) ? status.nodeRefs : [];
-  return {
-    apiVersion: capiApiVersionString(version),
-    namespace: p.namespace,
-    name: p.name,
-    uid: p.uid,
-    resourceVersion: p.resourceVersion,
-    labels: p.labels,
-    annotations: p.annotations,
-    templateAnnotations: stringMap(obj(template.metadata).annotations),
-    specTaints: obj(template.spec).taints,
-    ...(str(spec.clusterName) ? { clusterName: str(spec.clusterName) } : {}),
-    nodeNames: nodeRefs.map((r) => str(obj(r).name)).filter((n): n is string => n !== undefined),
-    deleting: p.deleting,
-  };
+/**
+ * A 2xx whose body is no object of the kind (no name, uid or resourceVersion: a broken proxy or a hostile server) is no
+ * answer from the cluster: a transient failure, as in node-store.ts.
+ */
+function notAnObject(operation: string, answer: unknown): never {
+  throw new TransientError(operation, `the answer is not the object (${answer === undefined ? 'an empty body' : 'a malformed one'})`);
 }

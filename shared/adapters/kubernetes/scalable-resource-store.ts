@@ -3,11 +3,11 @@
  * API group version discovery chose, read at their REST paths, and a JSON merge patch of annotations carrying
  * `metadata.resourceVersion` (the API server answers 409 when anyone wrote the resource since it was read).
  */
-import { capiApiVersionString, CAPI_GROUP, type CapiApiVersion } from '#shared/domain/capi-api.ts';
-import type { ScalableKind, ScalableResourceSnapshot } from '#shared/domain/autoscaler.ts';
-import { PatchConflictError } from '#shared/errors.ts';
-import { CLUSTER_NAME_LABEL, FIELD_MANAGER } from '#shared/domain/taint.ts';
-import { obj, objectParts, str, stringMap } from '#shared/model/json.ts';
+import { CAPI_GROUP, type CapiApiVersion } from '#shared/domain/capi-api.ts';
+import type { ScalableKind } from '#shared/domain/autoscaler.ts';
+import { PatchConflictError, TransientError } from '#shared/errors.ts';
+import { FIELD_MANAGER } from '#shared/domain/taint.ts';
+import { toScalableResourceFacts, type ScalableResourceFacts } from '#shared/model/views.ts';
 import type { ScalableResourceStore } from '#shared/ports/scalable-resource-store.ts';
 import { statusOf, toProductError } from './api-errors.ts';
 import type { CapiApi } from './capi-discovery.ts';
@@ -24,19 +24,24 @@ export class KubernetesScalableResourceStore implements ScalableResourceStore {
     this.#capi = capi;
   }
 
-  async get(kind: ScalableKind, namespace: string, name: string): Promise<ScalableResourceSnapshot | undefined> {
+  async get(kind: ScalableKind, namespace: string, name: string): Promise<ScalableResourceFacts | undefined> {
     const version = await this.#capi.version();
+    const operation = `Reading ${kind} ${namespace}/${name}`;
+    let answer: unknown;
     try {
-      const obj = await kubeCall<unknown>(this.#endpoint, { method: 'GET', path: pathOf(kind, version, namespace, name) });
-      return toScalableSnapshot(kind, obj, version);
+      answer = await kubeCall<unknown>(this.#endpoint, { method: 'GET', path: pathOf(kind, version, namespace, name) });
     } catch (error) {
       // Not found, or the kind not served in this version: nothing to annotate (a later event names it again).
       if (statusOf(error) === 404) return undefined;
-      throw toProductError(`Reading ${kind} ${namespace}/${name}`, error);
+      throw toProductError(operation, error);
     }
+    // A 2xx that is no such object (a broken proxy, a hostile server) is no answer: transient, as in machine-store.ts.
+    const resource = toScalableResourceFacts(kind, answer);
+    if (!resource) throw new TransientError(operation, `the answer is not the ${kind}`);
+    return resource;
   }
 
-  async patchAnnotations(resource: ScalableResourceSnapshot, annotations: Readonly<Record<string, string | null>>): Promise<string> {
+  async patchAnnotations(resource: ScalableResourceFacts, annotations: Readonly<Record<string, string | null>>): Promise<string> {
     const version = await this.#capi.version();
     const what = `${resource.kind} ${resource.namespace}/${resource.name}`;
     try {
@@ -58,29 +63,4 @@ export class KubernetesScalableResourceStore implements ScalableResourceStore {
 
 function pathOf(kind: ScalableKind, version: CapiApiVersion, namespace: string, name: string): string {
   return `/apis/${CAPI_GROUP}/${version}/namespaces/${seg(namespace)}/${PLURALS[kind]}/${seg(name)}`;
-}
-
-/** The custom object (read in `version`) as the reconcile reads it. */
-export function toScalableSnapshot(kind: ScalableKind, resource: unknown, version: CapiApiVersion): ScalableResourceSnapshot {
-  const { spec, metadata, ...p } = objectParts(resource);
-  const template = obj(spec.template);
-  const templateMeta = obj(template.metadata);
-  const owners: unknown[] = Array.isArray(metadata.ownerReferences) ? metadata.ownerReferences : [];
-  // spec.clusterName is required by Cluster API; the label (which Cluster API sets too) covers an object without it.
-  const clusterName = str(spec.clusterName) ?? str(p.labels[CLUSTER_NAME_LABEL]);
-  return {
-    kind,
-    apiVersion: capiApiVersionString(version),
-    namespace: p.namespace,
-    name: p.name,
-    uid: p.uid,
-    resourceVersion: p.resourceVersion,
-    annotations: p.annotations,
-    templateAnnotations: stringMap(templateMeta.annotations),
-    templateLabels: stringMap(templateMeta.labels),
-    specTaints: obj(template.spec).taints,
-    ownedByMachineDeployment: owners.some((o) => obj(o).kind === 'MachineDeployment'),
-    ...(clusterName ? { clusterName } : {}),
-    deleting: p.deleting,
-  };
 }

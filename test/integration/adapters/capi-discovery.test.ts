@@ -147,7 +147,7 @@ describeWithControlPlane('Class: KubernetesCapiDiscovery, with KubernetesMachine
       );
 
       // Assess: the change arrives, through a watch in the re-discovered version.
-      await waitFor(() => seen.some((f) => f.name === 'm1' && f.declarations['taints.capi-taint-propagator.dev/machine'] === 'after=1:NoSchedule'), {
+      await waitFor(() => seen.some((f) => f.name === 'm1' && f.annotations['taints.capi-taint-propagator.dev/machine'] === 'after=1:NoSchedule'), {
         timeoutMs: 30_000,
         description: 'the change made after v1beta2 stopped being served',
       });

@@ -6,14 +6,15 @@ import { describe, expect, it } from 'vitest';
 import { formatNoExecutePreview, formatStatusDetail, formatStatusTable, toStatusDocument } from '#local/status-format.ts';
 import { taintStatusOf, type TaintStatus } from '#local/taint-status.ts';
 import type { PodOnNode } from '#shared/domain/eviction-preview.ts';
-import type { MachineSnapshot, NodeSnapshot } from '#shared/domain/snapshots.ts';
+import type { NodeSnapshot } from '#shared/domain/snapshots.ts';
+import type { MachineFacts } from '#shared/model/views.ts';
 import { OWN_TRACKING_ANNOTATION } from '#shared/domain/taint.ts';
 
 const MACHINE = 'taints.capi-taint-propagator.dev/machine';
 const MD = { 'cluster.x-k8s.io/deployment-name': 'md-0' };
 
-function machine(name: string, annotations: Record<string, string>, labels: Record<string, string> = MD): MachineSnapshot {
-  return { apiVersion: 'cluster.x-k8s.io/v1beta2', namespace: 'default', name, uid: name, resourceVersion: '1', labels, annotations, specTaints: undefined, nodeName: name, deleting: false };
+function machine(name: string, annotations: Record<string, string>, labels: Record<string, string> = MD): MachineFacts {
+  return { kind: 'Machine', apiVersion: 'cluster.x-k8s.io/v1beta2', namespace: 'default', name, uid: name, resourceVersion: '1', labels, annotations, specTaints: undefined, nodeName: name, deleting: false };
 }
 
 function node(name: string): NodeSnapshot {

@@ -10,7 +10,7 @@ import type { ClusterRef } from '#shared/contract/cloud-event.ts';
 import { fromCloudEventBody } from '#shared/adapters/cloudevents/cloud-event-body.ts';
 import { MemoryClusterConnections, MemoryEventRecorder, MemoryMachineStore } from '#test/support/memory-cluster.ts';
 import { SqsRecordQueue } from '#shared/adapters/sqs/record-queue.ts';
-import type { MachineSnapshot } from '#shared/domain/snapshots.ts';
+import type { MachineFacts } from '#shared/model/views.ts';
 import { OWN_TRACKING_ANNOTATION } from '#shared/domain/taint.ts';
 import { ROLLOUT_ANNOTATION, ROLLOUT_MARK_LABEL } from '#shared/domain/noexecute-rollout.ts';
 import { logger } from '#shared/observability/logger.ts';
@@ -25,7 +25,7 @@ const sqsMock = mockClient(SQSClient);
 recordMockedAwsCalls('reconcile-process-batch', [
   { functions: ['reconcile-node-taints'], service: 'sqs', mock: sqsMock, bindings: { [TEST_QUEUE_URL]: '{queue:QUEUE_URL}', [TEST_DLQ_URL]: '{queue:DEAD_LETTER_QUEUE_URL}' } },
 ]);
-const inCluster = (m: MachineSnapshot): MachineSnapshot => ({ ...m, clusterName: 'wc1' });
+const inCluster = (m: MachineFacts): MachineFacts => ({ ...m, clusterName: 'wc1' });
 const context = { functionName: 'reconcile-node-taints', awsRequestId: 'req-1', getRemainingTimeInMillis: () => 30_000 } as unknown as Context;
 
 function setup() {

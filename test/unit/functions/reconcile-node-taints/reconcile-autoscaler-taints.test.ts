@@ -13,11 +13,10 @@ import {
   AUTOSCALER_OWNED_ANNOTATION,
   AUTOSCALER_TAINTS_ANNOTATION,
   type ScalableKind,
-  type ScalableResourceSnapshot,
 } from '#shared/domain/autoscaler.ts';
 import { ReconcileOutcome } from '#shared/domain/outcome.ts';
 import { PAUSED_ANNOTATION, type ClusterView } from '#shared/domain/pause.ts';
-import { toScalableFacts } from '#shared/model/views.ts';
+import { toScalableFacts, type ScalableFacts, type ScalableResourceFacts } from '#shared/model/views.ts';
 import { toScalableResourceEvent } from '#shared/contract/events.ts';
 import { PatchConflictError } from '#shared/errors.ts';
 import { logger } from '#shared/observability/logger.ts';
@@ -32,17 +31,17 @@ const SIZE = { [AUTOSCALER_MIN_SIZE_ANNOTATION]: '0', [AUTOSCALER_MAX_SIZE_ANNOT
 
 /** An in-memory ScalableResourceStore with the API server's resourceVersion precondition. */
 class MemoryScalables implements ScalableResourceStore {
-  readonly objects = new Map<string, ScalableResourceSnapshot>();
+  readonly objects = new Map<string, ScalableResourceFacts>();
   patches = 0;
   /** Runs once, before the next patch is applied (another writer). */
   beforePatch: (() => void) | undefined;
-  put(r: ScalableResourceSnapshot): void {
+  put(r: ScalableResourceFacts): void {
     this.objects.set(`${r.kind}/${r.namespace}/${r.name}`, r);
   }
-  async get(kind: ScalableKind, namespace: string, name: string): Promise<ScalableResourceSnapshot | undefined> {
+  async get(kind: ScalableKind, namespace: string, name: string): Promise<ScalableResourceFacts | undefined> {
     return this.objects.get(`${kind}/${namespace}/${name}`);
   }
-  async patchAnnotations(r: ScalableResourceSnapshot, a: Readonly<Record<string, string | null>>): Promise<string> {
+  async patchAnnotations(r: ScalableResourceFacts, a: Readonly<Record<string, string | null>>): Promise<string> {
     const hook = this.beforePatch;
     this.beforePatch = undefined;
     hook?.(); // may arm the next one
@@ -58,9 +57,9 @@ class MemoryScalables implements ScalableResourceStore {
   }
 }
 
-function md(over: Partial<ScalableResourceSnapshot> = {}): ScalableResourceSnapshot {
+function md(over: Partial<ScalableFacts> = {}): ScalableFacts {
   return {
-    kind: 'MachineDeployment', apiVersion: 'cluster.x-k8s.io/v1beta2', namespace: 'ns', name: 'gpu', uid: 'u1', resourceVersion: '5',
+    kind: 'MachineDeployment', apiVersion: 'cluster.x-k8s.io/v1beta2', namespace: 'ns', name: 'gpu', uid: 'u1', resourceVersion: '5', labels: {},
     annotations: SIZE, templateAnnotations: { 'taints.capi-taint-propagator.dev/machine': 'gpu=a100:NoSchedule' }, templateLabels: {},
     specTaints: undefined, ownedByMachineDeployment: false, deleting: false, ...over,
   };
@@ -164,7 +163,7 @@ const SPEC_TAINTS = [{ key: 'nvidia.com/gpu', value: 'present', effect: 'NoSched
 describe('Function: reconcileAutoscalerTaints()', () => {
   const cases: ReadonlyArray<{
     name: string;
-    resource: ScalableResourceSnapshot;
+    resource: ScalableResourceFacts;
     cluster?: ClusterView;
     want: { outcome: ReconcileOutcome; annotation: string | undefined; events: string[]; clusterReads: number; reason?: RegExp };
   }> = [

@@ -2,14 +2,15 @@ import { describe, expect, it } from 'vitest';
 import { reconcileNodeTaints, type ReconcileDeps } from '#functions/reconcile-node-taints/reconcile-node-taints.ts';
 import { MemoryClusterConnections, MemoryEventRecorder, MemoryMachineStore } from '#test/support/memory-cluster.ts';
 import type { TaintEvent } from '#shared/contract/cloud-event.ts';
-import type { MachinePoolSnapshot, MachineSnapshot, NodeSnapshot } from '#shared/domain/snapshots.ts';
+import type { NodeSnapshot } from '#shared/domain/snapshots.ts';
+import type { MachineFacts, MachinePoolFacts } from '#shared/model/views.ts';
 import { OWN_TRACKING_ANNOTATION, TRACKING_ANNOTATION, UNINITIALIZED_TAINT_KEY } from '#shared/domain/taint.ts';
 import { PatchConflictError } from '#shared/errors.ts';
 import { machineBuilder, machineTaint, nodeTaint } from '#test/support/builders.ts';
 import { machineEvent, machinePoolEvent, nodeEvent } from '#test/support/sqs-records.ts';
 
 const ENABLED_AT = new Date('2026-01-01T00:00:00Z');
-const inCluster = (m: MachineSnapshot): MachineSnapshot => ({ ...m, clusterName: 'wc1' });
+const inCluster = (m: MachineFacts): MachineFacts => ({ ...m, clusterName: 'wc1' });
 
 function setup(settings: Partial<ReconcileDeps['settings']> = {}) {
   const machines = new MemoryMachineStore();
@@ -380,7 +381,8 @@ describe('Function: reconcileNodeTaints()', () => {
 
 describe('Function: reconcileNodeTaints() for MachinePool Nodes', () => {
   const MACHINE_ANN = 'taints.capi-taint-propagator.dev/machine';
-  const pool = (extra: Partial<MachinePoolSnapshot> = {}): MachinePoolSnapshot => ({
+  const pool = (extra: Partial<MachinePoolFacts> = {}): MachinePoolFacts => ({
+    kind: 'MachinePool',
     apiVersion: 'cluster.x-k8s.io/v1beta2',
     namespace: 'default',
     name: 'mp-0',
@@ -388,7 +390,6 @@ describe('Function: reconcileNodeTaints() for MachinePool Nodes', () => {
     resourceVersion: '30',
     labels: {},
     annotations: { [MACHINE_ANN]: 'gpu=a:NoSchedule, boot:PreferNoSchedule@OnInitialization' },
-    templateAnnotations: {},
     specTaints: undefined,
     clusterName: 'wc1',
     nodeNames: ['p1', 'p2'],
@@ -483,9 +484,9 @@ describe('Function: reconcileNodeTaints(), record → outcome', () => {
   const MACHINE_ANN = 'taints.capi-taint-propagator.dev/machine';
   const gpuMachine = () => machineBuilder().named('m1').withNodeName('n1').withSpecTaints([machineTaint('gpu', 'a100')]);
   const invalidMachine = () => machineBuilder().named('m1').withNodeName('n1').withSpecTaints([{ key: 'node.kubernetes.io/bad', effect: 'NoSchedule', propagation: 'Always' }]);
-  const pool = (annotations: Record<string, string>): MachinePoolSnapshot => ({
-    apiVersion: 'cluster.x-k8s.io/v1beta2', namespace: 'default', name: 'mp-0', uid: 'uid-mp-0', resourceVersion: '30', labels: {},
-    annotations: { [MACHINE_ANN]: 'gpu=a100:NoSchedule', ...annotations }, templateAnnotations: {}, specTaints: undefined, clusterName: 'wc1', nodeNames: ['n1'], deleting: false,
+  const pool = (annotations: Record<string, string>): MachinePoolFacts => ({
+    kind: 'MachinePool', apiVersion: 'cluster.x-k8s.io/v1beta2', namespace: 'default', name: 'mp-0', uid: 'uid-mp-0', resourceVersion: '30', labels: {},
+    annotations: { [MACHINE_ANN]: 'gpu=a100:NoSchedule', ...annotations }, specTaints: undefined, clusterName: 'wc1', nodeNames: ['n1'], deleting: false,
   });
   type Setup = ReturnType<typeof setup>;
   const cases: ReadonlyArray<{

@@ -117,9 +117,9 @@ describe('Class: ClusterStreams', () => {
       machine({ name: 'm4', uid: 'uid-m4', nodeName: 'n4', deleting: true }),
     ];
     for (const m of machines) await sources.machineStream.emit({ type: 'change', change: 'resynced', facts: m, observedAt: T0 });
-    const pool: MachinePoolFacts = { kind: 'MachinePool', namespace: 'fleet', name: 'mp1', uid: 'uid-mp1', resourceVersion: '30', specTaints: null, declarations: {}, nodeNames: ['p1', 'p2'], clusterName: 'wc1', paused: false, deleting: false };
+    const pool: MachinePoolFacts = { kind: 'MachinePool', apiVersion: 'cluster.x-k8s.io/v1beta2', labels: {}, namespace: 'fleet', name: 'mp1', uid: 'uid-mp1', resourceVersion: '30', specTaints: null, annotations: {}, nodeNames: ['p1', 'p2'], clusterName: 'wc1', deleting: false };
     const scalable = (kind: ScalableFacts['kind'], name: string): ScalableFacts => ({
-      kind, namespace: 'fleet', name, uid: `uid-${name}`, resourceVersion: '20', specTaints: null, declarations: {}, autoscaler: {}, ownedByMachineDeployment: kind === 'MachineSet', clusterName: 'wc1', paused: false, deleting: false,
+      kind, apiVersion: 'cluster.x-k8s.io/v1beta2', labels: {}, namespace: 'fleet', name, uid: `uid-${name}`, resourceVersion: '20', specTaints: null, templateAnnotations: {}, templateLabels: {}, annotations: {}, ownedByMachineDeployment: kind === 'MachineSet', clusterName: 'wc1', deleting: false,
     });
     await sources.machinePoolStream.emit({ type: 'change', change: 'resynced', facts: pool, observedAt: T0 });
     await sources.machineDeploymentStream.emit({ type: 'change', change: 'resynced', facts: scalable('MachineDeployment', 'md1'), observedAt: T0 });
@@ -202,13 +202,13 @@ describe('Class: ClusterStreams', () => {
     const gpu = { 'taints.capi-taint-propagator.dev/machine': 'gpu:NoSchedule' };
     const owned = (name: string, over: Partial<NodeFacts> = {}): NodeFacts => ({ kind: 'Node', name, uid: `uid-${name}`, resourceVersion: '40', taints: [{ key: 'gpu', effect: 'NoSchedule' }], ownTrackingAnnotation: 'gpu:NoSchedule', ...over });
     const machines = [
-      machine({ specTaints: null, declarations: gpu }),
-      machine({ name: 'm2', uid: 'uid-m2', nodeName: 'n2', specTaints: null, declarations: gpu }),
-      machine({ name: 'm5', uid: 'uid-m5', nodeName: 'n5', specTaints: null, declarations: gpu, paused: true }),
+      machine({ specTaints: null, annotations: gpu }),
+      machine({ name: 'm2', uid: 'uid-m2', nodeName: 'n2', specTaints: null, annotations: gpu }),
+      machine({ name: 'm5', uid: 'uid-m5', nodeName: 'n5', specTaints: null, annotations: { ...gpu, 'cluster.x-k8s.io/paused': '' } }),
     ];
-    const pool: MachinePoolFacts = { kind: 'MachinePool', namespace: 'fleet', name: 'mp1', uid: 'uid-mp1', resourceVersion: '30', specTaints: null, declarations: gpu, nodeNames: ['p1', 'p2'], clusterName: 'wc1', paused: false, deleting: false };
+    const pool: MachinePoolFacts = { kind: 'MachinePool', apiVersion: 'cluster.x-k8s.io/v1beta2', labels: {}, namespace: 'fleet', name: 'mp1', uid: 'uid-mp1', resourceVersion: '30', specTaints: null, annotations: gpu, nodeNames: ['p1', 'p2'], clusterName: 'wc1', deleting: false };
     const md = (name: string, autoscaler: Record<string, string>): ScalableFacts => ({
-      kind: 'MachineDeployment', namespace: 'fleet', name, uid: `uid-${name}`, resourceVersion: '20', specTaints: null, declarations: gpu, autoscaler, ownedByMachineDeployment: false, clusterName: 'wc1', paused: false, deleting: false,
+      kind: 'MachineDeployment', apiVersion: 'cluster.x-k8s.io/v1beta2', labels: {}, namespace: 'fleet', name, uid: `uid-${name}`, resourceVersion: '20', annotations: autoscaler, specTaints: null, templateAnnotations: gpu, templateLabels: {}, ownedByMachineDeployment: false, clusterName: 'wc1', deleting: false,
     });
     const size = { 'cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size': '0', 'cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size': '3' };
 
@@ -246,7 +246,7 @@ describe('Class: ClusterStreams', () => {
     const nodes = await sources.nodesOf(wc1);
     sources.machineStream.synced = false;
     const n1: NodeFacts = { kind: 'Node', name: 'n1', uid: 'uid-n1', resourceVersion: '40', taints: [{ key: 'gpu', effect: 'NoSchedule' }], ownTrackingAnnotation: 'gpu:NoSchedule', machineAnnotation: 'm1', clusterNamespaceAnnotation: 'fleet' };
-    const m1 = machine({ specTaints: null, declarations: { 'taints.capi-taint-propagator.dev/machine': 'gpu:NoSchedule' } });
+    const m1 = machine({ specTaints: null, annotations: { 'taints.capi-taint-propagator.dev/machine': 'gpu:NoSchedule' } });
 
     // Act: the Node list comes first and waits; the Machine list, then its resume point, lets it go on.
     const listing = nodes.emit({ type: 'listed', items: [n1], unannounced: [n1], observedAt: T0 });
@@ -276,7 +276,7 @@ describe('Class: ClusterStreams', () => {
     const whileListing = published.map((e) => e.subject);
     published.length = 0;
     sources.machineStream.synced = true;
-    await sources.machineStream.emit({ type: 'listed', items: [machine({ specTaints: null, declarations: { 'taints.capi-taint-propagator.dev/machine': 'gpu:NoSchedule' } })], observedAt: T0 });
+    await sources.machineStream.emit({ type: 'listed', items: [machine({ specTaints: null, annotations: { 'taints.capi-taint-propagator.dev/machine': 'gpu:NoSchedule' } })], observedAt: T0 });
     await sources.clusterStream.emit({ type: 'change', change: 'modified', previous: cluster(), facts: cluster({ resourceVersion: '2', paused: true }), observedAt: T0 });
     await outbox.publishRound();
     published.length = 0;
@@ -292,7 +292,7 @@ describe('Class: ClusterStreams', () => {
     // Prepare: a rota member that does not hold the Lease, until it does; n1 drifted from m1 (its own tracked taint removed).
     let holder = false;
     const { sources, outbox, published } = setup('self', { announcesRelists: () => holder });
-    await sources.machineStream.emit({ type: 'listed', items: [machine({ specTaints: null, declarations: { 'taints.capi-taint-propagator.dev/machine': 'gpu:NoSchedule' } })], observedAt: T0 });
+    await sources.machineStream.emit({ type: 'listed', items: [machine({ specTaints: null, annotations: { 'taints.capi-taint-propagator.dev/machine': 'gpu:NoSchedule' } })], observedAt: T0 });
     const nodes = await sources.nodesOf({ mode: 'self' });
     const n1: NodeFacts = { kind: 'Node', name: 'n1', uid: 'uid-n1', resourceVersion: '40', taints: [], ownTrackingAnnotation: 'gpu:NoSchedule', machineAnnotation: 'm1', clusterNamespaceAnnotation: 'fleet' };
 

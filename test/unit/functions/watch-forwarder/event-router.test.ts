@@ -30,9 +30,9 @@ const node = (change: Partial<NodeFacts> = {}): NodeFacts => ({
   ...change,
 });
 const joining = (name: string, providerID: string) => node({ name, uid: `uid-${name}`, providerID, trackingAnnotation: undefined as never, ownTrackingAnnotation: undefined as never });
-const pool = (change: Partial<MachinePoolFacts> = {}): MachinePoolFacts => ({ kind: 'MachinePool', namespace: 'fleet', name: 'mp1', uid: 'uid-mp1', resourceVersion: '30', specTaints: null, declarations: {}, nodeNames: ['p1'], clusterName: 'wc1', paused: false, deleting: false, ...change });
+const pool = (change: Partial<MachinePoolFacts> = {}): MachinePoolFacts => ({ kind: 'MachinePool', apiVersion: 'cluster.x-k8s.io/v1beta2', labels: {}, namespace: 'fleet', name: 'mp1', uid: 'uid-mp1', resourceVersion: '30', specTaints: null, annotations: {}, nodeNames: ['p1'], clusterName: 'wc1', deleting: false, ...change });
 const machineSet = (change: Partial<ScalableFacts> = {}): ScalableFacts => ({
-  kind: 'MachineSet', namespace: 'fleet', name: 'ms1', uid: 'uid-ms1', resourceVersion: '20', specTaints: null, declarations: {}, autoscaler: {}, ownedByMachineDeployment: true, clusterName: 'wc1', paused: false, deleting: false, ...change,
+  kind: 'MachineSet', apiVersion: 'cluster.x-k8s.io/v1beta2', labels: {}, namespace: 'fleet', name: 'ms1', uid: 'uid-ms1', resourceVersion: '20', specTaints: null, templateAnnotations: {}, templateLabels: {}, annotations: {}, ownedByMachineDeployment: true, clusterName: 'wc1', deleting: false, ...change,
 });
 const change = (kind: Change['change'], facts: WatchedFacts, previous?: WatchedFacts, checkpoint?: string): Change => ({ type: 'change', change: kind, facts, ...(previous ? { previous } : {}), observedAt: T0, ...(checkpoint ? { checkpoint } : {}) });
 
@@ -148,9 +148,9 @@ describe('Class: EventRouter', () => {
     const { providerID: _dropped, ...linkedFacts } = initialized;
     const linked: NodeFacts = { ...linkedFacts, resourceVersion: '42', machineAnnotation: 'm1', clusterNameAnnotation: 'wc1', clusterNamespaceAnnotation: 'fleet' };
     const unlinked = machine({ nodeName: undefined as never, providerID: 'p1' });
-    const declared = { ...unlinked, resourceVersion: '12', declarations: { 'taints.capi-taint-propagator.dev/machine': 'a:NoSchedule' } };
+    const declared = { ...unlinked, resourceVersion: '12', annotations: { 'taints.capi-taint-propagator.dev/machine': 'a:NoSchedule' } };
     const { providerID: _gone, ...withNodeRef } = { ...declared, resourceVersion: '13', nodeName: 'n1' };
-    const marker = { ...withNodeRef, resourceVersion: '14', declarations: { 'taints.capi-taint-propagator.dev/machine': 'b:NoSchedule' } };
+    const marker = { ...withNodeRef, resourceVersion: '14', annotations: { 'taints.capi-taint-propagator.dev/machine': 'b:NoSchedule' } };
 
     // Act: the Machine is created with its provider ID (no Node known: filtered), its Node joins and the product initializes it;
     // Cluster API annotates the Node; the Machine's declaration changes before Cluster API writes its nodeRef; then
@@ -206,8 +206,8 @@ describe('Class: EventRouter', () => {
   });
 
   it.each([
-    { name: 'a Machine', facts: machine({ clusterName: undefined, clusterNameLabel: undefined }), stream: 'machines', error: 'Skipping Machine without a cluster name' },
-    { name: 'a MachinePool', facts: pool({ clusterName: undefined, clusterNameLabel: undefined }), stream: 'others', error: 'Skipping MachinePool without a cluster name' },
+    { name: 'a Machine', facts: machine({ clusterName: undefined, labels: {} }), stream: 'machines', error: 'Skipping Machine without a cluster name' },
+    { name: 'a MachinePool', facts: pool({ clusterName: undefined, labels: {} }), stream: 'others', error: 'Skipping MachinePool without a cluster name' },
   ])('in capi mode skips $name without a cluster name: counted as malformed and logged, no event, its resume point passed', async ({ facts, stream, error }) => {
     // Prepare
     const { deliver, publish, outbox, sent, counts, errors } = setup('capi');
@@ -229,11 +229,11 @@ describe('Class: EventRouter', () => {
     // Prepare
     const KEY = DECLARATION_ANNOTATIONS[2];
     const { deliver, publish, published, counts } = setup('capi');
-    const member = machine({ specTaints: null, declarations: { [KEY]: 'p=v1:NoSchedule' } });
+    const member = machine({ specTaints: null, annotations: { [KEY]: 'p=v1:NoSchedule' } });
 
     // Act: the template changes; then Cluster API copies it onto the Machine.
-    await deliver(change('modified', machineSet({ resourceVersion: '21', declarations: { [KEY]: 'p=v2:NoSchedule' } }), machineSet({ declarations: { [KEY]: 'p=v1:NoSchedule' } }), '21'));
-    await deliver(change('modified', { ...member, resourceVersion: '12', declarations: { [KEY]: 'p=v2:NoSchedule' } }, member, '12'));
+    await deliver(change('modified', machineSet({ resourceVersion: '21', annotations: { [KEY]: 'p=v2:NoSchedule' } }), machineSet({ annotations: { [KEY]: 'p=v1:NoSchedule' } }), '21'));
+    await deliver(change('modified', { ...member, resourceVersion: '12', annotations: { [KEY]: 'p=v2:NoSchedule' } }, member, '12'));
     await publish();
 
     // Assess
@@ -248,7 +248,7 @@ describe('Class: EventRouter', () => {
     // Act: p2 joins the pool (p1 was announced before), a heartbeat, then the pool is paused.
     await deliver(change('modified', pool({ resourceVersion: '31', nodeNames: ['p1', 'p2'] }), pool(), '31'));
     await deliver(change('modified', pool({ resourceVersion: '32', nodeNames: ['p1', 'p2'] }), pool({ resourceVersion: '31', nodeNames: ['p1', 'p2'] }), '32'));
-    await deliver(change('modified', pool({ resourceVersion: '33', nodeNames: ['p1', 'p2'], paused: true }), pool({ resourceVersion: '32', nodeNames: ['p1', 'p2'] }), '33'));
+    await deliver(change('modified', pool({ resourceVersion: '33', nodeNames: ['p1', 'p2'], annotations: { 'cluster.x-k8s.io/paused': '' } }), pool({ resourceVersion: '32', nodeNames: ['p1', 'p2'] }), '33'));
     await publish();
 
     // Assess
@@ -267,7 +267,7 @@ describe('Class: EventRouter', () => {
 
     // Act
     await deliver(change('modified', machineSet({ resourceVersion: '21' }), machineSet(), '21'));
-    await deliver(change('modified', machineSet({ resourceVersion: '22', paused: true }), machineSet({ resourceVersion: '21' }), '22'));
+    await deliver(change('modified', machineSet({ resourceVersion: '22', annotations: { 'cluster.x-k8s.io/paused': '' } }), machineSet({ resourceVersion: '21' }), '22'));
     await deliver(change('added', { kind: 'Cluster', namespace: 'fleet', name: 'wc1', uid: 'uid-wc1', resourceVersion: '1', paused: false, deleting: false }, undefined, '5'));
     await publish();
 

@@ -12,7 +12,7 @@ import type { WatchStream } from '#shared/ports/watch-source.ts';
 const wc1: ClusterRef = { mode: 'capi', namespace: 'fleet', name: 'wc1' };
 const wc2: ClusterRef = { mode: 'capi', namespace: 'fleet', name: 'wc2' };
 const machine = (name: string, change: Partial<MachineFacts> = {}): MachineFacts => ({
-  kind: 'Machine', namespace: 'fleet', name, uid: `uid-${name}`, resourceVersion: '1', specTaints: null, declarations: {}, clusterName: 'wc1', paused: false, deleting: false, ...change,
+  kind: 'Machine', apiVersion: 'cluster.x-k8s.io/v1beta2', labels: {}, namespace: 'fleet', name, uid: `uid-${name}`, resourceVersion: '1', specTaints: null, annotations: {}, clusterName: 'wc1', deleting: false, ...change,
 });
 const node = (name: string, change: Partial<NodeFacts> = {}): NodeFacts => ({ kind: 'Node', name, uid: `uid-${name}`, resourceVersion: '1', taints: [], ...change });
 const cluster: ClusterFacts = { kind: 'Cluster', namespace: 'fleet', name: 'wc1', uid: 'uid-wc1', resourceVersion: '1', paused: false, deleting: false };
@@ -120,8 +120,8 @@ describe('Class: ObjectIndex', () => {
   it("names a Cluster's members: its own objects not being deleted, each Machine with its Node (nodeRef, else the provider-ID link)", () => {
     // Prepare
     const index = new ObjectIndex();
-    const pool: MachinePoolFacts = { kind: 'MachinePool', namespace: 'fleet', name: 'mp1', uid: 'uid-mp1', resourceVersion: '1', specTaints: null, declarations: {}, nodeNames: ['p1'], clusterNameLabel: 'wc1', paused: false, deleting: false };
-    const set: ScalableFacts = { kind: 'MachineSet', namespace: 'fleet', name: 'ms1', uid: 'uid-ms1', resourceVersion: '1', specTaints: null, declarations: {}, autoscaler: {}, ownedByMachineDeployment: false, clusterName: 'wc1', paused: false, deleting: false };
+    const pool: MachinePoolFacts = { kind: 'MachinePool', apiVersion: 'cluster.x-k8s.io/v1beta2', labels: { 'cluster.x-k8s.io/cluster-name': 'wc1' }, namespace: 'fleet', name: 'mp1', uid: 'uid-mp1', resourceVersion: '1', specTaints: null, annotations: {}, nodeNames: ['p1'], deleting: false };
+    const set: ScalableFacts = { kind: 'MachineSet', apiVersion: 'cluster.x-k8s.io/v1beta2', labels: {}, namespace: 'fleet', name: 'ms1', uid: 'uid-ms1', resourceVersion: '1', specTaints: null, templateAnnotations: {}, templateLabels: {}, annotations: {}, ownedByMachineDeployment: false, clusterName: 'wc1', deleting: false };
     const machines = [
       machine('m1', { nodeName: 'n1' }),
       machine('m2', { providerID: 'p2' }),
@@ -144,7 +144,7 @@ describe('Class: ObjectIndex', () => {
 });
 
 describe('Class: ObjectIndex, the owners of a cluster\'s Nodes (ownersIn)', () => {
-  const pool: MachinePoolFacts = { kind: 'MachinePool', namespace: 'fleet', name: 'mp1', uid: 'uid-mp1', resourceVersion: '1', specTaints: null, declarations: {}, nodeNames: ['p1'], clusterName: 'wc1', paused: false, deleting: false };
+  const pool: MachinePoolFacts = { kind: 'MachinePool', apiVersion: 'cluster.x-k8s.io/v1beta2', labels: {}, namespace: 'fleet', name: 'mp1', uid: 'uid-mp1', resourceVersion: '1', specTaints: null, annotations: {}, nodeNames: ['p1'], clusterName: 'wc1', deleting: false };
   const owned = (owner: ReturnType<ReturnType<ObjectIndex['ownersIn']>>) => (owner.kind === 'known' ? `${owner.owner.kind} ${owner.owner.name}${owner.clusterPaused ? ' (Cluster paused)' : ''}` : owner.kind);
 
   it('finds the pool listing the Node, else the Machine its annotation names, its provider ID links, or its nodeRef names', () => {

@@ -11,9 +11,9 @@ import {
   planAutoscalerTaints,
   sameTaints,
   scalableDeclarationOf,
-  type ScalableResourceSnapshot,
 } from '#shared/domain/autoscaler.ts';
 import type { Taint } from '#shared/domain/taint.ts';
+import { toMachinePoolFacts, type ScalableFacts } from '#shared/model/views.ts';
 
 /**
  * The cluster-autoscaler's reading of a scalable resource's taints, re-implemented here from its source
@@ -77,10 +77,11 @@ function isQualifiedName(k: string): boolean {
 
 const nodeGroup = { [AUTOSCALER_MIN_SIZE_ANNOTATION]: '0', [AUTOSCALER_MAX_SIZE_ANNOTATION]: '5' };
 
-function md(over: Partial<ScalableResourceSnapshot> = {}): ScalableResourceSnapshot {
+function md(over: Partial<ScalableFacts> = {}): ScalableFacts {
   return {
     kind: 'MachineDeployment',
     apiVersion: 'cluster.x-k8s.io/v1beta2',
+    labels: {},
     namespace: 'ns',
     name: 'gpu',
     uid: 'u1',
@@ -96,14 +97,14 @@ function md(over: Partial<ScalableResourceSnapshot> = {}): ScalableResourceSnaps
 }
 
 /** The taints a new Node gets, in the Node form, from the product's own declaration rules. */
-function newNodeTaintsOf(r: ScalableResourceSnapshot): Taint[] {
+function newNodeTaintsOf(r: ScalableFacts): Taint[] {
   const d = scalableDeclarationOf(r);
   if (!d.valid) throw new Error('invalid');
   return d.declaration.taints.map((t) => (t.value ? { key: t.key, value: t.value, effect: t.effect } : { key: t.key, effect: t.effect }));
 }
 
 /** Spec taints as the autoscaler reads them (key, value, effect). */
-function specOf(r: ScalableResourceSnapshot): Taint[] {
+function specOf(r: ScalableFacts): Taint[] {
   return ((r.specTaints as Record<string, string>[] | undefined) ?? []).map((t) => (t.value ? { key: t.key as string, value: t.value, effect: t.effect as string } : { key: t.key as string, effect: t.effect as string }));
 }
 
@@ -260,7 +261,10 @@ describe('autoscalerTaintsValue / planAutoscalerTaints', () => {
   });
 
   it('reads a MachinePool declaration from its metadata, else its template', () => {
-    const pool = md({ kind: 'MachinePool', annotations: { ...nodeGroup, 'taints.capi-taint-propagator.dev/cluster': 'p:NoExecute' }, templateAnnotations: { 'taints.capi-taint-propagator.dev/machine': 'q=1:NoSchedule' } });
+    const pool = toMachinePoolFacts({
+      metadata: { namespace: 'ns', name: 'pool', uid: 'u', resourceVersion: '1', annotations: { ...nodeGroup, 'taints.capi-taint-propagator.dev/cluster': 'p:NoExecute' } },
+      spec: { template: { metadata: { annotations: { 'taints.capi-taint-propagator.dev/machine': 'q=1:NoSchedule' } } } },
+    })!;
     expect(planAutoscalerTaints(pool).desired).toBe('p:NoExecute,q=1:NoSchedule');
     // Its spec.template.spec.taints, where present, as for the other kinds (spec.taints wins a clash).
     const withSpec = { ...pool, specTaints: [{ key: 'p', value: 'spec', effect: 'NoExecute', propagation: 'Always' }] };

@@ -6,7 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { DECLARATION_ANNOTATIONS, isDeclarationAnnotation } from '#shared/domain/declaration-keys.ts';
 import { declaredTaintsOf, parseTaintAnnotation, type AnnotationEntry, type Override } from '#shared/domain/declarations.ts';
-import type { MachineSnapshot } from '#shared/domain/snapshots.ts';
+import type { MachineFacts } from '#shared/model/views.ts';
 import type { MachineTaint } from '#shared/domain/taint.ts';
 import { machineBuilder, machineTaint } from '#test/support/builders.ts';
 
@@ -124,7 +124,7 @@ describe('Function: parseTaintAnnotation()', () => {
 
 interface Case {
   readonly name: string;
-  readonly machine: Pick<MachineSnapshot, 'specTaints' | 'annotations' | 'labels'>;
+  readonly machine: Pick<MachineFacts, 'specTaints' | 'annotations' | 'labels'>;
   readonly want:
     | { readonly taints: readonly MachineTaint[]; readonly sourceOf: Record<string, string>; readonly overrides?: readonly Override[] }
     | { readonly issues: readonly string[] };

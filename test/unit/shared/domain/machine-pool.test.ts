@@ -4,7 +4,6 @@ import { messageGroupIdFor, parseEventType, type ClusterRef } from '#shared/cont
 import { declaredTaintsOf } from '#shared/domain/declarations.ts';
 import { declarationOwnerOf, machinePoolOf, poolDeclarations } from '#shared/domain/machine-pool.ts';
 import { forwardDecision, isDeclarationRecovery, poolNodesToAnnounce } from '#shared/policy/relevance.ts';
-import type { MachinePoolSnapshot } from '#shared/domain/snapshots.ts';
 import { clusterOfMachine, toMachinePoolEvents } from '#shared/contract/events.ts';
 import { toMachinePoolFacts, type MachinePoolFacts } from '#shared/model/views.ts';
 
@@ -13,7 +12,8 @@ const CLUSTER = 'taints.capi-taint-propagator.dev/cluster';
 const at = new Date('2026-11-23T10:00:00.000Z');
 const capi: ClusterRef = { mode: 'capi', namespace: 'fleet', name: 'wc1' };
 
-const pool = (extra: Partial<MachinePoolSnapshot> = {}): MachinePoolSnapshot => ({
+const pool = (extra: Partial<MachinePoolFacts> = {}): MachinePoolFacts => ({
+  kind: 'MachinePool',
   apiVersion: 'cluster.x-k8s.io/v1beta2',
   namespace: 'fleet',
   name: 'mp-0',
@@ -21,7 +21,6 @@ const pool = (extra: Partial<MachinePoolSnapshot> = {}): MachinePoolSnapshot => 
   resourceVersion: '11',
   labels: {},
   annotations: {},
-  templateAnnotations: {},
   specTaints: undefined,
   clusterName: 'wc1',
   nodeNames: ['n1', 'n2'],
@@ -30,6 +29,7 @@ const pool = (extra: Partial<MachinePoolSnapshot> = {}): MachinePoolSnapshot => 
 });
 
 const poolObject = (o: { annotations?: Record<string, string>; template?: Record<string, string>; nodes?: unknown[]; taints?: unknown; rv?: string } = {}) => ({
+  apiVersion: 'cluster.x-k8s.io/v1beta2',
   metadata: { name: 'mp-0', namespace: 'fleet', uid: 'u-mp', resourceVersion: o.rv ?? '11', labels: { 'cluster.x-k8s.io/cluster-name': 'wc1' }, annotations: o.annotations ?? {} },
   spec: { clusterName: 'wc1', template: { metadata: { annotations: o.template ?? {} }, spec: { ...(o.taints !== undefined ? { taints: o.taints } : {}) } } },
   status: { nodeRefs: o.nodes ?? [{ kind: 'Node', name: 'n2' }, { kind: 'Node', name: 'n1' }] },
@@ -59,9 +59,9 @@ describe('Function: poolDeclarations()', () => {
 });
 
 describe('Function: declarationOwnerOf()', () => {
-  it("makes the pool the declaration owner of a member Node, with the pool's declarations", () => {
+  it("makes the pool the declaration owner of a member Node, with the pool's declarations (its own, else its template's)", () => {
     // Act
-    const owner = declarationOwnerOf(pool({ annotations: { [MACHINE]: 'gpu=a:NoSchedule' }, templateAnnotations: { [CLUSTER]: 'spot:NoExecute@OnInitialization' } }), 'n2');
+    const owner = declarationOwnerOf(facts({ annotations: { [MACHINE]: 'gpu=a:NoSchedule' }, template: { [CLUSTER]: 'spot:NoExecute@OnInitialization' } }), 'n2');
 
     // Assess
     expect(owner).toMatchObject({ kind: 'MachinePool', namespace: 'fleet', name: 'mp-0', uid: 'u-mp', nodeName: 'n2', clusterName: 'wc1' });
@@ -86,9 +86,9 @@ describe('Function: toMachinePoolFacts()', () => {
 
     // Assess
     expect(f).toEqual({
-      kind: 'MachinePool', namespace: 'fleet', name: 'mp-0', uid: 'u-mp', resourceVersion: '11',
-      specTaints: [{ key: 't', effect: 'NoSchedule' }], declarations: { [MACHINE]: 'a:NoSchedule' }, nodeNames: ['n1', 'n2'],
-      clusterName: 'wc1', clusterNameLabel: 'wc1', paused: false, deleting: false,
+      kind: 'MachinePool', apiVersion: 'cluster.x-k8s.io/v1beta2', namespace: 'fleet', name: 'mp-0', uid: 'u-mp', resourceVersion: '11',
+      specTaints: [{ key: 't', effect: 'NoSchedule' }], annotations: { [MACHINE]: 'a:NoSchedule' }, nodeNames: ['n1', 'n2'],
+      clusterName: 'wc1', labels: { 'cluster.x-k8s.io/cluster-name': 'wc1' }, deleting: false,
     });
     expect(clusterOfMachine(f, 'capi')).toEqual(capi);
   });
@@ -98,9 +98,9 @@ describe('Function: toMachinePoolFacts()', () => {
     const f = toMachinePoolFacts({ metadata: { name: 'mp', namespace: 'ns', uid: 'u', resourceVersion: '1' }, status: { nodeRefs: 'not-a-list' } });
 
     // Assess
-    expect(f).toEqual({ kind: 'MachinePool', namespace: 'ns', name: 'mp', uid: 'u', resourceVersion: '1', specTaints: null, declarations: {}, nodeNames: [], paused: false, deleting: false });
+    expect(f).toEqual({ kind: 'MachinePool', apiVersion: '', labels: {}, namespace: 'ns', name: 'mp', uid: 'u', resourceVersion: '1', specTaints: null, annotations: {}, nodeNames: [], deleting: false });
     expect(clusterOfMachine(f!, 'capi')).toBeUndefined();
-    expect(toMachinePoolFacts({ metadata: { name: 'mp', namespace: 'ns', uid: 'u', resourceVersion: '1' }, spec: { template: 'x' } })?.declarations).toEqual({});
+    expect(toMachinePoolFacts({ metadata: { name: 'mp', namespace: 'ns', uid: 'u', resourceVersion: '1' }, spec: { template: 'x' } })?.annotations).toEqual({});
   });
 
   it('refuses an object without namespace, uid or resourceVersion', () => {
@@ -136,7 +136,7 @@ describe('Function: poolNodesToAnnounce()', () => {
 describe('Function: isDeclarationRecovery() for MachinePools', () => {
   it('compares only objects of one kind', () => {
     const fixed = facts({ annotations: { [MACHINE]: 'a:NoSchedule' } });
-    const machine = { kind: 'Machine', namespace: 'fleet', name: 'mp-0', uid: 'u', resourceVersion: '1', specTaints: null, declarations: { [MACHINE]: 'a:NoSchedul' }, paused: false, deleting: false } as const;
+    const machine = { kind: 'Machine', apiVersion: 'cluster.x-k8s.io/v1beta2', labels: {}, namespace: 'fleet', name: 'mp-0', uid: 'u', resourceVersion: '1', specTaints: null, annotations: { [MACHINE]: 'a:NoSchedul' }, deleting: false } as const;
     expect(isDeclarationRecovery(machine, fixed)).toBe(false);
     expect(isDeclarationRecovery(undefined, fixed)).toBe(false);
   });

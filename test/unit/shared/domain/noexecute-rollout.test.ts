@@ -19,7 +19,7 @@ import {
 import { nodeTaintsAfter, type PodOnNode } from '#shared/domain/eviction-preview.ts';
 import type { Taint } from '#shared/domain/taint.ts';
 import { declarationOwnerOf } from '#shared/domain/machine-pool.ts';
-import type { MachinePoolSnapshot } from '#shared/domain/snapshots.ts';
+import { toMachinePoolFacts, type MachinePoolFacts } from '#shared/model/views.ts';
 
 const MAINT: Taint = { key: 'example.com/maint', value: 'yes', effect: 'NoExecute' };
 const G = 'MachineDeployment/ns/md';
@@ -181,10 +181,13 @@ describe('Function: nodeTaintsAfter() for the rollout', () => {
   });
 });
 
-describe('Function: declarationOwnerOf() with a rollout opt-in', () => {
-  const pool = (annotations: Record<string, string>, templateAnnotations: Record<string, string>): MachinePoolSnapshot => ({
-    apiVersion: 'cluster.x-k8s.io/v1beta2', namespace: 'ns', name: 'pool', uid: 'u', resourceVersion: '1', labels: {}, annotations, templateAnnotations, specTaints: undefined, nodeNames: ['n1'], deleting: false,
-  });
+describe('Function: toMachinePoolFacts() with a rollout opt-in', () => {
+  const pool = (annotations: Record<string, string>, templateAnnotations: Record<string, string>): MachinePoolFacts =>
+    toMachinePoolFacts({
+      metadata: { namespace: 'ns', name: 'pool', uid: 'u', resourceVersion: '1', annotations },
+      spec: { template: { metadata: { annotations: templateAnnotations } } },
+      status: { nodeRefs: [{ name: 'n1' }] },
+    }) as MachinePoolFacts;
 
   it.each<{ name: string; annotations: Record<string, string>; template: Record<string, string>; want: string | undefined }>([
     { name: 'from the pool itself, over its template', annotations: { [ROLLOUT_ANNOTATION]: '2' }, template: { [ROLLOUT_ANNOTATION]: '5' }, want: '2' },

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { declaredTaintsOf, type EffectiveDeclaration } from '#shared/domain/declarations.ts';
 import { ownershipOf, planOwnedTaints, SpecTaintsOwner, startupGateWarning } from '#shared/domain/ownership.ts';
 import { propagateMachineTaints, removeNodeTaint } from '#shared/domain/propagation.ts';
-import type { MachineSnapshot } from '#shared/domain/snapshots.ts';
+import type { MachineFacts } from '#shared/model/views.ts';
 import {
   OWN_TRACKING_ANNOTATION as OWN,
   STARTUP_GATE_TAINT_KEY,
@@ -23,11 +23,11 @@ interface NodeState {
   readonly annotations: Readonly<Record<string, string>>;
 }
 
-function machine(specTaints: MachineTaint[] | undefined, annotations: Record<string, string> = {}): MachineSnapshot {
-  return { apiVersion: 'cluster.x-k8s.io/v1beta2', namespace: 'ns', name: 'm', uid: 'u', resourceVersion: '1', labels: {}, annotations, specTaints, nodeName: 'n', deleting: false };
+function machine(specTaints: MachineTaint[] | undefined, annotations: Record<string, string> = {}): MachineFacts {
+  return { kind: 'Machine', apiVersion: 'cluster.x-k8s.io/v1beta2', namespace: 'ns', name: 'm', uid: 'u', resourceVersion: '1', labels: {}, annotations, specTaints, nodeName: 'n', deleting: false };
 }
 
-function declarationOf(m: MachineSnapshot): EffectiveDeclaration {
+function declarationOf(m: MachineFacts): EffectiveDeclaration {
   const result = declaredTaintsOf(m, { startupTaint: GATE });
   if (!result.valid) throw new Error(result.issues.map((i) => i.message).join('; '));
   return result.declaration;
@@ -37,7 +37,7 @@ function declarationOf(m: MachineSnapshot): EffectiveDeclaration {
  * Upstream CAPI's Node step with the gate on, as its rules are (conformance-checked): `spec.taints` into
  * `cluster.x-k8s.io/taints-from-machine`, and its own startup taint removed in the same patch.
  */
-function capi(node: NodeState, m: MachineSnapshot): NodeState | undefined {
+function capi(node: NodeState, m: MachineFacts): NodeState | undefined {
   const spec = (m.specTaints ?? []) as MachineTaint[];
   const ungated = removeNodeTaint(node.taints, { key: UNINITIALIZED_TAINT_KEY, effect: 'NoSchedule' });
   const result = propagateMachineTaints({ taints: ungated.taints, annotations: node.annotations }, spec);
@@ -46,14 +46,14 @@ function capi(node: NodeState, m: MachineSnapshot): NodeState | undefined {
 }
 
 /** The product's step: its plan applied, or undefined when it would not write. */
-function product(node: NodeState, m: MachineSnapshot): NodeState | undefined {
+function product(node: NodeState, m: MachineFacts): NodeState | undefined {
   const { plan } = planOwnedTaints(node, declarationOf(m), { startupTaint: GATE });
   if (plan.kind === 'rejected') throw plan.error;
   return plan.kind === 'patch' ? { ...node, taints: plan.after.taints, annotations: plan.after.annotations } : undefined;
 }
 
 /** Runs both writers in turn, `first` first, until neither writes; returns the end state, the writes and every state seen. */
-function converge(start: NodeState, m: MachineSnapshot, first: 'capi' | 'product' = 'capi'): { node: NodeState; writes: number; seen: NodeState[] } {
+function converge(start: NodeState, m: MachineFacts, first: 'capi' | 'product' = 'capi'): { node: NodeState; writes: number; seen: NodeState[] } {
   const order = first === 'capi' ? [capi, product] : [product, capi];
   let node = start;
   let writes = 0;
@@ -113,7 +113,7 @@ describe('Function: ownershipOf()', () => {
 });
 
 describe('Coexistence with upstream CAPI (its rules simulated): no write war, every taint lands', () => {
-  const cases: ReadonlyArray<{ name: string; machine: MachineSnapshot; first: 'capi' | 'product'; want: string[] }> = [
+  const cases: ReadonlyArray<{ name: string; machine: MachineFacts; first: 'capi' | 'product'; want: string[] }> = [
     { name: 'taints only in spec.taints', machine: machine([gpu]), first: 'capi', want: ['gpu=a100:NoSchedule'] },
     { name: 'taints only in the machine annotation', machine: machine(undefined, { [MACHINE]: 'pool=edge:NoSchedule' }), first: 'capi', want: ['pool=edge:NoSchedule'] },
     { name: 'taints only in the class annotation, product first', machine: machine(undefined, { [CLASS]: 'pool=edge:NoSchedule' }), first: 'product', want: ['pool=edge:NoSchedule'] },

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { messageGroupIdFor, type ClusterRef } from '#shared/contract/cloud-event.ts';
 import { clusterOfMachine, toTaintEvent } from '#shared/contract/events.ts';
-import { objectKeyOf, toClusterFacts, toMachineFacts, toNodeFacts } from '#shared/model/views.ts';
+import { clusterNameOf, isPaused, objectKeyOf, toClusterFacts, toMachineFacts, toNodeFacts, toScalableFacts } from '#shared/model/views.ts';
 
 const at = new Date('2026-11-22T10:00:00.000Z');
 const capi: ClusterRef = { mode: 'capi', namespace: 'fleet', name: 'wc1' };
@@ -86,7 +86,7 @@ describe('Function: toMachineFacts() / toNodeFacts() / toClusterFacts()', () => 
     const cluster = (spec: unknown) => toClusterFacts({ metadata: { name: 'c', namespace: 'ns', uid: 'u', resourceVersion: '1' }, spec });
     expect([cluster({ paused: true }), cluster({ paused: 'true' }), cluster({}), cluster(undefined)].map((c) => c?.paused)).toEqual([true, false, false, false]);
     const paused = toMachineFacts({ metadata: { name: 'm', namespace: 'ns', uid: 'u', resourceVersion: '1', annotations: { 'cluster.x-k8s.io/paused': '' } } });
-    expect([paused?.paused, toMachineFacts(machine())?.paused]).toEqual([true, false]);
+    expect([paused, toMachineFacts(machine())].map((m) => m && isPaused(m))).toEqual([true, false]);
   });
 
   it('keys namespaced objects by namespace/name and Nodes by name', () => {
@@ -101,5 +101,20 @@ describe('Function: clusterOfMachine()', () => {
     expect(clusterOfMachine(toMachineFacts(machine({ label: 'wc1' }))!, 'capi')).toEqual(capi);
     expect(clusterOfMachine(toMachineFacts(machine())!, 'capi')).toBeUndefined();
     expect(clusterOfMachine(toMachineFacts(machine())!, 'self')).toEqual({ mode: 'self' });
+  });
+});
+
+describe('Function: clusterNameOf()', () => {
+  const meta = { name: 'md', namespace: 'ns', uid: 'u', resourceVersion: '3' };
+  it.each([
+    { name: 'takes the Cluster from spec.clusterName', obj: { metadata: { ...meta, labels: { 'cluster.x-k8s.io/cluster-name': 'label' } }, spec: { clusterName: 'spec' } }, want: 'spec' },
+    { name: 'falls back to the cluster-name label', obj: { metadata: { ...meta, labels: { 'cluster.x-k8s.io/cluster-name': 'label' } }, spec: {} }, want: 'label' },
+    { name: 'has none without either', obj: { metadata: meta }, want: undefined },
+  ])('$name', ({ obj, want }) => {
+    // Act
+    const view = toScalableFacts('MachineDeployment', obj);
+
+    // Assess
+    expect(view && clusterNameOf(view)).toBe(want);
   });
 });

@@ -2,7 +2,6 @@ import { describe, expect, it } from 'vitest';
 import { AUTOSCALER_MAX_SIZE_ANNOTATION, AUTOSCALER_MIN_SIZE_ANNOTATION, AUTOSCALER_OWNED_ANNOTATION, AUTOSCALER_TAINTS_ANNOTATION } from '#shared/domain/autoscaler.ts';
 import { autoscalerEventNeeded } from '#shared/policy/autoscaler-relevance.ts';
 import { isNodeTaintEvent, messageGroupIdFor, parseEventType, subjectFor, type ScalableResourceEventData } from '#shared/contract/cloud-event.ts';
-import { scalableSnapshotOfFacts } from '#shared/policy/autoscaler-relevance.ts';
 import { toMachinePoolFacts, toScalableFacts, type ScalableFacts } from '#shared/model/views.ts';
 import { toScalableResourceEvent } from '#shared/contract/events.ts';
 
@@ -34,24 +33,21 @@ const facts = (over: Parameters<typeof mdJson>[0] = {}): ScalableFacts => {
   return f;
 };
 
-describe('toScalableFacts / scalableSnapshotOfFacts', () => {
+describe('toScalableFacts / toMachinePoolFacts', () => {
   it('keeps only what decides the annotation', () => {
-    const f = facts({ template: { [MACHINE]: 'a:NoSchedule' }, labels: { 'cluster.x-k8s.io/control-plane': '' }, owners: [{ kind: 'MachineDeployment', name: 'x' }] });
-    expect(f).toMatchObject({ kind: 'MachineDeployment', declarations: { [MACHINE]: 'a:NoSchedule' }, autoscaler: SIZE, controlPlaneLabel: '', ownedByMachineDeployment: true, clusterName: 'c1', clusterNameLabel: 'c1', specTaints: null, deleting: false });
-    expect(scalableSnapshotOfFacts(f)).toMatchObject({ kind: 'MachineDeployment', annotations: SIZE, templateAnnotations: { [MACHINE]: 'a:NoSchedule' }, templateLabels: { 'cluster.x-k8s.io/control-plane': '' }, specTaints: undefined });
+    const f = facts({ template: { [MACHINE]: 'a:NoSchedule', 'other/x': 'y' }, labels: { 'cluster.x-k8s.io/control-plane': '', other: 'y' }, owners: [{ kind: 'MachineDeployment', name: 'x' }] });
+    expect(f).toMatchObject({ kind: 'MachineDeployment', labels: { 'cluster.x-k8s.io/cluster-name': 'c1' }, templateAnnotations: { [MACHINE]: 'a:NoSchedule' }, annotations: SIZE, templateLabels: { 'cluster.x-k8s.io/control-plane': '' }, ownedByMachineDeployment: true, clusterName: 'c1', specTaints: null, deleting: false });
     expect(toScalableFacts('MachineSet', { metadata: { name: 'x' } })).toBeUndefined();
     const bare = toScalableFacts('MachineSet', { metadata: { name: 'x', namespace: 'n', uid: 'u', resourceVersion: '1' } });
-    expect(bare).toMatchObject({ kind: 'MachineSet', autoscaler: {}, declarations: {}, ownedByMachineDeployment: false });
-    expect(bare && scalableSnapshotOfFacts(bare)).not.toHaveProperty('clusterName');
+    expect(bare).toMatchObject({ kind: 'MachineSet', labels: {}, annotations: {}, templateAnnotations: {}, templateLabels: {}, ownedByMachineDeployment: false });
+    expect(bare).not.toHaveProperty('clusterName');
   });
 
-  it('reads a MachinePool’s autoscaler annotations, and none when it has none', () => {
+  it('keeps a MachinePool’s autoscaler annotations beside its declarations (its own over its template’s)', () => {
     const pool = (a: Record<string, string>) => toMachinePoolFacts({ metadata: { name: 'p', namespace: 'ns', uid: 'u', resourceVersion: '1', annotations: a }, spec: { template: { metadata: { annotations: { [MACHINE]: 'q:NoSchedule' } } } } });
-    expect(pool({})?.autoscaler).toBeUndefined();
+    expect(pool({})?.annotations).toEqual({ [MACHINE]: 'q:NoSchedule' });
     const p = pool({ ...SIZE, [MACHINE]: 'p:NoSchedule' });
-    expect(p?.autoscaler).toEqual(SIZE);
-    expect(p && scalableSnapshotOfFacts(p)).toMatchObject({ kind: 'MachinePool', annotations: { ...SIZE, [MACHINE]: 'p:NoSchedule' } });
-    expect(p && scalableSnapshotOfFacts({ ...p, autoscaler: undefined as never, clusterName: 'c' })).toMatchObject({ annotations: { [MACHINE]: 'p:NoSchedule' }, clusterName: 'c' });
+    expect(p?.annotations).toEqual({ ...SIZE, [MACHINE]: 'p:NoSchedule' });
   });
 });
 
@@ -83,8 +79,8 @@ describe('autoscalerEventNeeded', () => {
     const echo = facts({ taints, annotations: { [AUTOSCALER_TAINTS_ANNOTATION]: 'nvidia.com/gpu=present:NoSchedule', [AUTOSCALER_OWNED_ANNOTATION]: 'nvidia.com/gpu=present:NoSchedule' }, rv: '6' });
     expect(autoscalerEventNeeded('modified', specOnly, echo)).toBe(false);
     // Cluster API's copy onto a MachineSet of the MachineDeployment never asks for a write.
-    expect(autoscalerEventNeeded('added', undefined, { ...specOnly, kind: 'MachineSet', ownedByMachineDeployment: true })).toBe(false);
-    const edited = facts({ taints: [{ ...taints[0], value: 'h100' }], annotations: echo.autoscaler, rv: '7' });
+    expect(autoscalerEventNeeded('added', undefined, { ...specOnly, kind: 'MachineSet', apiVersion: 'cluster.x-k8s.io/v1beta2', labels: {}, ownedByMachineDeployment: true })).toBe(false);
+    const edited = facts({ taints: [{ ...taints[0], value: 'h100' }], annotations: echo.annotations, rv: '7' });
     expect(autoscalerEventNeeded('modified', echo, edited)).toBe(true);
   });
 

@@ -14,11 +14,11 @@ function node(over: Partial<NodeFacts> = {}): NodeFacts {
   return { kind: 'Node', name: 'n1', uid: 'uid-n1', resourceVersion: '21', taints: [gpu], ownTrackingAnnotation: 'gpu:NoSchedule', machineAnnotation: 'm1', clusterNamespaceAnnotation: 'fleet', ...over };
 }
 
-const machine = (over: Parameters<typeof machineFacts>[0] = {}) => machineFacts({ specTaints: null, declarations: { [MACHINE]: 'gpu=a100:NoSchedule' }, ...over });
+const machine = (over: Parameters<typeof machineFacts>[0] = {}) => machineFacts({ specTaints: null, annotations: { [MACHINE]: 'gpu=a100:NoSchedule' }, ...over });
 const known = (over: Parameters<typeof machineFacts>[0] = {}, clusterPaused?: boolean): NodeOwner => ({ kind: 'known', owner: machine(over), ...(clusterPaused !== undefined ? { clusterPaused } : {}) });
 
 function pool(over: Partial<MachinePoolFacts> = {}): MachinePoolFacts {
-  return { kind: 'MachinePool', namespace: 'fleet', name: 'p1', uid: 'uid-p1', resourceVersion: '31', specTaints: null, declarations: { [MACHINE]: 'gpu=a100:NoSchedule' }, nodeNames: ['n0', 'n1'], clusterName: 'wc1', paused: false, deleting: false, ...over };
+  return { kind: 'MachinePool', apiVersion: 'cluster.x-k8s.io/v1beta2', labels: {}, namespace: 'fleet', name: 'p1', uid: 'uid-p1', resourceVersion: '31', specTaints: null, annotations: { [MACHINE]: 'gpu=a100:NoSchedule' }, nodeNames: ['n0', 'n1'], clusterName: 'wc1', deleting: false, ...over };
 }
 
 const cases: { name: string; node: NodeFacts; owner: NodeOwner; options?: DriftOptions; expected: boolean }[] = [
@@ -29,21 +29,21 @@ const cases: { name: string; node: NodeFacts; owner: NodeOwner; options?: DriftO
   { name: 'a tracked taint no longer declared', node: node({ taints: [gpu, { key: 'old', effect: 'NoSchedule' }], ownTrackingAnnotation: 'gpu:NoSchedule,old:NoSchedule' }), owner: known(), expected: true },
   { name: 'a taint value changed by someone else', node: node({ taints: [{ ...gpu, value: 'h100' }] }), owner: known(), expected: true },
   { name: 'never initialized (no tracking annotation): either enablement answer writes', node: node({ ownTrackingAnnotation: undefined }), owner: known(), expected: true },
-  { name: 'pre-existing Node, OnInitialization only: the non-adopting answer writes', node: node({ taints: [], ownTrackingAnnotation: undefined }), owner: known({ declarations: { [MACHINE]: 'spot:NoSchedule@OnInitialization' } }), expected: true },
-  { name: 'initialized Node missing an OnInitialization taint: never put back', node: node({ taints: [], ownTrackingAnnotation: '' }), owner: known({ declarations: { [MACHINE]: 'spot:NoSchedule@OnInitialization' } }), expected: false },
+  { name: 'pre-existing Node, OnInitialization only: the non-adopting answer writes', node: node({ taints: [], ownTrackingAnnotation: undefined }), owner: known({ annotations: { [MACHINE]: 'spot:NoSchedule@OnInitialization' } }), expected: true },
+  { name: 'initialized Node missing an OnInitialization taint: never put back', node: node({ taints: [], ownTrackingAnnotation: '' }), owner: known({ annotations: { [MACHINE]: 'spot:NoSchedule@OnInitialization' } }), expected: false },
   { name: 'the startup gate still on an initialized Node', node: node({ taints: [gpu, GATE] }), owner: known(), options: { startupTaint: GATE }, expected: true },
   { name: 'the startup gate held while Cluster API has not applied spec.taints', node: node({ taints: [gpu, GATE] }), owner: known({ specTaints: [{ key: 'capi', effect: 'NoSchedule', propagation: 'Always' }] }), options: { startupTaint: GATE }, expected: false },
   { name: "upstream's spec.taints, tracked by Cluster API, left alone", node: node({ taints: [gpu, { key: 'capi', effect: 'NoSchedule' }], trackingAnnotation: 'capi:NoSchedule' }), owner: known({ specTaints: [{ key: 'capi', effect: 'NoSchedule', propagation: 'Always' }] }), expected: false },
   { name: 'spec.taints owned by the product and missing', node: node(), owner: known({ specTaints: [{ key: 'capi', effect: 'NoSchedule', propagation: 'Always' }] }), options: { specTaintsOwner: SpecTaintsOwner.product }, expected: true },
-  { name: 'a control-plane Machine in sync', node: node(), owner: known({ controlPlaneLabel: '' }), expected: false },
+  { name: 'a control-plane Machine in sync', node: node(), owner: known({ labels: { 'cluster.x-k8s.io/control-plane': '' } }), expected: false },
   { name: 'in sync but evicting in a staged NoExecute rollout', node: node({ taints: [gpu, { key: 'rollout.capi-taint-propagator.dev/evicting', effect: 'NoSchedule' }] }), owner: known(), expected: true },
-  { name: 'invalid declaration: the reconcile reports it again', node: node(), owner: known({ declarations: { [MACHINE]: 'gpu:NoSchedul' } }), expected: true },
+  { name: 'invalid declaration: the reconcile reports it again', node: node(), owner: known({ annotations: { [MACHINE]: 'gpu:NoSchedul' } }), expected: true },
   { name: 'malformed tracking annotation: the reconcile reports it again', node: node({ ownTrackingAnnotation: 'gpu:NoSchedule,nonsense' }), owner: known(), expected: true },
   { name: 'spec.taints of the Node not a list of taints', node: node({ taints: 'garbage' }), owner: known(), expected: true },
   { name: 'a taint without a key', node: node({ taints: [{ effect: 'NoSchedule' }] }), owner: known(), expected: true },
   { name: 'a taint that is not an object', node: node({ taints: [7] }), owner: known(), expected: true },
-  { name: 'no taints at all (null) and nothing declared', node: node({ taints: null, ownTrackingAnnotation: '' }), owner: known({ declarations: {} }), expected: false },
-  { name: 'drifted, but the Machine is paused', node: node({ taints: [] }), owner: known({ paused: true }), expected: false },
+  { name: 'no taints at all (null) and nothing declared', node: node({ taints: null, ownTrackingAnnotation: '' }), owner: known({ annotations: {} }), expected: false },
+  { name: 'drifted, but the Machine is paused', node: node({ taints: [] }), owner: known({ annotations: { 'cluster.x-k8s.io/paused': '' } }), expected: false },
   { name: 'drifted, but its Cluster is paused', node: node({ taints: [] }), owner: known({}, true), expected: false },
   { name: 'drifted, its Cluster known not paused', node: node({ taints: [] }), owner: known({}, false), expected: true },
   { name: 'drifted, but the Machine is being deleted', node: node({ taints: [] }), owner: known({ deleting: true }), expected: false },
@@ -53,7 +53,7 @@ const cases: { name: string; node: NodeFacts; owner: NodeOwner; options?: DriftO
   { name: 'in sync with its MachinePool', node: node({ machineAnnotation: undefined }), owner: { kind: 'known', owner: pool() }, expected: false },
   { name: 'drifted from its MachinePool', node: node({ machineAnnotation: undefined, taints: [] }), owner: { kind: 'known', owner: pool() }, expected: true },
   { name: 'drifted, but no longer in the pool', node: node({ taints: [] }), owner: { kind: 'known', owner: pool({ nodeNames: ['n0'] }) }, expected: false },
-  { name: 'drifted, but the pool is paused', node: node({ taints: [] }), owner: { kind: 'known', owner: pool({ paused: true }) }, expected: false },
+  { name: 'drifted, but the pool is paused', node: node({ taints: [] }), owner: { kind: 'known', owner: pool({ annotations: { 'cluster.x-k8s.io/paused': '' } }) }, expected: false },
   // No owner: the management streams hold everything, none owns the Node.
   { name: 'no owner', node: node({ taints: [] }), owner: { kind: 'none' }, expected: false },
   // Unknown owner: the management streams have not listed yet.

@@ -105,11 +105,14 @@ interface Case {
   readonly messages: number;
 }
 
-/** One row of the table. `field` and `when` are the table's text; `fact` is the forwarder's fact the field lands in. */
+/**
+ * One row of the table. `field` and `when` are the table's text; `fact` is the view's fact (or facts) the field lands
+ * in, a kept label or annotation as `labels[<key>]` / `annotations[<key>]`.
+ */
 interface Row {
   readonly object: Kind;
   readonly field: string;
-  readonly fact: string | null;
+  readonly fact: string | readonly string[] | null;
   readonly when: string;
   readonly cases: readonly Case[];
 }
@@ -137,7 +140,7 @@ const TABLE: readonly Row[] = [
     ],
   },
   {
-    object: 'Machine', field: 'metadata.annotations[taints.capi-taint-propagator.dev/{machine,cluster,class}]', fact: 'declarations',
+    object: 'Machine', field: 'metadata.annotations[taints.capi-taint-propagator.dev/{machine,cluster,class}]', fact: ['annotations[taints.capi-taint-propagator.dev/machine]', 'annotations[taints.capi-taint-propagator.dev/cluster]', 'annotations[taints.capi-taint-propagator.dev/class]'],
     when: "always (the product's own declaration, as the Machine carries it: a MachineSet template's value counts once Cluster API has copied it onto the Machine)",
     cases: [
       { name: 'a declared value changed', change: (m) => (m.metadata.annotations[DECL] = 'prod=q:NoSchedule'), messages: 1 },
@@ -163,17 +166,17 @@ const TABLE: readonly Row[] = [
     cases: [{ name: 'another cluster', change: (m) => (m.spec.clusterName = 'c2'), messages: 1 }],
   },
   {
-    object: 'Machine', field: 'metadata.labels[cluster.x-k8s.io/cluster-name]', fact: 'clusterNameLabel',
+    object: 'Machine', field: 'metadata.labels[cluster.x-k8s.io/cluster-name]', fact: 'labels[cluster.x-k8s.io/cluster-name]',
     when: 'always (the cluster when spec.clusterName is empty)',
     cases: [{ name: 'label changed', change: (m) => (m.metadata.labels['cluster.x-k8s.io/cluster-name'] = 'c2'), messages: 1 }],
   },
   {
-    object: 'Machine', field: 'metadata.labels[cluster.x-k8s.io/control-plane]', fact: 'controlPlaneLabel',
+    object: 'Machine', field: 'metadata.labels[cluster.x-k8s.io/control-plane]', fact: 'labels[cluster.x-k8s.io/control-plane]',
     when: 'always (validation: the control-plane taint is refused on workers)',
     cases: [{ name: 'label added', change: (m) => (m.metadata.labels['cluster.x-k8s.io/control-plane'] = ''), messages: 1 }],
   },
   {
-    object: 'Machine', field: 'metadata.annotations[cluster.x-k8s.io/paused]', fact: 'paused',
+    object: 'Machine', field: 'metadata.annotations[cluster.x-k8s.io/paused]', fact: 'annotations[cluster.x-k8s.io/paused]',
     when: 'always, either way (paused: the reconcile answers paused and writes nothing; unpaused: it converges), but on a Machine that names no Node: never (no-node)',
     cases: [
       { name: 'paused', change: (m) => (m.metadata.annotations[PAUSED] = ''), messages: 1 },
@@ -207,6 +210,14 @@ const TABLE: readonly Row[] = [
       { name: 'other changes of a Machine with it, no Node with it known', before: (m) => delete m.status.nodeRef, node: (n) => (n.spec.providerID = 'local://other'), change: (m) => { m.spec.taints = [capiTaint('v2')]; m.metadata.labels['cluster.x-k8s.io/control-plane'] = ''; }, messages: 0 },
       { name: 'set on a deleting Machine, no Node with it known', before: (m) => { delete m.status.nodeRef; delete m.spec.providerID; m.metadata.deletionTimestamp = '2026-01-01T00:00:00Z'; }, node: (n) => (n.spec.providerID = 'local://other'), change: (m) => (m.spec.providerID = 'local://m1'), messages: 0 },
       { name: 'changed after nodeRef', change: (m) => (m.spec.providerID = 'local://m1b'), messages: 0 },
+    ],
+  },
+  {
+    object: 'Machine', field: 'metadata.labels[cluster.x-k8s.io/{deployment-name,set-name,control-plane-name,pool-name}], metadata.annotations[rollout.capi-taint-propagator.dev/no-execute]', fact: ['labels[cluster.x-k8s.io/deployment-name]', 'labels[cluster.x-k8s.io/set-name]', 'labels[cluster.x-k8s.io/control-plane-name]', 'labels[cluster.x-k8s.io/pool-name]', 'annotations[rollout.capi-taint-propagator.dev/no-execute]'],
+    when: 'never on their own (the reconcile function reads them from the Machine as it is then: its node group for a staged NoExecute rollout, its MachinePool)',
+    cases: [
+      { name: 'another MachineDeployment label', change: (m) => (m.metadata.labels['cluster.x-k8s.io/deployment-name'] = 'md2'), messages: 0 },
+      { name: 'the rollout opt-in added', change: (m) => (m.metadata.annotations['rollout.capi-taint-propagator.dev/no-execute'] = '1'), messages: 0 },
     ],
   },
   {
@@ -318,7 +329,7 @@ const TABLE: readonly Row[] = [
     cases: [{ name: 'set', change: (p) => (p.spec.template.spec.taints = [capiTaint()]), messages: 2 }],
   },
   {
-    object: 'MachinePool', field: 'metadata.annotations / spec.template.metadata.annotations [taints.capi-taint-propagator.dev/*]', fact: 'declarations',
+    object: 'MachinePool', field: 'metadata.annotations / spec.template.metadata.annotations [taints.capi-taint-propagator.dev/*]', fact: ['annotations[taints.capi-taint-propagator.dev/machine]', 'annotations[taints.capi-taint-propagator.dev/cluster]', 'annotations[taints.capi-taint-propagator.dev/class]'],
     when: 'always, for every Node of the pool',
     cases: [
       { name: 'pool annotation changed', change: (p) => (p.metadata.annotations[DECL] = 'prod=x:NoSchedule'), messages: 2 },
@@ -339,12 +350,17 @@ const TABLE: readonly Row[] = [
     cases: [{ name: 'another cluster', change: (p) => (p.spec.clusterName = 'c2'), messages: 2 }],
   },
   {
-    object: 'MachinePool', field: 'metadata.labels[cluster.x-k8s.io/cluster-name]', fact: 'clusterNameLabel',
+    object: 'MachinePool', field: 'metadata.labels[cluster.x-k8s.io/cluster-name]', fact: 'labels[cluster.x-k8s.io/cluster-name]',
     when: 'always, for every Node of the pool',
     cases: [{ name: 'label changed', change: (p) => (p.metadata.labels['cluster.x-k8s.io/cluster-name'] = 'c2'), messages: 2 }],
   },
   {
-    object: 'MachinePool', field: 'metadata.annotations[cluster.x-k8s.io/paused]', fact: 'paused',
+    object: 'MachinePool', field: 'metadata.labels[cluster.x-k8s.io/control-plane]', fact: 'labels[cluster.x-k8s.io/control-plane]',
+    when: 'always, for every Node of the pool (validation, as for a Machine)',
+    cases: [{ name: 'label added', change: (p) => (p.metadata.labels['cluster.x-k8s.io/control-plane'] = ''), messages: 2 }],
+  },
+  {
+    object: 'MachinePool', field: 'metadata.annotations[cluster.x-k8s.io/paused]', fact: 'annotations[cluster.x-k8s.io/paused]',
     when: 'always, either way, for every Node of the pool (and a ScalableResource message for its autoscaler annotation)',
     cases: [
       { name: 'paused', change: (p) => (p.metadata.annotations[PAUSED] = ''), messages: 2 },
@@ -365,6 +381,11 @@ const TABLE: readonly Row[] = [
     object: 'MachinePool', field: 'metadata.{name,namespace}, metadata.resourceVersion', fact: null,
     when: 'identity and version only: never on their own',
     cases: [{ name: 'a new resourceVersion only', change: () => undefined, messages: 0 }],
+  },
+  {
+    object: 'MachinePool', field: 'metadata.annotations / spec.template.metadata.annotations [rollout.capi-taint-propagator.dev/no-execute]', fact: 'annotations[rollout.capi-taint-propagator.dev/no-execute]',
+    when: 'never on its own (the reconcile function reads it from the pool as it is then)',
+    cases: [{ name: 'the rollout opt-in added', change: (p) => (p.metadata.annotations['rollout.capi-taint-propagator.dev/no-execute'] = '1'), messages: 0 }],
   },
   {
     object: 'MachinePool', field: 'anything else (replicas, status, conditions, …)', fact: null,
@@ -477,6 +498,11 @@ function clusterMessagesFor(c: Case): number {
   return toClusterPauseEvents(current, { mode: 'capi', namespace: 'ns', name: 'c1' }, members, new Date(0)).length;
 }
 
+/** The facts a view keeps: its fields, with each kept label and annotation on its own. */
+function factsKept(view: WatchedFacts): string[] {
+  return Object.entries(view).flatMap(([k, v]) => (k === 'labels' || k === 'annotations' ? Object.keys(v as object).map((key) => `${k}[${key}]`) : [k]));
+}
+
 describe('The relevance table (docs/relevance.md): which changes reach the queue', () => {
   for (const row of TABLE) {
     for (const c of row.cases) {
@@ -492,12 +518,17 @@ describe('The relevance table (docs/relevance.md): which changes reach the queue
       full.metadata.deletionTimestamp = '2026-11-25T01:00:00Z';
       full.metadata.labels['cluster.x-k8s.io/control-plane'] = '';
       full.metadata.annotations[PAUSED] = '';
+      if (kind === 'Machine' || kind === 'MachinePool') {
+        for (const layer of ['machine', 'cluster', 'class']) full.metadata.annotations[`taints.capi-taint-propagator.dev/${layer}`] = 'x:NoSchedule';
+        full.metadata.annotations['rollout.capi-taint-propagator.dev/no-execute'] = '1';
+      }
+      if (kind === 'Machine') for (const group of ['set-name', 'control-plane-name', 'pool-name']) full.metadata.labels[`cluster.x-k8s.io/${group}`] = 'g';
       // Not yet linked (no nodeRef, no machine annotation): the facts kept only then are counted too.
       const unlinked = structuredClone(full);
       if (kind === 'Machine') delete unlinked.status.nodeRef;
       if (kind === 'Node') delete unlinked.metadata.annotations['cluster.x-k8s.io/machine'];
-      const kept = [...new Set([...Object.keys(facts(kind, full)), ...Object.keys(facts(kind, unlinked))])].filter((k) => !['kind', 'name', 'namespace', 'resourceVersion'].includes(k)).sort();
-      const rows = TABLE.filter((r) => r.object === kind && r.fact !== null).map((r) => r.fact as string).sort();
+      const kept = [...new Set([...factsKept(facts(kind, full)), ...factsKept(facts(kind, unlinked))])].filter((k) => !['kind', 'apiVersion', 'name', 'namespace', 'resourceVersion'].includes(k)).sort();
+      const rows = TABLE.filter((r) => r.object === kind).flatMap((r) => r.fact ?? []).sort();
       expect(rows, kind).toEqual(kept);
     }
   });

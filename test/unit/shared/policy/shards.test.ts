@@ -68,10 +68,10 @@ describe('Module: shards', () => {
 });
 
 describe('Function: shardKeeps()', () => {
-  const base = { uid: 'u', resourceVersion: '1', paused: false, deleting: false };
-  const cluster = (namespace: string, name: string): ClusterFacts => ({ ...base, kind: 'Cluster', namespace, name });
-  const machine = (extra: Partial<MachineFacts>): MachineFacts => ({ ...base, kind: 'Machine', namespace: 'ns', name: 'm', specTaints: [], declarations: {}, ...extra });
-  const set = (extra: Partial<ScalableFacts>): ScalableFacts => ({ ...base, kind: 'MachineSet', namespace: 'ns', name: 's', specTaints: [], declarations: {}, autoscaler: {}, ownedByMachineDeployment: false, ...extra });
+  const base = { uid: 'u', resourceVersion: '1', deleting: false };
+  const cluster = (namespace: string, name: string): ClusterFacts => ({ ...base, kind: 'Cluster', namespace, name, paused: false });
+  const machine = (extra: Partial<MachineFacts>): MachineFacts => ({ ...base, kind: 'Machine', apiVersion: 'cluster.x-k8s.io/v1beta2', labels: {}, namespace: 'ns', name: 'm', specTaints: [], annotations: {}, ...extra });
+  const set = (extra: Partial<ScalableFacts>): ScalableFacts => ({ ...base, kind: 'MachineSet', apiVersion: 'cluster.x-k8s.io/v1beta2', labels: {}, namespace: 'ns', name: 's', specTaints: [], templateAnnotations: {}, templateLabels: {}, annotations: {}, ownedByMachineDeployment: false, ...extra });
   const node: NodeFacts = { kind: 'Node', name: 'n', uid: 'u', resourceVersion: '1', taints: [] };
   // Two clusters of the same namespace that hash to different shards of two.
   const names = Array.from({ length: 50 }, (_, i) => `c${i}`);
@@ -80,8 +80,8 @@ describe('Function: shardKeeps()', () => {
 
   it('finds the cluster of each kind: the Cluster itself, spec.clusterName, else the cluster-name label', () => {
     expect(clusterKeyOfFacts(cluster('ns', 'c'))).toBe('ns/c');
-    expect(clusterKeyOfFacts(machine({ clusterName: 'a', clusterNameLabel: 'b' }))).toBe('ns/a');
-    expect(clusterKeyOfFacts(set({ clusterNameLabel: 'b' }))).toBe('ns/b');
+    expect(clusterKeyOfFacts(machine({ clusterName: 'a', labels: { 'cluster.x-k8s.io/cluster-name': 'b' } }))).toBe('ns/a');
+    expect(clusterKeyOfFacts(set({ labels: { 'cluster.x-k8s.io/cluster-name': 'b' } }))).toBe('ns/b');
     expect(clusterKeyOfFacts(machine({}))).toBeUndefined();
     expect(clusterKeyOfFacts(node)).toBeUndefined();
   });
@@ -91,7 +91,7 @@ describe('Function: shardKeeps()', () => {
     const keeps1 = shardKeeps(1, 2);
     expect([keeps0(cluster('ns', in0)), keeps1(cluster('ns', in0))]).toEqual([true, false]);
     expect([keeps0(machine({ clusterName: in1 })), keeps1(machine({ clusterName: in1 }))]).toEqual([false, true]);
-    expect([keeps0(set({ clusterNameLabel: in1 })), keeps1(set({ clusterNameLabel: in1 }))]).toEqual([false, true]);
+    expect([keeps0(set({ labels: { 'cluster.x-k8s.io/cluster-name': in1 } })), keeps1(set({ labels: { 'cluster.x-k8s.io/cluster-name': in1 } }))]).toEqual([false, true]);
   });
 
   it('keeps an object naming no cluster in shard 0 only, and every Node', () => {
