@@ -9,7 +9,6 @@ export default defineConfig({
     coverage: {
       provider: 'v8',
       include: ['shared/{domain,model,contract,policy}/**/*.ts'],
-      exclude: ['shared/domain/snapshots.ts'],
       reporter: ['text-summary'],
       thresholds: { statements: 99, branches: 95, functions: 98, lines: 99 },
     },

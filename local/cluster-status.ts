@@ -9,13 +9,11 @@ import { CLUSTERS, MACHINES, MACHINE_POOLS } from '#shared/adapters/kubernetes/m
 import type { CapiApiVersion } from '#shared/domain/capi-api.ts';
 import type { ClusterView } from '#shared/domain/pause.ts';
 import { machinePoolOf } from '#shared/domain/machine-pool.ts';
-import { toNodeSnapshot } from '#shared/adapters/kubernetes/node-store.ts';
 import { toPodOnNode } from '#shared/adapters/kubernetes/pod-store.ts';
 import { workloadKubeConfigs, type WorkloadKubeConfigs } from '#shared/adapters/kubernetes/workload-kubeconfig.ts';
 import { describeApiError, statusOf } from '#shared/adapters/kubernetes/api-errors.ts';
 import { declaredTaintsOf, type Override } from '#shared/domain/declarations.ts';
-import type { NodeSnapshot } from '#shared/domain/snapshots.ts';
-import { clusterNameOf, toMachineFacts, toMachinePoolFacts, type MachineFacts, type OwnerFacts } from '#shared/model/views.ts';
+import { clusterNameOf, toMachineFacts, toMachinePoolFacts, toNodeFacts, type MachineFacts, type NodeWithTaints, type OwnerFacts } from '#shared/model/views.ts';
 import type { TaintId } from '#shared/domain/taint.ts';
 import type { SpecTaintsOwner } from '#shared/domain/ownership.ts';
 import { needsPods, SyncState, taintStatusOf, type PodsRead, type TaintStatus, type TaintStatusInput } from './taint-status.ts';
@@ -188,13 +186,24 @@ async function readPoolMembers(custom: CustomObjectsApi, version: CapiApiVersion
   });
 }
 
+/** The listed Nodes by name. A Node whose spec.taints cannot be read makes the list no answer, as for the reconcile (node-store.ts). */
+function nodesByName(items: readonly unknown[]): Map<string, NodeWithTaints> {
+  const nodes = new Map<string, NodeWithTaints>();
+  for (const n of items.map(toNodeFacts)) {
+    if (!n) continue;
+    if (!n.taints) throw new Error(`Node ${n.name}: its spec.taints is not a list of taints`);
+    nodes.set(n.name, { ...n, taints: n.taints });
+  }
+  return nodes;
+}
+
 async function statusesOf(o: ReadStatusOptions, machines: readonly OwnerFacts[], clusters: ReadonlyMap<string, ClusterView>): Promise<ReadTaintStatus[]> {
   const workload = o.workload ?? workloadKubeConfigs(o.kubeConfig);
   const backoff = o.backoff ?? processBackoff;
-  const nodesByCluster = new Map<string, Promise<Map<string, NodeSnapshot> | UnreachableCluster>>();
+  const nodesByCluster = new Map<string, Promise<Map<string, NodeWithTaints> | UnreachableCluster>>();
   /** The endpoint each reachable cluster's Nodes were listed with, for the pods of its NoExecute previews. */
   const endpoints = new Map<string, ClusterEndpoint>();
-  const nodesOf = (machine: OwnerFacts): Promise<Map<string, NodeSnapshot> | UnreachableCluster> => {
+  const nodesOf = (machine: OwnerFacts): Promise<Map<string, NodeWithTaints> | UnreachableCluster> => {
     const clusterName = clusterNameOf(machine) ?? '';
     const key = clusterKeyOf(o, machine);
     let nodes = nodesByCluster.get(key);
@@ -212,7 +221,7 @@ async function statusesOf(o: ReadStatusOptions, machines: readonly OwnerFacts[],
           const items = await retryThrottled(() => kubeList<V1Node>(kc, '/api/v1/nodes', {}, 500, { maxPages: STATUS_NODE_LIST_MAX_PAGES }));
           backoff.succeeded(backoffKey);
           endpoints.set(key, kc);
-          return new Map(items.map((n) => [n.metadata?.name ?? '', toNodeSnapshot(n)]));
+          return nodesByName(items);
         } catch (error) {
           const reason = error instanceof Error ? describeApiError(error) : 'unknown error';
           backoff.failed(backoffKey, reason);

@@ -8,8 +8,7 @@ import { declaredTaintsOf, type DeclarationSource, type EffectiveDeclaration, ty
 import { countEvictions, hasNoExecuteChange, noExecuteChangeOf, previewNoExecuteEvictions, type EvictionCounts, type PodEvictionPreview, type PodOnNode } from '#shared/domain/eviction-preview.ts';
 import { MACHINE_POOL_NAME_LABEL } from '#shared/domain/machine-pool.ts';
 import { PAUSED_ANNOTATION, pausedReason, type ClusterView } from '#shared/domain/pause.ts';
-import type { NodeSnapshot } from '#shared/domain/snapshots.ts';
-import type { OwnerFacts } from '#shared/model/views.ts';
+import type { NodeWithTaints, OwnerFacts } from '#shared/model/views.ts';
 import { planOwnedTaints, SpecTaintsOwner, type Ownership } from '#shared/domain/ownership.ts';
 import type { TaintDiff } from '#shared/domain/taint-plan.ts';
 import { OWN_TRACKING_ANNOTATION, Propagation, TRACKING_ANNOTATION, formatTaint, isSameTaint, taintId, valueOf, type MachineTaint, type Taint, type TaintId } from '#shared/domain/taint.ts';
@@ -152,7 +151,7 @@ export function rolloutProgressOf(annotations: Readonly<Record<string, string>>)
 export interface TaintStatusInput {
   readonly machine: OwnerFacts;
   /** The Node named by the Machine's `status.nodeRef`, or undefined when it does not exist. */
-  readonly node: NodeSnapshot | undefined;
+  readonly node: NodeWithTaints | undefined;
   /** The startup gate taint the reconcile function removes (as configured), if any. */
   readonly startupTaint?: TaintId;
   /** Who propagates `spec.taints` (as configured; default upstream CAPI). */
@@ -289,7 +288,7 @@ function upstreamPending(ownership: Ownership, taints: readonly Taint[]): string
  * whose key+effect is declared `OnInitialization` on an initialized Node; everything else is foreign.
  */
 export function ownersOf(
-  node: Pick<NodeSnapshot, 'taints' | 'annotations'>,
+  node: Pick<NodeWithTaints, 'taints' | 'annotations'>,
   desired: readonly DesiredTaint[],
   startupTaint?: TaintId,
   specTaintsOwner: SpecTaintsOwner = SpecTaintsOwner.upstream,

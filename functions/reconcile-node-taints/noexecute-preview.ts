@@ -9,8 +9,8 @@
  */
 import type { ClusterRef } from '#shared/contract/cloud-event.ts';
 import { countEvictions, describeEvictionCounts, hasNoExecuteChange, noExecuteChangeOf, previewNoExecuteEvictions, type EvictionCounts } from '#shared/domain/eviction-preview.ts';
-import type { NodeSnapshot } from '#shared/domain/snapshots.ts';
 import { formatTaint, type Taint } from '#shared/domain/taint.ts';
+import type { NodeWithTaints } from '#shared/model/views.ts';
 import type { ClusterConnections } from '#shared/ports/cluster-connections.ts';
 
 /** Reason of the Event that previews a NoExecute taint's evictions. */
@@ -32,7 +32,7 @@ export interface NoExecutePreviewResult {
 export async function previewNoExecute(
   clusters: Pick<ClusterConnections, 'podsOf'>,
   cluster: ClusterRef,
-  node: NodeSnapshot,
+  node: NodeWithTaints,
   after: readonly Taint[],
   previews: readonly Taint[],
   record: (type: 'Normal' | 'Warning', reason: string, message: string) => Promise<unknown>,

@@ -26,9 +26,8 @@ import {
   type RolloutMark,
 } from '#shared/domain/noexecute-rollout.ts';
 import { ReconcileOutcome } from '#shared/domain/outcome.ts';
-import type { NodeSnapshot, NodeTaintPatch } from '#shared/domain/snapshots.ts';
-import type { OwnerFacts } from '#shared/model/views.ts';
-import type { NodeTaintPlan } from '#shared/domain/taint-plan.ts';
+import type { NodeWithTaints, OwnerFacts } from '#shared/model/views.ts';
+import type { NodeTaintPatch, NodeTaintPlan } from '#shared/domain/taint-plan.ts';
 import { isSameTaint, taintId, valueOf, type Taint, type TaintId } from '#shared/domain/taint.ts';
 import type { Clock } from '#shared/ports/clock.ts';
 import type { ClusterConnections } from '#shared/ports/cluster-connections.ts';
@@ -71,7 +70,7 @@ export interface RolloutInput {
   readonly owner: OwnerFacts;
   readonly declaration: EffectiveDeclaration;
   readonly nodes: NodeStore;
-  readonly node: NodeSnapshot;
+  readonly node: NodeWithTaints;
   readonly plan: NodeTaintPlan;
   /** Plans the Node again for another declaration (the spine's planner, first-enablement rule included). */
   readonly replan: (declaration: EffectiveDeclaration) => Promise<NodeTaintPlan>;
@@ -237,7 +236,7 @@ function withheld(declaration: EffectiveDeclaration, pending: readonly Taint[], 
 }
 
 /** A patch that leaves the Node's taints and annotations as read (for a write of the mark only). */
-function basePatch(node: NodeSnapshot): NodeTaintPatch {
+function basePatch(node: NodeWithTaints): NodeTaintPatch {
   return { resourceVersion: node.resourceVersion, taints: node.taints, annotations: {} };
 }
 
@@ -245,7 +244,7 @@ function basePatch(node: NodeSnapshot): NodeTaintPatch {
  * `patch` with the rollout's own part: the mark set (and the evicting taint added when `evicting`), or, with `null`,
  * the mark, its label and the evicting taint removed.
  */
-function withRollout(patch: NodeTaintPatch, node: NodeSnapshot, mark: RolloutMark | null, evicting = false): NodeTaintPatch {
+function withRollout(patch: NodeTaintPatch, node: NodeWithTaints, mark: RolloutMark | null, evicting = false): NodeTaintPatch {
   const withoutEvicting = patch.taints.filter((t) => !isSameTaint(t, ROLLOUT_EVICTING_TAINT));
   const hadEvicting = node.taints.some((t) => isSameTaint(t, ROLLOUT_EVICTING_TAINT));
   const keepEvicting = mark !== null && (evicting || hadEvicting);

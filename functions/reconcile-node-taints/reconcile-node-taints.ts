@@ -10,13 +10,12 @@ import { declaredTaintsOf, type EffectiveDeclaration } from '#shared/domain/decl
 import { machineOwnsNode } from '#shared/domain/node-link.ts';
 import { ReconcileOutcome } from '#shared/domain/outcome.ts';
 import { pausedReason, type ClusterView } from '#shared/domain/pause.ts';
-import type { NodeSnapshot } from '#shared/domain/snapshots.ts';
 import { declarationOwnerOf, machinePoolOf } from '#shared/domain/machine-pool.ts';
 import { planOwnedTaints, type SpecTaintsOwner } from '#shared/domain/ownership.ts';
 import { mayAdoptAsInitialized, restoredTaints, type NodeTaintPlan, type TaintDiff } from '#shared/domain/taint-plan.ts';
 import { OWN_TRACKING_ANNOTATION, formatTaint, type Taint, type TaintId } from '#shared/domain/taint.ts';
 import { ClusterCredentialsError, MachineConfigurationError, NodeNotFoundError, PatchConflictError, type DeclarationIssue } from '#shared/errors.ts';
-import { clusterNameOf, type OwnerFacts } from '#shared/model/views.ts';
+import { clusterNameOf, type NodeFacts, type NodeWithTaints, type OwnerFacts } from '#shared/model/views.ts';
 import type { Clock } from '#shared/ports/clock.ts';
 import type { ClusterConnections } from '#shared/ports/cluster-connections.ts';
 import type { EnablementState } from '#shared/ports/enablement-state.ts';
@@ -148,7 +147,7 @@ interface Target {
 }
 
 /** Plan → patch for the Node as read: no write when nothing changes, one merge patch with its resourceVersion otherwise. */
-async function planAndPatch(deps: ReconcileDeps, target: Target, nodes: NodeStore, node: NodeSnapshot): Promise<ReconcileResult> {
+async function planAndPatch(deps: ReconcileDeps, target: Target, nodes: NodeStore, node: NodeWithTaints): Promise<ReconcileResult> {
   const { machine, recovered } = target;
   const planned = await planFor(deps, node, target.declaration);
   // Before the write: which pods a NoExecute taint it adds (or a @Preview) would evict; no pod read otherwise.
@@ -175,7 +174,7 @@ async function planAndPatch(deps: ReconcileDeps, target: Target, nodes: NodeStor
     const state = (s: typeof plan.before): PlannedState => ({ taints: s.taints, trackingAnnotation: s.annotations[OWN_TRACKING_ANNOTATION] });
     return { ...read, outcome: ReconcileOutcome.dryRun, diff: plan.diff, planned: { before: state(plan.before), after: state(plan.after) } };
   }
-  let written: NodeSnapshot;
+  let written: NodeFacts;
   try {
     written = await nodes.patchNodeTaints(node.name, plan.patch);
   } catch (error) {
@@ -206,7 +205,7 @@ async function retryOnConflict<T>(attempts: number, fn: (attempt: number) => Pro
 }
 
 /** The plan for a Node as read, with the first-enablement rule applied. */
-async function planFor(deps: ReconcileDeps, node: NodeSnapshot, declaration: EffectiveDeclaration): Promise<{ plan: NodeTaintPlan; adopt: boolean }> {
+async function planFor(deps: ReconcileDeps, node: NodeWithTaints, declaration: EffectiveDeclaration): Promise<{ plan: NodeTaintPlan; adopt: boolean }> {
   const created = node.creationTimestamp;
   const adopt = mayAdoptAsInitialized(node, deps.settings.startupTaint) && !!created && new Date(created).getTime() < (await deps.enablement.enabledAt()).getTime();
   const { plan } = planOwnedTaints(node, declaration, {
@@ -220,7 +219,7 @@ async function planFor(deps: ReconcileDeps, node: NodeSnapshot, declaration: Eff
 /** A read of a Node, with the store of its cluster (for the write). */
 interface NodeRead {
   readonly store: NodeStore;
-  readonly node: NodeSnapshot | undefined;
+  readonly node: NodeWithTaints | undefined;
 }
 
 async function readNode(deps: ReconcileDeps, cluster: ClusterRef, node: string, report = true): Promise<NodeRead> {

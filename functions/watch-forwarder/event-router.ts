@@ -88,7 +88,7 @@ export class EventRouter {
         const links = cluster ? { linkedMachineOf: (n: NodeFacts) => index.machineFor(n, cluster), machineFactsOf: (m: { namespace: string; name: string }) => index.machine(m) } : {};
         const decision = forwardDecision(e.change, e.previous, facts, { ...relevance, ...links });
         if (cluster) index.observeNode(sameKind(e.previous, facts), facts, deleted, cluster);
-        const machine = !deleted && facts.machineAnnotation === undefined && cluster ? index.machineFor(facts, cluster) : undefined;
+        const machine = !deleted && cluster ? index.machineFor(facts, cluster) : undefined;
         return this.#send(e, facts, decision, cluster, progress, machine ? { providerIdMachine: machine } : {});
       }
     }
@@ -125,7 +125,7 @@ export class EventRouter {
       telemetry.record(ForwarderMetric.EventsSeen, 1);
       let event: TaintEvent | undefined;
       if (facts.kind === 'Node' && cluster && ownerOf && mayNeedWrite(facts, ownerOf(facts), options)) {
-        const machine = facts.machineAnnotation === undefined ? index.machineFor(facts, cluster) : undefined;
+        const machine = index.machineFor(facts, cluster);
         event = toTaintEvent(facts, 'resynced', cluster, observedAt, machine ? { providerIdMachine: machine } : {});
       } else if ((facts.kind === 'MachineDeployment' || facts.kind === 'MachineSet' || facts.kind === 'MachinePool') && autoscalerEventNeeded('resynced', undefined, facts, gate)) {
         const ref = clusterOfMachine(facts, mode);

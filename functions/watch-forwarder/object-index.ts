@@ -3,13 +3,15 @@
  * Node, a Cluster's members), and the unlinked halves of Cluster API's Machine ↔ Node link (`#shared/domain/node-link.ts`)
  * by provider ID, per workload cluster. A joining Node's event then names its Machine (one GET for the reconcile, no
  * wait for `nodeRef`), and a Machine that gets its provider ID after its Node appeared names that Node. Only unlinked
- * objects are kept (the facts drop the provider ID once linked): the joining few, not the fleet. Between Cluster API's
+ * objects are kept (a Machine's facts drop the provider ID once it has `nodeRef`; a Node's counts only while it has no
+ * Machine annotation: `unlinkedProviderID`): the joining few, not the fleet. Between Cluster API's
  * two writes of a link (the Node's `cluster.x-k8s.io/machine` annotation, then the Machine's `status.nodeRef`) the
  * Machine keeps its Node in `#annotated`, so a change of the Machine in that moment still names its Node.
  */
 import { clusterKey, type ClusterRef } from '#shared/contract/cloud-event.ts';
 import { nodeStreamKey } from '#shared/contract/streams.ts';
-import { clusterNameOf, type ClusterFacts, type MachineFacts, type MachinePoolFacts, type NodeFacts, type ScalableFacts, type WatchedFacts } from '#shared/model/views.ts';
+import { clusterNameOf, unlinkedProviderID, type ClusterFacts, type MachineFacts, type MachinePoolFacts, type NodeFacts, type ScalableFacts, type WatchedFacts } from '#shared/model/views.ts';
+import { CLUSTER_NAMESPACE_ANNOTATION, MACHINE_ANNOTATION } from '#shared/domain/taint.ts';
 import type { ClusterMembers } from '#shared/contract/events.ts';
 import type { NodeOwner } from '#shared/policy/drift.ts';
 import type { WatchStream } from '#shared/ports/watch-source.ts';
@@ -103,8 +105,9 @@ export class ObjectIndex {
       pools ??= new Map([...(m.machinePools?.objects() ?? [])].filter(ofCluster).flatMap((p) => p.nodeNames.map((n) => [n, p] as const)));
       const pool = pools.get(node.name);
       if (pool) return pool;
-      const namespace = node.clusterNamespaceAnnotation || (cluster.mode === 'capi' ? cluster.namespace : undefined);
-      if (node.machineAnnotation !== undefined && namespace !== undefined) return this.machine({ namespace, name: node.machineAnnotation });
+      const annotated = node.annotations[MACHINE_ANNOTATION];
+      const namespace = node.annotations[CLUSTER_NAMESPACE_ANNOTATION] || (cluster.mode === 'capi' ? cluster.namespace : undefined);
+      if (annotated !== undefined && namespace !== undefined) return this.machine({ namespace, name: annotated });
       const linked = this.machineFor(node, cluster);
       if (linked) return this.machine(linked);
       byNodeName ??= new Map([...m.machines.objects()].filter((o) => o.nodeName !== undefined && ofCluster(o)).map((o) => [o.nodeName as string, o]));
@@ -129,20 +132,20 @@ export class ObjectIndex {
 
   /** Records a Node change of a workload cluster. */
   observeNode(previous: NodeFacts | undefined, current: NodeFacts, deleted: boolean, cluster: ClusterRef): void {
-    if (previous?.providerID) drop(this.#nodes, key(cluster, previous.providerID), (n) => n === previous.name);
-    if (!deleted && current.providerID) this.#nodes.set(key(cluster, current.providerID), current.name);
-    // Cluster API linked the Node (the facts drop its provider ID once it carries the Machine annotation).
-    if (!deleted && previous?.providerID && !current.providerID && current.machineAnnotation !== undefined && current.clusterNamespaceAnnotation !== undefined) {
-      this.#annotated.set(key(cluster, `${current.clusterNamespaceAnnotation}/${current.machineAnnotation}`), current.name);
-    }
-    if (deleted && current.machineAnnotation !== undefined) {
-      drop(this.#annotated, key(cluster, `${current.clusterNamespaceAnnotation ?? ''}/${current.machineAnnotation}`), (n) => n === current.name);
-    }
+    const [before, after] = [previous && unlinkedProviderID(previous), unlinkedProviderID(current)];
+    if (previous && before) drop(this.#nodes, key(cluster, before), (n) => n === previous.name);
+    if (!deleted && after) this.#nodes.set(key(cluster, after), current.name);
+    const machine = current.annotations[MACHINE_ANNOTATION];
+    const namespace = current.annotations[CLUSTER_NAMESPACE_ANNOTATION];
+    // Cluster API linked the Node: it carries the Machine annotation now, and its provider ID links it no more.
+    if (!deleted && before && !after && machine !== undefined && namespace !== undefined) this.#annotated.set(key(cluster, `${namespace}/${machine}`), current.name);
+    if (deleted && machine !== undefined) drop(this.#annotated, key(cluster, `${namespace ?? ''}/${machine}`), (n) => n === current.name);
   }
 
   /** The unlinked Machine whose provider ID the unlinked Node has. */
   machineFor(node: NodeFacts, cluster: ClusterRef): Ref | undefined {
-    return node.providerID ? this.#machines.get(key(cluster, node.providerID)) : undefined;
+    const providerID = unlinkedProviderID(node);
+    return providerID ? this.#machines.get(key(cluster, providerID)) : undefined;
   }
 
   /** The Node of a Machine without nodeRef: the unlinked Node with its provider ID, or the Node Cluster API annotated for it. */

@@ -3,6 +3,7 @@
  * parameter; every id is deterministic.
  */
 import { clusterNameOf, type ClusterFacts, type MachineFacts, type MachinePoolFacts, type NodeFacts, type ScalableFacts } from '#shared/model/views.ts';
+import { CLUSTER_NAMESPACE_ANNOTATION, MACHINE_ANNOTATION } from '#shared/domain/taint.ts';
 import {
   ObjectKind,
   eventIdFor,
@@ -61,13 +62,14 @@ function toEventData(facts: MachineFacts | NodeFacts, cluster: ClusterRef, obser
       observedAt,
     };
   }
-  const machineNamespace = facts.clusterNamespaceAnnotation || (cluster.mode === 'capi' ? cluster.namespace : undefined);
+  const machineNamespace = facts.annotations[CLUSTER_NAMESPACE_ANNOTATION] || (cluster.mode === 'capi' ? cluster.namespace : undefined);
+  const machine = facts.annotations[MACHINE_ANNOTATION];
   return {
     kind: 'Node',
     cluster,
     node: { name: facts.name, uid: facts.uid, resourceVersion: facts.resourceVersion },
-    ...(facts.machineAnnotation && machineNamespace
-      ? { machine: { namespace: machineNamespace, name: facts.machineAnnotation } }
+    ...(machine && machineNamespace
+      ? { machine: { namespace: machineNamespace, name: machine } }
       : hints.providerIdMachine
         ? { machine: hints.providerIdMachine }
         : {}),

@@ -19,8 +19,7 @@
  * `spec.taints`: CAPI without the gate's controller, a bare API server) the product owns every source.
  */
 import type { EffectiveDeclaration } from './declarations.ts';
-import { planNodeTaints, type NodeTaintPlan } from './taint-plan.ts';
-import type { NodeSnapshot } from './snapshots.ts';
+import { planNodeTaints, type NodeTaintPlan, type PlannedNode } from './taint-plan.ts';
 import { OWN_TRACKING_ANNOTATION, STARTUP_GATE_TAINT_KEY, TRACKING_ANNOTATION, UNINITIALIZED_TAINT_KEY, taintId, type MachineTaint, type TaintId } from './taint.ts';
 import { decodeOwnedTaints } from './tracking-annotation.ts';
 
@@ -51,7 +50,7 @@ export interface Ownership {
  */
 export function ownershipOf(
   declaration: EffectiveDeclaration,
-  node: Pick<NodeSnapshot, 'annotations'>,
+  node: Pick<PlannedNode, 'annotations'>,
   specTaintsOwner: SpecTaintsOwner = SpecTaintsOwner.upstream,
 ): Ownership {
   if (specTaintsOwner === SpecTaintsOwner.product) {
@@ -82,7 +81,7 @@ export interface OwnedPlanOptions {
  * so "in sync" means exactly "the reconcile function would not write".
  */
 export function planOwnedTaints(
-  node: Pick<NodeSnapshot, 'resourceVersion' | 'taints' | 'annotations'>,
+  node: PlannedNode,
   declaration: EffectiveDeclaration,
   options: OwnedPlanOptions = {},
 ): { readonly plan: NodeTaintPlan; readonly ownership: Ownership } {

@@ -4,9 +4,25 @@
  */
 import type { MalformedTrackingAnnotationError } from '#shared/errors.ts';
 import { propagateMachineTaints, removeNodeTaint, type NodeTaintState } from './propagation.ts';
-import type { NodeSnapshot, NodeTaintPatch } from './snapshots.ts';
 import { decodeOwnedTaints } from './tracking-annotation.ts';
 import { OWN_TRACKING_ANNOTATION, taintId, valueOf, type MachineTaint, type Taint, type TaintId } from './taint.ts';
+
+/** A Node as the plan reads it (the Node's view: `#shared/model/views.ts`). */
+export interface PlannedNode extends NodeTaintState {
+  /** The write's precondition. */
+  readonly resourceVersion: string;
+}
+
+/** A write of a Node's taints and annotations, guarded by the resourceVersion it was planned from. */
+export interface NodeTaintPatch {
+  readonly resourceVersion: string;
+  /** The complete new taint list (`spec.taints` is atomic). */
+  readonly taints: readonly Taint[];
+  /** Annotations to set (string) or remove (null); others are left alone. */
+  readonly annotations: Readonly<Record<string, string | null>>;
+  /** Labels to set or remove, as annotations (only the staged NoExecute rollout's own label; absent: none). */
+  readonly labels?: Readonly<Record<string, string | null>>;
+}
 
 /** What changed between two taint lists, by key+effect. */
 export interface TaintDiff {
@@ -18,7 +34,7 @@ export interface TaintDiff {
 }
 
 export interface PlanInput {
-  readonly node: Pick<NodeSnapshot, 'resourceVersion' | 'taints' | 'annotations'>;
+  readonly node: PlannedNode;
   /** The effective, validated taints this owner propagates (the product: see `ownershipOf`). */
   readonly taints: readonly MachineTaint[];
   /** The owner's tracking annotation (default: the product's `taints.capi-taint-propagator.dev/applied`). */
@@ -56,7 +72,7 @@ export type NodeTaintPlan =
  * @example mayAdoptAsInitialized({ taints: [{ key: 'g', effect: 'NoSchedule' }], annotations: {} }, { key: 'g', effect: 'NoSchedule' }) // false
  */
 export function mayAdoptAsInitialized(
-  node: Pick<NodeSnapshot, 'taints' | 'annotations'>,
+  node: NodeTaintState,
   startupTaint: TaintId | undefined,
   annotation: string = OWN_TRACKING_ANNOTATION,
 ): boolean {

@@ -7,7 +7,7 @@ import { AUTOSCALER_MAX_SIZE_ANNOTATION, AUTOSCALER_MIN_SIZE_ANNOTATION, AUTOSCA
 import { capiApiVersionString, SUPPORTED_CAPI_API_VERSIONS } from '#shared/domain/capi-api.ts';
 import { DECLARATION_ANNOTATIONS } from '#shared/domain/declaration-keys.ts';
 import { MACHINE_POOL_NAME_LABEL, poolDeclarations } from '#shared/domain/machine-pool.ts';
-import { ROLLOUT_ANNOTATION, ROLLOUT_GROUP_LABELS } from '#shared/domain/noexecute-rollout.ts';
+import { ROLLOUT_ANNOTATION, ROLLOUT_GROUP_LABELS, ROLLOUT_MARK_ANNOTATION, ROLLOUT_MARK_LABEL } from '#shared/domain/noexecute-rollout.ts';
 import { PAUSED_ANNOTATION, pausedReason } from '#shared/domain/pause.ts';
 import {
   CLUSTER_NAME_ANNOTATION,
@@ -17,6 +17,7 @@ import {
   MACHINE_ANNOTATION,
   OWN_TRACKING_ANNOTATION,
   TRACKING_ANNOTATION,
+  type Taint,
 } from '#shared/domain/taint.ts';
 import { isObject, obj, objectParts, pick, str, stringMap, type ObjectParts } from './json.ts';
 
@@ -73,28 +74,57 @@ export interface MachineFacts extends CapiObjectFacts {
   readonly providerID?: string;
 }
 
-/** The facts of a Node that the reconcile function reads. */
+/**
+ * The annotations a Node's view keeps: the two tracking annotations (upstream's decides which taints the product
+ * leaves to Cluster API; the product's own), Cluster API's link (`cluster.x-k8s.io/machine` and the cluster name and
+ * namespace annotations) and the staged NoExecute rollout's mark. The reconcile's write sets or removes only keys of
+ * its own (taint-plan.ts, noexecute-rollout.ts), so a Node's other annotations are never needed, nor dropped.
+ */
+export const NODE_ANNOTATIONS: readonly string[] = [
+  TRACKING_ANNOTATION,
+  OWN_TRACKING_ANNOTATION,
+  MACHINE_ANNOTATION,
+  CLUSTER_NAME_ANNOTATION,
+  CLUSTER_NAMESPACE_ANNOTATION,
+  ROLLOUT_MARK_ANNOTATION,
+];
+/** The labels a Node's view keeps: the staged NoExecute rollout's mark (the Nodes in progress are listed by it). */
+export const NODE_LABELS: readonly string[] = [ROLLOUT_MARK_LABEL];
+
+/** A Node (core/v1): what decides its taints, for both functions (the forwarder's Node watch, the reconcile's NodeStore). */
 export interface NodeFacts extends ObjectIdentity {
   readonly kind: 'Node';
-  readonly taints: unknown;
-  /** Upstream CAPI's tracking annotation (it decides which taints the product leaves to CAPI). */
-  readonly trackingAnnotation?: string;
-  /** The product's own tracking annotation. */
-  readonly ownTrackingAnnotation?: string;
-  readonly machineAnnotation?: string;
+  /** `metadata.creationTimestamp` (the first-enablement rule: a Node older than the enablement is adopted). */
+  readonly creationTimestamp?: string;
+  /** The labels of {@link NODE_LABELS} that are set. */
+  readonly labels: Readonly<Record<string, string>>;
+  /** The annotations of {@link NODE_ANNOTATIONS} that are set. */
+  readonly annotations: Readonly<Record<string, string>>;
   /**
-   * `spec.providerID`, kept only while the Node has no `cluster.x-k8s.io/machine` annotation (Cluster API has not
-   * linked it yet): it links the joining Node to its Machine (`#shared/domain/node-link.ts`).
+   * `spec.taints` (unset or null: none); undefined when it is not a list of taints (an entry that is no object, or
+   * whose key or effect is no string). The API server validates taints, so only a broken or hostile server answers
+   * that; then nothing is decided from the list: the forwarder forwards, the reconcile does not write (node-store.ts).
    */
+  readonly taints: readonly Taint[] | undefined;
+  /** `spec.providerID`: it links a joining Node to its Machine before Cluster API does (`#shared/domain/node-link.ts`). */
   readonly providerID?: string;
-  readonly clusterNameAnnotation?: string;
-  readonly clusterNamespaceAnnotation?: string;
   /**
    * The field managers that last wrote `spec.taints` and the product's tracking annotation (from managedFields).
    * Not part of the relevant fingerprint; used to recognise the echo of the reconcile function's own write.
    */
   readonly writers?: { readonly taints?: string; readonly ownTrackingAnnotation?: string };
 }
+
+/**
+ * The provider ID by which the forwarder links a Node to its Machine: only while Cluster API has not linked it (no
+ * `cluster.x-k8s.io/machine` annotation); after that the annotation names the Machine (`#shared/domain/node-link.ts`).
+ */
+export function unlinkedProviderID(node: NodeFacts): string | undefined {
+  return node.annotations[MACHINE_ANNOTATION] === undefined ? node.providerID : undefined;
+}
+
+/** A Node whose `spec.taints` could be read: what the reconcile plans from. */
+export type NodeWithTaints = NodeFacts & { readonly taints: readonly Taint[] };
 
 /** A CAPI Cluster in the management cluster, whose Nodes the forwarder watches. */
 export interface ClusterFacts extends ObjectIdentity {
@@ -251,23 +281,39 @@ export function toScalableResourceFacts(kind: ScalableResourceFacts['kind'], o: 
 export function toNodeFacts(o: unknown): NodeFacts | undefined {
   const p = parse(o);
   if (!p) return undefined;
-  const a = p.annotations;
-  const providerID = a[MACHINE_ANNOTATION] === undefined ? str(p.spec.providerID) : undefined;
-  const optional = (field: string, key: string) => (a[key] !== undefined ? { [field]: a[key] } : {});
+  const creationTimestamp = kubeTime(p.metadata.creationTimestamp);
+  const providerID = str(p.spec.providerID);
   return {
     kind: 'Node',
     name: p.name,
     uid: p.uid,
     resourceVersion: p.resourceVersion,
-    taints: p.spec.taints ?? null,
-    ...optional('trackingAnnotation', TRACKING_ANNOTATION),
-    ...optional('ownTrackingAnnotation', OWN_TRACKING_ANNOTATION),
-    ...optional('machineAnnotation', MACHINE_ANNOTATION),
+    ...(creationTimestamp ? { creationTimestamp } : {}),
+    labels: kept(p.labels, NODE_LABELS),
+    annotations: kept(p.annotations, NODE_ANNOTATIONS),
+    taints: taintsOf(p.spec.taints),
     ...(providerID ? { providerID } : {}),
-    ...optional('clusterNameAnnotation', CLUSTER_NAME_ANNOTATION),
-    ...optional('clusterNamespaceAnnotation', CLUSTER_NAMESPACE_ANNOTATION),
     writers: writersOf(p.metadata.managedFields),
   };
+}
+
+/** A Node's `spec.taints` (see {@link NodeFacts.taints}); an empty value is left out, as the API server does. */
+function taintsOf(raw: unknown): Taint[] | undefined {
+  if (raw === null || raw === undefined) return [];
+  if (!Array.isArray(raw)) return undefined;
+  const taints: Taint[] = [];
+  for (const t of raw) {
+    if (!isObject(t) || typeof t.key !== 'string' || typeof t.effect !== 'string') return undefined;
+    const [value, timeAdded] = [str(t.value), kubeTime(t.timeAdded)];
+    taints.push({ key: t.key, ...(value ? { value } : {}), effect: t.effect, ...(timeAdded ? { timeAdded } : {}) });
+  }
+  return taints;
+}
+
+/** A time as the API's JSON has it (RFC 3339); a Date (client-node's model) in the same form. */
+function kubeTime(v: unknown): string | undefined {
+  if (v instanceof Date) return v.toISOString().replace(/\.\d{3}Z$/, 'Z');
+  return str(v);
 }
 
 /**

@@ -10,7 +10,7 @@ import { declaredTaintsOf } from '#shared/domain/declarations.ts';
 import { planOwnedTaints, type SpecTaintsOwner } from '#shared/domain/ownership.ts';
 import { ROLLOUT_EVICTING_TAINT } from '#shared/domain/noexecute-rollout.ts';
 import { mayAdoptAsInitialized } from '#shared/domain/taint-plan.ts';
-import { OWN_TRACKING_ANNOTATION, TRACKING_ANNOTATION, isSameTaint, type Taint, type TaintId } from '#shared/domain/taint.ts';
+import { MACHINE_ANNOTATION, OWN_TRACKING_ANNOTATION, isSameTaint, type TaintId } from '#shared/domain/taint.ts';
 import { isPaused, type MachineFacts, type MachinePoolFacts, type NodeFacts } from '#shared/model/views.ts';
 
 /** What the forwarder knows of a Node's declaration owner. */
@@ -50,10 +50,10 @@ export interface DriftOptions {
  */
 export function mayNeedWrite(node: NodeFacts, owner: NodeOwner, options: DriftOptions = {}): boolean {
   if (owner.kind === 'none') return false;
-  const taints = nodeTaints(node.taints);
+  const { taints, annotations } = node;
   if (owner.kind === 'unknown') {
     const gated = options.startupTaint !== undefined && (taints === undefined || taints.some((t) => isSameTaint(t, options.startupTaint as TaintId)));
-    return node.ownTrackingAnnotation !== undefined || node.machineAnnotation !== undefined || node.providerID !== undefined || gated;
+    return annotations[OWN_TRACKING_ANNOTATION] !== undefined || annotations[MACHINE_ANNOTATION] !== undefined || node.providerID !== undefined || gated;
   }
   const { owner: o, clusterPaused } = owner;
   if (isPaused(o) || clusterPaused === true || o.deleting) return false;
@@ -63,7 +63,7 @@ export function mayNeedWrite(node: NodeFacts, owner: NodeOwner, options: DriftOp
   if (taints === undefined || taints.some((t) => isSameTaint(t, ROLLOUT_EVICTING_TAINT))) return true;
   const declared = declaredTaintsOf(o, options.startupTaint ? { startupTaint: options.startupTaint } : {});
   if (!declared.valid) return true;
-  const snapshot = { resourceVersion: node.resourceVersion, taints, annotations: annotationsOf(node) };
+  const snapshot = { resourceVersion: node.resourceVersion, taints, annotations };
   const plan = (adoptAsInitialized: boolean) =>
     planOwnedTaints(snapshot, declared.declaration, {
       ...(options.specTaintsOwner ? { specTaintsOwner: options.specTaintsOwner } : {}),
@@ -71,26 +71,4 @@ export function mayNeedWrite(node: NodeFacts, owner: NodeOwner, options: DriftOp
       adoptAsInitialized,
     }).plan.kind !== 'unchanged';
   return plan(false) || (mayAdoptAsInitialized(snapshot, options.startupTaint) && plan(true));
-}
-
-/** The Node's taints as the reconcile function reads them (node-store.ts); undefined when `spec.taints` is not a list of taints. */
-function nodeTaints(raw: unknown): Taint[] | undefined {
-  if (raw === null || raw === undefined) return [];
-  if (!Array.isArray(raw)) return undefined;
-  const taints: Taint[] = [];
-  for (const t of raw) {
-    if (typeof t !== 'object' || t === null) return undefined;
-    const { key, value, effect } = t as { key?: unknown; value?: unknown; effect?: unknown };
-    if (typeof key !== 'string' || typeof effect !== 'string') return undefined;
-    taints.push({ key, ...(typeof value === 'string' && value !== '' ? { value } : {}), effect });
-  }
-  return taints;
-}
-
-/** The two tracking annotations, the only annotations the plan reads. */
-function annotationsOf(node: NodeFacts): Record<string, string> {
-  return {
-    ...(node.trackingAnnotation !== undefined ? { [TRACKING_ANNOTATION]: node.trackingAnnotation } : {}),
-    ...(node.ownTrackingAnnotation !== undefined ? { [OWN_TRACKING_ANNOTATION]: node.ownTrackingAnnotation } : {}),
-  };
 }

@@ -8,10 +8,11 @@ import { DECLARATION_ANNOTATIONS } from '#shared/domain/declaration-keys.ts';
 import { declaredTaintsOf, type DeclarationResult } from '#shared/domain/declarations.ts';
 import { SpecTaintsOwner } from '#shared/domain/ownership.ts';
 import { PAUSED_ANNOTATION } from '#shared/domain/pause.ts';
-import { CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, FIELD_MANAGER, taintId, type TaintId } from '#shared/domain/taint.ts';
+import { ROLLOUT_MARK_ANNOTATION } from '#shared/domain/noexecute-rollout.ts';
+import { CLUSTER_NAME_ANNOTATION, CLUSTER_NAME_LABEL, CLUSTER_NAMESPACE_ANNOTATION, CONTROL_PLANE_LABEL, FIELD_MANAGER, MACHINE_ANNOTATION, OWN_TRACKING_ANNOTATION, TRACKING_ANNOTATION, taintId, type Taint, type TaintId } from '#shared/domain/taint.ts';
 import { decodeOwnedTaints } from '#shared/domain/tracking-annotation.ts';
 import { pick } from '#shared/model/json.ts';
-import { isPaused, objectKeyOf, type MachineFacts, type MachinePoolFacts, type NodeFacts, type WatchedFacts } from '#shared/model/views.ts';
+import { isPaused, NODE_ANNOTATIONS, objectKeyOf, unlinkedProviderID, type MachineFacts, type MachinePoolFacts, type NodeFacts, type WatchedFacts } from '#shared/model/views.ts';
 
 /** Deterministic JSON: object keys sorted, so that equal facts give equal strings. */
 function canonicalJson(v: unknown): string {
@@ -29,14 +30,22 @@ function canonicalJson(v: unknown): string {
 const RELEVANT_LABELS = [CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL];
 /** Its annotations, besides the pause (whose presence alone counts): the declarations and the cluster-autoscaler's. */
 const RELEVANT_ANNOTATIONS = [...DECLARATION_ANNOTATIONS, AUTOSCALER_MIN_SIZE_ANNOTATION, AUTOSCALER_MAX_SIZE_ANNOTATION, AUTOSCALER_TAINTS_ANNOTATION, AUTOSCALER_OWNED_ANNOTATION];
+/** A Node's: all its view keeps but the staged NoExecute rollout's mark (the reconcile's own, read from the Node as it is then). */
+const RELEVANT_NODE_ANNOTATIONS = NODE_ANNOTATIONS.filter((key) => key !== ROLLOUT_MARK_ANNOTATION);
 
 /**
  * The facts of an object a change of which is judged: a Cluster API object's labels and annotations narrowed to the
  * relevant ones. The others a view keeps (the staged NoExecute rollout's opt-in, the node-group and pool labels) are
- * read by the reconcile function from the object as it is then; a change of them alone is not forwarded.
+ * read by the reconcile function from the object as it is then; a change of them alone is not forwarded. Of a Node:
+ * no label, no rollout mark, and its provider ID only while Cluster API has not linked it.
  */
 function relevantFacts<T extends WatchedFacts>(facts: T): T {
-  if (facts.kind === 'Node' || facts.kind === 'Cluster') return facts;
+  if (facts.kind === 'Cluster') return facts;
+  if (facts.kind === 'Node') {
+    const { providerID: _all, ...node } = facts as NodeFacts;
+    const providerID = unlinkedProviderID(facts);
+    return { ...node, labels: {}, annotations: pick(facts.annotations, RELEVANT_NODE_ANNOTATIONS), ...(providerID ? { providerID } : {}) } as T;
+  }
   const annotations = pick(facts.annotations, RELEVANT_ANNOTATIONS);
   if (Object.hasOwn(facts.annotations, PAUSED_ANNOTATION)) annotations[PAUSED_ANNOTATION] = '';
   return { ...facts, labels: pick(facts.labels, RELEVANT_LABELS), annotations };
@@ -71,15 +80,21 @@ export function fingerprintOf(facts: WatchedFacts): string {
  */
 export function isOwnNodeWrite(previous: WatchedFacts | undefined, current: WatchedFacts): boolean {
   if (previous?.kind !== 'Node' || current.kind !== 'Node') return false;
-  const { resourceVersion: _r1, writers: _w1, taints: beforeTaints, ownTrackingAnnotation: beforeAnnotation, ...beforeRest } = previous;
-  const { resourceVersion: _r2, writers, taints, ownTrackingAnnotation, ...rest } = current;
-  if (canonicalJson(rest) !== canonicalJson(beforeRest)) return false;
-  const taintsChanged = canonicalJson(taints) !== canonicalJson(beforeTaints);
-  const annotationChanged = ownTrackingAnnotation !== beforeAnnotation;
+  if (nodeRestOf(previous, OWN_TRACKING_ANNOTATION) !== nodeRestOf(current, OWN_TRACKING_ANNOTATION)) return false;
+  const taintsChanged = canonicalJson(current.taints) !== canonicalJson(previous.taints);
+  const annotationChanged = current.annotations[OWN_TRACKING_ANNOTATION] !== previous.annotations[OWN_TRACKING_ANNOTATION];
+  const writers = current.writers;
   if (!taintsChanged && !annotationChanged) return false;
   if (taintsChanged && writers?.taints !== FIELD_MANAGER) return false;
   if (annotationChanged && writers?.ownTrackingAnnotation !== FIELD_MANAGER) return false;
   return true;
+}
+
+/** A Node's relevant facts but its resourceVersion, writers, taints and annotation `key`: equal when nothing else changed. */
+function nodeRestOf(node: NodeFacts, key: string): string {
+  const { resourceVersion: _r, writers: _w, taints: _t, annotations, ...rest } = relevantFacts(node);
+  const { [key]: _k, ...others } = annotations;
+  return canonicalJson({ ...rest, annotations: others });
 }
 
 /**
@@ -181,14 +196,14 @@ export function isDeclarationRecovery(previous: WatchedFacts | undefined, curren
  */
 export function isForeignTaintNoise(previous: WatchedFacts | undefined, current: WatchedFacts, startupTaint?: TaintId, gateWaitsForCapi = true): boolean {
   if (previous?.kind !== 'Node' || current.kind !== 'Node') return false;
-  const { resourceVersion: _r1, writers: _w1, taints: beforeTaints, trackingAnnotation: beforeCapi, ...beforeRest } = previous;
-  const { resourceVersion: _r2, writers, taints, trackingAnnotation: capi, ...rest } = current;
-  if (canonicalJson(rest) !== canonicalJson(beforeRest)) return false;
-  if (current.ownTrackingAnnotation === undefined) return false; // not initialized by the product yet
-  const owned = decodeOwnedTaints(current.ownTrackingAnnotation);
+  if (nodeRestOf(previous, TRACKING_ANNOTATION) !== nodeRestOf(current, TRACKING_ANNOTATION)) return false;
+  const own = current.annotations[OWN_TRACKING_ANNOTATION];
+  if (own === undefined) return false; // not initialized by the product yet
+  const owned = decodeOwnedTaints(own);
   if (!wellFormedIds(owned)) return false; // malformed: the reconcile reports it
-  const before = taintIds(beforeTaints);
-  const after = taintIds(taints);
+  const [beforeCapi, capi, writers] = [previous.annotations[TRACKING_ANNOTATION], current.annotations[TRACKING_ANNOTATION], current.writers];
+  const before = taintIds(previous.taints);
+  const after = taintIds(current.taints);
   if (!before || !after) return false;
   const taintsChanged = canonicalJson([...before.values()]) !== canonicalJson([...after.values()]);
   const capiChanged = beforeCapi !== capi;
@@ -285,24 +300,15 @@ export function isForeignDeclarationChange(previous: WatchedFacts | undefined, c
   if (moved.size === 0 && !emptiness) return true;
   const node = options.nodeFacts?.(current.nodeName);
   if (node === undefined) return false; // the Node's state is unknown: let the reconcile judge
-  if (emptiness && node.trackingAnnotation === undefined) return false; // the product may hold or release the startup gate
-  const owned = decodeOwnedTaints(node.ownTrackingAnnotation ?? '');
+  if (emptiness && node.annotations[TRACKING_ANNOTATION] === undefined) return false; // the product may hold or release the startup gate
+  const owned = decodeOwnedTaints(node.annotations[OWN_TRACKING_ANNOTATION] ?? '');
   if (!wellFormedIds(owned)) return false;
   return [...moved].every((id) => !owned.has(id));
 }
 
-/** `key:effect` → canonical taint of a raw `spec.taints`; undefined when it is not a list of taints. */
-function taintIds(raw: unknown): Map<string, string> | undefined {
-  if (raw === null || raw === undefined) return new Map();
-  if (!Array.isArray(raw)) return undefined;
-  const ids = new Map<string, string>();
-  for (const t of raw) {
-    if (typeof t !== 'object' || t === null) return undefined;
-    const { key, effect, value } = t as { key?: unknown; effect?: unknown; value?: unknown };
-    if (typeof key !== 'string' || typeof effect !== 'string') return undefined;
-    ids.set(taintId({ key, effect }), canonicalJson({ key, effect, value: typeof value === 'string' ? value : '' }));
-  }
-  return ids;
+/** `key:effect` → canonical taint of a Node's taints; undefined when they could not be read. */
+function taintIds(taints: readonly Taint[] | undefined): Map<string, string> | undefined {
+  return taints && new Map(taints.map(({ key, effect, value }) => [taintId({ key, effect }), canonicalJson({ key, effect, value: value ?? '' })]));
 }
 
 /**
@@ -330,12 +336,14 @@ function linkConfirmation(previous: WatchedFacts, current: WatchedFacts, options
     return canonicalJson(before) === canonicalJson(after) ? 'filter' : undefined;
   }
   if (previous.kind !== 'Node' || current.kind !== 'Node') return undefined;
-  if (previous.machineAnnotation !== undefined || current.machineAnnotation === undefined || previous.providerID === undefined) return undefined;
+  const machineOf = (n: NodeFacts) => n.annotations[MACHINE_ANNOTATION];
+  if (machineOf(previous) !== undefined || machineOf(current) === undefined || previous.providerID === undefined) return undefined;
   const linked = options.linkedMachineOf?.(previous);
-  if (linked === undefined || linked.name !== current.machineAnnotation || linked.namespace !== current.clusterNamespaceAnnotation) return undefined;
+  if (linked === undefined || linked.name !== machineOf(current) || linked.namespace !== current.annotations[CLUSTER_NAMESPACE_ANNOTATION]) return undefined;
   const unlinked = (n: NodeFacts): NodeFacts => {
-    const { machineAnnotation: _m, providerID: _p, clusterNameAnnotation: _c, clusterNamespaceAnnotation: _ns, ...rest } = n;
-    return rest;
+    const { providerID: _p, ...rest } = n;
+    const { [MACHINE_ANNOTATION]: _m, [CLUSTER_NAME_ANNOTATION]: _c, [CLUSTER_NAMESPACE_ANNOTATION]: _ns, ...annotations } = n.annotations;
+    return { ...rest, annotations };
   };
   const [before, after] = [unlinked(previous), unlinked(current)];
   if (fingerprintOf(before) === fingerprintOf(after)) return 'filter';
@@ -346,8 +354,8 @@ function linkConfirmation(previous: WatchedFacts, current: WatchedFacts, options
   // Not initialized by the product yet: the reconcile of the Node's addition (forwarded, naming this Machine) has not
   // written, and reads the Node as it is then; Cluster API's own taints in this write matter to it no more than to an
   // initialized Node (the startup gate rule still applies).
-  const uninitialized = (n: NodeFacts): NodeFacts => (n.ownTrackingAnnotation === undefined ? { ...n, ownTrackingAnnotation: '' } : n);
-  const initialized = previous.ownTrackingAnnotation !== undefined || current.ownTrackingAnnotation !== undefined;
+  const uninitialized = (n: NodeFacts): NodeFacts => (n.annotations[OWN_TRACKING_ANNOTATION] === undefined ? { ...n, annotations: { ...n.annotations, [OWN_TRACKING_ANNOTATION]: '' } } : n);
+  const initialized = previous.annotations[OWN_TRACKING_ANNOTATION] !== undefined || current.annotations[OWN_TRACKING_ANNOTATION] !== undefined;
   if (initialized ? isForeignTaintNoise(before, after, options.startupTaint, gateWaitsForCapi) : isForeignTaintNoise(uninitialized(before), uninitialized(after), options.startupTaint, gateWaitsForCapi)) {
     return 'filter';
   }
@@ -375,7 +383,7 @@ export function forwardDecision(change: ChangeKind, previous: WatchedFacts | und
   if (current.kind === 'Machine' && change !== 'deleted' && current.nodeName === undefined && options.linkedNodeOf && options.linkedNodeOf(current) === undefined) {
     return { forward: false, filtered: 'no-node' };
   }
-  if (current.kind === 'Node' && change === 'added' && current.providerID !== undefined && current.machineAnnotation === undefined && options.linkedMachineOf && options.linkedMachineOf(current) === undefined) {
+  if (current.kind === 'Node' && change === 'added' && unlinkedProviderID(current) !== undefined && options.linkedMachineOf && options.linkedMachineOf(current) === undefined) {
     return { forward: false, filtered: 'no-node' };
   }
   if (change !== 'modified' || previous === undefined) return { forward: true };

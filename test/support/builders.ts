@@ -3,9 +3,19 @@
  * Defaults are minimal and valid; each `with…` returns the builder so a test states only what matters.
  * @example nodeBuilder().withTaints(nodeTaint('gpu', 'a100')).withTracking('gpu:NoSchedule').build()
  */
-import type { NodeSnapshot } from '#shared/domain/snapshots.ts';
-import type { MachineFacts } from '#shared/model/views.ts';
-import { CONTROL_PLANE_LABEL, OWN_TRACKING_ANNOTATION, TRACKING_ANNOTATION, type MachineTaint, type Propagation, type Taint, type TaintEffect } from '#shared/domain/taint.ts';
+import type { MachineFacts, NodeFacts, NodeWithTaints } from '#shared/model/views.ts';
+import {
+  CLUSTER_NAME_ANNOTATION,
+  CLUSTER_NAMESPACE_ANNOTATION,
+  CONTROL_PLANE_LABEL,
+  MACHINE_ANNOTATION,
+  OWN_TRACKING_ANNOTATION,
+  TRACKING_ANNOTATION,
+  type MachineTaint,
+  type Propagation,
+  type Taint,
+  type TaintEffect,
+} from '#shared/domain/taint.ts';
 
 /** A Node taint; `value` undefined = no value. `effect` is a plain string, as on a Node read from the API. */
 export function nodeTaint(key: string, value?: string, effect: string = 'NoSchedule', timeAdded?: string): Taint {
@@ -27,9 +37,38 @@ export function machineTaint(
   return { key, ...(value === undefined ? {} : { value }), effect, propagation };
 }
 
-/** Builds a NodeSnapshot (also usable as a `NodeTaintState`). */
+/** The annotations of a Node's view, by the short names {@link nodeFacts} takes. */
+const NODE_ANNOTATION_NAMES = {
+  trackingAnnotation: TRACKING_ANNOTATION,
+  ownTrackingAnnotation: OWN_TRACKING_ANNOTATION,
+  machineAnnotation: MACHINE_ANNOTATION,
+  clusterNameAnnotation: CLUSTER_NAME_ANNOTATION,
+  clusterNamespaceAnnotation: CLUSTER_NAMESPACE_ANNOTATION,
+} as const;
+
+/** A Node's view in short: its fields, and its annotations by short name (`undefined`: not set). */
+export type NodeFactsChange = Partial<NodeFacts> & { readonly [K in keyof typeof NODE_ANNOTATION_NAMES]?: string | undefined };
+
+/**
+ * A Node's view (`n1`, no taints, no annotations unless `change` says), e.g.
+ * `nodeFacts({ machineAnnotation: 'm1', providerID: 'p1' })`.
+ */
+export function nodeFacts(change: NodeFactsChange = {}): NodeFacts {
+  const annotations: Record<string, string> = { ...change.annotations };
+  const fields: Record<string, unknown> = {};
+  for (const [field, value] of Object.entries(change)) {
+    const key = NODE_ANNOTATION_NAMES[field as keyof typeof NODE_ANNOTATION_NAMES];
+    if (key === undefined) fields[field] = value;
+    else if (value === undefined) delete annotations[key];
+    else annotations[key] = value as string;
+  }
+  const name = change.name ?? 'n1';
+  return { kind: 'Node', name, uid: `uid-${name}`, resourceVersion: '1', labels: {}, taints: [], ...(fields as Partial<NodeFacts>), annotations };
+}
+
+/** Builds a Node's view with readable taints (also usable as a `NodeTaintState`). */
 export function nodeBuilder() {
-  let node: NodeSnapshot = { name: 'node-1', uid: 'node-uid-1', resourceVersion: '1', labels: {}, annotations: {}, taints: [] };
+  let node: NodeWithTaints = { kind: 'Node', name: 'node-1', uid: 'node-uid-1', resourceVersion: '1', labels: {}, annotations: {}, taints: [] };
   const builder = {
     named(name: string) {
       node = { ...node, name };
@@ -59,7 +98,7 @@ export function nodeBuilder() {
     withOwnTracking(value: string) {
       return builder.withAnnotations({ [OWN_TRACKING_ANNOTATION]: value });
     },
-    build(): NodeSnapshot {
+    build(): NodeWithTaints {
       return node;
     },
   };

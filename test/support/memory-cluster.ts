@@ -5,17 +5,21 @@
  */
 import type { ClusterView } from '#shared/domain/pause.ts';
 import type { ClusterRef } from '#shared/contract/cloud-event.ts';
-import type { NodeSnapshot, NodeTaintPatch } from '#shared/domain/snapshots.ts';
-import type { MachineFacts, MachinePoolFacts } from '#shared/model/views.ts';
+import type { NodeTaintPatch } from '#shared/domain/taint-plan.ts';
+import { pick } from '#shared/model/json.ts';
+import { NODE_ANNOTATIONS, NODE_LABELS, type MachineFacts, type MachinePoolFacts, type NodeWithTaints } from '#shared/model/views.ts';
 import { NodeNotFoundError, PatchConflictError } from '#shared/errors.ts';
 import type { ClusterConnections } from '#shared/ports/cluster-connections.ts';
 import type { EventRecorder, InvolvedObject } from '#shared/ports/event-recorder.ts';
 import type { MachineStore } from '#shared/ports/machine-store.ts';
 import type { NodeStore } from '#shared/ports/node-store.ts';
 
-/** Nodes of one cluster, kept in memory. */
+/** A Node as stored: the view's fields, with whole label and annotation maps (what the cluster holds). */
+type StoredNode = NodeWithTaints;
+
+/** Nodes of one cluster, kept in memory; reads return the view (its annotations and labels narrowed, as toNodeFacts does). */
 export class MemoryNodeStore implements NodeStore {
-  readonly #nodes = new Map<string, NodeSnapshot>();
+  readonly #nodes = new Map<string, StoredNode>();
   #version = 1;
   /** Number of reads and writes served, for assertions on API cost. */
   reads = 0;
@@ -24,23 +28,24 @@ export class MemoryNodeStore implements NodeStore {
   beforeWrite: ((name: string) => void) | undefined;
 
   /** Adds or replaces a Node; assigns a fresh resourceVersion. */
-  put(node: Omit<NodeSnapshot, 'resourceVersion' | 'uid' | 'labels'> & Partial<Pick<NodeSnapshot, 'uid' | 'labels'>>): NodeSnapshot {
-    const stored: NodeSnapshot = { uid: `uid-${node.name}`, labels: {}, ...node, resourceVersion: String(++this.#version) };
+  put(node: Omit<StoredNode, 'kind' | 'resourceVersion' | 'uid' | 'labels'> & Partial<Pick<StoredNode, 'uid' | 'labels'>>): StoredNode {
+    const stored: StoredNode = { kind: 'Node', uid: `uid-${node.name}`, labels: {}, ...node, resourceVersion: String(++this.#version) };
     this.#nodes.set(node.name, stored);
     return stored;
   }
 
-  /** Returns the stored Node without counting a read. */
-  peek(name: string): NodeSnapshot | undefined {
+  /** Returns the stored Node (whole maps) without counting a read. */
+  peek(name: string): StoredNode | undefined {
     return this.#nodes.get(name);
   }
 
-  async getNode(name: string): Promise<NodeSnapshot | undefined> {
+  async getNode(name: string): Promise<NodeWithTaints | undefined> {
     this.reads++;
-    return this.#nodes.get(name);
+    const node = this.#nodes.get(name);
+    return node && viewOf(node);
   }
 
-  async patchNodeTaints(name: string, patch: NodeTaintPatch): Promise<NodeSnapshot> {
+  async patchNodeTaints(name: string, patch: NodeTaintPatch): Promise<NodeWithTaints> {
     this.beforeWrite?.(name);
     this.writes++;
     const current = this.#nodes.get(name);
@@ -56,15 +61,19 @@ export class MemoryNodeStore implements NodeStore {
       if (v === null) delete labels[k];
       else labels[k] = v;
     }
-    return this.put({ ...current, taints: [...patch.taints], annotations, labels });
+    return viewOf(this.put({ ...current, taints: [...patch.taints], annotations, labels }));
   }
 
   /** Equality selectors only (`key=value`, comma-separated), as the reconcile uses them. */
-  async listNodes(labelSelector: string): Promise<readonly NodeSnapshot[]> {
+  async listNodes(labelSelector: string): Promise<readonly NodeWithTaints[]> {
     this.reads++;
     const wanted = labelSelector.split(',').map((term) => term.split('=') as [string, string]);
-    return [...this.#nodes.values()].filter((n) => wanted.every(([k, v]) => n.labels[k] === v));
+    return [...this.#nodes.values()].filter((n) => wanted.every(([k, v]) => n.labels[k] === v)).map(viewOf);
   }
+}
+
+function viewOf(node: StoredNode): NodeWithTaints {
+  return { ...node, labels: pick(node.labels, NODE_LABELS), annotations: pick(node.annotations, NODE_ANNOTATIONS) };
 }
 
 /** Machines of the management cluster, kept in memory. */

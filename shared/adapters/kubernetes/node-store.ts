@@ -6,12 +6,12 @@
  * (kube-http.ts); the Node's JSON comes back as the server wrote it (times as RFC 3339 strings).
  */
 import type { V1NodeList } from '@kubernetes/client-node';
-import type { NodeSnapshot, NodeTaintPatch } from '#shared/domain/snapshots.ts';
+import type { NodeTaintPatch } from '#shared/domain/taint-plan.ts';
 import { FIELD_MANAGER, type Taint } from '#shared/domain/taint.ts';
 import { NodeNotFoundError, PatchConflictError, TransientError } from '#shared/errors.ts';
-import { obj, objectParts, str } from '#shared/model/json.ts';
+import { toNodeFacts, type NodeFacts, type NodeWithTaints } from '#shared/model/views.ts';
 import type { NodeStore } from '#shared/ports/node-store.ts';
-import { statusOf, toKubeTime, toProductError } from './api-errors.ts';
+import { statusOf, toProductError } from './api-errors.ts';
 import { kubeCall, seg, type ClusterEndpoint } from './kube-http.ts';
 
 /** Field manager recorded in managedFields for our writes (the forwarder recognises its echo by it). */
@@ -24,7 +24,7 @@ export class KubernetesNodeStore implements NodeStore {
     this.#endpoint = endpoint;
   }
 
-  async getNode(name: string): Promise<NodeSnapshot | undefined> {
+  async getNode(name: string): Promise<NodeWithTaints | undefined> {
     let answer: unknown;
     try {
       answer = await kubeCall<unknown>(this.#endpoint, { method: 'GET', path: nodePath(name) });
@@ -32,10 +32,13 @@ export class KubernetesNodeStore implements NodeStore {
       if (statusOf(error) === 404) return undefined;
       throw toProductError(`Reading Node ${name}`, error);
     }
-    return answeredNode(`Reading Node ${name}`, name, answer);
+    const node = answeredNode(`Reading Node ${name}`, name, answer);
+    // Taints it cannot read are no answer either: the write carries the complete list, so nothing is planned from them.
+    if (!node.taints) throw new TransientError(`Reading Node ${name}`, 'its spec.taints is not a list of taints');
+    return { ...node, taints: node.taints };
   }
 
-  async patchNodeTaints(name: string, patch: NodeTaintPatch): Promise<NodeSnapshot> {
+  async patchNodeTaints(name: string, patch: NodeTaintPatch): Promise<NodeFacts> {
     const body = {
       metadata: {
         resourceVersion: patch.resourceVersion,
@@ -56,10 +59,10 @@ export class KubernetesNodeStore implements NodeStore {
     return answeredNode(`Patching Node ${name}`, name, written);
   }
 
-  async listNodes(labelSelector: string): Promise<readonly NodeSnapshot[]> {
+  async listNodes(labelSelector: string): Promise<readonly NodeFacts[]> {
     try {
       const list = await kubeCall<V1NodeList>(this.#endpoint, { method: 'GET', path: '/api/v1/nodes', query: { labelSelector, limit: '500' } });
-      return (list.items ?? []).map(toNodeSnapshot);
+      return (list.items ?? []).flatMap((n) => toNodeFacts(n) ?? []);
     } catch (error) {
       throw toProductError(`Listing Nodes with ${labelSelector}`, error);
     }
@@ -72,39 +75,14 @@ export class KubernetesNodeStore implements NodeStore {
  * backoff (functions/reconcile-node-taints/cluster-guard.ts) holds it back as for any other failed call, instead of
  * the record planning (and patching) against a Node with no name.
  */
-function answeredNode(operation: string, name: string, answer: unknown): NodeSnapshot {
-  const node = toNodeSnapshot(answer);
-  if (node.name !== name) throw new TransientError(operation, `the answer is not the Node ${JSON.stringify(name)} (${answer === undefined ? 'an empty body' : 'another object'})`);
+function answeredNode(operation: string, name: string, answer: unknown): NodeFacts {
+  const node = toNodeFacts(answer);
+  if (node?.name !== name) throw new TransientError(operation, `the answer is not the Node ${JSON.stringify(name)} (${answer === undefined ? 'an empty body' : 'another object'})`);
   return node;
 }
 
 function nodePath(name: string): string {
   return `/api/v1/nodes/${seg(name)}`;
-}
-
-/** A Node's JSON as the reconcile reads it. Times may be strings (the API's JSON) or Dates (client-node's model). */
-export function toNodeSnapshot(node: unknown): NodeSnapshot {
-  const { metadata, spec, ...p } = objectParts(node);
-  const creationTimestamp = kubeTime(metadata.creationTimestamp);
-  const providerID = str(spec.providerID);
-  const taints: unknown[] = Array.isArray(spec.taints) ? spec.taints : [];
-  return {
-    name: p.name,
-    uid: p.uid,
-    resourceVersion: p.resourceVersion,
-    ...(creationTimestamp ? { creationTimestamp } : {}),
-    labels: p.labels,
-    annotations: p.annotations,
-    taints: taints.map(obj).map((t) => {
-      const [value, timeAdded] = [str(t.value), kubeTime(t.timeAdded)];
-      return { key: String(t.key ?? ''), ...(value ? { value } : {}), effect: String(t.effect ?? ''), ...(timeAdded ? { timeAdded } : {}) };
-    }),
-    ...(providerID ? { providerID } : {}),
-  };
-}
-
-function kubeTime(v: unknown): string | undefined {
-  return toKubeTime(v instanceof Date || typeof v === 'string' ? v : undefined);
 }
 
 function toWireTaint(t: Taint): Record<string, string> {

@@ -1,5 +1,6 @@
 import { expect, it } from 'vitest';
-import type { NodeSnapshot, NodeTaintPatch } from '#shared/domain/snapshots.ts';
+import type { NodeTaintPatch } from '#shared/domain/taint-plan.ts';
+import type { NodeFacts } from '#shared/model/views.ts';
 import { OWN_TRACKING_ANNOTATION, TRACKING_ANNOTATION } from '#shared/domain/taint.ts';
 import { KubernetesNodeStore } from '#shared/adapters/kubernetes/node-store.ts';
 import { NodeNotFoundError, PatchConflictError } from '#shared/errors.ts';
@@ -9,7 +10,7 @@ import { MERGE_PATCH, adminKubeConfig, createNode, describeWithControlPlane, uni
 const FOREIGN = { key: 'team.example.com/dedicated', value: 'db', effect: 'NoSchedule' } as const;
 const OURS = { key: 'gpu', value: 'a100', effect: 'NoSchedule' } as const;
 
-function patchFrom(node: NodeSnapshot, taints: NodeTaintPatch['taints'], annotation: string | null): NodeTaintPatch {
+function patchFrom(node: NodeFacts, taints: NodeTaintPatch['taints'], annotation: string | null): NodeTaintPatch {
   return { resourceVersion: node.resourceVersion, taints, annotations: { [OWN_TRACKING_ANNOTATION]: annotation } };
 }
 
@@ -34,6 +35,9 @@ describeWithControlPlane('Class: KubernetesNodeStore, merge patch with the resou
     expect(live.metadata?.annotations?.[OWN_TRACKING_ANNOTATION]).toBe('gpu:NoSchedule');
     expect(live.metadata?.annotations?.[TRACKING_ANNOTATION]).toBe('upstream:NoSchedule');
     expect(live.metadata?.resourceVersion).toBe(written.resourceVersion);
+    // The view keeps only the annotations the product reads; the write never drops the others.
+    expect(read.annotations).toEqual({ [TRACKING_ANNOTATION]: 'upstream:NoSchedule' });
+    expect(live.metadata?.annotations?.['volumes.kubernetes.io/controller-managed-attach-detach']).toBe('true');
   });
 
   it('removes the tracking annotation and every taint when the plan says so', async () => {

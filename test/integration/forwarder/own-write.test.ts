@@ -42,7 +42,7 @@ describeWithControlPlane('Watch-forwarder and the reconcile function’s own wri
     // Act: the reconcile function's write (same adapter, same field manager) …
     const ours = await store.patchNodeTaints(node, { resourceVersion: current!.resourceVersion, taints: [{ key: 'gpu', value: 'a', effect: 'NoSchedule' }], annotations: { [OWN_TRACKING_ANNOTATION]: 'gpu:NoSchedule' } });
     // … then another writer adds a taint of its own, leaving the tracked one alone (noise, like node-lifecycle taints) …
-    const noise = await core.patchNode({ name: node, body: { spec: { taints: [...ours.taints, { key: 'node.kubernetes.io/unreachable', effect: 'NoExecute' }] } } }, MERGE_PATCH);
+    const noise = await core.patchNode({ name: node, body: { spec: { taints: [...(ours.taints ?? []), { key: 'node.kubernetes.io/unreachable', effect: 'NoExecute' }] } } }, MERGE_PATCH);
     // … then changes the tracked taint's value (the marker: this one must be forwarded, and after the others).
     const marker = await core.patchNode({ name: node, body: { spec: { taints: (noise.spec?.taints ?? []).map((t) => (t.key === 'gpu' ? { ...t, value: 'b' } : t)) } } }, MERGE_PATCH);
     await waitFor(() => forNode().length >= 2, { timeoutMs: 15_000, description: 'the foreign write of the tracked taint forwarded' });

@@ -141,9 +141,9 @@ describeWithControlPlane('ValidatingAdmissionPolicy: the reconcile identity may 
     });
 
     // Assess
-    expect(written.taints.map((t) => t.key)).toEqual(['gpu']);
+    expect(written.taints?.map((t) => t.key)).toEqual(['gpu']);
     expect(written.annotations[TRACKING_ANNOTATION]).toBe('gpu:NoSchedule');
-    expect(written.labels).toEqual({ pool: 'a' });
+    expect((await admin.makeApiClient(CoreV1Api).readNode({ name: node })).metadata?.labels).toEqual({ pool: 'a' });
   });
 
   it('a dedicated <cluster>-taint-propagator-kubeconfig is used instead of CAPI\'s admin kubeconfig, and the policy holds it', async () => {

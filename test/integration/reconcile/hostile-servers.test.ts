@@ -4,7 +4,8 @@
  * hostile cluster's Secret names a loopback HTTPS server (its CA in the kubeconfig, so TLS succeeds) that answers the
  * Node GET with 64 MiB, with an answer that never ends, or with one that drips a byte every 100 ms; or answers the
  * GET just inside the call timeout and then drips the PATCH; or answers every call at once with a 200 that is no Node
- * (an empty body with `Connection: close`, or an empty NodeList: issue 48). Each time: the hostile record fails as transient (made
+ * (an empty body with `Connection: close`, or an empty NodeList: issue 48), or with a Node whose `spec.taints` is not a
+ * list of taints (then nothing is planned, nor patched, from it). Each time: the hostile record fails as transient (made
  * visible again, nothing dead-lettered), the healthy cluster's Node is patched, and the whole batch takes at most one
  * call timeout (2 s here) more than the healthy record needs. At most CLUSTER_CONCURRENCY records of the hostile cluster
  * reach it at once; a record that starts after its failure is not tried.
@@ -42,7 +43,7 @@ const MARGIN_MS = 1_200;
 const MiB = 1024 * 1024;
 const sqsMock = mockClient(SQSClient);
 
-type Behaviour = 'huge' | 'endless' | 'dripping' | 'slow-get-dripping-patch' | 'prompt-get-dripping-patch' | 'empty-close' | 'node-list';
+type Behaviour = 'huge' | 'endless' | 'dripping' | 'slow-get-dripping-patch' | 'prompt-get-dripping-patch' | 'empty-close' | 'node-list' | 'bad-taints';
 
 describeWithControlPlane('the reconcile function with a hostile and a healthy workload cluster in one batch', () => {
   let admin: KubeConfig;
@@ -91,6 +92,9 @@ describeWithControlPlane('the reconcile function with a hostile and a healthy wo
         res.writeHead(200, { 'Content-Type': 'application/json', Connection: 'close' }).end();
       } else if (behaviour === 'node-list') {
         res.writeHead(200, { 'Content-Type': 'application/json' }).end(JSON.stringify({ kind: 'NodeList', apiVersion: 'v1', metadata: { resourceVersion: '1000' }, items: [] }));
+      } else if (behaviour === 'bad-taints') {
+        const name = (req.url ?? '').split('?')[0]?.split('/').at(-1) ?? '';
+        res.writeHead(200, { 'Content-Type': 'application/json' }).end(JSON.stringify({ kind: 'Node', apiVersion: 'v1', metadata: { name, uid: 'u1', resourceVersion: '7' }, spec: { taints: [{ key: 1, effect: 'NoSchedule' }, 'text'] } }));
       } else if (req.method === 'GET') {
         // Just inside the call timeout (or at once): a Node without taints, so the record goes on to patch it.
         const name = (req.url ?? '').split('?')[0]?.split('/').at(-1) ?? '';
@@ -167,6 +171,7 @@ describeWithControlPlane('the reconcile function with a hostile and a healthy wo
     { behaviour: 'prompt-get-dripping-patch', hitsTheDeadline: true },
     { behaviour: 'empty-close', hitsTheDeadline: false },
     { behaviour: 'node-list', hitsTheDeadline: false },
+    { behaviour: 'bad-taints', hitsTheDeadline: false },
   ])('$behaviour: the hostile records fail as transient, the healthy Node is patched, the batch takes at most one call timeout more', async ({ behaviour, hitsTheDeadline }) => {
     // Prepare: three records of the hostile cluster first, then the healthy cluster's.
     const bad = await hostileCluster(behaviour);
@@ -195,6 +200,8 @@ describeWithControlPlane('the reconcile function with a hostile and a healthy wo
     expect(requests.every((r) => r.startsWith(`${behaviour} `)), requests.join(', ')).toBe(true);
     expect(new Set(requests.map((r) => r.split(' ').at(-1))).size, requests.join(', ')).toBeLessThanOrEqual(CLUSTER_CONCURRENCY);
     expect(requests.filter((r) => r.endsWith(' n-bad-3')), requests.join(', ')).toEqual([]);
+    // Taints it cannot read: no write is planned from them (the patch carries the complete list).
+    if (behaviour === 'bad-taints') expect(requests.filter((r) => r.includes(' PATCH ')), requests.join(', ')).toEqual([]);
     // At most one call timeout for the hostile cluster, whatever it does.
     expect(elapsed).toBeLessThan(CALL_TIMEOUT_MS + MARGIN_MS);
     if (hitsTheDeadline) expect(elapsed).toBeGreaterThanOrEqual(CALL_TIMEOUT_MS - 50);

@@ -13,7 +13,7 @@ import { ScriptedSources, until } from '#test/support/scripted-watch-sources.ts'
 
 const quiet = { info: () => undefined, warn: () => undefined, error: () => undefined, debug: () => undefined };
 const clock = { now: () => new Date() };
-const node = (name: string, rv: string): NodeFacts => ({ kind: 'Node', name, uid: `uid-${name}`, resourceVersion: rv, taints: [{ key: 'k', effect: 'NoSchedule' }] });
+const node = (name: string, rv: string): NodeFacts => ({ kind: 'Node', name, uid: `uid-${name}`, resourceVersion: rv, labels: {}, annotations: {}, taints: [{ key: 'k', effect: 'NoSchedule' }] });
 const stops: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
   await Promise.all(stops.splice(0).map((stop) => stop()));

@@ -6,8 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { formatNoExecutePreview, formatStatusDetail, formatStatusTable, toStatusDocument } from '#local/status-format.ts';
 import { taintStatusOf, type TaintStatus } from '#local/taint-status.ts';
 import type { PodOnNode } from '#shared/domain/eviction-preview.ts';
-import type { NodeSnapshot } from '#shared/domain/snapshots.ts';
-import type { MachineFacts } from '#shared/model/views.ts';
+import type { MachineFacts, NodeWithTaints } from '#shared/model/views.ts';
 import { OWN_TRACKING_ANNOTATION } from '#shared/domain/taint.ts';
 
 const MACHINE = 'taints.capi-taint-propagator.dev/machine';
@@ -17,8 +16,8 @@ function machine(name: string, annotations: Record<string, string>, labels: Reco
   return { kind: 'Machine', apiVersion: 'cluster.x-k8s.io/v1beta2', namespace: 'default', name, uid: name, resourceVersion: '1', labels, annotations, specTaints: undefined, nodeName: name, deleting: false };
 }
 
-function node(name: string): NodeSnapshot {
-  return { name, uid: `${name}-u`, resourceVersion: '7', labels: {}, annotations: { [OWN_TRACKING_ANNOTATION]: '' }, taints: [] };
+function node(name: string): NodeWithTaints {
+  return { kind: 'Node', name, uid: `${name}-u`, resourceVersion: '7', labels: {}, annotations: { [OWN_TRACKING_ANNOTATION]: '' }, taints: [] };
 }
 
 const web = (name: string): PodOnNode => ({ namespace: 'app', name, tolerations: [], ownerKind: 'ReplicaSet' });

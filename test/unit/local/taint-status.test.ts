@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { NodeSnapshot } from '#shared/domain/snapshots.ts';
-import type { MachineFacts, OwnerFacts } from '#shared/model/views.ts';
+import type { MachineFacts, NodeWithTaints, OwnerFacts } from '#shared/model/views.ts';
 import type { ClusterView } from '#shared/domain/pause.ts';
 import { PausedBy, SyncState, TaintOwner, needsPods, ownersOf, taintStatusOf, type DesiredTaint, type TaintStatusInput } from '#local/taint-status.ts';
 import { formatState, formatStatusTable } from '#local/status-format.ts';
@@ -14,12 +13,12 @@ function machine(overrides: Partial<MachineFacts> | { readonly kind: 'MachinePoo
   return { kind: 'Machine', apiVersion: 'cluster.x-k8s.io/v1beta2', namespace: 'ns', name: 'm1', uid: 'u', resourceVersion: '1', labels: {}, annotations: {}, specTaints: undefined, nodeName: 'n1', deleting: false, ...overrides } as OwnerFacts;
 }
 
-function node(overrides: Partial<NodeSnapshot> = {}): NodeSnapshot {
-  return { name: 'n1', uid: 'nu', resourceVersion: '7', labels: {}, annotations: {}, taints: [], ...overrides };
+function node(overrides: Partial<NodeWithTaints> = {}): NodeWithTaints {
+  return { kind: 'Node', name: 'n1', uid: 'nu', resourceVersion: '7', labels: {}, annotations: {}, taints: [], ...overrides };
 }
 
 describe('Function: taintStatusOf()', () => {
-  const cases: ReadonlyArray<{ name: string; machine: OwnerFacts; node: NodeSnapshot | undefined; want: { state: SyncState; owners?: string[]; expected?: string[] } }> = [
+  const cases: ReadonlyArray<{ name: string; machine: OwnerFacts; node: NodeWithTaints | undefined; want: { state: SyncState; owners?: string[]; expected?: string[] } }> = [
     // in sync
     {
       name: 'is in sync when the Node carries the tracked Always taint and the annotation',
@@ -209,7 +208,7 @@ describe('Function: taintStatusOf() NoExecute preview', () => {
   const cases: ReadonlyArray<{
     name: string;
     machine: OwnerFacts;
-    node: NodeSnapshot;
+    node: NodeWithTaints;
     pods?: TaintStatusInput['pods'];
     want: { state: SyncState; taints?: string[]; counts?: { now: number; later: number; laterSeconds: number[]; kept: number }; podsError?: string; expected?: string[] };
   }> = [

@@ -5,12 +5,12 @@
 import { describe, expect, it } from 'vitest';
 import { NOEXECUTE_PREVIEW, previewNoExecute } from '#functions/reconcile-node-taints/noexecute-preview.ts';
 import type { PodOnNode } from '#shared/domain/eviction-preview.ts';
-import type { NodeSnapshot } from '#shared/domain/snapshots.ts';
 import type { Taint } from '#shared/domain/taint.ts';
 import { AccessDeniedError } from '#shared/errors.ts';
+import type { NodeWithTaints } from '#shared/model/views.ts';
 import type { PodStore } from '#shared/ports/pod-store.ts';
 
-const node: NodeSnapshot = { name: 'w-1', uid: 'u', resourceVersion: '3', labels: {}, annotations: {}, taints: [] };
+const node: NodeWithTaints = { kind: 'Node', name: 'w-1', uid: 'u', resourceVersion: '3', labels: {}, annotations: {}, taints: [] };
 const maint: Taint = { key: 'maintenance', value: 'true', effect: 'NoExecute' };
 const pods: PodOnNode[] = [
   { namespace: 'a', name: 'web', tolerations: [] },

@@ -2,7 +2,6 @@ import { describe, expect, it } from 'vitest';
 import { reconcileNodeTaints, type ReconcileDeps } from '#functions/reconcile-node-taints/reconcile-node-taints.ts';
 import { MemoryClusterConnections, MemoryEventRecorder, MemoryMachineStore } from '#test/support/memory-cluster.ts';
 import type { TaintEvent } from '#shared/contract/cloud-event.ts';
-import type { NodeSnapshot } from '#shared/domain/snapshots.ts';
 import type { MachineFacts, MachinePoolFacts } from '#shared/model/views.ts';
 import { OWN_TRACKING_ANNOTATION, TRACKING_ANNOTATION, UNINITIALIZED_TAINT_KEY } from '#shared/domain/taint.ts';
 import { PatchConflictError } from '#shared/errors.ts';

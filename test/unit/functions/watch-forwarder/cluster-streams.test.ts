@@ -13,7 +13,7 @@ import type { Checkpoint } from '#shared/contract/streams.ts';
 import type { ClusterFacts, MachinePoolFacts, NodeFacts, ScalableFacts } from '#shared/model/views.ts';
 import { ForwarderMetric } from '#shared/observability/metric-names.ts';
 import { ScriptedSources, until } from '#test/support/scripted-watch-sources.ts';
-import { machineFacts } from '#test/support/builders.ts';
+import { machineFacts, nodeFacts, type NodeFactsChange } from '#test/support/builders.ts';
 import { manualClock } from '#test/support/manual-clock.ts';
 
 interface Logged {
@@ -200,7 +200,7 @@ describe('Class: ClusterStreams', () => {
     // mp1 (Nodes p1 in sync, p2 drifted); n9 has no owner. md1 is in sync, md2's autoscaler annotation must be written.
     const { sources, outbox, published, counts, logged } = setup('capi');
     const gpu = { 'taints.capi-taint-propagator.dev/machine': 'gpu:NoSchedule' };
-    const owned = (name: string, over: Partial<NodeFacts> = {}): NodeFacts => ({ kind: 'Node', name, uid: `uid-${name}`, resourceVersion: '40', taints: [{ key: 'gpu', effect: 'NoSchedule' }], ownTrackingAnnotation: 'gpu:NoSchedule', ...over });
+    const owned = (name: string, over: NodeFactsChange = {}): NodeFacts => nodeFacts({ name, resourceVersion: '40', taints: [{ key: 'gpu', effect: 'NoSchedule' }], ownTrackingAnnotation: 'gpu:NoSchedule', ...over });
     const machines = [
       machine({ specTaints: null, annotations: gpu }),
       machine({ name: 'm2', uid: 'uid-m2', nodeName: 'n2', specTaints: null, annotations: gpu }),
@@ -245,7 +245,7 @@ describe('Class: ClusterStreams', () => {
     await sources.clusterStream.emit({ type: 'change', change: 'resynced', facts: cluster(), observedAt: T0 });
     const nodes = await sources.nodesOf(wc1);
     sources.machineStream.synced = false;
-    const n1: NodeFacts = { kind: 'Node', name: 'n1', uid: 'uid-n1', resourceVersion: '40', taints: [{ key: 'gpu', effect: 'NoSchedule' }], ownTrackingAnnotation: 'gpu:NoSchedule', machineAnnotation: 'm1', clusterNamespaceAnnotation: 'fleet' };
+    const n1 = nodeFacts({ resourceVersion: '40', taints: [{ key: 'gpu', effect: 'NoSchedule' }], ownTrackingAnnotation: 'gpu:NoSchedule', machineAnnotation: 'm1', clusterNamespaceAnnotation: 'fleet' });
     const m1 = machine({ specTaints: null, annotations: { 'taints.capi-taint-propagator.dev/machine': 'gpu:NoSchedule' } });
 
     // Act: the Node list comes first and waits; the Machine list, then its resume point, lets it go on.
@@ -266,8 +266,8 @@ describe('Class: ClusterStreams', () => {
     await sources.clusterStream.emit({ type: 'change', change: 'resynced', facts: cluster(), observedAt: T0 });
     const nodes = await sources.nodesOf(wc1);
     sources.machineStream.synced = false;
-    const drifted: NodeFacts = { kind: 'Node', name: 'n1', uid: 'uid-n1', resourceVersion: '40', taints: [], ownTrackingAnnotation: 'gpu:NoSchedule', machineAnnotation: 'm1', clusterNamespaceAnnotation: 'fleet' };
-    const bare: NodeFacts = { kind: 'Node', name: 'b1', uid: 'uid-b1', resourceVersion: '40', taints: [] };
+    const drifted = nodeFacts({ resourceVersion: '40', ownTrackingAnnotation: 'gpu:NoSchedule', machineAnnotation: 'm1', clusterNamespaceAnnotation: 'fleet' });
+    const bare = nodeFacts({ name: 'b1', resourceVersion: '40' });
 
     // Act
     await nodes.emit({ type: 'listed', items: [drifted, bare], unannounced: [drifted, bare], observedAt: T0 });
@@ -294,7 +294,7 @@ describe('Class: ClusterStreams', () => {
     const { sources, outbox, published } = setup('self', { announcesRelists: () => holder });
     await sources.machineStream.emit({ type: 'listed', items: [machine({ specTaints: null, annotations: { 'taints.capi-taint-propagator.dev/machine': 'gpu:NoSchedule' } })], observedAt: T0 });
     const nodes = await sources.nodesOf({ mode: 'self' });
-    const n1: NodeFacts = { kind: 'Node', name: 'n1', uid: 'uid-n1', resourceVersion: '40', taints: [], ownTrackingAnnotation: 'gpu:NoSchedule', machineAnnotation: 'm1', clusterNamespaceAnnotation: 'fleet' };
+    const n1 = nodeFacts({ resourceVersion: '40', ownTrackingAnnotation: 'gpu:NoSchedule', machineAnnotation: 'm1', clusterNamespaceAnnotation: 'fleet' });
 
     // Act: the first list, its resume point, a resync; then, holding the Lease, a resync.
     await nodes.emit({ type: 'listed', items: [n1], unannounced: [n1], observedAt: T0 });

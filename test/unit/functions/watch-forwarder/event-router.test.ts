@@ -13,22 +13,20 @@ import { FIELD_MANAGER } from '#shared/domain/taint.ts';
 import { objectKeyOf, type MachineFacts, type MachinePoolFacts, type NodeFacts, type ScalableFacts, type WatchedFacts } from '#shared/model/views.ts';
 import { DECLARATION_ANNOTATIONS } from '#shared/domain/declaration-keys.ts';
 import type { WatchStream } from '#shared/ports/watch-source.ts';
-import { machineFacts } from '#test/support/builders.ts';
+import { machineFacts, nodeFacts, type NodeFactsChange } from '#test/support/builders.ts';
 import { manualClock } from '#test/support/manual-clock.ts';
 
 const T0 = new Date('2026-11-22T10:00:00Z');
 const wc1: ClusterRef = { mode: 'capi', namespace: 'fleet', name: 'wc1' };
 const machine = machineFacts;
-const node = (change: Partial<NodeFacts> = {}): NodeFacts => ({
-  kind: 'Node',
-  name: 'n1',
-  uid: 'uid-n1',
+const node = (change: NodeFactsChange = {}): NodeFacts =>
+  nodeFacts({
   resourceVersion: '40',
   taints: [{ key: 'foreign', value: 'x', effect: 'NoExecute', timeAdded: '2026-11-22T09:30:00Z' }],
   trackingAnnotation: 'upstream:NoSchedule',
   ownTrackingAnnotation: '',
   ...change,
-});
+  });
 const joining = (name: string, providerID: string) => node({ name, uid: `uid-${name}`, providerID, trackingAnnotation: undefined as never, ownTrackingAnnotation: undefined as never });
 const pool = (change: Partial<MachinePoolFacts> = {}): MachinePoolFacts => ({ kind: 'MachinePool', apiVersion: 'cluster.x-k8s.io/v1beta2', labels: {}, namespace: 'fleet', name: 'mp1', uid: 'uid-mp1', resourceVersion: '30', specTaints: null, annotations: {}, nodeNames: ['p1'], clusterName: 'wc1', deleting: false, ...change });
 const machineSet = (change: Partial<ScalableFacts> = {}): ScalableFacts => ({
@@ -144,9 +142,9 @@ describe('Class: EventRouter', () => {
     // Prepare
     const { deliver, publish, published, counts } = setup('capi');
     const joiner = node({ providerID: 'p1', trackingAnnotation: undefined as never, ownTrackingAnnotation: undefined as never });
-    const initialized = { ...joiner, resourceVersion: '41', ownTrackingAnnotation: '', writers: { ownTrackingAnnotation: FIELD_MANAGER } };
+    const initialized = nodeFacts({ ...joiner, resourceVersion: '41', ownTrackingAnnotation: '', writers: { ownTrackingAnnotation: FIELD_MANAGER } });
     const { providerID: _dropped, ...linkedFacts } = initialized;
-    const linked: NodeFacts = { ...linkedFacts, resourceVersion: '42', machineAnnotation: 'm1', clusterNameAnnotation: 'wc1', clusterNamespaceAnnotation: 'fleet' };
+    const linked = nodeFacts({ ...linkedFacts, resourceVersion: '42', machineAnnotation: 'm1', clusterNameAnnotation: 'wc1', clusterNamespaceAnnotation: 'fleet' });
     const unlinked = machine({ nodeName: undefined as never, providerID: 'p1' });
     const declared = { ...unlinked, resourceVersion: '12', annotations: { 'taints.capi-taint-propagator.dev/machine': 'a:NoSchedule' } };
     const { providerID: _gone, ...withNodeRef } = { ...declared, resourceVersion: '13', nodeName: 'n1' };

@@ -8,13 +8,14 @@ import { ObjectIndex } from '#functions/watch-forwarder/object-index.ts';
 import type { ClusterRef } from '#shared/contract/cloud-event.ts';
 import { objectKeyOf, type ClusterFacts, type MachineFacts, type MachinePoolFacts, type NodeFacts, type ScalableFacts, type WatchedFacts } from '#shared/model/views.ts';
 import type { WatchStream } from '#shared/ports/watch-source.ts';
+import { nodeFacts, type NodeFactsChange } from '#test/support/builders.ts';
 
 const wc1: ClusterRef = { mode: 'capi', namespace: 'fleet', name: 'wc1' };
 const wc2: ClusterRef = { mode: 'capi', namespace: 'fleet', name: 'wc2' };
 const machine = (name: string, change: Partial<MachineFacts> = {}): MachineFacts => ({
   kind: 'Machine', apiVersion: 'cluster.x-k8s.io/v1beta2', labels: {}, namespace: 'fleet', name, uid: `uid-${name}`, resourceVersion: '1', specTaints: null, annotations: {}, clusterName: 'wc1', deleting: false, ...change,
 });
-const node = (name: string, change: Partial<NodeFacts> = {}): NodeFacts => ({ kind: 'Node', name, uid: `uid-${name}`, resourceVersion: '1', taints: [], ...change });
+const node = (name: string, change: NodeFactsChange = {}): NodeFacts => nodeFacts({ name, ...change });
 const cluster: ClusterFacts = { kind: 'Cluster', namespace: 'fleet', name: 'wc1', uid: 'uid-wc1', resourceVersion: '1', paused: false, deleting: false };
 
 /** A stream holding `items` as its last state. */

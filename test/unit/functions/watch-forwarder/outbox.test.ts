@@ -34,7 +34,7 @@ function scriptedPublisher(): EventPublisher & { fates: Map<string, Fate>; calls
 
 const T0 = new Date('2026-11-22T10:00:00Z');
 const nodeEvent = (name: string, resourceVersion: string): TaintEvent => {
-  const facts: NodeFacts = { kind: 'Node', name, uid: `uid-${name}`, resourceVersion, taints: [] };
+  const facts: NodeFacts = { kind: 'Node', name, uid: `uid-${name}`, resourceVersion, labels: {}, annotations: {}, taints: [] };
   return toTaintEvent(facts, 'modified', { mode: 'self' }, T0);
 };
 
@@ -348,7 +348,7 @@ describe('Class: Outbox (intake back-pressure)', () => {
 
 describe('Class: Outbox (bulkheads between streams)', () => {
   const clusterEvent = (cluster: string, name: string, resourceVersion: string): TaintEvent => {
-    const facts: NodeFacts = { kind: 'Node', name, uid: `uid-${cluster}-${name}`, resourceVersion, taints: [] };
+    const facts: NodeFacts = { kind: 'Node', name, uid: `uid-${cluster}-${name}`, resourceVersion, labels: {}, annotations: {}, taints: [] };
     return toTaintEvent(facts, 'modified', { mode: 'capi', namespace: 'fleet', name: cluster }, T0);
   };
 

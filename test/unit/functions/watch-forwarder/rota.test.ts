@@ -138,7 +138,7 @@ describe('Class: Leadership (rota)', () => {
 
 describe('Class: WatchForwarder (runMember)', () => {
   const T0 = new Date('2026-11-25T02:00:00Z');
-  const node = (name: string, rv: string, taints: NodeFacts['taints'] = []): NodeFacts => ({ kind: 'Node', name, uid: `uid-${name}`, resourceVersion: rv, taints });
+  const node = (name: string, rv: string, taints: NodeFacts['taints'] = []): NodeFacts => ({ kind: 'Node', name, uid: `uid-${name}`, resourceVersion: rv, labels: {}, annotations: {}, taints });
   const running: Array<() => Promise<ForwarderRunSummary>> = [];
   afterEach(async () => {
     await Promise.all(running.splice(0).map((stop) => stop()));

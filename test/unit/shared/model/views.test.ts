@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { messageGroupIdFor, type ClusterRef } from '#shared/contract/cloud-event.ts';
 import { clusterOfMachine, toTaintEvent } from '#shared/contract/events.ts';
-import { clusterNameOf, isPaused, objectKeyOf, toClusterFacts, toMachineFacts, toNodeFacts, toScalableFacts } from '#shared/model/views.ts';
+import { clusterNameOf, isPaused, objectKeyOf, toClusterFacts, toMachineFacts, toNodeFacts, toScalableFacts, unlinkedProviderID } from '#shared/model/views.ts';
 
 const at = new Date('2026-11-22T10:00:00.000Z');
 const capi: ClusterRef = { mode: 'capi', namespace: 'fleet', name: 'wc1' };
@@ -87,6 +87,37 @@ describe('Function: toMachineFacts() / toNodeFacts() / toClusterFacts()', () => 
     expect([cluster({ paused: true }), cluster({ paused: 'true' }), cluster({}), cluster(undefined)].map((c) => c?.paused)).toEqual([true, false, false, false]);
     const paused = toMachineFacts({ metadata: { name: 'm', namespace: 'ns', uid: 'u', resourceVersion: '1', annotations: { 'cluster.x-k8s.io/paused': '' } } });
     expect([paused, toMachineFacts(machine())].map((m) => m && isPaused(m))).toEqual([true, false]);
+  });
+
+  it("keeps of a Node's labels and annotations only the documented keys, its provider ID and creation time", () => {
+    const facts = toNodeFacts({
+      metadata: {
+        name: 'n1', uid: 'u-n1', resourceVersion: '7', creationTimestamp: '2026-11-22T09:00:00Z',
+        labels: { role: 'gpu', 'rollout.capi-taint-propagator.dev/in-progress': 'true' },
+        annotations: { 'cluster.x-k8s.io/machine': 'm1', 'taints.capi-taint-propagator.dev/applied': '', 'rollout.capi-taint-propagator.dev/in-progress': '{}', 'volumes.kubernetes.io/controller-managed-attach-detach': 'true' },
+      },
+      spec: { providerID: 'aws:///eu-west-1a/i-0abc', podCIDR: '10.0.0.0/24' },
+    });
+    expect(facts).toMatchObject({
+      creationTimestamp: '2026-11-22T09:00:00Z',
+      labels: { 'rollout.capi-taint-propagator.dev/in-progress': 'true' },
+      annotations: { 'cluster.x-k8s.io/machine': 'm1', 'taints.capi-taint-propagator.dev/applied': '', 'rollout.capi-taint-propagator.dev/in-progress': '{}' },
+      taints: [],
+      providerID: 'aws:///eu-west-1a/i-0abc',
+    });
+    expect(Object.keys(facts!.annotations)).toHaveLength(3);
+    // Linked by Cluster API: the reconcile still compares the provider ID; the forwarder links by it no more.
+    expect(unlinkedProviderID(facts!)).toBeUndefined();
+    expect(unlinkedProviderID({ ...facts!, annotations: {} })).toBe('aws:///eu-west-1a/i-0abc');
+  });
+
+  it("reads a Node's spec.taints once: unset or null as none, anything that is not a list of taints as unreadable", () => {
+    const taints = (v: unknown) => toNodeFacts({ ...node(), spec: { taints: v } })?.taints;
+    expect(taints(undefined)).toEqual([]);
+    expect(taints(null)).toEqual([]);
+    expect(taints([{ key: 'a', value: '', effect: 'NoExecute', timeAdded: '2026-01-01T00:00:00Z', extra: 1 }])).toEqual([{ key: 'a', effect: 'NoExecute', timeAdded: '2026-01-01T00:00:00Z' }]);
+    expect(taints([{ key: 'a', value: 'v', effect: 'NoExecute', timeAdded: new Date('2026-01-01T00:00:00.000Z') }])).toEqual([{ key: 'a', value: 'v', effect: 'NoExecute', timeAdded: '2026-01-01T00:00:00Z' }]);
+    expect([taints('not a list'), taints([{ effect: 'NoSchedule' }]), taints([{ key: 1, effect: 'NoSchedule' }]), taints([7]), taints([{ key: 'a', effect: 'NoSchedule' }, 'text'])]).toEqual([undefined, undefined, undefined, undefined, undefined]);
   });
 
   it('keys namespaced objects by namespace/name and Nodes by name', () => {

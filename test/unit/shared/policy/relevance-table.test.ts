@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import type { ChangeKind } from '#shared/contract/cloud-event.ts';
 import { forwardDecision, pausedChanged, poolNodesToAnnounce } from '#shared/policy/relevance.ts';
 import { SpecTaintsOwner } from '#shared/domain/ownership.ts';
-import { toClusterFacts, toMachineFacts, toMachinePoolFacts, toNodeFacts, toScalableFacts, type ClusterFacts, type MachineFacts, type MachinePoolFacts, type NodeFacts, type ScalableFacts, type WatchedFacts } from '#shared/model/views.ts';
+import { toClusterFacts, toMachineFacts, toMachinePoolFacts, toNodeFacts, toScalableFacts, unlinkedProviderID, type ClusterFacts, type MachineFacts, type MachinePoolFacts, type NodeFacts, type ScalableFacts, type WatchedFacts } from '#shared/model/views.ts';
 import { toClusterPauseEvents } from '#shared/contract/events.ts';
 import { autoscalerEventNeeded } from '#shared/policy/autoscaler-relevance.ts';
 
@@ -242,7 +242,7 @@ const TABLE: readonly Row[] = [
     ],
   },
   {
-    object: 'Node', field: 'metadata.annotations[cluster.x-k8s.io/taints-from-machine]', fact: 'trackingAnnotation',
+    object: 'Node', field: 'metadata.annotations[cluster.x-k8s.io/taints-from-machine]', fact: 'annotations[cluster.x-k8s.io/taints-from-machine]',
     when: 'only when a key:effect the product tracks enters or leaves it (the taint changes owner), or when it appears or goes on a Node that carries the startup gate',
     cases: [
       { name: 'Cluster API tracks a new taint of its own', change: (n) => { n.metadata.annotations[CAPI] = 'capi:NoSchedule,other:NoSchedule'; n.spec.taints.push({ key: 'other', effect: 'NoSchedule' }); }, messages: 0 },
@@ -253,7 +253,7 @@ const TABLE: readonly Row[] = [
     ],
   },
   {
-    object: 'Node', field: 'metadata.annotations[taints.capi-taint-propagator.dev/applied]', fact: 'ownTrackingAnnotation',
+    object: 'Node', field: 'metadata.annotations[taints.capi-taint-propagator.dev/applied]', fact: 'annotations[taints.capi-taint-propagator.dev/applied]',
     when: 'written by the product itself: never (the echo). By anyone else: always',
     cases: [
       { name: 'edited by someone', change: (n) => (n.metadata.annotations[OWN] = ''), messages: 1 },
@@ -261,7 +261,7 @@ const TABLE: readonly Row[] = [
     ],
   },
   {
-    object: 'Node', field: 'metadata.annotations[cluster.x-k8s.io/machine]', fact: 'machineAnnotation',
+    object: 'Node', field: 'metadata.annotations[cluster.x-k8s.io/machine]', fact: 'annotations[cluster.x-k8s.io/machine]',
     when: "always (which Machine), but Cluster API's first write of a joining Node confirming the link the product acts on (naming the Machine the forwarder linked by provider ID) is judged without the link: nothing else changed, never; with Cluster API's taints and tracking annotation, as any foreign taint change (on a Node the product has not initialized yet, as on one where it tracks nothing: its addition's reconcile is still to write), its annotation on a gated Node mattering only when the Machine declares spec.taints",
     cases: [
       { name: 'Cluster API names the Machine linked by provider ID, Node initialized by the product', before: unlinkedNode, change: linkNode('m1'), messages: 0 },
@@ -279,14 +279,24 @@ const TABLE: readonly Row[] = [
     ],
   },
   {
-    object: 'Node', field: 'metadata.annotations[cluster.x-k8s.io/cluster-name]', fact: 'clusterNameAnnotation',
+    object: 'Node', field: 'metadata.annotations[cluster.x-k8s.io/cluster-name]', fact: 'annotations[cluster.x-k8s.io/cluster-name]',
     when: 'always',
     cases: [{ name: 'changed', change: (n) => (n.metadata.annotations['cluster.x-k8s.io/cluster-name'] = 'c2'), messages: 1 }],
   },
   {
-    object: 'Node', field: 'metadata.annotations[cluster.x-k8s.io/cluster-namespace]', fact: 'clusterNamespaceAnnotation',
+    object: 'Node', field: 'metadata.annotations[cluster.x-k8s.io/cluster-namespace]', fact: 'annotations[cluster.x-k8s.io/cluster-namespace]',
     when: "always (the Machine's namespace)",
     cases: [{ name: 'changed', change: (n) => (n.metadata.annotations['cluster.x-k8s.io/cluster-namespace'] = 'ns2'), messages: 1 }],
+  },
+  {
+    object: 'Node', field: 'metadata.annotations[rollout.capi-taint-propagator.dev/in-progress], metadata.labels[rollout.capi-taint-propagator.dev/in-progress]', fact: ['annotations[rollout.capi-taint-propagator.dev/in-progress]', 'labels[rollout.capi-taint-propagator.dev/in-progress]'],
+    when: "never on their own (the staged NoExecute rollout's own mark, written by the reconcile function, which reads it from the Node as it is then)",
+    cases: [{ name: 'the mark set', change: (n) => { n.metadata.annotations['rollout.capi-taint-propagator.dev/in-progress'] = '{}'; n.metadata.labels['rollout.capi-taint-propagator.dev/in-progress'] = 'true'; }, messages: 0 }],
+  },
+  {
+    object: 'Node', field: 'metadata.creationTimestamp', fact: 'creationTimestamp',
+    when: "always (the first-enablement rule reads it; the API server never changes it)",
+    cases: [{ name: 'changed', change: (n) => (n.metadata.creationTimestamp = '2026-11-25T00:00:01Z'), messages: 1 }],
   },
   {
     object: 'Node', field: 'metadata.uid', fact: 'uid',
@@ -461,8 +471,8 @@ function messagesFor(row: Row, c: Case): number {
     startupTaint: GATE,
     specTaintsOwner: c.specTaintsOwner ?? SpecTaintsOwner.upstream,
     nodeFacts: (name) => (nodeFacts?.name === name ? nodeFacts : undefined),
-    linkedNodeOf: (m) => (nodeFacts?.providerID !== undefined && nodeFacts.providerID === m.providerID ? nodeFacts.name : undefined),
-    linkedMachineOf: (n) => (c.linkedMachine !== false && n.providerID === 'local://m1' ? { namespace: 'ns', name: 'm1' } : undefined),
+    linkedNodeOf: (m) => (nodeFacts && unlinkedProviderID(nodeFacts) !== undefined && unlinkedProviderID(nodeFacts) === m.providerID ? nodeFacts.name : undefined),
+    linkedMachineOf: (n) => (c.linkedMachine !== false && unlinkedProviderID(n) === 'local://m1' ? { namespace: 'ns', name: 'm1' } : undefined),
     machineFactsOf: (m) => {
       if (m.namespace !== 'ns' || m.name !== 'm1') return undefined;
       const linked = machine();
@@ -523,6 +533,7 @@ describe('The relevance table (docs/relevance.md): which changes reach the queue
         full.metadata.annotations['rollout.capi-taint-propagator.dev/no-execute'] = '1';
       }
       if (kind === 'Machine') for (const group of ['set-name', 'control-plane-name', 'pool-name']) full.metadata.labels[`cluster.x-k8s.io/${group}`] = 'g';
+      if (kind === 'Node') for (const map of ['labels', 'annotations']) full.metadata[map]['rollout.capi-taint-propagator.dev/in-progress'] = 'x';
       // Not yet linked (no nodeRef, no machine annotation): the facts kept only then are counted too.
       const unlinked = structuredClone(full);
       if (kind === 'Machine') delete unlinked.status.nodeRef;

@@ -352,12 +352,13 @@ describe('Function: forwardDecision()', () => {
 
 describe('Function: isForeignTaintNoise() with odd taint lists, and forwardDecision() for our own write', () => {
   const OWN = 'taints.capi-taint-propagator.dev/applied';
+  /** The Node's view with `spec.taints` as stored (parsed by toNodeFacts). */
   const facts = (taints: unknown, manager = 'node-controller'): NodeFacts => {
     const n = baseNode();
     n.metadata.annotations[OWN] = '';
     n.metadata.managedFields = [{ manager, fieldsV1: { 'f:spec': { 'f:taints': {} } } }];
-    const f = toNodeFacts(n) as NodeFacts;
-    return { ...f, taints } as NodeFacts;
+    n.spec.taints = taints;
+    return toNodeFacts(n) as NodeFacts;
   };
   const UNREACHABLE = { key: 'node.kubernetes.io/unreachable', effect: 'NoExecute' };
 
@@ -385,11 +386,12 @@ describe('Function: isForeignTaintNoise() with odd taint lists, and forwardDecis
 
   it('names the echo of our own write', () => {
     const before = facts([]);
-    const after = {
-      ...facts([{ key: 'gpu', value: 'a', effect: 'NoSchedule' }]),
-      ownTrackingAnnotation: 'gpu:NoSchedule',
+    const tainted = facts([{ key: 'gpu', value: 'a', effect: 'NoSchedule' }]);
+    const after: NodeFacts = {
+      ...tainted,
+      annotations: { ...tainted.annotations, [OWN]: 'gpu:NoSchedule' },
       writers: { taints: FIELD_MANAGER, ownTrackingAnnotation: FIELD_MANAGER },
-    } as NodeFacts;
+    };
     expect(forwardDecision('modified', before, after)).toEqual({ forward: false, filtered: 'own-write' });
     expect(forwardDecision('modified', before, { ...after, writers: { taints: 'someone', ownTrackingAnnotation: 'someone' } })).toEqual({ forward: true });
   });

@@ -72,7 +72,7 @@ describe('Function: shardKeeps()', () => {
   const cluster = (namespace: string, name: string): ClusterFacts => ({ ...base, kind: 'Cluster', namespace, name, paused: false });
   const machine = (extra: Partial<MachineFacts>): MachineFacts => ({ ...base, kind: 'Machine', apiVersion: 'cluster.x-k8s.io/v1beta2', labels: {}, namespace: 'ns', name: 'm', specTaints: [], annotations: {}, ...extra });
   const set = (extra: Partial<ScalableFacts>): ScalableFacts => ({ ...base, kind: 'MachineSet', apiVersion: 'cluster.x-k8s.io/v1beta2', labels: {}, namespace: 'ns', name: 's', specTaints: [], templateAnnotations: {}, templateLabels: {}, annotations: {}, ownedByMachineDeployment: false, ...extra });
-  const node: NodeFacts = { kind: 'Node', name: 'n', uid: 'u', resourceVersion: '1', taints: [] };
+  const node: NodeFacts = { kind: 'Node', name: 'n', uid: 'u', resourceVersion: '1', labels: {}, annotations: {}, taints: [] };
   // Two clusters of the same namespace that hash to different shards of two.
   const names = Array.from({ length: 50 }, (_, i) => `c${i}`);
   const in0 = names.find((n) => shardOf(`ns/${n}`, 2) === 0) as string;

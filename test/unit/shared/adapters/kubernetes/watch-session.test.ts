@@ -194,7 +194,7 @@ describe('Class: WatchSession, keeping only some objects (a forwarder shard)', (
     const { session, close } = await loopbackSession((watch, res) => {
       if (!watch) res.writeHead(200).end(JSON.stringify({ kind: 'NodeList', metadata: { resourceVersion: '10' }, items: [node('mine-a', '5'), node('other-b', '6')] }));
       else res.writeHead(200).write(line('MODIFIED', node('other-b', '11')) + line('MODIFIED', node('mine-a', '12', 'other')) + line('BOOKMARK', { metadata: { resourceVersion: '13' } }));
-    }, { keep: (facts) => facts.clusterNameAnnotation === 'mine' });
+    }, { keep: (facts) => facts.annotations['cluster.x-k8s.io/cluster-name'] === 'mine' });
     const events: string[] = [];
     const controller = new AbortController();
 
