@@ -191,7 +191,7 @@ function nodesByName(items: readonly unknown[]): Map<string, NodeWithTaints> {
   const nodes = new Map<string, NodeWithTaints>();
   for (const n of items.map(toNodeFacts)) {
     if (!n) continue;
-    if (!n.taints) throw new Error(`Node ${n.name}: its spec.taints is not a list of taints`);
+    if (!n.taints) throw new Error('a Node has a spec.taints that is not a list of taints');
     nodes.set(n.name, { ...n, taints: n.taints });
   }
   return nodes;

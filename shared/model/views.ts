@@ -297,17 +297,21 @@ export function toNodeFacts(o: unknown): NodeFacts | undefined {
   };
 }
 
-/** A Node's `spec.taints` (see {@link NodeFacts.taints}); an empty value is left out, as the API server does. */
-function taintsOf(raw: unknown): Taint[] | undefined {
-  if (raw === null || raw === undefined) return [];
-  if (!Array.isArray(raw)) return undefined;
-  const taints: Taint[] = [];
-  for (const t of raw) {
-    if (!isObject(t) || typeof t.key !== 'string' || typeof t.effect !== 'string') return undefined;
+const NO_TAINTS: readonly Taint[] = Object.freeze([]);
+
+/**
+ * A Node's `spec.taints` (see {@link NodeFacts.taints}); an empty value is left out, as the API server does. Mapped,
+ * not pushed, and one shared empty list: an exact-size array per Node (the forwarder's cache holds tens of thousands).
+ */
+function taintsOf(raw: unknown): readonly Taint[] | undefined {
+  if (raw === null || raw === undefined) return NO_TAINTS;
+  const readable = (t: unknown): t is Record<string, unknown> & { key: string; effect: string } => isObject(t) && typeof t.key === 'string' && typeof t.effect === 'string';
+  if (!Array.isArray(raw) || !raw.every(readable)) return undefined;
+  if (raw.length === 0) return NO_TAINTS;
+  return raw.map((t) => {
     const [value, timeAdded] = [str(t.value), kubeTime(t.timeAdded)];
-    taints.push({ key: t.key, ...(value ? { value } : {}), effect: t.effect, ...(timeAdded ? { timeAdded } : {}) });
-  }
-  return taints;
+    return { key: t.key, ...(value ? { value } : {}), effect: t.effect, ...(timeAdded ? { timeAdded } : {}) };
+  });
 }
 
 /** A time as the API's JSON has it (RFC 3339); a Date (client-node's model) in the same form. */
