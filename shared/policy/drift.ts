@@ -8,7 +8,7 @@
  */
 import { declaredTaintsOf } from '#shared/domain/declarations.ts';
 import { planOwnedTaints, type SpecTaintsOwner } from '#shared/domain/ownership.ts';
-import { ROLLOUT_EVICTING_TAINT } from '#shared/domain/noexecute-rollout.ts';
+import { ROLLOUT_EVICTING_TAINT, ROLLOUT_MARK_ANNOTATION } from '#shared/domain/noexecute-rollout.ts';
 import { mayAdoptAsInitialized } from '#shared/domain/taint-plan.ts';
 import { MACHINE_ANNOTATION, OWN_TRACKING_ANNOTATION, isSameTaint, type TaintId } from '#shared/domain/taint.ts';
 import { isPaused, type MachineFacts, type MachinePoolFacts, type NodeFacts } from '#shared/model/views.ts';
@@ -37,8 +37,8 @@ export interface DriftOptions {
  *   again, so a broken declaration stays visible while it lasts), and when the plan patches with either answer of the
  *   first-enablement rule (the forwarder does not know the enablement moment; a Node adopted as initialized and one
  *   that is not may differ), and when the Node carries the staged NoExecute rollout's evicting taint (a Node in
- *   progress: a record lost with a queue resumes its rollout); false when both plans leave the Node unchanged (a
- *   rollout mark on a Node whose rollout was withdrawn is cleared by the reconcile of the change that withdrew it);
+ *   progress: a record lost with a queue resumes its rollout), and when it carries the rollout's mark (the same; a
+ *   rollout withdrawn meanwhile has its mark cleared); false when both plans leave the Node unchanged;
  * - **no owner** (the management streams have listed and none owns it): false — a Machine or MachinePool that comes
  *   to own it later is announced by its own change;
  * - **unknown owner** (the management streams have not listed yet: a first list racing the Machines' list): true
@@ -59,8 +59,9 @@ export function mayNeedWrite(node: NodeFacts, owner: NodeOwner, options: DriftOp
   if (isPaused(o) || clusterPaused === true || o.deleting) return false;
   if (o.kind === 'Machine' && o.nodeName !== undefined && o.nodeName !== node.name) return false;
   if (o.kind === 'MachinePool' && !o.nodeNames.includes(node.name)) return false;
-  // A Node in a staged NoExecute rollout: its evictions go on through the queue; announced, a lost record resumes.
-  if (taints === undefined || taints.some((t) => isSameTaint(t, ROLLOUT_EVICTING_TAINT))) return true;
+  // A Node in a staged NoExecute rollout (its mark, its evicting taint): its steps go on through the queue; announced,
+  // a lost record resumes it, or clears the mark of a rollout withdrawn meanwhile (a mark holds a place in its group).
+  if (taints === undefined || annotations[ROLLOUT_MARK_ANNOTATION] !== undefined || taints.some((t) => isSameTaint(t, ROLLOUT_EVICTING_TAINT))) return true;
   const declared = declaredTaintsOf(o, options.startupTaint ? { startupTaint: options.startupTaint } : {});
   if (!declared.valid) return true;
   const snapshot = { resourceVersion: node.resourceVersion, taints, annotations };

@@ -36,6 +36,7 @@ const cases: { name: string; node: NodeFacts; owner: NodeOwner; options?: DriftO
   { name: "upstream's spec.taints, tracked by Cluster API, left alone", node: node({ taints: [gpu, { key: 'capi', effect: 'NoSchedule' }], trackingAnnotation: 'capi:NoSchedule' }), owner: known({ specTaints: [{ key: 'capi', effect: 'NoSchedule', propagation: 'Always' }] }), expected: false },
   { name: 'spec.taints owned by the product and missing', node: node(), owner: known({ specTaints: [{ key: 'capi', effect: 'NoSchedule', propagation: 'Always' }] }), options: { specTaintsOwner: SpecTaintsOwner.product }, expected: true },
   { name: 'a control-plane Machine in sync', node: node(), owner: known({ labels: { 'cluster.x-k8s.io/control-plane': '' } }), expected: false },
+  { name: 'in sync but marked in a staged NoExecute rollout withdrawn meanwhile (the reconcile clears the mark)', node: node({ annotations: { 'rollout.capi-taint-propagator.dev/in-progress': '{"taints":["maint:NoExecute"]}' } }), owner: known(), expected: true },
   { name: 'in sync but evicting in a staged NoExecute rollout', node: node({ taints: [gpu, { key: 'rollout.capi-taint-propagator.dev/evicting', effect: 'NoSchedule' }] }), owner: known(), expected: true },
   { name: 'invalid declaration: the reconcile reports it again', node: node(), owner: known({ annotations: { [MACHINE]: 'gpu:NoSchedul' } }), expected: true },
   { name: 'malformed tracking annotation: the reconcile reports it again', node: node({ ownTrackingAnnotation: 'gpu:NoSchedule,nonsense' }), owner: known(), expected: true },
