@@ -9,7 +9,8 @@
  *   (its log line, `failingClusters`, `UnreachableClusters`), keeps forwarding the healthy cluster, and reports it
  *   recovered once it behaves.
  * - The status CLI names it unreachable, with a reason that names the cap, when its Node list never ends; a read costs
- *   it at most STATUS_NODE_LIST_MAX_PAGES requests, and none while the forwarder reports it failing (issue 48).
+ *   it at most STATUS_NODE_LIST_MAX_PAGES requests, and none while the forwarder reports it failing (issue 48). A Node
+ *   list whose Node has a `spec.taints` that is no list is no answer either: unreachable, with that reason.
  */
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import https from 'node:https';
@@ -26,7 +27,7 @@ import { adminKubeConfig, createClusterWithKubeconfig, createMachine, createName
 import { manualClock } from '#test/support/manual-clock.ts';
 import { acceptAllSends, sentMessages, startForwarder } from './support.ts';
 
-type Mode = 'watch-ends' | 'endless-pages' | 'good';
+type Mode = 'watch-ends' | 'endless-pages' | 'bad-taints' | 'good';
 
 describeWithControlPlane('A workload cluster whose API server misbehaves', () => {
   let dir: string;
@@ -44,7 +45,9 @@ describeWithControlPlane('A workload cluster whose API server misbehaves', () =>
       requests.push({ at: Date.now(), watch, mode });
       if (!watch) {
         const more = mode === 'endless-pages' ? { continue: `more-${pages++}` } : {};
-        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ kind: 'NodeList', apiVersion: 'v1', metadata: { resourceVersion: '100', ...more }, items: [] }));
+        // kube-apiserver validates taints; only a broken or hostile server lists a Node whose spec.taints is no list.
+        const items = mode === 'bad-taints' ? [{ metadata: { name: 'n1', uid: 'u1', resourceVersion: '7' }, spec: { taints: 'NoSchedule' } }] : [];
+        res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ kind: 'NodeList', apiVersion: 'v1', metadata: { resourceVersion: '100', ...more }, items }));
         return;
       }
       if (mode !== 'good') {
@@ -145,6 +148,22 @@ describeWithControlPlane('A workload cluster whose API server misbehaves', () =>
     expect(statuses).toHaveLength(1);
     expect(statuses[0]?.unreachableCluster).toEqual({ cluster: `${ns}/hostile`, reason: `listing /api/v1/nodes failed: the list has more than ${STATUS_NODE_LIST_MAX_PAGES} pages` });
     expect(requests.length - before).toBe(STATUS_NODE_LIST_MAX_PAGES);
+  });
+
+  it('the status CLI names it unreachable, never out of sync, when a listed Node has a spec.taints that is no list', async () => {
+    // Prepare: a Machine of the hostile cluster; its Node list answers n1 with `spec.taints: "NoSchedule"`.
+    mode = 'bad-taints';
+    const admin = adminKubeConfig();
+    const ns = await createNamespace(admin, 'hostile-taints');
+    await createClusterWithKubeconfig(admin, ns, 'hostile', kubeconfig);
+    await createMachine(admin, ns, 'm1', { clusterName: 'hostile', nodeName: 'n1' });
+
+    // Act
+    const statuses = await readTaintStatuses({ kubeConfig: admin, mode: 'capi', machineNamespace: ns, backoff: new ClusterBackoff(manualClock()) });
+
+    // Assess: the read is no answer, as for the reconcile (node-store.ts), so nothing is reported as drifted.
+    expect(statuses).toHaveLength(1);
+    expect(statuses[0]?.unreachableCluster).toEqual({ cluster: `${ns}/hostile`, reason: 'a Node has a spec.taints that is not a list of taints' });
   });
 
   it("the status display does not call a cluster the forwarder reports failing, and shows the forwarder's reason", async () => {
