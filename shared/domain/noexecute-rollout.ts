@@ -1,18 +1,8 @@
 /**
- * Staged NoExecute rollout (issue 51, "Staged application"): the pure rules. A node group that opts in (annotation
- * `rollout.capi-taint-propagator.dev/no-execute: "<N>"` in its Machine template, copied by Cluster API to every
- * Machine) gets a newly declared NoExecute taint at most N Nodes at a time; on each Node the pods the taint would evict
- * are first evicted through the Eviction API (which honours PodDisruptionBudgets), and the taint goes on once they are
- * gone. docs/noexecute-rollout.md tells the whole story; this file decides, from what the cluster shows, the next step.
- *
- * No hidden state: a Node in progress carries a mark of the product's own (a label to list them by, an annotation
- * with the group, the taints and a ticket), written with the Node's resourceVersion like every write. The bound holds
- * without a lock: a Node first claims (mark without ticket), then, on its next reconcile, writes as its ticket the
- * resourceVersion at which it read its own claim. A Node goes ahead only when fewer than N Nodes of its group hold a
- * lower ticket and no claim of its group that could get a lower one is still without its ticket. Resource versions are
- * the etcd revision of the write (one counter per cluster, as the API server's own watch cache compares them): a claim
- * whose ticket is lower was written before this Node's ticket, so this Node's later list shows it. Two Nodes that go
- * ahead together therefore never number more than N.
+ * Staged NoExecute rollout (issue 51, "Staged application"): the pure rules that decide a Node's next step from what
+ * the cluster shows (its mark, its group's marks, its pods). docs/noexecute-rollout.md tells the whole story, and in
+ * "Why the bound holds without a lock" why claims and tickets (resourceVersions: etcd's one revision counter per
+ * cluster) never let more than N Nodes of a group go ahead together.
  */
 import { type PodOnNode, decideEviction } from './eviction-preview.ts';
 import { formatTaint, TaintEffect, type Taint } from './taint.ts';
@@ -30,14 +20,14 @@ export const ROLLOUT_MARK_LABEL = 'rollout.capi-taint-propagator.dev/in-progress
  */
 export const ROLLOUT_EVICTING_TAINT: Taint = { key: 'rollout.capi-taint-propagator.dev/evicting', effect: TaintEffect.NoSchedule };
 
-/** How the kinds of a node group are named in the mark. */
-const GROUP_LABELS: ReadonlyArray<readonly [label: string, kind: string]> = [
-  ['cluster.x-k8s.io/deployment-name', 'MachineDeployment'],
-  ['cluster.x-k8s.io/set-name', 'MachineSet'],
-  ['cluster.x-k8s.io/control-plane-name', 'ControlPlane'],
-];
+/** Cluster API's labels that name a Machine's node group, in order, with the group's kind as the mark names it. */
+const GROUP_LABELS = [
+  { label: 'cluster.x-k8s.io/deployment-name', kind: 'MachineDeployment' },
+  { label: 'cluster.x-k8s.io/set-name', kind: 'MachineSet' },
+  { label: 'cluster.x-k8s.io/control-plane-name', kind: 'ControlPlane' },
+] as const;
 /** The labels that name a Machine's node group. */
-export const ROLLOUT_GROUP_LABELS: readonly string[] = GROUP_LABELS.map(([label]) => label);
+export const ROLLOUT_GROUP_LABELS: readonly string[] = GROUP_LABELS.map(({ label }) => label);
 
 /** What a reconcile knows of a Node's owner for the rollout. */
 export interface RolloutOwner {
@@ -80,12 +70,8 @@ export function maxInProgressOf(setting: { readonly maxInProgress: number } | { 
 
 /** The label selector of a group's Machines (its kind's Cluster API label), or undefined for a MachinePool or a lone Machine. */
 export function groupMachineSelectorOf(owner: RolloutOwner): string | undefined {
-  if (owner.kind === 'MachinePool') return undefined;
-  for (const [label] of GROUP_LABELS) {
-    const name = owner.labels[label];
-    if (name) return `${label}=${name}`;
-  }
-  return undefined;
+  const group = owner.kind === 'MachinePool' ? undefined : GROUP_LABELS.find(({ label }) => owner.labels[label]);
+  return group && `${group.label}=${owner.labels[group.label]}`;
 }
 
 /**
@@ -95,11 +81,9 @@ export function groupMachineSelectorOf(owner: RolloutOwner): string | undefined 
  */
 export function nodeGroupOf(owner: RolloutOwner): string {
   if (owner.kind === 'MachinePool') return `MachinePool/${owner.namespace}/${owner.name}`;
-  for (const [label, kind] of GROUP_LABELS) {
-    const name = owner.labels[label];
-    if (name) return `${kind}/${owner.namespace}/${name}`;
-  }
-  return `Machine/${owner.namespace}/${owner.name}`;
+  const group = GROUP_LABELS.find(({ label }) => owner.labels[label]);
+  if (!group) return `Machine/${owner.namespace}/${owner.name}`;
+  return `${group.kind}/${owner.namespace}/${owner.labels[group.label]}`;
 }
 
 /** The mark a Node in progress carries (annotation ROLLOUT_MARK_ANNOTATION, JSON). */
@@ -116,15 +100,10 @@ export interface RolloutMark {
   readonly refused?: readonly string[];
 }
 
-/** The mark as its annotation value. */
-export function encodeRolloutMark(mark: RolloutMark): string {
-  return JSON.stringify({
-    group: mark.group,
-    taints: mark.taints,
-    ...(mark.ticket !== undefined ? { ticket: mark.ticket } : {}),
-    ...(mark.stuck && mark.stuck.length > 0 ? { stuck: mark.stuck } : {}),
-    ...(mark.refused && mark.refused.length > 0 ? { refused: mark.refused } : {}),
-  });
+/** The mark as its annotation value: its fields in a fixed order (compared as text), empty lists left out. */
+export function encodeRolloutMark({ group, taints, ticket, stuck, refused }: RolloutMark): string {
+  const some = (list?: readonly string[]): readonly string[] | undefined => (list?.length ? list : undefined);
+  return JSON.stringify({ group, taints, ticket, stuck: some(stuck), refused: some(refused) }); // undefined: left out
 }
 
 /**
@@ -247,11 +226,8 @@ export interface EvictionPlan {
 
 /**
  * Which pods of the Node must go before the taint goes on: those the taint-eviction controller would evict once it is
- * on (now or after their tolerationSeconds), are still running or pending, and are not DaemonSet or mirror pods. A
- * pod that tolerates the taints (no tolerationSeconds) stays; a Succeeded or Failed pod disrupts nothing and is left
- * to the controller; DaemonSet pods are left to the taint because a DaemonSet puts an evicted pod straight back on a
- * Node that does not carry the taint yet (kubectl drain skips them with `--ignore-daemonsets` for the same reason).
- * Pure.
+ * on (now or after their tolerationSeconds) that are running or pending and are neither DaemonSet nor mirror pods
+ * (docs/noexecute-rollout.md, "Which pods are evicted", says why). Returns `done` when nothing is left to wait for.
  */
 export function planEvictions(input: EvictionInput): EvictionPlan {
   const evict: { namespace: string; name: string }[] = [];
@@ -277,8 +253,7 @@ function isResourceVersion(value: string): boolean {
 
 /** Orders two resourceVersions (decimal etcd revisions): negative, zero or positive. A non-number sorts first. */
 export function compareResourceVersions(a: string, b: string): number {
-  if (!isResourceVersion(a) || !isResourceVersion(b)) return isResourceVersion(a) ? 1 : isResourceVersion(b) ? -1 : 0;
-  const x = BigInt(a);
-  const y = BigInt(b);
-  return x < y ? -1 : x > y ? 1 : 0;
+  const valid = Number(isResourceVersion(a)) - Number(isResourceVersion(b));
+  if (valid !== 0 || !isResourceVersion(a)) return valid;
+  return Math.sign(Number(BigInt(a) - BigInt(b)));
 }
