@@ -5,7 +5,7 @@
  * `processPodOnNode`), what the controller does not look at (phase, deletion, owner, the taints' order, budgets), and
  * the one case only the controller can time (`keepsPendingEviction`).
  */
-import { TaintEffect, valueOf, type Taint } from './taint.ts';
+import { isSameTaint, TaintEffect, valueOf, type Taint } from './taint.ts';
 
 /**
  * A pod toleration (`V1Toleration`-compatible). An empty or absent `operator` means `Equal`. API validation accepts
@@ -113,10 +113,10 @@ export function decideEviction(tolerations: readonly Toleration[], taints: reado
  * @example nodeTaintsAfter([{ key: 'm', effect: 'NoExecute' }], [{ key: 'm', value: 'old', effect: 'NoExecute' }]).added // [{ key: 'm', effect: 'NoExecute' }]
  */
 export function nodeTaintsAfter(taintsToAdd: readonly Taint[], nodeTaints: readonly Taint[]): { readonly added: readonly Taint[]; readonly after: readonly Taint[] } {
-  const carries = (t: Taint): boolean => nodeTaints.some((n) => n.key === t.key && n.effect === t.effect && valueOf(n) === valueOf(t));
-  const added = taintsToAdd.filter((t, i) => t.effect === TaintEffect.NoExecute && !carries(t) && taintsToAdd.findIndex((o) => o.key === t.key && o.effect === t.effect) === i);
-  const replaced = (n: Taint): boolean => added.some((t) => t.key === n.key && t.effect === n.effect);
-  return { added, after: [...nodeTaints.filter((n) => !replaced(n)), ...added] };
+  const carries = (t: Taint): boolean => nodeTaints.some((n) => isSameTaint(n, t) && valueOf(n) === valueOf(t));
+  const isFirst = (t: Taint, i: number): boolean => taintsToAdd.findIndex((o) => isSameTaint(o, t)) === i;
+  const added = taintsToAdd.filter((t, i) => t.effect === TaintEffect.NoExecute && !carries(t) && isFirst(t, i));
+  return { added, after: [...nodeTaints.filter((n) => !added.some((t) => isSameTaint(t, n))), ...added] };
 }
 
 /**

@@ -14,9 +14,8 @@ export const ROLLOUT_MARK_ANNOTATION = 'rollout.capi-taint-propagator.dev/in-pro
 /** On a Node in progress (value `true`): lets a reconcile list the Nodes in progress of a cluster by label selector. */
 export const ROLLOUT_MARK_LABEL = 'rollout.capi-taint-propagator.dev/in-progress';
 /**
- * Put on a Node with its mark, removed with it: the product's own NoSchedule taint, so that the scheduler does not
- * place the evicted pods' replacements (or anything new) on a Node that is being emptied (kubectl drain cordons for
- * the same reason; a taint of our own is ours to remove, a cordon is the user's).
+ * The product's own NoSchedule taint on a Node that holds a place, so that nothing new lands on it while it empties
+ * (why a taint rather than a cordon: docs/noexecute-rollout.md, "The evicting taint").
  */
 export const ROLLOUT_EVICTING_TAINT: Taint = { key: 'rollout.capi-taint-propagator.dev/evicting', effect: TaintEffect.NoSchedule };
 
@@ -160,7 +159,7 @@ export type RolloutSlotStep =
   | { readonly kind: 'clear'; readonly reason: string }
   /** The opt-in is invalid: wait (nothing is evicted, the taint is not applied) and report. */
   | { readonly kind: 'invalid'; readonly reason: string }
-  /** Write the claim (mark without ticket, plus the evicting taint). */
+  /** Write the claim: the mark without ticket. */
   | { readonly kind: 'claim'; readonly mark: RolloutMark }
   /** Write the ticket: the resourceVersion at which the Node's own claim was read. */
   | { readonly kind: 'ticket'; readonly mark: RolloutMark }
@@ -187,11 +186,11 @@ export function planRolloutSlot(input: RolloutSlotInput): RolloutSlotStep {
   if (mark.ticket === undefined) return { kind: 'ticket', mark: { ...mark, group, taints, ticket: node.resourceVersion } };
   const held = { ...mark, taints };
   // A Node whose pod is stuck keeps its mark but no longer holds a slot: it waits only for itself.
-  if (mark.stuck && mark.stuck.length > 0) return { kind: 'hold', mark: held };
+  if (mark.stuck?.length) return { kind: 'hold', mark: held };
   const mine = mark.ticket;
   const ahead: string[] = [];
   for (const other of input.others) {
-    if (other.name === node.name || other.mark.group !== group || (other.mark.stuck && other.mark.stuck.length > 0)) continue;
+    if (other.name === node.name || other.mark.group !== group || other.mark.stuck?.length) continue;
     const ticket = other.mark.ticket;
     // A claim without ticket gets one ≥ its current resourceVersion: ahead of this Node only if that is lower.
     const earliest = ticket ?? other.resourceVersion;
@@ -212,8 +211,8 @@ export interface EvictionInput {
 
 /** What is left to do on a Node that holds its slot. */
 export interface EvictionPlan {
-  /** Pods to evict now through the Eviction API (`<namespace>/<name>`). */
-  readonly evict: readonly { readonly namespace: string; readonly name: string }[];
+  /** Pods to evict now through the Eviction API. */
+  readonly evict: readonly PodOnNode[];
   /** Pods already terminating that the taint would evict: the taint waits for them. */
   readonly terminating: readonly string[];
   /** Terminating pods past the bound (a stuck finalizer, a kubelet gone): reported; the Node holds only itself. */
@@ -230,7 +229,7 @@ export interface EvictionPlan {
  * (docs/noexecute-rollout.md, "Which pods are evicted", says why). Returns `done` when nothing is left to wait for.
  */
 export function planEvictions(input: EvictionInput): EvictionPlan {
-  const evict: { namespace: string; name: string }[] = [];
+  const evict: PodOnNode[] = [];
   const terminating: string[] = [];
   const stuck: string[] = [];
   const leftToTaint: string[] = [];
@@ -241,7 +240,7 @@ export function planEvictions(input: EvictionInput): EvictionPlan {
     else if (pod.deletionTimestamp !== undefined) {
       terminating.push(id);
       if (input.now.getTime() - Date.parse(pod.deletionTimestamp) > input.stuckAfterSeconds * 1000) stuck.push(id);
-    } else if (pod.phase !== 'Succeeded' && pod.phase !== 'Failed') evict.push({ namespace: pod.namespace, name: pod.name });
+    } else if (pod.phase !== 'Succeeded' && pod.phase !== 'Failed') evict.push(pod);
   }
   return { evict, terminating, stuck, leftToTaint, done: evict.length === 0 && terminating.length === 0 };
 }
