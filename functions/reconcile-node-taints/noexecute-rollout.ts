@@ -24,7 +24,7 @@ import {
 import { ReconcileOutcome } from '#shared/domain/outcome.ts';
 import type { NodeWithTaints, OwnerFacts } from '#shared/model/views.ts';
 import type { NodeTaintPatch, NodeTaintPlan } from '#shared/domain/taint-plan.ts';
-import { isSameTaint, taintId, valueOf, type Taint, type TaintId } from '#shared/domain/taint.ts';
+import { isSameTaint, valueOf, type Taint } from '#shared/domain/taint.ts';
 import type { Clock } from '#shared/ports/clock.ts';
 import type { ClusterConnections } from '#shared/ports/cluster-connections.ts';
 import type { EventRecorder } from '#shared/ports/event-recorder.ts';
@@ -197,9 +197,8 @@ async function nodesInProgress(nodes: NodeStore): Promise<NodeInProgress[]> {
 }
 
 /**
- * The size of the owner's group, the base of a percentage: its MachineDeployment's, MachineSet's or control plane's
- * Machines (by Cluster API's label), a MachinePool's Nodes, or 1 for a lone Machine. Read only when a percentage bound
- * meets another Node in progress (the only time it can matter).
+ * The size of the owner's group, the base of a percentage: its Machines (by the group's Cluster API label), a
+ * MachinePool's Nodes, or 1 for a lone Machine.
  */
 async function groupSizeOf(deps: RolloutDeps, owner: OwnerFacts): Promise<number> {
   if (owner.kind === 'MachinePool') return (await deps.machines.getMachinePool(owner.namespace, owner.name))?.nodeNames.length ?? 1;
@@ -214,9 +213,8 @@ async function groupSizeOf(deps: RolloutDeps, owner: OwnerFacts): Promise<number
  * current value (its taint stays as it is, owned as before), so the rest of the plan is written as without the rollout.
  */
 function withheld(declaration: EffectiveDeclaration, pending: readonly Taint[], nodeTaints: readonly Taint[]): EffectiveDeclaration {
-  const isPending = (t: TaintId): boolean => pending.some((p) => taintId(p) === taintId(t));
   const taints = declaration.taints.flatMap((t) => {
-    if (!isPending(t)) return [t];
+    if (!pending.some((p) => isSameTaint(p, t))) return [t];
     const current = nodeTaints.find((n) => isSameTaint(n, t));
     if (!current) return [];
     const { value: _value, ...valueless } = t;

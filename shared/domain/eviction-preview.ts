@@ -44,16 +44,16 @@ export type EvictionReason =
   | { readonly kind: 'tolerated' }
   | { readonly kind: 'no-noexecute-taint' };
 
-/** What the controller would do with one pod once the taints are added. */
-export interface PodEvictionPreview {
-  readonly namespace: string;
-  readonly name: string;
-  readonly ownerKind?: string;
-  /** `terminal`: Succeeded or Failed (the controller deletes only its object); `terminating`: being deleted. */
-  readonly podState: 'active' | 'terminal' | 'terminating';
-  /** The controller's decision on the Node's NoExecute taints after the change, taken at the moment of the change. */
+/** A decision of the controller with its reason. */
+export interface EvictionDecision {
   readonly evict: EvictionTime;
   readonly reason: EvictionReason;
+}
+
+/** What the controller would do with one pod once the taints are added, decided at the moment of the change. */
+export interface PodEvictionPreview extends EvictionDecision, Pick<PodOnNode, 'namespace' | 'name' | 'ownerKind'> {
+  /** `terminal`: Succeeded or Failed (the controller deletes only its object); `terminating`: being deleted. */
+  readonly podState: 'active' | 'terminal' | 'terminating';
   /** The controller's decision on the Node's current NoExecute taints (`never` when it has none): what already happens. */
   readonly current: EvictionTime;
   /**
@@ -75,12 +75,6 @@ export function toleratesTaint(toleration: Toleration, taint: Taint): boolean {
   const operator = toleration.operator ?? '';
   if (operator === 'Exists') return true;
   return (operator === '' || operator === 'Equal') && (toleration.value ?? '') === valueOf(taint);
-}
-
-/** A decision of the controller with its reason. */
-export interface EvictionDecision {
-  readonly evict: EvictionTime;
-  readonly reason: EvictionReason;
 }
 
 /**
@@ -125,11 +119,9 @@ export function nodeTaintsAfter(taintsToAdd: readonly Taint[], nodeTaints: reado
  * first, so an untolerated added taint is the reason rather than an existing one. Pure; the pods keep their order.
  * Returns `never` with `no-noexecute-taint`, or the current decision, for every pod when nothing is added.
  * @example
- * previewNoExecuteEvictions({
- *   taintsToAdd: [{ key: 'maint', effect: 'NoExecute' }],
- *   nodeTaints: [],
- *   pods: [{ namespace: 'a', name: 'web', tolerations: [] }],
- * })[0]?.evict // 'now'
+ * const web = { namespace: 'a', name: 'web', tolerations: [] };
+ * previewNoExecuteEvictions({ taintsToAdd: [{ key: 'm', effect: 'NoExecute' }], nodeTaints: [], pods: [web] })[0]
+ * // { evict: 'now', reason: { kind: 'untolerated', … }, … }
  */
 export function previewNoExecuteEvictions(input: {
   readonly taintsToAdd: readonly Taint[];
@@ -146,8 +138,7 @@ export function previewNoExecuteEvictions(input: {
       name: pod.name,
       ...(pod.ownerKind === undefined ? {} : { ownerKind: pod.ownerKind }),
       podState: podStateOf(pod),
-      evict: decision.evict,
-      reason: decision.reason,
+      ...decision,
       current,
       keepsPendingEviction: typeof current === 'object' && typeof decision.evict === 'object',
     };
