@@ -81,7 +81,7 @@ export interface RolloutReport {
   readonly leftToTaint?: readonly string[];
 }
 
-/** What the step decided: the spine goes on with `plan`, or the record ends with `result`. */
+/** What the step decided: the spine goes on with `plan`, or the record ends with this outcome. */
 export type RolloutStepResult =
   | { readonly kind: 'proceed'; readonly plan: NodeTaintPlan }
   | {

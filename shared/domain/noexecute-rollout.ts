@@ -143,7 +143,6 @@ export interface RolloutSlotInput {
   readonly group: string;
   /** The NoExecute taints the reconcile would add (nodeTaintsAfter's `added`). */
   readonly pending: readonly Taint[];
-  /** The Node as read. */
   readonly node: { readonly name: string; readonly resourceVersion: string; readonly annotations: Readonly<Record<string, string>> };
   /** The other Nodes in progress of the cluster (any group; this Node is ignored if listed). Needed for `hold` only. */
   readonly others: readonly NodeInProgress[];
