@@ -1,11 +1,8 @@
 /**
- * The `NoExecutePreview` Event (issue 51, docs/noexecute-preview.md): when a reconcile is about to add a NoExecute taint
- * to a Node, or a `@Preview` declaration names one the Node does not carry, the Node's pods are read and the Machine
- * (or MachinePool) gets one Event saying how many the taint-eviction controller would delete at once, later, or keep,
- * e.g. `Node w-1: maintenance=true:NoExecute would evict 3 pods now, 1 after 300 s, keeps 2`. No other change reads
- * pods, so a reconcile without NoExecute addition keeps its calls. The message changes only when the taints or the
- * counts do, and the Event recorder records an identical Event at most once in its window: once per change, not once
- * per reconcile.
+ * The `NoExecutePreview` Event (issue 51, docs/noexecute-preview.md "Or watch the Event"): before a reconcile adds a
+ * NoExecute taint, or when a `@Preview` names one the Node does not carry, the Machine gets one Event counting the pods
+ * the taint-eviction controller would delete. Only then are pods read; the message changes only when the taints or the
+ * counts do, and the recorder drops an identical Event within its window: once per change, not once per reconcile.
  */
 import type { ClusterRef } from '#shared/contract/cloud-event.ts';
 import { countEvictions, describeEvictionCounts, hasNoExecuteChange, noExecuteChangeOf, previewNoExecuteEvictions, type EvictionCounts } from '#shared/domain/eviction-preview.ts';

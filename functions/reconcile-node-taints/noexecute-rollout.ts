@@ -1,12 +1,8 @@
 /**
- * The staged NoExecute rollout, as one step of the reconcile between plan and patch (docs/noexecute-rollout.md). For a
- * Node whose node group opted in and whose plan adds a NoExecute taint it does not carry yet, the step takes over: it
- * claims a slot of the group (at most N Nodes in progress), evicts through the Eviction API the pods the taint would
- * evict, and hands the plan back to the spine once they are gone, with the Node's mark removed in the same write.
- * Everything it knows comes from the cluster (the Node's mark, the group's marks, the pods): a record that comes back,
- * a killed container or a redelivered record starts again from what the cluster shows. Each record writes the Node at
- * most once; waiting goes through the queue (`retryInSeconds`). Other changes of the plan (NoSchedule taints, removals)
- * are written meanwhile, exactly as without the rollout.
+ * The staged NoExecute rollout, as one step of the reconcile between plan and patch (docs/noexecute-rollout.md).
+ * Everything it knows comes from the cluster (the Node's mark, the group's marks, the pods), so a redelivered record or
+ * a killed container starts again from what the cluster shows. Each record writes the Node at most once; waiting goes
+ * through the queue (`retryInSeconds`). The plan's other changes are written meanwhile, as without the rollout.
  */
 import type { ClusterRef } from '#shared/contract/cloud-event.ts';
 import type { EffectiveDeclaration } from '#shared/domain/declarations.ts';
@@ -28,7 +24,7 @@ import {
 import { ReconcileOutcome } from '#shared/domain/outcome.ts';
 import type { NodeWithTaints, OwnerFacts } from '#shared/model/views.ts';
 import type { NodeTaintPatch, NodeTaintPlan } from '#shared/domain/taint-plan.ts';
-import { isSameTaint, taintId, valueOf, type Taint, type TaintId } from '#shared/domain/taint.ts';
+import { isSameTaint, valueOf, type Taint } from '#shared/domain/taint.ts';
 import type { Clock } from '#shared/ports/clock.ts';
 import type { ClusterConnections } from '#shared/ports/cluster-connections.ts';
 import type { EventRecorder } from '#shared/ports/event-recorder.ts';
@@ -36,15 +32,12 @@ import type { MachineStore } from '#shared/ports/machine-store.ts';
 import type { NodeStore } from '#shared/ports/node-store.ts';
 import { recordEvent } from './deferred-events.ts';
 
-/** How long records wait between steps (seconds), and when a terminating pod counts as stuck. */
+/** How long a record waits after each step (seconds; the table in docs/noexecute-rollout.md), and the stuck bound. */
 export interface RolloutTimings {
-  /** After a claim or ticket write: the next step at once. */
   readonly claimedSeconds: number;
-  /** The group is at its bound. */
   readonly waitSeconds: number;
-  /** Evictions requested; the pods are terminating. */
   readonly evictingSeconds: number;
-  /** A PodDisruptionBudget refused (429): the disruption controller needs time to see replacements Ready. */
+  /** After a 429: the disruption controller needs time to see the replacements Ready. */
   readonly refusedSeconds: number;
   /** A pod still terminating this long after its deletionTimestamp is reported as stuck. */
   readonly stuckAfterSeconds: number;
@@ -88,7 +81,7 @@ export interface RolloutReport {
   readonly leftToTaint?: readonly string[];
 }
 
-/** What the step decided: the spine goes on with `plan`, or the record ends with `result`. */
+/** What the step decided: the spine goes on with `plan`, or the record ends with this outcome. */
 export type RolloutStepResult =
   | { readonly kind: 'proceed'; readonly plan: NodeTaintPlan }
   | {
@@ -116,9 +109,7 @@ export async function stageNoExecuteRollout(deps: RolloutDeps, input: RolloutInp
   const group = nodeGroupOf(owner);
   const planned = plan.kind === 'patch' ? plan.patch.taints : node.taints;
   const pending = nodeTaintsAfter(planned, node.taints).added;
-  const hasMark = decodeRolloutMark(node.annotations) !== undefined;
-  // The common case costs nothing: no opt-in and no mark, or nothing new with NoExecute and no mark.
-  if (!hasMark && (setting === undefined || pending.length === 0)) return { kind: 'proceed', plan };
+  // The Nodes in progress and the group's size are read only when they can matter: the common case costs no call.
   const others = setting !== undefined && !('invalid' in setting) && pending.length > 0 ? await nodesInProgress(input.nodes) : [];
   const groupSize = setting !== undefined && 'percent' in setting && others.length > 0 ? await groupSizeOf(deps, owner) : 1;
   const step = planRolloutSlot({ setting, group, pending, node, others, groupSize });
@@ -176,7 +167,6 @@ export async function stageNoExecuteRollout(deps: RolloutDeps, input: RolloutInp
   const evicted = ids.filter((_, i) => answers[i] === 'evicted');
   const refused = ids.filter((_, i) => answers[i] === 'refused');
   const mark: RolloutMark = { ...step.mark, stuck: evictions.stuck, refused };
-  const before = decodeRolloutMark(node.annotations);
   const rollout: RolloutReport = { ...report, evicted, refused, terminating: evictions.terminating, stuck: evictions.stuck, leftToTaint: evictions.leftToTaint };
   const counts = { evicted: evicted.length, refused: refused.length };
   // The status on the Node changes only when the refused or stuck pods do: one write then, and one Event.
@@ -184,9 +174,9 @@ export async function stageNoExecuteRollout(deps: RolloutDeps, input: RolloutInp
   let eventError: unknown;
   if (encodeRolloutMark(mark) !== node.annotations[ROLLOUT_MARK_ANNOTATION]) {
     writtenResourceVersion = (await input.nodes.patchNodeTaints(node.name, withRollout(heldPatch, node, mark, true))).resourceVersion;
-    if (evictions.stuck.length > 0 && !sameList(evictions.stuck, before?.stuck)) {
+    if (evictions.stuck.length > 0 && evictions.stuck.join() !== step.mark.stuck?.join()) {
       eventError = await recordEvent(deps, owner, 'Warning', 'EvictionStuck', `Node ${node.name}: ${evictions.stuck.join(', ')} still terminating ${timings.stuckAfterSeconds}s after deletion; ${taints.join(', ')} waits for it, the rest of ${group} goes on`);
-    } else if (refused.length > 0 && !sameList(refused, before?.refused)) {
+    } else if (refused.length > 0 && refused.join() !== step.mark.refused?.join()) {
       eventError = await recordEvent(deps, owner, 'Warning', 'EvictionRefused', `Node ${node.name}: a PodDisruptionBudget refuses the eviction of ${refused.join(', ')}; retrying, ${taints.join(', ')} waits`);
     }
   }
@@ -207,9 +197,8 @@ async function nodesInProgress(nodes: NodeStore): Promise<NodeInProgress[]> {
 }
 
 /**
- * The size of the owner's group, the base of a percentage: its MachineDeployment's, MachineSet's or control plane's
- * Machines (by Cluster API's label), a MachinePool's Nodes, or 1 for a lone Machine. Read only when a percentage bound
- * meets another Node in progress (the only time it can matter).
+ * The size of the owner's group, the base of a percentage: its Machines (by the group's Cluster API label), a
+ * MachinePool's Nodes, or 1 for a lone Machine.
  */
 async function groupSizeOf(deps: RolloutDeps, owner: OwnerFacts): Promise<number> {
   if (owner.kind === 'MachinePool') return (await deps.machines.getMachinePool(owner.namespace, owner.name))?.nodeNames.length ?? 1;
@@ -224,9 +213,8 @@ async function groupSizeOf(deps: RolloutDeps, owner: OwnerFacts): Promise<number
  * current value (its taint stays as it is, owned as before), so the rest of the plan is written as without the rollout.
  */
 function withheld(declaration: EffectiveDeclaration, pending: readonly Taint[], nodeTaints: readonly Taint[]): EffectiveDeclaration {
-  const isPending = (t: TaintId): boolean => pending.some((p) => taintId(p) === taintId(t));
   const taints = declaration.taints.flatMap((t) => {
-    if (!isPending(t)) return [t];
+    if (!pending.some((p) => isSameTaint(p, t))) return [t];
     const current = nodeTaints.find((n) => isSameTaint(n, t));
     if (!current) return [];
     const { value: _value, ...valueless } = t;
@@ -254,8 +242,4 @@ function withRollout(patch: NodeTaintPatch, node: NodeWithTaints, mark: RolloutM
     annotations: { ...patch.annotations, [ROLLOUT_MARK_ANNOTATION]: mark === null ? null : encodeRolloutMark(mark) },
     labels: { ...(patch.labels ?? {}), [ROLLOUT_MARK_LABEL]: mark === null ? null : 'true' },
   };
-}
-
-function sameList(a: readonly string[], b: readonly string[] | undefined): boolean {
-  return b !== undefined && a.length === b.length && a.every((x, i) => x === b[i]);
 }

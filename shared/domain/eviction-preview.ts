@@ -1,29 +1,11 @@
 /**
- * Which pods a NoExecute taint would evict, and when: Kubernetes' own rules, ported exactly (issue 51, "Preview").
- *
- * Kubernetes' taint-eviction controller (kube-controller-manager, `taint-eviction-controller`) deletes the pods of a
- * Node that do not tolerate one of its NoExecute taints, at once or after their `tolerationSeconds`; it does not
- * consult PodDisruptionBudgets. The rules below are read from Kubernetes v1.34.3 (the version of the local control
- * plane):
- * - `ToleratesTaint` in `k8s.io/api` `core/v1/toleration.go` (v0.34.3): the matching of one toleration and one taint;
- * - `GetMatchingTolerations` in `pkg/apis/core/v1/helper/helpers.go`: every taint must be tolerated, and for each
- *   taint the FIRST matching toleration (in the pod's order) is the one that counts;
- * - `getMinTolerationTime` and `processPodOnNode` in `pkg/controller/tainteviction/taint_eviction.go`: the shortest
- *   `tolerationSeconds` among those tolerations (≤ 0 means at once), none with `tolerationSeconds` means never.
- *
- * What the controller does NOT look at, so neither does this rule: the pod's phase (a Succeeded or Failed pod that
- * does not tolerate the taint is deleted too: its object goes, no container was running), its deletionTimestamp (a
- * pod already terminating is deleted again, which cannot lengthen its grace period), its owner, and the taints'
- * order. It evaluates ALL the Node's NoExecute taints, not only the new one: a pod that tolerates the new taint for
- * 60 s but an existing one for 10 s goes after 10 s. It acts only on pods bound to the Node (`spec.nodeName`).
- *
- * One timing case depends on state only the controller holds: when the Node's current NoExecute taints already put
- * an eviction of the pod in the controller's queue (`current` is `{ afterSeconds }`) and the new taint is tolerated,
- * the controller keeps that pending eviction (`processPodOnNode` returns when the pending one's start plus the new
- * minimum is before now plus the new minimum), so the pod goes when the pending eviction fires, which can be later
- * than `afterSeconds` from the change: `keepsPendingEviction` says so. An untolerated new taint always means at once.
+ * Which pods a NoExecute taint would evict, and when: the rules of Kubernetes' taint-eviction controller (v1.34.3),
+ * ported exactly (issue 51, "Preview"). docs/noexecute-preview.md ("How the preview decides") names the upstream
+ * function each rule comes from (`ToleratesTaint`, `GetMatchingTolerations`, `getMinTolerationTime`,
+ * `processPodOnNode`), what the controller does not look at (phase, deletion, owner, the taints' order, budgets), and
+ * the one case only the controller can time (`keepsPendingEviction`).
  */
-import { TaintEffect, valueOf, type Taint } from './taint.ts';
+import { isSameTaint, TaintEffect, valueOf, type Taint } from './taint.ts';
 
 /**
  * A pod toleration (`V1Toleration`-compatible). An empty or absent `operator` means `Equal`. API validation accepts
@@ -46,7 +28,7 @@ export interface PodOnNode {
   readonly phase?: string;
   /** `metadata.deletionTimestamp`: set when the pod is already terminating. */
   readonly deletionTimestamp?: string;
-  /** Kind of the controlling owner (`ReplicaSet`, `DaemonSet`, …), for display only. */
+  /** Kind of the controlling owner (`ReplicaSet`, `DaemonSet`, `Node` for a mirror pod, …). */
   readonly ownerKind?: string;
 }
 
@@ -59,30 +41,24 @@ export type EvictionReason =
   | { readonly kind: 'untolerated'; readonly taint: Taint }
   /** Every NoExecute taint is tolerated; this toleration (matching `taint`) has the shortest `tolerationSeconds`. */
   | { readonly kind: 'toleration-seconds'; readonly taint: Taint; readonly toleration: Toleration }
-  /** Every NoExecute taint is tolerated by a toleration without `tolerationSeconds`. */
   | { readonly kind: 'tolerated' }
-  /** The Node carries no NoExecute taint, before or after (nothing new to add). */
   | { readonly kind: 'no-noexecute-taint' };
 
-/** What the controller would do with one pod once the taints are added. */
-export interface PodEvictionPreview {
-  readonly namespace: string;
-  readonly name: string;
-  readonly ownerKind?: string;
-  /**
-   * `terminal`: Succeeded or Failed (the controller deletes the object; no running workload is disrupted);
-   * `terminating`: already being deleted; `active` otherwise.
-   */
-  readonly podState: 'active' | 'terminal' | 'terminating';
-  /** The controller's decision on the Node's NoExecute taints after the change, taken at the moment of the change. */
+/** A decision of the controller with its reason. */
+export interface EvictionDecision {
   readonly evict: EvictionTime;
   readonly reason: EvictionReason;
+}
+
+/** What the controller would do with one pod once the taints are added, decided at the moment of the change. */
+export interface PodEvictionPreview extends EvictionDecision, Pick<PodOnNode, 'namespace' | 'name' | 'ownerKind'> {
+  /** `terminal`: Succeeded or Failed (the controller deletes only its object); `terminating`: being deleted. */
+  readonly podState: 'active' | 'terminal' | 'terminating';
   /** The controller's decision on the Node's current NoExecute taints (`never` when it has none): what already happens. */
   readonly current: EvictionTime;
   /**
-   * True when the controller keeps an eviction already pending from the Node's current taints (`current` and `evict`
-   * both `{ afterSeconds }`): the pod then goes when that pending eviction fires, within `current.afterSeconds` of the
-   * change, not `evict.afterSeconds` after it (see the module comment).
+   * True when the controller keeps an eviction already pending from the Node's current taints: the pod then goes
+   * within `current.afterSeconds` of the change, not `evict.afterSeconds` after it.
    */
   readonly keepsPendingEviction: boolean;
 }
@@ -90,30 +66,15 @@ export interface PodEvictionPreview {
 /**
  * Whether one toleration tolerates one taint, exactly as Kubernetes' `Toleration.ToleratesTaint`: an empty effect
  * matches every effect; an empty key matches every key; `Exists` matches every value; `Equal` (also an empty or
- * absent operator) compares values; any other operator matches nothing. (API validation refuses an empty key with
- * `Equal`; such a toleration would match every taint with an empty value, as upstream's function does.)
+ * absent operator) compares values; any other operator matches nothing.
  * @example toleratesTaint({ key: 'gpu', operator: 'Exists' }, { key: 'gpu', value: 'a100', effect: 'NoExecute' }) // true
  */
 export function toleratesTaint(toleration: Toleration, taint: Taint): boolean {
-  const effect = toleration.effect ?? '';
-  if (effect.length > 0 && effect !== taint.effect) return false;
-  const key = toleration.key ?? '';
-  if (key.length > 0 && key !== taint.key) return false;
-  switch (toleration.operator ?? '') {
-    case '':
-    case 'Equal':
-      return (toleration.value ?? '') === valueOf(taint);
-    case 'Exists':
-      return true;
-    default:
-      return false;
-  }
-}
-
-/** A decision of the controller with its reason. */
-export interface EvictionDecision {
-  readonly evict: EvictionTime;
-  readonly reason: EvictionReason;
+  if (toleration.effect && toleration.effect !== taint.effect) return false;
+  if (toleration.key && toleration.key !== taint.key) return false;
+  const operator = toleration.operator ?? '';
+  if (operator === 'Exists') return true;
+  return (operator === '' || operator === 'Equal') && (toleration.value ?? '') === valueOf(taint);
 }
 
 /**
@@ -146,10 +107,10 @@ export function decideEviction(tolerations: readonly Toleration[], taints: reado
  * @example nodeTaintsAfter([{ key: 'm', effect: 'NoExecute' }], [{ key: 'm', value: 'old', effect: 'NoExecute' }]).added // [{ key: 'm', effect: 'NoExecute' }]
  */
 export function nodeTaintsAfter(taintsToAdd: readonly Taint[], nodeTaints: readonly Taint[]): { readonly added: readonly Taint[]; readonly after: readonly Taint[] } {
-  const carries = (t: Taint): boolean => nodeTaints.some((n) => n.key === t.key && n.effect === t.effect && valueOf(n) === valueOf(t));
-  const added = taintsToAdd.filter((t, i) => t.effect === TaintEffect.NoExecute && !carries(t) && taintsToAdd.findIndex((o) => o.key === t.key && o.effect === t.effect) === i);
-  const replaced = (n: Taint): boolean => added.some((t) => t.key === n.key && t.effect === n.effect);
-  return { added, after: [...nodeTaints.filter((n) => !replaced(n)), ...added] };
+  const carries = (t: Taint): boolean => nodeTaints.some((n) => isSameTaint(n, t) && valueOf(n) === valueOf(t));
+  const isFirst = (t: Taint, i: number): boolean => taintsToAdd.findIndex((o) => isSameTaint(o, t)) === i;
+  const added = taintsToAdd.filter((t, i) => t.effect === TaintEffect.NoExecute && !carries(t) && isFirst(t, i));
+  return { added, after: [...nodeTaints.filter((n) => !added.some((t) => isSameTaint(t, n))), ...added] };
 }
 
 /**
@@ -158,11 +119,9 @@ export function nodeTaintsAfter(taintsToAdd: readonly Taint[], nodeTaints: reado
  * first, so an untolerated added taint is the reason rather than an existing one. Pure; the pods keep their order.
  * Returns `never` with `no-noexecute-taint`, or the current decision, for every pod when nothing is added.
  * @example
- * previewNoExecuteEvictions({
- *   taintsToAdd: [{ key: 'maint', effect: 'NoExecute' }],
- *   nodeTaints: [],
- *   pods: [{ namespace: 'a', name: 'web', tolerations: [] }],
- * })[0]?.evict // 'now'
+ * const web = { namespace: 'a', name: 'web', tolerations: [] };
+ * previewNoExecuteEvictions({ taintsToAdd: [{ key: 'm', effect: 'NoExecute' }], nodeTaints: [], pods: [web] })[0]
+ * // { evict: 'now', reason: { kind: 'untolerated', … }, … }
  */
 export function previewNoExecuteEvictions(input: {
   readonly taintsToAdd: readonly Taint[];
@@ -179,8 +138,7 @@ export function previewNoExecuteEvictions(input: {
       name: pod.name,
       ...(pod.ownerKind === undefined ? {} : { ownerKind: pod.ownerKind }),
       podState: podStateOf(pod),
-      evict: decision.evict,
-      reason: decision.reason,
+      ...decision,
       current,
       keepsPendingEviction: typeof current === 'object' && typeof decision.evict === 'object',
     };

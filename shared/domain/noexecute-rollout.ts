@@ -1,18 +1,8 @@
 /**
- * Staged NoExecute rollout (issue 51, "Staged application"): the pure rules. A node group that opts in (annotation
- * `rollout.capi-taint-propagator.dev/no-execute: "<N>"` in its Machine template, copied by Cluster API to every
- * Machine) gets a newly declared NoExecute taint at most N Nodes at a time; on each Node the pods the taint would evict
- * are first evicted through the Eviction API (which honours PodDisruptionBudgets), and the taint goes on once they are
- * gone. docs/noexecute-rollout.md tells the whole story; this file decides, from what the cluster shows, the next step.
- *
- * No hidden state: a Node in progress carries a mark of the product's own (a label to list them by, an annotation
- * with the group, the taints and a ticket), written with the Node's resourceVersion like every write. The bound holds
- * without a lock: a Node first claims (mark without ticket), then, on its next reconcile, writes as its ticket the
- * resourceVersion at which it read its own claim. A Node goes ahead only when fewer than N Nodes of its group hold a
- * lower ticket and no claim of its group that could get a lower one is still without its ticket. Resource versions are
- * the etcd revision of the write (one counter per cluster, as the API server's own watch cache compares them): a claim
- * whose ticket is lower was written before this Node's ticket, so this Node's later list shows it. Two Nodes that go
- * ahead together therefore never number more than N.
+ * Staged NoExecute rollout (issue 51, "Staged application"): the pure rules that decide a Node's next step from what
+ * the cluster shows (its mark, its group's marks, its pods). docs/noexecute-rollout.md tells the whole story, and in
+ * "Why the bound holds without a lock" why claims and tickets (resourceVersions: etcd's one revision counter per
+ * cluster) never let more than N Nodes of a group go ahead together.
  */
 import { type PodOnNode, decideEviction } from './eviction-preview.ts';
 import { formatTaint, TaintEffect, type Taint } from './taint.ts';
@@ -24,20 +14,19 @@ export const ROLLOUT_MARK_ANNOTATION = 'rollout.capi-taint-propagator.dev/in-pro
 /** On a Node in progress (value `true`): lets a reconcile list the Nodes in progress of a cluster by label selector. */
 export const ROLLOUT_MARK_LABEL = 'rollout.capi-taint-propagator.dev/in-progress';
 /**
- * Put on a Node with its mark, removed with it: the product's own NoSchedule taint, so that the scheduler does not
- * place the evicted pods' replacements (or anything new) on a Node that is being emptied (kubectl drain cordons for
- * the same reason; a taint of our own is ours to remove, a cordon is the user's).
+ * The product's own NoSchedule taint on a Node that holds a place, so that nothing new lands on it while it empties
+ * (why a taint rather than a cordon: docs/noexecute-rollout.md, "The evicting taint").
  */
 export const ROLLOUT_EVICTING_TAINT: Taint = { key: 'rollout.capi-taint-propagator.dev/evicting', effect: TaintEffect.NoSchedule };
 
-/** How the kinds of a node group are named in the mark. */
-const GROUP_LABELS: ReadonlyArray<readonly [label: string, kind: string]> = [
-  ['cluster.x-k8s.io/deployment-name', 'MachineDeployment'],
-  ['cluster.x-k8s.io/set-name', 'MachineSet'],
-  ['cluster.x-k8s.io/control-plane-name', 'ControlPlane'],
-];
+/** Cluster API's labels that name a Machine's node group, in order, with the group's kind as the mark names it. */
+const GROUP_LABELS = [
+  { label: 'cluster.x-k8s.io/deployment-name', kind: 'MachineDeployment' },
+  { label: 'cluster.x-k8s.io/set-name', kind: 'MachineSet' },
+  { label: 'cluster.x-k8s.io/control-plane-name', kind: 'ControlPlane' },
+] as const;
 /** The labels that name a Machine's node group. */
-export const ROLLOUT_GROUP_LABELS: readonly string[] = GROUP_LABELS.map(([label]) => label);
+export const ROLLOUT_GROUP_LABELS: readonly string[] = GROUP_LABELS.map(({ label }) => label);
 
 /** What a reconcile knows of a Node's owner for the rollout. */
 export interface RolloutOwner {
@@ -80,12 +69,8 @@ export function maxInProgressOf(setting: { readonly maxInProgress: number } | { 
 
 /** The label selector of a group's Machines (its kind's Cluster API label), or undefined for a MachinePool or a lone Machine. */
 export function groupMachineSelectorOf(owner: RolloutOwner): string | undefined {
-  if (owner.kind === 'MachinePool') return undefined;
-  for (const [label] of GROUP_LABELS) {
-    const name = owner.labels[label];
-    if (name) return `${label}=${name}`;
-  }
-  return undefined;
+  const group = owner.kind === 'MachinePool' ? undefined : GROUP_LABELS.find(({ label }) => owner.labels[label]);
+  return group && `${group.label}=${owner.labels[group.label]}`;
 }
 
 /**
@@ -95,11 +80,9 @@ export function groupMachineSelectorOf(owner: RolloutOwner): string | undefined 
  */
 export function nodeGroupOf(owner: RolloutOwner): string {
   if (owner.kind === 'MachinePool') return `MachinePool/${owner.namespace}/${owner.name}`;
-  for (const [label, kind] of GROUP_LABELS) {
-    const name = owner.labels[label];
-    if (name) return `${kind}/${owner.namespace}/${name}`;
-  }
-  return `Machine/${owner.namespace}/${owner.name}`;
+  const group = GROUP_LABELS.find(({ label }) => owner.labels[label]);
+  if (!group) return `Machine/${owner.namespace}/${owner.name}`;
+  return `${group.kind}/${owner.namespace}/${owner.labels[group.label]}`;
 }
 
 /** The mark a Node in progress carries (annotation ROLLOUT_MARK_ANNOTATION, JSON). */
@@ -116,15 +99,10 @@ export interface RolloutMark {
   readonly refused?: readonly string[];
 }
 
-/** The mark as its annotation value. */
-export function encodeRolloutMark(mark: RolloutMark): string {
-  return JSON.stringify({
-    group: mark.group,
-    taints: mark.taints,
-    ...(mark.ticket !== undefined ? { ticket: mark.ticket } : {}),
-    ...(mark.stuck && mark.stuck.length > 0 ? { stuck: mark.stuck } : {}),
-    ...(mark.refused && mark.refused.length > 0 ? { refused: mark.refused } : {}),
-  });
+/** The mark as its annotation value: its fields in a fixed order (compared as text), empty lists left out. */
+export function encodeRolloutMark({ group, taints, ticket, stuck, refused }: RolloutMark): string {
+  const some = (list?: readonly string[]): readonly string[] | undefined => (list?.length ? list : undefined);
+  return JSON.stringify({ group, taints, ticket, stuck: some(stuck), refused: some(refused) }); // undefined: left out
 }
 
 /**
@@ -165,7 +143,6 @@ export interface RolloutSlotInput {
   readonly group: string;
   /** The NoExecute taints the reconcile would add (nodeTaintsAfter's `added`). */
   readonly pending: readonly Taint[];
-  /** The Node as read. */
   readonly node: { readonly name: string; readonly resourceVersion: string; readonly annotations: Readonly<Record<string, string>> };
   /** The other Nodes in progress of the cluster (any group; this Node is ignored if listed). Needed for `hold` only. */
   readonly others: readonly NodeInProgress[];
@@ -181,7 +158,7 @@ export type RolloutSlotStep =
   | { readonly kind: 'clear'; readonly reason: string }
   /** The opt-in is invalid: wait (nothing is evicted, the taint is not applied) and report. */
   | { readonly kind: 'invalid'; readonly reason: string }
-  /** Write the claim (mark without ticket, plus the evicting taint). */
+  /** Write the claim: the mark without ticket. */
   | { readonly kind: 'claim'; readonly mark: RolloutMark }
   /** Write the ticket: the resourceVersion at which the Node's own claim was read. */
   | { readonly kind: 'ticket'; readonly mark: RolloutMark }
@@ -208,11 +185,11 @@ export function planRolloutSlot(input: RolloutSlotInput): RolloutSlotStep {
   if (mark.ticket === undefined) return { kind: 'ticket', mark: { ...mark, group, taints, ticket: node.resourceVersion } };
   const held = { ...mark, taints };
   // A Node whose pod is stuck keeps its mark but no longer holds a slot: it waits only for itself.
-  if (mark.stuck && mark.stuck.length > 0) return { kind: 'hold', mark: held };
+  if (mark.stuck?.length) return { kind: 'hold', mark: held };
   const mine = mark.ticket;
   const ahead: string[] = [];
   for (const other of input.others) {
-    if (other.name === node.name || other.mark.group !== group || (other.mark.stuck && other.mark.stuck.length > 0)) continue;
+    if (other.name === node.name || other.mark.group !== group || other.mark.stuck?.length) continue;
     const ticket = other.mark.ticket;
     // A claim without ticket gets one ≥ its current resourceVersion: ahead of this Node only if that is lower.
     const earliest = ticket ?? other.resourceVersion;
@@ -233,8 +210,8 @@ export interface EvictionInput {
 
 /** What is left to do on a Node that holds its slot. */
 export interface EvictionPlan {
-  /** Pods to evict now through the Eviction API (`<namespace>/<name>`). */
-  readonly evict: readonly { readonly namespace: string; readonly name: string }[];
+  /** Pods to evict now through the Eviction API. */
+  readonly evict: readonly PodOnNode[];
   /** Pods already terminating that the taint would evict: the taint waits for them. */
   readonly terminating: readonly string[];
   /** Terminating pods past the bound (a stuck finalizer, a kubelet gone): reported; the Node holds only itself. */
@@ -247,14 +224,11 @@ export interface EvictionPlan {
 
 /**
  * Which pods of the Node must go before the taint goes on: those the taint-eviction controller would evict once it is
- * on (now or after their tolerationSeconds), are still running or pending, and are not DaemonSet or mirror pods. A
- * pod that tolerates the taints (no tolerationSeconds) stays; a Succeeded or Failed pod disrupts nothing and is left
- * to the controller; DaemonSet pods are left to the taint because a DaemonSet puts an evicted pod straight back on a
- * Node that does not carry the taint yet (kubectl drain skips them with `--ignore-daemonsets` for the same reason).
- * Pure.
+ * on (now or after their tolerationSeconds) that are running or pending and are neither DaemonSet nor mirror pods
+ * (docs/noexecute-rollout.md, "Which pods are evicted", says why). Returns `done` when nothing is left to wait for.
  */
 export function planEvictions(input: EvictionInput): EvictionPlan {
-  const evict: { namespace: string; name: string }[] = [];
+  const evict: PodOnNode[] = [];
   const terminating: string[] = [];
   const stuck: string[] = [];
   const leftToTaint: string[] = [];
@@ -265,7 +239,7 @@ export function planEvictions(input: EvictionInput): EvictionPlan {
     else if (pod.deletionTimestamp !== undefined) {
       terminating.push(id);
       if (input.now.getTime() - Date.parse(pod.deletionTimestamp) > input.stuckAfterSeconds * 1000) stuck.push(id);
-    } else if (pod.phase !== 'Succeeded' && pod.phase !== 'Failed') evict.push({ namespace: pod.namespace, name: pod.name });
+    } else if (pod.phase !== 'Succeeded' && pod.phase !== 'Failed') evict.push(pod);
   }
   return { evict, terminating, stuck, leftToTaint, done: evict.length === 0 && terminating.length === 0 };
 }
@@ -277,8 +251,7 @@ function isResourceVersion(value: string): boolean {
 
 /** Orders two resourceVersions (decimal etcd revisions): negative, zero or positive. A non-number sorts first. */
 export function compareResourceVersions(a: string, b: string): number {
-  if (!isResourceVersion(a) || !isResourceVersion(b)) return isResourceVersion(a) ? 1 : isResourceVersion(b) ? -1 : 0;
-  const x = BigInt(a);
-  const y = BigInt(b);
-  return x < y ? -1 : x > y ? 1 : 0;
+  const valid = Number(isResourceVersion(a)) - Number(isResourceVersion(b));
+  if (valid !== 0 || !isResourceVersion(a)) return valid;
+  return Math.sign(Number(BigInt(a) - BigInt(b)));
 }

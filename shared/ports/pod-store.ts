@@ -1,13 +1,10 @@
 import type { PodOnNode } from '#shared/domain/eviction-preview.ts';
 
-/** What the Eviction API answered for one pod. */
-export type EvictionAnswer =
-  /** Accepted (201): the pod is being deleted with its own grace period. */
-  | 'evicted'
-  /** The pod no longer exists (404). */
-  | 'gone'
-  /** A PodDisruptionBudget forbids it now (429): waited out, never overridden. */
-  | 'refused';
+/**
+ * What the Eviction API answered for one pod: accepted (201: deleted with its own grace period), the pod no longer
+ * exists (404), or a PodDisruptionBudget forbids it now (429: waited out, never overridden).
+ */
+export type EvictionAnswer = 'evicted' | 'gone' | 'refused';
 
 /** Reads the pods bound to a Node and evicts them through the Eviction API, in one workload cluster. */
 export interface PodStore {
