@@ -1,13 +1,7 @@
 /**
- * What keeps one workload cluster from costing the others, for the records of a batch:
- * - a per-cluster limit on concurrent records (`CLUSTER_CONCURRENCY`): a cluster never has more than that many
- *   records' calls in flight, however many of its Nodes the batch holds;
- * - the batch breaker: once a call of a cluster timed out or its answer passed the byte cap, the cluster's further
- *   records in the batch fail at once, as transient, without a request;
- * - the failing-cluster backoff (`FailingClusters`, one per container, so it spans batches): a cluster whose call
- *   failed (connection error, timeout, 5xx, 429, oversized answer) is not called again by any record until its backoff
- *   has passed (1 s, doubling up to 30 s); then one call tries it, and the others wait for that call's answer. The
- *   records meanwhile fail at once as transient; the queue's backoff brings them back.
+ * What keeps one workload cluster from costing the others (the function's README, "Isolation"): a per-cluster limit
+ * on concurrent records, the batch breaker after a call timed out or passed the byte cap, and the failing-cluster
+ * backoff that spans batches. A record refused by any of them fails at once as transient, without a request.
  */
 import { CallTimeoutError, OversizedAnswerError, TransientError } from '#shared/errors.ts';
 import { clusterKey, type ClusterRef } from '#shared/contract/cloud-event.ts';

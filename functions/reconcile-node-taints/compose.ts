@@ -31,12 +31,9 @@ export interface ComposeArgs {
    * Lambda functions, a client-node KubeConfig in the local tools: both are ClusterEndpoints.
    */
   readonly managementKubeConfig: ClusterEndpoint;
-  /** Returns the current management cluster's endpoint (a refreshed one when its credentials rotate). */
-  readonly refreshManagementKubeConfig?: () => Promise<ClusterEndpoint>;
   readonly workloadKubeConfig: WorkloadKubeConfigLoader;
   /** An SQS client, or a function that makes one on first use (loaded lazily by the Lambda handler). */
   readonly sqs: SqsSender | (() => Promise<SqsSender>);
-  readonly clock?: Clock;
   readonly logger?: BatchDeps['logger'];
   readonly metrics?: BatchDeps['metrics'];
 }
@@ -53,10 +50,9 @@ export interface ReconcileComposition extends BatchDeps {
 }
 
 export function composeReconcile(args: ComposeArgs): ReconcileComposition {
-  const clock = args.clock ?? { now: () => new Date() };
+  const clock: Clock = { now: () => new Date() };
   // Connections are pooled by the HTTP client (kube-http.ts), one keep-alive pool for every cluster.
   const kc = args.managementKubeConfig;
-  const refresh = args.refreshManagementKubeConfig;
   const { config } = args;
   const logger = args.logger ?? defaultLogger;
   const gateWarning = startupGateWarning(config.startupTaint);
@@ -80,7 +76,7 @@ export function composeReconcile(args: ComposeArgs): ReconcileComposition {
     machines: new KubernetesMachineStore(kc, capi),
     scalables: new KubernetesScalableResourceStore(kc, capi),
     clusters: new KubernetesClusterConnections({
-      management: refresh ?? (async () => kc),
+      management: async () => kc,
       workload: args.workloadKubeConfig,
       clock,
       // A Cluster whose kubeconfig is unusable or refused: log, metric, Warning Event on the Cluster.

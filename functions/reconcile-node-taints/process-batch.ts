@@ -250,22 +250,14 @@ async function deadLetter(record: SQSRecord, deps: BatchDeps, reason: string, er
  * `reconcile` (its reads and its write). Pure: it reads only the record's attributes and the times it is given.
  */
 export function latencyStages(event: TaintEvent, record: SQSRecord, batchStartedAt: number, recordStartedAt: number, writtenAt: number): Record<string, number> {
-  const at = (v: string | undefined): number | undefined => {
-    const n = v === undefined || v.trim() === '' ? Number.NaN : Number(v);
-    return Number.isFinite(n) ? n : undefined;
-  };
-  const observed = Date.parse(event.data.observedAt);
+  const at = (v: string | undefined): number => (v?.trim() ? Number(v) : Number.NaN);
   const sent = at(record.attributes.SentTimestamp);
   const received = at(record.attributes.ApproximateFirstReceiveTimestamp);
-  const stage = (from: number | undefined, to: number | undefined): number | undefined => (from !== undefined && to !== undefined && !Number.isNaN(from) ? Math.max(0, to - from) : undefined);
-  const stages: Record<string, number | undefined> = {
-    forwarder: stage(observed, sent),
-    queue: stage(sent, received),
-    invoke: stage(received, batchStartedAt),
-    batch: stage(batchStartedAt, recordStartedAt),
-    reconcile: stage(recordStartedAt, writtenAt),
-  };
-  return Object.fromEntries(Object.entries(stages).filter((e): e is [string, number] => e[1] !== undefined));
+  // Each stage runs from one time to the next; a time that is not a number leaves out both stages it bounds.
+  const times = [Date.parse(event.data.observedAt), sent, received, batchStartedAt, recordStartedAt, writtenAt];
+  const names = ['forwarder', 'queue', 'invoke', 'batch', 'reconcile'];
+  const stages = names.map((name, i) => [name, times[i + 1]! - times[i]!] as const);
+  return Object.fromEntries(stages.filter(([, ms]) => Number.isFinite(ms)).map(([n, ms]) => [n, Math.max(0, ms)]));
 }
 
 function receiveCountOf(record: SQSRecord): number {
