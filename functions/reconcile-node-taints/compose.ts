@@ -41,10 +41,8 @@ export interface ComposeArgs {
 /** The dependencies of `processBatch`, and the set-up that can be done before the first record. */
 export interface ReconcileComposition extends BatchDeps {
   /**
-   * The set-up a container's first record would otherwise wait for, done ahead (the Lambda handler runs it in the init
-   * phase, which provisioned concurrency runs before any record arrives): Cluster API discovery and the first-enablement
-   * time (read, or recorded on the very first run). Never throws: it returns what failed (messages, no credential),
-   * which is left to the first record, which meets it again and reports it as it always did.
+   * Cluster API discovery and the first-enablement time, done ahead of the first record (in the handler's init phase).
+   * Never throws: returns what failed (messages, no credential), which the first record meets again and reports.
    */
   readonly warmUp: () => Promise<string[]>;
 }

@@ -1,13 +1,8 @@
 /**
- * The reconcile function's batch processor, in Powertools' shape (a `BasePartialBatchProcessor`), with the per-record
- * boundary: parse, reconcile, then decide the record's fate in one place (the function's README, "Outcomes"):
- * - permanent (not an event we accept, or a non-retryable error): dead-lettered with its reason and reported as
- *   processed, so it neither blocks its FIFO group nor vanishes;
- * - retryable: a batch item failure, made visible again after a jittered backoff that grows with the receive count;
- *   the rest of its group is skipped (FIFO) and given the same backoff, and a record about to be dead-lettered by the
- *   redrive is re-issued instead.
- * Message groups (Nodes) run in parallel, each group's records in order. Every Kubernetes API call of a record is
- * bounded by one call timeout (`recordTimeoutMs`) within the invocation's time, and goes through the clusters' guard.
+ * The reconcile function's batch processor, in Powertools' shape (a `BasePartialBatchProcessor`): message groups
+ * (Nodes) in parallel, each group's records in order, and each record's fate decided in one place: dead-lettered when
+ * it can never succeed, else retried through the queue with a backoff, re-issued before the redrive (the function's
+ * README, "Outcomes"). Every API call of a record goes through the clusters' guard within the record's deadline.
  */
 import { BasePartialBatchProcessor, EventType, processPartialResponse } from '@aws-lambda-powertools/batch';
 import { SqsFifoMessageGroupShortCircuitError } from '@aws-lambda-powertools/batch';

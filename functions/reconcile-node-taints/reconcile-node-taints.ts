@@ -1,9 +1,8 @@
 /**
  * The use case: one event in, one Node brought in line with its owner's declared taints, with at most one successful
- * write. Level-triggered, as Cluster API's own `reconcileNode`: the event only names what to look at; the Machine (or
- * MachinePool), its Cluster and the Node are read again, and the write carries the Node's resourceVersion, so
- * duplicates, reordering, lost intermediate states and forged events are harmless. The spine is get → plan → patch,
- * with one step between plan and patch for node groups opted in to the staged NoExecute rollout (noexecute-rollout.ts).
+ * write. Level-triggered, as Cluster API's own `reconcileNode`: the event only names what to look at, everything is
+ * read again and the write carries the Node's resourceVersion, so duplicates, reordering and forged events are
+ * harmless. The spine is get → plan → patch (the function's README, "What one record does").
  */
 import { clusterKey, isNodeTaintEvent, parseEventType, type ClusterRef, type NodeTaintEvent, type NodeTaintEventData, type TaintEvent } from '#shared/contract/cloud-event.ts';
 import { declaredTaintsOf, type EffectiveDeclaration } from '#shared/domain/declarations.ts';
@@ -58,9 +57,8 @@ export interface ReconcileResult {
   /** Set instead of `machine` when the Node's declaration comes from a MachinePool. */
   readonly machinePool?: string;
   readonly node?: string;
-  /** The Node's resourceVersion as read (the write's precondition). */
+  /** The Node's resourceVersion as read (the write's precondition), and after our write. */
   readonly resourceVersion?: string;
-  /** The Node's resourceVersion after our write. */
   readonly writtenResourceVersion?: string;
   readonly diff?: TaintDiff;
   /** Dry-run: the taints and annotation before and after the planned write. */
@@ -69,11 +67,9 @@ export interface ReconcileResult {
   readonly reason?: string;
   /** True when the first-enablement rule adopted this Node as already initialized. */
   readonly adopted?: boolean;
-  /** The record comes back through the queue after this many seconds (a staged NoExecute rollout's wait). */
+  /** A staged NoExecute rollout: the record comes back after this many seconds; the Node's progress; evictions. */
   readonly retryInSeconds?: number;
-  /** A staged NoExecute rollout's progress on this Node. */
   readonly rollout?: RolloutReport;
-  /** A staged NoExecute rollout's evictions in this record. */
   readonly evictions?: { readonly evicted: number; readonly refused: number };
   /** A NoExecute taint was about to be added or previewed: what its pods would go through (noexecute-preview.ts). */
   readonly noExecutePreview?: NoExecutePreviewResult;
