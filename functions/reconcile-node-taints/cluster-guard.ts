@@ -78,7 +78,7 @@ export class ClusterGuard {
 
   /** Throws, without a request, when the cluster is not to be called now (the breaker, or its backoff). */
   check(cluster: string): void {
-    const refused = this.#refusal(cluster) ?? this.#failing.refusal(cluster);
+    const refused = this.#broken.has(cluster) ? BROKEN : this.#failing.refusal(cluster);
     if (refused) throw notTried(cluster, refused);
   }
 
@@ -111,7 +111,7 @@ export class ClusterGuard {
   }
 
   async #call<T>(cluster: string, call: () => Promise<T>): Promise<T> {
-    const refused = this.#refusal(cluster) ?? this.#failing.admit(cluster);
+    const refused = this.#broken.has(cluster) ? BROKEN : this.#failing.admit(cluster);
     if (refused) throw notTried(cluster, refused);
     try {
       const value = await call();
@@ -125,11 +125,9 @@ export class ClusterGuard {
       throw error;
     }
   }
-
-  #refusal(cluster: string): string | undefined {
-    return this.#broken.has(cluster) ? 'an API call for this cluster timed out or was answered past the byte cap earlier in this batch' : undefined;
-  }
 }
+
+const BROKEN = 'an API call for this cluster timed out or was answered past the byte cap earlier in this batch';
 
 function notTried(cluster: string, why: string): TransientError {
   return new TransientError(`Reconciling a Node of cluster ${cluster}`, `not tried: ${why}`);

@@ -15,11 +15,6 @@ import { clusterNameOf, type ScalableResourceFacts } from '#shared/model/views.t
 import { retryOnConflict, type ReconcileDeps, type ReconcileResult } from './reconcile-node-taints.ts';
 import { recordEvent } from './deferred-events.ts';
 
-/** Reason of the Warning Event on a resource whose taints annotation someone else wrote. */
-export const AUTOSCALER_TAINTS_NOT_MANAGED = 'AutoscalerTaintsNotManaged';
-/** Reason of the Warning Event with a write whose value holds taints the autoscaler counts (countedStartupTaints). */
-export const AUTOSCALER_COUNTS_STARTUP_TAINTS = 'AutoscalerCountsStartupTaints';
-
 /**
  * Reconciles the autoscaler annotation of the resource the event names. Returns the outcome; throws PatchConflictError
  * (a second conflict in a row) or TransientError for failures the queue retries.
@@ -47,7 +42,7 @@ async function reconcileOnce(deps: ReconcileDeps, event: TaintEvent & { readonly
   const paused = await pauseOf(deps, resource);
   if (paused) return { ...read, outcome: ReconcileOutcome.paused, reason: paused };
   if (plan.state === 'foreign') {
-    await recordEvent(deps, resource, 'Warning', AUTOSCALER_TAINTS_NOT_MANAGED,
+    await recordEvent(deps, resource, 'Warning', 'AutoscalerTaintsNotManaged',
       `capacity.cluster-autoscaler.kubernetes.io/taints holds ${JSON.stringify(plan.current)}, which capi-taint-propagator did not write: left alone. A new Node gets ${JSON.stringify(plan.desired ?? '')}; remove the annotation to let the product manage it.`);
     const reason = 'foreign: the taints annotation was written by someone else';
     return { ...read, outcome: ReconcileOutcome.unchanged, reason };
@@ -76,7 +71,7 @@ async function warnStartupTaints(deps: ReconcileDeps, r: ScalableResourceFacts, 
   if (counted.length === 0) return;
   const list = counted.map(formatTaint).join(', ');
   const keys = [...new Set(counted.map((t) => t.key))];
-  await recordEvent(deps, r, 'Warning', AUTOSCALER_COUNTS_STARTUP_TAINTS,
+  await recordEvent(deps, r, 'Warning', 'AutoscalerCountsStartupTaints',
     `${list} ${counted.length === 1 ? 'is' : 'are'} declared OnInitialization, but the cluster-autoscaler ignores propagation and counts ${counted.length === 1 ? 'it' : 'them'} in this node group's template: ` +
       `a pending pod that does not tolerate ${counted.length === 1 ? 'it' : 'them'} will not make it scale up from zero. If something removes ${counted.length === 1 ? 'it' : 'them'} from new Nodes, ` +
       `prefix the key with startup-taint.cluster-autoscaler.kubernetes.io/ or run the autoscaler with ${keys.map((k) => `--startup-taint=${k}`).join(' ')} (docs/autoscaler.md).`);

@@ -81,7 +81,7 @@ export interface PlannedState {
 }
 
 /** Reason of the Normal Event recorded when a declaration the forwarder saw invalid is valid again. */
-export const DECLARATION_VALID = 'DeclarationValid';
+const DECLARATION_VALID = 'DeclarationValid';
 
 /**
  * Reconciles the Node an event points at. Returns the outcome; throws PatchConflictError,
@@ -382,7 +382,7 @@ function clusterOf(settings: ReconcileSettings, machine: OwnerFacts): ClusterRef
 }
 
 /** A one-line, human description of a taint diff, e.g. `added gpu=a100:NoSchedule; removed spot:NoSchedule`. */
-export function describeDiff(diff: TaintDiff): string {
+function describeDiff(diff: TaintDiff): string {
   const parts: string[] = [];
   if (diff.added.length > 0) parts.push(`added ${diff.added.map(formatTaint).join(', ')}`);
   if (diff.removed.length > 0) parts.push(`removed ${diff.removed.map(formatTaint).join(', ')}`);
