@@ -1,9 +1,7 @@
 /**
- * The scale-from-zero use case (docs/autoscaler.md): one ScalableResource event in, the resource's
- * cluster-autoscaler taints annotation brought in line with what a new Node of it gets, with at most one write.
- * Level-triggered like the Node reconcile: the resource is read again; the write carries the resourceVersion it was
- * planned from. A paused resource (Cluster API's pause: its `cluster.x-k8s.io/paused` annotation or its Cluster's
- * `spec.paused`) gets no write and no Event.
+ * The scale-from-zero use case (docs/autoscaler.md): one ScalableResource event in, the resource's cluster-autoscaler
+ * taints annotation brought in line with what a new Node of it gets, with at most one write. Level-triggered and
+ * paused like the Node reconcile.
  */
 import { formatTaint, type Taint } from '#shared/domain/taint.ts';
 import { planAutoscalerTaints, type AutoscalerPlan } from '#shared/domain/autoscaler.ts';
@@ -17,12 +15,9 @@ import { recordEvent } from './deferred-events.ts';
 
 /**
  * Reconciles the autoscaler annotation of the resource the event names. Returns the outcome; throws PatchConflictError
- * (a second conflict in a row) or TransientError for failures the queue retries.
- *
- * A first 409 is retried at once from a fresh read: on a group just created (the creation window, docs/autoscaler.md)
- * it is nearly always Cluster API's own first writes of the object landing between our read and our write, and a retry
- * through the queue would keep the autoscaler without the group's taints for the queue's backoff (RETRY_BASE_SECONDS)
- * longer. The retry plans again from what it reads, so it is as safe as the queue's.
+ * (a second conflict in a row) or TransientError for failures the queue retries. A first 409 is retried at once: on a
+ * group just created (docs/autoscaler.md) it is nearly always Cluster API's own first writes landing between our read
+ * and our write, and the queue's backoff would keep the autoscaler without the group's taints that much longer.
  */
 export async function reconcileAutoscalerTaints(deps: ReconcileDeps, event: TaintEvent & { readonly data: ScalableResourceEventData }): Promise<ReconcileResult> {
   return retryOnConflict(() => reconcileOnce(deps, event));

@@ -238,9 +238,8 @@ function nodeNameOf(data: NodeTaintEventData): string | undefined {
 }
 
 /**
- * Starts reading the Node the event names, in the cluster it names, so that the owner and the Node are read in one
- * round trip. The event is a hint only: the read is used only when the owner, read from the management cluster, names
- * the same Node in the same cluster (confirmedRead); a forged or outdated event costs at most this one extra read.
+ * Starts reading the Node the event names, so that the owner and the Node are read in one round trip. Used only when
+ * the owner names the same Node in the same cluster (confirmedRead): a forged event costs at most this one read.
  */
 function startHintedNodeRead(deps: ReconcileDeps, event: NodeTaintEvent): HintedRead | undefined {
   const node = nodeNameOf(event.data);
@@ -270,10 +269,9 @@ function startClusterRead(deps: ReconcileDeps, event: NodeTaintEvent): ClusterRe
 }
 
 /**
- * Why the owner is paused (Cluster API's pause: its Cluster's `spec.paused`, or the paused annotation on the Machine,
- * the MachinePool, or a pool Machine's pool), or undefined. The Cluster is the one the owner names (`spec.clusterName`,
- * else the cluster-name label), in either cluster mode: a self-hosted cluster's Machines belong to a Cluster too. The
- * read started from the event is used when it is of that Cluster; a Cluster that does not exist pauses nothing.
+ * Why the owner is paused (its Cluster's `spec.paused`, or the paused annotation on one of `sources`), or undefined.
+ * The Cluster is the one the owner names, in either cluster mode (a self-hosted cluster's Machines belong to a Cluster
+ * too); the read started from the event is used when it is of that Cluster.
  */
 async function pauseOf(deps: ReconcileDeps, owner: OwnerFacts, sources: readonly PauseSource[], started: ClusterRead | undefined): Promise<string | undefined> {
   let view: ClusterView | undefined;
@@ -291,9 +289,8 @@ async function pauseOf(deps: ReconcileDeps, owner: OwnerFacts, sources: readonly
 }
 
 /**
- * A Machine without `status.nodeRef` yet, and the Node the event names (a joining Node, or the Node the forwarder
- * matched to the Machine): the Machine with that Node when the Node's `spec.providerID` equals the Machine's (Cluster
- * API's own link, `#shared/domain/node-link.ts`), with the read that showed it.
+ * A Machine without `status.nodeRef` yet, with the Node the event names when their `spec.providerID`s match (Cluster
+ * API's own link, `#shared/domain/node-link.ts`), and the read that showed it.
  */
 async function linkByProviderId(deps: ReconcileDeps, event: NodeTaintEvent, machine: OwnerFacts, cluster: ClusterRef, hinted: HintedRead | undefined): Promise<{ machine: OwnerFacts; read: NodeRead } | undefined> {
   const candidate = nodeNameOf(event.data);
