@@ -1,13 +1,7 @@
 /**
- * What keeps one workload cluster from costing the others, for the records of a batch:
- * - a per-cluster limit on concurrent records (`CLUSTER_CONCURRENCY`): a cluster never has more than that many
- *   records' calls in flight, however many of its Nodes the batch holds;
- * - the batch breaker: once a call of a cluster timed out or its answer passed the byte cap, the cluster's further
- *   records in the batch fail at once, as transient, without a request;
- * - the failing-cluster backoff (`FailingClusters`, one per container, so it spans batches): a cluster whose call
- *   failed (connection error, timeout, 5xx, 429, oversized answer) is not called again by any record until its backoff
- *   has passed (1 s, doubling up to 30 s); then one call tries it, and the others wait for that call's answer. The
- *   records meanwhile fail at once as transient; the queue's backoff brings them back.
+ * What keeps one workload cluster from costing the others (the function's README, "Isolation"): a per-cluster limit
+ * on concurrent records, the batch breaker after a call timed out or passed the byte cap, and the failing-cluster
+ * backoff that spans batches. A record refused by any of them fails at once as transient, without a request.
  */
 import { CallTimeoutError, OversizedAnswerError, TransientError } from '#shared/errors.ts';
 import { clusterKey, type ClusterRef } from '#shared/contract/cloud-event.ts';
@@ -84,7 +78,7 @@ export class ClusterGuard {
 
   /** Throws, without a request, when the cluster is not to be called now (the breaker, or its backoff). */
   check(cluster: string): void {
-    const refused = this.#refusal(cluster) ?? this.#failing.refusal(cluster);
+    const refused = this.#broken.has(cluster) ? BROKEN : this.#failing.refusal(cluster);
     if (refused) throw notTried(cluster, refused);
   }
 
@@ -117,7 +111,7 @@ export class ClusterGuard {
   }
 
   async #call<T>(cluster: string, call: () => Promise<T>): Promise<T> {
-    const refused = this.#refusal(cluster) ?? this.#failing.admit(cluster);
+    const refused = this.#broken.has(cluster) ? BROKEN : this.#failing.admit(cluster);
     if (refused) throw notTried(cluster, refused);
     try {
       const value = await call();
@@ -131,11 +125,9 @@ export class ClusterGuard {
       throw error;
     }
   }
-
-  #refusal(cluster: string): string | undefined {
-    return this.#broken.has(cluster) ? 'an API call for this cluster timed out or was answered past the byte cap earlier in this batch' : undefined;
-  }
 }
+
+const BROKEN = 'an API call for this cluster timed out or was answered past the byte cap earlier in this batch';
 
 function notTried(cluster: string, why: string): TransientError {
   return new TransientError(`Reconciling a Node of cluster ${cluster}`, `not tried: ${why}`);

@@ -31,12 +31,9 @@ export interface ComposeArgs {
    * Lambda functions, a client-node KubeConfig in the local tools: both are ClusterEndpoints.
    */
   readonly managementKubeConfig: ClusterEndpoint;
-  /** Returns the current management cluster's endpoint (a refreshed one when its credentials rotate). */
-  readonly refreshManagementKubeConfig?: () => Promise<ClusterEndpoint>;
   readonly workloadKubeConfig: WorkloadKubeConfigLoader;
   /** An SQS client, or a function that makes one on first use (loaded lazily by the Lambda handler). */
   readonly sqs: SqsSender | (() => Promise<SqsSender>);
-  readonly clock?: Clock;
   readonly logger?: BatchDeps['logger'];
   readonly metrics?: BatchDeps['metrics'];
 }
@@ -44,19 +41,16 @@ export interface ComposeArgs {
 /** The dependencies of `processBatch`, and the set-up that can be done before the first record. */
 export interface ReconcileComposition extends BatchDeps {
   /**
-   * The set-up a container's first record would otherwise wait for, done ahead (the Lambda handler runs it in the init
-   * phase, which provisioned concurrency runs before any record arrives): Cluster API discovery and the first-enablement
-   * time (read, or recorded on the very first run). Never throws: it returns what failed (messages, no credential),
-   * which is left to the first record, which meets it again and reports it as it always did.
+   * Cluster API discovery and the first-enablement time, done ahead of the first record (in the handler's init phase).
+   * Never throws: returns what failed (messages, no credential), which the first record meets again and reports.
    */
   readonly warmUp: () => Promise<string[]>;
 }
 
 export function composeReconcile(args: ComposeArgs): ReconcileComposition {
-  const clock = args.clock ?? { now: () => new Date() };
+  const clock: Clock = { now: () => new Date() };
   // Connections are pooled by the HTTP client (kube-http.ts), one keep-alive pool for every cluster.
   const kc = args.managementKubeConfig;
-  const refresh = args.refreshManagementKubeConfig;
   const { config } = args;
   const logger = args.logger ?? defaultLogger;
   const gateWarning = startupGateWarning(config.startupTaint);
@@ -80,7 +74,7 @@ export function composeReconcile(args: ComposeArgs): ReconcileComposition {
     machines: new KubernetesMachineStore(kc, capi),
     scalables: new KubernetesScalableResourceStore(kc, capi),
     clusters: new KubernetesClusterConnections({
-      management: refresh ?? (async () => kc),
+      management: async () => kc,
       workload: args.workloadKubeConfig,
       clock,
       // A Cluster whose kubeconfig is unusable or refused: log, metric, Warning Event on the Cluster.

@@ -1,8 +1,7 @@
 /**
- * Kubernetes Events off each record's critical path: a reconcile's `record` returns at once and the Event is written
- * while the batch goes on (the next record of the same Node's group does not wait for it); the batch answers only
- * once every Event it started is written or has failed, so none is dropped by a frozen Lambda, and a failure is logged
- * with the object and reason (the outcome stands, as before).
+ * Kubernetes Events off each record's critical path: `record` returns at once and the Event is written while the
+ * batch goes on; the batch answers only once every Event it started is written or has failed (and logged), so none is
+ * dropped by a frozen Lambda.
  */
 import type { Logger } from '@aws-lambda-powertools/logger';
 import type { EventRecorder, InvolvedObject } from '#shared/ports/event-recorder.ts';

@@ -2,15 +2,8 @@
  * Lambda entry of the reconcile function (SQS FIFO trigger, ReportBatchItemFailures).
  * Composition root: configuration is read once per cold start (a bad one fails the cold start);
  * dependencies are rebuilt only when the management cluster's credentials are refreshed.
- *
- * Init phase: the package is an ES module (serverless.yml, esbuild `format: esm`), so the set-up every container's
- * first record would wait for starts here: the management kubeconfig (the SSM or Secrets Manager SDK loaded and the
- * stored kubeconfig read, or the first EKS token minted), Cluster API discovery and the first-enablement time. Lambda
- * runs a provisioned container's init before any record reaches it, so there the init waits for the set-up (top-level
- * await) and a burst of joining Nodes meets containers with nothing left to set up. An on-demand container's init
- * (`AWS_LAMBDA_INITIALIZATION_TYPE=on-demand`) does not wait: its first invocation follows at once, and the set-up
- * overlaps that invocation's first reads. Best effort: a failure here is logged and the records that need what failed
- * try again (a bad kubeconfig still fails its records, with their usual errors).
+ * The set-up every container's first record would wait for starts in the init phase: a provisioned container's init
+ * waits for it, an on-demand one's does not (the function's README, "Before the first record: the init phase").
  */
 import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import { withCallDeadline } from '#shared/adapters/kubernetes/call-deadline.ts';

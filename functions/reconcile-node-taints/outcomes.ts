@@ -15,7 +15,7 @@ interface OutcomeReport {
   readonly metric?: ReconcileMetric;
 }
 
-export const OUTCOME_REPORTS: Readonly<Record<ReconcileOutcome, OutcomeReport>> = {
+const OUTCOME_REPORTS: Readonly<Record<ReconcileOutcome, OutcomeReport>> = {
   [ReconcileOutcome.patched]: { level: 'info', message: 'Patched Node taints' },
   [ReconcileOutcome.unchanged]: { level: 'info', message: 'Reconciled' },
   [ReconcileOutcome.dryRun]: { level: 'info', message: 'Dry run: planned Node write not sent' },
@@ -49,23 +49,11 @@ export function reportOutcome(deps: { readonly logger: Logger; readonly metrics:
 }
 
 /** The log fields of a reconcile's result (keys as Cluster API logs them: object kinds capitalised). */
-export function resultFields(result: ReconcileResult): Record<string, unknown> {
-  return {
-    cluster: result.cluster,
-    Machine: result.machine,
-    ...(result.machinePool !== undefined ? { MachinePool: result.machinePool } : {}),
-    ...(result.scalableResource !== undefined ? { ScalableResource: result.scalableResource } : {}),
-    Node: result.node,
-    resourceVersion: result.resourceVersion,
-    ...(result.writtenResourceVersion ? { writtenResourceVersion: result.writtenResourceVersion } : {}),
-    ...(result.diff ? { diff: result.diff } : {}),
-    ...(result.planned ? { planned: result.planned } : {}),
-    ...(result.issues ? { issues: result.issues } : {}),
-    ...(result.reason ? { reason: result.reason } : {}),
-    ...(result.adopted ? { adopted: true } : {}),
-    ...(result.rollout ? { rollout: result.rollout } : {}),
-    ...(result.retryInSeconds !== undefined ? { retryInSeconds: result.retryInSeconds } : {}),
-  };
+export function resultFields(r: ReconcileResult): Record<string, unknown> {
+  const owner = { Machine: r.machine, MachinePool: r.machinePool, ScalableResource: r.scalableResource, Node: r.node };
+  const { resourceVersion, writtenResourceVersion, diff, planned, issues, reason, rollout, retryInSeconds } = r;
+  const fields = { resourceVersion, writtenResourceVersion, diff, planned, issues, reason, rollout, retryInSeconds };
+  return { cluster: r.cluster, ...owner, ...fields, ...(r.adopted ? { adopted: true } : {}) };
 }
 
 function countOutcome(metrics: Metrics, outcome: ReconcileOutcome, metric: ReconcileMetric): void {

@@ -1,35 +1,46 @@
 /**
- * The per-record boundary of the reconcile function: parse, reconcile, then decide the record's fate in one place.
- * - permanent (not an event we accept, or a non-retryable error): sent to the dead-letter queue with its reason,
- *   counted, and reported as processed, so it neither blocks its FIFO group nor vanishes;
- * - retryable (409 after the in-record retry, API outage, refused identity, a call past its deadline, a cluster in
- *   backoff): made visible again after a jittered backoff that grows with the receive count, and reported as a batch
- *   item failure; the processor skips the rest of its group and re-issues a record about to be dead-lettered by the
- *   redrive (ReconcileBatchProcessor);
- * - every outcome is logged and counted from one table (outcomes.ts).
- * Every Kubernetes API call of a record is bounded by one call timeout (`recordTimeoutMs`) within the invocation's
- * time, and goes through the clusters' guard (cluster-guard.ts).
+ * The reconcile function's batch processor, in Powertools' shape (a `BasePartialBatchProcessor`): message groups
+ * (Nodes) in parallel, each group's records in order, and each record's fate decided in one place: dead-lettered when
+ * it can never succeed, else retried through the queue with a backoff, re-issued before the redrive (the function's
+ * README, "Outcomes"). Every API call of a record goes through the clusters' guard within the record's deadline.
  */
-import { processPartialResponse } from '@aws-lambda-powertools/batch';
-import { MetricUnit } from '@aws-lambda-powertools/metrics';
+import { BasePartialBatchProcessor, EventType, processPartialResponse } from '@aws-lambda-powertools/batch';
+import { SqsFifoMessageGroupShortCircuitError } from '@aws-lambda-powertools/batch';
+import type { Logger } from '@aws-lambda-powertools/logger';
+import { MetricUnit, type Metrics } from '@aws-lambda-powertools/metrics';
 import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
 import { backoffDelay } from '#shared/policy/backoff.ts';
-import { clusterKey, isNodeTaintEvent, type TaintEvent } from '#shared/contract/cloud-event.ts';
+import { clusterKey, isNodeTaintEvent } from '#shared/contract/cloud-event.ts';
+import type { ScalableResourceEventData, TaintEvent } from '#shared/contract/cloud-event.ts';
 import { ReconcileOutcome } from '#shared/domain/outcome.ts';
 import { MalformedEventError, PatchConflictError, TaintPropagatorError } from '#shared/errors.ts';
 import { ReconcileMetric } from '#shared/observability/metric-names.ts';
-import { receiveCountOf, ReconcileBatchProcessor, type BatchProcessorDeps } from './batch-processor.ts';
+import type { RecordQueue } from '#shared/ports/record-queue.ts';
+import { ClusterGuard, FailingClusters } from './cluster-guard.ts';
+import { DeferredEvents } from './deferred-events.ts';
 import { reportOutcome, resultFields } from './outcomes.ts';
 import { reconcileAutoscalerTaints } from './reconcile-autoscaler-taints.ts';
 import { reconcileNodeTaints, type ReconcileDeps, type ReconcileResult } from './reconcile-node-taints.ts';
 
-export interface BatchDeps extends ReconcileDeps, BatchProcessorDeps {
+/** Time kept back from the invocation's remaining time for the queue calls that settle a record. */
+export const SETTLE_RESERVE_MS = 3_000;
+
+export interface BatchDeps extends ReconcileDeps {
+  readonly queue: RecordQueue;
+  readonly logger: Logger;
+  readonly metrics: Metrics;
   readonly parse: (body: string) => TaintEvent;
   readonly retry: { readonly baseSeconds: number; readonly maxSeconds: number };
   /** Uniform random in [0, 1); injected so that backoff is testable. */
   readonly random: () => number;
+  /** A failing record is re-issued once its receive count reaches this (one below the queue's maxReceiveCount). */
+  readonly reissueAtReceive?: number;
   /** Runs `fn` with every Kubernetes API call bounded by `deadline` (epoch ms); default: no bound. */
   readonly withDeadline?: <T>(deadline: number, fn: () => Promise<T>) => Promise<T>;
+  /** All the API calls of one record together end within this (the call timeout); default: the batch's bound only. */
+  readonly recordTimeoutMs?: number;
+  /** The container's failing clusters (kept across batches); default: a new set per batch. */
+  readonly failingClusters?: FailingClusters;
 }
 
 /**
@@ -43,56 +54,166 @@ export function backoffSeconds(receiveCount: number, retry: { baseSeconds: numbe
 /** Processes one SQS batch and returns the batch item failures (never throws for a record's failure). */
 export async function processBatch(event: SQSEvent, context: Context, deps: BatchDeps): Promise<SQSBatchResponse> {
   const batch = new ReconcileBatchProcessor(deps, context);
-  const recordDeps: BatchDeps = { ...deps, recorder: batch.events, clusters: batch.guard.guarding(deps.clusters) };
-  const response = await processPartialResponse(event, (record: SQSRecord) => processRecord(record, recordDeps, batch), batch, { context, throwOnFullBatchFailure: false });
+  const options = { context, throwOnFullBatchFailure: false };
+  const response = await processPartialResponse(event, (record: SQSRecord) => batch.reconcile(record), batch, options);
   // Outcomes go out as single metrics; publish the rest only when there is any (Powertools warns otherwise).
   if (deps.metrics.hasStoredMetrics()) deps.metrics.publishStoredMetrics();
   return response;
 }
 
-async function processRecord(record: SQSRecord, deps: BatchDeps, batch: ReconcileBatchProcessor): Promise<void> {
-  const receiveCount = receiveCountOf(record);
-  const event = parseRecord(record, deps);
-  if (event instanceof MalformedEventError) return deadLetter(record, deps, event.reason, event);
-  const context = { cloudEventId: event.id, messageId: record.messageId, receiveCount };
-  const cluster = clusterKey(event.data.cluster);
-  const bounded = deps.withDeadline ?? (<T>(_deadline: number, fn: () => Promise<T>) => fn());
-  let comeBackIn: number | undefined;
-  try {
-    await batch.guard.run(cluster, async () => {
-      const startedAt = deps.clock.now().getTime();
-      // A Node's record of a cluster that is not to be called now fails at once; a scalable resource lives in the
-      // management cluster (docs/autoscaler.md) and is reconciled whatever its workload cluster does.
-      if (isNodeTaintEvent(event)) batch.guard.check(cluster);
-      const result = await bounded(batch.recordDeadline(), () =>
-        event.data.kind === 'ScalableResource' ? reconcileAutoscalerTaints(deps, event as TaintEvent & { readonly data: typeof event.data }) : reconcileNodeTaints(deps, event),
-      );
-      report(result, event, deps, { ...context, ...(result.outcome === ReconcileOutcome.patched ? { latencyMs: latencyStages(event, record, batch.startedAt, startedAt, deps.clock.now().getTime()) } : {}) });
-      comeBackIn = result.retryInSeconds;
-    });
-  } catch (error) {
-    if (error instanceof TaintPropagatorError && !error.retryable) return deadLetter(record, deps, error.message, error);
-    // Expected, retryable failures (conflict, outage, refused identity) are re-issued before the redrive; anything
-    // else is a bug or an unknown condition: the redrive brings it to a human.
-    const delay = backoffSeconds(receiveCount, deps.retry, deps.random);
-    batch.retryLater(record, delay, error instanceof TaintPropagatorError);
-    const outcome = error instanceof PatchConflictError ? ReconcileOutcome.conflict : ReconcileOutcome.transientError;
-    reportOutcome(deps, outcome, { ...context, cluster, reason: error instanceof Error ? error.message : String(error), retryInSeconds: delay, error });
-    throw error;
-  }
-  // A staged NoExecute rollout waits through the queue: the record comes back after its delay (re-issued before the
-  // redrive, as an expected failure is), and its outcome was reported above, not as a failure.
-  if (comeBackIn !== undefined) {
-    batch.retryLater(record, comeBackIn, true);
-    throw new ComeBackLater(comeBackIn);
-  }
-}
+type Outcome = ['success', unknown, SQSRecord] | ['fail', string, SQSRecord];
 
-/** Makes a record that is to come back (a rollout's wait) a batch item failure; never logged as an error. */
-class ComeBackLater extends Error {
-  constructor(seconds: number) {
-    super(`the record comes back in ${seconds}s`);
-    this.name = 'ComeBackLater';
+class ReconcileBatchProcessor extends BasePartialBatchProcessor {
+  /** The records' dependencies: Events written off each record's path (DeferredEvents), clusters through the guard. */
+  readonly #deps: BatchDeps;
+  readonly #events: DeferredEvents;
+  readonly #guard: ClusterGuard;
+  readonly #startedAt: number;
+  readonly #deadline: number;
+  readonly #handled = new Set<string>();
+  readonly #reissuable = new Set<string>();
+  /** The backoff of each message group whose record failed; the records skipped behind it get the same. */
+  readonly #delays = new Map<string, number>();
+
+  constructor(deps: BatchDeps, context: Context) {
+    super(EventType.SQS);
+    this.#events = new DeferredEvents(deps.recorder, deps.logger);
+    this.#guard = new ClusterGuard(deps.failingClusters ?? new FailingClusters(deps.clock));
+    this.#deps = { ...deps, recorder: this.#events, clusters: this.#guard.guarding(deps.clusters) };
+    this.#startedAt = deps.clock.now().getTime();
+    // Lambda always provides the remaining time; a caller without it (a test harness) gets no batch deadline.
+    const remainingMs = typeof context.getRemainingTimeInMillis === 'function' ? context.getRemainingTimeInMillis() : Infinity;
+    this.#deadline = this.#startedAt + Math.max(0, remainingMs - SETTLE_RESERVE_MS);
+  }
+
+  /** The per-record function: reconciles and reports the record; throws to make it a batch item failure. */
+  async reconcile(record: SQSRecord): Promise<void> {
+    const deps = this.#deps;
+    const receiveCount = receiveCountOf(record);
+    const bounded = deps.withDeadline ?? (<T>(_deadline: number, fn: () => Promise<T>) => fn());
+    let context: Record<string, unknown> = { messageId: record.messageId, receiveCount };
+    let result: ReconcileResult;
+    try {
+      const event = deps.parse(record.body);
+      const cluster = clusterKey(event.data.cluster);
+      context = { cloudEventId: event.id, ...context, cluster };
+      result = await this.#guard.run(cluster, async () => {
+        const startedAt = deps.clock.now().getTime();
+        // A Node's record of a cluster that is not to be called now fails at once; a scalable resource lives in the
+        // management cluster (docs/autoscaler.md) and is reconciled whatever its workload cluster does.
+        if (isNodeTaintEvent(event)) this.#guard.check(cluster);
+        const scalable = event as TaintEvent & { readonly data: ScalableResourceEventData };
+        const result = await bounded(this.#recordDeadline(), () =>
+          isNodeTaintEvent(event) ? reconcileNodeTaints(deps, event) : reconcileAutoscalerTaints(deps, scalable),
+        );
+        const latencyMs = latencyStages(event, record, this.#startedAt, startedAt, deps.clock.now().getTime());
+        report(result, event, deps, result.outcome === ReconcileOutcome.patched ? { ...context, latencyMs } : context);
+        return result;
+      });
+    } catch (error) {
+      if (error instanceof TaintPropagatorError && !error.retryable) {
+        return deadLetter(record, deps, error instanceof MalformedEventError ? error.reason : error.message, error);
+      }
+      // Expected, retryable failures (conflict, outage, refused identity) are re-issued before the redrive; anything
+      // else is a bug or an unknown condition: the redrive brings it to a human.
+      const delay = backoffSeconds(receiveCount, deps.retry, deps.random);
+      this.#retryLater(record, delay, error instanceof TaintPropagatorError);
+      const outcome = error instanceof PatchConflictError ? ReconcileOutcome.conflict : ReconcileOutcome.transientError;
+      const reason = error instanceof Error ? error.message : String(error);
+      reportOutcome(deps, outcome, { ...context, reason, retryInSeconds: delay, error });
+      throw error;
+    }
+    // A staged NoExecute rollout waits through the queue: the record comes back after its delay (re-issued before the
+    // redrive, as an expected failure is), and its outcome was reported above, not as a failure.
+    if (result.retryInSeconds !== undefined) {
+      this.#retryLater(record, result.retryInSeconds, true);
+      throw new Error(`the record comes back in ${result.retryInSeconds}s`);
+    }
+  }
+
+  override async process(): Promise<Outcome[]> {
+    this.prepare();
+    const results = await Promise.all(byMessageGroup(this.records as SQSRecord[]).map((group) => this.#processGroup(group)));
+    await this.#settle();
+    this.clean();
+    return results.flat();
+  }
+
+  async processRecord(record: SQSRecord): Promise<Outcome> {
+    this.#handled.add(record.messageId);
+    try {
+      return this.successHandler(record, await this.handler(record)) as Outcome;
+    } catch (error) {
+      return this.failureHandler(record, error instanceof Error ? error : new Error(String(error))) as Outcome;
+    }
+  }
+
+  processRecordSync(): never {
+    throw new Error('ReconcileBatchProcessor processes records asynchronously only');
+  }
+
+  /** The deadline (epoch ms) of a record starting now: one call timeout, within the batch's. */
+  #recordDeadline(): number {
+    const timeout = this.#deps.recordTimeoutMs;
+    return timeout === undefined ? this.#deadline : Math.min(this.#deadline, this.#deps.clock.now().getTime() + timeout);
+  }
+
+  /** A record that failed comes back after `seconds`; `reissuable`: an expected failure, re-issued before the redrive. */
+  #retryLater(record: SQSRecord, seconds: number, reissuable: boolean): void {
+    this.#delays.set(groupOf(record), seconds);
+    if (reissuable) this.#reissuable.add(record.messageId);
+  }
+
+  async #processGroup(records: readonly SQSRecord[]): Promise<Outcome[]> {
+    const results: Outcome[] = [];
+    let failed = false;
+    for (const record of records) {
+      const result: Outcome = failed ? (this.failureHandler(record, new SqsFifoMessageGroupShortCircuitError()) as Outcome) : await this.processRecord(record);
+      failed ||= result[0] === 'fail';
+      results.push(result);
+    }
+    return results;
+  }
+
+  /**
+   * After every record ran: the batch's Events are written, then each failed or skipped record is either re-issued
+   * (one receive short of the redrive) or given its group's backoff. The re-issue is decided before the record's
+   * visibility is touched: a record made visible again could be received by another poller before it is deleted here,
+   * and would then count one more receive towards the redrive.
+   */
+  async #settle(): Promise<void> {
+    await this.#events.settle();
+    const kept: SQSRecord[] = [];
+    // In batch order (groups fail at their own pace): the response lists the failures as the batch lists the records.
+    const failed = new Set(this.failureMessages as SQSRecord[]);
+    for (const record of (this.records as SQSRecord[]).filter((r) => failed.has(r))) {
+      const skipped = !this.#handled.has(record.messageId);
+      if ((skipped || this.#reissuable.has(record.messageId)) && (await this.#reissueIfDue(record, skipped))) continue;
+      kept.push(record);
+      // A skipped record would keep the queue's long visibility timeout and block its group: it gets its group's backoff.
+      const delay = this.#delays.get(groupOf(record));
+      if (delay === undefined) continue;
+      await this.#deps.queue.retryAfter(record.receiptHandle, delay).catch((error: unknown) => {
+        this.#deps.logger.warn('Changing visibility failed; the record returns after the queue visibility timeout', { messageId: record.messageId, skipped, error });
+      });
+    }
+    this.failureMessages = kept;
+  }
+
+  /** Re-issues a record whose receive count is one short of the redrive; false when not due or when the send fails. */
+  async #reissueIfDue(record: SQSRecord, skipped: boolean): Promise<boolean> {
+    const receiveCount = receiveCountOf(record);
+    const due = this.#deps.reissueAtReceive;
+    if (due === undefined || receiveCount < due || record.body === '') return false;
+    try {
+      await this.#deps.queue.reissue({ messageId: record.messageId, body: record.body, messageGroupId: record.attributes.MessageGroupId ?? 'reissued' });
+    } catch (error) {
+      this.#deps.logger.warn('Re-issuing a record failed; it stays in the queue', { messageId: record.messageId, receiveCount, error });
+      return false;
+    }
+    this.#deps.metrics.addMetric(ReconcileMetric.Reissued, MetricUnit.Count, 1);
+    this.#deps.logger.info('Re-issued a record as a fresh message before the redrive', { messageId: record.messageId, receiveCount, skipped });
+    return true;
   }
 }
 
@@ -110,16 +231,6 @@ function report(result: ReconcileResult, event: TaintEvent, deps: BatchDeps, con
   reportOutcome(deps, result.outcome, { ...context, ...resultFields(result) }, result.machinePool !== undefined);
 }
 
-/** The record's event, or why it is not one we accept. */
-function parseRecord(record: SQSRecord, deps: BatchDeps): TaintEvent | MalformedEventError {
-  try {
-    return deps.parse(record.body);
-  } catch (error) {
-    if (error instanceof MalformedEventError) return error;
-    throw error;
-  }
-}
-
 async function deadLetter(record: SQSRecord, deps: BatchDeps, reason: string, error: unknown): Promise<void> {
   // If this send fails, the error propagates: the record is retried, never lost.
   await deps.queue.deadLetter({ messageId: record.messageId, body: record.body, messageGroupId: record.attributes.MessageGroupId ?? 'dead-letter' }, reason);
@@ -134,20 +245,27 @@ async function deadLetter(record: SQSRecord, deps: BatchDeps, reason: string, er
  * `reconcile` (its reads and its write). Pure: it reads only the record's attributes and the times it is given.
  */
 export function latencyStages(event: TaintEvent, record: SQSRecord, batchStartedAt: number, recordStartedAt: number, writtenAt: number): Record<string, number> {
-  const at = (v: string | undefined): number | undefined => {
-    const n = v === undefined || v.trim() === '' ? Number.NaN : Number(v);
-    return Number.isFinite(n) ? n : undefined;
-  };
-  const observed = Date.parse(event.data.observedAt);
+  const at = (v: string | undefined): number => (v?.trim() ? Number(v) : Number.NaN);
   const sent = at(record.attributes.SentTimestamp);
   const received = at(record.attributes.ApproximateFirstReceiveTimestamp);
-  const stage = (from: number | undefined, to: number | undefined): number | undefined => (from !== undefined && to !== undefined && !Number.isNaN(from) ? Math.max(0, to - from) : undefined);
-  const stages: Record<string, number | undefined> = {
-    forwarder: stage(observed, sent),
-    queue: stage(sent, received),
-    invoke: stage(received, batchStartedAt),
-    batch: stage(batchStartedAt, recordStartedAt),
-    reconcile: stage(recordStartedAt, writtenAt),
-  };
-  return Object.fromEntries(Object.entries(stages).filter((e): e is [string, number] => e[1] !== undefined));
+  // Each stage runs from one time to the next; a time that is not a number leaves out both stages it bounds.
+  const times = [Date.parse(event.data.observedAt), sent, received, batchStartedAt, recordStartedAt, writtenAt];
+  const names = ['forwarder', 'queue', 'invoke', 'batch', 'reconcile'];
+  const stages = names.map((name, i) => [name, times[i + 1]! - times[i]!] as const);
+  return Object.fromEntries(stages.filter(([, ms]) => Number.isFinite(ms)).map(([n, ms]) => [n, Math.max(0, ms)]));
+}
+
+function receiveCountOf(record: SQSRecord): number {
+  return Number(record.attributes.ApproximateReceiveCount) || 1;
+}
+
+/** A record's message group (a record without one is a group of its own). */
+function groupOf(record: SQSRecord): string {
+  return record.attributes.MessageGroupId ?? `record:${record.messageId}`;
+}
+
+function byMessageGroup(records: readonly SQSRecord[]): SQSRecord[][] {
+  const groups = new Map<string, SQSRecord[]>();
+  for (const record of records) groups.set(groupOf(record), [...(groups.get(groupOf(record)) ?? []), record]);
+  return [...groups.values()];
 }

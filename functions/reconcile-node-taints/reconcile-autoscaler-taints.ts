@@ -1,9 +1,7 @@
 /**
- * The scale-from-zero use case (docs/autoscaler.md): one ScalableResource event in, the resource's
- * cluster-autoscaler taints annotation brought in line with what a new Node of it gets, with at most one write.
- * Level-triggered like the Node reconcile: the resource is read again; the write carries the resourceVersion it was
- * planned from. A paused resource (Cluster API's pause: its `cluster.x-k8s.io/paused` annotation or its Cluster's
- * `spec.paused`) gets no write and no Event.
+ * The scale-from-zero use case (docs/autoscaler.md): one ScalableResource event in, the resource's cluster-autoscaler
+ * taints annotation brought in line with what a new Node of it gets, with at most one write. Level-triggered and
+ * paused like the Node reconcile.
  */
 import { formatTaint, type Taint } from '#shared/domain/taint.ts';
 import { planAutoscalerTaints, type AutoscalerPlan } from '#shared/domain/autoscaler.ts';
@@ -11,33 +9,18 @@ import type { ScalableResourceEventData, TaintEvent } from '#shared/contract/clo
 import { clusterKey } from '#shared/contract/cloud-event.ts';
 import { ReconcileOutcome } from '#shared/domain/outcome.ts';
 import { pausedReason } from '#shared/domain/pause.ts';
-import { PatchConflictError } from '#shared/errors.ts';
 import { clusterNameOf, type ScalableResourceFacts } from '#shared/model/views.ts';
-import type { ReconcileDeps, ReconcileResult } from './reconcile-node-taints.ts';
+import { retryOnConflict, type ReconcileDeps, type ReconcileResult } from './reconcile-node-taints.ts';
 import { recordEvent } from './deferred-events.ts';
-
-/** Reason of the Warning Event on a resource whose taints annotation someone else wrote. */
-export const AUTOSCALER_TAINTS_NOT_MANAGED = 'AutoscalerTaintsNotManaged';
-/** Reason of the Warning Event with a write whose value holds taints the autoscaler counts (countedStartupTaints). */
-export const AUTOSCALER_COUNTS_STARTUP_TAINTS = 'AutoscalerCountsStartupTaints';
 
 /**
  * Reconciles the autoscaler annotation of the resource the event names. Returns the outcome; throws PatchConflictError
- * (a second conflict in a row) or TransientError for failures the queue retries.
- *
- * A first 409 is retried at once from a fresh read: on a group just created (the creation window, docs/autoscaler.md)
- * it is nearly always Cluster API's own first writes of the object landing between our read and our write, and a retry
- * through the queue would keep the autoscaler without the group's taints for the queue's backoff (RETRY_BASE_SECONDS)
- * longer. The retry plans again from what it reads, so it is as safe as the queue's.
+ * (a second conflict in a row) or TransientError for failures the queue retries. A first 409 is retried at once: on a
+ * group just created (docs/autoscaler.md) it is nearly always Cluster API's own first writes landing between our read
+ * and our write, and the queue's backoff would keep the autoscaler without the group's taints that much longer.
  */
 export async function reconcileAutoscalerTaints(deps: ReconcileDeps, event: TaintEvent & { readonly data: ScalableResourceEventData }): Promise<ReconcileResult> {
-  try {
-    return await reconcileOnce(deps, event);
-  } catch (error) {
-    if (!(error instanceof PatchConflictError)) throw error;
-    const result = await reconcileOnce(deps, event);
-    return { ...result, reason: `${result.reason ?? result.outcome} (read again after a conflict)` };
-  }
+  return retryOnConflict(() => reconcileOnce(deps, event));
 }
 
 async function reconcileOnce(deps: ReconcileDeps, event: TaintEvent & { readonly data: ScalableResourceEventData }): Promise<ReconcileResult> {
@@ -54,16 +37,17 @@ async function reconcileOnce(deps: ReconcileDeps, event: TaintEvent & { readonly
   const paused = await pauseOf(deps, resource);
   if (paused) return { ...read, outcome: ReconcileOutcome.paused, reason: paused };
   if (plan.state === 'foreign') {
-    const eventError = await recordEvent(deps, resource, 'Warning', AUTOSCALER_TAINTS_NOT_MANAGED,
+    await recordEvent(deps, resource, 'Warning', 'AutoscalerTaintsNotManaged',
       `capacity.cluster-autoscaler.kubernetes.io/taints holds ${JSON.stringify(plan.current)}, which capi-taint-propagator did not write: left alone. A new Node gets ${JSON.stringify(plan.desired ?? '')}; remove the annotation to let the product manage it.`);
-    return { ...read, outcome: ReconcileOutcome.unchanged, reason: 'foreign: the taints annotation was written by someone else', eventError };
+    const reason = 'foreign: the taints annotation was written by someone else';
+    return { ...read, outcome: ReconcileOutcome.unchanged, reason };
   }
   const patch = plan.patch ?? {};
   const description = Object.entries(patch).map(([k, v]) => `${k}=${v === null ? '(removed)' : JSON.stringify(v)}`).join('; ');
   if (deps.settings.dryRun) return { ...read, outcome: ReconcileOutcome.dryRun, reason: `planned: ${description}` };
   const written = await deps.scalables.patchAnnotations(resource, patch);
-  const eventError = plan.desired !== undefined ? await warnStartupTaints(deps, resource, plan) : undefined;
-  return { ...read, outcome: ReconcileOutcome.autoscalerPatched, writtenResourceVersion: written, reason: description, ...(eventError !== undefined ? { eventError } : {}) };
+  if (plan.desired !== undefined) await warnStartupTaints(deps, resource, plan);
+  return { ...read, outcome: ReconcileOutcome.autoscalerPatched, writtenResourceVersion: written, reason: description };
 }
 
 /** Why the resource is paused (its annotation, else its Cluster's `spec.paused`), or undefined. */
@@ -77,12 +61,12 @@ async function pauseOf(deps: ReconcileDeps, r: ScalableResourceFacts): Promise<s
 }
 
 /** With a write that sets a value: a Warning when the value holds OnInitialization taints the autoscaler counts. */
-async function warnStartupTaints(deps: ReconcileDeps, r: ScalableResourceFacts, plan: AutoscalerPlan): Promise<unknown> {
+async function warnStartupTaints(deps: ReconcileDeps, r: ScalableResourceFacts, plan: AutoscalerPlan): Promise<void> {
   const counted: readonly Taint[] = plan.countedStartupTaints ?? [];
-  if (counted.length === 0) return undefined;
+  if (counted.length === 0) return;
   const list = counted.map(formatTaint).join(', ');
   const keys = [...new Set(counted.map((t) => t.key))];
-  return recordEvent(deps, r, 'Warning', AUTOSCALER_COUNTS_STARTUP_TAINTS,
+  await recordEvent(deps, r, 'Warning', 'AutoscalerCountsStartupTaints',
     `${list} ${counted.length === 1 ? 'is' : 'are'} declared OnInitialization, but the cluster-autoscaler ignores propagation and counts ${counted.length === 1 ? 'it' : 'them'} in this node group's template: ` +
       `a pending pod that does not tolerate ${counted.length === 1 ? 'it' : 'them'} will not make it scale up from zero. If something removes ${counted.length === 1 ? 'it' : 'them'} from new Nodes, ` +
       `prefix the key with startup-taint.cluster-autoscaler.kubernetes.io/ or run the autoscaler with ${keys.map((k) => `--startup-taint=${k}`).join(' ')} (docs/autoscaler.md).`);

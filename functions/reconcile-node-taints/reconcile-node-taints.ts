@@ -1,9 +1,8 @@
 /**
  * The use case: one event in, one Node brought in line with its owner's declared taints, with at most one successful
- * write. Level-triggered, as Cluster API's own `reconcileNode`: the event only names what to look at; the Machine (or
- * MachinePool), its Cluster and the Node are read again, and the write carries the Node's resourceVersion, so
- * duplicates, reordering, lost intermediate states and forged events are harmless. The spine is get → plan → patch,
- * with one step between plan and patch for node groups opted in to the staged NoExecute rollout (noexecute-rollout.ts).
+ * write. Level-triggered, as Cluster API's own `reconcileNode`: the event only names what to look at, everything is
+ * read again and the write carries the Node's resourceVersion, so duplicates, reordering and forged events are
+ * harmless. The spine is get → plan → patch (the function's README, "What one record does").
  */
 import { clusterKey, isNodeTaintEvent, parseEventType, type ClusterRef, type NodeTaintEvent, type NodeTaintEventData, type TaintEvent } from '#shared/contract/cloud-event.ts';
 import { declaredTaintsOf, type EffectiveDeclaration } from '#shared/domain/declarations.ts';
@@ -15,7 +14,7 @@ import { planOwnedTaints, type SpecTaintsOwner } from '#shared/domain/ownership.
 import { mayAdoptAsInitialized, restoredTaints, type NodeTaintPlan, type TaintDiff } from '#shared/domain/taint-plan.ts';
 import { OWN_TRACKING_ANNOTATION, formatTaint, type Taint, type TaintId } from '#shared/domain/taint.ts';
 import { ClusterCredentialsError, MachineConfigurationError, NodeNotFoundError, PatchConflictError, type DeclarationIssue } from '#shared/errors.ts';
-import { clusterNameOf, type NodeFacts, type NodeWithTaints, type OwnerFacts } from '#shared/model/views.ts';
+import { clusterNameOf, type NodeWithTaints, type OwnerFacts } from '#shared/model/views.ts';
 import type { Clock } from '#shared/ports/clock.ts';
 import type { ClusterConnections } from '#shared/ports/cluster-connections.ts';
 import type { EnablementState } from '#shared/ports/enablement-state.ts';
@@ -58,9 +57,8 @@ export interface ReconcileResult {
   /** Set instead of `machine` when the Node's declaration comes from a MachinePool. */
   readonly machinePool?: string;
   readonly node?: string;
-  /** The Node's resourceVersion as read (the write's precondition). */
+  /** The Node's resourceVersion as read (the write's precondition), and after our write. */
   readonly resourceVersion?: string;
-  /** The Node's resourceVersion after our write. */
   readonly writtenResourceVersion?: string;
   readonly diff?: TaintDiff;
   /** Dry-run: the taints and annotation before and after the planned write. */
@@ -69,13 +67,9 @@ export interface ReconcileResult {
   readonly reason?: string;
   /** True when the first-enablement rule adopted this Node as already initialized. */
   readonly adopted?: boolean;
-  /** A Kubernetes Event could not be recorded (the outcome stands; the failure is logged). */
-  readonly eventError?: unknown;
-  /** The record comes back through the queue after this many seconds (a staged NoExecute rollout's wait). */
+  /** A staged NoExecute rollout: the record comes back after this many seconds; the Node's progress; evictions. */
   readonly retryInSeconds?: number;
-  /** A staged NoExecute rollout's progress on this Node. */
   readonly rollout?: RolloutReport;
-  /** A staged NoExecute rollout's evictions in this record. */
   readonly evictions?: { readonly evicted: number; readonly refused: number };
   /** A NoExecute taint was about to be added or previewed: what its pods would go through (noexecute-preview.ts). */
   readonly noExecutePreview?: NoExecutePreviewResult;
@@ -87,13 +81,7 @@ export interface PlannedState {
 }
 
 /** Reason of the Normal Event recorded when a declaration the forwarder saw invalid is valid again. */
-export const DECLARATION_VALID = 'DeclarationValid';
-
-/**
- * How many times one record runs get → plan → patch: a 409 (another writer, most often a joining Node's kubelet) is
- * read and planned again at once, as client-go's `retry.RetryOnConflict`; a second 409 goes back to the queue.
- */
-export const WRITE_ATTEMPTS = 2;
+const DECLARATION_VALID = 'DeclarationValid';
 
 /**
  * Reconciles the Node an event points at. Returns the outcome; throws PatchConflictError,
@@ -121,16 +109,17 @@ export async function reconcileNodeTaints(deps: ReconcileDeps, event: TaintEvent
 
   const declared = declaredTaintsOf(machine, deps.settings.startupTaint ? { startupTaint: deps.settings.startupTaint } : {});
   if (!declared.valid) {
-    const eventError = await recordEvent(deps, machine, 'Warning', 'InvalidTaintDeclaration',
+    await recordEvent(deps, machine, 'Warning', 'InvalidTaintDeclaration',
       `Taints not propagated to Node ${nodeName}; fix the declaration: ${declared.issues.map((i) => `${i.field}: ${i.message}`).join('; ')}`);
-    return { ...base, outcome: ReconcileOutcome.invalidDeclaration, issues: declared.issues, eventError };
+    return { ...base, outcome: ReconcileOutcome.invalidDeclaration, issues: declared.issues };
   }
   const recovered = event.data.kind !== 'Node' && event.data.declarationRecovered === true;
   const target: Target = { base, cluster, machine, declaration: declared.declaration, recovered };
 
-  return retryOnConflict(WRITE_ATTEMPTS, async (attempt) => {
+  return retryOnConflict(async (first) => {
     // The first attempt takes the Node as the provider-ID link or the hinted read found it; a retry reads it again.
-    const read = (attempt === 1 ? (linked.read ?? (await confirmedRead(hinted, cluster, nodeName))) : undefined) ?? (await readNode(deps, cluster, nodeName));
+    const hint = first ? (linked.read ?? (await confirmedRead(hinted, cluster, nodeName))) : undefined;
+    const read = hint ?? (await readNode(deps, cluster, nodeName));
     if (!read.node) return { ...base, outcome: ReconcileOutcome.nodeGone, reason: 'the Node does not exist' };
     return planAndPatch(deps, target, read.store, read.node);
   });
@@ -149,6 +138,7 @@ interface Target {
 /** Plan → patch for the Node as read: no write when nothing changes, one merge patch with its resourceVersion otherwise. */
 async function planAndPatch(deps: ReconcileDeps, target: Target, nodes: NodeStore, node: NodeWithTaints): Promise<ReconcileResult> {
   const { machine, recovered } = target;
+  const normal = (reason: string, message: string) => recordEvent(deps, machine, 'Normal', reason, message);
   const planned = await planFor(deps, node, target.declaration);
   // Before the write: which pods a NoExecute taint it adds (or a @Preview) would evict; no pod read otherwise.
   const noExecutePreview = planned.plan.kind === 'rejected' ? undefined : await previewNoExecute(deps.clusters, target.cluster, node, planned.plan.kind === 'patch' ? planned.plan.after.taints : node.taints, target.declaration.previews, (type, reason, message) => recordEvent(deps, machine, type, reason, message));
@@ -161,22 +151,22 @@ async function planAndPatch(deps: ReconcileDeps, target: Target, nodes: NodeStor
   }
   const plan = staged.plan;
   if (plan.kind === 'rejected') {
-    const eventError = await recordEvent(deps, machine, 'Warning', 'MalformedTrackingAnnotation',
+    await recordEvent(deps, machine, 'Warning', 'MalformedTrackingAnnotation',
       `Node ${node.name} not written: its annotation ${OWN_TRACKING_ANNOTATION} has ${plan.error.message}; fix or remove the entry`);
-    return { ...read, outcome: ReconcileOutcome.malformedAnnotation, reason: plan.error.message, eventError };
+    return { ...read, outcome: ReconcileOutcome.malformedAnnotation, reason: plan.error.message };
   }
   if (plan.kind === 'unchanged') {
     // The forwarder saw this declaration invalid before: say that it took, although the Node needed nothing.
-    const eventError = recovered ? await recordEvent(deps, machine, 'Normal', DECLARATION_VALID, `Taint declaration is valid again; Node ${node.name} is in sync`) : undefined;
-    return { ...read, outcome: ReconcileOutcome.unchanged, ...(eventError !== undefined ? { eventError } : {}) };
+    if (recovered) await normal(DECLARATION_VALID, `Taint declaration is valid again; Node ${node.name} is in sync`);
+    return { ...read, outcome: ReconcileOutcome.unchanged };
   }
   if (deps.settings.dryRun) {
     const state = (s: typeof plan.before): PlannedState => ({ taints: s.taints, trackingAnnotation: s.annotations[OWN_TRACKING_ANNOTATION] });
     return { ...read, outcome: ReconcileOutcome.dryRun, diff: plan.diff, planned: { before: state(plan.before), after: state(plan.after) } };
   }
-  let written: NodeFacts;
+  let writtenResourceVersion: string;
   try {
-    written = await nodes.patchNodeTaints(node.name, plan.patch);
+    writtenResourceVersion = (await nodes.patchNodeTaints(node.name, plan.patch)).resourceVersion;
   } catch (error) {
     // A 404: the Node was deleted after it was read.
     if (error instanceof NodeNotFoundError) return { ...read, outcome: ReconcileOutcome.nodeGone, reason: 'the Node was deleted between the read and the write' };
@@ -185,22 +175,26 @@ async function planAndPatch(deps: ReconcileDeps, target: Target, nodes: NodeStor
   // One Event per write: DeclarationValid when the forwarder saw the declaration invalid before (the write is what the
   // fix brought), else TaintRestored when an Always taint someone removed was put back, else TaintsPropagated.
   const restored = restoredTaints(plan.diff, node.annotations[OWN_TRACKING_ANNOTATION]);
-  const eventError = recovered
-    ? await recordEvent(deps, machine, 'Normal', DECLARATION_VALID, `Taint declaration is valid again; Node ${node.name}: ${describeDiff(plan.diff)}`)
+  const diff = describeDiff(plan.diff);
+  const putBack = `put back ${restored.map(formatTaint).join(', ')}, removed by someone else (Always taints are kept)`;
+  await (recovered
+    ? normal(DECLARATION_VALID, `Taint declaration is valid again; Node ${node.name}: ${diff}`)
     : restored.length > 0
-      ? await recordEvent(deps, machine, 'Normal', 'TaintRestored', `Node ${node.name}: put back ${restored.map(formatTaint).join(', ')}, removed by someone else (Always taints are kept); ${describeDiff(plan.diff)}`)
-      : await recordEvent(deps, machine, 'Normal', 'TaintsPropagated', `Node ${node.name}: ${describeDiff(plan.diff)}`);
-  return { ...read, outcome: ReconcileOutcome.patched, writtenResourceVersion: written.resourceVersion, diff: plan.diff, eventError };
+      ? normal('TaintRestored', `Node ${node.name}: ${putBack}; ${diff}`)
+      : normal('TaintsPropagated', `Node ${node.name}: ${diff}`));
+  return { ...read, outcome: ReconcileOutcome.patched, diff: plan.diff, writtenResourceVersion };
 }
 
-/** Runs `fn` up to `attempts` times while it fails with a 409 (client-go's `retry.RetryOnConflict`); the last 409 is thrown. */
-async function retryOnConflict<T>(attempts: number, fn: (attempt: number) => Promise<T>): Promise<T> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await fn(attempt);
-    } catch (error) {
-      if (!(error instanceof PatchConflictError) || attempt >= attempts) throw error;
-    }
+/**
+ * Runs `fn` (get → plan → patch) again at once after a 409 (another writer, most often a joining Node's kubelet),
+ * as client-go's `retry.RetryOnConflict`; a second 409 is thrown, for the queue's backoff.
+ */
+export async function retryOnConflict<T>(fn: (first: boolean) => Promise<T>): Promise<T> {
+  try {
+    return await fn(true);
+  } catch (error) {
+    if (!(error instanceof PatchConflictError)) throw error;
+    return fn(false);
   }
 }
 
@@ -244,9 +238,8 @@ function nodeNameOf(data: NodeTaintEventData): string | undefined {
 }
 
 /**
- * Starts reading the Node the event names, in the cluster it names, so that the owner and the Node are read in one
- * round trip. The event is a hint only: the read is used only when the owner, read from the management cluster, names
- * the same Node in the same cluster (confirmedRead); a forged or outdated event costs at most this one extra read.
+ * Starts reading the Node the event names, so that the owner and the Node are read in one round trip. Used only when
+ * the owner names the same Node in the same cluster (confirmedRead): a forged event costs at most this one read.
  */
 function startHintedNodeRead(deps: ReconcileDeps, event: NodeTaintEvent): HintedRead | undefined {
   const node = nodeNameOf(event.data);
@@ -276,10 +269,9 @@ function startClusterRead(deps: ReconcileDeps, event: NodeTaintEvent): ClusterRe
 }
 
 /**
- * Why the owner is paused (Cluster API's pause: its Cluster's `spec.paused`, or the paused annotation on the Machine,
- * the MachinePool, or a pool Machine's pool), or undefined. The Cluster is the one the owner names (`spec.clusterName`,
- * else the cluster-name label), in either cluster mode: a self-hosted cluster's Machines belong to a Cluster too. The
- * read started from the event is used when it is of that Cluster; a Cluster that does not exist pauses nothing.
+ * Why the owner is paused (its Cluster's `spec.paused`, or the paused annotation on one of `sources`), or undefined.
+ * The Cluster is the one the owner names, in either cluster mode (a self-hosted cluster's Machines belong to a Cluster
+ * too); the read started from the event is used when it is of that Cluster.
  */
 async function pauseOf(deps: ReconcileDeps, owner: OwnerFacts, sources: readonly PauseSource[], started: ClusterRead | undefined): Promise<string | undefined> {
   let view: ClusterView | undefined;
@@ -297,9 +289,8 @@ async function pauseOf(deps: ReconcileDeps, owner: OwnerFacts, sources: readonly
 }
 
 /**
- * A Machine without `status.nodeRef` yet, and the Node the event names (a joining Node, or the Node the forwarder
- * matched to the Machine): the Machine with that Node when the Node's `spec.providerID` equals the Machine's (Cluster
- * API's own link, `#shared/domain/node-link.ts`), with the read that showed it.
+ * A Machine without `status.nodeRef` yet, with the Node the event names when their `spec.providerID`s match (Cluster
+ * API's own link, `#shared/domain/node-link.ts`), and the read that showed it.
  */
 async function linkByProviderId(deps: ReconcileDeps, event: NodeTaintEvent, machine: OwnerFacts, cluster: ClusterRef, hinted: HintedRead | undefined): Promise<{ machine: OwnerFacts; read: NodeRead } | undefined> {
   const candidate = nodeNameOf(event.data);
@@ -388,7 +379,7 @@ function clusterOf(settings: ReconcileSettings, machine: OwnerFacts): ClusterRef
 }
 
 /** A one-line, human description of a taint diff, e.g. `added gpu=a100:NoSchedule; removed spot:NoSchedule`. */
-export function describeDiff(diff: TaintDiff): string {
+function describeDiff(diff: TaintDiff): string {
   const parts: string[] = [];
   if (diff.added.length > 0) parts.push(`added ${diff.added.map(formatTaint).join(', ')}`);
   if (diff.removed.length > 0) parts.push(`removed ${diff.removed.map(formatTaint).join(', ')}`);
