@@ -63,7 +63,7 @@ export interface WatchStream<T extends WatchedFacts> {
   latest?(key: string): T | undefined;
   /** The last state of every object the stream holds (for a Cluster's pause, the objects of that Cluster). */
   objects(): Iterable<T>;
-  /** True once the stream holds its collection (a first list, or a snapshot restored); absent: always. client-go's `HasSynced`. */
+  /** True once the stream holds its collection (after a first list); absent: always. client-go's `HasSynced`. */
   hasSynced?(): boolean;
 }
 

@@ -5,7 +5,8 @@
  * ask again, so a Cluster API upgrade that stops serving a version is followed without a restart.
  */
 import type { ClusterRef } from '#shared/contract/cloud-event.ts';
-import { toClusterFacts, toMachineFacts, toMachinePoolFacts, toNodeFacts, toScalableFacts, type ClusterFacts, type MachineFacts, type MachinePoolFacts, type NodeFacts, type ScalableFacts, type WatchedFacts } from '#shared/model/views.ts';
+import { toClusterFacts, toMachineFacts, toMachinePoolFacts, toNodeFacts } from '#shared/model/views.ts';
+import { toScalableFacts, type WatchedFacts } from '#shared/model/views.ts';
 import type { ForwarderTelemetry } from '#shared/ports/forwarder-telemetry.ts';
 import type { StreamStart, WatchSources, WatchStream } from '#shared/ports/watch-source.ts';
 import type { Clock } from '#shared/ports/clock.ts';
@@ -19,8 +20,7 @@ import type { RateLimit } from '#shared/policy/rate-limit.ts';
 import { ClusterCredentialsError } from '#shared/errors.ts';
 import { ForwarderMetric } from '#shared/observability/metric-names.ts';
 import { nodeStreamKey, MACHINES_STREAM, MACHINE_POOLS_STREAM, MACHINE_DEPLOYMENTS_STREAM, MACHINE_SETS_STREAM } from '#shared/contract/streams.ts';
-
-import { capiApiVersionString } from '#shared/domain/capi-api.ts';
+import { capiApiVersionString, type CapiApiVersion } from '#shared/domain/capi-api.ts';
 import type { CapiApi } from './capi-discovery.ts';
 
 export interface KubernetesWatchSourcesOptions {
@@ -84,27 +84,54 @@ export function kubernetesWatchSources(o: KubernetesWatchSourcesOptions): WatchS
     path: string | (() => Promise<string>),
     toFacts: (obj: unknown) => T | undefined,
     start: StreamStart,
-    extra: Partial<WatchSessionOptions<T>> = {},
+    extra: Partial<WatchSessionOptions<T>>,
   ): WatchStream<T> {
     return new WatchSession<T>({
       name,
       kubeConfig,
       path,
       toFacts,
-      ...(start.resumeFrom !== undefined ? { resumeFrom: start.resumeFrom } : {}),
-      ...(start.quietLists ? { quietLists: true } : {}),
-      ...(o.idleTimeoutMs !== undefined ? { idleTimeoutMs: o.idleTimeoutMs } : {}),
-      ...(o.watchTimeoutSeconds !== undefined ? { watchTimeoutSeconds: o.watchTimeoutSeconds } : {}),
-      ...(o.backoff ? { backoff: o.backoff } : {}),
-      ...(o.requestTimeoutMs !== undefined ? { requestTimeoutMs: o.requestTimeoutMs } : {}),
-      ...(o.telemetry ? { telemetry: o.telemetry } : {}),
-      ...(o.clock ? { now: () => (o.clock as Clock).now() } : {}),
-      ...(o.logger ? { logger: o.logger } : {}),
-      ...(o.keep ? { keep: o.keep } : {}),
+      resumeFrom: start.resumeFrom,
+      quietLists: start.quietLists,
+      idleTimeoutMs: o.idleTimeoutMs,
+      watchTimeoutSeconds: o.watchTimeoutSeconds,
+      backoff: o.backoff,
+      requestTimeoutMs: o.requestTimeoutMs,
+      telemetry: o.telemetry,
+      now: () => o.clock?.now() ?? new Date(),
+      logger: o.logger,
+      keep: o.keep,
       ...extra,
     });
   }
   const management = async (): Promise<ClusterEndpoint> => o.managementKubeConfig;
+  /**
+   * A Cluster API collection of the management cluster, in the version of the current attempt. `askAgain`: a 404 for
+   * it makes discovery ask again, when it was about the version still in use (Machines, Clusters); MachinePools,
+   * MachineDeployments and MachineSets are one more collection of the group version, so a 404 for them alone says
+   * nothing about it.
+   */
+  function capiSession<T extends WatchedFacts>(
+    name: string,
+    plural: string,
+    toFacts: (obj: unknown) => T | undefined,
+    start: StreamStart,
+    { askAgain = false, resync = true } = {},
+  ): WatchStream<T> {
+    let used: CapiApiVersion | undefined;
+    const path = async (): Promise<string> => {
+      used = await o.capi.version();
+      const ns = o.machineNamespace ? `/namespaces/${encodeURIComponent(o.machineNamespace)}` : '';
+      return `/apis/${capiApiVersionString(used)}${ns}/${plural}`;
+    };
+    const notServed = (): void => {
+      if (used) o.capi.notServed(used);
+    };
+    return session(name, management, path, toFacts, start, {
+      resyncIntervalMs: resync ? o.resyncIntervalMs : 0,
+      collectionNotServed: askAgain ? notServed : undefined,
+    });
+  }
   const reporter =
     o.credentialsReporter ??
     clusterCredentialsReporter({ kubeConfig: o.managementKubeConfig, capi: o.capi, count: () => o.telemetry?.record(ForwarderMetric.UnusableKubeconfigs, 1) });
@@ -116,55 +143,22 @@ export function kubernetesWatchSources(o: KubernetesWatchSourcesOptions): WatchS
       throw err;
     }
   };
-  // The version of the current attempt, so that a 404 re-checks only when it was about the version still in use.
-  const capiPath = (plural: string, namespace?: string) => {
-    let used: Awaited<ReturnType<CapiApi['version']>> | undefined;
-    return {
-      path: async (): Promise<string> => {
-        used = await o.capi.version();
-        const gv = capiApiVersionString(used);
-        return namespace ? `/apis/${gv}/namespaces/${encodeURIComponent(namespace)}/${plural}` : `/apis/${gv}/${plural}`;
-      },
-      collectionNotServed: (): void => {
-        if (used) o.capi.notServed(used);
-      },
-    };
-  };
-  const machinesPath = capiPath('machines', o.machineNamespace);
-  const clustersPath = capiPath('clusters', o.machineNamespace);
-  const machinePoolsPath = capiPath('machinepools', o.machineNamespace);
-  const machineDeploymentsPath = capiPath('machinedeployments', o.machineNamespace);
-  const machineSetsPath = capiPath('machinesets', o.machineNamespace);
+  const scalableFacts = (kind: 'MachineDeployment' | 'MachineSet') => (obj: unknown) => toScalableFacts(kind, obj);
   return {
-    machines(start: StreamStart): WatchStream<MachineFacts> {
-      return session(MACHINES_STREAM, management, machinesPath.path, toMachineFacts, start, {
-        resyncIntervalMs: o.resyncIntervalMs ?? 0,
-        collectionNotServed: machinesPath.collectionNotServed,
-      });
-    },
-    machinePools(start: StreamStart): WatchStream<MachinePoolFacts> {
-      return session(MACHINE_POOLS_STREAM, management, machinePoolsPath.path, toMachinePoolFacts, start, {
-        resyncIntervalMs: o.resyncIntervalMs ?? 0,
-        // MachinePools are one more collection of the group version: a 404 for them alone says nothing about Machines.
-      });
-    },
-    // MachineDeployments and MachineSets, for the cluster-autoscaler annotation: like MachinePools, a 404 for them
-    // alone says nothing about Machines.
-    machineDeployments(start: StreamStart): WatchStream<ScalableFacts> {
-      return session(MACHINE_DEPLOYMENTS_STREAM, management, machineDeploymentsPath.path, (obj) => toScalableFacts('MachineDeployment', obj), start, { resyncIntervalMs: o.resyncIntervalMs ?? 0 });
-    },
-    machineSets(start: StreamStart): WatchStream<ScalableFacts> {
-      return session(MACHINE_SETS_STREAM, management, machineSetsPath.path, (obj) => toScalableFacts('MachineSet', obj), start, { resyncIntervalMs: o.resyncIntervalMs ?? 0 });
-    },
-    clusters(start: StreamStart): WatchStream<ClusterFacts> {
-      return session('clusters', management, clustersPath.path, toClusterFacts, start, { collectionNotServed: clustersPath.collectionNotServed });
-    },
-    nodes(cluster: ClusterRef, start: StreamStart): WatchStream<NodeFacts> {
+    machines: (start) => capiSession(MACHINES_STREAM, 'machines', toMachineFacts, start, { askAgain: true }),
+    machinePools: (start) => capiSession(MACHINE_POOLS_STREAM, 'machinepools', toMachinePoolFacts, start),
+    // For the cluster-autoscaler annotation (docs/autoscaler.md).
+    machineDeployments: (start) =>
+      capiSession(MACHINE_DEPLOYMENTS_STREAM, 'machinedeployments', scalableFacts('MachineDeployment'), start),
+    machineSets: (start) => capiSession(MACHINE_SETS_STREAM, 'machinesets', scalableFacts('MachineSet'), start),
+    clusters: (start) => capiSession('clusters', 'clusters', toClusterFacts, start, { askAgain: true, resync: false }),
+    nodes: (cluster, start) => {
       const limiter = new EndpointRateLimiter(o.nodeStreamRateLimit ?? NODE_STREAM_RATE_LIMIT);
-      return session(nodeStreamKey(cluster), async () => limiter.wrap(await workloadKubeConfig(cluster)), '/api/v1/nodes', toNodeFacts, start, {
-        resyncIntervalMs: o.resyncIntervalMs ?? 0,
+      const kubeConfig = async () => limiter.wrap(await workloadKubeConfig(cluster));
+      return session(nodeStreamKey(cluster), kubeConfig, '/api/v1/nodes', toNodeFacts, start, {
+        resyncIntervalMs: o.resyncIntervalMs,
         caps: { maxPages: NODE_LIST_MAX_PAGES },
-        ...(o.nodeLabelSelector ? { labelSelector: o.nodeLabelSelector } : {}),
+        labelSelector: o.nodeLabelSelector,
       });
     },
   };
