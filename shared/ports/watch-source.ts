@@ -29,15 +29,11 @@ export type StreamEvent<T extends WatchedFacts> =
    */
   | { readonly type: 'listed'; readonly items: readonly T[]; readonly unannounced?: readonly T[]; readonly observedAt?: Date }
   /**
-   * The stream's health changed. `failing`: an attempt (a list, a watch's connect or its stream, the credentials, a
-   * cap) failed after the stream last delivered (or before it ever did); it is told once per run of failures, at the
-   * first one, while the stream keeps retrying with backoff. A 410 Gone or a watch the server ends at once with no
-   * event ("very short watch") happen to healthy clusters too, so they count only when they repeat (two in a row).
-   * `recovered`: the stream delivered again — a watch stayed open for a second, or an event or bookmark arrived
-   * (a list alone is not enough: a server that lists but never lets a watch live is failing).
-   * One failed attempt is the threshold on purpose: an API server that does not answer costs one request deadline
-   * (30 s) per attempt, so a higher count would report it late or, in a short window, never; brief blips
-   * (an API server restart) are filtered by the alarm's periods, not here. (docs/watch-layer.md.)
+   * The stream's health changed: `failing` once per run of failed attempts, at the first (a 410 or a very short watch
+   * only when repeated), while the stream keeps retrying; `recovered` when it delivers again (a list alone is not
+   * enough). One failed attempt is the threshold on purpose: an API server that does not answer costs a 30 s request
+   * deadline per attempt, so a higher count would report it late; blips are filtered by the alarm's periods.
+   * (docs/watch-layer.md, "Retry policy".)
    */
   | StreamHealthEvent;
 

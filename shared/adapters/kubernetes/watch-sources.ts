@@ -13,7 +13,7 @@ import type { Clock } from '#shared/ports/clock.ts';
 import { WatchSession, type WatchSessionOptions } from './watch-session.ts';
 import type { Logger } from './watch/stream-log.ts';
 import type { WorkloadKubeConfigs } from './workload-kubeconfig.ts';
-import { clusterCredentialsReporter, type ClusterCredentialsReporter } from './credentials-reporter.ts';
+import { clusterCredentialsReporter } from './credentials-reporter.ts';
 import type { ClusterEndpoint } from './kube-http.ts';
 import { EndpointRateLimiter, NODE_STREAM_RATE_LIMIT } from './rate-limited-endpoint.ts';
 import type { RateLimit } from '#shared/policy/rate-limit.ts';
@@ -54,12 +54,6 @@ export interface KubernetesWatchSourcesOptions {
   /** Where the sessions log (rate-limited per stream and kind of line; default the product's logger). */
   readonly logger?: Logger;
   /**
-   * Reports a cluster whose Node watch is skipped because its kubeconfig is unusable or refused (default: error log,
-   * UnusableKubeconfigs metric, Warning Event on the Cluster in the management cluster). The watch keeps retrying
-   * with backoff, so a fixed Secret is picked up; other clusters are unaffected.
-   */
-  readonly credentialsReporter?: ClusterCredentialsReporter;
-  /**
    * Requests per second (after a burst) of each cluster's Node stream (default NODE_STREAM_RATE_LIMIT: 30 at once, then
    * 1 per second); each stream has a bucket of its own, so a cluster that makes its stream ask without end (a list
    * whose pages never end) slows only itself.
@@ -68,11 +62,8 @@ export interface KubernetesWatchSourcesOptions {
 }
 
 /**
- * Most pages of one list of a workload cluster's Nodes: 60 pages of 500 are 30 000 Nodes, six times Kubernetes'
- * published scalability envelope (5 000 Nodes per cluster) and twice the largest clusters managed offerings run by
- * default. A list whose `continue` tokens never end is cut here; with the stream's request bucket (30 at once, then 1
- * per second) that takes about 30 s, so such a cluster is reported failing within the first minute (the default of
- * the other streams, 200 pages, would take over three minutes at that rate).
+ * Most pages of one list of a workload cluster's Nodes: 30 000 Nodes, six times Kubernetes' published envelope, and
+ * low enough that an endless list is cut within the first minute at the stream's rate (docs/hostile-clusters.md).
  */
 export const NODE_LIST_MAX_PAGES = 60;
 
@@ -132,9 +123,10 @@ export function kubernetesWatchSources(o: KubernetesWatchSourcesOptions): WatchS
       collectionNotServed: askAgain ? notServed : undefined,
     });
   }
-  const reporter =
-    o.credentialsReporter ??
-    clusterCredentialsReporter({ kubeConfig: o.managementKubeConfig, capi: o.capi, count: () => o.telemetry?.record(ForwarderMetric.UnusableKubeconfigs, 1) });
+  // A cluster whose kubeconfig is unusable or refused: error log, UnusableKubeconfigs and a Warning Event on the
+  // Cluster; its stream keeps retrying with backoff, so a fixed Secret is picked up.
+  const count = (): void => o.telemetry?.record(ForwarderMetric.UnusableKubeconfigs, 1);
+  const reporter = clusterCredentialsReporter({ kubeConfig: o.managementKubeConfig, capi: o.capi, count });
   const workloadKubeConfig = async (cluster: ClusterRef): Promise<ClusterEndpoint> => {
     try {
       return await o.workloadKubeConfigs.get(cluster);
