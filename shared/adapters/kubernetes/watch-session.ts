@@ -133,7 +133,8 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
         // Resolved once per attempt: its list and its watch share the credentials (a workload cluster's are a Secret
         // read or two; a reconnect, and so a rotation, resolves them again).
         operation = next !== undefined ? `listing ${path}` : `watching ${path}`;
-        const kc = await this.endpoint();
+        const kc = await this.o.kubeConfig();
+        if (!kc.getCurrentCluster()) throw new TransientError('connecting', 'the kubeconfig has no current cluster');
         if (next !== undefined) {
           await this.list(next, path, kc, signal, onEvent);
           if (next === 'resync') resyncAt = this.now().getTime() + resyncMs;
@@ -245,7 +246,7 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
           } else this.malformed('list item without name, uid or resourceVersion', json ?? 'not an object');
         },
         pageSize: 500,
-        ...(exactly !== undefined ? { exactly } : {}),
+        exactly,
         operation,
         caps: this.caps,
         now: () => this.now().getTime(),
@@ -326,13 +327,6 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
       connection.close();
     }
     return { why: connection.end, openMs: this.now().getTime() - connection.openedAt, events };
-  }
-
-  /** Credentials for the next request (the endpoint may have rotated); a kubeconfig with no cluster is a transient failure. */
-  private async endpoint(): Promise<ClusterEndpoint> {
-    const kc = await this.o.kubeConfig();
-    if (!kc.getCurrentCluster()) throw new TransientError('connecting', 'the kubeconfig has no current cluster');
-    return kc;
   }
 
   /** A GET of the collection with `query` (and the session's label selector) over the product's HTTP client. */

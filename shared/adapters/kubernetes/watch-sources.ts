@@ -24,10 +24,7 @@ import { capiApiVersionString, type CapiApiVersion } from '#shared/domain/capi-a
 import type { CapiApi } from './capi-discovery.ts';
 
 export interface KubernetesWatchSourcesOptions {
-  /**
-   * The management cluster: the Machine and Cluster sessions' endpoint, and what the default credentials reporter
-   * reads Clusters and writes Events with.
-   */
+  /** The management cluster: the Cluster API sessions' endpoint, where unusable kubeconfigs are reported. */
   readonly managementKubeConfig: ClusterEndpoint;
   readonly workloadKubeConfigs: WorkloadKubeConfigs;
   /** Which Cluster API group version to read (discovery over the management cluster). */
