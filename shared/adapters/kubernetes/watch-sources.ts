@@ -7,11 +7,9 @@
 import type { ClusterRef } from '#shared/contract/cloud-event.ts';
 import { toClusterFacts, toMachineFacts, toMachinePoolFacts, toNodeFacts } from '#shared/model/views.ts';
 import { toScalableFacts, type WatchedFacts } from '#shared/model/views.ts';
-import type { ForwarderTelemetry } from '#shared/ports/forwarder-telemetry.ts';
 import type { StreamStart, WatchSources, WatchStream } from '#shared/ports/watch-source.ts';
 import type { Clock } from '#shared/ports/clock.ts';
 import { WatchSession, type WatchSessionOptions } from './watch-session.ts';
-import type { Logger } from './watch/stream-log.ts';
 import type { WorkloadKubeConfigs } from './workload-kubeconfig.ts';
 import { clusterCredentialsReporter } from './credentials-reporter.ts';
 import type { ClusterEndpoint } from './kube-http.ts';
@@ -23,7 +21,13 @@ import { nodeStreamKey, MACHINES_STREAM, MACHINE_POOLS_STREAM, MACHINE_DEPLOYMEN
 import { capiApiVersionString, type CapiApiVersion } from '#shared/domain/capi-api.ts';
 import type { CapiApi } from './capi-discovery.ts';
 
-export interface KubernetesWatchSourcesOptions {
+/** The settings every session takes, as WatchSessionOptions documents them. */
+type SessionSettings = Pick<
+  WatchSessionOptions<WatchedFacts>,
+  'idleTimeoutMs' | 'resyncIntervalMs' | 'watchTimeoutSeconds' | 'backoff' | 'requestTimeoutMs' | 'telemetry' | 'logger'
+>;
+
+export interface KubernetesWatchSourcesOptions extends SessionSettings {
   /** The management cluster: the Cluster API sessions' endpoint, where unusable kubeconfigs are reported. */
   readonly managementKubeConfig: ClusterEndpoint;
   readonly workloadKubeConfigs: WorkloadKubeConfigs;
@@ -39,17 +43,8 @@ export interface KubernetesWatchSourcesOptions {
    * its own Clusters only (the predicate is asked about Nodes too, and a shard's keeps them all).
    */
   readonly keep?: (facts: WatchedFacts) => boolean;
-  readonly idleTimeoutMs?: number;
-  readonly resyncIntervalMs?: number;
-  readonly watchTimeoutSeconds?: number;
-  readonly backoff?: { readonly initialMs: number; readonly maxMs: number };
-  /** Deadline of a list page and of a watch's connect (default 30 s). */
-  readonly requestTimeoutMs?: number;
-  readonly telemetry?: ForwarderTelemetry;
   /** The clock of the sessions (their backoff, watchdog, resync timer and event times). */
   readonly clock?: Clock;
-  /** Where the sessions log (rate-limited per stream and kind of line; default the product's logger). */
-  readonly logger?: Logger;
   /**
    * Requests per second (after a burst) of each cluster's Node stream (default NODE_STREAM_RATE_LIMIT: 30 at once, then
    * 1 per second); each stream has a bucket of its own, so a cluster that makes its stream ask without end (a list

@@ -33,10 +33,7 @@ export const DEFAULT_RETRY: RetryNumbers = { initialMs: 800, maxMs: 30_000, rese
 
 /** How an attempt ended. */
 export type AttemptEnd =
-  /**
-   * It threw; `reason` is a safe description (describeStreamFailure, with the operation); `requests` it made (list
-   * pages and watch connects; unknown: no floor).
-   */
+  /** It threw; `reason` is safe to log; `requests` it made (list pages, watch connects; unknown: no floor). */
   | { readonly kind: 'failed'; readonly error: unknown; readonly reason: string; readonly requests?: number }
   /** A watch ended without an error: the server closed it, the idle watchdog or the resync timer cut it. */
   | { readonly kind: 'watch-ended'; readonly why: 'closed' | 'idle' | 'resync'; readonly openMs: number; readonly events: number };
