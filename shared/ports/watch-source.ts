@@ -66,10 +66,7 @@ export interface WatchStream<T extends WatchedFacts> {
 /** Where a stream starts: from a checkpointed resourceVersion (exact resume) or, when absent, a fresh list announcing every object. */
 export interface StreamStart {
   readonly resumeFrom?: string;
-  /**
-   * The consumer judges the objects a list does not announce (`listed`'s `unannounced`): the first list without a
-   * checkpoint announces none, a periodic resync only what changed since the stream had it, and deletions.
-   */
+  /** The consumer judges what a list does not announce (`listed`'s `unannounced`; docs/watch-layer.md). */
   readonly quietLists?: boolean;
 }
 

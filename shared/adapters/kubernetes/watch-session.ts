@@ -195,11 +195,10 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
   /** One list, as `mode` says, into the cache; announces what the mode announces, then the list's resourceVersion. */
   private async list(mode: ListMode, path: string, kc: ClusterEndpoint, signal: AbortSignal, onEvent: Consumer<T>): Promise<void> {
     const exactly = mode === 'start' ? this.o.resumeFrom : undefined;
+    if (mode !== 'start') this.o.telemetry?.record(ForwarderMetric.Relists, 1);
     if (mode === 'since') {
-      this.o.telemetry?.record(ForwarderMetric.Relists, 1);
       this.log.warn('Relisting: checkpoint is older than the API server history', { resourceVersion: this.o.resumeFrom });
     } else if (mode === 'relist' || mode === 'resync') {
-      this.o.telemetry?.record(ForwarderMetric.Relists, 1);
       this.log.info('Relisting', { reason: mode === 'relist' ? 'watch expired (410 Gone)' : 'periodic resync', resourceVersion: this.cache.resourceVersion });
     }
     const { items, resourceVersion } = await this.listAll(path, kc, signal, exactly);
