@@ -29,15 +29,11 @@ export type StreamEvent<T extends WatchedFacts> =
    */
   | { readonly type: 'listed'; readonly items: readonly T[]; readonly unannounced?: readonly T[]; readonly observedAt?: Date }
   /**
-   * The stream's health changed. `failing`: an attempt (a list, a watch's connect or its stream, the credentials, a
-   * cap) failed after the stream last delivered (or before it ever did); it is told once per run of failures, at the
-   * first one, while the stream keeps retrying with backoff. A 410 Gone or a watch the server ends at once with no
-   * event ("very short watch") happen to healthy clusters too, so they count only when they repeat (two in a row).
-   * `recovered`: the stream delivered again — a watch stayed open for a second, or an event or bookmark arrived
-   * (a list alone is not enough: a server that lists but never lets a watch live is failing).
-   * One failed attempt is the threshold on purpose: an API server that does not answer costs one request deadline
-   * (30 s) per attempt, so a higher count would report it late or, in a short window, never; brief blips
-   * (an API server restart) are filtered by the alarm's periods, not here. (docs/watch-layer.md.)
+   * The stream's health changed: `failing` once per run of failed attempts, at the first (a 410 or a very short watch
+   * only when repeated), while the stream keeps retrying; `recovered` when it delivers again (a list alone is not
+   * enough). One failed attempt is the threshold on purpose: an API server that does not answer costs a 30 s request
+   * deadline per attempt, so a higher count would report it late; blips are filtered by the alarm's periods.
+   * (docs/watch-layer.md, "Retry policy".)
    */
   | StreamHealthEvent;
 
@@ -63,17 +59,14 @@ export interface WatchStream<T extends WatchedFacts> {
   latest?(key: string): T | undefined;
   /** The last state of every object the stream holds (for a Cluster's pause, the objects of that Cluster). */
   objects(): Iterable<T>;
-  /** True once the stream holds its collection (a first list, or a snapshot restored); absent: always. client-go's `HasSynced`. */
+  /** True once the stream holds its collection (after a first list); absent: always. client-go's `HasSynced`. */
   hasSynced?(): boolean;
 }
 
 /** Where a stream starts: from a checkpointed resourceVersion (exact resume) or, when absent, a fresh list announcing every object. */
 export interface StreamStart {
   readonly resumeFrom?: string;
-  /**
-   * The consumer judges the objects a list does not announce (`listed`'s `unannounced`): the first list without a
-   * checkpoint announces none, a periodic resync only what changed since the stream had it, and deletions.
-   */
+  /** The consumer judges what a list does not announce (`listed`'s `unannounced`; docs/watch-layer.md). */
   readonly quietLists?: boolean;
 }
 

@@ -2,23 +2,11 @@
  * A list+watch session over one Kubernetes collection: the reflector loop (client-go's `Reflector.ListAndWatch` run by
  * `BackoffUntil`; client-node's `ListWatch` in `src/cache.ts`), and only that. It chooses how to list, runs a watch
  * connection through the decoder into the object cache and on to the consumer, and hands the end of every attempt to
- * the retry policy. The parts, each one job with its own tests, are in `./watch/` (docs/watch-layer.md):
+ * the retry policy. The parts, one job each, are in `./watch/` (docs/watch-layer.md, "Modules").
  *
- * - `list-pager.ts` (with `list-items.ts`): the one paged list, item by item, with its caps;
- * - `watch-connection.ts` (with `line-reader.ts`): one watch request, its connect deadline, idle watchdog, resync
- *   timer and line cap;
- * - `watch-decoder.ts`: one line → change, bookmark, gone, error or malformed (pure);
- * - `object-cache.ts`: the last facts of every object and the resourceVersion, with snapshot and restore;
- * - `stream-retry.ts`: the one retry policy — every attempt ends there: the wait, and the health transitions;
- * - `stream-log.ts`: this stream's logs, at most one line per kind per interval;
- * - `caps.ts`: the byte, page and time caps, with their reasons.
- *
- * The split follows client-go's types (Reflector, ListerWatcher and pager, watch decoder, Store, BackoffManager) so that
- * its readers find their way, and so that each concern a change has to touch (caps, backoff, logs, a hand-over) lives
- * in one module. What the loop adds to client-go's: an exact resume from a persisted checkpoint (a list *at* that
- * resourceVersion, whose objects are not announced again), a relist after a 410 that announces only what changed
- * while away (plus deletions), a start from another session's snapshot (no list at all), health told to the consumer
- * (`failing`/`recovered`), and an idle watchdog.
+ * What the loop adds to client-go's: an exact resume from a persisted checkpoint (a list *at* that resourceVersion,
+ * whose objects are not announced again), a relist after a 410 that announces only what changed while away (plus
+ * deletions), health told to the consumer (`failing`/`recovered`), and an idle watchdog.
  *
  * It reads the responses itself, as they arrive, over the product's HTTP client (kube-http.ts's `openRequest`, with
  * the endpoint's credentials), instead of client-node's `Watch`, because that class drops unparseable lines, swallows
@@ -36,26 +24,20 @@ import { isCallTimeout } from './call-deadline.ts';
 import { openRequest, pathWithQuery, type ClusterEndpoint } from './kube-http.ts';
 import { DEFAULT_STREAM_CAPS, StreamCapError, type StreamCaps } from './watch/caps.ts';
 import { listPages, readErrorBody, type PageResponse } from './watch/list-pager.ts';
-import { ObjectCache, type CacheSnapshot } from './watch/object-cache.ts';
+import { ObjectCache } from './watch/object-cache.ts';
 import { StreamLog, type Logger } from './watch/stream-log.ts';
-import { StreamRetry, type AttemptEnd, type RetryNumbers } from './watch/stream-retry.ts';
+import { DEFAULT_RETRY, StreamRetry, type AttemptEnd } from './watch/stream-retry.ts';
 import { WatchConnection, type WatchEnd } from './watch/watch-connection.ts';
 import { decodeWatchLine } from './watch/watch-decoder.ts';
-
-export type { CacheSnapshot } from './watch/object-cache.ts';
-export { CollectionNotServedError, describeStreamFailure, ResourceVersionGoneError } from './api-errors.ts';
 
 export interface WatchSessionOptions<T extends WatchedFacts> {
   /** Stream name for logs, e.g. `machines` or `nodes/default/c1`. */
   readonly name: string;
   /** Credentials, resolved at every (re)connect so rotated kubeconfigs are picked up. */
   readonly kubeConfig: () => Promise<ClusterEndpoint>;
-  /**
-   * Collection path, e.g. `/api/v1/nodes`; or a function resolved before every (re)connect (the Cluster API group
-   * version comes from discovery). A 404 for the collection calls `collectionNotServed` and is retried with backoff.
-   */
+  /** Collection path (e.g. `/api/v1/nodes`), or a function resolved before every (re)connect (discovery's version). */
   readonly path: string | (() => Promise<string>);
-  /** Told when the server answers 404 for the collection (e.g. a group version no longer served). */
+  /** Told when the server answers 404 for the collection (e.g. a group version no longer served); then retried. */
   readonly collectionNotServed?: () => void;
   readonly labelSelector?: string;
   readonly toFacts: (obj: unknown) => T | undefined;
@@ -67,41 +49,24 @@ export interface WatchSessionOptions<T extends WatchedFacts> {
   readonly keep?: (facts: T) => boolean;
   /** Resume exactly from this resourceVersion; without it the first list announces every object as `resynced` (unless `quietLists`). */
   readonly resumeFrom?: string;
-  /**
-   * Start from another session's state ({@link WatchSession.snapshot}): no list, the first watch from the snapshot's
-   * resourceVersion, and a 410 relists against the snapshot's objects (announcing what changed, and deletions).
-   */
-  readonly restore?: CacheSnapshot<T>;
   /** Restart a watch silent for this long (default 90 s: above kube-apiserver's bookmark cadence of about a minute). */
   readonly idleTimeoutMs?: number;
   /** Resync period (a list of the whole collection; a full one unless `quietLists`); 0 = off (default 0). */
   readonly resyncIntervalMs?: number;
-  /**
-   * The consumer judges what a list announces not: a first list without a checkpoint announces nothing, and a periodic
-   * resync only what changed since the session had it (plus deletions), as a relist after a 410 does; every other
-   * listed object comes in the `listed` event's `unannounced`, for the consumer to announce those that may need work
-   * (the forwarder: the Nodes that may need a write). Default false: those lists announce every object as `resynced`.
-   */
+  /** The consumer judges what a list does not announce (StreamStart's `quietLists`; docs/watch-layer.md). */
   readonly quietLists?: boolean;
   /** Server-side watch timeout; jittered up to twice this (default 300 s). */
   readonly watchTimeoutSeconds?: number;
   /** First step and cap of the backoff (default 800 ms and 30 s; stream-retry.ts). */
   readonly backoff?: { readonly initialMs: number; readonly maxMs: number };
-  /** The rest of the retry policy's numbers (stream-retry.ts; tests shorten them). */
-  readonly retry?: Partial<RetryNumbers>;
-  /**
-   * Deadline of one list page (request and body) and of a watch's connect (until its response
-   * headers); a call that misses it is a transient failure, retried with backoff (default 30 s).
-   */
+  /** Deadline of one list page and of a watch's connect; a call that misses it is a failed attempt (default 30 s). */
   readonly requestTimeoutMs?: number;
-  readonly pageSize?: number;
   /** Byte, page and time caps (default caps.ts's). */
   readonly caps?: Partial<StreamCaps>;
   /** At most one log line of a kind per this interval (default 30 s; stream-log.ts). */
   readonly logIntervalMs?: number;
   readonly telemetry?: ForwarderTelemetry;
   readonly logger?: Logger;
-  readonly random?: () => number;
   /** The clock: backoff resets, the watchdog, the resync timer and event times all read it. */
   readonly now?: () => Date;
 }
@@ -115,7 +80,6 @@ type Consumer<T extends WatchedFacts> = (event: StreamEvent<T>) => Promise<void>
 export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
   private readonly o: WatchSessionOptions<T>;
   private readonly now: () => Date;
-  private readonly random: () => number;
   private readonly log: StreamLog;
   private readonly caps: StreamCaps;
   private readonly retry: StreamRetry;
@@ -130,11 +94,10 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
   constructor(options: WatchSessionOptions<T>) {
     this.o = options;
     this.now = options.now ?? (() => new Date());
-    this.random = options.random ?? Math.random;
-    this.log = new StreamLog(options.name, options.logger ?? defaultLogger, { now: this.now, ...(options.logIntervalMs !== undefined ? { intervalMs: options.logIntervalMs } : {}) });
+    const logger = options.logger ?? defaultLogger;
+    this.log = new StreamLog(options.name, logger, { now: this.now, intervalMs: options.logIntervalMs });
     this.caps = { ...DEFAULT_STREAM_CAPS, ...options.caps };
-    this.retry = new StreamRetry({ ...options.retry, ...(options.backoff ? { initialMs: options.backoff.initialMs, maxMs: options.backoff.maxMs } : {}) }, this.random, this.now);
-    if (options.restore) this.cache.restore(options.restore);
+    this.retry = new StreamRetry(options.backoff, Math.random, this.now);
   }
 
   /** The last state of an object this session holds (from its last list or watch event), by key. */
@@ -148,23 +111,18 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
   }
 
   /**
-   * True once the session holds its collection: after its first list, or from the start when restored; also while the
-   * server does not serve the collection (404: there is nothing to hold, e.g. MachinePools not installed).
+   * True once the session holds its collection (after its first list); also while the server does not serve the
+   * collection (404: there is nothing to hold, e.g. MachinePools not installed).
    */
   hasSynced(): boolean {
     return this.cache.resourceVersion !== undefined || this.notServed;
-  }
-
-  /** The session's state (resourceVersion and objects), for a successor to {@link WatchSessionOptions.restore}. */
-  snapshot(): CacheSnapshot<T> | undefined {
-    return this.cache.snapshot();
   }
 
   /** Runs list+watch until `signal` aborts; every failure is retried through the retry policy, never thrown. */
   async run(signal: AbortSignal, onEvent: Consumer<T>): Promise<void> {
     const resyncMs = this.o.resyncIntervalMs ?? 0;
     let resyncAt = resyncMs > 0 ? this.now().getTime() + resyncMs : Infinity;
-    let next: ListMode | undefined = this.o.restore ? undefined : 'start';
+    let next: ListMode | undefined = 'start';
     let operation = 'resolving the collection';
     while (!signal.aborted) {
       let end: AttemptEnd;
@@ -175,7 +133,8 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
         // Resolved once per attempt: its list and its watch share the credentials (a workload cluster's are a Secret
         // read or two; a reconnect, and so a rotation, resolves them again).
         operation = next !== undefined ? `listing ${path}` : `watching ${path}`;
-        const kc = await this.endpoint();
+        const kc = await this.o.kubeConfig();
+        if (!kc.getCurrentCluster()) throw new TransientError('connecting', 'the kubeconfig has no current cluster');
         if (next !== undefined) {
           await this.list(next, path, kc, signal, onEvent);
           if (next === 'resync') resyncAt = this.now().getTime() + resyncMs;
@@ -236,11 +195,10 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
   /** One list, as `mode` says, into the cache; announces what the mode announces, then the list's resourceVersion. */
   private async list(mode: ListMode, path: string, kc: ClusterEndpoint, signal: AbortSignal, onEvent: Consumer<T>): Promise<void> {
     const exactly = mode === 'start' ? this.o.resumeFrom : undefined;
+    if (mode !== 'start') this.o.telemetry?.record(ForwarderMetric.Relists, 1);
     if (mode === 'since') {
-      this.o.telemetry?.record(ForwarderMetric.Relists, 1);
       this.log.warn('Relisting: checkpoint is older than the API server history', { resourceVersion: this.o.resumeFrom });
     } else if (mode === 'relist' || mode === 'resync') {
-      this.o.telemetry?.record(ForwarderMetric.Relists, 1);
       this.log.info('Relisting', { reason: mode === 'relist' ? 'watch expired (410 Gone)' : 'periodic resync', resourceVersion: this.cache.resourceVersion });
     }
     const { items, resourceVersion } = await this.listAll(path, kc, signal, exactly);
@@ -286,8 +244,8 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
             if (!this.o.keep || this.o.keep(facts)) items.push(facts);
           } else this.malformed('list item without name, uid or resourceVersion', json ?? 'not an object');
         },
-        pageSize: this.o.pageSize ?? 500,
-        ...(exactly !== undefined ? { exactly } : {}),
+        pageSize: 500,
+        exactly,
         operation,
         caps: this.caps,
         now: () => this.now().getTime(),
@@ -308,7 +266,8 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
   private async watch(path: string, kc: ClusterEndpoint, signal: AbortSignal, resyncAt: number, onEvent: Consumer<T>): Promise<{ why: WatchEnd; openMs: number; events: number }> {
     const operation = `watching ${path}`;
     const rv = this.cache.resourceVersion;
-    const query = { watch: '1', resourceVersion: rv, allowWatchBookmarks: 'true', timeoutSeconds: String(Math.floor((this.o.watchTimeoutSeconds ?? 300) * (1 + this.random()))) };
+    const timeoutSeconds = String(Math.floor((this.o.watchTimeoutSeconds ?? 300) * (1 + Math.random())));
+    const query = { watch: '1', resourceVersion: rv, allowWatchBookmarks: 'true', timeoutSeconds };
     const connection = await WatchConnection.open({
       open: (connectSignal) => this.request(kc, path, query, connectSignal),
       failed: async (res, status) => streamStatusError(status, await readErrorBody(res), operation, rv),
@@ -319,7 +278,7 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
       maxLineBytes: this.caps.maxLineBytes,
       signal,
       now: this.now,
-      establishedAfterMs: this.retry.numbers.shortWatchMs,
+      establishedAfterMs: DEFAULT_RETRY.shortWatchMs,
       onEstablished: () => void this.delivered(onEvent),
     });
     let events = 0;
@@ -367,13 +326,6 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
       connection.close();
     }
     return { why: connection.end, openMs: this.now().getTime() - connection.openedAt, events };
-  }
-
-  /** Credentials for the next request (the endpoint may have rotated); a kubeconfig with no cluster is a transient failure. */
-  private async endpoint(): Promise<ClusterEndpoint> {
-    const kc = await this.o.kubeConfig();
-    if (!kc.getCurrentCluster()) throw new TransientError('connecting', 'the kubeconfig has no current cluster');
-    return kc;
   }
 
   /** A GET of the collection with `query` (and the session's label selector) over the product's HTTP client. */

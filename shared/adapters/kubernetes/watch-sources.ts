@@ -5,29 +5,30 @@
  * ask again, so a Cluster API upgrade that stops serving a version is followed without a restart.
  */
 import type { ClusterRef } from '#shared/contract/cloud-event.ts';
-import { toClusterFacts, toMachineFacts, toMachinePoolFacts, toNodeFacts, toScalableFacts, type ClusterFacts, type MachineFacts, type MachinePoolFacts, type NodeFacts, type ScalableFacts, type WatchedFacts } from '#shared/model/views.ts';
-import type { ForwarderTelemetry } from '#shared/ports/forwarder-telemetry.ts';
+import { toClusterFacts, toMachineFacts, toMachinePoolFacts, toNodeFacts } from '#shared/model/views.ts';
+import { toScalableFacts, type WatchedFacts } from '#shared/model/views.ts';
 import type { StreamStart, WatchSources, WatchStream } from '#shared/ports/watch-source.ts';
 import type { Clock } from '#shared/ports/clock.ts';
 import { WatchSession, type WatchSessionOptions } from './watch-session.ts';
-import type { Logger } from './watch/stream-log.ts';
 import type { WorkloadKubeConfigs } from './workload-kubeconfig.ts';
-import { clusterCredentialsReporter, type ClusterCredentialsReporter } from './credentials-reporter.ts';
+import { clusterCredentialsReporter } from './credentials-reporter.ts';
 import type { ClusterEndpoint } from './kube-http.ts';
 import { EndpointRateLimiter, NODE_STREAM_RATE_LIMIT } from './rate-limited-endpoint.ts';
 import type { RateLimit } from '#shared/policy/rate-limit.ts';
 import { ClusterCredentialsError } from '#shared/errors.ts';
 import { ForwarderMetric } from '#shared/observability/metric-names.ts';
 import { nodeStreamKey, MACHINES_STREAM, MACHINE_POOLS_STREAM, MACHINE_DEPLOYMENTS_STREAM, MACHINE_SETS_STREAM } from '#shared/contract/streams.ts';
-
-import { capiApiVersionString } from '#shared/domain/capi-api.ts';
+import { capiApiVersionString, type CapiApiVersion } from '#shared/domain/capi-api.ts';
 import type { CapiApi } from './capi-discovery.ts';
 
-export interface KubernetesWatchSourcesOptions {
-  /**
-   * The management cluster: the Machine and Cluster sessions' endpoint, and what the default credentials reporter
-   * reads Clusters and writes Events with.
-   */
+/** The settings every session takes, as WatchSessionOptions documents them. */
+type SessionSettings = Pick<
+  WatchSessionOptions<WatchedFacts>,
+  'idleTimeoutMs' | 'resyncIntervalMs' | 'watchTimeoutSeconds' | 'backoff' | 'requestTimeoutMs' | 'telemetry' | 'logger'
+>;
+
+export interface KubernetesWatchSourcesOptions extends SessionSettings {
+  /** The management cluster: the Cluster API sessions' endpoint, where unusable kubeconfigs are reported. */
   readonly managementKubeConfig: ClusterEndpoint;
   readonly workloadKubeConfigs: WorkloadKubeConfigs;
   /** Which Cluster API group version to read (discovery over the management cluster). */
@@ -42,23 +43,8 @@ export interface KubernetesWatchSourcesOptions {
    * its own Clusters only (the predicate is asked about Nodes too, and a shard's keeps them all).
    */
   readonly keep?: (facts: WatchedFacts) => boolean;
-  readonly idleTimeoutMs?: number;
-  readonly resyncIntervalMs?: number;
-  readonly watchTimeoutSeconds?: number;
-  readonly backoff?: { readonly initialMs: number; readonly maxMs: number };
-  /** Deadline of a list page and of a watch's connect (default 30 s). */
-  readonly requestTimeoutMs?: number;
-  readonly telemetry?: ForwarderTelemetry;
   /** The clock of the sessions (their backoff, watchdog, resync timer and event times). */
   readonly clock?: Clock;
-  /** Where the sessions log (rate-limited per stream and kind of line; default the product's logger). */
-  readonly logger?: Logger;
-  /**
-   * Reports a cluster whose Node watch is skipped because its kubeconfig is unusable or refused (default: error log,
-   * UnusableKubeconfigs metric, Warning Event on the Cluster in the management cluster). The watch keeps retrying
-   * with backoff, so a fixed Secret is picked up; other clusters are unaffected.
-   */
-  readonly credentialsReporter?: ClusterCredentialsReporter;
   /**
    * Requests per second (after a burst) of each cluster's Node stream (default NODE_STREAM_RATE_LIMIT: 30 at once, then
    * 1 per second); each stream has a bucket of its own, so a cluster that makes its stream ask without end (a list
@@ -68,11 +54,8 @@ export interface KubernetesWatchSourcesOptions {
 }
 
 /**
- * Most pages of one list of a workload cluster's Nodes: 60 pages of 500 are 30 000 Nodes, six times Kubernetes'
- * published scalability envelope (5 000 Nodes per cluster) and twice the largest clusters managed offerings run by
- * default. A list whose `continue` tokens never end is cut here; with the stream's request bucket (30 at once, then 1
- * per second) that takes about 30 s, so such a cluster is reported failing within the first minute (the default of
- * the other streams, 200 pages, would take over three minutes at that rate).
+ * Most pages of one list of a workload cluster's Nodes: 30 000 Nodes, six times Kubernetes' published envelope, and
+ * low enough that an endless list is cut within the first minute at the stream's rate (docs/hostile-clusters.md).
  */
 export const NODE_LIST_MAX_PAGES = 60;
 
@@ -84,30 +67,58 @@ export function kubernetesWatchSources(o: KubernetesWatchSourcesOptions): WatchS
     path: string | (() => Promise<string>),
     toFacts: (obj: unknown) => T | undefined,
     start: StreamStart,
-    extra: Partial<WatchSessionOptions<T>> = {},
+    extra: Partial<WatchSessionOptions<T>>,
   ): WatchStream<T> {
     return new WatchSession<T>({
       name,
       kubeConfig,
       path,
       toFacts,
-      ...(start.resumeFrom !== undefined ? { resumeFrom: start.resumeFrom } : {}),
-      ...(start.quietLists ? { quietLists: true } : {}),
-      ...(o.idleTimeoutMs !== undefined ? { idleTimeoutMs: o.idleTimeoutMs } : {}),
-      ...(o.watchTimeoutSeconds !== undefined ? { watchTimeoutSeconds: o.watchTimeoutSeconds } : {}),
-      ...(o.backoff ? { backoff: o.backoff } : {}),
-      ...(o.requestTimeoutMs !== undefined ? { requestTimeoutMs: o.requestTimeoutMs } : {}),
-      ...(o.telemetry ? { telemetry: o.telemetry } : {}),
-      ...(o.clock ? { now: () => (o.clock as Clock).now() } : {}),
-      ...(o.logger ? { logger: o.logger } : {}),
-      ...(o.keep ? { keep: o.keep } : {}),
+      resumeFrom: start.resumeFrom,
+      quietLists: start.quietLists,
+      idleTimeoutMs: o.idleTimeoutMs,
+      watchTimeoutSeconds: o.watchTimeoutSeconds,
+      backoff: o.backoff,
+      requestTimeoutMs: o.requestTimeoutMs,
+      telemetry: o.telemetry,
+      now: () => o.clock?.now() ?? new Date(),
+      logger: o.logger,
+      keep: o.keep,
       ...extra,
     });
   }
   const management = async (): Promise<ClusterEndpoint> => o.managementKubeConfig;
-  const reporter =
-    o.credentialsReporter ??
-    clusterCredentialsReporter({ kubeConfig: o.managementKubeConfig, capi: o.capi, count: () => o.telemetry?.record(ForwarderMetric.UnusableKubeconfigs, 1) });
+  /**
+   * A Cluster API collection of the management cluster, in the version of the current attempt. `askAgain`: a 404 for
+   * it makes discovery ask again, when it was about the version still in use (Machines, Clusters); MachinePools,
+   * MachineDeployments and MachineSets are one more collection of the group version, so a 404 for them alone says
+   * nothing about it.
+   */
+  function capiSession<T extends WatchedFacts>(
+    name: string,
+    plural: string,
+    toFacts: (obj: unknown) => T | undefined,
+    start: StreamStart,
+    { askAgain = false, resync = true } = {},
+  ): WatchStream<T> {
+    let used: CapiApiVersion | undefined;
+    const path = async (): Promise<string> => {
+      used = await o.capi.version();
+      const ns = o.machineNamespace ? `/namespaces/${encodeURIComponent(o.machineNamespace)}` : '';
+      return `/apis/${capiApiVersionString(used)}${ns}/${plural}`;
+    };
+    const notServed = (): void => {
+      if (used) o.capi.notServed(used);
+    };
+    return session(name, management, path, toFacts, start, {
+      resyncIntervalMs: resync ? o.resyncIntervalMs : 0,
+      collectionNotServed: askAgain ? notServed : undefined,
+    });
+  }
+  // A cluster whose kubeconfig is unusable or refused: error log, UnusableKubeconfigs and a Warning Event on the
+  // Cluster; its stream keeps retrying with backoff, so a fixed Secret is picked up.
+  const count = (): void => o.telemetry?.record(ForwarderMetric.UnusableKubeconfigs, 1);
+  const reporter = clusterCredentialsReporter({ kubeConfig: o.managementKubeConfig, capi: o.capi, count });
   const workloadKubeConfig = async (cluster: ClusterRef): Promise<ClusterEndpoint> => {
     try {
       return await o.workloadKubeConfigs.get(cluster);
@@ -116,55 +127,22 @@ export function kubernetesWatchSources(o: KubernetesWatchSourcesOptions): WatchS
       throw err;
     }
   };
-  // The version of the current attempt, so that a 404 re-checks only when it was about the version still in use.
-  const capiPath = (plural: string, namespace?: string) => {
-    let used: Awaited<ReturnType<CapiApi['version']>> | undefined;
-    return {
-      path: async (): Promise<string> => {
-        used = await o.capi.version();
-        const gv = capiApiVersionString(used);
-        return namespace ? `/apis/${gv}/namespaces/${encodeURIComponent(namespace)}/${plural}` : `/apis/${gv}/${plural}`;
-      },
-      collectionNotServed: (): void => {
-        if (used) o.capi.notServed(used);
-      },
-    };
-  };
-  const machinesPath = capiPath('machines', o.machineNamespace);
-  const clustersPath = capiPath('clusters', o.machineNamespace);
-  const machinePoolsPath = capiPath('machinepools', o.machineNamespace);
-  const machineDeploymentsPath = capiPath('machinedeployments', o.machineNamespace);
-  const machineSetsPath = capiPath('machinesets', o.machineNamespace);
+  const scalableFacts = (kind: 'MachineDeployment' | 'MachineSet') => (obj: unknown) => toScalableFacts(kind, obj);
   return {
-    machines(start: StreamStart): WatchStream<MachineFacts> {
-      return session(MACHINES_STREAM, management, machinesPath.path, toMachineFacts, start, {
-        resyncIntervalMs: o.resyncIntervalMs ?? 0,
-        collectionNotServed: machinesPath.collectionNotServed,
-      });
-    },
-    machinePools(start: StreamStart): WatchStream<MachinePoolFacts> {
-      return session(MACHINE_POOLS_STREAM, management, machinePoolsPath.path, toMachinePoolFacts, start, {
-        resyncIntervalMs: o.resyncIntervalMs ?? 0,
-        // MachinePools are one more collection of the group version: a 404 for them alone says nothing about Machines.
-      });
-    },
-    // MachineDeployments and MachineSets, for the cluster-autoscaler annotation: like MachinePools, a 404 for them
-    // alone says nothing about Machines.
-    machineDeployments(start: StreamStart): WatchStream<ScalableFacts> {
-      return session(MACHINE_DEPLOYMENTS_STREAM, management, machineDeploymentsPath.path, (obj) => toScalableFacts('MachineDeployment', obj), start, { resyncIntervalMs: o.resyncIntervalMs ?? 0 });
-    },
-    machineSets(start: StreamStart): WatchStream<ScalableFacts> {
-      return session(MACHINE_SETS_STREAM, management, machineSetsPath.path, (obj) => toScalableFacts('MachineSet', obj), start, { resyncIntervalMs: o.resyncIntervalMs ?? 0 });
-    },
-    clusters(start: StreamStart): WatchStream<ClusterFacts> {
-      return session('clusters', management, clustersPath.path, toClusterFacts, start, { collectionNotServed: clustersPath.collectionNotServed });
-    },
-    nodes(cluster: ClusterRef, start: StreamStart): WatchStream<NodeFacts> {
+    machines: (start) => capiSession(MACHINES_STREAM, 'machines', toMachineFacts, start, { askAgain: true }),
+    machinePools: (start) => capiSession(MACHINE_POOLS_STREAM, 'machinepools', toMachinePoolFacts, start),
+    // For the cluster-autoscaler annotation (docs/autoscaler.md).
+    machineDeployments: (start) =>
+      capiSession(MACHINE_DEPLOYMENTS_STREAM, 'machinedeployments', scalableFacts('MachineDeployment'), start),
+    machineSets: (start) => capiSession(MACHINE_SETS_STREAM, 'machinesets', scalableFacts('MachineSet'), start),
+    clusters: (start) => capiSession('clusters', 'clusters', toClusterFacts, start, { askAgain: true, resync: false }),
+    nodes: (cluster, start) => {
       const limiter = new EndpointRateLimiter(o.nodeStreamRateLimit ?? NODE_STREAM_RATE_LIMIT);
-      return session(nodeStreamKey(cluster), async () => limiter.wrap(await workloadKubeConfig(cluster)), '/api/v1/nodes', toNodeFacts, start, {
-        resyncIntervalMs: o.resyncIntervalMs ?? 0,
+      const kubeConfig = async () => limiter.wrap(await workloadKubeConfig(cluster));
+      return session(nodeStreamKey(cluster), kubeConfig, '/api/v1/nodes', toNodeFacts, start, {
+        resyncIntervalMs: o.resyncIntervalMs,
         caps: { maxPages: NODE_LIST_MAX_PAGES },
-        ...(o.nodeLabelSelector ? { labelSelector: o.nodeLabelSelector } : {}),
+        labelSelector: o.nodeLabelSelector,
       });
     },
   };

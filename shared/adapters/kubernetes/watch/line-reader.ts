@@ -3,9 +3,7 @@
  * `node:readline`, which has no limit and so holds an endless line in memory as long as the server sends it.
  *
  * A line is decoded as UTF-8 once it is complete (so a character split between chunks is read whole); `\r\n` and `\n`
- * both end a line. Bytes of an incomplete line are kept as copied pieces (never a whole chunk for its tail); before a
- * piece of a chunk is kept, the reader checks it would not take the line past its cap, so it never holds more than
- * `maxLineBytes` of a line, however long the line the server sends.
+ * both end a line. A piece of a chunk is checked against the cap before it is kept, however long the line.
  */
 import { StreamCapError } from './caps.ts';
 

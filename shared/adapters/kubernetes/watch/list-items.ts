@@ -51,9 +51,8 @@ export class ListItemReader {
   private readonly open: number[] = [];
   private inString = false;
   private escaped = false;
-  /** Whether anything but white space came yet, and whether the top-level value is an object. */
+  /** Whether anything but white space came yet. */
   private started = false;
-  private topIsObject = false;
   private closed = false;
   /** At depth 1: a key is expected next (after `{` or `,`), and the last key read. */
   private expectKey = false;
@@ -116,8 +115,7 @@ export class ListItemReader {
       if (this.closed) throw new ListFramingError('data after the end of the list');
       if (!this.started) {
         this.started = true;
-        this.topIsObject = c === OPEN_BRACE;
-        if (!this.topIsObject) throw new ListFramingError('the list is not a JSON object');
+        if (c !== OPEN_BRACE) throw new ListFramingError('the list is not a JSON object');
       }
       const depth = open.length;
       if (this.inItems && depth === 2 && c !== COMMA && c !== CLOSE_BRACKET && c !== OPEN_BRACE) this.oddItem = true;

@@ -1,17 +1,12 @@
 /**
  * The one paged list of the product (client-go's `tools/pager`): `limit`, then the server's `continue` token until
  * there is none, optionally exactly at a resourceVersion (`resourceVersionMatch=Exact`, for a stream's resume). Each
- * page is read as it arrives, one item at a time (list-items.ts), and each item's JSON text is handed to `onItem`:
- * no page's text or parsed objects are ever held whole.
+ * page is read as it arrives, one item at a time (list-items.ts): no page's text or parsed objects are held whole.
+ * Bounded by caps.ts's byte, page and time caps; a server whose pages never end is cut with a StreamCapError.
  *
- * Bounded (caps.ts): an item, a page and the whole list have byte caps, the list a page count and a time cap; a
- * server whose pages never end is cut with a StreamCapError. Each page has its own signal (`pageSignal`, the
- * caller's deadline).
- *
- * It takes the request as a function (`openPage`), as the pager takes a ListFunc: the watch session opens pages over
- * the product's HTTP client with its credentials, `kubeList` (kube-http.ts) over the same client with the call
- * deadline. A non-200 answer is turned into an error by `failed` (the caller's mapping: KubeApiError, or the streams'
- * table in api-errors.ts).
+ * It takes the request as a function (`openPage`), as the pager takes a ListFunc, and the mapping of a non-200 answer
+ * (`failed`), so that the watch session and `kubeList` (kube-http.ts) share it with their own credentials, deadline
+ * and errors.
  */
 import { isObject } from '#shared/model/json.ts';
 import { TransientError } from '#shared/errors.ts';
@@ -47,8 +42,6 @@ export interface ListPagesOptions {
 export interface ListResult {
   /** The list's resourceVersion (from its first page); undefined when the server sent none. */
   readonly resourceVersion: string | undefined;
-  readonly pages: number;
-  readonly bytes: number;
 }
 
 /**
@@ -100,7 +93,7 @@ export async function listPages(o: ListPagesOptions): Promise<ListResult> {
     resourceVersion ??= typeof metadata.resourceVersion === 'string' && metadata.resourceVersion !== '' ? metadata.resourceVersion : undefined;
     cont = typeof metadata.continue === 'string' && metadata.continue !== '' ? metadata.continue : undefined;
   } while (cont);
-  return { resourceVersion, pages, bytes };
+  return { resourceVersion };
 }
 
 /** At most `max` bytes of an error answer's body (a Status), as text; the rest is not read (the stream is destroyed). */

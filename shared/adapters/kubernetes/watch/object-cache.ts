@@ -3,25 +3,16 @@
  * each object, by `objectKeyOf`, and the resourceVersion they are current at. The relevance rules compare the next
  * change with these facts (`previous`), and a relist is diffed against them, so deletions while a watch was away are
  * announced.
- *
- * {@link snapshot} and {@link restore} carry that state from one stream to another: the ground of a gapless hand-over
- * (a successor Lambda window restores its predecessor's snapshot and watches from its resourceVersion, without a list).
  */
 import type { ChangeKind } from '#shared/contract/cloud-event.ts';
 import { changedSince, diffRelist } from '#shared/policy/relevance.ts';
 import { objectKeyOf, type WatchedFacts } from '#shared/model/views.ts';
 
-/** A cache's state, as plain data (JSON-serialisable): its resourceVersion and every object's facts. */
-export interface CacheSnapshot<T extends WatchedFacts> {
-  readonly resourceVersion: string;
-  readonly objects: readonly T[];
-}
-
 export class ObjectCache<T extends WatchedFacts> {
   private objects = new Map<string, T>();
   private rv: string | undefined;
 
-  /** The resourceVersion the cache is current at (undefined before the first list or restore). */
+  /** The resourceVersion the cache is current at (undefined before the first list). */
   get resourceVersion(): string | undefined {
     return this.rv;
   }
@@ -39,10 +30,6 @@ export class ObjectCache<T extends WatchedFacts> {
   /** The last facts of every object. */
   values(): Iterable<T> {
     return this.objects.values();
-  }
-
-  get size(): number {
-    return this.objects.size;
   }
 
   /** One watch change: the cache takes it (a deletion removes the object); returns the facts it replaced, if any. */
@@ -79,15 +66,5 @@ export class ObjectCache<T extends WatchedFacts> {
   relistSince(items: readonly T[], resourceVersion: string, since: string): T[] {
     this.replace(items, resourceVersion);
     return changedSince(items, since);
-  }
-
-  /** The cache's state as plain data; undefined before it is current at any resourceVersion. */
-  snapshot(): CacheSnapshot<T> | undefined {
-    return this.rv === undefined ? undefined : { resourceVersion: this.rv, objects: [...this.objects.values()] };
-  }
-
-  /** Takes a snapshot's state (another stream's, or an earlier one of this). */
-  restore(snapshot: CacheSnapshot<T>): void {
-    this.replace(snapshot.objects, snapshot.resourceVersion);
   }
 }

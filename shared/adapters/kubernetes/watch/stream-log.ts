@@ -11,8 +11,6 @@ import type { logger as defaultLogger } from '#shared/observability/logger.ts';
 
 export type Logger = Pick<typeof defaultLogger, 'info' | 'warn' | 'error' | 'debug'>;
 
-type Level = 'info' | 'warn' | 'error';
-
 export class StreamLog {
   private readonly stream: string;
   private readonly log: Logger;
@@ -28,19 +26,11 @@ export class StreamLog {
     this.now = options.now ?? (() => new Date());
   }
 
-  info(message: string, attrs: Record<string, unknown> = {}): void {
-    this.write('info', message, attrs);
-  }
+  readonly info = (message: string, attrs: Record<string, unknown> = {}): void => this.write('info', message, attrs);
+  readonly warn = (message: string, attrs: Record<string, unknown> = {}): void => this.write('warn', message, attrs);
+  readonly error = (message: string, attrs: Record<string, unknown> = {}): void => this.write('error', message, attrs);
 
-  warn(message: string, attrs: Record<string, unknown> = {}): void {
-    this.write('warn', message, attrs);
-  }
-
-  error(message: string, attrs: Record<string, unknown> = {}): void {
-    this.write('error', message, attrs);
-  }
-
-  private write(level: Level, message: string, attrs: Record<string, unknown>): void {
+  private write(level: 'info' | 'warn' | 'error', message: string, attrs: Record<string, unknown>): void {
     const now = this.now().getTime();
     const seen = this.last.get(message);
     if (seen && now - seen.at < this.intervalMs) {

@@ -4,32 +4,12 @@
  * this says how long to wait before the next and whether the stream's health changed. Pure: it reads the injected
  * clock and random source and keeps no timers, so every loop is a unit test with a manual clock.
  *
- * The rules:
- * - **A failure** is an attempt that threw (an error answer, a transport error, a deadline, a cap, an answer that is
- *   empty or not JSON, too many malformed lines), a 410 Gone (a list or watch from a resourceVersion the server no
- *   longer has), or a *very short watch*: one the server ended within `shortWatchMs` (1 s) with no event. Failure n
- *   waits `min(max, initial × 2^(n−1)) × (1 + random)`, at most `max`: 0.8-1.6 s, 1.6-3.2 s, … 25.6-30 s, then 30 s
- *   (backoff.ts, jitter `up`). Client-go's numbers (0.8 s, doubling, 30 s), with its full jitter, except that the
- *   jittered delay is capped at 30 s too (client-go can wait up to 60 s): a cluster that comes back is seen within
- *   30 s, the latency the product promises for a healthy cluster.
- * - **A failed attempt costs its requests**: the wait after it is also at least `minRequestIntervalMs` (1 s) per request
- *   it made, counted from the attempt's end, so that over an attempt and its wait a failing stream averages less than
- *   one request a second, whatever it fails for, and leaves room under that rate for the product's other callers of
- *   the cluster (the reconcile, the status display). (Less the attempt's time, as before 2026-11-29, gave exactly one a
- *   second to a list whose pages never end: 30 pages at once, 30 more at a second each, then a 30 s wait; with the
- *   reconcile's few requests on top, a little over one.) For the first steps this lifts 0.8 s to 1 s (one request) or
- *   2 s (a list and a watch); a Node list cut at its 60-page cap waits 60 s, a list cut after 200 pages 200 s, the
- *   waits that can exceed the 30 s cap.
- * - **A watch that ends normally** (the server's timeout, the idle watchdog, a periodic resync) is reopened at once,
- *   but never sooner than `minWatchIntervalMs` (1 s) after the previous one was opened: a server that sends one event
- *   and then closes every watch cannot drive more than one watch a second either.
- * - **The failure count resets** only when the stream has delivered since its last failure (a watch open for
- *   `shortWatchMs`, or an event) and that failure is at least `resetAfterMs` (2 min, client-go's) in the past; a
- *   stream that fails, delivers a little and fails again keeps backing off.
- * - **Health.** The stream is reported `failing` at its first failure since it last delivered, except a 410 or a
- *   very short watch, which happen to healthy clusters too (a compaction, a load balancer's idle cut) and so report
- *   only when they repeat (two failures in a row with no delivery in between). It is reported `recovered` when it
- *   delivers again ({@link StreamRetry.delivered}).
+ * The rules and their reasons (what counts as a failure, the backoff, the floor of 1 s per request of a failed attempt,
+ * the reopen of a watch that ended normally, the reset, and when health changes) are in docs/watch-layer.md, "Retry
+ * policy". In short: the jittered delay is capped at 30 s too (client-go can wait up to 60 s), so a cluster that comes
+ * back is seen within the latency promised for a healthy cluster; the per-request floor keeps a failing stream under
+ * one request a second, whatever it fails for; a 410 or a very short watch, which happen to healthy clusters too,
+ * report `failing` only when they repeat.
  */
 import { backoffDelay } from '#shared/policy/backoff.ts';
 import { ResourceVersionGoneError } from '../api-errors.ts';
@@ -53,10 +33,7 @@ export const DEFAULT_RETRY: RetryNumbers = { initialMs: 800, maxMs: 30_000, rese
 
 /** How an attempt ended. */
 export type AttemptEnd =
-  /**
-   * It threw; `reason` is a safe description (describeStreamFailure, with the operation); `requests` it made (list
-   * pages and watch connects; unknown: no floor).
-   */
+  /** It threw; `reason` is safe to log; `requests` it made (list pages, watch connects; unknown: no floor). */
   | { readonly kind: 'failed'; readonly error: unknown; readonly reason: string; readonly requests?: number }
   /** A watch ended without an error: the server closed it, the idle watchdog or the resync timer cut it. */
   | { readonly kind: 'watch-ended'; readonly why: 'closed' | 'idle' | 'resync'; readonly openMs: number; readonly events: number };
@@ -74,7 +51,7 @@ export class StreamRetry {
   private readonly n: RetryNumbers;
   private readonly random: () => number;
   private readonly now: () => Date;
-  /** Failures counted for the backoff (reset per the rule above). */
+  /** Failures counted for the backoff (reset per the rules). */
   private failures = 0;
   /** Failures since the stream last delivered. */
   private inARow = 0;
@@ -86,20 +63,6 @@ export class StreamRetry {
     this.n = { ...DEFAULT_RETRY, ...numbers };
     this.random = random;
     this.now = now;
-  }
-
-  get numbers(): RetryNumbers {
-    return this.n;
-  }
-
-  /** Failures counted for the backoff now. */
-  get failureCount(): number {
-    return this.failures;
-  }
-
-  /** Whether the stream is failing now (told `failing`, not yet `recovered`). */
-  get isFailing(): boolean {
-    return this.failingSince !== undefined;
   }
 
   /** An attempt ended: the wait before the next one, and the health change to tell, if any. */

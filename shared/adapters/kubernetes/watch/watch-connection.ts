@@ -2,8 +2,7 @@
  * One watch request and its deadlines: a connect deadline (until the response headers), an idle watchdog (no event
  * within `idleTimeoutMs` while the consumer is not busy: kube-apiserver sends a bookmark about once a minute, so a
  * watch silent for longer is a dead connection — client-go relies on HTTP/2 pings for this, the product speaks
- * HTTP/1.1), the periodic-resync timer, and the line cap (line-reader.ts). It yields the watch's lines and says why
- * it ended (`closed` by the server, cut as `idle` or for a `resync`, or `aborted` by the caller); it does not decode.
+ * HTTP/1.1), the periodic-resync timer, and the line cap (line-reader.ts). It yields lines; it does not decode.
  *
  * One mechanism for the times: the watchdog's tick (at most every second) compares the injected clock with the last
  * activity, the resync time and the open time (for `onEstablished`); only the connect deadline is a timer of its own,
@@ -40,7 +39,6 @@ export class WatchConnection {
   private readonly controller: AbortController;
   private readonly res: PageResponse;
   private readonly watchdog: NodeJS.Timeout;
-  private readonly unlink: () => void;
   /** Epoch ms (injected clock) when the answer's headers arrived. */
   readonly openedAt: number;
   private lastActivity: number;
@@ -53,10 +51,9 @@ export class WatchConnection {
    * error for a non-200 answer, or with the transport's error.
    */
   static async open(o: WatchConnectionOptions): Promise<WatchConnection> {
+    // The request ends when the session aborts, or when this watch is cut or closed.
     const controller = new AbortController();
-    const abort = (): void => controller.abort();
-    o.signal.addEventListener('abort', abort, { once: true });
-    const unlink = (): void => o.signal.removeEventListener('abort', abort);
+    const signal = AbortSignal.any([o.signal, controller.signal]);
     let timedOut = false;
     const deadline = setTimeout(() => {
       timedOut = true;
@@ -64,9 +61,8 @@ export class WatchConnection {
     }, o.connectTimeoutMs);
     let res: PageResponse;
     try {
-      res = await o.open(controller.signal);
+      res = await o.open(signal);
     } catch (err) {
-      unlink();
       controller.abort();
       if (timedOut && !o.signal.aborted) throw new TransientError(o.operation, `not connected within ${o.connectTimeoutMs} ms`, err);
       throw err;
@@ -75,7 +71,6 @@ export class WatchConnection {
     }
     const status = res.statusCode ?? 0;
     if (status !== 200) {
-      unlink();
       try {
         throw await o.failed(res, status);
       } finally {
@@ -83,14 +78,13 @@ export class WatchConnection {
         controller.abort();
       }
     }
-    return new WatchConnection(o, controller, res, unlink);
+    return new WatchConnection(o, controller, res);
   }
 
-  private constructor(o: WatchConnectionOptions, controller: AbortController, res: PageResponse, unlink: () => void) {
+  private constructor(o: WatchConnectionOptions, controller: AbortController, res: PageResponse) {
     this.o = o;
     this.controller = controller;
     this.res = res;
-    this.unlink = unlink;
     this.openedAt = o.now().getTime();
     this.lastActivity = this.openedAt;
     this.watchdog = setInterval(() => this.tick(), Math.min(1_000, o.idleTimeoutMs / 4));
@@ -120,7 +114,7 @@ export class WatchConnection {
         this.busy = false;
       }
     } catch (err) {
-      if (!this.controller.signal.aborted) throw err;
+      if (!this.controller.signal.aborted && !this.o.signal.aborted) throw err;
     } finally {
       this.close();
     }
@@ -129,7 +123,6 @@ export class WatchConnection {
   /** Ends the watch and releases its connection and timers (idempotent). */
   close(): void {
     clearInterval(this.watchdog);
-    this.unlink();
     this.res.destroy();
     this.controller.abort();
   }

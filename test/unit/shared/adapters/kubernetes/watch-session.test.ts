@@ -1,8 +1,8 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { describeStreamFailure, WatchSession, type WatchSessionOptions } from '#shared/adapters/kubernetes/watch-session.ts';
-import { ObjectCache } from '#shared/adapters/kubernetes/watch/object-cache.ts';
+import { describeStreamFailure } from '#shared/adapters/kubernetes/api-errors.ts';
+import { WatchSession, type WatchSessionOptions } from '#shared/adapters/kubernetes/watch-session.ts';
 import { toNodeFacts, type NodeFacts } from '#shared/model/views.ts';
 import { AccessDeniedError, ClusterCredentialsError, TransientError } from '#shared/errors.ts';
 
@@ -35,11 +35,11 @@ describe('Function: describeStreamFailure()', () => {
 
 /**
  * A loopback API server that answers the Node list and watch requests with `respond` (recording each request's URL),
- * and a Node WatchSession against it with the given start (`restore` or `resumeFrom`).
+ * and a Node WatchSession against it with the given options (e.g. `resumeFrom`).
  */
 async function loopbackSession(
   respond: (watch: boolean, res: http.ServerResponse) => void,
-  start: Pick<WatchSessionOptions<NodeFacts>, 'restore' | 'resumeFrom' | 'keep' | 'quietLists' | 'resyncIntervalMs'>,
+  start: Pick<WatchSessionOptions<NodeFacts>, 'resumeFrom' | 'keep' | 'quietLists' | 'resyncIntervalMs'>,
 ): Promise<{ session: WatchSession<NodeFacts>; requests: string[]; resolved: () => number; close: () => Promise<void> }> {
   const requests: string[] = [];
   let resolved = 0;
@@ -69,38 +69,40 @@ async function loopbackSession(
   return { session, requests, resolved: () => resolved, close };
 }
 
-describe('Class: WatchSession, started from a snapshot (the hand-over)', () => {
-  it('watches from the snapshot without a list, and after a 410 relists against it: what changed and what was deleted', async () => {
-    // Prepare: a loopback server whose first watch expires at once (ERROR 410); the list then lacks `gone` and has a
-    // tainted `kept`; the second watch stays open.
+describe('Class: WatchSession, relisting after a 410', () => {
+  it('relists against what it holds and announces what changed and what was deleted while away', async () => {
+    // Prepare: a loopback server whose first list has `kept` and `gone` and whose first watch expires at once
+    // (ERROR 410); the relist then lacks `gone` and has a tainted `kept`; the second watch stays open.
     const node = (name: string, rv: string, taints: unknown[] = []) => ({ metadata: { name, uid: `uid-${name}`, resourceVersion: rv }, spec: { taints } });
+    const lists = [
+      { rv: '20', items: [node('kept', '10'), node('gone', '11')] },
+      { rv: '30', items: [node('kept', '25', [{ key: 'k', effect: 'NoSchedule' }])] },
+    ];
+    let listed = 0;
     let watches = 0;
-    const previous = new ObjectCache<NodeFacts>();
-    previous.replace([node('kept', '10'), node('gone', '11')].map((n) => toNodeFacts(n) as NodeFacts), '20');
     const { session, requests, close } = await loopbackSession((watch, res) => {
       if (!watch) {
-        res.writeHead(200).end(JSON.stringify({ kind: 'NodeList', metadata: { resourceVersion: '30' }, items: [node('kept', '25', [{ key: 'k', effect: 'NoSchedule' }])] }));
+        const list = lists[Math.min(listed++, lists.length - 1)];
+        res.writeHead(200).end(JSON.stringify({ kind: 'NodeList', metadata: { resourceVersion: list?.rv }, items: list?.items }));
         return;
       }
       if (watches++ === 0) res.writeHead(200).end(`${JSON.stringify({ type: 'ERROR', object: { kind: 'Status', code: 410, reason: 'Expired' } })}\n`);
       else res.writeHead(200).write(`${JSON.stringify({ type: 'BOOKMARK', object: { metadata: { resourceVersion: '31' } } })}\n`);
-    }, { restore: JSON.parse(JSON.stringify(previous.snapshot())) });
+    }, {});
     const events: string[] = [];
     const controller = new AbortController();
 
     // Act
-    const running = session.run(controller.signal, async (e) => {
+    await session.run(controller.signal, async (e) => {
       events.push(e.type === 'change' ? `${e.change} ${e.facts.name}` : e.type === 'progress' ? `progress ${e.resourceVersion}` : e.type);
       if (e.type === 'progress' && e.resourceVersion === '31') controller.abort();
     });
-    await running;
     await close();
 
-    // Assess
-    expect(new URL(requests[0] ?? '', 'http://x').searchParams.get('resourceVersion')).toBe('20');
-    expect(new URL(requests[0] ?? '', 'http://x').searchParams.get('watch')).toBe('1');
-    expect(events).toEqual(['resynced kept', 'deleted gone', 'progress 30', 'progress 31']);
-    expect(session.snapshot()).toMatchObject({ resourceVersion: '31', objects: [{ name: 'kept', resourceVersion: '25' }] });
+    // Assess: the first watch was from the first list's resourceVersion; the relist announced only the difference.
+    expect(new URL(requests[1] ?? '', 'http://x').searchParams.get('resourceVersion')).toBe('20');
+    expect(events).toEqual(['resynced kept', 'resynced gone', 'progress 20', 'resynced kept', 'deleted gone', 'progress 30', 'progress 31']);
+    expect([...session.objects()]).toMatchObject([{ name: 'kept', resourceVersion: '25' }]);
   });
 });
 

@@ -68,7 +68,7 @@ describe('Function: listPages()', () => {
       { limit: '2', resourceVersion: '9', resourceVersionMatch: 'Exact' },
       { limit: '2', continue: 'c1' },
     ]);
-    expect(result).toMatchObject({ resourceVersion: '10', pages: 2 });
+    expect(result).toEqual({ resourceVersion: '10' });
   });
 
   it('rejects a non-200 page with the error `failed` makes of it', async () => {
