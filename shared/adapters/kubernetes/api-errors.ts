@@ -135,6 +135,16 @@ export function toProductError(operation: string, error: unknown): Error {
   return status === undefined ? new TransientError(operation, describeApiError(error), error) : errorForStatus(status, operation, describeApiError(error), { cause: error });
 }
 
+/**
+ * The error of a create that failed: for a 404, a TransientError saying that the namespace does not exist and how to
+ * create it; otherwise as {@link toProductError}.
+ */
+export function createFailure(operation: string, namespace: string, error: unknown): Error {
+  if (statusOf(error) !== 404) return toProductError(operation, error);
+  const fix = 'apply infra/rbac/management-cluster.yaml or set STATE_NAMESPACE';
+  return new TransientError(operation, `namespace ${namespace} does not exist: ${fix}`, error);
+}
+
 /** Kubernetes serialises times as RFC 3339 without fractions; client-node hands back Date objects. */
 export function toKubeTime(value: Date | string | undefined): string | undefined {
   if (value === undefined) return undefined;
