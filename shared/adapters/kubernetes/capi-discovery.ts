@@ -98,13 +98,13 @@ export class KubernetesCapiDiscovery implements CapiApi {
 }
 
 /**
- * True when a 404 says the collection itself is not served (a plain "404 page not found", no Kubernetes Status
- * naming an object), as opposed to one object that does not exist.
+ * True when an API error is a 404 that says the collection itself is not served (a plain "404 page not found", no
+ * Kubernetes Status naming an object), as opposed to one object that does not exist.
  */
-export function isCollectionNotServed(status: number | undefined, body: unknown): boolean {
-  if (status !== 404) return false;
+export function isCollectionNotServed(error: unknown): boolean {
+  if (statusOf(error) !== 404) return false;
   try {
-    const parsed = JSON.parse(String(body)) as { kind?: unknown; details?: { name?: unknown } };
+    const parsed = JSON.parse(String((error as { body?: unknown }).body)) as { kind?: unknown; details?: { name?: unknown } };
     return !(parsed.kind === 'Status' && typeof parsed.details?.name === 'string' && parsed.details.name !== '');
   } catch {
     return true;
