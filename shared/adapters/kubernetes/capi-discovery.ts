@@ -1,10 +1,8 @@
 /**
- * Discovery of the Cluster API group version to read (see `#shared/domain/capi-api.ts` for the rule): asks the
- * management cluster which of `cluster.x-k8s.io/v1beta2` and `v1beta1` it serves with Machines and Clusters, once,
- * and keeps the answer until a caller reports a 404 on the group version (Cluster API upgraded or removed), when the
- * next call asks again. One API call on a current Cluster API (v1beta2 served), two on v1.10 and older, three when
- * neither is served (the third, `/apis`, only to say precisely what is served). The calls are discovery GETs
- * (`/apis/cluster.x-k8s.io/<version>`, `/apis`) through the product's HTTP client (kube-http.ts).
+ * Discovery of the Cluster API group version to read (the rule: `#shared/domain/capi-api.ts`): asks the management
+ * cluster which of `cluster.x-k8s.io/v1beta2` and `v1beta1` it serves with Machines and Clusters, once, and keeps the
+ * answer until a caller reports a 404 on it (Cluster API upgraded or removed). One discovery GET on a current Cluster
+ * API, two on v1.10 and older, three when neither is served (`/apis`, only to say precisely what is served).
  */
 import type { V1APIGroupList, V1APIResourceList } from '@kubernetes/client-node';
 import { CAPI_GROUP, chooseCapiApiVersion, SUPPORTED_CAPI_API_VERSIONS, type CapiApiVersion, type ServedVersion } from '#shared/domain/capi-api.ts';

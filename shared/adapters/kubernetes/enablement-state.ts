@@ -1,7 +1,6 @@
 /**
- * Remembers when the product was first enabled, in a ConfigMap of the management cluster, so that
- * Nodes created before that moment are adopted without their OnInitialization taints. The ConfigMap is read and
- * created through the product's HTTP client (kube-http.ts).
+ * Remembers when the product was first enabled, in a ConfigMap of the management cluster, so that Nodes created before
+ * that moment are adopted without their OnInitialization taints.
  */
 import type { V1ConfigMap } from '@kubernetes/client-node';
 import type { Clock } from '#shared/ports/clock.ts';

@@ -1,9 +1,7 @@
 /**
- * NodeStore over a cluster's API server. The write is one JSON merge patch that carries the
- * complete `spec.taints` (an atomic list), the changed annotations, and `metadata.resourceVersion`
- * as an optimistic-concurrency precondition: the API server answers 409 when anyone wrote the Node
- * since we read it, and we never overwrite their change. Calls go through the product's HTTP client
- * (kube-http.ts); the Node's JSON comes back as the server wrote it (times as RFC 3339 strings).
+ * NodeStore over a cluster's API server. The write is one JSON merge patch that carries the complete `spec.taints` (an
+ * atomic list), the changed annotations, and `metadata.resourceVersion` as a precondition: the API server answers 409
+ * when anyone wrote the Node since we read it, and we never overwrite their change.
  */
 import type { V1NodeList } from '@kubernetes/client-node';
 import type { NodeTaintPatch } from '#shared/domain/taint-plan.ts';
