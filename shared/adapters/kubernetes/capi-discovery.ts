@@ -18,11 +18,6 @@ export interface CapiApi {
   notServed(version: CapiApiVersion): void;
 }
 
-/** A fixed version (tests, and callers that already know). */
-export function fixedCapiApi(version: CapiApiVersion): CapiApi {
-  return { version: async () => version, notServed: () => undefined };
-}
-
 export interface CapiDiscoveryOptions {
   /** Called once per discovery that found no supported version (log + metric). */
   readonly onUnsupported?: (error: UnsupportedClusterApiError) => void;

@@ -118,23 +118,16 @@ export class KubernetesLeaderLease implements LeaderLease, ForwarderRota {
     return this.o.identity;
   }
 
-  /** The collection of Leases in the namespace, or (with a name) one Lease. */
-  private path(name?: string): string {
+  /** GET or PUT the Lease, or POST it to the namespace's Leases. */
+  private call(method: 'GET' | 'POST' | 'PUT', body?: LeaseObject): Promise<LeaseObject> {
     const leases = `/apis/coordination.k8s.io/v1/namespaces/${seg(this.o.namespace)}/leases`;
-    return name === undefined ? leases : `${leases}/${seg(name)}`;
-  }
-
-  private create(body: LeaseObject): Promise<LeaseObject> {
-    return kubeCall<LeaseObject>(this.o.kubeConfig, { method: 'POST', path: this.path(), body });
-  }
-
-  private replace(body: LeaseObject): Promise<LeaseObject> {
-    return kubeCall<LeaseObject>(this.o.kubeConfig, { method: 'PUT', path: this.path(this.o.name), body });
+    const path = method === 'POST' ? leases : `${leases}/${seg(this.o.name)}`;
+    return kubeCall<LeaseObject>(this.o.kubeConfig, { method, path, body });
   }
 
   private async read(): Promise<LeaseObject | undefined> {
     try {
-      return await kubeCall<LeaseObject>(this.o.kubeConfig, { method: 'GET', path: this.path(this.o.name) });
+      return await this.call('GET');
     } catch (err) {
       if (statusOf(err) === 404) return undefined;
       throw toProductError(`reading ${this.where}`, err);
@@ -201,8 +194,8 @@ export class KubernetesLeaderLease implements LeaderLease, ForwarderRota {
     if (lease && holder !== this.o.identity && !this.isExpired(lease)) return { acquired: false, holder };
     const checkpoint = decodeCheckpoint(lease?.metadata?.annotations?.[CHECKPOINT_ANNOTATION]);
     try {
-      if (lease) await this.replace(this.body(lease, undefined, this.o.identity));
-      else await this.create(this.body(undefined, {}, this.o.identity));
+      if (lease) await this.call('PUT', this.body(lease, undefined, this.o.identity));
+      else await this.call('POST', this.body(undefined, {}, this.o.identity));
       this.lastRenewedAt = this.now().getTime();
       return { acquired: true, checkpoint };
     } catch (err) {
@@ -217,7 +210,7 @@ export class KubernetesLeaderLease implements LeaderLease, ForwarderRota {
       try {
         const lease = await this.read();
         if (!lease || (lease.spec?.holderIdentity ?? '') !== this.o.identity) return false;
-        await this.replace(this.body(lease, checkpoint, this.o.identity));
+        await this.call('PUT', this.body(lease, checkpoint, this.o.identity));
         this.lastRenewedAt = this.now().getTime();
         return true;
       } catch (err) {
@@ -234,7 +227,7 @@ export class KubernetesLeaderLease implements LeaderLease, ForwarderRota {
       const lease = await this.read();
       if (!lease || (lease.spec?.holderIdentity ?? '') !== this.o.identity) return;
       try {
-        await this.replace(this.body(lease, checkpoint, ''));
+        await this.call('PUT', this.body(lease, checkpoint, ''));
         return;
       } catch (err) {
         if (statusOf(err) === 409 && attempt < CONFLICT_ATTEMPTS - 1) continue; // a member's heartbeat in between
@@ -262,9 +255,9 @@ export class KubernetesLeaderLease implements LeaderLease, ForwarderRota {
       try {
         if (lease) {
           // Only the annotation changes: holder, renewTime and checkpoint stay as the holder wrote them.
-          await this.replace({ ...lease, metadata: { ...lease.metadata, annotations } });
+          await this.call('PUT', { ...lease, metadata: { ...lease.metadata, annotations } });
         } else {
-          await this.create({
+          await this.call('POST', {
             apiVersion: 'coordination.k8s.io/v1',
             kind: 'Lease',
             metadata: { name: this.o.name, namespace: this.o.namespace, annotations },
