@@ -38,7 +38,7 @@ export interface ManagementKubeConfigDeps {
 /** Creates a loader with its own cache; `load()` throws ClusterCredentialsError when no RestConfig can be loaded. */
 export function createManagementKubeConfigLoader(config: ClusterAccessConfig, deps: ManagementKubeConfigDeps = {}): { load(): Promise<RestConfig> } {
   const access = config.management;
-  const clock = deps.clock ?? systemClock;
+  const clock = deps.clock ?? { now: () => new Date() };
   const log = deps.logger ?? defaultLogger;
   let cached: { kubeConfig: RestConfig; reloadAt: number } | undefined;
   let pending: Promise<RestConfig> | undefined;
@@ -101,8 +101,6 @@ export async function loadManagementKubeConfig(config: ClusterAccessConfig, deps
 export function resetManagementKubeConfigCache(): void {
   loaders.clear();
 }
-
-const systemClock: Clock = { now: () => new Date() };
 
 type StoredAccess = Extract<ManagementAccess, { auth: 'ssm' | 'secretsmanager' }>;
 

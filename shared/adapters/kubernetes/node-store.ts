@@ -68,10 +68,8 @@ export class KubernetesNodeStore implements NodeStore {
 }
 
 /**
- * The Node a GET or PATCH of `name` answered. A 2xx whose body is not that Node (empty, a list, another object: a
- * broken proxy or a hostile server) is no answer from the cluster: a transient failure, so that the cluster's
- * backoff (functions/reconcile-node-taints/cluster-guard.ts) holds it back as for any other failed call, instead of
- * the record planning (and patching) against a Node with no name.
+ * The Node a GET or PATCH of `name` answered. A 2xx whose body is not that Node (a broken proxy, a hostile server) is
+ * a transient failure, so that the cluster's backoff (docs/hostile-clusters.md) holds it back as any failed call.
  */
 function answeredNode(operation: string, name: string, answer: unknown): NodeFacts {
   const node = toNodeFacts(answer);
