@@ -90,9 +90,8 @@ export interface KubeCall {
 
 /** `path?query`, with the undefined parameters left out. */
 export function pathWithQuery(path: string, query: Readonly<Record<string, string | undefined>> = {}): string {
-  const q = new URLSearchParams();
-  for (const [k, v] of Object.entries(query)) if (v !== undefined) q.set(k, v);
-  const text = q.toString();
+  const defined = Object.entries(query).filter((e): e is [string, string] => e[1] !== undefined);
+  const text = new URLSearchParams(defined).toString();
   return text === '' ? path : `${path}?${text}`;
 }
 
