@@ -72,18 +72,16 @@ export class KubernetesClusterConnections implements ClusterConnections {
 
   /** The store, dropping its cache entry when the API server refuses its credential. */
   #forgettingOnRefusal(cluster: ClusterRef, store: KubernetesNodeStore): NodeStore {
-    const guard = async <T>(call: () => Promise<T>): Promise<T> => {
-      try {
-        return await call();
-      } catch (error) {
-        if (error instanceof AccessDeniedError && this.#cache.get(clusterKey(cluster))?.store === wrapped) this.#cache.delete(clusterKey(cluster));
+    const key = clusterKey(cluster);
+    const guard = <T>(call: Promise<T>): Promise<T> =>
+      call.catch((error: unknown) => {
+        if (error instanceof AccessDeniedError && this.#cache.get(key)?.store === wrapped) this.#cache.delete(key);
         throw error;
-      }
-    };
+      });
     const wrapped: NodeStore = {
-      getNode: (name) => guard(() => store.getNode(name)),
-      patchNodeTaints: (name, patch) => guard(() => store.patchNodeTaints(name, patch)),
-      listNodes: (selector) => guard(() => store.listNodes(selector)),
+      getNode: (name) => guard(store.getNode(name)),
+      patchNodeTaints: (name, patch) => guard(store.patchNodeTaints(name, patch)),
+      listNodes: (selector) => guard(store.listNodes(selector)),
     };
     return wrapped;
   }
