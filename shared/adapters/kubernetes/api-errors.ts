@@ -1,9 +1,7 @@
 /**
- * Translates failed Kubernetes API calls (kube-http.ts) and failed watch streams into the product's error catalogue,
- * so that no caller ever looks at HTTP codes or messages: one table ({@link errorForStatus}) from an API status to an
- * error, used by the one-off calls ({@link toProductError}) and the streams ({@link streamStatusError}) alike. 404 is
- * returned as `undefined` by the callers that expect it. Text a server sent reaches an error message only as a short,
- * escaped excerpt ({@link safeExcerpt}): a server named by a kubeconfig may echo anything.
+ * Translates failed Kubernetes API calls (kube-http.ts) and watch streams into the product's error catalogue by one
+ * table ({@link errorForStatus}), so that no caller looks at HTTP codes or messages. Text a server sent reaches a
+ * message only as a short, escaped excerpt: a server named by a kubeconfig may echo anything.
  */
 import { ANSWER_TOO_LARGE, KubeApiError, KubeTransportError } from './kube-http.ts';
 import { AccessDeniedError, CallTimeoutError, OversizedAnswerError, TaintPropagatorError, TransientError } from '#shared/errors.ts';
@@ -23,8 +21,8 @@ export class CollectionNotServedError extends TransientError {}
 
 /**
  * At most `max` characters of text a server sent, safe for a log line or an error message: every character outside
- * printable ASCII (control characters, line ends, terminal escapes, bidirectional overrides, any non-ASCII) as
- * `\\uXXXX`, and a note of how much was left out. Printable ASCII is left as it is, so a Status message reads as sent.
+ * printable ASCII (control characters, terminal escapes, bidirectional overrides) as `\\uXXXX`, with a note of how
+ * much was left out.
  * @example escapedText('ab\ncd', 3) // 'ab\\u000ac… (+1 more characters)'
  */
 export function escapedText(text: string, max: number): string {
@@ -33,8 +31,8 @@ export function escapedText(text: string, max: number): string {
 }
 
 /**
- * A short excerpt of bytes a server sent that are not what was expected (a malformed watch line): {@link escapedText}
- * of at most `max` characters, quoted (with `"` and `\\` escaped), so where it begins and ends is plain.
+ * {@link escapedText} of at most `max` characters of an unexpected answer (a malformed watch line), quoted, so where
+ * it begins and ends is plain.
  * @example safeExcerpt('{"a":\n', 80) // '"{\\"a\\":\\u000a"'
  */
 export function safeExcerpt(text: string, max = 80): string {
@@ -76,9 +74,8 @@ export function streamStatusError(status: number, body: string, operation: strin
 }
 
 /**
- * What went wrong in a stream's attempt, safe to log and to hand to the consumer: the product's own errors (built
- * never to hold content), or a system error's code and message (`connect ECONNREFUSED 127.0.0.1:6443`). Anything else
- * is named by its class only, because its message may quote a response body.
+ * What went wrong in a stream's attempt, safe to log: the product's own errors and system errors as they are, anything
+ * else by its class only, because its message may quote a response body.
  */
 export function describeStreamFailure(err: unknown): string {
   if (err instanceof TaintPropagatorError) return err.message;
@@ -112,7 +109,7 @@ export function describeApiError(error: unknown): string {
   return status === undefined ? message : `HTTP ${status}: ${message}`;
 }
 
-/** The cause of an error when that is a system error (`connect ECONNREFUSED 127.0.0.1:6443`): it names an address or a code, never a body. */
+/** The cause of an error when that is a system error (`connect ECONNREFUSED 127.0.0.1:6443`). */
 function transportCause(error: Error): string {
   const cause = error.cause;
   return cause instanceof Error && isSystemError(cause) ? ` (${cause.message.slice(0, 200)})` : '';
@@ -126,13 +123,23 @@ export function isSystemError(error: unknown): error is Error & { readonly code:
 
 /**
  * Maps an API failure that no caller expects: a call past its deadline → CallTimeoutError; an answer past the client's
- * byte cap → OversizedAnswerError; a status by {@link errorForStatus}; connection errors → TransientError.
+ * byte cap → OversizedAnswerError; a status by {@link errorForStatus}; anything else → TransientError.
  */
 export function toProductError(operation: string, error: unknown): Error {
   if (isCallTimeout(error)) return new CallTimeoutError(operation, describeApiError(error), error);
   if (error instanceof KubeTransportError && error.code === ANSWER_TOO_LARGE) return new OversizedAnswerError(operation, describeApiError(error), error);
   const status = statusOf(error);
   return status === undefined ? new TransientError(operation, describeApiError(error), error) : errorForStatus(status, operation, describeApiError(error), { cause: error });
+}
+
+/**
+ * The error of a create that failed: for a 404, a TransientError saying that the namespace does not exist and how to
+ * create it; otherwise as {@link toProductError}.
+ */
+export function createFailure(operation: string, namespace: string, error: unknown): Error {
+  if (statusOf(error) !== 404) return toProductError(operation, error);
+  const fix = 'apply infra/rbac/management-cluster.yaml or set STATE_NAMESPACE';
+  return new TransientError(operation, `namespace ${namespace} does not exist: ${fix}`, error);
 }
 
 /** Kubernetes serialises times as RFC 3339 without fractions; client-node hands back Date objects. */

@@ -1,9 +1,7 @@
 /**
- * Deadlines for Kubernetes API calls. Every call of the product's HTTP client (kube-http.ts) carries an
- * AbortSignal, which also bounds reading the body: at most the call timeout of the
- * innermost `withCallDeadline` scope, never beyond its deadline, and `DEFAULT_CALL_TIMEOUT_MS`
- * outside any scope. A call that runs out of time rejects with a TimeoutError, which the stores map
- * to a TransientError (retried), never a hang.
+ * Deadlines for Kubernetes API calls: every call of kube-http.ts carries an AbortSignal, which also bounds reading the
+ * body, of the innermost `withCallDeadline` scope's call timeout, never beyond its deadline. A call that runs out of
+ * time rejects with a TimeoutError, which the stores map to a TransientError (retried), never a hang.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 
@@ -13,7 +11,6 @@ export const DEFAULT_CALL_TIMEOUT_MS = 30_000;
 interface Scope {
   /** Epoch ms after which no call may run. */
   readonly deadline: number;
-  /** Longest single call. */
   readonly callTimeoutMs: number;
 }
 

@@ -1,10 +1,8 @@
 /**
- * Discovery of the Cluster API group version to read (see `#shared/domain/capi-api.ts` for the rule): asks the
- * management cluster which of `cluster.x-k8s.io/v1beta2` and `v1beta1` it serves with Machines and Clusters, once,
- * and keeps the answer until a caller reports a 404 on the group version (Cluster API upgraded or removed), when the
- * next call asks again. One API call on a current Cluster API (v1beta2 served), two on v1.10 and older, three when
- * neither is served (the third, `/apis`, only to say precisely what is served). The calls are discovery GETs
- * (`/apis/cluster.x-k8s.io/<version>`, `/apis`) through the product's HTTP client (kube-http.ts).
+ * Discovery of the Cluster API group version to read (the rule: `#shared/domain/capi-api.ts`): asks the management
+ * cluster which of `cluster.x-k8s.io/v1beta2` and `v1beta1` it serves with Machines and Clusters, once, and keeps the
+ * answer until a caller reports a 404 on it (Cluster API upgraded or removed). One discovery GET on a current Cluster
+ * API, two on v1.10 and older, three when neither is served (`/apis`, only to say precisely what is served).
  */
 import type { V1APIGroupList, V1APIResourceList } from '@kubernetes/client-node';
 import { CAPI_GROUP, chooseCapiApiVersion, SUPPORTED_CAPI_API_VERSIONS, type CapiApiVersion, type ServedVersion } from '#shared/domain/capi-api.ts';
@@ -18,11 +16,6 @@ export interface CapiApi {
   version(): Promise<CapiApiVersion>;
   /** A read in `version` answered 404 for the whole resource: ask the server again on the next call. */
   notServed(version: CapiApiVersion): void;
-}
-
-/** A fixed version (tests, and callers that already know). */
-export function fixedCapiApi(version: CapiApiVersion): CapiApi {
-  return { version: async () => version, notServed: () => undefined };
 }
 
 export interface CapiDiscoveryOptions {
@@ -98,13 +91,13 @@ export class KubernetesCapiDiscovery implements CapiApi {
 }
 
 /**
- * True when a 404 says the collection itself is not served (a plain "404 page not found", no Kubernetes Status
- * naming an object), as opposed to one object that does not exist.
+ * True when an API error is a 404 that says the collection itself is not served (a plain "404 page not found", no
+ * Kubernetes Status naming an object), as opposed to one object that does not exist.
  */
-export function isCollectionNotServed(status: number | undefined, body: unknown): boolean {
-  if (status !== 404) return false;
+export function isCollectionNotServed(error: unknown): boolean {
+  if (statusOf(error) !== 404) return false;
   try {
-    const parsed = JSON.parse(String(body)) as { kind?: unknown; details?: { name?: unknown } };
+    const parsed = JSON.parse(String((error as { body?: unknown }).body)) as { kind?: unknown; details?: { name?: unknown } };
     return !(parsed.kind === 'Status' && typeof parsed.details?.name === 'string' && parsed.details.name !== '');
   } catch {
     return true;

@@ -1,10 +1,8 @@
 /**
- * ClusterConnections over real API servers: the management cluster's own Nodes in `self` mode, or a
- * workload cluster's through its CAPI kubeconfig Secret. Stores are cached per cluster and warm container
- * (each with its own connection pool) and rebuilt after `ttlMs`, so that rotated credentials are picked up
- * without a Secret read per event — and at once when the cached credential is refused (401/403): the
- * connection is dropped, so the record's retry reads the Secret again (a rotated, revoked credential costs
- * one retry, not a TTL). Other clusters' connections are untouched.
+ * ClusterConnections over real API servers: the management cluster's own Nodes in `self` mode, or a workload cluster's
+ * through its CAPI kubeconfig Secret. Stores are cached per cluster and rebuilt after `ttlMs`, so that rotated
+ * credentials are picked up without a Secret read per event, and at once when the API server refuses the cached
+ * credential (401/403): a revoked credential costs one retry, not a TTL.
  */
 import { clusterKey, type ClusterRef } from '#shared/contract/cloud-event.ts';
 import { AccessDeniedError, ClusterCredentialsError } from '#shared/errors.ts';
@@ -74,18 +72,16 @@ export class KubernetesClusterConnections implements ClusterConnections {
 
   /** The store, dropping its cache entry when the API server refuses its credential. */
   #forgettingOnRefusal(cluster: ClusterRef, store: KubernetesNodeStore): NodeStore {
-    const guard = async <T>(call: () => Promise<T>): Promise<T> => {
-      try {
-        return await call();
-      } catch (error) {
-        if (error instanceof AccessDeniedError && this.#cache.get(clusterKey(cluster))?.store === wrapped) this.#cache.delete(clusterKey(cluster));
+    const key = clusterKey(cluster);
+    const guard = <T>(call: Promise<T>): Promise<T> =>
+      call.catch((error: unknown) => {
+        if (error instanceof AccessDeniedError && this.#cache.get(key)?.store === wrapped) this.#cache.delete(key);
         throw error;
-      }
-    };
+      });
     const wrapped: NodeStore = {
-      getNode: (name) => guard(() => store.getNode(name)),
-      patchNodeTaints: (name, patch) => guard(() => store.patchNodeTaints(name, patch)),
-      listNodes: (selector) => guard(() => store.listNodes(selector)),
+      getNode: (name) => guard(store.getNode(name)),
+      patchNodeTaints: (name, patch) => guard(store.patchNodeTaints(name, patch)),
+      listNodes: (selector) => guard(store.listNodes(selector)),
     };
     return wrapped;
   }

@@ -1,8 +1,7 @@
 /**
  * Reports a workload cluster that is skipped because its kubeconfig is unusable or refused: an error log (when the
- * problem first appears or changes, and again every {@link REPEAT_AFTER_MS}), a metric on every report, and a Warning
- * Event on the Cluster (`kubectl describe cluster` shows it). Only the error's message goes out, which never holds
- * kubeconfig content. Reporting never throws: a failure to record the Event is logged and the skip goes on.
+ * problem appears or changes, and every {@link REPEAT_AFTER_MS}), a metric, and a Warning Event on the Cluster. Only
+ * the error's message goes out, which never holds kubeconfig content. Reporting never throws.
  */
 import { capiApiVersionString, CAPI_GROUP } from '#shared/domain/capi-api.ts';
 import { ClusterCredentialsError, RefusedKubeconfigError } from '#shared/errors.ts';
@@ -13,9 +12,6 @@ import { KubernetesEventRecorder } from './event-recorder.ts';
 import { kubeCall, seg, type ClusterEndpoint } from './kube-http.ts';
 import { statusOf } from './api-errors.ts';
 import type { CapiApi } from './capi-discovery.ts';
-
-/** Event reasons on the Cluster. */
-export const KubeconfigEventReason = { Refused: 'KubeconfigRefused', Unusable: 'KubeconfigUnusable' } as const;
 
 type Log = Pick<typeof defaultLogger, 'error' | 'warn'>;
 
@@ -78,7 +74,7 @@ export function clusterCredentialsReporter(o: CredentialsReporterOptions): Clust
         await recorder.record(
           { apiVersion: capiApiVersionString(await o.capi.version()), kind: 'Cluster', namespace: cluster.namespace, name: cluster.name, uid },
           'Warning',
-          refused ? KubeconfigEventReason.Refused : KubeconfigEventReason.Unusable,
+          refused ? 'KubeconfigRefused' : 'KubeconfigUnusable',
           `Nodes of this cluster are skipped: ${error.message}`,
         );
       } catch (eventError) {

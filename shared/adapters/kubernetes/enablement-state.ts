@@ -1,13 +1,11 @@
 /**
- * Remembers when the product was first enabled, in a ConfigMap of the management cluster, so that
- * Nodes created before that moment are adopted without their OnInitialization taints. The ConfigMap is read and
- * created through the product's HTTP client (kube-http.ts).
+ * Remembers when the product was first enabled, in a ConfigMap of the management cluster, so that Nodes created before
+ * that moment are adopted without their OnInitialization taints.
  */
 import type { V1ConfigMap } from '@kubernetes/client-node';
 import type { Clock } from '#shared/ports/clock.ts';
 import type { EnablementState } from '#shared/ports/enablement-state.ts';
-import { TransientError } from '#shared/errors.ts';
-import { statusOf, toKubeTime, toProductError } from './api-errors.ts';
+import { createFailure, statusOf, toKubeTime, toProductError } from './api-errors.ts';
 import { kubeCall, seg, type ClusterEndpoint } from './kube-http.ts';
 
 export const STATE_CONFIGMAP = 'capi-taint-propagator-state';
@@ -43,10 +41,8 @@ export class ConfigMapEnablementState implements EnablementState {
         body: { metadata: { name: STATE_CONFIGMAP, namespace: this.#namespace }, data: { [ENABLED_AT_KEY]: toKubeTime(this.#clock.now()) as string } },
       });
     } catch (error) {
-      const status = statusOf(error);
-      if (status === 404) throw new TransientError(operation, `namespace ${this.#namespace} does not exist: apply infra/rbac/management-cluster.yaml or set STATE_NAMESPACE`, error);
       // 409: another reconcile recorded it first; its value wins.
-      if (status !== 409) throw toProductError(operation, error);
+      if (statusOf(error) !== 409) throw createFailure(operation, this.#namespace, error);
     }
     const created = await this.#read();
     if (!created) throw toProductError(`Reading ConfigMap ${this.#namespace}/${STATE_CONFIGMAP}`, new Error('not found after create'));

@@ -1,6 +1,6 @@
 /**
- * Records core/v1 Events on Machines, so that `kubectl describe machine` shows what the product did
- * to its Node (Normal) or why it refused (Warning). One POST through the product's HTTP client (kube-http.ts).
+ * Records core/v1 Events on Machines, so that `kubectl describe machine` shows what the product did to its Node
+ * (Normal) or why it refused (Warning).
  */
 import { randomBytes } from 'node:crypto';
 import type { Clock } from '#shared/ports/clock.ts';
@@ -16,7 +16,7 @@ const MAX_REMEMBERED = 2_000;
 export class KubernetesEventRecorder implements EventRecorder {
   readonly #endpoint: ClusterEndpoint;
   readonly #clock: Clock;
-  /** When each identical Event was last recorded: a Machine whose declaration stays invalid while its Node churns is reported once, not on every reconcile. */
+  /** When each identical Event was last recorded: an invalid declaration is reported once, not on every reconcile. */
   readonly #recent = new Map<string, number>();
 
   constructor(endpoint: ClusterEndpoint, clock: Clock) {

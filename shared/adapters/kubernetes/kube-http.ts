@@ -1,22 +1,11 @@
 /**
- * The product's Kubernetes HTTP client: JSON requests to a cluster's API server over `node:https`, with
- * - one keep-alive connection pool per route (direct, or through one proxy) for every cluster (an Agent keys its
- *   sockets by TLS identity: CA, client certificate and key, server name); bearer tokens travel per request;
- * - the cluster's `proxy-url`, else `HTTPS_PROXY`/`NO_PROXY`, as client-go honours them (proxy.ts, proxy-agents.ts);
- * - a deadline on every call (call-deadline.ts), which also bounds reading the body;
- * - a request that failed on a reused keep-alive socket before any answer (ECONNRESET, EPIPE: the server's idle
- *   timeout, or a Lambda environment thawed after minutes) sent again, until it fails on a fresh socket (Node's
- *   `req.reusedSocket`). It never reached the server; the product's writes are idempotent in effect anyway (a taint
- *   patch sets a whole list, the Lease is updated with its resourceVersion);
- * - a `User-Agent` naming the product, its version, form and component (user-agent.ts);
- * - a cap on the bytes of an answer read whole (decompressed), so that a server named by an untrusted kubeconfig
- *   cannot exhaust memory;
- * - failures as {@link KubeApiError} (status and body), {@link KubeTransportError} or the transport's own error (all
- *   with a `code`), mapped by api-errors.ts.
- *
- * It replaces @kubernetes/client-node in the Lambda bundles: client-node 2.x and its HTTP client undici were most of
- * the bundles' bytes and so most of their module load (docs/benchmarks.md, cold start). A {@link ClusterEndpoint} is
- * the product's own {@link RestConfig}, or, on the developer side, a client-node `KubeConfig` (same two methods).
+ * The product's Kubernetes HTTP client: JSON requests to a cluster's API server over `node:https`, with pooled
+ * keep-alive connections, proxies as client-go honours them, retries of stale pooled sockets, gzip and a User-Agent
+ * (docs/proxies.md); a deadline on every call, body included (call-deadline.ts); and a cap on the bytes of an answer
+ * read whole, so that a server named by an untrusted kubeconfig cannot exhaust memory. Failures are
+ * {@link KubeApiError}, {@link KubeTransportError} or the transport's own error (all with a `code`), mapped by
+ * api-errors.ts. It replaces @kubernetes/client-node in the Lambda bundles, whose module load was most of the cold
+ * start (docs/benchmarks.md); a client-node `KubeConfig` is a {@link ClusterEndpoint} too (the developer side).
  */
 import http from 'node:http';
 import https from 'node:https';
@@ -64,10 +53,7 @@ export const ANSWER_TOO_LARGE = 'ERR_ANSWER_TOO_LARGE';
 /** Larger than any object the product reads (a Node, a Machine, a Secret is at most 1 MiB); bigger answers fail. */
 export const MAX_RESPONSE_BYTES = 8 * 1024 * 1024;
 
-/**
- * A pooled socket unused this long is closed: below kube-apiserver's idle timeout (90 s, Go's http.Server
- * IdleTimeout there) and common load balancers' (60 s), so the pool rarely hands out a socket the server closed.
- */
+/** A pooled socket unused this long is closed: below kube-apiserver's (90 s) and load balancers' (60 s) idle timeouts. */
 export const IDLE_SOCKET_TIMEOUT_MS = 45_000;
 
 /** Idle sockets kept per identity and route; also bounds the stale-socket retries of one request. */
@@ -92,12 +78,11 @@ const STALE_SOCKET_CODES = new Set(['ECONNRESET', 'EPIPE', 'ECONNABORTED']);
 
 export interface KubeCall {
   readonly method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
-  /** The path, e.g. `/api/v1/nodes/n1`; query parameters go in `query`. */
+  /** The path, e.g. `/api/v1/nodes/n1`, without the query. */
   readonly path: string;
   readonly query?: Readonly<Record<string, string | undefined>>;
-  /** Sent as JSON. */
+  /** Sent as JSON, with `contentType` (default `application/json`). */
   readonly body?: unknown;
-  /** Content-Type of the body (default `application/json`; patches name their kind). */
   readonly contentType?: string;
   /** Bounds the call (default: the current call deadline, call-deadline.ts). */
   readonly signal?: AbortSignal;
@@ -105,9 +90,8 @@ export interface KubeCall {
 
 /** `path?query`, with the undefined parameters left out. */
 export function pathWithQuery(path: string, query: Readonly<Record<string, string | undefined>> = {}): string {
-  const q = new URLSearchParams();
-  for (const [k, v] of Object.entries(query)) if (v !== undefined) q.set(k, v);
-  const text = q.toString();
+  const defined = Object.entries(query).filter((e): e is [string, string] => e[1] !== undefined);
+  const text = new URLSearchParams(defined).toString();
   return text === '' ? path : `${path}?${text}`;
 }
 
@@ -159,11 +143,7 @@ export async function openRequest(
   }
 }
 
-/**
- * Reads a response body as text, at most `MAX_RESPONSE_BYTES`. A gzip-encoded answer (`Content-Encoding: gzip`, which
- * only a request with `Accept-Encoding: gzip` gets) is decompressed as it arrives, and the cap counts decompressed
- * bytes: a small compressed answer that would inflate past it is cut there too.
- */
+/** Reads a response body as text, gunzipped as it arrives; fails past `MAX_RESPONSE_BYTES` (decompressed). */
 export async function readBody(res: NodeJS.ReadableStream & { destroy(err?: Error): void; readonly headers?: http.IncomingHttpHeaders }): Promise<string> {
   let source: NodeJS.ReadableStream & { destroy(err?: Error): void } = res;
   if (res.headers?.['content-encoding'] === 'gzip') {
@@ -197,8 +177,7 @@ export async function kubeCall<T = unknown>(endpoint: ClusterEndpoint, call: Kub
     ...(body === undefined ? {} : { body }),
     ...(call.contentType ? { contentType: call.contentType } : {}),
     signal,
-    // kube-apiserver compresses answers above 128 KiB (a list page of Nodes: about 1.5 MB of JSON per 500); streams
-    // (openRequest's other callers) read their bytes themselves and ask for none.
+    // kube-apiserver compresses answers above 128 KiB (500 Nodes: about 1.5 MB of JSON); streams ask for none.
     acceptGzip: true,
   });
   let text: string;
@@ -220,9 +199,8 @@ export async function kubeCall<T = unknown>(endpoint: ClusterEndpoint, call: Kub
 }
 
 /**
- * Every item of a collection, read page by page (`limit`, then the server's `continue` token), so that no answer holds
- * thousands of objects: the one paged list (watch/list-pager.ts, with its caps), each page under the call deadline.
- * A non-2xx page rejects with {@link KubeApiError}, as {@link kubeCall} does.
+ * Every item of a collection, read page by page (watch/list-pager.ts, with its caps), each page under the call
+ * deadline, so that no answer holds thousands of objects. A non-2xx page rejects with {@link KubeApiError}.
  */
 export async function kubeList<T>(endpoint: ClusterEndpoint, path: string, query: Readonly<Record<string, string | undefined>>, pageSize: number, caps?: Partial<StreamCaps>): Promise<T[]> {
   const items: T[] = [];

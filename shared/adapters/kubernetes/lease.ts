@@ -5,11 +5,11 @@
  * so that leadership and resume point change hands together.
  */
 import type { Checkpoint } from '#shared/contract/streams.ts';
-import { AccessDeniedError, TransientError } from '#shared/errors.ts';
 import type { RotaMember } from '#shared/policy/forwarder-rota.ts';
 import type { ForwarderRota, LeaderLease, LeaseAttempt, LeaseRecord } from '#shared/ports/leader-lease.ts';
+import { createFailure, statusOf, toProductError } from './api-errors.ts';
 import { withCallDeadline } from './call-deadline.ts';
-import { KubeApiError, kubeCall, seg, type ClusterEndpoint } from './kube-http.ts';
+import { kubeCall, seg, type ClusterEndpoint } from './kube-http.ts';
 
 /** Annotation on the Lease that holds the checkpoint as JSON `{ "<stream>": "<resourceVersion>" }`. */
 export const CHECKPOINT_ANNOTATION = 'capi-taint-propagator.dev/checkpoint';
@@ -58,43 +58,31 @@ export interface KubernetesLeaderLeaseOptions {
   readonly now?: () => Date;
 }
 
-function codeOf(err: unknown): number | undefined {
-  return err instanceof KubeApiError ? err.code : undefined;
-}
-
-function translate(err: unknown, operation: string): Error {
-  const code = codeOf(err);
-  if (code === 401 || code === 403) return new AccessDeniedError(operation, `HTTP ${code}`, err);
-  return new TransientError(operation, code ? `HTTP ${code}` : String(err instanceof Error ? err.message : err), err);
+/** The entries of an annotation that holds a JSON object; none when it is absent or holds anything else. */
+function jsonEntries(text: string | undefined): Array<[string, unknown]> {
+  try {
+    const v: unknown = JSON.parse(text ?? '');
+    return typeof v === 'object' && v !== null && !Array.isArray(v) ? Object.entries(v) : [];
+  } catch {
+    return [];
+  }
 }
 
 /** Parses the checkpoint annotation; anything unreadable is an empty checkpoint (a fresh start). */
-export function decodeCheckpoint(text: string | undefined): Checkpoint {
-  if (!text) return {};
-  try {
-    const v: unknown = JSON.parse(text);
-    if (typeof v !== 'object' || v === null || Array.isArray(v)) return {};
-    return Object.fromEntries(Object.entries(v).filter((e): e is [string, string] => typeof e[1] === 'string' && e[1] !== ''));
-  } catch {
-    return {};
-  }
+function decodeCheckpoint(text: string | undefined): Checkpoint {
+  const isVersion = (e: [string, unknown]): e is [string, string] => typeof e[1] === 'string' && e[1] !== '';
+  return Object.fromEntries(jsonEntries(text).filter(isVersion));
 }
 
 /** Parses the members annotation; entries that cannot be read are left out (they are dropped at the next write). */
 export function decodeMembers(text: string | undefined): RotaMember[] {
-  if (!text) return [];
-  try {
-    const v: unknown = JSON.parse(text);
-    if (typeof v !== 'object' || v === null || Array.isArray(v)) return [];
-    return Object.entries(v as Record<string, unknown>).flatMap(([id, entry]) => {
-      const e = entry as { until?: unknown; seen?: unknown } | null;
-      const until = typeof e?.until === 'string' ? Date.parse(e.until) : NaN;
-      const seen = typeof e?.seen === 'string' ? Date.parse(e.seen) : NaN;
-      return Number.isFinite(until) && Number.isFinite(seen) && id !== '' ? [{ id, until: new Date(until), seenAt: new Date(seen) }] : [];
-    });
-  } catch {
-    return [];
-  }
+  return jsonEntries(text).flatMap(([id, entry]) => {
+    const e = entry as { until?: unknown; seen?: unknown } | null;
+    const until = typeof e?.until === 'string' ? Date.parse(e.until) : NaN;
+    const seen = typeof e?.seen === 'string' ? Date.parse(e.seen) : NaN;
+    if (!Number.isFinite(until) || !Number.isFinite(seen) || id === '') return [];
+    return [{ id, until: new Date(until), seenAt: new Date(seen) }];
+  });
 }
 
 /** Serialises the members with sorted ids. */
@@ -104,14 +92,18 @@ export function encodeMembers(members: readonly RotaMember[]): string {
 }
 
 /** Serialises a checkpoint with sorted keys. */
-export function encodeCheckpoint(checkpoint: Checkpoint): string {
+function encodeCheckpoint(checkpoint: Checkpoint): string {
   return JSON.stringify(Object.fromEntries(Object.entries(checkpoint).sort(([a], [b]) => a.localeCompare(b))));
 }
+
+type MembersChange = Parameters<ForwarderRota['updateMembers']>[0];
 
 /** A LeaderLease on a Kubernetes Lease object; the same object keeps the rota's members (ForwarderRota). */
 export class KubernetesLeaderLease implements LeaderLease, ForwarderRota {
   private readonly o: KubernetesLeaderLeaseOptions;
   private readonly now: () => Date;
+  /** `Lease <namespace>/<name>`, for errors. */
+  private readonly where: string;
   /** The last record seen (holder + renewTime) and when we saw it change, on our clock. */
   private observed: { record: string; at: number } | undefined;
   private lastRenewedAt = 0;
@@ -119,39 +111,32 @@ export class KubernetesLeaderLease implements LeaderLease, ForwarderRota {
   constructor(options: KubernetesLeaderLeaseOptions) {
     this.o = options;
     this.now = options.now ?? (() => new Date());
+    this.where = `Lease ${options.namespace}/${options.name}`;
   }
 
   get identity(): string {
     return this.o.identity;
   }
 
-  /** The collection of Leases in the namespace, or (with a name) one Lease. */
-  private path(name?: string): string {
+  /** GET or PUT the Lease, or POST it to the namespace's Leases. */
+  private call(method: 'GET' | 'POST' | 'PUT', body?: LeaseObject): Promise<LeaseObject> {
     const leases = `/apis/coordination.k8s.io/v1/namespaces/${seg(this.o.namespace)}/leases`;
-    return name === undefined ? leases : `${leases}/${seg(name)}`;
-  }
-
-  private create(body: LeaseObject): Promise<LeaseObject> {
-    return kubeCall<LeaseObject>(this.o.kubeConfig, { method: 'POST', path: this.path(), body });
-  }
-
-  private replace(body: LeaseObject): Promise<LeaseObject> {
-    return kubeCall<LeaseObject>(this.o.kubeConfig, { method: 'PUT', path: this.path(this.o.name), body });
+    const path = method === 'POST' ? leases : `${leases}/${seg(this.o.name)}`;
+    return kubeCall<LeaseObject>(this.o.kubeConfig, { method, path, body });
   }
 
   private async read(): Promise<LeaseObject | undefined> {
     try {
-      return await kubeCall<LeaseObject>(this.o.kubeConfig, { method: 'GET', path: this.path(this.o.name) });
+      return await this.call('GET');
     } catch (err) {
-      if (codeOf(err) === 404) return undefined;
-      throw translate(err, `reading Lease ${this.o.namespace}/${this.o.name}`);
+      if (statusOf(err) === 404) return undefined;
+      throw toProductError(`reading ${this.where}`, err);
     }
   }
 
   private isExpired(lease: LeaseObject): boolean {
     const holder = lease.spec?.holderIdentity ?? '';
     if (holder === '') return true;
-    // renewTime is a string (MicroTime); as before, the record compares it to the millisecond.
     const renew = lease.spec?.renewTime ? Date.parse(lease.spec.renewTime) : 0;
     const record = `${holder}@${renew}`;
     const nowMs = this.now().getTime();
@@ -205,33 +190,18 @@ export class KubernetesLeaderLease implements LeaderLease, ForwarderRota {
 
   private async acquireOnce(): Promise<LeaseAttempt> {
     const lease = await this.read();
-    if (!lease) {
-      try {
-        await this.create(this.body(undefined, {}, this.o.identity));
-        this.lastRenewedAt = this.now().getTime();
-        return { acquired: true, checkpoint: {} };
-      } catch (err) {
-        if (codeOf(err) === 409) return { acquired: false, holder: undefined };
-        if (codeOf(err) === 404) {
-          throw new TransientError(
-            `creating Lease ${this.o.namespace}/${this.o.name}`,
-            `namespace ${this.o.namespace} does not exist: apply infra/rbac/management-cluster.yaml or set STATE_NAMESPACE`,
-            err,
-          );
-        }
-        throw translate(err, `creating Lease ${this.o.namespace}/${this.o.name}`);
-      }
-    }
-    const holder = lease.spec?.holderIdentity || undefined;
-    if (holder !== this.o.identity && !this.isExpired(lease)) return { acquired: false, holder };
-    const checkpoint = decodeCheckpoint(lease.metadata?.annotations?.[CHECKPOINT_ANNOTATION]);
+    const holder = lease?.spec?.holderIdentity || undefined;
+    if (lease && holder !== this.o.identity && !this.isExpired(lease)) return { acquired: false, holder };
+    const checkpoint = decodeCheckpoint(lease?.metadata?.annotations?.[CHECKPOINT_ANNOTATION]);
     try {
-      await this.replace(this.body(lease, undefined, this.o.identity));
+      if (lease) await this.call('PUT', this.body(lease, undefined, this.o.identity));
+      else await this.call('POST', this.body(undefined, {}, this.o.identity));
       this.lastRenewedAt = this.now().getTime();
       return { acquired: true, checkpoint };
     } catch (err) {
-      if (codeOf(err) === 409) return { acquired: false, holder };
-      throw translate(err, `taking Lease ${this.o.namespace}/${this.o.name}`);
+      if (statusOf(err) === 409) return { acquired: false, holder };
+      if (lease) throw toProductError(`taking ${this.where}`, err);
+      throw createFailure(`creating ${this.where}`, this.o.namespace, err);
     }
   }
 
@@ -240,11 +210,11 @@ export class KubernetesLeaderLease implements LeaderLease, ForwarderRota {
       try {
         const lease = await this.read();
         if (!lease || (lease.spec?.holderIdentity ?? '') !== this.o.identity) return false;
-        await this.replace(this.body(lease, checkpoint, this.o.identity));
+        await this.call('PUT', this.body(lease, checkpoint, this.o.identity));
         this.lastRenewedAt = this.now().getTime();
         return true;
       } catch (err) {
-        if (codeOf(err) === 409) continue; // someone wrote in between; re-read and decide again
+        if (statusOf(err) === 409) continue; // someone wrote in between; re-read and decide again
         // A failed renewal keeps leadership only while the last successful one is still valid.
         return this.now().getTime() - this.lastRenewedAt < this.o.leaseDurationSeconds * 1000 * 0.8;
       }
@@ -257,21 +227,21 @@ export class KubernetesLeaderLease implements LeaderLease, ForwarderRota {
       const lease = await this.read();
       if (!lease || (lease.spec?.holderIdentity ?? '') !== this.o.identity) return;
       try {
-        await this.replace(this.body(lease, checkpoint, ''));
+        await this.call('PUT', this.body(lease, checkpoint, ''));
         return;
       } catch (err) {
-        if (codeOf(err) === 409 && attempt < CONFLICT_ATTEMPTS - 1) continue; // a member's heartbeat in between
-        throw translate(err, `releasing Lease ${this.o.namespace}/${this.o.name}`);
+        if (statusOf(err) === 409 && attempt < CONFLICT_ATTEMPTS - 1) continue; // a member's heartbeat in between
+        throw toProductError(`releasing ${this.where}`, err);
       }
     }
   }
 
-  updateMembers(change: (record: LeaseRecord, now: Date) => readonly RotaMember[] | undefined): Promise<LeaseRecord> {
+  updateMembers(change: MembersChange): Promise<LeaseRecord> {
     return this.bounded(() => this.updateMembersOnce(change));
   }
 
-  private async updateMembersOnce(change: (record: LeaseRecord, now: Date) => readonly RotaMember[] | undefined): Promise<LeaseRecord> {
-    const operation = `recording the forwarder members on Lease ${this.o.namespace}/${this.o.name}`;
+  private async updateMembersOnce(change: MembersChange): Promise<LeaseRecord> {
+    const operation = `recording the forwarder members on ${this.where}`;
     for (let attempt = 0; ; attempt++) {
       const lease = await this.read();
       const record: LeaseRecord = {
@@ -281,26 +251,23 @@ export class KubernetesLeaderLease implements LeaderLease, ForwarderRota {
       };
       const members = change(record, this.now());
       if (members === undefined) return record;
+      const annotations = { ...lease?.metadata?.annotations, [MEMBERS_ANNOTATION]: encodeMembers(members) };
       try {
         if (lease) {
           // Only the annotation changes: holder, renewTime and checkpoint stay as the holder wrote them.
-          const annotations = { ...(lease.metadata?.annotations ?? {}), [MEMBERS_ANNOTATION]: encodeMembers(members) };
-          await this.replace({ ...lease, metadata: { ...(lease.metadata ?? {}), annotations } });
+          await this.call('PUT', { ...lease, metadata: { ...lease.metadata, annotations } });
         } else {
-          await this.create({
+          await this.call('POST', {
             apiVersion: 'coordination.k8s.io/v1',
             kind: 'Lease',
-            metadata: { name: this.o.name, namespace: this.o.namespace, annotations: { [MEMBERS_ANNOTATION]: encodeMembers(members) } },
+            metadata: { name: this.o.name, namespace: this.o.namespace, annotations },
             spec: { holderIdentity: '', leaseDurationSeconds: this.o.leaseDurationSeconds },
           });
         }
         return { ...record, members };
       } catch (err) {
-        if (codeOf(err) === 409 && attempt < CONFLICT_ATTEMPTS - 1) continue; // someone wrote in between: read and decide again
-        if (codeOf(err) === 404 && !lease) {
-          throw new TransientError(operation, `namespace ${this.o.namespace} does not exist: apply infra/rbac/management-cluster.yaml or set STATE_NAMESPACE`, err);
-        }
-        throw translate(err, operation);
+        if (statusOf(err) === 409 && attempt < CONFLICT_ATTEMPTS - 1) continue; // someone wrote in between
+        throw lease ? toProductError(operation, err) : createFailure(operation, this.o.namespace, err);
       }
     }
   }

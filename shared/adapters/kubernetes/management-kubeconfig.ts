@@ -1,14 +1,10 @@
 /**
- * The management cluster's endpoint and credentials (a RestConfig, rest-config.ts), from one of four sources
- * (shared/config/cluster-access-config.ts):
- * - `kubeconfig`: a kubeconfig file for running a function locally (refused in AWS Lambda), read like a stored one;
- * - `eks`: an EKS IAM token minted from the function's role, with endpoint and CA from configuration;
- * - `ssm` / `secretsmanager`: a kubeconfig stored in SSM Parameter Store (SecureString) or Secrets Manager. It is
- *   untrusted (whoever may write that parameter or secret wrote it): inline credentials only, see untrusted-kubeconfig.ts.
- * Loaded once per warm container. The EKS RestConfig stays the same object: it puts a cached token on every request
- * and mints a new one shortly before it expires. Stored kubeconfigs are re-read after {@link RELOAD_AFTER_MS}, so a
- * rotated kubeconfig is picked up (the previous one is kept if the re-read fails).
- * No credential, token or kubeconfig content is ever logged or put in an error message.
+ * The management cluster's RestConfig, from one of four sources (shared/config/cluster-access-config.ts): a local
+ * kubeconfig file (refused in AWS Lambda); an EKS IAM token minted from the function's role; or a kubeconfig stored in
+ * SSM Parameter Store or Secrets Manager, untrusted (untrusted-kubeconfig.ts). Loaded once per warm container; the EKS
+ * RestConfig mints a new token shortly before the cached one expires, and stored kubeconfigs are re-read after
+ * {@link RELOAD_AFTER_MS} so that a rotated one is picked up (the previous one is kept if the re-read fails). No
+ * credential, token or kubeconfig content is ever logged or put in an error message.
  */
 // The SDK clients are loaded (runtime-sdk.ts) when a stored kubeconfig is read, so EKS and kubeconfig deployments do
 // not pay their load time at every cold start.
@@ -42,7 +38,7 @@ export interface ManagementKubeConfigDeps {
 /** Creates a loader with its own cache; `load()` throws ClusterCredentialsError when no RestConfig can be loaded. */
 export function createManagementKubeConfigLoader(config: ClusterAccessConfig, deps: ManagementKubeConfigDeps = {}): { load(): Promise<RestConfig> } {
   const access = config.management;
-  const clock = deps.clock ?? systemClock;
+  const clock = deps.clock ?? { now: () => new Date() };
   const log = deps.logger ?? defaultLogger;
   let cached: { kubeConfig: RestConfig; reloadAt: number } | undefined;
   let pending: Promise<RestConfig> | undefined;
@@ -106,19 +102,10 @@ export function resetManagementKubeConfigCache(): void {
   loaders.clear();
 }
 
-const systemClock: Clock = { now: () => new Date() };
+type StoredAccess = Extract<ManagementAccess, { auth: 'ssm' | 'secretsmanager' }>;
 
-function describe(access: ManagementAccess): string {
-  switch (access.auth) {
-    case 'kubeconfig':
-      return `kubeconfig file ${access.kubeconfigPath ?? '~/.kube/config'}`;
-    case 'eks':
-      return `EKS cluster ${access.clusterName}`;
-    case 'ssm':
-      return `SSM parameter ${access.parameterName}`;
-    case 'secretsmanager':
-      return `secret ${access.secretId}`;
-  }
+function describe(access: StoredAccess): string {
+  return access.auth === 'ssm' ? `SSM parameter ${access.parameterName}` : `secret ${access.secretId}`;
 }
 
 /**
@@ -126,7 +113,7 @@ function describe(access: ManagementAccess): string {
  * kubeconfig is: inline credentials only. Contexts are not merged across files.
  */
 function fromKubeconfigFile(path: string | undefined): RestConfig {
-  const source = describe({ auth: 'kubeconfig', kubeconfigPath: path });
+  const source = `kubeconfig file ${path ?? '~/.kube/config'}`;
   const candidates = path === undefined || path === '' ? [join(homedir(), '.kube', 'config')] : path.split(delimiter).filter((p) => p !== '');
   for (const candidate of candidates) {
     let text: string;
@@ -140,7 +127,7 @@ function fromKubeconfigFile(path: string | undefined): RestConfig {
   throw new ClusterCredentialsError(MANAGEMENT_CLUSTER, `${source} could not be read`);
 }
 
-async function readStoredKubeconfig(access: Extract<ManagementAccess, { auth: 'ssm' | 'secretsmanager' }>, log: KubeConfigLog): Promise<string> {
+async function readStoredKubeconfig(access: StoredAccess, log: KubeConfigLog): Promise<string> {
   const source = describe(access);
   const region = access.region ? { region: access.region } : {};
   log.info('Loading management kubeconfig', access.auth === 'ssm'

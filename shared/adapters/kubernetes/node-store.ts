@@ -1,9 +1,7 @@
 /**
- * NodeStore over a cluster's API server. The write is one JSON merge patch that carries the
- * complete `spec.taints` (an atomic list), the changed annotations, and `metadata.resourceVersion`
- * as an optimistic-concurrency precondition: the API server answers 409 when anyone wrote the Node
- * since we read it, and we never overwrite their change. Calls go through the product's HTTP client
- * (kube-http.ts); the Node's JSON comes back as the server wrote it (times as RFC 3339 strings).
+ * NodeStore over a cluster's API server. The write is one JSON merge patch that carries the complete `spec.taints` (an
+ * atomic list), the changed annotations, and `metadata.resourceVersion` as a precondition: the API server answers 409
+ * when anyone wrote the Node since we read it, and we never overwrite their change.
  */
 import type { V1NodeList } from '@kubernetes/client-node';
 import type { NodeTaintPatch } from '#shared/domain/taint-plan.ts';
@@ -70,10 +68,8 @@ export class KubernetesNodeStore implements NodeStore {
 }
 
 /**
- * The Node a GET or PATCH of `name` answered. A 2xx whose body is not that Node (empty, a list, another object: a
- * broken proxy or a hostile server) is no answer from the cluster: a transient failure, so that the cluster's
- * backoff (functions/reconcile-node-taints/cluster-guard.ts) holds it back as for any other failed call, instead of
- * the record planning (and patching) against a Node with no name.
+ * The Node a GET or PATCH of `name` answered. A 2xx whose body is not that Node (a broken proxy, a hostile server) is
+ * a transient failure, so that the cluster's backoff (docs/hostile-clusters.md) holds it back as any failed call.
  */
 function answeredNode(operation: string, name: string, answer: unknown): NodeFacts {
   const node = toNodeFacts(answer);

@@ -1,18 +1,9 @@
 /**
- * Connection pools (Node Agents) that reach an API server through a proxy, for kube-http.ts; which proxy a request
- * takes is proxy.ts's choice. TLS to the API server runs inside the tunnel, with the request's own TLS options (the
- * kubeconfig's CA, client certificate, server name): the proxy relays bytes it cannot read.
- *
- * - `http://` and `https://` proxies: an HTTP CONNECT tunnel, through hpagent (the small, dependency-free agent that
- *   client-node and the Elasticsearch client use). A proxy's user and password go to it as Proxy-Authorization.
- * - `socks5://` and `socks5h://` proxies: a SOCKS5 CONNECT through the `socks` library (what socks-proxy-agent is
- *   built on; used directly here so that no debug output can print the proxy's password). The API server's host name
- *   is resolved by the proxy for both schemes, as client-go's SOCKS5 dialer does. User and password: RFC 1929.
- *
- * Both libraries are loaded on first use: a deployment without a proxy loads neither at cold start. Failures to open
- * a tunnel are {@link ProxyTunnelError}s (code `ERR_PROXY_TUNNEL`) whose message quotes the library's short reason
- * (a status code, an authentication failure), never the proxy URL; system errors (ECONNREFUSED to the proxy) keep
- * their own code and name an address only.
+ * Connection pools (Node Agents) that reach an API server through a proxy, for kube-http.ts; TLS to the API server runs
+ * inside the tunnel (docs/proxies.md). `http://` and `https://` proxies: an HTTP CONNECT through hpagent. `socks5://`
+ * and `socks5h://`: the `socks` library directly, not socks-proxy-agent, whose debug output can print the proxy's
+ * password; the proxy resolves the host name, as client-go's SOCKS5 dialer does. Both libraries load on first use, so
+ * a deployment without a proxy loads neither at cold start. Errors never quote the proxy URL.
  */
 import http from 'node:http';
 import https from 'node:https';

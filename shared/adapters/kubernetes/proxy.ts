@@ -1,16 +1,8 @@
 /**
- * Which proxy a request to a cluster goes through, chosen as client-go chooses it (docs/proxies.md):
- * - the cluster's own `proxy-url` (kubeconfig `clusters[].cluster.proxy-url`), for every request to that cluster,
- *   loopback included;
- * - otherwise the environment: `HTTPS_PROXY` (or `https_proxy`) for an https server, `HTTP_PROXY` (or `http_proxy`)
- *   for an http one, unless `NO_PROXY` (or `no_proxy`) names the host; a loopback host (`localhost`, 127.0.0.0/8,
- *   `::1`) is never proxied through the environment (Go's `httpproxy.Config.ProxyFunc`);
- * - otherwise none.
- *
- * The schemes client-go accepts, `http://`, `https://`, `socks5://` and `socks5h://`, are supported (proxy-agents.ts).
- * Any other scheme (socks4, ftp, …) is refused with {@link ProxyConfigError}, never ignored: a request that was meant
- * to go through a proxy never goes out directly. A proxy URL may hold a user and password: they are sent only to the
- * proxy and never appear in an error message: errors name the scheme at most.
+ * Which proxy a request to a cluster goes through, chosen as client-go chooses it (docs/proxies.md): the cluster's
+ * `proxy-url`, else `HTTPS_PROXY`/`HTTP_PROXY` unless `NO_PROXY` names the host or it is loopback, else none. A proxy
+ * of a scheme the product does not support is refused, never ignored: a request meant to go through a proxy never goes
+ * out directly. A proxy URL may hold a password: errors name the scheme at most.
  */
 import net from 'node:net';
 
@@ -27,9 +19,8 @@ export class ProxyConfigError extends Error {
 export const SUPPORTED_PROXY_SCHEMES: readonly string[] = ['http:', 'https:', 'socks5:', 'socks5h:'];
 
 /**
- * Parses a proxy URL and checks its scheme; `where` names its origin in errors (e.g. `proxy-url`, `HTTPS_PROXY`). A
- * value of the environment without a scheme (`proxy.corp:3128`) is read as `http://proxy.corp:3128`, as Go reads it;
- * a kubeconfig's `proxy-url` must be a URL.
+ * Parses a proxy URL and checks its scheme; `where` names its origin in errors (e.g. `HTTPS_PROXY`). A value of the
+ * environment without a scheme is read as `http://…`, as Go reads it. Throws ProxyConfigError.
  */
 export function parseProxyUrl(value: string, where: string, o: { readonly fromEnvironment?: boolean } = {}): URL {
   let url = URL.parse(value);
@@ -66,53 +57,33 @@ export function isLoopback(host: string): boolean {
   return family !== 0 && LOOPBACK.check(host, family === 4 ? 'ipv4' : 'ipv6');
 }
 
-/**
- * NO_PROXY as Go reads it: comma-separated entries; `*` matches every host; an IP or CIDR matches addresses;
- * `example.com` matches it and its subdomains, `.example.com` its subdomains only; an entry with `:port` matches
- * that port only.
- */
+/** Whether NO_PROXY, as Go reads it (docs/proxies.md), names the host and port. */
 export function noProxyMatches(noProxy: string, host: string, port: string): boolean {
-  for (const raw of noProxy.split(',')) {
-    let entry = raw.trim().toLowerCase();
-    if (entry === '') continue;
+  return noProxy.split(',').some((raw) => {
+    const entry = raw.trim().toLowerCase();
     if (entry === '*') return true;
-    if (entry.includes('/')) {
-      const [base, bits] = entry.split('/');
-      if (base !== undefined && bits !== undefined && net.isIP(host) !== 0 && net.isIP(base) === net.isIP(host)) {
-        const list = new net.BlockList();
-        const family = net.isIP(base) === 4 ? 'ipv4' : 'ipv6';
-        try {
-          list.addSubnet(base, Number(bits), family);
-          if (list.check(host, family)) return true;
-        } catch {
-          // not a CIDR: ignored, as Go ignores it
-        }
-      }
-      continue;
-    }
-    let entryPort: string | undefined;
+    if (entry.includes('/')) return inCidr(entry, host);
+    // `[v6]:port` or `name:port`; a bare IPv6 address has colons but no port.
     const bracketed = /^\[(.+)\](?::(\d+))?$/.exec(entry);
-    if (bracketed) {
-      entry = bracketed[1] ?? '';
-      entryPort = bracketed[2];
-    } else if (net.isIP(entry) === 0) {
-      const m = /^(.*):(\d+)$/.exec(entry);
-      if (m) {
-        entry = m[1] ?? '';
-        entryPort = m[2];
-      }
-    }
-    if (entryPort !== undefined && entryPort !== port) continue;
-    if (net.isIP(entry) !== 0) {
-      if (entry === host) return true;
-      continue;
-    }
-    if (entry.startsWith('*.')) entry = entry.slice(1);
-    if (entry.startsWith('.')) {
-      if (host.endsWith(entry)) return true;
-      continue;
-    }
-    if (host === entry || host.endsWith(`.${entry}`)) return true;
+    const parts = bracketed ?? (net.isIP(entry) === 0 ? /^(.*?)(?::(\d+))?$/.exec(entry) : null);
+    const name = parts ? (parts[1] ?? '') : entry;
+    if (name === '' || (parts?.[2] !== undefined && parts[2] !== port)) return false;
+    if (net.isIP(name) !== 0) return name === host;
+    const domain = name.replace(/^\*\./, '.');
+    return domain.startsWith('.') ? host.endsWith(domain) : host === domain || host.endsWith(`.${domain}`);
+  });
+}
+
+/** Whether `host` is an address in the CIDR `entry`; an entry that is no CIDR is ignored, as Go ignores it. */
+function inCidr(entry: string, host: string): boolean {
+  const [base = '', bits] = entry.split('/');
+  const family = net.isIP(base) === 4 ? 'ipv4' : 'ipv6';
+  if (net.isIP(base) === 0 || net.isIP(base) !== net.isIP(host)) return false;
+  const list = new net.BlockList();
+  try {
+    list.addSubnet(base, Number(bits), family);
+    return list.check(host, family);
+  } catch {
+    return false;
   }
-  return false;
 }

@@ -1,11 +1,8 @@
 /**
- * A client-side rate limit on the requests to one cluster (client-go's `rest.Config` QPS and Burst, which every
- * controller's client to a workload cluster has, Cluster API's ClusterCache included): an endpoint wrapper whose every
- * request first takes a token of a bucket (shared/policy/rate-limit.ts) and waits for it when none is left. The
- * forwarder gives each workload cluster's Node stream one bucket, whatever endpoint (credentials) the stream uses at
- * each reconnect, so that one cluster cannot drive more requests than that — e.g. a list whose `continue` tokens never
- * end, whose pages follow each other without the retry policy's backoff — and other clusters' streams have buckets of
- * their own.
+ * A client-side rate limit on the requests to one cluster, as client-go's `rest.Config` QPS and Burst: an endpoint
+ * wrapper whose every request first takes a token of a bucket (shared/policy/rate-limit.ts). The forwarder gives each
+ * workload cluster's Node stream one bucket, whatever credentials it reconnects with, so that one failing cluster (e.g.
+ * a list whose `continue` tokens never end) cannot drive more requests than that (docs/hostile-clusters.md).
  */
 import { setTimeout as delay } from 'node:timers/promises';
 import type https from 'node:https';
@@ -14,8 +11,7 @@ import type { ClusterEndpoint } from './kube-http.ts';
 
 /**
  * The Node stream's limit: 30 at once covers a relist of 15 000 Nodes (30 pages of 500, three times Kubernetes'
- * published scalability envelope of 5 000 Nodes per cluster) without waiting, and a healthy stream makes a handful of
- * requests per watch timeout (about 5 minutes); then 1 per second, the issue's bound for a failing stream.
+ * envelope per cluster) without waiting; then 1 per second, the bound for a failing stream.
  */
 export const NODE_STREAM_RATE_LIMIT: RateLimit = { burst: 30, perSecond: 1 };
 
@@ -29,7 +25,7 @@ export class EndpointRateLimiter {
   }
 
   /** Takes a token, waiting for it when none is left. */
-  async take(): Promise<void> {
+  async #take(): Promise<void> {
     const { state, waitMs } = takeToken(this.#state, Date.now(), this.#limit);
     this.#state = state;
     if (waitMs > 0) await delay(waitMs);
@@ -40,7 +36,7 @@ export class EndpointRateLimiter {
     return {
       getCurrentCluster: () => endpoint.getCurrentCluster(),
       applyToHTTPSOptions: async (opts: https.RequestOptions): Promise<void> => {
-        await this.take();
+        await this.#take();
         await endpoint.applyToHTTPSOptions(opts);
       },
     };

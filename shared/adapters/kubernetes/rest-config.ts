@@ -1,9 +1,8 @@
 /**
  * The credentials of one cluster as the product builds them itself: an https server, its CA, an optional TLS server
- * name, and a client certificate or a bearer token (fixed, or minted per request, e.g. the EKS token). It is what
- * untrusted kubeconfigs (untrusted-kubeconfig.ts) and the EKS access (management-kubeconfig.ts) become, and what the
- * product's HTTP client (kube-http.ts) applies to each request, with the cluster's proxy (`proxy-url`), if any.
- * Nothing here reads a file or runs a program.
+ * name, and a client certificate or a bearer token (fixed, or minted per request, e.g. the EKS token). Untrusted
+ * kubeconfigs and the EKS access become one; kube-http.ts applies it to each request. Nothing here reads a file or
+ * runs a program.
  */
 import type https from 'node:https';
 import type { ClusterEndpoint } from './kube-http.ts';
@@ -18,10 +17,7 @@ export interface RestConfigOptions {
   /** Client certificate and key (PEM), base64. */
   readonly certData?: string;
   readonly keyData?: string;
-  /**
-   * The cluster's proxy (kubeconfig `proxy-url`: http or https, proxy.ts), used for every request to it. It may hold a
-   * user and password: it is never logged, and no error quotes it.
-   */
+  /** The cluster's proxy (kubeconfig `proxy-url`, proxy.ts); it may hold a password: never logged nor quoted. */
   readonly proxyUrl?: string;
   /** A bearer token, or a function that returns the current one (called per request). */
   readonly token?: string | (() => Promise<string>);

@@ -1,7 +1,6 @@
 /**
  * ScalableResourceStore over the management cluster: MachineDeployments, MachineSets and MachinePools in the Cluster
- * API group version discovery chose, read at their REST paths, and a JSON merge patch of annotations carrying
- * `metadata.resourceVersion` (the API server answers 409 when anyone wrote the resource since it was read).
+ * API group version discovery chose, and a JSON merge patch of annotations carrying `metadata.resourceVersion`.
  */
 import { CAPI_GROUP, type CapiApiVersion } from '#shared/domain/capi-api.ts';
 import type { ScalableKind } from '#shared/domain/autoscaler.ts';

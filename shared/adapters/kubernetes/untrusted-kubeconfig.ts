@@ -1,25 +1,10 @@
 /**
- * Kubeconfigs the product did not get from its own operator — CAPI `<cluster>-kubeconfig` Secrets (anyone who may
- * create a Secret in a Cluster's namespace can write one) and management kubeconfigs stored in SSM Parameter Store or
- * Secrets Manager — are data, never programs. They are parsed and checked here, and only then turned into a RestConfig
- * (rest-config.ts) that holds nothing but the current context's inline credentials:
- *
- * - accepted: `server` (https), `certificate-authority-data`, `tls-server-name`, `proxy-url` (http, https and socks5
- *   proxies, as client-go honours them: docs/proxies.md), `client-certificate-data` + `client-key-data`, `token`;
- * - refused (RefusedKubeconfigError, naming the field, never its value): `exec`, `auth-provider` (gcp `cmd-path`,
- *   oidc, azure, `tokenFile`, …), every file path (`certificate-authority`, `client-certificate`, `client-key`,
- *   `token-file`), `insecure-skip-tls-verify: true`, a `proxy-url` of another scheme (socks4, …) or no URL,
- *   impersonation (`as`, `as-groups`, …), basic auth
- *   (`username`/`password`), and a non-https server.
- *
- * Why a parser of our own: a general kubeconfig loader (client-node's `KubeConfig.loadFromString`) reads `token-file`
- * while loading, and authenticating a request runs `exec` plugins and the gcp `cmd-path`, reads `tokenFile` and every
- * certificate/key path. Here the accepted fields are the only ones ever read. YAML aliases are refused (no alias
- * bombs) and the text is size-capped.
- *
- * Errors never carry the text: a YAML error is reported by line number only, without the parser's snippet or buffer.
- * Local developer kubeconfigs (KUBECONFIG of `npm start`) do not come through here and keep client-node's full support;
- * the functions' own `MANAGEMENT_AUTH=kubeconfig` (refused in AWS Lambda) reads its file through here too.
+ * Kubeconfigs the product did not get from its own operator (CAPI `<cluster>-kubeconfig` Secrets, management
+ * kubeconfigs stored in SSM or Secrets Manager, a `MANAGEMENT_AUTH=kubeconfig` file) are data, never programs
+ * (docs/security.md, "Kubeconfigs are data"): they are parsed and checked here, then turned into a RestConfig that
+ * holds only the current context's inline credentials. Not client-node's `KubeConfig`: it reads `token-file` while
+ * loading, and runs `exec` plugins and the gcp `cmd-path` when authenticating. YAML aliases are refused (no alias
+ * bombs), the text is size-capped, and errors never carry the text (a YAML error names its line only).
  */
 import { parseProxyUrl, ProxyConfigError } from './proxy.ts';
 import { RestConfig } from './rest-config.ts';
@@ -29,11 +14,10 @@ import { ClusterCredentialsError, RefusedKubeconfigError } from '#shared/errors.
 /** Larger than any real kubeconfig (a Secret is at most 1 MiB); bigger input is refused before parsing. */
 export const MAX_KUBECONFIG_BYTES = 256 * 1024;
 
-/** Fields of `clusters[].cluster` that are refused, and why (shown in errors). */
+/** Refused fields of `clusters[].cluster` and of `users[].user`, and why (shown in errors). */
 const REFUSED_CLUSTER_FIELDS: Readonly<Record<string, string>> = {
   'certificate-authority': 'file path',
 };
-/** Fields of `users[].user` that are refused, and why. */
 const REFUSED_USER_FIELDS: Readonly<Record<string, string>> = {
   exec: 'exec plugin',
   'auth-provider': 'auth provider',
@@ -62,9 +46,8 @@ export interface KubeconfigSource {
 }
 
 /**
- * Parses and checks an untrusted kubeconfig and returns a RestConfig with the current context's inline credentials
- * only. Throws RefusedKubeconfigError when it uses a refused feature, ClusterCredentialsError when it is not a usable
- * kubeconfig; neither quotes the text.
+ * Parses and checks an untrusted kubeconfig: returns a RestConfig with the current context's inline credentials only.
+ * Throws RefusedKubeconfigError for a refused feature, ClusterCredentialsError for an unusable kubeconfig.
  */
 export function kubeConfigFromUntrusted(text: string, from: KubeconfigSource): RestConfig {
   const fail = (detail: string): ClusterCredentialsError => new ClusterCredentialsError(from.cluster, `${from.source} ${detail}`);

@@ -1,10 +1,7 @@
 /**
- * The `User-Agent` of every request of the product's HTTP client (kube-http.ts), in the style of kubectl's:
- * `capi-taint-propagator/<version> (<form>; <component>)`, e.g. `capi-taint-propagator/0.1.0 (lambda;
- * reconcile-node-taints)`, so that an API server's audit log and its `apiserver_request_total` metric can select the
- * product's requests, and tell the deployed functions (`lambda`) from a developer's `npm start` (`local`). A process
- * says who it is once at start (`identifyAs`); a process that runs several components (the local pipeline of
- * `npm start`) runs each inside `asComponent`, which holds for everything that part awaits.
+ * The `User-Agent` of every request of kube-http.ts, `capi-taint-propagator/<version> (<form>; <component>)`, so that
+ * an API server's audit log can select the product's requests (docs/proxies.md). A process names itself once
+ * (`identifyAs`); one that runs several components (`npm start`) runs each inside `asComponent`.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 
@@ -16,14 +13,11 @@ export const PRODUCT_VERSION = '0.1.0';
 
 export type RuntimeForm = 'lambda' | 'local';
 
-let identity: { form: RuntimeForm; component: string } = {
-  form: process.env.AWS_LAMBDA_FUNCTION_NAME ? 'lambda' : 'local',
-  component: 'unknown',
-};
+let identity: { form: RuntimeForm; component: string } = { form: 'local', component: 'unknown' };
 const components = new AsyncLocalStorage<string>();
 
 /** Sets the form and component of this process's requests (call it once in the entry point). */
-export function identifyAs(component: string, form: RuntimeForm = identity.form): void {
+export function identifyAs(component: string, form: RuntimeForm): void {
   identity = { form, component: clean(component) };
 }
 

@@ -1,10 +1,8 @@
 /**
- * Workload-cluster credentials by Cluster API's convention: the Secret `<cluster>-kubeconfig` in the Cluster's
- * namespace, whose key `value` holds a kubeconfig — or, when it exists, the product's own
- * `<cluster>-taint-propagator-kubeconfig` next to it (same format: a platform team's dedicated, non-admin credential).
- * The kubeconfig is untrusted (anyone who may create a Secret in that namespace could have written it): it goes through
- * `kubeConfigFromUntrusted` before any client sees any of it. RestConfigs are cached per Secret resourceVersion, so
- * rotated credentials are picked up on the next `get` without rebuilding clients for unchanged Secrets.
+ * Workload-cluster credentials by Cluster API's convention: the kubeconfig in key `value` of the Secret
+ * `<cluster>-kubeconfig`, or of the product's own `<cluster>-taint-propagator-kubeconfig` next to it when it exists
+ * (docs/security.md), read as untrusted (untrusted-kubeconfig.ts). Cached per Secret resourceVersion, so that rotated
+ * credentials are picked up on the next `get` without rebuilding clients for unchanged Secrets.
  */
 import type { V1Secret } from '@kubernetes/client-node';
 import { clusterKey, type ClusterRef } from '#shared/contract/cloud-event.ts';
@@ -20,10 +18,8 @@ const KUBECONFIG_SECRET_KEY = 'value';
 /** Hands out the credentials of each cluster: a workload cluster's RestConfig, or the management cluster's endpoint. */
 export interface WorkloadKubeConfigs<E extends ClusterEndpoint = ClusterEndpoint> {
   /**
-   * Returns the credentials of the cluster (the management cluster's endpoint in `self` mode); the same
-   * instance while the Secret is unchanged, a new one after rotation. Throws ClusterCredentialsError
-   * when the Secret is missing, unreadable or holds no usable kubeconfig, and RefusedKubeconfigError
-   * when the kubeconfig uses a refused feature.
+   * Returns the credentials of the cluster (the management cluster's endpoint in `self` mode), the same instance while
+   * the Secret is unchanged. Throws ClusterCredentialsError or RefusedKubeconfigError (untrusted-kubeconfig.ts).
    */
   get(cluster: ClusterRef): Promise<E>;
 }

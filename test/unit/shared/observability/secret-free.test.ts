@@ -4,7 +4,7 @@
  * errors — driven through the product's boundaries and the real Powertools logger (the product's createLogger, DEBUG)
  * and Powertools metrics; every captured line, recorded Event and dead letter is searched for the planted secrets.
  */
-import { fixedCapiApi } from '#shared/adapters/kubernetes/capi-discovery.ts';
+import type { CapiApi } from '#shared/adapters/kubernetes/capi-discovery.ts';
 import { Metrics } from '@aws-lambda-powertools/metrics';
 import { GetSecretValueCommand, ResourceNotFoundException, SecretsManagerClient, DecryptionFailure } from '@aws-sdk/client-secrets-manager';
 import { ChangeMessageVisibilityCommand, SendMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
@@ -33,6 +33,9 @@ import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { ClusterConnections } from '#shared/ports/cluster-connections.ts';
 import { machineBuilder } from '#test/support/builders.ts';
 import { TEST_DLQ_URL, TEST_QUEUE_URL, machineEvent, sqsEvent, sqsRecord } from '#test/support/sqs-records.ts';
+
+/** Cluster API in v1beta2, without discovery. */
+const capiV1beta2: CapiApi = { version: async () => 'v1beta2', notServed: () => undefined };
 
 // Planted secrets: none may appear anywhere.
 const TOKEN = 'PLANTED-token-7f3a9c0e11d2';
@@ -107,7 +110,7 @@ it('keeps every planted secret out of logs, Events, metrics and dead letters on 
   });
   const reporter = clusterCredentialsReporter({
     kubeConfig: new KubeConfig(),
-    capi: fixedCapiApi('v1beta2'),
+    capi: capiV1beta2,
     recorder,
     logger,
     clusterUid: async (_ns, name) => `uid-${name}`,
@@ -261,7 +264,7 @@ it("keeps a proxy's user and password out of logs, Events, metrics and dead lett
   });
   const reporter = clusterCredentialsReporter({
     kubeConfig: new KubeConfig(),
-    capi: fixedCapiApi('v1beta2'),
+    capi: capiV1beta2,
     recorder,
     logger,
     clusterUid: async (_ns, name) => `uid-${name}`,

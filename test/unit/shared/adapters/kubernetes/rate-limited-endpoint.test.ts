@@ -7,11 +7,14 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fixedCapiApi } from '#shared/adapters/kubernetes/capi-discovery.ts';
+import type { CapiApi } from '#shared/adapters/kubernetes/capi-discovery.ts';
 import { kubeConfigFromUntrusted } from '#shared/adapters/kubernetes/untrusted-kubeconfig.ts';
 import { kubernetesWatchSources, NODE_LIST_MAX_PAGES } from '#shared/adapters/kubernetes/watch-sources.ts';
 import type { RateLimit } from '#shared/policy/rate-limit.ts';
 import { startHostileServers, type HostileServer } from '../../../../../bench/lib/hostile-servers.ts';
+
+/** Cluster API in v1beta2, without discovery. */
+const capiV1beta2: CapiApi = { version: async () => 'v1beta2', notServed: () => undefined };
 
 const RUN_MS = 3_000;
 
@@ -32,7 +35,7 @@ describe('Node stream rate limit (EndpointRateLimiter)', () => {
   /** Runs one cluster's Node stream against `server` for RUN_MS; returns the requests the server saw and the failures told. */
   async function requestsIn(server: HostileServer, limit: RateLimit): Promise<{ requests: number; failing: string[] }> {
     const endpoint = kubeConfigFromUntrusted(server.kubeconfigYaml, { cluster: 'fleet/endless', source: 'the test kubeconfig' });
-    const sources = kubernetesWatchSources({ managementKubeConfig: endpoint, workloadKubeConfigs: { get: async () => endpoint }, capi: fixedCapiApi('v1beta2'), nodeStreamRateLimit: limit });
+    const sources = kubernetesWatchSources({ managementKubeConfig: endpoint, workloadKubeConfigs: { get: async () => endpoint }, capi: capiV1beta2, nodeStreamRateLimit: limit });
     const stop = new AbortController();
     const failing: string[] = [];
     const running = sources.nodes({ mode: 'capi', namespace: 'fleet', name: 'endless' }, {}).run(stop.signal, async (e) => {
