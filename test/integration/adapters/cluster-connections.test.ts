@@ -1,10 +1,10 @@
 import { readFileSync } from 'node:fs';
-import { CoreV1Api, RbacAuthorizationV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { CoreV1Api, KubeConfig, RbacAuthorizationV1Api } from '@kubernetes/client-node';
 import { expect, it } from 'vitest';
 import { KubernetesClusterConnections } from '#shared/adapters/kubernetes/cluster-connections.ts';
 import { workloadKubeConfigs } from '#shared/adapters/kubernetes/workload-kubeconfig.ts';
 import { AccessDeniedError, ClusterCredentialsError } from '#shared/errors.ts';
-import { adminKubeConfig, createNamespace, createNode, describeWithControlPlane, mintUser, uniqueName } from '#test/support/control-plane.ts';
+import { adminKubeConfig, createNamespace, createNode, describeWithControlPlane, mintUser, uniqueName, waitForAccess } from '#test/support/control-plane.ts';
 
 describeWithControlPlane('Class: KubernetesClusterConnections (credential rotation)', () => {
   it('drops a connection whose credential was revoked, so the next call reads the rotated Secret, without waiting for the cache to expire', async () => {
@@ -18,14 +18,24 @@ describeWithControlPlane('Class: KubernetesClusterConnections (credential rotati
     await createNode(admin, node);
     const role = uniqueName('node-reader');
     await rbac.createClusterRole({ body: { metadata: { name: role }, rules: [{ apiGroups: [''], resources: ['nodes'], verbs: ['get'] }] } });
+    const readNodes = { resource: 'nodes', verb: 'get' };
+    const userConfig = (kubeconfig: string): KubeConfig => {
+      const kc = new KubeConfig();
+      kc.loadFromString(kubeconfig);
+      return kc;
+    };
     const grant = async (user: string): Promise<string> => {
       const path = await mintUser(user);
       await rbac.createClusterRoleBinding({ body: { metadata: { name: user }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role }, subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: user }] } });
-      return readFileSync(path, 'utf8');
+      const kubeconfig = readFileSync(path, 'utf8');
+      // The API server's authorizer learns of RBAC changes through its informers: wait until the grant is in force.
+      await waitForAccess(userConfig(kubeconfig), readNodes, true);
+      return kubeconfig;
     };
     const [oldUser, newUser] = [uniqueName('old'), uniqueName('new')];
     const secret = (kubeconfig: string) => ({ metadata: { name: `${cluster}-kubeconfig`, namespace: ns }, type: 'cluster.x-k8s.io/secret', data: { value: Buffer.from(kubeconfig).toString('base64') } });
-    await core.createNamespacedSecret({ namespace: ns, body: secret(await grant(oldUser)) });
+    const oldKubeconfig = await grant(oldUser);
+    await core.createNamespacedSecret({ namespace: ns, body: secret(oldKubeconfig) });
     const workload = workloadKubeConfigs(admin);
     const connections = new KubernetesClusterConnections({
       management: async (): Promise<KubeConfig> => admin,
@@ -39,6 +49,7 @@ describeWithControlPlane('Class: KubernetesClusterConnections (credential rotati
     // Act: the Secret is rotated to a new credential, and the old one revoked.
     await core.replaceNamespacedSecret({ namespace: ns, name: `${cluster}-kubeconfig`, body: secret(await grant(newUser)) });
     await rbac.deleteClusterRoleBinding({ name: oldUser });
+    await waitForAccess(userConfig(oldKubeconfig), readNodes, false);
     const refused = await (await connections.nodesOf(ref)).getNode(node).catch((e: unknown) => e);
     const retried = await (await connections.nodesOf(ref)).getNode(node);
 
