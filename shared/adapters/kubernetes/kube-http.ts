@@ -15,7 +15,7 @@ import { ProxyTunnelError, createProxyAgent } from './proxy-agents.ts';
 import { proxyFor } from './proxy.ts';
 import { userAgent } from './user-agent.ts';
 import type { StreamCaps } from './watch/caps.ts';
-import { listPages } from './watch/list-pager.ts';
+import { listPages, readErrorBody } from './watch/list-pager.ts';
 
 /** A cluster and the credentials of its requests: the two methods of client-node's KubeConfig the client needs. */
 export interface ClusterEndpoint {
@@ -206,7 +206,7 @@ export async function kubeList<T>(endpoint: ClusterEndpoint, path: string, query
   const items: T[] = [];
   await listPages({
     openPage: (page, signal) => openRequest(endpoint, 'GET', pathWithQuery(path, { ...query, ...page }), { signal }),
-    failed: async (res, status) => new KubeApiError(status, (await readBody(res as http.IncomingMessage)).slice(0, 4096)),
+    failed: async (res, status) => new KubeApiError(status, await readErrorBody(res)),
     pageSignal: () => callSignal(),
     onItem: (json) => {
       if (json !== undefined) items.push(JSON.parse(json) as T);
