@@ -4,56 +4,29 @@
  * The SDK work (building and parsing envelopes) lives in shared/adapters/cloudevents.
  */
 
-
 /** Reverse-DNS prefix of every event type. */
-export const EVENT_TYPE_PREFIX = 'io.github.capi-taint-propagator';
+const EVENT_TYPE_PREFIX = 'io.github.capi-taint-propagator';
 
 /** What changed, as the watch saw it. `resynced` is an object re-announced by a relist or periodic resync. */
-export const ChangeKind = { added: 'added', modified: 'modified', deleted: 'deleted', resynced: 'resynced' } as const;
-export type ChangeKind = (typeof ChangeKind)[keyof typeof ChangeKind];
+export type ChangeKind = 'added' | 'modified' | 'deleted' | 'resynced';
 
 /** Kinds of object an event can name. */
-export const ObjectKind = { Machine: 'Machine', Node: 'Node', MachinePool: 'MachinePool', ScalableResource: 'ScalableResource' } as const;
-export type ObjectKind = (typeof ObjectKind)[keyof typeof ObjectKind];
+export type ObjectKind = TaintEventData['kind'];
+const OBJECT_KINDS: readonly ObjectKind[] = ['Machine', 'Node', 'MachinePool', 'ScalableResource'];
 
-/** Current data-schema version, the `.v1` suffix of every type. */
-export const EVENT_VERSION = 'v1';
-
-/**
- * Every event type the reconcile function accepts, e.g.
- * `io.github.capi-taint-propagator.machine.modified.v1`.
- */
-export const EventType = {
-  machineAdded: `${EVENT_TYPE_PREFIX}.machine.added.v1`,
-  machineModified: `${EVENT_TYPE_PREFIX}.machine.modified.v1`,
-  machineDeleted: `${EVENT_TYPE_PREFIX}.machine.deleted.v1`,
-  machineResynced: `${EVENT_TYPE_PREFIX}.machine.resynced.v1`,
-  nodeAdded: `${EVENT_TYPE_PREFIX}.node.added.v1`,
-  nodeModified: `${EVENT_TYPE_PREFIX}.node.modified.v1`,
-  nodeDeleted: `${EVENT_TYPE_PREFIX}.node.deleted.v1`,
-  nodeResynced: `${EVENT_TYPE_PREFIX}.node.resynced.v1`,
-  machinePoolAdded: `${EVENT_TYPE_PREFIX}.machinepool.added.v1`,
-  machinePoolModified: `${EVENT_TYPE_PREFIX}.machinepool.modified.v1`,
-  machinePoolDeleted: `${EVENT_TYPE_PREFIX}.machinepool.deleted.v1`,
-  machinePoolResynced: `${EVENT_TYPE_PREFIX}.machinepool.resynced.v1`,
-  scalableResourceAdded: `${EVENT_TYPE_PREFIX}.scalableresource.added.v1`,
-  scalableResourceModified: `${EVENT_TYPE_PREFIX}.scalableresource.modified.v1`,
-  scalableResourceDeleted: `${EVENT_TYPE_PREFIX}.scalableresource.deleted.v1`,
-  scalableResourceResynced: `${EVENT_TYPE_PREFIX}.scalableresource.resynced.v1`,
-} as const;
-export type EventType = (typeof EventType)[keyof typeof EventType];
+/** Every event type the reconcile function accepts, e.g. `io.github.capi-taint-propagator.machine.modified.v1`. */
+export type EventType = `${typeof EVENT_TYPE_PREFIX}.${Lowercase<ObjectKind>}.${ChangeKind}.v1`;
 
 /** Builds the event type for an object kind and change. */
 export function eventTypeFor(kind: ObjectKind, change: ChangeKind): EventType {
-  return `${EVENT_TYPE_PREFIX}.${kind.toLowerCase()}.${change}.${EVENT_VERSION}` as EventType;
+  return `${EVENT_TYPE_PREFIX}.${kind.toLowerCase() as Lowercase<ObjectKind>}.${change}.v1`;
 }
 
 /** Splits an accepted event type into kind and change; undefined for anything we do not accept. */
 export function parseEventType(type: string): { kind: ObjectKind; change: ChangeKind } | undefined {
-  const m = /^io\.github\.capi-taint-propagator\.(machine|node|machinepool|scalableresource)\.(added|modified|deleted|resynced)\.v1$/.exec(type);
-  if (!m) return undefined;
-  const kind = m[1] === 'machine' ? ObjectKind.Machine : m[1] === 'node' ? ObjectKind.Node : m[1] === 'machinepool' ? ObjectKind.MachinePool : ObjectKind.ScalableResource;
-  return { kind, change: m[2] as ChangeKind };
+  const m = /^io\.github\.capi-taint-propagator\.(\w+)\.(added|modified|deleted|resynced)\.v1$/.exec(type);
+  const kind = OBJECT_KINDS.find((k) => k.toLowerCase() === m?.[1]);
+  return m && kind ? { kind, change: m[2] as ChangeKind } : undefined;
 }
 
 /**
@@ -192,6 +165,7 @@ export function subjectFor(data: TaintEventData): string {
 }
 
 const dns = { type: 'string', minLength: 1, maxLength: 253 } as const;
+const nonEmpty = { type: 'string', minLength: 1 } as const;
 const clusterRefSchema = {
   oneOf: [
     { type: 'object', additionalProperties: false, required: ['mode'], properties: { mode: { const: 'self' } } },
@@ -209,7 +183,7 @@ const objectVersionSchema = {
   type: 'object',
   additionalProperties: false,
   required: ['namespace', 'name', 'uid', 'resourceVersion'],
-  properties: { namespace: dns, name: dns, uid: { type: 'string', minLength: 1 }, resourceVersion: { type: 'string', minLength: 1 } },
+  properties: { namespace: dns, name: dns, uid: nonEmpty, resourceVersion: nonEmpty },
 } as const;
 
 /**
@@ -219,97 +193,54 @@ const objectVersionSchema = {
  */
 const ignoredLegacyField = { type: 'object', description: 'sent by earlier forwarders; ignored' } as const;
 
+/** The JSON Schema (draft-07) of one kind's event data: `kind` and `cluster`, the kind's own fields, `observedAt`. */
+function eventDataSchema<K extends ObjectKind, R extends string, P extends object>(kind: K, required: R[], properties: P) {
+  return {
+    $schema: 'http://json-schema.org/draft-07/schema#',
+    $id: `${EVENT_TYPE_PREFIX}/schemas/${kind.toLowerCase()}-event-data.v1.json`,
+    title: `${kind} event data (v1)`,
+    type: 'object',
+    additionalProperties: false,
+    required: ['kind', 'cluster', ...required, 'observedAt'],
+    properties: { kind: { const: kind }, cluster: clusterRefSchema, ...properties, observedAt: { type: 'string', format: 'date-time' } },
+  } as const;
+}
+
 /** JSON Schema (draft-07) of `MachineEventData`; `events/schemas/` holds the same schema as a file. */
-export const machineEventDataSchema = {
-  $schema: 'http://json-schema.org/draft-07/schema#',
-  $id: `${EVENT_TYPE_PREFIX}/schemas/machine-event-data.v1.json`,
-  title: 'Machine event data (v1)',
-  type: 'object',
-  additionalProperties: false,
-  required: ['kind', 'cluster', 'machine', 'observedAt'],
-  properties: {
-    kind: { const: 'Machine' },
-    cluster: clusterRefSchema,
-    machine: objectVersionSchema,
-    nodeName: dns,
-    declarationRecovered: { const: true },
-    template: ignoredLegacyField,
-    nodeState: ignoredLegacyField,
-    observedAt: { type: 'string', format: 'date-time' },
-  },
-} as const;
+export const machineEventDataSchema = eventDataSchema('Machine', ['machine'], {
+  machine: objectVersionSchema,
+  nodeName: dns,
+  declarationRecovered: { const: true },
+  template: ignoredLegacyField,
+  nodeState: ignoredLegacyField,
+});
 
 /** JSON Schema (draft-07) of `NodeEventData`. */
-export const nodeEventDataSchema = {
-  $schema: 'http://json-schema.org/draft-07/schema#',
-  $id: `${EVENT_TYPE_PREFIX}/schemas/node-event-data.v1.json`,
-  title: 'Node event data (v1)',
-  type: 'object',
-  additionalProperties: false,
-  required: ['kind', 'cluster', 'node', 'observedAt'],
-  properties: {
-    kind: { const: 'Node' },
-    cluster: clusterRefSchema,
-    node: {
-      type: 'object',
-      additionalProperties: false,
-      required: ['name', 'uid', 'resourceVersion'],
-      properties: { name: dns, uid: { type: 'string', minLength: 1 }, resourceVersion: { type: 'string', minLength: 1 } },
-    },
-    machine: {
-      type: 'object',
-      additionalProperties: false,
-      required: ['namespace', 'name'],
-      properties: { namespace: dns, name: dns },
-    },
-    template: ignoredLegacyField,
-    nodeState: ignoredLegacyField,
-    observedAt: { type: 'string', format: 'date-time' },
+export const nodeEventDataSchema = eventDataSchema('Node', ['node'], {
+  node: {
+    type: 'object',
+    additionalProperties: false,
+    required: ['name', 'uid', 'resourceVersion'],
+    properties: { name: dns, uid: nonEmpty, resourceVersion: nonEmpty },
   },
-} as const;
+  machine: { type: 'object', additionalProperties: false, required: ['namespace', 'name'], properties: { namespace: dns, name: dns } },
+  template: ignoredLegacyField,
+  nodeState: ignoredLegacyField,
+});
 
 /** JSON Schema (draft-07) of `MachinePoolEventData`. */
-export const machinePoolEventDataSchema = {
-  $schema: 'http://json-schema.org/draft-07/schema#',
-  $id: `${EVENT_TYPE_PREFIX}/schemas/machinepool-event-data.v1.json`,
-  title: 'MachinePool event data (v1)',
-  type: 'object',
-  additionalProperties: false,
-  required: ['kind', 'cluster', 'machinePool', 'nodeName', 'observedAt'],
-  properties: {
-    kind: { const: 'MachinePool' },
-    cluster: clusterRefSchema,
-    machinePool: objectVersionSchema,
-    nodeName: dns,
-    declarationRecovered: { const: true },
-    nodeState: ignoredLegacyField,
-    observedAt: { type: 'string', format: 'date-time' },
-  },
-} as const;
+export const machinePoolEventDataSchema = eventDataSchema('MachinePool', ['machinePool', 'nodeName'], {
+  machinePool: objectVersionSchema,
+  nodeName: dns,
+  declarationRecovered: { const: true },
+  nodeState: ignoredLegacyField,
+});
 
 /** JSON Schema (draft-07) of `ScalableResourceEventData`. */
-export const scalableResourceEventDataSchema = {
-  $schema: 'http://json-schema.org/draft-07/schema#',
-  $id: `${EVENT_TYPE_PREFIX}/schemas/scalableresource-event-data.v1.json`,
-  title: 'ScalableResource event data (v1)',
-  type: 'object',
-  additionalProperties: false,
-  required: ['kind', 'cluster', 'resource', 'observedAt'],
-  properties: {
-    kind: { const: 'ScalableResource' },
-    cluster: clusterRefSchema,
-    resource: {
-      type: 'object',
-      additionalProperties: false,
-      required: ['kind', 'namespace', 'name', 'uid', 'resourceVersion'],
-      properties: {
-        kind: { enum: ['MachineDeployment', 'MachineSet', 'MachinePool'] },
-        namespace: dns,
-        name: dns,
-        uid: { type: 'string', minLength: 1 },
-        resourceVersion: { type: 'string', minLength: 1 },
-      },
-    },
-    observedAt: { type: 'string', format: 'date-time' },
+export const scalableResourceEventDataSchema = eventDataSchema('ScalableResource', ['resource'], {
+  resource: {
+    ...objectVersionSchema,
+    required: ['kind', 'namespace', 'name', 'uid', 'resourceVersion'],
+    properties: { kind: { enum: ['MachineDeployment', 'MachineSet', 'MachinePool'] }, ...objectVersionSchema.properties },
   },
-} as const;
+});

@@ -5,7 +5,6 @@
 import { clusterNameOf, type ClusterFacts, type MachineFacts, type MachinePoolFacts, type NodeFacts, type ScalableFacts } from '#shared/model/views.ts';
 import { CLUSTER_NAMESPACE_ANNOTATION, MACHINE_ANNOTATION } from '#shared/domain/taint.ts';
 import {
-  ObjectKind,
   eventIdFor,
   eventTypeFor,
   sourceFor,
@@ -31,8 +30,9 @@ export function clusterOfMachine(machine: MachineFacts | MachinePoolFacts | Scal
 }
 
 /** The envelope of one event: `time` is the observation time; the id is deterministic (`eventIdFor`). */
-function envelope(id: string, kind: ObjectKind, change: ChangeKind, cluster: ClusterRef, data: TaintEventData): TaintEvent {
-  return { id, source: sourceFor(cluster), type: eventTypeFor(kind, change), subject: subjectFor(data), time: data.observedAt, data };
+function envelope(id: string, change: ChangeKind, data: TaintEventData): TaintEvent {
+  const { cluster, kind, observedAt } = data;
+  return { id, source: sourceFor(cluster), type: eventTypeFor(kind, change), subject: subjectFor(data), time: observedAt, data };
 }
 
 function refOf(o: MachineFacts | MachinePoolFacts): { namespace: string; name: string; uid: string; resourceVersion: string } {
@@ -43,7 +43,7 @@ function refOf(o: MachineFacts | MachinePoolFacts): { namespace: string; name: s
 export function toScalableResourceEvent(facts: ScalableFacts | MachinePoolFacts, change: ChangeKind, cluster: ClusterRef, observedAt: Date): TaintEvent {
   const resource = { kind: facts.kind, namespace: facts.namespace, name: facts.name, uid: facts.uid, resourceVersion: facts.resourceVersion };
   const data: ScalableResourceEventData = { kind: 'ScalableResource', cluster, resource, observedAt: observedAt.toISOString() };
-  return envelope(eventIdFor(facts.uid, facts.resourceVersion, change, 'autoscaler'), ObjectKind.ScalableResource, change, cluster, data);
+  return envelope(eventIdFor(facts.uid, facts.resourceVersion, change, 'autoscaler'), change, data);
 }
 
 /**
@@ -93,7 +93,7 @@ export interface EventHints {
  */
 export function toTaintEvent(facts: MachineFacts | NodeFacts, change: ChangeKind, cluster: ClusterRef, observedAt: Date, hints: EventHints = {}): TaintEvent {
   const data = toEventData(facts, cluster, observedAt.toISOString(), hints);
-  return envelope(eventIdFor(facts.uid, facts.resourceVersion, change), facts.kind === 'Machine' ? ObjectKind.Machine : ObjectKind.Node, change, cluster, data);
+  return envelope(eventIdFor(facts.uid, facts.resourceVersion, change), change, data);
 }
 
 /**
@@ -111,7 +111,7 @@ export function toMachinePoolEvents(facts: MachinePoolFacts, nodes: readonly str
       ...(hints.declarationRecovered ? { declarationRecovered: true as const } : {}),
       observedAt: at,
     };
-    return envelope(eventIdFor(facts.uid, facts.resourceVersion, change, nodeName), ObjectKind.MachinePool, change, cluster, data);
+    return envelope(eventIdFor(facts.uid, facts.resourceVersion, change, nodeName), change, data);
   });
 }
 
