@@ -59,14 +59,10 @@ function relevantFacts<T extends WatchedFacts>(facts: T): T {
  * @example fingerprintOf(a) === fingerprintOf({ ...a, resourceVersion: '99' }) // true
  */
 export function fingerprintOf(facts: WatchedFacts): string {
-  const { resourceVersion: _ignored, ...relevant } = relevantFacts(facts);
-  if (relevant.kind === 'Node') {
-    const { writers: _who, ...node } = relevant;
-    return canonicalJson(node);
-  }
-  if (relevant.kind === 'Cluster') return canonicalJson(relevant);
-  const { apiVersion: _version, ...object } = relevant; // the version a stream reads in: the same object in another
-  return canonicalJson(object);
+  // A Cluster API object's apiVersion is the version a stream reads it in: the same object in another.
+  const relevant: { resourceVersion?: string; writers?: unknown; apiVersion?: string } = relevantFacts(facts);
+  const { resourceVersion: _r, writers: _w, apiVersion: _v, ...fingerprinted } = relevant;
+  return canonicalJson(fingerprinted);
 }
 
 /**
@@ -83,18 +79,15 @@ export function isOwnNodeWrite(previous: WatchedFacts | undefined, current: Watc
   if (nodeRestOf(previous, OWN_TRACKING_ANNOTATION) !== nodeRestOf(current, OWN_TRACKING_ANNOTATION)) return false;
   const taintsChanged = canonicalJson(current.taints) !== canonicalJson(previous.taints);
   const annotationChanged = current.annotations[OWN_TRACKING_ANNOTATION] !== previous.annotations[OWN_TRACKING_ANNOTATION];
-  const writers = current.writers;
+  const byUs = (changed: boolean, writer: string | undefined): boolean => !changed || writer === FIELD_MANAGER;
   if (!taintsChanged && !annotationChanged) return false;
-  if (taintsChanged && writers?.taints !== FIELD_MANAGER) return false;
-  if (annotationChanged && writers?.ownTrackingAnnotation !== FIELD_MANAGER) return false;
-  return true;
+  return byUs(taintsChanged, current.writers?.taints) && byUs(annotationChanged, current.writers?.ownTrackingAnnotation);
 }
 
 /** A Node's relevant facts but its resourceVersion, writers, taints and annotation `key`: equal when nothing else changed. */
 function nodeRestOf(node: NodeFacts, key: string): string {
-  const { resourceVersion: _r, writers: _w, taints: _t, annotations, ...rest } = relevantFacts(node);
-  const { [key]: _k, ...others } = annotations;
-  return canonicalJson({ ...rest, annotations: others });
+  const { [key]: _k, ...annotations } = node.annotations;
+  return fingerprintOf({ ...node, taints: undefined, annotations });
 }
 
 /**
@@ -150,11 +143,6 @@ export function changedSince<T extends { readonly resourceVersion: string }>(lis
   return listed.filter((obj) => isNewerResourceVersion(obj.resourceVersion, checkpoint));
 }
 
-/** The declaration (`spec.taints` and the declaration annotations) as the reconcile function computes it from the same version. */
-function declarationOf(m: MachineFacts | MachinePoolFacts, startupTaint?: TaintId): DeclarationResult {
-  return declaredTaintsOf(m, startupTaint ? { startupTaint } : {});
-}
-
 /** What a declaration is made of: `spec.taints`, the declaration annotations, whether it is a worker's. */
 function declarationSource(m: MachineFacts | MachinePoolFacts): string {
   return canonicalJson({ s: m.specTaints, d: pick(m.annotations, DECLARATION_ANNOTATIONS), c: m.labels[CONTROL_PLANE_LABEL] });
@@ -171,7 +159,7 @@ export function isDeclarationRecovery(previous: WatchedFacts | undefined, curren
   const declares = (f: WatchedFacts | undefined): f is MachineFacts | MachinePoolFacts => f?.kind === 'Machine' || f?.kind === 'MachinePool';
   if (!declares(previous) || !declares(current) || previous.kind !== current.kind) return false;
   if (declarationSource(previous) === declarationSource(current)) return false;
-  return !declarationOf(previous).valid && declarationOf(current).valid;
+  return !declaredTaintsOf(previous).valid && declaredTaintsOf(current).valid;
 }
 
 /**
@@ -280,12 +268,10 @@ export interface RelevanceOptions {
 export function isForeignDeclarationChange(previous: WatchedFacts | undefined, current: WatchedFacts, options: RelevanceOptions = {}): boolean {
   if (previous?.kind !== 'Machine' || current.kind !== 'Machine') return false;
   if ((options.specTaintsOwner ?? SpecTaintsOwner.upstream) !== SpecTaintsOwner.upstream) return false;
-  const { resourceVersion: _r1, specTaints: beforeSpec, ...beforeRest } = relevantFacts(previous);
-  const { resourceVersion: _r2, specTaints, ...rest } = relevantFacts(current);
-  if (canonicalJson(rest) !== canonicalJson(beforeRest)) return false;
-  if (canonicalJson(beforeSpec) === canonicalJson(specTaints)) return false;
-  const before = declarationOf(previous, options.startupTaint);
-  const after = declarationOf(current, options.startupTaint);
+  if (fingerprintOf({ ...previous, specTaints: undefined }) !== fingerprintOf({ ...current, specTaints: undefined })) return false;
+  if (canonicalJson(previous.specTaints) === canonicalJson(current.specTaints)) return false;
+  const before = declaredTaintsOf(previous, options);
+  const after = declaredTaintsOf(current, options);
   if (!before.valid || !after.valid) return false;
   const split = (d: Extract<DeclarationResult, { valid: true }>['declaration']) => {
     const fromSpec = d.taints.filter((t) => d.sourceOf[taintId(t)] === 'spec.taints');
@@ -331,9 +317,8 @@ function linkConfirmation(previous: WatchedFacts, current: WatchedFacts, options
   if (previous.kind === 'Machine' && current.kind === 'Machine') {
     if (previous.nodeName !== undefined || current.nodeName === undefined || previous.providerID === undefined) return undefined;
     if (options.linkedNodeOf?.(previous) !== current.nodeName) return undefined;
-    const { resourceVersion: _r1, nodeName: _n1, providerID: _p1, ...before } = relevantFacts(previous);
-    const { resourceVersion: _r2, nodeName: _n2, providerID: _p2, ...after } = relevantFacts(current);
-    return canonicalJson(before) === canonicalJson(after) ? 'filter' : undefined;
+    const unlinked = (m: MachineFacts): MachineFacts => ({ ...m, nodeName: undefined, providerID: undefined });
+    return fingerprintOf(unlinked(previous)) === fingerprintOf(unlinked(current)) ? 'filter' : undefined;
   }
   if (previous.kind !== 'Node' || current.kind !== 'Node') return undefined;
   const machineOf = (n: NodeFacts) => n.annotations[MACHINE_ANNOTATION];
@@ -354,11 +339,9 @@ function linkConfirmation(previous: WatchedFacts, current: WatchedFacts, options
   // Not initialized by the product yet: the reconcile of the Node's addition (forwarded, naming this Machine) has not
   // written, and reads the Node as it is then; Cluster API's own taints in this write matter to it no more than to an
   // initialized Node (the startup gate rule still applies).
-  const uninitialized = (n: NodeFacts): NodeFacts => (n.annotations[OWN_TRACKING_ANNOTATION] === undefined ? { ...n, annotations: { ...n.annotations, [OWN_TRACKING_ANNOTATION]: '' } } : n);
   const initialized = previous.annotations[OWN_TRACKING_ANNOTATION] !== undefined || current.annotations[OWN_TRACKING_ANNOTATION] !== undefined;
-  if (initialized ? isForeignTaintNoise(before, after, options.startupTaint, gateWaitsForCapi) : isForeignTaintNoise(uninitialized(before), uninitialized(after), options.startupTaint, gateWaitsForCapi)) {
-    return 'filter';
-  }
+  const judged = (n: NodeFacts): NodeFacts => (initialized ? n : { ...n, annotations: { ...n.annotations, [OWN_TRACKING_ANNOTATION]: '' } });
+  if (isForeignTaintNoise(judged(before), judged(after), options.startupTaint, gateWaitsForCapi)) return 'filter';
   return { previous: before, current: after };
 }
 
