@@ -62,14 +62,10 @@ export function mayNeedWrite(node: NodeFacts, owner: NodeOwner, options: DriftOp
   // A Node in a staged NoExecute rollout (its mark, its evicting taint): its steps go on through the queue; announced,
   // a lost record resumes it, or clears the mark of a rollout withdrawn meanwhile (a mark holds a place in its group).
   if (taints === undefined || annotations[ROLLOUT_MARK_ANNOTATION] !== undefined || taints.some((t) => isSameTaint(t, ROLLOUT_EVICTING_TAINT))) return true;
-  const declared = declaredTaintsOf(o, options.startupTaint ? { startupTaint: options.startupTaint } : {});
+  const declared = declaredTaintsOf(o, options);
   if (!declared.valid) return true;
   const snapshot = { resourceVersion: node.resourceVersion, taints, annotations };
   const plan = (adoptAsInitialized: boolean) =>
-    planOwnedTaints(snapshot, declared.declaration, {
-      ...(options.specTaintsOwner ? { specTaintsOwner: options.specTaintsOwner } : {}),
-      ...(options.startupTaint ? { startupTaint: options.startupTaint } : {}),
-      adoptAsInitialized,
-    }).plan.kind !== 'unchanged';
+    planOwnedTaints(snapshot, declared.declaration, { ...options, adoptAsInitialized }).plan.kind !== 'unchanged';
   return plan(false) || (mayAdoptAsInitialized(snapshot, options.startupTaint) && plan(true));
 }
