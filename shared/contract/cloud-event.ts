@@ -35,11 +35,19 @@ export function parseEventType(type: string): { kind: ObjectKind; change: Change
  */
 export type ClusterRef = { readonly mode: 'self' } | { readonly mode: 'capi'; readonly namespace: string; readonly name: string };
 
+/** A namespaced object at one version, as an event names it. */
+export interface ObjectVersion {
+  readonly namespace: string;
+  readonly name: string;
+  readonly uid: string;
+  readonly resourceVersion: string;
+}
+
 /** Data of a Machine event: the Machine (in the management cluster) and the Node it points to, if any. */
 export interface MachineEventData {
   readonly kind: 'Machine';
   readonly cluster: ClusterRef;
-  readonly machine: { readonly namespace: string; readonly name: string; readonly uid: string; readonly resourceVersion: string };
+  readonly machine: ObjectVersion;
   /**
    * `status.nodeRef.name`, when the Machine has a Node; before that, the Node whose `spec.providerID` the forwarder saw
    * equal to the Machine's (the reconcile function checks the match again).
@@ -72,7 +80,7 @@ export interface NodeEventData {
 export interface MachinePoolEventData {
   readonly kind: 'MachinePool';
   readonly cluster: ClusterRef;
-  readonly machinePool: { readonly namespace: string; readonly name: string; readonly uid: string; readonly resourceVersion: string };
+  readonly machinePool: ObjectVersion;
   /** The Node of the pool this event is about (one of `status.nodeRefs`). */
   readonly nodeName: string;
   /** Hint: the declaration was invalid in the previous version the forwarder saw. */
@@ -87,16 +95,11 @@ export interface MachinePoolEventData {
 export interface ScalableResourceEventData {
   readonly kind: 'ScalableResource';
   readonly cluster: ClusterRef;
-  readonly resource: {
-    readonly kind: 'MachineDeployment' | 'MachineSet' | 'MachinePool';
-    readonly namespace: string;
-    readonly name: string;
-    readonly uid: string;
-    readonly resourceVersion: string;
-  };
+  readonly resource: ObjectVersion & { readonly kind: 'MachineDeployment' | 'MachineSet' | 'MachinePool' };
   readonly observedAt: string;
 }
 
+/** The data of every event the reconcile function accepts. */
 export type TaintEventData = MachineEventData | NodeEventData | MachinePoolEventData | ScalableResourceEventData;
 
 /** The data of the events that name a Node to reconcile (every kind but ScalableResource). */
@@ -124,7 +127,7 @@ export function isNodeTaintEvent(event: TaintEvent): event is NodeTaintEvent {
 
 /** `source` attribute for a cluster: `/clusters/self` or `/clusters/<namespace>/<name>`. */
 export function sourceFor(cluster: ClusterRef): string {
-  return cluster.mode === 'self' ? '/clusters/self' : `/clusters/${cluster.namespace}/${cluster.name}`;
+  return `/clusters/${clusterKey(cluster)}`;
 }
 
 /** Stable text key of a cluster, used in group ids and client caches: `self` or `<namespace>/<name>`. */
@@ -133,25 +136,20 @@ export function clusterKey(cluster: ClusterRef): string {
 }
 
 /**
- * Deterministic event id: the same object version seen twice (relist, second forwarder) gets the same
- * id, so consumers and SQS deduplication can drop it; a later change has a new resourceVersion.
+ * Deterministic event id: the same object version seen twice (relist, second forwarder) gets the same id, so SQS
+ * deduplication can drop it; a later change has a new resourceVersion. Returns `<uid>:<rv>:<change>[:<node>]`.
  */
 export function eventIdFor(uid: string, resourceVersion: string, change: ChangeKind, node?: string): string {
   // A MachinePool version becomes one event per Node: the Node is part of the id, or deduplication would keep one.
   return node === undefined ? `${uid}:${resourceVersion}:${change}` : `${uid}:${resourceVersion}:${change}:${node}`;
 }
 
-/**
- * FIFO message group: one Node is never reconciled twice at once. A Machine without a Node yet is
- * grouped by the Machine itself.
- */
+/** FIFO message group, so that one Node is never reconciled twice at once: the Node's, else the Machine's. */
 export function messageGroupIdFor(data: TaintEventData): string {
   const key = clusterKey(data.cluster);
   if (data.kind === 'ScalableResource') return `${key}/${data.resource.kind.toLowerCase()}/${data.resource.namespace}/${data.resource.name}`;
-  if (data.kind === 'Node') return `${key}/node/${data.node.name}`;
-  if (data.kind === 'MachinePool') return `${key}/node/${data.nodeName}`;
-  if (data.nodeName) return `${key}/node/${data.nodeName}`;
-  return `${key}/machine/${data.machine.namespace}/${data.machine.name}`;
+  if (data.kind === 'Machine' && !data.nodeName) return `${key}/machine/${data.machine.namespace}/${data.machine.name}`;
+  return `${key}/node/${data.kind === 'Node' ? data.node.name : data.nodeName}`;
 }
 
 /**
@@ -166,6 +164,8 @@ export function subjectFor(data: TaintEventData): string {
 
 const dns = { type: 'string', minLength: 1, maxLength: 253 } as const;
 const nonEmpty = { type: 'string', minLength: 1 } as const;
+const dateTime = { type: 'string', format: 'date-time' } as const;
+const scalableKind = { enum: ['MachineDeployment', 'MachineSet', 'MachinePool'] } as const;
 const clusterRefSchema = {
   oneOf: [
     { type: 'object', additionalProperties: false, required: ['mode'], properties: { mode: { const: 'self' } } },
@@ -178,7 +178,7 @@ const clusterRefSchema = {
   ],
 } as const;
 
-/** A namespaced object at one version: `{ namespace, name, uid, resourceVersion }` (a Machine's, a MachinePool's). */
+/** The schema of an {@link ObjectVersion}. */
 const objectVersionSchema = {
   type: 'object',
   additionalProperties: false,
@@ -194,7 +194,7 @@ const objectVersionSchema = {
 const ignoredLegacyField = { type: 'object', description: 'sent by earlier forwarders; ignored' } as const;
 
 /** The JSON Schema (draft-07) of one kind's event data: `kind` and `cluster`, the kind's own fields, `observedAt`. */
-function eventDataSchema<K extends ObjectKind, R extends string, P extends object>(kind: K, required: R[], properties: P) {
+function eventDataSchema<K extends ObjectKind, R extends string, P>(kind: K, required: R[], properties: P) {
   return {
     $schema: 'http://json-schema.org/draft-07/schema#',
     $id: `${EVENT_TYPE_PREFIX}/schemas/${kind.toLowerCase()}-event-data.v1.json`,
@@ -202,7 +202,7 @@ function eventDataSchema<K extends ObjectKind, R extends string, P extends objec
     type: 'object',
     additionalProperties: false,
     required: ['kind', 'cluster', ...required, 'observedAt'],
-    properties: { kind: { const: kind }, cluster: clusterRefSchema, ...properties, observedAt: { type: 'string', format: 'date-time' } },
+    properties: { kind: { const: kind }, cluster: clusterRefSchema, ...properties, observedAt: dateTime },
   } as const;
 }
 
@@ -218,12 +218,11 @@ export const machineEventDataSchema = eventDataSchema('Machine', ['machine'], {
 /** JSON Schema (draft-07) of `NodeEventData`. */
 export const nodeEventDataSchema = eventDataSchema('Node', ['node'], {
   node: {
-    type: 'object',
-    additionalProperties: false,
+    ...objectVersionSchema,
     required: ['name', 'uid', 'resourceVersion'],
     properties: { name: dns, uid: nonEmpty, resourceVersion: nonEmpty },
   },
-  machine: { type: 'object', additionalProperties: false, required: ['namespace', 'name'], properties: { namespace: dns, name: dns } },
+  machine: { ...objectVersionSchema, required: ['namespace', 'name'], properties: { namespace: dns, name: dns } },
   template: ignoredLegacyField,
   nodeState: ignoredLegacyField,
 });
@@ -241,6 +240,6 @@ export const scalableResourceEventDataSchema = eventDataSchema('ScalableResource
   resource: {
     ...objectVersionSchema,
     required: ['kind', 'namespace', 'name', 'uid', 'resourceVersion'],
-    properties: { kind: { enum: ['MachineDeployment', 'MachineSet', 'MachinePool'] }, ...objectVersionSchema.properties },
+    properties: { kind: scalableKind, ...objectVersionSchema.properties },
   },
 });

@@ -13,6 +13,7 @@ import {
   type ClusterRef,
   type MachineEventData,
   type MachinePoolEventData,
+  type ObjectVersion,
   type NodeEventData,
   type ScalableResourceEventData,
   type TaintEvent,
@@ -31,17 +32,17 @@ export function clusterOfMachine(machine: MachineFacts | MachinePoolFacts | Scal
 
 /** The envelope of one event: `time` is the observation time; the id is deterministic (`eventIdFor`). */
 function envelope(id: string, change: ChangeKind, data: TaintEventData): TaintEvent {
-  const { cluster, kind, observedAt } = data;
-  return { id, source: sourceFor(cluster), type: eventTypeFor(kind, change), subject: subjectFor(data), time: observedAt, data };
+  const type = eventTypeFor(data.kind, change);
+  return { id, source: sourceFor(data.cluster), type, subject: subjectFor(data), time: data.observedAt, data };
 }
 
-function refOf(o: MachineFacts | MachinePoolFacts): { namespace: string; name: string; uid: string; resourceVersion: string } {
+function refOf(o: ObjectVersion): ObjectVersion {
   return { namespace: o.namespace, name: o.name, uid: o.uid, resourceVersion: o.resourceVersion };
 }
 
 /** The CloudEvent that asks for a reconcile of a scalable resource's autoscaler annotation. */
 export function toScalableResourceEvent(facts: ScalableFacts | MachinePoolFacts, change: ChangeKind, cluster: ClusterRef, observedAt: Date): TaintEvent {
-  const resource = { kind: facts.kind, namespace: facts.namespace, name: facts.name, uid: facts.uid, resourceVersion: facts.resourceVersion };
+  const resource = { kind: facts.kind, ...refOf(facts) };
   const data: ScalableResourceEventData = { kind: 'ScalableResource', cluster, resource, observedAt: observedAt.toISOString() };
   return envelope(eventIdFor(facts.uid, facts.resourceVersion, change, 'autoscaler'), change, data);
 }

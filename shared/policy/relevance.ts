@@ -78,7 +78,8 @@ export function isOwnNodeWrite(previous: WatchedFacts | undefined, current: Watc
   const annotationChanged = current.annotations[OWN_TRACKING_ANNOTATION] !== previous.annotations[OWN_TRACKING_ANNOTATION];
   const byUs = (changed: boolean, writer: string | undefined): boolean => !changed || writer === FIELD_MANAGER;
   if (!taintsChanged && !annotationChanged) return false;
-  return byUs(taintsChanged, current.writers?.taints) && byUs(annotationChanged, current.writers?.ownTrackingAnnotation);
+  const writers = current.writers;
+  return byUs(taintsChanged, writers?.taints) && byUs(annotationChanged, writers?.ownTrackingAnnotation);
 }
 
 /** A Node's relevant facts but its resourceVersion, writers, taints and annotation `key`: equal when nothing else changed. */
@@ -245,7 +246,8 @@ export interface RelevanceOptions {
 export function isForeignDeclarationChange(previous: WatchedFacts | undefined, current: WatchedFacts, options: RelevanceOptions = {}): boolean {
   if (previous?.kind !== 'Machine' || current.kind !== 'Machine') return false;
   if ((options.specTaintsOwner ?? SpecTaintsOwner.upstream) !== SpecTaintsOwner.upstream) return false;
-  if (fingerprintOf({ ...previous, specTaints: undefined }) !== fingerprintOf({ ...current, specTaints: undefined })) return false;
+  const withoutSpec = (m: MachineFacts): string => fingerprintOf({ ...m, specTaints: undefined });
+  if (withoutSpec(previous) !== withoutSpec(current)) return false;
   if (canonicalJson(previous.specTaints) === canonicalJson(current.specTaints)) return false;
   const before = declaredTaintsOf(previous, options);
   const after = declaredTaintsOf(current, options);
@@ -308,7 +310,8 @@ function linkConfirmation(previous: WatchedFacts, current: WatchedFacts, options
   const gateWaitsForCapi = machine === undefined || ((options.specTaintsOwner ?? SpecTaintsOwner.upstream) === SpecTaintsOwner.upstream && !noSpecTaints(machine));
   // Not initialized by the product yet: judged as initialized with nothing owned (its addition's reconcile reads it).
   const initialized = previous.annotations[OWN_TRACKING_ANNOTATION] !== undefined || current.annotations[OWN_TRACKING_ANNOTATION] !== undefined;
-  const judged = (n: NodeFacts): NodeFacts => (initialized ? n : { ...n, annotations: { ...n.annotations, [OWN_TRACKING_ANNOTATION]: '' } });
+  const judged = (n: NodeFacts): NodeFacts =>
+    initialized ? n : { ...n, annotations: { ...n.annotations, [OWN_TRACKING_ANNOTATION]: '' } };
   if (isForeignTaintNoise(judged(before), judged(after), options.startupTaint, gateWaitsForCapi)) return 'filter';
   return { previous: before, current: after };
 }
