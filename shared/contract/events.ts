@@ -64,16 +64,13 @@ function toEventData(facts: MachineFacts | NodeFacts, cluster: ClusterRef, obser
     };
   }
   const machineNamespace = facts.annotations[CLUSTER_NAMESPACE_ANNOTATION] || (cluster.mode === 'capi' ? cluster.namespace : undefined);
-  const machine = facts.annotations[MACHINE_ANNOTATION];
+  const named = facts.annotations[MACHINE_ANNOTATION];
+  const machine = named && machineNamespace ? { namespace: machineNamespace, name: named } : hints.providerIdMachine;
   return {
     kind: 'Node',
     cluster,
     node: { name: facts.name, uid: facts.uid, resourceVersion: facts.resourceVersion },
-    ...(machine && machineNamespace
-      ? { machine: { namespace: machineNamespace, name: machine } }
-      : hints.providerIdMachine
-        ? { machine: hints.providerIdMachine }
-        : {}),
+    ...(machine ? { machine } : {}),
     observedAt,
   };
 }

@@ -5,8 +5,8 @@
 import type { ChangeKind } from '#shared/contract/cloud-event.ts';
 import { AUTOSCALER_MAX_SIZE_ANNOTATION, AUTOSCALER_MIN_SIZE_ANNOTATION, AUTOSCALER_OWNED_ANNOTATION, AUTOSCALER_TAINTS_ANNOTATION } from '#shared/domain/autoscaler.ts';
 import { DECLARATION_ANNOTATIONS } from '#shared/domain/declaration-keys.ts';
-import { declaredTaintsOf, type DeclarationResult } from '#shared/domain/declarations.ts';
-import { SpecTaintsOwner } from '#shared/domain/ownership.ts';
+import { declaredTaintsOf } from '#shared/domain/declarations.ts';
+import { ownershipOf, SpecTaintsOwner } from '#shared/domain/ownership.ts';
 import { PAUSED_ANNOTATION } from '#shared/domain/pause.ts';
 import { ROLLOUT_MARK_ANNOTATION } from '#shared/domain/noexecute-rollout.ts';
 import { CLUSTER_NAME_ANNOTATION, CLUSTER_NAME_LABEL, CLUSTER_NAMESPACE_ANNOTATION, CONTROL_PLANE_LABEL, FIELD_MANAGER, MACHINE_ANNOTATION, OWN_TRACKING_ANNOTATION, TRACKING_ANNOTATION, taintId, type Taint, type TaintId } from '#shared/domain/taint.ts';
@@ -42,9 +42,8 @@ const RELEVANT_NODE_ANNOTATIONS = NODE_ANNOTATIONS.filter((key) => key !== ROLLO
 function relevantFacts<T extends WatchedFacts>(facts: T): T {
   if (facts.kind === 'Cluster') return facts;
   if (facts.kind === 'Node') {
-    const { providerID: _all, ...node } = facts as NodeFacts;
-    const providerID = unlinkedProviderID(facts);
-    return { ...node, labels: {}, annotations: pick(facts.annotations, RELEVANT_NODE_ANNOTATIONS), ...(providerID ? { providerID } : {}) } as T;
+    const annotations = pick(facts.annotations, RELEVANT_NODE_ANNOTATIONS);
+    return { ...facts, labels: {}, annotations, providerID: unlinkedProviderID(facts) || undefined };
   }
   const annotations = pick(facts.annotations, RELEVANT_ANNOTATIONS);
   if (Object.hasOwn(facts.annotations, PAUSED_ANNOTATION)) annotations[PAUSED_ANNOTATION] = '';
@@ -252,16 +251,13 @@ export function isForeignDeclarationChange(previous: WatchedFacts | undefined, c
   const before = declaredTaintsOf(previous, options);
   const after = declaredTaintsOf(current, options);
   if (!before.valid || !after.valid) return false;
-  const split = (d: Extract<DeclarationResult, { valid: true }>['declaration']) => {
-    const fromSpec = d.taints.filter((t) => d.sourceOf[taintId(t)] === 'spec.taints');
-    return { product: d.taints.filter((t) => d.sourceOf[taintId(t)] !== 'spec.taints'), specIds: new Set(fromSpec.map(taintId)) };
-  };
-  const was = split(before.declaration);
-  const is = split(after.declaration);
-  if (canonicalJson(was.product) !== canonicalJson(is.product)) return false;
+  // Without the Node's annotation, upstreamIds are the `key:effect` ids of `spec.taints`.
+  const was = ownershipOf(before.declaration, { annotations: {} });
+  const is = ownershipOf(after.declaration, { annotations: {} });
+  if (canonicalJson(was.productTaints) !== canonicalJson(is.productTaints)) return false;
   if (current.nodeName === undefined) return true; // no Node before or after (rest is equal): the reconcile ends no-node
-  const moved = symmetricDifference(was.specIds, is.specIds);
-  const emptiness = (was.specIds.size === 0) !== (is.specIds.size === 0);
+  const moved = symmetricDifference(was.upstreamIds, is.upstreamIds);
+  const emptiness = (was.upstreamIds.size === 0) !== (is.upstreamIds.size === 0);
   if (moved.size === 0 && !emptiness) return true;
   const node = options.nodeFacts?.(current.nodeName);
   if (node === undefined) return false; // the Node's state is unknown: let the reconcile judge
@@ -299,9 +295,8 @@ function linkConfirmation(previous: WatchedFacts, current: WatchedFacts, options
   const linked = options.linkedMachineOf?.(previous);
   if (linked === undefined || linked.name !== machineOf(current) || linked.namespace !== current.annotations[CLUSTER_NAMESPACE_ANNOTATION]) return undefined;
   const unlinked = (n: NodeFacts): NodeFacts => {
-    const { providerID: _p, ...rest } = n;
     const { [MACHINE_ANNOTATION]: _m, [CLUSTER_NAME_ANNOTATION]: _c, [CLUSTER_NAMESPACE_ANNOTATION]: _ns, ...annotations } = n.annotations;
-    return { ...rest, annotations };
+    return { ...n, providerID: undefined, annotations };
   };
   const [before, after] = [unlinked(previous), unlinked(current)];
   if (fingerprintOf(before) === fingerprintOf(after)) return 'filter';
