@@ -43,10 +43,16 @@ export interface ObjectVersion {
   readonly resourceVersion: string;
 }
 
-/** Data of a Machine event: the Machine (in the management cluster) and the Node it points to, if any. */
-export interface MachineEventData {
-  readonly kind: 'Machine';
+/** What the data of every event carries. */
+interface EventDataOf<K extends string> {
+  readonly kind: K;
   readonly cluster: ClusterRef;
+  /** Time the forwarder observed the change (RFC 3339); for event-to-write latency. */
+  readonly observedAt: string;
+}
+
+/** Data of a Machine event: the Machine (in the management cluster) and the Node it points to, if any. */
+export interface MachineEventData extends EventDataOf<'Machine'> {
   readonly machine: ObjectVersion;
   /**
    * `status.nodeRef.name`, when the Machine has a Node; before that, the Node whose `spec.providerID` the forwarder saw
@@ -55,14 +61,10 @@ export interface MachineEventData {
   readonly nodeName?: string;
   /** Hint: the declaration was invalid in the previous version the forwarder saw (a Normal Event says it took). */
   readonly declarationRecovered?: true;
-  /** Time the forwarder observed the change (RFC 3339); for event-to-write latency. */
-  readonly observedAt: string;
 }
 
 /** Data of a Node event: the Node (in a workload cluster) and the Machine its CAPI annotations name. */
-export interface NodeEventData {
-  readonly kind: 'Node';
-  readonly cluster: ClusterRef;
+export interface NodeEventData extends EventDataOf<'Node'> {
   readonly node: { readonly name: string; readonly uid: string; readonly resourceVersion: string };
   /**
    * From the Node's `cluster.x-k8s.io/machine` + `cluster.x-k8s.io/cluster-namespace` annotations; before Cluster API
@@ -70,33 +72,26 @@ export interface NodeEventData {
    * checks the match again).
    */
   readonly machine?: { readonly namespace: string; readonly name: string };
-  readonly observedAt: string;
 }
 
 /**
  * Data of a MachinePool event: one per affected Node (a pool's declaration applies to every Node in
  * `status.nodeRefs`), so that each Node is reconciled in its own FIFO group.
  */
-export interface MachinePoolEventData {
-  readonly kind: 'MachinePool';
-  readonly cluster: ClusterRef;
+export interface MachinePoolEventData extends EventDataOf<'MachinePool'> {
   readonly machinePool: ObjectVersion;
   /** The Node of the pool this event is about (one of `status.nodeRefs`). */
   readonly nodeName: string;
   /** Hint: the declaration was invalid in the previous version the forwarder saw. */
   readonly declarationRecovered?: true;
-  readonly observedAt: string;
 }
 
 /**
  * Data of a ScalableResource event: a MachineDeployment, MachineSet or MachinePool whose cluster-autoscaler taints
  * annotation may need a write (docs/autoscaler.md). The reconcile function reads the resource again.
  */
-export interface ScalableResourceEventData {
-  readonly kind: 'ScalableResource';
-  readonly cluster: ClusterRef;
+export interface ScalableResourceEventData extends EventDataOf<'ScalableResource'> {
   readonly resource: ObjectVersion & { readonly kind: 'MachineDeployment' | 'MachineSet' | 'MachinePool' };
-  readonly observedAt: string;
 }
 
 /** The data of every event the reconcile function accepts. */

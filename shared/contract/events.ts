@@ -47,10 +47,7 @@ export function toScalableResourceEvent(facts: ScalableFacts | MachinePoolFacts,
   return envelope(eventIdFor(facts.uid, facts.resourceVersion, change, 'autoscaler'), change, data);
 }
 
-/**
- * The small event data for an object: names and routing facts only (the reconcile function reads the Machine and the
- * Node). A Node carries `machine` when its CAPI annotations name one (namespace defaults to the cluster's).
- */
+/** The event data for an object: names only (the reconcile function reads the Machine and the Node itself). */
 function toEventData(facts: MachineFacts | NodeFacts, cluster: ClusterRef, observedAt: string, hints: EventHints): MachineEventData | NodeEventData {
   if (facts.kind === 'Machine') {
     const nodeName = facts.nodeName ?? hints.providerIdNode;
@@ -63,6 +60,7 @@ function toEventData(facts: MachineFacts | NodeFacts, cluster: ClusterRef, obser
       observedAt,
     };
   }
+  // The Machine annotation's namespace defaults to the cluster's.
   const machineNamespace = facts.annotations[CLUSTER_NAMESPACE_ANNOTATION] || (cluster.mode === 'capi' ? cluster.namespace : undefined);
   const named = facts.annotations[MACHINE_ANNOTATION];
   const machine = named && machineNamespace ? { namespace: machineNamespace, name: named } : hints.providerIdMachine;
@@ -123,11 +121,9 @@ export interface ClusterMembers {
 }
 
 /**
- * The CloudEvents for a Cluster whose `spec.paused` changed (either way; `pausedChanged`): one per Node of its Machines
- * and MachinePools, and one ScalableResource event per MachineDeployment, MachineSet and MachinePool, so that the
- * reconcile function answers `paused` (pause) or converges (unpause) with no other change needed. Each id is the
- * Cluster version's followed by the object's own event id: two forwarders that see the same change send the same ids
- * (SQS deduplicates them), and a later pause or unpause, a new Cluster version, is never taken for a duplicate.
+ * The CloudEvents for a Cluster whose `spec.paused` changed, either way (functions/watch-forwarder/README.md#pause):
+ * one per Node of its Machines and MachinePools, one ScalableResource event per scalable resource. Each id is the
+ * Cluster version's followed by the object's own, so a later pause or unpause is never taken for a duplicate.
  */
 export function toClusterPauseEvents(cluster: ClusterFacts, ref: ClusterRef, members: ClusterMembers, observedAt: Date): TaintEvent[] {
   const events: TaintEvent[] = [

@@ -104,16 +104,12 @@ export function isRelevantChange(change: ChangeKind, previous: string | undefine
  * of them when `full`), and `deleted`: the known objects that are gone.
  */
 export function diffRelist<T extends WatchedFacts>(known: ReadonlyMap<string, T>, listed: readonly T[], full: boolean): { resynced: T[]; deleted: T[] } {
-  const seen = new Set<string>();
-  const resynced: T[] = [];
-  for (const obj of listed) {
-    const key = objectKeyOf(obj);
-    seen.add(key);
-    const before = full ? undefined : known.get(key);
-    if (full || before === undefined || isRelevantChange('resynced', fingerprintOf(before), fingerprintOf(obj))) resynced.push(obj);
-  }
-  const deleted = [...known].filter(([key]) => !seen.has(key)).map(([, obj]) => obj);
-  return { resynced, deleted };
+  const seen = new Set(listed.map(objectKeyOf));
+  const resynced = listed.filter((obj) => {
+    const before = full ? undefined : known.get(objectKeyOf(obj));
+    return before === undefined || isRelevantChange('resynced', fingerprintOf(before), fingerprintOf(obj));
+  });
+  return { resynced, deleted: [...known].filter(([key]) => !seen.has(key)).map(([, obj]) => obj) };
 }
 
 /**
@@ -205,7 +201,7 @@ function symmetricDifference(a: ReadonlySet<string>, b: ReadonlySet<string>): Se
   return new Set([...[...a].filter((x) => !b.has(x)), ...[...b].filter((x) => !a.has(x))]);
 }
 
-/** What the forwarder knows besides the change itself, for the rules that depend on the Machine's Node or on settings. */
+/** What the forwarder knows besides the change itself: the reconcile function's settings, its other streams' state. */
 export interface RelevanceOptions {
   /** The startup gate the reconcile function removes; undefined when off. */
   readonly startupTaint?: TaintId;

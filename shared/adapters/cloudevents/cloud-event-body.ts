@@ -83,9 +83,8 @@ export function fromCloudEventBody(body: string): TaintEvent {
 
   let ce: CloudEvent<unknown>;
   try {
-    const parsed = HTTP.toEvent({ headers: { 'content-type': CLOUDEVENT_CONTENT_TYPE }, body });
-    if (Array.isArray(parsed)) throw new MalformedEventError('batched CloudEvents are not accepted');
-    ce = parsed as CloudEvent<unknown>;
+    // Structured mode and a body that is no JSON array: one event, never a batch.
+    ce = HTTP.toEvent({ headers: { 'content-type': CLOUDEVENT_CONTENT_TYPE }, body }) as CloudEvent<unknown>;
     // HTTP.toEvent does not validate structured input; validate() throws ValidationError.
     if (!ce.validate()) throw new MalformedEventError('not a valid CloudEvent');
   } catch (err) {
