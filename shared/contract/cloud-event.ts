@@ -30,8 +30,8 @@ export function parseEventType(type: string): { kind: ObjectKind; change: Change
 }
 
 /**
- * Which cluster an event is about. `self` is the single-cluster mode where Machines and their Nodes
- * live in the same cluster; otherwise a workload Cluster (namespace/name in the management cluster).
+ * Which cluster an event is about: `self` (single-cluster mode: Machines and their Nodes in one cluster), or a
+ * workload Cluster (namespace/name in the management cluster).
  */
 export type ClusterRef = { readonly mode: 'self' } | { readonly mode: 'capi'; readonly namespace: string; readonly name: string };
 
