@@ -5,11 +5,12 @@
  * forwarder's last state of the Node and its owner. Pure.
  */
 import { declaredTaintsOf } from '#shared/domain/declarations.ts';
-import { planOwnedTaints, type SpecTaintsOwner } from '#shared/domain/ownership.ts';
+import { planOwnedTaints } from '#shared/domain/ownership.ts';
 import { ROLLOUT_EVICTING_TAINT, ROLLOUT_MARK_ANNOTATION } from '#shared/domain/noexecute-rollout.ts';
 import { mayAdoptAsInitialized } from '#shared/domain/taint-plan.ts';
 import { MACHINE_ANNOTATION, OWN_TRACKING_ANNOTATION, isSameTaint, type TaintId } from '#shared/domain/taint.ts';
 import { isPaused, type MachineFacts, type MachinePoolFacts, type NodeFacts } from '#shared/model/views.ts';
+import type { RelevanceOptions } from './relevance.ts';
 
 /** What the forwarder knows of a Node's declaration owner. */
 export type NodeOwner =
@@ -21,12 +22,7 @@ export type NodeOwner =
   | { readonly kind: 'unknown' };
 
 /** The reconcile function's settings the plan depends on. */
-export interface DriftOptions {
-  /** The startup gate the reconcile function removes; undefined when off. */
-  readonly startupTaint?: TaintId;
-  /** Who propagates `spec.taints` (as the reconcile function's SPEC_TAINTS_OWNER). */
-  readonly specTaintsOwner?: SpecTaintsOwner;
-}
+export type DriftOptions = Pick<RelevanceOptions, 'startupTaint' | 'specTaintsOwner'>;
 
 /**
  * True when the reconcile function may write to this Node (or report on it), judged from the forwarder's last state:

@@ -259,8 +259,7 @@ export function isForeignDeclarationChange(previous: WatchedFacts | undefined, c
   if (node === undefined) return false; // the Node's state is unknown: let the reconcile judge
   if (emptiness && node.annotations[TRACKING_ANNOTATION] === undefined) return false; // the product may hold or release the startup gate
   const owned = decodeOwnedTaints(node.annotations[OWN_TRACKING_ANNOTATION] ?? '');
-  if (!wellFormedIds(owned)) return false;
-  return [...moved].every((id) => !owned.has(id));
+  return wellFormedIds(owned) && [...moved].every((id) => !owned.has(id));
 }
 
 /** `key:effect` → canonical taint of a Node's taints; undefined when they could not be read. */
