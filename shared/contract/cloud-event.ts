@@ -4,69 +4,56 @@
  * The SDK work (building and parsing envelopes) lives in shared/adapters/cloudevents.
  */
 
-
 /** Reverse-DNS prefix of every event type. */
-export const EVENT_TYPE_PREFIX = 'io.github.capi-taint-propagator';
+const EVENT_TYPE_PREFIX = 'io.github.capi-taint-propagator';
 
 /** What changed, as the watch saw it. `resynced` is an object re-announced by a relist or periodic resync. */
-export const ChangeKind = { added: 'added', modified: 'modified', deleted: 'deleted', resynced: 'resynced' } as const;
-export type ChangeKind = (typeof ChangeKind)[keyof typeof ChangeKind];
+export type ChangeKind = 'added' | 'modified' | 'deleted' | 'resynced';
 
 /** Kinds of object an event can name. */
-export const ObjectKind = { Machine: 'Machine', Node: 'Node', MachinePool: 'MachinePool', ScalableResource: 'ScalableResource' } as const;
-export type ObjectKind = (typeof ObjectKind)[keyof typeof ObjectKind];
+export type ObjectKind = TaintEventData['kind'];
+const OBJECT_KINDS: readonly ObjectKind[] = ['Machine', 'Node', 'MachinePool', 'ScalableResource'];
 
-/** Current data-schema version, the `.v1` suffix of every type. */
-export const EVENT_VERSION = 'v1';
-
-/**
- * Every event type the reconcile function accepts, e.g.
- * `io.github.capi-taint-propagator.machine.modified.v1`.
- */
-export const EventType = {
-  machineAdded: `${EVENT_TYPE_PREFIX}.machine.added.v1`,
-  machineModified: `${EVENT_TYPE_PREFIX}.machine.modified.v1`,
-  machineDeleted: `${EVENT_TYPE_PREFIX}.machine.deleted.v1`,
-  machineResynced: `${EVENT_TYPE_PREFIX}.machine.resynced.v1`,
-  nodeAdded: `${EVENT_TYPE_PREFIX}.node.added.v1`,
-  nodeModified: `${EVENT_TYPE_PREFIX}.node.modified.v1`,
-  nodeDeleted: `${EVENT_TYPE_PREFIX}.node.deleted.v1`,
-  nodeResynced: `${EVENT_TYPE_PREFIX}.node.resynced.v1`,
-  machinePoolAdded: `${EVENT_TYPE_PREFIX}.machinepool.added.v1`,
-  machinePoolModified: `${EVENT_TYPE_PREFIX}.machinepool.modified.v1`,
-  machinePoolDeleted: `${EVENT_TYPE_PREFIX}.machinepool.deleted.v1`,
-  machinePoolResynced: `${EVENT_TYPE_PREFIX}.machinepool.resynced.v1`,
-  scalableResourceAdded: `${EVENT_TYPE_PREFIX}.scalableresource.added.v1`,
-  scalableResourceModified: `${EVENT_TYPE_PREFIX}.scalableresource.modified.v1`,
-  scalableResourceDeleted: `${EVENT_TYPE_PREFIX}.scalableresource.deleted.v1`,
-  scalableResourceResynced: `${EVENT_TYPE_PREFIX}.scalableresource.resynced.v1`,
-} as const;
-export type EventType = (typeof EventType)[keyof typeof EventType];
+/** Every event type the reconcile function accepts, e.g. `io.github.capi-taint-propagator.machine.modified.v1`. */
+export type EventType = `${typeof EVENT_TYPE_PREFIX}.${Lowercase<ObjectKind>}.${ChangeKind}.v1`;
 
 /** Builds the event type for an object kind and change. */
 export function eventTypeFor(kind: ObjectKind, change: ChangeKind): EventType {
-  return `${EVENT_TYPE_PREFIX}.${kind.toLowerCase()}.${change}.${EVENT_VERSION}` as EventType;
+  return `${EVENT_TYPE_PREFIX}.${kind.toLowerCase() as Lowercase<ObjectKind>}.${change}.v1`;
 }
 
 /** Splits an accepted event type into kind and change; undefined for anything we do not accept. */
 export function parseEventType(type: string): { kind: ObjectKind; change: ChangeKind } | undefined {
-  const m = /^io\.github\.capi-taint-propagator\.(machine|node|machinepool|scalableresource)\.(added|modified|deleted|resynced)\.v1$/.exec(type);
-  if (!m) return undefined;
-  const kind = m[1] === 'machine' ? ObjectKind.Machine : m[1] === 'node' ? ObjectKind.Node : m[1] === 'machinepool' ? ObjectKind.MachinePool : ObjectKind.ScalableResource;
-  return { kind, change: m[2] as ChangeKind };
+  const m = /^io\.github\.capi-taint-propagator\.(\w+)\.(added|modified|deleted|resynced)\.v1$/.exec(type);
+  const kind = OBJECT_KINDS.find((k) => k.toLowerCase() === m?.[1]);
+  return m && kind ? { kind, change: m[2] as ChangeKind } : undefined;
 }
 
 /**
- * Which cluster an event is about. `self` is the single-cluster mode where Machines and their Nodes
- * live in the same cluster; otherwise a workload Cluster (namespace/name in the management cluster).
+ * Which cluster an event is about: `self` (single-cluster mode: Machines and their Nodes in one cluster), or a
+ * workload Cluster (namespace/name in the management cluster).
  */
 export type ClusterRef = { readonly mode: 'self' } | { readonly mode: 'capi'; readonly namespace: string; readonly name: string };
 
-/** Data of a Machine event: the Machine (in the management cluster) and the Node it points to, if any. */
-export interface MachineEventData {
-  readonly kind: 'Machine';
+/** A namespaced object at one version, as an event names it. */
+export interface ObjectVersion {
+  readonly namespace: string;
+  readonly name: string;
+  readonly uid: string;
+  readonly resourceVersion: string;
+}
+
+/** What the data of every event carries. */
+interface EventDataOf<K extends string> {
+  readonly kind: K;
   readonly cluster: ClusterRef;
-  readonly machine: { readonly namespace: string; readonly name: string; readonly uid: string; readonly resourceVersion: string };
+  /** Time the forwarder observed the change (RFC 3339); for event-to-write latency. */
+  readonly observedAt: string;
+}
+
+/** Data of a Machine event: the Machine (in the management cluster) and the Node it points to, if any. */
+export interface MachineEventData extends EventDataOf<'Machine'> {
+  readonly machine: ObjectVersion;
   /**
    * `status.nodeRef.name`, when the Machine has a Node; before that, the Node whose `spec.providerID` the forwarder saw
    * equal to the Machine's (the reconcile function checks the match again).
@@ -74,14 +61,10 @@ export interface MachineEventData {
   readonly nodeName?: string;
   /** Hint: the declaration was invalid in the previous version the forwarder saw (a Normal Event says it took). */
   readonly declarationRecovered?: true;
-  /** Time the forwarder observed the change (RFC 3339); for event-to-write latency. */
-  readonly observedAt: string;
 }
 
 /** Data of a Node event: the Node (in a workload cluster) and the Machine its CAPI annotations name. */
-export interface NodeEventData {
-  readonly kind: 'Node';
-  readonly cluster: ClusterRef;
+export interface NodeEventData extends EventDataOf<'Node'> {
   readonly node: { readonly name: string; readonly uid: string; readonly resourceVersion: string };
   /**
    * From the Node's `cluster.x-k8s.io/machine` + `cluster.x-k8s.io/cluster-namespace` annotations; before Cluster API
@@ -89,41 +72,29 @@ export interface NodeEventData {
    * checks the match again).
    */
   readonly machine?: { readonly namespace: string; readonly name: string };
-  readonly observedAt: string;
 }
 
 /**
  * Data of a MachinePool event: one per affected Node (a pool's declaration applies to every Node in
  * `status.nodeRefs`), so that each Node is reconciled in its own FIFO group.
  */
-export interface MachinePoolEventData {
-  readonly kind: 'MachinePool';
-  readonly cluster: ClusterRef;
-  readonly machinePool: { readonly namespace: string; readonly name: string; readonly uid: string; readonly resourceVersion: string };
+export interface MachinePoolEventData extends EventDataOf<'MachinePool'> {
+  readonly machinePool: ObjectVersion;
   /** The Node of the pool this event is about (one of `status.nodeRefs`). */
   readonly nodeName: string;
   /** Hint: the declaration was invalid in the previous version the forwarder saw. */
   readonly declarationRecovered?: true;
-  readonly observedAt: string;
 }
 
 /**
  * Data of a ScalableResource event: a MachineDeployment, MachineSet or MachinePool whose cluster-autoscaler taints
  * annotation may need a write (docs/autoscaler.md). The reconcile function reads the resource again.
  */
-export interface ScalableResourceEventData {
-  readonly kind: 'ScalableResource';
-  readonly cluster: ClusterRef;
-  readonly resource: {
-    readonly kind: 'MachineDeployment' | 'MachineSet' | 'MachinePool';
-    readonly namespace: string;
-    readonly name: string;
-    readonly uid: string;
-    readonly resourceVersion: string;
-  };
-  readonly observedAt: string;
+export interface ScalableResourceEventData extends EventDataOf<'ScalableResource'> {
+  readonly resource: ObjectVersion & { readonly kind: 'MachineDeployment' | 'MachineSet' | 'MachinePool' };
 }
 
+/** The data of every event the reconcile function accepts. */
 export type TaintEventData = MachineEventData | NodeEventData | MachinePoolEventData | ScalableResourceEventData;
 
 /** The data of the events that name a Node to reconcile (every kind but ScalableResource). */
@@ -151,7 +122,7 @@ export function isNodeTaintEvent(event: TaintEvent): event is NodeTaintEvent {
 
 /** `source` attribute for a cluster: `/clusters/self` or `/clusters/<namespace>/<name>`. */
 export function sourceFor(cluster: ClusterRef): string {
-  return cluster.mode === 'self' ? '/clusters/self' : `/clusters/${cluster.namespace}/${cluster.name}`;
+  return `/clusters/${clusterKey(cluster)}`;
 }
 
 /** Stable text key of a cluster, used in group ids and client caches: `self` or `<namespace>/<name>`. */
@@ -160,25 +131,20 @@ export function clusterKey(cluster: ClusterRef): string {
 }
 
 /**
- * Deterministic event id: the same object version seen twice (relist, second forwarder) gets the same
- * id, so consumers and SQS deduplication can drop it; a later change has a new resourceVersion.
+ * Deterministic event id: the same object version seen twice (relist, second forwarder) gets the same id, so SQS
+ * deduplication can drop it; a later change has a new resourceVersion. Returns `<uid>:<rv>:<change>[:<node>]`.
  */
 export function eventIdFor(uid: string, resourceVersion: string, change: ChangeKind, node?: string): string {
   // A MachinePool version becomes one event per Node: the Node is part of the id, or deduplication would keep one.
   return node === undefined ? `${uid}:${resourceVersion}:${change}` : `${uid}:${resourceVersion}:${change}:${node}`;
 }
 
-/**
- * FIFO message group: one Node is never reconciled twice at once. A Machine without a Node yet is
- * grouped by the Machine itself.
- */
+/** FIFO message group, so that one Node is never reconciled twice at once: the Node's, else the Machine's. */
 export function messageGroupIdFor(data: TaintEventData): string {
   const key = clusterKey(data.cluster);
   if (data.kind === 'ScalableResource') return `${key}/${data.resource.kind.toLowerCase()}/${data.resource.namespace}/${data.resource.name}`;
-  if (data.kind === 'Node') return `${key}/node/${data.node.name}`;
-  if (data.kind === 'MachinePool') return `${key}/node/${data.nodeName}`;
-  if (data.nodeName) return `${key}/node/${data.nodeName}`;
-  return `${key}/machine/${data.machine.namespace}/${data.machine.name}`;
+  if (data.kind === 'Machine' && !data.nodeName) return `${key}/machine/${data.machine.namespace}/${data.machine.name}`;
+  return `${key}/node/${data.kind === 'Node' ? data.node.name : data.nodeName}`;
 }
 
 /**
@@ -192,6 +158,9 @@ export function subjectFor(data: TaintEventData): string {
 }
 
 const dns = { type: 'string', minLength: 1, maxLength: 253 } as const;
+const nonEmpty = { type: 'string', minLength: 1 } as const;
+const dateTime = { type: 'string', format: 'date-time' } as const;
+const scalableKind = { enum: ['MachineDeployment', 'MachineSet', 'MachinePool'] } as const;
 const clusterRefSchema = {
   oneOf: [
     { type: 'object', additionalProperties: false, required: ['mode'], properties: { mode: { const: 'self' } } },
@@ -204,12 +173,12 @@ const clusterRefSchema = {
   ],
 } as const;
 
-/** A namespaced object at one version: `{ namespace, name, uid, resourceVersion }` (a Machine's, a MachinePool's). */
+/** The schema of an {@link ObjectVersion}. */
 const objectVersionSchema = {
   type: 'object',
   additionalProperties: false,
   required: ['namespace', 'name', 'uid', 'resourceVersion'],
-  properties: { namespace: dns, name: dns, uid: { type: 'string', minLength: 1 }, resourceVersion: { type: 'string', minLength: 1 } },
+  properties: { namespace: dns, name: dns, uid: nonEmpty, resourceVersion: nonEmpty },
 } as const;
 
 /**
@@ -219,97 +188,53 @@ const objectVersionSchema = {
  */
 const ignoredLegacyField = { type: 'object', description: 'sent by earlier forwarders; ignored' } as const;
 
+/** The JSON Schema (draft-07) of one kind's event data: `kind` and `cluster`, the kind's own fields, `observedAt`. */
+function eventDataSchema<K extends ObjectKind, R extends string, P>(kind: K, required: R[], properties: P) {
+  return {
+    $schema: 'http://json-schema.org/draft-07/schema#',
+    $id: `${EVENT_TYPE_PREFIX}/schemas/${kind.toLowerCase()}-event-data.v1.json`,
+    title: `${kind} event data (v1)`,
+    type: 'object',
+    additionalProperties: false,
+    required: ['kind', 'cluster', ...required, 'observedAt'],
+    properties: { kind: { const: kind }, cluster: clusterRefSchema, ...properties, observedAt: dateTime },
+  } as const;
+}
+
 /** JSON Schema (draft-07) of `MachineEventData`; `events/schemas/` holds the same schema as a file. */
-export const machineEventDataSchema = {
-  $schema: 'http://json-schema.org/draft-07/schema#',
-  $id: `${EVENT_TYPE_PREFIX}/schemas/machine-event-data.v1.json`,
-  title: 'Machine event data (v1)',
-  type: 'object',
-  additionalProperties: false,
-  required: ['kind', 'cluster', 'machine', 'observedAt'],
-  properties: {
-    kind: { const: 'Machine' },
-    cluster: clusterRefSchema,
-    machine: objectVersionSchema,
-    nodeName: dns,
-    declarationRecovered: { const: true },
-    template: ignoredLegacyField,
-    nodeState: ignoredLegacyField,
-    observedAt: { type: 'string', format: 'date-time' },
-  },
-} as const;
+export const machineEventDataSchema = eventDataSchema('Machine', ['machine'], {
+  machine: objectVersionSchema,
+  nodeName: dns,
+  declarationRecovered: { const: true },
+  template: ignoredLegacyField,
+  nodeState: ignoredLegacyField,
+});
 
 /** JSON Schema (draft-07) of `NodeEventData`. */
-export const nodeEventDataSchema = {
-  $schema: 'http://json-schema.org/draft-07/schema#',
-  $id: `${EVENT_TYPE_PREFIX}/schemas/node-event-data.v1.json`,
-  title: 'Node event data (v1)',
-  type: 'object',
-  additionalProperties: false,
-  required: ['kind', 'cluster', 'node', 'observedAt'],
-  properties: {
-    kind: { const: 'Node' },
-    cluster: clusterRefSchema,
-    node: {
-      type: 'object',
-      additionalProperties: false,
-      required: ['name', 'uid', 'resourceVersion'],
-      properties: { name: dns, uid: { type: 'string', minLength: 1 }, resourceVersion: { type: 'string', minLength: 1 } },
-    },
-    machine: {
-      type: 'object',
-      additionalProperties: false,
-      required: ['namespace', 'name'],
-      properties: { namespace: dns, name: dns },
-    },
-    template: ignoredLegacyField,
-    nodeState: ignoredLegacyField,
-    observedAt: { type: 'string', format: 'date-time' },
+export const nodeEventDataSchema = eventDataSchema('Node', ['node'], {
+  node: {
+    ...objectVersionSchema,
+    required: ['name', 'uid', 'resourceVersion'],
+    properties: { name: dns, uid: nonEmpty, resourceVersion: nonEmpty },
   },
-} as const;
+  machine: { ...objectVersionSchema, required: ['namespace', 'name'], properties: { namespace: dns, name: dns } },
+  template: ignoredLegacyField,
+  nodeState: ignoredLegacyField,
+});
 
 /** JSON Schema (draft-07) of `MachinePoolEventData`. */
-export const machinePoolEventDataSchema = {
-  $schema: 'http://json-schema.org/draft-07/schema#',
-  $id: `${EVENT_TYPE_PREFIX}/schemas/machinepool-event-data.v1.json`,
-  title: 'MachinePool event data (v1)',
-  type: 'object',
-  additionalProperties: false,
-  required: ['kind', 'cluster', 'machinePool', 'nodeName', 'observedAt'],
-  properties: {
-    kind: { const: 'MachinePool' },
-    cluster: clusterRefSchema,
-    machinePool: objectVersionSchema,
-    nodeName: dns,
-    declarationRecovered: { const: true },
-    nodeState: ignoredLegacyField,
-    observedAt: { type: 'string', format: 'date-time' },
-  },
-} as const;
+export const machinePoolEventDataSchema = eventDataSchema('MachinePool', ['machinePool', 'nodeName'], {
+  machinePool: objectVersionSchema,
+  nodeName: dns,
+  declarationRecovered: { const: true },
+  nodeState: ignoredLegacyField,
+});
 
 /** JSON Schema (draft-07) of `ScalableResourceEventData`. */
-export const scalableResourceEventDataSchema = {
-  $schema: 'http://json-schema.org/draft-07/schema#',
-  $id: `${EVENT_TYPE_PREFIX}/schemas/scalableresource-event-data.v1.json`,
-  title: 'ScalableResource event data (v1)',
-  type: 'object',
-  additionalProperties: false,
-  required: ['kind', 'cluster', 'resource', 'observedAt'],
-  properties: {
-    kind: { const: 'ScalableResource' },
-    cluster: clusterRefSchema,
-    resource: {
-      type: 'object',
-      additionalProperties: false,
-      required: ['kind', 'namespace', 'name', 'uid', 'resourceVersion'],
-      properties: {
-        kind: { enum: ['MachineDeployment', 'MachineSet', 'MachinePool'] },
-        namespace: dns,
-        name: dns,
-        uid: { type: 'string', minLength: 1 },
-        resourceVersion: { type: 'string', minLength: 1 },
-      },
-    },
-    observedAt: { type: 'string', format: 'date-time' },
+export const scalableResourceEventDataSchema = eventDataSchema('ScalableResource', ['resource'], {
+  resource: {
+    ...objectVersionSchema,
+    required: ['kind', 'namespace', 'name', 'uid', 'resourceVersion'],
+    properties: { kind: scalableKind, ...objectVersionSchema.properties },
   },
-} as const;
+});

@@ -5,7 +5,6 @@
 import { clusterNameOf, type ClusterFacts, type MachineFacts, type MachinePoolFacts, type NodeFacts, type ScalableFacts } from '#shared/model/views.ts';
 import { CLUSTER_NAMESPACE_ANNOTATION, MACHINE_ANNOTATION } from '#shared/domain/taint.ts';
 import {
-  ObjectKind,
   eventIdFor,
   eventTypeFor,
   sourceFor,
@@ -14,6 +13,7 @@ import {
   type ClusterRef,
   type MachineEventData,
   type MachinePoolEventData,
+  type ObjectVersion,
   type NodeEventData,
   type ScalableResourceEventData,
   type TaintEvent,
@@ -31,25 +31,23 @@ export function clusterOfMachine(machine: MachineFacts | MachinePoolFacts | Scal
 }
 
 /** The envelope of one event: `time` is the observation time; the id is deterministic (`eventIdFor`). */
-function envelope(id: string, kind: ObjectKind, change: ChangeKind, cluster: ClusterRef, data: TaintEventData): TaintEvent {
-  return { id, source: sourceFor(cluster), type: eventTypeFor(kind, change), subject: subjectFor(data), time: data.observedAt, data };
+function envelope(id: string, change: ChangeKind, data: TaintEventData): TaintEvent {
+  const type = eventTypeFor(data.kind, change);
+  return { id, source: sourceFor(data.cluster), type, subject: subjectFor(data), time: data.observedAt, data };
 }
 
-function refOf(o: MachineFacts | MachinePoolFacts): { namespace: string; name: string; uid: string; resourceVersion: string } {
+function refOf(o: ObjectVersion): ObjectVersion {
   return { namespace: o.namespace, name: o.name, uid: o.uid, resourceVersion: o.resourceVersion };
 }
 
 /** The CloudEvent that asks for a reconcile of a scalable resource's autoscaler annotation. */
 export function toScalableResourceEvent(facts: ScalableFacts | MachinePoolFacts, change: ChangeKind, cluster: ClusterRef, observedAt: Date): TaintEvent {
-  const resource = { kind: facts.kind, namespace: facts.namespace, name: facts.name, uid: facts.uid, resourceVersion: facts.resourceVersion };
+  const resource = { kind: facts.kind, ...refOf(facts) };
   const data: ScalableResourceEventData = { kind: 'ScalableResource', cluster, resource, observedAt: observedAt.toISOString() };
-  return envelope(eventIdFor(facts.uid, facts.resourceVersion, change, 'autoscaler'), ObjectKind.ScalableResource, change, cluster, data);
+  return envelope(eventIdFor(facts.uid, facts.resourceVersion, change, 'autoscaler'), change, data);
 }
 
-/**
- * The small event data for an object: names and routing facts only (the reconcile function reads the Machine and the
- * Node). A Node carries `machine` when its CAPI annotations name one (namespace defaults to the cluster's).
- */
+/** The event data for an object: names only (the reconcile function reads the Machine and the Node itself). */
 function toEventData(facts: MachineFacts | NodeFacts, cluster: ClusterRef, observedAt: string, hints: EventHints): MachineEventData | NodeEventData {
   if (facts.kind === 'Machine') {
     const nodeName = facts.nodeName ?? hints.providerIdNode;
@@ -62,17 +60,15 @@ function toEventData(facts: MachineFacts | NodeFacts, cluster: ClusterRef, obser
       observedAt,
     };
   }
+  // The Machine annotation's namespace defaults to the cluster's.
   const machineNamespace = facts.annotations[CLUSTER_NAMESPACE_ANNOTATION] || (cluster.mode === 'capi' ? cluster.namespace : undefined);
-  const machine = facts.annotations[MACHINE_ANNOTATION];
+  const named = facts.annotations[MACHINE_ANNOTATION];
+  const machine = named && machineNamespace ? { namespace: machineNamespace, name: named } : hints.providerIdMachine;
   return {
     kind: 'Node',
     cluster,
     node: { name: facts.name, uid: facts.uid, resourceVersion: facts.resourceVersion },
-    ...(machine && machineNamespace
-      ? { machine: { namespace: machineNamespace, name: machine } }
-      : hints.providerIdMachine
-        ? { machine: hints.providerIdMachine }
-        : {}),
+    ...(machine ? { machine } : {}),
     observedAt,
   };
 }
@@ -93,7 +89,7 @@ export interface EventHints {
  */
 export function toTaintEvent(facts: MachineFacts | NodeFacts, change: ChangeKind, cluster: ClusterRef, observedAt: Date, hints: EventHints = {}): TaintEvent {
   const data = toEventData(facts, cluster, observedAt.toISOString(), hints);
-  return envelope(eventIdFor(facts.uid, facts.resourceVersion, change), facts.kind === 'Machine' ? ObjectKind.Machine : ObjectKind.Node, change, cluster, data);
+  return envelope(eventIdFor(facts.uid, facts.resourceVersion, change), change, data);
 }
 
 /**
@@ -111,7 +107,7 @@ export function toMachinePoolEvents(facts: MachinePoolFacts, nodes: readonly str
       ...(hints.declarationRecovered ? { declarationRecovered: true as const } : {}),
       observedAt: at,
     };
-    return envelope(eventIdFor(facts.uid, facts.resourceVersion, change, nodeName), ObjectKind.MachinePool, change, cluster, data);
+    return envelope(eventIdFor(facts.uid, facts.resourceVersion, change, nodeName), change, data);
   });
 }
 
@@ -125,11 +121,9 @@ export interface ClusterMembers {
 }
 
 /**
- * The CloudEvents for a Cluster whose `spec.paused` changed (either way; `pausedChanged`): one per Node of its Machines
- * and MachinePools, and one ScalableResource event per MachineDeployment, MachineSet and MachinePool, so that the
- * reconcile function answers `paused` (pause) or converges (unpause) with no other change needed. Each id is the
- * Cluster version's followed by the object's own event id: two forwarders that see the same change send the same ids
- * (SQS deduplicates them), and a later pause or unpause, a new Cluster version, is never taken for a duplicate.
+ * The CloudEvents for a Cluster whose `spec.paused` changed, either way (functions/watch-forwarder/README.md#pause):
+ * one per Node of its Machines and MachinePools, one ScalableResource event per scalable resource. Each id is the
+ * Cluster version's followed by the object's own, so a later pause or unpause is never taken for a duplicate.
  */
 export function toClusterPauseEvents(cluster: ClusterFacts, ref: ClusterRef, members: ClusterMembers, observedAt: Date): TaintEvent[] {
   const events: TaintEvent[] = [

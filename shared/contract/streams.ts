@@ -3,10 +3,7 @@
  */
 import type { ClusterRef } from './cloud-event.ts';
 
-/**
- * The resume points of the forwarder's streams, by stream key (`machines`, `nodes/self`,
- * `nodes/<namespace>/<name>`): the resourceVersion up to which every relevant change was sent.
- */
+/** The streams' resume points, by stream key: the resourceVersion up to which every relevant change was sent. */
 export type Checkpoint = Readonly<Record<string, string>>;
 
 /** Stream key of the Machine watch. */
@@ -15,8 +12,9 @@ export const MACHINES_STREAM = 'machines';
 /** Stream key of the MachinePool watch. */
 export const MACHINE_POOLS_STREAM = 'machinepools';
 
-/** Stream keys of the MachineDeployment and MachineSet watches (scale from zero, docs/autoscaler.md). */
+/** Stream key of the MachineDeployment watch (scale from zero, docs/autoscaler.md). */
 export const MACHINE_DEPLOYMENTS_STREAM = 'machinedeployments';
+/** Stream key of the MachineSet watch. */
 export const MACHINE_SETS_STREAM = 'machinesets';
 
 /** Stream key of the Cluster watch (it has no resume point: it always starts from a fresh list). */

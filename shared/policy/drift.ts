@@ -1,17 +1,16 @@
 /**
- * The forwarder's drift rule for a list's quiet objects: may this Node need a write? A periodic resync and a stream's
- * first list without a checkpoint announce only the Nodes for which the answer is yes, so a fleet in sync sends
- * nothing, while drift no watch event announced (a taint removed or added while no member watched, a message lost) is
- * still healed within one resync period. The answer is the reconcile function's own plan (`planOwnedTaints`, with
- * `declaredTaintsOf`) made from the forwarder's last state of the Node and of its owner, so "no" means exactly "the
- * reconcile function would not write" for that state. Pure.
+ * The forwarder's drift rule for a list's quiet objects: may this Node need a write? A periodic resync announces only
+ * the Nodes for which the answer is yes, so a fleet in sync sends nothing while drift no watch event announced is still
+ * healed (functions/watch-forwarder/README.md). The answer is the reconcile function's own plan, made from the
+ * forwarder's last state of the Node and its owner. Pure.
  */
 import { declaredTaintsOf } from '#shared/domain/declarations.ts';
-import { planOwnedTaints, type SpecTaintsOwner } from '#shared/domain/ownership.ts';
+import { planOwnedTaints } from '#shared/domain/ownership.ts';
 import { ROLLOUT_EVICTING_TAINT, ROLLOUT_MARK_ANNOTATION } from '#shared/domain/noexecute-rollout.ts';
 import { mayAdoptAsInitialized } from '#shared/domain/taint-plan.ts';
 import { MACHINE_ANNOTATION, OWN_TRACKING_ANNOTATION, isSameTaint, type TaintId } from '#shared/domain/taint.ts';
 import { isPaused, type MachineFacts, type MachinePoolFacts, type NodeFacts } from '#shared/model/views.ts';
+import type { RelevanceOptions } from './relevance.ts';
 
 /** What the forwarder knows of a Node's declaration owner. */
 export type NodeOwner =
@@ -22,29 +21,20 @@ export type NodeOwner =
   /** The management streams have not listed yet: the owner cannot be resolved. */
   | { readonly kind: 'unknown' };
 
-export interface DriftOptions {
-  /** The startup gate the reconcile function removes; undefined when off. */
-  readonly startupTaint?: TaintId;
-  /** Who propagates `spec.taints` (as the reconcile function's SPEC_TAINTS_OWNER). */
-  readonly specTaintsOwner?: SpecTaintsOwner;
-}
+/** The reconcile function's settings the plan depends on. */
+export type DriftOptions = Pick<RelevanceOptions, 'startupTaint' | 'specTaintsOwner'>;
 
 /**
  * True when the reconcile function may write to this Node (or report on it), judged from the forwarder's last state:
- * - **known owner**: false when it is paused (its annotation, or its Cluster's `spec.paused`: the unpause fan-out
- *   announces its Nodes then), being deleted, or linked to another Node; true when the declaration is invalid, the
- *   product's tracking annotation is malformed or the Node's taints cannot be read (the reconcile records its Warning
- *   again, so a broken declaration stays visible while it lasts), and when the plan patches with either answer of the
- *   first-enablement rule (the forwarder does not know the enablement moment; a Node adopted as initialized and one
- *   that is not may differ), and when the Node carries the staged NoExecute rollout's evicting taint (a Node in
- *   progress: a record lost with a queue resumes its rollout), and when it carries the rollout's mark (the same; a
- *   rollout withdrawn meanwhile has its mark cleared); false when both plans leave the Node unchanged;
- * - **no owner** (the management streams have listed and none owns it): false — a Machine or MachinePool that comes
- *   to own it later is announced by its own change;
- * - **unknown owner** (the management streams have not listed yet: a first list racing the Machines' list): true
- *   when the Node carries anything of the product's or of Cluster API's link — the product's tracking annotation, the
- *   startup gate, the `cluster.x-k8s.io/machine` annotation — or a provider ID (a joining Node); false for a Node
- *   with none of these (no Machine can own it: the reconcile would end `machine-gone`).
+ * - **known owner**: false when it is paused (itself or its Cluster: the unpause fan-out announces its Nodes), being
+ *   deleted, or linked to another Node; true when the declaration is invalid, the product's tracking annotation
+ *   malformed or the Node's taints unreadable (the reconcile reports them again while they last), when the Node is in
+ *   a staged NoExecute rollout (a lost record resumes it, or clears a withdrawn rollout's mark), and when the plan
+ *   patches with either answer of the first-enablement rule (the forwarder does not know the enablement moment);
+ * - **no owner**: false (a Machine or MachinePool that comes to own it later is announced by its own change);
+ * - **unknown owner** (a first list racing the Machines' list): true when the Node carries the product's tracking
+ *   annotation, the startup gate, Cluster API's `cluster.x-k8s.io/machine` annotation or a provider ID; otherwise no
+ *   Machine can own it.
  * A wrong "false" can only delay a repair until the Node's next event or resync; a wrong "true" costs one message.
  * @example mayNeedWrite(nodeInSync, { kind: 'known', owner: machine }) // false
  */
@@ -59,17 +49,12 @@ export function mayNeedWrite(node: NodeFacts, owner: NodeOwner, options: DriftOp
   if (isPaused(o) || clusterPaused === true || o.deleting) return false;
   if (o.kind === 'Machine' && o.nodeName !== undefined && o.nodeName !== node.name) return false;
   if (o.kind === 'MachinePool' && !o.nodeNames.includes(node.name)) return false;
-  // A Node in a staged NoExecute rollout (its mark, its evicting taint): its steps go on through the queue; announced,
-  // a lost record resumes it, or clears the mark of a rollout withdrawn meanwhile (a mark holds a place in its group).
+  // A Node's rollout mark holds a place in its group: announced, a lost record resumes or clears it.
   if (taints === undefined || annotations[ROLLOUT_MARK_ANNOTATION] !== undefined || taints.some((t) => isSameTaint(t, ROLLOUT_EVICTING_TAINT))) return true;
-  const declared = declaredTaintsOf(o, options.startupTaint ? { startupTaint: options.startupTaint } : {});
+  const declared = declaredTaintsOf(o, options);
   if (!declared.valid) return true;
   const snapshot = { resourceVersion: node.resourceVersion, taints, annotations };
   const plan = (adoptAsInitialized: boolean) =>
-    planOwnedTaints(snapshot, declared.declaration, {
-      ...(options.specTaintsOwner ? { specTaintsOwner: options.specTaintsOwner } : {}),
-      ...(options.startupTaint ? { startupTaint: options.startupTaint } : {}),
-      adoptAsInitialized,
-    }).plan.kind !== 'unchanged';
+    planOwnedTaints(snapshot, declared.declaration, { ...options, adoptAsInitialized }).plan.kind !== 'unchanged';
   return plan(false) || (mayAdoptAsInitialized(snapshot, options.startupTaint) && plan(true));
 }

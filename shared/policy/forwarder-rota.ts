@@ -1,10 +1,6 @@
 /**
  * The rota of the deployed (Lambda) forwarder: overlapping windows that keep at least two healthy watchers at every
- * moment. Every scheduled invocation asks whether enough members with enough time left already watch; if so it exits
- * at once, otherwise it joins, watches from the Lease's checkpoint and announces every change it sees (two members
- * announce the same change with the same deduplication id, so the queue keeps one). Only the Lease holder stores the
- * checkpoint. A member counts only while it has more than `overlapMs` left, so its successor joins while it still
- * watches; one killed member leaves another watching until the next scheduled invocation replaces it.
+ * moment, so that one killed member leaves another watching until the next scheduled invocation replaces it.
  * Pure (functions/watch-forwarder/README.md, "Deployed form").
  */
 
@@ -18,6 +14,7 @@ export interface RotaMember {
   readonly seenAt: Date;
 }
 
+/** The rota's settings. */
 export interface RotaPolicy {
   /** How many members with time left make a newcomer exit instead of joining (2: one may die, one still watches). */
   readonly targetMembers: number;

@@ -1,11 +1,9 @@
 /**
- * A token bucket, as client-go's client-side rate limiter (`flowcontrol.NewTokenBucketRateLimiter(qps, burst)`): up to
- * `burst` requests at once, then `perSecond`. The product limits each workload cluster's Node stream with one, so that
- * a cluster cannot make the forwarder send it more than that, whatever it answers (a list whose `continue` tokens never
- * end is the case the retry policy alone does not bound: its pages follow each other without backoff). Pure: the
- * caller keeps the state and waits.
+ * A token bucket, as client-go's client-side rate limiter (`flowcontrol.NewTokenBucketRateLimiter(qps, burst)`), for
+ * each workload cluster's Node stream (why: docs/hostile-clusters.md). Pure: the caller keeps the state and waits.
  */
 
+/** Up to `burst` requests at once, then `perSecond`. */
 export interface RateLimit {
   /** Requests that may go at once after a quiet spell. */
   readonly burst: number;

@@ -5,8 +5,8 @@
 import type { ChangeKind } from '#shared/contract/cloud-event.ts';
 import { AUTOSCALER_MAX_SIZE_ANNOTATION, AUTOSCALER_MIN_SIZE_ANNOTATION, AUTOSCALER_OWNED_ANNOTATION, AUTOSCALER_TAINTS_ANNOTATION } from '#shared/domain/autoscaler.ts';
 import { DECLARATION_ANNOTATIONS } from '#shared/domain/declaration-keys.ts';
-import { declaredTaintsOf, type DeclarationResult } from '#shared/domain/declarations.ts';
-import { SpecTaintsOwner } from '#shared/domain/ownership.ts';
+import { declaredTaintsOf } from '#shared/domain/declarations.ts';
+import { ownershipOf, SpecTaintsOwner } from '#shared/domain/ownership.ts';
 import { PAUSED_ANNOTATION } from '#shared/domain/pause.ts';
 import { ROLLOUT_MARK_ANNOTATION } from '#shared/domain/noexecute-rollout.ts';
 import { CLUSTER_NAME_ANNOTATION, CLUSTER_NAME_LABEL, CLUSTER_NAMESPACE_ANNOTATION, CONTROL_PLANE_LABEL, FIELD_MANAGER, MACHINE_ANNOTATION, OWN_TRACKING_ANNOTATION, TRACKING_ANNOTATION, taintId, type Taint, type TaintId } from '#shared/domain/taint.ts';
@@ -42,9 +42,8 @@ const RELEVANT_NODE_ANNOTATIONS = NODE_ANNOTATIONS.filter((key) => key !== ROLLO
 function relevantFacts<T extends WatchedFacts>(facts: T): T {
   if (facts.kind === 'Cluster') return facts;
   if (facts.kind === 'Node') {
-    const { providerID: _all, ...node } = facts as NodeFacts;
-    const providerID = unlinkedProviderID(facts);
-    return { ...node, labels: {}, annotations: pick(facts.annotations, RELEVANT_NODE_ANNOTATIONS), ...(providerID ? { providerID } : {}) } as T;
+    const annotations = pick(facts.annotations, RELEVANT_NODE_ANNOTATIONS);
+    return { ...facts, labels: {}, annotations, providerID: unlinkedProviderID(facts) || undefined };
   }
   const annotations = pick(facts.annotations, RELEVANT_ANNOTATIONS);
   if (Object.hasOwn(facts.annotations, PAUSED_ANNOTATION)) annotations[PAUSED_ANNOTATION] = '';
@@ -52,29 +51,22 @@ function relevantFacts<T extends WatchedFacts>(facts: T): T {
 }
 
 /**
- * The relevant fingerprint of an object: everything the reconcile function reads, and nothing a
- * heartbeat touches (status conditions, resourceVersion, managedFields…). The uid is included so a
- * Node deleted and re-created under the same name while the forwarder was away counts as changed.
- * Returns equal strings exactly when no relevant fact differs.
+ * The relevant fingerprint of an object: everything the reconcile function reads (the uid too: a Node re-created under
+ * the same name while the forwarder was away counts as changed), nothing a heartbeat touches (status, resourceVersion,
+ * managedFields…). Returns equal strings exactly when no relevant fact differs.
  * @example fingerprintOf(a) === fingerprintOf({ ...a, resourceVersion: '99' }) // true
  */
 export function fingerprintOf(facts: WatchedFacts): string {
-  const { resourceVersion: _ignored, ...relevant } = relevantFacts(facts);
-  if (relevant.kind === 'Node') {
-    const { writers: _who, ...node } = relevant;
-    return canonicalJson(node);
-  }
-  if (relevant.kind === 'Cluster') return canonicalJson(relevant);
-  const { apiVersion: _version, ...object } = relevant; // the version a stream reads in: the same object in another
-  return canonicalJson(object);
+  // A Cluster API object's apiVersion is the version a stream reads it in: the same object in another.
+  const relevant: { resourceVersion?: string; writers?: unknown; apiVersion?: string } = relevantFacts(facts);
+  const { resourceVersion: _r, writers: _w, apiVersion: _v, ...fingerprinted } = relevant;
+  return canonicalJson(fingerprinted);
 }
 
 /**
- * Recognises the echo of the reconcile function's own write: between two states of a Node only the
- * taints and/or the product's tracking annotation changed, and the field manager that last wrote each changed
- * part is the reconcile function's. The Node is then exactly as that reconcile planned it (its write
- * carried the resourceVersion precondition), so another reconcile would find nothing to do.
- * Any other writer takes ownership of what it writes, so its changes are never mistaken for ours.
+ * Recognises the echo of the reconcile function's own write: only a Node's taints and/or the product's tracking
+ * annotation changed, each last written by the reconcile function's field manager. That write carried the
+ * resourceVersion precondition, so the Node is as planned; any other writer takes ownership of what it writes.
  * Returns true when the change need not be forwarded.
  * @example isOwnNodeWrite(before, { ...before, taints: [t], writers: { taints: FIELD_MANAGER } }) // true
  */
@@ -83,50 +75,41 @@ export function isOwnNodeWrite(previous: WatchedFacts | undefined, current: Watc
   if (nodeRestOf(previous, OWN_TRACKING_ANNOTATION) !== nodeRestOf(current, OWN_TRACKING_ANNOTATION)) return false;
   const taintsChanged = canonicalJson(current.taints) !== canonicalJson(previous.taints);
   const annotationChanged = current.annotations[OWN_TRACKING_ANNOTATION] !== previous.annotations[OWN_TRACKING_ANNOTATION];
-  const writers = current.writers;
+  const byUs = (changed: boolean, writer: string | undefined): boolean => !changed || writer === FIELD_MANAGER;
   if (!taintsChanged && !annotationChanged) return false;
-  if (taintsChanged && writers?.taints !== FIELD_MANAGER) return false;
-  if (annotationChanged && writers?.ownTrackingAnnotation !== FIELD_MANAGER) return false;
-  return true;
+  const writers = current.writers;
+  return byUs(taintsChanged, writers?.taints) && byUs(annotationChanged, writers?.ownTrackingAnnotation);
 }
 
 /** A Node's relevant facts but its resourceVersion, writers, taints and annotation `key`: equal when nothing else changed. */
 function nodeRestOf(node: NodeFacts, key: string): string {
-  const { resourceVersion: _r, writers: _w, taints: _t, annotations, ...rest } = relevantFacts(node);
-  const { [key]: _k, ...others } = annotations;
-  return canonicalJson({ ...rest, annotations: others });
+  const { [key]: _k, ...annotations } = node.annotations;
+  return fingerprintOf({ ...node, taints: undefined, annotations });
 }
 
 /**
- * Decides whether a change is forwarded. Additions and deletions always are; a modification only
- * when the relevant fingerprint differs from the last one seen (or none was seen); a resync only when
- * `full` (periodic resync) or when the fingerprint changed while the forwarder was away.
+ * Decides whether a change is forwarded: additions and deletions always; a modification or a resync when the relevant
+ * fingerprint differs from the last one seen (or none was seen), a resync also when `full` (periodic resync).
  * Returns true when the change should become a CloudEvent.
  * @example isRelevantChange('modified', fp, fp) // false: a status-only heartbeat
  */
 export function isRelevantChange(change: ChangeKind, previous: string | undefined, current: string, full = false): boolean {
-  if (change === 'added' || change === 'deleted') return true;
-  if (change === 'resynced' && full) return true;
-  return previous === undefined || previous !== current;
+  if (change === 'added' || change === 'deleted' || (change === 'resynced' && full)) return true;
+  return previous !== current;
 }
 
 /**
- * Compares a fresh list with what the forwarder knew before (a relist after 410 Gone, a resume, or
- * a periodic resync), by key ({@link objectKeyOf}). Returns `resynced` for objects that are new or whose relevant
- * fingerprint changed (all of them when `full`), and `deleted` for known objects that are gone. Nothing when nothing
- * changed. The fingerprints are computed here, not kept: the last facts of each object are all the forwarder keeps.
+ * Compares a fresh list (a relist after 410 Gone, a resume, a periodic resync) with the last facts the forwarder kept,
+ * by key ({@link objectKeyOf}). Returns `resynced`: the objects that are new or whose relevant fingerprint changed (all
+ * of them when `full`), and `deleted`: the known objects that are gone.
  */
 export function diffRelist<T extends WatchedFacts>(known: ReadonlyMap<string, T>, listed: readonly T[], full: boolean): { resynced: T[]; deleted: T[] } {
-  const seen = new Set<string>();
-  const resynced: T[] = [];
-  for (const obj of listed) {
-    const key = objectKeyOf(obj);
-    seen.add(key);
-    const before = full ? undefined : known.get(key);
-    if (full || before === undefined || isRelevantChange('resynced', fingerprintOf(before), fingerprintOf(obj))) resynced.push(obj);
-  }
-  const deleted = [...known].filter(([key]) => !seen.has(key)).map(([, obj]) => obj);
-  return { resynced, deleted };
+  const seen = new Set(listed.map(objectKeyOf));
+  const resynced = listed.filter((obj) => {
+    const before = full ? undefined : known.get(objectKeyOf(obj));
+    return before === undefined || isRelevantChange('resynced', fingerprintOf(before), fingerprintOf(obj));
+  });
+  return { resynced, deleted: [...known].filter(([key]) => !seen.has(key)).map(([, obj]) => obj) };
 }
 
 /**
@@ -141,18 +124,12 @@ export function isNewerResourceVersion(rv: string, than: string): boolean {
 
 /**
  * What a relist announces when the checkpoint was compacted away and there is no earlier state to compare with: the
- * objects whose resourceVersion is newer than the checkpoint (changed while the forwarder was away, possibly only in
- * ways that do not matter); objects untouched since then stay quiet. Deletions during the gap cannot be seen; they
- * leave nothing for the reconcile function to do. Returns those objects, in list order.
+ * objects changed since the checkpoint (possibly only in ways that do not matter), in list order. Deletions during the
+ * gap cannot be seen; they leave nothing for the reconcile function to do.
  * @example changedSince([{ ...node, resourceVersion: '12' }], '10') // that object
  */
 export function changedSince<T extends { readonly resourceVersion: string }>(listed: readonly T[], checkpoint: string): T[] {
   return listed.filter((obj) => isNewerResourceVersion(obj.resourceVersion, checkpoint));
-}
-
-/** The declaration (`spec.taints` and the declaration annotations) as the reconcile function computes it from the same version. */
-function declarationOf(m: MachineFacts | MachinePoolFacts, startupTaint?: TaintId): DeclarationResult {
-  return declaredTaintsOf(m, startupTaint ? { startupTaint } : {});
 }
 
 /** What a declaration is made of: `spec.taints`, the declaration annotations, whether it is a worker's. */
@@ -161,36 +138,30 @@ function declarationSource(m: MachineFacts | MachinePoolFacts): string {
 }
 
 /**
- * Recognises a Machine whose taint declaration was invalid in the previous version the forwarder saw and is valid
- * in this one: the reconcile function then records a Normal `DeclarationValid` Event, so whoever fixed it sees it
- * took. Only the declaration is compared (validated only when it changed). A hint: the reconcile function checks
- * the declaration itself, so a wrong hint can at most cause an Event that says a valid declaration is valid.
+ * Recognises a Machine or MachinePool whose taint declaration was invalid in the previous version the forwarder saw
+ * and is valid in this one (validated only when it changed), so that the reconcile function records a Normal
+ * `DeclarationValid` Event. A hint: a wrong one can at most cause an Event that says a valid declaration is valid.
+ * Returns true for such a recovery.
  * @example isDeclarationRecovery(withAnnotation('gpu:NoSchedul'), withAnnotation('gpu:NoSchedule')) // true
  */
 export function isDeclarationRecovery(previous: WatchedFacts | undefined, current: WatchedFacts): boolean {
   const declares = (f: WatchedFacts | undefined): f is MachineFacts | MachinePoolFacts => f?.kind === 'Machine' || f?.kind === 'MachinePool';
   if (!declares(previous) || !declares(current) || previous.kind !== current.kind) return false;
   if (declarationSource(previous) === declarationSource(current)) return false;
-  return !declarationOf(previous).valid && declarationOf(current).valid;
+  return !declaredTaintsOf(previous).valid && declaredTaintsOf(current).valid;
 }
 
 /**
- * Recognises noise from someone else's write: between two states of a Node only `spec.taints` and/or Cluster API's
- * tracking annotation (`cluster.x-k8s.io/taints-from-machine`) changed, the writer of the taints is not the reconcile
- * function, the product has initialized the Node (its tracking annotation is present and well formed), and:
- * - every taint the product owns there — each `key:effect` of its annotation, and the startup gate — is exactly as
- *   before and present;
- * - Cluster API's annotation, if it changed, is well formed before and after, and no `key:effect` that entered or left
- *   it is one the product owns (such an id changes hands: the product hands it over or takes it back);
- * - Cluster API's annotation appeared or went only on a Node without the startup gate (while Cluster API has not
- *   initialized a Node whose Machine declares `spec.taints`, the product holds the gate; its first write there lifts it).
- * A reconcile would find nothing to do (the Node was in sync before, or an earlier event for it is already queued), so
- * the change costs no message and no API call. Typical cases: the node lifecycle controller tainting thousands of
- * Nodes `node.kubernetes.io/unreachable:NoExecute` when a zone goes dark, and Cluster API propagating its own
- * `spec.taints` next to the product. A wrong skip can only delay a repair until the next event or resync, never cause
- * a write.
- * `gateWaitsForCapi` false: the Node's Machine is known to declare no `spec.taints` (or the product owns them), so the
- * product never holds the gate for Cluster API, and its annotation's arrival does not matter to the gate.
+ * Recognises noise from someone else's write to a Node the product has initialized (its tracking annotation present
+ * and well formed): only `spec.taints` (not written by the reconcile function) and/or Cluster API's tracking annotation
+ * changed, and
+ * - every taint the product owns there (its annotation's `key:effect`s, the startup gate) is present and as before;
+ * - no `key:effect` that entered or left Cluster API's annotation (well formed before and after) is the product's:
+ *   such an id changes hands;
+ * - Cluster API's annotation appeared or went only on a Node without the startup gate: the product holds the gate until
+ *   Cluster API initializes a Node whose Machine declares `spec.taints` (`gateWaitsForCapi` false: it is known not to).
+ * E.g. the node lifecycle controller tainting thousands of Nodes `unreachable:NoExecute` when a zone goes dark, or
+ * Cluster API propagating its own `spec.taints`. A wrong skip can only delay a repair until the next event or resync.
  * Returns true when the change need not be forwarded.
  * @example isForeignTaintNoise(before, { ...before, taints: [...before.taints, unreachable], writers: { taints: 'node-controller' } }) // true
  */
@@ -217,11 +188,8 @@ export function isForeignTaintNoise(previous: WatchedFacts | undefined, current:
     if (!wellFormedIds(was) || !wellFormedIds(is)) return false;
     for (const id of symmetricDifference(was, is)) if (owned.has(id)) return false; // an id changes hands
   }
-  const ours = (id: string): boolean => owned.has(id) || id === gate;
-  for (const id of new Set([...before.keys(), ...after.keys()])) {
-    if (ours(id) && before.get(id) !== after.get(id)) return false; // an owned taint or the gate changed
-  }
-  return [...owned].every((id) => after.has(id)); // and every tracked taint is there
+  const unchanged = (id: string): boolean => before.get(id) === after.get(id);
+  return [...owned].every((id) => after.has(id) && unchanged(id)) && (gate === undefined || unchanged(gate));
 }
 
 /** True when every entry of a decoded tracking annotation is a `key:effect` pair (upstream's rule). */
@@ -233,7 +201,7 @@ function symmetricDifference(a: ReadonlySet<string>, b: ReadonlySet<string>): Se
   return new Set([...[...a].filter((x) => !b.has(x)), ...[...b].filter((x) => !a.has(x))]);
 }
 
-/** What the forwarder knows besides the change itself, for the rules that depend on the Machine's Node or on settings. */
+/** What the forwarder knows besides the change itself: the reconcile function's settings, its other streams' state. */
 export interface RelevanceOptions {
   /** The startup gate the reconcile function removes; undefined when off. */
   readonly startupTaint?: TaintId;
@@ -242,19 +210,15 @@ export interface RelevanceOptions {
   /** The last state the forwarder saw of a Node of the Machine's cluster, by name (undefined: not seen). */
   readonly nodeFacts?: (name: string) => NodeFacts | undefined;
   /**
-   * The Node the forwarder links a Machine without `status.nodeRef` to (undefined: none known): the unlinked Node with
-   * its `spec.providerID`, or the Node Cluster API has just linked to it (its `cluster.x-k8s.io/machine` annotation)
-   * while the Machine's `nodeRef` is still to come. Given, a Machine change that names no Node either way is not
-   * forwarded (its reconcile could only end `no-node`; the change that gives it a Node — its `nodeRef`, the Node's
-   * arrival, the provider ID — is forwarded on its own); and Cluster API's `nodeRef` confirming the link the product
-   * already acted on is not either (see linkConfirmation).
+   * The Node the forwarder links a Machine without `status.nodeRef` to (by `spec.providerID`, or Cluster API's
+   * `cluster.x-k8s.io/machine` annotation on it); undefined: none known. Given, a Machine change that names no Node is
+   * not forwarded (its reconcile could only end `no-node`; the change that gives it a Node is forwarded).
    */
   readonly linkedNodeOf?: (machine: MachineFacts) => string | undefined;
   /**
    * The Machine the forwarder links an unlinked Node to by provider ID (undefined: none known). Given, a joining Node
-   * (added with a provider ID and no `cluster.x-k8s.io/machine` annotation) that no Machine the forwarder knows has
-   * is not forwarded: its reconcile could only list the cluster's Machines and end `machine-gone`; the change that
-   * names its Machine (the Machine's provider ID, which then names the Node, or Cluster API's annotation) is forwarded.
+   * no known Machine has is not forwarded (its reconcile could only end `machine-gone`; the change that names its
+   * Machine is).
    */
   readonly linkedMachineOf?: (node: NodeFacts) => { readonly namespace: string; readonly name: string } | undefined;
   /** The last state the forwarder saw of a Machine (undefined: not seen). */
@@ -262,48 +226,40 @@ export interface RelevanceOptions {
 }
 
 /**
- * Recognises a Machine change the product cannot act on: only `spec.taints` changed, the taints Cluster API owns, and
- * the reconcile decision stays the same. That holds when `spec.taints` is upstream's (SPEC_TAINTS_OWNER=upstream) and:
- * - the declaration (every source together) is valid before and after (an invalid one is reported by the reconcile);
- * - the taints the product propagates — the annotation-declared ones that `spec.taints` does not override — are the
- *   same, in the same order (a `key:effect` that moved into or out of `spec.taints` changes hands);
- * - the `key:effect` ids that entered or left `spec.taints` include none the product tracks on the Node (it would hand
- *   it over or take it back), judged from the forwarder's last state of the Node (unknown Node: forwarded);
- * - `spec.taints` went from empty to non-empty or back only when the Node already carries Cluster API's tracking
- *   annotation (before that, a non-empty `spec.taints` makes the product hold the startup gate), or when the Machine
- *   has no Node yet before and after (the reconcile then ends `no-node`; the nodeRef's arrival is forwarded).
- * Values, propagation modes and order of upstream's taints never change the product's decision. A wrong skip (the
- * Node state the forwarder holds is older than the live one) can only delay the product's work until the Node's next
- * event or resync, never cause a write.
+ * Recognises a Machine change the product cannot act on: only `spec.taints` changed, Cluster API owns it
+ * (SPEC_TAINTS_OWNER=upstream), and
+ * - the declaration is valid before and after (an invalid one is reported by the reconcile);
+ * - the taints the product propagates (annotation-declared, not overridden by `spec.taints`) are the same, in order;
+ * - no `key:effect` that entered or left `spec.taints` is one the product tracks on the Node, by the forwarder's last
+ *   state of it (unknown Node: forwarded), since it would change hands;
+ * - `spec.taints` turned empty or non-empty only on a Node that carries Cluster API's tracking annotation (before it,
+ *   non-empty `spec.taints` makes the product hold the startup gate), or on a Machine with no Node (`no-node`).
+ * A wrong skip (the forwarder's Node state is older than the live one) can only delay the product's work until the
+ * Node's next event or resync. Returns true when the change need not be forwarded.
  * @example isForeignDeclarationChange(m, { ...m, specTaints: [{ key: 'capi', value: 'v2', effect: 'NoSchedule', propagation: 'Always' }] }, { nodeFacts }) // true
  */
 export function isForeignDeclarationChange(previous: WatchedFacts | undefined, current: WatchedFacts, options: RelevanceOptions = {}): boolean {
   if (previous?.kind !== 'Machine' || current.kind !== 'Machine') return false;
   if ((options.specTaintsOwner ?? SpecTaintsOwner.upstream) !== SpecTaintsOwner.upstream) return false;
-  const { resourceVersion: _r1, specTaints: beforeSpec, ...beforeRest } = relevantFacts(previous);
-  const { resourceVersion: _r2, specTaints, ...rest } = relevantFacts(current);
-  if (canonicalJson(rest) !== canonicalJson(beforeRest)) return false;
-  if (canonicalJson(beforeSpec) === canonicalJson(specTaints)) return false;
-  const before = declarationOf(previous, options.startupTaint);
-  const after = declarationOf(current, options.startupTaint);
+  const withoutSpec = (m: MachineFacts): string => fingerprintOf({ ...m, specTaints: undefined });
+  if (withoutSpec(previous) !== withoutSpec(current)) return false;
+  if (canonicalJson(previous.specTaints) === canonicalJson(current.specTaints)) return false;
+  const before = declaredTaintsOf(previous, options);
+  const after = declaredTaintsOf(current, options);
   if (!before.valid || !after.valid) return false;
-  const split = (d: Extract<DeclarationResult, { valid: true }>['declaration']) => {
-    const fromSpec = d.taints.filter((t) => d.sourceOf[taintId(t)] === 'spec.taints');
-    return { product: d.taints.filter((t) => d.sourceOf[taintId(t)] !== 'spec.taints'), specIds: new Set(fromSpec.map(taintId)) };
-  };
-  const was = split(before.declaration);
-  const is = split(after.declaration);
-  if (canonicalJson(was.product) !== canonicalJson(is.product)) return false;
+  // Without the Node's annotation, upstreamIds are the `key:effect` ids of `spec.taints`.
+  const was = ownershipOf(before.declaration, { annotations: {} });
+  const is = ownershipOf(after.declaration, { annotations: {} });
+  if (canonicalJson(was.productTaints) !== canonicalJson(is.productTaints)) return false;
   if (current.nodeName === undefined) return true; // no Node before or after (rest is equal): the reconcile ends no-node
-  const moved = symmetricDifference(was.specIds, is.specIds);
-  const emptiness = (was.specIds.size === 0) !== (is.specIds.size === 0);
+  const moved = symmetricDifference(was.upstreamIds, is.upstreamIds);
+  const emptiness = (was.upstreamIds.size === 0) !== (is.upstreamIds.size === 0);
   if (moved.size === 0 && !emptiness) return true;
   const node = options.nodeFacts?.(current.nodeName);
   if (node === undefined) return false; // the Node's state is unknown: let the reconcile judge
   if (emptiness && node.annotations[TRACKING_ANNOTATION] === undefined) return false; // the product may hold or release the startup gate
   const owned = decodeOwnedTaints(node.annotations[OWN_TRACKING_ANNOTATION] ?? '');
-  if (!wellFormedIds(owned)) return false;
-  return [...moved].every((id) => !owned.has(id));
+  return wellFormedIds(owned) && [...moved].every((id) => !owned.has(id));
 }
 
 /** `key:effect` → canonical taint of a Node's taints; undefined when they could not be read. */
@@ -312,28 +268,21 @@ function taintIds(taints: readonly Taint[] | undefined): Map<string, string> | u
 }
 
 /**
- * Recognises Cluster API confirming a link the product already acted on. The product links a joining Node to its
- * Machine by provider ID (`node-link.ts`) and taints it; Cluster API then links them too, in two writes that change
- * nothing the product decides with:
- * - on the Node, its `cluster.x-k8s.io/machine` (and cluster name and namespace) annotations naming the very Machine
- *   the forwarder had linked the Node to: the Node's other facts are then judged without the link (that same write
- *   may also carry Cluster API's taints, judged as any foreign taint change, see isForeignTaintNoise; on a Node the
- *   product has not initialized yet as on one that carries nothing of the product's: its addition's reconcile, still
- *   to write, reads the Node as it is then);
- * - on the Machine, `status.nodeRef` naming the very Node the forwarder had linked it to, and nothing else changed:
- *   filtered (the change that made the link — the Node's addition, or the Machine's provider ID — was forwarded naming
- *   that Node, and its reconcile reads the same Machine and Node, whether it has run or is still to run).
+ * Recognises Cluster API confirming a link the product already acted on (it links a joining Node to its Machine by
+ * provider ID, `node-link.ts`; the change that made the link was forwarded naming both):
+ * - on the Machine, `status.nodeRef` naming the Node the forwarder had linked it to, and nothing else changed;
+ * - on the Node, the `cluster.x-k8s.io/machine` (cluster name, namespace) annotations naming the Machine the
+ *   forwarder had linked it to: the rest is judged without the link, Cluster API's taints in the same write as any
+ *   foreign taint change (on a Node the product has not initialized too: its addition's reconcile is still to write).
  * Returns 'filter', the two states without the link to judge instead, or undefined (not a confirmation).
- * A wrong skip can only delay the product's work until the object's next event or resync, never cause a write.
  * @example linkConfirmation(unlinkedMachine, { ...unlinkedMachine, nodeName: 'n1', providerID: undefined }, { linkedNodeOf: () => 'n1' }) // 'filter'
  */
 function linkConfirmation(previous: WatchedFacts, current: WatchedFacts, options: RelevanceOptions): 'filter' | { previous: NodeFacts; current: NodeFacts } | undefined {
   if (previous.kind === 'Machine' && current.kind === 'Machine') {
     if (previous.nodeName !== undefined || current.nodeName === undefined || previous.providerID === undefined) return undefined;
     if (options.linkedNodeOf?.(previous) !== current.nodeName) return undefined;
-    const { resourceVersion: _r1, nodeName: _n1, providerID: _p1, ...before } = relevantFacts(previous);
-    const { resourceVersion: _r2, nodeName: _n2, providerID: _p2, ...after } = relevantFacts(current);
-    return canonicalJson(before) === canonicalJson(after) ? 'filter' : undefined;
+    const unlinked = (m: MachineFacts): MachineFacts => ({ ...m, nodeName: undefined, providerID: undefined });
+    return fingerprintOf(unlinked(previous)) === fingerprintOf(unlinked(current)) ? 'filter' : undefined;
   }
   if (previous.kind !== 'Node' || current.kind !== 'Node') return undefined;
   const machineOf = (n: NodeFacts) => n.annotations[MACHINE_ANNOTATION];
@@ -341,24 +290,19 @@ function linkConfirmation(previous: WatchedFacts, current: WatchedFacts, options
   const linked = options.linkedMachineOf?.(previous);
   if (linked === undefined || linked.name !== machineOf(current) || linked.namespace !== current.annotations[CLUSTER_NAMESPACE_ANNOTATION]) return undefined;
   const unlinked = (n: NodeFacts): NodeFacts => {
-    const { providerID: _p, ...rest } = n;
     const { [MACHINE_ANNOTATION]: _m, [CLUSTER_NAME_ANNOTATION]: _c, [CLUSTER_NAMESPACE_ANNOTATION]: _ns, ...annotations } = n.annotations;
-    return { ...rest, annotations };
+    return { ...n, providerID: undefined, annotations };
   };
   const [before, after] = [unlinked(previous), unlinked(current)];
   if (fingerprintOf(before) === fingerprintOf(after)) return 'filter';
-  // Cluster API's tracking annotation arriving on a gated Node matters only when the product holds the gate for it:
-  // when the Machine declares spec.taints that Cluster API propagates (judged from the forwarder's last state of it).
+  // Cluster API's annotation arriving on a gated Node matters only when the Machine declares spec.taints it propagates.
   const machine = options.machineFactsOf?.(linked);
   const gateWaitsForCapi = machine === undefined || ((options.specTaintsOwner ?? SpecTaintsOwner.upstream) === SpecTaintsOwner.upstream && !noSpecTaints(machine));
-  // Not initialized by the product yet: the reconcile of the Node's addition (forwarded, naming this Machine) has not
-  // written, and reads the Node as it is then; Cluster API's own taints in this write matter to it no more than to an
-  // initialized Node (the startup gate rule still applies).
-  const uninitialized = (n: NodeFacts): NodeFacts => (n.annotations[OWN_TRACKING_ANNOTATION] === undefined ? { ...n, annotations: { ...n.annotations, [OWN_TRACKING_ANNOTATION]: '' } } : n);
+  // Not initialized by the product yet: judged as initialized with nothing owned (its addition's reconcile reads it).
   const initialized = previous.annotations[OWN_TRACKING_ANNOTATION] !== undefined || current.annotations[OWN_TRACKING_ANNOTATION] !== undefined;
-  if (initialized ? isForeignTaintNoise(before, after, options.startupTaint, gateWaitsForCapi) : isForeignTaintNoise(uninitialized(before), uninitialized(after), options.startupTaint, gateWaitsForCapi)) {
-    return 'filter';
-  }
+  const judged = (n: NodeFacts): NodeFacts =>
+    initialized ? n : { ...n, annotations: { ...n.annotations, [OWN_TRACKING_ANNOTATION]: '' } };
+  if (isForeignTaintNoise(judged(before), judged(after), options.startupTaint, gateWaitsForCapi)) return 'filter';
   return { previous: before, current: after };
 }
 
@@ -374,9 +318,8 @@ export type ForwardDecision =
 
 /**
  * The forwarder's rule for one watch change, given the last state it saw of the object (`previous`, undefined when
- * none): additions, deletions and relist announcements always go; a modification goes unless nothing the reconcile
- * reads changed (heartbeats), it is the echo of the product's own write, it is foreign taint noise on a Node, or it is
- * a change of a Machine's upstream-owned `spec.taints` that cannot change the product's decision.
+ * none): a change that names no Node or Machine to reconcile is filtered `no-node`; additions, deletions and relist
+ * announcements go; a modification goes unless one of the rules above filters it (docs/relevance.md).
  * @example forwardDecision('modified', node, { ...node, resourceVersion: '9' }) // { forward: false, filtered: 'unchanged' }
  */
 export function forwardDecision(change: ChangeKind, previous: WatchedFacts | undefined, current: WatchedFacts, options: RelevanceOptions = {}): ForwardDecision {
@@ -413,12 +356,10 @@ export function poolNodesToAnnounce(change: ChangeKind, previous: WatchedFacts |
   return current.nodeNames.filter((n) => !before.has(n));
 }
 
-
 /**
  * Recognises a pause or an unpause (`spec.paused` of a Cluster, the `cluster.x-k8s.io/paused` annotation of another
- * object) in a watch modification. Pause and unpause are both forwarded: once unpaused, what changed meanwhile converges
- * with no other change. A relist announcement says nothing of the previous state (the periodic resync covers a flip the
- * forwarder did not see as a change).
+ * object) in a watch modification: both are forwarded, so that what changed meanwhile converges once unpaused. A
+ * relist announcement is not one (the periodic resync covers a flip the forwarder did not see).
  * @example pausedChanged('modified', cluster, { ...cluster, paused: true }) // true
  */
 export function pausedChanged(change: ChangeKind, previous: WatchedFacts | undefined, current: WatchedFacts): boolean {

@@ -1,18 +1,10 @@
 /**
  * Which shard of the forwarder a workload cluster belongs to, and the Lease each shard's rota uses. Pure.
- *
- * A cluster's shard is a stable hash of its `<namespace>/<name>`, whatever its namespace, so one deployment splits any
- * fleet evenly without the fleet being laid out for it (docs/fleets-and-sizing.md). The hash is Lamping and Veach's
- * jump consistent hash ("A Fast, Minimal Memory, Consistent Hash Algorithm", 2014) over the key's 64-bit FNV-1a:
- *
- * - stable: the same key and count give the same shard in every process and release (no seed, no state);
- * - even: each of `count` shards gets 1/count of the keys, up to the spread of a random assignment;
- * - minimal movement: growing the count from n to n + 1 moves only the ~1/(n + 1) of the clusters that the new shard
- *   takes, every one of them *to* the new shard; a plain `hash % count` would move about n/(n + 1) of them, and every
- *   moved cluster is a fresh list and a round of `resynced` announcements by the shard that receives it.
- *
- * FNV-1a spreads short keys that differ in one character (`ns/c1`, `ns/c2`) over all 64 bits, which the jump hash's
- * generator needs as its seed. The shard of an object naming no cluster is 0, so such an object is reported once.
+ * A cluster's shard is Lamping and Veach's jump consistent hash ("A Fast, Minimal Memory, Consistent Hash Algorithm",
+ * 2014) of the 64-bit FNV-1a of its `<namespace>/<name>`: stable and even, and growing the count from n to n + 1 moves
+ * only the ~1/(n + 1) of the clusters the new shard takes (`hash % count` would move n/(n + 1); each moved cluster is
+ * relisted), see docs/fleets-and-sizing.md. FNV-1a spreads short keys that differ in one character over all 64 bits,
+ * which the jump hash's generator needs as its seed.
  */
 import { clusterNameOf, type WatchedFacts } from '#shared/model/views.ts';
 
@@ -22,7 +14,7 @@ const FNV_PRIME_64 = 0x100000001b3n;
 /** The 64-bit linear congruential generator of the jump hash (Lamping and Veach's constant). */
 const JUMP_MULTIPLIER = 2862933555777941757n;
 
-/** 64-bit FNV-1a over the UTF-8 bytes of `text`. */
+/** 64-bit FNV-1a over the UTF-8 bytes of `text`. Returns the hash as an unsigned 64-bit bigint. */
 export function fnv1a64(text: string): bigint {
   let hash = FNV_OFFSET_64;
   for (const byte of new TextEncoder().encode(text)) {
@@ -53,8 +45,7 @@ export function shardOf(clusterKey: string, count: number): number {
 
 /**
  * The Lease of shard `index` of `count`: the plain `leaseName` with one shard (so that an upgrade to a release with
- * shards keeps its checkpoint), `<leaseName>-<index>-of-<count>` otherwise. A new count gives every shard a new Lease:
- * each starts with no checkpoint and lists afresh, while the old count's members finish their windows.
+ * shards keeps its checkpoint), `<leaseName>-<index>-of-<count>` otherwise (a new count lists afresh on new Leases).
  */
 export function shardLeaseName(leaseName: string, index: number, count: number): string {
   if (!Number.isInteger(count) || count < 1 || !Number.isInteger(index) || index < 0 || index >= count) {
@@ -64,10 +55,8 @@ export function shardLeaseName(leaseName: string, index: number, count: number):
 }
 
 /**
- * The `<namespace>/<name>` of the workload cluster a watched management object belongs to: a Cluster itself; a
- * Machine, MachinePool, MachineDeployment or MachineSet by its namespace and `spec.clusterName`, else its
- * `cluster.x-k8s.io/cluster-name` label. Undefined for an object naming no cluster, and for a Node (its stream is
- * already one cluster's).
+ * The `<namespace>/<name>` of the workload cluster a watched management object belongs to (`clusterNameOf`).
+ * Undefined for an object naming no cluster, and for a Node (its stream is already one cluster's).
  */
 export function clusterKeyOfFacts(facts: WatchedFacts): string | undefined {
   if (facts.kind === 'Node') return undefined;
@@ -78,7 +67,7 @@ export function clusterKeyOfFacts(facts: WatchedFacts): string | undefined {
 
 /**
  * Whether shard `index` of `count` keeps a watched object: one whose cluster hashes to it; an object naming no cluster
- * in shard 0 only; a Node always (a shard runs Node streams only for its own clusters).
+ * in shard 0 only (so it is reported once); a Node always (a shard runs Node streams only for its own clusters).
  */
 export function shardKeeps(index: number, count: number): (facts: WatchedFacts) => boolean {
   return (facts) => {
