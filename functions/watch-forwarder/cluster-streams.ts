@@ -34,17 +34,17 @@ export interface ClusterStreamsDeps extends Omit<EventRouterDeps, 'index'> {
   /** Where each stream resumes, where its progress is kept, and where the events go. */
   readonly outbox: Pick<Outbox, 'startOf' | 'openStream' | 'forgetStream' | 'enqueue'>;
   /**
-   * Whether the `resynced` announcements of a stream's later relists (periodic resync, 410 Gone) are sent now; absent:
-   * always. Deployed, only the Lease holder sends them: the other members saw those changes happen, and a resync by
-   * every member (each on its own timer, often beyond the queue's 5-minute deduplication) would reconcile every object
-   * once per member. A stream's first list (from the checkpoint, or everything) is always announced.
+   * Whether the `resynced` announcements of a stream's later relists (periodic resync, 410 Gone) are sent now: only
+   * the Lease holder's are. The other members saw those changes happen, and a resync by every member (each on its own
+   * timer, often beyond the queue's 5-minute deduplication) would reconcile every object once per member. A stream's
+   * first list (from the checkpoint, or everything) is always announced.
    */
-  readonly announcesRelists?: () => boolean;
+  readonly announcesRelists: () => boolean;
 }
 
 export interface ClusterStreamsOptions {
-  /** How often the number of failing clusters is sampled (UnreachableClusters). */
-  readonly healthSampleIntervalMs: number;
+  /** How often the number of failing clusters is sampled as UnreachableClusters (default 60 s; also at each run's end). */
+  readonly healthSampleIntervalMs?: number;
   /**
    * How long a Node stream's quiet list waits for the Machine and MachinePool streams to hold their collections before
    * its Nodes are judged without them (conservatively: EventRouter.judge); default 30 s.
@@ -63,7 +63,7 @@ export class ClusterStreams {
   /** Node streams' quiet lists waiting for the management streams to hold their collections. */
   #waitingForOwners: Array<() => void> = [];
 
-  constructor(deps: ClusterStreamsDeps, options: ClusterStreamsOptions) {
+  constructor(deps: ClusterStreamsDeps, options: ClusterStreamsOptions = {}) {
     this.#d = deps;
     this.#opt = options;
     this.#router = new EventRouter({ ...deps, index: this.#index });
@@ -94,7 +94,7 @@ export class ClusterStreams {
   /** Samples UnreachableClusters (0 when none, so the alarm sees data) every `healthSampleIntervalMs` until `signal` aborts. */
   async sampleLoop(signal: AbortSignal): Promise<void> {
     while (!signal.aborted) {
-      await sleep(this.#opt.healthSampleIntervalMs, signal);
+      await sleep(this.#opt.healthSampleIntervalMs ?? 60_000, signal);
       if (!signal.aborted) this.#d.telemetry.record(ForwarderMetric.UnreachableClusters, this.#failing.size);
     }
   }
@@ -181,7 +181,7 @@ export class ClusterStreams {
       if (e.type === 'listed') {
         this.#router.listed(e.items, cluster);
         // A quiet list's other objects: judged at the stream's first list by every member, later only by the holder.
-        if (e.unannounced && (!listed || !this.#d.announcesRelists || this.#d.announcesRelists())) {
+        if (e.unannounced && (!listed || this.#d.announcesRelists())) {
           if (cluster) await this.#ownersHeld(signal);
           await this.#router.judge(e.unannounced, cluster, e.observedAt ?? new Date(), progress);
         }
@@ -191,7 +191,7 @@ export class ClusterStreams {
         listed = true;
         progress.add(e.resourceVersion, true);
         if (!cluster && this.#waitingForOwners.length > 0 && this.#index.managementSynced()) this.#releaseOwnerWaits();
-      } else if (e.change === 'resynced' && listed && this.#d.announcesRelists && !this.#d.announcesRelists()) {
+      } else if (e.change === 'resynced' && listed && !this.#d.announcesRelists()) {
         this.#d.telemetry.record(ForwarderMetric.EventsSeen, 1);
         this.#d.telemetry.record(ForwarderMetric.EventsFiltered, 1);
         progress.add(e.checkpoint, true);

@@ -14,7 +14,6 @@ import { ConfigError } from '#shared/errors.ts';
 import { shardKeeps, shardLeaseName } from '#shared/policy/shards.ts';
 import { ForwarderMetric } from '#shared/observability/metric-names.ts';
 import { logger as defaultLogger } from '#shared/observability/logger.ts';
-import type { Clock } from '#shared/ports/clock.ts';
 import type { EventPublisher } from '#shared/ports/event-publisher.ts';
 import type { ForwarderTelemetry } from '#shared/ports/forwarder-telemetry.ts';
 import type { WatchForwarderDeps } from './forward-watch-events.ts';
@@ -31,7 +30,6 @@ export interface ComposeForwarderArgs {
   readonly publisher?: EventPublisher;
   readonly telemetry: ForwarderTelemetry;
   readonly workloadKubeConfigs?: WorkloadKubeConfigs;
-  readonly clock?: Clock;
   readonly logger?: WatchForwarderDeps['logger'];
   /** Server-side watch timeout (default 300 s; tests shorten it). */
   readonly watchTimeoutSeconds?: number;
@@ -46,9 +44,7 @@ export interface ComposeForwarderArgs {
  * clusters). Throws ConfigError when no queue is given.
  */
 export function composeWatchForwarder(args: ComposeForwarderArgs): WatchForwarderDeps {
-  const { config } = args;
-  // Connections are pooled by the HTTP client (kube-http.ts), one keep-alive pool for every cluster.
-  const kc = args.managementKubeConfig;
+  const { config, managementKubeConfig: kc } = args;
   let publisher = args.publisher;
   if (!publisher) {
     if (!args.sqs || !config.queueUrl) throw new ConfigError('QUEUE_URL', 'is required to send events');
@@ -81,30 +77,28 @@ export function composeWatchForwarder(args: ComposeForwarderArgs): WatchForwarde
   });
   return {
     mode: config.clusterMode,
-    ...(config.startupTaint ? { startupTaint: config.startupTaint } : {}),
-    ...(config.specTaintsOwner ? { specTaintsOwner: config.specTaintsOwner } : {}),
+    startupTaint: config.startupTaint,
+    specTaintsOwner: config.specTaintsOwner,
     sources: kubernetesWatchSources({
       managementKubeConfig: kc,
       capi,
       workloadKubeConfigs: args.workloadKubeConfigs ?? workloadKubeConfigs(kc),
-      ...(config.machineNamespace ? { machineNamespace: config.machineNamespace } : {}),
-      ...(config.nodeLabelSelector ? { nodeLabelSelector: config.nodeLabelSelector } : {}),
+      machineNamespace: config.machineNamespace,
+      nodeLabelSelector: config.nodeLabelSelector,
       // A shard keeps only its own clusters' objects (and so runs Node streams only for its own Clusters).
-      ...(config.shards > 1 ? { keep: shardKeeps(config.shard, config.shards) } : {}),
+      keep: config.shards > 1 ? shardKeeps(config.shard, config.shards) : undefined,
       idleTimeoutMs: config.watchIdleSeconds * 1000,
       resyncIntervalMs: config.resyncIntervalSeconds * 1000,
-      ...(args.watchTimeoutSeconds !== undefined ? { watchTimeoutSeconds: args.watchTimeoutSeconds } : {}),
-      ...(args.requestTimeoutMs !== undefined ? { requestTimeoutMs: args.requestTimeoutMs } : {}),
-      ...(args.watchBackoff ? { backoff: args.watchBackoff } : {}),
+      watchTimeoutSeconds: args.watchTimeoutSeconds,
+      requestTimeoutMs: args.requestTimeoutMs,
+      backoff: args.watchBackoff,
       telemetry: args.telemetry,
-      ...(args.clock ? { clock: args.clock } : {}),
       logger,
     }),
     lease,
-    rota: lease,
     publisher,
     telemetry: args.telemetry,
-    clock: args.clock ?? { now: () => new Date() },
+    clock: { now: () => new Date() },
     logger,
   };
 }

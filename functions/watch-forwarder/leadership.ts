@@ -15,12 +15,11 @@ import { sleep } from '#shared/sleep.ts';
 type Logger = Pick<typeof defaultLogger, 'info' | 'warn' | 'error' | 'debug'>;
 
 export interface LeadershipDeps {
-  readonly lease: LeaderLease;
+  /** The Lease: the election, the checkpoint and the rota's member list. */
+  readonly lease: LeaderLease & ForwarderRota;
   readonly logger: Logger;
   /** The checkpoint of what was sent so far (the outbox's). */
   readonly sentCheckpoint: () => Checkpoint;
-  /** The rota's member list, on the same Lease. */
-  readonly rota: ForwarderRota;
 }
 
 /** A window of the rota: its policy and when it ends. */
@@ -36,33 +35,27 @@ export type JoinOutcome =
   | { readonly joined: false; readonly members: number };
 
 export interface LeadershipOptions {
-  /** How often the Lease is renewed and the checkpoint stored. */
-  readonly renewIntervalMs: number;
-  /** How often a waiting forwarder retries the Lease. */
-  readonly acquireRetryMs: number;
+  /** How often the Lease is renewed and the checkpoint stored, and the member's entry recorded (default 5 s). */
+  readonly renewIntervalMs?: number;
+  /** How often a member that does not hold the Lease tries to take it (default 2 s). */
+  readonly acquireRetryMs?: number;
 }
 
 /** See the module comment. One instance serves every window of a forwarder. */
 export class Leadership {
   private readonly d: LeadershipDeps;
-  private readonly opt: LeadershipOptions;
+  private readonly opt: Required<LeadershipOptions>;
   private leading = false;
-  /** True from joining the rota until leaving it. */
-  private member = false;
 
-  constructor(deps: LeadershipDeps, options: LeadershipOptions) {
+  constructor(deps: LeadershipDeps, options: LeadershipOptions = {}) {
     this.d = deps;
-    this.opt = options;
+    const { renewIntervalMs = 5_000, acquireRetryMs = 2_000 } = options;
+    this.opt = { renewIntervalMs, acquireRetryMs };
   }
 
   /** True while this forwarder holds the Lease. */
   isActive(): boolean {
     return this.leading;
-  }
-
-  /** True while this forwarder is a member of the rota (it sends what it sees, holding the Lease or not). */
-  isMember(): boolean {
-    return this.member;
   }
 
   /**
@@ -73,7 +66,7 @@ export class Leadership {
    * 0 members when `signal` aborted first.
    */
   async join(term: RotaTerm, signal: AbortSignal): Promise<JoinOutcome> {
-    const rota = this.d.rota;
+    const rota = this.d.lease;
     while (!signal.aborted) {
       try {
         let counted = 0;
@@ -84,7 +77,6 @@ export class Leadership {
           return joins ? withMember(r.members, { id: rota.identity, until: term.until, seenAt: now }, now, term.policy) : undefined;
         });
         if (!joins) return { joined: false, members: counted };
-        this.member = true;
         let checkpoint = record.checkpoint;
         try {
           const attempt = await this.d.lease.tryAcquire();
@@ -112,7 +104,7 @@ export class Leadership {
    * `renewIntervalMs`.
    */
   async memberLoop(term: RotaTerm, signal: AbortSignal): Promise<void> {
-    const rota = this.d.rota;
+    const rota = this.d.lease;
     let lastRecorded = Date.now();
     while (!signal.aborted) {
       await sleep(this.leading ? this.opt.renewIntervalMs : this.opt.acquireRetryMs, signal);
@@ -144,32 +136,27 @@ export class Leadership {
     }
   }
 
-  /** Leaves the rota at the end of a member's window (after {@link handOver}): its entry goes from the member list. */
-  async leave(term: RotaTerm): Promise<void> {
-    const rota = this.d.rota;
-    this.member = false;
-    try {
-      await rota.updateMembers((r, now) => withoutMember(r.members, rota.identity, now, term.policy));
-    } catch (err) {
-      this.d.logger.warn('Leaving the forwarder rota failed; the entry lapses by itself', { error: err as Error });
-    }
-  }
-
   /**
-   * Ends the window's hold on the Lease: releases it (when still held) with the checkpoint of what was sent, so that
-   * the next member resumes there at once. Returns that checkpoint.
+   * Ends a member's window: releases the Lease (when still held) with the checkpoint of what was sent, so that the
+   * next member resumes there at once, and removes this member's entry from the list. Returns that checkpoint.
    */
-  async handOver(unsent: number): Promise<Checkpoint> {
+  async leave(term: RotaTerm, unsent: number): Promise<Checkpoint> {
+    const { lease, logger } = this.d;
     const final = this.d.sentCheckpoint();
     if (this.leading) {
       try {
-        await this.d.lease.release(final);
-        this.d.logger.info('Handed over', { checkpoint: final, unsent });
+        await lease.release(final);
+        logger.info('Handed over', { checkpoint: final, unsent });
       } catch (err) {
-        this.d.logger.error('Releasing the Lease failed; the next forwarder waits for it to expire', { error: err as Error });
+        logger.error('Releasing the Lease failed; the next forwarder waits for it to expire', { error: err as Error });
       }
     }
     this.leading = false;
+    try {
+      await lease.updateMembers((r, now) => withoutMember(r.members, lease.identity, now, term.policy));
+    } catch (err) {
+      logger.warn('Leaving the forwarder rota failed; the entry lapses by itself', { error: err as Error });
+    }
     return final;
   }
 }

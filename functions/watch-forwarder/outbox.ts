@@ -13,12 +13,11 @@
  * sent while an earlier one waits for its resend, so one Node's events still reach the queue in order. (The AWS SDK's
  * own retry of a throttled call, inside one attempt, is the transport's and is left at its defaults.)
  *
- * Bulkheads between streams (each workload cluster's Node stream is one; issue "One bad workload cluster cannot hurt
- * the others"): a stream's intake waits while *that stream* has `maxPendingPerStream` events waiting, or while the whole
- * outbox holds `maxPendingEvents` and the stream has any event of its own waiting. A stream with nothing waiting always
- * gets its next change in, so one cluster that floods the outbox holds back only itself, and the outbox holds at most
- * `maxPendingEvents` plus one change per stream. Each round takes the due events of every stream in turn (round-robin,
- * each stream's in its order), so an event of a quiet stream goes out in the next round, not after a flood.
+ * Bulkheads between streams (each workload cluster's Node stream is one; docs/hostile-clusters.md): a stream's intake
+ * waits while the outbox holds `maxPendingEvents` and the stream has any event of its own waiting. A stream with nothing
+ * waiting always gets its next change in, so one cluster that floods the outbox holds back only itself, and the outbox
+ * holds at most `maxPendingEvents` plus one change per stream. Each round takes the due events of every stream in turn,
+ * so an event of a quiet stream goes out in the next round, not after a flood.
  */
 import { messageGroupIdFor, type TaintEvent } from '#shared/contract/cloud-event.ts';
 import { backoffDelay } from '#shared/policy/backoff.ts';
@@ -27,6 +26,7 @@ import type { Clock } from '#shared/ports/clock.ts';
 import type { EventPublisher } from '#shared/ports/event-publisher.ts';
 import type { ForwarderTelemetry } from '#shared/ports/forwarder-telemetry.ts';
 import { ForwarderMetric } from '#shared/observability/metric-names.ts';
+import { sleep } from '#shared/sleep.ts';
 import type { logger as defaultLogger } from '#shared/observability/logger.ts';
 
 type Logger = Pick<typeof defaultLogger, 'info' | 'warn' | 'error' | 'debug'>;
@@ -90,27 +90,27 @@ export interface OutboxDeps {
   readonly telemetry: ForwarderTelemetry;
   readonly clock: Clock;
   readonly logger: Logger;
-  /** True while this forwarder may send: it is a member of the rota. Nothing is sent otherwise, and intake is no longer held back. */
-  readonly maySend: () => boolean;
 }
 
 export interface OutboxOptions {
-  /** Pause between publish rounds when nothing is ready to send. */
-  readonly flushIntervalMs: number;
-  /** Events handed to the publisher per round. */
-  readonly maxEventsPerPublish: number;
-  /** Intake ({@link Outbox.enqueue}) of a stream with events of its own waiting waits while this many events wait in all. */
-  readonly maxPendingEvents: number;
-  /** Intake of a stream waits while this many of its own events wait (default `maxPendingEvents`). */
-  readonly maxPendingPerStream?: number;
-  /** How long {@link Outbox.drain} keeps trying. */
-  readonly drainTimeoutMs: number;
+  /** Pause between publish rounds when nothing is ready to send (default 100 ms). */
+  readonly flushIntervalMs?: number;
+  /** Events handed to the publisher per round (default 100). */
+  readonly maxEventsPerPublish?: number;
+  /**
+   * Intake ({@link Outbox.enqueue}) of a stream with events of its own waiting waits while this many events wait in all
+   * (default 1000, ten rounds). A relist announces every object at once; a larger bound only keeps more of them in
+   * memory while the same sends go out (docs/benchmarks-history.md, forwarder memory).
+   */
+  readonly maxPendingEvents?: number;
+  /** How long {@link Outbox.drain} keeps trying (default 10 s). */
+  readonly drainTimeoutMs?: number;
 }
 
 /** See the module comment. One instance serves every window of a forwarder; {@link Outbox.begin} starts a window. */
 export class Outbox {
   private readonly d: OutboxDeps;
-  private readonly opt: OutboxOptions;
+  private readonly opt: Required<OutboxOptions>;
   private pending: Pending[] = [];
   private progress = new Map<string, StreamProgress>();
   private baseCheckpoint: Record<string, string> = {};
@@ -119,9 +119,11 @@ export class Outbox {
   private wakeFlush: (() => void) | undefined;
   private termSignal: AbortSignal | undefined;
 
-  constructor(deps: OutboxDeps, options: OutboxOptions) {
+  constructor(deps: OutboxDeps, options: OutboxOptions = {}) {
     this.d = deps;
-    this.opt = options;
+    // Defaults by destructuring: they also replace a value given as undefined.
+    const { flushIntervalMs = 100, maxEventsPerPublish = 100, maxPendingEvents = 1_000, drainTimeoutMs = 10_000 } = options;
+    this.opt = { flushIntervalMs, maxEventsPerPublish, maxPendingEvents, drainTimeoutMs };
   }
 
   /** Starts a window from the checkpoint the Lease held: nothing pending; intake is let go when `term` aborts. */
@@ -167,7 +169,7 @@ export class Outbox {
   /**
    * Queues the events of one change of a stream; only the last carries the change's resume point, so the stream's
    * checkpoint passes the change once all of them are sent. Resolves once intake may go on: at once, or when the
-   * stream is no longer {@link Outbox.full} for it, the term ends, or leadership is lost.
+   * stream is no longer {@link Outbox.full} for it, or the term ends.
    */
   async enqueue(events: readonly TaintEvent[], observedAt: Date, progress: StreamProgress, checkpoint: string | undefined): Promise<void> {
     // An idle outbox sends at once instead of after the flush loop's pause (up to flushIntervalMs, 100 ms by
@@ -180,7 +182,7 @@ export class Outbox {
     });
     progress.waiting += events.length;
     if (idle && events.length > 0) this.wakeFlush?.();
-    while (this.full(progress) && this.d.maySend() && !this.termSignal?.aborted) {
+    while (this.full(progress) && !this.termSignal?.aborted) {
       // A full outbox is worth a round now: a relist fills it within one tick, and each pause of the flush loop
       // would hold intake as long (40 pauses for 40 000 objects).
       this.wakeFlush?.();
@@ -188,17 +190,13 @@ export class Outbox {
     }
   }
 
-  /**
-   * Whether the intake of a stream must wait: it has `maxPendingPerStream` events waiting, or the outbox holds
-   * `maxPendingEvents` and some of them are the stream's (see the module comment).
-   */
+  /** Whether the intake of a stream must wait: the outbox holds `maxPendingEvents` and some of them are the stream's. */
   private full(progress: StreamProgress): boolean {
-    if (progress.waiting >= (this.opt.maxPendingPerStream ?? this.opt.maxPendingEvents)) return true;
     return this.pending.length >= this.opt.maxPendingEvents && progress.waiting > 0;
   }
 
   /** Lets every intake waiting in {@link Outbox.enqueue} go on (each checks again whether it may). */
-  releaseIntake(): void {
+  private releaseIntake(): void {
     const waiting = this.wakeIntake;
     this.wakeIntake = [];
     for (const w of waiting) w();
@@ -207,12 +205,12 @@ export class Outbox {
   /**
    * Publishes the events that are due, at most `maxEventsPerPublish`. A sent event, or one that can never be sent
    * (not retryable), no longer holds its stream's checkpoint; any other is resent after a backoff. Returns how many
-   * were attempted (0 when nothing was due or leadership is lost).
+   * were attempted (0 when nothing was due).
    */
   async publishRound(): Promise<number> {
     const now = this.d.clock.now().getTime();
     const ready = this.takeInTurn(now);
-    if (ready.length === 0 || !this.d.maySend()) return 0;
+    if (ready.length === 0) return 0;
     const result = await this.d.publisher.publish(ready.map((p) => p.event));
     const sentAt = this.d.clock.now().getTime();
     const sentIds = new Set(result.sent.map((ev) => ev.id));
@@ -290,17 +288,13 @@ export class Outbox {
         this.d.logger.error('Publishing events failed', { error: err as Error });
       }
       if (attempted > 0 || signal.aborted) continue;
-      await new Promise<void>((resolve) => {
-        const done = (): void => {
-          clearTimeout(timer);
-          signal.removeEventListener('abort', done);
-          this.wakeFlush = undefined;
-          resolve();
-        };
-        const timer = setTimeout(done, this.opt.flushIntervalMs);
-        signal.addEventListener('abort', done, { once: true });
-        this.wakeFlush = done;
-      });
+      // Not AbortSignal.any: each call would leave a signal on the window's (nodejs/node#54614).
+      const pause = new AbortController();
+      const wake = (this.wakeFlush = () => pause.abort());
+      signal.addEventListener('abort', wake, { once: true });
+      await sleep(this.opt.flushIntervalMs, pause.signal);
+      signal.removeEventListener('abort', wake);
+      this.wakeFlush = undefined;
     }
   }
 
@@ -309,7 +303,7 @@ export class Outbox {
     const deadline = Date.now() + this.opt.drainTimeoutMs;
     for (const p of this.pending) p.notBefore = 0; // the last chance to send: a resend due later is due now
 
-    while (this.pending.length > 0 && this.d.maySend() && Date.now() < deadline) {
+    while (this.pending.length > 0 && Date.now() < deadline) {
       const attempted = await this.publishRound().catch(() => 0);
       if (attempted === 0) await new Promise((r) => setTimeout(r, Math.min(200, Math.max(1, deadline - Date.now()))));
     }
