@@ -1,7 +1,6 @@
 /**
- * Builds the watch-forwarder's dependencies from configuration and clients. Used by the Lambda handler, the
- * long-running process (`npm run forwarder`), the local pipeline, the tests and the benchmarks, so all of them run the
- * very same core and the same lifecycle (a window of the rota, forward-watch-events.ts).
+ * Builds the watch-forwarder's dependencies from configuration and clients, for every form (the Lambda handler,
+ * `npm run forwarder`, the local pipeline, the tests and the benchmarks), so all of them run the very same core.
  */
 import { KubernetesCapiDiscovery } from '#shared/adapters/kubernetes/capi-discovery.ts';
 import type { ClusterEndpoint } from '#shared/adapters/kubernetes/kube-http.ts';
@@ -66,8 +65,7 @@ export function composeWatchForwarder(args: ComposeForwarderArgs): WatchForwarde
       logger.info('Cluster API version chosen by discovery', { capiApiVersion: version });
     },
   });
-  // One Lease per shard: the election, the checkpoint and the rota's member list of the shard's rota
-  // (the plain LEASE_NAME with one shard; shared/policy/shards.ts).
+  // One Lease per shard (the plain LEASE_NAME with one shard, so that an upgrade keeps its checkpoint).
   const lease = new KubernetesLeaderLease({
     kubeConfig: kc,
     namespace: config.stateNamespace,

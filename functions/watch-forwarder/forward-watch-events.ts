@@ -26,7 +26,7 @@ export type { FailingCluster } from './cluster-streams.ts';
 
 type Logger = Pick<typeof defaultLogger, 'info' | 'warn' | 'error' | 'debug'>;
 
-/** What the core needs; the handler or local runner builds these from adapters. */
+/** What the core needs; compose.ts builds these from adapters. */
 export interface WatchForwarderDeps {
   readonly mode: 'capi' | 'self';
   readonly sources: WatchSources;
@@ -49,7 +49,9 @@ export interface WatchForwarderDeps {
 }
 
 /** The forwarder's timing, each with its collaborator's default (tests shorten them). */
-export type WatchForwarderOptions = LeadershipOptions & Pick<OutboxOptions, 'flushIntervalMs' | 'drainTimeoutMs'> & ClusterStreamsOptions;
+export type WatchForwarderOptions = LeadershipOptions &
+  Pick<OutboxOptions, 'flushIntervalMs' | 'drainTimeoutMs'> &
+  ClusterStreamsOptions;
 
 /** Result of one window. */
 export interface ForwarderRunSummary {
@@ -76,7 +78,8 @@ export class WatchForwarder {
     this.d = deps;
     this.log = deps.logger ?? defaultLogger;
     this.outbox = new Outbox({ ...deps, logger: this.log }, options);
-    this.leadership = new Leadership({ lease: deps.lease, logger: this.log, sentCheckpoint: () => this.outbox.checkpoint() }, options);
+    const sentCheckpoint = (): Checkpoint => this.outbox.checkpoint();
+    this.leadership = new Leadership({ lease: deps.lease, logger: this.log, sentCheckpoint }, options);
     // Only the Lease holder announces a later relist (a member's first list is always announced).
     const announcesRelists = (): boolean => this.leadership.isActive();
     this.supervisor = new ClusterStreams({ ...deps, logger: this.log, outbox: this.outbox, announcesRelists }, options);
@@ -88,10 +91,8 @@ export class WatchForwarder {
   }
 
   /**
-   * The workload clusters whose Node stream is failing now (sorted by cluster). A cluster enters at its stream's first
-   * failed attempt and leaves when the stream recovers, when the Cluster is deleted (or being deleted), and when the
-   * run ends (each run starts with an empty set: in the Lambda form, a cluster still failing is reported again in the
-   * next window).
+   * The workload clusters whose Node stream is failing now (sorted by cluster), from its first failed attempt until it
+   * recovers, its Cluster goes, or the window ends (a cluster still failing is reported again by the next window).
    */
   failingClusters(): FailingCluster[] {
     return this.supervisor.failingClusters();
@@ -103,12 +104,9 @@ export class WatchForwarder {
   }
 
   /**
-   * Runs one window of the rota (shared/policy/forwarder-rota.ts) until `rota.until` or until `signal` aborts: exits at
-   * once when enough members with time left already watch; otherwise joins, resumes every stream from the checkpoint
-   * the Lease holds, sends every relevant change it sees (as do the other members: the queue keeps one copy), stores
-   * the checkpoint while it holds the Lease, takes the Lease when it is released or expires, and at the end sends what
-   * is pending, releases the Lease if it holds it and leaves the rota. A member killed on the way leaves its Lease to
-   * expire and its entry to lapse; the others go on watching.
+   * Runs one window of the rota until `term.until` or until `signal` aborts: exits at once when enough members with
+   * time left already watch; otherwise joins, watches and sends from the checkpoint the Lease holds, and at the end
+   * sends what is pending, releases the Lease if it holds it and leaves (README, Deployed form).
    */
   async runMember(signal: AbortSignal, term: RotaTerm): Promise<ForwarderRunSummary> {
     const window = new AbortController();
@@ -119,7 +117,8 @@ export class WatchForwarder {
     try {
       const joined = await this.leadership.join(term, window.signal);
       if (!joined.joined) {
-        this.log.info('Enough forwarders watch; this window exits', { membersCounted: joined.members, targetMembers: term.policy.targetMembers });
+        const { targetMembers } = term.policy;
+        this.log.info('Enough forwarders watch; this window exits', { membersCounted: joined.members, targetMembers });
         return { active: false, unsent: 0, checkpoint: {}, failingClusters: [], rota: { joined: false, membersCounted: joined.members } };
       }
       this.outbox.begin(joined.checkpoint, window.signal);

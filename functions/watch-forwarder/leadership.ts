@@ -1,10 +1,8 @@
 /**
- * The forwarder's place in the rota (shared/policy/forwarder-rota.ts), the one lifecycle of every form: the Lambda's
- * scheduled windows, and the windows that `npm run forwarder`, `npm start`, the tests and the benchmarks run one after
- * another (local/forwarder-rota.ts). It decides whether a window joins the rota or exits, keeps its entry in the member
- * list fresh, takes the Lease whenever it is free or expired, stores the checkpoint of what was sent while it holds
- * the Lease, and at the end releases the Lease with the final checkpoint and leaves the rota. A member watches and
- * sends whether or not it holds the Lease, which only decides who stores the checkpoint.
+ * The forwarder's place in the rota (shared/policy/forwarder-rota.ts): whether a window joins or exits, its entry in
+ * the member list, and the Lease, taken whenever it is free or expired, renewed with the checkpoint of what was sent,
+ * and released at the end. A member watches and sends whether or not it holds the Lease, which only decides who
+ * stores the checkpoint.
  */
 import { countedMembers, shouldJoin, withMember, withoutMember, type RotaPolicy } from '#shared/policy/forwarder-rota.ts';
 import type { Checkpoint } from '#shared/contract/streams.ts';
@@ -59,11 +57,10 @@ export class Leadership {
   }
 
   /**
-   * Joins the rota unless enough members with time left already watch (then returns `joined: false` at once). Joining
-   * records this forwarder in the member list (a compare-and-swap on the Lease, so two newcomers never both count on
-   * the same shortage) and takes the Lease when it is free or expired. Returns where this window resumes: the
-   * checkpoint the Lease holds. Retries every `acquireRetryMs` while the Lease cannot be read; `joined: false` with
-   * 0 members when `signal` aborted first.
+   * Joins the rota unless enough members with time left already watch (then returns `joined: false` at once): records
+   * this forwarder in the member list (a compare-and-swap on the Lease, so two newcomers never both count on the same
+   * shortage) and takes the Lease when it is free or expired. Returns the checkpoint the Lease holds; retries while the
+   * Lease cannot be read (`joined: false` with 0 members when `signal` aborted first).
    */
   async join(term: RotaTerm, signal: AbortSignal): Promise<JoinOutcome> {
     const rota = this.d.lease;
@@ -99,9 +96,7 @@ export class Leadership {
 
   /**
    * A member's loop until `signal` aborts: renews the Lease with the checkpoint while holding it (a lost Lease only
-   * ends the checkpointing, never the watching), otherwise tries to take it every `acquireRetryMs` (a released Lease
-   * is taken within that, an expired one after the lease duration), and records itself in the member list every
-   * `renewIntervalMs`.
+   * ends the checkpointing, never the watching), otherwise tries to take it, and keeps its entry in the list fresh.
    */
   async memberLoop(term: RotaTerm, signal: AbortSignal): Promise<void> {
     const rota = this.d.lease;

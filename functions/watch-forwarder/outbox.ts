@@ -3,21 +3,15 @@
  * checkpoint of every stream, which advances only over what was sent (or needed no message). It also holds watch
  * intake back while too many events wait, and sends what is left, for a bounded time, when the streams have stopped.
  *
- * The one retry layer of a send is here. The publisher (shared/adapters/sqs/event-publisher.ts) makes one attempt per
- * event and reports every event it did not send (a throttled or failed call, each entry of a partial-batch failure);
- * the outbox keeps such an event pending and resends it after a jittered backoff (0.2 s doubling to 30 s), without a
- * limit: it never gives up a change that may still be sent, only one the queue can never take (too large, a sender
- * fault). Here, not in the publisher, because only here does a waiting event keep what it must: its stream's checkpoint
- * stays before it, it counts against the intake bounds (back-pressure), and the flush loop goes on sending the other
- * streams' events meanwhile instead of sleeping inside a call. A later event of the same message group (Node) is not
- * sent while an earlier one waits for its resend, so one Node's events still reach the queue in order. (The AWS SDK's
- * own retry of a throttled call, inside one attempt, is the transport's and is left at its defaults.)
+ * The one retry layer of a send is here (README, Failure semantics: Queue). The publisher makes one attempt per event
+ * and reports each it did not send; the outbox resends it with backoff and no limit, giving up only what the queue can
+ * never take. Here, not in the publisher, because only here does a waiting event keep its stream's checkpoint before
+ * it and count against the intake bound, while the flush loop goes on sending the other streams' events. A later
+ * event of the same message group waits behind it, so one Node's events reach the queue in order. (The AWS SDK's own
+ * retry inside one attempt is the transport's, left at its defaults.)
  *
- * Bulkheads between streams (each workload cluster's Node stream is one; docs/hostile-clusters.md): a stream's intake
- * waits while the outbox holds `maxPendingEvents` and the stream has any event of its own waiting. A stream with nothing
- * waiting always gets its next change in, so one cluster that floods the outbox holds back only itself, and the outbox
- * holds at most `maxPendingEvents` plus one change per stream. Each round takes the due events of every stream in turn,
- * so an event of a quiet stream goes out in the next round, not after a flood.
+ * Bulkheads between streams (docs/hostile-clusters.md): a stream with nothing waiting always gets its next change in,
+ * so a stream that floods the outbox holds back only itself, and rounds take the streams' due events in turn.
  */
 import { messageGroupIdFor, type TaintEvent } from '#shared/contract/cloud-event.ts';
 import { backoffDelay } from '#shared/policy/backoff.ts';
@@ -49,7 +43,7 @@ export class StreamProgress {
     this.committed = initial;
   }
 
-  /** Resume points held: not yet passed, because an event before them waits. */
+  /** Resume points held back by an event before them that waits. */
   get held(): number {
     return this.entries.length;
   }
@@ -98,9 +92,8 @@ export interface OutboxOptions {
   /** Events handed to the publisher per round (default 100). */
   readonly maxEventsPerPublish?: number;
   /**
-   * Intake ({@link Outbox.enqueue}) of a stream with events of its own waiting waits while this many events wait in all
-   * (default 1000, ten rounds). A relist announces every object at once; a larger bound only keeps more of them in
-   * memory while the same sends go out (docs/benchmarks-history.md, forwarder memory).
+   * Intake of a stream with events of its own waiting waits while this many wait in all (default 1000, ten rounds): a
+   * larger bound only keeps more of a relist in memory (docs/benchmarks-history.md, forwarder memory).
    */
   readonly maxPendingEvents?: number;
   /** How long {@link Outbox.drain} keeps trying (default 10 s). */
@@ -121,8 +114,9 @@ export class Outbox {
 
   constructor(deps: OutboxDeps, options: OutboxOptions = {}) {
     this.d = deps;
-    // Defaults by destructuring: they also replace a value given as undefined.
-    const { flushIntervalMs = 100, maxEventsPerPublish = 100, maxPendingEvents = 1_000, drainTimeoutMs = 10_000 } = options;
+    // Defaults by destructuring, not a spread: they also replace an option given as undefined.
+    const { flushIntervalMs = 100, maxEventsPerPublish = 100, maxPendingEvents = 1_000, drainTimeoutMs = 10_000 } =
+      options;
     this.opt = { flushIntervalMs, maxEventsPerPublish, maxPendingEvents, drainTimeoutMs };
   }
 
@@ -141,7 +135,7 @@ export class Outbox {
     return rv !== undefined ? { resumeFrom: rv } : {};
   }
 
-  /** Tracks the progress of a (re)started stream, from its resume point. */
+  /** Tracks the progress of a (re)started stream from its resume point. */
   openStream(key: string): StreamProgress {
     const progress = new StreamProgress(this.baseCheckpoint[key]);
     this.progress.set(key, progress);
@@ -172,9 +166,8 @@ export class Outbox {
    * stream is no longer {@link Outbox.full} for it, or the term ends.
    */
   async enqueue(events: readonly TaintEvent[], observedAt: Date, progress: StreamProgress, checkpoint: string | undefined): Promise<void> {
-    // An idle outbox sends at once instead of after the flush loop's pause (up to flushIntervalMs, 100 ms by
-    // default, on every change that comes alone: a joining Node's, an edit's). Batching is kept where it pays: while a
-    // round is being sent the loop is not paused, and what arrives meanwhile goes out together in the next round.
+    // An idle outbox sends at once, not after the flush loop's pause (a lone change: a joining Node's, an edit's);
+    // what arrives while a round is being sent still goes out together in the next one.
     const idle = this.pending.length === 0;
     events.forEach((event, i) => {
       const ticket = progress.add(i === events.length - 1 ? checkpoint : undefined, false);
@@ -190,7 +183,7 @@ export class Outbox {
     }
   }
 
-  /** Whether the intake of a stream must wait: the outbox holds `maxPendingEvents` and some of them are the stream's. */
+  /** Whether a stream's intake must wait: the outbox holds `maxPendingEvents` and some of them are the stream's. */
   private full(progress: StreamProgress): boolean {
     return this.pending.length >= this.opt.maxPendingEvents && progress.waiting > 0;
   }
@@ -203,9 +196,8 @@ export class Outbox {
   }
 
   /**
-   * Publishes the events that are due, at most `maxEventsPerPublish`. A sent event, or one that can never be sent
-   * (not retryable), no longer holds its stream's checkpoint; any other is resent after a backoff. Returns how many
-   * were attempted (0 when nothing was due).
+   * Publishes the due events, at most `maxEventsPerPublish`; one sent or never sendable no longer holds its stream's
+   * checkpoint, any other is resent after a backoff. Returns how many were attempted.
    */
   async publishRound(): Promise<number> {
     const now = this.d.clock.now().getTime();
@@ -215,7 +207,6 @@ export class Outbox {
     const sentAt = this.d.clock.now().getTime();
     const sentIds = new Set(result.sent.map((ev) => ev.id));
     const unsent = new Map(result.unsent.map((u) => [u.event.id, u]));
-    const touched = new Set<StreamProgress>();
     const finished = new Set<Pending>();
     for (const p of ready) {
       const failure = unsent.get(p.event.id);
@@ -226,7 +217,7 @@ export class Outbox {
       } else {
         this.d.telemetry.record(ForwarderMetric.SendFailures, 1);
         if (failure && !failure.retryable) {
-          // Resending can never succeed; it is logged (by the publisher) and counted, and no longer holds the checkpoint.
+          // Resending can never succeed: logged by the publisher, counted, and no longer holding the checkpoint.
           finished.add(p);
           continue;
         }
@@ -237,18 +228,16 @@ export class Outbox {
     for (const p of finished) {
       p.ticket.done = true;
       p.progress.waiting--;
-      touched.add(p.progress);
+      p.progress.advance();
     }
-    for (const t of touched) t.advance();
     this.pending = this.pending.filter((p) => !finished.has(p));
     if (finished.size > 0) this.releaseIntake();
     return ready.length;
   }
 
   /**
-   * The due events of one round, at most `maxEventsPerPublish`: the first due event of every stream, then the second,
-   * and so on (each stream's in the order they came), so that no stream waits behind another's backlog. An event whose
-   * message group has an earlier event waiting for its resend is not due.
+   * The due events of one round: the first of every stream, then the second, and so on, so that no stream waits
+   * behind another's backlog. An event whose message group has an earlier one waiting for its resend is not due.
    */
   private takeInTurn(now: number): Pending[] {
     const byStream = new Map<StreamProgress, Pending[]>();
