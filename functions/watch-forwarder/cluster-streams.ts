@@ -40,10 +40,7 @@ export interface ClusterStreamsDeps extends Omit<EventRouterDeps, 'index'> {
 export interface ClusterStreamsOptions {
   /** How often the number of failing clusters is sampled as UnreachableClusters (default 60 s). */
   readonly healthSampleIntervalMs?: number;
-  /**
-   * How long a Node stream's quiet list waits for the Machine and MachinePool streams to hold their collections before
-   * its Nodes are judged without them (conservatively: EventRouter.judge); default 30 s.
-   */
+  /** How long a Node stream's quiet list waits for the Machine and MachinePool streams' collections (default 30 s). */
   readonly ownersWaitMs?: number;
 }
 
@@ -102,9 +99,8 @@ export class ClusterStreams {
   }
 
   /**
-   * The Cluster stream: in `capi` mode each Cluster's Node stream, and in either mode a Cluster's pause or unpause (in
-   * `self` mode the Nodes are the management cluster's own, but its Machines belong to Clusters whose `spec.paused` the
-   * reconcile honours). A pause's events have no resume point of their own (the Cluster stream always lists afresh).
+   * The Cluster stream: in `capi` mode each Cluster's Node stream, and in either mode (a `self` cluster's Machines
+   * belong to Clusters too) a Cluster's pause or unpause, whose events have no resume point of their own.
    */
   async #runClusters(signal: AbortSignal): Promise<void> {
     const running = new Map<string, { controller: AbortController; done: Promise<void> }>();

@@ -19,10 +19,7 @@ import type { WatchForwarderDeps } from './forward-watch-events.ts';
 
 export interface ComposeForwarderArgs {
   readonly config: ForwarderConfig;
-  /**
-   * The management cluster (Machines, Clusters, kubeconfig Secrets, the Lease); also the Nodes' cluster in `self` mode.
-   * A RestConfig in the Lambda function, a client-node KubeConfig in the local tools: both are ClusterEndpoints.
-   */
+  /** The management cluster (also the Nodes' in `self` mode): a RestConfig in Lambda, a KubeConfig locally. */
   readonly managementKubeConfig: ClusterEndpoint;
   /** Where events go: an SQS client (real AWS, the local server, or a mock; or a function that makes it on first use) with `config.queueUrl`, or a ready publisher. */
   readonly sqs?: SqsSendClient | (() => Promise<SqsSendClient>);

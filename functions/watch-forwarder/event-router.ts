@@ -30,9 +30,15 @@ export interface EventRouterDeps {
   readonly logger: Pick<typeof logger, 'info' | 'error'>;
   readonly outbox: Pick<Outbox, 'enqueue'>;
   readonly index: ObjectIndex;
-  /** The startup gate (see WatchForwarderDeps.startupTaint). */
+  /**
+   * The startup gate the reconcile function removes (STARTUP_TAINT_KEY/EFFECT): a foreign write that adds or removes
+   * it is forwarded, never taken for noise. Undefined when the gate is off.
+   */
   readonly startupTaint?: TaintId;
-  /** Who propagates `spec.taints` (see WatchForwarderDeps.specTaintsOwner). */
+  /**
+   * Who propagates `Machine.spec.taints` (SPEC_TAINTS_OWNER, as the reconcile function's; default upstream Cluster API):
+   * with upstream, a Machine change of `spec.taints` that cannot change the product's decision is not forwarded.
+   */
   readonly specTaintsOwner?: SpecTaintsOwner;
 }
 

@@ -8,8 +8,6 @@
  * events, sending and resending, back-pressure, checkpoint advance); it only runs them together for a window and in
  * order at its end.
  */
-import type { TaintId } from '#shared/domain/taint.ts';
-import type { SpecTaintsOwner } from '#shared/domain/ownership.ts';
 import type { Checkpoint } from '#shared/contract/streams.ts';
 import type { Clock } from '#shared/ports/clock.ts';
 import type { EventPublisher } from '#shared/ports/event-publisher.ts';
@@ -21,14 +19,14 @@ import { logger as defaultLogger } from '#shared/observability/logger.ts';
 import { Leadership, type LeadershipOptions, type RotaTerm } from './leadership.ts';
 import { Outbox, type OutboxOptions } from './outbox.ts';
 import { ClusterStreams, type ClusterStreamsOptions, type FailingCluster } from './cluster-streams.ts';
+import type { EventRouterDeps } from './event-router.ts';
 
 export type { FailingCluster } from './cluster-streams.ts';
 
 type Logger = Pick<typeof defaultLogger, 'info' | 'warn' | 'error' | 'debug'>;
 
 /** What the core needs; compose.ts builds these from adapters. */
-export interface WatchForwarderDeps {
-  readonly mode: 'capi' | 'self';
+export interface WatchForwarderDeps extends Pick<EventRouterDeps, 'mode' | 'startupTaint' | 'specTaintsOwner'> {
   readonly sources: WatchSources;
   /** The Lease: the election, the checkpoint and the rota's member list. */
   readonly lease: LeaderLease & ForwarderRota;
@@ -36,16 +34,6 @@ export interface WatchForwarderDeps {
   readonly telemetry: ForwarderTelemetry;
   readonly clock: Clock;
   readonly logger?: Logger;
-  /**
-   * The startup gate the reconcile function removes (STARTUP_TAINT_KEY/EFFECT): a foreign write that adds or removes
-   * it is forwarded, never taken for noise. Undefined when the gate is off.
-   */
-  readonly startupTaint?: TaintId;
-  /**
-   * Who propagates `Machine.spec.taints` (SPEC_TAINTS_OWNER, as the reconcile function's; default upstream Cluster API):
-   * with upstream, a Machine change of `spec.taints` that cannot change the product's decision is not forwarded.
-   */
-  readonly specTaintsOwner?: SpecTaintsOwner;
 }
 
 /** The forwarder's timing, each with its collaborator's default (tests shorten them). */
