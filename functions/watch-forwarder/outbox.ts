@@ -289,12 +289,11 @@ export class Outbox {
 
   /** After the streams stopped: keeps sending what is pending (with backoff) for at most `drainTimeoutMs`; returns what is left. */
   async drain(): Promise<number> {
-    const deadline = Date.now() + this.opt.drainTimeoutMs;
+    const deadline = AbortSignal.timeout(this.opt.drainTimeoutMs);
     for (const p of this.pending) p.notBefore = 0; // the last chance to send: a resend due later is due now
-
-    while (this.pending.length > 0 && Date.now() < deadline) {
+    while (this.pending.length > 0 && !deadline.aborted) {
       const attempted = await this.publishRound().catch(() => 0);
-      if (attempted === 0) await new Promise((r) => setTimeout(r, Math.min(200, Math.max(1, deadline - Date.now()))));
+      if (attempted === 0) await sleep(200, deadline);
     }
     if (this.pending.length > 0) {
       this.d.logger.warn('Leaving unsent events to the next forwarder; the checkpoint stops before them', { count: this.pending.length });
