@@ -1,10 +1,7 @@
 /**
- * The forwarder's informers: runs the Machines, MachinePools, MachineDeployments, MachineSets and Clusters streams and,
- * per workload cluster, a Node stream (in `capi` mode started and stopped with its Cluster; in `self` mode the one
- * cluster's), each from its resume point in the outbox, and hands their changes to the EventRouter. It keeps the set of
- * workload clusters whose Node stream is failing: each transition is logged once, and their number is sampled in the
- * UnreachableClusters metric, while every other cluster keeps converging. A rota member without the Lease lets its
- * later relists pass unannounced.
+ * The forwarder's informers: runs the management streams and, per workload cluster, a Node stream (in `capi` mode
+ * started and stopped with its Cluster), each from its resume point in the outbox, and hands their changes to the
+ * EventRouter. It keeps the set of workload clusters whose Node stream is failing (UnreachableClusters).
  */
 import { clusterKey, type ClusterRef } from '#shared/contract/cloud-event.ts';
 import { forwardDecision, pausedChanged } from '#shared/policy/relevance.ts';
@@ -34,21 +31,16 @@ export interface ClusterStreamsDeps extends Omit<EventRouterDeps, 'index'> {
   /** Where each stream resumes, where its progress is kept, and where the events go. */
   readonly outbox: Pick<Outbox, 'startOf' | 'openStream' | 'forgetStream' | 'enqueue'>;
   /**
-   * Whether the `resynced` announcements of a stream's later relists (periodic resync, 410 Gone) are sent now; absent:
-   * always. Deployed, only the Lease holder sends them: the other members saw those changes happen, and a resync by
-   * every member (each on its own timer, often beyond the queue's 5-minute deduplication) would reconcile every object
-   * once per member. A stream's first list (from the checkpoint, or everything) is always announced.
+   * Whether a stream's later relists (periodic resync, 410 Gone) are announced now: only the Lease holder's are, since
+   * a resync by every member would reconcile every object once per member (README, Hand-over). First lists always are.
    */
-  readonly announcesRelists?: () => boolean;
+  readonly announcesRelists: () => boolean;
 }
 
 export interface ClusterStreamsOptions {
-  /** How often the number of failing clusters is sampled (UnreachableClusters). */
-  readonly healthSampleIntervalMs: number;
-  /**
-   * How long a Node stream's quiet list waits for the Machine and MachinePool streams to hold their collections before
-   * its Nodes are judged without them (conservatively: EventRouter.judge); default 30 s.
-   */
+  /** How often the number of failing clusters is sampled as UnreachableClusters (default 60 s). */
+  readonly healthSampleIntervalMs?: number;
+  /** How long a Node stream's quiet list waits for the Machine and MachinePool streams' collections (default 30 s). */
   readonly ownersWaitMs?: number;
 }
 
@@ -58,12 +50,11 @@ export class ClusterStreams {
   readonly #opt: ClusterStreamsOptions;
   readonly #index = new ObjectIndex();
   readonly #router: EventRouter;
-  /** Workload clusters whose Node stream is failing, by stream key. */
   readonly #failing = new Map<string, FailingCluster>();
   /** Node streams' quiet lists waiting for the management streams to hold their collections. */
   #waitingForOwners: Array<() => void> = [];
 
-  constructor(deps: ClusterStreamsDeps, options: ClusterStreamsOptions) {
+  constructor(deps: ClusterStreamsDeps, options: ClusterStreamsOptions = {}) {
     this.#d = deps;
     this.#opt = options;
     this.#router = new EventRouter({ ...deps, index: this.#index });
@@ -94,15 +85,12 @@ export class ClusterStreams {
   /** Samples UnreachableClusters (0 when none, so the alarm sees data) every `healthSampleIntervalMs` until `signal` aborts. */
   async sampleLoop(signal: AbortSignal): Promise<void> {
     while (!signal.aborted) {
-      await sleep(this.#opt.healthSampleIntervalMs, signal);
+      await sleep(this.#opt.healthSampleIntervalMs ?? 60_000, signal);
       if (!signal.aborted) this.#d.telemetry.record(ForwarderMetric.UnreachableClusters, this.#failing.size);
     }
   }
 
-  /**
-   * Ends a term once its streams stopped: the last UnreachableClusters sample of the run, so that every window (however
-   * short) reports how many clusters were failing at its end. Returns those clusters; the set is then empty.
-   */
+  /** Ends a term once its streams stopped: the run's last UnreachableClusters sample; returns those clusters. */
   endTerm(): FailingCluster[] {
     this.#d.telemetry.record(ForwarderMetric.UnreachableClusters, this.#failing.size);
     const failingClusters = this.failingClusters();
@@ -111,9 +99,8 @@ export class ClusterStreams {
   }
 
   /**
-   * The Cluster stream: in `capi` mode each Cluster's Node stream, and in either mode a Cluster's pause or unpause (in
-   * `self` mode the Nodes are the management cluster's own, but its Machines belong to Clusters whose `spec.paused` the
-   * reconcile honours). A pause's events have no resume point of their own (the Cluster stream always lists afresh).
+   * The Cluster stream: in `capi` mode each Cluster's Node stream, and in either mode (a `self` cluster's Machines
+   * belong to Clusters too) a Cluster's pause or unpause, whose events have no resume point of their own.
    */
   async #runClusters(signal: AbortSignal): Promise<void> {
     const running = new Map<string, { controller: AbortController; done: Promise<void> }>();
@@ -181,7 +168,7 @@ export class ClusterStreams {
       if (e.type === 'listed') {
         this.#router.listed(e.items, cluster);
         // A quiet list's other objects: judged at the stream's first list by every member, later only by the holder.
-        if (e.unannounced && (!listed || !this.#d.announcesRelists || this.#d.announcesRelists())) {
+        if (e.unannounced && (!listed || this.#d.announcesRelists())) {
           if (cluster) await this.#ownersHeld(signal);
           await this.#router.judge(e.unannounced, cluster, e.observedAt ?? new Date(), progress);
         }
@@ -191,7 +178,7 @@ export class ClusterStreams {
         listed = true;
         progress.add(e.resourceVersion, true);
         if (!cluster && this.#waitingForOwners.length > 0 && this.#index.managementSynced()) this.#releaseOwnerWaits();
-      } else if (e.change === 'resynced' && listed && this.#d.announcesRelists && !this.#d.announcesRelists()) {
+      } else if (e.change === 'resynced' && listed && !this.#d.announcesRelists()) {
         this.#d.telemetry.record(ForwarderMetric.EventsSeen, 1);
         this.#d.telemetry.record(ForwarderMetric.EventsFiltered, 1);
         progress.add(e.checkpoint, true);
@@ -203,10 +190,9 @@ export class ClusterStreams {
   }
 
   /**
-   * Resolves once the Machine and MachinePool streams hold their collections, so that a Node stream's quiet list (its
-   * first one racing theirs at a cold start, a new cluster, a new shard) judges its Nodes against their owners rather
-   * than conservatively; at most `ownersWaitMs`, or until `signal` aborts. The Node stream's watch waits meanwhile and
-   * then starts from its list's resourceVersion: nothing is missed.
+   * Resolves once the Machine and MachinePool streams hold their collections (at most `ownersWaitMs`), so that a Node
+   * stream's quiet list racing theirs judges its Nodes against their owners rather than conservatively. Its watch
+   * waits meanwhile and then starts from its list's resourceVersion: nothing is missed.
    */
   async #ownersHeld(signal: AbortSignal): Promise<void> {
     if (this.#index.managementSynced() || signal.aborted) return;
@@ -226,10 +212,7 @@ export class ClusterStreams {
     for (const release of waiting) release();
   }
 
-  /**
-   * A stream's health changed: logged once per transition. A Node stream (the cluster is known) enters or leaves the
-   * set of failing clusters; a management stream (Machines, MachinePools, Clusters) is logged only, by stream name.
-   */
+  /** A stream's health changed: logged once; a Node stream also enters or leaves the set of failing clusters. */
   #streamHealth(key: string, cluster: ClusterRef | undefined, e: StreamHealthEvent): void {
     const who = cluster ? { [LogKey.cluster]: clusterKey(cluster) } : { stream: key };
     const failingClusters = () => (cluster ? { failingClusters: this.#failing.size } : {});

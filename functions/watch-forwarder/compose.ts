@@ -1,7 +1,6 @@
 /**
- * Builds the watch-forwarder's dependencies from configuration and clients. Used by the Lambda handler, the
- * long-running process (`npm run forwarder`), the local pipeline, the tests and the benchmarks, so all of them run the
- * very same core and the same lifecycle (a window of the rota, forward-watch-events.ts).
+ * Builds the watch-forwarder's dependencies from configuration and clients, for every form (the Lambda handler,
+ * `npm run forwarder`, the local pipeline, the tests and the benchmarks), so all of them run the very same core.
  */
 import { KubernetesCapiDiscovery } from '#shared/adapters/kubernetes/capi-discovery.ts';
 import type { ClusterEndpoint } from '#shared/adapters/kubernetes/kube-http.ts';
@@ -14,24 +13,19 @@ import { ConfigError } from '#shared/errors.ts';
 import { shardKeeps, shardLeaseName } from '#shared/policy/shards.ts';
 import { ForwarderMetric } from '#shared/observability/metric-names.ts';
 import { logger as defaultLogger } from '#shared/observability/logger.ts';
-import type { Clock } from '#shared/ports/clock.ts';
 import type { EventPublisher } from '#shared/ports/event-publisher.ts';
 import type { ForwarderTelemetry } from '#shared/ports/forwarder-telemetry.ts';
 import type { WatchForwarderDeps } from './forward-watch-events.ts';
 
 export interface ComposeForwarderArgs {
   readonly config: ForwarderConfig;
-  /**
-   * The management cluster (Machines, Clusters, kubeconfig Secrets, the Lease); also the Nodes' cluster in `self` mode.
-   * A RestConfig in the Lambda function, a client-node KubeConfig in the local tools: both are ClusterEndpoints.
-   */
+  /** The management cluster (also the Nodes' in `self` mode): a RestConfig in Lambda, a KubeConfig locally. */
   readonly managementKubeConfig: ClusterEndpoint;
   /** Where events go: an SQS client (real AWS, the local server, or a mock; or a function that makes it on first use) with `config.queueUrl`, or a ready publisher. */
   readonly sqs?: SqsSendClient | (() => Promise<SqsSendClient>);
   readonly publisher?: EventPublisher;
   readonly telemetry: ForwarderTelemetry;
   readonly workloadKubeConfigs?: WorkloadKubeConfigs;
-  readonly clock?: Clock;
   readonly logger?: WatchForwarderDeps['logger'];
   /** Server-side watch timeout (default 300 s; tests shorten it). */
   readonly watchTimeoutSeconds?: number;
@@ -46,9 +40,7 @@ export interface ComposeForwarderArgs {
  * clusters). Throws ConfigError when no queue is given.
  */
 export function composeWatchForwarder(args: ComposeForwarderArgs): WatchForwarderDeps {
-  const { config } = args;
-  // Connections are pooled by the HTTP client (kube-http.ts), one keep-alive pool for every cluster.
-  const kc = args.managementKubeConfig;
+  const { config, managementKubeConfig: kc } = args;
   let publisher = args.publisher;
   if (!publisher) {
     if (!args.sqs || !config.queueUrl) throw new ConfigError('QUEUE_URL', 'is required to send events');
@@ -70,8 +62,7 @@ export function composeWatchForwarder(args: ComposeForwarderArgs): WatchForwarde
       logger.info('Cluster API version chosen by discovery', { capiApiVersion: version });
     },
   });
-  // One Lease per shard: the election, the checkpoint and the rota's member list of the shard's rota
-  // (the plain LEASE_NAME with one shard; shared/policy/shards.ts).
+  // One Lease per shard (the plain LEASE_NAME with one shard, so that an upgrade keeps its checkpoint).
   const lease = new KubernetesLeaderLease({
     kubeConfig: kc,
     namespace: config.stateNamespace,
@@ -81,30 +72,28 @@ export function composeWatchForwarder(args: ComposeForwarderArgs): WatchForwarde
   });
   return {
     mode: config.clusterMode,
-    ...(config.startupTaint ? { startupTaint: config.startupTaint } : {}),
-    ...(config.specTaintsOwner ? { specTaintsOwner: config.specTaintsOwner } : {}),
+    startupTaint: config.startupTaint,
+    specTaintsOwner: config.specTaintsOwner,
     sources: kubernetesWatchSources({
       managementKubeConfig: kc,
       capi,
       workloadKubeConfigs: args.workloadKubeConfigs ?? workloadKubeConfigs(kc),
-      ...(config.machineNamespace ? { machineNamespace: config.machineNamespace } : {}),
-      ...(config.nodeLabelSelector ? { nodeLabelSelector: config.nodeLabelSelector } : {}),
+      machineNamespace: config.machineNamespace,
+      nodeLabelSelector: config.nodeLabelSelector,
       // A shard keeps only its own clusters' objects (and so runs Node streams only for its own Clusters).
-      ...(config.shards > 1 ? { keep: shardKeeps(config.shard, config.shards) } : {}),
+      keep: config.shards > 1 ? shardKeeps(config.shard, config.shards) : undefined,
       idleTimeoutMs: config.watchIdleSeconds * 1000,
       resyncIntervalMs: config.resyncIntervalSeconds * 1000,
-      ...(args.watchTimeoutSeconds !== undefined ? { watchTimeoutSeconds: args.watchTimeoutSeconds } : {}),
-      ...(args.requestTimeoutMs !== undefined ? { requestTimeoutMs: args.requestTimeoutMs } : {}),
-      ...(args.watchBackoff ? { backoff: args.watchBackoff } : {}),
+      watchTimeoutSeconds: args.watchTimeoutSeconds,
+      requestTimeoutMs: args.requestTimeoutMs,
+      backoff: args.watchBackoff,
       telemetry: args.telemetry,
-      ...(args.clock ? { clock: args.clock } : {}),
       logger,
     }),
     lease,
-    rota: lease,
     publisher,
     telemetry: args.telemetry,
-    clock: args.clock ?? { now: () => new Date() },
+    clock: { now: () => new Date() },
     logger,
   };
 }

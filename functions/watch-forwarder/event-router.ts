@@ -1,11 +1,7 @@
 /**
  * The forwarder's event handler, controller-runtime's predicates and map functions in one place: each change a stream
- * delivers is judged by the domain's relevance rules, and what needs a reconcile becomes TaintEvents in the outbox — a
- * Machine's or Node's one event (naming its unlinked other half from the index), a MachinePool's one per Node it
- * concerns, a ScalableResource event where the autoscaler annotation needs one, and a Cluster's pause or unpause fanned
- * out to every object of that Cluster. Heartbeats, the echo of our own write, foreign taint noise and changes of
- * upstream's own spec.taints that cannot change the product's decision cost no message (and so no API call); a change
- * that sends nothing still passes its stream's resume point.
+ * delivers is judged by the domain's relevance rules (README, Relevance), and what needs a reconcile becomes
+ * TaintEvents in the outbox. A change that sends nothing still passes its stream's resume point.
  */
 import type { TaintId } from '#shared/domain/taint.ts';
 import { clusterKey, type ClusterRef } from '#shared/contract/cloud-event.ts';
@@ -34,9 +30,15 @@ export interface EventRouterDeps {
   readonly logger: Pick<typeof logger, 'info' | 'error'>;
   readonly outbox: Pick<Outbox, 'enqueue'>;
   readonly index: ObjectIndex;
-  /** The startup gate (see WatchForwarderDeps.startupTaint). */
+  /**
+   * The startup gate the reconcile function removes (STARTUP_TAINT_KEY/EFFECT): a foreign write that adds or removes
+   * it is forwarded, never taken for noise. Undefined when the gate is off.
+   */
   readonly startupTaint?: TaintId;
-  /** Who propagates `spec.taints` (see WatchForwarderDeps.specTaintsOwner). */
+  /**
+   * Who propagates `Machine.spec.taints` (SPEC_TAINTS_OWNER, as the reconcile function's; default upstream Cluster API):
+   * with upstream, a Machine change of `spec.taints` that cannot change the product's decision is not forwarded.
+   */
   readonly specTaintsOwner?: SpecTaintsOwner;
 }
 
@@ -95,9 +97,8 @@ export class EventRouter {
   }
 
   /**
-   * Objects a list put into a stream's state without announcing them all (a resume at the checkpoint, a relist that
-   * announces what changed): the index learns the unlinked ones, so that a member that joined the rota (or a
-   * restarted forwarder) links a Node to a Machine that got its provider ID before.
+   * Objects a list put into a stream's state without announcing them all: the index learns the unlinked ones, so that
+   * a member that joined the rota links a Node to a Machine that got its provider ID before.
    */
   listed(items: readonly WatchedFacts[], cluster: ClusterRef | undefined): void {
     for (const facts of items) {
@@ -107,13 +108,10 @@ export class EventRouter {
   }
 
   /**
-   * The objects a quiet list did not announce (a stream's first list without a checkpoint, a periodic resync; the
-   * stream announced what changed since it had them): each is announced as `resynced` only when it may need work — a
-   * Node whose reconcile may write (`#shared/policy/drift.ts`: the reconcile's own plan, from the index's state of its
-   * owner), a MachineDeployment, MachineSet or MachinePool whose autoscaler plan writes. A Machine or a MachinePool's
-   * Nodes are judged from the Nodes' side (their Node streams list and resync too). So a fleet in sync sends nothing,
-   * and drift no event announced is healed within one resync. Each judged object counts in EventsSeen, each one left
-   * quiet in EventsFiltered; a list that announces any is logged once, with its counts. Returns how many were announced.
+   * The objects a quiet list did not announce (README, Failure semantics: Quiet lists): each is announced as `resynced`
+   * only when it may need work — a Node whose reconcile may write (`#shared/policy/drift.ts`), a MachineDeployment,
+   * MachineSet or MachinePool whose autoscaler plan writes; Machines are judged from their Nodes' side. So a fleet in
+   * sync sends nothing. Returns how many were announced.
    */
   async judge(unannounced: readonly WatchedFacts[], cluster: ClusterRef | undefined, observedAt: Date, progress: StreamProgress): Promise<number> {
     const { index, mode, telemetry } = this.#d;
@@ -146,9 +144,8 @@ export class EventRouter {
   }
 
   /**
-   * A Cluster's `spec.paused` changed: every Node of its Machines and MachinePools, and each of its MachineDeployments,
-   * MachineSets and MachinePools, is announced (toClusterPauseEvents), from the management streams' last state. Once
-   * unpaused, what changed meanwhile converges with no other change; when paused, the reconcile answers `paused`.
+   * A Cluster's `spec.paused` changed: every object of that Cluster is announced (toClusterPauseEvents), so that once
+   * unpaused, what changed meanwhile converges with no other change (README, Pause).
    */
   async announcePause(facts: ClusterFacts, cluster: ClusterRef, observedAt: Date, progress: StreamProgress): Promise<void> {
     const events = toClusterPauseEvents(facts, cluster, this.#d.index.membersOf(facts, cluster), observedAt);
@@ -185,9 +182,5 @@ export class EventRouter {
 
 /** The previous state when it is of the current one's kind (always, within one stream), narrowed to its type. */
 function sameKind<T extends WatchedFacts>(previous: WatchedFacts | undefined, current: T): T | undefined {
-  return isKindOf(previous, current) ? previous : undefined;
-}
-
-function isKindOf<T extends WatchedFacts>(previous: WatchedFacts | undefined, current: T): previous is T {
-  return previous?.kind === current.kind;
+  return previous?.kind === current.kind ? (previous as T) : undefined;
 }

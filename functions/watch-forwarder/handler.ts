@@ -1,8 +1,7 @@
 /**
- * Scheduled Lambda entry: one window of one shard's forwarder rota (README, "Deployed form"); the schedule's input
- * `{ "shard": i }` says which shard (shard-event.ts), each shard a rota with its own Lease. It exits at once when enough
- * members with time left already watch; otherwise it watches until shortly before its timeout, sending every relevant
- * change, and the Lease holder among the members stores the checkpoint.
+ * Scheduled Lambda entry: one window of one shard's forwarder rota (README, "Deployed form"), the shard given by the
+ * schedule's input (shard-event.ts). It watches until shortly before its timeout, or exits at once when enough
+ * members with time left already watch.
  */
 import { processEnv } from '#shared/config/env.ts';
 import type { Context, ScheduledEvent } from 'aws-lambda';

@@ -1,10 +1,8 @@
 /**
- * The forwarder's place in the rota (shared/policy/forwarder-rota.ts), the one lifecycle of every form: the Lambda's
- * scheduled windows, and the windows that `npm run forwarder`, `npm start`, the tests and the benchmarks run one after
- * another (local/forwarder-rota.ts). It decides whether a window joins the rota or exits, keeps its entry in the member
- * list fresh, takes the Lease whenever it is free or expired, stores the checkpoint of what was sent while it holds
- * the Lease, and at the end releases the Lease with the final checkpoint and leaves the rota. A member watches and
- * sends whether or not it holds the Lease, which only decides who stores the checkpoint.
+ * The forwarder's place in the rota (shared/policy/forwarder-rota.ts): whether a window joins or exits, its entry in
+ * the member list, and the Lease, taken whenever it is free or expired, renewed with the checkpoint of what was sent,
+ * and released at the end. A member watches and sends whether or not it holds the Lease, which only decides who
+ * stores the checkpoint.
  */
 import { countedMembers, shouldJoin, withMember, withoutMember, type RotaPolicy } from '#shared/policy/forwarder-rota.ts';
 import type { Checkpoint } from '#shared/contract/streams.ts';
@@ -15,12 +13,11 @@ import { sleep } from '#shared/sleep.ts';
 type Logger = Pick<typeof defaultLogger, 'info' | 'warn' | 'error' | 'debug'>;
 
 export interface LeadershipDeps {
-  readonly lease: LeaderLease;
+  /** The Lease: the election, the checkpoint and the rota's member list. */
+  readonly lease: LeaderLease & ForwarderRota;
   readonly logger: Logger;
   /** The checkpoint of what was sent so far (the outbox's). */
   readonly sentCheckpoint: () => Checkpoint;
-  /** The rota's member list, on the same Lease. */
-  readonly rota: ForwarderRota;
 }
 
 /** A window of the rota: its policy and when it ends. */
@@ -36,23 +33,22 @@ export type JoinOutcome =
   | { readonly joined: false; readonly members: number };
 
 export interface LeadershipOptions {
-  /** How often the Lease is renewed and the checkpoint stored. */
-  readonly renewIntervalMs: number;
-  /** How often a waiting forwarder retries the Lease. */
-  readonly acquireRetryMs: number;
+  /** How often the Lease is renewed and the checkpoint stored, and the member's entry recorded (default 5 s). */
+  readonly renewIntervalMs?: number;
+  /** How often a member that does not hold the Lease tries to take it (default 2 s). */
+  readonly acquireRetryMs?: number;
 }
 
 /** See the module comment. One instance serves every window of a forwarder. */
 export class Leadership {
   private readonly d: LeadershipDeps;
-  private readonly opt: LeadershipOptions;
+  private readonly opt: Required<LeadershipOptions>;
   private leading = false;
-  /** True from joining the rota until leaving it. */
-  private member = false;
 
-  constructor(deps: LeadershipDeps, options: LeadershipOptions) {
+  constructor(deps: LeadershipDeps, options: LeadershipOptions = {}) {
     this.d = deps;
-    this.opt = options;
+    const { renewIntervalMs = 5_000, acquireRetryMs = 2_000 } = options;
+    this.opt = { renewIntervalMs, acquireRetryMs };
   }
 
   /** True while this forwarder holds the Lease. */
@@ -60,20 +56,14 @@ export class Leadership {
     return this.leading;
   }
 
-  /** True while this forwarder is a member of the rota (it sends what it sees, holding the Lease or not). */
-  isMember(): boolean {
-    return this.member;
-  }
-
   /**
-   * Joins the rota unless enough members with time left already watch (then returns `joined: false` at once). Joining
-   * records this forwarder in the member list (a compare-and-swap on the Lease, so two newcomers never both count on
-   * the same shortage) and takes the Lease when it is free or expired. Returns where this window resumes: the
-   * checkpoint the Lease holds. Retries every `acquireRetryMs` while the Lease cannot be read; `joined: false` with
-   * 0 members when `signal` aborted first.
+   * Joins the rota unless enough members with time left already watch (then returns `joined: false` at once): records
+   * this forwarder in the member list (a compare-and-swap on the Lease, so two newcomers never both count on the same
+   * shortage) and takes the Lease when it is free or expired. Returns the checkpoint the Lease holds; retries while the
+   * Lease cannot be read (`joined: false` with 0 members when `signal` aborted first).
    */
   async join(term: RotaTerm, signal: AbortSignal): Promise<JoinOutcome> {
-    const rota = this.d.rota;
+    const rota = this.d.lease;
     while (!signal.aborted) {
       try {
         let counted = 0;
@@ -84,7 +74,6 @@ export class Leadership {
           return joins ? withMember(r.members, { id: rota.identity, until: term.until, seenAt: now }, now, term.policy) : undefined;
         });
         if (!joins) return { joined: false, members: counted };
-        this.member = true;
         let checkpoint = record.checkpoint;
         try {
           const attempt = await this.d.lease.tryAcquire();
@@ -107,12 +96,10 @@ export class Leadership {
 
   /**
    * A member's loop until `signal` aborts: renews the Lease with the checkpoint while holding it (a lost Lease only
-   * ends the checkpointing, never the watching), otherwise tries to take it every `acquireRetryMs` (a released Lease
-   * is taken within that, an expired one after the lease duration), and records itself in the member list every
-   * `renewIntervalMs`.
+   * ends the checkpointing, never the watching), otherwise tries to take it, and keeps its entry in the list fresh.
    */
   async memberLoop(term: RotaTerm, signal: AbortSignal): Promise<void> {
-    const rota = this.d.rota;
+    const rota = this.d.lease;
     let lastRecorded = Date.now();
     while (!signal.aborted) {
       await sleep(this.leading ? this.opt.renewIntervalMs : this.opt.acquireRetryMs, signal);
@@ -144,32 +131,27 @@ export class Leadership {
     }
   }
 
-  /** Leaves the rota at the end of a member's window (after {@link handOver}): its entry goes from the member list. */
-  async leave(term: RotaTerm): Promise<void> {
-    const rota = this.d.rota;
-    this.member = false;
-    try {
-      await rota.updateMembers((r, now) => withoutMember(r.members, rota.identity, now, term.policy));
-    } catch (err) {
-      this.d.logger.warn('Leaving the forwarder rota failed; the entry lapses by itself', { error: err as Error });
-    }
-  }
-
   /**
-   * Ends the window's hold on the Lease: releases it (when still held) with the checkpoint of what was sent, so that
-   * the next member resumes there at once. Returns that checkpoint.
+   * Ends a member's window: releases the Lease (when still held) with the checkpoint of what was sent, so that the
+   * next member resumes there at once, and removes this member's entry from the list. Returns that checkpoint.
    */
-  async handOver(unsent: number): Promise<Checkpoint> {
+  async leave(term: RotaTerm, unsent: number): Promise<Checkpoint> {
+    const { lease, logger } = this.d;
     const final = this.d.sentCheckpoint();
     if (this.leading) {
       try {
-        await this.d.lease.release(final);
-        this.d.logger.info('Handed over', { checkpoint: final, unsent });
+        await lease.release(final);
+        logger.info('Handed over', { checkpoint: final, unsent });
       } catch (err) {
-        this.d.logger.error('Releasing the Lease failed; the next forwarder waits for it to expire', { error: err as Error });
+        logger.error('Releasing the Lease failed; the next forwarder waits for it to expire', { error: err as Error });
       }
     }
     this.leading = false;
+    try {
+      await lease.updateMembers((r, now) => withoutMember(r.members, lease.identity, now, term.policy));
+    } catch (err) {
+      logger.warn('Leaving the forwarder rota failed; the entry lapses by itself', { error: err as Error });
+    }
     return final;
   }
 }

@@ -1,12 +1,10 @@
 /**
- * The forwarder's listers and indexers (client-go's names): the last state the streams hold (a Machine, a cluster's
- * Node, a Cluster's members), and the unlinked halves of Cluster API's Machine ↔ Node link (`#shared/domain/node-link.ts`)
- * by provider ID, per workload cluster. A joining Node's event then names its Machine (one GET for the reconcile, no
- * wait for `nodeRef`), and a Machine that gets its provider ID after its Node appeared names that Node. Only unlinked
- * objects are kept (a Machine's facts drop the provider ID once it has `nodeRef`; a Node's counts only while it has no
- * Machine annotation: `unlinkedProviderID`): the joining few, not the fleet. Between Cluster API's
- * two writes of a link (the Node's `cluster.x-k8s.io/machine` annotation, then the Machine's `status.nodeRef`) the
- * Machine keeps its Node in `#annotated`, so a change of the Machine in that moment still names its Node.
+ * The forwarder's listers and indexers (client-go's names): the last state the streams hold, and the unlinked halves
+ * of Cluster API's Machine ↔ Node link (`#shared/domain/node-link.ts`) by provider ID, per workload cluster. A joining
+ * Node's event then names its Machine (one GET for the reconcile, no wait for `nodeRef`), and a Machine that gets its
+ * provider ID after its Node appeared names that Node. Only unlinked objects are kept: the joining few, not the fleet.
+ * Between Cluster API's two writes of a link (the Node's `cluster.x-k8s.io/machine` annotation, then the Machine's
+ * `status.nodeRef`) the Machine keeps its Node in `#annotated`, so a change of the Machine then still names its Node.
  */
 import { clusterKey, type ClusterRef } from '#shared/contract/cloud-event.ts';
 import { nodeStreamKey } from '#shared/contract/streams.ts';
@@ -89,11 +87,10 @@ export class ObjectIndex {
   }
 
   /**
-   * The declaration owner of the Nodes of `cluster`, as the reconcile function finds it (see `#shared/policy/drift.ts`),
-   * from the management streams' last state: the MachinePool whose `status.nodeRefs` lists the Node (a pool Machine's
-   * Node follows its pool), else the Machine its `cluster.x-k8s.io/machine` annotation names, else the unlinked Machine
-   * with its provider ID, else the Machine whose `status.nodeRef` names it; `unknown` while the Machine or MachinePool
-   * stream has not listed (or restored) yet. One resolver per list: the lookups by Node name are built once, on demand.
+   * The declaration owner of the Nodes of `cluster`, as the reconcile function finds it, from the management streams'
+   * last state: the MachinePool listing the Node, else the Machine its annotation names, else the unlinked Machine with
+   * its provider ID, else the Machine whose `status.nodeRef` names it; `unknown` until both streams hold their
+   * collections. One resolver per list: the lookups by Node name are built once, on demand.
    */
   ownersIn(cluster: ClusterRef): (node: NodeFacts) => NodeOwner {
     const m = this.#management;

@@ -3,22 +3,15 @@
  * checkpoint of every stream, which advances only over what was sent (or needed no message). It also holds watch
  * intake back while too many events wait, and sends what is left, for a bounded time, when the streams have stopped.
  *
- * The one retry layer of a send is here. The publisher (shared/adapters/sqs/event-publisher.ts) makes one attempt per
- * event and reports every event it did not send (a throttled or failed call, each entry of a partial-batch failure);
- * the outbox keeps such an event pending and resends it after a jittered backoff (0.2 s doubling to 30 s), without a
- * limit: it never gives up a change that may still be sent, only one the queue can never take (too large, a sender
- * fault). Here, not in the publisher, because only here does a waiting event keep what it must: its stream's checkpoint
- * stays before it, it counts against the intake bounds (back-pressure), and the flush loop goes on sending the other
- * streams' events meanwhile instead of sleeping inside a call. A later event of the same message group (Node) is not
- * sent while an earlier one waits for its resend, so one Node's events still reach the queue in order. (The AWS SDK's
- * own retry of a throttled call, inside one attempt, is the transport's and is left at its defaults.)
+ * The one retry layer of a send is here (README, Failure semantics: Queue). The publisher makes one attempt per event
+ * and reports each it did not send; the outbox resends it with backoff and no limit, giving up only what the queue can
+ * never take. Here, not in the publisher, because only here does a waiting event keep its stream's checkpoint before
+ * it and count against the intake bound, while the flush loop goes on sending the other streams' events. A later
+ * event of the same message group waits behind it, so one Node's events reach the queue in order. (The AWS SDK's own
+ * retry inside one attempt is the transport's, left at its defaults.)
  *
- * Bulkheads between streams (each workload cluster's Node stream is one; issue "One bad workload cluster cannot hurt
- * the others"): a stream's intake waits while *that stream* has `maxPendingPerStream` events waiting, or while the whole
- * outbox holds `maxPendingEvents` and the stream has any event of its own waiting. A stream with nothing waiting always
- * gets its next change in, so one cluster that floods the outbox holds back only itself, and the outbox holds at most
- * `maxPendingEvents` plus one change per stream. Each round takes the due events of every stream in turn (round-robin,
- * each stream's in its order), so an event of a quiet stream goes out in the next round, not after a flood.
+ * Bulkheads between streams (docs/hostile-clusters.md): a stream with nothing waiting always gets its next change in,
+ * so a stream that floods the outbox holds back only itself, and rounds take the streams' due events in turn.
  */
 import { messageGroupIdFor, type TaintEvent } from '#shared/contract/cloud-event.ts';
 import { backoffDelay } from '#shared/policy/backoff.ts';
@@ -27,6 +20,7 @@ import type { Clock } from '#shared/ports/clock.ts';
 import type { EventPublisher } from '#shared/ports/event-publisher.ts';
 import type { ForwarderTelemetry } from '#shared/ports/forwarder-telemetry.ts';
 import { ForwarderMetric } from '#shared/observability/metric-names.ts';
+import { sleep } from '#shared/sleep.ts';
 import type { logger as defaultLogger } from '#shared/observability/logger.ts';
 
 type Logger = Pick<typeof defaultLogger, 'info' | 'warn' | 'error' | 'debug'>;
@@ -49,7 +43,7 @@ export class StreamProgress {
     this.committed = initial;
   }
 
-  /** Resume points held: not yet passed, because an event before them waits. */
+  /** Resume points held back by an event before them that waits. */
   get held(): number {
     return this.entries.length;
   }
@@ -90,27 +84,26 @@ export interface OutboxDeps {
   readonly telemetry: ForwarderTelemetry;
   readonly clock: Clock;
   readonly logger: Logger;
-  /** True while this forwarder may send: it is a member of the rota. Nothing is sent otherwise, and intake is no longer held back. */
-  readonly maySend: () => boolean;
 }
 
 export interface OutboxOptions {
-  /** Pause between publish rounds when nothing is ready to send. */
-  readonly flushIntervalMs: number;
-  /** Events handed to the publisher per round. */
-  readonly maxEventsPerPublish: number;
-  /** Intake ({@link Outbox.enqueue}) of a stream with events of its own waiting waits while this many events wait in all. */
-  readonly maxPendingEvents: number;
-  /** Intake of a stream waits while this many of its own events wait (default `maxPendingEvents`). */
-  readonly maxPendingPerStream?: number;
-  /** How long {@link Outbox.drain} keeps trying. */
-  readonly drainTimeoutMs: number;
+  /** Pause between publish rounds when nothing is ready to send (default 100 ms). */
+  readonly flushIntervalMs?: number;
+  /** Events handed to the publisher per round (default 100). */
+  readonly maxEventsPerPublish?: number;
+  /**
+   * Intake of a stream with events of its own waiting waits while this many wait in all (default 1000, ten rounds): a
+   * larger bound only keeps more of a relist in memory (docs/benchmarks-history.md, forwarder memory).
+   */
+  readonly maxPendingEvents?: number;
+  /** How long {@link Outbox.drain} keeps trying (default 10 s). */
+  readonly drainTimeoutMs?: number;
 }
 
 /** See the module comment. One instance serves every window of a forwarder; {@link Outbox.begin} starts a window. */
 export class Outbox {
   private readonly d: OutboxDeps;
-  private readonly opt: OutboxOptions;
+  private readonly opt: Required<OutboxOptions>;
   private pending: Pending[] = [];
   private progress = new Map<string, StreamProgress>();
   private baseCheckpoint: Record<string, string> = {};
@@ -119,9 +112,12 @@ export class Outbox {
   private wakeFlush: (() => void) | undefined;
   private termSignal: AbortSignal | undefined;
 
-  constructor(deps: OutboxDeps, options: OutboxOptions) {
+  constructor(deps: OutboxDeps, options: OutboxOptions = {}) {
     this.d = deps;
-    this.opt = options;
+    // Defaults by destructuring, not a spread: they also replace an option given as undefined.
+    const { flushIntervalMs = 100, maxEventsPerPublish = 100, maxPendingEvents = 1_000, drainTimeoutMs = 10_000 } =
+      options;
+    this.opt = { flushIntervalMs, maxEventsPerPublish, maxPendingEvents, drainTimeoutMs };
   }
 
   /** Starts a window from the checkpoint the Lease held: nothing pending; intake is let go when `term` aborts. */
@@ -139,7 +135,7 @@ export class Outbox {
     return rv !== undefined ? { resumeFrom: rv } : {};
   }
 
-  /** Tracks the progress of a (re)started stream, from its resume point. */
+  /** Tracks the progress of a (re)started stream from its resume point. */
   openStream(key: string): StreamProgress {
     const progress = new StreamProgress(this.baseCheckpoint[key]);
     this.progress.set(key, progress);
@@ -167,12 +163,11 @@ export class Outbox {
   /**
    * Queues the events of one change of a stream; only the last carries the change's resume point, so the stream's
    * checkpoint passes the change once all of them are sent. Resolves once intake may go on: at once, or when the
-   * stream is no longer {@link Outbox.full} for it, the term ends, or leadership is lost.
+   * stream is no longer {@link Outbox.full} for it, or the term ends.
    */
   async enqueue(events: readonly TaintEvent[], observedAt: Date, progress: StreamProgress, checkpoint: string | undefined): Promise<void> {
-    // An idle outbox sends at once instead of after the flush loop's pause (up to flushIntervalMs, 100 ms by
-    // default, on every change that comes alone: a joining Node's, an edit's). Batching is kept where it pays: while a
-    // round is being sent the loop is not paused, and what arrives meanwhile goes out together in the next round.
+    // An idle outbox sends at once, not after the flush loop's pause (a lone change: a joining Node's, an edit's);
+    // what arrives while a round is being sent still goes out together in the next one.
     const idle = this.pending.length === 0;
     events.forEach((event, i) => {
       const ticket = progress.add(i === events.length - 1 ? checkpoint : undefined, false);
@@ -180,7 +175,7 @@ export class Outbox {
     });
     progress.waiting += events.length;
     if (idle && events.length > 0) this.wakeFlush?.();
-    while (this.full(progress) && this.d.maySend() && !this.termSignal?.aborted) {
+    while (this.full(progress) && !this.termSignal?.aborted) {
       // A full outbox is worth a round now: a relist fills it within one tick, and each pause of the flush loop
       // would hold intake as long (40 pauses for 40 000 objects).
       this.wakeFlush?.();
@@ -188,36 +183,30 @@ export class Outbox {
     }
   }
 
-  /**
-   * Whether the intake of a stream must wait: it has `maxPendingPerStream` events waiting, or the outbox holds
-   * `maxPendingEvents` and some of them are the stream's (see the module comment).
-   */
+  /** Whether a stream's intake must wait: the outbox holds `maxPendingEvents` and some of them are the stream's. */
   private full(progress: StreamProgress): boolean {
-    if (progress.waiting >= (this.opt.maxPendingPerStream ?? this.opt.maxPendingEvents)) return true;
     return this.pending.length >= this.opt.maxPendingEvents && progress.waiting > 0;
   }
 
   /** Lets every intake waiting in {@link Outbox.enqueue} go on (each checks again whether it may). */
-  releaseIntake(): void {
+  private releaseIntake(): void {
     const waiting = this.wakeIntake;
     this.wakeIntake = [];
     for (const w of waiting) w();
   }
 
   /**
-   * Publishes the events that are due, at most `maxEventsPerPublish`. A sent event, or one that can never be sent
-   * (not retryable), no longer holds its stream's checkpoint; any other is resent after a backoff. Returns how many
-   * were attempted (0 when nothing was due or leadership is lost).
+   * Publishes the due events, at most `maxEventsPerPublish`; one sent or never sendable no longer holds its stream's
+   * checkpoint, any other is resent after a backoff. Returns how many were attempted.
    */
   async publishRound(): Promise<number> {
     const now = this.d.clock.now().getTime();
     const ready = this.takeInTurn(now);
-    if (ready.length === 0 || !this.d.maySend()) return 0;
+    if (ready.length === 0) return 0;
     const result = await this.d.publisher.publish(ready.map((p) => p.event));
     const sentAt = this.d.clock.now().getTime();
     const sentIds = new Set(result.sent.map((ev) => ev.id));
     const unsent = new Map(result.unsent.map((u) => [u.event.id, u]));
-    const touched = new Set<StreamProgress>();
     const finished = new Set<Pending>();
     for (const p of ready) {
       const failure = unsent.get(p.event.id);
@@ -228,7 +217,7 @@ export class Outbox {
       } else {
         this.d.telemetry.record(ForwarderMetric.SendFailures, 1);
         if (failure && !failure.retryable) {
-          // Resending can never succeed; it is logged (by the publisher) and counted, and no longer holds the checkpoint.
+          // Resending can never succeed: logged by the publisher, counted, and no longer holding the checkpoint.
           finished.add(p);
           continue;
         }
@@ -239,18 +228,16 @@ export class Outbox {
     for (const p of finished) {
       p.ticket.done = true;
       p.progress.waiting--;
-      touched.add(p.progress);
+      p.progress.advance();
     }
-    for (const t of touched) t.advance();
     this.pending = this.pending.filter((p) => !finished.has(p));
     if (finished.size > 0) this.releaseIntake();
     return ready.length;
   }
 
   /**
-   * The due events of one round, at most `maxEventsPerPublish`: the first due event of every stream, then the second,
-   * and so on (each stream's in the order they came), so that no stream waits behind another's backlog. An event whose
-   * message group has an earlier event waiting for its resend is not due.
+   * The due events of one round: the first of every stream, then the second, and so on, so that no stream waits
+   * behind another's backlog. An event whose message group has an earlier one waiting for its resend is not due.
    */
   private takeInTurn(now: number): Pending[] {
     const byStream = new Map<StreamProgress, Pending[]>();
@@ -290,28 +277,23 @@ export class Outbox {
         this.d.logger.error('Publishing events failed', { error: err as Error });
       }
       if (attempted > 0 || signal.aborted) continue;
-      await new Promise<void>((resolve) => {
-        const done = (): void => {
-          clearTimeout(timer);
-          signal.removeEventListener('abort', done);
-          this.wakeFlush = undefined;
-          resolve();
-        };
-        const timer = setTimeout(done, this.opt.flushIntervalMs);
-        signal.addEventListener('abort', done, { once: true });
-        this.wakeFlush = done;
-      });
+      // Not AbortSignal.any: each call would leave a signal on the window's (nodejs/node#54614).
+      const pause = new AbortController();
+      const wake = (this.wakeFlush = () => pause.abort());
+      signal.addEventListener('abort', wake, { once: true });
+      await sleep(this.opt.flushIntervalMs, pause.signal);
+      signal.removeEventListener('abort', wake);
+      this.wakeFlush = undefined;
     }
   }
 
   /** After the streams stopped: keeps sending what is pending (with backoff) for at most `drainTimeoutMs`; returns what is left. */
   async drain(): Promise<number> {
-    const deadline = Date.now() + this.opt.drainTimeoutMs;
+    const deadline = AbortSignal.timeout(this.opt.drainTimeoutMs);
     for (const p of this.pending) p.notBefore = 0; // the last chance to send: a resend due later is due now
-
-    while (this.pending.length > 0 && this.d.maySend() && Date.now() < deadline) {
+    while (this.pending.length > 0 && !deadline.aborted) {
       const attempted = await this.publishRound().catch(() => 0);
-      if (attempted === 0) await new Promise((r) => setTimeout(r, Math.min(200, Math.max(1, deadline - Date.now()))));
+      if (attempted === 0) await sleep(200, deadline);
     }
     if (this.pending.length > 0) {
       this.d.logger.warn('Leaving unsent events to the next forwarder; the checkpoint stops before them', { count: this.pending.length });

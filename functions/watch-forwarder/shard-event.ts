@@ -1,8 +1,7 @@
 /**
- * Which shard a scheduled invocation runs: serverless.yml gives each shard a schedule of its own whose input is
- * `{ "shard": i }`, so one deployment runs every shard's rota. An event without `shard` (a scheduled event of an older
- * deployment, a manual invocation) runs FORWARDER_SHARD's. A shard outside the count is a deployment error, refused
- * with a ConfigError rather than watched under a Lease no schedule keeps.
+ * Which shard a scheduled invocation runs: serverless.yml gives each shard a schedule whose input is `{ "shard": i }`.
+ * An event without `shard` (an older deployment's, a manual invocation) runs FORWARDER_SHARD's. A shard outside the
+ * count is a deployment error, refused rather than watched under a Lease no schedule keeps.
  */
 import type { ForwarderConfig } from '#shared/config/forwarder-config.ts';
 import { ConfigError } from '#shared/errors.ts';

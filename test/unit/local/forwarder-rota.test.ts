@@ -24,7 +24,7 @@ function start(id: string, state: LeaseState, rota: LocalRota) {
   const sent: TaintEvent[] = [];
   const lease = memoryLease(state, id, clock);
   const forwarder = new WatchForwarder(
-    { mode: 'self', sources, lease, rota: lease, publisher: { publish: async (events) => (sent.push(...events), { sent: [...events], unsent: [] }) }, telemetry: { record: () => undefined }, clock, logger: quiet },
+    { mode: 'self', sources, lease, publisher: { publish: async (events) => (sent.push(...events), { sent: [...events], unsent: [] }) }, telemetry: { record: () => undefined }, clock, logger: quiet },
     { renewIntervalMs: 5, acquireRetryMs: 5, flushIntervalMs: 2, drainTimeoutMs: 200 },
   );
   const controller = new AbortController();

@@ -51,11 +51,11 @@ function setup(mode: 'capi' | 'self', settings: { checkpoint?: Checkpoint; healt
     },
   };
   const outbox = new Outbox(
-    { publisher: { publish: async (events) => (sent.push(...events.map((e) => e.id)), published.push(...events), { sent: events, unsent: [] }) }, telemetry, clock: manualClock(T0.getTime()), logger, maySend: () => true },
+    { publisher: { publish: async (events) => (sent.push(...events.map((e) => e.id)), published.push(...events), { sent: events, unsent: [] }) }, telemetry, clock: manualClock(T0.getTime()), logger },
     { flushIntervalMs: 5, maxEventsPerPublish: 100, maxPendingEvents: 100, drainTimeoutMs: 100 },
   );
   const streams = new ClusterStreams(
-    { mode, sources, telemetry, logger, outbox, ...(settings.announcesRelists ? { announcesRelists: settings.announcesRelists } : {}) },
+    { mode, sources, telemetry, logger, outbox, announcesRelists: settings.announcesRelists ?? (() => true) },
     { healthSampleIntervalMs: settings.healthSampleIntervalMs ?? 60_000, ...(settings.ownersWaitMs !== undefined ? { ownersWaitMs: settings.ownersWaitMs } : {}) },
   );
   const term = new AbortController();

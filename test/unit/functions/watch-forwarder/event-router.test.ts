@@ -59,7 +59,7 @@ function setup(mode: 'capi' | 'self', settings: { specTaintsOwner?: SpecTaintsOw
   const logger = { info: () => undefined, warn: () => undefined, error: (message: string) => void errors.push(message), debug: () => undefined } as never;
   const telemetry = { record: (metric: string, value: number) => void (counts[metric] = (counts[metric] ?? 0) + value) };
   const outbox = new Outbox(
-    { publisher: { publish: async (events) => (sent.push(...events.map((e) => e.id)), published.push(...events), { sent: events, unsent: [] }) }, telemetry, clock: manualClock(T0.getTime()), logger, maySend: () => true },
+    { publisher: { publish: async (events) => (sent.push(...events.map((e) => e.id)), published.push(...events), { sent: events, unsent: [] }) }, telemetry, clock: manualClock(T0.getTime()), logger },
     { flushIntervalMs: 5, maxEventsPerPublish: 100, maxPendingEvents: 100, drainTimeoutMs: 100 },
   );
   const term = new AbortController();

@@ -29,7 +29,7 @@ describe('Class: Leadership (rota)', () => {
       { id: 'b', until: new Date(t + 151_000), seenAt: new Date(t - 10_000) },
     ];
     const lease = memoryLease(state, 'c', clock);
-    const leadership = new Leadership({ lease, rota: lease, logger: quiet, sentCheckpoint: () => ({}) }, { renewIntervalMs: 5, acquireRetryMs: 5 });
+    const leadership = new Leadership({ lease, logger: quiet, sentCheckpoint: () => ({}) }, { renewIntervalMs: 5, acquireRetryMs: 5 });
 
     // Act
     const outcome = await leadership.join({ policy, until: new Date(t + 885_000) }, new AbortController().signal);
@@ -38,7 +38,6 @@ describe('Class: Leadership (rota)', () => {
     expect(outcome).toEqual({ joined: false, members: 2 });
     expect(state.members.map((m) => m.id)).toEqual(['a', 'b']);
     expect(state.holder).toBeUndefined();
-    expect(leadership.isMember()).toBe(false);
   });
 
   it('joins when one of two has less than the overlap left: records itself, and resumes from the checkpoint the holder stored', async () => {
@@ -55,14 +54,13 @@ describe('Class: Leadership (rota)', () => {
       { id: 'dead', until: new Date(t + 600_000), seenAt: new Date(t - 16_000) },
     ];
     const lease = memoryLease(state, 'c', clock);
-    const leadership = new Leadership({ lease, rota: lease, logger: quiet, sentCheckpoint: () => ({}) }, { renewIntervalMs: 5, acquireRetryMs: 5 });
+    const leadership = new Leadership({ lease, logger: quiet, sentCheckpoint: () => ({}) }, { renewIntervalMs: 5, acquireRetryMs: 5 });
 
     // Act
     const outcome = await leadership.join({ policy, until: new Date(t + 885_000) }, new AbortController().signal);
 
     // Assess: a member, not the holder (a holds an unexpired Lease); the dead entry is gone.
     expect(outcome).toEqual({ joined: true, checkpoint: { machines: '41' } });
-    expect(leadership.isMember()).toBe(true);
     expect(leadership.isActive()).toBe(false);
     expect(state.members.map((m) => [m.id, m.until.getTime() - t])).toEqual([
       ['a', 149_000],
@@ -81,7 +79,7 @@ describe('Class: Leadership (rota)', () => {
     state.members = [{ id: 'b', until: new Date(t + 600_000), seenAt: new Date(t) }];
     const lease = memoryLease(state, 'c', clock);
     let sent: Checkpoint = { machines: '50' };
-    const leadership = new Leadership({ lease, rota: lease, logger: quiet, sentCheckpoint: () => sent }, { renewIntervalMs: 5, acquireRetryMs: 5 });
+    const leadership = new Leadership({ lease, logger: quiet, sentCheckpoint: () => sent }, { renewIntervalMs: 5, acquireRetryMs: 5 });
     const term = { policy, until: new Date(t + 885_000) };
     await leadership.join(term, new AbortController().signal);
     const stop = new AbortController();
@@ -111,7 +109,7 @@ describe('Class: Leadership (rota)', () => {
     const clock = manualClock();
     const state = newLeaseState();
     const lease = memoryLease(state, 'a', clock);
-    const leadership = new Leadership({ lease, rota: lease, logger: quiet, sentCheckpoint: () => ({}) }, { renewIntervalMs: 5, acquireRetryMs: 5 });
+    const leadership = new Leadership({ lease, logger: quiet, sentCheckpoint: () => ({}) }, { renewIntervalMs: 5, acquireRetryMs: 5 });
     const term = { policy, until: new Date(clock.now().getTime() + 885_000) };
     await leadership.join(term, new AbortController().signal);
     expect(leadership.isActive()).toBe(true);
@@ -122,15 +120,13 @@ describe('Class: Leadership (rota)', () => {
     state.holder = 'someone-else';
     state.renewedAt = clock.now().getTime();
     await until(() => !leadership.isActive());
-    const stillMember = leadership.isMember();
+    const listedAfterLoss = state.members.map((m) => m.id);
     stop.abort();
     await loop;
-    await leadership.handOver(0);
-    await leadership.leave(term);
+    await leadership.leave(term, 0);
 
-    // Assess
-    expect(stillMember).toBe(true);
-    expect(leadership.isMember()).toBe(false);
+    // Assess: still a member after the loss (its entry stays), gone from the list only once it left.
+    expect(listedAfterLoss).toEqual(['a']);
     expect(state.holder).toBe('someone-else');
     expect(state.members).toEqual([]);
   });
@@ -167,7 +163,7 @@ describe('Class: WatchForwarder (runMember)', () => {
     const sources = new ScriptedSources();
     const lease = memoryLease(state, id, clock);
     const forwarder = new WatchForwarder(
-      { mode: 'self', sources, lease, rota: lease, publisher: queue.publisherFor(id), telemetry: { record: () => undefined }, clock, logger: quiet },
+      { mode: 'self', sources, lease, publisher: queue.publisherFor(id), telemetry: { record: () => undefined }, clock, logger: quiet },
       { renewIntervalMs: 5, acquireRetryMs: 5, flushIntervalMs: 2, drainTimeoutMs: 200 },
     );
     const controller = new AbortController();
