@@ -80,7 +80,7 @@ export class ObjectIndex {
     return { machines, machinePools, scalables };
   }
 
-  /** Whether the Machine and MachinePool streams hold their collections (listed, or restored from a snapshot). */
+  /** Whether the Machine and MachinePool streams hold their collections. */
   managementSynced(): boolean {
     const m = this.#management;
     return m !== undefined && synced(m.machines) && (m.machinePools === undefined || synced(m.machinePools));
@@ -152,7 +152,7 @@ export class ObjectIndex {
   }
 }
 
-/** Whether a stream holds its collection (listed, or restored from a snapshot); a stream that cannot say is taken as holding it. */
+/** Whether a stream holds its collection; a stream that cannot say is taken as holding it. */
 function synced(stream: Pick<WatchStream<WatchedFacts>, 'hasSynced'>): boolean {
   return stream.hasSynced?.() ?? true;
 }

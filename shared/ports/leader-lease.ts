@@ -1,12 +1,12 @@
 import type { RotaMember } from '#shared/policy/forwarder-rota.ts';
 import type { Checkpoint } from '#shared/contract/streams.ts';
 
-/** Result of one attempt to become the active forwarder. */
+/** Result of one attempt to hold the Lease (its holder, one rota member, stores the checkpoint). */
 export type LeaseAttempt =
   | { readonly acquired: true; readonly checkpoint: Checkpoint }
   | { readonly acquired: false; readonly holder: string | undefined };
 
-/** Elects at most one active forwarder and stores its checkpoint with the election record. */
+/** The Lease's holder: at most one rota member at a time, which stores the checkpoint with it. */
 export interface LeaderLease {
   /** Tries once to take (or keep) the lease; returns the stored checkpoint when it did. */
   tryAcquire(): Promise<LeaseAttempt>;
