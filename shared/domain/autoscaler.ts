@@ -19,9 +19,9 @@
  *   reported. What the product wrote is removed when nothing is left to declare or the resource opts out.
  * - **Invalid declaration, resource being deleted.** No write: what was written stays.
  */
-import { declaredTaintsOf, type DeclarationResult, type EffectiveDeclaration } from './declarations.ts';
+import { declaredTaintsOf, type DeclarationOptions, type DeclarationResult, type EffectiveDeclaration } from './declarations.ts';
 import { toNodeTaint } from './propagation.ts';
-import { DNS1123_SUBDOMAIN, QUALIFIED_NAME } from './validation.ts';
+import { isRecord, labelKeyIssues, QUALIFIED_NAME } from './validation.ts';
 import { formatTaint, Propagation, taintId, type Taint, type TaintId } from './taint.ts';
 
 /** The autoscaler's scale-from-zero taints annotation (cluster-autoscaler `clusterapi_utils.go`, `taintsKey`). */
@@ -38,7 +38,7 @@ export const AUTOSCALER_OWNED_ANNOTATION = 'taints.capi-taint-propagator.dev/aut
  * 1.36.1). 1.36 adds `--startup-taint-prefix`, and `--startup-taint` / `--status-taint` / `--ignore-taint` name keys:
  * the product cannot see the autoscaler's flags.
  */
-export const AUTOSCALER_DROPPED_TAINT_PREFIXES = ['ignore-taint.cluster-autoscaler.kubernetes.io/', 'startup-taint.cluster-autoscaler.kubernetes.io/', 'status-taint.cluster-autoscaler.kubernetes.io/'] as const;
+const AUTOSCALER_DROPPED_TAINT_PREFIXES = ['ignore-taint.cluster-autoscaler.kubernetes.io/', 'startup-taint.cluster-autoscaler.kubernetes.io/', 'status-taint.cluster-autoscaler.kubernetes.io/'] as const;
 /**
  * Keys a declaration may use that the autoscaler also drops from templates (its `NodeConditionTaints`; the rest of that
  * list is under `node.kubernetes.io/` and `node.cloudprovider.kubernetes.io/`, which declarations may not use).
@@ -109,9 +109,7 @@ export interface AutoscalerPlan {
 }
 
 /** Options: the startup gate, refused as a declaration exactly as for a Machine. */
-export interface AutoscalerOptions {
-  readonly startupTaint?: TaintId;
-}
+export type AutoscalerOptions = DeclarationOptions;
 
 /**
  * True when the resource opts in as an autoscaler node group: it carries the max size annotation (the autoscaler's
@@ -130,7 +128,7 @@ export function isNodeGroup(r: Pick<ScalableResource, 'kind' | 'annotations' | '
 export function scalableDeclarationOf(r: ScalableResource, options: AutoscalerOptions = {}): DeclarationResult {
   const annotations = r.kind === 'MachinePool' ? r.annotations : (r.templateAnnotations ?? {});
   const labels = r.kind === 'MachinePool' ? {} : (r.templateLabels ?? {});
-  return declaredTaintsOf({ specTaints: r.specTaints, annotations, labels }, options.startupTaint ? { startupTaint: options.startupTaint } : {});
+  return declaredTaintsOf({ specTaints: r.specTaints, annotations, labels }, options);
 }
 
 /**
@@ -208,10 +206,6 @@ export function autoscalerAssumedTaints(specTaints: unknown, annotation: string 
   return taints;
 }
 
-function isRecord(x: unknown): x is Record<string, unknown> {
-  return typeof x === 'object' && x !== null;
-}
-
 /** One entry as the autoscaler's `parseTaint` reads it (no trimming, any effect text); undefined when it refuses it. */
 function parseAutoscalerTaint(entry: string): Taint | undefined {
   const [head = '', effect = '', ...more] = entry.split(':');
@@ -219,16 +213,8 @@ function parseAutoscalerTaint(entry: string): Taint | undefined {
   const [key = '', value = '', ...extra] = entry.includes(':') ? head.split('=') : [head];
   if (more.length > 0 || extra.length > 0) return undefined;
   if (value !== '' && (value.length > 63 || !QUALIFIED_NAME.test(value))) return undefined;
-  if (!isQualifiedName(key)) return undefined;
+  if (labelKeyIssues(key, 'key').length > 0) return undefined;
   return { key, ...(value !== '' ? { value } : {}), effect };
-}
-
-function isQualifiedName(key: string): boolean {
-  const parts = key.split('/');
-  if (parts.length > 2) return false;
-  const [prefix, name] = parts.length === 2 ? parts : [undefined, key];
-  if (prefix !== undefined && (prefix.length > 253 || !DNS1123_SUBDOMAIN.test(prefix))) return false;
-  return name !== undefined && name.length <= 63 && QUALIFIED_NAME.test(name);
 }
 
 /** True when two taint lists hold the same taints (key, effect, value), in any order. */

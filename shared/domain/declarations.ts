@@ -137,9 +137,11 @@ export function declaredTaintsOf(
     }
     const declares = declared.map((d) => d.taint);
     const cancels = parsed.entries.flatMap((e, position) => (e.kind === 'cancel' ? [{ key: e.key, effect: e.effect, position }] : []));
-    const checked = declares.length === 0 ? { valid: true as const, taints: [] } : validateMachineTaints(declares, context, field);
     // Issues name the entry's position in the annotation (cancel entries included), not its index among declarations.
-    if (!checked.valid) issues.push(...checked.issues.map((issue) => renumber(issue, field, declared.map((d) => d.position))));
+    const positions = declared.map((d) => d.position);
+    // An annotation of cancels only declares nothing: no list, so no minItems issue.
+    const checked = validateMachineTaints(declares.length > 0 ? declares : undefined, context, field, positions);
+    if (!checked.valid) issues.push(...checked.issues);
     for (const c of cancels) {
       const at = `${field}[${c.position}]`;
       issues.push(...validateMachineTaint({ key: c.key, effect: c.effect, propagation: Propagation.Always }, { worker: false }, at));
@@ -197,14 +199,4 @@ export function declaredTaintsOf(
 
 function toPreview(t: MachineTaint): PreviewTaint {
   return t.value === undefined ? { key: t.key, effect: t.effect } : { key: t.key, value: t.value, effect: t.effect };
-}
-
-/** Rewrites `<field>[k]…` (k = index among declarations) to `<field>[position of that entry]…`. */
-function renumber(issue: DeclarationIssue, field: string, positions: readonly number[]): DeclarationIssue {
-  const prefix = `${field}[`;
-  if (!issue.field.startsWith(prefix)) return issue;
-  const close = issue.field.indexOf(']', prefix.length);
-  const k = Number(issue.field.slice(prefix.length, close));
-  const position = positions[k];
-  return position === undefined ? issue : { ...issue, field: `${prefix}${position}${issue.field.slice(close)}` };
 }
