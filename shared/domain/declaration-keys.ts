@@ -13,7 +13,3 @@ export const DECLARATION_ANNOTATIONS = [
   'taints.capi-taint-propagator.dev/machine',
 ] as const;
 export type DeclarationAnnotation = (typeof DECLARATION_ANNOTATIONS)[number];
-
-export function isDeclarationAnnotation(key: string): key is DeclarationAnnotation {
-  return (DECLARATION_ANNOTATIONS as readonly string[]).includes(key);
-}

@@ -173,12 +173,6 @@ export interface ScalableFacts extends CapiObjectFacts {
 
 export type WatchedFacts = MachineFacts | NodeFacts | ClusterFacts | MachinePoolFacts | ScalableFacts;
 
-/** The object's parts; undefined when it lacks name, uid or resourceVersion (a malformed event). */
-function parse(o: unknown): ObjectParts | undefined {
-  const p = objectParts(o);
-  return p.name && p.uid && p.resourceVersion ? p : undefined;
-}
-
 /** The same string for every object of a supported version: the forwarder's cache keeps one copy. */
 const API_VERSIONS = new Map(SUPPORTED_CAPI_API_VERSIONS.map((v) => [capiApiVersionString(v), capiApiVersionString(v)]));
 const NONE: Readonly<Record<string, string>> = Object.freeze({});
@@ -191,7 +185,7 @@ function kept(map: Readonly<Record<string, string>>, keys: readonly string[]): R
 
 /** The facts every Cluster API object shares; undefined when malformed or not namespaced. */
 function capiObject(o: unknown): (CapiObjectFacts & { parsed: ObjectParts }) | undefined {
-  const p = parse(o);
+  const p = objectParts(o);
   if (!p?.namespace) return undefined;
   const apiVersion = str(obj(o).apiVersion) ?? '';
   const clusterName = str(p.spec.clusterName);
@@ -279,7 +273,7 @@ export function toScalableResourceFacts(kind: ScalableResourceFacts['kind'], o: 
 
 /** Reads a Node (core/v1 JSON); undefined when name, uid or resourceVersion is missing. */
 export function toNodeFacts(o: unknown): NodeFacts | undefined {
-  const p = parse(o);
+  const p = objectParts(o);
   if (!p) return undefined;
   const creationTimestamp = kubeTime(p.metadata.creationTimestamp);
   const providerID = str(p.spec.providerID);
@@ -340,7 +334,7 @@ function writersOf(managedFields: unknown): { taints?: string; ownTrackingAnnota
 
 /** Reads a CAPI Cluster (v1beta1 or v1beta2 JSON); undefined when malformed. */
 export function toClusterFacts(o: unknown): ClusterFacts | undefined {
-  const p = parse(o);
+  const p = objectParts(o);
   if (!p?.namespace) return undefined;
   return { kind: 'Cluster', namespace: p.namespace, name: p.name, uid: p.uid, resourceVersion: p.resourceVersion, paused: p.spec.paused === true, deleting: p.deleting };
 }
