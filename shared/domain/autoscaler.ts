@@ -1,23 +1,8 @@
 /**
- * Scale from zero (docs/autoscaler.md): the cluster-autoscaler's Cluster API provider builds the template Node of a
- * MachineDeployment, MachineSet or MachinePool from `spec.template.spec.taints` and the annotation
- * `capacity.cluster-autoscaler.kubernetes.io/taints`; it never sees the product's declaration annotations. These pure
- * rules decide what the product writes into that annotation, and when:
- * - **Opt-in.** Only on a node group of the autoscaler: a resource with its max size annotation (the min one is optional
- *   there, 0 when absent), and not a MachineSet owned by a MachineDeployment (the autoscaler never reads those; Cluster
- *   API copies the MachineDeployment's annotations onto them).
- * - **What.** The taints a new Node of the resource gets (the effective declaration of a new Machine of it: Always and
- *   OnInitialization, after precedence and cancellation; the startup gate is removed when the taints land, so it is
- *   never part of it), `spec.template.spec.taints` included: autoscaler releases before 1.36.0 read only the annotation,
- *   and 1.36+ replaces a field taint by an annotation taint of the same key and effect (the same taint here, since
- *   `spec.taints` wins in the declaration). None: no annotation.
- * - **Startup taints.** The autoscaler ignores `propagation`: an OnInitialization taint it does not drop from its
- *   template (its startup, ignore and status prefixes) stops scale from zero for pods that do not tolerate it. The plan
- *   names them, for a Warning.
- * - **Ownership.** The product writes the value and, next to it, the same value in {@link AUTOSCALER_OWNED_ANNOTATION}.
- *   A taints annotation that differs from that record (or exists without one) is someone else's: never overwritten,
- *   reported. What the product wrote is removed when nothing is left to declare or the resource opts out.
- * - **Invalid declaration, resource being deleted.** No write: what was written stays.
+ * Scale from zero (docs/autoscaler.md, "What the product writes"): the cluster-autoscaler builds a node group's template
+ * Node from `spec.template.spec.taints` and the annotation `capacity.cluster-autoscaler.kubernetes.io/taints`, never
+ * from the product's declaration annotations. These pure rules decide what the product writes into that annotation
+ * (the opt-in, the value, the ownership record, the startup taints it warns about), and when.
  */
 import { declaredTaintsOf, type DeclarationOptions, type DeclarationResult, type EffectiveDeclaration } from './declarations.ts';
 import { toNodeTaint } from './propagation.ts';

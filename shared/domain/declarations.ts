@@ -1,14 +1,10 @@
 /**
- * Where a Machine's taints come from: `spec.taints` (CAPI v1beta2) and three annotations (for CAPI
- * versions without the field, or with its feature gate off), merged by key+effect with a fixed
- * precedence. Every source goes through the same validation as upstream.
- *
- * Annotation value: comma-separated entries, whitespace around entries ignored:
+ * Where a Machine's taints come from (docs/declaring-taints.md): `spec.taints` and three annotations, merged by
+ * key+effect with a fixed precedence, every source validated as upstream validates `spec.taints`. Annotation entries,
+ * comma-separated, whitespace around them ignored:
  *   key[=value]:Effect[@Propagation]   declare (Propagation defaults to Always)
  *   key[=value]:NoExecute@Preview      preview only: never applied, the pods it would evict are reported (issue 51)
  *   key:Effect-                        cancel a declaration of a lower-precedence source
- * A `@Preview` entry takes part in the precedence like any declaration (a higher source's preview replaces a lower
- * source's applied taint of the same key+effect, and the other way round).
  */
 import type { DeclarationIssue } from '#shared/errors.ts';
 import { DECLARATION_ANNOTATIONS, type DeclarationAnnotation } from './declaration-keys.ts';
