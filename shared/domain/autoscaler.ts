@@ -42,40 +42,30 @@ export type ScalableKind = 'MachineDeployment' | 'MachineSet' | 'MachinePool';
 export const SCALABLE_KINDS: readonly ScalableKind[] = ['MachineDeployment', 'MachineSet', 'MachinePool'];
 
 /**
- * What these rules read of a MachineDeployment, MachineSet or MachinePool (its view, `#shared/model/views.ts`). A
- * MachineDeployment's or MachineSet's declaration is its template's; a MachinePool's annotations already hold its
- * declaration (its own keys over its template's, `poolDeclarations`).
+ * What these rules read of a MachineDeployment, MachineSet or MachinePool: fields of its view (`views.ts`).
+ * The template ones are a MachineDeployment's or MachineSet's; a MachinePool's annotations hold its declaration.
  */
 export interface ScalableResource {
   readonly kind: ScalableKind;
-  /** `metadata.annotations` (the product's keys). */
   readonly annotations: Readonly<Record<string, string>>;
-  /** `spec.template.spec.taints` as stored. */
   readonly specTaints: unknown;
   readonly deleting: boolean;
-  /** MachineDeployment and MachineSet: the declaration annotations of `spec.template.metadata.annotations`. */
   readonly templateAnnotations?: Readonly<Record<string, string>>;
-  /** MachineDeployment and MachineSet: `spec.template.metadata.labels` (its control-plane label). */
   readonly templateLabels?: Readonly<Record<string, string>>;
-  /** A MachineSet with an owner reference to a MachineDeployment. */
   readonly ownedByMachineDeployment?: boolean;
 }
 
-/** What the product does about a resource's taints annotation, and why. */
+/**
+ * What the product does about a resource's taints annotation: only `out-of-sync` plans a write; `foreign` is a value
+ * the product did not write, `not-needed` a node group whose new Nodes get no taint.
+ */
 export type AutoscalerState =
-  /** Not a node group (no min/max size annotations, or a MachineSet of a MachineDeployment) and nothing of ours on it. */
   | 'not-opted-in'
-  /** A node group whose new Nodes get no taint: no annotation needed. */
   | 'not-needed'
-  /** The annotation holds exactly what the product computed. */
   | 'in-sync'
-  /** A write is planned (set, correct or remove the product's value). */
   | 'out-of-sync'
-  /** The annotation holds a value the product did not write: left alone. */
   | 'foreign'
-  /** The declaration is invalid: no write, what was written stays. */
   | 'invalid'
-  /** The resource is being deleted: left alone. */
   | 'deleting';
 
 export interface AutoscalerPlan {
@@ -129,8 +119,8 @@ export function autoscalerTaintsValue(declaration: EffectiveDeclaration): string
 }
 
 /**
- * Decides the resource's taints annotation (see the module comment). Pure; the patch is applied with the resource's
- * resourceVersion as precondition.
+ * Decides the resource's taints annotation (docs/autoscaler.md). Returns the state, and the patch to apply with the
+ * resource's resourceVersion as precondition when it is `out-of-sync`.
  * @example planAutoscalerTaints(nodeGroupWithGpuAnnotation).patch // { 'capacity.cluster-autoscaler.kubernetes.io/taints': 'nvidia.com/gpu:NoSchedule', 'taints.capi-taint-propagator.dev/autoscaler-taints': 'nvidia.com/gpu:NoSchedule' }
  */
 export function planAutoscalerTaints(r: ScalableResource, options: AutoscalerOptions = {}): AutoscalerPlan {
