@@ -1,9 +1,6 @@
 /**
- * Validation of Machine taint declarations with both of upstream's layers in one place: the CRD
- * OpenAPI schema (types, patterns, lengths, enums, list size, key+effect uniqueness) and the
- * admission webhooks (reserved keys, label-key syntax, the worker-only control-plane key).
- * Upstream splits them (Q13); a declaration that passes here passes both. There is no feature
- * gate: the product always propagates.
+ * Validation of Machine taint declarations with both of upstream's layers in one place (Q13; the rules:
+ * docs/declaring-taints.md): the CRD schema and the admission webhooks. What passes here passes both.
  */
 import type { DeclarationIssue } from '#shared/errors.ts';
 import { OUTDATED_REVISION_TAINT_KEY, Propagation, TaintEffect, UNINITIALIZED_TAINT_KEY, type MachineTaint } from './taint.ts';
@@ -20,9 +17,8 @@ export const QUALIFIED_NAME = /^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$/;
 const EFFECTS: readonly string[] = Object.values(TaintEffect);
 const PROPAGATIONS: readonly string[] = Object.values(Propagation);
 
-/** Which rules apply: the control-plane key is refused on workers only. */
+/** Which rules apply: the control-plane key is refused on workers (no `cluster.x-k8s.io/control-plane` label). */
 export interface ValidationContext {
-  /** True for a Machine without the `cluster.x-k8s.io/control-plane` label (and for MachineSets/MachineDeployments). */
   readonly worker: boolean;
 }
 
