@@ -15,7 +15,6 @@ import { decodeOwnedTaints } from './tracking-annotation.ts';
 export const SpecTaintsOwner = {
   /** Upstream CAPI's propagation (the default: `spec.taints` can only be set with its gate on). */
   upstream: 'upstream',
-  /** The product, for management clusters where no upstream controller propagates `spec.taints`. */
   product: 'product',
 } as const;
 export type SpecTaintsOwner = (typeof SpecTaintsOwner)[keyof typeof SpecTaintsOwner];

@@ -86,10 +86,8 @@ export function planNodeTaints(input: PlanInput): NodeTaintPlan {
     annotations = { ...annotations, [annotation]: '' };
   }
   const gated = input.startupTaint && !input.holdStartupTaint ? removeNodeTaint(before.taints, input.startupTaint).taints : before.taints;
-  const result = propagateMachineTaints({ taints: gated, annotations }, input.taints, {
-    annotation,
-    ...(input.handedOver ? { handedOver: input.handedOver } : {}),
-  });
+  const owner = { annotation, handedOver: input.handedOver };
+  const result = propagateMachineTaints({ taints: gated, annotations }, input.taints, owner);
   if (!result.ok) return { kind: 'rejected', error: result.error };
 
   const after = result.state;

@@ -29,12 +29,12 @@ interface ObjectIdentity {
 }
 
 /** The labels a view keeps (of a whole map, only these): the ones the product reads. */
-export const VIEW_LABELS: readonly string[] = [CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, MACHINE_POOL_NAME_LABEL, ...ROLLOUT_GROUP_LABELS];
+const VIEW_LABELS: readonly string[] = [CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, MACHINE_POOL_NAME_LABEL, ...ROLLOUT_GROUP_LABELS];
 /**
  * The annotations a Cluster API object's view keeps, those the domain rules read: the forwarder's object cache holds
  * tens of thousands of views, whole maps would cost it dearly.
  */
-export const VIEW_ANNOTATIONS: readonly string[] = [
+const VIEW_ANNOTATIONS: readonly string[] = [
   ...DECLARATION_ANNOTATIONS,
   PAUSED_ANNOTATION,
   ROLLOUT_ANNOTATION,
