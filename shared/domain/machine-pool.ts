@@ -11,8 +11,7 @@ export const MACHINE_POOL_NAME_LABEL = 'cluster.x-k8s.io/pool-name';
 
 /** The MachinePool a Machine belongs to (its name, in the Machine's namespace), if any. */
 export function machinePoolOf(machine: { readonly labels: Readonly<Record<string, string>> }): string | undefined {
-  const name = machine.labels[MACHINE_POOL_NAME_LABEL];
-  return name === undefined || name === '' ? undefined : name;
+  return machine.labels[MACHINE_POOL_NAME_LABEL] || undefined;
 }
 
 /** The pool's declaration annotations (or other `keys`): from `metadata.annotations`, else from the template's, key by key. */
