@@ -31,11 +31,7 @@ export interface Override {
 }
 
 /** A preview-only declaration (`@Preview`): a NoExecute taint whose evictions are reported, never applied. */
-export interface PreviewTaint {
-  readonly key: string;
-  readonly value?: string;
-  readonly effect: TaintEffect;
-}
+export type PreviewTaint = Omit<MachineTaint, 'propagation'>;
 
 /**
  * The Machine's effective taints, where each came from, and what was overridden. `previews` are the `@Preview`

@@ -8,7 +8,7 @@ import { capiApiVersionString, SUPPORTED_CAPI_API_VERSIONS } from '#shared/domai
 import { DECLARATION_ANNOTATIONS } from '#shared/domain/declaration-keys.ts';
 import { MACHINE_POOL_NAME_LABEL, poolDeclarations } from '#shared/domain/machine-pool.ts';
 import { ROLLOUT_ANNOTATION, ROLLOUT_GROUP_LABELS, ROLLOUT_MARK_ANNOTATION, ROLLOUT_MARK_LABEL } from '#shared/domain/noexecute-rollout.ts';
-import { PAUSED_ANNOTATION, pausedReason } from '#shared/domain/pause.ts';
+import { PAUSED_ANNOTATION, pausedReason, type ClusterView } from '#shared/domain/pause.ts';
 import {
   CLUSTER_NAME_ANNOTATION,
   CLUSTER_NAME_LABEL,
@@ -116,12 +116,9 @@ export function unlinkedProviderID(node: NodeFacts): string | undefined {
 /** A Node whose `spec.taints` could be read: what the reconcile plans from. */
 export type NodeWithTaints = NodeFacts & { readonly taints: readonly Taint[] };
 
-/** A CAPI Cluster in the management cluster, whose Nodes the forwarder watches. */
-export interface ClusterFacts extends ObjectIdentity {
+/** A CAPI Cluster in the management cluster, whose Nodes the forwarder watches; paused, its objects are left alone. */
+export interface ClusterFacts extends ObjectIdentity, ClusterView {
   readonly kind: 'Cluster';
-  readonly namespace: string;
-  /** `spec.paused` is true: every object of the Cluster is left alone (`pause.ts`). */
-  readonly paused: boolean;
   readonly deleting: boolean;
 }
 
