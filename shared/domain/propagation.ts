@@ -59,27 +59,18 @@ export function propagateMachineTaints(node: NodeTaintState, machineTaints: read
     }
   }
 
+  // Each step returns the list it was given when it changes nothing, so a new list means a change.
   let taints: readonly Taint[] = node.taints;
-  let changed = false;
   for (const taint of machineTaints) {
     if (taint.propagation === Propagation.OnInitialization && initialized) continue;
-    const ensured = ensureNodeTaint(taints, taint);
-    taints = ensured.taints;
-    changed ||= ensured.changed;
+    taints = ensureNodeTaint(taints, taint).taints;
   }
-  for (const id of toDelete) {
-    const removed = removeNodeTaint(taints, id);
-    taints = removed.taints;
-    changed ||= removed.changed;
-  }
+  for (const id of toDelete) taints = removeNodeTaint(taints, id).taints;
 
-  let annotations = node.annotations;
   const encoded = encodeOwnedTaints(always);
-  if (!initialized || encoded !== stored) {
-    annotations = { ...node.annotations, [annotation]: encoded };
-    changed = true;
-  }
-  return { ok: true, state: { taints, annotations }, changed };
+  const rewrite = !initialized || encoded !== stored;
+  const annotations = rewrite ? { ...node.annotations, [annotation]: encoded } : node.annotations;
+  return { ok: true, state: { taints, annotations }, changed: rewrite || taints !== node.taints };
 }
 
 /**

@@ -22,11 +22,7 @@ import {
 import { isObject, obj, objectParts, pick, str, stringMap, type ObjectParts } from './json.ts';
 
 /** What every view carries of `metadata`. */
-interface ObjectIdentity {
-  readonly name: string;
-  readonly uid: string;
-  readonly resourceVersion: string;
-}
+type ObjectIdentity = Pick<ObjectParts, 'name' | 'uid' | 'resourceVersion'>;
 
 /** The labels a view keeps (of a whole map, only these): the ones the product reads. */
 const VIEW_LABELS: readonly string[] = [CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, MACHINE_POOL_NAME_LABEL, ...ROLLOUT_GROUP_LABELS];
