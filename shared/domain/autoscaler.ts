@@ -6,7 +6,7 @@
  */
 import { declaredTaintsOf, type DeclarationOptions, type DeclarationResult, type EffectiveDeclaration } from './declarations.ts';
 import { toNodeTaint } from './propagation.ts';
-import { formatTaint, Propagation, taintId, type Taint, type TaintId } from './taint.ts';
+import { formatTaint, Propagation, taintId, type Taint } from './taint.ts';
 
 /** The autoscaler's scale-from-zero taints annotation (cluster-autoscaler `clusterapi_utils.go`, `taintsKey`). */
 export const AUTOSCALER_TAINTS_ANNOTATION = 'capacity.cluster-autoscaler.kubernetes.io/taints';

@@ -7,7 +7,7 @@
  * controller propagates `spec.taints`) the product owns every source.
  */
 import type { EffectiveDeclaration } from './declarations.ts';
-import { planNodeTaints, type NodeTaintPlan, type PlannedNode } from './taint-plan.ts';
+import { planNodeTaints, type NodeTaintPlan, type PlanInput, type PlannedNode } from './taint-plan.ts';
 import { OWN_TRACKING_ANNOTATION, STARTUP_GATE_TAINT_KEY, TRACKING_ANNOTATION, UNINITIALIZED_TAINT_KEY, taintId, type MachineTaint, type TaintId } from './taint.ts';
 import { decodeOwnedTaints } from './tracking-annotation.ts';
 
@@ -56,10 +56,8 @@ export function ownershipOf(
 }
 
 /** Everything the product's planner needs besides the Node and the declaration. */
-export interface OwnedPlanOptions {
+export interface OwnedPlanOptions extends Pick<PlanInput, 'startupTaint' | 'adoptAsInitialized'> {
   readonly specTaintsOwner?: SpecTaintsOwner;
-  readonly startupTaint?: TaintId;
-  readonly adoptAsInitialized?: boolean;
 }
 
 /**
