@@ -1,12 +1,12 @@
 /**
- * Scale from zero (docs/autoscaler.md, "What the product writes"): the cluster-autoscaler builds a node group's template
- * Node from `spec.template.spec.taints` and the annotation `capacity.cluster-autoscaler.kubernetes.io/taints`, never
- * from the product's declaration annotations. These pure rules decide what the product writes into that annotation
- * (the opt-in, the value, the ownership record, the startup taints it warns about), and when.
+ * Scale from zero (docs/autoscaler.md, "What the product writes"): the cluster-autoscaler builds a node group's
+ * template Node from `spec.template.spec.taints` and the annotation `capacity.cluster-autoscaler.kubernetes.io/taints`,
+ * never from the product's declaration annotations. These pure rules decide what the product writes into that
+ * annotation (the opt-in, the value, the ownership record, the startup taints it warns about), and when.
  */
-import { declaredTaintsOf, type DeclarationOptions, type DeclarationResult, type EffectiveDeclaration } from './declarations.ts';
+import { declaredTaintsOf, type DeclarationResult, type EffectiveDeclaration } from './declarations.ts';
 import { toNodeTaint } from './propagation.ts';
-import { formatTaint, Propagation, taintId, type Taint } from './taint.ts';
+import { formatTaint, Propagation, taintId, type Taint, type TaintId } from './taint.ts';
 
 /** The autoscaler's scale-from-zero taints annotation (cluster-autoscaler `clusterapi_utils.go`, `taintsKey`). */
 export const AUTOSCALER_TAINTS_ANNOTATION = 'capacity.cluster-autoscaler.kubernetes.io/taints';
@@ -22,7 +22,7 @@ export const AUTOSCALER_OWNED_ANNOTATION = 'taints.capi-taint-propagator.dev/aut
  * 1.36.1). 1.36 adds `--startup-taint-prefix`, and `--startup-taint` / `--status-taint` / `--ignore-taint` name keys:
  * the product cannot see the autoscaler's flags.
  */
-const AUTOSCALER_DROPPED_TAINT_PREFIXES = ['ignore-taint.cluster-autoscaler.kubernetes.io/', 'startup-taint.cluster-autoscaler.kubernetes.io/', 'status-taint.cluster-autoscaler.kubernetes.io/'] as const;
+export const AUTOSCALER_DROPPED_TAINT_PREFIXES = ['ignore-taint.cluster-autoscaler.kubernetes.io/', 'startup-taint.cluster-autoscaler.kubernetes.io/', 'status-taint.cluster-autoscaler.kubernetes.io/'] as const;
 /**
  * Keys a declaration may use that the autoscaler also drops from templates (its `NodeConditionTaints`; the rest of that
  * list is under `node.kubernetes.io/` and `node.cloudprovider.kubernetes.io/`, which declarations may not use).
@@ -83,7 +83,9 @@ export interface AutoscalerPlan {
 }
 
 /** Options: the startup gate, refused as a declaration exactly as for a Machine. */
-export type AutoscalerOptions = DeclarationOptions;
+export interface AutoscalerOptions {
+  readonly startupTaint?: TaintId;
+}
 
 /**
  * True when the resource opts in as an autoscaler node group: it carries the max size annotation (the autoscaler's

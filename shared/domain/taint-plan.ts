@@ -3,7 +3,7 @@
  * taints, and describe the single write (or none) that brings the Node there.
  */
 import type { MalformedTrackingAnnotationError } from '#shared/errors.ts';
-import { propagateMachineTaints, removeNodeTaint, type NodeTaintState, type PropagationOptions } from './propagation.ts';
+import { propagateMachineTaints, removeNodeTaint, type NodeTaintState } from './propagation.ts';
 import { decodeOwnedTaints } from './tracking-annotation.ts';
 import { OWN_TRACKING_ANNOTATION, taintId, valueOf, type MachineTaint, type Taint, type TaintId } from './taint.ts';
 
@@ -33,11 +33,14 @@ export interface TaintDiff {
   readonly trackingAnnotation: { readonly name: string; readonly before: string | undefined; readonly after: string | undefined };
 }
 
-/** What one owner's plan reads; `handedOver` as in propagation, `annotation` defaults to the product's own here. */
-export interface PlanInput extends PropagationOptions {
+export interface PlanInput {
   readonly node: PlannedNode;
   /** The effective, validated taints this owner propagates (the product: see `ownershipOf`). */
   readonly taints: readonly MachineTaint[];
+  /** The owner's tracking annotation (default: the product's `taints.capi-taint-propagator.dev/applied`). */
+  readonly annotation?: string;
+  /** `key:effect` ids another owner holds (`Ownership.upstreamIds`): never removed, only left out of the annotation. */
+  readonly handedOver?: ReadonlySet<string>;
   /** The startup gate taint removed in the same write (upstream: `node.cluster.x-k8s.io/uninitialized:NoSchedule`). */
   readonly startupTaint?: TaintId;
   /** True while another owner still has to apply its taints: the gate stays until every declared taint is there. */

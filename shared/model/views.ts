@@ -25,7 +25,7 @@ import { isObject, obj, objectParts, pick, str, stringMap, type ObjectParts } fr
 type ObjectIdentity = Pick<ObjectParts, 'name' | 'uid' | 'resourceVersion'>;
 
 /** The labels a view keeps (of a whole map, only these): the ones the product reads. */
-const VIEW_LABELS: readonly string[] = [CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, MACHINE_POOL_NAME_LABEL, ...ROLLOUT_GROUP_LABELS];
+export const VIEW_LABELS: readonly string[] = [CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, MACHINE_POOL_NAME_LABEL, ...ROLLOUT_GROUP_LABELS];
 /**
  * The annotations a Cluster API object's view keeps, those the domain rules read: the forwarder's object cache holds
  * tens of thousands of views, whole maps would cost it dearly.
