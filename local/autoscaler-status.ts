@@ -15,15 +15,14 @@ import {
   AUTOSCALER_OWNED_ANNOTATION,
   AUTOSCALER_TAINTS_ANNOTATION,
   SCALABLE_KINDS,
-  autoscalerAssumedTaints,
   isNodeGroup,
   planAutoscalerTaints,
-  sameTaints,
   type AutoscalerState,
   type ScalableKind,
 } from '#shared/domain/autoscaler.ts';
 import { CAPI_GROUP } from '#shared/domain/capi-api.ts';
 import { formatTaint, type Taint, type TaintId } from '#shared/domain/taint.ts';
+import { isRecord, labelKeyIssues, QUALIFIED_NAME } from '#shared/domain/validation.ts';
 
 export interface AutoscalerStatus {
   readonly kind: ScalableKind;
@@ -106,4 +105,43 @@ export function formatAutoscalerRows(rows: readonly AutoscalerStatus[]): string[
     r.countedStartupTaints ? [`WARNING ${r.kind}/${r.namespace}/${r.name}: the autoscaler counts OnInitialization ${list(r.countedStartupTaints)} for scale from zero (docs/autoscaler.md, startup taints)`] : [],
   );
   return ['Cluster autoscaler (scale from zero, docs/autoscaler.md):', ...table.map((row) => row.map((c, i) => (i === row.length - 1 ? c : c.padEnd(widths[i] ?? 0))).join('  ')), ...warnings];
+}
+
+/**
+ * The taints the autoscaler assumes for a new Node of the resource, by its rules (docs/autoscaler.md):
+ * `spec.template.spec.taints` in order, then each entry of the annotation replacing the first taint with the same key
+ * and effect, else appended; entries it cannot parse are skipped (it only logs them). That is release 1.36.0 on;
+ * before it the autoscaler reads the annotation alone: pass `undefined` as `specTaints`. For reports, not for writes.
+ */
+export function autoscalerAssumedTaints(specTaints: unknown, annotation: string | undefined): Taint[] {
+  const taints: Taint[] = (Array.isArray(specTaints) ? specTaints : []).filter(isRecord).map(({ key, value, effect }) => ({
+    key: typeof key === 'string' ? key : '',
+    ...(typeof value === 'string' && value !== '' ? { value } : {}),
+    effect: typeof effect === 'string' ? effect : '',
+  }));
+  for (const entry of annotation === undefined ? [] : annotation.split(',')) {
+    const t = parseAutoscalerTaint(entry);
+    if (!t) continue;
+    const i = taints.findIndex((x) => x.key === t.key && x.effect === t.effect);
+    if (i === -1) taints.push(t);
+    else taints[i] = t;
+  }
+  return taints;
+}
+
+/** One entry as the autoscaler's `parseTaint` reads it (no trimming, any effect text); undefined when it refuses it. */
+function parseAutoscalerTaint(entry: string): Taint | undefined {
+  const [head = '', effect = '', ...more] = entry.split(':');
+  // One part: the whole entry is the key (so `k=v` is refused as a key); two: `key[=value]` and the effect; more: refused.
+  const [key = '', value = '', ...extra] = entry.includes(':') ? head.split('=') : [head];
+  if (more.length > 0 || extra.length > 0) return undefined;
+  if (value !== '' && (value.length > 63 || !QUALIFIED_NAME.test(value))) return undefined;
+  if (labelKeyIssues(key, 'key').length > 0) return undefined;
+  return { key, ...(value !== '' ? { value } : {}), effect };
+}
+
+/** True when two taint lists hold the same taints (key, effect, value), in any order. */
+export function sameTaints(a: readonly Taint[], b: readonly Taint[]): boolean {
+  const canon = (l: readonly Taint[]) => l.map((t) => `${t.key}\u0000${t.effect}\u0000${t.value ?? ''}`).sort().join('\u0001');
+  return a.length === b.length && canon(a) === canon(b);
 }

@@ -1,27 +1,11 @@
 /**
- * Scale from zero (docs/autoscaler.md): the cluster-autoscaler's Cluster API provider builds the template Node of a
- * MachineDeployment, MachineSet or MachinePool from `spec.template.spec.taints` and the annotation
- * `capacity.cluster-autoscaler.kubernetes.io/taints`; it never sees the product's declaration annotations. These pure
- * rules decide what the product writes into that annotation, and when:
- * - **Opt-in.** Only on a node group of the autoscaler: a resource with its max size annotation (the min one is optional
- *   there, 0 when absent), and not a MachineSet owned by a MachineDeployment (the autoscaler never reads those; Cluster
- *   API copies the MachineDeployment's annotations onto them).
- * - **What.** The taints a new Node of the resource gets (the effective declaration of a new Machine of it: Always and
- *   OnInitialization, after precedence and cancellation; the startup gate is removed when the taints land, so it is
- *   never part of it), `spec.template.spec.taints` included: autoscaler releases before 1.36.0 read only the annotation,
- *   and 1.36+ replaces a field taint by an annotation taint of the same key and effect (the same taint here, since
- *   `spec.taints` wins in the declaration). None: no annotation.
- * - **Startup taints.** The autoscaler ignores `propagation`: an OnInitialization taint it does not drop from its
- *   template (its startup, ignore and status prefixes) stops scale from zero for pods that do not tolerate it. The plan
- *   names them, for a Warning.
- * - **Ownership.** The product writes the value and, next to it, the same value in {@link AUTOSCALER_OWNED_ANNOTATION}.
- *   A taints annotation that differs from that record (or exists without one) is someone else's: never overwritten,
- *   reported. What the product wrote is removed when nothing is left to declare or the resource opts out.
- * - **Invalid declaration, resource being deleted.** No write: what was written stays.
+ * Scale from zero (docs/autoscaler.md, "What the product writes"): the cluster-autoscaler builds a node group's
+ * template Node from `spec.template.spec.taints` and the annotation `capacity.cluster-autoscaler.kubernetes.io/taints`,
+ * never from the product's declaration annotations. These pure rules decide what the product writes into that
+ * annotation (the opt-in, the value, the ownership record, the startup taints it warns about), and when.
  */
 import { declaredTaintsOf, type DeclarationResult, type EffectiveDeclaration } from './declarations.ts';
 import { toNodeTaint } from './propagation.ts';
-import { DNS1123_SUBDOMAIN, QUALIFIED_NAME } from './validation.ts';
 import { formatTaint, Propagation, taintId, type Taint, type TaintId } from './taint.ts';
 
 /** The autoscaler's scale-from-zero taints annotation (cluster-autoscaler `clusterapi_utils.go`, `taintsKey`). */
@@ -58,40 +42,30 @@ export type ScalableKind = 'MachineDeployment' | 'MachineSet' | 'MachinePool';
 export const SCALABLE_KINDS: readonly ScalableKind[] = ['MachineDeployment', 'MachineSet', 'MachinePool'];
 
 /**
- * What these rules read of a MachineDeployment, MachineSet or MachinePool (its view, `#shared/model/views.ts`). A
- * MachineDeployment's or MachineSet's declaration is its template's; a MachinePool's annotations already hold its
- * declaration (its own keys over its template's, `poolDeclarations`).
+ * What these rules read of a MachineDeployment, MachineSet or MachinePool: fields of its view (`views.ts`).
+ * The template ones are a MachineDeployment's or MachineSet's; a MachinePool's annotations hold its declaration.
  */
 export interface ScalableResource {
   readonly kind: ScalableKind;
-  /** `metadata.annotations` (the product's keys). */
   readonly annotations: Readonly<Record<string, string>>;
-  /** `spec.template.spec.taints` as stored. */
   readonly specTaints: unknown;
   readonly deleting: boolean;
-  /** MachineDeployment and MachineSet: the declaration annotations of `spec.template.metadata.annotations`. */
   readonly templateAnnotations?: Readonly<Record<string, string>>;
-  /** MachineDeployment and MachineSet: `spec.template.metadata.labels` (its control-plane label). */
   readonly templateLabels?: Readonly<Record<string, string>>;
-  /** A MachineSet with an owner reference to a MachineDeployment. */
   readonly ownedByMachineDeployment?: boolean;
 }
 
-/** What the product does about a resource's taints annotation, and why. */
+/**
+ * What the product does about a resource's taints annotation: only `out-of-sync` plans a write; `foreign` is a value
+ * the product did not write, `not-needed` a node group whose new Nodes get no taint.
+ */
 export type AutoscalerState =
-  /** Not a node group (no min/max size annotations, or a MachineSet of a MachineDeployment) and nothing of ours on it. */
   | 'not-opted-in'
-  /** A node group whose new Nodes get no taint: no annotation needed. */
   | 'not-needed'
-  /** The annotation holds exactly what the product computed. */
   | 'in-sync'
-  /** A write is planned (set, correct or remove the product's value). */
   | 'out-of-sync'
-  /** The annotation holds a value the product did not write: left alone. */
   | 'foreign'
-  /** The declaration is invalid: no write, what was written stays. */
   | 'invalid'
-  /** The resource is being deleted: left alone. */
   | 'deleting';
 
 export interface AutoscalerPlan {
@@ -130,7 +104,7 @@ export function isNodeGroup(r: Pick<ScalableResource, 'kind' | 'annotations' | '
 export function scalableDeclarationOf(r: ScalableResource, options: AutoscalerOptions = {}): DeclarationResult {
   const annotations = r.kind === 'MachinePool' ? r.annotations : (r.templateAnnotations ?? {});
   const labels = r.kind === 'MachinePool' ? {} : (r.templateLabels ?? {});
-  return declaredTaintsOf({ specTaints: r.specTaints, annotations, labels }, options.startupTaint ? { startupTaint: options.startupTaint } : {});
+  return declaredTaintsOf({ specTaints: r.specTaints, annotations, labels }, options);
 }
 
 /**
@@ -147,8 +121,8 @@ export function autoscalerTaintsValue(declaration: EffectiveDeclaration): string
 }
 
 /**
- * Decides the resource's taints annotation (see the module comment). Pure; the patch is applied with the resource's
- * resourceVersion as precondition.
+ * Decides the resource's taints annotation (docs/autoscaler.md). Returns the state, and the patch to apply with the
+ * resource's resourceVersion as precondition when it is `out-of-sync`.
  * @example planAutoscalerTaints(nodeGroupWithGpuAnnotation).patch // { 'capacity.cluster-autoscaler.kubernetes.io/taints': 'nvidia.com/gpu:NoSchedule', 'taints.capi-taint-propagator.dev/autoscaler-taints': 'nvidia.com/gpu:NoSchedule' }
  */
 export function planAutoscalerTaints(r: ScalableResource, options: AutoscalerOptions = {}): AutoscalerPlan {
@@ -184,55 +158,4 @@ export function planAutoscalerTaints(r: ScalableResource, options: AutoscalerOpt
 export function countedStartupTaints(declaration: EffectiveDeclaration): Taint[] {
   const initial = declaration.taints.filter((t) => t.propagation === Propagation.OnInitialization && !isDroppedByAutoscaler(t.key));
   return initial.map(toNodeTaint).sort((a, b) => (taintId(a) < taintId(b) ? -1 : 1));
-}
-
-/**
- * The taints the autoscaler assumes for a new Node of the resource, by its rules (docs/autoscaler.md):
- * `spec.template.spec.taints` in order, then each entry of the annotation replacing the first taint with the same key
- * and effect, else appended; entries it cannot parse are skipped (it only logs them). That is release 1.36.0 on;
- * before it the autoscaler reads the annotation alone: pass `undefined` as `specTaints`. For reports, not for writes.
- */
-export function autoscalerAssumedTaints(specTaints: unknown, annotation: string | undefined): Taint[] {
-  const taints: Taint[] = (Array.isArray(specTaints) ? specTaints : []).filter(isRecord).map(({ key, value, effect }) => ({
-    key: typeof key === 'string' ? key : '',
-    ...(typeof value === 'string' && value !== '' ? { value } : {}),
-    effect: typeof effect === 'string' ? effect : '',
-  }));
-  for (const entry of annotation === undefined ? [] : annotation.split(',')) {
-    const t = parseAutoscalerTaint(entry);
-    if (!t) continue;
-    const i = taints.findIndex((x) => x.key === t.key && x.effect === t.effect);
-    if (i === -1) taints.push(t);
-    else taints[i] = t;
-  }
-  return taints;
-}
-
-function isRecord(x: unknown): x is Record<string, unknown> {
-  return typeof x === 'object' && x !== null;
-}
-
-/** One entry as the autoscaler's `parseTaint` reads it (no trimming, any effect text); undefined when it refuses it. */
-function parseAutoscalerTaint(entry: string): Taint | undefined {
-  const [head = '', effect = '', ...more] = entry.split(':');
-  // One part: the whole entry is the key (so `k=v` is refused as a key); two: `key[=value]` and the effect; more: refused.
-  const [key = '', value = '', ...extra] = entry.includes(':') ? head.split('=') : [head];
-  if (more.length > 0 || extra.length > 0) return undefined;
-  if (value !== '' && (value.length > 63 || !QUALIFIED_NAME.test(value))) return undefined;
-  if (!isQualifiedName(key)) return undefined;
-  return { key, ...(value !== '' ? { value } : {}), effect };
-}
-
-function isQualifiedName(key: string): boolean {
-  const parts = key.split('/');
-  if (parts.length > 2) return false;
-  const [prefix, name] = parts.length === 2 ? parts : [undefined, key];
-  if (prefix !== undefined && (prefix.length > 253 || !DNS1123_SUBDOMAIN.test(prefix))) return false;
-  return name !== undefined && name.length <= 63 && QUALIFIED_NAME.test(name);
-}
-
-/** True when two taint lists hold the same taints (key, effect, value), in any order. */
-export function sameTaints(a: readonly Taint[], b: readonly Taint[]): boolean {
-  const canon = (l: readonly Taint[]) => l.map((t) => `${t.key}\u0000${t.effect}\u0000${t.value ?? ''}`).sort().join('\u0001');
-  return a.length === b.length && canon(a) === canon(b);
 }

@@ -1,10 +1,7 @@
 /**
- * Which Cluster API group version the product reads, decided from what the management cluster serves (discovery),
- * never guessed. Preference order: `v1beta2` (CAPI v1.11 and later; the storage version from v1.11), then `v1beta1`
- * (CAPI v1.0 to v1.10 serve only it; later releases serve it beside v1beta2). Both carry the fields the product
- * reads in the same places: `metadata.annotations`, `spec.clusterName`, `status.nodeRef.name` (an ObjectReference in
- * v1beta1, a name-only reference in v1beta2), `metadata.deletionTimestamp`, and `spec.taints` where it exists
- * (v1beta2; v1beta1 from CAPI v1.12). Older versions (v1alpha3, v1alpha4) are not supported.
+ * Which Cluster API group version the product reads (docs/next-to-cluster-api.md, "Cluster API versions"): decided
+ * from what the management cluster serves (discovery), never guessed. `v1beta2` and `v1beta1` carry the fields the
+ * product reads in the same places; v1alpha3 and v1alpha4 are not supported.
  */
 
 export const CAPI_GROUP = 'cluster.x-k8s.io';

@@ -1,8 +1,6 @@
 /**
- * Annotation keys through which taints can be declared on a Machine when `spec.taints` is not
- * available (CAPI before v1.12, or its MachineTaintPropagation gate off). CAPI copies these
- * annotations down ClusterClass/Cluster topology → MachineDeployment/KCP → MachineSet → Machine.
- * Listed from lowest to highest precedence; `spec.taints` ranks above all of them.
+ * Annotation keys that declare taints where `spec.taints` is not available (CAPI before v1.12, or its gate off); CAPI
+ * copies them down to Machines. From lowest to highest precedence; `spec.taints` ranks above all of them.
  */
 export const DECLARATION_ANNOTATIONS = [
   /** Set in a ClusterClass (template metadata); lowest precedence. */
@@ -13,7 +11,3 @@ export const DECLARATION_ANNOTATIONS = [
   'taints.capi-taint-propagator.dev/machine',
 ] as const;
 export type DeclarationAnnotation = (typeof DECLARATION_ANNOTATIONS)[number];
-
-export function isDeclarationAnnotation(key: string): key is DeclarationAnnotation {
-  return (DECLARATION_ANNOTATIONS as readonly string[]).includes(key);
-}

@@ -1,14 +1,10 @@
 /**
- * Where a Machine's taints come from: `spec.taints` (CAPI v1beta2) and three annotations (for CAPI
- * versions without the field, or with its feature gate off), merged by key+effect with a fixed
- * precedence. Every source goes through the same validation as upstream.
- *
- * Annotation value: comma-separated entries, whitespace around entries ignored:
+ * Where a Machine's taints come from (docs/declaring-taints.md): `spec.taints` and three annotations, merged by
+ * key+effect with a fixed precedence, every source validated as upstream validates `spec.taints`. Annotation entries,
+ * comma-separated, whitespace around them ignored:
  *   key[=value]:Effect[@Propagation]   declare (Propagation defaults to Always)
  *   key[=value]:NoExecute@Preview      preview only: never applied, the pods it would evict are reported (issue 51)
  *   key:Effect-                        cancel a declaration of a lower-precedence source
- * A `@Preview` entry takes part in the precedence like any declaration (a higher source's preview replaces a lower
- * source's applied taint of the same key+effect, and the other way round).
  */
 import type { DeclarationIssue } from '#shared/errors.ts';
 import { DECLARATION_ANNOTATIONS, type DeclarationAnnotation } from './declaration-keys.ts';
@@ -35,11 +31,7 @@ export interface Override {
 }
 
 /** A preview-only declaration (`@Preview`): a NoExecute taint whose evictions are reported, never applied. */
-export interface PreviewTaint {
-  readonly key: string;
-  readonly value?: string;
-  readonly effect: TaintEffect;
-}
+export type PreviewTaint = Omit<MachineTaint, 'propagation'>;
 
 /**
  * The Machine's effective taints, where each came from, and what was overridden. `previews` are the `@Preview`
@@ -137,9 +129,11 @@ export function declaredTaintsOf(
     }
     const declares = declared.map((d) => d.taint);
     const cancels = parsed.entries.flatMap((e, position) => (e.kind === 'cancel' ? [{ key: e.key, effect: e.effect, position }] : []));
-    const checked = declares.length === 0 ? { valid: true as const, taints: [] } : validateMachineTaints(declares, context, field);
     // Issues name the entry's position in the annotation (cancel entries included), not its index among declarations.
-    if (!checked.valid) issues.push(...checked.issues.map((issue) => renumber(issue, field, declared.map((d) => d.position))));
+    const positions = declared.map((d) => d.position);
+    // An annotation of cancels only declares nothing: no list, so no minItems issue.
+    const checked = validateMachineTaints(declares.length > 0 ? declares : undefined, context, field, positions);
+    if (!checked.valid) issues.push(...checked.issues);
     for (const c of cancels) {
       const at = `${field}[${c.position}]`;
       issues.push(...validateMachineTaint({ key: c.key, effect: c.effect, propagation: Propagation.Always }, { worker: false }, at));
@@ -197,14 +191,4 @@ export function declaredTaintsOf(
 
 function toPreview(t: MachineTaint): PreviewTaint {
   return t.value === undefined ? { key: t.key, effect: t.effect } : { key: t.key, value: t.value, effect: t.effect };
-}
-
-/** Rewrites `<field>[k]…` (k = index among declarations) to `<field>[position of that entry]…`. */
-function renumber(issue: DeclarationIssue, field: string, positions: readonly number[]): DeclarationIssue {
-  const prefix = `${field}[`;
-  if (!issue.field.startsWith(prefix)) return issue;
-  const close = issue.field.indexOf(']', prefix.length);
-  const k = Number(issue.field.slice(prefix.length, close));
-  const position = positions[k];
-  return position === undefined ? issue : { ...issue, field: `${prefix}${position}${issue.field.slice(close)}` };
 }

@@ -1,5 +1,6 @@
 /**
- * Which Node a Machine's declaration goes to. Cluster API's own rule, in the order it applies it:
+ * True when the Machine's declaration applies to this Node (same workload cluster assumed; the caller checks it), by
+ * Cluster API's own rule, in the order it applies it:
  * - `status.nodeRef` names the Node once Cluster API has linked them; it always wins;
  * - before that, the Node whose `spec.providerID` equals the Machine's `spec.providerID` (Cluster API copies it from
  *   the infrastructure Machine once that is provisioned, and links a Node by exactly this match). Acting on the match
@@ -9,18 +10,10 @@
  * the management cluster's infrastructure provider recorded for the Machine, within one workload cluster.
  * An empty provider ID never matches.
  */
-export interface LinkableMachine {
-  readonly nodeName?: string | undefined;
-  readonly providerID?: string | undefined;
-}
-
-export interface LinkableNode {
-  readonly name: string;
-  readonly providerID?: string | undefined;
-}
-
-/** True when the Machine's declaration applies to this Node (same workload cluster assumed; the caller checks it). */
-export function machineOwnsNode(machine: LinkableMachine, node: LinkableNode): boolean {
+export function machineOwnsNode(
+  machine: { readonly nodeName?: string | undefined; readonly providerID?: string | undefined },
+  node: { readonly name: string; readonly providerID?: string | undefined },
+): boolean {
   if (machine.nodeName !== undefined && machine.nodeName !== '') return machine.nodeName === node.name;
   return machine.providerID !== undefined && machine.providerID !== '' && machine.providerID === node.providerID;
 }

@@ -1,25 +1,13 @@
 /**
- * One owner per taint, next to upstream Cluster API.
- *
- * Upstream's own propagation (gate `MachineTaintPropagation`) owns what `Machine.spec.taints` declares and
- * tracks it in `cluster.x-k8s.io/taints-from-machine`, which it rewrites to exactly its own set on every
- * reconcile. The product owns what its annotations declare and tracks it in its own annotation
- * (`taints.capi-taint-propagator.dev/applied`), with the same format and rules. So neither ever removes
- * or rewrites what the other applied, and there is no write war:
- *
- * | declared in                         | owner        | tracked in                                 |
- * |-------------------------------------|--------------|--------------------------------------------|
- * | `spec.taints`                       | upstream     | `cluster.x-k8s.io/taints-from-machine`     |
- * | the product's annotations           | the product  | `taints.capi-taint-propagator.dev/applied` |
- * | both (same key and effect)          | upstream     | (`spec.taints` wins; the product hands over) |
- *
- * A taint the product tracked that becomes upstream's (moved to `spec.taints`, or tracked by CAPI) is handed
- * over: it leaves the product's annotation and stays on the Node. That makes the migration from annotations
- * to `spec.taints` flap-free. With `specTaintsOwner: 'product'` (no upstream controller propagates
- * `spec.taints`: CAPI without the gate's controller, a bare API server) the product owns every source.
+ * One owner per taint next to upstream Cluster API (the table: docs/next-to-cluster-api.md). Upstream owns what
+ * `spec.taints` declares and tracks it in `cluster.x-k8s.io/taints-from-machine`, which it rewrites to exactly its own
+ * set on every reconcile; the product owns what its annotations declare and tracks it in its own annotation, same
+ * format, so there is no write war. A taint that becomes upstream's is handed over: it leaves the product's annotation
+ * and stays on the Node, so the migration to `spec.taints` never flaps. With `specTaintsOwner: 'product'` (no upstream
+ * controller propagates `spec.taints`) the product owns every source.
  */
 import type { EffectiveDeclaration } from './declarations.ts';
-import { planNodeTaints, type NodeTaintPlan, type PlannedNode } from './taint-plan.ts';
+import { planNodeTaints, type NodeTaintPlan, type PlanInput, type PlannedNode } from './taint-plan.ts';
 import { OWN_TRACKING_ANNOTATION, STARTUP_GATE_TAINT_KEY, TRACKING_ANNOTATION, UNINITIALIZED_TAINT_KEY, taintId, type MachineTaint, type TaintId } from './taint.ts';
 import { decodeOwnedTaints } from './tracking-annotation.ts';
 
@@ -27,7 +15,6 @@ import { decodeOwnedTaints } from './tracking-annotation.ts';
 export const SpecTaintsOwner = {
   /** Upstream CAPI's propagation (the default: `spec.taints` can only be set with its gate on). */
   upstream: 'upstream',
-  /** The product, for management clusters where no upstream controller propagates `spec.taints`. */
   product: 'product',
 } as const;
 export type SpecTaintsOwner = (typeof SpecTaintsOwner)[keyof typeof SpecTaintsOwner];
@@ -69,10 +56,8 @@ export function ownershipOf(
 }
 
 /** Everything the product's planner needs besides the Node and the declaration. */
-export interface OwnedPlanOptions {
+export interface OwnedPlanOptions extends Pick<PlanInput, 'startupTaint' | 'adoptAsInitialized'> {
   readonly specTaintsOwner?: SpecTaintsOwner;
-  readonly startupTaint?: TaintId;
-  readonly adoptAsInitialized?: boolean;
 }
 
 /**

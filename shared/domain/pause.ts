@@ -1,8 +1,6 @@
 /**
- * Cluster API's pause, as its controllers mean it (`util/annotations.IsPaused`): an object is paused when its Cluster
- * has `spec.paused: true` (v1beta1 and v1beta2) or the object itself carries the `cluster.x-k8s.io/paused` annotation
- * (any value). A paused object is left alone: no Node write, no autoscaler-annotation write, no Event.
- * `clusterctl move` and operators' maintenance rely on it.
+ * Cluster API's pause, as its controllers mean it (`util/annotations.IsPaused`; docs/next-to-cluster-api.md, "Pause"):
+ * a paused object is left alone. `clusterctl move` and operators' maintenance rely on it.
  */
 
 /** The annotation that pauses one Cluster API object (its presence, whatever the value). */

@@ -1,7 +1,6 @@
 /**
- * The Machine → Node propagation step, rule for rule as upstream's `propagateMachineTaintsToNode`
- * (upstream-capi.md §3.3), but pure: inputs are never mutated, and a malformed tracking annotation
- * yields an error instead of a half-applied state.
+ * The Machine → Node propagation step, rule for rule as upstream's `propagateMachineTaintsToNode` (upstream-capi.md
+ * §3.3), but pure: inputs are never mutated; a malformed tracking annotation is an error, not a half-applied state.
  */
 import { MalformedTrackingAnnotationError } from '#shared/errors.ts';
 import { Propagation, TRACKING_ANNOTATION, isSameTaint, taintId, valueOf, type MachineTaint, type Taint, type TaintId } from './taint.ts';
@@ -17,10 +16,7 @@ export interface NodeTaintState {
 export interface PropagationOptions {
   /** The owner's tracking annotation (default: upstream's `cluster.x-k8s.io/taints-from-machine`). */
   readonly annotation?: string;
-  /**
-   * `key:effect` ids another owner now holds: when they leave this owner's declaration they leave its
-   * annotation too, but their taints stay on the Node (a hand-over, not a removal).
-   */
+  /** `key:effect` ids another owner now holds: they leave this owner's annotation, their taints stay (a hand-over). */
   readonly handedOver?: ReadonlySet<string>;
 }
 
@@ -52,7 +48,6 @@ export function propagateMachineTaints(node: NodeTaintState, machineTaints: read
   const onInit = new Set(machineTaints.filter((t) => t.propagation === Propagation.OnInitialization).map(taintId));
 
   // Interpret every entry to delete before changing anything: a malformed one forbids the whole write.
-  // An entry handed over to the other owner leaves the annotation but its taint stays on the Node.
   const toDelete: TaintId[] = [];
   for (const entry of owned) {
     if (always.has(entry) || onInit.has(entry) || handedOver.has(entry)) continue;
@@ -64,33 +59,23 @@ export function propagateMachineTaints(node: NodeTaintState, machineTaints: read
     }
   }
 
+  // Each step returns the list it was given when it changes nothing, so a new list means a change.
   let taints: readonly Taint[] = node.taints;
-  let changed = false;
   for (const taint of machineTaints) {
     if (taint.propagation === Propagation.OnInitialization && initialized) continue;
-    const ensured = ensureNodeTaint(taints, taint);
-    taints = ensured.taints;
-    changed ||= ensured.changed;
+    taints = ensureNodeTaint(taints, taint).taints;
   }
-  for (const id of toDelete) {
-    const removed = removeNodeTaint(taints, id);
-    taints = removed.taints;
-    changed ||= removed.changed;
-  }
+  for (const id of toDelete) taints = removeNodeTaint(taints, id).taints;
 
-  let annotations = node.annotations;
   const encoded = encodeOwnedTaints(always);
-  if (!initialized || encoded !== stored) {
-    annotations = { ...node.annotations, [annotation]: encoded };
-    changed = true;
-  }
-  return { ok: true, state: { taints, annotations }, changed };
+  const rewrite = !initialized || encoded !== stored;
+  const annotations = rewrite ? { ...node.annotations, [annotation]: encoded } : node.annotations;
+  return { ok: true, state: { taints, annotations }, changed: rewrite || taints !== node.taints };
 }
 
 /**
- * Ensures a taint with the Machine taint's key, effect and value: the first Node taint with the same
- * key+effect gets its value replaced in place (any `timeAdded` is dropped, as upstream does), or the
- * taint is appended. Returns a new list and `changed: true` when the list was modified.
+ * Ensures a taint with the Machine taint's key, effect and value: the first with its key+effect gets the value in place
+ * (its `timeAdded` dropped, as upstream does), else it is appended. Returns a new list, `changed: true` when modified.
  */
 export function ensureNodeTaint(taints: readonly Taint[], wanted: MachineTaint): { taints: readonly Taint[]; changed: boolean } {
   const index = taints.findIndex((t) => isSameTaint(t, wanted));
@@ -101,10 +86,7 @@ export function ensureNodeTaint(taints: readonly Taint[], wanted: MachineTaint):
   return { taints: taints.map((t, i) => (i === index ? desired : t)), changed: true };
 }
 
-/**
- * Removes every taint with the given key and effect, whatever its value (upstream `RemoveNodeTaint`).
- * Returns a new list and `changed: true` when something was removed.
- */
+/** Removes every taint of that key and effect, any value (upstream `RemoveNodeTaint`); `changed: true` when any was. */
 export function removeNodeTaint(taints: readonly Taint[], drop: TaintId): { taints: readonly Taint[]; changed: boolean } {
   const kept = taints.filter((t) => !isSameTaint(t, drop));
   return kept.length === taints.length ? { taints, changed: false } : { taints: kept, changed: true };

@@ -39,22 +39,15 @@ export interface PlanInput {
   readonly taints: readonly MachineTaint[];
   /** The owner's tracking annotation (default: the product's `taints.capi-taint-propagator.dev/applied`). */
   readonly annotation?: string;
-  /**
-   * `key:effect` ids another owner holds (upstream CAPI: declared in `spec.taints` or tracked in its annotation).
-   * They are never removed: when they leave this owner's annotation, their taints stay on the Node.
-   */
+  /** `key:effect` ids another owner holds (`Ownership.upstreamIds`): never removed, only left out of the annotation. */
   readonly handedOver?: ReadonlySet<string>;
   /** The startup gate taint removed in the same write (upstream: `node.cluster.x-k8s.io/uninitialized:NoSchedule`). */
   readonly startupTaint?: TaintId;
-  /**
-   * True while another owner still has to apply its taints (the Machine declares `spec.taints` and CAPI has not
-   * initialized the Node): the startup gate stays, so no workload lands before every declared taint is there.
-   */
+  /** True while another owner still has to apply its taints: the gate stays until every declared taint is there. */
   readonly holdStartupTaint?: boolean;
   /**
-   * First-enablement rule: true when this Node predates the product's enablement and carries no
-   * tracking annotation. It is then adopted as already initialized: Always taints apply, OnInitialization
-   * taints do not (a long-running Node is not suddenly tainted).
+   * First-enablement rule: the Node predates the product's enablement; if `mayAdoptAsInitialized`, only its Always
+   * taints apply (a long-running Node is not suddenly tainted with OnInitialization ones).
    */
   readonly adoptAsInitialized?: boolean;
 }
@@ -65,10 +58,9 @@ export type NodeTaintPlan =
   | { readonly kind: 'rejected'; readonly error: MalformedTrackingAnnotationError };
 
 /**
- * Whether the first-enablement rule may adopt this Node as already initialized (if it also predates enablement): it
- * has no tracking annotation of this owner **and does not carry the startup gate**. A Node with the gate registered
- * waiting for its taints, so it is new by definition, however close its creation is to the moment of enablement (the
- * very first Nodes after a deployment are created seconds before the first reconcile records that moment).
+ * Whether the first-enablement rule may adopt this Node as already initialized: no tracking annotation of this owner
+ * **and no startup gate**. A Node with the gate registered waiting for its taints, so it is new however close its
+ * creation is to the enablement (the first Nodes after a deployment predate the first reconcile by seconds).
  * @example mayAdoptAsInitialized({ taints: [{ key: 'g', effect: 'NoSchedule' }], annotations: {} }, { key: 'g', effect: 'NoSchedule' }) // false
  */
 export function mayAdoptAsInitialized(
@@ -94,10 +86,8 @@ export function planNodeTaints(input: PlanInput): NodeTaintPlan {
     annotations = { ...annotations, [annotation]: '' };
   }
   const gated = input.startupTaint && !input.holdStartupTaint ? removeNodeTaint(before.taints, input.startupTaint).taints : before.taints;
-  const result = propagateMachineTaints({ taints: gated, annotations }, input.taints, {
-    annotation,
-    ...(input.handedOver ? { handedOver: input.handedOver } : {}),
-  });
+  const owner = { annotation, handedOver: input.handedOver };
+  const result = propagateMachineTaints({ taints: gated, annotations }, input.taints, owner);
   if (!result.ok) return { kind: 'rejected', error: result.error };
 
   const after = result.state;

@@ -1,7 +1,4 @@
-/**
- * Taint vocabulary shared by every part of the product: the Node taint, the Machine taint with its
- * propagation mode, and the well-known keys and annotations of Cluster API.
- */
+/** Taint vocabulary of every part of the product: Node and Machine taints, Cluster API's well-known keys. */
 
 /** The three taint effects Kubernetes knows. */
 export const TaintEffect = {
@@ -40,23 +37,20 @@ export interface MachineTaint {
 }
 
 /**
- * Upstream Cluster API's tracking annotation: the `key:effect` of the Always taints CAPI's own propagation
- * (`Machine.spec.taints`, gate `MachineTaintPropagation`) owns on a Node; its presence = initialized by CAPI.
- * The product reads it (to leave those taints to CAPI) and never writes it.
+ * Upstream Cluster API's tracking annotation: the `key:effect` of the Always taints CAPI owns on a Node; its presence
+ * = initialized by CAPI. The product reads it (to leave those taints to CAPI) and never writes it.
  */
 export const TRACKING_ANNOTATION = 'cluster.x-k8s.io/taints-from-machine';
 /**
- * The product's own tracking annotation: same format and rules as upstream's, for the taints the product owns
- * (those declared in its annotations). A separate key is what makes the two owners coexist: CAPI rewrites its
- * annotation to exactly its own set on every reconcile, so sharing it means a write war.
+ * The product's own tracking annotation, upstream's format and rules: a separate key, since CAPI rewrites its own to
+ * exactly its own set on every reconcile (sharing it means a write war).
  */
 export const OWN_TRACKING_ANNOTATION = 'taints.capi-taint-propagator.dev/applied';
 /** CAPI's startup taint on worker Nodes; CAPI removes it in its first Node patch, gate on or off. */
 export const UNINITIALIZED_TAINT_KEY = 'node.cluster.x-k8s.io/uninitialized';
 /**
- * The product's default startup gate: a taint added at registration (kubelet `--register-with-taints`, CABPK
- * `nodeRegistration.taints`) that CAPI does not know, removed by the product in the write that applies the
- * product's taints, and only once CAPI has applied the Machine's `spec.taints`.
+ * The product's default startup gate: added at registration, unknown to CAPI, removed by the product in the write
+ * that applies its taints once CAPI has applied `spec.taints` (docs/next-to-cluster-api.md).
  */
 export const STARTUP_GATE_TAINT_KEY = 'taints.capi-taint-propagator.dev/uninitialized';
 /** CAPI's rollout taint; reserved, never declared on Machines. */
@@ -71,16 +65,16 @@ export const CLUSTER_NAMESPACE_ANNOTATION = 'cluster.x-k8s.io/cluster-namespace'
 export const CLUSTER_NAME_LABEL = 'cluster.x-k8s.io/cluster-name';
 export const CONTROL_PLANE_LABEL = 'cluster.x-k8s.io/control-plane';
 
-/**
- * The identity of a taint: key and effect. Two taints with the same id are the same taint with possibly different
- * values (upstream `MatchTaint`). Also what names the startup gate and a cancelled declaration.
- */
+/** The identity of a taint (upstream `MatchTaint`): same key and effect, the same taint whatever its value. */
 export interface TaintId {
   readonly key: string;
   readonly effect: string;
 }
 
-/** @example taintId({ key: 'gpu', effect: 'NoSchedule' }) // 'gpu:NoSchedule' */
+/**
+ * The `key:effect` form of a taint's identity.
+ * @example taintId({ key: 'gpu', effect: 'NoSchedule' }) // 'gpu:NoSchedule'
+ */
 export function taintId(taint: TaintId): string {
   return `${taint.key}:${taint.effect}`;
 }

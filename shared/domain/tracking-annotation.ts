@@ -1,7 +1,4 @@
-/**
- * The tracking annotation `cluster.x-k8s.io/taints-from-machine`: the `key:effect` of the Always
- * taints the product owns on a Node, sorted byte-wise and comma-joined, exactly as upstream writes it.
- */
+/** The tracking annotations' value: the `key:effect` of the owned Always taints, sorted, comma-joined, as upstream. */
 import { MalformedTrackingAnnotationError } from '#shared/errors.ts';
 import type { TaintId } from './taint.ts';
 

@@ -1,9 +1,6 @@
 /**
- * Validation of Machine taint declarations with both of upstream's layers in one place: the CRD
- * OpenAPI schema (types, patterns, lengths, enums, list size, key+effect uniqueness) and the
- * admission webhooks (reserved keys, label-key syntax, the worker-only control-plane key).
- * Upstream splits them (Q13); a declaration that passes here passes both. There is no feature
- * gate: the product always propagates.
+ * Validation of Machine taint declarations with both of upstream's layers in one place (Q13; the rules:
+ * docs/declaring-taints.md): the CRD schema and the admission webhooks. What passes here passes both.
  */
 import type { DeclarationIssue } from '#shared/errors.ts';
 import { OUTDATED_REVISION_TAINT_KEY, Propagation, TaintEffect, UNINITIALIZED_TAINT_KEY, type MachineTaint } from './taint.ts';
@@ -15,15 +12,13 @@ export const CONTROL_PLANE_TAINT_KEY = 'node-role.kubernetes.io/control-plane';
 
 const KEY_PATTERN =
   /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$/;
-const VALUE_PATTERN = /^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$/;
-export const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 export const QUALIFIED_NAME = /^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$/;
 const EFFECTS: readonly string[] = Object.values(TaintEffect);
 const PROPAGATIONS: readonly string[] = Object.values(Propagation);
 
-/** Which rules apply: the control-plane key is refused on workers only. */
+/** Which rules apply: the control-plane key is refused on workers (no `cluster.x-k8s.io/control-plane` label). */
 export interface ValidationContext {
-  /** True for a Machine without the `cluster.x-k8s.io/control-plane` label (and for MachineSets/MachineDeployments). */
   readonly worker: boolean;
 }
 
@@ -33,11 +28,16 @@ export type ValidationResult =
   | { readonly valid: false; readonly issues: readonly DeclarationIssue[] };
 
 /**
- * Validates a taints list as stored in `spec.taints` (`undefined` = field absent = no taints).
- * Returns the typed taints, or every issue found (each names the field and the rule).
+ * Validates a taints list as stored in `spec.taints` (`undefined` = field absent = no taints); an item's issues name
+ * `positions[i]` (its entry in an annotation) when given, else its index. Returns the typed taints, or every issue.
  * @example validateMachineTaints([{ key: 'gpu', effect: 'NoSchedule', propagation: 'Always' }], { worker: true }).valid // true
  */
-export function validateMachineTaints(raw: unknown, context: ValidationContext, path = 'spec.taints'): ValidationResult {
+export function validateMachineTaints(
+  raw: unknown,
+  context: ValidationContext,
+  path = 'spec.taints',
+  positions?: readonly number[],
+): ValidationResult {
   if (raw === undefined || raw === null) return { valid: true, taints: [] };
   if (!Array.isArray(raw)) return { valid: false, issues: [{ field: path, rule: 'type', message: `Invalid value: ${quote(raw)}: must be a list` }] };
   const issues: DeclarationIssue[] = [];
@@ -45,11 +45,12 @@ export function validateMachineTaints(raw: unknown, context: ValidationContext, 
   if (raw.length > MAX_TAINTS) issues.push({ field: path, rule: 'maxItems', message: `must have at most ${MAX_TAINTS} items, has ${raw.length}` });
   const seen = new Set<string>();
   raw.forEach((item: unknown, i) => {
-    const itemIssues = validateMachineTaint(item, context, `${path}[${i}]`);
-    issues.push(...itemIssues);
+    const at = `${path}[${positions?.[i] ?? i}]`;
+    issues.push(...validateMachineTaint(item, context, at));
     if (isRecord(item) && typeof item.key === 'string' && typeof item.effect === 'string') {
       const id = `${item.key}:${item.effect}`;
-      if (seen.has(id)) issues.push({ field: `${path}[${i}]`, rule: 'unique', message: `Duplicate value: ${JSON.stringify(id)}: key and effect must be unique` });
+      const message = `Duplicate value: ${JSON.stringify(id)}: key and effect must be unique`;
+      if (seen.has(id)) issues.push({ field: at, rule: 'unique', message });
       seen.add(id);
     }
   });
@@ -71,7 +72,7 @@ export function validateMachineTaint(raw: unknown, context: ValidationContext, p
     if (typeof value !== 'string') issues.push({ field: `${path}.value`, rule: 'type', message: `Invalid value: ${quote(value)}: must be a string` });
     else if (value === '') issues.push({ field: `${path}.value`, rule: 'minLength', message: 'Invalid value: "": must not be empty when set (omit it for no value)' });
     else if (value.length > 63) issues.push({ field: `${path}.value`, rule: 'maxLength', message: `Invalid value: ${quote(value)}: must be at most 63 characters, has ${value.length}` });
-    else if (!VALUE_PATTERN.test(value)) {
+    else if (!QUALIFIED_NAME.test(value)) {
       issues.push({ field: `${path}.value`, rule: 'pattern', message: `Invalid value: ${quote(value)}: must consist of alphanumerics, "-", "_" or ".", and start and end with an alphanumeric` });
     }
   }
@@ -111,8 +112,8 @@ function reservedKeyMessage(key: string): string | undefined {
   return undefined;
 }
 
-/** Kubernetes label-key syntax (apimachinery IsLabelKey / IsQualifiedName). */
-function labelKeyIssues(key: string, field: string): DeclarationIssue[] {
+/** Kubernetes label-key syntax (apimachinery IsLabelKey / IsQualifiedName); returns the issues, empty when valid. */
+export function labelKeyIssues(key: string, field: string): DeclarationIssue[] {
   const slash = key.indexOf('/');
   const prefix = slash === -1 ? undefined : key.slice(0, slash);
   const name = slash === -1 ? key : key.slice(slash + 1);
@@ -147,6 +148,7 @@ export function quote(value: unknown): string {
   return text.length > 64 ? `${text.slice(0, 61)}...` : text;
 }
 
-function isRecord(x: unknown): x is Record<string, unknown> {
+/** True for a JSON object (not null, not an array). */
+export function isRecord(x: unknown): x is Record<string, unknown> {
   return typeof x === 'object' && x !== null && !Array.isArray(x);
 }

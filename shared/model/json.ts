@@ -31,7 +31,7 @@ export function pick(map: Readonly<Record<string, string>>, keys: readonly strin
   return out;
 }
 
-/** The parts of any Kubernetes object, read defensively: a missing string is `''`, a missing object `{}`. */
+/** The parts of any Kubernetes object, read defensively: a missing namespace is `''`, a missing object `{}`. */
 export interface ObjectParts {
   readonly name: string;
   readonly uid: string;
@@ -45,12 +45,15 @@ export interface ObjectParts {
   readonly status: Json;
 }
 
-export function objectParts(o: unknown): ObjectParts {
+/** The object's parts; undefined when it lacks name, uid or resourceVersion (a malformed event). */
+export function objectParts(o: unknown): ObjectParts | undefined {
   const m = obj(obj(o).metadata);
+  const [name, uid, resourceVersion] = [str(m.name), str(m.uid), str(m.resourceVersion)];
+  if (!name || !uid || !resourceVersion) return undefined;
   return {
-    name: str(m.name) ?? '',
-    uid: str(m.uid) ?? '',
-    resourceVersion: str(m.resourceVersion) ?? '',
+    name,
+    uid,
+    resourceVersion,
     namespace: str(m.namespace) ?? '',
     labels: stringMap(m.labels),
     annotations: stringMap(m.annotations),

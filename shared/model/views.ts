@@ -8,7 +8,7 @@ import { capiApiVersionString, SUPPORTED_CAPI_API_VERSIONS } from '#shared/domai
 import { DECLARATION_ANNOTATIONS } from '#shared/domain/declaration-keys.ts';
 import { MACHINE_POOL_NAME_LABEL, poolDeclarations } from '#shared/domain/machine-pool.ts';
 import { ROLLOUT_ANNOTATION, ROLLOUT_GROUP_LABELS, ROLLOUT_MARK_ANNOTATION, ROLLOUT_MARK_LABEL } from '#shared/domain/noexecute-rollout.ts';
-import { PAUSED_ANNOTATION, pausedReason } from '#shared/domain/pause.ts';
+import { PAUSED_ANNOTATION, pausedReason, type ClusterView } from '#shared/domain/pause.ts';
 import {
   CLUSTER_NAME_ANNOTATION,
   CLUSTER_NAME_LABEL,
@@ -22,20 +22,15 @@ import {
 import { isObject, obj, objectParts, pick, str, stringMap, type ObjectParts } from './json.ts';
 
 /** What every view carries of `metadata`. */
-interface ObjectIdentity {
-  readonly name: string;
-  readonly uid: string;
-  readonly resourceVersion: string;
-}
+type ObjectIdentity = Pick<ObjectParts, 'name' | 'uid' | 'resourceVersion'>;
 
 /** The labels a view keeps (of a whole map, only these): the ones the product reads. */
 export const VIEW_LABELS: readonly string[] = [CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, MACHINE_POOL_NAME_LABEL, ...ROLLOUT_GROUP_LABELS];
 /**
- * The annotations a Cluster API object's view keeps: the declarations (declarations.ts), the pause (pause.ts), the
- * staged NoExecute rollout's opt-in (noexecute-rollout.ts) and the cluster-autoscaler's (autoscaler.ts). The
- * forwarder's object cache holds tens of thousands of views: whole maps would cost it dearly.
+ * The annotations a Cluster API object's view keeps, those the domain rules read: the forwarder's object cache holds
+ * tens of thousands of views, whole maps would cost it dearly.
  */
-export const VIEW_ANNOTATIONS: readonly string[] = [
+const VIEW_ANNOTATIONS: readonly string[] = [
   ...DECLARATION_ANNOTATIONS,
   PAUSED_ANNOTATION,
   ROLLOUT_ANNOTATION,
@@ -67,18 +62,13 @@ export interface MachineFacts extends CapiObjectFacts {
   readonly specTaints: unknown;
   /** `status.nodeRef.name`. */
   readonly nodeName?: string;
-  /**
-   * `spec.providerID`, kept only while the Machine has no `status.nodeRef`: it links a joining Node to the Machine
-   * before Cluster API does (`#shared/domain/node-link.ts`); once `nodeRef` is set it decides nothing.
-   */
+  /** `spec.providerID`, kept only while there is no `status.nodeRef` (`#shared/domain/node-link.ts`). */
   readonly providerID?: string;
 }
 
 /**
- * The annotations a Node's view keeps: the two tracking annotations (upstream's decides which taints the product
- * leaves to Cluster API; the product's own), Cluster API's link (`cluster.x-k8s.io/machine` and the cluster name and
- * namespace annotations) and the staged NoExecute rollout's mark. The reconcile's write sets or removes only keys of
- * its own (taint-plan.ts, noexecute-rollout.ts), so a Node's other annotations are never needed, nor dropped.
+ * The annotations a Node's view keeps: both tracking annotations, Cluster API's link to the Machine and the rollout's
+ * mark. The reconcile's write sets or removes only keys of its own, so a Node's other annotations are never needed.
  */
 export const NODE_ANNOTATIONS: readonly string[] = [
   TRACKING_ANNOTATION,
@@ -101,17 +91,13 @@ export interface NodeFacts extends ObjectIdentity {
   /** The annotations of {@link NODE_ANNOTATIONS} that are set. */
   readonly annotations: Readonly<Record<string, string>>;
   /**
-   * `spec.taints` (unset or null: none); undefined when it is not a list of taints (an entry that is no object, or
-   * whose key or effect is no string). The API server validates taints, so only a broken or hostile server answers
-   * that; then nothing is decided from the list: the forwarder forwards, the reconcile does not write (node-store.ts).
+   * `spec.taints` (unset or null: none); undefined when it is not a list of taints, which only a broken or hostile
+   * server answers: then the forwarder forwards and the reconcile does not write (node-store.ts).
    */
   readonly taints: readonly Taint[] | undefined;
-  /** `spec.providerID`: it links a joining Node to its Machine before Cluster API does (`#shared/domain/node-link.ts`). */
+  /** `spec.providerID` (`#shared/domain/node-link.ts`). */
   readonly providerID?: string;
-  /**
-   * The field managers that last wrote `spec.taints` and the product's tracking annotation (from managedFields).
-   * Not part of the relevant fingerprint; used to recognise the echo of the reconcile function's own write.
-   */
+  /** The last writers of `spec.taints` and the own tracking annotation (not fingerprinted): the reconcile's echo. */
   readonly writers?: { readonly taints?: string; readonly ownTrackingAnnotation?: string };
 }
 
@@ -126,19 +112,15 @@ export function unlinkedProviderID(node: NodeFacts): string | undefined {
 /** A Node whose `spec.taints` could be read: what the reconcile plans from. */
 export type NodeWithTaints = NodeFacts & { readonly taints: readonly Taint[] };
 
-/** A CAPI Cluster in the management cluster, whose Nodes the forwarder watches. */
-export interface ClusterFacts extends ObjectIdentity {
+/** A CAPI Cluster in the management cluster, whose Nodes the forwarder watches; paused, its objects are left alone. */
+export interface ClusterFacts extends ObjectIdentity, ClusterView {
   readonly kind: 'Cluster';
-  readonly namespace: string;
-  /** `spec.paused` is true: every object of the Cluster is left alone (`pause.ts`). */
-  readonly paused: boolean;
   readonly deleting: boolean;
 }
 
 /**
- * A Cluster API MachinePool (v1beta2 or v1beta1, or the v1.8–v1.10 `exp` API): what can change what its Nodes should
- * carry (see `machine-pool.ts`). Its `annotations` hold the declaration and rollout keys where the pool declares
- * them (metadata, else template metadata: `poolDeclarations`), the others from its metadata.
+ * A Cluster API MachinePool (v1beta2, v1beta1 or the v1.8–v1.10 `exp` API). Its `annotations` hold the declaration and
+ * rollout keys where the pool declares them (`poolDeclarations`), the others from its metadata.
  */
 export interface MachinePoolFacts extends CapiObjectFacts {
   readonly kind: 'MachinePool';
@@ -154,11 +136,7 @@ export type ScalableResourceFacts = ScalableFacts | MachinePoolFacts;
 /** The object whose declaration a Node carries: its Machine, or its MachinePool (as the owner of that Node: `declarationOwnerOf`). */
 export type OwnerFacts = MachineFacts | (MachinePoolFacts & { readonly nodeName?: string });
 
-/**
- * A MachineDeployment or MachineSet: what decides its cluster-autoscaler taints annotation (docs/autoscaler.md), the
- * declaration a new Machine of it gets, and the autoscaler annotations. (A MachinePool is scaled too: its view is
- * {@link MachinePoolFacts}.)
- */
+/** A MachineDeployment or MachineSet: what decides its cluster-autoscaler taints annotation (docs/autoscaler.md). */
 export interface ScalableFacts extends CapiObjectFacts {
   readonly kind: 'MachineDeployment' | 'MachineSet';
   /** `spec.template.spec.taints` as stored. */
@@ -173,12 +151,6 @@ export interface ScalableFacts extends CapiObjectFacts {
 
 export type WatchedFacts = MachineFacts | NodeFacts | ClusterFacts | MachinePoolFacts | ScalableFacts;
 
-/** The object's parts; undefined when it lacks name, uid or resourceVersion (a malformed event). */
-function parse(o: unknown): ObjectParts | undefined {
-  const p = objectParts(o);
-  return p.name && p.uid && p.resourceVersion ? p : undefined;
-}
-
 /** The same string for every object of a supported version: the forwarder's cache keeps one copy. */
 const API_VERSIONS = new Map(SUPPORTED_CAPI_API_VERSIONS.map((v) => [capiApiVersionString(v), capiApiVersionString(v)]));
 const NONE: Readonly<Record<string, string>> = Object.freeze({});
@@ -191,7 +163,7 @@ function kept(map: Readonly<Record<string, string>>, keys: readonly string[]): R
 
 /** The facts every Cluster API object shares; undefined when malformed or not namespaced. */
 function capiObject(o: unknown): (CapiObjectFacts & { parsed: ObjectParts }) | undefined {
-  const p = parse(o);
+  const p = objectParts(o);
   if (!p?.namespace) return undefined;
   const apiVersion = str(obj(o).apiVersion) ?? '';
   const clusterName = str(p.spec.clusterName);
@@ -279,7 +251,7 @@ export function toScalableResourceFacts(kind: ScalableResourceFacts['kind'], o: 
 
 /** Reads a Node (core/v1 JSON); undefined when name, uid or resourceVersion is missing. */
 export function toNodeFacts(o: unknown): NodeFacts | undefined {
-  const p = parse(o);
+  const p = objectParts(o);
   if (!p) return undefined;
   const creationTimestamp = kubeTime(p.metadata.creationTimestamp);
   const providerID = str(p.spec.providerID);
@@ -301,7 +273,7 @@ const NO_TAINTS: readonly Taint[] = Object.freeze([]);
 
 /**
  * A Node's `spec.taints` (see {@link NodeFacts.taints}); an empty value is left out, as the API server does. Mapped,
- * not pushed, and one shared empty list: an exact-size array per Node (the forwarder's cache holds tens of thousands).
+ * and one shared empty list: an exact-size array per Node (the forwarder's cache holds tens of thousands).
  */
 function taintsOf(raw: unknown): readonly Taint[] | undefined {
   if (raw === null || raw === undefined) return NO_TAINTS;
@@ -340,7 +312,7 @@ function writersOf(managedFields: unknown): { taints?: string; ownTrackingAnnota
 
 /** Reads a CAPI Cluster (v1beta1 or v1beta2 JSON); undefined when malformed. */
 export function toClusterFacts(o: unknown): ClusterFacts | undefined {
-  const p = parse(o);
+  const p = objectParts(o);
   if (!p?.namespace) return undefined;
   return { kind: 'Cluster', namespace: p.namespace, name: p.name, uid: p.uid, resourceVersion: p.resourceVersion, paused: p.spec.paused === true, deleting: p.deleting };
 }

@@ -5,14 +5,13 @@ import {
   AUTOSCALER_MIN_SIZE_ANNOTATION,
   AUTOSCALER_OWNED_ANNOTATION,
   AUTOSCALER_TAINTS_ANNOTATION,
-  autoscalerAssumedTaints,
   autoscalerTaintsValue,
   isDroppedByAutoscaler,
   planAutoscalerTaints,
-  sameTaints,
   scalableDeclarationOf,
 } from '#shared/domain/autoscaler.ts';
 import type { Taint } from '#shared/domain/taint.ts';
+import { autoscalerAssumedTaints, sameTaints } from '#local/autoscaler-status.ts';
 import { toMachinePoolFacts, type ScalableFacts } from '#shared/model/views.ts';
 
 /**
