@@ -15,7 +15,7 @@ import { messageGroupIdFor, type TaintEvent } from '#shared/contract/cloud-event
 import { toCloudEventBody } from '#shared/adapters/cloudevents/cloud-event-body.ts';
 import type { EventPublisher, PublishResult, UnsentEvent } from '#shared/ports/event-publisher.ts';
 import { logger as defaultLogger, LogKey } from '#shared/observability/logger.ts';
-import { sqsSdk } from './sdk.ts';
+import { lazily, sqsSdk } from './sdk.ts';
 
 /** SQS's limits for one SendMessageBatch call. */
 export const SQS_MAX_BATCH_ENTRIES = 10;
@@ -53,7 +53,6 @@ export function toSqsId(text: string): string {
 }
 
 interface Entry {
-  readonly id: string;
   /** Its MessageGroupId. */
   readonly group: string;
   readonly event: TaintEvent;
@@ -65,7 +64,6 @@ function toEntry(event: TaintEvent, index: number): Entry {
   const body = toCloudEventBody(event);
   const group = toSqsId(messageGroupIdFor(event.data));
   return {
-    id: `e${index}`,
     group,
     event,
     bytes: Buffer.byteLength(body, 'utf8'),
@@ -114,10 +112,6 @@ export function chunkEntries<T extends { readonly bytes: number }>(entries: read
   return chunks;
 }
 
-function describe(err: unknown): string {
-  return err instanceof Error ? `${err.name}: ${err.message}` : String(err);
-}
-
 /**
  * Creates an EventPublisher over SQS. `publish` resolves with every event either sent or unsent
  * (with the reason); it throws only on programming errors.
@@ -125,30 +119,23 @@ function describe(err: unknown): string {
 export function createSqsEventPublisher(options: SqsEventPublisherOptions): EventPublisher {
   const lanes = options.lanes ?? 4;
   const log = options.logger ?? defaultLogger;
-  let made: Promise<SqsSendClient> | undefined;
-  const clientOf = (): Promise<SqsSendClient> => {
-    const { client } = options;
-    if (typeof client !== 'function') return Promise.resolve(client);
-    made ??= client().catch((err: unknown) => {
-      made = undefined; // the next send tries again
-      throw err;
-    });
-    return made;
-  };
+  const { client } = options;
+  const clientOf = typeof client === 'function' ? lazily(client) : async (): Promise<SqsSendClient> => client;
 
   /** One SendMessageBatch call: the entries sent, and why each other one was not. */
   async function sendChunk(chunk: readonly Entry[]): Promise<{ sent: Entry[]; unsent: Array<{ entry: Entry; reason: string; retryable: boolean }> }> {
     try {
-      const [{ SendMessageBatchCommand: Command }, client] = await Promise.all([sqsSdk(), clientOf()]);
-      const out = await client.send(new Command({ QueueUrl: options.queueUrl, Entries: chunk.map((e) => e.request) }));
+      const [{ SendMessageBatchCommand: Command }, sqs] = await Promise.all([sqsSdk(), clientOf()]);
+      const out = await sqs.send(new Command({ QueueUrl: options.queueUrl, Entries: chunk.map((e) => e.request) }));
       const okIds = new Set((out.Successful ?? []).map((s) => s.Id));
       const failed = new Map((out.Failed ?? []).map((f) => [f.Id, { reason: `${f.Code ?? 'Failed'}: ${f.Message ?? ''}`.trim(), retryable: f.SenderFault !== true }]));
       return {
-        sent: chunk.filter((e) => okIds.has(e.id)),
-        unsent: chunk.filter((e) => !okIds.has(e.id)).map((entry) => ({ entry, ...(failed.get(entry.id) ?? { reason: 'not reported by SendMessageBatch', retryable: true }) })),
+        sent: chunk.filter((e) => okIds.has(e.request.Id)),
+        unsent: chunk.filter((e) => !okIds.has(e.request.Id)).map((entry) => ({ entry, ...(failed.get(entry.request.Id) ?? { reason: 'not reported by SendMessageBatch', retryable: true }) })),
       };
     } catch (err) {
-      return { sent: [], unsent: chunk.map((entry) => ({ entry, reason: describe(err), retryable: true })) };
+      const reason = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+      return { sent: [], unsent: chunk.map((entry) => ({ entry, reason, retryable: true })) };
     }
   }
 
