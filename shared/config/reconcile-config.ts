@@ -39,8 +39,6 @@ export interface ReconcileConfig extends ReconcileBehaviour {
  * FIRST_ENABLED_AT; `retryDefaults` lets the local pipeline retry sooner. Throws ConfigError naming the variable.
  */
 export function loadReconcileBehaviour(env: Env, retryDefaults = { baseSeconds: 2, maxSeconds: 30 }): ReconcileBehaviour {
-  const startupKey = optionalString(env, 'STARTUP_TAINT_KEY', STARTUP_GATE_TAINT_KEY);
-  const startupEffect = oneOf(env, 'STARTUP_TAINT_EFFECT', Object.values(TaintEffect), TaintEffect.NoSchedule);
   const firstEnabled = optionalString(env, 'FIRST_ENABLED_AT');
   const firstEnabledAt = firstEnabled === undefined ? undefined : new Date(firstEnabled);
   if (firstEnabledAt && Number.isNaN(firstEnabledAt.getTime())) throw new ConfigError('FIRST_ENABLED_AT', `must be an RFC 3339 time, got ${JSON.stringify(firstEnabled)}`);
@@ -50,12 +48,19 @@ export function loadReconcileBehaviour(env: Env, retryDefaults = { baseSeconds: 
   return {
     dryRun: booleanVar(env, 'DRY_RUN', false),
     specTaintsOwner: oneOf(env, 'SPEC_TAINTS_OWNER', Object.values(SpecTaintsOwner), SpecTaintsOwner.upstream),
-    startupTaint: startupKey === 'none' ? undefined : { key: startupKey, effect: startupEffect },
+    startupTaint: loadStartupTaint(env),
     retryBaseSeconds,
     retryMaxSeconds,
     stateNamespace: optionalString(env, 'STATE_NAMESPACE', 'capi-taint-propagator'),
     firstEnabledAt,
   };
+}
+
+/** STARTUP_TAINT_KEY/EFFECT (the forwarder reads them too): the startup gate, or undefined for the key `none`. */
+export function loadStartupTaint(env: Env): ReconcileBehaviour['startupTaint'] {
+  const key = optionalString(env, 'STARTUP_TAINT_KEY', STARTUP_GATE_TAINT_KEY);
+  const effect = oneOf(env, 'STARTUP_TAINT_EFFECT', Object.values(TaintEffect), TaintEffect.NoSchedule);
+  return key === 'none' ? undefined : { key, effect };
 }
 
 /** Reads the reconcile function's settings; throws ConfigError naming the variable. */
