@@ -6,11 +6,11 @@ import { ConfigError } from '#shared/errors.ts';
 
 export type Env = Readonly<Record<string, string | undefined>>;
 
-/** Returns the variable, or throws when it is missing or empty. */
-export function requiredString(env: Env, name: string): string {
-  const v = env[name];
-  if (v === undefined || v.trim() === '') throw new ConfigError(name, 'is required');
-  return v.trim();
+/** Returns the variable, or throws when it is missing or empty (`when`: what makes it required, for the message). */
+export function requiredString(env: Env, name: string, when?: string): string {
+  const v = optionalString(env, name);
+  if (v === undefined) throw new ConfigError(name, when === undefined ? 'is required' : `is required ${when}`);
+  return v;
 }
 
 /** Returns the variable, or the default when it is missing or empty. */
