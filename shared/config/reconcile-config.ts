@@ -25,9 +25,8 @@ export interface ReconcileConfig extends ReconcileBehaviour {
   readonly queueUrl: string;
   readonly deadLetterQueueUrl: string;
   /**
-   * The event queue's redrive `maxReceiveCount` (default 10). A record that keeps failing for
-   * transient reasons is re-issued as a fresh message one receive before it, so that only records
-   * needing a human reach the dead-letter queue.
+   * The event queue's redrive `maxReceiveCount` (default 10): a record failing for transient reasons is re-issued one
+   * receive before it, so that only records needing a human reach the dead-letter queue.
    */
   readonly maxReceiveCount?: number;
   /** Longest wait for one Kubernetes API call, in seconds (default 10); never beyond the invocation's remaining time. */

@@ -1,13 +1,8 @@
 /**
- * The one structured JSON logger (Powertools Logger). Keys are lowerCamel; object kinds are
- * capitalised (`Node`, `Machine`), as in Cluster API's logs. Level from POWERTOOLS_LOG_LEVEL.
- *
- * Secret-free by construction: errors are written by SecretFreeLogFormatter, which keeps the product's own errors
- * (their messages are built never to hold content) and reduces every foreign error in a cause chain — a YAML parser
- * error with its snippet and `mark.buffer`, an API exception with response headers and body, an AWS error with its
- * metadata — to its name, a withheld or scrubbed message, its code and its stack frames. A last line of defence
- * scrubs PEM blocks, bearer tokens, EKS tokens, kubeconfig credential fields and a URL's user and password from every
- * string written.
+ * The one structured JSON logger (Powertools Logger; level from POWERTOOLS_LOG_LEVEL), secret-free by construction:
+ * the product's own errors are built never to hold content; every foreign error in a cause chain (a YAML parser error
+ * quoting its input, an API exception with headers and body, an AWS error with its metadata) is reduced to its name, a
+ * withheld or scrubbed message, its code and stack frames; and every string written is scrubbed (docs/security.md).
  */
 import { LogFormatter, LogItem, Logger } from '@aws-lambda-powertools/logger';
 import type { LogAttributes, UnformattedAttributes } from '@aws-lambda-powertools/logger/types';
@@ -109,14 +104,10 @@ export function createLogger(options: { readonly logLevel?: 'DEBUG' | 'INFO' | '
 
 export const logger = createLogger();
 
-/** Log key names shared by both functions. */
+/** Log key names shared by both functions (lowerCamel, as in Cluster API's logs). */
 export const LogKey = {
   cluster: 'cluster',
-  machine: 'Machine',
-  node: 'Node',
   resourceVersion: 'resourceVersion',
   cloudEventId: 'cloudEventId',
-  outcome: 'outcome',
   reason: 'reason',
-  diff: 'diff',
 } as const;

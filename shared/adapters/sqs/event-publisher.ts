@@ -1,13 +1,11 @@
 /**
- * Publishes TaintEvents to an SQS FIFO queue as structured CloudEvents: SendMessageBatch with at
- * most 10 entries and 256 KiB per call, the Node as MessageGroupId, the event id as
- * MessageDeduplicationId, and every entry that was not sent reported back with its reason and whether resending it
- * can succeed (never dropped silently). It does not retry: one publish is one attempt per event, and the caller
- * resends (the forwarder's outbox, functions/watch-forwarder/outbox.ts: the one retry layer of a send).
- * The calls of one publish go out over a few lanes at once, every message group in one lane and its events in order
- * there (SQS FIFO keeps the order in which one group's messages arrive; two calls in flight together have none between
- * them); once an entry of a group fails, that group's later entries in the lane are not sent but reported unsent, so a
- * resend never lands behind a later event of its group.
+ * Publishes TaintEvents to an SQS FIFO queue as structured CloudEvents: SendMessageBatch calls of at most 10 entries
+ * and 256 KiB, the Node as MessageGroupId, the event id as MessageDeduplicationId, and every entry not sent reported
+ * back with its reason and whether resending it can succeed. One attempt per event: the caller resends (the
+ * forwarder's outbox, functions/watch-forwarder/outbox.ts, is the one retry layer of a send).
+ * The calls go out over a few lanes at once, each message group in one lane and in order (SQS FIFO keeps one group's
+ * order of arrival; two calls in flight together have none); once an entry of a group fails, the group's later entries
+ * are reported unsent, not sent, so that a resend never lands behind a later event of its group.
  */
 import { createHash } from 'node:crypto';
 import type { SendMessageBatchCommand, SendMessageBatchCommandOutput, SendMessageBatchRequestEntry } from '@aws-sdk/client-sqs';
@@ -30,10 +28,7 @@ export interface SqsSendClient {
 }
 
 export interface SqsEventPublisherOptions {
-  /**
-   * The client, or a function that makes it on first use: the Lambda forwarder loads the SQS SDK (about 90 ms) while
-   * its first Kubernetes calls wait on the network instead of at module load (functions/watch-forwarder/handler.ts).
-   */
+  /** The client, or a function that makes it on first use (the Lambda forwarder's: the SDK loads after its start). */
   readonly client: SqsSendClient | (() => Promise<SqsSendClient>);
   readonly queueUrl: string;
   /** SendMessageBatch calls of one publish in flight at once (default 4); a message group's calls never overlap. */
@@ -76,10 +71,7 @@ function toEntry(event: TaintEvent, index: number): Entry {
   };
 }
 
-/**
- * Splits entries into at most `lanes` lists, every message group wholly in one of them and in its order, each group to
- * the lane with the fewest entries so far: the lanes are sent at the same time, each lane's calls one after another.
- */
+/** Splits entries into at most `lanes` lists, each message group wholly in one, to the shortest lane so far. */
 export function laneEntries<T extends { readonly group: string }>(entries: readonly T[], lanes: number): T[][] {
   const out: T[][] = Array.from({ length: Math.max(1, lanes) }, () => []);
   const laneOf = new Map<string, T[]>();
@@ -112,10 +104,7 @@ export function chunkEntries<T extends { readonly bytes: number }>(entries: read
   return chunks;
 }
 
-/**
- * Creates an EventPublisher over SQS. `publish` resolves with every event either sent or unsent
- * (with the reason); it throws only on programming errors.
- */
+/** Creates an EventPublisher over SQS; its `publish` resolves with every event sent or unsent, with the reason. */
 export function createSqsEventPublisher(options: SqsEventPublisherOptions): EventPublisher {
   const lanes = options.lanes ?? 4;
   const log = options.logger ?? defaultLogger;
