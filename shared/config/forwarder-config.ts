@@ -1,14 +1,16 @@
-/** The watch-forwarder's configuration, read once from the environment through typed getters. */
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
-import { SpecTaintsOwner } from '#shared/domain/ownership.ts';
-import type { TaintId } from '#shared/domain/taint.ts';
 import { ConfigError } from '#shared/errors.ts';
 import { ClusterMode } from './cluster-access-config.ts';
 import { integerVar, oneOf, optionalString, type Env } from './env.ts';
-import { loadStartupTaint } from './reconcile-config.ts';
+import { loadSharedSettings, type SharedSettings } from './reconcile-config.ts';
 
-export interface ForwarderConfig {
+/**
+ * The watch-forwarder's configuration, read once from the environment. Of the shared settings, `stateNamespace` holds
+ * the rota's Lease; a foreign write of the `startupTaint` is never filtered as noise; with `specTaintsOwner` upstream,
+ * Machine changes of `spec.taints` that cannot change the product's decision are not forwarded.
+ */
+export interface ForwarderConfig extends SharedSettings {
   /** SQS FIFO queue URL; optional only for local runs that inject their own queue. */
   readonly queueUrl: string | undefined;
   readonly clusterMode: ClusterMode;
@@ -28,8 +30,7 @@ export interface ForwarderConfig {
   readonly resyncIntervalSeconds: number;
   /** A watch silent this long (no bookmark either, which kube-apiserver sends about once a minute) is restarted. */
   readonly watchIdleSeconds: number;
-  /** Namespace of the rota's Lease: its members, and the one elected to store the checkpoint. */
-  readonly stateNamespace: string;
+  /** The Lease that holds the rota's members and elects the one that stores the checkpoint. */
   readonly leaseName: string;
   /** This forwarder's identity in the Lease. */
   readonly forwarderId: string;
@@ -38,10 +39,6 @@ export interface ForwarderConfig {
   /** Only Machines in this namespace, only Nodes matching this label selector (default: all). */
   readonly machineNamespace: string | undefined;
   readonly nodeLabelSelector: string | undefined;
-  /** The startup gate the reconcile function removes: a foreign write of it is never filtered as noise. */
-  readonly startupTaint?: TaintId | undefined;
-  /** With `upstream`, Machine changes of `spec.taints` that cannot change the product's decision are not forwarded. */
-  readonly specTaintsOwner?: SpecTaintsOwner;
   /** Shards of the workload clusters, each a rota with a Lease of its own (docs/fleets-and-sizing.md). */
   readonly shards: number;
   /** This process's shard, 0-based; the Lambda form takes it from the scheduled event (`{ "shard": i }`). */
@@ -65,14 +62,12 @@ export function loadForwarderConfig(env: Env): ForwarderConfig {
     watchOverlapSeconds: integerVar(env, 'WATCH_OVERLAP_SECONDS', 150, 1, 850),
     resyncIntervalSeconds: integerVar(env, 'RESYNC_INTERVAL_SECONDS', 1800, 0, 7 * 24 * 3600),
     watchIdleSeconds: integerVar(env, 'WATCH_IDLE_SECONDS', 90, 70, 3600),
-    stateNamespace: optionalString(env, 'STATE_NAMESPACE', 'capi-taint-propagator'),
     leaseName: optionalString(env, 'LEASE_NAME', 'capi-taint-propagator-forwarder'),
     forwarderId: optionalString(env, 'FORWARDER_ID', `${hostname()}-${randomBytes(4).toString('hex')}`),
     leaseDurationSeconds: integerVar(env, 'LEASE_DURATION_SECONDS', 15, 3, 600),
     machineNamespace: optionalString(env, 'MACHINE_NAMESPACE'),
     nodeLabelSelector: optionalString(env, 'NODE_LABEL_SELECTOR'),
-    startupTaint: loadStartupTaint(env),
-    specTaintsOwner: oneOf(env, 'SPEC_TAINTS_OWNER', Object.values(SpecTaintsOwner), SpecTaintsOwner.upstream),
+    ...loadSharedSettings(env),
     shards,
     shard,
     shardPinned,
