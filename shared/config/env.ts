@@ -1,6 +1,6 @@
 /**
- * Typed getters over an environment map. Only shared/config reads the environment; everything else
- * receives a frozen config object. Each getter throws ConfigError naming the variable.
+ * Typed getters over an environment map, each throwing ConfigError naming the variable. Only shared/config reads the
+ * environment; everything else receives a frozen config object.
  */
 import { ConfigError } from '#shared/errors.ts';
 

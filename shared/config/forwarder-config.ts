@@ -6,9 +6,8 @@ import { integerVar, oneOf, optionalString, type Env } from './env.ts';
 import { loadSharedSettings, type SharedSettings } from './reconcile-config.ts';
 
 /**
- * The watch-forwarder's configuration, read once from the environment. Of the shared settings, `stateNamespace` holds
- * the rota's Lease; a foreign write of the `startupTaint` is never filtered as noise; with `specTaintsOwner` upstream,
- * Machine changes of `spec.taints` that cannot change the product's decision are not forwarded.
+ * The watch-forwarder's configuration, read once from the environment (its use of the shared settings:
+ * WatchForwarderDeps in functions/watch-forwarder/forward-watch-events.ts).
  */
 export interface ForwarderConfig extends SharedSettings {
   /** SQS FIFO queue URL; optional only for local runs that inject their own queue. */

@@ -37,10 +37,7 @@ export interface ReconcileConfig extends ReconcileBehaviour {
   readonly apiTimeoutSeconds?: number;
 }
 
-/**
- * Reads DRY_RUN, SPEC_TAINTS_OWNER, STARTUP_TAINT_KEY/EFFECT, RETRY_BASE_SECONDS, RETRY_MAX_SECONDS, STATE_NAMESPACE and
- * FIRST_ENABLED_AT; `retryDefaults` lets the local pipeline retry sooner. Throws ConfigError naming the variable.
- */
+/** Reads ReconcileBehaviour, `retryDefaults` sooner for the local pipeline; throws ConfigError naming the variable. */
 export function loadReconcileBehaviour(env: Env, retryDefaults = { baseSeconds: 2, maxSeconds: 30 }): ReconcileBehaviour {
   const firstEnabled = optionalString(env, 'FIRST_ENABLED_AT');
   const firstEnabledAt = firstEnabled === undefined ? undefined : new Date(firstEnabled);

@@ -93,10 +93,9 @@ export class SecretFreeLogFormatter extends LogFormatter {
 }
 
 /** A Powertools Logger with the secret-free formatter and a JSON replacer that scrubs every string value written. */
-export function createLogger(options: { readonly logLevel?: 'DEBUG' | 'INFO' | 'WARN' | 'ERROR' | 'SILENT' } = {}): Logger {
+export function createLogger(): Logger {
   return new Logger({
     serviceName: 'capi-taint-propagator',
-    ...(options.logLevel ? { logLevel: options.logLevel } : {}),
     logFormatter: new SecretFreeLogFormatter(),
     jsonReplacerFn: (_key, value) => (typeof value === 'string' ? scrubSecrets(value) : value),
   });

@@ -15,14 +15,13 @@ import type { EventPublisher, PublishResult, UnsentEvent } from '#shared/ports/e
 import { logger as defaultLogger, LogKey } from '#shared/observability/logger.ts';
 import { lazily, sqsSdk } from './sdk.ts';
 
+/** SendMessageBatch calls of one publish in flight at once; a message group's calls never overlap. */
+const LANES = 4;
 /** SQS's limits for one SendMessageBatch call. */
 export const SQS_MAX_BATCH_ENTRIES = 10;
 export const SQS_MAX_BATCH_BYTES = 256 * 1024;
 
-/**
- * The one capability the publisher needs from an SQS client: the real `SQSClient`, an
- * aws-sdk-client-mock, or an in-process queue that understands SendMessageBatchCommand.
- */
+/** What the publisher needs of an SQS client: the real `SQSClient`, a mock, or an in-process queue fit. */
 export interface SqsSendClient {
   send(command: SendMessageBatchCommand): Promise<Partial<SendMessageBatchCommandOutput>>;
 }
@@ -31,17 +30,14 @@ export interface SqsEventPublisherOptions {
   /** The client, or a function that makes it on first use (the Lambda forwarder's: the SDK loads after its start). */
   readonly client: SqsSendClient | (() => Promise<SqsSendClient>);
   readonly queueUrl: string;
-  /** SendMessageBatch calls of one publish in flight at once (default 4); a message group's calls never overlap. */
-  readonly lanes?: number;
   readonly logger?: Pick<typeof defaultLogger, 'warn' | 'error'>;
 }
 
 const SQS_ID = /^[\w!"#$%&'()*+,\-./:;<=>?@[\\\]^`{|}~]{1,128}$/;
 
 /**
- * A MessageGroupId / MessageDeduplicationId from a text: the text itself when SQS accepts it
- * (≤ 128 characters of alphanumerics and punctuation), otherwise its SHA-256 in hex, which keeps
- * equal inputs equal and different inputs different.
+ * A MessageGroupId / MessageDeduplicationId from a text: the text when SQS accepts it (≤ 128 characters of
+ * alphanumerics and punctuation), else its SHA-256 in hex, which keeps equal inputs equal and different ones different.
  */
 export function toSqsId(text: string): string {
   return SQS_ID.test(text) ? text : createHash('sha256').update(text).digest('hex');
@@ -106,7 +102,6 @@ export function chunkEntries<T extends { readonly bytes: number }>(entries: read
 
 /** Creates an EventPublisher over SQS; its `publish` resolves with every event sent or unsent, with the reason. */
 export function createSqsEventPublisher(options: SqsEventPublisherOptions): EventPublisher {
-  const lanes = options.lanes ?? 4;
   const log = options.logger ?? defaultLogger;
   const { client } = options;
   const clientOf = typeof client === 'function' ? lazily(client) : async (): Promise<SqsSendClient> => client;
@@ -139,7 +134,7 @@ export function createSqsEventPublisher(options: SqsEventPublisherOptions): Even
       const sendable = entries.filter((x) => x.bytes <= SQS_MAX_BATCH_BYTES);
       await Promise.all(
         // No more lanes than calls of 10: as many calls as one lane would make (SQS bills per call).
-        laneEntries(sendable, Math.min(lanes, Math.ceil(sendable.length / SQS_MAX_BATCH_ENTRIES))).map(async (lane) => {
+        laneEntries(sendable, Math.min(LANES, Math.ceil(sendable.length / SQS_MAX_BATCH_ENTRIES))).map(async (lane) => {
           /** Groups of this lane with an entry that was not sent: their later entries wait for the resend. */
           const held = new Set<string>();
           for (const chunk of chunkEntries(lane)) {

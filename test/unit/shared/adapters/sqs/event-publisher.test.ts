@@ -131,7 +131,7 @@ describe('Function: createSqsEventPublisher()', () => {
   });
 
   it("holds back a group's later entries once one of its entries failed, so a resend never lands behind them", async () => {
-    // Prepare: n0's events at positions 0 and 15 (two calls of one lane); its first fails.
+    // Prepare: n0's events at positions 0 and 39 (four lanes of 10, n0's with 11: two calls); its first fails.
     sqsMock.on(SendMessageBatchCommand).callsFake((input: SendMessageBatchCommand['input']) => {
       const entries = input.Entries ?? [];
       const first = entries.find((e) => e.MessageDeduplicationId === 'uid-0:100:modified');
@@ -140,14 +140,14 @@ describe('Function: createSqsEventPublisher()', () => {
         Failed: first ? [{ Id: first.Id, Code: 'InternalError', SenderFault: false, Message: 'try again' }] : [],
       };
     });
-    const publisher = createSqsEventPublisher({ client: new SQSClient({}), queueUrl: QUEUE, lanes: 1, logger: silent });
-    const events = Array.from({ length: 20 }, (_, i) => nodeEvent(i, i === 0 || i === 15 ? 'n0' : `n${i}`));
+    const publisher = createSqsEventPublisher({ client: new SQSClient({}), queueUrl: QUEUE, logger: silent });
+    const events = Array.from({ length: 40 }, (_, i) => nodeEvent(i, i === 0 || i === 39 ? 'n0' : `n${i}`));
     // Act
     const result = await publisher.publish(events);
     // Assess
-    expect(result.unsent.map((u) => [u.event.id, u.retryable])).toEqual([['uid-0:100:modified', true], ['uid-15:115:modified', true]]);
-    expect(result.sent).toHaveLength(18);
-    expect(sqsMock.commandCalls(SendMessageBatchCommand).flatMap((c) => c.args[0].input.Entries ?? []).map((e) => e.MessageDeduplicationId)).not.toContain('uid-15:115:modified');
+    expect(result.unsent.map((u) => [u.event.id, u.retryable])).toEqual([['uid-0:100:modified', true], ['uid-39:139:modified', true]]);
+    expect(result.sent).toHaveLength(38);
+    expect(sqsMock.commandCalls(SendMessageBatchCommand).flatMap((c) => c.args[0].input.Entries ?? []).map((e) => e.MessageDeduplicationId)).not.toContain('uid-39:139:modified');
   });
 
   it('reports every entry of a call that throws (throttling, network) as unsent and retryable, with the reason', async () => {
