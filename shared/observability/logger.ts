@@ -37,11 +37,6 @@ function foreignMessage(error: Error): string {
   return scrubbed.length > MAX_FOREIGN_MESSAGE ? `${scrubbed.slice(0, MAX_FOREIGN_MESSAGE)}…` : scrubbed;
 }
 
-/** The stack's frames only (its first lines repeat the message). */
-function framesOf(stack: string | undefined): string[] {
-  return (stack ?? '').split('\n').filter((line) => /^\s+at /.test(line));
-}
-
 /**
  * Powertools' standard log shape, with a `formatError` that never writes content: own errors as they are (their
  * cause formatted by the same rule), foreign errors as name + safe message + code/status + frames, nothing else of theirs.
@@ -64,21 +59,20 @@ export class SecretFreeLogFormatter extends LogFormatter {
     return new LogItem({ attributes: base }).addAttributes(additional);
   }
 
-  override formatError(error: Error): LogAttributes {
-    return this.#format(error, 0);
-  }
-
-  #format(error: Error, depth: number): LogAttributes {
+  /** `depth`: of a cause in the chain (five are written). */
+  override formatError(error: Error, depth = 0): LogAttributes {
     const cause = (error as { cause?: unknown }).cause;
-    const formattedCause = depth >= 5 || cause === undefined ? undefined : cause instanceof Error ? this.#format(cause, depth + 1) : '(non-error cause withheld)';
+    const formattedCause = depth >= 5 || cause === undefined ? undefined : cause instanceof Error ? this.formatError(cause, depth + 1) : '(non-error cause withheld)';
     const own = error instanceof TaintPropagatorError;
     const message = own ? scrubSecrets(error.message) : foreignMessage(error);
     const e = error as Error & { code?: unknown; statusCode?: unknown; syscall?: unknown; $metadata?: { httpStatusCode?: unknown } };
+    // The stack's frames only: its first lines repeat the message.
+    const frames = (error.stack ?? '').split('\n').filter((line) => /^\s+at /.test(line));
     return {
       name: error.name,
       location: this.getCodeLocation(error.stack),
       message,
-      stack: [`${error.name}: ${message}`, ...framesOf(error.stack)].join('\n'),
+      stack: [`${error.name}: ${message}`, ...frames].join('\n'),
       ...(formattedCause !== undefined ? { cause: formattedCause } : {}),
       ...(own
         ? Object.fromEntries(Object.entries(error).filter(([key]) => !['name', 'message', 'stack', 'cause'].includes(key)))
