@@ -74,7 +74,7 @@ export function loadForwarderConfig(env: Env): ForwarderConfig {
 }
 
 /** FORWARDER_SHARDS and FORWARDER_SHARD (also read by `npm start`'s settings); throws ConfigError naming the variable. */
-export function loadSharding(env: Env, clusterMode: ClusterMode): Pick<ForwarderConfig, 'shards' | 'shard' | 'shardPinned'> {
+export function loadSharding(env: Env, clusterMode: 'capi' | 'self'): Pick<ForwarderConfig, 'shards' | 'shard' | 'shardPinned'> {
   const shards = integerVar(env, 'FORWARDER_SHARDS', 1, 1, MAX_FORWARDER_SHARDS);
   if (clusterMode === 'self' && shards > 1) throw new ConfigError('FORWARDER_SHARDS', `must be 1 with CLUSTER_MODE=self (one cluster), got ${shards}`);
   const shardPinned = optionalString(env, 'FORWARDER_SHARD') !== undefined;

@@ -62,7 +62,6 @@ export class SecretFreeLogFormatter extends LogFormatter {
   /** `depth`: of a cause in the chain (five are written). */
   override formatError(error: Error, depth = 0): LogAttributes {
     const cause = (error as { cause?: unknown }).cause;
-    const formattedCause = depth >= 5 || cause === undefined ? undefined : cause instanceof Error ? this.formatError(cause, depth + 1) : '(non-error cause withheld)';
     const own = error instanceof TaintPropagatorError;
     const message = own ? scrubSecrets(error.message) : foreignMessage(error);
     const e = error as Error & { code?: unknown; statusCode?: unknown; syscall?: unknown; $metadata?: { httpStatusCode?: unknown } };
@@ -73,7 +72,9 @@ export class SecretFreeLogFormatter extends LogFormatter {
       location: this.getCodeLocation(error.stack),
       message,
       stack: [`${error.name}: ${message}`, ...frames].join('\n'),
-      ...(formattedCause !== undefined ? { cause: formattedCause } : {}),
+      ...(depth < 5 && cause !== undefined
+        ? { cause: cause instanceof Error ? this.formatError(cause, depth + 1) : '(non-error cause withheld)' }
+        : {}),
       ...(own
         ? Object.fromEntries(Object.entries(error).filter(([key]) => !['name', 'message', 'stack', 'cause'].includes(key)))
         : {

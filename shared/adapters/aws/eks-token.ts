@@ -106,11 +106,9 @@ export function createEksTokenSource(options: EksTokenSourceOptions): EksTokenSo
   let cached: EksToken | undefined;
   let pending: Promise<EksToken> | undefined;
 
-  const isFresh = (token: EksToken): boolean => clock.now().getTime() < token.expiresAt.getTime() - REFRESH_BEFORE_MS;
-
   return {
     async getToken() {
-      if (cached && isFresh(cached)) return cached;
+      if (cached && clock.now().getTime() < cached.expiresAt.getTime() - REFRESH_BEFORE_MS) return cached;
       return (pending ??= createEksToken({ clusterName: options.clusterName, region: options.region, credentials, now: clock.now() })
         .then((token) => (cached = token))
         .finally(() => (pending = undefined)));

@@ -5,7 +5,7 @@
  * forwarder's outbox, functions/watch-forwarder/outbox.ts, is the one retry layer of a send).
  * The calls go out over a few lanes at once, each message group in one lane and in order (SQS FIFO keeps one group's
  * order of arrival; two calls in flight together have none); once an entry of a group fails, the group's later entries
- * are reported unsent, not sent, so that a resend never lands behind a later event of its group.
+ * are held back and reported unsent, so that a resend never lands behind a later event of its group.
  */
 import { createHash } from 'node:crypto';
 import type { SendMessageBatchCommand, SendMessageBatchCommandOutput, SendMessageBatchRequestEntry } from '@aws-sdk/client-sqs';
@@ -18,8 +18,8 @@ import { lazily, sqsSdk } from './sdk.ts';
 /** SendMessageBatch calls of one publish in flight at once; a message group's calls never overlap. */
 const LANES = 4;
 /** SQS's limits for one SendMessageBatch call. */
-export const SQS_MAX_BATCH_ENTRIES = 10;
-export const SQS_MAX_BATCH_BYTES = 256 * 1024;
+const SQS_MAX_BATCH_ENTRIES = 10;
+const SQS_MAX_BATCH_BYTES = 256 * 1024;
 
 /** What the publisher needs of an SQS client: the real `SQSClient`, a mock, or an in-process queue fit. */
 export interface SqsSendClient {
@@ -44,6 +44,7 @@ export function toSqsId(text: string): string {
 }
 
 interface Entry {
+  readonly id: string;
   /** Its MessageGroupId. */
   readonly group: string;
   readonly event: TaintEvent;
@@ -55,6 +56,7 @@ function toEntry(event: TaintEvent, index: number): Entry {
   const body = toCloudEventBody(event);
   const group = toSqsId(messageGroupIdFor(event.data));
   return {
+    id: `e${index}`,
     group,
     event,
     bytes: Buffer.byteLength(body, 'utf8'),
@@ -114,8 +116,8 @@ export function createSqsEventPublisher(options: SqsEventPublisherOptions): Even
       const okIds = new Set((out.Successful ?? []).map((s) => s.Id));
       const failed = new Map((out.Failed ?? []).map((f) => [f.Id, { reason: `${f.Code ?? 'Failed'}: ${f.Message ?? ''}`.trim(), retryable: f.SenderFault !== true }]));
       return {
-        sent: chunk.filter((e) => okIds.has(e.request.Id)),
-        unsent: chunk.filter((e) => !okIds.has(e.request.Id)).map((entry) => ({ entry, ...(failed.get(entry.request.Id) ?? { reason: 'not reported by SendMessageBatch', retryable: true }) })),
+        sent: chunk.filter((e) => okIds.has(e.id)),
+        unsent: chunk.filter((e) => !okIds.has(e.id)).map((entry) => ({ entry, ...(failed.get(entry.id) ?? { reason: 'not reported by SendMessageBatch', retryable: true }) })),
       };
     } catch (err) {
       const reason = err instanceof Error ? `${err.name}: ${err.message}` : String(err);

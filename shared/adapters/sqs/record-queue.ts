@@ -1,8 +1,7 @@
 /**
- * RecordQueue over SQS: ChangeMessageVisibility for backoff (FIFO queues have no per-message
- * delay), SendMessage to the FIFO dead-letter queue for records that can never succeed, and
- * SendMessage to the event queue itself to re-issue a record before the redrive would take it.
- * None of these is on the happy path, so the SDK is loaded on first use (not at a cold start).
+ * RecordQueue over SQS: ChangeMessageVisibility for backoff (FIFO queues have no per-message delay), SendMessage to
+ * the dead-letter queue, and to the event queue itself to re-issue a record. None is on the happy path: the SDK loads
+ * on first use.
  */
 import type { ChangeMessageVisibilityCommand, SendMessageCommand } from '@aws-sdk/client-sqs';
 import { TransientError } from '#shared/errors.ts';
@@ -32,7 +31,8 @@ export class SqsRecordQueue implements RecordQueue {
   }
 
   async retryAfter(receiptHandle: string, seconds: number): Promise<void> {
-    const input = { QueueUrl: this.#queueUrl, ReceiptHandle: receiptHandle, VisibilityTimeout: Math.max(0, Math.round(seconds)) };
+    const VisibilityTimeout = Math.max(0, Math.round(seconds));
+    const input = { QueueUrl: this.#queueUrl, ReceiptHandle: receiptHandle, VisibilityTimeout };
     await this.#send('Changing message visibility', (sdk) => new sdk.ChangeMessageVisibilityCommand(input));
   }
 
