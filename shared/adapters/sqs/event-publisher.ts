@@ -12,7 +12,7 @@ import type { SendMessageBatchCommand, SendMessageBatchCommandOutput, SendMessag
 import { messageGroupIdFor, type TaintEvent } from '#shared/contract/cloud-event.ts';
 import { toCloudEventBody } from '#shared/adapters/cloudevents/cloud-event-body.ts';
 import type { EventPublisher, PublishResult, UnsentEvent } from '#shared/ports/event-publisher.ts';
-import { logger as defaultLogger, LogKey } from '#shared/observability/logger.ts';
+import { logger, LogKey } from '#shared/observability/logger.ts';
 import { lazily, sqsSdk } from './sdk.ts';
 
 /** SendMessageBatch calls of one publish in flight at once; a message group's calls never overlap. */
@@ -30,7 +30,6 @@ export interface SqsEventPublisherOptions {
   /** The client, or a function that makes it on first use (the Lambda forwarder's: the SDK loads after its start). */
   readonly client: SqsSendClient | (() => Promise<SqsSendClient>);
   readonly queueUrl: string;
-  readonly logger?: Pick<typeof defaultLogger, 'warn' | 'error'>;
 }
 
 const SQS_ID = /^[\w!"#$%&'()*+,\-./:;<=>?@[\\\]^`{|}~]{1,128}$/;
@@ -104,7 +103,6 @@ export function chunkEntries<T extends { readonly bytes: number }>(entries: read
 
 /** Creates an EventPublisher over SQS; its `publish` resolves with every event sent or unsent, with the reason. */
 export function createSqsEventPublisher(options: SqsEventPublisherOptions): EventPublisher {
-  const log = options.logger ?? defaultLogger;
   const { client } = options;
   const clientOf = typeof client === 'function' ? lazily(client) : async (): Promise<SqsSendClient> => client;
 
@@ -154,7 +152,7 @@ export function createSqsEventPublisher(options: SqsEventPublisherOptions): Even
       );
       for (const u of unsent) {
         // A retryable failure is resent by the caller (a warning each time); one that can never succeed is an error.
-        (u.retryable ? log.warn : log.error)('Sending event to the queue failed', { [LogKey.cloudEventId]: u.event.id, subject: u.event.subject, [LogKey.reason]: u.reason, retryable: u.retryable });
+        logger[u.retryable ? 'warn' : 'error']('Sending event to the queue failed', { [LogKey.cloudEventId]: u.event.id, subject: u.event.subject, [LogKey.reason]: u.reason, retryable: u.retryable });
       }
       return { sent, unsent };
     },
