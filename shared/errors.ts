@@ -1,7 +1,6 @@
 /**
- * The product's error catalogue. Every error carries `retryable`, decided once here, so that the
- * per-record boundary can pick a disposition with `instanceof` and never by matching messages.
- * Errors never log; they are logged once, where they are handled.
+ * The product's error catalogue. Every error carries `retryable`, decided once here, so that the per-record boundary
+ * picks a disposition with `instanceof`, never by matching messages. Errors never log: they are logged where handled.
  */
 
 /** Base class of every error the product throws on purpose. */
@@ -123,10 +122,7 @@ export class RefusedKubeconfigError extends ClusterCredentialsError {
   }
 }
 
-/**
- * Thrown when one Machine cannot be reconciled as it is configured (e.g. it names no Cluster). Not
- * retried: the same Machine fails the same way until someone edits it, and that edit brings a new event.
- */
+/** Thrown when a Machine cannot be reconciled as configured (no Cluster); not retried: its edit brings a new event. */
 export class MachineConfigurationError extends TaintPropagatorError {
   readonly machine: string;
   constructor(machine: string, problem: string) {
@@ -135,10 +131,7 @@ export class MachineConfigurationError extends TaintPropagatorError {
   }
 }
 
-/**
- * Thrown when the management cluster serves neither cluster.x-k8s.io/v1beta2 nor v1beta1 with Machines and Clusters.
- * Retryable: installing or upgrading Cluster API fixes it, and no change is dropped meanwhile.
- */
+/** Thrown when the management cluster serves no supported Cluster API; retried, as installing CAPI fixes it. */
 export class UnsupportedClusterApiError extends TaintPropagatorError {
   constructor(problem: string, cause?: unknown) {
     super(`Unsupported Cluster API on the management cluster: ${problem}`, { retryable: true, cause });

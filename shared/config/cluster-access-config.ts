@@ -4,7 +4,7 @@
  * variable. Workload clusters always use CAPI's `<cluster>-kubeconfig` Secrets (mode `capi`).
  */
 import { ConfigError } from '#shared/errors.ts';
-import { oneOf, optionalString, type Env } from './env.ts';
+import { oneOf, optionalString, requiredString, type Env } from './env.ts';
 
 /** `capi`: Machines in the management cluster, Nodes in the workload clusters. `self`: one cluster holds both. */
 export const ClusterMode = { Capi: 'capi', Self: 'self' } as const;
@@ -54,36 +54,31 @@ export function loadClusterAccessConfig(env: Env): ClusterAccessConfig {
 }
 
 function loadManagementAccess(env: Env, auth: ManagementAuth): ManagementAccess {
+  const when = `when MANAGEMENT_AUTH=${auth}`;
   switch (auth) {
     case ManagementAuth.Kubeconfig:
       return { auth, kubeconfigPath: optionalString(env, 'KUBECONFIG') };
     case ManagementAuth.Eks:
       return {
         auth,
-        clusterName: requiredFor(env, 'EKS_CLUSTER_NAME', auth),
-        endpoint: httpsUrl(requiredFor(env, 'EKS_ENDPOINT', auth), 'EKS_ENDPOINT'),
-        caData: base64Pem(requiredFor(env, 'EKS_CA_DATA', auth), 'EKS_CA_DATA'),
-        region: requiredFor(env, 'AWS_REGION', auth),
+        clusterName: requiredString(env, 'EKS_CLUSTER_NAME', when),
+        endpoint: httpsUrl(requiredString(env, 'EKS_ENDPOINT', when), 'EKS_ENDPOINT'),
+        caData: base64Pem(requiredString(env, 'EKS_CA_DATA', when), 'EKS_CA_DATA'),
+        region: requiredString(env, 'AWS_REGION', when),
       };
     case ManagementAuth.Ssm:
       return {
         auth,
-        parameterName: requiredFor(env, 'MANAGEMENT_KUBECONFIG_PARAMETER', auth),
+        parameterName: requiredString(env, 'MANAGEMENT_KUBECONFIG_PARAMETER', when),
         region: optionalString(env, 'AWS_REGION'),
       };
     case ManagementAuth.SecretsManager:
       return {
         auth,
-        secretId: requiredFor(env, 'MANAGEMENT_KUBECONFIG_SECRET_ID', auth),
+        secretId: requiredString(env, 'MANAGEMENT_KUBECONFIG_SECRET_ID', when),
         region: optionalString(env, 'AWS_REGION'),
       };
   }
-}
-
-function requiredFor(env: Env, name: string, auth: ManagementAuth): string {
-  const value = optionalString(env, name);
-  if (value === undefined) throw new ConfigError(name, `is required when MANAGEMENT_AUTH=${auth}`);
-  return value;
 }
 
 function httpsUrl(value: string, name: string): string {

@@ -1,16 +1,16 @@
 /**
- * Typed getters over an environment map. Only shared/config reads the environment; everything else
- * receives a frozen config object. Each getter throws ConfigError naming the variable.
+ * Typed getters over an environment map, each throwing ConfigError naming the variable. Only shared/config reads the
+ * environment; everything else receives a frozen config object.
  */
 import { ConfigError } from '#shared/errors.ts';
 
 export type Env = Readonly<Record<string, string | undefined>>;
 
-/** Returns the variable, or throws when it is missing or empty. */
-export function requiredString(env: Env, name: string): string {
-  const v = env[name];
-  if (v === undefined || v.trim() === '') throw new ConfigError(name, 'is required');
-  return v.trim();
+/** Returns the variable, or throws when it is missing or empty (`when`: what makes it required, for the message). */
+export function requiredString(env: Env, name: string, when?: string): string {
+  const v = optionalString(env, name);
+  if (v === undefined) throw new ConfigError(name, when === undefined ? 'is required' : `is required ${when}`);
+  return v;
 }
 
 /** Returns the variable, or the default when it is missing or empty. */

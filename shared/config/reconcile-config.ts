@@ -4,19 +4,23 @@ import { SpecTaintsOwner } from '#shared/domain/ownership.ts';
 import { STARTUP_GATE_TAINT_KEY, TaintEffect } from '#shared/domain/taint.ts';
 import { booleanVar, integerVar, oneOf, optionalString, requiredString, type Env } from './env.ts';
 
-/** How reconciles behave: shared by the Lambda and the local pipeline (which retries sooner). */
-export interface ReconcileBehaviour {
-  /** Log the planned write instead of sending it. */
-  readonly dryRun: boolean;
+/** The settings both functions read, from the same variables with the same defaults. */
+export interface SharedSettings {
   /** The startup gate taint removed in the write that applies the taints; `none` disables it. */
   readonly startupTaint: { readonly key: string; readonly effect: TaintEffect } | undefined;
   /** Who propagates `Machine.spec.taints`: upstream CAPI (default) or the product (`SPEC_TAINTS_OWNER`). */
   readonly specTaintsOwner: SpecTaintsOwner;
+  /** Namespace (management cluster) of the product's state: the first enablement, the forwarder's Leases. */
+  readonly stateNamespace: string;
+}
+
+/** How reconciles behave: shared by the Lambda and the local pipeline (which retries sooner). */
+export interface ReconcileBehaviour extends SharedSettings {
+  /** Log the planned write instead of sending it. */
+  readonly dryRun: boolean;
   /** Backoff through the queue after a conflict or transient error: base × 2^(receives−1), capped, jittered. */
   readonly retryBaseSeconds: number;
   readonly retryMaxSeconds: number;
-  /** Namespace (management cluster) of the state ConfigMap that records the first enablement. */
-  readonly stateNamespace: string;
   /** Overrides the recorded first-enablement time. */
   readonly firstEnabledAt: Date | undefined;
 }
@@ -25,22 +29,16 @@ export interface ReconcileConfig extends ReconcileBehaviour {
   readonly queueUrl: string;
   readonly deadLetterQueueUrl: string;
   /**
-   * The event queue's redrive `maxReceiveCount` (default 10). A record that keeps failing for
-   * transient reasons is re-issued as a fresh message one receive before it, so that only records
-   * needing a human reach the dead-letter queue.
+   * The event queue's redrive `maxReceiveCount` (default 10): a record failing for transient reasons is re-issued one
+   * receive before it, so that only records needing a human reach the dead-letter queue.
    */
   readonly maxReceiveCount?: number;
   /** Longest wait for one Kubernetes API call, in seconds (default 10); never beyond the invocation's remaining time. */
   readonly apiTimeoutSeconds?: number;
 }
 
-/**
- * Reads DRY_RUN, SPEC_TAINTS_OWNER, STARTUP_TAINT_KEY/EFFECT, RETRY_BASE_SECONDS, RETRY_MAX_SECONDS, STATE_NAMESPACE and
- * FIRST_ENABLED_AT; `retryDefaults` lets the local pipeline retry sooner. Throws ConfigError naming the variable.
- */
+/** Reads ReconcileBehaviour, `retryDefaults` sooner for the local pipeline; throws ConfigError naming the variable. */
 export function loadReconcileBehaviour(env: Env, retryDefaults = { baseSeconds: 2, maxSeconds: 30 }): ReconcileBehaviour {
-  const startupKey = optionalString(env, 'STARTUP_TAINT_KEY', STARTUP_GATE_TAINT_KEY);
-  const startupEffect = oneOf(env, 'STARTUP_TAINT_EFFECT', Object.values(TaintEffect), TaintEffect.NoSchedule);
   const firstEnabled = optionalString(env, 'FIRST_ENABLED_AT');
   const firstEnabledAt = firstEnabled === undefined ? undefined : new Date(firstEnabled);
   if (firstEnabledAt && Number.isNaN(firstEnabledAt.getTime())) throw new ConfigError('FIRST_ENABLED_AT', `must be an RFC 3339 time, got ${JSON.stringify(firstEnabled)}`);
@@ -48,13 +46,22 @@ export function loadReconcileBehaviour(env: Env, retryDefaults = { baseSeconds: 
   const retryMaxSeconds = integerVar(env, 'RETRY_MAX_SECONDS', retryDefaults.maxSeconds, 1, 43_200);
   if (retryMaxSeconds < retryBaseSeconds) throw new ConfigError('RETRY_MAX_SECONDS', 'must not be below RETRY_BASE_SECONDS');
   return {
+    ...loadSharedSettings(env),
     dryRun: booleanVar(env, 'DRY_RUN', false),
-    specTaintsOwner: oneOf(env, 'SPEC_TAINTS_OWNER', Object.values(SpecTaintsOwner), SpecTaintsOwner.upstream),
-    startupTaint: startupKey === 'none' ? undefined : { key: startupKey, effect: startupEffect },
     retryBaseSeconds,
     retryMaxSeconds,
-    stateNamespace: optionalString(env, 'STATE_NAMESPACE', 'capi-taint-propagator'),
     firstEnabledAt,
+  };
+}
+
+/** Reads STARTUP_TAINT_KEY/EFFECT, SPEC_TAINTS_OWNER and STATE_NAMESPACE; throws ConfigError naming the variable. */
+export function loadSharedSettings(env: Env): SharedSettings {
+  const key = optionalString(env, 'STARTUP_TAINT_KEY', STARTUP_GATE_TAINT_KEY);
+  const effect = oneOf(env, 'STARTUP_TAINT_EFFECT', Object.values(TaintEffect), TaintEffect.NoSchedule);
+  return {
+    startupTaint: key === 'none' ? undefined : { key, effect },
+    specTaintsOwner: oneOf(env, 'SPEC_TAINTS_OWNER', Object.values(SpecTaintsOwner), SpecTaintsOwner.upstream),
+    stateNamespace: optionalString(env, 'STATE_NAMESPACE', 'capi-taint-propagator'),
   };
 }
 

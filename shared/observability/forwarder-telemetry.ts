@@ -1,12 +1,8 @@
-/**
- * The watch-forwarder's telemetry: every counter goes to Powertools Metrics (EMF) when given, and is
- * also totalled in memory so that a local run or a test can show or assert it.
- */
 import { MetricUnit, type Metrics } from '@aws-lambda-powertools/metrics';
 import { ForwarderMetric } from './metric-names.ts';
 import type { ForwarderTelemetry } from '#shared/ports/forwarder-telemetry.ts';
 
-/** ForwarderTelemetry with in-memory totals. */
+/** ForwarderTelemetry with in-memory totals, which a local run shows and a test asserts. */
 export interface CountingForwarderTelemetry extends ForwarderTelemetry {
   /** Totals since creation, by metric (for ForwarderLag, the number of samples; for the gauge UnreachableClusters, its last sample). */
   counts(): Readonly<Record<ForwarderMetric, number>>;

@@ -1,13 +1,8 @@
 /**
- * The one structured JSON logger (Powertools Logger). Keys are lowerCamel; object kinds are
- * capitalised (`Node`, `Machine`), as in Cluster API's logs. Level from POWERTOOLS_LOG_LEVEL.
- *
- * Secret-free by construction: errors are written by SecretFreeLogFormatter, which keeps the product's own errors
- * (their messages are built never to hold content) and reduces every foreign error in a cause chain — a YAML parser
- * error with its snippet and `mark.buffer`, an API exception with response headers and body, an AWS error with its
- * metadata — to its name, a withheld or scrubbed message, its code and its stack frames. A last line of defence
- * scrubs PEM blocks, bearer tokens, EKS tokens, kubeconfig credential fields and a URL's user and password from every
- * string written.
+ * The one structured JSON logger (Powertools Logger; level from POWERTOOLS_LOG_LEVEL), secret-free by construction:
+ * the product's own errors are built never to hold content; every foreign error in a cause chain (a YAML parser error
+ * quoting its input, an API exception with headers and body, an AWS error with its metadata) is reduced to its name, a
+ * withheld or scrubbed message, its code and stack frames; and every string written is scrubbed (docs/security.md).
  */
 import { LogFormatter, LogItem, Logger } from '@aws-lambda-powertools/logger';
 import type { LogAttributes, UnformattedAttributes } from '@aws-lambda-powertools/logger/types';
@@ -42,11 +37,6 @@ function foreignMessage(error: Error): string {
   return scrubbed.length > MAX_FOREIGN_MESSAGE ? `${scrubbed.slice(0, MAX_FOREIGN_MESSAGE)}…` : scrubbed;
 }
 
-/** The stack's frames only (its first lines repeat the message). */
-function framesOf(stack: string | undefined): string[] {
-  return (stack ?? '').split('\n').filter((line) => /^\s+at /.test(line));
-}
-
 /**
  * Powertools' standard log shape, with a `formatError` that never writes content: own errors as they are (their
  * cause formatted by the same rule), foreign errors as name + safe message + code/status + frames, nothing else of theirs.
@@ -69,22 +59,22 @@ export class SecretFreeLogFormatter extends LogFormatter {
     return new LogItem({ attributes: base }).addAttributes(additional);
   }
 
-  override formatError(error: Error): LogAttributes {
-    return this.#format(error, 0);
-  }
-
-  #format(error: Error, depth: number): LogAttributes {
+  /** `depth`: of a cause in the chain (five are written). */
+  override formatError(error: Error, depth = 0): LogAttributes {
     const cause = (error as { cause?: unknown }).cause;
-    const formattedCause = depth >= 5 || cause === undefined ? undefined : cause instanceof Error ? this.#format(cause, depth + 1) : '(non-error cause withheld)';
     const own = error instanceof TaintPropagatorError;
     const message = own ? scrubSecrets(error.message) : foreignMessage(error);
     const e = error as Error & { code?: unknown; statusCode?: unknown; syscall?: unknown; $metadata?: { httpStatusCode?: unknown } };
+    // The stack's frames only: its first lines repeat the message.
+    const frames = (error.stack ?? '').split('\n').filter((line) => /^\s+at /.test(line));
     return {
       name: error.name,
       location: this.getCodeLocation(error.stack),
       message,
-      stack: [`${error.name}: ${message}`, ...framesOf(error.stack)].join('\n'),
-      ...(formattedCause !== undefined ? { cause: formattedCause } : {}),
+      stack: [`${error.name}: ${message}`, ...frames].join('\n'),
+      ...(depth < 5 && cause !== undefined
+        ? { cause: cause instanceof Error ? this.formatError(cause, depth + 1) : '(non-error cause withheld)' }
+        : {}),
       ...(own
         ? Object.fromEntries(Object.entries(error).filter(([key]) => !['name', 'message', 'stack', 'cause'].includes(key)))
         : {
@@ -98,10 +88,9 @@ export class SecretFreeLogFormatter extends LogFormatter {
 }
 
 /** A Powertools Logger with the secret-free formatter and a JSON replacer that scrubs every string value written. */
-export function createLogger(options: { readonly logLevel?: 'DEBUG' | 'INFO' | 'WARN' | 'ERROR' | 'SILENT' } = {}): Logger {
+export function createLogger(): Logger {
   return new Logger({
     serviceName: 'capi-taint-propagator',
-    ...(options.logLevel ? { logLevel: options.logLevel } : {}),
     logFormatter: new SecretFreeLogFormatter(),
     jsonReplacerFn: (_key, value) => (typeof value === 'string' ? scrubSecrets(value) : value),
   });
@@ -109,14 +98,10 @@ export function createLogger(options: { readonly logLevel?: 'DEBUG' | 'INFO' | '
 
 export const logger = createLogger();
 
-/** Log key names shared by both functions. */
+/** Log key names shared by both functions (lowerCamel, as in Cluster API's logs). */
 export const LogKey = {
   cluster: 'cluster',
-  machine: 'Machine',
-  node: 'Node',
   resourceVersion: 'resourceVersion',
   cloudEventId: 'cloudEventId',
-  outcome: 'outcome',
   reason: 'reason',
-  diff: 'diff',
 } as const;

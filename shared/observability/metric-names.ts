@@ -1,7 +1,4 @@
-/**
- * Every CloudWatch metric the code emits, in one place. infra/alarms.yml and infra/dashboards.yml
- * refer to these names; a test cross-checks them against this file.
- */
+/** Every CloudWatch metric the code emits; a test checks infra/alarms.yml and infra/dashboards.yml against them. */
 export const METRIC_NAMESPACE = 'CapiTaintPropagator';
 
 /** Metrics of the reconcile function. `Reconciles` carries the dimension `Outcome`. */
@@ -42,14 +39,12 @@ export const ForwarderMetric = {
   ForeignTaintChangesFiltered: 'ForeignTaintChangesFiltered',
   /** Machine changes of Cluster API's own `spec.taints` that cannot change the product's decision: no message sent. */
   ForeignDeclarationChangesFiltered: 'ForeignDeclarationChangesFiltered',
-  /** A workload cluster's Node watch skipped because its kubeconfig is missing, broken or refused. */
+  /** As ReconcileMetric's: a Node watch skipped, Cluster API not served. */
   UnusableKubeconfigs: 'UnusableKubeconfigs',
-  /** The management cluster serves neither cluster.x-k8s.io/v1beta2 nor v1beta1 with Machines and Clusters. */
   UnsupportedClusterApi: 'UnsupportedClusterApi',
   /**
-   * A gauge, not a counter: how many workload clusters' Node watches are failing (unreachable, slow, refusing our
-   * credential), sampled every minute and at the end of each forwarder window. No per-cluster dimension (one custom
-   * metric per cluster would cost hundreds); the forwarder's logs name the clusters.
+   * A gauge: workload clusters whose Node watches are failing, sampled every minute and at each window's end. No
+   * per-cluster dimension (one custom metric per cluster would cost hundreds); the forwarder's logs name the clusters.
    */
   UnreachableClusters: 'UnreachableClusters',
 } as const;

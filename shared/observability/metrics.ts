@@ -1,7 +1,4 @@
-/**
- * The one metrics emitter (Powertools Metrics, CloudWatch EMF). Metric names come only from
- * metric-names.ts so that alarms and dashboards can be checked against them.
- */
+/** The one metrics emitter (Powertools Metrics, CloudWatch EMF); every metric name comes from metric-names.ts. */
 import { Metrics } from '@aws-lambda-powertools/metrics';
 import { METRIC_NAMESPACE } from './metric-names.ts';
 

@@ -5,9 +5,8 @@ export interface RecordQueue {
   /** Sends a record that can never succeed to the dead-letter queue, with its reason. */
   deadLetter(record: DeadLetterRecord, reason: string): Promise<void>;
   /**
-   * Sends the record again as a fresh message (receive count 1, a deduplication id of its own) to the
-   * back of its message group. Used before the queue's redrive would move a record that only ever
-   * failed for transient reasons (or was never attempted) to the dead-letter queue.
+   * Sends the record again as a fresh message (receive count 1) to the back of its group, before the redrive would
+   * move a record that only ever failed for transient reasons (or was never attempted) to the dead-letter queue.
    */
   reissue(record: DeadLetterRecord): Promise<void>;
 }

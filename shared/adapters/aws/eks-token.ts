@@ -57,11 +57,7 @@ export async function presignGetCallerIdentity(args: {
   const signer = new SignatureV4({
     service: 'sts',
     region: args.region,
-    credentials: {
-      accessKeyId: args.credentials.accessKeyId,
-      secretAccessKey: args.credentials.secretAccessKey,
-      ...(args.credentials.sessionToken ? { sessionToken: args.credentials.sessionToken } : {}),
-    },
+    credentials: args.credentials,
     sha256: Sha256,
     uriEscapePath: true,
   });
@@ -95,7 +91,7 @@ export interface EksTokenSourceOptions {
   readonly region: string;
   /** Defaults to the SDK's default chain (in Lambda: the function role's credentials). */
   readonly credentials?: AwsCredentialsProvider;
-  readonly clock?: Clock;
+  readonly clock: Clock;
 }
 
 /** A per-cluster token cache: one token per warm container, replaced shortly before it expires. */
@@ -105,16 +101,14 @@ export interface EksTokenSource {
 }
 
 export function createEksTokenSource(options: EksTokenSourceOptions): EksTokenSource {
-  const clock = options.clock ?? systemClock;
+  const { clock } = options;
   const credentials = options.credentials ?? defaultCredentials();
   let cached: EksToken | undefined;
   let pending: Promise<EksToken> | undefined;
 
-  const isFresh = (token: EksToken): boolean => clock.now().getTime() < token.expiresAt.getTime() - REFRESH_BEFORE_MS;
-
   return {
     async getToken() {
-      if (cached && isFresh(cached)) return cached;
+      if (cached && clock.now().getTime() < cached.expiresAt.getTime() - REFRESH_BEFORE_MS) return cached;
       return (pending ??= createEksToken({ clusterName: options.clusterName, region: options.region, credentials, now: clock.now() })
         .then((token) => (cached = token))
         .finally(() => (pending = undefined)));
@@ -122,18 +116,10 @@ export function createEksTokenSource(options: EksTokenSourceOptions): EksTokenSo
   };
 }
 
-const systemClock: Clock = { now: () => new Date() };
-
 /** The SDK's default credential chain, loaded on first use so that tests with fixed credentials never touch it. */
 function defaultCredentials(): AwsCredentialsProvider {
   let provider: AwsCredentialsProvider | undefined;
-  return async () => {
-    if (!provider) {
-      const { defaultProvider } = runtimeSdk('@aws-sdk/credential-provider-node');
-      provider = defaultProvider();
-    }
-    return provider();
-  };
+  return () => (provider ??= runtimeSdk('@aws-sdk/credential-provider-node').defaultProvider())();
 }
 
 /** RFC 3986 query encoding, as the signer canonicalises it (so the URL carries exactly what was signed). */

@@ -1,52 +1,42 @@
 /**
- * Publishes TaintEvents to an SQS FIFO queue as structured CloudEvents: SendMessageBatch with at
- * most 10 entries and 256 KiB per call, the Node as MessageGroupId, the event id as
- * MessageDeduplicationId, and every entry that was not sent reported back with its reason and whether resending it
- * can succeed (never dropped silently). It does not retry: one publish is one attempt per event, and the caller
- * resends (the forwarder's outbox, functions/watch-forwarder/outbox.ts: the one retry layer of a send).
- * The calls of one publish go out over a few lanes at once, every message group in one lane and its events in order
- * there (SQS FIFO keeps the order in which one group's messages arrive; two calls in flight together have none between
- * them); once an entry of a group fails, that group's later entries in the lane are not sent but reported unsent, so a
- * resend never lands behind a later event of its group.
+ * Publishes TaintEvents to an SQS FIFO queue as structured CloudEvents: SendMessageBatch calls of at most 10 entries
+ * and 256 KiB, the Node as MessageGroupId, the event id as MessageDeduplicationId, and every entry not sent reported
+ * back with its reason and whether resending it can succeed. One attempt per event: the caller resends (the
+ * forwarder's outbox, functions/watch-forwarder/outbox.ts, is the one retry layer of a send).
+ * The calls go out over a few lanes at once, each message group in one lane and in order (SQS FIFO keeps one group's
+ * order of arrival; two calls in flight together have none); once an entry of a group fails, the group's later entries
+ * are held back and reported unsent, so that a resend never lands behind a later event of its group.
  */
 import { createHash } from 'node:crypto';
 import type { SendMessageBatchCommand, SendMessageBatchCommandOutput, SendMessageBatchRequestEntry } from '@aws-sdk/client-sqs';
 import { messageGroupIdFor, type TaintEvent } from '#shared/contract/cloud-event.ts';
 import { toCloudEventBody } from '#shared/adapters/cloudevents/cloud-event-body.ts';
 import type { EventPublisher, PublishResult, UnsentEvent } from '#shared/ports/event-publisher.ts';
-import { logger as defaultLogger, LogKey } from '#shared/observability/logger.ts';
-import { sqsSdk } from './sdk.ts';
+import { logger, LogKey } from '#shared/observability/logger.ts';
+import { lazily, sqsSdk } from './sdk.ts';
 
+/** SendMessageBatch calls of one publish in flight at once; a message group's calls never overlap. */
+const LANES = 4;
 /** SQS's limits for one SendMessageBatch call. */
-export const SQS_MAX_BATCH_ENTRIES = 10;
-export const SQS_MAX_BATCH_BYTES = 256 * 1024;
+const SQS_MAX_BATCH_ENTRIES = 10;
+const SQS_MAX_BATCH_BYTES = 256 * 1024;
 
-/**
- * The one capability the publisher needs from an SQS client: the real `SQSClient`, an
- * aws-sdk-client-mock, or an in-process queue that understands SendMessageBatchCommand.
- */
+/** What the publisher needs of an SQS client: the real `SQSClient`, a mock, or an in-process queue fit. */
 export interface SqsSendClient {
   send(command: SendMessageBatchCommand): Promise<Partial<SendMessageBatchCommandOutput>>;
 }
 
 export interface SqsEventPublisherOptions {
-  /**
-   * The client, or a function that makes it on first use: the Lambda forwarder loads the SQS SDK (about 90 ms) while
-   * its first Kubernetes calls wait on the network instead of at module load (functions/watch-forwarder/handler.ts).
-   */
+  /** The client, or a function that makes it on first use (the Lambda forwarder's: the SDK loads after its start). */
   readonly client: SqsSendClient | (() => Promise<SqsSendClient>);
   readonly queueUrl: string;
-  /** SendMessageBatch calls of one publish in flight at once (default 4); a message group's calls never overlap. */
-  readonly lanes?: number;
-  readonly logger?: Pick<typeof defaultLogger, 'warn' | 'error'>;
 }
 
 const SQS_ID = /^[\w!"#$%&'()*+,\-./:;<=>?@[\\\]^`{|}~]{1,128}$/;
 
 /**
- * A MessageGroupId / MessageDeduplicationId from a text: the text itself when SQS accepts it
- * (≤ 128 characters of alphanumerics and punctuation), otherwise its SHA-256 in hex, which keeps
- * equal inputs equal and different inputs different.
+ * A MessageGroupId / MessageDeduplicationId from a text: the text when SQS accepts it (≤ 128 characters of
+ * alphanumerics and punctuation), else its SHA-256 in hex, which keeps equal inputs equal and different ones different.
  */
 export function toSqsId(text: string): string {
   return SQS_ID.test(text) ? text : createHash('sha256').update(text).digest('hex');
@@ -78,10 +68,7 @@ function toEntry(event: TaintEvent, index: number): Entry {
   };
 }
 
-/**
- * Splits entries into at most `lanes` lists, every message group wholly in one of them and in its order, each group to
- * the lane with the fewest entries so far: the lanes are sent at the same time, each lane's calls one after another.
- */
+/** Splits entries into at most `lanes` lists, each message group wholly in one, to the shortest lane so far. */
 export function laneEntries<T extends { readonly group: string }>(entries: readonly T[], lanes: number): T[][] {
   const out: T[][] = Array.from({ length: Math.max(1, lanes) }, () => []);
   const laneOf = new Map<string, T[]>();
@@ -114,33 +101,16 @@ export function chunkEntries<T extends { readonly bytes: number }>(entries: read
   return chunks;
 }
 
-function describe(err: unknown): string {
-  return err instanceof Error ? `${err.name}: ${err.message}` : String(err);
-}
-
-/**
- * Creates an EventPublisher over SQS. `publish` resolves with every event either sent or unsent
- * (with the reason); it throws only on programming errors.
- */
+/** Creates an EventPublisher over SQS; its `publish` resolves with every event sent or unsent, with the reason. */
 export function createSqsEventPublisher(options: SqsEventPublisherOptions): EventPublisher {
-  const lanes = options.lanes ?? 4;
-  const log = options.logger ?? defaultLogger;
-  let made: Promise<SqsSendClient> | undefined;
-  const clientOf = (): Promise<SqsSendClient> => {
-    const { client } = options;
-    if (typeof client !== 'function') return Promise.resolve(client);
-    made ??= client().catch((err: unknown) => {
-      made = undefined; // the next send tries again
-      throw err;
-    });
-    return made;
-  };
+  const { client } = options;
+  const clientOf = typeof client === 'function' ? lazily(client) : async (): Promise<SqsSendClient> => client;
 
   /** One SendMessageBatch call: the entries sent, and why each other one was not. */
   async function sendChunk(chunk: readonly Entry[]): Promise<{ sent: Entry[]; unsent: Array<{ entry: Entry; reason: string; retryable: boolean }> }> {
     try {
-      const [{ SendMessageBatchCommand: Command }, client] = await Promise.all([sqsSdk(), clientOf()]);
-      const out = await client.send(new Command({ QueueUrl: options.queueUrl, Entries: chunk.map((e) => e.request) }));
+      const [{ SendMessageBatchCommand: Command }, sqs] = await Promise.all([sqsSdk(), clientOf()]);
+      const out = await sqs.send(new Command({ QueueUrl: options.queueUrl, Entries: chunk.map((e) => e.request) }));
       const okIds = new Set((out.Successful ?? []).map((s) => s.Id));
       const failed = new Map((out.Failed ?? []).map((f) => [f.Id, { reason: `${f.Code ?? 'Failed'}: ${f.Message ?? ''}`.trim(), retryable: f.SenderFault !== true }]));
       return {
@@ -148,7 +118,8 @@ export function createSqsEventPublisher(options: SqsEventPublisherOptions): Even
         unsent: chunk.filter((e) => !okIds.has(e.id)).map((entry) => ({ entry, ...(failed.get(entry.id) ?? { reason: 'not reported by SendMessageBatch', retryable: true }) })),
       };
     } catch (err) {
-      return { sent: [], unsent: chunk.map((entry) => ({ entry, reason: describe(err), retryable: true })) };
+      const reason = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
+      return { sent: [], unsent: chunk.map((entry) => ({ entry, reason, retryable: true })) };
     }
   }
 
@@ -163,7 +134,7 @@ export function createSqsEventPublisher(options: SqsEventPublisherOptions): Even
       const sendable = entries.filter((x) => x.bytes <= SQS_MAX_BATCH_BYTES);
       await Promise.all(
         // No more lanes than calls of 10: as many calls as one lane would make (SQS bills per call).
-        laneEntries(sendable, Math.min(lanes, Math.ceil(sendable.length / SQS_MAX_BATCH_ENTRIES))).map(async (lane) => {
+        laneEntries(sendable, Math.min(LANES, Math.ceil(sendable.length / SQS_MAX_BATCH_ENTRIES))).map(async (lane) => {
           /** Groups of this lane with an entry that was not sent: their later entries wait for the resend. */
           const held = new Set<string>();
           for (const chunk of chunkEntries(lane)) {
@@ -181,7 +152,7 @@ export function createSqsEventPublisher(options: SqsEventPublisherOptions): Even
       );
       for (const u of unsent) {
         // A retryable failure is resent by the caller (a warning each time); one that can never succeed is an error.
-        (u.retryable ? log.warn : log.error)('Sending event to the queue failed', { [LogKey.cloudEventId]: u.event.id, subject: u.event.subject, [LogKey.reason]: u.reason, retryable: u.retryable });
+        logger[u.retryable ? 'warn' : 'error']('Sending event to the queue failed', { [LogKey.cloudEventId]: u.event.id, subject: u.event.subject, [LogKey.reason]: u.reason, retryable: u.retryable });
       }
       return { sent, unsent };
     },

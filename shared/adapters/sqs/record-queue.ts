@@ -1,22 +1,22 @@
 /**
- * RecordQueue over SQS: ChangeMessageVisibility for backoff (FIFO queues have no per-message
- * delay), SendMessage to the FIFO dead-letter queue for records that can never succeed, and
- * SendMessage to the event queue itself to re-issue a record before the redrive would take it.
- * None of these is on the happy path, so the SDK is loaded on first use (not at a cold start).
+ * RecordQueue over SQS: ChangeMessageVisibility for backoff (FIFO queues have no per-message delay), SendMessage to
+ * the dead-letter queue, and to the event queue itself to re-issue a record. None is on the happy path: the SDK loads
+ * on first use.
  */
 import type { ChangeMessageVisibilityCommand, SendMessageCommand } from '@aws-sdk/client-sqs';
 import { TransientError } from '#shared/errors.ts';
-import { sqsSdk } from './sdk.ts';
+import { lazily, sqsSdk } from './sdk.ts';
 import type { DeadLetterRecord, RecordQueue } from '#shared/ports/record-queue.ts';
+
+type SqsCommand = ChangeMessageVisibilityCommand | SendMessageCommand;
 
 /** The part of an SQS client this adapter uses; the real SQSClient and its mocks fit. */
 export interface SqsSender {
-  send(command: ChangeMessageVisibilityCommand | SendMessageCommand): Promise<unknown>;
+  send(command: SqsCommand): Promise<unknown>;
 }
 
-/** SQS caps message attribute values we send at this length, to keep reasons readable and small. */
+/** Cap of the reason we send as a message attribute, to keep it readable and small. */
 const MAX_REASON = 1000;
-
 
 export class SqsRecordQueue implements RecordQueue {
   readonly #client: () => Promise<SqsSender>;
@@ -25,59 +25,52 @@ export class SqsRecordQueue implements RecordQueue {
 
   /** `client`: an SQS client, or a function that makes one on first use (the Lambda handler's, lazily loaded). */
   constructor(client: SqsSender | (() => Promise<SqsSender>), queueUrl: string, deadLetterQueueUrl: string) {
-    let made: Promise<SqsSender> | undefined;
-    this.#client = typeof client === 'function' ? () => (made ??= client()) : async () => client;
+    this.#client = typeof client === 'function' ? lazily(client) : async () => client;
     this.#queueUrl = queueUrl;
     this.#deadLetterQueueUrl = deadLetterQueueUrl;
   }
 
   async retryAfter(receiptHandle: string, seconds: number): Promise<void> {
-    try {
-      const { ChangeMessageVisibilityCommand } = await sqsSdk();
-      await (await this.#client()).send(
-        new ChangeMessageVisibilityCommand({ QueueUrl: this.#queueUrl, ReceiptHandle: receiptHandle, VisibilityTimeout: Math.max(0, Math.round(seconds)) }),
-      );
-    } catch (error) {
-      throw new TransientError('Changing message visibility', error instanceof Error ? error.message : String(error), error);
-    }
+    const VisibilityTimeout = Math.max(0, Math.round(seconds));
+    const input = { QueueUrl: this.#queueUrl, ReceiptHandle: receiptHandle, VisibilityTimeout };
+    await this.#send('Changing message visibility', (sdk) => new sdk.ChangeMessageVisibilityCommand(input));
   }
 
   async reissue(record: DeadLetterRecord): Promise<void> {
-    try {
-      const { SendMessageCommand } = await sqsSdk();
-      await (await this.#client()).send(
-        new SendMessageCommand({
-          QueueUrl: this.#queueUrl,
-          MessageBody: record.body,
-          MessageGroupId: record.messageGroupId,
-          // New for every copy (each copy has its own message id), the same for a retried send of one copy.
-          MessageDeduplicationId: `reissue:${record.messageId}`.slice(0, 128),
-          MessageAttributes: { reissuedFrom: { DataType: 'String', StringValue: record.messageId } },
-        }),
-      );
-    } catch (error) {
-      throw new TransientError('Re-issuing a record', error instanceof Error ? error.message : String(error), error);
-    }
+    await this.#send('Re-issuing a record', (sdk) =>
+      new sdk.SendMessageCommand({
+        QueueUrl: this.#queueUrl,
+        MessageBody: record.body,
+        MessageGroupId: record.messageGroupId,
+        // New for every copy (each copy has its own message id), the same for a retried send of one copy.
+        MessageDeduplicationId: `reissue:${record.messageId}`.slice(0, 128),
+        MessageAttributes: { reissuedFrom: { DataType: 'String', StringValue: record.messageId } },
+      }),
+    );
   }
 
   async deadLetter(record: DeadLetterRecord, reason: string): Promise<void> {
+    await this.#send('Sending to the dead-letter queue', (sdk) =>
+      new sdk.SendMessageCommand({
+        QueueUrl: this.#deadLetterQueueUrl,
+        MessageBody: record.body === '' ? '(empty body)' : record.body,
+        MessageGroupId: record.messageGroupId,
+        // One dead letter per source message; a retried send of the same record is deduplicated.
+        MessageDeduplicationId: record.messageId.slice(0, 128),
+        MessageAttributes: {
+          failureReason: { DataType: 'String', StringValue: reason.slice(0, MAX_REASON) },
+          sourceMessageId: { DataType: 'String', StringValue: record.messageId },
+        },
+      }),
+    );
+  }
+
+  /** Sends the command; any failure (the SDK's load, the client's making, the call) is a TransientError. */
+  async #send(operation: string, command: (sdk: Awaited<ReturnType<typeof sqsSdk>>) => SqsCommand): Promise<void> {
     try {
-      const { SendMessageCommand } = await sqsSdk();
-      await (await this.#client()).send(
-        new SendMessageCommand({
-          QueueUrl: this.#deadLetterQueueUrl,
-          MessageBody: record.body === '' ? '(empty body)' : record.body,
-          MessageGroupId: record.messageGroupId,
-          // One dead letter per source message; a retried send of the same record is deduplicated.
-          MessageDeduplicationId: record.messageId.slice(0, 128),
-          MessageAttributes: {
-            failureReason: { DataType: 'String', StringValue: reason.slice(0, MAX_REASON) },
-            sourceMessageId: { DataType: 'String', StringValue: record.messageId },
-          },
-        }),
-      );
+      await (await this.#client()).send(command(await sqsSdk()));
     } catch (error) {
-      throw new TransientError('Sending to the dead-letter queue', error instanceof Error ? error.message : String(error), error);
+      throw new TransientError(operation, error instanceof Error ? error.message : String(error), error);
     }
   }
 }

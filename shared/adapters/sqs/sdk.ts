@@ -5,16 +5,15 @@
  */
 import { runtimeSdk } from '#shared/adapters/aws/runtime-sdk.ts';
 
-type SqsSdk = typeof import('@aws-sdk/client-sqs');
-
-let loaded: Promise<SqsSdk> | undefined;
-
-/** The SDK's module (its command classes), loading it on the first call. */
-export function sqsSdk(): Promise<SqsSdk> {
-  // require() (runtime-sdk.ts), in a promise so that callers keep one load and a failed one is tried again.
-  loaded ??= Promise.resolve().then(() => runtimeSdk('@aws-sdk/client-sqs')).catch((err: unknown) => {
-    loaded = undefined; // the next call tries again
-    throw err;
-  });
-  return loaded;
+/** `make`, called on first use; returns its kept promise, made again on the call after one that failed. */
+export function lazily<T>(make: () => Promise<T>): () => Promise<T> {
+  let made: Promise<T> | undefined;
+  return () =>
+    (made ??= make().catch((err: unknown) => {
+      made = undefined;
+      throw err;
+    }));
 }
+
+/** The SDK's module (its command classes), by require() (runtime-sdk.ts) on the first call. */
+export const sqsSdk = lazily(async () => runtimeSdk('@aws-sdk/client-sqs'));

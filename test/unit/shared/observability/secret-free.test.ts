@@ -96,7 +96,8 @@ it('keeps every planted secret out of logs, Events, metrics and dead letters on 
   // Prepare: the product's logger at DEBUG, real Powertools metrics (on: vitest.config turns them off), the Secrets of
   // three hostile workload clusters.
   vi.stubEnv('POWERTOOLS_METRICS_DISABLED', 'false');
-  const logger = createLogger({ logLevel: 'DEBUG' });
+  const logger = createLogger();
+  logger.setLogLevel('DEBUG');
   const metrics = new Metrics({ namespace: METRIC_NAMESPACE, serviceName: 'capi-taint-propagator' });
   const recorder = new MemoryEventRecorder();
   const secrets: Record<string, string> = { 'wc-broken-kubeconfig': BROKEN_YAML, 'wc-exec-kubeconfig': EXEC_WITH_TOKEN, 'wc-files-kubeconfig': FILE_PATHS };
@@ -242,7 +243,8 @@ it("keeps a proxy's user and password out of logs, Events, metrics and dead lett
   vi.stubEnv('POWERTOOLS_METRICS_DISABLED', 'false');
   const PROXY_PASSWORD = 'PLANTED-proxy-password-4b1d';
   const PROXY_SECRETS = [PROXY_PASSWORD, Buffer.from(`ops:${PROXY_PASSWORD}`).toString('base64'), 'ops:PLANTED'];
-  const logger = createLogger({ logLevel: 'DEBUG' });
+  const logger = createLogger();
+  logger.setLogLevel('DEBUG');
   const metrics = new Metrics({ namespace: METRIC_NAMESPACE, serviceName: 'capi-taint-propagator' });
   const recorder = new MemoryEventRecorder();
   const proxy = await startConnectProxy({ hosts: {}, credentials: { user: 'ops', password: 'another-password' } });

@@ -1,8 +1,9 @@
-import { beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { mockClient } from 'aws-sdk-client-mock';
 import { SendMessageBatchCommand, SQSClient } from '@aws-sdk/client-sqs';
 import { chunkEntries, createSqsEventPublisher, toSqsId } from '#shared/adapters/sqs/event-publisher.ts';
 import { fromCloudEventBody } from '#shared/adapters/cloudevents/cloud-event-body.ts';
+import { logger } from '#shared/observability/logger.ts';
 import { recordMockedAwsCalls } from '#test/support/record-aws-calls.ts';
 import type { TaintEvent } from '#shared/contract/cloud-event.ts';
 
@@ -10,7 +11,6 @@ const QUEUE = 'https://sqs.eu-west-1.amazonaws.com/123456789012/events.fifo';
 const sqsMock = mockClient(SQSClient);
 // The forwarder publishes with this adapter to the queue it gets as QUEUE_URL (evaluated by the least-privilege test).
 recordMockedAwsCalls('forwarder-event-publisher', [{ functions: ['watch-forwarder'], service: 'sqs', mock: sqsMock, bindings: { [QUEUE]: '{queue:QUEUE_URL}' } }]);
-const silent = { warn: () => undefined, error: () => undefined };
 
 function nodeEvent(i: number, nodeName = `n${i}`): TaintEvent {
   return {
@@ -38,11 +38,14 @@ describe('Function: createSqsEventPublisher()', () => {
   beforeEach(() => {
     sqsMock.reset();
   });
+  afterEach(() => {
+    vi.restoreAllMocks();
+  });
 
   it('sends CloudEvent bodies in batches of at most 10, grouped by Node and deduplicated by event id', async () => {
     // Prepare
     okAll();
-    const publisher = createSqsEventPublisher({ client: new SQSClient({}), queueUrl: QUEUE, logger: silent });
+    const publisher = createSqsEventPublisher({ client: new SQSClient({}), queueUrl: QUEUE });
     const events = Array.from({ length: 23 }, (_, i) => nodeEvent(i));
     // Act
     const result = await publisher.publish(events);
@@ -78,7 +81,7 @@ describe('Function: createSqsEventPublisher()', () => {
       if (hasN0) n0InFlight--;
       return { Successful: (input.Entries ?? []).map((e) => ({ Id: e.Id, MessageId: 'm', MD5OfMessageBody: 'x' })), Failed: [] };
     });
-    const publisher = createSqsEventPublisher({ client: new SQSClient({}), queueUrl: QUEUE, logger: silent });
+    const publisher = createSqsEventPublisher({ client: new SQSClient({}), queueUrl: QUEUE });
     const events = Array.from({ length: 40 }, (_, i) => ([0, 15, 25, 39].includes(i) ? { ...nodeEvent(i, 'n0') } : nodeEvent(i)));
 
     // Act
@@ -98,7 +101,7 @@ describe('Function: createSqsEventPublisher()', () => {
   it('keeps every call under 256 KiB', async () => {
     // Prepare
     okAll();
-    const publisher = createSqsEventPublisher({ client: new SQSClient({}), queueUrl: QUEUE, logger: silent });
+    const publisher = createSqsEventPublisher({ client: new SQSClient({}), queueUrl: QUEUE });
     const events = Array.from({ length: 10 }, (_, i) => nodeEvent(i, `n${i}-${'x'.repeat(60_000)}`));
     // Act
     const result = await publisher.publish(events);
@@ -121,7 +124,7 @@ describe('Function: createSqsEventPublisher()', () => {
         Failed: [{ Id: entries[0]?.Id, Code: 'InternalError', SenderFault: false, Message: 'try again' }],
       };
     });
-    const publisher = createSqsEventPublisher({ client: new SQSClient({}), queueUrl: QUEUE, logger: silent });
+    const publisher = createSqsEventPublisher({ client: new SQSClient({}), queueUrl: QUEUE });
     // Act
     const result = await publisher.publish([nodeEvent(1), nodeEvent(2), nodeEvent(3)]);
     // Assess: one attempt; the caller (the outbox) resends what is unsent.
@@ -131,7 +134,7 @@ describe('Function: createSqsEventPublisher()', () => {
   });
 
   it("holds back a group's later entries once one of its entries failed, so a resend never lands behind them", async () => {
-    // Prepare: n0's events at positions 0 and 15 (two calls of one lane); its first fails.
+    // Prepare: n0's events at positions 0 and 39 (four lanes of 10, n0's with 11: two calls); its first fails.
     sqsMock.on(SendMessageBatchCommand).callsFake((input: SendMessageBatchCommand['input']) => {
       const entries = input.Entries ?? [];
       const first = entries.find((e) => e.MessageDeduplicationId === 'uid-0:100:modified');
@@ -140,20 +143,20 @@ describe('Function: createSqsEventPublisher()', () => {
         Failed: first ? [{ Id: first.Id, Code: 'InternalError', SenderFault: false, Message: 'try again' }] : [],
       };
     });
-    const publisher = createSqsEventPublisher({ client: new SQSClient({}), queueUrl: QUEUE, lanes: 1, logger: silent });
-    const events = Array.from({ length: 20 }, (_, i) => nodeEvent(i, i === 0 || i === 15 ? 'n0' : `n${i}`));
+    const publisher = createSqsEventPublisher({ client: new SQSClient({}), queueUrl: QUEUE });
+    const events = Array.from({ length: 40 }, (_, i) => nodeEvent(i, i === 0 || i === 39 ? 'n0' : `n${i}`));
     // Act
     const result = await publisher.publish(events);
     // Assess
-    expect(result.unsent.map((u) => [u.event.id, u.retryable])).toEqual([['uid-0:100:modified', true], ['uid-15:115:modified', true]]);
-    expect(result.sent).toHaveLength(18);
-    expect(sqsMock.commandCalls(SendMessageBatchCommand).flatMap((c) => c.args[0].input.Entries ?? []).map((e) => e.MessageDeduplicationId)).not.toContain('uid-15:115:modified');
+    expect(result.unsent.map((u) => [u.event.id, u.retryable])).toEqual([['uid-0:100:modified', true], ['uid-39:139:modified', true]]);
+    expect(result.sent).toHaveLength(38);
+    expect(sqsMock.commandCalls(SendMessageBatchCommand).flatMap((c) => c.args[0].input.Entries ?? []).map((e) => e.MessageDeduplicationId)).not.toContain('uid-39:139:modified');
   });
 
   it('reports every entry of a call that throws (throttling, network) as unsent and retryable, with the reason', async () => {
     // Prepare
     sqsMock.on(SendMessageBatchCommand).rejects(Object.assign(new Error('Rate exceeded'), { name: 'ThrottlingException' }));
-    const publisher = createSqsEventPublisher({ client: new SQSClient({}), queueUrl: QUEUE, logger: silent });
+    const publisher = createSqsEventPublisher({ client: new SQSClient({}), queueUrl: QUEUE });
     // Act
     const result = await publisher.publish([nodeEvent(1), nodeEvent(2)]);
     // Assess
@@ -168,13 +171,33 @@ describe('Function: createSqsEventPublisher()', () => {
     sqsMock.on(SendMessageBatchCommand).callsFake((input: SendMessageBatchCommand['input']) => ({
       Failed: (input.Entries ?? []).map((e) => ({ Id: e.Id, Code: 'InvalidParameterValue', SenderFault: true, Message: 'bad' })),
     }));
-    const publisher = createSqsEventPublisher({ client: new SQSClient({}), queueUrl: QUEUE, logger: silent });
+    const publisher = createSqsEventPublisher({ client: new SQSClient({}), queueUrl: QUEUE });
     // Act
     const result = await publisher.publish([nodeEvent(1)]);
     // Assess
     expect(result.unsent).toMatchObject([{ retryable: false, reason: 'InvalidParameterValue: bad' }]);
     expect(sqsMock.commandCalls(SendMessageBatchCommand)).toHaveLength(1);
   });
+  it('logs each unsent event with the product logger: a warning when a resend can succeed, else an error', async () => {
+    // Prepare: a sender fault for the first entry (never succeeds); the second is not reported (resent by the caller).
+    sqsMock.on(SendMessageBatchCommand).callsFake((input: SendMessageBatchCommand['input']) => ({
+      Failed: [{ Id: input.Entries?.[0]?.Id, Code: 'InvalidParameterValue', SenderFault: true, Message: 'bad' }],
+    }));
+    const warn = vi.spyOn(logger, 'warn');
+    const error = vi.spyOn(logger, 'error');
+    const publisher = createSqsEventPublisher({ client: new SQSClient({}), queueUrl: QUEUE });
+
+    // Act
+    const result = await publisher.publish([nodeEvent(1), nodeEvent(2)]);
+
+    // Assess
+    const never = { cloudEventId: 'uid-1:101:modified', retryable: false };
+    const later = { cloudEventId: 'uid-2:102:modified', retryable: true };
+    expect(result.unsent.map((u) => ({ cloudEventId: u.event.id, retryable: u.retryable }))).toEqual([never, later]);
+    expect(error.mock.calls.map(([, attributes]) => attributes)).toEqual([expect.objectContaining(never)]);
+    expect(warn.mock.calls.map(([, attributes]) => attributes)).toEqual([expect.objectContaining(later)]);
+  });
+
   it('makes a client given as a function once, on the first send, and again after making it failed', async () => {
     // Prepare
     okAll();
@@ -184,7 +207,7 @@ describe('Function: createSqsEventPublisher()', () => {
       if (made === 1) throw new Error('the SDK could not be loaded');
       return new SQSClient({});
     };
-    const publisher = createSqsEventPublisher({ client: factory, queueUrl: QUEUE, logger: silent });
+    const publisher = createSqsEventPublisher({ client: factory, queueUrl: QUEUE });
 
     // Act
     const failed = await publisher.publish([nodeEvent(1)]);
