@@ -30,12 +30,11 @@ export class DeferredEvents implements EventRecorder {
   }
 }
 
-/** Records an Event on a Machine, MachinePool or scalable resource; returns the failure instead of throwing, so the outcome stands. */
-export async function recordEvent(deps: { readonly recorder: EventRecorder }, object: Omit<InvolvedObject, 'kind'> & { readonly kind?: string }, type: 'Normal' | 'Warning', reason: string, message: string): Promise<unknown> {
-  try {
-    await deps.recorder.record({ apiVersion: object.apiVersion, kind: object.kind ?? 'Machine', namespace: object.namespace, name: object.name, uid: object.uid }, type, reason, message);
-    return undefined;
-  } catch (error) {
-    return error;
-  }
+/**
+ * Records an Event on a Machine, MachinePool or scalable resource. Never throws, so the outcome stands: in a batch the
+ * recorder is DeferredEvents, which logs a failure itself.
+ */
+export async function recordEvent(deps: { readonly recorder: EventRecorder }, object: Omit<InvolvedObject, 'kind'> & { readonly kind?: string }, type: 'Normal' | 'Warning', reason: string, message: string): Promise<void> {
+  const involved = { apiVersion: object.apiVersion, kind: object.kind ?? 'Machine', namespace: object.namespace, name: object.name, uid: object.uid };
+  await deps.recorder.record(involved, type, reason, message).catch(() => undefined);
 }

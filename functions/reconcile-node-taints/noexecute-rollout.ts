@@ -92,7 +92,6 @@ export type RolloutStepResult =
       readonly writtenResourceVersion?: string;
       readonly rollout?: RolloutReport;
       readonly evictions?: { readonly evicted: number; readonly refused: number };
-      readonly eventError?: unknown;
     };
 
 /**
@@ -120,12 +119,12 @@ export async function stageNoExecuteRollout(deps: RolloutDeps, input: RolloutInp
   if (step.kind === 'clear') {
     if (plan.kind === 'patch') return { kind: 'proceed', plan: { ...plan, patch: withRollout(plan.patch, node, null) } };
     const written = await input.nodes.patchNodeTaints(node.name, withRollout(basePatch(node), node, null));
-    const eventError = await recordEvent(deps, owner, 'Normal', 'NoExecuteRolloutStopped', `Node ${node.name}: rollout stopped, ${step.reason}`);
-    return { kind: 'stop', outcome: ReconcileOutcome.rolloutWithdrawn, reason: step.reason, writtenResourceVersion: written.resourceVersion, eventError };
+    await recordEvent(deps, owner, 'Normal', 'NoExecuteRolloutStopped', `Node ${node.name}: rollout stopped, ${step.reason}`);
+    return { kind: 'stop', outcome: ReconcileOutcome.rolloutWithdrawn, reason: step.reason, writtenResourceVersion: written.resourceVersion };
   }
   if (step.kind === 'invalid') {
-    const eventError = await recordEvent(deps, owner, 'Warning', 'InvalidTaintDeclaration', `Node ${node.name} not written: ${step.reason}`);
-    return { kind: 'stop', outcome: ReconcileOutcome.invalidDeclaration, reason: step.reason, eventError };
+    await recordEvent(deps, owner, 'Warning', 'InvalidTaintDeclaration', `Node ${node.name} not written: ${step.reason}`);
+    return { kind: 'stop', outcome: ReconcileOutcome.invalidDeclaration, reason: step.reason };
   }
 
   // Everything but the pending NoExecute taints is written as without the rollout, in the same write as any mark.
@@ -148,8 +147,8 @@ export async function stageNoExecuteRollout(deps: RolloutDeps, input: RolloutInp
   const starting = !node.taints.some((t) => isSameTaint(t, ROLLOUT_EVICTING_TAINT));
   if (starting || heldChanged) {
     const written = await input.nodes.patchNodeTaints(node.name, withRollout(heldPatch, node, step.mark, true));
-    const eventError = !starting ? undefined : await recordEvent(deps, owner, 'Normal', 'NoExecuteRolloutStarted', `Node ${node.name}: evicting through the Eviction API before ${taints.join(', ')}`);
-    return { kind: 'stop', outcome: ReconcileOutcome.rolloutClaimed, reason: `holds a place in ${group}`, retryInSeconds: timings.claimedSeconds, writtenResourceVersion: written.resourceVersion, rollout: report, eventError };
+    if (starting) await recordEvent(deps, owner, 'Normal', 'NoExecuteRolloutStarted', `Node ${node.name}: evicting through the Eviction API before ${taints.join(', ')}`);
+    return { kind: 'stop', outcome: ReconcileOutcome.rolloutClaimed, reason: `holds a place in ${group}`, retryInSeconds: timings.claimedSeconds, writtenResourceVersion: written.resourceVersion, rollout: report };
   }
   if (!deps.clusters.podsOf) throw new Error('the staged NoExecute rollout needs ClusterConnections that serve pods');
   const pods = await deps.clusters.podsOf(input.cluster);
@@ -171,16 +170,15 @@ export async function stageNoExecuteRollout(deps: RolloutDeps, input: RolloutInp
   const counts = { evicted: evicted.length, refused: refused.length };
   // The status on the Node changes only when the refused or stuck pods do: one write then, and one Event.
   let writtenResourceVersion: string | undefined;
-  let eventError: unknown;
   if (encodeRolloutMark(mark) !== node.annotations[ROLLOUT_MARK_ANNOTATION]) {
     writtenResourceVersion = (await input.nodes.patchNodeTaints(node.name, withRollout(heldPatch, node, mark, true))).resourceVersion;
     if (evictions.stuck.length > 0 && evictions.stuck.join() !== step.mark.stuck?.join()) {
-      eventError = await recordEvent(deps, owner, 'Warning', 'EvictionStuck', `Node ${node.name}: ${evictions.stuck.join(', ')} still terminating ${timings.stuckAfterSeconds}s after deletion; ${taints.join(', ')} waits for it, the rest of ${group} goes on`);
+      await recordEvent(deps, owner, 'Warning', 'EvictionStuck', `Node ${node.name}: ${evictions.stuck.join(', ')} still terminating ${timings.stuckAfterSeconds}s after deletion; ${taints.join(', ')} waits for it, the rest of ${group} goes on`);
     } else if (refused.length > 0 && refused.join() !== step.mark.refused?.join()) {
-      eventError = await recordEvent(deps, owner, 'Warning', 'EvictionRefused', `Node ${node.name}: a PodDisruptionBudget refuses the eviction of ${refused.join(', ')}; retrying, ${taints.join(', ')} waits`);
+      await recordEvent(deps, owner, 'Warning', 'EvictionRefused', `Node ${node.name}: a PodDisruptionBudget refuses the eviction of ${refused.join(', ')}; retrying, ${taints.join(', ')} waits`);
     }
   }
-  const common = { kind: 'stop' as const, rollout, evictions: counts, ...(writtenResourceVersion ? { writtenResourceVersion } : {}), ...(eventError !== undefined ? { eventError } : {}) };
+  const common = { kind: 'stop' as const, rollout, evictions: counts, ...(writtenResourceVersion ? { writtenResourceVersion } : {}) };
   if (evictions.stuck.length > 0) return { ...common, outcome: ReconcileOutcome.rolloutStuck, reason: `pods stuck terminating: ${evictions.stuck.join(', ')}`, retryInSeconds: timings.refusedSeconds };
   if (refused.length > 0) return { ...common, outcome: ReconcileOutcome.rolloutRefused, reason: `a PodDisruptionBudget refused the eviction of ${refused.join(', ')}`, retryInSeconds: timings.refusedSeconds };
   return { ...common, outcome: ReconcileOutcome.rolloutEvicting, reason: `${evicted.length} evicted, ${evictions.terminating.length} terminating`, retryInSeconds: timings.evictingSeconds };
