@@ -237,7 +237,8 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
       result = await listPages({
         openPage: (query, pageSignal) => this.request(kc, path, query, pageSignal),
         failed: async (res, status) => streamStatusError(status, await readErrorBody(res), operation, exactly),
-        pageSignal: () => AbortSignal.any([signal, AbortSignal.timeout(timeoutMs)]),
+        pageSignal: () => AbortSignal.timeout(timeoutMs),
+        signal,
         onItem: (json) => {
           const facts = json === undefined ? undefined : this.o.toFacts(JSON.parse(json));
           if (facts) {

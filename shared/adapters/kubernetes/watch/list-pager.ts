@@ -26,6 +26,11 @@ export interface ListPagesOptions {
   readonly failed: (response: PageResponse, status: number) => Promise<Error>;
   /** The signal of one page (a fresh deadline for each). */
   readonly pageSignal: () => AbortSignal;
+  /**
+   * A long-lived signal that also ends every page (a session's). Linked to each page by hand and unlinked after it:
+   * AbortSignal.any would leave each page's composite on it (watch-connection.ts).
+   */
+  readonly signal?: AbortSignal;
   /** Each item's JSON text, in order; undefined for an element of `items` that is not an object. */
   readonly onItem: (json: string | undefined) => void;
   readonly pageSize: number;
@@ -62,29 +67,33 @@ export async function listPages(o: ListPagesOptions): Promise<ListResult> {
     const query = cont
       ? { limit: String(o.pageSize), continue: cont }
       : { limit: String(o.pageSize), resourceVersion: o.exactly, resourceVersionMatch: o.exactly ? 'Exact' : undefined };
-    const signal = o.pageSignal();
-    const res = await o.openPage(query, signal);
-    const status = res.statusCode ?? 0;
-    if (status !== 200) throw await o.failed(res, status);
-    const reader = new ListItemReader(o.onItem, { maxBufferedBytes: caps.maxItemBytes, operation: o.operation });
-    let pageBytes = 0;
+    const { signal, unlink } = pageSignalOf(o);
     let envelope;
+    let pageBytes = 0;
     try {
-      for await (const c of res) {
-        const chunk = typeof c === 'string' ? Buffer.from(c) : c;
-        pageBytes += chunk.length;
-        if (pageBytes > caps.maxPageBytes) throw new StreamCapError(o.operation, `a list page exceeds ${caps.maxPageBytes} bytes`);
-        if (bytes + pageBytes > caps.maxListBytes) throw new StreamCapError(o.operation, `the list exceeds ${caps.maxListBytes} bytes`);
-        reader.push(chunk);
+      const res = await o.openPage(query, signal);
+      const status = res.statusCode ?? 0;
+      if (status !== 200) throw await o.failed(res, status);
+      const reader = new ListItemReader(o.onItem, { maxBufferedBytes: caps.maxItemBytes, operation: o.operation });
+      try {
+        for await (const c of res) {
+          const chunk = typeof c === 'string' ? Buffer.from(c) : c;
+          pageBytes += chunk.length;
+          if (pageBytes > caps.maxPageBytes) throw new StreamCapError(o.operation, `a list page exceeds ${caps.maxPageBytes} bytes`);
+          if (bytes + pageBytes > caps.maxListBytes) throw new StreamCapError(o.operation, `the list exceeds ${caps.maxListBytes} bytes`);
+          reader.push(chunk);
+        }
+        envelope = reader.end();
+      } catch (err) {
+        res.destroy();
+        if (signal.aborted) throw signal.reason;
+        // Never the text itself in the error (a SyntaxError quotes it): a server named by a kubeconfig may echo anything.
+        if (err instanceof ListFramingError) throw new TransientError(o.operation, err.message === 'empty response' ? 'the list answer is empty' : 'the list answer is not JSON');
+        if (err instanceof SyntaxError) throw new TransientError(o.operation, 'the list answer is not JSON');
+        throw err;
       }
-      envelope = reader.end();
-    } catch (err) {
-      res.destroy();
-      if (signal.aborted) throw signal.reason;
-      // Never the text itself in the error (a SyntaxError quotes it): a server named by a kubeconfig may echo anything.
-      if (err instanceof ListFramingError) throw new TransientError(o.operation, err.message === 'empty response' ? 'the list answer is empty' : 'the list answer is not JSON');
-      if (err instanceof SyntaxError) throw new TransientError(o.operation, 'the list answer is not JSON');
-      throw err;
+    } finally {
+      unlink();
     }
     pages++;
     bytes += pageBytes;
@@ -94,6 +103,25 @@ export async function listPages(o: ListPagesOptions): Promise<ListResult> {
     cont = typeof metadata.continue === 'string' && metadata.continue !== '' ? metadata.continue : undefined;
   } while (cont);
   return { resourceVersion };
+}
+
+/** One page's signal: its own deadline, and `o.signal` when given, linked until `unlink`. */
+function pageSignalOf(o: ListPagesOptions): { signal: AbortSignal; unlink: () => void } {
+  const page = o.pageSignal();
+  const outer = o.signal;
+  if (!outer) return { signal: page, unlink: () => undefined };
+  const controller = new AbortController();
+  const abort = (): void => controller.abort(outer.aborted ? outer.reason : page.reason);
+  if (outer.aborted || page.aborted) abort();
+  outer.addEventListener('abort', abort, { once: true });
+  page.addEventListener('abort', abort, { once: true });
+  return {
+    signal: controller.signal,
+    unlink: () => {
+      outer.removeEventListener('abort', abort);
+      page.removeEventListener('abort', abort);
+    },
+  };
 }
 
 /** At most `max` bytes of an error answer's body (a Status), as text; the rest is not read (the stream is destroyed). */

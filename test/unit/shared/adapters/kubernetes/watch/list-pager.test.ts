@@ -1,3 +1,4 @@
+import { getEventListeners } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import { StreamCapError } from '#shared/adapters/kubernetes/watch/caps.ts';
 import { listPages, readErrorBody, type ListPagesOptions, type PageResponse } from '#shared/adapters/kubernetes/watch/list-pager.ts';
@@ -55,6 +56,31 @@ async function run(pages: Array<() => PageResponse>, extra: Partial<ListPagesOpt
 }
 
 describe('Function: listPages()', () => {
+  it("ends a page when the caller's long-lived signal aborts, and leaves no listener on it after each page", async () => {
+    // Prepare: a session's signal, and a second list whose page never answers until that signal aborts.
+    const session = new AbortController();
+    const ok = await run([() => answer(200, [page([{ a: 1 }], { resourceVersion: '5', continue: 'c' })]), () => answer(200, [page([{ a: 2 }], { resourceVersion: '5' })])], { signal: session.signal });
+    const listenersAfterList = getEventListeners(session.signal, 'abort').length;
+    const hanging = listPages({
+      openPage: (_query, signal) => new Promise((_resolve, reject) => signal.addEventListener('abort', () => reject(signal.reason))),
+      failed: async (_res, status) => new Error(`status ${status}`),
+      pageSignal: () => new AbortController().signal,
+      onItem: () => undefined,
+      pageSize: 2,
+      operation: 'listing /api/v1/nodes',
+      signal: session.signal,
+    });
+
+    // Act
+    session.abort(new Error('the window ended'));
+
+    // Assess
+    expect(ok.items).toEqual([{ a: 1 }, { a: 2 }]);
+    expect(listenersAfterList).toBe(0);
+    await expect(hanging).rejects.toThrow('the window ended');
+    expect(getEventListeners(session.signal, 'abort')).toHaveLength(0);
+  });
+
   it('reads every page, the first exactly at the resourceVersion asked for, the others by their continue token', async () => {
     // Act
     const { items, queries, result } = await run(

@@ -2,6 +2,7 @@
  * One watch connection against a loopback `node:http` server that answers as each test says: its connect deadline,
  * its idle watchdog, the resync timer, the line cap and the `established` signal.
  */
+import { getEventListeners } from 'node:events';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -56,6 +57,23 @@ async function readAll(o: WatchConnectionOptions): Promise<{ lines: string[]; en
 }
 
 describe('Class: WatchConnection', () => {
+  it("leaves no listener on the session's signal once a watch ends, is refused, or cannot connect", async () => {
+    // Prepare: one session signal for three watches, as a session reconnecting to a failing cluster.
+    const session = new AbortController();
+    const answers: Handler[] = [(_req, res) => res.end('{"type":"BOOKMARK"}\n'), (_req, res) => res.writeHead(500).end(), (req) => req.socket.destroy()];
+
+    // Act
+    const results = [];
+    for (const answer of answers) {
+      handler = answer;
+      results.push(await readAll(options({ signal: session.signal })));
+    }
+
+    // Assess
+    expect(results.map((r) => r.end ?? 'failed')).toEqual(['closed', 'failed', 'failed']);
+    expect(getEventListeners(session.signal, 'abort')).toHaveLength(0);
+  });
+
   it('yields the non-empty lines and ends `closed` when the server ends the watch', async () => {
     // Prepare
     handler = (_req, res) => res.writeHead(200).end('{"a":1}\n\n{"b":2}\n');
