@@ -38,7 +38,7 @@ export interface WatchForwarderDeps extends Pick<EventRouterDeps, 'mode' | 'star
 
 /** The forwarder's timing, each with its collaborator's default (tests shorten them). */
 export type WatchForwarderOptions = LeadershipOptions &
-  Pick<OutboxOptions, 'flushIntervalMs' | 'drainTimeoutMs'> &
+  Pick<OutboxOptions, 'flushIntervalMs' | 'drainTimeoutMs' | 'maxEventsPerPublish' | 'maxPendingEvents'> &
   ClusterStreamsOptions;
 
 /** Result of one window. */
