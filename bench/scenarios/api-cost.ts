@@ -88,8 +88,10 @@ export async function runApiCost(ctx: BenchContext): Promise<ApiCostResult> {
                   throw e;
                 }
               },
+              listNodes: (selector) => store.listNodes(selector),
             };
           },
+          podsOf: (cluster) => deps.clusters.podsOf(cluster),
         },
       }),
     );

@@ -65,8 +65,10 @@ export async function runConflictStorm(ctx: BenchContext): Promise<ConflictStorm
                     throw e;
                   }
                 },
+                listNodes: (selector) => store.listNodes(selector),
               };
             },
+            podsOf: (cluster) => deps.clusters.podsOf(cluster),
           },
         }),
       });

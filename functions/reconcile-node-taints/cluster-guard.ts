@@ -88,25 +88,20 @@ export class ClusterGuard {
       nodesOf: async (ref, options) => {
         const nodes = await clusters.nodesOf(ref, options);
         const cluster = clusterKey(ref);
-        const list = nodes.listNodes?.bind(nodes);
         return {
           getNode: (name) => this.#call(cluster, () => nodes.getNode(name)),
           patchNodeTaints: (name, patch) => this.#call(cluster, () => nodes.patchNodeTaints(name, patch)),
-          ...(list ? { listNodes: (selector: string) => this.#call(cluster, () => list(selector)) } : {}),
+          listNodes: (selector) => this.#call(cluster, () => nodes.listNodes(selector)),
         };
       },
-      ...(clusters.podsOf
-        ? {
-            podsOf: async (ref: ClusterRef) => {
-              const pods = await clusters.podsOf!(ref);
-              const cluster = clusterKey(ref);
-              return {
-                listPodsOnNode: (node: string) => this.#call(cluster, () => pods.listPodsOnNode(node)),
-                evictPod: (namespace: string, name: string) => this.#call(cluster, () => pods.evictPod(namespace, name)),
-              };
-            },
-          }
-        : {}),
+      podsOf: async (ref) => {
+        const pods = await clusters.podsOf(ref);
+        const cluster = clusterKey(ref);
+        return {
+          listPodsOnNode: (node) => this.#call(cluster, () => pods.listPodsOnNode(node)),
+          evictPod: (namespace, name) => this.#call(cluster, () => pods.evictPod(namespace, name)),
+        };
+      },
     };
   }
 

@@ -24,7 +24,7 @@ export interface NoExecutePreviewResult {
 /**
  * Previews the NoExecute taints the Node goes without today and gets from the planned write (`after`: its taints after
  * the write, or as they are when nothing is written) or from `previews`, and records the Event through `record`.
- * Returns undefined, with no pod read, when there is none, or when the cluster hands out no pods.
+ * Returns undefined, with no pod read, when there is none.
  */
 export async function previewNoExecute(
   clusters: Pick<ClusterConnections, 'podsOf'>,
@@ -35,7 +35,7 @@ export async function previewNoExecute(
   record: (type: 'Normal' | 'Warning', reason: string, message: string) => Promise<unknown>,
 ): Promise<NoExecutePreviewResult | undefined> {
   const change = noExecuteChangeOf(node.taints, after, previews);
-  if (!hasNoExecuteChange(change) || clusters.podsOf === undefined) return undefined;
+  if (!hasNoExecuteChange(change)) return undefined;
   const taints = [...change.applied.map(formatTaint), ...change.previewed.map((t) => `${formatTaint(t)}@Preview`)];
   const what = `${taints.join(', ')}${change.applied.length === 0 ? ' (preview only, not applied)' : ''}`;
   try {

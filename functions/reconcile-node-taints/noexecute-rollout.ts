@@ -150,7 +150,6 @@ export async function stageNoExecuteRollout(deps: RolloutDeps, input: RolloutInp
     if (starting) await recordEvent(deps, owner, 'Normal', 'NoExecuteRolloutStarted', `Node ${node.name}: evicting through the Eviction API before ${taints.join(', ')}`);
     return { kind: 'stop', outcome: ReconcileOutcome.rolloutClaimed, reason: `holds a place in ${group}`, retryInSeconds: timings.claimedSeconds, writtenResourceVersion: written.resourceVersion, rollout: report };
   }
-  if (!deps.clusters.podsOf) throw new Error('the staged NoExecute rollout needs ClusterConnections that serve pods');
   const pods = await deps.clusters.podsOf(input.cluster);
   const evictions = planEvictions({ taintsAfter: planned, pods: await pods.listPodsOnNode(node.name), now: deps.clock.now(), stuckAfterSeconds: timings.stuckAfterSeconds });
   if (evictions.done) {
@@ -186,7 +185,6 @@ export async function stageNoExecuteRollout(deps: RolloutDeps, input: RolloutInp
 
 /** The Nodes in progress of the cluster (all groups; the rule keeps those of the Node's group). */
 async function nodesInProgress(nodes: NodeStore): Promise<NodeInProgress[]> {
-  if (!nodes.listNodes) throw new Error('the staged NoExecute rollout needs a NodeStore that lists Nodes');
   const listed = await nodes.listNodes(`${ROLLOUT_MARK_LABEL}=true`);
   return listed.flatMap((n) => {
     const mark = decodeRolloutMark(n.annotations);
@@ -202,7 +200,6 @@ async function groupSizeOf(deps: RolloutDeps, owner: OwnerFacts): Promise<number
   if (owner.kind === 'MachinePool') return (await deps.machines.getMachinePool(owner.namespace, owner.name))?.nodeNames.length ?? 1;
   const selector = groupMachineSelectorOf(owner);
   if (selector === undefined) return 1;
-  if (!deps.machines.countMachines) throw new Error('a percentage bound needs a MachineStore that counts Machines');
   return deps.machines.countMachines(owner.namespace, selector);
 }
 

@@ -10,5 +10,5 @@ export interface ClusterConnections {
    */
   nodesOf(cluster: ClusterRef, options?: { readonly report?: boolean }): Promise<NodeStore>;
   /** The pods of the same cluster (the staged NoExecute rollout lists and evicts them); same credentials as nodesOf. */
-  podsOf?(cluster: ClusterRef): Promise<PodStore>;
+  podsOf(cluster: ClusterRef): Promise<PodStore>;
 }

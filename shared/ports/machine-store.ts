@@ -12,7 +12,7 @@ export interface MachineStore {
   /** Returns the MachinePool whose `status.nodeRefs` holds `nodeName` in the given cluster, if exactly one. */
   findMachinePoolByNodeName(clusterNamespace: string, clusterName: string | undefined, nodeName: string): Promise<MachinePoolFacts | undefined>;
   /** The number of Machines of a namespace with a label selector (a node group's size, for a percentage bound). */
-  countMachines?(namespace: string, labelSelector: string): Promise<number>;
+  countMachines(namespace: string, labelSelector: string): Promise<number>;
   /** Returns the Cluster (for its pause), or undefined when it does not exist. */
   getCluster(namespace: string, name: string): Promise<ClusterView | undefined>;
 }

@@ -14,5 +14,5 @@ export interface NodeStore {
    */
   patchNodeTaints(name: string, patch: NodeTaintPatch): Promise<NodeFacts>;
   /** The Nodes with a label selector (the staged NoExecute rollout lists the Nodes in progress by its label). */
-  listNodes?(labelSelector: string): Promise<readonly NodeFacts[]>;
+  listNodes(labelSelector: string): Promise<readonly NodeFacts[]>;
 }

@@ -13,6 +13,7 @@ import type { ClusterConnections } from '#shared/ports/cluster-connections.ts';
 import type { EventRecorder, InvolvedObject } from '#shared/ports/event-recorder.ts';
 import type { MachineStore } from '#shared/ports/machine-store.ts';
 import type { NodeStore } from '#shared/ports/node-store.ts';
+import type { PodStore } from '#shared/ports/pod-store.ts';
 
 /** A Node as stored: the view's fields, with whole label and annotation maps (what the cluster holds). */
 type StoredNode = NodeWithTaints;
@@ -130,6 +131,10 @@ export class MemoryMachineStore implements MachineStore {
     );
     return matches.length === 1 ? matches[0] : undefined;
   }
+
+  async countMachines(): Promise<number> {
+    throw new Error('countMachines is not served by MemoryMachineStore');
+  }
 }
 
 /** Records Events in memory. */
@@ -153,5 +158,9 @@ export class MemoryClusterConnections implements ClusterConnections {
 
   async nodesOf(cluster: ClusterRef): Promise<NodeStore> {
     return this.cluster(cluster.mode === 'self' ? 'self' : `${cluster.namespace}/${cluster.name}`);
+  }
+
+  async podsOf(): Promise<PodStore> {
+    throw new Error('podsOf is not served by MemoryClusterConnections');
   }
 }

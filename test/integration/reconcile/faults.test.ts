@@ -106,8 +106,10 @@ describeWithControlPlane('reconcile-node-taints under faults of the API server',
               return read;
             },
             patchNodeTaints: (name, patch) => store.patchNodeTaints(name, patch),
+            listNodes: (selector) => store.listNodes(selector),
           };
         },
+        podsOf: (cluster) => real.clusters.podsOf(cluster),
       },
     };
     const record = sqsRecord(machineEvent(ns, 'm1', { nodeName: node }), { messageId: 'r1' });

@@ -127,8 +127,10 @@ describeWithControlPlane('reconcile-node-taints against a real API server', () =
               }
               return store.patchNodeTaints(name, patch);
             },
+            listNodes: (selector) => store.listNodes(selector),
           };
         },
+        podsOf: (cluster) => real.podsOf(cluster),
       },
     };
     const event = machineEvent(ns, 'm1', { nodeName: node, cluster: { mode: 'self' } });

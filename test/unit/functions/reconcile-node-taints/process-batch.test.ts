@@ -26,6 +26,10 @@ recordMockedAwsCalls('reconcile-process-batch', [
   { functions: ['reconcile-node-taints'], service: 'sqs', mock: sqsMock, bindings: { [TEST_QUEUE_URL]: '{queue:QUEUE_URL}', [TEST_DLQ_URL]: '{queue:DEAD_LETTER_QUEUE_URL}' } },
 ]);
 const inCluster = (m: MachineFacts): MachineFacts => ({ ...m, clusterName: 'wc1' });
+/** A port method the inline fakes below do not serve. */
+const notServed = async (): Promise<never> => {
+  throw new Error('not served by this fake');
+};
 const context = { functionName: 'reconcile-node-taints', awsRequestId: 'req-1', getRemainingTimeInMillis: () => 30_000 } as unknown as Context;
 
 function setup() {
@@ -215,7 +219,12 @@ describe('Function: processBatch() at the edges of retry', () => {
     // Prepare: the workload cluster's API server is down.
     const { deps, machines } = setup();
     machines.put(inCluster(machineBuilder().named('m-a').withNodeName('node-a').withSpecTaints([machineTaint('gpu', 'a100')]).build()));
-    const down = { nodesOf: async () => { throw new TransientError('Reading Node node-a', 'connect ECONNREFUSED'); } };
+    const down = {
+      nodesOf: async () => {
+        throw new TransientError('Reading Node node-a', 'connect ECONNREFUSED');
+      },
+      podsOf: notServed,
+    };
     const batchDeps: BatchDeps = { ...deps, clusters: down, reissueAtReceive: 4 };
     const early = sqsRecord(machineEvent('default', 'm-a', { nodeName: 'node-a' }), { messageId: 'early', receiveCount: 3 });
     const head = sqsRecord(machineEvent('default', 'm-a', { nodeName: 'node-a' }), { messageId: 'head', receiveCount: 4 });
@@ -267,7 +276,12 @@ describe('Function: processBatch() at the edges of retry', () => {
     // Prepare
     const { deps, machines } = setup();
     machines.put(inCluster(machineBuilder().named('m-a').withNodeName('node-a').build()));
-    const broken = { nodesOf: async () => { throw new TypeError('cannot read properties of undefined'); } };
+    const broken = {
+      nodesOf: async () => {
+        throw new TypeError('cannot read properties of undefined');
+      },
+      podsOf: notServed,
+    };
     const batchDeps: BatchDeps = { ...deps, clusters: broken, reissueAtReceive: 4 };
     const head = sqsRecord(machineEvent('default', 'm-a', { nodeName: 'node-a' }), { messageId: 'head', receiveCount: 9 });
     const skipped = sqsRecord(nodeEvent('node-a', { machine: { namespace: 'default', name: 'm-a' } }), { messageId: 'skipped', receiveCount: 4 });
@@ -285,7 +299,12 @@ describe('Function: processBatch() at the edges of retry', () => {
     const { deps, machines } = setup();
     sqsMock.on(SendMessageCommand).rejects(new Error('connect ETIMEDOUT'));
     machines.put(inCluster(machineBuilder().named('m-a').withNodeName('node-a').build()));
-    const down = { nodesOf: async () => { throw new TransientError('Reading Node node-a', 'HTTP 503'); } };
+    const down = {
+      nodesOf: async () => {
+        throw new TransientError('Reading Node node-a', 'HTTP 503');
+      },
+      podsOf: notServed,
+    };
     const head = sqsRecord(machineEvent('default', 'm-a', { nodeName: 'node-a' }), { messageId: 'head', receiveCount: 4 });
 
     // Act
@@ -311,8 +330,10 @@ describe('Function: processBatch() at the edges of retry', () => {
           patchNodeTaints: async () => {
             throw new Error('not reached');
           },
+          listNodes: notServed,
         };
       },
+      podsOf: notServed,
     };
     const pairs = [['m-a', 'node-a', 'wc1'], ['m-b', 'node-b', 'wc2'], ['m-c', 'node-c', 'wc1'], ['m-d', 'node-d', 'wc1'], ['m-e', 'node-e', 'wc1']] as const;
     for (const [m, n, c] of pairs) machines.put({ ...machineBuilder().named(m).withNodeName(n).withSpecTaints([machineTaint('gpu')]).build(), clusterName: c });
@@ -338,7 +359,9 @@ describe('Function: processBatch() at the edges of retry', () => {
       nodesOf: async () => ({
         getNode: (name: string) => nodes.getNode(name),
         patchNodeTaints: async (name: string) => { throw new NodeNotFoundError(name); },
+        listNodes: notServed,
       }),
+      podsOf: notServed,
     };
     const outcomes: string[] = [];
     const single = vi.spyOn(metrics, 'singleMetric').mockImplementation(() => ({ addDimension: (_n: string, v: string) => { outcomes.push(v); }, addMetric: () => undefined }) as unknown as ReturnType<typeof metrics.singleMetric>);

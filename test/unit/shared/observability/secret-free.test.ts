@@ -125,8 +125,10 @@ it('keeps every planted secret out of logs, Events, metrics and dead letters on 
         ? {
             getNode: async (name) => Promise.reject(toProductError(`Reading Node ${name}`, echoingKubeApiError(401))),
             patchNodeTaints: async () => Promise.reject(new Error('unreachable')),
+            listNodes: async () => Promise.reject(new Error('unreachable')),
           }
         : real.nodesOf(cluster, options),
+    podsOf: (cluster) => real.podsOf(cluster),
   };
   const machines = new MemoryMachineStore();
   for (const cluster of ['wc-broken', 'wc-exec', 'wc-files', 'wc-forbidden', 'wc-401']) {
