@@ -4,7 +4,7 @@
  * (local/taint-status.ts). Pure, unit tested.
  */
 import type { Override } from '#shared/domain/declarations.ts';
-import { addEvictionCounts, type EvictionCounts, type PodEvictionPreview } from '#shared/domain/eviction-preview.ts';
+import type { EvictionCounts, PodEvictionPreview } from '#shared/domain/eviction-preview.ts';
 import { formatTaint, type Taint } from '#shared/domain/taint.ts';
 import { PausedBy, SyncState, TaintOwner, type DesiredTaint, type NoExecutePreview, type OwnedTaint, type PreviewedTaint, type RolloutProgress, type TaintStatus } from './taint-status.ts';
 
@@ -225,6 +225,11 @@ export interface NoExecuteGroupPreview {
   readonly taints: readonly string[];
   readonly nodes: number;
   readonly counts?: EvictionCounts;
+}
+
+/** Adds counts (a node group's sum). */
+export function addEvictionCounts(a: EvictionCounts, b: EvictionCounts): EvictionCounts {
+  return { now: a.now + b.now, later: a.later + b.later, laterSeconds: [...new Set([...a.laterSeconds, ...b.laterSeconds])].sort((x, y) => x - y), kept: a.kept + b.kept };
 }
 
 /** The Nodes with a NoExecute preview, grouped by node group (groups sorted, Nodes in the statuses' order). */

@@ -197,11 +197,6 @@ export function countEvictions(pods: readonly Pick<PodEvictionPreview, 'evict'>[
   return { now, later: later.length, laterSeconds: [...new Set(later)].sort((a, b) => a - b), kept };
 }
 
-/** Adds counts (a node group's sum). */
-export function addEvictionCounts(a: EvictionCounts, b: EvictionCounts): EvictionCounts {
-  return { now: a.now + b.now, later: a.later + b.later, laterSeconds: [...new Set([...a.laterSeconds, ...b.laterSeconds])].sort((x, y) => x - y), kept: a.kept + b.kept };
-}
-
 /**
  * The counts in words, as the `NoExecutePreview` Event says them.
  * @example describeEvictionCounts({ now: 3, later: 1, laterSeconds: [300], kept: 2 }) // 'would evict 3 pods now, 1 after 300 s, keeps 2'

@@ -3,7 +3,7 @@
  * shared planner computes, then the table block, the `--pods` detail and the `-o json` groups.
  */
 import { describe, expect, it } from 'vitest';
-import { formatNoExecutePreview, formatStatusDetail, formatStatusTable, toStatusDocument } from '#local/status-format.ts';
+import { addEvictionCounts, formatNoExecutePreview, formatStatusDetail, formatStatusTable, toStatusDocument } from '#local/status-format.ts';
 import { taintStatusOf, type TaintStatus } from '#local/taint-status.ts';
 import type { PodOnNode } from '#shared/domain/eviction-preview.ts';
 import type { MachineFacts, NodeWithTaints } from '#shared/model/views.ts';
@@ -114,5 +114,13 @@ describe('Function: toStatusDocument() with a NoExecute preview', () => {
       { nodeGroup: 'Machine default/solo', taints: ['drain:NoExecute'], nodes: 1, counts: { now: 1, later: 0, laterSeconds: [], kept: 0 } },
       { nodeGroup: 'MachineDeployment default/md-0', taints: ['maintenance=true:NoExecute@Preview'], nodes: 2, counts: { now: 3, later: 1, laterSeconds: [300], kept: 2 } },
     ]);
+  });
+});
+
+describe('Function: addEvictionCounts()', () => {
+  it('sums two Nodes\' counts', () => {
+    const a = { now: 1, later: 1, laterSeconds: [300], kept: 0 };
+    const b = { now: 2, later: 1, laterSeconds: [30], kept: 4 };
+    expect(addEvictionCounts(a, b)).toEqual({ now: 3, later: 2, laterSeconds: [30, 300], kept: 4 });
   });
 });

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { addEvictionCounts, countEvictions, decideEviction, describeEvictionCounts, hasNoExecuteChange, noExecuteChangeOf, nodeTaintsAfter, previewNoExecuteEvictions, toleratesTaint, type EvictionDecision, type PodOnNode, type Toleration } from '#shared/domain/eviction-preview.ts';
+import { countEvictions, decideEviction, describeEvictionCounts, hasNoExecuteChange, noExecuteChangeOf, nodeTaintsAfter, previewNoExecuteEvictions, toleratesTaint, type EvictionDecision, type PodOnNode, type Toleration } from '#shared/domain/eviction-preview.ts';
 import type { Taint } from '#shared/domain/taint.ts';
 
 const NX = 'NoExecute';
@@ -298,17 +298,13 @@ describe('Function: noExecuteChangeOf()', () => {
   });
 });
 
-describe('Functions: countEvictions(), addEvictionCounts(), describeEvictionCounts()', () => {
+describe('Functions: countEvictions(), describeEvictionCounts()', () => {
   it('counts now (tolerationSeconds <= 0 included), later with the distinct delays, and kept', () => {
     // Act
     const counts = countEvictions([{ evict: 'now' }, { evict: { afterSeconds: 0 } }, { evict: { afterSeconds: 300 } }, { evict: { afterSeconds: 30 } }, { evict: { afterSeconds: 300 } }, { evict: 'never' }]);
 
     // Assess
     expect(counts).toEqual({ now: 2, later: 3, laterSeconds: [30, 300], kept: 1 });
-  });
-
-  it('sums two Nodes\' counts', () => {
-    expect(addEvictionCounts({ now: 1, later: 1, laterSeconds: [300], kept: 0 }, { now: 2, later: 1, laterSeconds: [30], kept: 4 })).toEqual({ now: 3, later: 2, laterSeconds: [30, 300], kept: 4 });
   });
 
   it.each([
