@@ -13,7 +13,8 @@ import { KubernetesCapiDiscovery } from '#shared/adapters/kubernetes/capi-discov
 import type { ClusterEndpoint } from '#shared/adapters/kubernetes/kube-http.ts';
 import { KubernetesMachineStore } from '#shared/adapters/kubernetes/machine-store.ts';
 import { KubernetesScalableResourceStore } from '#shared/adapters/kubernetes/scalable-resource-store.ts';
-import { SqsRecordQueue, type SqsSender } from '#shared/adapters/sqs/record-queue.ts';
+import { SqsRecordQueue } from '#shared/adapters/sqs/record-queue.ts';
+import type { SqsClientSource } from '#shared/adapters/sqs/sdk.ts';
 import type { ReconcileConfig } from '#shared/config/reconcile-config.ts';
 import { logger as defaultLogger } from '#shared/observability/logger.ts';
 import { metrics as defaultMetrics } from '#shared/observability/metrics.ts';
@@ -32,8 +33,7 @@ export interface ComposeArgs {
    */
   readonly managementKubeConfig: ClusterEndpoint;
   readonly workloadKubeConfig: WorkloadKubeConfigLoader;
-  /** An SQS client, or a function that makes one on first use (loaded lazily by the Lambda handler). */
-  readonly sqs: SqsSender | (() => Promise<SqsSender>);
+  readonly sqs: SqsClientSource;
   readonly logger?: BatchDeps['logger'];
   readonly metrics?: BatchDeps['metrics'];
 }

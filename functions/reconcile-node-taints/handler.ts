@@ -5,6 +5,7 @@
  * The set-up every container's first record would wait for starts in the init phase: a provisioned container's init
  * waits for it, an on-demand one's does not (the function's README, "Before the first record: the init phase").
  */
+import type { SQSClient } from '@aws-sdk/client-sqs';
 import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import { withCallDeadline } from '#shared/adapters/kubernetes/call-deadline.ts';
 import { loadManagementKubeConfig } from '#shared/adapters/kubernetes/management-kubeconfig.ts';
@@ -15,7 +16,6 @@ import { loadClusterAccessConfig } from '#shared/config/cluster-access-config.ts
 import { processEnv } from '#shared/config/env.ts';
 import { loadReconcileConfig } from '#shared/config/reconcile-config.ts';
 import { logger } from '#shared/observability/logger.ts';
-import type { SqsSender } from '#shared/adapters/sqs/record-queue.ts';
 import { sqsSdk } from '#shared/adapters/sqs/sdk.ts';
 import { composeReconcile, type ReconcileComposition } from './compose.ts';
 import { processBatch } from './process-batch.ts';
@@ -24,7 +24,7 @@ identifyAs('reconcile-node-taints', 'lambda');
 const config = loadReconcileConfig(processEnv());
 const access = loadClusterAccessConfig(processEnv());
 // Loaded on first use: the SQS SDK is needed only for retries, re-issues and dead letters, not on the happy path.
-const sqs = async (): Promise<SqsSender> => new (await sqsSdk()).SQSClient({});
+const sqs = async (): Promise<SQSClient> => new (await sqsSdk()).SQSClient({});
 let current: { kubeConfig: RestConfig; deps: ReconcileComposition } | undefined;
 
 /** The dependencies for the current management kubeconfig (loaded once, re-read when it is due). */

@@ -7,7 +7,8 @@ import type { ClusterEndpoint } from '#shared/adapters/kubernetes/kube-http.ts';
 import { KubernetesLeaderLease } from '#shared/adapters/kubernetes/lease.ts';
 import { kubernetesWatchSources } from '#shared/adapters/kubernetes/watch-sources.ts';
 import { workloadKubeConfigs, type WorkloadKubeConfigs } from '#shared/adapters/kubernetes/workload-kubeconfig.ts';
-import { createSqsEventPublisher, type SqsSendClient } from '#shared/adapters/sqs/event-publisher.ts';
+import { createSqsEventPublisher } from '#shared/adapters/sqs/event-publisher.ts';
+import type { SqsClientSource } from '#shared/adapters/sqs/sdk.ts';
 import type { ForwarderConfig } from '#shared/config/forwarder-config.ts';
 import { ConfigError } from '#shared/errors.ts';
 import { shardKeeps, shardLeaseName } from '#shared/policy/shards.ts';
@@ -21,8 +22,8 @@ export interface ComposeForwarderArgs {
   readonly config: ForwarderConfig;
   /** The management cluster (also the Nodes' in `self` mode): a RestConfig in Lambda, a KubeConfig locally. */
   readonly managementKubeConfig: ClusterEndpoint;
-  /** Where events go: an SQS client (real AWS, the local server, or a mock; or a function that makes it on first use) with `config.queueUrl`, or a ready publisher. */
-  readonly sqs?: SqsSendClient | (() => Promise<SqsSendClient>);
+  /** Where events go: an SQS client (real, local or mocked) with `config.queueUrl`, or a ready publisher. */
+  readonly sqs?: SqsClientSource;
   readonly publisher?: EventPublisher;
   readonly telemetry: ForwarderTelemetry;
   readonly workloadKubeConfigs?: WorkloadKubeConfigs;

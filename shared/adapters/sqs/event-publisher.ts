@@ -8,12 +8,12 @@
  * are held back and reported unsent, so that a resend never lands behind a later event of its group.
  */
 import { createHash } from 'node:crypto';
-import type { SendMessageBatchCommand, SendMessageBatchCommandOutput, SendMessageBatchRequestEntry } from '@aws-sdk/client-sqs';
+import type { SendMessageBatchRequestEntry } from '@aws-sdk/client-sqs';
 import { messageGroupIdFor, type TaintEvent } from '#shared/contract/cloud-event.ts';
 import { toCloudEventBody } from '#shared/adapters/cloudevents/cloud-event-body.ts';
 import type { EventPublisher, PublishResult, UnsentEvent } from '#shared/ports/event-publisher.ts';
 import { logger, LogKey } from '#shared/observability/logger.ts';
-import { lazily, sqsSdk } from './sdk.ts';
+import { sqsClientOf, sqsSdk, type SqsClientSource } from './sdk.ts';
 
 /** SendMessageBatch calls of one publish in flight at once; a message group's calls never overlap. */
 const LANES = 4;
@@ -21,14 +21,8 @@ const LANES = 4;
 const SQS_MAX_BATCH_ENTRIES = 10;
 const SQS_MAX_BATCH_BYTES = 256 * 1024;
 
-/** What the publisher needs of an SQS client: the real `SQSClient`, a mock, or an in-process queue fit. */
-export interface SqsSendClient {
-  send(command: SendMessageBatchCommand): Promise<Partial<SendMessageBatchCommandOutput>>;
-}
-
 export interface SqsEventPublisherOptions {
-  /** The client, or a function that makes it on first use (the Lambda forwarder's: the SDK loads after its start). */
-  readonly client: SqsSendClient | (() => Promise<SqsSendClient>);
+  readonly client: SqsClientSource;
   readonly queueUrl: string;
 }
 
@@ -103,8 +97,7 @@ export function chunkEntries<T extends { readonly bytes: number }>(entries: read
 
 /** Creates an EventPublisher over SQS; its `publish` resolves with every event sent or unsent, with the reason. */
 export function createSqsEventPublisher(options: SqsEventPublisherOptions): EventPublisher {
-  const { client } = options;
-  const clientOf = typeof client === 'function' ? lazily(client) : async (): Promise<SqsSendClient> => client;
+  const clientOf = sqsClientOf(options.client);
 
   /** One SendMessageBatch call: the entries sent, and why each other one was not. */
   async function sendChunk(chunk: readonly Entry[]): Promise<{ sent: Entry[]; unsent: Array<{ entry: Entry; reason: string; retryable: boolean }> }> {

@@ -3,17 +3,9 @@
  * the dead-letter queue, and to the event queue itself to re-issue a record. None is on the happy path: the SDK loads
  * on first use.
  */
-import type { ChangeMessageVisibilityCommand, SendMessageCommand } from '@aws-sdk/client-sqs';
 import { TransientError } from '#shared/errors.ts';
-import { lazily, sqsSdk } from './sdk.ts';
+import { sqsClientOf, sqsSdk, type SqsClientSource, type SqsCommand, type SqsSender } from './sdk.ts';
 import type { DeadLetterRecord, RecordQueue } from '#shared/ports/record-queue.ts';
-
-type SqsCommand = ChangeMessageVisibilityCommand | SendMessageCommand;
-
-/** The part of an SQS client this adapter uses; the real SQSClient and its mocks fit. */
-export interface SqsSender {
-  send(command: SqsCommand): Promise<unknown>;
-}
 
 /** Cap of the reason we send as a message attribute, to keep it readable and small. */
 const MAX_REASON = 1000;
@@ -23,9 +15,8 @@ export class SqsRecordQueue implements RecordQueue {
   readonly #queueUrl: string;
   readonly #deadLetterQueueUrl: string;
 
-  /** `client`: an SQS client, or a function that makes one on first use (the Lambda handler's, lazily loaded). */
-  constructor(client: SqsSender | (() => Promise<SqsSender>), queueUrl: string, deadLetterQueueUrl: string) {
-    this.#client = typeof client === 'function' ? lazily(client) : async () => client;
+  constructor(client: SqsClientSource, queueUrl: string, deadLetterQueueUrl: string) {
+    this.#client = sqsClientOf(client);
     this.#queueUrl = queueUrl;
     this.#deadLetterQueueUrl = deadLetterQueueUrl;
   }
