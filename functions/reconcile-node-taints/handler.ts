@@ -8,7 +8,7 @@
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import { withCallDeadline } from '#shared/adapters/kubernetes/call-deadline.ts';
-import { loadManagementKubeConfig } from '#shared/adapters/kubernetes/management-kubeconfig.ts';
+import { createManagementKubeConfigLoader } from '#shared/adapters/kubernetes/management-kubeconfig.ts';
 import type { RestConfig } from '#shared/adapters/kubernetes/rest-config.ts';
 import { identifyAs } from '#shared/adapters/kubernetes/user-agent.ts';
 import { workloadKubeConfigs } from '#shared/adapters/kubernetes/workload-kubeconfig.ts';
@@ -23,13 +23,14 @@ import { processBatch } from './process-batch.ts';
 identifyAs('reconcile-node-taints', 'lambda');
 const config = loadReconcileConfig(processEnv());
 const access = loadClusterAccessConfig(processEnv());
+const management = createManagementKubeConfigLoader(access);
 // Loaded on first use: the SQS SDK is needed only for retries, re-issues and dead letters, not on the happy path.
 const sqs = async (): Promise<SQSClient> => new (await sqsSdk()).SQSClient({});
 let current: { kubeConfig: RestConfig; deps: ReconcileComposition } | undefined;
 
 /** The dependencies for the current management kubeconfig (loaded once, re-read when it is due). */
 async function dependencies(): Promise<ReconcileComposition> {
-  const kubeConfig = await loadManagementKubeConfig(access);
+  const kubeConfig = await management.load();
   if (current?.kubeConfig !== kubeConfig) {
     const workload = workloadKubeConfigs(kubeConfig);
     const deps = composeReconcile({ config, clusterMode: access.clusterMode, managementKubeConfig: kubeConfig, workloadKubeConfig: (c) => workload.get({ mode: 'capi', ...c }), sqs });

@@ -7,7 +7,7 @@ import { processEnv } from '#shared/config/env.ts';
 import type { Context, ScheduledEvent } from 'aws-lambda';
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import { sqsSdk } from '#shared/adapters/sqs/sdk.ts';
-import { loadManagementKubeConfig } from '#shared/adapters/kubernetes/management-kubeconfig.ts';
+import { createManagementKubeConfigLoader } from '#shared/adapters/kubernetes/management-kubeconfig.ts';
 import { identifyAs } from '#shared/adapters/kubernetes/user-agent.ts';
 import { loadClusterAccessConfig } from '#shared/config/cluster-access-config.ts';
 import { loadForwarderConfig } from '#shared/config/forwarder-config.ts';
@@ -20,7 +20,7 @@ import { forwardWatchEvents, type ForwarderRunSummary } from './forward-watch-ev
 
 identifyAs('watch-forwarder', 'lambda');
 const config = loadForwarderConfig(processEnv());
-const access = loadClusterAccessConfig(processEnv());
+const management = createManagementKubeConfigLoader(loadClusterAccessConfig(processEnv()));
 // The SQS SDK (about 90 ms to load) is not loaded with the module: each cold start loads it while its first Kubernetes
 // calls wait on the network (below). One client per container, made on the first send (shared/adapters/sqs/sdk.ts).
 let client: SQSClient | undefined;
@@ -34,7 +34,7 @@ const HAND_OVER_RESERVE_MS = 15_000;
 
 export const handler = async (event: ScheduledEvent | { readonly shard?: number }, context: Context): Promise<ForwarderRunSummary> => {
   const shard = shardOfEvent(event, config);
-  const managementKubeConfig = await loadManagementKubeConfig(access);
+  const managementKubeConfig = await management.load();
   const deps = composeWatchForwarder({ config: { ...config, shard }, managementKubeConfig, sqs, telemetry });
   const durationMs = Math.max(1_000, Math.min(config.watchWindowSeconds * 1000, context.getRemainingTimeInMillis() - HAND_OVER_RESERVE_MS));
   const rota = { targetMembers: config.watchMembers, overlapMs: config.watchOverlapSeconds * 1000, staleAfterMs: config.leaseDurationSeconds * 1000 };

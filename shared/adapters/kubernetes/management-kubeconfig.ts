@@ -35,7 +35,10 @@ export interface ManagementKubeConfigDeps {
   readonly logger?: KubeConfigLog;
 }
 
-/** Creates a loader with its own cache; `load()` throws ClusterCredentialsError when no RestConfig can be loaded. */
+/**
+ * Creates a loader with its own cache (a Lambda handler keeps one per container and calls `load()` per invocation: it
+ * is cheap while the cache is fresh); `load()` throws ClusterCredentialsError when no RestConfig can be loaded.
+ */
 export function createManagementKubeConfigLoader(config: ClusterAccessConfig, deps: ManagementKubeConfigDeps = {}): { load(): Promise<RestConfig> } {
   const access = config.management;
   const clock = deps.clock ?? { now: () => new Date() };
@@ -82,24 +85,6 @@ export function createManagementKubeConfigLoader(config: ClusterAccessConfig, de
       return (pending ??= refresh().finally(() => (pending = undefined)));
     },
   };
-}
-
-const loaders = new Map<string, { load(): Promise<RestConfig> }>();
-
-/**
- * The management cluster's RestConfig, cached per warm container (one loader per access configuration; the deps
- * of the first call are kept). Call it per invocation: it is cheap while the cache is fresh.
- */
-export async function loadManagementKubeConfig(config: ClusterAccessConfig, deps: ManagementKubeConfigDeps = {}): Promise<RestConfig> {
-  const key = JSON.stringify(config.management);
-  let loader = loaders.get(key);
-  if (!loader) loaders.set(key, (loader = createManagementKubeConfigLoader(config, deps)));
-  return loader.load();
-}
-
-/** Forgets every cached management loader (between tests). */
-export function resetManagementKubeConfigCache(): void {
-  loaders.clear();
 }
 
 type StoredAccess = Extract<ManagementAccess, { auth: 'ssm' | 'secretsmanager' }>;

@@ -9,8 +9,6 @@ import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from 'vites
 import type { AwsCredentials } from '#shared/adapters/aws/eks-token.ts';
 import {
   createManagementKubeConfigLoader,
-  loadManagementKubeConfig,
-  resetManagementKubeConfigCache,
   type ManagementKubeConfigDeps,
 } from '#shared/adapters/kubernetes/management-kubeconfig.ts';
 import type { ClusterAccessConfig } from '#shared/config/cluster-access-config.ts';
@@ -78,7 +76,6 @@ const silent = { debug: () => {}, info: () => {}, warn: () => {} };
 beforeEach(() => {
   ssmMock.reset();
   smMock.reset();
-  resetManagementKubeConfigCache();
 });
 
 async function authHeaders(kc: import('#shared/adapters/kubernetes/kube-http.ts').ClusterEndpoint): Promise<Record<string, unknown>> {
@@ -199,10 +196,11 @@ describe('EKS IAM token', () => {
     const deps: ManagementKubeConfigDeps = { credentials: async () => credentials, clock, logger: silent };
 
     // Act
-    const kc = await loadManagementKubeConfig(eksConfig, deps);
+    const loader = createManagementKubeConfigLoader(eksConfig, deps);
+    const kc = await loader.load();
     const first = (await authHeaders(kc)).Authorization;
     clock.advance(10 * 60);
-    const same = (await loadManagementKubeConfig(eksConfig, deps)) === kc;
+    const same = (await loader.load()) === kc;
     const at10min = (await authHeaders(kc)).Authorization;
     clock.advance(3 * 60 + 1);
     const at13min = (await authHeaders(kc)).Authorization;
