@@ -7,7 +7,7 @@ import { fromCloudEventBody } from '#shared/adapters/cloudevents/cloud-event-bod
 import { withCallDeadline } from '#shared/adapters/kubernetes/call-deadline.ts';
 import { KubernetesClusterConnections, type WorkloadKubeConfigLoader } from '#shared/adapters/kubernetes/cluster-connections.ts';
 import { clusterCredentialsReporter } from '#shared/adapters/kubernetes/credentials-reporter.ts';
-import { ConfigMapEnablementState, FixedEnablementState } from '#shared/adapters/kubernetes/enablement-state.ts';
+import { ConfigMapEnablementState } from '#shared/adapters/kubernetes/enablement-state.ts';
 import { KubernetesEventRecorder } from '#shared/adapters/kubernetes/event-recorder.ts';
 import { KubernetesCapiDiscovery } from '#shared/adapters/kubernetes/capi-discovery.ts';
 import type { ClusterEndpoint } from '#shared/adapters/kubernetes/kube-http.ts';
@@ -65,7 +65,10 @@ export function composeReconcile(args: ComposeArgs): ReconcileComposition {
     },
     onChosen: (version) => logger.info('Cluster API version chosen by discovery', { capiApiVersion: version }),
   });
-  const enablement = config.firstEnabledAt ? new FixedEnablementState(config.firstEnabledAt) : new ConfigMapEnablementState(kc, config.stateNamespace, clock);
+  const fixed = config.firstEnabledAt; // FIRST_ENABLED_AT, when set, instead of the ConfigMap's record
+  const enablement = fixed
+    ? { enabledAt: async () => fixed }
+    : new ConfigMapEnablementState(kc, config.stateNamespace, clock);
   return {
     warmUp: async () => {
       const settled = await Promise.allSettled([capi.version(), enablement.enabledAt()]);

@@ -61,14 +61,3 @@ export class ConfigMapEnablementState implements EnablementState {
     }
   }
 }
-
-/** A fixed first-enablement time from configuration (`FIRST_ENABLED_AT`). */
-export class FixedEnablementState implements EnablementState {
-  readonly #at: Date;
-  constructor(at: Date) {
-    this.#at = at;
-  }
-  async enabledAt(): Promise<Date> {
-    return this.#at;
-  }
-}
