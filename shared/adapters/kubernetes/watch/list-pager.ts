@@ -12,6 +12,7 @@ import { isObject } from '#shared/model/json.ts';
 import { TransientError } from '#shared/errors.ts';
 import { DEFAULT_STREAM_CAPS, StreamCapError, type StreamCaps } from './caps.ts';
 import { ListFramingError, ListItemReader } from './list-items.ts';
+import { linkAbort } from './abort-link.ts';
 
 /** An answer to one page's request: its status and its body as a byte stream (node:http's IncomingMessage is one). */
 export interface PageResponse extends AsyncIterable<Buffer | string> {
@@ -27,8 +28,8 @@ export interface ListPagesOptions {
   /** The signal of one page (a fresh deadline for each). */
   readonly pageSignal: () => AbortSignal;
   /**
-   * A long-lived signal that also ends every page (a session's). Linked to each page by hand and unlinked after it:
-   * AbortSignal.any would leave each page's composite on it (watch-connection.ts).
+   * A long-lived signal that also ends every page (a session's), linked to each page and unlinked after it
+   * (abort-link.ts).
    */
   readonly signal?: AbortSignal;
   /** Each item's JSON text, in order; undefined for an element of `items` that is not an object. */
@@ -108,20 +109,9 @@ export async function listPages(o: ListPagesOptions): Promise<ListResult> {
 /** One page's signal: its own deadline, and `o.signal` when given, linked until `unlink`. */
 function pageSignalOf(o: ListPagesOptions): { signal: AbortSignal; unlink: () => void } {
   const page = o.pageSignal();
-  const outer = o.signal;
-  if (!outer) return { signal: page, unlink: () => undefined };
+  if (!o.signal) return { signal: page, unlink: () => undefined };
   const controller = new AbortController();
-  const abort = (): void => controller.abort(outer.aborted ? outer.reason : page.reason);
-  if (outer.aborted || page.aborted) abort();
-  outer.addEventListener('abort', abort, { once: true });
-  page.addEventListener('abort', abort, { once: true });
-  return {
-    signal: controller.signal,
-    unlink: () => {
-      outer.removeEventListener('abort', abort);
-      page.removeEventListener('abort', abort);
-    },
-  };
+  return { signal: controller.signal, unlink: linkAbort(controller, [o.signal, page]) };
 }
 
 /** At most `max` bytes of an error answer's body (a Status), as text; the rest is not read (the stream is destroyed). */
