@@ -34,10 +34,8 @@ const RELEVANT_ANNOTATIONS = [...DECLARATION_ANNOTATIONS, AUTOSCALER_MIN_SIZE_AN
 const RELEVANT_NODE_ANNOTATIONS = NODE_ANNOTATIONS.filter((key) => key !== ROLLOUT_MARK_ANNOTATION);
 
 /**
- * The facts of an object a change of which is judged: a Cluster API object's labels and annotations narrowed to the
- * relevant ones. The others a view keeps (the staged NoExecute rollout's opt-in, the node-group and pool labels) are
- * read by the reconcile function from the object as it is then; a change of them alone is not forwarded. Of a Node:
- * no label, no rollout mark, and its provider ID only while Cluster API has not linked it.
+ * The facts of an object whose change is judged: the others a view keeps (the rollout opt-in, node-group and pool
+ * labels) are read by the reconcile function from the object as it is then. A Node's provider ID counts while unlinked.
  */
 function relevantFacts<T extends WatchedFacts>(facts: T): T {
   if (facts.kind === 'Cluster') return facts;
@@ -52,9 +50,7 @@ function relevantFacts<T extends WatchedFacts>(facts: T): T {
 
 /**
  * The relevant fingerprint of an object: everything the reconcile function reads (the uid too: a Node re-created under
- * the same name while the forwarder was away counts as changed), nothing a heartbeat touches (status, resourceVersion,
- * managedFields…). Returns equal strings exactly when no relevant fact differs.
- * @example fingerprintOf(a) === fingerprintOf({ ...a, resourceVersion: '99' }) // true
+ * the same name counts as changed), nothing a heartbeat touches. Returns equal strings when no such fact differs.
  */
 export function fingerprintOf(facts: WatchedFacts): string {
   // A Cluster API object's apiVersion is the version a stream reads it in: the same object in another.
@@ -65,10 +61,8 @@ export function fingerprintOf(facts: WatchedFacts): string {
 
 /**
  * Recognises the echo of the reconcile function's own write: only a Node's taints and/or the product's tracking
- * annotation changed, each last written by the reconcile function's field manager. That write carried the
- * resourceVersion precondition, so the Node is as planned; any other writer takes ownership of what it writes.
- * Returns true when the change need not be forwarded.
- * @example isOwnNodeWrite(before, { ...before, taints: [t], writers: { taints: FIELD_MANAGER } }) // true
+ * annotation changed, each last written by its field manager (that write carried the resourceVersion precondition, so
+ * the Node is as planned). Returns true when the change need not be forwarded.
  */
 export function isOwnNodeWrite(previous: WatchedFacts | undefined, current: WatchedFacts): boolean {
   if (previous?.kind !== 'Node' || current.kind !== 'Node') return false;
@@ -88,48 +82,29 @@ function nodeRestOf(node: NodeFacts, key: string): string {
 }
 
 /**
- * Decides whether a change is forwarded: additions and deletions always; a modification or a resync when the relevant
- * fingerprint differs from the last one seen (or none was seen), a resync also when `full` (periodic resync).
- * Returns true when the change should become a CloudEvent.
- * @example isRelevantChange('modified', fp, fp) // false: a status-only heartbeat
- */
-export function isRelevantChange(change: ChangeKind, previous: string | undefined, current: string, full = false): boolean {
-  if (change === 'added' || change === 'deleted' || (change === 'resynced' && full)) return true;
-  return previous !== current;
-}
-
-/**
- * Compares a fresh list (a relist after 410 Gone, a resume, a periodic resync) with the last facts the forwarder kept,
- * by key ({@link objectKeyOf}). Returns `resynced`: the objects that are new or whose relevant fingerprint changed (all
- * of them when `full`), and `deleted`: the known objects that are gone.
+ * Compares a fresh list (a relist after 410 Gone, a resume, a periodic resync) with the last facts the forwarder kept.
+ * Returns `resynced`: the new objects and those whose fingerprint changed (all when `full`), and `deleted`: the known
+ * objects that are gone.
  */
 export function diffRelist<T extends WatchedFacts>(known: ReadonlyMap<string, T>, listed: readonly T[], full: boolean): { resynced: T[]; deleted: T[] } {
   const seen = new Set(listed.map(objectKeyOf));
   const resynced = listed.filter((obj) => {
     const before = full ? undefined : known.get(objectKeyOf(obj));
-    return before === undefined || isRelevantChange('resynced', fingerprintOf(before), fingerprintOf(obj));
+    return before === undefined || fingerprintOf(before) !== fingerprintOf(obj);
   });
   return { resynced, deleted: [...known].filter(([key]) => !seen.has(key)).map(([, obj]) => obj) };
 }
 
 /**
- * True when `rv` is newer than `than`. resourceVersions are etcd revisions (decimal integers) on every real API
- * server; anything else counts as newer, so the object is announced rather than missed.
- * @example isNewerResourceVersion('12', '9') // true: compared as numbers, not as text
- */
-export function isNewerResourceVersion(rv: string, than: string): boolean {
-  if (!/^\d+$/.test(rv) || !/^\d+$/.test(than)) return true;
-  return BigInt(rv) > BigInt(than);
-}
-
-/**
  * What a relist announces when the checkpoint was compacted away and there is no earlier state to compare with: the
- * objects changed since the checkpoint (possibly only in ways that do not matter), in list order. Deletions during the
- * gap cannot be seen; they leave nothing for the reconcile function to do.
- * @example changedSince([{ ...node, resourceVersion: '12' }], '10') // that object
+ * objects changed since the checkpoint, in list order (deletions during the gap leave the reconcile nothing to do).
+ * resourceVersions are etcd revisions (decimal integers) on every real API server; anything else counts as newer, so
+ * the object is announced rather than missed.
  */
 export function changedSince<T extends { readonly resourceVersion: string }>(listed: readonly T[], checkpoint: string): T[] {
-  return listed.filter((obj) => isNewerResourceVersion(obj.resourceVersion, checkpoint));
+  const revision = /^\d+$/;
+  if (!revision.test(checkpoint)) return [...listed];
+  return listed.filter(({ resourceVersion: rv }) => !revision.test(rv) || BigInt(rv) > BigInt(checkpoint));
 }
 
 /** What a declaration is made of: `spec.taints`, the declaration annotations, whether it is a worker's. */
@@ -138,11 +113,9 @@ function declarationSource(m: MachineFacts | MachinePoolFacts): string {
 }
 
 /**
- * Recognises a Machine or MachinePool whose taint declaration was invalid in the previous version the forwarder saw
- * and is valid in this one (validated only when it changed), so that the reconcile function records a Normal
- * `DeclarationValid` Event. A hint: a wrong one can at most cause an Event that says a valid declaration is valid.
- * Returns true for such a recovery.
- * @example isDeclarationRecovery(withAnnotation('gpu:NoSchedul'), withAnnotation('gpu:NoSchedule')) // true
+ * Recognises a Machine or MachinePool whose declaration was invalid in the previous version the forwarder saw and is
+ * valid in this one, so that the reconcile function records a Normal `DeclarationValid` Event. A hint: a wrong one can
+ * at most cause an Event that says a valid declaration is valid. Returns true for such a recovery.
  */
 export function isDeclarationRecovery(previous: WatchedFacts | undefined, current: WatchedFacts): boolean {
   const declares = (f: WatchedFacts | undefined): f is MachineFacts | MachinePoolFacts => f?.kind === 'Machine' || f?.kind === 'MachinePool';
@@ -152,18 +125,11 @@ export function isDeclarationRecovery(previous: WatchedFacts | undefined, curren
 }
 
 /**
- * Recognises noise from someone else's write to a Node the product has initialized (its tracking annotation present
- * and well formed): only `spec.taints` (not written by the reconcile function) and/or Cluster API's tracking annotation
- * changed, and
- * - every taint the product owns there (its annotation's `key:effect`s, the startup gate) is present and as before;
- * - no `key:effect` that entered or left Cluster API's annotation (well formed before and after) is the product's:
- *   such an id changes hands;
- * - Cluster API's annotation appeared or went only on a Node without the startup gate: the product holds the gate until
- *   Cluster API initializes a Node whose Machine declares `spec.taints` (`gateWaitsForCapi` false: it is known not to).
- * E.g. the node lifecycle controller tainting thousands of Nodes `unreachable:NoExecute` when a zone goes dark, or
- * Cluster API propagating its own `spec.taints`. A wrong skip can only delay a repair until the next event or resync.
- * Returns true when the change need not be forwarded.
- * @example isForeignTaintNoise(before, { ...before, taints: [...before.taints, unreachable], writers: { taints: 'node-controller' } }) // true
+ * Recognises noise from someone else's write of `spec.taints` and/or Cluster API's tracking annotation on a Node the
+ * product has initialized that changes no taint the product owns, nor the startup gate, nor the owner of a `key:effect`
+ * (docs/relevance.md, Node rows): e.g. the node lifecycle controller tainting thousands of Nodes when a zone goes
+ * dark. `gateWaitsForCapi` false: the Node's Machine is known to declare no `spec.taints`, so the product does not hold
+ * the gate for Cluster API's annotation. Returns true when the change need not be forwarded.
  */
 export function isForeignTaintNoise(previous: WatchedFacts | undefined, current: WatchedFacts, startupTaint?: TaintId, gateWaitsForCapi = true): boolean {
   if (previous?.kind !== 'Node' || current.kind !== 'Node') return false;
@@ -210,15 +176,13 @@ export interface RelevanceOptions {
   /** The last state the forwarder saw of a Node of the Machine's cluster, by name (undefined: not seen). */
   readonly nodeFacts?: (name: string) => NodeFacts | undefined;
   /**
-   * The Node the forwarder links a Machine without `status.nodeRef` to (by `spec.providerID`, or Cluster API's
-   * `cluster.x-k8s.io/machine` annotation on it); undefined: none known. Given, a Machine change that names no Node is
-   * not forwarded (its reconcile could only end `no-node`; the change that gives it a Node is forwarded).
+   * The Node the forwarder links a Machine without `status.nodeRef` to (by provider ID or Cluster API's annotation on
+   * it); undefined: none known. Given, a Machine change that names no Node is filtered `no-node`.
    */
   readonly linkedNodeOf?: (machine: MachineFacts) => string | undefined;
   /**
    * The Machine the forwarder links an unlinked Node to by provider ID (undefined: none known). Given, a joining Node
-   * no known Machine has is not forwarded (its reconcile could only end `machine-gone`; the change that names its
-   * Machine is).
+   * no known Machine has is filtered `no-node` (its reconcile could only end `machine-gone`).
    */
   readonly linkedMachineOf?: (node: NodeFacts) => { readonly namespace: string; readonly name: string } | undefined;
   /** The last state the forwarder saw of a Machine (undefined: not seen). */
@@ -226,17 +190,10 @@ export interface RelevanceOptions {
 }
 
 /**
- * Recognises a Machine change the product cannot act on: only `spec.taints` changed, Cluster API owns it
- * (SPEC_TAINTS_OWNER=upstream), and
- * - the declaration is valid before and after (an invalid one is reported by the reconcile);
- * - the taints the product propagates (annotation-declared, not overridden by `spec.taints`) are the same, in order;
- * - no `key:effect` that entered or left `spec.taints` is one the product tracks on the Node, by the forwarder's last
- *   state of it (unknown Node: forwarded), since it would change hands;
- * - `spec.taints` turned empty or non-empty only on a Node that carries Cluster API's tracking annotation (before it,
- *   non-empty `spec.taints` makes the product hold the startup gate), or on a Machine with no Node (`no-node`).
- * A wrong skip (the forwarder's Node state is older than the live one) can only delay the product's work until the
- * Node's next event or resync. Returns true when the change need not be forwarded.
- * @example isForeignDeclarationChange(m, { ...m, specTaints: [{ key: 'capi', value: 'v2', effect: 'NoSchedule', propagation: 'Always' }] }, { nodeFacts }) // true
+ * Recognises a Machine change the product cannot act on while Cluster API owns `spec.taints` (docs/relevance.md,
+ * Machine `spec.taints` row): only `spec.taints` changed, the declaration stays valid, the taints the product
+ * propagates stay the same, and by the forwarder's last state of the Node (unknown: forwarded) no taint changes owner
+ * and the startup gate's hold does not change. Returns true when the change need not be forwarded.
  */
 export function isForeignDeclarationChange(previous: WatchedFacts | undefined, current: WatchedFacts, options: RelevanceOptions = {}): boolean {
   if (previous?.kind !== 'Machine' || current.kind !== 'Machine') return false;
@@ -268,14 +225,10 @@ function taintIds(taints: readonly Taint[] | undefined): Map<string, string> | u
 }
 
 /**
- * Recognises Cluster API confirming a link the product already acted on (it links a joining Node to its Machine by
- * provider ID, `node-link.ts`; the change that made the link was forwarded naming both):
- * - on the Machine, `status.nodeRef` naming the Node the forwarder had linked it to, and nothing else changed;
- * - on the Node, the `cluster.x-k8s.io/machine` (cluster name, namespace) annotations naming the Machine the
- *   forwarder had linked it to: the rest is judged without the link, Cluster API's taints in the same write as any
- *   foreign taint change (on a Node the product has not initialized too: its addition's reconcile is still to write).
- * Returns 'filter', the two states without the link to judge instead, or undefined (not a confirmation).
- * @example linkConfirmation(unlinkedMachine, { ...unlinkedMachine, nodeName: 'n1', providerID: undefined }, { linkedNodeOf: () => 'n1' }) // 'filter'
+ * Recognises Cluster API confirming a link the product already acted on (by provider ID, `node-link.ts`; the change
+ * that made the link was forwarded naming both): a Machine's `status.nodeRef` or a Node's `cluster.x-k8s.io/machine`
+ * annotations naming what the forwarder had linked it to. Returns 'filter' (nothing else changed, or on a Node only
+ * foreign taints), the two states without the link to judge instead, or undefined (not a confirmation).
  */
 function linkConfirmation(previous: WatchedFacts, current: WatchedFacts, options: RelevanceOptions): 'filter' | { previous: NodeFacts; current: NodeFacts } | undefined {
   if (previous.kind === 'Machine' && current.kind === 'Machine') {
@@ -317,10 +270,8 @@ export type ForwardDecision =
   | { readonly forward: false; readonly filtered: 'unchanged' | 'own-write' | 'foreign-taints' | 'foreign-declaration' | 'no-node' | 'link-confirmed' };
 
 /**
- * The forwarder's rule for one watch change, given the last state it saw of the object (`previous`, undefined when
- * none): a change that names no Node or Machine to reconcile is filtered `no-node`; additions, deletions and relist
- * announcements go; a modification goes unless one of the rules above filters it (docs/relevance.md).
- * @example forwardDecision('modified', node, { ...node, resourceVersion: '9' }) // { forward: false, filtered: 'unchanged' }
+ * The forwarder's rule for one watch change (docs/relevance.md), given the last state it saw of the object (`previous`,
+ * undefined when none). Returns whether it is forwarded, else the rule that filtered it.
  */
 export function forwardDecision(change: ChangeKind, previous: WatchedFacts | undefined, current: WatchedFacts, options: RelevanceOptions = {}): ForwardDecision {
   if (current.kind === 'Machine' && change !== 'deleted' && current.nodeName === undefined && options.linkedNodeOf && options.linkedNodeOf(current) === undefined) {
@@ -330,7 +281,7 @@ export function forwardDecision(change: ChangeKind, previous: WatchedFacts | und
     return { forward: false, filtered: 'no-node' };
   }
   if (change !== 'modified' || previous === undefined) return { forward: true };
-  if (!isRelevantChange(change, fingerprintOf(previous), fingerprintOf(current))) return { forward: false, filtered: 'unchanged' };
+  if (fingerprintOf(previous) === fingerprintOf(current)) return { forward: false, filtered: 'unchanged' };
   const confirmed = linkConfirmation(previous, current, options);
   if (confirmed === 'filter') return { forward: false, filtered: 'link-confirmed' };
   if (confirmed !== undefined) return forwardDecision(change, confirmed.previous, confirmed.current, options);
@@ -341,11 +292,9 @@ export function forwardDecision(change: ChangeKind, previous: WatchedFacts | und
 }
 
 /**
- * The Nodes a MachinePool change is announced to (one event each). Additions and relist announcements: every Node of
- * the pool. A modification: every Node when what decides their taints changed (declaration, cluster), otherwise only
- * the Nodes that joined (`status.nodeRefs` grew); a Node that left is left alone. A deletion, or a pool being deleted:
- * none (its Nodes are left alone, as a deleted Machine's Node).
- * @example poolNodesToAnnounce('modified', { ...pool, nodeNames: ['a'] }, { ...pool, nodeNames: ['a', 'b'] }) // ['b']
+ * The Nodes a MachinePool change is announced to, one event each (docs/relevance.md, MachinePool rows): every Node of
+ * the pool, but on a modification that leaves what decides their taints alone only the Nodes that joined. Returns none
+ * for a pool deleted or being deleted (its Nodes are left alone, as a deleted Machine's Node).
  */
 export function poolNodesToAnnounce(change: ChangeKind, previous: WatchedFacts | undefined, current: MachinePoolFacts): readonly string[] {
   if (change === 'deleted' || current.deleting) return [];
@@ -357,10 +306,8 @@ export function poolNodesToAnnounce(change: ChangeKind, previous: WatchedFacts |
 }
 
 /**
- * Recognises a pause or an unpause (`spec.paused` of a Cluster, the `cluster.x-k8s.io/paused` annotation of another
- * object) in a watch modification: both are forwarded, so that what changed meanwhile converges once unpaused. A
- * relist announcement is not one (the periodic resync covers a flip the forwarder did not see).
- * @example pausedChanged('modified', cluster, { ...cluster, paused: true }) // true
+ * Recognises a pause or an unpause in a watch modification: both are forwarded, so that what changed meanwhile
+ * converges once unpaused. A relist announcement is not one (the periodic resync covers a flip the forwarder missed).
  */
 export function pausedChanged(change: ChangeKind, previous: WatchedFacts | undefined, current: WatchedFacts): boolean {
   return change === 'modified' && previous !== undefined && isPaused(previous) !== isPaused(current);

@@ -4,7 +4,7 @@ import { join, relative } from 'node:path';
 import type { SQSEvent } from 'aws-lambda';
 import { fromCloudEventBody } from '#shared/adapters/cloudevents/cloud-event-body.ts';
 import { machineEventDataSchema, machinePoolEventDataSchema, scalableResourceEventDataSchema, nodeEventDataSchema } from '#shared/contract/cloud-event.ts';
-import { fingerprintOf, isRelevantChange } from '#shared/policy/relevance.ts';
+import { forwardDecision } from '#shared/policy/relevance.ts';
 import { toMachineFacts, toNodeFacts } from '#shared/model/views.ts';
 import { MalformedEventError } from '#shared/errors.ts';
 
@@ -59,7 +59,7 @@ describe('Sample events in events/', () => {
     const added = toNodeFacts(w('watch-node-added.json').object);
     const heartbeat = toNodeFacts(w('watch-node-heartbeat.json').object);
     expect(added && heartbeat).toBeTruthy();
-    expect(isRelevantChange('modified', fingerprintOf(added!), fingerprintOf(heartbeat!))).toBe(false);
+    expect(forwardDecision('modified', added!, heartbeat!)).toEqual({ forward: false, filtered: 'unchanged' });
     const machine = toMachineFacts(w('watch-machine-taints-changed.json').object);
     expect(machine?.specTaints).toEqual([{ key: 'dedicated', value: 'gpu', effect: 'NoSchedule', propagation: 'Always' }]);
     expect(w('watch-bookmark.json')).toMatchObject({ type: 'BOOKMARK', object: { metadata: { resourceVersion: expect.any(String) } } });

@@ -6,9 +6,7 @@ import {
   forwardDecision,
   isDeclarationRecovery,
   isForeignTaintNoise,
-  isNewerResourceVersion,
   isOwnNodeWrite,
-  isRelevantChange,
 } from '#shared/policy/relevance.ts';
 import { toMachineFacts, toNodeFacts, type MachineFacts, type NodeFacts } from '#shared/model/views.ts';
 import { FIELD_MANAGER } from '#shared/domain/taint.ts';
@@ -42,7 +40,7 @@ function nodeChanged(mutate: (n: Json) => void): boolean {
   next.metadata.resourceVersion = '11';
   mutate(next);
   const after = toNodeFacts(next) as NodeFacts;
-  return isRelevantChange('modified', fingerprintOf(before), fingerprintOf(after));
+  return fingerprintOf(before) !== fingerprintOf(after);
 }
 
 function machineChanged(mutate: (m: Json) => void): boolean {
@@ -51,10 +49,10 @@ function machineChanged(mutate: (m: Json) => void): boolean {
   next.metadata.resourceVersion = '21';
   mutate(next);
   const after = toMachineFacts(next) as MachineFacts;
-  return isRelevantChange('modified', fingerprintOf(before), fingerprintOf(after));
+  return fingerprintOf(before) !== fingerprintOf(after);
 }
 
-describe('Function: isRelevantChange() for Nodes', () => {
+describe('Function: fingerprintOf() for Nodes', () => {
   const cases: ReadonlyArray<{ name: string; mutate: (n: Json) => void; want: boolean }> = [
     // heartbeats and other noise
     { name: 'drops a status-only heartbeat', mutate: (n) => (n.status.conditions[0].lastHeartbeatTime = '2026-01-01T00:05:00Z'), want: false },
@@ -76,7 +74,7 @@ describe('Function: isRelevantChange() for Nodes', () => {
   });
 });
 
-describe('Function: isRelevantChange() for Machines', () => {
+describe('Function: fingerprintOf() for Machines', () => {
   const cases: ReadonlyArray<{ name: string; mutate: (m: Json) => void; want: boolean }> = [
     // noise
     { name: 'drops a status condition change', mutate: (m) => (m.status.conditions[0].status = 'False'), want: false },
@@ -99,20 +97,6 @@ describe('Function: isRelevantChange() for Machines', () => {
   ];
   it.each(cases)('$name', ({ mutate, want }) => {
     expect(machineChanged(mutate)).toBe(want);
-  });
-});
-
-describe('Function: isRelevantChange() by change kind', () => {
-  const cases: ReadonlyArray<{ name: string; change: 'added' | 'modified' | 'deleted' | 'resynced'; previous: string | undefined; current: string; full?: boolean; want: boolean }> = [
-    { name: 'always forwards an addition', change: 'added', previous: 'a', current: 'a', want: true },
-    { name: 'always forwards a deletion', change: 'deleted', previous: 'a', current: 'a', want: true },
-    { name: 'forwards a modification of an object never seen', change: 'modified', previous: undefined, current: 'a', want: true },
-    { name: 'drops a resync of an unchanged object', change: 'resynced', previous: 'a', current: 'a', want: false },
-    { name: 'forwards a resync of a changed object', change: 'resynced', previous: 'a', current: 'b', want: true },
-    { name: 'forwards every object in a full resync', change: 'resynced', previous: 'a', current: 'a', full: true, want: true },
-  ];
-  it.each(cases)('$name', ({ change, previous, current, full, want }) => {
-    expect(isRelevantChange(change, previous, current, full)).toBe(want);
   });
 });
 
@@ -155,7 +139,9 @@ describe('Function: diffRelist()', () => {
   });
 });
 
-describe('Function: isNewerResourceVersion()', () => {
+describe('Function: changedSince()', () => {
+  const obj = (key: string, resourceVersion: string): { key: string; resourceVersion: string } => ({ key, resourceVersion });
+
   const cases: ReadonlyArray<{ name: string; rv: string; than: string; want: boolean }> = [
     { name: 'compares etcd revisions as numbers, not as text', rv: '12', than: '9', want: true },
     { name: 'an older revision is not newer', rv: '9', than: '12', want: false },
@@ -166,12 +152,8 @@ describe('Function: isNewerResourceVersion()', () => {
   ];
   it.each(cases)('$name', ({ rv, than, want }) => {
     // Act / Assess
-    expect(isNewerResourceVersion(rv, than)).toBe(want);
+    expect(changedSince([obj('a', rv)], than)).toHaveLength(want ? 1 : 0);
   });
-});
-
-describe('Function: changedSince()', () => {
-  const obj = (key: string, resourceVersion: string): { key: string; resourceVersion: string } => ({ key, resourceVersion });
 
   it('announces only the objects changed after the compacted checkpoint, in list order', () => {
     // Prepare
