@@ -29,10 +29,7 @@ export function parseEventType(type: string): { kind: ObjectKind; change: Change
   return m && kind ? { kind, change: m[2] as ChangeKind } : undefined;
 }
 
-/**
- * Which cluster an event is about: `self` (single-cluster mode: Machines and their Nodes in one cluster), or a
- * workload Cluster (namespace/name in the management cluster).
- */
+/** Which cluster an event is about: `self` (single-cluster mode), or a workload Cluster of the management cluster. */
 export type ClusterRef = { readonly mode: 'self' } | { readonly mode: 'capi'; readonly namespace: string; readonly name: string };
 
 /** A namespaced object at one version, as an event names it. */
@@ -54,10 +51,7 @@ interface EventDataOf<K extends string> {
 /** Data of a Machine event: the Machine (in the management cluster) and the Node it points to, if any. */
 export interface MachineEventData extends EventDataOf<'Machine'> {
   readonly machine: ObjectVersion;
-  /**
-   * `status.nodeRef.name`, when the Machine has a Node; before that, the Node whose `spec.providerID` the forwarder saw
-   * equal to the Machine's (the reconcile function checks the match again).
-   */
+  /** `status.nodeRef.name`, else the Node the forwarder linked by provider ID (the reconcile checks the link). */
   readonly nodeName?: string;
   /** Hint: the declaration was invalid in the previous version the forwarder saw (a Normal Event says it took). */
   readonly declarationRecovered?: true;
@@ -67,17 +61,13 @@ export interface MachineEventData extends EventDataOf<'Machine'> {
 export interface NodeEventData extends EventDataOf<'Node'> {
   readonly node: { readonly name: string; readonly uid: string; readonly resourceVersion: string };
   /**
-   * From the Node's `cluster.x-k8s.io/machine` + `cluster.x-k8s.io/cluster-namespace` annotations; before Cluster API
-   * writes them, the Machine whose `spec.providerID` the forwarder saw equal to the Node's (the reconcile function
-   * checks the match again).
+   * From the Node's `cluster.x-k8s.io/machine` and `cluster.x-k8s.io/cluster-namespace` annotations; before Cluster API
+   * writes them, the Machine the forwarder linked by provider ID (the reconcile checks it).
    */
   readonly machine?: { readonly namespace: string; readonly name: string };
 }
 
-/**
- * Data of a MachinePool event: one per affected Node (a pool's declaration applies to every Node in
- * `status.nodeRefs`), so that each Node is reconciled in its own FIFO group.
- */
+/** Data of a MachinePool event: one per affected Node, so that each Node is reconciled in its own FIFO group. */
 export interface MachinePoolEventData extends EventDataOf<'MachinePool'> {
   readonly machinePool: ObjectVersion;
   /** The Node of the pool this event is about (one of `status.nodeRefs`). */
@@ -173,7 +163,6 @@ const clusterRefSchema = {
   ],
 } as const;
 
-/** The schema of an {@link ObjectVersion}. */
 const objectVersionSchema = {
   type: 'object',
   additionalProperties: false,
@@ -184,7 +173,6 @@ const objectVersionSchema = {
 /**
  * Fields that forwarders before names-only events sent (the Node's state, a MachineSet template hint): accepted and
  * ignored, so that messages still queued from such a forwarder during an upgrade are reconciled, not dead-lettered.
- * The reconcile function reads only names from an event.
  */
 const ignoredLegacyField = { type: 'object', description: 'sent by earlier forwarders; ignored' } as const;
 
