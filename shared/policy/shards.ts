@@ -1,10 +1,9 @@
 /**
  * Which shard of the forwarder a workload cluster belongs to, and the Lease each shard's rota uses. Pure.
  * A cluster's shard is Lamping and Veach's jump consistent hash ("A Fast, Minimal Memory, Consistent Hash Algorithm",
- * 2014) of the 64-bit FNV-1a of its `<namespace>/<name>`: stable and even, and growing the count from n to n + 1 moves
- * only the ~1/(n + 1) of the clusters the new shard takes (`hash % count` would move n/(n + 1); each moved cluster is
- * relisted), see docs/fleets-and-sizing.md. FNV-1a spreads short keys that differ in one character over all 64 bits,
- * which the jump hash's generator needs as its seed.
+ * 2014) of the 64-bit FNV-1a of its `<namespace>/<name>`: growing the count moves only the clusters the new shard takes
+ * (each moved cluster is relisted, docs/fleets-and-sizing.md). FNV-1a spreads short keys that differ in one character
+ * over all 64 bits, which the jump hash's generator needs as its seed.
  */
 import { clusterNameOf, type WatchedFacts } from '#shared/model/views.ts';
 
@@ -55,24 +54,14 @@ export function shardLeaseName(leaseName: string, index: number, count: number):
 }
 
 /**
- * The `<namespace>/<name>` of the workload cluster a watched management object belongs to (`clusterNameOf`).
- * Undefined for an object naming no cluster, and for a Node (its stream is already one cluster's).
- */
-export function clusterKeyOfFacts(facts: WatchedFacts): string | undefined {
-  if (facts.kind === 'Node') return undefined;
-  if (facts.kind === 'Cluster') return `${facts.namespace}/${facts.name}`;
-  const name = clusterNameOf(facts);
-  return name ? `${facts.namespace}/${name}` : undefined;
-}
-
-/**
- * Whether shard `index` of `count` keeps a watched object: one whose cluster hashes to it; an object naming no cluster
- * in shard 0 only (so it is reported once); a Node always (a shard runs Node streams only for its own clusters).
+ * Whether shard `index` of `count` keeps a watched object: one whose cluster (`clusterNameOf`, in its namespace) hashes
+ * to it; an object naming no cluster in shard 0 only (so it is reported once); a Node always (a shard runs Node streams
+ * only for its own clusters).
  */
 export function shardKeeps(index: number, count: number): (facts: WatchedFacts) => boolean {
   return (facts) => {
     if (facts.kind === 'Node') return true;
-    const key = clusterKeyOfFacts(facts);
-    return key === undefined ? index === 0 : shardOf(key, count) === index;
+    const name = facts.kind === 'Cluster' ? facts.name : clusterNameOf(facts);
+    return name ? shardOf(`${facts.namespace}/${name}`, count) === index : index === 0;
   };
 }

@@ -3,7 +3,7 @@
  * the shards, the minimal movement when the count grows, the bounds, the Lease names, and which objects a shard keeps.
  */
 import { describe, expect, it } from 'vitest';
-import { clusterKeyOfFacts, fnv1a64, jumpHash, shardKeeps, shardLeaseName, shardOf } from '#shared/policy/shards.ts';
+import { fnv1a64, jumpHash, shardKeeps, shardLeaseName, shardOf } from '#shared/policy/shards.ts';
 import type { ClusterFacts, MachineFacts, NodeFacts, ScalableFacts } from '#shared/model/views.ts';
 
 const keys = Array.from({ length: 10_000 }, (_, i) => `fleet-${i % 37}/cluster-${i}`);
@@ -78,17 +78,11 @@ describe('Function: shardKeeps()', () => {
   const in0 = names.find((n) => shardOf(`ns/${n}`, 2) === 0) as string;
   const in1 = names.find((n) => shardOf(`ns/${n}`, 2) === 1) as string;
 
-  it('finds the cluster of each kind: the Cluster itself, spec.clusterName, else the cluster-name label', () => {
-    expect(clusterKeyOfFacts(cluster('ns', 'c'))).toBe('ns/c');
-    expect(clusterKeyOfFacts(machine({ clusterName: 'a', labels: { 'cluster.x-k8s.io/cluster-name': 'b' } }))).toBe('ns/a');
-    expect(clusterKeyOfFacts(set({ labels: { 'cluster.x-k8s.io/cluster-name': 'b' } }))).toBe('ns/b');
-    expect(clusterKeyOfFacts(machine({}))).toBeUndefined();
-    expect(clusterKeyOfFacts(node)).toBeUndefined();
-  });
-
-  it('keeps the objects of its own clusters only', () => {
+  it("keeps its own clusters' objects: the Cluster itself, spec.clusterName, else the cluster-name label", () => {
     const keeps0 = shardKeeps(0, 2);
     const keeps1 = shardKeeps(1, 2);
+    const both = machine({ clusterName: in0, labels: { 'cluster.x-k8s.io/cluster-name': in1 } });
+    expect([keeps0(both), keeps1(both)]).toEqual([true, false]);
     expect([keeps0(cluster('ns', in0)), keeps1(cluster('ns', in0))]).toEqual([true, false]);
     expect([keeps0(machine({ clusterName: in1 })), keeps1(machine({ clusterName: in1 }))]).toEqual([false, true]);
     expect([keeps0(set({ labels: { 'cluster.x-k8s.io/cluster-name': in1 } })), keeps1(set({ labels: { 'cluster.x-k8s.io/cluster-name': in1 } }))]).toEqual([false, true]);
