@@ -1,7 +1,7 @@
 /**
  * The forwarder's streams and their resume points, as the Lease stores them (`shared/adapters/kubernetes/lease.ts`).
  */
-import type { ClusterRef } from './cloud-event.ts';
+import { clusterKey, type ClusterRef } from './cloud-event.ts';
 
 /** The streams' resume points, by stream key: the resourceVersion up to which every relevant change was sent. */
 export type Checkpoint = Readonly<Record<string, string>>;
@@ -22,5 +22,5 @@ export const CLUSTERS_STREAM = 'clusters';
 
 /** Stream key of the Node watch of a cluster: `nodes/self` or `nodes/<namespace>/<name>`. */
 export function nodeStreamKey(cluster: ClusterRef): string {
-  return cluster.mode === 'self' ? 'nodes/self' : `nodes/${cluster.namespace}/${cluster.name}`;
+  return `nodes/${clusterKey(cluster)}`;
 }
