@@ -42,7 +42,6 @@ export function countedMembers(members: readonly RotaMember[], now: Date, policy
 /**
  * Whether a newcomer joins: fewer than `targetMembers` others count. A newcomer whose own window is not longer than
  * `overlapMs` would not count itself, and joins all the same (it covers what it can).
- * @example shouldJoin([], new Date(0), { targetMembers: 2, overlapMs: 150_000, staleAfterMs: 15_000 }, 'a') // true
  */
 export function shouldJoin(members: readonly RotaMember[], now: Date, policy: RotaPolicy, self: string): boolean {
   return countedMembers(members, now, policy, self).length < policy.targetMembers;
@@ -50,7 +49,7 @@ export function shouldJoin(members: readonly RotaMember[], now: Date, policy: Ro
 
 /** The member list with `entry` recorded (replacing its earlier entry) and every member that is no longer live dropped. */
 export function withMember(members: readonly RotaMember[], entry: RotaMember, now: Date, policy: RotaPolicy): RotaMember[] {
-  return [...members.filter((m) => m.id !== entry.id && isLive(m, now, policy)), entry].sort((a, b) => a.id.localeCompare(b.id));
+  return [...withoutMember(members, entry.id, now, policy), entry].sort((a, b) => a.id.localeCompare(b.id));
 }
 
 /** The member list without `id` (it leaves at the end of its window) and without members that are no longer live. */
