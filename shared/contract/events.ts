@@ -20,10 +20,7 @@ import {
   type TaintEventData,
 } from './cloud-event.ts';
 
-/**
- * The cluster a Machine belongs to: `self` in single-cluster mode, otherwise its namespace and
- * `spec.clusterName` (or the cluster-name label). Returns undefined when a capi Machine names no cluster.
- */
+/** The cluster a Cluster API object belongs to (`clusterNameOf`); undefined when a capi one names no cluster. */
 export function clusterOfMachine(machine: MachineFacts | MachinePoolFacts | ScalableFacts, mode: 'capi' | 'self'): ClusterRef | undefined {
   if (mode === 'self') return { mode: 'self' };
   const name = clusterNameOf(machine);
@@ -83,10 +80,7 @@ export interface EventHints {
   readonly providerIdNode?: string;
 }
 
-/**
- * The CloudEvent for one observed change of a Machine or a Node.
- * @example toTaintEvent(nodeFacts, 'modified', { mode: 'self' }, now).type // '…node.modified.v1'
- */
+/** The CloudEvent for one observed change of a Machine or a Node. */
 export function toTaintEvent(facts: MachineFacts | NodeFacts, change: ChangeKind, cluster: ClusterRef, observedAt: Date, hints: EventHints = {}): TaintEvent {
   const data = toEventData(facts, cluster, observedAt.toISOString(), hints);
   return envelope(eventIdFor(facts.uid, facts.resourceVersion, change), change, data);

@@ -9,7 +9,6 @@ import { pausedChanged } from './relevance.ts';
  * made from this very version has a write (the echo of the product's own write plans none), when someone else's value
  * appeared or changed there (the reconcile records a Warning Event, once per value), or on a pause or unpause.
  * Returns true when the change should become a ScalableResource event.
- * @example autoscalerEventNeeded('modified', written, { ...written, resourceVersion: '9' }) // false: in sync
  */
 export function autoscalerEventNeeded(change: ChangeKind, previous: ScalableResourceFacts | undefined, current: ScalableResourceFacts, options: AutoscalerOptions = {}): boolean {
   if (change === 'deleted') return false;

@@ -16,10 +16,7 @@ export interface BackoffPolicy {
   readonly jitter: 'full' | 'equal' | 'up';
 }
 
-/**
- * The delay before retry number `attempt` (1 = the first retry), in the policy's unit.
- * @example backoffDelay(3, { base: 100, max: 5_000, jitter: 'full' }, () => 0.5) // 200: half of min(5 000, 100 × 2²)
- */
+/** The delay before retry number `attempt` (1 = the first retry), in the policy's unit. */
 export function backoffDelay(attempt: number, policy: BackoffPolicy, random: () => number): number {
   const exponent = Math.min(Math.max(0, attempt - 1), 30);
   const ceiling = Math.min(policy.max, policy.base * 2 ** exponent);

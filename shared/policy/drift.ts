@@ -25,18 +25,12 @@ export type NodeOwner =
 export type DriftOptions = Pick<RelevanceOptions, 'startupTaint' | 'specTaintsOwner'>;
 
 /**
- * True when the reconcile function may write to this Node (or report on it), judged from the forwarder's last state:
- * - **known owner**: false when it is paused (itself or its Cluster: the unpause fan-out announces its Nodes), being
- *   deleted, or linked to another Node; true when the declaration is invalid, the product's tracking annotation
- *   malformed or the Node's taints unreadable (the reconcile reports them again while they last), when the Node is in
- *   a staged NoExecute rollout (a lost record resumes it, or clears a withdrawn rollout's mark), and when the plan
- *   patches with either answer of the first-enablement rule (the forwarder does not know the enablement moment);
- * - **no owner**: false (a Machine or MachinePool that comes to own it later is announced by its own change);
- * - **unknown owner** (a first list racing the Machines' list): true when the Node carries the product's tracking
- *   annotation, the startup gate, Cluster API's `cluster.x-k8s.io/machine` annotation or a provider ID; otherwise no
- *   Machine can own it.
- * A wrong "false" can only delay a repair until the Node's next event or resync; a wrong "true" costs one message.
- * @example mayNeedWrite(nodeInSync, { kind: 'known', owner: machine }) // false
+ * True when the reconcile function may write to this Node (or report on it), judged from the forwarder's last state
+ * (functions/watch-forwarder/README.md, "Quiet lists"): with a known owner, by its own plan with either answer of the
+ * first-enablement rule (the forwarder does not know the enablement moment); with no owner, never (an owner that comes
+ * later is announced by its own change); with the owner unknown (a first list racing the Machines'), when the Node
+ * carries anything of the product's or of Cluster API's link. A wrong "false" can only delay a repair until the Node's
+ * next event or resync; a wrong "true" costs one message.
  */
 export function mayNeedWrite(node: NodeFacts, owner: NodeOwner, options: DriftOptions = {}): boolean {
   if (owner.kind === 'none') return false;

@@ -3,11 +3,9 @@
  * each workload cluster's Node stream (why: docs/hostile-clusters.md). Pure: the caller keeps the state and waits.
  */
 
-/** Up to `burst` requests at once, then `perSecond`. */
+/** Up to `burst` requests at once after a quiet spell, then `perSecond` requests a second. */
 export interface RateLimit {
-  /** Requests that may go at once after a quiet spell. */
   readonly burst: number;
-  /** Requests per second after that. */
   readonly perSecond: number;
 }
 
@@ -26,7 +24,6 @@ export function fullBucket(limit: RateLimit, now: number): BucketState {
  * Takes one token at `now`: the state after, and how long the request must wait for its token (0 when one is left).
  * Tokens refill at `perSecond`, up to `burst`; a request that must wait reserves its token, so waiting requests go
  * one per `1000 / perSecond` ms, in order.
- * @example takeToken({ tokens: 0, at: 0 }, 0, { burst: 2, perSecond: 1 }) // { state: { tokens: -1, at: 0 }, waitMs: 1000 }
  */
 export function takeToken(state: BucketState, now: number, limit: RateLimit): { readonly state: BucketState; readonly waitMs: number } {
   const elapsed = Math.max(0, now - state.at);
