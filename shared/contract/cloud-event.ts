@@ -137,10 +137,7 @@ export function messageGroupIdFor(data: TaintEventData): string {
   return `${key}/node/${data.kind === 'Node' ? data.node.name : data.nodeName}`;
 }
 
-/**
- * `subject` attribute: `machines/<namespace>/<name>`, `nodes/<name>` or `machinepools/<namespace>/<name>`; for a
- * ScalableResource event `machinedeployments/…`, `machinesets/…` or `machinepools/…`.
- */
+/** `subject` attribute: `nodes/<name>`, else the named object's `<kind, lower case, plural>/<namespace>/<name>`. */
 export function subjectFor(data: TaintEventData): string {
   if (data.kind === 'ScalableResource') return `${data.resource.kind.toLowerCase()}s/${data.resource.namespace}/${data.resource.name}`;
   if (data.kind === 'MachinePool') return `machinepools/${data.machinePool.namespace}/${data.machinePool.name}`;
