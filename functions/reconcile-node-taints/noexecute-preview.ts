@@ -5,7 +5,7 @@
  * counts do, and the recorder drops an identical Event within its window: once per change, not once per reconcile.
  */
 import type { ClusterRef } from '#shared/contract/cloud-event.ts';
-import { countEvictions, describeEvictionCounts, hasNoExecuteChange, noExecuteChangeOf, previewNoExecuteEvictions, type EvictionCounts } from '#shared/domain/eviction-preview.ts';
+import { countEvictions, describeEvictionCounts, noExecuteChangeOf, previewNoExecuteEvictions, type EvictionCounts } from '#shared/domain/eviction-preview.ts';
 import { formatTaint, type Taint } from '#shared/domain/taint.ts';
 import type { NodeWithTaints } from '#shared/model/views.ts';
 import type { ClusterConnections } from '#shared/ports/cluster-connections.ts';
@@ -35,7 +35,7 @@ export async function previewNoExecute(
   record: (type: 'Normal' | 'Warning', reason: string, message: string) => Promise<unknown>,
 ): Promise<NoExecutePreviewResult | undefined> {
   const change = noExecuteChangeOf(node.taints, after, previews);
-  if (!hasNoExecuteChange(change)) return undefined;
+  if (change.applied.length + change.previewed.length === 0) return undefined;
   const taints = [...change.applied.map(formatTaint), ...change.previewed.map((t) => `${formatTaint(t)}@Preview`)];
   const what = `${taints.join(', ')}${change.applied.length === 0 ? ' (preview only, not applied)' : ''}`;
   try {
