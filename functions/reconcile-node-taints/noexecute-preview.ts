@@ -22,9 +22,8 @@ export interface NoExecutePreviewResult {
 }
 
 /**
- * Previews the NoExecute taints the Node goes without today and gets from the planned write (`after`: its taints after
- * the write, or as they are when nothing is written) or from `previews`, and records the Event through `record`.
- * Returns undefined, with no pod read, when there is none.
+ * Records the Event for the NoExecute taints the planned write (`after`: the Node's taints after it) or `previews`
+ * would add. Returns undefined, with no pod read, when there is none.
  */
 export async function previewNoExecute(
   clusters: Pick<ClusterConnections, 'podsOf'>,

@@ -192,10 +192,7 @@ async function nodesInProgress(nodes: NodeStore): Promise<NodeInProgress[]> {
   });
 }
 
-/**
- * The size of the owner's group, the base of a percentage: its Machines (by the group's Cluster API label), a
- * MachinePool's Nodes, or 1 for a lone Machine.
- */
+/** The base of a percentage: the group's Machines, a MachinePool's Nodes, or 1 for a lone Machine. */
 async function groupSizeOf(deps: RolloutDeps, owner: OwnerFacts): Promise<number> {
   if (owner.kind === 'MachinePool') return (await deps.machines.getMachinePool(owner.namespace, owner.name))?.nodeNames.length ?? 1;
   const selector = groupMachineSelectorOf(owner);
@@ -223,10 +220,7 @@ function basePatch(node: NodeWithTaints): NodeTaintPatch {
   return { resourceVersion: node.resourceVersion, taints: node.taints, annotations: {} };
 }
 
-/**
- * `patch` with the rollout's own part: the mark set (and the evicting taint added when `evicting`), or, with `null`,
- * the mark, its label and the evicting taint removed.
- */
+/** `patch` with the mark (and the evicting taint, when `evicting` or on already) or, for `null`, all of it removed. */
 function withRollout(patch: NodeTaintPatch, node: NodeWithTaints, mark: RolloutMark | null, evicting = false): NodeTaintPatch {
   const withoutEvicting = patch.taints.filter((t) => !isSameTaint(t, ROLLOUT_EVICTING_TAINT));
   const hadEvicting = node.taints.some((t) => isSameTaint(t, ROLLOUT_EVICTING_TAINT));

@@ -151,9 +151,8 @@ export interface NoExecuteChange {
 }
 
 /**
- * The NoExecute taints the Node does not carry yet that the planned write adds (`after`: the Node's taints after the
- * write, or its current taints when nothing is written), and the previewed ones it would still not carry after it.
- * Returns two empty lists when no NoExecute taint is about to be added or previewed: no pod needs to be read.
+ * The NoExecute taints the Node does not carry yet that the planned write adds (`after`: its taints after the write),
+ * and the previewed ones it would still not carry after it. Returns two empty lists when there is none.
  * @example noExecuteChangeOf([], [{ key: 'm', effect: 'NoExecute' }], []).applied // [{ key: 'm', effect: 'NoExecute' }]
  */
 export function noExecuteChangeOf(nodeTaints: readonly Taint[], after: readonly Taint[], previews: readonly Taint[]): NoExecuteChange {
