@@ -86,15 +86,11 @@ export class SecretFreeLogFormatter extends LogFormatter {
 }
 
 /** A Powertools Logger with the secret-free formatter and a JSON replacer that scrubs every string value written. */
-export function createLogger(): Logger {
-  return new Logger({
-    serviceName: 'capi-taint-propagator',
-    logFormatter: new SecretFreeLogFormatter(),
-    jsonReplacerFn: (_key, value) => (typeof value === 'string' ? scrubSecrets(value) : value),
-  });
-}
-
-export const logger = createLogger();
+export const logger = new Logger({
+  serviceName: 'capi-taint-propagator',
+  logFormatter: new SecretFreeLogFormatter(),
+  jsonReplacerFn: (_key, value) => (typeof value === 'string' ? scrubSecrets(value) : value),
+});
 
 /** Log key names shared by both functions (lowerCamel, as in Cluster API's logs). */
 export const LogKey = {
