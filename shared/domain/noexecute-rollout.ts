@@ -1,8 +1,7 @@
 /**
  * Staged NoExecute rollout (issue 51, "Staged application"): the pure rules that decide a Node's next step from what
- * the cluster shows (its mark, its group's marks, its pods). docs/noexecute-rollout.md tells the whole story, and in
- * "Why the bound holds without a lock" why claims and tickets (resourceVersions: etcd's one revision counter per
- * cluster) never let more than N Nodes of a group go ahead together.
+ * the cluster shows (its mark, its group's marks, its pods). Why claims and tickets never let more than N Nodes of a
+ * group go ahead together: docs/noexecute-rollout.md, "Why the bound holds without a lock".
  */
 import { type PodOnNode, decideEviction } from './eviction-preview.ts';
 import { formatTaint, TaintEffect, type Taint } from './taint.ts';
