@@ -31,11 +31,9 @@ export interface PodOnNode {
 /** When the taint-eviction controller deletes the pod: at once, after a delay, or never. */
 export type EvictionTime = 'now' | { readonly afterSeconds: number } | 'never';
 
-/** Why: the taint no toleration matches, the toleration that sets the delay, or that every taint is tolerated. */
+/** Why: the first untolerated NoExecute taint, else the toleration with the shortest `tolerationSeconds`. */
 export type EvictionReason =
-  /** No toleration of the pod matches this NoExecute taint (an added one when any is untolerated). */
   | { readonly kind: 'untolerated'; readonly taint: Taint }
-  /** Every NoExecute taint is tolerated; this toleration (matching `taint`) has the shortest `tolerationSeconds`. */
   | { readonly kind: 'toleration-seconds'; readonly taint: Taint; readonly toleration: Toleration }
   | { readonly kind: 'tolerated' }
   | { readonly kind: 'no-noexecute-taint' };
@@ -52,10 +50,7 @@ export interface PodEvictionPreview extends EvictionDecision, Pick<PodOnNode, 'n
   readonly podState: 'active' | 'terminal' | 'terminating';
   /** The controller's decision on the Node's current NoExecute taints (`never` when it has none): what already happens. */
   readonly current: EvictionTime;
-  /**
-   * True when the controller keeps an eviction already pending from the Node's current taints: the pod then goes
-   * within `current.afterSeconds` of the change, not `evict.afterSeconds` after it.
-   */
+  /** True when the controller keeps the eviction `current` has pending: the pod goes within its `afterSeconds`. */
   readonly keepsPendingEviction: boolean;
 }
 
