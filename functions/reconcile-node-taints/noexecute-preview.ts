@@ -1,8 +1,6 @@
 /**
- * The `NoExecutePreview` Event (issue 51, docs/noexecute-preview.md "Or watch the Event"): before a reconcile adds a
- * NoExecute taint, or when a `@Preview` names one the Node does not carry, the Machine gets one Event counting the pods
- * the taint-eviction controller would delete. Only then are pods read; the message changes only when the taints or the
- * counts do, and the recorder drops an identical Event within its window: once per change, not once per reconcile.
+ * The `NoExecutePreview` Event (issue 51, docs/noexecute-preview.md "Or watch the Event"): the pods the taint-eviction
+ * controller would delete, counted on the Machine before a NoExecute taint is added or when a `@Preview` names one.
  */
 import type { ClusterRef } from '#shared/contract/cloud-event.ts';
 import { countEvictions, describeEvictionCounts, noExecuteChangeOf, previewNoExecuteEvictions, type EvictionCounts } from '#shared/domain/eviction-preview.ts';

@@ -1,8 +1,6 @@
 /**
- * The staged NoExecute rollout, as one step of the reconcile between plan and patch (docs/noexecute-rollout.md).
- * Everything it knows comes from the cluster (the Node's mark, the group's marks, the pods), so a redelivered record or
- * a killed container starts again from what the cluster shows. Each record writes the Node at most once; waiting goes
- * through the queue (`retryInSeconds`). The plan's other changes are written meanwhile, as without the rollout.
+ * The staged NoExecute rollout, as one step of the reconcile between plan and patch (docs/noexecute-rollout.md, "What
+ * happens on a Node"): all it knows is read from the cluster, and each record writes the Node at most once.
  */
 import type { ClusterRef } from '#shared/contract/cloud-event.ts';
 import type { EffectiveDeclaration } from '#shared/domain/declarations.ts';
