@@ -5,7 +5,7 @@
  */
 import type { DeclarationIssue } from '#shared/errors.ts';
 import { declaredTaintsOf, type DeclarationSource, type EffectiveDeclaration, type PreviewTaint } from '#shared/domain/declarations.ts';
-import { countEvictions, hasNoExecuteChange, noExecuteChangeOf, previewNoExecuteEvictions, type EvictionCounts, type PodEvictionPreview, type PodOnNode } from '#shared/domain/eviction-preview.ts';
+import { countEvictions, noExecuteChangeOf, previewNoExecuteEvictions, type EvictionCounts, type PodEvictionPreview, type PodOnNode } from '#shared/domain/eviction-preview.ts';
 import { MACHINE_POOL_NAME_LABEL } from '#shared/domain/machine-pool.ts';
 import { PAUSED_ANNOTATION, pausedReason, type ClusterView } from '#shared/domain/pause.ts';
 import type { NodeWithTaints, OwnerFacts } from '#shared/model/views.ts';
@@ -225,7 +225,7 @@ export function taintStatusOf(input: TaintStatusInput): TaintStatus {
  */
 function noExecutePreviewOf(before: readonly Taint[], after: readonly Taint[], declaration: EffectiveDeclaration, pods: PodsRead | undefined): { noExecutePreview?: NoExecutePreview } {
   const change = noExecuteChangeOf(before, after, declaration.previews);
-  if (!hasNoExecuteChange(change)) return {};
+  if (change.applied.length + change.previewed.length === 0) return {};
   const taints = [...change.applied.map((taint) => ({ taint, previewOnly: false })), ...change.previewed.map((taint) => ({ taint, previewOnly: true }))];
   if (pods === undefined) return { noExecutePreview: { taints } };
   if ('error' in pods) return { noExecutePreview: { taints, podsError: pods.error } };

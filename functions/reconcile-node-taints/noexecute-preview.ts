@@ -1,11 +1,9 @@
 /**
- * The `NoExecutePreview` Event (issue 51, docs/noexecute-preview.md "Or watch the Event"): before a reconcile adds a
- * NoExecute taint, or when a `@Preview` names one the Node does not carry, the Machine gets one Event counting the pods
- * the taint-eviction controller would delete. Only then are pods read; the message changes only when the taints or the
- * counts do, and the recorder drops an identical Event within its window: once per change, not once per reconcile.
+ * The `NoExecutePreview` Event (issue 51, docs/noexecute-preview.md "Or watch the Event"): the pods the taint-eviction
+ * controller would delete, counted on the Machine before a NoExecute taint is added or when a `@Preview` names one.
  */
 import type { ClusterRef } from '#shared/contract/cloud-event.ts';
-import { countEvictions, describeEvictionCounts, hasNoExecuteChange, noExecuteChangeOf, previewNoExecuteEvictions, type EvictionCounts } from '#shared/domain/eviction-preview.ts';
+import { countEvictions, describeEvictionCounts, noExecuteChangeOf, previewNoExecuteEvictions, type EvictionCounts } from '#shared/domain/eviction-preview.ts';
 import { formatTaint, type Taint } from '#shared/domain/taint.ts';
 import type { NodeWithTaints } from '#shared/model/views.ts';
 import type { ClusterConnections } from '#shared/ports/cluster-connections.ts';
@@ -22,9 +20,8 @@ export interface NoExecutePreviewResult {
 }
 
 /**
- * Previews the NoExecute taints the Node goes without today and gets from the planned write (`after`: its taints after
- * the write, or as they are when nothing is written) or from `previews`, and records the Event through `record`.
- * Returns undefined, with no pod read, when there is none.
+ * Records the Event for the NoExecute taints the planned write (`after`: the Node's taints after it) or `previews`
+ * would add. Returns undefined, with no pod read, when there is none.
  */
 export async function previewNoExecute(
   clusters: Pick<ClusterConnections, 'podsOf'>,
@@ -35,7 +32,7 @@ export async function previewNoExecute(
   record: (type: 'Normal' | 'Warning', reason: string, message: string) => Promise<unknown>,
 ): Promise<NoExecutePreviewResult | undefined> {
   const change = noExecuteChangeOf(node.taints, after, previews);
-  if (!hasNoExecuteChange(change)) return undefined;
+  if (change.applied.length + change.previewed.length === 0) return undefined;
   const taints = [...change.applied.map(formatTaint), ...change.previewed.map((t) => `${formatTaint(t)}@Preview`)];
   const what = `${taints.join(', ')}${change.applied.length === 0 ? ' (preview only, not applied)' : ''}`;
   try {

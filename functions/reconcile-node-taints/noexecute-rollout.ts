@@ -1,8 +1,6 @@
 /**
- * The staged NoExecute rollout, as one step of the reconcile between plan and patch (docs/noexecute-rollout.md).
- * Everything it knows comes from the cluster (the Node's mark, the group's marks, the pods), so a redelivered record or
- * a killed container starts again from what the cluster shows. Each record writes the Node at most once; waiting goes
- * through the queue (`retryInSeconds`). The plan's other changes are written meanwhile, as without the rollout.
+ * The staged NoExecute rollout, as one step of the reconcile between plan and patch (docs/noexecute-rollout.md, "What
+ * happens on a Node"): all it knows is read from the cluster, and each record writes the Node at most once.
  */
 import type { ClusterRef } from '#shared/contract/cloud-event.ts';
 import type { EffectiveDeclaration } from '#shared/domain/declarations.ts';
@@ -192,10 +190,7 @@ async function nodesInProgress(nodes: NodeStore): Promise<NodeInProgress[]> {
   });
 }
 
-/**
- * The size of the owner's group, the base of a percentage: its Machines (by the group's Cluster API label), a
- * MachinePool's Nodes, or 1 for a lone Machine.
- */
+/** The base of a percentage: the group's Machines, a MachinePool's Nodes, or 1 for a lone Machine. */
 async function groupSizeOf(deps: RolloutDeps, owner: OwnerFacts): Promise<number> {
   if (owner.kind === 'MachinePool') return (await deps.machines.getMachinePool(owner.namespace, owner.name))?.nodeNames.length ?? 1;
   const selector = groupMachineSelectorOf(owner);
@@ -223,10 +218,7 @@ function basePatch(node: NodeWithTaints): NodeTaintPatch {
   return { resourceVersion: node.resourceVersion, taints: node.taints, annotations: {} };
 }
 
-/**
- * `patch` with the rollout's own part: the mark set (and the evicting taint added when `evicting`), or, with `null`,
- * the mark, its label and the evicting taint removed.
- */
+/** `patch` with the mark (and the evicting taint, when `evicting` or on already) or, for `null`, all of it removed. */
 function withRollout(patch: NodeTaintPatch, node: NodeWithTaints, mark: RolloutMark | null, evicting = false): NodeTaintPatch {
   const withoutEvicting = patch.taints.filter((t) => !isSameTaint(t, ROLLOUT_EVICTING_TAINT));
   const hadEvicting = node.taints.some((t) => isSameTaint(t, ROLLOUT_EVICTING_TAINT));

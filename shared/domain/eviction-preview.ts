@@ -1,9 +1,7 @@
 /**
  * Which pods a NoExecute taint would evict, and when: the rules of Kubernetes' taint-eviction controller (v1.34.3),
  * ported exactly (issue 51, "Preview"). docs/noexecute-preview.md ("How the preview decides") names the upstream
- * function each rule comes from (`ToleratesTaint`, `GetMatchingTolerations`, `getMinTolerationTime`,
- * `processPodOnNode`), what the controller does not look at (phase, deletion, owner, the taints' order, budgets), and
- * the one case only the controller can time (`keepsPendingEviction`).
+ * function of each rule, what the controller does not look at, and the one case only the controller can time.
  */
 import { isSameTaint, TaintEffect, valueOf, type Taint } from './taint.ts';
 
@@ -24,9 +22,7 @@ export interface PodOnNode {
   readonly namespace: string;
   readonly name: string;
   readonly tolerations: readonly Toleration[];
-  /** `status.phase` (`Pending`, `Running`, `Succeeded`, `Failed`, `Unknown`). */
   readonly phase?: string;
-  /** `metadata.deletionTimestamp`: set when the pod is already terminating. */
   readonly deletionTimestamp?: string;
   /** Kind of the controlling owner (`ReplicaSet`, `DaemonSet`, `Node` for a mirror pod, …). */
   readonly ownerKind?: string;
@@ -35,11 +31,9 @@ export interface PodOnNode {
 /** When the taint-eviction controller deletes the pod: at once, after a delay, or never. */
 export type EvictionTime = 'now' | { readonly afterSeconds: number } | 'never';
 
-/** Why: the taint no toleration matches, the toleration that sets the delay, or that every taint is tolerated. */
+/** Why: the first untolerated NoExecute taint, else the toleration with the shortest `tolerationSeconds`. */
 export type EvictionReason =
-  /** No toleration of the pod matches this NoExecute taint (an added one when any is untolerated). */
   | { readonly kind: 'untolerated'; readonly taint: Taint }
-  /** Every NoExecute taint is tolerated; this toleration (matching `taint`) has the shortest `tolerationSeconds`. */
   | { readonly kind: 'toleration-seconds'; readonly taint: Taint; readonly toleration: Toleration }
   | { readonly kind: 'tolerated' }
   | { readonly kind: 'no-noexecute-taint' };
@@ -56,17 +50,13 @@ export interface PodEvictionPreview extends EvictionDecision, Pick<PodOnNode, 'n
   readonly podState: 'active' | 'terminal' | 'terminating';
   /** The controller's decision on the Node's current NoExecute taints (`never` when it has none): what already happens. */
   readonly current: EvictionTime;
-  /**
-   * True when the controller keeps an eviction already pending from the Node's current taints: the pod then goes
-   * within `current.afterSeconds` of the change, not `evict.afterSeconds` after it.
-   */
+  /** True when the controller keeps the eviction `current` has pending: the pod goes within its `afterSeconds`. */
   readonly keepsPendingEviction: boolean;
 }
 
 /**
- * Whether one toleration tolerates one taint, exactly as Kubernetes' `Toleration.ToleratesTaint`: an empty effect
- * matches every effect; an empty key matches every key; `Exists` matches every value; `Equal` (also an empty or
- * absent operator) compares values; any other operator matches nothing.
+ * Whether one toleration tolerates one taint, exactly as Kubernetes' `Toleration.ToleratesTaint`: an unknown operator
+ * matches nothing.
  * @example toleratesTaint({ key: 'gpu', operator: 'Exists' }, { key: 'gpu', value: 'a100', effect: 'NoExecute' }) // true
  */
 export function toleratesTaint(toleration: Toleration, taint: Taint): boolean {
@@ -78,10 +68,9 @@ export function toleratesTaint(toleration: Toleration, taint: Taint): boolean {
 }
 
 /**
- * The taint-eviction controller's decision for a pod with these tolerations on a Node with these taints (only the
- * NoExecute ones count), for a pod with no eviction pending: `now` when one is untolerated (the first such taint is
- * the reason), else after the shortest `tolerationSeconds` of the first matching toleration of each taint (0 when
- * one is ≤ 0), else `never`. Returns `never` with `no-noexecute-taint` when there is no NoExecute taint.
+ * The taint-eviction controller's decision for a pod with these tolerations on a Node with these taints, for a pod
+ * with no eviction pending. Returns `now` for an untolerated NoExecute taint, else the shortest `tolerationSeconds`
+ * (0 when ≤ 0), else `never` (with `no-noexecute-taint` when the Node has none).
  * @example
  * decideEviction([{ key: 'maint', operator: 'Exists', effect: 'NoExecute', tolerationSeconds: 30 }], [{ key: 'maint', effect: 'NoExecute' }])
  * // { evict: { afterSeconds: 30 }, reason: { kind: 'toleration-seconds', taint: …, toleration: … } }
@@ -115,9 +104,8 @@ export function nodeTaintsAfter(taintsToAdd: readonly Taint[], nodeTaints: reado
 
 /**
  * The preview of issue 51: for each pod bound to the Node, when the taint-eviction controller would delete it once the
- * NoExecute taints of `taintsToAdd` that the Node does not carry yet are added, and why. The added taints are checked
- * first, so an untolerated added taint is the reason rather than an existing one. Pure; the pods keep their order.
- * Returns `never` with `no-noexecute-taint`, or the current decision, for every pod when nothing is added.
+ * NoExecute taints of `taintsToAdd` that the Node does not carry yet are added, and why (an untolerated added taint
+ * before an existing one). Returns one preview per pod, in the pods' order.
  * @example
  * const web = { namespace: 'a', name: 'web', tolerations: [] };
  * previewNoExecuteEvictions({ taintsToAdd: [{ key: 'm', effect: 'NoExecute' }], nodeTaints: [], pods: [web] })[0]
@@ -158,18 +146,12 @@ export interface NoExecuteChange {
 }
 
 /**
- * The NoExecute taints the Node does not carry yet that the planned write adds (`after`: the Node's taints after the
- * write, or its current taints when nothing is written), and the previewed ones it would still not carry after it.
- * Returns two empty lists when no NoExecute taint is about to be added or previewed: no pod needs to be read.
+ * The NoExecute taints the Node does not carry yet that the planned write adds (`after`: its taints after the write),
+ * and the previewed ones it would still not carry after it. Returns two empty lists when there is none.
  * @example noExecuteChangeOf([], [{ key: 'm', effect: 'NoExecute' }], []).applied // [{ key: 'm', effect: 'NoExecute' }]
  */
 export function noExecuteChangeOf(nodeTaints: readonly Taint[], after: readonly Taint[], previews: readonly Taint[]): NoExecuteChange {
   return { applied: nodeTaintsAfter(after, nodeTaints).added, previewed: nodeTaintsAfter(previews, after).added };
-}
-
-/** True when the change adds or previews at least one NoExecute taint. */
-export function hasNoExecuteChange(change: NoExecuteChange): boolean {
-  return change.applied.length > 0 || change.previewed.length > 0;
 }
 
 /** How many pods go at once, later (with the distinct delays, in seconds, ascending), or stay. */

@@ -1,8 +1,7 @@
 /**
  * Staged NoExecute rollout (issue 51, "Staged application"): the pure rules that decide a Node's next step from what
- * the cluster shows (its mark, its group's marks, its pods). docs/noexecute-rollout.md tells the whole story, and in
- * "Why the bound holds without a lock" why claims and tickets (resourceVersions: etcd's one revision counter per
- * cluster) never let more than N Nodes of a group go ahead together.
+ * the cluster shows (its mark, its group's marks, its pods). Why claims and tickets never let more than N Nodes of a
+ * group go ahead together: docs/noexecute-rollout.md, "Why the bound holds without a lock".
  */
 import { type PodOnNode, decideEviction } from './eviction-preview.ts';
 import { formatTaint, TaintEffect, type Taint } from './taint.ts';
@@ -13,10 +12,7 @@ export const ROLLOUT_ANNOTATION = 'rollout.capi-taint-propagator.dev/no-execute'
 export const ROLLOUT_MARK_ANNOTATION = 'rollout.capi-taint-propagator.dev/in-progress';
 /** On a Node in progress (value `true`): lets a reconcile list the Nodes in progress of a cluster by label selector. */
 export const ROLLOUT_MARK_LABEL = 'rollout.capi-taint-propagator.dev/in-progress';
-/**
- * The product's own NoSchedule taint on a Node that holds a place, so that nothing new lands on it while it empties
- * (why a taint rather than a cordon: docs/noexecute-rollout.md, "The evicting taint").
- */
+/** Our NoSchedule taint on a Node that holds a place (why not a cordon: docs/noexecute-rollout.md). */
 export const ROLLOUT_EVICTING_TAINT: Taint = { key: 'rollout.capi-taint-propagator.dev/evicting', effect: TaintEffect.NoSchedule };
 
 /** Cluster API's labels that name a Machine's node group, in order, with the group's kind as the mark names it. */
@@ -57,9 +53,8 @@ export function rolloutSettingOf(owner: Pick<RolloutOwner, 'annotations'>): Roll
 }
 
 /**
- * The most Nodes of a group of `groupSize` in progress at once: the number itself, or the percentage of the group
- * rounded down and at least 1 (as Cluster API rounds a MachineDeployment's maxUnavailable, but never 0: the rollout
- * must be able to go on).
+ * The most Nodes of a group of `groupSize` in progress at once: the number, or the percentage rounded down as Cluster
+ * API rounds maxUnavailable, but at least 1 (the rollout must be able to go on).
  * @example maxInProgressOf({ percent: 25 }, 10) // 2
  */
 export function maxInProgressOf(setting: { readonly maxInProgress: number } | { readonly percent: number }, groupSize: number): number {
@@ -168,8 +163,7 @@ export type RolloutSlotStep =
   | { readonly kind: 'hold'; readonly mark: RolloutMark };
 
 /**
- * The rollout step for one Node, from what the cluster shows: its mark, the group's other marks, the pending NoExecute
- * taints and the opt-in. Pure.
+ * The rollout step for one Node, from its mark, the group's other marks, the pending NoExecute taints and the opt-in.
  * @example planRolloutSlot({ setting: undefined, group: 'g', pending: [], node, others: [] }).kind // 'immediate'
  */
 export function planRolloutSlot(input: RolloutSlotInput): RolloutSlotStep {
@@ -216,16 +210,15 @@ export interface EvictionPlan {
   readonly terminating: readonly string[];
   /** Terminating pods past the bound (a stuck finalizer, a kubelet gone): reported; the Node holds only itself. */
   readonly stuck: readonly string[];
-  /** DaemonSet and mirror pods the taint would evict: left to the taint, as `kubectl drain --ignore-daemonsets` does. */
+  /** DaemonSet and mirror pods the taint would evict: left to the taint. */
   readonly leftToTaint: readonly string[];
   /** True when nothing is left to wait for: the taint can go on. */
   readonly done: boolean;
 }
 
 /**
- * Which pods of the Node must go before the taint goes on: those the taint-eviction controller would evict once it is
- * on (now or after their tolerationSeconds) that are running or pending and are neither DaemonSet nor mirror pods
- * (docs/noexecute-rollout.md, "Which pods are evicted", says why). Returns `done` when nothing is left to wait for.
+ * Which pods of the Node must go before the taint goes on (docs/noexecute-rollout.md, "Which pods are evicted").
+ * Returns `done` when nothing is left to wait for.
  */
 export function planEvictions(input: EvictionInput): EvictionPlan {
   const evict: PodOnNode[] = [];

@@ -1,8 +1,6 @@
 /**
- * The one structured JSON logger (Powertools Logger; level from POWERTOOLS_LOG_LEVEL), secret-free by construction:
- * the product's own errors are built never to hold content; every foreign error in a cause chain (a YAML parser error
- * quoting its input, an API exception with headers and body, an AWS error with its metadata) is reduced to its name, a
- * withheld or scrubbed message, its code and stack frames; and every string written is scrubbed (docs/security.md).
+ * The one structured JSON logger (Powertools Logger; level from POWERTOOLS_LOG_LEVEL), secret-free by construction
+ * (docs/security.md): foreign errors quote content (a YAML parser its input, an API exception its headers and body).
  */
 import { LogFormatter, LogItem, Logger } from '@aws-lambda-powertools/logger';
 import type { LogAttributes, UnformattedAttributes } from '@aws-lambda-powertools/logger/types';
@@ -38,8 +36,8 @@ function foreignMessage(error: Error): string {
 }
 
 /**
- * Powertools' standard log shape, with a `formatError` that never writes content: own errors as they are (their
- * cause formatted by the same rule), foreign errors as name + safe message + code/status + frames, nothing else of theirs.
+ * Powertools' standard log shape; `formatError` writes own errors as they are (they never hold content), foreign ones
+ * as name, safe message, code/status and frames only.
  */
 export class SecretFreeLogFormatter extends LogFormatter {
   formatAttributes(attributes: UnformattedAttributes, additional: LogAttributes): LogItem {
@@ -88,15 +86,11 @@ export class SecretFreeLogFormatter extends LogFormatter {
 }
 
 /** A Powertools Logger with the secret-free formatter and a JSON replacer that scrubs every string value written. */
-export function createLogger(): Logger {
-  return new Logger({
-    serviceName: 'capi-taint-propagator',
-    logFormatter: new SecretFreeLogFormatter(),
-    jsonReplacerFn: (_key, value) => (typeof value === 'string' ? scrubSecrets(value) : value),
-  });
-}
-
-export const logger = createLogger();
+export const logger = new Logger({
+  serviceName: 'capi-taint-propagator',
+  logFormatter: new SecretFreeLogFormatter(),
+  jsonReplacerFn: (_key, value) => (typeof value === 'string' ? scrubSecrets(value) : value),
+});
 
 /** Log key names shared by both functions (lowerCamel, as in Cluster API's logs). */
 export const LogKey = {

@@ -51,4 +51,4 @@ export const ForwarderMetric = {
 export type ForwarderMetric = (typeof ForwarderMetric)[keyof typeof ForwarderMetric];
 
 /** Dimension names. */
-export const MetricDimension = { Outcome: 'Outcome', Cluster: 'Cluster' } as const;
+export const MetricDimension = { Outcome: 'Outcome' } as const;

@@ -1,8 +1,7 @@
 /**
  * PodStore over a workload cluster's API server: the pods of one Node by field selector (`spec.nodeName`, served from
  * the API server's index, one page of at most 500: a Node holds at most 110 pods by default), and an eviction through
- * the `pods/eviction` subresource, the one path on which the API server consults PodDisruptionBudgets (429 when one
- * forbids the eviction now).
+ * the `pods/eviction` subresource, the one path on which the API server consults PodDisruptionBudgets.
  */
 import type { V1Pod, V1PodList } from '@kubernetes/client-node';
 import type { PodOnNode } from '#shared/domain/eviction-preview.ts';

@@ -1,8 +1,7 @@
 /**
  * Publishes TaintEvents to an SQS FIFO queue as structured CloudEvents: SendMessageBatch calls of at most 10 entries
- * and 256 KiB, the Node as MessageGroupId, the event id as MessageDeduplicationId, and every entry not sent reported
- * back with its reason and whether resending it can succeed. One attempt per event: the caller resends (the
- * forwarder's outbox, functions/watch-forwarder/outbox.ts, is the one retry layer of a send).
+ * and 256 KiB, the Node as MessageGroupId, the event id as MessageDeduplicationId. One attempt per event: the
+ * forwarder's outbox (functions/watch-forwarder/outbox.ts) is the one retry layer of a send.
  * The calls go out over a few lanes at once, each message group in one lane and in order (SQS FIFO keeps one group's
  * order of arrival; two calls in flight together have none); once an entry of a group fails, the group's later entries
  * are held back and reported unsent, so that a resend never lands behind a later event of its group.
@@ -63,15 +62,12 @@ function toEntry(event: TaintEvent, index: number): Entry {
 }
 
 /** Splits entries into at most `lanes` lists, each message group wholly in one, to the shortest lane so far. */
-export function laneEntries<T extends { readonly group: string }>(entries: readonly T[], lanes: number): T[][] {
+function laneEntries<T extends { readonly group: string }>(entries: readonly T[], lanes: number): T[][] {
   const out: T[][] = Array.from({ length: Math.max(1, lanes) }, () => []);
   const laneOf = new Map<string, T[]>();
   for (const e of entries) {
-    let lane = laneOf.get(e.group);
-    if (!lane) {
-      lane = out.reduce((a, b) => (b.length < a.length ? b : a));
-      laneOf.set(e.group, lane);
-    }
+    const lane = laneOf.get(e.group) ?? out.reduce((a, b) => (b.length < a.length ? b : a));
+    laneOf.set(e.group, lane);
     lane.push(e);
   }
   return out.filter((l) => l.length > 0);
@@ -79,20 +75,17 @@ export function laneEntries<T extends { readonly group: string }>(entries: reado
 
 /** Splits entries into SendMessageBatch calls of at most 10 entries and 256 KiB. */
 export function chunkEntries<T extends { readonly bytes: number }>(entries: readonly T[]): T[][] {
-  const chunks: T[][] = [];
-  let current: T[] = [];
-  let bytes = 0;
+  const chunks: Array<{ entries: T[]; bytes: number }> = [];
   for (const e of entries) {
-    if (current.length === SQS_MAX_BATCH_ENTRIES || (current.length > 0 && bytes + e.bytes > SQS_MAX_BATCH_BYTES)) {
-      chunks.push(current);
-      current = [];
-      bytes = 0;
+    const last = chunks.at(-1);
+    if (last && last.entries.length < SQS_MAX_BATCH_ENTRIES && last.bytes + e.bytes <= SQS_MAX_BATCH_BYTES) {
+      last.entries.push(e);
+      last.bytes += e.bytes;
+    } else {
+      chunks.push({ entries: [e], bytes: e.bytes });
     }
-    current.push(e);
-    bytes += e.bytes;
   }
-  if (current.length > 0) chunks.push(current);
-  return chunks;
+  return chunks.map((c) => c.entries);
 }
 
 /** Creates an EventPublisher over SQS; its `publish` resolves with every event sent or unsent, with the reason. */

@@ -1,7 +1,7 @@
 /**
  * No secret in any log, Event, metric or dead letter: every credential failure path — broken YAML with a token inside,
  * refused kubeconfigs, 401/403 with a response that echoes credentials, SSM and Secrets Manager errors, EKS token
- * errors — driven through the product's boundaries and the real Powertools logger (the product's createLogger, DEBUG)
+ * errors — driven through the product's boundaries and the real Powertools logger (the product's logger, DEBUG)
  * and Powertools metrics; every captured line, recorded Event and dead letter is searched for the planted secrets.
  */
 import type { CapiApi } from '#shared/adapters/kubernetes/capi-discovery.ts';
@@ -27,7 +27,7 @@ import { MemoryEventRecorder, MemoryMachineStore } from '#test/support/memory-cl
 import { SqsRecordQueue } from '#shared/adapters/sqs/record-queue.ts';
 import type { ClusterAccessConfig } from '#shared/config/cluster-access-config.ts';
 import { TransientError } from '#shared/errors.ts';
-import { createLogger } from '#shared/observability/logger.ts';
+import { logger } from '#shared/observability/logger.ts';
 import { METRIC_NAMESPACE, ReconcileMetric } from '#shared/observability/metric-names.ts';
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { ClusterConnections } from '#shared/ports/cluster-connections.ts';
@@ -96,7 +96,6 @@ it('keeps every planted secret out of logs, Events, metrics and dead letters on 
   // Prepare: the product's logger at DEBUG, real Powertools metrics (on: vitest.config turns them off), the Secrets of
   // three hostile workload clusters.
   vi.stubEnv('POWERTOOLS_METRICS_DISABLED', 'false');
-  const logger = createLogger();
   logger.setLogLevel('DEBUG');
   const metrics = new Metrics({ namespace: METRIC_NAMESPACE, serviceName: 'capi-taint-propagator' });
   const recorder = new MemoryEventRecorder();
@@ -245,7 +244,6 @@ it("keeps a proxy's user and password out of logs, Events, metrics and dead lett
   vi.stubEnv('POWERTOOLS_METRICS_DISABLED', 'false');
   const PROXY_PASSWORD = 'PLANTED-proxy-password-4b1d';
   const PROXY_SECRETS = [PROXY_PASSWORD, Buffer.from(`ops:${PROXY_PASSWORD}`).toString('base64'), 'ops:PLANTED'];
-  const logger = createLogger();
   logger.setLogLevel('DEBUG');
   const metrics = new Metrics({ namespace: METRIC_NAMESPACE, serviceName: 'capi-taint-propagator' });
   const recorder = new MemoryEventRecorder();
