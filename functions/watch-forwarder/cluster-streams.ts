@@ -21,7 +21,6 @@ export interface FailingCluster {
   readonly cluster: string;
   /** Safe description of the first failure (no credential, no response body). */
   readonly reason: string;
-  /** When its stream started failing. */
   readonly since: Date;
 }
 
@@ -52,7 +51,7 @@ export class ClusterStreams {
   readonly #router: EventRouter;
   readonly #failing = new Map<string, FailingCluster>();
   /** Node streams' quiet lists waiting for the management streams to hold their collections. */
-  #waitingForOwners: Array<() => void> = [];
+  readonly #waitingForOwners: Array<() => void> = [];
 
   constructor(deps: ClusterStreamsDeps, options: ClusterStreamsOptions = {}) {
     this.#d = deps;
@@ -159,10 +158,14 @@ export class ClusterStreams {
     /** Set once the stream's first list is behind it (its first resume point): later relists are its own. */
     let listed = false;
     await stream.run(signal, async (e) => {
+      // After a management stream's list, or its failure (a collection not served holds nothing), the Node streams'
+      // lists waiting for the collections go on once they are held.
+      const passed = e.type !== 'listed' && e.type !== 'change';
+      if (!cluster && passed && this.#waitingForOwners.length > 0 && this.#index.managementSynced()) {
+        for (const release of this.#waitingForOwners.splice(0)) release();
+      }
       // A stream stopped for a removed cluster is no longer tracked, whatever its last attempt says.
       if (e.type === 'failing' || e.type === 'recovered') {
-        // A management stream failing may hold its collection all the same (a collection not served holds nothing).
-        if (!cluster && this.#waitingForOwners.length > 0 && this.#index.managementSynced()) this.#releaseOwnerWaits();
         return signal.aborted ? undefined : this.#streamHealth(key, cluster, e);
       }
       if (e.type === 'listed') {
@@ -177,7 +180,6 @@ export class ClusterStreams {
       if (e.type === 'progress') {
         listed = true;
         progress.add(e.resourceVersion, true);
-        if (!cluster && this.#waitingForOwners.length > 0 && this.#index.managementSynced()) this.#releaseOwnerWaits();
       } else if (e.change === 'resynced' && listed && !this.#d.announcesRelists()) {
         this.#d.telemetry.record(ForwarderMetric.EventsSeen, 1);
         this.#d.telemetry.record(ForwarderMetric.EventsFiltered, 1);
@@ -204,12 +206,6 @@ export class ClusterStreams {
     await held;
     clearTimeout(timer);
     signal.removeEventListener('abort', release);
-  }
-
-  #releaseOwnerWaits(): void {
-    const waiting = this.#waitingForOwners;
-    this.#waitingForOwners = [];
-    for (const release of waiting) release();
   }
 
   /** A stream's health changed: logged once; a Node stream also enters or leaves the set of failing clusters. */
