@@ -27,11 +27,10 @@ export interface FailingCluster {
 export interface ClusterStreamsDeps extends Omit<EventRouterDeps, 'index'> {
   readonly sources: WatchSources;
   readonly logger: Pick<typeof logger, 'info' | 'warn' | 'error' | 'debug'>;
-  /** Where each stream resumes, where its progress is kept, and where the events go. */
   readonly outbox: Pick<Outbox, 'startOf' | 'openStream' | 'forgetStream' | 'enqueue'>;
   /**
-   * Whether a stream's later relists (periodic resync, 410 Gone) are announced now: only the Lease holder's are, since
-   * a resync by every member would reconcile every object once per member (README, Hand-over). First lists always are.
+   * Whether later relists (resync, 410 Gone) are announced now: only by the Lease holder, or every member's resync
+   * would reconcile every object once per member (README, Hand-over). First lists always are.
    */
   readonly announcesRelists: () => boolean;
 }
@@ -50,7 +49,6 @@ export class ClusterStreams {
   readonly #index = new ObjectIndex();
   readonly #router: EventRouter;
   readonly #failing = new Map<string, FailingCluster>();
-  /** Node streams' quiet lists waiting for the management streams to hold their collections. */
   readonly #waitingForOwners: Array<() => void> = [];
 
   constructor(deps: ClusterStreamsDeps, options: ClusterStreamsOptions = {}) {

@@ -1,6 +1,6 @@
 /**
- * Builds the watch-forwarder's dependencies from configuration and clients, for every form (the Lambda handler,
- * `npm run forwarder`, the local pipeline, the tests and the benchmarks), so all of them run the very same core.
+ * Builds the watch-forwarder's dependencies for every form (Lambda, `npm run forwarder`, local pipeline, tests,
+ * benchmarks), so all of them run the very same core.
  */
 import { KubernetesCapiDiscovery } from '#shared/adapters/kubernetes/capi-discovery.ts';
 import type { ClusterEndpoint } from '#shared/adapters/kubernetes/kube-http.ts';

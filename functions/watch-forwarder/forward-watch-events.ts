@@ -30,9 +30,7 @@ export interface WatchForwarderDeps extends Pick<EventRouterDeps, 'mode' | 'star
 }
 
 /** The forwarder's timing, each with its collaborator's default (tests shorten them). */
-export type WatchForwarderOptions = LeadershipOptions &
-  Pick<OutboxOptions, 'flushIntervalMs' | 'drainTimeoutMs' | 'maxEventsPerPublish' | 'maxPendingEvents'> &
-  ClusterStreamsOptions;
+export type WatchForwarderOptions = LeadershipOptions & OutboxOptions & ClusterStreamsOptions;
 
 /** Result of one window. */
 export interface ForwarderRunSummary {

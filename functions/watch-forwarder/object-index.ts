@@ -77,8 +77,9 @@ export class ObjectIndex {
 
   /** Whether the Machine and MachinePool streams hold their collections. */
   managementSynced(): boolean {
-    const m = this.#management;
-    return m !== undefined && synced(m.machines) && (m.machinePools === undefined || synced(m.machinePools));
+    // A stream that cannot say (or none: MachinePools not watched) is taken as holding its collection.
+    const synced = (stream: WatchStream<WatchedFacts> | undefined): boolean => stream?.hasSynced?.() ?? true;
+    return this.#management !== undefined && synced(this.#management.machines) && synced(this.#management.machinePools);
   }
 
   /**
@@ -145,11 +146,6 @@ export class ObjectIndex {
     const byProviderId = machine.providerID ? this.#nodes.get(key(cluster, machine.providerID)) : undefined;
     return byProviderId ?? (machine.nodeName === undefined ? this.#annotated.get(key(cluster, `${machine.namespace}/${machine.name}`)) : undefined);
   }
-}
-
-/** Whether a stream holds its collection; a stream that cannot say is taken as holding it. */
-function synced(stream: Pick<WatchStream<WatchedFacts>, 'hasSynced'>): boolean {
-  return stream.hasSynced?.() ?? true;
 }
 
 function drop<T>(map: Map<string, T>, k: string, same: (v: T) => boolean): void {
