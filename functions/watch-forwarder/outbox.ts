@@ -6,10 +6,7 @@
  * The one retry layer of a send is here (README, Failure semantics: Queue): the publisher makes one attempt per event,
  * the outbox resends with backoff and no limit. Here, because only here does a waiting event hold its stream's
  * checkpoint and count against the intake bound while the other streams' events go on. (The AWS SDK's own retry
- * inside one attempt is the transport's, left at its defaults.)
- *
- * Bulkheads between streams (docs/hostile-clusters.md): a stream with nothing waiting always gets its next change in,
- * so a stream that floods the outbox holds back only itself, and rounds take the streams' due events in turn.
+ * inside one attempt is the transport's, left at its defaults.) Bulkheads between streams: docs/hostile-clusters.md.
  */
 import { messageGroupIdFor, type TaintEvent } from '#shared/contract/cloud-event.ts';
 import { backoffDelay } from '#shared/policy/backoff.ts';
@@ -59,7 +56,6 @@ export class StreamProgress {
     return entry;
   }
 
-  /** Moves `committed` over the leading entries that are done. */
   advance(): void {
     while (this.entries[0]?.done) {
       const e = this.entries.shift();
@@ -153,7 +149,6 @@ export class Outbox {
     return cp;
   }
 
-  /** How many events wait to be sent. */
   size(): number {
     return this.pending.length;
   }
