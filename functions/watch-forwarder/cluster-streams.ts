@@ -156,10 +156,10 @@ export class ClusterStreams {
     /** Set once the stream's first list is behind it (its first resume point): later relists are its own. */
     let listed = false;
     await stream.run(signal, async (e) => {
-      // After a management stream's list, or its failure (a collection not served holds nothing), the Node streams'
-      // lists waiting for the collections go on once they are held.
-      const passed = e.type !== 'listed' && e.type !== 'change';
-      if (!cluster && passed && this.#waitingForOwners.length > 0 && this.#index.managementSynced()) {
+      // A management stream's progress (its list behind it) or failure (a collection not served holds nothing) may
+      // complete the collections that the Node streams' lists wait for.
+      const mayHold = e.type !== 'listed' && e.type !== 'change';
+      if (!cluster && mayHold && this.#waitingForOwners.length > 0 && this.#index.managementSynced()) {
         for (const release of this.#waitingForOwners.splice(0)) release();
       }
       // A stream stopped for a removed cluster is no longer tracked, whatever its last attempt says.

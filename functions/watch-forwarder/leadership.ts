@@ -17,10 +17,9 @@ export interface LeadershipDeps {
   readonly sentCheckpoint: () => Checkpoint;
 }
 
-/** A window of the rota: its policy and when it ends. */
+/** A window of the rota: its policy, and when it stops watching (its entry's `until`). */
 export interface RotaTerm {
   readonly policy: RotaPolicy;
-  /** When this window stops watching (its entry's `until`). */
   readonly until: Date;
 }
 
