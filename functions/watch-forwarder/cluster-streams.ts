@@ -21,18 +21,16 @@ export interface FailingCluster {
   readonly cluster: string;
   /** Safe description of the first failure (no credential, no response body). */
   readonly reason: string;
-  /** When its stream started failing. */
   readonly since: Date;
 }
 
 export interface ClusterStreamsDeps extends Omit<EventRouterDeps, 'index'> {
   readonly sources: WatchSources;
   readonly logger: Pick<typeof logger, 'info' | 'warn' | 'error' | 'debug'>;
-  /** Where each stream resumes, where its progress is kept, and where the events go. */
   readonly outbox: Pick<Outbox, 'startOf' | 'openStream' | 'forgetStream' | 'enqueue'>;
   /**
-   * Whether a stream's later relists (periodic resync, 410 Gone) are announced now: only the Lease holder's are, since
-   * a resync by every member would reconcile every object once per member (README, Hand-over). First lists always are.
+   * Whether later relists (resync, 410 Gone) are announced now: only by the Lease holder, or every member's resync
+   * would reconcile every object once per member (README, Hand-over). First lists always are.
    */
   readonly announcesRelists: () => boolean;
 }
@@ -51,8 +49,7 @@ export class ClusterStreams {
   readonly #index = new ObjectIndex();
   readonly #router: EventRouter;
   readonly #failing = new Map<string, FailingCluster>();
-  /** Node streams' quiet lists waiting for the management streams to hold their collections. */
-  #waitingForOwners: Array<() => void> = [];
+  readonly #waitingForOwners: Array<() => void> = [];
 
   constructor(deps: ClusterStreamsDeps, options: ClusterStreamsOptions = {}) {
     this.#d = deps;
@@ -159,10 +156,14 @@ export class ClusterStreams {
     /** Set once the stream's first list is behind it (its first resume point): later relists are its own. */
     let listed = false;
     await stream.run(signal, async (e) => {
+      // A management stream's progress (its list behind it) or failure (a collection not served holds nothing) may
+      // complete the collections that the Node streams' lists wait for.
+      const mayHold = e.type !== 'listed' && e.type !== 'change';
+      if (!cluster && mayHold && this.#waitingForOwners.length > 0 && this.#index.managementSynced()) {
+        for (const release of this.#waitingForOwners.splice(0)) release();
+      }
       // A stream stopped for a removed cluster is no longer tracked, whatever its last attempt says.
       if (e.type === 'failing' || e.type === 'recovered') {
-        // A management stream failing may hold its collection all the same (a collection not served holds nothing).
-        if (!cluster && this.#waitingForOwners.length > 0 && this.#index.managementSynced()) this.#releaseOwnerWaits();
         return signal.aborted ? undefined : this.#streamHealth(key, cluster, e);
       }
       if (e.type === 'listed') {
@@ -177,7 +178,6 @@ export class ClusterStreams {
       if (e.type === 'progress') {
         listed = true;
         progress.add(e.resourceVersion, true);
-        if (!cluster && this.#waitingForOwners.length > 0 && this.#index.managementSynced()) this.#releaseOwnerWaits();
       } else if (e.change === 'resynced' && listed && !this.#d.announcesRelists()) {
         this.#d.telemetry.record(ForwarderMetric.EventsSeen, 1);
         this.#d.telemetry.record(ForwarderMetric.EventsFiltered, 1);
@@ -204,12 +204,6 @@ export class ClusterStreams {
     await held;
     clearTimeout(timer);
     signal.removeEventListener('abort', release);
-  }
-
-  #releaseOwnerWaits(): void {
-    const waiting = this.#waitingForOwners;
-    this.#waitingForOwners = [];
-    for (const release of waiting) release();
   }
 
   /** A stream's health changed: logged once; a Node stream also enters or leaves the set of failing clusters. */

@@ -1,6 +1,6 @@
 /**
- * Builds the watch-forwarder's dependencies from configuration and clients, for every form (the Lambda handler,
- * `npm run forwarder`, the local pipeline, the tests and the benchmarks), so all of them run the very same core.
+ * Builds the watch-forwarder's dependencies for every form (Lambda, `npm run forwarder`, local pipeline, tests,
+ * benchmarks), so all of them run the very same core.
  */
 import { KubernetesCapiDiscovery } from '#shared/adapters/kubernetes/capi-discovery.ts';
 import type { ClusterEndpoint } from '#shared/adapters/kubernetes/kube-http.ts';
@@ -63,14 +63,6 @@ export function composeWatchForwarder(args: ComposeForwarderArgs): WatchForwarde
       logger.info('Cluster API version chosen by discovery', { capiApiVersion: version });
     },
   });
-  // One Lease per shard (the plain LEASE_NAME with one shard, so that an upgrade keeps its checkpoint).
-  const lease = new KubernetesLeaderLease({
-    kubeConfig: kc,
-    namespace: config.stateNamespace,
-    name: shardLeaseName(config.leaseName, config.shard, config.shards),
-    identity: config.forwarderId,
-    leaseDurationSeconds: config.leaseDurationSeconds,
-  });
   return {
     mode: config.clusterMode,
     startupTaint: config.startupTaint,
@@ -91,7 +83,14 @@ export function composeWatchForwarder(args: ComposeForwarderArgs): WatchForwarde
       telemetry: args.telemetry,
       logger,
     }),
-    lease,
+    // One Lease per shard (the plain LEASE_NAME with one shard, so that an upgrade keeps its checkpoint).
+    lease: new KubernetesLeaderLease({
+      kubeConfig: kc,
+      namespace: config.stateNamespace,
+      name: shardLeaseName(config.leaseName, config.shard, config.shards),
+      identity: config.forwarderId,
+      leaseDurationSeconds: config.leaseDurationSeconds,
+    }),
     publisher,
     telemetry: args.telemetry,
     clock: { now: () => new Date() },

@@ -30,15 +30,8 @@ export interface EventRouterDeps {
   readonly logger: Pick<typeof logger, 'info' | 'error'>;
   readonly outbox: Pick<Outbox, 'enqueue'>;
   readonly index: ObjectIndex;
-  /**
-   * The startup gate the reconcile function removes (STARTUP_TAINT_KEY/EFFECT): a foreign write that adds or removes
-   * it is forwarded, never taken for noise. Undefined when the gate is off.
-   */
+  /** STARTUP_TAINT_KEY/EFFECT and SPEC_TAINTS_OWNER, as the reconcile function's (README, Relevance). */
   readonly startupTaint?: TaintId;
-  /**
-   * Who propagates `Machine.spec.taints` (SPEC_TAINTS_OWNER, as the reconcile function's; default upstream Cluster API):
-   * with upstream, a Machine change of `spec.taints` that cannot change the product's decision is not forwarded.
-   */
   readonly specTaintsOwner?: SpecTaintsOwner;
 }
 
@@ -108,10 +101,8 @@ export class EventRouter {
   }
 
   /**
-   * The objects a quiet list did not announce (README, Failure semantics: Quiet lists): each is announced as `resynced`
-   * only when it may need work — a Node whose reconcile may write (`#shared/policy/drift.ts`), a MachineDeployment,
-   * MachineSet or MachinePool whose autoscaler plan writes; Machines are judged from their Nodes' side. So a fleet in
-   * sync sends nothing. Returns how many were announced.
+   * Announces as `resynced` each object a quiet list did not announce that may need work (README, Failure semantics:
+   * Quiet lists), so a fleet in sync sends nothing. Returns how many were announced.
    */
   async judge(unannounced: readonly WatchedFacts[], cluster: ClusterRef | undefined, observedAt: Date, progress: StreamProgress): Promise<number> {
     const { index, mode, telemetry } = this.#d;

@@ -1,12 +1,8 @@
 /**
- * The watch-forwarder's core and its one lifecycle: a window of the rota ({@link WatchForwarder.runMember}). The
- * scheduled Lambda runs one window per invocation; `npm run forwarder`, `npm start`, the tests and the benchmarks run
- * windows one after another in one process (local/forwarder-rota.ts), by default as a rota of one member.
- *
- * WatchForwarder composes one collaborator per job: {@link Leadership} (the rota, the Lease and the checkpoint stored
- * in it), {@link ClusterStreams} (the watch streams, relevance, per-cluster health) and {@link Outbox} (pending
- * events, sending and resending, back-pressure, checkpoint advance); it only runs them together for a window and in
- * order at its end.
+ * The watch-forwarder's core and its one lifecycle, a window of the rota ({@link WatchForwarder.runMember}), in every
+ * form (README, Trigger). One collaborator per job: {@link Leadership} (rota, Lease, stored checkpoint),
+ * {@link ClusterStreams} (streams, relevance, cluster health) and {@link Outbox} (sends, resends, back-pressure,
+ * checkpoint advance); WatchForwarder only runs them together for a window and in order at its end.
  */
 import type { Checkpoint } from '#shared/contract/streams.ts';
 import type { Clock } from '#shared/ports/clock.ts';
@@ -21,14 +17,11 @@ import { Outbox, type OutboxOptions } from './outbox.ts';
 import { ClusterStreams, type ClusterStreamsOptions, type FailingCluster } from './cluster-streams.ts';
 import type { EventRouterDeps } from './event-router.ts';
 
-export type { FailingCluster } from './cluster-streams.ts';
-
 type Logger = Pick<typeof defaultLogger, 'info' | 'warn' | 'error' | 'debug'>;
 
 /** What the core needs; compose.ts builds these from adapters. */
 export interface WatchForwarderDeps extends Pick<EventRouterDeps, 'mode' | 'startupTaint' | 'specTaintsOwner'> {
   readonly sources: WatchSources;
-  /** The Lease: the election, the checkpoint and the rota's member list. */
   readonly lease: LeaderLease & ForwarderRota;
   readonly publisher: EventPublisher;
   readonly telemetry: ForwarderTelemetry;
@@ -37,9 +30,7 @@ export interface WatchForwarderDeps extends Pick<EventRouterDeps, 'mode' | 'star
 }
 
 /** The forwarder's timing, each with its collaborator's default (tests shorten them). */
-export type WatchForwarderOptions = LeadershipOptions &
-  Pick<OutboxOptions, 'flushIntervalMs' | 'drainTimeoutMs' | 'maxEventsPerPublish' | 'maxPendingEvents'> &
-  ClusterStreamsOptions;
+export type WatchForwarderOptions = LeadershipOptions & OutboxOptions & ClusterStreamsOptions;
 
 /** Result of one window. */
 export interface ForwarderRunSummary {
@@ -68,7 +59,6 @@ export class WatchForwarder {
     this.outbox = new Outbox({ ...deps, logger: this.log }, options);
     const sentCheckpoint = (): Checkpoint => this.outbox.checkpoint();
     this.leadership = new Leadership({ lease: deps.lease, logger: this.log, sentCheckpoint }, options);
-    // Only the Lease holder announces a later relist (a member's first list is always announced).
     const announcesRelists = (): boolean => this.leadership.isActive();
     this.supervisor = new ClusterStreams({ ...deps, logger: this.log, outbox: this.outbox, announcesRelists }, options);
   }

@@ -1,8 +1,6 @@
 /**
- * The forwarder's place in the rota (shared/policy/forwarder-rota.ts): whether a window joins or exits, its entry in
- * the member list, and the Lease, taken whenever it is free or expired, renewed with the checkpoint of what was sent,
- * and released at the end. A member watches and sends whether or not it holds the Lease, which only decides who
- * stores the checkpoint.
+ * The forwarder's place in the rota (shared/policy/forwarder-rota.ts; README, Deployed form): whether a window joins
+ * or exits, its entry in the member list, and the Lease, which only decides who stores the checkpoint of what was sent.
  */
 import { countedMembers, shouldJoin, withMember, withoutMember, type RotaPolicy } from '#shared/policy/forwarder-rota.ts';
 import type { Checkpoint } from '#shared/contract/streams.ts';
@@ -13,21 +11,18 @@ import { sleep } from '#shared/sleep.ts';
 type Logger = Pick<typeof defaultLogger, 'info' | 'warn' | 'error' | 'debug'>;
 
 export interface LeadershipDeps {
-  /** The Lease: the election, the checkpoint and the rota's member list. */
   readonly lease: LeaderLease & ForwarderRota;
   readonly logger: Logger;
   /** The checkpoint of what was sent so far (the outbox's). */
   readonly sentCheckpoint: () => Checkpoint;
 }
 
-/** A window of the rota: its policy and when it ends. */
+/** A window of the rota: its policy, and when it stops watching (its entry's `until`). */
 export interface RotaTerm {
   readonly policy: RotaPolicy;
-  /** When this window stops watching (its entry's `until`). */
   readonly until: Date;
 }
 
-/** What {@link Leadership.join} decided. */
 export type JoinOutcome =
   | { readonly joined: true; readonly checkpoint: Checkpoint }
   | { readonly joined: false; readonly members: number };
@@ -57,10 +52,9 @@ export class Leadership {
   }
 
   /**
-   * Joins the rota unless enough members with time left already watch (then returns `joined: false` at once): records
-   * this forwarder in the member list (a compare-and-swap on the Lease, so two newcomers never both count on the same
-   * shortage) and takes the Lease when it is free or expired. Returns the checkpoint the Lease holds; retries while the
-   * Lease cannot be read (`joined: false` with 0 members when `signal` aborted first).
+   * Joins the rota unless enough members with time left already watch (compare-and-swap on the member list), and takes
+   * the Lease when it is free or expired. Returns the checkpoint the Lease holds, or `joined: false` (0 members when
+   * `signal` aborted while the Lease could not be read).
    */
   async join(term: RotaTerm, signal: AbortSignal): Promise<JoinOutcome> {
     const rota = this.d.lease;

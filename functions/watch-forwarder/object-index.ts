@@ -1,10 +1,8 @@
 /**
  * The forwarder's listers and indexers (client-go's names): the last state the streams hold, and the unlinked halves
- * of Cluster API's Machine ↔ Node link (`#shared/domain/node-link.ts`) by provider ID, per workload cluster. A joining
- * Node's event then names its Machine (one GET for the reconcile, no wait for `nodeRef`), and a Machine that gets its
- * provider ID after its Node appeared names that Node. Only unlinked objects are kept: the joining few, not the fleet.
- * Between Cluster API's two writes of a link (the Node's `cluster.x-k8s.io/machine` annotation, then the Machine's
- * `status.nodeRef`) the Machine keeps its Node in `#annotated`, so a change of the Machine then still names its Node.
+ * of Cluster API's Machine ↔ Node link (`#shared/domain/node-link.ts`) by provider ID, per workload cluster: the
+ * joining few, not the fleet (docs/side-by-side.md). Between Cluster API's two writes of a link (the Node's Machine
+ * annotation, then the Machine's `status.nodeRef`) `#annotated` keeps the Machine's Node, so its changes name it.
  */
 import { clusterKey, type ClusterRef } from '#shared/contract/cloud-event.ts';
 import { nodeStreamKey } from '#shared/contract/streams.ts';
@@ -16,8 +14,7 @@ import type { WatchStream } from '#shared/ports/watch-source.ts';
 
 type Ref = { readonly namespace: string; readonly name: string };
 
-/** The management streams of a term, whose last state the index reads. */
-export interface ManagementStreams {
+interface ManagementStreams {
   readonly machines: WatchStream<MachineFacts>;
   readonly machinePools?: WatchStream<MachinePoolFacts> | undefined;
   readonly scalables: readonly WatchStream<ScalableFacts>[];
@@ -30,10 +27,8 @@ export class ObjectIndex {
   readonly #annotated = new Map<string, string>();
   #management: ManagementStreams | undefined;
   #clusters: WatchStream<ClusterFacts> | undefined;
-  /** The running Node streams, by stream key. */
   readonly #nodeStreams = new Map<string, WatchStream<NodeFacts>>();
 
-  /** Reads the management streams of the term that starts. */
   watchManagement(streams: ManagementStreams): void {
     this.#management = streams;
   }
@@ -82,8 +77,9 @@ export class ObjectIndex {
 
   /** Whether the Machine and MachinePool streams hold their collections. */
   managementSynced(): boolean {
-    const m = this.#management;
-    return m !== undefined && synced(m.machines) && (m.machinePools === undefined || synced(m.machinePools));
+    // A stream that cannot say (or none: MachinePools not watched) is taken as holding its collection.
+    const synced = (stream: WatchStream<WatchedFacts> | undefined): boolean => stream?.hasSynced?.() ?? true;
+    return this.#management !== undefined && synced(this.#management.machines) && synced(this.#management.machinePools);
   }
 
   /**
@@ -150,11 +146,6 @@ export class ObjectIndex {
     const byProviderId = machine.providerID ? this.#nodes.get(key(cluster, machine.providerID)) : undefined;
     return byProviderId ?? (machine.nodeName === undefined ? this.#annotated.get(key(cluster, `${machine.namespace}/${machine.name}`)) : undefined);
   }
-}
-
-/** Whether a stream holds its collection; a stream that cannot say is taken as holding it. */
-function synced(stream: Pick<WatchStream<WatchedFacts>, 'hasSynced'>): boolean {
-  return stream.hasSynced?.() ?? true;
 }
 
 function drop<T>(map: Map<string, T>, k: string, same: (v: T) => boolean): void {

@@ -3,15 +3,10 @@
  * checkpoint of every stream, which advances only over what was sent (or needed no message). It also holds watch
  * intake back while too many events wait, and sends what is left, for a bounded time, when the streams have stopped.
  *
- * The one retry layer of a send is here (README, Failure semantics: Queue). The publisher makes one attempt per event
- * and reports each it did not send; the outbox resends it with backoff and no limit, giving up only what the queue can
- * never take. Here, not in the publisher, because only here does a waiting event keep its stream's checkpoint before
- * it and count against the intake bound, while the flush loop goes on sending the other streams' events. A later
- * event of the same message group waits behind it, so one Node's events reach the queue in order. (The AWS SDK's own
- * retry inside one attempt is the transport's, left at its defaults.)
- *
- * Bulkheads between streams (docs/hostile-clusters.md): a stream with nothing waiting always gets its next change in,
- * so a stream that floods the outbox holds back only itself, and rounds take the streams' due events in turn.
+ * The one retry layer of a send is here (README, Failure semantics: Queue): the publisher makes one attempt per event,
+ * the outbox resends with backoff and no limit. Here, because only here does a waiting event hold its stream's
+ * checkpoint and count against the intake bound while the other streams' events go on. (The AWS SDK's own retry
+ * inside one attempt is the transport's, left at its defaults.) Bulkheads between streams: docs/hostile-clusters.md.
  */
 import { messageGroupIdFor, type TaintEvent } from '#shared/contract/cloud-event.ts';
 import { backoffDelay } from '#shared/policy/backoff.ts';
@@ -61,7 +56,6 @@ export class StreamProgress {
     return entry;
   }
 
-  /** Moves `committed` over the leading entries that are done. */
   advance(): void {
     while (this.entries[0]?.done) {
       const e = this.entries.shift();
@@ -107,7 +101,7 @@ export class Outbox {
   private pending: Pending[] = [];
   private progress = new Map<string, StreamProgress>();
   private baseCheckpoint: Record<string, string> = {};
-  private wakeIntake: Array<() => void> = [];
+  private readonly wakeIntake: Array<() => void> = [];
   /** Ends the flush loop's pause early: set while it pauses. */
   private wakeFlush: (() => void) | undefined;
   private termSignal: AbortSignal | undefined;
@@ -155,15 +149,14 @@ export class Outbox {
     return cp;
   }
 
-  /** How many events wait to be sent. */
   size(): number {
     return this.pending.length;
   }
 
   /**
    * Queues the events of one change of a stream; only the last carries the change's resume point, so the stream's
-   * checkpoint passes the change once all of them are sent. Resolves once intake may go on: at once, or when the
-   * stream is no longer {@link Outbox.full} for it, or the term ends.
+   * checkpoint passes the change once all of them are sent. Resolves once intake may go on: while `maxPendingEvents`
+   * wait and some are the stream's, it waits (a bulkhead: other streams go on), until the term ends.
    */
   async enqueue(events: readonly TaintEvent[], observedAt: Date, progress: StreamProgress, checkpoint: string | undefined): Promise<void> {
     // An idle outbox sends at once, not after the flush loop's pause (a lone change: a joining Node's, an edit's);
@@ -175,7 +168,7 @@ export class Outbox {
     });
     progress.waiting += events.length;
     if (idle && events.length > 0) this.wakeFlush?.();
-    while (this.full(progress) && !this.termSignal?.aborted) {
+    while (this.pending.length >= this.opt.maxPendingEvents && progress.waiting > 0 && !this.termSignal?.aborted) {
       // A full outbox is worth a round now: a relist fills it within one tick, and each pause of the flush loop
       // would hold intake as long (40 pauses for 40 000 objects).
       this.wakeFlush?.();
@@ -183,16 +176,9 @@ export class Outbox {
     }
   }
 
-  /** Whether a stream's intake must wait: the outbox holds `maxPendingEvents` and some of them are the stream's. */
-  private full(progress: StreamProgress): boolean {
-    return this.pending.length >= this.opt.maxPendingEvents && progress.waiting > 0;
-  }
-
-  /** Lets every intake waiting in {@link Outbox.enqueue} go on (each checks again whether it may). */
+  /** Wakes every intake waiting in {@link Outbox.enqueue}; each checks again whether it may go on. */
   private releaseIntake(): void {
-    const waiting = this.wakeIntake;
-    this.wakeIntake = [];
-    for (const w of waiting) w();
+    for (const wake of this.wakeIntake.splice(0)) wake();
   }
 
   /**
@@ -244,24 +230,16 @@ export class Outbox {
     const waitingGroups = new Set<string>();
     for (const p of this.pending) {
       const group = messageGroupIdFor(p.event.data);
-      if (p.notBefore > now || waitingGroups.has(group)) {
-        waitingGroups.add(group);
-        continue;
-      }
-      const queue = byStream.get(p.progress);
-      if (queue) queue.push(p);
+      if (p.notBefore > now || waitingGroups.has(group)) waitingGroups.add(group);
+      else if (byStream.has(p.progress)) byStream.get(p.progress)?.push(p);
       else byStream.set(p.progress, [p]);
     }
     const queues = [...byStream.values()];
     const ready: Pending[] = [];
-    for (let i = 0; ready.length < this.opt.maxEventsPerPublish && queues.length > 0; i++) {
-      for (let q = 0; q < queues.length && ready.length < this.opt.maxEventsPerPublish; q++) {
-        const next = queues[q]?.[i];
-        if (next) ready.push(next);
-      }
-      if (queues.every((queue) => queue.length <= i + 1)) break;
+    for (let i = 0; ready.length < this.opt.maxEventsPerPublish && queues.some((queue) => queue.length > i); i++) {
+      ready.push(...queues.flatMap((queue) => queue[i] ?? []));
     }
-    return ready;
+    return ready.slice(0, this.opt.maxEventsPerPublish);
   }
 
   /**
