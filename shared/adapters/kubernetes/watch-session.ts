@@ -67,8 +67,6 @@ export interface WatchSessionOptions<T extends WatchedFacts> {
   readonly logIntervalMs?: number;
   readonly telemetry?: ForwarderTelemetry;
   readonly logger?: Logger;
-  /** The clock: backoff resets, the watchdog, the resync timer and event times all read it. */
-  readonly now?: () => Date;
 }
 
 /** How the next attempt lists: first list (exact at the checkpoint, or fresh), since a compacted checkpoint, after a 410, periodic. */
@@ -79,7 +77,7 @@ type Consumer<T extends WatchedFacts> = (event: StreamEvent<T>) => Promise<void>
 /** One list+watch session; `run` keeps it going until the signal aborts. */
 export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
   private readonly o: WatchSessionOptions<T>;
-  private readonly now: () => Date;
+  private readonly now = (): Date => new Date();
   private readonly log: StreamLog;
   private readonly caps: StreamCaps;
   private readonly retry: StreamRetry;
@@ -93,7 +91,6 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
 
   constructor(options: WatchSessionOptions<T>) {
     this.o = options;
-    this.now = options.now ?? (() => new Date());
     const logger = options.logger ?? defaultLogger;
     this.log = new StreamLog(options.name, logger, { now: this.now, intervalMs: options.logIntervalMs });
     this.caps = { ...DEFAULT_STREAM_CAPS, ...options.caps };
@@ -249,7 +246,6 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
         exactly,
         operation,
         caps: this.caps,
-        now: () => this.now().getTime(),
       });
     } catch (err) {
       if (!signal.aborted && isCallTimeout(err)) throw new TransientError(operation, `no answer within ${timeoutMs} ms`, err);
@@ -278,7 +274,6 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
       resyncAt,
       maxLineBytes: this.caps.maxLineBytes,
       signal,
-      now: this.now,
       establishedAfterMs: DEFAULT_RETRY.shortWatchMs,
       onEstablished: () => void this.delivered(onEvent),
     });

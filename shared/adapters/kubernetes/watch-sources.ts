@@ -8,7 +8,6 @@ import type { ClusterRef } from '#shared/contract/cloud-event.ts';
 import { toClusterFacts, toMachineFacts, toMachinePoolFacts, toNodeFacts } from '#shared/model/views.ts';
 import { toScalableFacts, type WatchedFacts } from '#shared/model/views.ts';
 import type { StreamStart, WatchSources, WatchStream } from '#shared/ports/watch-source.ts';
-import type { Clock } from '#shared/ports/clock.ts';
 import { WatchSession, type WatchSessionOptions } from './watch-session.ts';
 import type { WorkloadKubeConfigs } from './workload-kubeconfig.ts';
 import { clusterCredentialsReporter } from './credentials-reporter.ts';
@@ -43,8 +42,6 @@ export interface KubernetesWatchSourcesOptions extends SessionSettings {
    * its own Clusters only (the predicate is asked about Nodes too, and a shard's keeps them all).
    */
   readonly keep?: (facts: WatchedFacts) => boolean;
-  /** The clock of the sessions (their backoff, watchdog, resync timer and event times). */
-  readonly clock?: Clock;
   /**
    * Requests per second (after a burst) of each cluster's Node stream (default NODE_STREAM_RATE_LIMIT: 30 at once, then
    * 1 per second); each stream has a bucket of its own, so a cluster that makes its stream ask without end (a list
@@ -61,33 +58,18 @@ export const NODE_LIST_MAX_PAGES = 60;
 
 /** Creates WatchSources backed by WatchSession. */
 export function kubernetesWatchSources(o: KubernetesWatchSourcesOptions): WatchSources {
-  function session<T extends WatchedFacts>(
-    name: string,
-    kubeConfig: () => Promise<ClusterEndpoint>,
-    path: string | (() => Promise<string>),
-    toFacts: (obj: unknown) => T | undefined,
-    start: StreamStart,
-    extra: Partial<WatchSessionOptions<T>>,
-  ): WatchStream<T> {
-    return new WatchSession<T>({
-      name,
-      kubeConfig,
-      path,
-      toFacts,
-      resumeFrom: start.resumeFrom,
-      quietLists: start.quietLists,
+  const session = <T extends WatchedFacts>(start: StreamStart, options: WatchSessionOptions<T>): WatchStream<T> =>
+    new WatchSession<T>({
+      ...start,
       idleTimeoutMs: o.idleTimeoutMs,
       watchTimeoutSeconds: o.watchTimeoutSeconds,
       backoff: o.backoff,
       requestTimeoutMs: o.requestTimeoutMs,
       telemetry: o.telemetry,
-      now: () => o.clock?.now() ?? new Date(),
       logger: o.logger,
       keep: o.keep,
-      ...extra,
+      ...options,
     });
-  }
-  const management = async (): Promise<ClusterEndpoint> => o.managementKubeConfig;
   /**
    * A Cluster API collection of the management cluster, in the version of the current attempt. `askAgain`: a 404 for
    * it makes discovery ask again, when it was about the version still in use (Machines, Clusters); MachinePools,
@@ -110,7 +92,11 @@ export function kubernetesWatchSources(o: KubernetesWatchSourcesOptions): WatchS
     const notServed = (): void => {
       if (used) o.capi.notServed(used);
     };
-    return session(name, management, path, toFacts, start, {
+    return session(start, {
+      name,
+      kubeConfig: async () => o.managementKubeConfig,
+      path,
+      toFacts,
       resyncIntervalMs: resync ? o.resyncIntervalMs : 0,
       collectionNotServed: askAgain ? notServed : undefined,
     });
@@ -139,7 +125,11 @@ export function kubernetesWatchSources(o: KubernetesWatchSourcesOptions): WatchS
     nodes: (cluster, start) => {
       const limiter = new EndpointRateLimiter(o.nodeStreamRateLimit ?? NODE_STREAM_RATE_LIMIT);
       const kubeConfig = async () => limiter.wrap(await workloadKubeConfig(cluster));
-      return session(nodeStreamKey(cluster), kubeConfig, '/api/v1/nodes', toNodeFacts, start, {
+      return session(start, {
+        name: nodeStreamKey(cluster),
+        kubeConfig,
+        path: '/api/v1/nodes',
+        toFacts: toNodeFacts,
         resyncIntervalMs: o.resyncIntervalMs,
         caps: { maxPages: NODE_LIST_MAX_PAGES },
         labelSelector: o.nodeLabelSelector,

@@ -34,7 +34,7 @@ export interface ListPagesOptions {
   /** Names the list in errors, e.g. `listing /api/v1/nodes`. */
   readonly operation: string;
   readonly caps?: Partial<StreamCaps>;
-  /** The time, in epoch ms (the injected clock), for the whole-list time cap. */
+  /** The time in epoch ms, for the whole-list time cap (default Date.now). */
   readonly now?: () => number;
 }
 

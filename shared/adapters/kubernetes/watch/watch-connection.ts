@@ -4,7 +4,7 @@
  * watch silent for longer is a dead connection — client-go relies on HTTP/2 pings for this, the product speaks
  * HTTP/1.1), the periodic-resync timer, and the line cap (line-reader.ts). It yields lines; it does not decode.
  *
- * One mechanism for the times: the watchdog's tick (at most every second) compares the injected clock with the last
+ * One mechanism for the times: the watchdog's tick (at most every second) compares the clock with the last
  * activity, the resync time and the open time (for `onEstablished`); only the connect deadline is a timer of its own,
  * because it must fire while the request has not answered yet.
  */
@@ -29,7 +29,6 @@ export interface WatchConnectionOptions {
   readonly maxLineBytes: number;
   /** The session's signal: its abort ends the watch as `aborted`. */
   readonly signal: AbortSignal;
-  readonly now: () => Date;
   /** Called once, at the first watchdog tick after the watch has been open for `establishedAfterMs`. */
   readonly onEstablished?: () => void;
   readonly establishedAfterMs?: number;
@@ -41,7 +40,7 @@ export class WatchConnection {
   private readonly res: PageResponse;
   private readonly watchdog: NodeJS.Timeout;
   private readonly unlink: () => void;
-  /** Epoch ms (injected clock) when the answer's headers arrived. */
+  /** Epoch ms when the answer's headers arrived. */
   readonly openedAt: number;
   private lastActivity: number;
   private busy = false;
@@ -90,7 +89,7 @@ export class WatchConnection {
     this.controller = controller;
     this.res = res;
     this.unlink = unlink;
-    this.openedAt = o.now().getTime();
+    this.openedAt = Date.now();
     this.lastActivity = this.openedAt;
     this.watchdog = setInterval(() => this.tick(), Math.min(1_000, o.idleTimeoutMs / 4));
   }
@@ -102,7 +101,7 @@ export class WatchConnection {
 
   /** The watch delivered an event or a bookmark: the idle watchdog starts over. */
   activity(): void {
-    this.lastActivity = this.o.now().getTime();
+    this.lastActivity = Date.now();
   }
 
   /**
@@ -134,7 +133,7 @@ export class WatchConnection {
   }
 
   private tick(): void {
-    const now = this.o.now().getTime();
+    const now = Date.now();
     if (!this.established && this.o.onEstablished && now - this.openedAt >= (this.o.establishedAfterMs ?? 0)) {
       this.established = true;
       this.o.onEstablished();
@@ -145,7 +144,6 @@ export class WatchConnection {
 
   private cut(why: WatchEnd): void {
     this.why = why;
-    this.controller.abort();
-    this.res.destroy();
+    this.close();
   }
 }
