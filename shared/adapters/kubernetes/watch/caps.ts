@@ -1,7 +1,6 @@
 /**
- * The byte, page and time caps of the streaming reads (issue "One bad workload cluster cannot hurt the others"), in one
- * place. A stream that exceeds one is cut with a {@link StreamCapError} (its message names the cap, never the bytes),
- * which the retry policy treats like any failed attempt: backoff, and the cluster reported failing.
+ * The byte, page and time caps of the streaming reads (issue "One bad workload cluster cannot hurt the others"): a
+ * stream over one is cut with a {@link StreamCapError}, a failed attempt like any other (backoff, reported failing).
  */
 import { TransientError } from '#shared/errors.ts';
 

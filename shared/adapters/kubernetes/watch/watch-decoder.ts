@@ -25,7 +25,6 @@ const WATCH_TYPES: Readonly<Record<string, ChangeKind>> = { ADDED: 'added', MODI
 /**
  * Decodes one (non-empty) watch line; `toFacts` reads an object's facts, undefined when it lacks name, uid or
  * resourceVersion.
- * @example decodeWatchLine('{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"12"}}}', toNodeFacts) // { kind: 'bookmark', resourceVersion: '12' }
  */
 export function decodeWatchLine<T extends WatchedFacts>(line: string, toFacts: (obj: unknown) => T | undefined): DecodedLine<T> {
   let parsed: unknown;
