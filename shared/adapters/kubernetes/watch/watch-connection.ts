@@ -3,10 +3,8 @@
  * within `idleTimeoutMs` while the consumer is not busy: kube-apiserver sends a bookmark about once a minute, so a
  * watch silent for longer is a dead connection — client-go relies on HTTP/2 pings for this, the product speaks
  * HTTP/1.1), the periodic-resync timer, and the line cap (line-reader.ts). It yields lines; it does not decode.
- *
- * One mechanism for the times: the watchdog's tick (at most every second) compares the clock with the last
- * activity, the resync time and the open time (for `onEstablished`); only the connect deadline is a timer of its own,
- * because it must fire while the request has not answered yet.
+ * The watchdog's tick (at most every second) also checks the resync time and `onEstablished`; only the connect
+ * deadline has a timer of its own, as it must fire before the request has answered.
  */
 import { TransientError } from '#shared/errors.ts';
 import { linkAbort } from './abort-link.ts';
@@ -52,24 +50,21 @@ export class WatchConnection {
    * error for a non-200 answer, or with the transport's error.
    */
   static async open(o: WatchConnectionOptions): Promise<WatchConnection> {
-    // The request ends when the session aborts, or when this watch is cut or closed.
+    // The request ends when the session aborts, at the connect deadline, or when this watch is cut or closed.
     const controller = new AbortController();
     const unlink = linkAbort(controller, [o.signal]);
-    let timedOut = false;
-    const deadline = setTimeout(() => {
-      timedOut = true;
-      controller.abort();
-    }, o.connectTimeoutMs);
+    const deadline = AbortSignal.timeout(o.connectTimeoutMs);
+    const unlinkDeadline = linkAbort(controller, [deadline]);
     let res: PageResponse;
     try {
       res = await o.open(controller.signal);
     } catch (err) {
       unlink();
       controller.abort();
-      if (timedOut && !o.signal.aborted) throw new TransientError(o.operation, `not connected within ${o.connectTimeoutMs} ms`, err);
-      throw err;
+      const late = deadline.aborted && !o.signal.aborted;
+      throw late ? new TransientError(o.operation, `not connected within ${o.connectTimeoutMs} ms`, err) : err;
     } finally {
-      clearTimeout(deadline);
+      unlinkDeadline();
     }
     const status = res.statusCode ?? 0;
     if (status !== 200) {
