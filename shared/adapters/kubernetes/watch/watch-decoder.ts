@@ -9,7 +9,7 @@
 import type { ChangeKind } from '#shared/contract/cloud-event.ts';
 import { isObject } from '#shared/model/json.ts';
 import type { WatchedFacts } from '#shared/model/views.ts';
-import { escapedText } from '../api-errors.ts';
+import { escapedText, statusDetail } from '../api-errors.ts';
 
 export type DecodedLine<T extends WatchedFacts> =
   | { readonly kind: 'change'; readonly change: ChangeKind; readonly facts: T }
@@ -40,8 +40,11 @@ export function decodeWatchLine<T extends WatchedFacts>(line: string, toFacts: (
       const rv = isObject(obj) && isObject(obj.metadata) ? obj.metadata.resourceVersion : undefined;
       return typeof rv === 'string' && rv !== '' ? { kind: 'bookmark', resourceVersion: rv } : { kind: 'malformed', reason: 'bookmark without resourceVersion' };
     }
-    case 'ERROR':
-      return isObject(obj) && obj.code === 410 ? { kind: 'gone' } : { kind: 'error', reason: `watch ERROR ${statusOfEvent(obj)}` };
+    case 'ERROR': {
+      const code = isObject(obj) && typeof obj.code === 'number' ? obj.code : undefined;
+      if (code === 410) return { kind: 'gone' };
+      return { kind: 'error', reason: `watch ERROR ${code === undefined ? '(no Status)' : statusDetail(code, obj)}` };
+    }
     default: {
       const change = WATCH_TYPES[parsed.type];
       if (!change) return { kind: 'malformed', reason: `unknown event type ${escapedText(parsed.type, 40)}` };
@@ -49,13 +52,4 @@ export function decodeWatchLine<T extends WatchedFacts>(line: string, toFacts: (
       return facts ? { kind: 'change', change, facts } : { kind: 'malformed', reason: 'object without name, uid or resourceVersion' };
     }
   }
-}
-
-/** `code reason: message` of an ERROR event's Status, escaped and capped; `(no Status)` when it carries none. */
-function statusOfEvent(obj: unknown): string {
-  if (!isObject(obj)) return '(no Status)';
-  const parts = [typeof obj.code === 'number' ? String(obj.code) : undefined, typeof obj.reason === 'string' ? obj.reason : undefined].filter((p) => p !== undefined);
-  const message = typeof obj.message === 'string' ? obj.message : undefined;
-  const text = [parts.join(' '), message].filter((p) => p !== undefined && p !== '').join(': ');
-  return text === '' ? '(no Status)' : escapedText(text, 200);
 }
