@@ -37,15 +37,13 @@ export interface KubernetesWatchSourcesOptions extends SessionSettings {
   /** Watch only Nodes matching this selector (default all). */
   readonly nodeLabelSelector?: string;
   /**
-   * Which management objects (Clusters, Machines, MachinePools, MachineDeployments, MachineSets) the sessions keep
-   * (default all): a forwarder shard's (shared/policy/shards.ts). Node streams are not filtered: a shard runs them for
-   * its own Clusters only (the predicate is asked about Nodes too, and a shard's keeps them all).
+   * Which objects the sessions keep (default all): a forwarder shard's (shared/policy/shards.ts). A shard runs Node
+   * streams for its own Clusters only, and its predicate keeps every Node.
    */
   readonly keep?: (facts: WatchedFacts) => boolean;
   /**
-   * Requests per second (after a burst) of each cluster's Node stream (default NODE_STREAM_RATE_LIMIT: 30 at once, then
-   * 1 per second); each stream has a bucket of its own, so a cluster that makes its stream ask without end (a list
-   * whose pages never end) slows only itself.
+   * The request bucket of each cluster's Node stream (default NODE_STREAM_RATE_LIMIT), one per stream: a cluster that
+   * makes its stream ask without end (a list whose pages never end) slows only itself.
    */
   readonly nodeStreamRateLimit?: RateLimit;
 }
@@ -72,9 +70,8 @@ export function kubernetesWatchSources(o: KubernetesWatchSourcesOptions): WatchS
     });
   /**
    * A Cluster API collection of the management cluster, in the version of the current attempt. `askAgain`: a 404 for
-   * it makes discovery ask again, when it was about the version still in use (Machines, Clusters); MachinePools,
-   * MachineDeployments and MachineSets are one more collection of the group version, so a 404 for them alone says
-   * nothing about it.
+   * it makes discovery ask again (Machines, Clusters); one for MachinePools, MachineDeployments or MachineSets alone
+   * says nothing about the group version.
    */
   function capiSession<T extends WatchedFacts>(
     name: string,

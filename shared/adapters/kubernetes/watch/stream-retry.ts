@@ -73,10 +73,7 @@ export class StreamRetry {
     return owed > decision.delayMs ? { ...decision, delayMs: Math.ceil(owed) } : decision;
   }
 
-  /**
-   * The stream delivered: a watch has been open for `shortWatchMs`, or an event arrived. Returns the `recovered`
-   * transition when the stream was failing.
-   */
+  /** The stream delivered (a watch open for `shortWatchMs`, or an event): the `recovered` times when it was failing. */
   delivered(): { readonly since: Date; readonly at: Date } | undefined {
     this.deliveredSinceFailure = true;
     this.inARow = 0;
