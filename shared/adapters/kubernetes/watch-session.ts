@@ -314,7 +314,6 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
     return { why: connection.end, openMs: Date.now() - connection.openedAt, events };
   }
 
-  /** A GET of the collection with `query` (and the session's label selector) over the product's HTTP client. */
   private request(kc: ClusterEndpoint, path: string, query: Readonly<Record<string, string | undefined>>, signal: AbortSignal): Promise<PageResponse> {
     this.requests++;
     return openRequest(kc, 'GET', pathWithQuery(path, { ...query, labelSelector: this.o.labelSelector || undefined }), { signal });

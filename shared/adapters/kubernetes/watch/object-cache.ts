@@ -1,8 +1,7 @@
 /**
  * What a stream knows of its collection (client-go's Store, client-node cache.ts's `objects`): the last facts seen of
- * each object, by `objectKeyOf`, and the resourceVersion they are current at. The relevance rules compare the next
- * change with these facts (`previous`), and a relist is diffed against them, so deletions while a watch was away are
- * announced.
+ * each object, by `objectKeyOf`, and the resourceVersion they are current at. A change's `previous` comes from it, and
+ * a relist is diffed against it, so deletions while a watch was away are announced.
  */
 import type { ChangeKind } from '#shared/contract/cloud-event.ts';
 import { changedSince, diffRelist } from '#shared/policy/relevance.ts';

@@ -34,7 +34,6 @@ export type AttemptEnd =
   | { readonly kind: 'watch-ended'; readonly why: 'closed' | 'idle' | 'resync'; readonly openMs: number; readonly events: number };
 
 export interface RetryDecision {
-  /** Wait this long before the next attempt. */
   readonly delayMs: number;
   /** Whether the attempt counts as failed, and why (safe to log). */
   readonly failure?: { readonly reason: string; readonly count: number };
