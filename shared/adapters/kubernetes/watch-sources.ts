@@ -20,13 +20,11 @@ import { nodeStreamKey, MACHINES_STREAM, MACHINE_POOLS_STREAM, MACHINE_DEPLOYMEN
 import { capiApiVersionString, type CapiApiVersion } from '#shared/domain/capi-api.ts';
 import type { CapiApi } from './capi-discovery.ts';
 
-/** The settings every session takes, as WatchSessionOptions documents them. */
-type SessionSettings = Pick<
+/** The settings every session takes (as WatchSessionOptions documents them), and the clusters to watch. */
+export interface KubernetesWatchSourcesOptions extends Pick<
   WatchSessionOptions<WatchedFacts>,
   'idleTimeoutMs' | 'resyncIntervalMs' | 'watchTimeoutSeconds' | 'backoff' | 'requestTimeoutMs' | 'telemetry' | 'logger'
->;
-
-export interface KubernetesWatchSourcesOptions extends SessionSettings {
+> {
   /** The management cluster: the Cluster API sessions' endpoint, where unusable kubeconfigs are reported. */
   readonly managementKubeConfig: ClusterEndpoint;
   readonly workloadKubeConfigs: WorkloadKubeConfigs;

@@ -9,11 +9,9 @@ export interface StreamCaps {
   readonly maxLineBytes: number;
   /** Largest list item (one object's JSON), in bytes; also bounds the list's `metadata` and any key. */
   readonly maxItemBytes: number;
-  /** Largest list page, in bytes. */
   readonly maxPageBytes: number;
   /** Largest whole list (every page), in bytes. */
   readonly maxListBytes: number;
-  /** Most pages of one list. */
   readonly maxPages: number;
   /** Longest time a whole list may take, in ms: bounds a server that answers every page just within its deadline. */
   readonly maxListMs: number;

@@ -1,10 +1,8 @@
 /**
- * One watch line → what it means, purely: a change (with the object's facts), a bookmark, the end of the watch's
- * history (ERROR 410), another ERROR, or a malformed line with a short reason. client-go's `watch.Decoder` plus the
- * type switch of its reflector's `watchHandler`; no I/O, no state, so every kind of line is one unit test.
- *
- * The reasons it gives are built from the event type and a Status's code, reason and message (escaped, capped), never
- * from the line itself; the caller decides whether (and how short) an excerpt of a malformed line is logged.
+ * One watch line → what it means, purely (client-go's `watch.Decoder` plus its reflector's `watchHandler` type switch):
+ * a change (with the object's facts), a bookmark, the end of the watch's history (ERROR 410), another ERROR, or a
+ * malformed line. Its reasons come from the event type and a Status (escaped, capped), never from the line itself;
+ * the caller decides whether (and how short) an excerpt of a malformed line is logged.
  */
 import type { ChangeKind } from '#shared/contract/cloud-event.ts';
 import { isObject } from '#shared/model/json.ts';
