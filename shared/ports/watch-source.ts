@@ -2,55 +2,40 @@ import type { ChangeKind, ClusterRef } from '#shared/contract/cloud-event.ts';
 import type { ClusterFacts, MachineFacts, MachinePoolFacts, NodeFacts, ScalableFacts, WatchedFacts } from '#shared/model/views.ts';
 
 /**
- * What a watch stream delivers, in order. A `change` carries the relevance decision; `checkpoint` is
- * the resourceVersion it is safe to resume from once this and every earlier item has been handled
- * (absent for changes synthesised by a relist, whose resume point is the `progress` that follows).
+ * What a watch stream delivers, in order. A change's `checkpoint` is the resourceVersion it is safe to resume from
+ * once it and every earlier item is handled; absent after a relist, whose resume point is the `progress` that follows.
  */
 export type StreamEvent<T extends WatchedFacts> =
   | {
       readonly type: 'change';
       readonly change: ChangeKind;
       readonly facts: T;
-      /**
-       * The last state of the same object the stream saw (a watch modification); absent for additions, deletions
-       * and changes announced by a relist, which are always forwarded.
-       */
+      /** The stream's last state of the object before this watch change; absent when it had none, or after a list. */
       readonly previous?: T;
       readonly observedAt: Date;
       readonly checkpoint?: string;
     }
   | { readonly type: 'progress'; readonly resourceVersion: string }
   /**
-   * A list put these objects into the stream's state without announcing them all (a resume exactly at the checkpoint,
-   * a relist that announces only what changed since): for indexes of the consumer's own. It comes before the list's
-   * announcements. `unannounced` (a stream started with `quietLists`: its first list without a checkpoint, a periodic
-   * resync): the listed objects the stream does not announce itself, for the consumer to judge — it announces those
-   * that may need work as `resynced` changes of its own, seen at `observedAt`.
+   * A list put these objects into the stream's state without announcing them all, before the list's announcements:
+   * for the consumer's own indexes. `unannounced` (`quietLists`): the listed objects the stream leaves for the consumer
+   * to judge, seen at `observedAt` (docs/watch-layer.md, "What a list announces").
    */
   | { readonly type: 'listed'; readonly items: readonly T[]; readonly unannounced?: readonly T[]; readonly observedAt?: Date }
   /**
-   * The stream's health changed: `failing` once per run of failed attempts, at the first (a 410 or a very short watch
-   * only when repeated), while the stream keeps retrying; `recovered` when it delivers again (a list alone is not
-   * enough). One failed attempt is the threshold on purpose: an API server that does not answer costs a 30 s request
-   * deadline per attempt, so a higher count would report it late; blips are filtered by the alarm's periods.
-   * (docs/watch-layer.md, "Retry policy".)
+   * The stream's health changed (docs/watch-layer.md, "Retry policy"). One failed attempt is the `failing` threshold on
+   * purpose: an API server that does not answer costs a 30 s request deadline per attempt, so a higher count would
+   * report it late; blips are filtered by the alarm's periods.
    */
   | StreamHealthEvent;
 
-/** A change of a stream's health (see StreamEvent). `reason` is a safe description: never a credential, never a raw response body. */
+/**
+ * A change of a stream's health (see StreamEvent). `reason` is safe to log: never a credential or a raw response body.
+ * `since` is when the run of failures began (the end of its first failed attempt); `at`, when it delivered again.
+ */
 export type StreamHealthEvent =
-  | {
-      readonly type: 'failing';
-      readonly reason: string;
-      /** When the first failed attempt of this run of failures ended. */
-      readonly since: Date;
-    }
-  | {
-      readonly type: 'recovered';
-      /** When the stream started failing (the `since` of its `failing`). */
-      readonly since: Date;
-      readonly at: Date;
-    };
+  | { readonly type: 'failing'; readonly reason: string; readonly since: Date }
+  | { readonly type: 'recovered'; readonly since: Date; readonly at: Date };
 
 /** A list+watch of one collection that runs until its signal aborts; it retries every failure itself. */
 export interface WatchStream<T extends WatchedFacts> {

@@ -1,16 +1,13 @@
 /**
  * A list+watch session over one Kubernetes collection: the reflector loop (client-go's `Reflector.ListAndWatch` run by
- * `BackoffUntil`; client-node's `ListWatch` in `src/cache.ts`), and only that. It chooses how to list, runs a watch
- * connection through the decoder into the object cache and on to the consumer, and hands the end of every attempt to
- * the retry policy. The parts, one job each, are in `./watch/` (docs/watch-layer.md, "Modules").
+ * `BackoffUntil`; client-node's `ListWatch` in `src/cache.ts`). It chooses how to list, runs a watch connection
+ * through the decoder into the object cache and on to the consumer, and hands the end of every attempt to the retry
+ * policy; the parts are in `./watch/` (docs/watch-layer.md). Beyond client-go's loop: an exact resume from a
+ * checkpoint, relists that announce only what changed, health told to the consumer, and an idle watchdog.
  *
- * What the loop adds to client-go's: an exact resume from a persisted checkpoint (a list *at* that resourceVersion,
- * whose objects are not announced again), a relist after a 410 that announces only what changed while away (plus
- * deletions), health told to the consumer (`failing`/`recovered`), and an idle watchdog.
- *
- * It reads the responses itself, as they arrive, over the product's HTTP client (kube-http.ts's `openRequest`, with
- * the endpoint's credentials), instead of client-node's `Watch`, because that class drops unparseable lines, swallows
- * exceptions thrown by the callback, does not await it, and ends every watch after 30 s.
+ * It reads responses over the product's HTTP client (kube-http.ts `openRequest`), not client-node's `Watch`, because
+ * that class drops unparseable lines, swallows exceptions thrown by the callback, does not await it, and ends every
+ * watch after 30 s.
  */
 import type { WatchedFacts } from '#shared/model/views.ts';
 import { TaintPropagatorError, TransientError } from '#shared/errors.ts';
@@ -67,8 +64,6 @@ export interface WatchSessionOptions<T extends WatchedFacts> {
   readonly logIntervalMs?: number;
   readonly telemetry?: ForwarderTelemetry;
   readonly logger?: Logger;
-  /** The clock: backoff resets, the watchdog, the resync timer and event times all read it. */
-  readonly now?: () => Date;
 }
 
 /** How the next attempt lists: first list (exact at the checkpoint, or fresh), since a compacted checkpoint, after a 410, periodic. */
@@ -79,7 +74,6 @@ type Consumer<T extends WatchedFacts> = (event: StreamEvent<T>) => Promise<void>
 /** One list+watch session; `run` keeps it going until the signal aborts. */
 export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
   private readonly o: WatchSessionOptions<T>;
-  private readonly now: () => Date;
   private readonly log: StreamLog;
   private readonly caps: StreamCaps;
   private readonly retry: StreamRetry;
@@ -93,11 +87,9 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
 
   constructor(options: WatchSessionOptions<T>) {
     this.o = options;
-    this.now = options.now ?? (() => new Date());
-    const logger = options.logger ?? defaultLogger;
-    this.log = new StreamLog(options.name, logger, { now: this.now, intervalMs: options.logIntervalMs });
+    this.log = new StreamLog(options.name, options.logger ?? defaultLogger, { intervalMs: options.logIntervalMs });
     this.caps = { ...DEFAULT_STREAM_CAPS, ...options.caps };
-    this.retry = new StreamRetry(options.backoff, Math.random, this.now);
+    this.retry = new StreamRetry(options.backoff);
   }
 
   /** The last state of an object this session holds (from its last list or watch event), by key. */
@@ -110,10 +102,7 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
     return this.cache.values();
   }
 
-  /**
-   * True once the session holds its collection (after its first list); also while the server does not serve the
-   * collection (404: there is nothing to hold, e.g. MachinePools not installed).
-   */
+  /** True once the session holds its collection (it has listed), or while the server does not serve it (404). */
   hasSynced(): boolean {
     return this.cache.resourceVersion !== undefined || this.notServed;
   }
@@ -121,14 +110,13 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
   /** Runs list+watch until `signal` aborts; every failure is retried through the retry policy, never thrown. */
   async run(signal: AbortSignal, onEvent: Consumer<T>): Promise<void> {
     const resyncMs = this.o.resyncIntervalMs ?? 0;
-    let resyncAt = resyncMs > 0 ? this.now().getTime() + resyncMs : Infinity;
+    let resyncAt = resyncMs > 0 ? Date.now() + resyncMs : Infinity;
     let next: ListMode | undefined = 'start';
-    let operation = 'resolving the collection';
     while (!signal.aborted) {
       let end: AttemptEnd;
+      let operation = 'resolving the collection';
       this.requests = 0;
       try {
-        operation = 'resolving the collection';
         const path = typeof this.o.path === 'string' ? this.o.path : await this.o.path();
         // Resolved once per attempt: its list and its watch share the credentials (a workload cluster's are a Secret
         // read or two; a reconnect, and so a rotation, resolves them again).
@@ -137,7 +125,7 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
         if (!kc.getCurrentCluster()) throw new TransientError('connecting', 'the kubeconfig has no current cluster');
         if (next !== undefined) {
           await this.list(next, path, kc, signal, onEvent);
-          if (next === 'resync') resyncAt = this.now().getTime() + resyncMs;
+          if (next === 'resync') resyncAt = Date.now() + resyncMs;
           next = undefined;
         }
         if (signal.aborted) break;
@@ -208,7 +196,7 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
       await onEvent({ type: 'listed', items });
       return;
     }
-    const observedAt = this.now();
+    const observedAt = new Date();
     const quiet = this.o.quietLists === true && (mode === 'start' || mode === 'resync');
     let resynced: T[];
     let deleted: T[] = [];
@@ -219,8 +207,10 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
     }
     else ({ resynced, deleted } = this.cache.relist(items, resourceVersion, mode !== 'relist' && !quiet));
     // What this list announces not (unchanged since the checkpoint, or since the cache had it); quiet: for the consumer to judge.
-    if (quiet) await onEvent({ type: 'listed', items, unannounced: unannounced(items, resynced), observedAt });
-    else if (resynced.length < items.length) await onEvent({ type: 'listed', items });
+    if (quiet) {
+      const announced = new Set(resynced);
+      await onEvent({ type: 'listed', items, unannounced: items.filter((item) => !announced.has(item)), observedAt });
+    } else if (resynced.length < items.length) await onEvent({ type: 'listed', items });
     for (const facts of resynced) await onEvent({ type: 'change', change: 'resynced', facts, observedAt });
     for (const facts of deleted) await onEvent({ type: 'change', change: 'deleted', facts, observedAt });
     await onEvent({ type: 'progress', resourceVersion });
@@ -232,29 +222,25 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
     const operation = `listing ${path}`;
     const timeoutMs = this.o.requestTimeoutMs ?? 30_000;
     const items: T[] = [];
-    let result;
-    try {
-      result = await listPages({
-        openPage: (query, pageSignal) => this.request(kc, path, query, pageSignal),
-        failed: async (res, status) => streamStatusError(status, await readErrorBody(res), operation, exactly),
-        pageSignal: () => AbortSignal.timeout(timeoutMs),
-        signal,
-        onItem: (json) => {
-          const facts = json === undefined ? undefined : this.o.toFacts(JSON.parse(json));
-          if (facts) {
-            if (!this.o.keep || this.o.keep(facts)) items.push(facts);
-          } else this.malformed('list item without name, uid or resourceVersion', json ?? 'not an object');
-        },
-        pageSize: 500,
-        exactly,
-        operation,
-        caps: this.caps,
-        now: () => this.now().getTime(),
-      });
-    } catch (err) {
+    const result = await listPages({
+      openPage: (query, pageSignal) => this.request(kc, path, query, pageSignal),
+      failed: async (res, status) => streamStatusError(status, await readErrorBody(res), operation, exactly),
+      pageSignal: () => AbortSignal.timeout(timeoutMs),
+      signal,
+      onItem: (json) => {
+        const facts = json === undefined ? undefined : this.o.toFacts(JSON.parse(json));
+        if (facts) {
+          if (!this.o.keep || this.o.keep(facts)) items.push(facts);
+        } else this.malformed('list item without name, uid or resourceVersion', json ?? 'not an object');
+      },
+      pageSize: 500,
+      exactly,
+      operation,
+      caps: this.caps,
+    }).catch((err: unknown) => {
       if (!signal.aborted && isCallTimeout(err)) throw new TransientError(operation, `no answer within ${timeoutMs} ms`, err);
       throw err;
-    }
+    });
     if (result.resourceVersion === undefined) throw new TransientError(operation, 'the list has no resourceVersion');
     return { items, resourceVersion: result.resourceVersion };
   }
@@ -278,7 +264,6 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
       resyncAt,
       maxLineBytes: this.caps.maxLineBytes,
       signal,
-      now: this.now,
       establishedAfterMs: DEFAULT_RETRY.shortWatchMs,
       onEstablished: () => void this.delivered(onEvent),
     });
@@ -319,17 +304,16 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
           facts: decoded.facts,
           // Whether it is worth a message is the use case's decision (forwardDecision), from the last state seen.
           ...(previous ? { previous } : {}),
-          observedAt: this.now(),
+          observedAt: new Date(),
           checkpoint: decoded.facts.resourceVersion,
         });
       }
     } finally {
       connection.close();
     }
-    return { why: connection.end, openMs: this.now().getTime() - connection.openedAt, events };
+    return { why: connection.end, openMs: Date.now() - connection.openedAt, events };
   }
 
-  /** A GET of the collection with `query` (and the session's label selector) over the product's HTTP client. */
   private request(kc: ClusterEndpoint, path: string, query: Readonly<Record<string, string | undefined>>, signal: AbortSignal): Promise<PageResponse> {
     this.requests++;
     return openRequest(kc, 'GET', pathWithQuery(path, { ...query, labelSelector: this.o.labelSelector || undefined }), { signal });
@@ -340,11 +324,4 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
     this.o.telemetry?.record(ForwarderMetric.MalformedWatchEvents, 1);
     this.log.error('Skipping malformed watch event', { reason, excerpt: safeExcerpt(text, 80), resourceVersion: this.cache.resourceVersion });
   }
-}
-
-/** The listed objects not in `announced` (a subset of them, in list order). */
-function unannounced<T>(items: readonly T[], announced: readonly T[]): T[] {
-  if (announced.length === 0) return [...items];
-  const set = new Set(announced);
-  return items.filter((item) => !set.has(item));
 }

@@ -8,7 +8,6 @@ import type { ClusterRef } from '#shared/contract/cloud-event.ts';
 import { toClusterFacts, toMachineFacts, toMachinePoolFacts, toNodeFacts } from '#shared/model/views.ts';
 import { toScalableFacts, type WatchedFacts } from '#shared/model/views.ts';
 import type { StreamStart, WatchSources, WatchStream } from '#shared/ports/watch-source.ts';
-import type { Clock } from '#shared/ports/clock.ts';
 import { WatchSession, type WatchSessionOptions } from './watch-session.ts';
 import type { WorkloadKubeConfigs } from './workload-kubeconfig.ts';
 import { clusterCredentialsReporter } from './credentials-reporter.ts';
@@ -21,13 +20,11 @@ import { nodeStreamKey, MACHINES_STREAM, MACHINE_POOLS_STREAM, MACHINE_DEPLOYMEN
 import { capiApiVersionString, type CapiApiVersion } from '#shared/domain/capi-api.ts';
 import type { CapiApi } from './capi-discovery.ts';
 
-/** The settings every session takes, as WatchSessionOptions documents them. */
-type SessionSettings = Pick<
+/** The settings every session takes (as WatchSessionOptions documents them), and the clusters to watch. */
+export interface KubernetesWatchSourcesOptions extends Pick<
   WatchSessionOptions<WatchedFacts>,
   'idleTimeoutMs' | 'resyncIntervalMs' | 'watchTimeoutSeconds' | 'backoff' | 'requestTimeoutMs' | 'telemetry' | 'logger'
->;
-
-export interface KubernetesWatchSourcesOptions extends SessionSettings {
+> {
   /** The management cluster: the Cluster API sessions' endpoint, where unusable kubeconfigs are reported. */
   readonly managementKubeConfig: ClusterEndpoint;
   readonly workloadKubeConfigs: WorkloadKubeConfigs;
@@ -38,17 +35,13 @@ export interface KubernetesWatchSourcesOptions extends SessionSettings {
   /** Watch only Nodes matching this selector (default all). */
   readonly nodeLabelSelector?: string;
   /**
-   * Which management objects (Clusters, Machines, MachinePools, MachineDeployments, MachineSets) the sessions keep
-   * (default all): a forwarder shard's (shared/policy/shards.ts). Node streams are not filtered: a shard runs them for
-   * its own Clusters only (the predicate is asked about Nodes too, and a shard's keeps them all).
+   * Which objects the sessions keep (default all): a forwarder shard's (shared/policy/shards.ts). A shard runs Node
+   * streams for its own Clusters only, and its predicate keeps every Node.
    */
   readonly keep?: (facts: WatchedFacts) => boolean;
-  /** The clock of the sessions (their backoff, watchdog, resync timer and event times). */
-  readonly clock?: Clock;
   /**
-   * Requests per second (after a burst) of each cluster's Node stream (default NODE_STREAM_RATE_LIMIT: 30 at once, then
-   * 1 per second); each stream has a bucket of its own, so a cluster that makes its stream ask without end (a list
-   * whose pages never end) slows only itself.
+   * The request bucket of each cluster's Node stream (default NODE_STREAM_RATE_LIMIT), one per stream: a cluster that
+   * makes its stream ask without end (a list whose pages never end) slows only itself.
    */
   readonly nodeStreamRateLimit?: RateLimit;
 }
@@ -61,38 +54,22 @@ export const NODE_LIST_MAX_PAGES = 60;
 
 /** Creates WatchSources backed by WatchSession. */
 export function kubernetesWatchSources(o: KubernetesWatchSourcesOptions): WatchSources {
-  function session<T extends WatchedFacts>(
-    name: string,
-    kubeConfig: () => Promise<ClusterEndpoint>,
-    path: string | (() => Promise<string>),
-    toFacts: (obj: unknown) => T | undefined,
-    start: StreamStart,
-    extra: Partial<WatchSessionOptions<T>>,
-  ): WatchStream<T> {
-    return new WatchSession<T>({
-      name,
-      kubeConfig,
-      path,
-      toFacts,
-      resumeFrom: start.resumeFrom,
-      quietLists: start.quietLists,
+  const session = <T extends WatchedFacts>(start: StreamStart, options: WatchSessionOptions<T>): WatchStream<T> =>
+    new WatchSession<T>({
+      ...start,
       idleTimeoutMs: o.idleTimeoutMs,
       watchTimeoutSeconds: o.watchTimeoutSeconds,
       backoff: o.backoff,
       requestTimeoutMs: o.requestTimeoutMs,
       telemetry: o.telemetry,
-      now: () => o.clock?.now() ?? new Date(),
       logger: o.logger,
       keep: o.keep,
-      ...extra,
+      ...options,
     });
-  }
-  const management = async (): Promise<ClusterEndpoint> => o.managementKubeConfig;
   /**
    * A Cluster API collection of the management cluster, in the version of the current attempt. `askAgain`: a 404 for
-   * it makes discovery ask again, when it was about the version still in use (Machines, Clusters); MachinePools,
-   * MachineDeployments and MachineSets are one more collection of the group version, so a 404 for them alone says
-   * nothing about it.
+   * it makes discovery ask again (Machines, Clusters); one for MachinePools, MachineDeployments or MachineSets alone
+   * says nothing about the group version.
    */
   function capiSession<T extends WatchedFacts>(
     name: string,
@@ -110,7 +87,11 @@ export function kubernetesWatchSources(o: KubernetesWatchSourcesOptions): WatchS
     const notServed = (): void => {
       if (used) o.capi.notServed(used);
     };
-    return session(name, management, path, toFacts, start, {
+    return session(start, {
+      name,
+      kubeConfig: async () => o.managementKubeConfig,
+      path,
+      toFacts,
       resyncIntervalMs: resync ? o.resyncIntervalMs : 0,
       collectionNotServed: askAgain ? notServed : undefined,
     });
@@ -139,7 +120,11 @@ export function kubernetesWatchSources(o: KubernetesWatchSourcesOptions): WatchS
     nodes: (cluster, start) => {
       const limiter = new EndpointRateLimiter(o.nodeStreamRateLimit ?? NODE_STREAM_RATE_LIMIT);
       const kubeConfig = async () => limiter.wrap(await workloadKubeConfig(cluster));
-      return session(nodeStreamKey(cluster), kubeConfig, '/api/v1/nodes', toNodeFacts, start, {
+      return session(start, {
+        name: nodeStreamKey(cluster),
+        kubeConfig,
+        path: '/api/v1/nodes',
+        toFacts: toNodeFacts,
         resyncIntervalMs: o.resyncIntervalMs,
         caps: { maxPages: NODE_LIST_MAX_PAGES },
         labelSelector: o.nodeLabelSelector,

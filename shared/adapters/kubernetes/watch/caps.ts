@@ -1,7 +1,6 @@
 /**
- * The byte, page and time caps of the streaming reads (issue "One bad workload cluster cannot hurt the others"), in one
- * place. A stream that exceeds one is cut with a {@link StreamCapError} (its message names the cap, never the bytes),
- * which the retry policy treats like any failed attempt: backoff, and the cluster reported failing.
+ * The byte, page and time caps of the streaming reads (issue "One bad workload cluster cannot hurt the others"): a
+ * stream over one is cut with a {@link StreamCapError}, a failed attempt like any other (backoff, reported failing).
  */
 import { TransientError } from '#shared/errors.ts';
 
@@ -10,11 +9,9 @@ export interface StreamCaps {
   readonly maxLineBytes: number;
   /** Largest list item (one object's JSON), in bytes; also bounds the list's `metadata` and any key. */
   readonly maxItemBytes: number;
-  /** Largest list page, in bytes. */
   readonly maxPageBytes: number;
   /** Largest whole list (every page), in bytes. */
   readonly maxListBytes: number;
-  /** Most pages of one list. */
   readonly maxPages: number;
   /** Longest time a whole list may take, in ms: bounds a server that answers every page just within its deadline. */
   readonly maxListMs: number;

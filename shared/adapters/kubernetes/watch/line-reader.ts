@@ -1,9 +1,7 @@
 /**
  * Bytes → lines, with a cap on a line's bytes: the framing of a watch (one JSON event per line). It replaces
- * `node:readline`, which has no limit and so holds an endless line in memory as long as the server sends it.
- *
- * A line is decoded as UTF-8 once it is complete (so a character split between chunks is read whole); `\r\n` and `\n`
- * both end a line. A piece of a chunk is checked against the cap before it is kept, however long the line.
+ * `node:readline`, which has no limit and so holds an endless line in memory as long as the server sends it. A line
+ * is decoded as UTF-8 once complete (a character split between chunks is read whole); `\r\n` and `\n` both end it.
  */
 import { StreamCapError } from './caps.ts';
 

@@ -1,15 +1,11 @@
 /**
  * Reads a Kubernetes list response (`{"kind":…,"metadata":{…},"items":[{…},…]}`) from its bytes one item at a time,
- * as they arrive: each item's JSON text is handed over as soon as its closing brace is read, and only that item's
- * bytes are kept meanwhile. A page of 500 Nodes is about 1.5 MB of JSON; read whole, it was one large string (kept by
- * V8 until a full collection) and a tree of some MB of parsed objects at once, for every page of the initial sync.
+ * as they arrive, holding only the current item's bytes: read whole, a page of 500 Nodes (about 1.5 MB of JSON) was
+ * one large string (kept by V8 until a full collection) and some MB of parsed objects at once, for every page.
  *
- * It frames, it does not validate: every item and the list's `metadata` are still read by JSON.parse (a malformed one
- * throws there), and the structure around them (one object, brackets and strings closed) is checked by {@link end}.
- *
- * What it holds is capped (`maxBufferedBytes`, caps.ts: one item, the `metadata` or a key): a chunk is scanned in
- * pieces no larger than the room left, so an item that would exceed the cap throws {@link StreamCapError} before its
- * bytes are kept, however large the item the server sends.
+ * It frames, it does not validate: items and `metadata` are still read by JSON.parse, the structure around them is
+ * checked by {@link end}. What it holds is capped (`maxBufferedBytes`): a chunk is scanned in pieces no larger than
+ * the room left, so an item over the cap throws {@link StreamCapError} before its bytes are kept.
  */
 import { StreamCapError } from './caps.ts';
 

@@ -1,12 +1,9 @@
 /**
  * The one paged list of the product (client-go's `tools/pager`): `limit`, then the server's `continue` token until
  * there is none, optionally exactly at a resourceVersion (`resourceVersionMatch=Exact`, for a stream's resume). Each
- * page is read as it arrives, one item at a time (list-items.ts): no page's text or parsed objects are held whole.
- * Bounded by caps.ts's byte, page and time caps; a server whose pages never end is cut with a StreamCapError.
- *
- * It takes the request as a function (`openPage`), as the pager takes a ListFunc, and the mapping of a non-200 answer
- * (`failed`), so that the watch session and `kubeList` (kube-http.ts) share it with their own credentials, deadline
- * and errors.
+ * page is read one item at a time (list-items.ts) and bounded by caps.ts's caps. The request (`openPage`, as the
+ * pager's ListFunc) and the error of a non-200 answer (`failed`) are the caller's: the watch session and `kubeList`
+ * (kube-http.ts) share it with their own credentials, deadline and errors.
  */
 import { isObject } from '#shared/model/json.ts';
 import { TransientError } from '#shared/errors.ts';
@@ -27,10 +24,7 @@ export interface ListPagesOptions {
   readonly failed: (response: PageResponse, status: number) => Promise<Error>;
   /** The signal of one page (a fresh deadline for each). */
   readonly pageSignal: () => AbortSignal;
-  /**
-   * A long-lived signal that also ends every page (a session's), linked to each page and unlinked after it
-   * (abort-link.ts).
-   */
+  /** A long-lived signal (a session's) that also ends every page: linked to each page, unlinked after it. */
   readonly signal?: AbortSignal;
   /** Each item's JSON text, in order; undefined for an element of `items` that is not an object. */
   readonly onItem: (json: string | undefined) => void;
@@ -40,21 +34,16 @@ export interface ListPagesOptions {
   /** Names the list in errors, e.g. `listing /api/v1/nodes`. */
   readonly operation: string;
   readonly caps?: Partial<StreamCaps>;
-  /** The time, in epoch ms (the injected clock), for the whole-list time cap. */
+  /** The time in epoch ms, for the whole-list time cap (default Date.now). */
   readonly now?: () => number;
 }
 
-/** What a whole list gives besides its items. */
-export interface ListResult {
-  /** The list's resourceVersion (from its first page); undefined when the server sent none. */
-  readonly resourceVersion: string | undefined;
-}
-
 /**
- * Reads every page of a list. Rejects with `failed`'s error for a non-200 page, a TransientError for an answer that is
- * not a list (empty, not JSON, no `items`), a StreamCapError at a cap, or the page signal's reason when it fired.
+ * Reads every page of a list; returns the list's resourceVersion (from its first page; undefined when it has none).
+ * Rejects with `failed`'s error for a non-200 page, a TransientError for an answer that is not a list (empty, not
+ * JSON, no `items`), a StreamCapError at a cap, or the page signal's reason when it fired.
  */
-export async function listPages(o: ListPagesOptions): Promise<ListResult> {
+export async function listPages(o: ListPagesOptions): Promise<{ resourceVersion: string | undefined }> {
   const caps = { ...DEFAULT_STREAM_CAPS, ...o.caps };
   const now = o.now ?? Date.now;
   const started = now();
@@ -68,11 +57,12 @@ export async function listPages(o: ListPagesOptions): Promise<ListResult> {
     const query = cont
       ? { limit: String(o.pageSize), continue: cont }
       : { limit: String(o.pageSize), resourceVersion: o.exactly, resourceVersionMatch: o.exactly ? 'Exact' : undefined };
-    const { signal, unlink } = pageSignalOf(o);
+    const page = new AbortController();
+    const unlink = linkAbort(page, o.signal ? [o.signal, o.pageSignal()] : [o.pageSignal()]);
     let envelope;
     let pageBytes = 0;
     try {
-      const res = await o.openPage(query, signal);
+      const res = await o.openPage(query, page.signal);
       const status = res.statusCode ?? 0;
       if (status !== 200) throw await o.failed(res, status);
       const reader = new ListItemReader(o.onItem, { maxBufferedBytes: caps.maxItemBytes, operation: o.operation });
@@ -87,7 +77,7 @@ export async function listPages(o: ListPagesOptions): Promise<ListResult> {
         envelope = reader.end();
       } catch (err) {
         res.destroy();
-        if (signal.aborted) throw signal.reason;
+        if (page.signal.aborted) throw page.signal.reason;
         // Never the text itself in the error (a SyntaxError quotes it): a server named by a kubeconfig may echo anything.
         if (err instanceof ListFramingError) throw new TransientError(o.operation, err.message === 'empty response' ? 'the list answer is empty' : 'the list answer is not JSON');
         if (err instanceof SyntaxError) throw new TransientError(o.operation, 'the list answer is not JSON');
@@ -104,14 +94,6 @@ export async function listPages(o: ListPagesOptions): Promise<ListResult> {
     cont = typeof metadata.continue === 'string' && metadata.continue !== '' ? metadata.continue : undefined;
   } while (cont);
   return { resourceVersion };
-}
-
-/** One page's signal: its own deadline, and `o.signal` when given, linked until `unlink`. */
-function pageSignalOf(o: ListPagesOptions): { signal: AbortSignal; unlink: () => void } {
-  const page = o.pageSignal();
-  if (!o.signal) return { signal: page, unlink: () => undefined };
-  const controller = new AbortController();
-  return { signal: controller.signal, unlink: linkAbort(controller, [o.signal, page]) };
 }
 
 /** At most `max` bytes of an error answer's body (a Status), as text; the rest is not read (the stream is destroyed). */

@@ -1,8 +1,7 @@
 /**
  * What a stream knows of its collection (client-go's Store, client-node cache.ts's `objects`): the last facts seen of
- * each object, by `objectKeyOf`, and the resourceVersion they are current at. The relevance rules compare the next
- * change with these facts (`previous`), and a relist is diffed against them, so deletions while a watch was away are
- * announced.
+ * each object, by `objectKeyOf`, and the resourceVersion they are current at. A change's `previous` comes from it, and
+ * a relist is diffed against it, so deletions while a watch was away are announced.
  */
 import type { ChangeKind } from '#shared/contract/cloud-event.ts';
 import { changedSince, diffRelist } from '#shared/policy/relevance.ts';
@@ -50,8 +49,7 @@ export class ObjectCache<T extends WatchedFacts> {
 
   /**
    * A relist replaces the cache; returns what to announce: every listed object when `full` (a periodic resync), else
-   * the objects that changed relevantly since the cache saw them (diffRelist), and the cached objects the list no
-   * longer has, as deletions.
+   * what changed relevantly since the cache saw it (diffRelist), and as deletions what the list no longer has.
    */
   relist(items: readonly T[], resourceVersion: string, full: boolean): { resynced: T[]; deleted: T[] } {
     const diff = diffRelist(this.objects, items, full);
@@ -59,10 +57,7 @@ export class ObjectCache<T extends WatchedFacts> {
     return diff;
   }
 
-  /**
-   * A relist with no baseline (the checkpoint was compacted away): replaces the cache and returns the objects changed
-   * after `since` (the domain's rule, changedSince).
-   */
+  /** A relist with no baseline (a compacted checkpoint) replaces the cache; returns what changed after `since`. */
   relistSince(items: readonly T[], resourceVersion: string, since: string): T[] {
     this.replace(items, resourceVersion);
     return changedSince(items, since);

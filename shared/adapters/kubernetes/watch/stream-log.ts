@@ -1,11 +1,8 @@
 /**
- * A stream's logging, rate-limited: per stream (a workload cluster's Node stream is one per cluster) and per kind of
- * line (its message), at most one line per interval (default 30 s); the next line after a quiet spell says how many
- * were suppressed meanwhile (`suppressed`). A hostile or broken server can make a stream fail, expire or send garbage
- * as fast as it likes; its logs stay at a few lines a minute. Metrics still count every occurrence.
- *
- * What a server sent reaches a line only as the caller's short, escaped excerpt (api-errors.ts `safeExcerpt`), never
- * whole. The time is the injected clock's.
+ * A stream's logging, rate-limited per stream and per kind of line (its message): at most one line per interval
+ * (default 30 s), the next one saying how many were `suppressed`, so a hostile or broken server's failures cost a few
+ * lines a minute (docs/watch-layer.md, "Logs"); metrics still count every occurrence. What a server sent reaches a
+ * line only as the caller's short, escaped excerpt (api-errors.ts `safeExcerpt`).
  */
 import type { logger as defaultLogger } from '#shared/observability/logger.ts';
 

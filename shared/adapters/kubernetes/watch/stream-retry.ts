@@ -1,15 +1,10 @@
 /**
  * The one retry policy of a stream (client-go's reflector backoff: `wait.BackoffUntil` with its backoff manager, plus
- * the "very short watch" rule of `watchHandler`). Every attempt of a watch session ends here, whatever ended it, and
- * this says how long to wait before the next and whether the stream's health changed. Pure: it reads the injected
- * clock and random source and keeps no timers, so every loop is a unit test with a manual clock.
- *
- * The rules and their reasons (what counts as a failure, the backoff, the floor of 1 s per request of a failed attempt,
- * the reopen of a watch that ended normally, the reset, and when health changes) are in docs/watch-layer.md, "Retry
- * policy". In short: the jittered delay is capped at 30 s too (client-go can wait up to 60 s), so a cluster that comes
- * back is seen within the latency promised for a healthy cluster; the per-request floor keeps a failing stream under
- * one request a second, whatever it fails for; a 410 or a very short watch, which happen to healthy clusters too,
- * report `failing` only when they repeat.
+ * the "very short watch" rule of `watchHandler`): every attempt of a watch session ends here, and this says how long
+ * to wait before the next and whether the stream's health changed. Pure (injected clock and random source, no
+ * timers), so every loop is a unit test with a manual clock. The rules and their reasons: docs/watch-layer.md, "Retry
+ * policy"; unlike client-go's, the jittered delay is capped at 30 s too, so a cluster that comes back is seen within
+ * the latency promised for a healthy cluster.
  */
 import { backoffDelay } from '#shared/policy/backoff.ts';
 import { ResourceVersionGoneError } from '../api-errors.ts';
@@ -39,7 +34,6 @@ export type AttemptEnd =
   | { readonly kind: 'watch-ended'; readonly why: 'closed' | 'idle' | 'resync'; readonly openMs: number; readonly events: number };
 
 export interface RetryDecision {
-  /** Wait this long before the next attempt. */
   readonly delayMs: number;
   /** Whether the attempt counts as failed, and why (safe to log). */
   readonly failure?: { readonly reason: string; readonly count: number };
@@ -78,10 +72,7 @@ export class StreamRetry {
     return owed > decision.delayMs ? { ...decision, delayMs: Math.ceil(owed) } : decision;
   }
 
-  /**
-   * The stream delivered: a watch has been open for `shortWatchMs`, or an event arrived. Returns the `recovered`
-   * transition when the stream was failing.
-   */
+  /** The stream delivered (a watch open for `shortWatchMs`, or an event): the `recovered` times when it was failing. */
   delivered(): { readonly since: Date; readonly at: Date } | undefined {
     this.deliveredSinceFailure = true;
     this.inARow = 0;
@@ -91,6 +82,7 @@ export class StreamRetry {
     return { since, at: this.now() };
   }
 
+  /** `soft`: a 410 or a very short watch, which happen to healthy clusters too, report failing only when repeated. */
   private failed(reason: string, soft: boolean): RetryDecision {
     const now = this.now();
     if (this.deliveredSinceFailure && this.lastFailureAt !== undefined && now.getTime() - this.lastFailureAt >= this.n.resetAfterMs) this.failures = 0;

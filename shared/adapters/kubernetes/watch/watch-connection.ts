@@ -3,10 +3,8 @@
  * within `idleTimeoutMs` while the consumer is not busy: kube-apiserver sends a bookmark about once a minute, so a
  * watch silent for longer is a dead connection — client-go relies on HTTP/2 pings for this, the product speaks
  * HTTP/1.1), the periodic-resync timer, and the line cap (line-reader.ts). It yields lines; it does not decode.
- *
- * One mechanism for the times: the watchdog's tick (at most every second) compares the injected clock with the last
- * activity, the resync time and the open time (for `onEstablished`); only the connect deadline is a timer of its own,
- * because it must fire while the request has not answered yet.
+ * The watchdog's tick (at most every second) also checks the resync time and `onEstablished`; only the connect
+ * deadline has a timer of its own, as it must fire before the request has answered.
  */
 import { TransientError } from '#shared/errors.ts';
 import { linkAbort } from './abort-link.ts';
@@ -29,7 +27,6 @@ export interface WatchConnectionOptions {
   readonly maxLineBytes: number;
   /** The session's signal: its abort ends the watch as `aborted`. */
   readonly signal: AbortSignal;
-  readonly now: () => Date;
   /** Called once, at the first watchdog tick after the watch has been open for `establishedAfterMs`. */
   readonly onEstablished?: () => void;
   readonly establishedAfterMs?: number;
@@ -41,7 +38,7 @@ export class WatchConnection {
   private readonly res: PageResponse;
   private readonly watchdog: NodeJS.Timeout;
   private readonly unlink: () => void;
-  /** Epoch ms (injected clock) when the answer's headers arrived. */
+  /** Epoch ms when the answer's headers arrived. */
   readonly openedAt: number;
   private lastActivity: number;
   private busy = false;
@@ -53,24 +50,21 @@ export class WatchConnection {
    * error for a non-200 answer, or with the transport's error.
    */
   static async open(o: WatchConnectionOptions): Promise<WatchConnection> {
-    // The request ends when the session aborts, or when this watch is cut or closed.
+    // The request ends when the session aborts, at the connect deadline, or when this watch is cut or closed.
     const controller = new AbortController();
     const unlink = linkAbort(controller, [o.signal]);
-    let timedOut = false;
-    const deadline = setTimeout(() => {
-      timedOut = true;
-      controller.abort();
-    }, o.connectTimeoutMs);
+    const deadline = AbortSignal.timeout(o.connectTimeoutMs);
+    const unlinkDeadline = linkAbort(controller, [deadline]);
     let res: PageResponse;
     try {
       res = await o.open(controller.signal);
     } catch (err) {
       unlink();
       controller.abort();
-      if (timedOut && !o.signal.aborted) throw new TransientError(o.operation, `not connected within ${o.connectTimeoutMs} ms`, err);
-      throw err;
+      const late = deadline.aborted && !o.signal.aborted;
+      throw late ? new TransientError(o.operation, `not connected within ${o.connectTimeoutMs} ms`, err) : err;
     } finally {
-      clearTimeout(deadline);
+      unlinkDeadline();
     }
     const status = res.statusCode ?? 0;
     if (status !== 200) {
@@ -90,7 +84,7 @@ export class WatchConnection {
     this.controller = controller;
     this.res = res;
     this.unlink = unlink;
-    this.openedAt = o.now().getTime();
+    this.openedAt = Date.now();
     this.lastActivity = this.openedAt;
     this.watchdog = setInterval(() => this.tick(), Math.min(1_000, o.idleTimeoutMs / 4));
   }
@@ -102,7 +96,7 @@ export class WatchConnection {
 
   /** The watch delivered an event or a bookmark: the idle watchdog starts over. */
   activity(): void {
-    this.lastActivity = this.o.now().getTime();
+    this.lastActivity = Date.now();
   }
 
   /**
@@ -134,7 +128,7 @@ export class WatchConnection {
   }
 
   private tick(): void {
-    const now = this.o.now().getTime();
+    const now = Date.now();
     if (!this.established && this.o.onEstablished && now - this.openedAt >= (this.o.establishedAfterMs ?? 0)) {
       this.established = true;
       this.o.onEstablished();
@@ -145,7 +139,6 @@ export class WatchConnection {
 
   private cut(why: WatchEnd): void {
     this.why = why;
-    this.controller.abort();
-    this.res.destroy();
+    this.close();
   }
 }

@@ -1,15 +1,13 @@
 /**
- * One watch line → what it means, purely: a change (with the object's facts), a bookmark, the end of the watch's
- * history (ERROR 410), another ERROR, or a malformed line with a short reason. client-go's `watch.Decoder` plus the
- * type switch of its reflector's `watchHandler`; no I/O, no state, so every kind of line is one unit test.
- *
- * The reasons it gives are built from the event type and a Status's code, reason and message (escaped, capped), never
- * from the line itself; the caller decides whether (and how short) an excerpt of a malformed line is logged.
+ * One watch line → what it means, purely (client-go's `watch.Decoder` plus its reflector's `watchHandler` type switch):
+ * a change (with the object's facts), a bookmark, the end of the watch's history (ERROR 410), another ERROR, or a
+ * malformed line. Its reasons come from the event type and a Status (escaped, capped), never from the line itself;
+ * the caller decides whether (and how short) an excerpt of a malformed line is logged.
  */
 import type { ChangeKind } from '#shared/contract/cloud-event.ts';
 import { isObject } from '#shared/model/json.ts';
 import type { WatchedFacts } from '#shared/model/views.ts';
-import { escapedText } from '../api-errors.ts';
+import { escapedText, statusDetail } from '../api-errors.ts';
 
 export type DecodedLine<T extends WatchedFacts> =
   | { readonly kind: 'change'; readonly change: ChangeKind; readonly facts: T }
@@ -25,7 +23,6 @@ const WATCH_TYPES: Readonly<Record<string, ChangeKind>> = { ADDED: 'added', MODI
 /**
  * Decodes one (non-empty) watch line; `toFacts` reads an object's facts, undefined when it lacks name, uid or
  * resourceVersion.
- * @example decodeWatchLine('{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"12"}}}', toNodeFacts) // { kind: 'bookmark', resourceVersion: '12' }
  */
 export function decodeWatchLine<T extends WatchedFacts>(line: string, toFacts: (obj: unknown) => T | undefined): DecodedLine<T> {
   let parsed: unknown;
@@ -41,8 +38,11 @@ export function decodeWatchLine<T extends WatchedFacts>(line: string, toFacts: (
       const rv = isObject(obj) && isObject(obj.metadata) ? obj.metadata.resourceVersion : undefined;
       return typeof rv === 'string' && rv !== '' ? { kind: 'bookmark', resourceVersion: rv } : { kind: 'malformed', reason: 'bookmark without resourceVersion' };
     }
-    case 'ERROR':
-      return isObject(obj) && obj.code === 410 ? { kind: 'gone' } : { kind: 'error', reason: `watch ERROR ${statusOfEvent(obj)}` };
+    case 'ERROR': {
+      const code = isObject(obj) && typeof obj.code === 'number' ? obj.code : undefined;
+      if (code === 410) return { kind: 'gone' };
+      return { kind: 'error', reason: `watch ERROR ${code === undefined ? '(no Status)' : statusDetail(code, obj)}` };
+    }
     default: {
       const change = WATCH_TYPES[parsed.type];
       if (!change) return { kind: 'malformed', reason: `unknown event type ${escapedText(parsed.type, 40)}` };
@@ -50,13 +50,4 @@ export function decodeWatchLine<T extends WatchedFacts>(line: string, toFacts: (
       return facts ? { kind: 'change', change, facts } : { kind: 'malformed', reason: 'object without name, uid or resourceVersion' };
     }
   }
-}
-
-/** `code reason: message` of an ERROR event's Status, escaped and capped; `(no Status)` when it carries none. */
-function statusOfEvent(obj: unknown): string {
-  if (!isObject(obj)) return '(no Status)';
-  const parts = [typeof obj.code === 'number' ? String(obj.code) : undefined, typeof obj.reason === 'string' ? obj.reason : undefined].filter((p) => p !== undefined);
-  const message = typeof obj.message === 'string' ? obj.message : undefined;
-  const text = [parts.join(' '), message].filter((p) => p !== undefined && p !== '').join(': ');
-  return text === '' ? '(no Status)' : escapedText(text, 200);
 }

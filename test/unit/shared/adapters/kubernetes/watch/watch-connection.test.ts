@@ -39,7 +39,6 @@ function options(extra: Partial<WatchConnectionOptions> = {}): WatchConnectionOp
     resyncAt: Infinity,
     maxLineBytes: 1_024,
     signal: new AbortController().signal,
-    now: () => new Date(),
     ...extra,
   };
 }

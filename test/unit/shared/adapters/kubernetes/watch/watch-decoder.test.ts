@@ -34,7 +34,7 @@ describe('Function: decodeWatchLine()', () => {
     const decoded = decodeWatchLine(line, toNodeFacts);
 
     // Assess
-    expect(decoded).toEqual({ kind: 'error', reason: 'watch ERROR 500 InternalError: etcd down\\u001b[31m' });
+    expect(decoded).toEqual({ kind: 'error', reason: 'watch ERROR HTTP 500: InternalError etcd down\\u001b[31m' });
   });
 
   const malformed: ReadonlyArray<{ name: string; line: string; reason: string }> = [
