@@ -30,7 +30,7 @@ async function reconcileOnce(deps: ReconcileDeps, event: TaintEvent & { readonly
   if (!deps.scalables) throw new Error(`Cannot reconcile ${id}: the reconcile function was composed without a scalable resource store`);
   const resource = await deps.scalables.get(ref.kind, ref.namespace, ref.name);
   if (!resource) return { ...base, outcome: ReconcileOutcome.resourceGone, reason: `the ${ref.kind} does not exist` };
-  const plan = planAutoscalerTaints(resource, deps.settings.startupTaint ? { startupTaint: deps.settings.startupTaint } : {});
+  const plan = planAutoscalerTaints(resource, deps.settings);
   const read = { ...base, resourceVersion: resource.resourceVersion };
   // Nothing to write and nothing to report: no Cluster read either.
   if (plan.state !== 'foreign' && !plan.patch) return { ...read, outcome: ReconcileOutcome.unchanged, reason: plan.state };
