@@ -54,7 +54,6 @@ async function reconcileOnce(deps: ReconcileDeps, event: TaintEvent & { readonly
 async function pauseOf(deps: ReconcileDeps, r: ScalableResourceFacts): Promise<string | undefined> {
   const own = pausedReason(r, undefined);
   if (own) return own;
-  // spec.clusterName is required by Cluster API; the label (which Cluster API sets too) covers an object without it.
   const name = clusterNameOf(r);
   const cluster = name ? await deps.machines.getCluster(r.namespace, name) : undefined;
   return pausedReason(r, cluster);
