@@ -183,13 +183,11 @@ async function planAndPatch(deps: ReconcileDeps, target: Target, nodes: NodeStor
  * Runs `fn` (get → plan → patch) again at once after a 409 (another writer, most often a joining Node's kubelet),
  * as client-go's `retry.RetryOnConflict`; a second 409 is thrown, for the queue's backoff.
  */
-export async function retryOnConflict<T>(fn: (first: boolean) => Promise<T>): Promise<T> {
-  try {
-    return await fn(true);
-  } catch (error) {
+export function retryOnConflict<T>(fn: (first: boolean) => Promise<T>): Promise<T> {
+  return fn(true).catch((error: unknown) => {
     if (!(error instanceof PatchConflictError)) throw error;
     return fn(false);
-  }
+  });
 }
 
 /** The plan for a Node as read, with the first-enablement rule applied. */
