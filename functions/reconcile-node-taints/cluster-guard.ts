@@ -1,7 +1,6 @@
 /**
- * What keeps one workload cluster from costing the others (the function's README, "Isolation"): a per-cluster limit
- * on concurrent records, the batch breaker after a call timed out or passed the byte cap, and the failing-cluster
- * backoff that spans batches. A record refused by any of them fails at once as transient, without a request.
+ * What keeps one workload cluster from costing the others (the function's README, "Isolation"). A record the guard
+ * refuses (its cluster's breaker or backoff) fails at once as transient, without a request.
  */
 import { CallTimeoutError, OversizedAnswerError, TransientError } from '#shared/errors.ts';
 import { clusterKey, type ClusterRef } from '#shared/contract/cloud-event.ts';

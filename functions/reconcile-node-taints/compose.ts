@@ -20,7 +20,6 @@ import { logger as defaultLogger } from '#shared/observability/logger.ts';
 import { metrics as defaultMetrics } from '#shared/observability/metrics.ts';
 import { ReconcileMetric } from '#shared/observability/metric-names.ts';
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
-import type { Clock } from '#shared/ports/clock.ts';
 import { FailingClusters } from './cluster-guard.ts';
 import type { BatchDeps } from './process-batch.ts';
 
@@ -48,14 +47,11 @@ export interface ReconcileComposition extends BatchDeps {
 }
 
 export function composeReconcile(args: ComposeArgs): ReconcileComposition {
-  const clock: Clock = { now: () => new Date() };
+  const clock = { now: () => new Date() };
   // Connections are pooled by the HTTP client (kube-http.ts), one keep-alive pool for every cluster.
-  const kc = args.managementKubeConfig;
-  const { config } = args;
-  const logger = args.logger ?? defaultLogger;
+  const { config, managementKubeConfig: kc, logger = defaultLogger, metrics = defaultMetrics } = args;
   const gateWarning = startupGateWarning(config.startupTaint);
   if (gateWarning) logger.warn(`STARTUP_TAINT_KEY: ${gateWarning}`);
-  const metrics = args.metrics ?? defaultMetrics;
   const recorder = new KubernetesEventRecorder(kc, clock);
   // Which Cluster API version to read: discovered once per container (and again after a 404 on the group version).
   const capi = new KubernetesCapiDiscovery(kc, {

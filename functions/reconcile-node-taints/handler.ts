@@ -1,10 +1,10 @@
 /**
  * Lambda entry of the reconcile function (SQS FIFO trigger, ReportBatchItemFailures).
  * Composition root: configuration is read once per cold start (a bad one fails the cold start);
- * dependencies are rebuilt only when the management cluster's credentials are refreshed.
- * The set-up every container's first record would wait for starts in the init phase: a provisioned container's init
- * waits for it, an on-demand one's does not (the function's README, "Before the first record: the init phase").
+ * dependencies are rebuilt only when the management cluster's credentials are refreshed. The set-up starts in the
+ * init phase (the function's README, "Before the first record: the init phase").
  */
+import { setTimeout as delay } from 'node:timers/promises';
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import type { Context, SQSBatchResponse, SQSEvent } from 'aws-lambda';
 import { withCallDeadline } from '#shared/adapters/kubernetes/call-deadline.ts';
@@ -49,10 +49,8 @@ const initStarted = performance.now();
 /** The set-up, bounded; never throws (what failed is logged and tried again by the records that need it). */
 async function setUp(): Promise<void> {
   try {
-    let timer: NodeJS.Timeout | undefined;
     const setUp = withCallDeadline(Date.now() + INIT_SET_UP_MS, async () => (await dependencies()).warmUp());
-    const bound = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), INIT_SET_UP_MS)));
-    const outcome = await Promise.race([setUp, bound]).finally(() => clearTimeout(timer));
+    const outcome = await Promise.race([setUp, delay(INIT_SET_UP_MS, 'timeout' as const, { ref: false })]);
     if (outcome === 'timeout') logger.warn('Set-up in the init phase did not finish in time; the first invocation goes on with it', { afterMs: INIT_SET_UP_MS });
     else if (outcome.length > 0) logger.warn('Set-up in the init phase failed; the first invocation tries again', { reasons: outcome });
     else logger.debug('Set-up done in the init phase', { setUpMs: Math.round(performance.now() - initStarted) });

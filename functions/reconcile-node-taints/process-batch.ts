@@ -1,11 +1,11 @@
 /**
- * The reconcile function's batch processor, in Powertools' shape (a `BasePartialBatchProcessor`): message groups
- * (Nodes) in parallel, each group's records in order, and each record's fate decided in one place: dead-lettered when
- * it can never succeed, else retried through the queue with a backoff, re-issued before the redrive (the function's
- * README, "Outcomes"). Every API call of a record goes through the clusters' guard within the record's deadline.
+ * The reconcile function's batch processor, a Powertools `BatchProcessor` that runs message groups (Nodes) in parallel,
+ * each group's records in order, and decides each record's fate in one place (the function's README, "Outcomes").
+ * Every API call of a record goes through the clusters' guard within the record's deadline.
  */
-import { BasePartialBatchProcessor, EventType, processPartialResponse } from '@aws-lambda-powertools/batch';
+import { BatchProcessor, EventType, processPartialResponse } from '@aws-lambda-powertools/batch';
 import { SqsFifoMessageGroupShortCircuitError } from '@aws-lambda-powertools/batch';
+import type { FailureResponse, SuccessResponse } from '@aws-lambda-powertools/batch/types';
 import type { Logger } from '@aws-lambda-powertools/logger';
 import { MetricUnit, type Metrics } from '@aws-lambda-powertools/metrics';
 import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
@@ -61,16 +61,17 @@ export async function processBatch(event: SQSEvent, context: Context, deps: Batc
   return response;
 }
 
-type Outcome = ['success', unknown, SQSRecord] | ['fail', string, SQSRecord];
+type Outcome = SuccessResponse | FailureResponse;
 
-class ReconcileBatchProcessor extends BasePartialBatchProcessor {
+class ReconcileBatchProcessor extends BatchProcessor {
   /** The records' dependencies: Events written off each record's path (DeferredEvents), clusters through the guard. */
   readonly #deps: BatchDeps;
   readonly #events: DeferredEvents;
   readonly #guard: ClusterGuard;
   readonly #startedAt: number;
   readonly #deadline: number;
-  readonly #handled = new Set<string>();
+  /** Records not run because an earlier record of their group failed. */
+  readonly #skipped = new Set<string>();
   readonly #reissuable = new Set<string>();
   /** The backoff of each message group whose record failed; the records skipped behind it get the same. */
   readonly #delays = new Map<string, number>();
@@ -103,7 +104,9 @@ class ReconcileBatchProcessor extends BasePartialBatchProcessor {
         // management cluster (docs/autoscaler.md) and is reconciled whatever its workload cluster does.
         if (isNodeTaintEvent(event)) this.#guard.check(cluster);
         const scalable = event as TaintEvent & { readonly data: ScalableResourceEventData };
-        const result = await bounded(this.#recordDeadline(), () =>
+        // All the calls of one record together get one call timeout, within the batch's deadline.
+        const deadline = Math.min(this.#deadline, startedAt + (deps.recordTimeoutMs ?? Infinity));
+        const result = await bounded(deadline, () =>
           isNodeTaintEvent(event) ? reconcileNodeTaints(deps, event) : reconcileAutoscalerTaints(deps, scalable),
         );
         const latencyMs = latencyStages(event, record, this.#startedAt, startedAt, deps.clock.now().getTime());
@@ -139,25 +142,6 @@ class ReconcileBatchProcessor extends BasePartialBatchProcessor {
     return results.flat();
   }
 
-  async processRecord(record: SQSRecord): Promise<Outcome> {
-    this.#handled.add(record.messageId);
-    try {
-      return this.successHandler(record, await this.handler(record)) as Outcome;
-    } catch (error) {
-      return this.failureHandler(record, error instanceof Error ? error : new Error(String(error))) as Outcome;
-    }
-  }
-
-  processRecordSync(): never {
-    throw new Error('ReconcileBatchProcessor processes records asynchronously only');
-  }
-
-  /** The deadline (epoch ms) of a record starting now: one call timeout, within the batch's. */
-  #recordDeadline(): number {
-    const timeout = this.#deps.recordTimeoutMs;
-    return timeout === undefined ? this.#deadline : Math.min(this.#deadline, this.#deps.clock.now().getTime() + timeout);
-  }
-
   /** A record that failed comes back after `seconds`; `reissuable`: an expected failure, re-issued before the redrive. */
   #retryLater(record: SQSRecord, seconds: number, reissuable: boolean): void {
     this.#delays.set(groupOf(record), seconds);
@@ -168,7 +152,10 @@ class ReconcileBatchProcessor extends BasePartialBatchProcessor {
     const results: Outcome[] = [];
     let failed = false;
     for (const record of records) {
-      const result: Outcome = failed ? (this.failureHandler(record, new SqsFifoMessageGroupShortCircuitError()) as Outcome) : await this.processRecord(record);
+      if (failed) this.#skipped.add(record.messageId);
+      const result: Outcome = failed
+        ? this.failureHandler(record, new SqsFifoMessageGroupShortCircuitError())
+        : await this.processRecord(record);
       failed ||= result[0] === 'fail';
       results.push(result);
     }
@@ -187,7 +174,7 @@ class ReconcileBatchProcessor extends BasePartialBatchProcessor {
     // In batch order (groups fail at their own pace): the response lists the failures as the batch lists the records.
     const failed = new Set(this.failureMessages as SQSRecord[]);
     for (const record of (this.records as SQSRecord[]).filter((r) => failed.has(r))) {
-      const skipped = !this.#handled.has(record.messageId);
+      const skipped = this.#skipped.has(record.messageId);
       if ((skipped || this.#reissuable.has(record.messageId)) && (await this.#reissueIfDue(record, skipped))) continue;
       kept.push(record);
       // A skipped record would keep the queue's long visibility timeout and block its group: it gets its group's backoff.
@@ -238,11 +225,8 @@ async function deadLetter(record: SQSRecord, deps: BatchDeps, reason: string, er
 }
 
 /**
- * Where a written change's time went, from the forwarder's observation to the write (ms; a stage whose timestamps the
- * record lacks is left out): `forwarder` (observed → sent to the queue), `queue` (sent → first received; a retried
- * record's includes its backoff), `invoke` (received → the batch started: the hand-over, and a cold start), `batch`
- * (the batch started → this record started: the records before it in its group, or a wait for its cluster's limit),
- * `reconcile` (its reads and its write). Pure: it reads only the record's attributes and the times it is given.
+ * Where a written change's time went, stage by stage from the forwarder's observation to the write (ms; the stages are
+ * told in docs/runbook.md). A stage whose timestamps the record lacks is left out.
  */
 export function latencyStages(event: TaintEvent, record: SQSRecord, batchStartedAt: number, recordStartedAt: number, writtenAt: number): Record<string, number> {
   const at = (v: string | undefined): number => (v?.trim() ? Number(v) : Number.NaN);

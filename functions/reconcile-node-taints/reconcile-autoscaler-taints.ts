@@ -30,7 +30,7 @@ async function reconcileOnce(deps: ReconcileDeps, event: TaintEvent & { readonly
   if (!deps.scalables) throw new Error(`Cannot reconcile ${id}: the reconcile function was composed without a scalable resource store`);
   const resource = await deps.scalables.get(ref.kind, ref.namespace, ref.name);
   if (!resource) return { ...base, outcome: ReconcileOutcome.resourceGone, reason: `the ${ref.kind} does not exist` };
-  const plan = planAutoscalerTaints(resource, deps.settings.startupTaint ? { startupTaint: deps.settings.startupTaint } : {});
+  const plan = planAutoscalerTaints(resource, deps.settings);
   const read = { ...base, resourceVersion: resource.resourceVersion };
   // Nothing to write and nothing to report: no Cluster read either.
   if (plan.state !== 'foreign' && !plan.patch) return { ...read, outcome: ReconcileOutcome.unchanged, reason: plan.state };
@@ -54,7 +54,6 @@ async function reconcileOnce(deps: ReconcileDeps, event: TaintEvent & { readonly
 async function pauseOf(deps: ReconcileDeps, r: ScalableResourceFacts): Promise<string | undefined> {
   const own = pausedReason(r, undefined);
   if (own) return own;
-  // spec.clusterName is required by Cluster API; the label (which Cluster API sets too) covers an object without it.
   const name = clusterNameOf(r);
   const cluster = name ? await deps.machines.getCluster(r.namespace, name) : undefined;
   return pausedReason(r, cluster);

@@ -1,8 +1,7 @@
 /**
  * The use case: one event in, one Node brought in line with its owner's declared taints, with at most one successful
- * write. Level-triggered, as Cluster API's own `reconcileNode`: the event only names what to look at, everything is
- * read again and the write carries the Node's resourceVersion, so duplicates, reordering and forged events are
- * harmless. The spine is get → plan → patch (the function's README, "What one record does").
+ * write. Level-triggered, as Cluster API's own `reconcileNode`: the event only names what to look at and the write
+ * carries the Node's resourceVersion, so duplicates, reordering and forged events are harmless (the function's README).
  */
 import { clusterKey, isNodeTaintEvent, parseEventType, type ClusterRef, type NodeTaintEvent, type NodeTaintEventData, type TaintEvent } from '#shared/contract/cloud-event.ts';
 import { declaredTaintsOf, type EffectiveDeclaration } from '#shared/domain/declarations.ts';
@@ -80,9 +79,6 @@ export interface PlannedState {
   readonly trackingAnnotation: string | undefined;
 }
 
-/** Reason of the Normal Event recorded when a declaration the forwarder saw invalid is valid again. */
-const DECLARATION_VALID = 'DeclarationValid';
-
 /**
  * Reconciles the Node an event points at. Returns the outcome; throws PatchConflictError,
  * TransientError, AccessDeniedError or ClusterCredentialsError for failures that the queue retries,
@@ -98,7 +94,7 @@ export async function reconcileNodeTaints(deps: ReconcileDeps, event: TaintEvent
   if ('outcome' in found) return found;
   const owner = ownerOf(found.machine);
   const cluster = clusterOf(deps.settings, found.machine);
-  const paused = await pauseOf(deps, found.machine, found.pauseSources, clusterRead);
+  const paused = await pauseOf(deps, found, clusterRead);
   if (paused) return { outcome: ReconcileOutcome.paused, cluster: clusterKey(cluster), ...owner, ...(found.machine.nodeName ? { node: found.machine.nodeName } : {}), reason: paused };
   if (found.machine.deleting) return { outcome: ReconcileOutcome.machineDeleting, ...owner, reason: `the ${found.machine.kind} is being deleted` };
   const linked: { machine: OwnerFacts; read?: NodeRead } | undefined = found.machine.nodeName ? { machine: found.machine } : await linkByProviderId(deps, event, found.machine, cluster, hinted);
@@ -107,7 +103,7 @@ export async function reconcileNodeTaints(deps: ReconcileDeps, event: TaintEvent
   const machine = linked.machine;
   const base = { cluster: clusterKey(cluster), ...owner, node: nodeName };
 
-  const declared = declaredTaintsOf(machine, deps.settings.startupTaint ? { startupTaint: deps.settings.startupTaint } : {});
+  const declared = declaredTaintsOf(machine, deps.settings);
   if (!declared.valid) {
     await recordEvent(deps, machine, 'Warning', 'InvalidTaintDeclaration',
       `Taints not propagated to Node ${nodeName}; fix the declaration: ${declared.issues.map((i) => `${i.field}: ${i.message}`).join('; ')}`);
@@ -131,7 +127,7 @@ interface Target {
   readonly cluster: ClusterRef;
   readonly machine: OwnerFacts;
   readonly declaration: EffectiveDeclaration;
-  /** The forwarder saw the declaration invalid before (see DECLARATION_VALID). */
+  /** The forwarder saw the declaration invalid before: a DeclarationValid Event says that the fix took. */
   readonly recovered: boolean;
 }
 
@@ -157,7 +153,7 @@ async function planAndPatch(deps: ReconcileDeps, target: Target, nodes: NodeStor
   }
   if (plan.kind === 'unchanged') {
     // The forwarder saw this declaration invalid before: say that it took, although the Node needed nothing.
-    if (recovered) await normal(DECLARATION_VALID, `Taint declaration is valid again; Node ${node.name} is in sync`);
+    if (recovered) await normal('DeclarationValid', `Taint declaration is valid again; Node ${node.name} is in sync`);
     return { ...read, outcome: ReconcileOutcome.unchanged };
   }
   if (deps.settings.dryRun) {
@@ -168,17 +164,15 @@ async function planAndPatch(deps: ReconcileDeps, target: Target, nodes: NodeStor
   try {
     writtenResourceVersion = (await nodes.patchNodeTaints(node.name, plan.patch)).resourceVersion;
   } catch (error) {
-    // A 404: the Node was deleted after it was read.
     if (error instanceof NodeNotFoundError) return { ...read, outcome: ReconcileOutcome.nodeGone, reason: 'the Node was deleted between the read and the write' };
     throw error;
   }
-  // One Event per write: DeclarationValid when the forwarder saw the declaration invalid before (the write is what the
-  // fix brought), else TaintRestored when an Always taint someone removed was put back, else TaintsPropagated.
+  // One Event per write; DeclarationValid before the others, since the write is what the fix brought.
   const restored = restoredTaints(plan.diff, node.annotations[OWN_TRACKING_ANNOTATION]);
   const diff = describeDiff(plan.diff);
   const putBack = `put back ${restored.map(formatTaint).join(', ')}, removed by someone else (Always taints are kept)`;
   await (recovered
-    ? normal(DECLARATION_VALID, `Taint declaration is valid again; Node ${node.name}: ${diff}`)
+    ? normal('DeclarationValid', `Taint declaration is valid again; Node ${node.name}: ${diff}`)
     : restored.length > 0
       ? normal('TaintRestored', `Node ${node.name}: ${putBack}; ${diff}`)
       : normal('TaintsPropagated', `Node ${node.name}: ${diff}`));
@@ -189,24 +183,18 @@ async function planAndPatch(deps: ReconcileDeps, target: Target, nodes: NodeStor
  * Runs `fn` (get → plan → patch) again at once after a 409 (another writer, most often a joining Node's kubelet),
  * as client-go's `retry.RetryOnConflict`; a second 409 is thrown, for the queue's backoff.
  */
-export async function retryOnConflict<T>(fn: (first: boolean) => Promise<T>): Promise<T> {
-  try {
-    return await fn(true);
-  } catch (error) {
+export function retryOnConflict<T>(fn: (first: boolean) => Promise<T>): Promise<T> {
+  return fn(true).catch((error: unknown) => {
     if (!(error instanceof PatchConflictError)) throw error;
     return fn(false);
-  }
+  });
 }
 
 /** The plan for a Node as read, with the first-enablement rule applied. */
 async function planFor(deps: ReconcileDeps, node: NodeWithTaints, declaration: EffectiveDeclaration): Promise<{ plan: NodeTaintPlan; adopt: boolean }> {
   const created = node.creationTimestamp;
   const adopt = mayAdoptAsInitialized(node, deps.settings.startupTaint) && !!created && new Date(created).getTime() < (await deps.enablement.enabledAt()).getTime();
-  const { plan } = planOwnedTaints(node, declaration, {
-    ...(deps.settings.specTaintsOwner ? { specTaintsOwner: deps.settings.specTaintsOwner } : {}),
-    ...(deps.settings.startupTaint ? { startupTaint: deps.settings.startupTaint } : {}),
-    adoptAsInitialized: adopt,
-  });
+  const { plan } = planOwnedTaints(node, declaration, { ...deps.settings, adoptAsInitialized: adopt });
   return { plan, adopt };
 }
 
@@ -269,11 +257,12 @@ function startClusterRead(deps: ReconcileDeps, event: NodeTaintEvent): ClusterRe
 }
 
 /**
- * Why the owner is paused (its Cluster's `spec.paused`, or the paused annotation on one of `sources`), or undefined.
+ * Why the owner is paused (its Cluster's `spec.paused`, or the paused annotation of a pause source), or undefined.
  * The Cluster is the one the owner names, in either cluster mode (a self-hosted cluster's Machines belong to a Cluster
  * too); the read started from the event is used when it is of that Cluster.
  */
-async function pauseOf(deps: ReconcileDeps, owner: OwnerFacts, sources: readonly PauseSource[], started: ClusterRead | undefined): Promise<string | undefined> {
+async function pauseOf(deps: ReconcileDeps, found: Owner, started?: ClusterRead): Promise<string | undefined> {
+  const { machine: owner, pauseSources: sources } = found;
   let view: ClusterView | undefined;
   const name = clusterNameOf(owner);
   if (name !== undefined) {
@@ -306,13 +295,10 @@ function ownerOf(owner: OwnerFacts): { machine: string } | { machinePool: string
   return owner.kind === 'MachinePool' ? { machinePool: name } : { machine: name };
 }
 
-/** An object whose paused annotation pauses the reconcile of the Node: the Machine, its MachinePool, or both. */
-type PauseSource = Pick<OwnerFacts, 'kind' | 'namespace' | 'name' | 'annotations'>;
-
-/** The declaration owner of a Node, and the objects whose pause annotation counts for it. */
+/** The declaration owner of a Node, and the objects whose pause annotation counts: the Machine, its pool, or both. */
 interface Owner {
   readonly machine: OwnerFacts;
-  readonly pauseSources: readonly PauseSource[];
+  readonly pauseSources: readonly OwnerFacts[];
 }
 
 /**
