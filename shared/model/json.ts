@@ -1,11 +1,8 @@
 /** Defensive readers of untrusted Kubernetes JSON: a wrong type reads as absent, never as a throw. Pure. */
+import { isRecord as isObject } from '#shared/domain/validation.ts';
 
 export type Json = Record<string, unknown>;
-
-/** A JSON object (not null, not an array). */
-export function isObject(v: unknown): v is Json {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
+export { isObject };
 
 /** A non-empty string, else undefined. */
 export function str(v: unknown): string | undefined {
@@ -19,9 +16,7 @@ export function obj(v: unknown): Json {
 
 /** The string entries of a JSON object (labels, annotations). */
 export function stringMap(v: unknown): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const [k, val] of Object.entries(obj(v))) if (typeof val === 'string') out[k] = val;
-  return out;
+  return Object.fromEntries(Object.entries(obj(v)).filter((e): e is [string, string] => typeof e[1] === 'string'));
 }
 
 /** The entries of `map` whose key is in `keys`. */
