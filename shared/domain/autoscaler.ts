@@ -15,16 +15,11 @@ export const AUTOSCALER_MAX_SIZE_ANNOTATION = 'cluster.x-k8s.io/cluster-api-auto
 export const AUTOSCALER_OWNED_ANNOTATION = 'taints.capi-taint-propagator.dev/autoscaler-taints';
 
 /**
- * Taint key prefixes the autoscaler drops from every template Node (cluster-autoscaler `utils/taints/taints.go`,
- * `IgnoreTaintPrefix`, `StartupTaintPrefix`, `StatusTaintPrefix`, used by `SanitizeTaints`; the same in 1.34.3 to
- * 1.36.1). 1.36 adds `--startup-taint-prefix`, and `--startup-taint` / `--status-taint` / `--ignore-taint` name keys:
- * the product cannot see the autoscaler's flags.
+ * Key prefixes the autoscaler drops from every template Node (`utils/taints/taints.go`, `SanitizeTaints`, 1.34.3 to
+ * 1.36.1); its flags (`--startup-taint-prefix`, `--startup-taint`, ...) add more the product cannot see.
  */
 export const AUTOSCALER_DROPPED_TAINT_PREFIXES = ['ignore-taint.cluster-autoscaler.kubernetes.io/', 'startup-taint.cluster-autoscaler.kubernetes.io/', 'status-taint.cluster-autoscaler.kubernetes.io/'] as const;
-/**
- * Keys a declaration may use that the autoscaler also drops from templates (its `NodeConditionTaints`; the rest of that
- * list is under `node.kubernetes.io/` and `node.cloudprovider.kubernetes.io/`, which declarations may not use).
- */
+/** Keys it drops too (`NodeConditionTaints`; the rest of that list has prefixes declarations may not use). */
 const AUTOSCALER_DROPPED_TAINT_KEYS: ReadonlySet<string> = new Set(['cloud.google.com/impending-node-termination', 'NodeWithImpairedVolumes']);
 
 /**
@@ -50,10 +45,7 @@ export interface ScalableResource {
   readonly ownedByMachineDeployment?: boolean;
 }
 
-/**
- * What the product does about a resource's taints annotation: only `out-of-sync` plans a write; `foreign` is a value
- * the product did not write, `not-needed` a node group whose new Nodes get no taint.
- */
+/** Only `out-of-sync` plans a write; `foreign`: a value the product did not write; `not-needed`: no taint to write. */
 export type AutoscalerState =
   | 'not-opted-in'
   | 'not-needed'
@@ -94,10 +86,8 @@ export function isNodeGroup(r: Pick<ScalableResource, 'kind' | 'annotations' | '
  * @example autoscalerTaintsValue({ taints: [gpu], sourceOf: { 'nvidia.com/gpu:NoSchedule': 'taints.capi-taint-propagator.dev/machine' }, overrides: [] }) // 'nvidia.com/gpu=a100:NoSchedule'
  */
 export function autoscalerTaintsValue(declaration: EffectiveDeclaration): string | undefined {
-  const entries = declaration.taints
-    .map((t) => ({ id: taintId(t), text: formatTaint(t) }))
-    .sort((a, b) => (a.id < b.id ? -1 : 1)); // ids are unique in a declaration
-  return entries.length === 0 ? undefined : entries.map((e) => e.text).join(',');
+  const sorted = [...declaration.taints].sort((a, b) => (taintId(a) < taintId(b) ? -1 : 1)); // ids are unique
+  return sorted.length === 0 ? undefined : sorted.map(formatTaint).join(',');
 }
 
 /**
