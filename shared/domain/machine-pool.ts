@@ -1,8 +1,6 @@
 /**
  * MachinePools (docs/declaring-taints.md, "MachinePools"): a pool's declaration reaches the Nodes in its
- * `status.nodeRefs`, which upstream Cluster API never does (its webhook refuses `spec.template.spec.taints`). A Machine
- * that belongs to a pool (Cluster API's pool-name label) is no declaration source of its own: its Node follows the
- * pool, so the two can never disagree.
+ * `status.nodeRefs`. A Machine of a pool is no declaration source of its own, so the two can never disagree.
  */
 import { DECLARATION_ANNOTATIONS } from './declaration-keys.ts';
 
