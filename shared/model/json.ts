@@ -27,21 +27,10 @@ export function pick(map: Readonly<Record<string, string>>, keys: readonly strin
 }
 
 /** The parts of any Kubernetes object, read defensively: a missing namespace is `''`, a missing object `{}`. */
-export interface ObjectParts {
-  readonly name: string;
-  readonly uid: string;
-  readonly resourceVersion: string;
-  readonly namespace: string;
-  readonly labels: Record<string, string>;
-  readonly annotations: Record<string, string>;
-  readonly deleting: boolean;
-  readonly metadata: Json;
-  readonly spec: Json;
-  readonly status: Json;
-}
+export type ObjectParts = NonNullable<ReturnType<typeof objectParts>>;
 
 /** The object's parts; undefined when it lacks name, uid or resourceVersion (a malformed event). */
-export function objectParts(o: unknown): ObjectParts | undefined {
+export function objectParts(o: unknown) {
   const m = obj(obj(o).metadata);
   const [name, uid, resourceVersion] = [str(m.name), str(m.uid), str(m.resourceVersion)];
   if (!name || !uid || !resourceVersion) return undefined;

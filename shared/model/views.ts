@@ -21,7 +21,7 @@ import {
 import { isObject, obj, objectParts, pick, str, stringMap, type ObjectParts } from './json.ts';
 
 /** What every view carries of `metadata`. */
-type ObjectIdentity = Pick<ObjectParts, 'name' | 'uid' | 'resourceVersion'>;
+type ObjectIdentity = Readonly<Pick<ObjectParts, 'name' | 'uid' | 'resourceVersion'>>;
 
 /** The labels a view keeps: the ones the product reads. */
 export const VIEW_LABELS: readonly string[] = [CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, MACHINE_POOL_NAME_LABEL, ...ROLLOUT_GROUP_LABELS];
