@@ -38,9 +38,8 @@ export interface EffectiveDeclaration {
   readonly overrides: readonly Override[];
 }
 
-/** Options of `declaredTaintsOf`. */
+/** Options of `declaredTaintsOf`: the configured startup gate taint, whose declaration is refused. */
 export interface DeclarationOptions {
-  /** The configured startup gate taint; declaring it is refused. */
   readonly startupTaint?: TaintId;
 }
 
