@@ -1,5 +1,5 @@
 /**
- * Which Cluster API group version the product reads, decided from discovery, never guessed (docs/next-to-cluster-api.md,
+ * Which Cluster API group version the product reads, from discovery, never guessed (docs/next-to-cluster-api.md,
  * "Cluster API versions"): `v1beta2` and `v1beta1` carry the fields the product reads in the same places.
  */
 

@@ -33,10 +33,7 @@ export interface MachineTaint {
   readonly propagation: Propagation;
 }
 
-/**
- * Upstream Cluster API's tracking annotation: the `key:effect` of the Always taints CAPI owns on a Node; its presence
- * = initialized by CAPI. The product reads it (to leave those taints to CAPI) and never writes it.
- */
+/** CAPI's tracking annotation: the Always taints it owns on a Node, present once it initialized it; never written. */
 export const TRACKING_ANNOTATION = 'cluster.x-k8s.io/taints-from-machine';
 /** The product's tracking annotation, upstream's format: CAPI rewrites its own to exactly its set (a write war). */
 export const OWN_TRACKING_ANNOTATION = 'taints.capi-taint-propagator.dev/applied';

@@ -25,10 +25,7 @@ type ObjectIdentity = Readonly<Pick<ObjectParts, 'name' | 'uid' | 'resourceVersi
 
 /** The labels a view keeps: the ones the product reads. */
 export const VIEW_LABELS: readonly string[] = [CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, MACHINE_POOL_NAME_LABEL, ...ROLLOUT_GROUP_LABELS];
-/**
- * The annotations a Cluster API object's view keeps, those the domain rules read: the forwarder's object cache holds
- * tens of thousands of views, whole maps would cost it dearly.
- */
+/** The annotations a CAPI object's view keeps, those the rules read: the forwarder caches tens of thousands. */
 const VIEW_ANNOTATIONS: readonly string[] = [
   ...DECLARATION_ANNOTATIONS,
   PAUSED_ANNOTATION,
