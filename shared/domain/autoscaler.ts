@@ -1,12 +1,10 @@
 /**
- * Scale from zero (docs/autoscaler.md, "What the product writes"): the cluster-autoscaler builds a node group's
- * template Node from `spec.template.spec.taints` and the annotation `capacity.cluster-autoscaler.kubernetes.io/taints`,
- * never from the product's declaration annotations. These pure rules decide what the product writes into that
- * annotation (the opt-in, the value, the ownership record, the startup taints it warns about), and when.
+ * Scale from zero (docs/autoscaler.md): the cluster-autoscaler builds a template Node from `spec.template.spec.taints`
+ * and its taints annotation, never from the product's annotations; these rules decide what the product writes there.
  */
-import { declaredTaintsOf, type DeclarationResult, type EffectiveDeclaration } from './declarations.ts';
+import { declaredTaintsOf, type DeclarationOptions, type EffectiveDeclaration } from './declarations.ts';
 import { toNodeTaint } from './propagation.ts';
-import { formatTaint, Propagation, taintId, type Taint, type TaintId } from './taint.ts';
+import { formatTaint, Propagation, taintId, type Taint } from './taint.ts';
 
 /** The autoscaler's scale-from-zero taints annotation (cluster-autoscaler `clusterapi_utils.go`, `taintsKey`). */
 export const AUTOSCALER_TAINTS_ANNOTATION = 'capacity.cluster-autoscaler.kubernetes.io/taints';
@@ -17,16 +15,11 @@ export const AUTOSCALER_MAX_SIZE_ANNOTATION = 'cluster.x-k8s.io/cluster-api-auto
 export const AUTOSCALER_OWNED_ANNOTATION = 'taints.capi-taint-propagator.dev/autoscaler-taints';
 
 /**
- * Taint key prefixes the autoscaler drops from every template Node (cluster-autoscaler `utils/taints/taints.go`,
- * `IgnoreTaintPrefix`, `StartupTaintPrefix`, `StatusTaintPrefix`, used by `SanitizeTaints`; the same in 1.34.3 to
- * 1.36.1). 1.36 adds `--startup-taint-prefix`, and `--startup-taint` / `--status-taint` / `--ignore-taint` name keys:
- * the product cannot see the autoscaler's flags.
+ * Key prefixes the autoscaler drops from every template Node (`utils/taints/taints.go`, `SanitizeTaints`, 1.34.3 to
+ * 1.36.1); its flags (`--startup-taint-prefix`, `--startup-taint`, ...) add more the product cannot see.
  */
 export const AUTOSCALER_DROPPED_TAINT_PREFIXES = ['ignore-taint.cluster-autoscaler.kubernetes.io/', 'startup-taint.cluster-autoscaler.kubernetes.io/', 'status-taint.cluster-autoscaler.kubernetes.io/'] as const;
-/**
- * Keys a declaration may use that the autoscaler also drops from templates (its `NodeConditionTaints`; the rest of that
- * list is under `node.kubernetes.io/` and `node.cloudprovider.kubernetes.io/`, which declarations may not use).
- */
+/** Keys it drops too (`NodeConditionTaints`; the rest of that list has prefixes declarations may not use). */
 const AUTOSCALER_DROPPED_TAINT_KEYS: ReadonlySet<string> = new Set(['cloud.google.com/impending-node-termination', 'NodeWithImpairedVolumes']);
 
 /**
@@ -41,10 +34,7 @@ export function isDroppedByAutoscaler(key: string): boolean {
 export type ScalableKind = 'MachineDeployment' | 'MachineSet' | 'MachinePool';
 export const SCALABLE_KINDS: readonly ScalableKind[] = ['MachineDeployment', 'MachineSet', 'MachinePool'];
 
-/**
- * What these rules read of a MachineDeployment, MachineSet or MachinePool: fields of its view (`views.ts`).
- * The template ones are a MachineDeployment's or MachineSet's; a MachinePool's annotations hold its declaration.
- */
+/** What these rules read of a MachineDeployment, MachineSet or MachinePool: fields of its view (`views.ts`). */
 export interface ScalableResource {
   readonly kind: ScalableKind;
   readonly annotations: Readonly<Record<string, string>>;
@@ -55,10 +45,7 @@ export interface ScalableResource {
   readonly ownedByMachineDeployment?: boolean;
 }
 
-/**
- * What the product does about a resource's taints annotation: only `out-of-sync` plans a write; `foreign` is a value
- * the product did not write, `not-needed` a node group whose new Nodes get no taint.
- */
+/** Only `out-of-sync` plans a write; `foreign`: a value the product did not write; `not-needed`: no taint to write. */
 export type AutoscalerState =
   | 'not-opted-in'
   | 'not-needed'
@@ -72,7 +59,6 @@ export interface AutoscalerPlan {
   readonly state: AutoscalerState;
   /** The value the product wants in the annotation (undefined: none). */
   readonly desired?: string;
-  /** The annotation as read. */
   readonly current?: string;
   /** The annotations to set (string) or remove (null); present exactly when the state is `out-of-sync`. */
   readonly patch?: Readonly<Record<string, string | null>>;
@@ -83,14 +69,11 @@ export interface AutoscalerPlan {
 }
 
 /** Options: the startup gate, refused as a declaration exactly as for a Machine. */
-export interface AutoscalerOptions {
-  readonly startupTaint?: TaintId;
-}
+export type AutoscalerOptions = DeclarationOptions;
 
 /**
- * True when the resource opts in as an autoscaler node group: it carries the max size annotation (the autoscaler's
- * `parseScalingBounds` takes a missing min as 0 and skips a group whose max is 0 or missing), and it is not a MachineSet
- * of a MachineDeployment. The values are the autoscaler's business: an unparsable one only makes it skip the group.
+ * True when the resource is a node group: it has the max size annotation (`parseScalingBounds` skips a group whose max
+ * is 0 or missing; the values are the autoscaler's business) and is not a MachineSet of a MachineDeployment.
  */
 export function isNodeGroup(r: Pick<ScalableResource, 'kind' | 'annotations' | 'ownedByMachineDeployment'>): boolean {
   if (r.kind === 'MachineSet' && r.ownedByMachineDeployment) return false;
@@ -98,26 +81,13 @@ export function isNodeGroup(r: Pick<ScalableResource, 'kind' | 'annotations' | '
 }
 
 /**
- * The effective declaration a new Machine (or, for a MachinePool, a new Node) of the resource gets: the template's
- * annotations and `spec.template.spec.taints` (a MachinePool's declarations as in machine-pool.ts).
- */
-export function scalableDeclarationOf(r: ScalableResource, options: AutoscalerOptions = {}): DeclarationResult {
-  const annotations = r.kind === 'MachinePool' ? r.annotations : (r.templateAnnotations ?? {});
-  const labels = r.kind === 'MachinePool' ? {} : (r.templateLabels ?? {});
-  return declaredTaintsOf({ specTaints: r.specTaints, annotations, labels }, options);
-}
-
-/**
- * The annotation value for a declaration: every declared taint, `spec.taints` included (autoscalers before 1.36.0 read
- * only the annotation), sorted by key then effect (bytewise, so a reordered declaration costs no write), formatted
- * `key=value:Effect` or `key:Effect`, joined by `,` with no spaces. Undefined when there is none.
+ * The annotation value: every declared taint, `spec.taints` included (autoscalers before 1.36.0 read only the
+ * annotation), sorted bytewise by id (a reordered declaration costs no write), comma-joined; undefined when none.
  * @example autoscalerTaintsValue({ taints: [gpu], sourceOf: { 'nvidia.com/gpu:NoSchedule': 'taints.capi-taint-propagator.dev/machine' }, overrides: [] }) // 'nvidia.com/gpu=a100:NoSchedule'
  */
 export function autoscalerTaintsValue(declaration: EffectiveDeclaration): string | undefined {
-  const entries = declaration.taints
-    .map((t) => ({ id: taintId(t), text: formatTaint(t) }))
-    .sort((a, b) => (a.id < b.id ? -1 : 1)); // ids are unique in a declaration
-  return entries.length === 0 ? undefined : entries.map((e) => e.text).join(',');
+  const sorted = [...declaration.taints].sort((a, b) => (taintId(a) < taintId(b) ? -1 : 1)); // ids are unique
+  return sorted.length === 0 ? undefined : sorted.map(formatTaint).join(',');
 }
 
 /**
@@ -133,7 +103,11 @@ export function planAutoscalerTaints(r: ScalableResource, options: AutoscalerOpt
   // it, and the autoscaler never reads it. Never written, whatever it carries.
   if (r.kind === 'MachineSet' && r.ownedByMachineDeployment) return { state: 'not-opted-in', ...base };
   if (r.deleting) return { state: 'deleting', ...base };
-  const declared = scalableDeclarationOf(r, options);
+  // What a new Machine gets: its template's declaration; a MachinePool's own annotations hold it (machine-pool.ts).
+  const pool = r.kind === 'MachinePool';
+  const annotations = pool ? r.annotations : (r.templateAnnotations ?? {});
+  const labels = pool ? {} : (r.templateLabels ?? {});
+  const declared = declaredTaintsOf({ specTaints: r.specTaints, annotations, labels }, options);
   if (!declared.valid) return { state: 'invalid', ...base };
   const nodeTaints = declared.declaration.taints.map(toNodeTaint);
   const nodeGroup = isNodeGroup(r);

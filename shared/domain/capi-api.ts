@@ -1,7 +1,6 @@
 /**
- * Which Cluster API group version the product reads (docs/next-to-cluster-api.md, "Cluster API versions"): decided
- * from what the management cluster serves (discovery), never guessed. `v1beta2` and `v1beta1` carry the fields the
- * product reads in the same places; v1alpha3 and v1alpha4 are not supported.
+ * Which Cluster API group version the product reads, from discovery, never guessed (docs/next-to-cluster-api.md,
+ * "Cluster API versions"): `v1beta2` and `v1beta1` carry the fields the product reads in the same places.
  */
 
 export const CAPI_GROUP = 'cluster.x-k8s.io';
@@ -20,9 +19,8 @@ export type ServedVersion = { readonly served: false } | { readonly served: true
 export type CapiApiChoice = { readonly supported: true; readonly version: CapiApiVersion } | { readonly supported: false; readonly problem: string };
 
 /**
- * Picks the first supported version that is served with every required resource.
- * `groupVersions` lists every version of the group the server serves (from `/apis`), or undefined when the group is
- * not served at all; it only makes the "not supported" sentence precise.
+ * Picks the first supported version served with every required resource; else says why. `groupVersions` (from
+ * `/apis`; undefined: the group is not served) only makes that sentence precise.
  * @example chooseCapiApiVersion({ v1beta2: { served: false }, v1beta1: { served: true, resources: ['machines', 'clusters'] } }) // { supported: true, version: 'v1beta1' }
  */
 export function chooseCapiApiVersion(found: Readonly<Partial<Record<CapiApiVersion, ServedVersion>>>, groupVersions?: readonly string[] | undefined): CapiApiChoice {

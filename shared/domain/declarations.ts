@@ -1,10 +1,7 @@
 /**
- * Where a Machine's taints come from (docs/declaring-taints.md): `spec.taints` and three annotations, merged by
- * key+effect with a fixed precedence, every source validated as upstream validates `spec.taints`. Annotation entries,
- * comma-separated, whitespace around them ignored:
- *   key[=value]:Effect[@Propagation]   declare (Propagation defaults to Always)
- *   key[=value]:NoExecute@Preview      preview only: never applied, the pods it would evict are reported (issue 51)
- *   key:Effect-                        cancel a declaration of a lower-precedence source
+ * Where a Machine's taints come from (docs/declaring-taints.md): `spec.taints` and three annotations of entries
+ * `key[=value]:Effect[@Propagation]`, `key[=value]:NoExecute@Preview` (evictions reported, never applied; issue 51) and
+ * `key:Effect-` (cancel), merged by key+effect with a fixed precedence, every source validated as upstream does.
  */
 import type { DeclarationIssue } from '#shared/errors.ts';
 import { DECLARATION_ANNOTATIONS, type DeclarationAnnotation } from './declaration-keys.ts';
@@ -33,10 +30,7 @@ export interface Override {
 /** A preview-only declaration (`@Preview`): a NoExecute taint whose evictions are reported, never applied. */
 export type PreviewTaint = Omit<MachineTaint, 'propagation'>;
 
-/**
- * The Machine's effective taints, where each came from, and what was overridden. `previews` are the `@Preview`
- * declarations: never in `taints`, so never planned onto a Node and never drift; `sourceOf` names their source too.
- */
+/** The Machine's effective taints, their sources and what was overridden; `@Preview` ones are only in `previews`. */
 export interface EffectiveDeclaration {
   readonly taints: readonly MachineTaint[];
   readonly previews: readonly PreviewTaint[];
@@ -44,9 +38,8 @@ export interface EffectiveDeclaration {
   readonly overrides: readonly Override[];
 }
 
-/** Options of `declaredTaintsOf`. */
+/** Options of `declaredTaintsOf`: the configured startup gate taint, whose declaration is refused. */
 export interface DeclarationOptions {
-  /** The configured startup gate taint; declaring it is refused. */
   readonly startupTaint?: TaintId;
 }
 
@@ -169,12 +162,12 @@ export function declaredTaintsOf(
   const sourceOf: Record<string, DeclarationSource> = {};
   for (const layer of [...layers].reverse()) {
     for (const taint of layer.declares) {
-      const winner = chosen.get(taintId(taint));
-      if (winner?.source === layer.source && !(taintId(taint) in sourceOf)) {
-        if (layer.previews.has(taintId(taint))) previews.push(toPreview(winner.taint));
-        else taints.push(winner.taint);
-        sourceOf[taintId(taint)] = layer.source;
-      }
+      // Ids are unique within a source, so the winner of an id is met once.
+      if (chosen.get(taintId(taint))?.source !== layer.source) continue;
+      const { propagation: _propagation, ...preview } = taint;
+      if (layer.previews.has(taintId(taint))) previews.push(preview);
+      else taints.push(taint);
+      sourceOf[taintId(taint)] = layer.source;
     }
   }
   const gate = options.startupTaint;
@@ -187,8 +180,4 @@ export function declaredTaintsOf(
     return { valid: false, issues: [{ field: 'taints', rule: 'maxItems', message: `all sources together declare ${taints.length} taints, at most ${MAX_TAINTS} are allowed` }] };
   }
   return { valid: true, declaration: { taints, previews, sourceOf, overrides } };
-}
-
-function toPreview(t: MachineTaint): PreviewTaint {
-  return t.value === undefined ? { key: t.key, effect: t.effect } : { key: t.key, value: t.value, effect: t.effect };
 }

@@ -1,11 +1,7 @@
 /**
  * MachinePools (docs/declaring-taints.md, "MachinePools"): a pool's declaration reaches the Nodes in its
- * `status.nodeRefs`, which upstream Cluster API never does (its webhook refuses `spec.template.spec.taints`). A Machine
- * that belongs to a pool (Cluster API's pool-name label) is no declaration source of its own: its Node follows the
- * pool, so the two can never disagree.
+ * `status.nodeRefs`. A Machine of a pool is no declaration source of its own, so the two can never disagree.
  */
-import { DECLARATION_ANNOTATIONS } from './declaration-keys.ts';
-
 /** Label Cluster API sets on a Machine that belongs to a MachinePool (`clusterv1.MachinePoolNameLabel`). */
 export const MACHINE_POOL_NAME_LABEL = 'cluster.x-k8s.io/pool-name';
 
@@ -14,17 +10,13 @@ export function machinePoolOf(machine: { readonly labels: Readonly<Record<string
   return machine.labels[MACHINE_POOL_NAME_LABEL] || undefined;
 }
 
-/** The pool's declaration annotations (or other `keys`): from `metadata.annotations`, else from the template's, key by key. */
+/** The pool's annotations of `keys`: from `metadata.annotations`, else from the template's, key by key. */
 export function poolDeclarations(
   pool: { readonly annotations: Readonly<Record<string, string>>; readonly templateAnnotations: Readonly<Record<string, string>> },
-  keys: readonly string[] = DECLARATION_ANNOTATIONS,
+  keys: readonly string[],
 ): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const key of keys) {
-    const value = pool.annotations[key] ?? pool.templateAnnotations[key];
-    if (value !== undefined) out[key] = value;
-  }
-  return out;
+  const values = keys.map((key) => [key, pool.annotations[key] ?? pool.templateAnnotations[key]] as const);
+  return Object.fromEntries(values.filter((e): e is readonly [string, string] => e[1] !== undefined));
 }
 
 /**

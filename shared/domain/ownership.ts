@@ -1,10 +1,7 @@
 /**
- * One owner per taint next to upstream Cluster API (the table: docs/next-to-cluster-api.md). Upstream owns what
- * `spec.taints` declares and tracks it in `cluster.x-k8s.io/taints-from-machine`, which it rewrites to exactly its own
- * set on every reconcile; the product owns what its annotations declare and tracks it in its own annotation, same
- * format, so there is no write war. A taint that becomes upstream's is handed over: it leaves the product's annotation
- * and stays on the Node, so the migration to `spec.taints` never flaps. With `specTaintsOwner: 'product'` (no upstream
- * controller propagates `spec.taints`) the product owns every source.
+ * One owner per taint next to upstream Cluster API (docs/next-to-cluster-api.md): upstream owns `spec.taints`, the
+ * product its annotations, each tracked in its own annotation, so there is no write war. A taint that becomes
+ * upstream's is handed over (it leaves the product's annotation, stays on the Node), so a migration never flaps.
  */
 import type { EffectiveDeclaration } from './declarations.ts';
 import { planNodeTaints, type NodeTaintPlan, type PlanInput, type PlannedNode } from './taint-plan.ts';
@@ -15,13 +12,13 @@ import { decodeOwnedTaints } from './tracking-annotation.ts';
 export const SpecTaintsOwner = {
   /** Upstream CAPI's propagation (the default: `spec.taints` can only be set with its gate on). */
   upstream: 'upstream',
+  /** No upstream controller propagates `spec.taints`: the product owns every source. */
   product: 'product',
 } as const;
 export type SpecTaintsOwner = (typeof SpecTaintsOwner)[keyof typeof SpecTaintsOwner];
 
 /** The split of one Machine's declaration between the product and upstream CAPI, for one Node. */
 export interface Ownership {
-  /** The taints the product propagates. */
   readonly productTaints: readonly MachineTaint[];
   /** The taints the Machine declares that upstream CAPI propagates (`spec.taints`). */
   readonly upstreamTaints: readonly MachineTaint[];
@@ -61,9 +58,8 @@ export interface OwnedPlanOptions extends Pick<PlanInput, 'startupTaint' | 'adop
 }
 
 /**
- * The product's plan for a Node: its own taints in its own annotation, upstream's left alone, the startup gate
- * held while upstream has not applied `spec.taints`. The reconcile function and the status view both call this,
- * so "in sync" means exactly "the reconcile function would not write".
+ * The product's plan for a Node: upstream's taints left alone, the startup gate held until upstream applied
+ * `spec.taints`. Returns the plan and the split; the status view calls it too, so "in sync" means "would not write".
  */
 export function planOwnedTaints(
   node: PlannedNode,
@@ -84,9 +80,8 @@ export function planOwnedTaints(
 }
 
 /**
- * Returns a warning when the configured startup gate cannot hold workloads off next to CAPI: CAPI removes
- * `node.cluster.x-k8s.io/uninitialized` in its first Node patch (gate on or off), before the product's taints
- * may be there. Undefined when the gate is fine or disabled.
+ * A warning when the startup gate is CAPI's own `node.cluster.x-k8s.io/uninitialized`, which CAPI removes in its
+ * first Node patch (gate on or off), before the product's taints may be there. Undefined when fine or disabled.
  */
 export function startupGateWarning(gate: TaintId | undefined): string | undefined {
   if (gate?.key !== UNINITIALIZED_TAINT_KEY) return undefined;

@@ -10,7 +10,6 @@ export const PAUSED_ANNOTATION = 'cluster.x-k8s.io/paused';
 export interface ClusterView {
   readonly namespace: string;
   readonly name: string;
-  /** `spec.paused`. */
   readonly paused: boolean;
 }
 

@@ -1,7 +1,4 @@
-/**
- * The plan of one reconcile for one Node: remove the startup gate taint, propagate the Machine's
- * taints, and describe the single write (or none) that brings the Node there.
- */
+/** The plan of one reconcile for one Node: the single write (or none) that propagates its taints and lifts the gate. */
 import type { MalformedTrackingAnnotationError } from '#shared/errors.ts';
 import { propagateMachineTaints, removeNodeTaint, type NodeTaintState } from './propagation.ts';
 import { decodeOwnedTaints } from './tracking-annotation.ts';
@@ -9,7 +6,6 @@ import { OWN_TRACKING_ANNOTATION, taintId, valueOf, type MachineTaint, type Tain
 
 /** A Node as the plan reads it (the Node's view: `#shared/model/views.ts`). */
 export interface PlannedNode extends NodeTaintState {
-  /** The write's precondition. */
   readonly resourceVersion: string;
 }
 
@@ -29,7 +25,6 @@ export interface TaintDiff {
   readonly added: readonly Taint[];
   readonly removed: readonly Taint[];
   readonly updated: readonly { readonly before: Taint; readonly after: Taint }[];
-  /** The tracking annotation the write changes (`name`), before and after. */
   readonly trackingAnnotation: { readonly name: string; readonly before: string | undefined; readonly after: string | undefined };
 }
 
@@ -37,7 +32,7 @@ export interface PlanInput {
   readonly node: PlannedNode;
   /** The effective, validated taints this owner propagates (the product: see `ownershipOf`). */
   readonly taints: readonly MachineTaint[];
-  /** The owner's tracking annotation (default: the product's `taints.capi-taint-propagator.dev/applied`). */
+  /** The owner's tracking annotation (default: the product's; the conformance runner passes upstream's). */
   readonly annotation?: string;
   /** `key:effect` ids another owner holds (`Ownership.upstreamIds`): never removed, only left out of the annotation. */
   readonly handedOver?: ReadonlySet<string>;
@@ -45,10 +40,7 @@ export interface PlanInput {
   readonly startupTaint?: TaintId;
   /** True while another owner still has to apply its taints: the gate stays until every declared taint is there. */
   readonly holdStartupTaint?: boolean;
-  /**
-   * First-enablement rule: the Node predates the product's enablement; if `mayAdoptAsInitialized`, only its Always
-   * taints apply (a long-running Node is not suddenly tainted with OnInitialization ones).
-   */
+  /** First-enablement rule: the Node predates the enablement, so only its Always taints apply if it may be adopted. */
   readonly adoptAsInitialized?: boolean;
 }
 
@@ -58,9 +50,8 @@ export type NodeTaintPlan =
   | { readonly kind: 'rejected'; readonly error: MalformedTrackingAnnotationError };
 
 /**
- * Whether the first-enablement rule may adopt this Node as already initialized: no tracking annotation of this owner
- * **and no startup gate**. A Node with the gate registered waiting for its taints, so it is new however close its
- * creation is to the enablement (the first Nodes after a deployment predate the first reconcile by seconds).
+ * Whether the first-enablement rule may adopt this Node as initialized: no own tracking annotation and no startup gate.
+ * A gated Node is new however close its creation is to the enablement (the first Nodes predate it by seconds).
  * @example mayAdoptAsInitialized({ taints: [{ key: 'g', effect: 'NoSchedule' }], annotations: {} }, { key: 'g', effect: 'NoSchedule' }) // false
  */
 export function mayAdoptAsInitialized(
@@ -73,9 +64,8 @@ export function mayAdoptAsInitialized(
 }
 
 /**
- * Plans the Node write. Returns `unchanged` when the Node is already right (no write), `patch` with
- * the complete taint list and the annotation change guarded by the Node's resourceVersion, or
- * `rejected` when the tracking annotation is malformed (no write at all).
+ * Plans the owner's Node write. Returns `unchanged` (no write), `patch` guarded by
+ * the Node's resourceVersion, or `rejected` when the tracking annotation is malformed (no write at all).
  * @example planNodeTaints({ node: { resourceVersion: '7', taints: [], annotations: { 'taints.capi-taint-propagator.dev/applied': '' } }, taints: [] }).kind // 'unchanged'
  */
 export function planNodeTaints(input: PlanInput): NodeTaintPlan {
@@ -110,8 +100,8 @@ export function planNodeTaints(input: PlanInput): NodeTaintPlan {
 }
 
 /**
- * The taints a write puts back: added although the owner's annotation already tracked them, i.e. an `Always`
- * taint someone removed from the Node.
+ * The taints a write puts back: Always taints the annotation already tracked that someone removed from the Node.
+ * Returns them in the diff's order, empty without an annotation.
  * @example restoredTaints({ ...diff, added: [gpu] }, 'gpu:NoSchedule') // [gpu]
  */
 export function restoredTaints(diff: Pick<TaintDiff, 'added'>, trackedBefore: string | undefined): readonly Taint[] {

@@ -17,10 +17,7 @@ export const Propagation = {
 } as const;
 export type Propagation = (typeof Propagation)[keyof typeof Propagation];
 
-/**
- * A taint as it sits on a Node (`V1Taint`-compatible). `effect` stays a plain string because a Node
- * read from the API is data we do not control. An absent `value` and `""` both mean "no value".
- */
+/** A taint on a Node (`V1Taint`-compatible): `effect` is any string, as read; no `value` and `""` mean the same. */
 export interface Taint {
   readonly key: string;
   readonly value?: string;
@@ -36,22 +33,13 @@ export interface MachineTaint {
   readonly propagation: Propagation;
 }
 
-/**
- * Upstream Cluster API's tracking annotation: the `key:effect` of the Always taints CAPI owns on a Node; its presence
- * = initialized by CAPI. The product reads it (to leave those taints to CAPI) and never writes it.
- */
+/** CAPI's tracking annotation: the Always taints it owns on a Node, present once it initialized it; never written. */
 export const TRACKING_ANNOTATION = 'cluster.x-k8s.io/taints-from-machine';
-/**
- * The product's own tracking annotation, upstream's format and rules: a separate key, since CAPI rewrites its own to
- * exactly its own set on every reconcile (sharing it means a write war).
- */
+/** The product's tracking annotation, upstream's format: CAPI rewrites its own to exactly its set (a write war). */
 export const OWN_TRACKING_ANNOTATION = 'taints.capi-taint-propagator.dev/applied';
 /** CAPI's startup taint on worker Nodes; CAPI removes it in its first Node patch, gate on or off. */
 export const UNINITIALIZED_TAINT_KEY = 'node.cluster.x-k8s.io/uninitialized';
-/**
- * The product's default startup gate: added at registration, unknown to CAPI, removed by the product in the write
- * that applies its taints once CAPI has applied `spec.taints` (docs/next-to-cluster-api.md).
- */
+/** The product's default startup gate, unknown to CAPI: added at registration, removed once the taints are applied. */
 export const STARTUP_GATE_TAINT_KEY = 'taints.capi-taint-propagator.dev/uninitialized';
 /** CAPI's rollout taint; reserved, never declared on Machines. */
 export const OUTDATED_REVISION_TAINT_KEY = 'node.cluster.x-k8s.io/outdated-revision';

@@ -21,9 +21,8 @@ export function decodeOwnedTaints(value: string): Set<string> {
 }
 
 /**
- * Interprets one entry as key and effect. Returns the pair; throws MalformedTrackingAnnotationError
- * when the entry does not split into exactly two parts on `:`. Two-part oddities such as `":NoSchedule"`
- * are accepted: they match nothing (upstream tolerates them too).
+ * Interprets one entry as key and effect; throws MalformedTrackingAnnotationError unless it splits into exactly two
+ * parts on `:`. Oddities such as `":NoSchedule"` are accepted and match nothing, as upstream tolerates them.
  */
 export function parseOwnedTaintId(entry: string): TaintId {
   const parts = entry.split(':');

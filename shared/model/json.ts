@@ -1,11 +1,8 @@
 /** Defensive readers of untrusted Kubernetes JSON: a wrong type reads as absent, never as a throw. Pure. */
+import { isRecord as isObject } from '#shared/domain/validation.ts';
 
 export type Json = Record<string, unknown>;
-
-/** A JSON object (not null, not an array). */
-export function isObject(v: unknown): v is Json {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
+export { isObject };
 
 /** A non-empty string, else undefined. */
 export function str(v: unknown): string | undefined {
@@ -19,9 +16,7 @@ export function obj(v: unknown): Json {
 
 /** The string entries of a JSON object (labels, annotations). */
 export function stringMap(v: unknown): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const [k, val] of Object.entries(obj(v))) if (typeof val === 'string') out[k] = val;
-  return out;
+  return Object.fromEntries(Object.entries(obj(v)).filter((e): e is [string, string] => typeof e[1] === 'string'));
 }
 
 /** The entries of `map` whose key is in `keys`. */
@@ -32,21 +27,10 @@ export function pick(map: Readonly<Record<string, string>>, keys: readonly strin
 }
 
 /** The parts of any Kubernetes object, read defensively: a missing namespace is `''`, a missing object `{}`. */
-export interface ObjectParts {
-  readonly name: string;
-  readonly uid: string;
-  readonly resourceVersion: string;
-  readonly namespace: string;
-  readonly labels: Record<string, string>;
-  readonly annotations: Record<string, string>;
-  readonly deleting: boolean;
-  readonly metadata: Json;
-  readonly spec: Json;
-  readonly status: Json;
-}
+export type ObjectParts = NonNullable<ReturnType<typeof objectParts>>;
 
 /** The object's parts; undefined when it lacks name, uid or resourceVersion (a malformed event). */
-export function objectParts(o: unknown): ObjectParts | undefined {
+export function objectParts(o: unknown) {
   const m = obj(obj(o).metadata);
   const [name, uid, resourceVersion] = [str(m.name), str(m.uid), str(m.resourceVersion)];
   if (!name || !uid || !resourceVersion) return undefined;

@@ -1,7 +1,6 @@
 /**
- * What the product keeps of a Cluster API object or Node: only the facts that matter to a Node's taints (never the
- * whole object), read defensively from plain Kubernetes JSON. One view per object, for both functions: the forwarder's
- * watches and the reconcile function's stores return the same view. Pure: no client library, no clock.
+ * What the product keeps of a Cluster API object or Node: only the facts that matter to a Node's taints, read
+ * defensively from plain JSON. One view per object for both functions (forwarder's watches, reconcile's stores).
  */
 import { AUTOSCALER_MAX_SIZE_ANNOTATION, AUTOSCALER_MIN_SIZE_ANNOTATION, AUTOSCALER_OWNED_ANNOTATION, AUTOSCALER_TAINTS_ANNOTATION } from '#shared/domain/autoscaler.ts';
 import { capiApiVersionString, SUPPORTED_CAPI_API_VERSIONS } from '#shared/domain/capi-api.ts';
@@ -22,14 +21,11 @@ import {
 import { isObject, obj, objectParts, pick, str, stringMap, type ObjectParts } from './json.ts';
 
 /** What every view carries of `metadata`. */
-type ObjectIdentity = Pick<ObjectParts, 'name' | 'uid' | 'resourceVersion'>;
+type ObjectIdentity = Readonly<Pick<ObjectParts, 'name' | 'uid' | 'resourceVersion'>>;
 
-/** The labels a view keeps (of a whole map, only these): the ones the product reads. */
+/** The labels a view keeps: the ones the product reads. */
 export const VIEW_LABELS: readonly string[] = [CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, MACHINE_POOL_NAME_LABEL, ...ROLLOUT_GROUP_LABELS];
-/**
- * The annotations a Cluster API object's view keeps, those the domain rules read: the forwarder's object cache holds
- * tens of thousands of views, whole maps would cost it dearly.
- */
+/** The annotations a CAPI object's view keeps, those the rules read: the forwarder caches tens of thousands. */
 const VIEW_ANNOTATIONS: readonly string[] = [
   ...DECLARATION_ANNOTATIONS,
   PAUSED_ANNOTATION,
@@ -42,16 +38,14 @@ const VIEW_ANNOTATIONS: readonly string[] = [
 
 /** What every Cluster API object's view carries. */
 interface CapiObjectFacts extends ObjectIdentity {
-  /** The group version it was read in (`cluster.x-k8s.io/v1beta2` or `…/v1beta1`): Events about it name it. */
+  /** The group version it was read in: Events about it name it. */
   readonly apiVersion: string;
   readonly namespace: string;
-  /** `spec.clusterName`. */
   readonly clusterName?: string;
   /** The labels of {@link VIEW_LABELS} that are set. */
   readonly labels: Readonly<Record<string, string>>;
   /** The annotations of {@link VIEW_ANNOTATIONS} that are set. */
   readonly annotations: Readonly<Record<string, string>>;
-  /** True when `metadata.deletionTimestamp` is set. */
   readonly deleting: boolean;
 }
 
@@ -60,16 +54,12 @@ export interface MachineFacts extends CapiObjectFacts {
   readonly kind: 'Machine';
   /** `spec.taints` as stored (unvalidated: the API server may not have run CAPI's webhooks; the reconcile validates). */
   readonly specTaints: unknown;
-  /** `status.nodeRef.name`. */
   readonly nodeName?: string;
   /** `spec.providerID`, kept only while there is no `status.nodeRef` (`#shared/domain/node-link.ts`). */
   readonly providerID?: string;
 }
 
-/**
- * The annotations a Node's view keeps: both tracking annotations, Cluster API's link to the Machine and the rollout's
- * mark. The reconcile's write sets or removes only keys of its own, so a Node's other annotations are never needed.
- */
+/** The annotations a Node's view keeps: the reconcile's write sets or removes only its own keys, so no others. */
 export const NODE_ANNOTATIONS: readonly string[] = [
   TRACKING_ANNOTATION,
   OWN_TRACKING_ANNOTATION,
@@ -78,33 +68,26 @@ export const NODE_ANNOTATIONS: readonly string[] = [
   CLUSTER_NAMESPACE_ANNOTATION,
   ROLLOUT_MARK_ANNOTATION,
 ];
-/** The labels a Node's view keeps: the staged NoExecute rollout's mark (the Nodes in progress are listed by it). */
+/** The labels a Node's view keeps: the staged NoExecute rollout's mark. */
 export const NODE_LABELS: readonly string[] = [ROLLOUT_MARK_LABEL];
 
 /** A Node (core/v1): what decides its taints, for both functions (the forwarder's Node watch, the reconcile's NodeStore). */
 export interface NodeFacts extends ObjectIdentity {
   readonly kind: 'Node';
-  /** `metadata.creationTimestamp` (the first-enablement rule: a Node older than the enablement is adopted). */
+  /** For the first-enablement rule: a Node older than the enablement is adopted. */
   readonly creationTimestamp?: string;
   /** The labels of {@link NODE_LABELS} that are set. */
   readonly labels: Readonly<Record<string, string>>;
   /** The annotations of {@link NODE_ANNOTATIONS} that are set. */
   readonly annotations: Readonly<Record<string, string>>;
-  /**
-   * `spec.taints` (unset or null: none); undefined when it is not a list of taints, which only a broken or hostile
-   * server answers: then the forwarder forwards and the reconcile does not write (node-store.ts).
-   */
+  /** Undefined when not a list of taints (a broken or hostile server): the reconcile then does not write. */
   readonly taints: readonly Taint[] | undefined;
-  /** `spec.providerID` (`#shared/domain/node-link.ts`). */
   readonly providerID?: string;
   /** The last writers of `spec.taints` and the own tracking annotation (not fingerprinted): the reconcile's echo. */
   readonly writers?: { readonly taints?: string; readonly ownTrackingAnnotation?: string };
 }
 
-/**
- * The provider ID by which the forwarder links a Node to its Machine: only while Cluster API has not linked it (no
- * `cluster.x-k8s.io/machine` annotation); after that the annotation names the Machine (`#shared/domain/node-link.ts`).
- */
+/** The provider ID linking a Node to its Machine while Cluster API has not (no machine annotation); else undefined. */
 export function unlinkedProviderID(node: NodeFacts): string | undefined {
   return node.annotations[MACHINE_ANNOTATION] === undefined ? node.providerID : undefined;
 }
@@ -118,15 +101,12 @@ export interface ClusterFacts extends ObjectIdentity, ClusterView {
   readonly deleting: boolean;
 }
 
-/**
- * A Cluster API MachinePool (v1beta2, v1beta1 or the v1.8–v1.10 `exp` API). Its `annotations` hold the declaration and
- * rollout keys where the pool declares them (`poolDeclarations`), the others from its metadata.
- */
+/** A Cluster API MachinePool; its `annotations` hold the declaration keys wherever the pool declares them. */
 export interface MachinePoolFacts extends CapiObjectFacts {
   readonly kind: 'MachinePool';
-  /** `spec.template.spec.taints` as stored (no Cluster API version accepts it yet; read where present). */
+  /** `spec.template.spec.taints` (no Cluster API version accepts it yet; read where present). */
   readonly specTaints: unknown;
-  /** `status.nodeRefs` names, sorted: the Nodes of the pool. */
+  /** `status.nodeRefs` names, sorted. */
   readonly nodeNames: readonly string[];
 }
 
@@ -139,13 +119,11 @@ export type OwnerFacts = MachineFacts | (MachinePoolFacts & { readonly nodeName?
 /** A MachineDeployment or MachineSet: what decides its cluster-autoscaler taints annotation (docs/autoscaler.md). */
 export interface ScalableFacts extends CapiObjectFacts {
   readonly kind: 'MachineDeployment' | 'MachineSet';
-  /** `spec.template.spec.taints` as stored. */
   readonly specTaints: unknown;
-  /** The declaration annotations of `spec.template.metadata.annotations`: what a new Machine of it carries. */
+  /** The declaration annotations of the template: what a new Machine of it carries. */
   readonly templateAnnotations: Readonly<Record<string, string>>;
-  /** The control-plane label of `spec.template.metadata.labels`, when set. */
+  /** The control-plane label of the template, when set. */
   readonly templateLabels: Readonly<Record<string, string>>;
-  /** A MachineSet with an owner reference to a MachineDeployment. */
   readonly ownedByMachineDeployment: boolean;
 }
 
@@ -269,12 +247,10 @@ export function toNodeFacts(o: unknown): NodeFacts | undefined {
   };
 }
 
+/** One shared empty list, exact-size lists otherwise: the forwarder's cache holds tens of thousands of Nodes. */
 const NO_TAINTS: readonly Taint[] = Object.freeze([]);
 
-/**
- * A Node's `spec.taints` (see {@link NodeFacts.taints}); an empty value is left out, as the API server does. Mapped,
- * and one shared empty list: an exact-size array per Node (the forwarder's cache holds tens of thousands).
- */
+/** A Node's `spec.taints` ({@link NodeFacts.taints}); an empty value is left out, as the API server does. */
 function taintsOf(raw: unknown): readonly Taint[] | undefined {
   if (raw === null || raw === undefined) return NO_TAINTS;
   const readable = (t: unknown): t is Record<string, unknown> & { key: string; effect: string } => isObject(t) && typeof t.key === 'string' && typeof t.effect === 'string';
@@ -292,10 +268,7 @@ function kubeTime(v: unknown): string | undefined {
   return str(v);
 }
 
-/**
- * Who last wrote `spec.taints` and the product's tracking annotation, read from managedFields. An atomic list
- * and a single annotation have one owner after an update; anything ambiguous is left out.
- */
+/** Who last wrote `spec.taints` and the own tracking annotation (managedFields); anything ambiguous is left out. */
 function writersOf(managedFields: unknown): { taints?: string; ownTrackingAnnotation?: string } {
   const taints = new Set<string>();
   const annotation = new Set<string>();

@@ -8,8 +8,8 @@ import {
   autoscalerTaintsValue,
   isDroppedByAutoscaler,
   planAutoscalerTaints,
-  scalableDeclarationOf,
 } from '#shared/domain/autoscaler.ts';
+import { declaredTaintsOf } from '#shared/domain/declarations.ts';
 import type { Taint } from '#shared/domain/taint.ts';
 import { autoscalerAssumedTaints, sameTaints } from '#local/autoscaler-status.ts';
 import { toMachinePoolFacts, type ScalableFacts } from '#shared/model/views.ts';
@@ -95,9 +95,14 @@ function md(over: Partial<ScalableFacts> = {}): ScalableFacts {
   };
 }
 
+/** The declaration of a MachineDeployment's template, by the product's own declaration rules. */
+function declarationOf(r: ScalableFacts): ReturnType<typeof declaredTaintsOf> {
+  return declaredTaintsOf({ specTaints: r.specTaints, annotations: r.templateAnnotations, labels: r.templateLabels });
+}
+
 /** The taints a new Node gets, in the Node form, from the product's own declaration rules. */
 function newNodeTaintsOf(r: ScalableFacts): Taint[] {
-  const d = scalableDeclarationOf(r);
+  const d = declarationOf(r);
   if (!d.valid) throw new Error('invalid');
   return d.declaration.taints.map((t) => (t.value ? { key: t.key, value: t.value, effect: t.effect } : { key: t.key, effect: t.effect }));
 }
@@ -285,7 +290,7 @@ describe('autoscalerTaintsValue / planAutoscalerTaints', () => {
     fc.assert(
       fc.property(annotation, annotation, fc.option(fc.uniqueArray(specTaint, { selector: (t) => `${t.key}:${t.effect}`, minLength: 1, maxLength: 3 }), { nil: undefined }), (machine, cls, spec) => {
         const r = md({ templateAnnotations: { 'taints.capi-taint-propagator.dev/machine': machine, 'taints.capi-taint-propagator.dev/class': cls }, specTaints: spec });
-        const d = scalableDeclarationOf(r);
+        const d = declarationOf(r);
         fc.pre(d.valid);
         const written = planAutoscalerTaints(r).desired;
         expect(sameTaints(autoscalerTaints(specOf(r), written), newNodeTaintsOf(r))).toBe(true); // 1.36+

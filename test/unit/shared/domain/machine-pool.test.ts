@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { fromCloudEventBody, toCloudEventBody } from '#shared/adapters/cloudevents/cloud-event-body.ts';
 import { messageGroupIdFor, parseEventType, type ClusterRef } from '#shared/contract/cloud-event.ts';
+import { DECLARATION_ANNOTATIONS } from '#shared/domain/declaration-keys.ts';
 import { declaredTaintsOf } from '#shared/domain/declarations.ts';
 import { declarationOwnerOf, machinePoolOf, poolDeclarations } from '#shared/domain/machine-pool.ts';
 import { forwardDecision, isDeclarationRecovery, poolNodesToAnnounce } from '#shared/policy/relevance.ts';
@@ -51,7 +52,7 @@ describe('Function: poolDeclarations()', () => {
     const out = poolDeclarations({
       annotations: { [MACHINE]: 'a=1:NoSchedule', 'other.example.com/x': 'y' },
       templateAnnotations: { [MACHINE]: 'a=2:NoSchedule', [CLUSTER]: 'b:NoExecute' },
-    });
+    }, DECLARATION_ANNOTATIONS);
 
     // Assess
     expect(out).toEqual({ [MACHINE]: 'a=1:NoSchedule', [CLUSTER]: 'b:NoExecute' });
