@@ -1,10 +1,9 @@
 /**
  * EKS IAM token minted from the caller's own AWS credentials, the aws-iam-authenticator recipe: a SigV4-presigned
  * `GET https://sts.<region>.amazonaws.com/?Action=GetCallerIdentity&Version=2011-06-15` with the header
- * `x-k8s-aws-id: <cluster name>` signed in, `X-Amz-Expires=60`, encoded as
- * `k8s-aws-v1.` + base64url(url) without padding. EKS accepts it for 15 minutes after `X-Amz-Date`; we treat it as
- * expired after 14 (as the Go client does), or earlier when the signing credentials expire first.
- * Token and credentials are secrets: nothing here logs, and errors never carry them.
+ * `x-k8s-aws-id: <cluster name>` signed in, encoded as `k8s-aws-v1.` + base64url(url) without padding. EKS accepts it
+ * for 15 minutes after `X-Amz-Date`; we treat it as expired after 14 (as the Go client does), or earlier when the
+ * signing credentials expire first. Token and credentials are secrets: nothing here logs, and errors never carry them.
  */
 import { Sha256 } from '@aws-crypto/sha256-js';
 import { HttpRequest } from '@smithy/protocol-http';
@@ -16,11 +15,10 @@ export const EKS_TOKEN_PREFIX = 'k8s-aws-v1.';
 /** The header that binds the token to one cluster; it must be among the signed headers. */
 export const CLUSTER_ID_HEADER = 'x-k8s-aws-id';
 /** `X-Amz-Expires` of the presigned URL (STS ignores it; EKS checks 0..900). */
-export const PRESIGN_EXPIRES_SECONDS = 60;
+const PRESIGN_EXPIRES_SECONDS = 60;
 /** EKS rejects a token 15 minutes after its `X-Amz-Date`. */
 export const TOKEN_VALIDITY_SECONDS = 15 * 60;
-/** Local lifetime we rely on: one minute short of what EKS accepts. */
-export const TOKEN_LOCAL_LIFETIME_SECONDS = 14 * 60;
+const TOKEN_LOCAL_LIFETIME_SECONDS = 14 * 60;
 /** Margin before the local expiry at which a cached token is replaced. */
 const REFRESH_BEFORE_MS = 60_000;
 
@@ -94,25 +92,21 @@ export interface EksTokenSourceOptions {
   readonly clock: Clock;
 }
 
-/** A per-cluster token cache: one token per warm container, replaced shortly before it expires. */
-export interface EksTokenSource {
-  /** The cached token while it is fresh, else a new one. Concurrent callers share one minting. */
-  getToken(): Promise<EksToken>;
-}
-
-export function createEksTokenSource(options: EksTokenSourceOptions): EksTokenSource {
+/**
+ * A per-cluster token cache: returns the cached token while it is fresh, else a new one (replaced shortly before it
+ * expires); concurrent callers share one minting.
+ */
+export function createEksTokenSource(options: EksTokenSourceOptions): () => Promise<EksToken> {
   const { clock } = options;
   const credentials = options.credentials ?? defaultCredentials();
   let cached: EksToken | undefined;
   let pending: Promise<EksToken> | undefined;
 
-  return {
-    async getToken() {
-      if (cached && clock.now().getTime() < cached.expiresAt.getTime() - REFRESH_BEFORE_MS) return cached;
-      return (pending ??= createEksToken({ clusterName: options.clusterName, region: options.region, credentials, now: clock.now() })
-        .then((token) => (cached = token))
-        .finally(() => (pending = undefined)));
-    },
+  return async () => {
+    if (cached && clock.now().getTime() < cached.expiresAt.getTime() - REFRESH_BEFORE_MS) return cached;
+    return (pending ??= createEksToken({ clusterName: options.clusterName, region: options.region, credentials, now: clock.now() })
+      .then((token) => (cached = token))
+      .finally(() => (pending = undefined)));
   };
 }
 
