@@ -19,7 +19,6 @@ const PRESIGN_EXPIRES_SECONDS = 60;
 /** EKS rejects a token 15 minutes after its `X-Amz-Date`. */
 export const TOKEN_VALIDITY_SECONDS = 15 * 60;
 const TOKEN_LOCAL_LIFETIME_SECONDS = 14 * 60;
-/** Margin before the local expiry at which a cached token is replaced. */
 const REFRESH_BEFORE_MS = 60_000;
 
 /** AWS credentials, structurally compatible with the SDK's AwsCredentialIdentity. */

@@ -39,43 +39,45 @@ export function createManagementKubeConfigLoader(config: ClusterAccessConfig, de
   const access = config.management;
   const clock = deps.clock ?? { now: () => new Date() };
   const log = deps.logger ?? defaultLogger;
-  let cached: { kubeConfig: RestConfig; reloadAt: number } | undefined;
+  let cached: RestConfig | undefined;
+  let reloadAt = 0;
   let pending: Promise<RestConfig> | undefined;
 
-  const loadFresh = async (): Promise<{ kubeConfig: RestConfig; reloadAt: number }> => {
+  const loadFresh = async (): Promise<RestConfig> => {
     switch (access.auth) {
       case 'kubeconfig':
         log.info('Loading management kubeconfig', { source: 'kubeconfig', path: access.kubeconfigPath ?? 'default' });
-        return { kubeConfig: fromKubeconfigFile(access.kubeconfigPath), reloadAt: Number.POSITIVE_INFINITY };
+        return fromKubeconfigFile(access.kubeconfigPath);
       case 'eks': {
         const tokens = createEksTokenSource({ clusterName: access.clusterName, region: access.region, clock, credentials: deps.credentials });
         log.info('Loading management kubeconfig', { source: 'eks', cluster: access.clusterName, endpoint: access.endpoint });
         const getToken = tokenGetter(tokens, access.clusterName, log);
         // Mint the first token now, so that a credentials problem surfaces at load time.
         await getToken();
-        return { kubeConfig: new RestConfig({ server: access.endpoint, caData: access.caData, token: getToken }), reloadAt: Number.POSITIVE_INFINITY };
+        return new RestConfig({ server: access.endpoint, caData: access.caData, token: getToken });
       }
       case 'ssm':
       case 'secretsmanager':
-        return { kubeConfig: await fromStoredKubeconfig(access, log), reloadAt: clock.now().getTime() + RELOAD_AFTER_MS };
+        return fromStoredKubeconfig(access, log);
     }
   };
 
   const refresh = async (): Promise<RestConfig> => {
     try {
       cached = await loadFresh();
-      return cached.kubeConfig;
+      const stored = access.auth === 'ssm' || access.auth === 'secretsmanager';
+      reloadAt = stored ? clock.now().getTime() + RELOAD_AFTER_MS : Number.POSITIVE_INFINITY;
     } catch (err) {
       if (!cached) throw err;
       log.warn('Reloading management kubeconfig failed, keeping the previous one', { source: access.auth, reason: err instanceof Error ? err.message : 'unknown error' });
-      cached = { kubeConfig: cached.kubeConfig, reloadAt: clock.now().getTime() + 60_000 };
-      return cached.kubeConfig;
+      reloadAt = clock.now().getTime() + 60_000;
     }
+    return cached;
   };
 
   return {
     async load() {
-      if (cached && clock.now().getTime() < cached.reloadAt) return cached.kubeConfig;
+      if (cached && clock.now().getTime() < reloadAt) return cached;
       return (pending ??= refresh().finally(() => (pending = undefined)));
     },
   };

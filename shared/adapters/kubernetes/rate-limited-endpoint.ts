@@ -24,19 +24,14 @@ export class EndpointRateLimiter {
     this.#state = fullBucket(limit, Date.now());
   }
 
-  /** Takes a token, waiting for it when none is left. */
-  async #take(): Promise<void> {
-    const { state, waitMs } = takeToken(this.#state, Date.now(), this.#limit);
-    this.#state = state;
-    if (waitMs > 0) await delay(waitMs);
-  }
-
-  /** The endpoint, each request of which takes a token first (the credentials are applied once it has one). */
+  /** The endpoint, each request of which takes a token (waiting when none is left) before applying the credentials. */
   wrap(endpoint: ClusterEndpoint): ClusterEndpoint {
     return {
       getCurrentCluster: () => endpoint.getCurrentCluster(),
       applyToHTTPSOptions: async (opts: https.RequestOptions): Promise<void> => {
-        await this.#take();
+        const { state, waitMs } = takeToken(this.#state, Date.now(), this.#limit);
+        this.#state = state;
+        if (waitMs > 0) await delay(waitMs);
         await endpoint.applyToHTTPSOptions(opts);
       },
     };
