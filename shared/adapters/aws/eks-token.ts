@@ -7,7 +7,7 @@
  */
 import { Sha256 } from '@aws-crypto/sha256-js';
 import { HttpRequest } from '@smithy/protocol-http';
-import { SignatureV4 } from '@smithy/signature-v4';
+import { getCanonicalQuery, SIGNATURE_QUERY_PARAM, SignatureV4 } from '@smithy/signature-v4';
 import type { Clock } from '#shared/ports/clock.ts';
 import { runtimeSdk } from './runtime-sdk.ts';
 
@@ -76,7 +76,10 @@ export async function presignGetCallerIdentity(args: {
 export async function createEksToken(args: { readonly clusterName: string; readonly region: string; readonly credentials: AwsCredentials | AwsCredentialsProvider; readonly now: Date }): Promise<EksToken> {
   const credentials = typeof args.credentials === 'function' ? await args.credentials() : args.credentials;
   const query = await presignGetCallerIdentity({ clusterName: args.clusterName, region: args.region, credentials, signingDate: args.now, expiresIn: PRESIGN_EXPIRES_SECONDS });
-  const url = `https://${stsHostname(args.region)}/?${toQueryString(query)}`;
+  // The URL carries exactly what was signed: the signer's own canonical query, which leaves the signature out; that
+  // goes last, as botocore's presigner puts it.
+  const signature = `${SIGNATURE_QUERY_PARAM}=${String(query[SIGNATURE_QUERY_PARAM])}`;
+  const url = `https://${stsHostname(args.region)}/?${getCanonicalQuery(new HttpRequest({ query }))}&${signature}`;
   const token = EKS_TOKEN_PREFIX + Buffer.from(url, 'utf8').toString('base64url');
   const localExpiry = args.now.getTime() + TOKEN_LOCAL_LIFETIME_SECONDS * 1000;
   const credentialExpiry = credentials.expiration?.getTime() ?? Number.POSITIVE_INFINITY;
@@ -113,16 +116,4 @@ export function createEksTokenSource(options: EksTokenSourceOptions): () => Prom
 function defaultCredentials(): AwsCredentialsProvider {
   let provider: AwsCredentialsProvider | undefined;
   return () => (provider ??= runtimeSdk('@aws-sdk/credential-provider-node').defaultProvider())();
-}
-
-/** RFC 3986 query encoding, as the signer canonicalises it (so the URL carries exactly what was signed). */
-function toQueryString(query: Record<string, string | string[] | null>): string {
-  return Object.keys(query)
-    .sort()
-    .flatMap((key) => [query[key] ?? null].flat().map((v) => (v === null ? rfc3986(key) : `${rfc3986(key)}=${rfc3986(v)}`)))
-    .join('&');
-}
-
-function rfc3986(value: string): string {
-  return encodeURIComponent(value).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
 }
