@@ -1,7 +1,6 @@
 /**
- * How the functions reach their clusters: which cluster holds the Machines and Nodes (CLUSTER_MODE) and how the
- * management cluster is authenticated (MANAGEMENT_AUTH). Read once at cold start; throws ConfigError naming the
- * variable. Workload clusters always use CAPI's `<cluster>-kubeconfig` Secrets (mode `capi`).
+ * How the functions reach their clusters (CLUSTER_MODE, MANAGEMENT_AUTH). Workload clusters always use CAPI's
+ * `<cluster>-kubeconfig` Secrets (mode `capi`).
  */
 import { ConfigError } from '#shared/errors.ts';
 import { oneOf, optionalString, requiredString, type Env } from './env.ts';

@@ -43,7 +43,7 @@ export interface ForwarderConfig extends SharedSettings {
 }
 
 /** Most shards one deployment may split its fleet into (each costs one schedule and up to 2 × WATCH_MEMBERS + 1 concurrent executions). */
-export const MAX_FORWARDER_SHARDS = 64;
+const MAX_FORWARDER_SHARDS = 64;
 
 /** Reads and validates the forwarder's settings; throws ConfigError naming the variable. */
 export function loadForwarderConfig(env: Env): ForwarderConfig {

@@ -1,8 +1,7 @@
 /**
- * A client-side rate limit on the requests to one cluster, as client-go's `rest.Config` QPS and Burst: an endpoint
- * wrapper whose every request first takes a token of a bucket (shared/policy/rate-limit.ts). The forwarder gives each
- * workload cluster's Node stream one bucket, whatever credentials it reconnects with, so that one failing cluster (e.g.
- * a list whose `continue` tokens never end) cannot drive more requests than that (docs/hostile-clusters.md).
+ * A client-side rate limit on the requests to one cluster, as client-go's `rest.Config` QPS and Burst. The forwarder
+ * gives each workload cluster's Node stream one bucket, whatever credentials it reconnects with, so that one failing
+ * cluster cannot drive more requests than that (docs/hostile-clusters.md).
  */
 import { setTimeout as delay } from 'node:timers/promises';
 import type https from 'node:https';
