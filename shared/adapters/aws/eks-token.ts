@@ -56,7 +56,6 @@ export async function presignGetCallerIdentity(args: {
     region: args.region,
     credentials: args.credentials,
     sha256: Sha256,
-    uriEscapePath: true,
   });
   const presigned = await signer.presign(
     new HttpRequest({
