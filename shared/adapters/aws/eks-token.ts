@@ -98,14 +98,14 @@ export interface EksTokenSourceOptions {
  * expires); concurrent callers share one minting.
  */
 export function createEksTokenSource(options: EksTokenSourceOptions): () => Promise<EksToken> {
-  const { clock } = options;
+  const { clock, clusterName, region } = options;
   const credentials = options.credentials ?? defaultCredentials();
   let cached: EksToken | undefined;
   let pending: Promise<EksToken> | undefined;
 
   return async () => {
     if (cached && clock.now().getTime() < cached.expiresAt.getTime() - REFRESH_BEFORE_MS) return cached;
-    return (pending ??= createEksToken({ clusterName: options.clusterName, region: options.region, credentials, now: clock.now() })
+    return (pending ??= createEksToken({ clusterName, region, credentials, now: clock.now() })
       .then((token) => (cached = token))
       .finally(() => (pending = undefined)));
   };

@@ -49,7 +49,8 @@ export function createManagementKubeConfigLoader(config: ClusterAccessConfig, de
         log.info('Loading management kubeconfig', { source: 'kubeconfig', path: access.kubeconfigPath ?? 'default' });
         return fromKubeconfigFile(access.kubeconfigPath);
       case 'eks': {
-        const tokens = createEksTokenSource({ clusterName: access.clusterName, region: access.region, clock, credentials: deps.credentials });
+        const { clusterName, region } = access;
+        const tokens = createEksTokenSource({ clusterName, region, clock, credentials: deps.credentials });
         log.info('Loading management kubeconfig', { source: 'eks', cluster: access.clusterName, endpoint: access.endpoint });
         const getToken = tokenGetter(tokens, access.clusterName, log);
         // Mint the first token now, so that a credentials problem surfaces at load time.
@@ -98,7 +99,8 @@ function fromKubeconfigFile(path: string | undefined): RestConfig {
     }
     return kubeConfigFromUntrusted(text, { cluster: MANAGEMENT_CLUSTER, source: `kubeconfig file ${candidate}` });
   }
-  throw new ClusterCredentialsError(MANAGEMENT_CLUSTER, `kubeconfig file ${path || '~/.kube/config'} could not be read`);
+  const named = path ?? '~/.kube/config';
+  throw new ClusterCredentialsError(MANAGEMENT_CLUSTER, `kubeconfig file ${named} could not be read`);
 }
 
 type StoredAccess = Extract<ManagementAccess, { auth: 'ssm' | 'secretsmanager' }>;

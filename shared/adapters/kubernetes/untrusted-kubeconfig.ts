@@ -61,16 +61,18 @@ export function kubeConfigFromUntrusted(text: string, from: KubeconfigSource): R
   const users = entries(doc.users, 'user');
   const contexts = entries(doc.contexts, 'context');
   clusters.forEach(({ body }, i) => {
-    if (body['certificate-authority'] !== undefined) refused.push(`clusters[${i}].cluster.certificate-authority (file path)`);
-    if (body['insecure-skip-tls-verify'] === true || body['insecure-skip-tls-verify'] === 'true') refused.push(`clusters[${i}].cluster.insecure-skip-tls-verify (TLS verification off)`);
-    if (typeof body.server === 'string' && !body.server.startsWith('https://')) refused.push(`clusters[${i}].cluster.server (not https)`);
+    const refuse = (field: string, why: string): void => void refused.push(`clusters[${i}].cluster.${field} (${why})`);
+    if (body['certificate-authority'] !== undefined) refuse('certificate-authority', 'file path');
+    const insecure = body['insecure-skip-tls-verify'];
+    if (insecure === true || insecure === 'true') refuse('insecure-skip-tls-verify', 'TLS verification off');
+    if (typeof body.server === 'string' && !body.server.startsWith('https://')) refuse('server', 'not https');
     const proxy = body['proxy-url'] ?? '';
     try {
       // The URL may hold a password: the reason names the scheme at most (proxy.ts), never the value.
       if (typeof proxy !== 'string') throw new ProxyConfigError('proxy-url is not a string');
       if (proxy !== '') parseProxyUrl(proxy, 'proxy-url');
     } catch (err) {
-      refused.push(`clusters[${i}].cluster.proxy-url (${err instanceof ProxyConfigError ? err.message : 'not a valid URL'})`);
+      refuse('proxy-url', err instanceof ProxyConfigError ? err.message : 'not a valid URL');
     }
   });
   users.forEach(({ body }, i) => {
