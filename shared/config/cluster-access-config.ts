@@ -1,7 +1,6 @@
 /**
- * How the functions reach their clusters: which cluster holds the Machines and Nodes (CLUSTER_MODE) and how the
- * management cluster is authenticated (MANAGEMENT_AUTH). Read once at cold start; throws ConfigError naming the
- * variable. Workload clusters always use CAPI's `<cluster>-kubeconfig` Secrets (mode `capi`).
+ * How the functions reach their clusters (CLUSTER_MODE, MANAGEMENT_AUTH). Workload clusters always use CAPI's
+ * `<cluster>-kubeconfig` Secrets (mode `capi`).
  */
 import { ConfigError } from '#shared/errors.ts';
 import { oneOf, optionalString, requiredString, type Env } from './env.ts';
@@ -10,25 +9,16 @@ import { oneOf, optionalString, requiredString, type Env } from './env.ts';
 export const ClusterMode = { Capi: 'capi', Self: 'self' } as const;
 export type ClusterMode = (typeof ClusterMode)[keyof typeof ClusterMode];
 
-/** Where the management cluster's credentials come from. */
-export const ManagementAuth = {
-  /** A kubeconfig file: KUBECONFIG, or the default locations (local runs only: refused in AWS Lambda). */
-  Kubeconfig: 'kubeconfig',
-  /** An EKS IAM token minted from the function's own role (presigned STS GetCallerIdentity). */
-  Eks: 'eks',
-  /** A kubeconfig stored in SSM Parameter Store (SecureString). */
-  Ssm: 'ssm',
-  /** A kubeconfig stored in Secrets Manager. */
-  SecretsManager: 'secretsmanager',
-} as const;
-export type ManagementAuth = (typeof ManagementAuth)[keyof typeof ManagementAuth];
-
+/**
+ * Where the management cluster's credentials come from (MANAGEMENT_AUTH): a kubeconfig file (KUBECONFIG, else the
+ * default location; local runs only), an EKS IAM token minted from the function's own role (presigned STS
+ * GetCallerIdentity), or a kubeconfig stored in SSM Parameter Store (SecureString) or Secrets Manager.
+ */
 export type ManagementAccess =
   | { readonly auth: 'kubeconfig'; readonly kubeconfigPath: string | undefined }
   | {
       readonly auth: 'eks';
       readonly clusterName: string;
-      /** API server URL (https). */
       readonly endpoint: string;
       /** Base64 of the cluster CA bundle (PEM), as in `aws eks describe-cluster` certificateAuthority.data. */
       readonly caData: string;
@@ -36,6 +26,8 @@ export type ManagementAccess =
     }
   | { readonly auth: 'ssm'; readonly parameterName: string; readonly region: string | undefined }
   | { readonly auth: 'secretsmanager'; readonly secretId: string; readonly region: string | undefined };
+
+const MANAGEMENT_AUTHS: readonly ManagementAccess['auth'][] = ['kubeconfig', 'eks', 'ssm', 'secretsmanager'];
 
 export interface ClusterAccessConfig {
   readonly clusterMode: ClusterMode;
@@ -45,20 +37,20 @@ export interface ClusterAccessConfig {
 /** Reads CLUSTER_MODE, MANAGEMENT_AUTH and the variables the chosen auth mode needs (others are ignored). */
 export function loadClusterAccessConfig(env: Env): ClusterAccessConfig {
   const clusterMode = oneOf(env, 'CLUSTER_MODE', Object.values(ClusterMode), ClusterMode.Capi);
-  const auth = oneOf(env, 'MANAGEMENT_AUTH', Object.values(ManagementAuth), ManagementAuth.Kubeconfig);
+  const auth = oneOf(env, 'MANAGEMENT_AUTH', MANAGEMENT_AUTHS, 'kubeconfig');
   // The deploy check refuses it too (infra/deploy-parameters.ts); this catches an environment changed after deployment.
-  if (auth === ManagementAuth.Kubeconfig && optionalString(env, 'AWS_LAMBDA_FUNCTION_NAME') !== undefined) {
+  if (auth === 'kubeconfig' && optionalString(env, 'AWS_LAMBDA_FUNCTION_NAME') !== undefined) {
     throw new ConfigError('MANAGEMENT_AUTH', 'kubeconfig is for local runs only; in AWS Lambda use eks, ssm or secretsmanager');
   }
   return Object.freeze({ clusterMode, management: Object.freeze(loadManagementAccess(env, auth)) });
 }
 
-function loadManagementAccess(env: Env, auth: ManagementAuth): ManagementAccess {
+function loadManagementAccess(env: Env, auth: ManagementAccess['auth']): ManagementAccess {
   const when = `when MANAGEMENT_AUTH=${auth}`;
   switch (auth) {
-    case ManagementAuth.Kubeconfig:
+    case 'kubeconfig':
       return { auth, kubeconfigPath: optionalString(env, 'KUBECONFIG') };
-    case ManagementAuth.Eks:
+    case 'eks':
       return {
         auth,
         clusterName: requiredString(env, 'EKS_CLUSTER_NAME', when),
@@ -66,13 +58,13 @@ function loadManagementAccess(env: Env, auth: ManagementAuth): ManagementAccess 
         caData: base64Pem(requiredString(env, 'EKS_CA_DATA', when), 'EKS_CA_DATA'),
         region: requiredString(env, 'AWS_REGION', when),
       };
-    case ManagementAuth.Ssm:
+    case 'ssm':
       return {
         auth,
         parameterName: requiredString(env, 'MANAGEMENT_KUBECONFIG_PARAMETER', when),
         region: optionalString(env, 'AWS_REGION'),
       };
-    case ManagementAuth.SecretsManager:
+    case 'secretsmanager':
       return {
         auth,
         secretId: requiredString(env, 'MANAGEMENT_KUBECONFIG_SECRET_ID', when),

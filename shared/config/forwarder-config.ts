@@ -5,10 +5,7 @@ import { ClusterMode } from './cluster-access-config.ts';
 import { integerVar, oneOf, optionalString, type Env } from './env.ts';
 import { loadSharedSettings, type SharedSettings } from './reconcile-config.ts';
 
-/**
- * The watch-forwarder's configuration, read once from the environment (its use of the shared settings:
- * WatchForwarderDeps in functions/watch-forwarder/forward-watch-events.ts).
- */
+/** The watch-forwarder's configuration (its use of the shared settings: WatchForwarderDeps, forward-watch-events). */
 export interface ForwarderConfig extends SharedSettings {
   /** SQS FIFO queue URL; optional only for local runs that inject their own queue. */
   readonly queueUrl: string | undefined;
@@ -31,7 +28,6 @@ export interface ForwarderConfig extends SharedSettings {
   readonly watchIdleSeconds: number;
   /** The Lease that holds the rota's members and elects the one that stores the checkpoint. */
   readonly leaseName: string;
-  /** This forwarder's identity in the Lease. */
   readonly forwarderId: string;
   /** A holder that has not renewed for this long can be replaced; a member's entry lapses. */
   readonly leaseDurationSeconds: number;
@@ -47,7 +43,7 @@ export interface ForwarderConfig extends SharedSettings {
 }
 
 /** Most shards one deployment may split its fleet into (each costs one schedule and up to 2 × WATCH_MEMBERS + 1 concurrent executions). */
-export const MAX_FORWARDER_SHARDS = 64;
+const MAX_FORWARDER_SHARDS = 64;
 
 /** Reads and validates the forwarder's settings; throws ConfigError naming the variable. */
 export function loadForwarderConfig(env: Env): ForwarderConfig {

@@ -1,14 +1,13 @@
 /**
  * EKS IAM token minted from the caller's own AWS credentials, the aws-iam-authenticator recipe: a SigV4-presigned
  * `GET https://sts.<region>.amazonaws.com/?Action=GetCallerIdentity&Version=2011-06-15` with the header
- * `x-k8s-aws-id: <cluster name>` signed in, `X-Amz-Expires=60`, encoded as
- * `k8s-aws-v1.` + base64url(url) without padding. EKS accepts it for 15 minutes after `X-Amz-Date`; we treat it as
- * expired after 14 (as the Go client does), or earlier when the signing credentials expire first.
- * Token and credentials are secrets: nothing here logs, and errors never carry them.
+ * `x-k8s-aws-id: <cluster name>` signed in, encoded as `k8s-aws-v1.` + base64url(url) without padding. EKS accepts it
+ * for 15 minutes after `X-Amz-Date`; we treat it as expired after 14 (as the Go client does), or earlier when the
+ * signing credentials expire first. Token and credentials are secrets: nothing here logs, and errors never carry them.
  */
 import { Sha256 } from '@aws-crypto/sha256-js';
 import { HttpRequest } from '@smithy/protocol-http';
-import { SignatureV4 } from '@smithy/signature-v4';
+import { getCanonicalQuery, SIGNATURE_QUERY_PARAM, SignatureV4 } from '@smithy/signature-v4';
 import type { Clock } from '#shared/ports/clock.ts';
 import { runtimeSdk } from './runtime-sdk.ts';
 
@@ -16,12 +15,10 @@ export const EKS_TOKEN_PREFIX = 'k8s-aws-v1.';
 /** The header that binds the token to one cluster; it must be among the signed headers. */
 export const CLUSTER_ID_HEADER = 'x-k8s-aws-id';
 /** `X-Amz-Expires` of the presigned URL (STS ignores it; EKS checks 0..900). */
-export const PRESIGN_EXPIRES_SECONDS = 60;
+const PRESIGN_EXPIRES_SECONDS = 60;
 /** EKS rejects a token 15 minutes after its `X-Amz-Date`. */
 export const TOKEN_VALIDITY_SECONDS = 15 * 60;
-/** Local lifetime we rely on: one minute short of what EKS accepts. */
-export const TOKEN_LOCAL_LIFETIME_SECONDS = 14 * 60;
-/** Margin before the local expiry at which a cached token is replaced. */
+const TOKEN_LOCAL_LIFETIME_SECONDS = 14 * 60;
 const REFRESH_BEFORE_MS = 60_000;
 
 /** AWS credentials, structurally compatible with the SDK's AwsCredentialIdentity. */
@@ -59,7 +56,6 @@ export async function presignGetCallerIdentity(args: {
     region: args.region,
     credentials: args.credentials,
     sha256: Sha256,
-    uriEscapePath: true,
   });
   const presigned = await signer.presign(
     new HttpRequest({
@@ -79,7 +75,10 @@ export async function presignGetCallerIdentity(args: {
 export async function createEksToken(args: { readonly clusterName: string; readonly region: string; readonly credentials: AwsCredentials | AwsCredentialsProvider; readonly now: Date }): Promise<EksToken> {
   const credentials = typeof args.credentials === 'function' ? await args.credentials() : args.credentials;
   const query = await presignGetCallerIdentity({ clusterName: args.clusterName, region: args.region, credentials, signingDate: args.now, expiresIn: PRESIGN_EXPIRES_SECONDS });
-  const url = `https://${stsHostname(args.region)}/?${toQueryString(query)}`;
+  // The URL carries exactly what was signed: the signer's own canonical query, which leaves the signature out; that
+  // goes last, as botocore's presigner puts it.
+  const signature = `${SIGNATURE_QUERY_PARAM}=${String(query[SIGNATURE_QUERY_PARAM])}`;
+  const url = `https://${stsHostname(args.region)}/?${getCanonicalQuery(new HttpRequest({ query }))}&${signature}`;
   const token = EKS_TOKEN_PREFIX + Buffer.from(url, 'utf8').toString('base64url');
   const localExpiry = args.now.getTime() + TOKEN_LOCAL_LIFETIME_SECONDS * 1000;
   const credentialExpiry = credentials.expiration?.getTime() ?? Number.POSITIVE_INFINITY;
@@ -94,25 +93,21 @@ export interface EksTokenSourceOptions {
   readonly clock: Clock;
 }
 
-/** A per-cluster token cache: one token per warm container, replaced shortly before it expires. */
-export interface EksTokenSource {
-  /** The cached token while it is fresh, else a new one. Concurrent callers share one minting. */
-  getToken(): Promise<EksToken>;
-}
-
-export function createEksTokenSource(options: EksTokenSourceOptions): EksTokenSource {
-  const { clock } = options;
+/**
+ * A per-cluster token cache: returns the cached token while it is fresh, else a new one (replaced shortly before it
+ * expires); concurrent callers share one minting.
+ */
+export function createEksTokenSource(options: EksTokenSourceOptions): () => Promise<EksToken> {
+  const { clock, clusterName, region } = options;
   const credentials = options.credentials ?? defaultCredentials();
   let cached: EksToken | undefined;
   let pending: Promise<EksToken> | undefined;
 
-  return {
-    async getToken() {
-      if (cached && clock.now().getTime() < cached.expiresAt.getTime() - REFRESH_BEFORE_MS) return cached;
-      return (pending ??= createEksToken({ clusterName: options.clusterName, region: options.region, credentials, now: clock.now() })
-        .then((token) => (cached = token))
-        .finally(() => (pending = undefined)));
-    },
+  return async () => {
+    if (cached && clock.now().getTime() < cached.expiresAt.getTime() - REFRESH_BEFORE_MS) return cached;
+    return (pending ??= createEksToken({ clusterName, region, credentials, now: clock.now() })
+      .then((token) => (cached = token))
+      .finally(() => (pending = undefined)));
   };
 }
 
@@ -120,16 +115,4 @@ export function createEksTokenSource(options: EksTokenSourceOptions): EksTokenSo
 function defaultCredentials(): AwsCredentialsProvider {
   let provider: AwsCredentialsProvider | undefined;
   return () => (provider ??= runtimeSdk('@aws-sdk/credential-provider-node').defaultProvider())();
-}
-
-/** RFC 3986 query encoding, as the signer canonicalises it (so the URL carries exactly what was signed). */
-function toQueryString(query: Record<string, string | string[] | null>): string {
-  return Object.keys(query)
-    .sort()
-    .flatMap((key) => [query[key] ?? null].flat().map((v) => (v === null ? rfc3986(key) : `${rfc3986(key)}=${rfc3986(v)}`)))
-    .join('&');
-}
-
-function rfc3986(value: string): string {
-  return encodeURIComponent(value).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
 }

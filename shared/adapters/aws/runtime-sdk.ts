@@ -9,7 +9,6 @@ import { createRequire } from 'node:module';
 // A CommonJS bundle of this file (the benchmarks' forwarder child) has no import.meta.url, but a __filename.
 const load = createRequire(import.meta.url ?? __filename);
 
-/** The runtime's packages this project loads, by name. */
 interface RuntimeSdk {
   '@aws-sdk/client-ssm': typeof import('@aws-sdk/client-ssm');
   '@aws-sdk/client-secrets-manager': typeof import('@aws-sdk/client-secrets-manager');

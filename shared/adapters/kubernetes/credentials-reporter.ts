@@ -13,8 +13,6 @@ import { kubeCall, seg, type ClusterEndpoint } from './kube-http.ts';
 import { statusOf } from './api-errors.ts';
 import type { CapiApi } from './capi-discovery.ts';
 
-type Log = Pick<typeof defaultLogger, 'error' | 'warn'>;
-
 export interface ClusterCredentialsReporter {
   /** Reports that `cluster` is skipped because of `error`. Never throws. */
   report(cluster: { readonly namespace: string; readonly name: string }, error: ClusterCredentialsError): Promise<void>;
@@ -28,7 +26,7 @@ export interface CredentialsReporterOptions {
   /** Counts one unusable-kubeconfig report (a metric). */
   readonly count: () => void;
   readonly recorder?: EventRecorder;
-  readonly logger?: Log;
+  readonly logger?: Pick<typeof defaultLogger, 'error' | 'warn'>;
   readonly clock?: Clock;
   /** The Cluster's uid, for the Event (default: read the Cluster from `kubeConfig`; undefined when it does not exist). */
   readonly clusterUid?: (namespace: string, name: string) => Promise<string | undefined>;

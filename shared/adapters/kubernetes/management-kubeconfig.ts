@@ -1,10 +1,8 @@
 /**
- * The management cluster's RestConfig, from one of four sources (shared/config/cluster-access-config.ts): a local
- * kubeconfig file (refused in AWS Lambda); an EKS IAM token minted from the function's role; or a kubeconfig stored in
- * SSM Parameter Store or Secrets Manager, untrusted (untrusted-kubeconfig.ts). Loaded once per warm container; the EKS
- * RestConfig mints a new token shortly before the cached one expires, and stored kubeconfigs are re-read after
- * {@link RELOAD_AFTER_MS} so that a rotated one is picked up (the previous one is kept if the re-read fails). No
- * credential, token or kubeconfig content is ever logged or put in an error message.
+ * The management cluster's RestConfig, from the source MANAGEMENT_AUTH names (shared/config/cluster-access-config.ts;
+ * a kubeconfig, stored or in a file, is untrusted: untrusted-kubeconfig.ts). Loaded once per warm container; stored
+ * kubeconfigs are re-read after {@link RELOAD_AFTER_MS} so that a rotated one is picked up (the previous one is kept if
+ * the re-read fails). No credential, token or kubeconfig content is ever logged or put in an error message.
  */
 // The SDK clients are loaded (runtime-sdk.ts) when a stored kubeconfig is read, so EKS and kubeconfig deployments do
 // not pay their load time at every cold start.
@@ -16,16 +14,14 @@ import type { ClusterAccessConfig, ManagementAccess } from '#shared/config/clust
 import { ClusterCredentialsError } from '#shared/errors.ts';
 import { logger as defaultLogger } from '#shared/observability/logger.ts';
 import type { Clock } from '#shared/ports/clock.ts';
-import { createEksTokenSource, type AwsCredentialsProvider, type EksTokenSource } from '../aws/eks-token.ts';
+import { createEksTokenSource, type AwsCredentialsProvider, type EksToken } from '../aws/eks-token.ts';
 import { RestConfig } from './rest-config.ts';
 import { kubeConfigFromUntrusted } from './untrusted-kubeconfig.ts';
 import { runtimeSdk } from '#shared/adapters/aws/runtime-sdk.ts';
 
-/** The name under which errors report the management cluster. */
 const MANAGEMENT_CLUSTER = 'management';
 const RELOAD_AFTER_MS = 300_000;
 
-/** The logger methods used here (the shared Powertools logger, or another instance in tests). */
 type KubeConfigLog = Pick<Logger, 'debug' | 'info' | 'warn'>;
 
 export interface ManagementKubeConfigDeps {
@@ -43,54 +39,49 @@ export function createManagementKubeConfigLoader(config: ClusterAccessConfig, de
   const access = config.management;
   const clock = deps.clock ?? { now: () => new Date() };
   const log = deps.logger ?? defaultLogger;
-  let cached: { kubeConfig: RestConfig; reloadAt: number } | undefined;
+  let cached: RestConfig | undefined;
+  let reloadAt = 0;
   let pending: Promise<RestConfig> | undefined;
 
-  const loadFresh = async (): Promise<{ kubeConfig: RestConfig; reloadAt: number }> => {
+  const loadFresh = async (): Promise<RestConfig> => {
     switch (access.auth) {
       case 'kubeconfig':
         log.info('Loading management kubeconfig', { source: 'kubeconfig', path: access.kubeconfigPath ?? 'default' });
-        return { kubeConfig: fromKubeconfigFile(access.kubeconfigPath), reloadAt: Number.POSITIVE_INFINITY };
+        return fromKubeconfigFile(access.kubeconfigPath);
       case 'eks': {
-        const tokens = createEksTokenSource({ clusterName: access.clusterName, region: access.region, clock, ...(deps.credentials ? { credentials: deps.credentials } : {}) });
+        const { clusterName, region } = access;
+        const tokens = createEksTokenSource({ clusterName, region, clock, credentials: deps.credentials });
         log.info('Loading management kubeconfig', { source: 'eks', cluster: access.clusterName, endpoint: access.endpoint });
         const getToken = tokenGetter(tokens, access.clusterName, log);
         // Mint the first token now, so that a credentials problem surfaces at load time.
         await getToken();
-        return { kubeConfig: new RestConfig({ server: access.endpoint, caData: access.caData, token: getToken }), reloadAt: Number.POSITIVE_INFINITY };
+        return new RestConfig({ server: access.endpoint, caData: access.caData, token: getToken });
       }
       case 'ssm':
-      case 'secretsmanager': {
-        const text = await readStoredKubeconfig(access, log);
-        return { kubeConfig: kubeConfigFromUntrusted(text, { cluster: MANAGEMENT_CLUSTER, source: describe(access) }), reloadAt: clock.now().getTime() + RELOAD_AFTER_MS };
-      }
+      case 'secretsmanager':
+        return fromStoredKubeconfig(access, log);
     }
   };
 
   const refresh = async (): Promise<RestConfig> => {
     try {
       cached = await loadFresh();
-      return cached.kubeConfig;
+      const stored = access.auth === 'ssm' || access.auth === 'secretsmanager';
+      reloadAt = stored ? clock.now().getTime() + RELOAD_AFTER_MS : Number.POSITIVE_INFINITY;
     } catch (err) {
       if (!cached) throw err;
       log.warn('Reloading management kubeconfig failed, keeping the previous one', { source: access.auth, reason: err instanceof Error ? err.message : 'unknown error' });
-      cached = { kubeConfig: cached.kubeConfig, reloadAt: clock.now().getTime() + 60_000 };
-      return cached.kubeConfig;
+      reloadAt = clock.now().getTime() + 60_000;
     }
+    return cached;
   };
 
   return {
     async load() {
-      if (cached && clock.now().getTime() < cached.reloadAt) return cached.kubeConfig;
+      if (cached && clock.now().getTime() < reloadAt) return cached;
       return (pending ??= refresh().finally(() => (pending = undefined)));
     },
   };
-}
-
-type StoredAccess = Extract<ManagementAccess, { auth: 'ssm' | 'secretsmanager' }>;
-
-function describe(access: StoredAccess): string {
-  return access.auth === 'ssm' ? `SSM parameter ${access.parameterName}` : `secret ${access.secretId}`;
 }
 
 /**
@@ -98,8 +89,7 @@ function describe(access: StoredAccess): string {
  * kubeconfig is: inline credentials only. Contexts are not merged across files.
  */
 function fromKubeconfigFile(path: string | undefined): RestConfig {
-  const source = `kubeconfig file ${path ?? '~/.kube/config'}`;
-  const candidates = path === undefined || path === '' ? [join(homedir(), '.kube', 'config')] : path.split(delimiter).filter((p) => p !== '');
+  const candidates = path ? path.split(delimiter).filter((p) => p !== '') : [join(homedir(), '.kube', 'config')];
   for (const candidate of candidates) {
     let text: string;
     try {
@@ -107,23 +97,24 @@ function fromKubeconfigFile(path: string | undefined): RestConfig {
     } catch {
       continue;
     }
-    return kubeConfigFromUntrusted(text, { cluster: MANAGEMENT_CLUSTER, source: candidates.length > 1 ? `kubeconfig file ${candidate}` : source });
+    return kubeConfigFromUntrusted(text, { cluster: MANAGEMENT_CLUSTER, source: `kubeconfig file ${candidate}` });
   }
-  throw new ClusterCredentialsError(MANAGEMENT_CLUSTER, `${source} could not be read`);
+  const named = path ?? '~/.kube/config';
+  throw new ClusterCredentialsError(MANAGEMENT_CLUSTER, `kubeconfig file ${named} could not be read`);
 }
 
-async function readStoredKubeconfig(access: StoredAccess, log: KubeConfigLog): Promise<string> {
-  const source = describe(access);
+type StoredAccess = Extract<ManagementAccess, { auth: 'ssm' | 'secretsmanager' }>;
+async function fromStoredKubeconfig(access: StoredAccess, log: KubeConfigLog): Promise<RestConfig> {
+  const source = access.auth === 'ssm' ? `SSM parameter ${access.parameterName}` : `secret ${access.secretId}`;
   const region = access.region ? { region: access.region } : {};
-  log.info('Loading management kubeconfig', access.auth === 'ssm'
-    ? { source: 'ssm', parameter: access.parameterName }
-    : { source: 'secretsmanager', secretId: access.secretId });
   let value: string | undefined;
   try {
     if (access.auth === 'ssm') {
+      log.info('Loading management kubeconfig', { source: 'ssm', parameter: access.parameterName });
       const { GetParameterCommand, SSMClient } = runtimeSdk('@aws-sdk/client-ssm');
       value = (await new SSMClient(region).send(new GetParameterCommand({ Name: access.parameterName, WithDecryption: true }))).Parameter?.Value;
     } else {
+      log.info('Loading management kubeconfig', { source: 'secretsmanager', secretId: access.secretId });
       const { GetSecretValueCommand, SecretsManagerClient } = runtimeSdk('@aws-sdk/client-secrets-manager');
       const out = await new SecretsManagerClient(region).send(new GetSecretValueCommand({ SecretId: access.secretId }));
       value = out.SecretString ?? (out.SecretBinary ? Buffer.from(out.SecretBinary).toString('utf8') : undefined);
@@ -136,15 +127,15 @@ async function readStoredKubeconfig(access: StoredAccess, log: KubeConfigLog): P
     throw new ClusterCredentialsError(MANAGEMENT_CLUSTER, `reading ${source} failed: ${name}: ${message}`);
   }
   if (!value) throw new ClusterCredentialsError(MANAGEMENT_CLUSTER, `${source} is empty`);
-  return value;
+  return kubeConfigFromUntrusted(value, { cluster: MANAGEMENT_CLUSTER, source });
 }
 
 /** Wraps the token source: logs when a new token is in use (its expiry only) and hides failure details. */
-function tokenGetter(tokens: EksTokenSource, clusterName: string, log: KubeConfigLog): () => Promise<string> {
+function tokenGetter(tokens: () => Promise<EksToken>, clusterName: string, log: KubeConfigLog): () => Promise<string> {
   let lastExpiry = 0;
   return async () => {
     try {
-      const { token, expiresAt } = await tokens.getToken();
+      const { token, expiresAt } = await tokens();
       if (expiresAt.getTime() !== lastExpiry) {
         lastExpiry = expiresAt.getTime();
         log.debug('Using a new EKS token', { cluster: clusterName, expiresAt: expiresAt.toISOString() });

@@ -1,9 +1,8 @@
 /**
- * Connection pools (Node Agents) that reach an API server through a proxy, for kube-http.ts; TLS to the API server runs
- * inside the tunnel (docs/proxies.md). `http://` and `https://` proxies: an HTTP CONNECT through hpagent. `socks5://`
- * and `socks5h://`: the `socks` library directly, not socks-proxy-agent, whose debug output can print the proxy's
- * password; the proxy resolves the host name, as client-go's SOCKS5 dialer does. Both libraries load on first use, so
- * a deployment without a proxy loads neither at cold start. Errors never quote the proxy URL.
+ * Connection pools (Node Agents) that reach an API server through a proxy, TLS inside the tunnel (docs/proxies.md):
+ * hpagent for `http://` and `https://` proxies; for `socks5://` and `socks5h://` the `socks` library directly, not
+ * socks-proxy-agent, whose debug output can print the proxy's password. Both load on first use, so a deployment
+ * without a proxy loads neither at cold start. Errors never quote the proxy URL.
  */
 import http from 'node:http';
 import https from 'node:https';

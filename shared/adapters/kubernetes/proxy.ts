@@ -1,8 +1,6 @@
 /**
- * Which proxy a request to a cluster goes through, chosen as client-go chooses it (docs/proxies.md): the cluster's
- * `proxy-url`, else `HTTPS_PROXY`/`HTTP_PROXY` unless `NO_PROXY` names the host or it is loopback, else none. A proxy
- * of a scheme the product does not support is refused, never ignored: a request meant to go through a proxy never goes
- * out directly. A proxy URL may hold a password: errors name the scheme at most.
+ * Which proxy a request to a cluster goes through, chosen as client-go chooses it (docs/proxies.md). A proxy of an
+ * unsupported scheme is refused, never ignored, so that a request meant for a proxy never goes out directly.
  */
 import net from 'node:net';
 
@@ -15,8 +13,7 @@ export class ProxyConfigError extends Error {
   }
 }
 
-/** Schemes of proxies the product connects through. */
-export const SUPPORTED_PROXY_SCHEMES: readonly string[] = ['http:', 'https:', 'socks5:', 'socks5h:'];
+const SUPPORTED_PROXY_SCHEMES: readonly string[] = ['http:', 'https:', 'socks5:', 'socks5h:'];
 
 /**
  * Parses a proxy URL and checks its scheme; `where` names its origin in errors (e.g. `HTTPS_PROXY`). A value of the

@@ -1,8 +1,7 @@
 /**
- * A client-side rate limit on the requests to one cluster, as client-go's `rest.Config` QPS and Burst: an endpoint
- * wrapper whose every request first takes a token of a bucket (shared/policy/rate-limit.ts). The forwarder gives each
- * workload cluster's Node stream one bucket, whatever credentials it reconnects with, so that one failing cluster (e.g.
- * a list whose `continue` tokens never end) cannot drive more requests than that (docs/hostile-clusters.md).
+ * A client-side rate limit on the requests to one cluster, as client-go's `rest.Config` QPS and Burst. The forwarder
+ * gives each workload cluster's Node stream one bucket, whatever credentials it reconnects with, so that one failing
+ * cluster cannot drive more requests than that (docs/hostile-clusters.md).
  */
 import { setTimeout as delay } from 'node:timers/promises';
 import type https from 'node:https';
@@ -24,19 +23,14 @@ export class EndpointRateLimiter {
     this.#state = fullBucket(limit, Date.now());
   }
 
-  /** Takes a token, waiting for it when none is left. */
-  async #take(): Promise<void> {
-    const { state, waitMs } = takeToken(this.#state, Date.now(), this.#limit);
-    this.#state = state;
-    if (waitMs > 0) await delay(waitMs);
-  }
-
-  /** The endpoint, each request of which takes a token first (the credentials are applied once it has one). */
+  /** The endpoint, each request of which takes a token (waiting when none is left) before applying the credentials. */
   wrap(endpoint: ClusterEndpoint): ClusterEndpoint {
     return {
       getCurrentCluster: () => endpoint.getCurrentCluster(),
       applyToHTTPSOptions: async (opts: https.RequestOptions): Promise<void> => {
-        await this.#take();
+        const { state, waitMs } = takeToken(this.#state, Date.now(), this.#limit);
+        this.#state = state;
+        if (waitMs > 0) await delay(waitMs);
         await endpoint.applyToHTTPSOptions(opts);
       },
     };

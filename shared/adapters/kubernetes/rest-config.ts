@@ -1,8 +1,6 @@
 /**
- * The credentials of one cluster as the product builds them itself: an https server, its CA, an optional TLS server
- * name, and a client certificate or a bearer token (fixed, or minted per request, e.g. the EKS token). Untrusted
- * kubeconfigs and the EKS access become one; kube-http.ts applies it to each request. Nothing here reads a file or
- * runs a program.
+ * The credentials of one cluster, built by the product from an untrusted kubeconfig or the EKS access; kube-http.ts
+ * applies them to each request. Nothing here reads a file or runs a program.
  */
 import type https from 'node:https';
 import type { ClusterEndpoint } from './kube-http.ts';

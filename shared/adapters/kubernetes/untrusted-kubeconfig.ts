@@ -1,10 +1,8 @@
 /**
- * Kubeconfigs the product did not get from its own operator (CAPI `<cluster>-kubeconfig` Secrets, management
- * kubeconfigs stored in SSM or Secrets Manager, a `MANAGEMENT_AUTH=kubeconfig` file) are data, never programs
- * (docs/security.md, "Kubeconfigs are data"): they are parsed and checked here, then turned into a RestConfig that
- * holds only the current context's inline credentials. Not client-node's `KubeConfig`: it reads `token-file` while
- * loading, and runs `exec` plugins and the gcp `cmd-path` when authenticating. YAML aliases are refused (no alias
- * bombs), the text is size-capped, and errors never carry the text (a YAML error names its line only).
+ * Kubeconfigs the product did not get from its own operator are data, never programs (docs/security.md, "Kubeconfigs
+ * are data"): parsed and checked here into a RestConfig with the current context's inline credentials only. Not
+ * client-node's `KubeConfig`: it reads `token-file` while loading, and runs `exec` plugins and the gcp `cmd-path`.
+ * Errors name the field and where it is, never the text.
  */
 import { parseProxyUrl, ProxyConfigError } from './proxy.ts';
 import { RestConfig } from './rest-config.ts';
@@ -12,12 +10,9 @@ import { load } from 'js-yaml';
 import { ClusterCredentialsError, RefusedKubeconfigError } from '#shared/errors.ts';
 
 /** Larger than any real kubeconfig (a Secret is at most 1 MiB); bigger input is refused before parsing. */
-export const MAX_KUBECONFIG_BYTES = 256 * 1024;
+const MAX_KUBECONFIG_BYTES = 256 * 1024;
 
-/** Refused fields of `clusters[].cluster` and of `users[].user`, and why (shown in errors). */
-const REFUSED_CLUSTER_FIELDS: Readonly<Record<string, string>> = {
-  'certificate-authority': 'file path',
-};
+/** Refused fields of `users[].user`, and why (shown in errors). */
 const REFUSED_USER_FIELDS: Readonly<Record<string, string>> = {
   exec: 'exec plugin',
   'auth-provider': 'auth provider',
@@ -33,10 +28,9 @@ const REFUSED_USER_FIELDS: Readonly<Record<string, string>> = {
   'as-user-extra': 'impersonation',
 };
 
-const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;
-
 type Obj = Record<string, unknown>;
 const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
+const stringOrUndefined = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
 
 /** Where the text came from, for messages: `cluster` is the key errors carry, `source` a human description. */
 export interface KubeconfigSource {
@@ -54,7 +48,7 @@ export function kubeConfigFromUntrusted(text: string, from: KubeconfigSource): R
   if (Buffer.byteLength(text, 'utf8') > MAX_KUBECONFIG_BYTES) throw fail(`holds more than ${MAX_KUBECONFIG_BYTES} bytes`);
   let doc: unknown;
   try {
-    doc = load(text, { maxAliases: 0, maxDepth: 20 });
+    doc = load(text, { maxAliases: 0, maxDepth: 20 }); // no aliases: no alias bombs
   } catch (err) {
     // js-yaml's message quotes the offending lines and its `mark.buffer` holds the whole text: keep the line only.
     const line = isObj(err) && isObj(err.mark) && typeof err.mark.line === 'number' ? ` (YAML error at line ${err.mark.line + 1})` : '';
@@ -67,18 +61,18 @@ export function kubeConfigFromUntrusted(text: string, from: KubeconfigSource): R
   const users = entries(doc.users, 'user');
   const contexts = entries(doc.contexts, 'context');
   clusters.forEach(({ body }, i) => {
-    for (const [field, why] of Object.entries(REFUSED_CLUSTER_FIELDS)) if (body[field] !== undefined) refused.push(`clusters[${i}].cluster.${field} (${why})`);
-    if (body['insecure-skip-tls-verify'] === true || body['insecure-skip-tls-verify'] === 'true') refused.push(`clusters[${i}].cluster.insecure-skip-tls-verify (TLS verification off)`);
-    if (typeof body.server === 'string' && !body.server.startsWith('https://')) refused.push(`clusters[${i}].cluster.server (not https)`);
-    const proxy = body['proxy-url'];
-    if (proxy !== undefined && proxy !== null && proxy !== '') {
+    const refuse = (field: string, why: string): void => void refused.push(`clusters[${i}].cluster.${field} (${why})`);
+    if (body['certificate-authority'] !== undefined) refuse('certificate-authority', 'file path');
+    const insecure = body['insecure-skip-tls-verify'];
+    if (insecure === true || insecure === 'true') refuse('insecure-skip-tls-verify', 'TLS verification off');
+    if (typeof body.server === 'string' && !body.server.startsWith('https://')) refuse('server', 'not https');
+    const proxy = body['proxy-url'] ?? '';
+    try {
       // The URL may hold a password: the reason names the scheme at most (proxy.ts), never the value.
-      try {
-        if (typeof proxy !== 'string') throw new ProxyConfigError('proxy-url is not a string');
-        parseProxyUrl(proxy, 'proxy-url');
-      } catch (err) {
-        refused.push(`clusters[${i}].cluster.proxy-url (${err instanceof ProxyConfigError ? err.message : 'not a valid URL'})`);
-      }
+      if (typeof proxy !== 'string') throw new ProxyConfigError('proxy-url is not a string');
+      if (proxy !== '') parseProxyUrl(proxy, 'proxy-url');
+    } catch (err) {
+      refuse('proxy-url', err instanceof ProxyConfigError ? err.message : 'not a valid URL');
     }
   });
   users.forEach(({ body }, i) => {
@@ -97,8 +91,6 @@ export function kubeConfigFromUntrusted(text: string, from: KubeconfigSource): R
   const server = cluster.body.server;
   if (typeof server !== 'string' || URL.parse(server)?.protocol !== 'https:') throw fail(`has no valid https server in clusters[${cluster.index}]`);
   const caData = optionalBase64(cluster.body['certificate-authority-data'], `clusters[${cluster.index}].cluster.certificate-authority-data`, fail);
-  const tlsServerName = cluster.body['tls-server-name'];
-  const proxyUrl = cluster.body['proxy-url'];
   const certData = optionalBase64(user.body['client-certificate-data'], `users[${user.index}].user.client-certificate-data`, fail);
   const keyData = optionalBase64(user.body['client-key-data'], `users[${user.index}].user.client-key-data`, fail);
   const token = user.body.token;
@@ -108,11 +100,12 @@ export function kubeConfigFromUntrusted(text: string, from: KubeconfigSource): R
 
   return new RestConfig({
     server,
-    ...(caData ? { caData } : {}),
-    ...(typeof tlsServerName === 'string' && tlsServerName !== '' ? { tlsServerName } : {}),
-    ...(typeof proxyUrl === 'string' && proxyUrl !== '' ? { proxyUrl } : {}),
-    ...(token !== undefined ? { token } : {}),
-    ...(certData && keyData ? { certData, keyData } : {}),
+    caData,
+    tlsServerName: stringOrUndefined(cluster.body['tls-server-name']),
+    proxyUrl: stringOrUndefined(cluster.body['proxy-url']),
+    token: stringOrUndefined(token),
+    certData,
+    keyData,
   });
 }
 
@@ -125,6 +118,6 @@ function entries(list: unknown, bodyKey: string): Array<{ index: number; name: s
 function optionalBase64(value: unknown, field: string, fail: (detail: string) => ClusterCredentialsError): string | undefined {
   if (value === undefined || value === null || value === '') return undefined;
   const compact = typeof value === 'string' ? value.replace(/\s+/g, '') : '';
-  if (!BASE64.test(compact)) throw fail(`has an invalid ${field} (not base64)`);
+  if (!/^[A-Za-z0-9+/]+={0,2}$/.test(compact)) throw fail(`has an invalid ${field} (not base64)`);
   return compact;
 }

@@ -12,7 +12,6 @@ import { kubeCall, seg, type ClusterEndpoint } from './kube-http.ts';
 import type { RestConfig } from './rest-config.ts';
 import { kubeConfigFromUntrusted } from './untrusted-kubeconfig.ts';
 
-/** CAPI's kubeconfig Secret key. */
 const KUBECONFIG_SECRET_KEY = 'value';
 
 /** Hands out the credentials of each cluster: a workload cluster's RestConfig, or the management cluster's endpoint. */

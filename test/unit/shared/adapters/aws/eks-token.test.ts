@@ -179,11 +179,11 @@ describe('createEksTokenSource', () => {
     });
 
     // Act
-    const first = await source.getToken();
+    const first = await source();
     clock.advance(12 * 60);
-    const at12min = await source.getToken();
+    const at12min = await source();
     clock.advance(60 + 1); // 13 min 1 s: inside the 60 s refresh margin before the 14 min expiry
-    const at13min = await source.getToken();
+    const at13min = await source();
 
     // Assess
     expect(at12min.token).toBe(first.token);
@@ -207,7 +207,7 @@ describe('createEksTokenSource', () => {
     });
 
     // Act
-    const tokens = await Promise.all([source.getToken(), source.getToken(), source.getToken()]);
+    const tokens = await Promise.all([source(), source(), source()]);
 
     // Assess
     expect(new Set(tokens.map((t) => t.token)).size).toBe(1);
@@ -228,8 +228,8 @@ describe('createEksTokenSource', () => {
     });
 
     // Act + Assess
-    await expect(source.getToken()).rejects.toThrow('no credentials');
+    await expect(source()).rejects.toThrow('no credentials');
     fail = false;
-    await expect(source.getToken()).resolves.toMatchObject({ token: expect.stringMatching(/^k8s-aws-v1\./) });
+    await expect(source()).resolves.toMatchObject({ token: expect.stringMatching(/^k8s-aws-v1\./) });
   });
 });
