@@ -19,7 +19,6 @@ const scopes = new AsyncLocalStorage<Scope>();
 /**
  * Runs `fn` with every API call it makes (directly or in anything it awaits) bounded by
  * `callTimeoutMs` and by `deadline` (epoch ms), whichever comes first.
- * @example await withCallDeadline(Date.now() + 25_000, () => store.getNode('n1'), 10_000)
  */
 export function withCallDeadline<T>(deadline: number, fn: () => Promise<T>, callTimeoutMs = DEFAULT_CALL_TIMEOUT_MS): Promise<T> {
   const outer = scopes.getStore();
