@@ -59,13 +59,11 @@ export class KubernetesCapiDiscovery implements CapiApi {
       const choice = chooseCapiApiVersion(found);
       if (choice.supported) return this.#chosen(choice.version);
     }
-    let groupVersions: string[] | undefined;
-    try {
-      const groups = await kubeCall<V1APIGroupList>(this.#endpoint, { method: 'GET', path: '/apis' });
-      groupVersions = (groups.groups ?? []).find((g) => g.name === CAPI_GROUP)?.versions.map((v) => v.version);
-    } catch (error) {
+    const apis = { method: 'GET', path: '/apis' } as const;
+    const groups = await kubeCall<V1APIGroupList>(this.#endpoint, apis).catch((error: unknown) => {
       throw toProductError('Listing API groups', error);
-    }
+    });
+    const groupVersions = (groups.groups ?? []).find((g) => g.name === CAPI_GROUP)?.versions.map((v) => v.version);
     const choice = chooseCapiApiVersion(found, groupVersions);
     if (choice.supported) return this.#chosen(choice.version); // served between the two calls
     const error = new UnsupportedClusterApiError(choice.problem);
