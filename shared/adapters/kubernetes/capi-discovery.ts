@@ -25,7 +25,6 @@ export interface CapiDiscoveryOptions {
   readonly onChosen?: (version: CapiApiVersion) => void;
 }
 
-/** Discovery over the management cluster's API server. */
 export class KubernetesCapiDiscovery implements CapiApi {
   readonly #endpoint: ClusterEndpoint;
   readonly #o: CapiDiscoveryOptions;
@@ -88,10 +87,7 @@ export class KubernetesCapiDiscovery implements CapiApi {
   }
 }
 
-/**
- * True when an API error is a 404 that says the collection itself is not served (a plain "404 page not found", no
- * Kubernetes Status naming an object), as opposed to one object that does not exist.
- */
+/** True for a 404 saying the collection is not served (no Kubernetes Status naming an object), not an object gone. */
 export function isCollectionNotServed(error: unknown): boolean {
   if (statusOf(error) !== 404) return false;
   try {

@@ -28,10 +28,7 @@ export class KubernetesClusterConnections implements ClusterConnections {
   /** Workload credentials being loaded: calls made meanwhile share the load (one Secret read). */
   readonly #loading = new Map<string, Promise<ClusterEndpoint>>();
 
-  /**
-   * `reporter` is told about a workload cluster whose kubeconfig is unusable or refused (log, metric, Warning Event
-   * on the Cluster); the error still propagates, so the record is retried through the queue.
-   */
+  /** `reporter` is told of an unusable or refused workload kubeconfig; the error still propagates (queue retry). */
   constructor(args: { management: () => Promise<ClusterEndpoint>; workload: WorkloadKubeConfigLoader; clock: Clock; ttlMs?: number; reporter?: ClusterCredentialsReporter }) {
     this.#reporter = args.reporter;
     this.#management = args.management;

@@ -1,9 +1,6 @@
 /**
- * MachineStore over the management cluster: Cluster API Machines, Clusters and MachinePools, read in the group version
- * that discovery chose (capi-discovery.ts) and parsed into the views the forwarder's watches return too
- * (`#shared/model/views.ts`). A 404 for the whole collection (the version is no longer served: Cluster API upgraded or
- * removed) makes discovery ask again and the read is retried once in the new version; a 404 for one object means it
- * is gone.
+ * MachineStore over the management cluster: Machines, Clusters and MachinePools, read in the group version discovery
+ * chose (capi-discovery.ts) and parsed into the views the forwarder's watches return too (`#shared/model/views.ts`).
  */
 import { CAPI_GROUP, type CapiApiVersion } from '#shared/domain/capi-api.ts';
 import type { ClusterView } from '#shared/domain/pause.ts';
@@ -112,7 +109,7 @@ export class KubernetesMachineStore implements MachineStore {
     });
   }
 
-  /** Runs `read` in the discovered version; after a 404 for the collection, once more in the re-discovered one. */
+  /** Runs `read` in the discovered version; after a 404 for the collection (CAPI upgraded or removed), once more. */
   async #inServedVersion<R>(operation: string, read: (version: CapiApiVersion) => Promise<R>): Promise<R> {
     let version = await this.#capi.version();
     for (let attempt = 1; ; attempt++) {
