@@ -45,7 +45,7 @@ export class KubernetesClusterConnections implements ClusterConnections {
     // In self mode the management credentials object changes when its token is refreshed.
     if (cached && cached.expires > now && (kubeConfig === undefined || cached.kubeConfig === kubeConfig)) return cached.store;
     const fresh = kubeConfig ?? (await this.#loadWorkload(cluster as { namespace: string; name: string }, options.report ?? true));
-    const store = this.#forgettingOnRefusal(cluster, new KubernetesNodeStore(fresh));
+    const store = this.#forgettingOnRefusal(key, new KubernetesNodeStore(fresh));
     this.#cache.set(key, { store, kubeConfig: fresh, expires: now + this.#ttlMs });
     return store;
   }
@@ -68,8 +68,7 @@ export class KubernetesClusterConnections implements ClusterConnections {
   }
 
   /** The store, dropping its cache entry when the API server refuses its credential. */
-  #forgettingOnRefusal(cluster: ClusterRef, store: KubernetesNodeStore): NodeStore {
-    const key = clusterKey(cluster);
+  #forgettingOnRefusal(key: string, store: KubernetesNodeStore): NodeStore {
     const guard = <T>(call: Promise<T>): Promise<T> =>
       call.catch((error: unknown) => {
         if (error instanceof AccessDeniedError && this.#cache.get(key)?.store === wrapped) this.#cache.delete(key);
@@ -83,7 +82,6 @@ export class KubernetesClusterConnections implements ClusterConnections {
     return wrapped;
   }
 
-  /** The pods of the cluster, with the credentials its Nodes are read with (loaded, cached and reported as there). */
   async podsOf(cluster: ClusterRef): Promise<PodStore> {
     await this.nodesOf(cluster);
     const cached = this.#cache.get(clusterKey(cluster));

@@ -89,8 +89,6 @@ function encodeCheckpoint(checkpoint: Checkpoint): string {
   return JSON.stringify(Object.fromEntries(Object.entries(checkpoint).sort(([a], [b]) => a.localeCompare(b))));
 }
 
-type MembersChange = Parameters<ForwarderRota['updateMembers']>[0];
-
 /** A LeaderLease on a Kubernetes Lease object; the same object keeps the rota's members (ForwarderRota). */
 export class KubernetesLeaderLease implements LeaderLease, ForwarderRota {
   readonly identity: string;
@@ -218,7 +216,7 @@ export class KubernetesLeaderLease implements LeaderLease, ForwarderRota {
     });
   }
 
-  updateMembers(change: MembersChange): Promise<LeaseRecord> {
+  updateMembers(change: Parameters<ForwarderRota['updateMembers']>[0]): Promise<LeaseRecord> {
     const operation = `recording the forwarder members on ${this.where}`;
     return this.bounded(async () => {
       for (let attempt = 0; ; attempt++) {
