@@ -175,14 +175,11 @@ export async function kubeCall<T = unknown>(endpoint: ClusterEndpoint, call: Kub
     // kube-apiserver compresses answers above 128 KiB (500 Nodes: about 1.5 MB of JSON); streams ask for none.
     acceptGzip: true,
   });
-  let text: string;
-  try {
-    text = await readBody(res);
-  } catch (error) {
+  const text = await readBody(res).catch((error: unknown) => {
     // A deadline that passes while the body streams destroys the socket: node:http reports that as `aborted`
     // (ECONNRESET). The call ran out of time: say so (a TimeoutError), as for a deadline before the answer.
     throw signal.aborted ? signal.reason : error;
-  }
+  });
   const status = res.statusCode ?? 0;
   if (status < 200 || status > 299) throw new KubeApiError(status, text.slice(0, 4096));
   try {
