@@ -20,10 +20,7 @@ export const MEMBERS_ANNOTATION = 'capi-taint-propagator.dev/members';
 /** Writes of the same Lease by several members collide now and then (HTTP 409): each is re-read and retried this often. */
 const CONFLICT_ATTEMPTS = 5;
 
-/**
- * A Lease as the API server sends it (JSON): its times are strings (MicroTime, RFC 3339 with six fractional digits).
- * Only the fields read here are named; the others are kept as they came and written back untouched.
- */
+/** A Lease as the API server sends it: times are MicroTime strings; fields not named here go back untouched. */
 interface LeaseObject {
   apiVersion?: string;
   kind?: string;
