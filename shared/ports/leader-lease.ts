@@ -16,11 +16,9 @@ export interface LeaderLease {
   release(checkpoint: Checkpoint): Promise<void>;
 }
 
-/** What the Lease records for the rota (shared/policy/forwarder-rota.ts): holder, checkpoint and members. */
+/** What the Lease records for the rota: holder (none once released), checkpoint ({} when none) and members. */
 export interface LeaseRecord {
-  /** The holder, if any (a released Lease has none). */
   readonly holder: string | undefined;
-  /** The checkpoint stored by the last holder ({} when none). */
   readonly checkpoint: Checkpoint;
   readonly members: readonly RotaMember[];
 }

@@ -21,20 +21,14 @@ export class CollectionNotServedError extends TransientError {}
 
 /**
  * At most `max` characters of text a server sent, safe for a log line or an error message: every character outside
- * printable ASCII (control characters, terminal escapes, bidirectional overrides) as `\\uXXXX`, with a note of how
- * much was left out.
- * @example escapedText('ab\ncd', 3) // 'ab\\u000ac… (+1 more characters)'
+ * printable ASCII (control characters, terminal escapes, bidi overrides) as `\\uXXXX`, and how much was left out.
  */
 export function escapedText(text: string, max: number): string {
   const head = text.slice(0, max).replace(/[^\x20-\x7e]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
   return text.length > max ? `${head}… (+${text.length - max} more characters)` : head;
 }
 
-/**
- * {@link escapedText} of at most `max` characters of an unexpected answer (a malformed watch line), quoted, so where
- * it begins and ends is plain.
- * @example safeExcerpt('{"a":\n', 80) // '"{\\"a\\":\\u000a"'
- */
+/** {@link escapedText} of an unexpected answer (a malformed watch line), quoted so that where it ends is plain. */
 export function safeExcerpt(text: string, max = 80): string {
   const head = text.slice(0, max).replace(/["\\]/g, (c) => `\\${c}`);
   const escaped = escapedText(head, head.length);
@@ -105,14 +99,10 @@ export function describeApiError(error: unknown): string {
   const body = typeof error === 'object' && error !== null && 'body' in error ? (error as { body?: unknown }).body : undefined;
   if (status !== undefined && body !== undefined) return statusDetail(status, body);
   if (isCallTimeout(error)) return `no answer within the call's deadline (${(error as Error).message})`;
-  const message = error instanceof Error ? `${error.message}${transportCause(error)}` : String(error);
+  // A system error as the cause (`connect ECONNREFUSED 127.0.0.1:6443`) names an address or a code, never a body.
+  const cause = error instanceof Error && isSystemError(error.cause) ? ` (${error.cause.message.slice(0, 200)})` : '';
+  const message = error instanceof Error ? `${error.message}${cause}` : String(error);
   return status === undefined ? message : `HTTP ${status}: ${message}`;
-}
-
-/** The cause of an error when that is a system error (`connect ECONNREFUSED 127.0.0.1:6443`). */
-function transportCause(error: Error): string {
-  const cause = error.cause;
-  return cause instanceof Error && isSystemError(cause) ? ` (${cause.message.slice(0, 200)})` : '';
 }
 
 /** A Node.js system error (`ECONNREFUSED`, `ECONNRESET`, a TLS code…): its message names an address or a code, never a body. */
@@ -121,10 +111,7 @@ export function isSystemError(error: unknown): error is Error & { readonly code:
   return typeof code === 'string' && /^[A-Z][A-Z0-9_]+$/.test(code);
 }
 
-/**
- * Maps an API failure that no caller expects: a call past its deadline → CallTimeoutError; an answer past the client's
- * byte cap → OversizedAnswerError; a status by {@link errorForStatus}; anything else → TransientError.
- */
+/** The product's error for an API failure no caller expects: a status by {@link errorForStatus}, else transient. */
 export function toProductError(operation: string, error: unknown): Error {
   if (isCallTimeout(error)) return new CallTimeoutError(operation, describeApiError(error), error);
   if (error instanceof KubeTransportError && error.code === ANSWER_TOO_LARGE) return new OversizedAnswerError(operation, describeApiError(error), error);

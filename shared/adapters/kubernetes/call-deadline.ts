@@ -16,11 +16,7 @@ interface Scope {
 
 const scopes = new AsyncLocalStorage<Scope>();
 
-/**
- * Runs `fn` with every API call it makes (directly or in anything it awaits) bounded by
- * `callTimeoutMs` and by `deadline` (epoch ms), whichever comes first.
- * @example await withCallDeadline(Date.now() + 25_000, () => store.getNode('n1'), 10_000)
- */
+/** Runs `fn` with each API call it makes (awaited ones too) bounded by `callTimeoutMs` and `deadline` (epoch ms). */
 export function withCallDeadline<T>(deadline: number, fn: () => Promise<T>, callTimeoutMs = DEFAULT_CALL_TIMEOUT_MS): Promise<T> {
   const outer = scopes.getStore();
   const scope = { deadline: Math.min(deadline, outer?.deadline ?? Infinity), callTimeoutMs: Math.min(callTimeoutMs, outer?.callTimeoutMs ?? Infinity) };

@@ -25,7 +25,6 @@ export interface CapiDiscoveryOptions {
   readonly onChosen?: (version: CapiApiVersion) => void;
 }
 
-/** Discovery over the management cluster's API server. */
 export class KubernetesCapiDiscovery implements CapiApi {
   readonly #endpoint: ClusterEndpoint;
   readonly #o: CapiDiscoveryOptions;
@@ -59,13 +58,11 @@ export class KubernetesCapiDiscovery implements CapiApi {
       const choice = chooseCapiApiVersion(found);
       if (choice.supported) return this.#chosen(choice.version);
     }
-    let groupVersions: string[] | undefined;
-    try {
-      const groups = await kubeCall<V1APIGroupList>(this.#endpoint, { method: 'GET', path: '/apis' });
-      groupVersions = (groups.groups ?? []).find((g) => g.name === CAPI_GROUP)?.versions.map((v) => v.version);
-    } catch (error) {
+    const apis = { method: 'GET', path: '/apis' } as const;
+    const groups = await kubeCall<V1APIGroupList>(this.#endpoint, apis).catch((error: unknown) => {
       throw toProductError('Listing API groups', error);
-    }
+    });
+    const groupVersions = (groups.groups ?? []).find((g) => g.name === CAPI_GROUP)?.versions.map((v) => v.version);
     const choice = chooseCapiApiVersion(found, groupVersions);
     if (choice.supported) return this.#chosen(choice.version); // served between the two calls
     const error = new UnsupportedClusterApiError(choice.problem);
@@ -90,10 +87,7 @@ export class KubernetesCapiDiscovery implements CapiApi {
   }
 }
 
-/**
- * True when an API error is a 404 that says the collection itself is not served (a plain "404 page not found", no
- * Kubernetes Status naming an object), as opposed to one object that does not exist.
- */
+/** True for a 404 saying the collection is not served (no Kubernetes Status naming an object), not an object gone. */
 export function isCollectionNotServed(error: unknown): boolean {
   if (statusOf(error) !== 404) return false;
   try {

@@ -28,10 +28,7 @@ export class KubernetesClusterConnections implements ClusterConnections {
   /** Workload credentials being loaded: calls made meanwhile share the load (one Secret read). */
   readonly #loading = new Map<string, Promise<ClusterEndpoint>>();
 
-  /**
-   * `reporter` is told about a workload cluster whose kubeconfig is unusable or refused (log, metric, Warning Event
-   * on the Cluster); the error still propagates, so the record is retried through the queue.
-   */
+  /** `reporter` is told of an unusable or refused workload kubeconfig; the error still propagates (queue retry). */
   constructor(args: { management: () => Promise<ClusterEndpoint>; workload: WorkloadKubeConfigLoader; clock: Clock; ttlMs?: number; reporter?: ClusterCredentialsReporter }) {
     this.#reporter = args.reporter;
     this.#management = args.management;
@@ -48,7 +45,7 @@ export class KubernetesClusterConnections implements ClusterConnections {
     // In self mode the management credentials object changes when its token is refreshed.
     if (cached && cached.expires > now && (kubeConfig === undefined || cached.kubeConfig === kubeConfig)) return cached.store;
     const fresh = kubeConfig ?? (await this.#loadWorkload(cluster as { namespace: string; name: string }, options.report ?? true));
-    const store = this.#forgettingOnRefusal(cluster, new KubernetesNodeStore(fresh));
+    const store = this.#forgettingOnRefusal(key, new KubernetesNodeStore(fresh));
     this.#cache.set(key, { store, kubeConfig: fresh, expires: now + this.#ttlMs });
     return store;
   }
@@ -71,8 +68,7 @@ export class KubernetesClusterConnections implements ClusterConnections {
   }
 
   /** The store, dropping its cache entry when the API server refuses its credential. */
-  #forgettingOnRefusal(cluster: ClusterRef, store: KubernetesNodeStore): NodeStore {
-    const key = clusterKey(cluster);
+  #forgettingOnRefusal(key: string, store: KubernetesNodeStore): NodeStore {
     const guard = <T>(call: Promise<T>): Promise<T> =>
       call.catch((error: unknown) => {
         if (error instanceof AccessDeniedError && this.#cache.get(key)?.store === wrapped) this.#cache.delete(key);
@@ -86,7 +82,6 @@ export class KubernetesClusterConnections implements ClusterConnections {
     return wrapped;
   }
 
-  /** The pods of the cluster, with the credentials its Nodes are read with (loaded, cached and reported as there). */
   async podsOf(cluster: ClusterRef): Promise<PodStore> {
     await this.nodesOf(cluster);
     const cached = this.#cache.get(clusterKey(cluster));

@@ -1,7 +1,4 @@
-/**
- * Remembers when the product was first enabled, in a ConfigMap of the management cluster, so that Nodes created before
- * that moment are adopted without their OnInitialization taints.
- */
+/** EnablementState in a ConfigMap of the management cluster, written once by the first reconcile that needs it. */
 import type { V1ConfigMap } from '@kubernetes/client-node';
 import type { Clock } from '#shared/ports/clock.ts';
 import type { EnablementState } from '#shared/ports/enablement-state.ts';

@@ -1,7 +1,4 @@
-/**
- * Records core/v1 Events on Machines, so that `kubectl describe machine` shows what the product did to its Node
- * (Normal) or why it refused (Warning).
- */
+/** Events on Machines: `kubectl describe machine` shows what was done to the Node (Normal) or refused (Warning). */
 import { randomBytes } from 'node:crypto';
 import type { Clock } from '#shared/ports/clock.ts';
 import type { EventRecorder, InvolvedObject } from '#shared/ports/event-recorder.ts';
@@ -47,16 +44,12 @@ export class KubernetesEventRecorder implements EventRecorder {
     };
     try {
       await kubeCall(this.#endpoint, { method: 'POST', path: `/api/v1/namespaces/${seg(object.namespace)}/events`, body });
-      this.#remember(key, now.getTime());
     } catch (error) {
       throw toProductError(`Recording Event ${reason} on ${object.kind} ${object.namespace}/${object.name} at ${toKubeTime(now)}`, error);
     }
-  }
-
-  #remember(key: string, at: number): void {
+    // Maps iterate in insertion order: the key goes last, and the oldest beyond the cap go.
     this.#recent.delete(key);
-    this.#recent.set(key, at);
-    // Maps iterate in insertion order: drop the oldest beyond the cap.
+    this.#recent.set(key, now.getTime());
     while (this.#recent.size > MAX_REMEMBERED) this.#recent.delete(this.#recent.keys().next().value as string);
   }
 }

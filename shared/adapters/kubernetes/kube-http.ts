@@ -1,11 +1,8 @@
 /**
- * The product's Kubernetes HTTP client: JSON requests to a cluster's API server over `node:https`, with pooled
- * keep-alive connections, proxies as client-go honours them, retries of stale pooled sockets, gzip and a User-Agent
- * (docs/proxies.md); a deadline on every call, body included (call-deadline.ts); and a cap on the bytes of an answer
- * read whole, so that a server named by an untrusted kubeconfig cannot exhaust memory. Failures are
- * {@link KubeApiError}, {@link KubeTransportError} or the transport's own error (all with a `code`), mapped by
- * api-errors.ts. It replaces @kubernetes/client-node in the Lambda bundles, whose module load was most of the cold
- * start (docs/benchmarks.md); a client-node `KubeConfig` is a {@link ClusterEndpoint} too (the developer side).
+ * The product's Kubernetes HTTP client on `node:https`, in place of client-node (docs/design-decisions.md); its pool,
+ * proxies, stale-socket retries and gzip: docs/proxies.md. Every call has a deadline, body included (call-deadline.ts),
+ * and an answer read whole has a byte cap, so that a server named by an untrusted kubeconfig cannot exhaust memory.
+ * Failures carry a `code` and are mapped by api-errors.ts. A client-node `KubeConfig` is a {@link ClusterEndpoint} too.
  */
 import http from 'node:http';
 import https from 'node:https';
@@ -84,8 +81,6 @@ export interface KubeCall {
   /** Sent as JSON, with `contentType` (default `application/json`). */
   readonly body?: unknown;
   readonly contentType?: string;
-  /** Bounds the call (default: the current call deadline, call-deadline.ts). */
-  readonly signal?: AbortSignal;
 }
 
 /** `path?query`, with the undefined parameters left out. */
@@ -168,26 +163,23 @@ export async function readBody(res: NodeJS.ReadableStream & { destroy(err?: Erro
 
 /**
  * One JSON call: resolves with the parsed answer of a 2xx, rejects with {@link KubeApiError} otherwise, or with the
- * transport's error (a system error, the signal's abort; its reason when it fired while the body was read).
+ * transport's error (a system error; the call deadline's TimeoutError, also when it passed while the body streamed).
  */
 export async function kubeCall<T = unknown>(endpoint: ClusterEndpoint, call: KubeCall): Promise<T> {
   const body = call.body === undefined ? undefined : JSON.stringify(call.body);
-  const signal = call.signal ?? callSignal();
+  const signal = callSignal();
   const res = await openRequest(endpoint, call.method, pathWithQuery(call.path, call.query), {
-    ...(body === undefined ? {} : { body }),
-    ...(call.contentType ? { contentType: call.contentType } : {}),
+    body,
+    contentType: call.contentType,
     signal,
     // kube-apiserver compresses answers above 128 KiB (500 Nodes: about 1.5 MB of JSON); streams ask for none.
     acceptGzip: true,
   });
-  let text: string;
-  try {
-    text = await readBody(res);
-  } catch (error) {
+  const text = await readBody(res).catch((error: unknown) => {
     // A deadline that passes while the body streams destroys the socket: node:http reports that as `aborted`
     // (ECONNRESET). The call ran out of time: say so (a TimeoutError), as for a deadline before the answer.
     throw signal.aborted ? signal.reason : error;
-  }
+  });
   const status = res.statusCode ?? 0;
   if (status < 200 || status > 299) throw new KubeApiError(status, text.slice(0, 4096));
   try {
@@ -213,7 +205,7 @@ export async function kubeList<T>(endpoint: ClusterEndpoint, path: string, query
     },
     pageSize,
     operation: `listing ${path}`,
-    ...(caps ? { caps } : {}),
+    caps,
   });
   return items;
 }

@@ -14,19 +14,13 @@ import { kubeCall, seg, type ClusterEndpoint } from './kube-http.ts';
 /** Annotation on the Lease that holds the checkpoint as JSON `{ "<stream>": "<resourceVersion>" }`. */
 export const CHECKPOINT_ANNOTATION = 'capi-taint-propagator.dev/checkpoint';
 
-/**
- * Annotation on the Lease that holds the rota's members (the deployed form's overlapping windows) as JSON
- * `{ "<id>": { "until": "<RFC 3339>", "seen": "<RFC 3339>" } }`.
- */
+/** Annotation on the Lease with the rota's members as JSON `{ "<id>": { "until": "<time>", "seen": "<time>" } }`. */
 export const MEMBERS_ANNOTATION = 'capi-taint-propagator.dev/members';
 
 /** Writes of the same Lease by several members collide now and then (HTTP 409): each is re-read and retried this often. */
 const CONFLICT_ATTEMPTS = 5;
 
-/**
- * A Lease as the API server sends it (JSON): its times are strings (MicroTime, RFC 3339 with six fractional digits).
- * Only the fields read here are named; the others are kept as they came and written back untouched.
- */
+/** A Lease as the API server sends it: times are MicroTime strings; fields not named here go back untouched. */
 interface LeaseObject {
   apiVersion?: string;
   kind?: string;
@@ -41,10 +35,7 @@ interface LeaseObject {
   };
 }
 
-/**
- * A Kubernetes MicroTime: RFC 3339 in UTC with six fractional digits (`2026-11-23T18:00:00.123000Z`), the milliseconds
- * padded with zeros, as client-node's V1MicroTime writes it. The API server rejects a Lease time without them.
- */
+/** A MicroTime as client-node's V1MicroTime writes it (`…00.123000Z`): the API server wants six fractional digits. */
 export function microTime(ms: number): string {
   return new Date(ms).toISOString().slice(0, -1) + '000Z';
 }
@@ -91,31 +82,25 @@ export function encodeMembers(members: readonly RotaMember[]): string {
   return JSON.stringify(Object.fromEntries(sorted.map((m) => [m.id, { until: m.until.toISOString(), seen: m.seenAt.toISOString() }])));
 }
 
-/** Serialises a checkpoint with sorted keys. */
 function encodeCheckpoint(checkpoint: Checkpoint): string {
   return JSON.stringify(Object.fromEntries(Object.entries(checkpoint).sort(([a], [b]) => a.localeCompare(b))));
 }
 
-type MembersChange = Parameters<ForwarderRota['updateMembers']>[0];
-
 /** A LeaderLease on a Kubernetes Lease object; the same object keeps the rota's members (ForwarderRota). */
 export class KubernetesLeaderLease implements LeaderLease, ForwarderRota {
+  readonly identity: string;
   private readonly o: KubernetesLeaderLeaseOptions;
   private readonly now: () => Date;
-  /** `Lease <namespace>/<name>`, for errors. */
   private readonly where: string;
   /** The last record seen (holder + renewTime) and when we saw it change, on our clock. */
   private observed: { record: string; at: number } | undefined;
   private lastRenewedAt = 0;
 
   constructor(options: KubernetesLeaderLeaseOptions) {
+    this.identity = options.identity;
     this.o = options;
     this.now = options.now ?? (() => new Date());
     this.where = `Lease ${options.namespace}/${options.name}`;
-  }
-
-  get identity(): string {
-    return this.o.identity;
   }
 
   /** GET or PUT the Lease, or POST it to the namespace's Leases. */
@@ -145,13 +130,12 @@ export class KubernetesLeaderLease implements LeaderLease, ForwarderRota {
     return nowMs - this.observed.at > durationMs;
   }
 
-  private body(base: LeaseObject | undefined, checkpoint: Checkpoint | undefined, holder: string): LeaseObject {
+  private body(base: LeaseObject | undefined, checkpoint: Checkpoint, holder: string): LeaseObject {
     // The six fractional digits the API server requires; a kept acquireTime goes back as the string it came as.
     const now = microTime(this.now().getTime());
     const previousHolder = base?.spec?.holderIdentity ?? '';
     const transitions = (base?.spec?.leaseTransitions ?? 0) + (previousHolder !== holder && holder !== '' ? 1 : 0);
-    const annotations = { ...(base?.metadata?.annotations ?? {}) };
-    if (checkpoint) annotations[CHECKPOINT_ANNOTATION] = encodeCheckpoint(checkpoint);
+    const annotations = { ...base?.metadata?.annotations, [CHECKPOINT_ANNOTATION]: encodeCheckpoint(checkpoint) };
     return {
       apiVersion: 'coordination.k8s.io/v1',
       kind: 'Lease',
@@ -177,98 +161,81 @@ export class KubernetesLeaderLease implements LeaderLease, ForwarderRota {
   }
 
   tryAcquire(): Promise<LeaseAttempt> {
-    return this.bounded(() => this.acquireOnce());
+    return this.bounded(async () => {
+      const lease = await this.read();
+      const holder = lease?.spec?.holderIdentity || undefined;
+      if (lease && holder !== this.identity && !this.isExpired(lease)) return { acquired: false, holder };
+      const checkpoint = decodeCheckpoint(lease?.metadata?.annotations?.[CHECKPOINT_ANNOTATION]);
+      try {
+        await this.call(lease ? 'PUT' : 'POST', this.body(lease, checkpoint, this.identity));
+        this.lastRenewedAt = this.now().getTime();
+        return { acquired: true, checkpoint };
+      } catch (err) {
+        if (statusOf(err) === 409) return { acquired: false, holder };
+        if (lease) throw toProductError(`taking ${this.where}`, err);
+        throw createFailure(`creating ${this.where}`, this.o.namespace, err);
+      }
+    });
   }
 
   renew(checkpoint: Checkpoint): Promise<boolean> {
-    return this.bounded(() => this.renewOnce(checkpoint));
+    return this.bounded(async () => {
+      for (let attempt = 0; attempt < CONFLICT_ATTEMPTS; attempt++) {
+        try {
+          const lease = await this.read();
+          if (!lease || (lease.spec?.holderIdentity ?? '') !== this.identity) return false;
+          await this.call('PUT', this.body(lease, checkpoint, this.identity));
+          this.lastRenewedAt = this.now().getTime();
+          return true;
+        } catch (err) {
+          if (statusOf(err) === 409) continue; // someone wrote in between; re-read and decide again
+          // A failed renewal keeps leadership only while the last successful one is still valid.
+          return this.now().getTime() - this.lastRenewedAt < this.o.leaseDurationSeconds * 1000 * 0.8;
+        }
+      }
+      return false;
+    });
   }
 
   release(checkpoint: Checkpoint): Promise<void> {
-    return this.bounded(() => this.releaseOnce(checkpoint));
-  }
-
-  private async acquireOnce(): Promise<LeaseAttempt> {
-    const lease = await this.read();
-    const holder = lease?.spec?.holderIdentity || undefined;
-    if (lease && holder !== this.o.identity && !this.isExpired(lease)) return { acquired: false, holder };
-    const checkpoint = decodeCheckpoint(lease?.metadata?.annotations?.[CHECKPOINT_ANNOTATION]);
-    try {
-      if (lease) await this.call('PUT', this.body(lease, undefined, this.o.identity));
-      else await this.call('POST', this.body(undefined, {}, this.o.identity));
-      this.lastRenewedAt = this.now().getTime();
-      return { acquired: true, checkpoint };
-    } catch (err) {
-      if (statusOf(err) === 409) return { acquired: false, holder };
-      if (lease) throw toProductError(`taking ${this.where}`, err);
-      throw createFailure(`creating ${this.where}`, this.o.namespace, err);
-    }
-  }
-
-  private async renewOnce(checkpoint: Checkpoint): Promise<boolean> {
-    for (let attempt = 0; attempt < CONFLICT_ATTEMPTS; attempt++) {
-      try {
+    return this.bounded(async () => {
+      for (let attempt = 0; attempt < CONFLICT_ATTEMPTS; attempt++) {
         const lease = await this.read();
-        if (!lease || (lease.spec?.holderIdentity ?? '') !== this.o.identity) return false;
-        await this.call('PUT', this.body(lease, checkpoint, this.o.identity));
-        this.lastRenewedAt = this.now().getTime();
-        return true;
-      } catch (err) {
-        if (statusOf(err) === 409) continue; // someone wrote in between; re-read and decide again
-        // A failed renewal keeps leadership only while the last successful one is still valid.
-        return this.now().getTime() - this.lastRenewedAt < this.o.leaseDurationSeconds * 1000 * 0.8;
-      }
-    }
-    return false;
-  }
-
-  private async releaseOnce(checkpoint: Checkpoint): Promise<void> {
-    for (let attempt = 0; attempt < CONFLICT_ATTEMPTS; attempt++) {
-      const lease = await this.read();
-      if (!lease || (lease.spec?.holderIdentity ?? '') !== this.o.identity) return;
-      try {
-        await this.call('PUT', this.body(lease, checkpoint, ''));
-        return;
-      } catch (err) {
-        if (statusOf(err) === 409 && attempt < CONFLICT_ATTEMPTS - 1) continue; // a member's heartbeat in between
-        throw toProductError(`releasing ${this.where}`, err);
-      }
-    }
-  }
-
-  updateMembers(change: MembersChange): Promise<LeaseRecord> {
-    return this.bounded(() => this.updateMembersOnce(change));
-  }
-
-  private async updateMembersOnce(change: MembersChange): Promise<LeaseRecord> {
-    const operation = `recording the forwarder members on ${this.where}`;
-    for (let attempt = 0; ; attempt++) {
-      const lease = await this.read();
-      const record: LeaseRecord = {
-        holder: lease?.spec?.holderIdentity || undefined,
-        checkpoint: decodeCheckpoint(lease?.metadata?.annotations?.[CHECKPOINT_ANNOTATION]),
-        members: decodeMembers(lease?.metadata?.annotations?.[MEMBERS_ANNOTATION]),
-      };
-      const members = change(record, this.now());
-      if (members === undefined) return record;
-      const annotations = { ...lease?.metadata?.annotations, [MEMBERS_ANNOTATION]: encodeMembers(members) };
-      try {
-        if (lease) {
-          // Only the annotation changes: holder, renewTime and checkpoint stay as the holder wrote them.
-          await this.call('PUT', { ...lease, metadata: { ...lease.metadata, annotations } });
-        } else {
-          await this.call('POST', {
-            apiVersion: 'coordination.k8s.io/v1',
-            kind: 'Lease',
-            metadata: { name: this.o.name, namespace: this.o.namespace, annotations },
-            spec: { holderIdentity: '', leaseDurationSeconds: this.o.leaseDurationSeconds },
-          });
+        if (!lease || (lease.spec?.holderIdentity ?? '') !== this.identity) return;
+        try {
+          await this.call('PUT', this.body(lease, checkpoint, ''));
+          return;
+        } catch (err) {
+          if (statusOf(err) === 409 && attempt < CONFLICT_ATTEMPTS - 1) continue; // a member's heartbeat in between
+          throw toProductError(`releasing ${this.where}`, err);
         }
-        return { ...record, members };
-      } catch (err) {
-        if (statusOf(err) === 409 && attempt < CONFLICT_ATTEMPTS - 1) continue; // someone wrote in between
-        throw lease ? toProductError(operation, err) : createFailure(operation, this.o.namespace, err);
       }
-    }
+    });
+  }
+
+  updateMembers(change: Parameters<ForwarderRota['updateMembers']>[0]): Promise<LeaseRecord> {
+    const operation = `recording the forwarder members on ${this.where}`;
+    return this.bounded(async () => {
+      for (let attempt = 0; ; attempt++) {
+        const lease = await this.read();
+        const record: LeaseRecord = {
+          holder: lease?.spec?.holderIdentity || undefined,
+          checkpoint: decodeCheckpoint(lease?.metadata?.annotations?.[CHECKPOINT_ANNOTATION]),
+          members: decodeMembers(lease?.metadata?.annotations?.[MEMBERS_ANNOTATION]),
+        };
+        const members = change(record, this.now());
+        if (members === undefined) return record;
+        // Of a Lease that exists only the annotation changes: holder, renewTime and checkpoint stay as written.
+        const base = lease ?? this.body(undefined, {}, '');
+        const annotations = { ...base.metadata?.annotations, [MEMBERS_ANNOTATION]: encodeMembers(members) };
+        try {
+          await this.call(lease ? 'PUT' : 'POST', { ...base, metadata: { ...base.metadata, annotations } });
+          return { ...record, members };
+        } catch (err) {
+          if (statusOf(err) === 409 && attempt < CONFLICT_ATTEMPTS - 1) continue; // someone wrote in between
+          throw lease ? toProductError(operation, err) : createFailure(operation, this.o.namespace, err);
+        }
+      }
+    });
   }
 }

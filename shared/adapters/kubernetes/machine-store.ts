@@ -1,9 +1,6 @@
 /**
- * MachineStore over the management cluster: Cluster API Machines, Clusters and MachinePools, read in the group version
- * that discovery chose (capi-discovery.ts) and parsed into the views the forwarder's watches return too
- * (`#shared/model/views.ts`). A 404 for the whole collection (the version is no longer served: Cluster API upgraded or
- * removed) makes discovery ask again and the read is retried once in the new version; a 404 for one object means it
- * is gone.
+ * MachineStore over the management cluster: Machines, Clusters and MachinePools, read in the group version discovery
+ * chose (capi-discovery.ts) and parsed into the views the forwarder's watches return too (`#shared/model/views.ts`).
  */
 import { CAPI_GROUP, type CapiApiVersion } from '#shared/domain/capi-api.ts';
 import type { ClusterView } from '#shared/domain/pause.ts';
@@ -15,14 +12,16 @@ import { statusOf, toProductError } from './api-errors.ts';
 import { isCollectionNotServed, type CapiApi } from './capi-discovery.ts';
 import { kubeCall, kubeList, seg, type ClusterEndpoint } from './kube-http.ts';
 
-/** Group and plural of Machines; the version comes from discovery. */
-export const MACHINES = { group: CAPI_GROUP, plural: 'machines' } as const;
-/** Group and plural of Clusters (read for their `spec.paused`). */
-export const CLUSTERS = { group: CAPI_GROUP, plural: 'clusters' } as const;
-/** Group and plural of MachinePools (the same group version as Machines, `exp` API included). */
-export const MACHINE_POOLS = { group: CAPI_GROUP, plural: 'machinepools' } as const;
+/** Group, plural and kind of Machines; the version comes from discovery. */
+export const MACHINES = { group: CAPI_GROUP, plural: 'machines', kind: 'Machine' } as const;
+/** Group, plural and kind of Clusters (read for their `spec.paused`). */
+export const CLUSTERS = { group: CAPI_GROUP, plural: 'clusters', kind: 'Cluster' } as const;
+/** Group, plural and kind of MachinePools (the same group version as Machines, `exp` API included). */
+export const MACHINE_POOLS = { group: CAPI_GROUP, plural: 'machinepools', kind: 'MachinePool' } as const;
 
-type Resource = { readonly group: string; readonly plural: string };
+type Resource = { readonly group: string; readonly plural: string; readonly kind: string };
+/** Reads an answer as the object's view; undefined when it is none (no name, uid or resourceVersion). */
+type Parse<T> = (answer: unknown) => T | undefined;
 
 /** Objects per list page: every answer stays far below kube-http's cap on an answer (MAX_RESPONSE_BYTES). */
 const LIST_PAGE_SIZE = 500;
@@ -38,21 +37,16 @@ export class KubernetesMachineStore implements MachineStore {
     this.#pageSize = options.listPageSize ?? LIST_PAGE_SIZE;
   }
 
-  async getMachine(namespace: string, name: string): Promise<MachineFacts | undefined> {
-    const operation = `Reading Machine ${namespace}/${name}`;
-    const machine = await this.#get(operation, MACHINES, namespace, name);
-    return machine === undefined ? undefined : (toMachineFacts(machine) ?? notAnObject(operation, machine));
+  getMachine(namespace: string, name: string): Promise<MachineFacts | undefined> {
+    return this.#get(MACHINES, namespace, name, toMachineFacts);
   }
 
-  async getCluster(namespace: string, name: string): Promise<ClusterView | undefined> {
-    const cluster = await this.#get(`Reading Cluster ${namespace}/${name}`, CLUSTERS, namespace, name);
-    return cluster === undefined ? undefined : (toClusterFacts(cluster) ?? { namespace, name, paused: false });
+  getCluster(namespace: string, name: string): Promise<ClusterView | undefined> {
+    return this.#get(CLUSTERS, namespace, name, (o) => toClusterFacts(o) ?? { namespace, name, paused: false });
   }
 
-  async getMachinePool(namespace: string, name: string): Promise<MachinePoolFacts | undefined> {
-    const operation = `Reading MachinePool ${namespace}/${name}`;
-    const pool = await this.#get(operation, MACHINE_POOLS, namespace, name);
-    return pool === undefined ? undefined : (toMachinePoolFacts(pool) ?? notAnObject(operation, pool));
+  getMachinePool(namespace: string, name: string): Promise<MachinePoolFacts | undefined> {
+    return this.#get(MACHINE_POOLS, namespace, name, toMachinePoolFacts);
   }
 
   async findMachineByNodeName(clusterNamespace: string, clusterName: string | undefined, nodeName: string): Promise<MachineFacts | undefined> {
@@ -77,11 +71,13 @@ export class KubernetesMachineStore implements MachineStore {
   }
 
   /**
-   * One object, or undefined when it does not exist. MachinePools answer undefined when they are not served at all
-   * (a Cluster API without the CRD): no pool owns the Node.
+   * One object, parsed, or undefined when it does not exist. MachinePools answer undefined when they are not served at
+   * all (a Cluster API without the CRD): no pool owns the Node. A 2xx that `parse` rejects (a broken proxy or a
+   * hostile server) is no answer from the cluster: transient, as in node-store.ts.
    */
-  #get(operation: string, resource: Resource, namespace: string, name: string): Promise<unknown> {
-    return this.#inServedVersion(operation, async (version) => {
+  async #get<T>(resource: Resource, namespace: string, name: string, parse: Parse<T>): Promise<T | undefined> {
+    const operation = `Reading ${resource.kind} ${namespace}/${name}`;
+    const object = await this.#inServedVersion(operation, async (version) => {
       const path = `${collectionPath(resource, version, namespace)}/${seg(name)}`;
       try {
         return await kubeCall<unknown>(this.#endpoint, { method: 'GET', path });
@@ -90,6 +86,10 @@ export class KubernetesMachineStore implements MachineStore {
         throw error;
       }
     });
+    if (object === undefined) return undefined;
+    const parsed = parse(object);
+    if (parsed === undefined) throw new TransientError(operation, `the answer is not the ${resource.kind}`);
+    return parsed;
   }
 
   /**
@@ -109,7 +109,7 @@ export class KubernetesMachineStore implements MachineStore {
     });
   }
 
-  /** Runs `read` in the discovered version; after a 404 for the collection, once more in the re-discovered one. */
+  /** Runs `read` in the discovered version; after a 404 for the collection (CAPI upgraded or removed), once more. */
   async #inServedVersion<R>(operation: string, read: (version: CapiApiVersion) => Promise<R>): Promise<R> {
     let version = await this.#capi.version();
     for (let attempt = 1; ; attempt++) {
@@ -128,12 +128,4 @@ export class KubernetesMachineStore implements MachineStore {
 function collectionPath(resource: Resource, version: CapiApiVersion, namespace: string): string {
   const scope = namespace === '' ? '' : `/namespaces/${seg(namespace)}`;
   return `/apis/${resource.group}/${version}${scope}/${resource.plural}`;
-}
-
-/**
- * A 2xx whose body is no object of the kind (no name, uid or resourceVersion: a broken proxy or a hostile server) is no
- * answer from the cluster: a transient failure, as in node-store.ts.
- */
-function notAnObject(operation: string, answer: unknown): never {
-  throw new TransientError(operation, `the answer is not the object (${answer === undefined ? 'an empty body' : 'a malformed one'})`);
 }

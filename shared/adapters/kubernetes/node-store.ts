@@ -12,9 +12,6 @@ import type { NodeStore } from '#shared/ports/node-store.ts';
 import { statusOf, toProductError } from './api-errors.ts';
 import { kubeCall, seg, type ClusterEndpoint } from './kube-http.ts';
 
-/** Field manager recorded in managedFields for our writes (the forwarder recognises its echo by it). */
-export { FIELD_MANAGER } from '#shared/domain/taint.ts';
-
 export class KubernetesNodeStore implements NodeStore {
   readonly #endpoint: ClusterEndpoint;
 

@@ -1,7 +1,4 @@
-/**
- * ScalableResourceStore over the management cluster: MachineDeployments, MachineSets and MachinePools in the Cluster
- * API group version discovery chose, and a JSON merge patch of annotations carrying `metadata.resourceVersion`.
- */
+/** ScalableResourceStore in the Cluster API group version discovery chose; the write is a JSON merge patch. */
 import { CAPI_GROUP, type CapiApiVersion } from '#shared/domain/capi-api.ts';
 import type { ScalableKind } from '#shared/domain/autoscaler.ts';
 import { PatchConflictError, TransientError } from '#shared/errors.ts';
