@@ -37,7 +37,7 @@ export interface ForwarderRunSummary {
   /** False when nothing was sent: enough members already watched, so the window did not join the rota. */
   readonly active: boolean;
   /** Whether the window joined the rota (when it did not: how many members it counted on). */
-  readonly rota?: { readonly joined: boolean; readonly membersCounted?: number };
+  readonly rota: { readonly joined: boolean; readonly membersCounted?: number };
   /** Events still unsent at the end; the checkpoint stops before them so the next run re-reads them. */
   readonly unsent: number;
   readonly checkpoint: Checkpoint;
