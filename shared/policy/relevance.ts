@@ -152,7 +152,7 @@ export function isForeignTaintNoise(previous: WatchedFacts | undefined, current:
     const was = decodeOwnedTaints(beforeCapi ?? '');
     const is = decodeOwnedTaints(capi ?? '');
     if (!wellFormedIds(was) || !wellFormedIds(is)) return false;
-    for (const id of symmetricDifference(was, is)) if (owned.has(id)) return false; // an id changes hands
+    for (const id of was.symmetricDifference(is)) if (owned.has(id)) return false; // an id changes hands
   }
   const unchanged = (id: string): boolean => before.get(id) === after.get(id);
   return [...owned].every((id) => after.has(id) && unchanged(id)) && (gate === undefined || unchanged(gate));
@@ -161,10 +161,6 @@ export function isForeignTaintNoise(previous: WatchedFacts | undefined, current:
 /** True when every entry of a decoded tracking annotation is a `key:effect` pair (upstream's rule). */
 function wellFormedIds(ids: ReadonlySet<string>): boolean {
   return [...ids].every((id) => id.split(':').length === 2);
-}
-
-function symmetricDifference(a: ReadonlySet<string>, b: ReadonlySet<string>): Set<string> {
-  return new Set([...[...a].filter((x) => !b.has(x)), ...[...b].filter((x) => !a.has(x))]);
 }
 
 /** What the forwarder knows besides the change itself: the reconcile function's settings, its other streams' state. */
@@ -209,7 +205,7 @@ export function isForeignDeclarationChange(previous: WatchedFacts | undefined, c
   const is = ownershipOf(after.declaration, { annotations: {} });
   if (canonicalJson(was.productTaints) !== canonicalJson(is.productTaints)) return false;
   if (current.nodeName === undefined) return true; // no Node before or after (rest is equal): the reconcile ends no-node
-  const moved = symmetricDifference(was.upstreamIds, is.upstreamIds);
+  const moved = was.upstreamIds.symmetricDifference(is.upstreamIds);
   const emptiness = (was.upstreamIds.size === 0) !== (is.upstreamIds.size === 0);
   if (moved.size === 0 && !emptiness) return true;
   const node = options.nodeFacts?.(current.nodeName);
