@@ -125,11 +125,10 @@ export function isDeclarationRecovery(previous: WatchedFacts | undefined, curren
 }
 
 /**
- * Recognises noise from someone else's write of `spec.taints` and/or Cluster API's tracking annotation on a Node the
- * product has initialized that changes no taint the product owns, nor the startup gate, nor the owner of a `key:effect`
- * (docs/relevance.md, Node rows): e.g. the node lifecycle controller tainting thousands of Nodes when a zone goes
- * dark. `gateWaitsForCapi` false: the Node's Machine is known to declare no `spec.taints`, so the product does not hold
- * the gate for Cluster API's annotation. Returns true when the change need not be forwarded.
+ * Recognises someone else's write of `spec.taints` and/or Cluster API's tracking annotation on a Node the product has
+ * initialized that changes nothing the product owns or gates on (docs/relevance.md, Node rows), e.g. the node lifecycle
+ * controller tainting thousands of Nodes when a zone goes dark. `gateWaitsForCapi` false: the Node's Machine is known
+ * to declare no `spec.taints`. Returns true when the change need not be forwarded.
  */
 export function isForeignTaintNoise(previous: WatchedFacts | undefined, current: WatchedFacts, startupTaint?: TaintId, gateWaitsForCapi = true): boolean {
   if (previous?.kind !== 'Node' || current.kind !== 'Node') return false;
@@ -187,9 +186,7 @@ export interface RelevanceOptions {
 
 /**
  * Recognises a Machine change the product cannot act on while Cluster API owns `spec.taints` (docs/relevance.md,
- * Machine `spec.taints` row): only `spec.taints` changed, the declaration stays valid, the taints the product
- * propagates stay the same, and by the forwarder's last state of the Node (unknown: forwarded) no taint changes owner
- * and the startup gate's hold does not change. Returns true when the change need not be forwarded.
+ * Machine `spec.taints` row). Returns true when the change need not be forwarded.
  */
 export function isForeignDeclarationChange(previous: WatchedFacts | undefined, current: WatchedFacts, options: RelevanceOptions = {}): boolean {
   if (previous?.kind !== 'Machine' || current.kind !== 'Machine') return false;
@@ -289,8 +286,7 @@ export function forwardDecision(change: ChangeKind, previous: WatchedFacts | und
 
 /**
  * The Nodes a MachinePool change is announced to, one event each (docs/relevance.md, MachinePool rows): every Node of
- * the pool, but on a modification that leaves what decides their taints alone only the Nodes that joined. Returns none
- * for a pool deleted or being deleted (its Nodes are left alone, as a deleted Machine's Node).
+ * the pool, or only those that joined when what decides their taints is unchanged; none for a deleted or deleting pool.
  */
 export function poolNodesToAnnounce(change: ChangeKind, previous: WatchedFacts | undefined, current: MachinePoolFacts): readonly string[] {
   if (change === 'deleted' || current.deleting) return [];
