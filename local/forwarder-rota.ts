@@ -45,15 +45,17 @@ export async function runWindows(
   forwarder: WatchForwarder,
   o: { readonly signal: AbortSignal; readonly rota: LocalRota; readonly retryMs: number; readonly logger: Pick<typeof defaultLogger, 'error'> },
 ): Promise<ForwarderRunSummary> {
-  let last: ForwarderRunSummary = { active: false, unsent: 0, checkpoint: {}, failingClusters: [] };
+  const idle: ForwarderRunSummary =
+    { active: false, rota: { joined: false }, unsent: 0, checkpoint: {}, failingClusters: [] };
+  let last = idle;
   while (!o.signal.aborted) {
     try {
       last = await forwarder.runMember(o.signal, { policy: o.rota.policy, until: new Date(Date.now() + o.rota.windowMs) });
     } catch (error) {
       o.logger.error('Forwarder window failed; starting another', { error: error as Error });
-      last = { active: false, unsent: 0, checkpoint: {}, failingClusters: [] };
+      last = idle;
     }
-    if (!last.rota?.joined) await sleep(o.retryMs, o.signal);
+    if (!last.rota.joined) await sleep(o.retryMs, o.signal);
   }
   return last;
 }

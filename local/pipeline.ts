@@ -344,7 +344,7 @@ export async function startPipeline(options: PipelineOptions): Promise<Pipeline>
 /** One summary of the shards' windows run side by side (one shard: its own). */
 function mergedSummary(windows: readonly ForwarderRunSummary[]): ForwarderRunSummary {
   if (windows.length === 1 && windows[0]) return windows[0];
-  const joined = windows.every((w) => w.rota?.joined === true);
+  const joined = windows.every((w) => w.rota.joined);
   return {
     active: windows.every((w) => w.active),
     rota: { joined },

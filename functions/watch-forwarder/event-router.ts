@@ -134,10 +134,7 @@ export class EventRouter {
     return announced;
   }
 
-  /**
-   * A Cluster's `spec.paused` changed: every object of that Cluster is announced (toClusterPauseEvents), so that once
-   * unpaused, what changed meanwhile converges with no other change (README, Pause).
-   */
+  /** A Cluster's `spec.paused` changed: announces all of its objects (toClusterPauseEvents; README, Pause). */
   async announcePause(facts: ClusterFacts, cluster: ClusterRef, observedAt: Date, progress: StreamProgress): Promise<void> {
     const events = toClusterPauseEvents(facts, cluster, this.#d.index.membersOf(facts, cluster), observedAt);
     this.#d.logger.info(facts.paused ? 'Announcing the objects of a paused Cluster' : 'Announcing the objects of an unpaused Cluster', {

@@ -37,7 +37,7 @@ export interface ForwarderRunSummary {
   /** False when nothing was sent: enough members already watched, so the window did not join the rota. */
   readonly active: boolean;
   /** Whether the window joined the rota (when it did not: how many members it counted on). */
-  readonly rota?: { readonly joined: boolean; readonly membersCounted?: number };
+  readonly rota: { readonly joined: boolean; readonly membersCounted?: number };
   /** Events still unsent at the end; the checkpoint stops before them so the next run re-reads them. */
   readonly unsent: number;
   readonly checkpoint: Checkpoint;
@@ -81,11 +81,7 @@ export class WatchForwarder {
     return this.outbox.checkpoint();
   }
 
-  /**
-   * Runs one window of the rota until `term.until` or until `signal` aborts: exits at once when enough members with
-   * time left already watch; otherwise joins, watches and sends from the checkpoint the Lease holds, and at the end
-   * sends what is pending, releases the Lease if it holds it and leaves (README, Deployed form).
-   */
+  /** Runs one window of the rota (README, Deployed form) until `term.until` or until `signal` aborts. */
   async runMember(signal: AbortSignal, term: RotaTerm): Promise<ForwarderRunSummary> {
     const window = new AbortController();
     const stop = (): void => window.abort();
@@ -121,10 +117,7 @@ export class WatchForwarder {
   }
 }
 
-/**
- * Runs one window of the rota ({@link WatchForwarder.runMember}) of `durationMs`, or until `signal` aborts, as the
- * scheduled Lambda does. Returns the window's summary (inactive when it did not join the rota).
- */
+/** Runs one window of `durationMs` (or until `signal` aborts) of a new WatchForwarder, as the scheduled Lambda does. */
 export async function forwardWatchEvents(
   deps: WatchForwarderDeps,
   input: { readonly durationMs: number; readonly signal?: AbortSignal; readonly rota: RotaPolicy },

@@ -41,7 +41,10 @@ export const handler = async (event: ScheduledEvent | { readonly shard?: number 
   const run = forwardWatchEvents(deps, { durationMs, rota });
   setImmediate(() => void sqsSdk().catch(() => undefined)); // a failure is the first send's to report
   const summary = await run;
-  logger.info('Forwarder window ended', { shard, shards: config.shards, joined: summary.rota?.joined ?? summary.active, active: summary.active, unsent: summary.unsent, failingClusters: summary.failingClusters.map((f) => f.cluster), counts: telemetry.counts() });
+  const { active, unsent } = summary;
+  const failingClusters = summary.failingClusters.map((f) => f.cluster);
+  const ended = { shard, shards: config.shards, joined: summary.rota.joined, active, unsent, failingClusters };
+  logger.info('Forwarder window ended', { ...ended, counts: telemetry.counts() });
   if (metrics.hasStoredMetrics()) metrics.publishStoredMetrics();
   return summary;
 };

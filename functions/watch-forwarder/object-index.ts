@@ -83,10 +83,9 @@ export class ObjectIndex {
   }
 
   /**
-   * The declaration owner of the Nodes of `cluster`, as the reconcile function finds it, from the management streams'
-   * last state: the MachinePool listing the Node, else the Machine its annotation names, else the unlinked Machine with
-   * its provider ID, else the Machine whose `status.nodeRef` names it; `unknown` until both streams hold their
-   * collections. One resolver per list: the lookups by Node name are built once, on demand.
+   * The declaration owner of the Nodes of `cluster`, found as the reconcile function finds it, from the management
+   * streams' last state; `unknown` until both hold their collections. One resolver per list: its lookups by Node name
+   * are built once, on demand.
    */
   ownersIn(cluster: ClusterRef): (node: NodeFacts) => NodeOwner {
     const m = this.#management;

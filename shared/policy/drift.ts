@@ -1,8 +1,6 @@
 /**
- * The forwarder's drift rule for a list's quiet objects: may this Node need a write? A periodic resync announces only
- * the Nodes for which the answer is yes, so a fleet in sync sends nothing while drift no watch event announced is still
- * healed (functions/watch-forwarder/README.md). The answer is the reconcile function's own plan, made from the
- * forwarder's last state of the Node and its owner. Pure.
+ * The forwarder's drift rule for a list's quiet objects: may this Node need a write? The answer is the reconcile
+ * function's own plan, from the forwarder's last state (functions/watch-forwarder/README.md, "Quiet lists"). Pure.
  */
 import { declaredTaintsOf } from '#shared/domain/declarations.ts';
 import { planOwnedTaints } from '#shared/domain/ownership.ts';
@@ -21,18 +19,13 @@ export type NodeOwner =
   /** The management streams have not listed yet: the owner cannot be resolved. */
   | { readonly kind: 'unknown' };
 
-/** The reconcile function's settings the plan depends on. */
-export type DriftOptions = Pick<RelevanceOptions, 'startupTaint' | 'specTaintsOwner'>;
-
 /**
  * True when the reconcile function may write to this Node (or report on it), judged from the forwarder's last state
- * (functions/watch-forwarder/README.md, "Quiet lists"): with a known owner, by its own plan with either answer of the
- * first-enablement rule (the forwarder does not know the enablement moment); with no owner, never (an owner that comes
- * later is announced by its own change); with the owner unknown (a first list racing the Machines'), when the Node
- * carries anything of the product's or of Cluster API's link. A wrong "false" can only delay a repair until the Node's
- * next event or resync; a wrong "true" costs one message.
+ * (README, "Quiet lists"); with the owner unknown (a first list racing the Machines'), when the Node carries anything
+ * of the product's or of Cluster API's link. A wrong "false" only delays a repair until the Node's next event or
+ * resync; a wrong "true" costs one message.
  */
-export function mayNeedWrite(node: NodeFacts, owner: NodeOwner, options: DriftOptions = {}): boolean {
+export function mayNeedWrite(node: NodeFacts, owner: NodeOwner, options: RelevanceOptions = {}): boolean {
   if (owner.kind === 'none') return false;
   const { taints, annotations } = node;
   if (owner.kind === 'unknown') {

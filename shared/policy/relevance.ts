@@ -125,11 +125,10 @@ export function isDeclarationRecovery(previous: WatchedFacts | undefined, curren
 }
 
 /**
- * Recognises noise from someone else's write of `spec.taints` and/or Cluster API's tracking annotation on a Node the
- * product has initialized that changes no taint the product owns, nor the startup gate, nor the owner of a `key:effect`
- * (docs/relevance.md, Node rows): e.g. the node lifecycle controller tainting thousands of Nodes when a zone goes
- * dark. `gateWaitsForCapi` false: the Node's Machine is known to declare no `spec.taints`, so the product does not hold
- * the gate for Cluster API's annotation. Returns true when the change need not be forwarded.
+ * Recognises someone else's write of `spec.taints` and/or Cluster API's tracking annotation on a Node the product has
+ * initialized that changes nothing the product owns or gates on (docs/relevance.md, Node rows), e.g. the node lifecycle
+ * controller tainting thousands of Nodes when a zone goes dark. `gateWaitsForCapi` false: the Node's Machine is known
+ * to declare no `spec.taints`. Returns true when the change need not be forwarded.
  */
 export function isForeignTaintNoise(previous: WatchedFacts | undefined, current: WatchedFacts, startupTaint?: TaintId, gateWaitsForCapi = true): boolean {
   if (previous?.kind !== 'Node' || current.kind !== 'Node') return false;
@@ -152,7 +151,7 @@ export function isForeignTaintNoise(previous: WatchedFacts | undefined, current:
     const was = decodeOwnedTaints(beforeCapi ?? '');
     const is = decodeOwnedTaints(capi ?? '');
     if (!wellFormedIds(was) || !wellFormedIds(is)) return false;
-    for (const id of symmetricDifference(was, is)) if (owned.has(id)) return false; // an id changes hands
+    for (const id of was.symmetricDifference(is)) if (owned.has(id)) return false; // an id changes hands
   }
   const unchanged = (id: string): boolean => before.get(id) === after.get(id);
   return [...owned].every((id) => after.has(id) && unchanged(id)) && (gate === undefined || unchanged(gate));
@@ -161,10 +160,6 @@ export function isForeignTaintNoise(previous: WatchedFacts | undefined, current:
 /** True when every entry of a decoded tracking annotation is a `key:effect` pair (upstream's rule). */
 function wellFormedIds(ids: ReadonlySet<string>): boolean {
   return [...ids].every((id) => id.split(':').length === 2);
-}
-
-function symmetricDifference(a: ReadonlySet<string>, b: ReadonlySet<string>): Set<string> {
-  return new Set([...[...a].filter((x) => !b.has(x)), ...[...b].filter((x) => !a.has(x))]);
 }
 
 /** What the forwarder knows besides the change itself: the reconcile function's settings, its other streams' state. */
@@ -191,9 +186,7 @@ export interface RelevanceOptions {
 
 /**
  * Recognises a Machine change the product cannot act on while Cluster API owns `spec.taints` (docs/relevance.md,
- * Machine `spec.taints` row): only `spec.taints` changed, the declaration stays valid, the taints the product
- * propagates stay the same, and by the forwarder's last state of the Node (unknown: forwarded) no taint changes owner
- * and the startup gate's hold does not change. Returns true when the change need not be forwarded.
+ * Machine `spec.taints` row). Returns true when the change need not be forwarded.
  */
 export function isForeignDeclarationChange(previous: WatchedFacts | undefined, current: WatchedFacts, options: RelevanceOptions = {}): boolean {
   if (previous?.kind !== 'Machine' || current.kind !== 'Machine') return false;
@@ -209,7 +202,7 @@ export function isForeignDeclarationChange(previous: WatchedFacts | undefined, c
   const is = ownershipOf(after.declaration, { annotations: {} });
   if (canonicalJson(was.productTaints) !== canonicalJson(is.productTaints)) return false;
   if (current.nodeName === undefined) return true; // no Node before or after (rest is equal): the reconcile ends no-node
-  const moved = symmetricDifference(was.upstreamIds, is.upstreamIds);
+  const moved = was.upstreamIds.symmetricDifference(is.upstreamIds);
   const emptiness = (was.upstreamIds.size === 0) !== (is.upstreamIds.size === 0);
   if (moved.size === 0 && !emptiness) return true;
   const node = options.nodeFacts?.(current.nodeName);
@@ -293,8 +286,7 @@ export function forwardDecision(change: ChangeKind, previous: WatchedFacts | und
 
 /**
  * The Nodes a MachinePool change is announced to, one event each (docs/relevance.md, MachinePool rows): every Node of
- * the pool, but on a modification that leaves what decides their taints alone only the Nodes that joined. Returns none
- * for a pool deleted or being deleted (its Nodes are left alone, as a deleted Machine's Node).
+ * the pool, or only those that joined when what decides their taints is unchanged; none for a deleted or deleting pool.
  */
 export function poolNodesToAnnounce(change: ChangeKind, previous: WatchedFacts | undefined, current: MachinePoolFacts): readonly string[] {
   if (change === 'deleted' || current.deleting) return [];

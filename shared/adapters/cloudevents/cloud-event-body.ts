@@ -11,7 +11,6 @@ import {
   type TaintEventData,
 } from '#shared/contract/cloud-event.ts';
 import { MalformedEventError } from '#shared/errors.ts';
-
 import { validateMachineEventData, validateMachinePoolEventData, validateNodeEventData, validateScalableResourceEventData } from './event-data-validators.generated.ts';
 
 // Compiled at build time from the domain's JSON Schemas (`npm run codegen`, Ajv standalone): nothing is compiled at a

@@ -36,7 +36,6 @@ export function toSqsId(text: string): string {
 }
 
 interface Entry {
-  readonly id: string;
   /** Its MessageGroupId. */
   readonly group: string;
   readonly event: TaintEvent;
@@ -48,7 +47,6 @@ function toEntry(event: TaintEvent, index: number): Entry {
   const body = toCloudEventBody(event);
   const group = toSqsId(messageGroupIdFor(event.data));
   return {
-    id: `e${index}`,
     group,
     event,
     bytes: Buffer.byteLength(body, 'utf8'),
@@ -100,8 +98,8 @@ export function createSqsEventPublisher(options: SqsEventPublisherOptions): Even
       const okIds = new Set((out.Successful ?? []).map((s) => s.Id));
       const failed = new Map((out.Failed ?? []).map((f) => [f.Id, { reason: `${f.Code ?? 'Failed'}: ${f.Message ?? ''}`.trim(), retryable: f.SenderFault !== true }]));
       return {
-        sent: chunk.filter((e) => okIds.has(e.id)),
-        unsent: chunk.filter((e) => !okIds.has(e.id)).map((entry) => ({ entry, ...(failed.get(entry.id) ?? { reason: 'not reported by SendMessageBatch', retryable: true }) })),
+        sent: chunk.filter((e) => okIds.has(e.request.Id)),
+        unsent: chunk.filter((e) => !okIds.has(e.request.Id)).map((entry) => ({ entry, ...(failed.get(entry.request.Id) ?? { reason: 'not reported by SendMessageBatch', retryable: true }) })),
       };
     } catch (err) {
       const reason = err instanceof Error ? `${err.name}: ${err.message}` : String(err);

@@ -8,7 +8,7 @@
  * never more invocations at once than the reserved concurrency.
  */
 import { describe, expect, it } from 'vitest';
-import { shouldJoin, withMember, withoutMember, type RotaMember, type RotaPolicy } from '#shared/policy/forwarder-rota.ts';
+import { countedMembers, withMember, withoutMember, type RotaMember, type RotaPolicy } from '#shared/policy/forwarder-rota.ts';
 
 const INTERVAL = 60_000;
 const TIMEOUT = 900_000;
@@ -71,7 +71,7 @@ function simulate(hours: number, killEveryMs: number, seed: number, policy: Rota
       const decidesAt = fireTime + INIT;
       const id = `run-${fired++}`;
       stats.runs++;
-      if (shouldJoin(recorded, new Date(decidesAt), policy, id)) {
+      if (countedMembers(recorded, new Date(decidesAt), policy, id).length < policy.targetMembers) {
         const until = decidesAt + Math.min(WINDOW, fireTime + TIMEOUT - decidesAt - RESERVE);
         recorded = withMember(recorded, { id, until: new Date(until), seenAt: new Date(decidesAt) }, new Date(decidesAt), policy);
         runs.push({ firedAt: fireTime, endsAt: until + 1_000, member: { id, watchesFrom: decidesAt + LIST, until, lastBeat: decidesAt } });

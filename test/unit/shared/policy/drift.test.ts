@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { mayNeedWrite, type DriftOptions, type NodeOwner } from '#shared/policy/drift.ts';
+import { mayNeedWrite, type NodeOwner } from '#shared/policy/drift.ts';
+import type { RelevanceOptions } from '#shared/policy/relevance.ts';
 import { SpecTaintsOwner } from '#shared/domain/ownership.ts';
 import { STARTUP_GATE_TAINT_KEY } from '#shared/domain/taint.ts';
 import type { MachinePoolFacts, NodeFacts } from '#shared/model/views.ts';
@@ -21,7 +22,7 @@ function pool(over: Partial<MachinePoolFacts> = {}): MachinePoolFacts {
   return { kind: 'MachinePool', apiVersion: 'cluster.x-k8s.io/v1beta2', labels: {}, namespace: 'fleet', name: 'p1', uid: 'uid-p1', resourceVersion: '31', specTaints: null, annotations: { [MACHINE]: 'gpu=a100:NoSchedule' }, nodeNames: ['n0', 'n1'], clusterName: 'wc1', deleting: false, ...over };
 }
 
-const cases: { name: string; node: NodeFacts; owner: NodeOwner; options?: DriftOptions; expected: boolean }[] = [
+const cases: { name: string; node: NodeFacts; owner: NodeOwner; options?: RelevanceOptions; expected: boolean }[] = [
   // Known owner: the reconcile's own plan decides.
   { name: 'in sync with its Machine', node: node(), owner: known(), expected: false },
   { name: 'in sync, with a foreign taint and taint values as stored (timeAdded, empty value)', node: node({ taints: [gpu, { key: 'x', value: '', effect: 'NoExecute', timeAdded: '2026-01-01T00:00:00Z' }] }), owner: known(), expected: false },

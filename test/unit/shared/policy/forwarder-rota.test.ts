@@ -4,7 +4,7 @@
  * test/unit/functions/watch-forwarder/rota-coverage.test.ts.
  */
 import { describe, expect, it } from 'vitest';
-import { countedMembers, isLive, shouldJoin, withMember, withoutMember, type RotaMember, type RotaPolicy } from '#shared/policy/forwarder-rota.ts';
+import { countedMembers, isLive, withMember, withoutMember, type RotaMember, type RotaPolicy } from '#shared/policy/forwarder-rota.ts';
 
 const policy: RotaPolicy = { targetMembers: 2, overlapMs: 150_000, staleAfterMs: 15_000 };
 const T = Date.parse('2026-11-25T02:00:00Z');
@@ -31,13 +31,14 @@ describe('Module: forwarder-rota', () => {
     expect(live).toEqual(['plenty', 'exactly-overlap', 'ending']);
   });
 
-  it('lets a newcomer join while fewer than targetMembers others count, never counting itself', () => {
-    expect(shouldJoin([], at(0), policy, 'new')).toBe(true);
-    expect(shouldJoin([member('a', 600)], at(0), policy, 'new')).toBe(true);
-    expect(shouldJoin([member('a', 600), member('b', 149)], at(0), policy, 'new')).toBe(true);
-    expect(shouldJoin([member('a', 600), member('b', 300)], at(0), policy, 'new')).toBe(false);
+  it('counts the others a newcomer weighs against targetMembers, never itself', () => {
+    const others = (members: RotaMember[]): number => countedMembers(members, at(0), policy, 'new').length;
+    expect(others([])).toBe(0);
+    expect(others([member('a', 600)])).toBe(1);
+    expect(others([member('a', 600), member('b', 149)])).toBe(1);
+    expect(others([member('a', 600), member('b', 300)])).toBe(2);
     // A warm container runs its next window under the same identity: its old entry is not one of the others.
-    expect(shouldJoin([member('a', 600), member('new', 300)], at(0), policy, 'new')).toBe(true);
+    expect(others([member('a', 600), member('new', 300)])).toBe(1);
   });
 
   it('records an entry in place of its earlier one and drops every entry that is no longer live', () => {
