@@ -3,9 +3,9 @@
  * as they arrive, holding only the current item's bytes: read whole, a page of 500 Nodes (about 1.5 MB of JSON) was
  * one large string (kept by V8 until a full collection) and some MB of parsed objects at once, for every page.
  *
- * It frames, it does not validate: items and `metadata` are still read by JSON.parse, the structure around them is
- * checked by {@link end}. What it holds is capped (`maxBufferedBytes`): a chunk is scanned in pieces no larger than
- * the room left, so an item over the cap throws {@link StreamCapError} before its bytes are kept.
+ * It frames, it does not validate: items and `metadata` are still read by JSON.parse; bytes that are not one JSON
+ * object throw a SyntaxError, as JSON.parse would. What it holds is capped (`maxBufferedBytes`): a chunk is scanned in
+ * pieces no larger than the room left, so an item over the cap throws {@link StreamCapError} before its bytes are kept.
  */
 import { StreamCapError } from './caps.ts';
 
@@ -29,9 +29,6 @@ export interface ListEnvelope {
   /** Whether the list had an `items` array (an empty one counts). */
   readonly hadItems: boolean;
 }
-
-/** Thrown when the bytes are not one JSON object (truncated, unbalanced, or not an object at all). */
-export class ListFramingError extends Error {}
 
 /**
  * Feed it the response's chunks in order ({@link push}), then call {@link end}. `onItem` receives the JSON text of
@@ -108,10 +105,10 @@ export class ListItemReader {
         continue;
       }
       if (isSpace(c)) continue;
-      if (this.closed) throw new ListFramingError('data after the end of the list');
+      if (this.closed) throw new SyntaxError('data after the end of the list');
       if (!this.started) {
         this.started = true;
-        if (c !== OPEN_BRACE) throw new ListFramingError('the list is not a JSON object');
+        if (c !== OPEN_BRACE) throw new SyntaxError('the list is not a JSON object');
       }
       const depth = open.length;
       if (this.inItems && depth === 2 && c !== COMMA && c !== CLOSE_BRACKET && c !== OPEN_BRACE) this.oddItem = true;
@@ -138,7 +135,7 @@ export class ListItemReader {
         case CLOSE_BRACE:
         case CLOSE_BRACKET: {
           const opened = open.pop();
-          if (opened === undefined || (opened === OPEN_BRACE) !== (c === CLOSE_BRACE)) throw new ListFramingError('unbalanced brackets');
+          if (opened !== (c === CLOSE_BRACE ? OPEN_BRACE : OPEN_BRACKET)) throw new SyntaxError('unbalanced brackets');
           const left = open.length;
           if (left === 2 && this.itemStart >= 0) {
             this.onItem(b.toString('utf8', this.itemStart, i + 1));
@@ -180,9 +177,9 @@ export class ListItemReader {
     return this.buf.length;
   }
 
-  /** The input is complete: the list's own fields. Throws ListFramingError unless it was exactly one closed object. */
+  /** The input is complete: the list's own fields. Throws SyntaxError unless it was exactly one closed object. */
   end(): ListEnvelope {
-    if (!this.closed || this.inString) throw new ListFramingError(this.started ? 'the list ends early' : 'empty response');
+    if (!this.closed || this.inString) throw new SyntaxError('the list ends early');
     return { metadata: this.metadata, hadItems: this.hadItems };
   }
 
