@@ -38,11 +38,11 @@ export function decodeWatchLine<T extends WatchedFacts>(line: string, toFacts: (
       const rv = isObject(obj) && isObject(obj.metadata) ? obj.metadata.resourceVersion : undefined;
       return typeof rv === 'string' && rv !== '' ? { kind: 'bookmark', resourceVersion: rv } : { kind: 'malformed', reason: 'bookmark without resourceVersion' };
     }
-    case 'ERROR': {
-      const code = isObject(obj) && typeof obj.code === 'number' ? obj.code : undefined;
-      if (code === 410) return { kind: 'gone' };
-      return { kind: 'error', reason: `watch ERROR ${code === undefined ? '(no Status)' : statusDetail(code, obj)}` };
-    }
+    case 'ERROR':
+      if (!isObject(obj)) return { kind: 'error', reason: 'watch ERROR (no Status)' };
+      if (obj.code === 410) return { kind: 'gone' };
+      // metav1.Status's code is omitempty: absent, it is 0, as apimachinery decodes it; reason and message still tell.
+      return { kind: 'error', reason: `watch ERROR ${statusDetail(typeof obj.code === 'number' ? obj.code : 0, obj)}` };
     default: {
       const change = WATCH_TYPES[parsed.type];
       if (!change) return { kind: 'malformed', reason: `unknown event type ${escapedText(parsed.type, 40)}` };
