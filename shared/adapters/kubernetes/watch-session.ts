@@ -9,7 +9,7 @@ import { TaintPropagatorError, TransientError } from '#shared/errors.ts';
 import { ForwarderMetric } from '#shared/observability/metric-names.ts';
 import { logger as defaultLogger } from '#shared/observability/logger.ts';
 import type { ForwarderTelemetry } from '#shared/ports/forwarder-telemetry.ts';
-import type { StreamEvent, StreamHealthEvent, WatchStream } from '#shared/ports/watch-source.ts';
+import type { StreamEvent, StreamHealthEvent, StreamStart, WatchStream } from '#shared/ports/watch-source.ts';
 import { sleep } from '#shared/sleep.ts';
 import { CollectionNotServedError, describeStreamFailure, ResourceVersionGoneError, safeExcerpt, streamStatusError } from './api-errors.ts';
 import { isCallTimeout } from './call-deadline.ts';
@@ -22,7 +22,7 @@ import { DEFAULT_RETRY, StreamRetry, type AttemptEnd } from './watch/stream-retr
 import { WatchConnection, type WatchEnd } from './watch/watch-connection.ts';
 import { decodeWatchLine } from './watch/watch-decoder.ts';
 
-export interface WatchSessionOptions<T extends WatchedFacts> {
+export interface WatchSessionOptions<T extends WatchedFacts> extends StreamStart {
   /** Stream name for logs, e.g. `machines` or `nodes/default/c1`. */
   readonly name: string;
   /** Credentials, resolved at every (re)connect so rotated kubeconfigs are picked up. */
@@ -38,14 +38,10 @@ export interface WatchSessionOptions<T extends WatchedFacts> {
    * the consumer, but the resourceVersion moves past them, and one that stops being kept leaves the cache unannounced.
    */
   readonly keep?: (facts: T) => boolean;
-  /** Resume exactly from this resourceVersion; without it the first list announces every object as `resynced` (unless `quietLists`). */
-  readonly resumeFrom?: string;
   /** Restart a watch silent for this long (default 90 s: above kube-apiserver's bookmark cadence of about a minute). */
   readonly idleTimeoutMs?: number;
   /** Resync period (a list of the whole collection; a full one unless `quietLists`); 0 = off (default 0). */
   readonly resyncIntervalMs?: number;
-  /** The consumer judges what a list does not announce (StreamStart's `quietLists`; docs/watch-layer.md). */
-  readonly quietLists?: boolean;
   /** Server-side watch timeout; jittered up to twice this (default 300 s). */
   readonly watchTimeoutSeconds?: number;
   /** First step and cap of the backoff (default 800 ms and 30 s; stream-retry.ts). */
@@ -85,12 +81,10 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
     this.retry = new StreamRetry(options.backoff);
   }
 
-  /** The last state of an object this session holds (from its last list or watch event), by key. */
   latest(key: string): T | undefined {
     return this.cache.latest(key);
   }
 
-  /** The last state of every object this session holds. */
   objects(): Iterable<T> {
     return this.cache.values();
   }
@@ -100,7 +94,6 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
     return this.cache.resourceVersion !== undefined || this.notServed;
   }
 
-  /** Runs list+watch until `signal` aborts; every failure is retried through the retry policy, never thrown. */
   async run(signal: AbortSignal, onEvent: Consumer<T>): Promise<void> {
     const resyncMs = this.o.resyncIntervalMs ?? 0;
     let resyncAt = resyncMs > 0 ? Date.now() + resyncMs : Infinity;

@@ -38,7 +38,6 @@ export class ListItemReader {
   private readonly onItem: (json: string | undefined) => void;
   /** Bytes not yet released: from the earliest start still needed (an item, `metadata`, a key) to the end of input. */
   private buf: Buffer = Buffer.alloc(0);
-  /** Next byte of `buf` to scan. */
   private pos = 0;
   /** The open brackets (`{` or `[`), outermost first. */
   private readonly open: number[] = [];

@@ -67,10 +67,10 @@ export class WatchConnection {
     }
     const status = res.statusCode ?? 0;
     if (status !== 200) {
-      unlink();
       try {
         throw await o.failed(res, status);
       } finally {
+        unlink();
         res.destroy();
         controller.abort();
       }
