@@ -1,11 +1,9 @@
 /**
  * Reads a Kubernetes list response (`{"kind":…,"metadata":{…},"items":[{…},…]}`) from its bytes one item at a time,
  * as they arrive, holding only the current item's bytes: read whole, a page of 500 Nodes (about 1.5 MB of JSON) was
- * one large string (kept by V8 until a full collection) and some MB of parsed objects at once, for every page.
- *
- * It frames, it does not validate: items and `metadata` are still read by JSON.parse; bytes that are not one JSON
- * object throw a SyntaxError, as JSON.parse would. What it holds is capped (`maxBufferedBytes`): a chunk is scanned in
- * pieces no larger than the room left, so an item over the cap throws {@link StreamCapError} before its bytes are kept.
+ * one large string (kept by V8 until a full collection) and some MB of parsed objects at once, for every page. It
+ * frames, it does not validate: items and `metadata` are still read by JSON.parse; bytes that are not one JSON object
+ * throw a SyntaxError, as JSON.parse would.
  */
 import { StreamCapError } from './caps.ts';
 

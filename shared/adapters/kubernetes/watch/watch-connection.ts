@@ -15,7 +15,6 @@ export type WatchEnd = 'closed' | 'idle' | 'resync' | 'aborted';
 export interface WatchConnectionOptions {
   /** Opens the watch request (the caller builds its query and credentials). */
   readonly open: (signal: AbortSignal) => Promise<PageResponse>;
-  /** The error for a non-200 answer. */
   readonly failed: (response: PageResponse, status: number) => Promise<Error>;
   /** Names the watch in errors, e.g. `watching /api/v1/nodes`. */
   readonly operation: string;

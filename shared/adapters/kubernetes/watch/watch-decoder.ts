@@ -1,8 +1,7 @@
 /**
- * One watch line → what it means, purely (client-go's `watch.Decoder` plus its reflector's `watchHandler` type switch):
- * a change (with the object's facts), a bookmark, the end of the watch's history (ERROR 410), another ERROR, or a
- * malformed line. Its reasons come from the event type and a Status (escaped, capped), never from the line itself;
- * the caller decides whether (and how short) an excerpt of a malformed line is logged.
+ * One watch line → what it means, purely (client-go's `watch.Decoder` plus `watchHandler`'s type switch). Its reasons
+ * come from the event type and a Status (escaped, capped), never from the line itself: whether (and how short) an
+ * excerpt of a malformed line is logged is the caller's decision.
  */
 import type { ChangeKind } from '#shared/contract/cloud-event.ts';
 import { isObject } from '#shared/model/json.ts';
