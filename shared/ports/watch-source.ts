@@ -17,9 +17,8 @@ export type StreamEvent<T extends WatchedFacts> =
     }
   | { readonly type: 'progress'; readonly resourceVersion: string }
   /**
-   * A list put these objects into the stream's state without announcing them all, before the list's announcements:
-   * for the consumer's own indexes. `unannounced` (`quietLists`): the listed objects the stream leaves for the consumer
-   * to judge, seen at `observedAt` (docs/watch-layer.md, "What a list announces").
+   * A list put these objects into the stream's state, before its announcements (for the consumer's own indexes);
+   * `unannounced` (`quietLists`): those left for the consumer to judge, seen at `observedAt` (docs/watch-layer.md).
    */
   | { readonly type: 'listed'; readonly items: readonly T[]; readonly unannounced?: readonly T[]; readonly observedAt?: Date }
   /**

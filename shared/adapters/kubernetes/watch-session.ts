@@ -1,20 +1,15 @@
 /**
  * A list+watch session over one Kubernetes collection: the reflector loop (client-go's `Reflector.ListAndWatch` run by
- * `BackoffUntil`; client-node's `ListWatch` in `src/cache.ts`). It chooses how to list, runs a watch connection
- * through the decoder into the object cache and on to the consumer, and hands the end of every attempt to the retry
- * policy; the parts are in `./watch/` (docs/watch-layer.md). Beyond client-go's loop: an exact resume from a
- * checkpoint, relists that announce only what changed, health told to the consumer, and an idle watchdog.
- *
- * It reads responses over the product's HTTP client (kube-http.ts `openRequest`), not client-node's `Watch`, because
- * that class drops unparseable lines, swallows exceptions thrown by the callback, does not await it, and ends every
- * watch after 30 s.
+ * `BackoffUntil`), its parts in `./watch/` (docs/watch-layer.md). It reads over kube-http.ts, not client-node's
+ * `Watch`, which drops unparseable lines, swallows the callback's exceptions, does not await it, and ends every watch
+ * after 30 s.
  */
 import type { WatchedFacts } from '#shared/model/views.ts';
 import { TaintPropagatorError, TransientError } from '#shared/errors.ts';
 import { ForwarderMetric } from '#shared/observability/metric-names.ts';
 import { logger as defaultLogger } from '#shared/observability/logger.ts';
 import type { ForwarderTelemetry } from '#shared/ports/forwarder-telemetry.ts';
-import type { StreamEvent, StreamHealthEvent, WatchStream } from '#shared/ports/watch-source.ts';
+import type { StreamEvent, StreamHealthEvent, StreamStart, WatchStream } from '#shared/ports/watch-source.ts';
 import { sleep } from '#shared/sleep.ts';
 import { CollectionNotServedError, describeStreamFailure, ResourceVersionGoneError, safeExcerpt, streamStatusError } from './api-errors.ts';
 import { isCallTimeout } from './call-deadline.ts';
@@ -27,7 +22,7 @@ import { DEFAULT_RETRY, StreamRetry, type AttemptEnd } from './watch/stream-retr
 import { WatchConnection, type WatchEnd } from './watch/watch-connection.ts';
 import { decodeWatchLine } from './watch/watch-decoder.ts';
 
-export interface WatchSessionOptions<T extends WatchedFacts> {
+export interface WatchSessionOptions<T extends WatchedFacts> extends StreamStart {
   /** Stream name for logs, e.g. `machines` or `nodes/default/c1`. */
   readonly name: string;
   /** Credentials, resolved at every (re)connect so rotated kubeconfigs are picked up. */
@@ -39,19 +34,14 @@ export interface WatchSessionOptions<T extends WatchedFacts> {
   readonly labelSelector?: string;
   readonly toFacts: (obj: unknown) => T | undefined;
   /**
-   * Which objects this session keeps (default all): the others are dropped before the cache, from every list and
-   * every watch event (the resourceVersion still moves past them), so a forwarder shard holds and announces only its
-   * own clusters' objects (shared/policy/shards.ts). An object that stops being kept leaves the cache unannounced.
+   * Which objects it keeps (default all; a shard's own: shared/policy/shards.ts); the others never reach the cache or
+   * the consumer, but the resourceVersion moves past them, and one that stops being kept leaves the cache unannounced.
    */
   readonly keep?: (facts: T) => boolean;
-  /** Resume exactly from this resourceVersion; without it the first list announces every object as `resynced` (unless `quietLists`). */
-  readonly resumeFrom?: string;
   /** Restart a watch silent for this long (default 90 s: above kube-apiserver's bookmark cadence of about a minute). */
   readonly idleTimeoutMs?: number;
   /** Resync period (a list of the whole collection; a full one unless `quietLists`); 0 = off (default 0). */
   readonly resyncIntervalMs?: number;
-  /** The consumer judges what a list does not announce (StreamStart's `quietLists`; docs/watch-layer.md). */
-  readonly quietLists?: boolean;
   /** Server-side watch timeout; jittered up to twice this (default 300 s). */
   readonly watchTimeoutSeconds?: number;
   /** First step and cap of the backoff (default 800 ms and 30 s; stream-retry.ts). */
@@ -80,7 +70,6 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
   private readonly cache = new ObjectCache<T>();
   /** Requests (list pages, watch connects) of the current attempt: a failed one waits at least a second per request. */
   private requests = 0;
-  /** The last attempt found the collection not served (404). */
   private notServed = false;
   /** Health changes are told one after the other (one may come from the watchdog's tick). */
   private telling: Promise<void> = Promise.resolve();
@@ -92,12 +81,10 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
     this.retry = new StreamRetry(options.backoff);
   }
 
-  /** The last state of an object this session holds (from its last list or watch event), by key. */
   latest(key: string): T | undefined {
     return this.cache.latest(key);
   }
 
-  /** The last state of every object this session holds. */
   objects(): Iterable<T> {
     return this.cache.values();
   }
@@ -107,7 +94,6 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
     return this.cache.resourceVersion !== undefined || this.notServed;
   }
 
-  /** Runs list+watch until `signal` aborts; every failure is retried through the retry policy, never thrown. */
   async run(signal: AbortSignal, onEvent: Consumer<T>): Promise<void> {
     const resyncMs = this.o.resyncIntervalMs ?? 0;
     let resyncAt = resyncMs > 0 ? Date.now() + resyncMs : Infinity;
@@ -118,11 +104,10 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
       this.requests = 0;
       try {
         const path = typeof this.o.path === 'string' ? this.o.path : await this.o.path();
+        operation = next !== undefined ? `listing ${path}` : `watching ${path}`;
         // Resolved once per attempt: its list and its watch share the credentials (a workload cluster's are a Secret
         // read or two; a reconnect, and so a rotation, resolves them again).
-        operation = next !== undefined ? `listing ${path}` : `watching ${path}`;
         const kc = await this.o.kubeConfig();
-        if (!kc.getCurrentCluster()) throw new TransientError('connecting', 'the kubeconfig has no current cluster');
         if (next !== undefined) {
           await this.list(next, path, kc, signal, onEvent);
           if (next === 'resync') resyncAt = Date.now() + resyncMs;
@@ -162,7 +147,6 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
     await this.telling;
   }
 
-  /** The stream delivered (a watch open long enough, or an event): tells `recovered` when it was failing. */
   private delivered(onEvent: Consumer<T>): Promise<void> {
     const recovered = this.retry.delivered();
     return recovered ? this.tell(onEvent, { type: 'recovered', since: recovered.since, at: recovered.at }) : this.telling;
@@ -189,40 +173,10 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
     } else if (mode === 'relist' || mode === 'resync') {
       this.log.info('Relisting', { reason: mode === 'relist' ? 'watch expired (410 Gone)' : 'periodic resync', resourceVersion: this.cache.resourceVersion });
     }
-    const { items, resourceVersion } = await this.listAll(path, kc, signal, exactly);
-    if (exactly !== undefined) {
-      this.cache.replace(items, resourceVersion);
-      this.log.info('Resuming watch from checkpoint', { resourceVersion, objects: items.length });
-      await onEvent({ type: 'listed', items });
-      return;
-    }
-    const observedAt = new Date();
-    const quiet = this.o.quietLists === true && (mode === 'start' || mode === 'resync');
-    let resynced: T[];
-    let deleted: T[] = [];
-    if (mode === 'since') resynced = this.cache.relistSince(items, resourceVersion, this.o.resumeFrom ?? '');
-    else if (quiet && mode === 'start') {
-      this.cache.replace(items, resourceVersion); // nothing known before: every object is the consumer's to judge
-      resynced = [];
-    }
-    else ({ resynced, deleted } = this.cache.relist(items, resourceVersion, mode !== 'relist' && !quiet));
-    // What this list announces not (unchanged since the checkpoint, or since the cache had it); quiet: for the consumer to judge.
-    if (quiet) {
-      const announced = new Set(resynced);
-      await onEvent({ type: 'listed', items, unannounced: items.filter((item) => !announced.has(item)), observedAt });
-    } else if (resynced.length < items.length) await onEvent({ type: 'listed', items });
-    for (const facts of resynced) await onEvent({ type: 'change', change: 'resynced', facts, observedAt });
-    for (const facts of deleted) await onEvent({ type: 'change', change: 'deleted', facts, observedAt });
-    await onEvent({ type: 'progress', resourceVersion });
-    if (mode !== 'start') this.log.info('Relisted', { resourceVersion, objects: items.length, resynced: resynced.length, deleted: deleted.length });
-  }
-
-  /** Every page of the collection (list-pager.ts), current or exactly at `exactly`: the facts of each object. */
-  private async listAll(path: string, kc: ClusterEndpoint, signal: AbortSignal, exactly: string | undefined): Promise<{ items: T[]; resourceVersion: string }> {
     const operation = `listing ${path}`;
     const timeoutMs = this.o.requestTimeoutMs ?? 30_000;
     const items: T[] = [];
-    const result = await listPages({
+    const { resourceVersion } = await listPages({
       openPage: (query, pageSignal) => this.request(kc, path, query, pageSignal),
       failed: async (res, status) => streamStatusError(status, await readErrorBody(res), operation, exactly),
       pageSignal: () => AbortSignal.timeout(timeoutMs),
@@ -241,14 +195,35 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
       if (!signal.aborted && isCallTimeout(err)) throw new TransientError(operation, `no answer within ${timeoutMs} ms`, err);
       throw err;
     });
-    if (result.resourceVersion === undefined) throw new TransientError(operation, 'the list has no resourceVersion');
-    return { items, resourceVersion: result.resourceVersion };
+    if (resourceVersion === undefined) throw new TransientError(operation, 'the list has no resourceVersion');
+    if (exactly !== undefined) {
+      this.cache.replace(items, resourceVersion);
+      this.log.info('Resuming watch from checkpoint', { resourceVersion, objects: items.length });
+      await onEvent({ type: 'listed', items });
+      return;
+    }
+    const observedAt = new Date();
+    const quiet = this.o.quietLists === true && (mode === 'start' || mode === 'resync');
+    let resynced: T[] = [];
+    let deleted: T[] = [];
+    // A quiet first list knew nothing before: every object is the consumer's to judge.
+    if (mode === 'since') resynced = this.cache.relistSince(items, resourceVersion, this.o.resumeFrom ?? '');
+    else if (quiet && mode === 'start') this.cache.replace(items, resourceVersion);
+    else ({ resynced, deleted } = this.cache.relist(items, resourceVersion, mode !== 'relist' && !quiet));
+    // What this list announces not (unchanged since the checkpoint, or since the cache had it); quiet: for the consumer to judge.
+    if (quiet) {
+      const announced = new Set(resynced);
+      await onEvent({ type: 'listed', items, unannounced: items.filter((item) => !announced.has(item)), observedAt });
+    } else if (resynced.length < items.length) await onEvent({ type: 'listed', items });
+    for (const facts of resynced) await onEvent({ type: 'change', change: 'resynced', facts, observedAt });
+    for (const facts of deleted) await onEvent({ type: 'change', change: 'deleted', facts, observedAt });
+    await onEvent({ type: 'progress', resourceVersion });
+    if (mode !== 'start') this.log.info('Relisted', { resourceVersion, objects: items.length, resynced: resynced.length, deleted: deleted.length });
   }
 
   /**
-   * One watch from the cache's resourceVersion, until the server ends it or it is cut; each line is decoded, applied
-   * to the cache and handed on. Throws ResourceVersionGoneError at an ERROR 410, a TransientError at another ERROR,
-   * StreamCapError at a cap (a line, too many malformed lines in a row).
+   * One watch from the cache's resourceVersion, until the server ends it or it is cut. Throws ResourceVersionGoneError
+   * at an ERROR 410, a TransientError at another ERROR, StreamCapError at a cap (a line, malformed lines in a row).
    */
   private async watch(path: string, kc: ClusterEndpoint, signal: AbortSignal, resyncAt: number, onEvent: Consumer<T>): Promise<{ why: WatchEnd; openMs: number; events: number }> {
     const operation = `watching ${path}`;
@@ -319,7 +294,6 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
     return openRequest(kc, 'GET', pathWithQuery(path, { ...query, labelSelector: this.o.labelSelector || undefined }), { signal });
   }
 
-  /** A line or list item that is not an object we understand: counted every time, logged at most once per interval. */
   private malformed(reason: string, text: string): void {
     this.o.telemetry?.record(ForwarderMetric.MalformedWatchEvents, 1);
     this.log.error('Skipping malformed watch event', { reason, excerpt: safeExcerpt(text, 80), resourceVersion: this.cache.resourceVersion });

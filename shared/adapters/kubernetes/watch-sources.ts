@@ -1,8 +1,7 @@
 /**
- * The forwarder's WatchSources over real API servers: Machines and Clusters (cluster.x-k8s.io, in the version
- * discovery chose: v1beta2, else v1beta1) in the management cluster, Nodes in each workload cluster (credentials from
- * the kubeconfig Secret). The version is resolved before every (re)connect; a 404 for the collection makes discovery
- * ask again, so a Cluster API upgrade that stops serving a version is followed without a restart.
+ * The forwarder's WatchSources over real API servers: the Cluster API collections of the management cluster, in the
+ * version discovery chose, resolved before every (re)connect so that a Cluster API upgrade that stops serving a version
+ * is followed without a restart; Nodes in each workload cluster (credentials from the kubeconfig Secret).
  */
 import type { ClusterRef } from '#shared/contract/cloud-event.ts';
 import { toClusterFacts, toMachineFacts, toMachinePoolFacts, toNodeFacts } from '#shared/model/views.ts';

@@ -1,11 +1,9 @@
 /**
  * Reads a Kubernetes list response (`{"kind":…,"metadata":{…},"items":[{…},…]}`) from its bytes one item at a time,
  * as they arrive, holding only the current item's bytes: read whole, a page of 500 Nodes (about 1.5 MB of JSON) was
- * one large string (kept by V8 until a full collection) and some MB of parsed objects at once, for every page.
- *
- * It frames, it does not validate: items and `metadata` are still read by JSON.parse, the structure around them is
- * checked by {@link end}. What it holds is capped (`maxBufferedBytes`): a chunk is scanned in pieces no larger than
- * the room left, so an item over the cap throws {@link StreamCapError} before its bytes are kept.
+ * one large string (kept by V8 until a full collection) and some MB of parsed objects at once, for every page. It
+ * frames, it does not validate: items and `metadata` are still read by JSON.parse; bytes that are not one JSON object
+ * throw a SyntaxError, as JSON.parse would.
  */
 import { StreamCapError } from './caps.ts';
 
@@ -30,9 +28,6 @@ export interface ListEnvelope {
   readonly hadItems: boolean;
 }
 
-/** Thrown when the bytes are not one JSON object (truncated, unbalanced, or not an object at all). */
-export class ListFramingError extends Error {}
-
 /**
  * Feed it the response's chunks in order ({@link push}), then call {@link end}. `onItem` receives the JSON text of
  * each element of the top-level `items` array (an element that is not an object is handed over as `undefined`).
@@ -41,7 +36,6 @@ export class ListItemReader {
   private readonly onItem: (json: string | undefined) => void;
   /** Bytes not yet released: from the earliest start still needed (an item, `metadata`, a key) to the end of input. */
   private buf: Buffer = Buffer.alloc(0);
-  /** Next byte of `buf` to scan. */
   private pos = 0;
   /** The open brackets (`{` or `[`), outermost first. */
   private readonly open: number[] = [];
@@ -108,10 +102,10 @@ export class ListItemReader {
         continue;
       }
       if (isSpace(c)) continue;
-      if (this.closed) throw new ListFramingError('data after the end of the list');
+      if (this.closed) throw new SyntaxError('data after the end of the list');
       if (!this.started) {
         this.started = true;
-        if (c !== OPEN_BRACE) throw new ListFramingError('the list is not a JSON object');
+        if (c !== OPEN_BRACE) throw new SyntaxError('the list is not a JSON object');
       }
       const depth = open.length;
       if (this.inItems && depth === 2 && c !== COMMA && c !== CLOSE_BRACKET && c !== OPEN_BRACE) this.oddItem = true;
@@ -138,7 +132,7 @@ export class ListItemReader {
         case CLOSE_BRACE:
         case CLOSE_BRACKET: {
           const opened = open.pop();
-          if (opened === undefined || (opened === OPEN_BRACE) !== (c === CLOSE_BRACE)) throw new ListFramingError('unbalanced brackets');
+          if (opened !== (c === CLOSE_BRACE ? OPEN_BRACE : OPEN_BRACKET)) throw new SyntaxError('unbalanced brackets');
           const left = open.length;
           if (left === 2 && this.itemStart >= 0) {
             this.onItem(b.toString('utf8', this.itemStart, i + 1));
@@ -180,9 +174,9 @@ export class ListItemReader {
     return this.buf.length;
   }
 
-  /** The input is complete: the list's own fields. Throws ListFramingError unless it was exactly one closed object. */
+  /** The input is complete: the list's own fields. Throws SyntaxError unless it was exactly one closed object. */
   end(): ListEnvelope {
-    if (!this.closed || this.inString) throw new ListFramingError(this.started ? 'the list ends early' : 'empty response');
+    if (!this.closed || this.inString) throw new SyntaxError('the list ends early');
     return { metadata: this.metadata, hadItems: this.hadItems };
   }
 

@@ -1,14 +1,12 @@
 /**
- * The one paged list of the product (client-go's `tools/pager`): `limit`, then the server's `continue` token until
- * there is none, optionally exactly at a resourceVersion (`resourceVersionMatch=Exact`, for a stream's resume). Each
- * page is read one item at a time (list-items.ts) and bounded by caps.ts's caps. The request (`openPage`, as the
+ * The one paged list of the product (client-go's `tools/pager`; docs/watch-layer.md). The request (`openPage`, as the
  * pager's ListFunc) and the error of a non-200 answer (`failed`) are the caller's: the watch session and `kubeList`
  * (kube-http.ts) share it with their own credentials, deadline and errors.
  */
 import { isObject } from '#shared/model/json.ts';
 import { TransientError } from '#shared/errors.ts';
 import { DEFAULT_STREAM_CAPS, StreamCapError, type StreamCaps } from './caps.ts';
-import { ListFramingError, ListItemReader } from './list-items.ts';
+import { ListItemReader } from './list-items.ts';
 import { linkAbort } from './abort-link.ts';
 
 /** An answer to one page's request: its status and its body as a byte stream (node:http's IncomingMessage is one). */
@@ -79,8 +77,9 @@ export async function listPages(o: ListPagesOptions): Promise<{ resourceVersion:
         res.destroy();
         if (page.signal.aborted) throw page.signal.reason;
         // Never the text itself in the error (a SyntaxError quotes it): a server named by a kubeconfig may echo anything.
-        if (err instanceof ListFramingError) throw new TransientError(o.operation, err.message === 'empty response' ? 'the list answer is empty' : 'the list answer is not JSON');
-        if (err instanceof SyntaxError) throw new TransientError(o.operation, 'the list answer is not JSON');
+        if (err instanceof SyntaxError) {
+          throw new TransientError(o.operation, `the list answer is ${pageBytes === 0 ? 'empty' : 'not JSON'}`);
+        }
         throw err;
       }
     } finally {

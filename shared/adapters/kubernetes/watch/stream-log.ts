@@ -1,8 +1,7 @@
 /**
- * A stream's logging, rate-limited per stream and per kind of line (its message): at most one line per interval
- * (default 30 s), the next one saying how many were `suppressed`, so a hostile or broken server's failures cost a few
- * lines a minute (docs/watch-layer.md, "Logs"); metrics still count every occurrence. What a server sent reaches a
- * line only as the caller's short, escaped excerpt (api-errors.ts `safeExcerpt`).
+ * A stream's logging, at most one line per kind (its message) per interval, so a hostile or broken server's failures
+ * cost a few lines a minute (docs/watch-layer.md, "Logs"). What a server sent reaches a line only as the caller's
+ * escaped excerpt (api-errors.ts `safeExcerpt`).
  */
 import type { logger as defaultLogger } from '#shared/observability/logger.ts';
 

@@ -1,10 +1,7 @@
 /**
- * The one retry policy of a stream (client-go's reflector backoff: `wait.BackoffUntil` with its backoff manager, plus
- * the "very short watch" rule of `watchHandler`): every attempt of a watch session ends here, and this says how long
- * to wait before the next and whether the stream's health changed. Pure (injected clock and random source, no
- * timers), so every loop is a unit test with a manual clock. The rules and their reasons: docs/watch-layer.md, "Retry
- * policy"; unlike client-go's, the jittered delay is capped at 30 s too, so a cluster that comes back is seen within
- * the latency promised for a healthy cluster.
+ * The one retry policy of a stream (client-go's reflector backoff plus `watchHandler`'s "very short watch" rule); the
+ * rules and their reasons: docs/watch-layer.md, "Retry policy". Pure (injected clock and random source, no timers), so
+ * every loop is a unit test with a manual clock.
  */
 import { backoffDelay } from '#shared/policy/backoff.ts';
 import { ResourceVersionGoneError } from '../api-errors.ts';
@@ -26,7 +23,6 @@ export interface RetryNumbers {
 
 export const DEFAULT_RETRY: RetryNumbers = { initialMs: 800, maxMs: 30_000, resetAfterMs: 120_000, shortWatchMs: 1_000, minWatchIntervalMs: 1_000, minRequestIntervalMs: 1_000 };
 
-/** How an attempt ended. */
 export type AttemptEnd =
   /** It threw; `reason` is safe to log; `requests` it made (list pages, watch connects; unknown: no floor). */
   | { readonly kind: 'failed'; readonly error: unknown; readonly reason: string; readonly requests?: number }
@@ -45,7 +41,6 @@ export class StreamRetry {
   private readonly n: RetryNumbers;
   private readonly random: () => number;
   private readonly now: () => Date;
-  /** Failures counted for the backoff (reset per the rules). */
   private failures = 0;
   /** Failures since the stream last delivered. */
   private inARow = 0;

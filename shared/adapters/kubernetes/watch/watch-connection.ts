@@ -1,10 +1,9 @@
 /**
- * One watch request and its deadlines: a connect deadline (until the response headers), an idle watchdog (no event
- * within `idleTimeoutMs` while the consumer is not busy: kube-apiserver sends a bookmark about once a minute, so a
- * watch silent for longer is a dead connection — client-go relies on HTTP/2 pings for this, the product speaks
- * HTTP/1.1), the periodic-resync timer, and the line cap (line-reader.ts). It yields lines; it does not decode.
- * The watchdog's tick (at most every second) also checks the resync time and `onEstablished`; only the connect
- * deadline has a timer of its own, as it must fire before the request has answered.
+ * One watch request (docs/watch-layer.md): its connect deadline, idle watchdog (kube-apiserver sends a bookmark about
+ * once a minute, so a watch silent for longer is a dead connection; client-go relies on HTTP/2 pings, the product
+ * speaks HTTP/1.1), resync timer and line cap. It yields lines; it does not decode. The watchdog's tick (at most every
+ * second) also checks the resync time and `onEstablished`: only the connect deadline, due before any answer, has a
+ * timer of its own.
  */
 import { TransientError } from '#shared/errors.ts';
 import { linkAbort } from './abort-link.ts';
@@ -16,7 +15,6 @@ export type WatchEnd = 'closed' | 'idle' | 'resync' | 'aborted';
 export interface WatchConnectionOptions {
   /** Opens the watch request (the caller builds its query and credentials). */
   readonly open: (signal: AbortSignal) => Promise<PageResponse>;
-  /** The error for a non-200 answer. */
   readonly failed: (response: PageResponse, status: number) => Promise<Error>;
   /** Names the watch in errors, e.g. `watching /api/v1/nodes`. */
   readonly operation: string;
@@ -68,10 +66,10 @@ export class WatchConnection {
     }
     const status = res.statusCode ?? 0;
     if (status !== 200) {
-      unlink();
       try {
         throw await o.failed(res, status);
       } finally {
+        unlink();
         res.destroy();
         controller.abort();
       }

@@ -1,8 +1,7 @@
 /**
- * One watch line → what it means, purely (client-go's `watch.Decoder` plus its reflector's `watchHandler` type switch):
- * a change (with the object's facts), a bookmark, the end of the watch's history (ERROR 410), another ERROR, or a
- * malformed line. Its reasons come from the event type and a Status (escaped, capped), never from the line itself;
- * the caller decides whether (and how short) an excerpt of a malformed line is logged.
+ * One watch line → what it means, purely (client-go's `watch.Decoder` plus `watchHandler`'s type switch). Its reasons
+ * come from the event type and a Status (escaped, capped), never from the line itself: whether (and how short) an
+ * excerpt of a malformed line is logged is the caller's decision.
  */
 import type { ChangeKind } from '#shared/contract/cloud-event.ts';
 import { isObject } from '#shared/model/json.ts';
@@ -38,11 +37,11 @@ export function decodeWatchLine<T extends WatchedFacts>(line: string, toFacts: (
       const rv = isObject(obj) && isObject(obj.metadata) ? obj.metadata.resourceVersion : undefined;
       return typeof rv === 'string' && rv !== '' ? { kind: 'bookmark', resourceVersion: rv } : { kind: 'malformed', reason: 'bookmark without resourceVersion' };
     }
-    case 'ERROR': {
-      const code = isObject(obj) && typeof obj.code === 'number' ? obj.code : undefined;
-      if (code === 410) return { kind: 'gone' };
-      return { kind: 'error', reason: `watch ERROR ${code === undefined ? '(no Status)' : statusDetail(code, obj)}` };
-    }
+    case 'ERROR':
+      if (!isObject(obj)) return { kind: 'error', reason: 'watch ERROR (no Status)' };
+      if (obj.code === 410) return { kind: 'gone' };
+      // metav1.Status's code is omitempty: absent, it is 0, as apimachinery decodes it; reason and message still tell.
+      return { kind: 'error', reason: `watch ERROR ${statusDetail(typeof obj.code === 'number' ? obj.code : 0, obj)}` };
     default: {
       const change = WATCH_TYPES[parsed.type];
       if (!change) return { kind: 'malformed', reason: `unknown event type ${escapedText(parsed.type, 40)}` };

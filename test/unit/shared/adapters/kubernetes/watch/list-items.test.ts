@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { StreamCapError } from '#shared/adapters/kubernetes/watch/caps.ts';
-import { ListFramingError, ListItemReader, type ListEnvelope } from '#shared/adapters/kubernetes/watch/list-items.ts';
+import { ListItemReader, type ListEnvelope } from '#shared/adapters/kubernetes/watch/list-items.ts';
 
 /** Reads `text` in chunks of `size` bytes; returns the items handed over and the envelope. */
 function read(text: string, size = Infinity): { items: Array<string | undefined>; envelope: ListEnvelope } {
@@ -76,7 +76,7 @@ describe('Class: ListItemReader', () => {
   ];
   it.each(broken)('refuses $name', ({ text }) => {
     // Act / Assess
-    expect(() => read(text, 4)).toThrow(ListFramingError);
+    expect(() => read(text, 4)).toThrow(SyntaxError);
   });
 
   it('keeps only the bytes of the item being read, not the page', () => {

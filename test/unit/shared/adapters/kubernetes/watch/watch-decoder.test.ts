@@ -37,6 +37,13 @@ describe('Function: decodeWatchLine()', () => {
     expect(decoded).toEqual({ kind: 'error', reason: 'watch ERROR HTTP 500: InternalError etcd down\\u001b[31m' });
   });
 
+  it.each([
+    { name: 'a Status without a code (omitempty: 0)', object: { reason: 'Expired', message: `x\n${'y'.repeat(400)}` }, reason: `watch ERROR HTTP 0: Expired x\\u000a${'y'.repeat(290)}… (+110 more characters)` },
+    { name: 'no Status', object: SECRET, reason: 'watch ERROR (no Status)' },
+  ])('names an ERROR with $name by what it has, escaped and capped', ({ object, reason }) => {
+    expect(decodeWatchLine(JSON.stringify({ type: 'ERROR', object }), toNodeFacts)).toEqual({ kind: 'error', reason });
+  });
+
   const malformed: ReadonlyArray<{ name: string; line: string; reason: string }> = [
     { name: 'text that is not JSON', line: `<html>${SECRET}`, reason: 'not JSON' },
     { name: 'JSON that is not an event', line: `["${SECRET}"]`, reason: 'no event type' },
