@@ -61,6 +61,7 @@ export function composeReconcile(args: ComposeArgs): ReconcileComposition {
     },
     onChosen: (version) => logger.info('Cluster API version chosen by discovery', { capiApiVersion: version }),
   });
+  const callTimeoutMs = (config.apiTimeoutSeconds ?? 10) * 1000;
   const fixed = config.firstEnabledAt; // FIRST_ENABLED_AT, when set, instead of the ConfigMap's record
   const enablement = fixed
     ? { enabledAt: async () => fixed }
@@ -90,8 +91,7 @@ export function composeReconcile(args: ComposeArgs): ReconcileComposition {
     retry: { baseSeconds: config.retryBaseSeconds, maxSeconds: config.retryMaxSeconds },
     random: Math.random,
     reissueAtReceive: Math.max(1, (config.maxReceiveCount ?? 10) - 1),
-    withDeadline: (deadline, fn) => withCallDeadline(deadline, fn, (config.apiTimeoutSeconds ?? 10) * 1000),
-    recordTimeoutMs: (config.apiTimeoutSeconds ?? 10) * 1000,
+    withDeadline: (deadline, fn) => withCallDeadline(Math.min(deadline, Date.now() + callTimeoutMs), fn, callTimeoutMs),
     failingClusters: new FailingClusters(clock),
   };
 }
