@@ -14,10 +14,8 @@ import { retryOnConflict, type ReconcileDeps, type ReconcileResult } from './rec
 import { recordEvent } from './deferred-events.ts';
 
 /**
- * Reconciles the autoscaler annotation of the resource the event names. Returns the outcome; throws PatchConflictError
- * (a second conflict in a row) or TransientError for failures the queue retries. A first 409 is retried at once: on a
- * group just created (docs/autoscaler.md) it is nearly always Cluster API's own first writes landing between our read
- * and our write, and the queue's backoff would keep the autoscaler without the group's taints that much longer.
+ * Reconciles the autoscaler annotation of the resource the event names; throws what the queue retries. A first 409 is
+ * retried at once: on a new group it is nearly always Cluster API's own first writes (docs/autoscaler.md).
  */
 export async function reconcileAutoscalerTaints(deps: ReconcileDeps, event: TaintEvent & { readonly data: ScalableResourceEventData }): Promise<ReconcileResult> {
   return retryOnConflict(() => reconcileOnce(deps, event));
