@@ -1,7 +1,6 @@
 /**
  * The reconcile function's batch processor, a Powertools `BatchProcessor` that runs message groups (Nodes) in parallel,
  * each group's records in order, and decides each record's fate in one place (the function's README, "Outcomes").
- * Every API call of a record goes through the clusters' guard within the record's deadline.
  */
 import { BatchProcessor, EventType, processPartialResponse } from '@aws-lambda-powertools/batch';
 import { SqsFifoMessageGroupShortCircuitError } from '@aws-lambda-powertools/batch';
@@ -214,10 +213,7 @@ async function deadLetter(record: SQSRecord, deps: BatchDeps, reason: string, er
   reportOutcome(deps, ReconcileOutcome.deadLettered, { messageId: record.messageId, reason, error });
 }
 
-/**
- * Where a written change's time went, stage by stage from the forwarder's observation to the write (ms; the stages are
- * told in docs/runbook.md). A stage whose timestamps the record lacks is left out.
- */
+/** A written change's time per stage in ms (docs/runbook.md); a stage the record lacks a timestamp for is left out. */
 export function latencyStages(event: TaintEvent, record: SQSRecord, batchStartedAt: number, recordStartedAt: number, writtenAt: number): Record<string, number> {
   const at = (v: string | undefined): number => (v?.trim() ? Number(v) : Number.NaN);
   const sent = at(record.attributes.SentTimestamp);

@@ -1,7 +1,6 @@
 /**
- * The scale-from-zero use case (docs/autoscaler.md): one ScalableResource event in, the resource's cluster-autoscaler
- * taints annotation brought in line with what a new Node of it gets, with at most one write. Level-triggered and
- * paused like the Node reconcile.
+ * The scale-from-zero use case (docs/autoscaler.md): one ScalableResource event in, its cluster-autoscaler taints
+ * annotation brought in line with what a new Node of it gets, in at most one write; level-triggered, paused as a Node.
  */
 import { formatTaint, type Taint } from '#shared/domain/taint.ts';
 import { planAutoscalerTaints, type AutoscalerPlan } from '#shared/domain/autoscaler.ts';

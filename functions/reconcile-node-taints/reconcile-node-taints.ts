@@ -77,14 +77,12 @@ export interface PlannedState {
 }
 
 /**
- * Reconciles the Node an event points at. Returns the outcome; throws PatchConflictError,
- * TransientError, AccessDeniedError or ClusterCredentialsError for failures that the queue retries,
- * and MachineConfigurationError (never retried) for a Machine that cannot be reconciled as it is.
+ * Reconciles the Node an event points at. Returns the outcome; throws the failures the queue retries, and
+ * MachineConfigurationError (never retried) for a Machine that cannot be reconciled as it is.
  */
 export async function reconcileNodeTaints(deps: ReconcileDeps, event: TaintEvent): Promise<ReconcileResult> {
   if (!isNodeTaintEvent(event)) throw new Error(`${event.type} names no Node: reconcile it with reconcileAutoscalerTaints`);
-  // The Node and the Cluster the event names are read beside the owner: one round trip for all three. Both reads are
-  // hints, used only when the owner confirms them.
+  // The Node and the Cluster the event names are read beside the owner, as hints: one round trip for all three.
   const hinted = startHintedNodeRead(deps, event);
   const clusterRead = startClusterRead(deps, event);
   const found = await findOwner(deps, event);
@@ -272,10 +270,7 @@ async function pauseOf(deps: ReconcileDeps, found: Owner, started?: ClusterRead)
   return undefined;
 }
 
-/**
- * A Machine without `status.nodeRef` yet, with the Node the event names when their `spec.providerID`s match (Cluster
- * API's own link, `#shared/domain/node-link.ts`), and the read that showed it.
- */
+/** A Machine without `status.nodeRef`, linked to the event's Node by `spec.providerID` (node-link.ts), and the read. */
 async function linkByProviderId(deps: ReconcileDeps, event: NodeTaintEvent, machine: OwnerFacts, cluster: ClusterRef, hinted: HintedRead | undefined): Promise<{ machine: OwnerFacts; read: NodeRead } | undefined> {
   const candidate = nodeNameOf(event.data);
   if (candidate === undefined || machine.kind === 'MachinePool' || !machine.providerID) return undefined;
