@@ -4,8 +4,7 @@
  */
 import { formatTaint, type Taint } from '#shared/domain/taint.ts';
 import { planAutoscalerTaints, type AutoscalerPlan } from '#shared/domain/autoscaler.ts';
-import type { ScalableResourceEventData, TaintEvent } from '#shared/contract/cloud-event.ts';
-import { clusterKey } from '#shared/contract/cloud-event.ts';
+import { clusterKey, type ScalableResourceEventData, type TaintEvent } from '#shared/contract/cloud-event.ts';
 import { ReconcileOutcome } from '#shared/domain/outcome.ts';
 import { pausedReason } from '#shared/domain/pause.ts';
 import { clusterNameOf, type ScalableResourceFacts } from '#shared/model/views.ts';
