@@ -33,7 +33,7 @@ export interface ComposeArgs {
 
 /** The dependencies of `processBatch`, and the set-up that can be done before the first record. */
 export interface ReconcileComposition extends BatchDeps {
-  /** Discovery and the first-enablement time before the first record; never throws: returns what failed (messages). */
+  /** Discovery and first-enablement time ahead of the first record; never throws: returns what failed, no secret. */
   readonly warmUp: () => Promise<string[]>;
 }
 
