@@ -1,7 +1,4 @@
-/**
- * Builds the reconcile function's dependencies from configuration and clients. Used by the Lambda
- * handler and by the local pipeline (`npm start`), so both run the very same code.
- */
+/** The reconcile function's dependencies from configuration and clients: the Lambda and `npm start` run this code. */
 import { startupGateWarning } from '#shared/domain/ownership.ts';
 import { fromCloudEventBody } from '#shared/adapters/cloudevents/cloud-event-body.ts';
 import { withCallDeadline } from '#shared/adapters/kubernetes/call-deadline.ts';
@@ -26,10 +23,7 @@ import type { BatchDeps } from './process-batch.ts';
 export interface ComposeArgs {
   readonly config: ReconcileConfig;
   readonly clusterMode: 'capi' | 'self';
-  /**
-   * The management cluster (Machines, Events, state); also the Nodes' cluster in `self` mode. A RestConfig in the
-   * Lambda functions, a client-node KubeConfig in the local tools: both are ClusterEndpoints.
-   */
+  /** The management cluster (Machines, Events, state; in `self` mode the Nodes too): a RestConfig or a KubeConfig. */
   readonly managementKubeConfig: ClusterEndpoint;
   readonly workloadKubeConfig: WorkloadKubeConfigLoader;
   readonly sqs: SqsClientSource;
@@ -39,10 +33,7 @@ export interface ComposeArgs {
 
 /** The dependencies of `processBatch`, and the set-up that can be done before the first record. */
 export interface ReconcileComposition extends BatchDeps {
-  /**
-   * Cluster API discovery and the first-enablement time, done ahead of the first record (in the handler's init phase).
-   * Never throws: returns what failed (messages, no credential), which the first record meets again and reports.
-   */
+  /** Discovery and first-enablement time ahead of the first record; never throws: returns what failed, no secret. */
   readonly warmUp: () => Promise<string[]>;
 }
 
@@ -61,6 +52,7 @@ export function composeReconcile(args: ComposeArgs): ReconcileComposition {
     },
     onChosen: (version) => logger.info('Cluster API version chosen by discovery', { capiApiVersion: version }),
   });
+  const callTimeoutMs = (config.apiTimeoutSeconds ?? 10) * 1000;
   const fixed = config.firstEnabledAt; // FIRST_ENABLED_AT, when set, instead of the ConfigMap's record
   const enablement = fixed
     ? { enabledAt: async () => fixed }
@@ -90,8 +82,7 @@ export function composeReconcile(args: ComposeArgs): ReconcileComposition {
     retry: { baseSeconds: config.retryBaseSeconds, maxSeconds: config.retryMaxSeconds },
     random: Math.random,
     reissueAtReceive: Math.max(1, (config.maxReceiveCount ?? 10) - 1),
-    withDeadline: (deadline, fn) => withCallDeadline(deadline, fn, (config.apiTimeoutSeconds ?? 10) * 1000),
-    recordTimeoutMs: (config.apiTimeoutSeconds ?? 10) * 1000,
+    withDeadline: (deadline, fn) => withCallDeadline(Math.min(deadline, Date.now() + callTimeoutMs), fn, callTimeoutMs),
     failingClusters: new FailingClusters(clock),
   };
 }

@@ -1,7 +1,6 @@
 /**
- * Kubernetes Events off each record's critical path: `record` returns at once and the Event is written while the
- * batch goes on; the batch answers only once every Event it started is written or has failed (and logged), so none is
- * dropped by a frozen Lambda.
+ * Kubernetes Events off each record's critical path: `record` returns at once; the batch answers only once every Event
+ * it started is written or has failed (and logged), so none is dropped by a frozen Lambda.
  */
 import type { Logger } from '@aws-lambda-powertools/logger';
 import type { EventRecorder, InvolvedObject } from '#shared/ports/event-recorder.ts';
@@ -30,10 +29,7 @@ export class DeferredEvents implements EventRecorder {
   }
 }
 
-/**
- * Records an Event on a Machine, MachinePool or scalable resource. Never throws, so the outcome stands: in a batch the
- * recorder is DeferredEvents, which logs a failure itself.
- */
+/** Records an Event on a Machine, MachinePool or scalable resource; never throws, so the outcome stands. */
 export async function recordEvent(deps: { readonly recorder: EventRecorder }, object: Omit<InvolvedObject, 'kind'> & { readonly kind?: string }, type: 'Normal' | 'Warning', reason: string, message: string): Promise<void> {
   const involved = { apiVersion: object.apiVersion, kind: object.kind ?? 'Machine', namespace: object.namespace, name: object.name, uid: object.uid };
   await deps.recorder.record(involved, type, reason, message).catch(() => undefined);

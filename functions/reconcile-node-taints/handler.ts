@@ -1,8 +1,7 @@
 /**
- * Lambda entry of the reconcile function (SQS FIFO trigger, ReportBatchItemFailures).
- * Composition root: configuration is read once per cold start (a bad one fails the cold start);
- * dependencies are rebuilt only when the management cluster's credentials are refreshed. The set-up starts in the
- * init phase (the function's README, "Before the first record: the init phase").
+ * Lambda entry of the reconcile function (SQS FIFO, ReportBatchItemFailures). Configuration is read once per cold start
+ * (a bad one fails it); dependencies are rebuilt when the management credentials are refreshed; the set-up starts in
+ * the init phase (the function's README, "Before the first record: the init phase").
  */
 import { setTimeout as delay } from 'node:timers/promises';
 import type { SQSClient } from '@aws-sdk/client-sqs';

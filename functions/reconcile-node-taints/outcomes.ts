@@ -1,7 +1,6 @@
 /**
- * How each outcome of a record is told: its log level, its message and the metric it adds besides `Reconciles`
- * (dimension `Outcome`, which every outcome counts). One table, so that a new outcome cannot be added without saying
- * how it is logged and counted.
+ * Each outcome's log level, message and metric besides `Reconciles` (dimension `Outcome`): one table, so that a new
+ * outcome cannot be added without saying how it is logged and counted.
  */
 import type { Logger } from '@aws-lambda-powertools/logger';
 import { MetricUnit, type Metrics } from '@aws-lambda-powertools/metrics';

@@ -1,7 +1,6 @@
 /**
  * The reconcile function's batch processor, a Powertools `BatchProcessor` that runs message groups (Nodes) in parallel,
  * each group's records in order, and decides each record's fate in one place (the function's README, "Outcomes").
- * Every API call of a record goes through the clusters' guard within the record's deadline.
  */
 import { BatchProcessor, EventType, processPartialResponse } from '@aws-lambda-powertools/batch';
 import { SqsFifoMessageGroupShortCircuitError } from '@aws-lambda-powertools/batch';
@@ -35,20 +34,10 @@ export interface BatchDeps extends ReconcileDeps {
   readonly random: () => number;
   /** A failing record is re-issued once its receive count reaches this (one below the queue's maxReceiveCount). */
   readonly reissueAtReceive?: number;
-  /** Runs `fn` with every Kubernetes API call bounded by `deadline` (epoch ms); default: no bound. */
+  /** Runs a record's `fn`: its API calls, each and all together, end within the call timeout and by `deadline` (ms). */
   readonly withDeadline?: <T>(deadline: number, fn: () => Promise<T>) => Promise<T>;
-  /** All the API calls of one record together end within this (the call timeout); default: the batch's bound only. */
-  readonly recordTimeoutMs?: number;
   /** The container's failing clusters (kept across batches); default: a new set per batch. */
   readonly failingClusters?: FailingClusters;
-}
-
-/**
- * Backoff before a retried record becomes visible again: base × 2^(receives − 1), capped at max,
- * with "equal jitter" (half fixed, half random) so that conflicting writers spread out.
- */
-export function backoffSeconds(receiveCount: number, retry: { baseSeconds: number; maxSeconds: number }, random: () => number): number {
-  return Math.round(backoffDelay(Math.max(1, receiveCount), { base: retry.baseSeconds, max: retry.maxSeconds, jitter: 'equal' }, random));
 }
 
 /** Processes one SQS batch and returns the batch item failures (never throws for a record's failure). */
@@ -104,9 +93,7 @@ class ReconcileBatchProcessor extends BatchProcessor {
         // management cluster (docs/autoscaler.md) and is reconciled whatever its workload cluster does.
         if (isNodeTaintEvent(event)) this.#guard.check(cluster);
         const scalable = event as TaintEvent & { readonly data: ScalableResourceEventData };
-        // All the calls of one record together get one call timeout, within the batch's deadline.
-        const deadline = Math.min(this.#deadline, startedAt + (deps.recordTimeoutMs ?? Infinity));
-        const result = await bounded(deadline, () =>
+        const result = await bounded(this.#deadline, () =>
           isNodeTaintEvent(event) ? reconcileNodeTaints(deps, event) : reconcileAutoscalerTaints(deps, scalable),
         );
         const latencyMs = latencyStages(event, record, this.#startedAt, startedAt, deps.clock.now().getTime());
@@ -119,7 +106,9 @@ class ReconcileBatchProcessor extends BatchProcessor {
       }
       // Expected, retryable failures (conflict, outage, refused identity) are re-issued before the redrive; anything
       // else is a bug or an unknown condition: the redrive brings it to a human.
-      const delay = backoffSeconds(receiveCount, deps.retry, deps.random);
+      // "Equal jitter" (half fixed, half random), so that conflicting writers spread out.
+      const backoff = { base: deps.retry.baseSeconds, max: deps.retry.maxSeconds, jitter: 'equal' } as const;
+      const delay = Math.round(backoffDelay(receiveCount, backoff, deps.random));
       this.#retryLater(record, delay, error instanceof TaintPropagatorError);
       const outcome = error instanceof PatchConflictError ? ReconcileOutcome.conflict : ReconcileOutcome.transientError;
       const reason = error instanceof Error ? error.message : String(error);
@@ -224,10 +213,7 @@ async function deadLetter(record: SQSRecord, deps: BatchDeps, reason: string, er
   reportOutcome(deps, ReconcileOutcome.deadLettered, { messageId: record.messageId, reason, error });
 }
 
-/**
- * Where a written change's time went, stage by stage from the forwarder's observation to the write (ms; the stages are
- * told in docs/runbook.md). A stage whose timestamps the record lacks is left out.
- */
+/** A written change's time per stage in ms (docs/runbook.md); a stage the record lacks a timestamp for is left out. */
 export function latencyStages(event: TaintEvent, record: SQSRecord, batchStartedAt: number, recordStartedAt: number, writtenAt: number): Record<string, number> {
   const at = (v: string | undefined): number => (v?.trim() ? Number(v) : Number.NaN);
   const sent = at(record.attributes.SentTimestamp);

@@ -1,12 +1,10 @@
 /**
- * The scale-from-zero use case (docs/autoscaler.md): one ScalableResource event in, the resource's cluster-autoscaler
- * taints annotation brought in line with what a new Node of it gets, with at most one write. Level-triggered and
- * paused like the Node reconcile.
+ * The scale-from-zero use case (docs/autoscaler.md): one ScalableResource event in, its cluster-autoscaler taints
+ * annotation brought in line with what a new Node of it gets, in at most one write; level-triggered, paused as a Node.
  */
 import { formatTaint, type Taint } from '#shared/domain/taint.ts';
 import { planAutoscalerTaints, type AutoscalerPlan } from '#shared/domain/autoscaler.ts';
-import type { ScalableResourceEventData, TaintEvent } from '#shared/contract/cloud-event.ts';
-import { clusterKey } from '#shared/contract/cloud-event.ts';
+import { clusterKey, type ScalableResourceEventData, type TaintEvent } from '#shared/contract/cloud-event.ts';
 import { ReconcileOutcome } from '#shared/domain/outcome.ts';
 import { pausedReason } from '#shared/domain/pause.ts';
 import { clusterNameOf, type ScalableResourceFacts } from '#shared/model/views.ts';
@@ -14,10 +12,8 @@ import { retryOnConflict, type ReconcileDeps, type ReconcileResult } from './rec
 import { recordEvent } from './deferred-events.ts';
 
 /**
- * Reconciles the autoscaler annotation of the resource the event names. Returns the outcome; throws PatchConflictError
- * (a second conflict in a row) or TransientError for failures the queue retries. A first 409 is retried at once: on a
- * group just created (docs/autoscaler.md) it is nearly always Cluster API's own first writes landing between our read
- * and our write, and the queue's backoff would keep the autoscaler without the group's taints that much longer.
+ * Reconciles the autoscaler annotation of the resource the event names; throws what the queue retries. A first 409 is
+ * retried at once: on a new group it is nearly always Cluster API's own first writes (docs/autoscaler.md).
  */
 export async function reconcileAutoscalerTaints(deps: ReconcileDeps, event: TaintEvent & { readonly data: ScalableResourceEventData }): Promise<ReconcileResult> {
   return retryOnConflict(() => reconcileOnce(deps, event));

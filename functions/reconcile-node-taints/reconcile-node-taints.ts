@@ -1,7 +1,6 @@
 /**
- * The use case: one event in, one Node brought in line with its owner's declared taints, with at most one successful
- * write. Level-triggered, as Cluster API's own `reconcileNode`: the event only names what to look at and the write
- * carries the Node's resourceVersion, so duplicates, reordering and forged events are harmless (the function's README).
+ * The use case: one event in, one Node brought in line with its owner's declared taints, at most one successful write.
+ * Level-triggered, as Cluster API's `reconcileNode`: duplicates, reordering and forged events are harmless (README).
  */
 import { clusterKey, isNodeTaintEvent, parseEventType, type ClusterRef, type NodeTaintEvent, type NodeTaintEventData, type TaintEvent } from '#shared/contract/cloud-event.ts';
 import { declaredTaintsOf, type EffectiveDeclaration } from '#shared/domain/declarations.ts';
@@ -53,7 +52,6 @@ export interface ReconcileResult {
   readonly machine?: string;
   /** A ScalableResource event: `<Kind> <namespace>/<name>` (no Node, no Machine). */
   readonly scalableResource?: string;
-  /** Set instead of `machine` when the Node's declaration comes from a MachinePool. */
   readonly machinePool?: string;
   readonly node?: string;
   /** The Node's resourceVersion as read (the write's precondition), and after our write. */
@@ -70,7 +68,6 @@ export interface ReconcileResult {
   readonly retryInSeconds?: number;
   readonly rollout?: RolloutReport;
   readonly evictions?: { readonly evicted: number; readonly refused: number };
-  /** A NoExecute taint was about to be added or previewed: what its pods would go through (noexecute-preview.ts). */
   readonly noExecutePreview?: NoExecutePreviewResult;
 }
 
@@ -80,19 +77,18 @@ export interface PlannedState {
 }
 
 /**
- * Reconciles the Node an event points at. Returns the outcome; throws PatchConflictError,
- * TransientError, AccessDeniedError or ClusterCredentialsError for failures that the queue retries,
- * and MachineConfigurationError (never retried) for a Machine that cannot be reconciled as it is.
+ * Reconciles the Node an event points at. Returns the outcome; throws the failures the queue retries, and
+ * MachineConfigurationError (never retried) for a Machine that cannot be reconciled as it is.
  */
 export async function reconcileNodeTaints(deps: ReconcileDeps, event: TaintEvent): Promise<ReconcileResult> {
   if (!isNodeTaintEvent(event)) throw new Error(`${event.type} names no Node: reconcile it with reconcileAutoscalerTaints`);
-  // The Node and the Cluster the event names are read beside the owner: one round trip for all three. Both reads are
-  // hints, used only when the owner confirms them.
+  // The Node and the Cluster the event names are read beside the owner, as hints: one round trip for all three.
   const hinted = startHintedNodeRead(deps, event);
   const clusterRead = startClusterRead(deps, event);
   const found = await findOwner(deps, event);
   if ('outcome' in found) return found;
-  const owner = ownerOf(found.machine);
+  const ownerName = `${found.machine.namespace}/${found.machine.name}`;
+  const owner = found.machine.kind === 'MachinePool' ? { machinePool: ownerName } : { machine: ownerName };
   const cluster = clusterOf(deps.settings, found.machine);
   const paused = await pauseOf(deps, found, clusterRead);
   if (paused) return { outcome: ReconcileOutcome.paused, cluster: clusterKey(cluster), ...owner, ...(found.machine.nodeName ? { node: found.machine.nodeName } : {}), reason: paused };
@@ -152,7 +148,6 @@ async function planAndPatch(deps: ReconcileDeps, target: Target, nodes: NodeStor
     return { ...read, outcome: ReconcileOutcome.malformedAnnotation, reason: plan.error.message };
   }
   if (plan.kind === 'unchanged') {
-    // The forwarder saw this declaration invalid before: say that it took, although the Node needed nothing.
     if (recovered) await normal('DeclarationValid', `Taint declaration is valid again; Node ${node.name} is in sync`);
     return { ...read, outcome: ReconcileOutcome.unchanged };
   }
@@ -237,9 +232,8 @@ function startHintedNodeRead(deps: ReconcileDeps, event: NodeTaintEvent): Hinted
 }
 
 /**
- * The hinted read when it read `node` of `cluster` (what the owner confirmed); undefined for any other read or none.
- * Its failure is the needed read's and is thrown, except for unusable credentials, which the ordinary read (undefined
- * here) meets again and reports.
+ * The hinted read when it read `node` of `cluster` (what the owner confirmed), else undefined. Its failure is thrown,
+ * except for unusable credentials, which the ordinary read (undefined here) meets again and reports.
  */
 async function confirmedRead(hinted: HintedRead | undefined, cluster: ClusterRef, node: string): Promise<NodeRead | undefined> {
   if (!hinted || hinted.cluster !== clusterKey(cluster) || hinted.node !== node) return undefined;
@@ -257,9 +251,8 @@ function startClusterRead(deps: ReconcileDeps, event: NodeTaintEvent): ClusterRe
 }
 
 /**
- * Why the owner is paused (its Cluster's `spec.paused`, or the paused annotation of a pause source), or undefined.
- * The Cluster is the one the owner names, in either cluster mode (a self-hosted cluster's Machines belong to a Cluster
- * too); the read started from the event is used when it is of that Cluster.
+ * Why the owner is paused (its Cluster's `spec.paused`, or a pause source's annotation), or undefined. The Cluster is
+ * the owner's, in `self` mode too (README, "Pause"); a read the event started is used when it is of that Cluster.
  */
 async function pauseOf(deps: ReconcileDeps, found: Owner, started?: ClusterRead): Promise<string | undefined> {
   const { machine: owner, pauseSources: sources } = found;
@@ -277,10 +270,7 @@ async function pauseOf(deps: ReconcileDeps, found: Owner, started?: ClusterRead)
   return undefined;
 }
 
-/**
- * A Machine without `status.nodeRef` yet, with the Node the event names when their `spec.providerID`s match (Cluster
- * API's own link, `#shared/domain/node-link.ts`), and the read that showed it.
- */
+/** A Machine without `status.nodeRef`, linked to the event's Node by `spec.providerID` (node-link.ts), and the read. */
 async function linkByProviderId(deps: ReconcileDeps, event: NodeTaintEvent, machine: OwnerFacts, cluster: ClusterRef, hinted: HintedRead | undefined): Promise<{ machine: OwnerFacts; read: NodeRead } | undefined> {
   const candidate = nodeNameOf(event.data);
   if (candidate === undefined || machine.kind === 'MachinePool' || !machine.providerID) return undefined;
@@ -289,22 +279,13 @@ async function linkByProviderId(deps: ReconcileDeps, event: NodeTaintEvent, mach
   return read.node && machineOwnsNode(machine, read.node) ? { machine: { ...machine, nodeName: candidate }, read } : undefined;
 }
 
-/** `machine: <ns>/<name>`, or `machinePool: <ns>/<name>` for a pool's Node: what logs, metrics and results name. */
-function ownerOf(owner: OwnerFacts): { machine: string } | { machinePool: string } {
-  const name = `${owner.namespace}/${owner.name}`;
-  return owner.kind === 'MachinePool' ? { machinePool: name } : { machine: name };
-}
-
 /** The declaration owner of a Node, and the objects whose pause annotation counts: the Machine, its pool, or both. */
 interface Owner {
   readonly machine: OwnerFacts;
   readonly pauseSources: readonly OwnerFacts[];
 }
 
-/**
- * Finds the object whose declaration the event's Node carries — its Machine, or its MachinePool (see
- * `#shared/domain/machine-pool.ts`) — or the outcome that ends the reconcile early.
- */
+/** The Machine or MachinePool whose declaration the event's Node carries, or the outcome that ends the reconcile. */
 async function findOwner(deps: ReconcileDeps, event: NodeTaintEvent): Promise<Owner | ReconcileResult> {
   const data = event.data;
   const deleted = isDeletion(event);

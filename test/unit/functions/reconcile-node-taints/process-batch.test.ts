@@ -1,13 +1,16 @@
 import { ChangeMessageVisibilityCommand, SendMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
+import { KubeConfig } from '@kubernetes/client-node';
 import type { Context } from 'aws-lambda';
 import { mockClient } from 'aws-sdk-client-mock';
 import { beforeEach, describe, expect, it, vi } from 'vitest';
 import { CLUSTER_CONCURRENCY, FailingClusters } from '#functions/reconcile-node-taints/cluster-guard.ts';
-import { processBatch, backoffSeconds, latencyStages, type BatchDeps } from '#functions/reconcile-node-taints/process-batch.ts';
+import { composeReconcile } from '#functions/reconcile-node-taints/compose.ts';
+import { processBatch, latencyStages, type BatchDeps } from '#functions/reconcile-node-taints/process-batch.ts';
 import { SETTLE_RESERVE_MS } from '#functions/reconcile-node-taints/process-batch.ts';
 import { CallTimeoutError, NodeNotFoundError, TransientError } from '#shared/errors.ts';
 import type { ClusterRef } from '#shared/contract/cloud-event.ts';
 import { fromCloudEventBody } from '#shared/adapters/cloudevents/cloud-event-body.ts';
+import { callSignal } from '#shared/adapters/kubernetes/call-deadline.ts';
 import { MemoryClusterConnections, MemoryEventRecorder, MemoryMachineStore } from '#test/support/memory-cluster.ts';
 import { SqsRecordQueue } from '#shared/adapters/sqs/record-queue.ts';
 import type { MachineFacts } from '#shared/model/views.ts';
@@ -416,44 +419,52 @@ describe('Function: processBatch() at the edges of retry', () => {
     expect(deadlines).toEqual([before + 20_000 - SETTLE_RESERVE_MS]);
   });
 
-  it('bounds all the API calls of one record together by recordTimeoutMs (one call timeout), within the invocation\'s time', async () => {
-    // Prepare
-    const { deps, machines, nodes } = setup();
-    // Two workload clusters, one record each.
-    for (const [m, c] of [['m-a', 'wc1'], ['m-b', 'wc2']] as const) {
-      machines.put({ ...machineBuilder().named(m).withNodeName(`node-${m}`).build(), clusterName: c });
-      (c === 'wc1' ? nodes : deps.clusters instanceof MemoryClusterConnections ? deps.clusters.cluster('default/wc2') : nodes).put({ name: `node-${m}`, annotations: {}, taints: [] });
-    }
-    const deadlines: Array<{ deadline: number; at: number }> = [];
-    const shortContext = { ...context, getRemainingTimeInMillis: () => 20_000 } as Context;
-
-    // Act
-    await processBatch(sqsEvent(sqsRecord(machineEvent('default', 'm-a', { nodeName: 'node-m-a' })), sqsRecord(machineEvent('default', 'm-b', { nodeName: 'node-m-b', cluster: { mode: 'capi', namespace: 'default', name: 'wc2' } }), { messageId: 'b' })), shortContext, {
-      ...deps,
-      recordTimeoutMs: 5_000,
-      withDeadline: (deadline, fn) => {
-        deadlines.push({ deadline, at: deps.clock.now().getTime() });
-        return fn();
-      },
+  it('bounds the API calls of one record together by API_TIMEOUT_SECONDS, within the invocation\'s time', async () => {
+    // Prepare: the real composition, a 5 s call timeout; a clock that only the test moves.
+    vi.useFakeTimers({ toFake: ['Date'] });
+    const kc = new KubeConfig();
+    kc.loadFromOptions({
+      clusters: [{ name: 'm', server: 'https://127.0.0.1:1' }],
+      users: [{ name: 'u' }],
+      contexts: [{ name: 'c', cluster: 'm', user: 'u' }],
+      currentContext: 'c',
     });
+    const { withDeadline } = composeReconcile({
+      config: {
+        queueUrl: TEST_QUEUE_URL,
+        deadLetterQueueUrl: TEST_DLQ_URL,
+        dryRun: false,
+        startupTaint: undefined,
+        retryBaseSeconds: 1,
+        retryMaxSeconds: 30,
+        stateNamespace: 'default',
+        firstEnabledAt: undefined,
+        specTaintsOwner: 'upstream',
+        apiTimeoutSeconds: 5,
+      },
+      clusterMode: 'capi',
+      managementKubeConfig: kc,
+      workloadKubeConfig: async () => kc,
+      sqs: new SQSClient({ region: 'eu-west-1' }),
+      logger,
+      metrics,
+    });
+    const aborted = (afterMs: number) => () => {
+      vi.setSystemTime(Date.now() + afterMs);
+      return Promise.resolve(callSignal().aborted);
+    };
 
-    // Assess: each record's own 5 s from its start (by the injected clock), not the batch's 17 s.
-    expect(deadlines.map((d) => d.deadline - d.at)).toEqual([5_000, 5_000]);
-  });
-});
+    try {
+      // Act: a call 4.9 s, and one 5.1 s, into a record whose batch still has 17 s.
+      const early = await withDeadline!(Date.now() + 17_000, aborted(4_900));
+      const late = await withDeadline!(Date.now() + 17_000, aborted(5_100));
+      const batchOver = await withDeadline!(Date.now() + 1_000, aborted(1_100));
 
-describe('Function: backoffSeconds()', () => {
-  it.each([
-    { name: 'first receive, no jitter', receiveCount: 1, random: 0, want: 1 },
-    { name: 'first receive, full jitter', receiveCount: 1, random: 0.999, want: 2 },
-    { name: 'grows with receive count', receiveCount: 4, random: 0, want: 8 },
-    { name: 'is capped at the maximum', receiveCount: 20, random: 0.999, want: 60 },
-  ])('$name', ({ receiveCount, random, want }) => {
-    // Act
-    const seconds = backoffSeconds(receiveCount, { baseSeconds: 2, maxSeconds: 60 }, () => random);
-
-    // Assess
-    expect(seconds).toBe(want);
+      // Assess: the record's calls end 5 s after its start, or with the batch's deadline when that comes first.
+      expect([early, late, batchOver]).toEqual([false, true, true]);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });
 
