@@ -125,7 +125,8 @@ class ReconcileBatchProcessor extends BatchProcessor {
 
   override async process(): Promise<Outcome[]> {
     this.prepare();
-    const results = await Promise.all(byMessageGroup(this.records as SQSRecord[]).map((group) => this.#processGroup(group)));
+    const groups = Map.groupBy(this.records as SQSRecord[], groupOf).values();
+    const results = await Promise.all([...groups].map((group) => this.#processGroup(group)));
     await this.#settle();
     this.clean();
     return results.flat();
@@ -232,10 +233,4 @@ function receiveCountOf(record: SQSRecord): number {
 /** A record's message group (a record without one is a group of its own). */
 function groupOf(record: SQSRecord): string {
   return record.attributes.MessageGroupId ?? `record:${record.messageId}`;
-}
-
-function byMessageGroup(records: readonly SQSRecord[]): SQSRecord[][] {
-  const groups = new Map<string, SQSRecord[]>();
-  for (const record of records) groups.set(groupOf(record), [...(groups.get(groupOf(record)) ?? []), record]);
-  return [...groups.values()];
 }
