@@ -32,18 +32,12 @@ type Obj = Record<string, unknown>;
 const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
 const stringOrUndefined = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
 
-/** Where the text came from, for messages: `cluster` is the key errors carry, `source` a human description. */
-export interface KubeconfigSource {
-  readonly cluster: string;
-  /** e.g. `Secret ns/wc1-kubeconfig` or `SSM parameter /capi/mgmt`. */
-  readonly source: string;
-}
-
 /**
  * Parses and checks an untrusted kubeconfig: returns a RestConfig with the current context's inline credentials only.
- * Throws RefusedKubeconfigError for a refused feature, ClusterCredentialsError for an unusable kubeconfig.
+ * Throws RefusedKubeconfigError for a refused feature, ClusterCredentialsError for an unusable kubeconfig; both name
+ * `from.cluster` (the key errors carry) and `from.source` (e.g. `Secret ns/wc1-kubeconfig`).
  */
-export function kubeConfigFromUntrusted(text: string, from: KubeconfigSource): RestConfig {
+export function kubeConfigFromUntrusted(text: string, from: { cluster: string; source: string }): RestConfig {
   const fail = (detail: string): ClusterCredentialsError => new ClusterCredentialsError(from.cluster, `${from.source} ${detail}`);
   if (Buffer.byteLength(text, 'utf8') > MAX_KUBECONFIG_BYTES) throw fail(`holds more than ${MAX_KUBECONFIG_BYTES} bytes`);
   let doc: unknown;
@@ -60,7 +54,7 @@ export function kubeConfigFromUntrusted(text: string, from: KubeconfigSource): R
   const clusters = entries(doc.clusters, 'cluster');
   const users = entries(doc.users, 'user');
   const contexts = entries(doc.contexts, 'context');
-  clusters.forEach(({ body }, i) => {
+  for (const { index: i, body } of clusters) {
     const refuse = (field: string, why: string): void => void refused.push(`clusters[${i}].cluster.${field} (${why})`);
     if (body['certificate-authority'] !== undefined) refuse('certificate-authority', 'file path');
     const insecure = body['insecure-skip-tls-verify'];
@@ -74,10 +68,11 @@ export function kubeConfigFromUntrusted(text: string, from: KubeconfigSource): R
     } catch (err) {
       refuse('proxy-url', err instanceof ProxyConfigError ? err.message : 'not a valid URL');
     }
-  });
-  users.forEach(({ body }, i) => {
-    for (const [field, why] of Object.entries(REFUSED_USER_FIELDS)) if (body[field] !== undefined) refused.push(`users[${i}].user.${field} (${why})`);
-  });
+  }
+  for (const { index: i, body } of users) {
+    const offences = Object.entries(REFUSED_USER_FIELDS).filter(([field]) => body[field] !== undefined);
+    refused.push(...offences.map(([field, why]) => `users[${i}].user.${field} (${why})`));
+  }
   if (refused.length > 0) throw new RefusedKubeconfigError(from.cluster, from.source, refused);
 
   const currentName = doc['current-context'];
