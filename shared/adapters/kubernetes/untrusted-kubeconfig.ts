@@ -12,21 +12,14 @@ import { ClusterCredentialsError, RefusedKubeconfigError } from '#shared/errors.
 /** Larger than any real kubeconfig (a Secret is at most 1 MiB); bigger input is refused before parsing. */
 const MAX_KUBECONFIG_BYTES = 256 * 1024;
 
-/** Refused fields of `users[].user`, and why (shown in errors). */
-const REFUSED_USER_FIELDS: Readonly<Record<string, string>> = {
-  exec: 'exec plugin',
-  'auth-provider': 'auth provider',
-  'client-certificate': 'file path',
-  'client-key': 'file path',
-  'token-file': 'file path',
-  tokenFile: 'file path',
-  username: 'basic auth',
-  password: 'basic auth',
-  as: 'impersonation',
-  'as-uid': 'impersonation',
-  'as-groups': 'impersonation',
-  'as-user-extra': 'impersonation',
-};
+/** Refused fields of `users[].user`, by the reason shown in errors. */
+const REFUSED_USER_FIELDS: ReadonlyArray<readonly [why: string, fields: readonly string[]]> = [
+  ['exec plugin', ['exec']],
+  ['auth provider', ['auth-provider']],
+  ['file path', ['client-certificate', 'client-key', 'token-file', 'tokenFile']],
+  ['basic auth', ['username', 'password']],
+  ['impersonation', ['as', 'as-uid', 'as-groups', 'as-user-extra']],
+];
 
 type Obj = Record<string, unknown>;
 const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -70,8 +63,9 @@ export function kubeConfigFromUntrusted(text: string, from: { cluster: string; s
     }
   }
   for (const { index: i, body } of users) {
-    const offences = Object.entries(REFUSED_USER_FIELDS).filter(([field]) => body[field] !== undefined);
-    refused.push(...offences.map(([field, why]) => `users[${i}].user.${field} (${why})`));
+    for (const [why, fields] of REFUSED_USER_FIELDS) {
+      refused.push(...fields.filter((f) => body[f] !== undefined).map((f) => `users[${i}].user.${f} (${why})`));
+    }
   }
   if (refused.length > 0) throw new RefusedKubeconfigError(from.cluster, from.source, refused);
 
