@@ -9,11 +9,7 @@ import { oneOf, optionalString, requiredString, type Env } from './env.ts';
 export const ClusterMode = { Capi: 'capi', Self: 'self' } as const;
 export type ClusterMode = (typeof ClusterMode)[keyof typeof ClusterMode];
 
-/**
- * Where the management cluster's credentials come from (MANAGEMENT_AUTH): a kubeconfig file (KUBECONFIG, else the
- * default location; local runs only), an EKS IAM token minted from the function's own role (presigned STS
- * GetCallerIdentity), or a kubeconfig stored in SSM Parameter Store (SecureString) or Secrets Manager.
- */
+/** Where the management cluster's credentials come from (MANAGEMENT_AUTH; docs/deploying.md, "Steps" 3). */
 export type ManagementAccess =
   | { readonly auth: 'kubeconfig'; readonly kubeconfigPath: string | undefined }
   | {

@@ -12,15 +12,9 @@ export interface ForwarderConfig extends SharedSettings {
   readonly clusterMode: ClusterMode;
   /** Length of one window of the rota (a Lambda run's; `npm run forwarder` runs windows one after another). */
   readonly watchWindowSeconds: number;
-  /**
-   * How many members with time left make a new window exit instead of joining (shared/policy/forwarder-rota.ts):
-   * 2 in Lambda, so that one may be killed while another still watches; the local runners default to 1.
-   */
+  /** How many members with time left make a new window exit instead of joining (docs/deploying.md; local runs: 1). */
   readonly watchMembers: number;
-  /**
-   * A member with less than this left of its window no longer counts, so that its successor joins while it still
-   * watches: in Lambda, two schedule intervals (a schedule fires anywhere in its minute) plus a cold start at least.
-   */
+  /** A member with less than this left no longer counts, so that its successor joins in time (docs/deploying.md). */
   readonly watchOverlapSeconds: number;
   /** Period of the full resync that re-announces every object; 0 turns it off. */
   readonly resyncIntervalSeconds: number;

@@ -28,10 +28,7 @@ export interface ReconcileBehaviour extends SharedSettings {
 export interface ReconcileConfig extends ReconcileBehaviour {
   readonly queueUrl: string;
   readonly deadLetterQueueUrl: string;
-  /**
-   * The event queue's redrive `maxReceiveCount` (default 10): a record failing for transient reasons is re-issued one
-   * receive before it, so that only records needing a human reach the dead-letter queue.
-   */
+  /** Redrive `maxReceiveCount` (default 10): a record is re-issued one receive before, so the DLQ gets human cases. */
   readonly maxReceiveCount?: number;
   /** Longest wait for one Kubernetes API call, in seconds (default 10); never beyond the invocation's remaining time. */
   readonly apiTimeoutSeconds?: number;

@@ -93,10 +93,7 @@ export interface EksTokenSourceOptions {
   readonly clock: Clock;
 }
 
-/**
- * A per-cluster token cache: returns the cached token while it is fresh, else a new one (replaced shortly before it
- * expires); concurrent callers share one minting.
- */
+/** A per-cluster token cache: the cached token until shortly before expiry, then a new one concurrent callers share. */
 export function createEksTokenSource(options: EksTokenSourceOptions): () => Promise<EksToken> {
   const { clock, clusterName, region } = options;
   const credentials = options.credentials ?? defaultCredentials();

@@ -1,11 +1,9 @@
 /**
- * The management cluster's RestConfig, from the source MANAGEMENT_AUTH names (shared/config/cluster-access-config.ts;
- * a kubeconfig, stored or in a file, is untrusted: untrusted-kubeconfig.ts). Loaded once per warm container; stored
- * kubeconfigs are re-read after {@link RELOAD_AFTER_MS} so that a rotated one is picked up (the previous one is kept if
- * the re-read fails). No credential, token or kubeconfig content is ever logged or put in an error message.
+ * The management cluster's RestConfig, from the source MANAGEMENT_AUTH names; a kubeconfig, stored or in a file, is
+ * untrusted (untrusted-kubeconfig.ts). Stored kubeconfigs are re-read after {@link RELOAD_AFTER_MS} so that a rotated
+ * one is picked up (the previous one is kept if the re-read fails). No credential, token or kubeconfig content is ever
+ * logged or put in an error message; the SDK clients load only when a stored kubeconfig is read (runtime-sdk.ts).
  */
-// The SDK clients are loaded (runtime-sdk.ts) when a stored kubeconfig is read, so EKS and kubeconfig deployments do
-// not pay their load time at every cold start.
 import type { Logger } from '@aws-lambda-powertools/logger';
 import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
@@ -31,10 +29,7 @@ export interface ManagementKubeConfigDeps {
   readonly logger?: KubeConfigLog;
 }
 
-/**
- * Creates a loader with its own cache (a Lambda handler keeps one per container and calls `load()` per invocation: it
- * is cheap while the cache is fresh); `load()` throws ClusterCredentialsError when no RestConfig can be loaded.
- */
+/** A loader with its own cache, cheap to call per invocation; `load()` throws ClusterCredentialsError on failure. */
 export function createManagementKubeConfigLoader(config: ClusterAccessConfig, deps: ManagementKubeConfigDeps = {}): { load(): Promise<RestConfig> } {
   const access = config.management;
   const clock = deps.clock ?? { now: () => new Date() };
@@ -49,8 +44,7 @@ export function createManagementKubeConfigLoader(config: ClusterAccessConfig, de
         log.info('Loading management kubeconfig', { source: 'kubeconfig', path: access.kubeconfigPath ?? 'default' });
         return fromKubeconfigFile(access.kubeconfigPath);
       case 'eks': {
-        const { clusterName, region } = access;
-        const tokens = createEksTokenSource({ clusterName, region, clock, credentials: deps.credentials });
+        const tokens = createEksTokenSource({ ...access, clock, credentials: deps.credentials });
         log.info('Loading management kubeconfig', { source: 'eks', cluster: access.clusterName, endpoint: access.endpoint });
         const getToken = tokenGetter(tokens, access.clusterName, log);
         // Mint the first token now, so that a credentials problem surfaces at load time.

@@ -34,31 +34,25 @@ async function socksAgent(target: 'http:' | 'https:', proxy: URL, pool: https.Ag
     type: 5 as const,
     ...(proxy.username || proxy.password ? { userId: decodeURIComponent(proxy.username), password: decodeURIComponent(proxy.password) } : {}),
   };
-  /** Opens the SOCKS tunnel to the request's host and port, then hands the socket to `wrap` (TLS for https). */
-  const tunnel = (options: http.ClientRequestArgs, wrap: (socket: Duplex) => Duplex, callback: Connected): void => {
-    SocksClient.createConnection({
-      proxy: socksProxy,
-      command: 'connect',
-      destination: { host: String(options.host ?? options.hostname ?? ''), port: Number(options.port) },
-      timeout: Number(options.timeout) || 30_000,
-    }).then(
-      ({ socket }) => callback(null, wrap(socket)),
-      // The library's error keeps its options (the proxy's password): only its short message goes on.
-      (err: unknown) =>
-        callback(err instanceof Error && typeof (err as { code?: unknown }).code === 'string' ? err : new ProxyTunnelError(err instanceof Error ? err.message : 'SOCKS error'), undefined as never),
-    );
-  };
-  if (target === 'https:') {
-    return new (class SocksHttpsAgent extends https.Agent {
-      override createConnection(options: https.RequestOptions, callback?: Connected): undefined {
-        tunnel(options, (socket) => super.createConnection({ ...options, socket } as https.RequestOptions) as Duplex, callback ?? (() => undefined));
-        return undefined;
-      }
-    })(pool);
-  }
-  return new (class SocksHttpAgent extends http.Agent {
-    override createConnection(options: http.ClientRequestArgs, callback?: Connected): undefined {
-      tunnel(options, (socket) => socket, callback ?? (() => undefined));
+  // The tunnel's socket goes to the request as it is, or (https) through https.Agent's own TLS connection.
+  const Base: typeof http.Agent = target === 'https:' ? https.Agent : http.Agent;
+  return new (class SocksAgent extends Base {
+    override createConnection(options: http.ClientRequestArgs, callback: Connected = () => undefined): undefined {
+      const tls = (socket: Duplex): Duplex =>
+        super.createConnection({ ...options, socket } as https.RequestOptions) as Duplex;
+      SocksClient.createConnection({
+        proxy: socksProxy,
+        command: 'connect',
+        destination: { host: String(options.host ?? options.hostname ?? ''), port: Number(options.port) },
+        timeout: Number(options.timeout) || 30_000,
+      }).then(
+        ({ socket }) => callback(null, target === 'https:' ? tls(socket) : socket),
+        // The library's error keeps its options (the proxy's password): only its short message goes on.
+        (err: unknown) => {
+          const coded = err instanceof Error && typeof (err as { code?: unknown }).code === 'string';
+          callback(coded ? err : new ProxyTunnelError(err instanceof Error ? err.message : 'SOCKS error'), undefined as never);
+        },
+      );
       return undefined;
     }
   })(pool);

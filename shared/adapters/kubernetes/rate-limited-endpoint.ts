@@ -1,7 +1,6 @@
 /**
- * A client-side rate limit on the requests to one cluster, as client-go's `rest.Config` QPS and Burst. The forwarder
- * gives each workload cluster's Node stream one bucket, whatever credentials it reconnects with, so that one failing
- * cluster cannot drive more requests than that (docs/hostile-clusters.md).
+ * A client-side rate limit on the requests to one cluster, as client-go's `rest.Config` QPS and Burst: one bucket per
+ * workload cluster's Node stream, whatever credentials it reconnects with (docs/hostile-clusters.md).
  */
 import { setTimeout as delay } from 'node:timers/promises';
 import type https from 'node:https';

@@ -22,14 +22,13 @@ export interface RestConfigOptions {
 }
 
 export class RestConfig implements ClusterEndpoint {
-  readonly #server: string;
-  readonly #proxyUrl: string | undefined;
+  readonly #cluster: { readonly server: string; readonly proxyUrl?: string };
   readonly #tls: Pick<https.RequestOptions, 'ca' | 'cert' | 'key' | 'servername'>;
   readonly #token: (() => Promise<string>) | undefined;
 
   constructor(o: RestConfigOptions) {
-    this.#server = o.server.replace(/\/+$/, '');
-    this.#proxyUrl = o.proxyUrl === '' ? undefined : o.proxyUrl;
+    const server = o.server.replace(/\/+$/, '');
+    this.#cluster = o.proxyUrl ? { server, proxyUrl: o.proxyUrl } : { server };
     const pem = (b64: string | undefined): Buffer | undefined => (b64 === undefined ? undefined : Buffer.from(b64, 'base64'));
     const ca = pem(o.caData);
     const cert = pem(o.certData);
@@ -40,7 +39,7 @@ export class RestConfig implements ClusterEndpoint {
   }
 
   getCurrentCluster(): { readonly server: string; readonly proxyUrl?: string } {
-    return this.#proxyUrl === undefined ? { server: this.#server } : { server: this.#server, proxyUrl: this.#proxyUrl };
+    return this.#cluster;
   }
 
   async applyToHTTPSOptions(opts: https.RequestOptions): Promise<void> {

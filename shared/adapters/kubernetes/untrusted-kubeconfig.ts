@@ -12,38 +12,25 @@ import { ClusterCredentialsError, RefusedKubeconfigError } from '#shared/errors.
 /** Larger than any real kubeconfig (a Secret is at most 1 MiB); bigger input is refused before parsing. */
 const MAX_KUBECONFIG_BYTES = 256 * 1024;
 
-/** Refused fields of `users[].user`, and why (shown in errors). */
-const REFUSED_USER_FIELDS: Readonly<Record<string, string>> = {
-  exec: 'exec plugin',
-  'auth-provider': 'auth provider',
-  'client-certificate': 'file path',
-  'client-key': 'file path',
-  'token-file': 'file path',
-  tokenFile: 'file path',
-  username: 'basic auth',
-  password: 'basic auth',
-  as: 'impersonation',
-  'as-uid': 'impersonation',
-  'as-groups': 'impersonation',
-  'as-user-extra': 'impersonation',
-};
+/** Refused fields of `users[].user`, by the reason shown in errors. */
+const REFUSED_USER_FIELDS: ReadonlyArray<readonly [why: string, fields: readonly string[]]> = [
+  ['exec plugin', ['exec']],
+  ['auth provider', ['auth-provider']],
+  ['file path', ['client-certificate', 'client-key', 'token-file', 'tokenFile']],
+  ['basic auth', ['username', 'password']],
+  ['impersonation', ['as', 'as-uid', 'as-groups', 'as-user-extra']],
+];
 
 type Obj = Record<string, unknown>;
 const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
 const stringOrUndefined = (v: unknown): string | undefined => (typeof v === 'string' ? v : undefined);
 
-/** Where the text came from, for messages: `cluster` is the key errors carry, `source` a human description. */
-export interface KubeconfigSource {
-  readonly cluster: string;
-  /** e.g. `Secret ns/wc1-kubeconfig` or `SSM parameter /capi/mgmt`. */
-  readonly source: string;
-}
-
 /**
  * Parses and checks an untrusted kubeconfig: returns a RestConfig with the current context's inline credentials only.
- * Throws RefusedKubeconfigError for a refused feature, ClusterCredentialsError for an unusable kubeconfig.
+ * Throws RefusedKubeconfigError for a refused feature, ClusterCredentialsError for an unusable kubeconfig; both name
+ * `from.cluster` (the key errors carry) and `from.source` (e.g. `Secret ns/wc1-kubeconfig`).
  */
-export function kubeConfigFromUntrusted(text: string, from: KubeconfigSource): RestConfig {
+export function kubeConfigFromUntrusted(text: string, from: { cluster: string; source: string }): RestConfig {
   const fail = (detail: string): ClusterCredentialsError => new ClusterCredentialsError(from.cluster, `${from.source} ${detail}`);
   if (Buffer.byteLength(text, 'utf8') > MAX_KUBECONFIG_BYTES) throw fail(`holds more than ${MAX_KUBECONFIG_BYTES} bytes`);
   let doc: unknown;
@@ -60,7 +47,7 @@ export function kubeConfigFromUntrusted(text: string, from: KubeconfigSource): R
   const clusters = entries(doc.clusters, 'cluster');
   const users = entries(doc.users, 'user');
   const contexts = entries(doc.contexts, 'context');
-  clusters.forEach(({ body }, i) => {
+  for (const { index: i, body } of clusters) {
     const refuse = (field: string, why: string): void => void refused.push(`clusters[${i}].cluster.${field} (${why})`);
     if (body['certificate-authority'] !== undefined) refuse('certificate-authority', 'file path');
     const insecure = body['insecure-skip-tls-verify'];
@@ -74,10 +61,12 @@ export function kubeConfigFromUntrusted(text: string, from: KubeconfigSource): R
     } catch (err) {
       refuse('proxy-url', err instanceof ProxyConfigError ? err.message : 'not a valid URL');
     }
-  });
-  users.forEach(({ body }, i) => {
-    for (const [field, why] of Object.entries(REFUSED_USER_FIELDS)) if (body[field] !== undefined) refused.push(`users[${i}].user.${field} (${why})`);
-  });
+  }
+  for (const { index: i, body } of users) {
+    for (const [why, fields] of REFUSED_USER_FIELDS) {
+      refused.push(...fields.filter((f) => body[f] !== undefined).map((f) => `users[${i}].user.${f} (${why})`));
+    }
+  }
   if (refused.length > 0) throw new RefusedKubeconfigError(from.cluster, from.source, refused);
 
   const currentName = doc['current-context'];

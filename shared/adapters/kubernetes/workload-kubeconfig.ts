@@ -1,7 +1,6 @@
 /**
- * Workload-cluster credentials by Cluster API's convention: the kubeconfig in key `value` of the Secret
- * `<cluster>-kubeconfig`, or of the product's own `<cluster>-taint-propagator-kubeconfig` next to it when it exists
- * (docs/security.md), read as untrusted (untrusted-kubeconfig.ts). Cached per Secret resourceVersion, so that rotated
+ * Workload-cluster credentials: key `value` of the Secret `<cluster>-taint-propagator-kubeconfig`, else CAPI's
+ * `<cluster>-kubeconfig` (docs/security.md), read as untrusted. Cached per Secret resourceVersion, so that rotated
  * credentials are picked up on the next `get` without rebuilding clients for unchanged Secrets.
  */
 import type { V1Secret } from '@kubernetes/client-node';

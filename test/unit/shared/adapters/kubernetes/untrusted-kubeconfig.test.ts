@@ -110,6 +110,24 @@ describe('kubeConfigFromUntrusted()', () => {
     expect(error.refused).toEqual(['users[1].user.exec (exec plugin)', 'users[1].user.client-key (file path)']);
   });
 
+  it('numbers a refused entry by its place in the text when an unnamed entry comes first', () => {
+    // Prepare: unnamed entries are skipped, but still count for the position an error names
+    const doc = JSON.parse(kubeconfig({}, { token: TOKEN })) as { clusters: unknown[]; users: unknown[] };
+    doc.clusters.unshift({ cluster: { server: 'https://unnamed.example' } });
+    doc.users.unshift({ user: { token: TOKEN } });
+    doc.clusters.push({ name: 'other', cluster: { 'certificate-authority': SECRET_FILE } });
+    doc.users.push({ name: 'other', user: { exec: { command: '/bin/sh' } } });
+
+    // Act
+    const error = refusal(JSON.stringify(doc));
+
+    // Assess
+    expect(error.refused).toEqual([
+      'clusters[2].cluster.certificate-authority (file path)',
+      'users[2].user.exec (exec plugin)',
+    ]);
+  });
+
   it.each([
     { kind: 'a token', user: { token: TOKEN }, expectAuth: `Bearer ${TOKEN}`, expectCert: false },
     { kind: 'a client certificate', user: { 'client-certificate-data': CERT, 'client-key-data': KEY }, expectAuth: undefined, expectCert: true },
