@@ -76,8 +76,7 @@ export function ensureNodeTaint(taints: readonly Taint[], wanted: MachineTaint):
   const index = taints.findIndex((t) => isSameTaint(t, wanted));
   const desired = toNodeTaint(wanted);
   if (index === -1) return { taints: [...taints, desired], changed: true };
-  const current = taints[index] as Taint;
-  if (valueOf(current) === valueOf(wanted)) return { taints, changed: false };
+  if (valueOf(taints[index] as Taint) === valueOf(wanted)) return { taints, changed: false };
   return { taints: taints.map((t, i) => (i === index ? desired : t)), changed: true };
 }
 

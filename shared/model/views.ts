@@ -243,10 +243,7 @@ function taintsOf(raw: unknown): readonly Taint[] | undefined {
   const readable = (t: unknown): t is Record<string, unknown> & { key: string; effect: string } => isObject(t) && typeof t.key === 'string' && typeof t.effect === 'string';
   if (!Array.isArray(raw) || !raw.every(readable)) return undefined;
   if (raw.length === 0) return NO_TAINTS;
-  return raw.map((t) => {
-    const [value, timeAdded] = [str(t.value), kubeTime(t.timeAdded)];
-    return { key: t.key, ...(value ? { value } : {}), effect: t.effect, ...(timeAdded ? { timeAdded } : {}) };
-  });
+  return raw.map((t) => ({ key: t.key, value: str(t.value), effect: t.effect, timeAdded: kubeTime(t.timeAdded) }));
 }
 
 /** A time as the API's JSON has it (RFC 3339); a Date (client-node's model) in the same form. */
