@@ -1,7 +1,6 @@
 /**
- * Where a Machine's taints come from (docs/declaring-taints.md): `spec.taints` and three annotations of entries
- * `key[=value]:Effect[@Propagation]`, `key[=value]:NoExecute@Preview` (evictions reported, never applied; issue 51) and
- * `key:Effect-` (cancel), merged by key+effect with a fixed precedence, every source validated as upstream does.
+ * Where a Machine's taints come from (docs/declaring-taints.md): `spec.taints` and three annotations (`@Preview`
+ * entries reported, never applied: issue 51), merged by key+effect with a fixed precedence, validated as upstream does.
  */
 import type { DeclarationIssue } from '#shared/errors.ts';
 import { DECLARATION_ANNOTATIONS, type DeclarationAnnotation } from './declaration-keys.ts';
@@ -51,8 +50,7 @@ const ENTRY = /^(?<key>[^=:@]*)(?:=(?<value>[^:@]*))?:(?<effect>[^:@-]*)(?:@(?<p
 const CANCEL = /^(?<key>[^=:@]*):(?<effect>[^:@]*)-$/;
 
 /**
- * Parses one declaration annotation. Returns the entries, or issues for entries that are not of the
- * documented syntax (field = `metadata.annotations[<key>]`).
+ * Parses one declaration annotation. Returns the entries, and an issue per entry not of the documented syntax.
  * @example parseTaintAnnotation('gpu=a100:NoSchedule, spot:PreferNoSchedule@OnInitialization', 'a').entries.length // 2
  */
 export function parseTaintAnnotation(value: string, annotation: string): { entries: AnnotationEntry[]; issues: DeclarationIssue[] } {
@@ -70,7 +68,7 @@ export function parseTaintAnnotation(value: string, annotation: string): { entri
   value.split(',').forEach((rawEntry, i) => {
     const entry = rawEntry.trim();
     if (entry === '') {
-      if (value.trim() !== '') issues.push({ field: `${field}[${i}]`, rule: 'syntax', message: 'empty entry' });
+      if (trimmed !== '') issues.push({ field: `${field}[${i}]`, rule: 'syntax', message: 'empty entry' });
       return;
     }
     const cancel = CANCEL.exec(entry)?.groups;
@@ -93,9 +91,8 @@ export function parseTaintAnnotation(value: string, annotation: string): { entri
 }
 
 /**
- * Computes a Machine's effective taints from all sources. Returns the merged declaration, or every
- * issue of every source (an invalid source never yields a partial declaration).
- * Precedence on a key+effect clash: `spec.taints` > `…/machine` > `…/cluster` > `…/class`.
+ * Computes a Machine's effective taints from all sources (`spec.taints` > `…/machine` > `…/cluster` > `…/class`).
+ * Returns the merged declaration, or every issue of every source (an invalid source never yields a partial one).
  */
 export function declaredTaintsOf(
   machine: { readonly specTaints: unknown; readonly annotations: Readonly<Record<string, string>>; readonly labels: Readonly<Record<string, string>> },

@@ -1,8 +1,6 @@
 /**
  * True when the Machine's declaration applies to this Node (same workload cluster assumed; the caller checks it), by
- * Cluster API's own rule: `status.nodeRef` names the Node once linked and always wins; before that, the Node whose
- * non-empty `spec.providerID` equals the Machine's, the match Cluster API links by, so the product taints a joining
- * Node as early as Cluster API can (docs/side-by-side.md, joining Nodes).
+ * Cluster API's link: `status.nodeRef`, else the same non-empty `spec.providerID` (docs/side-by-side.md, joining Node).
  */
 export function machineOwnsNode(
   machine: { readonly nodeName?: string | undefined; readonly providerID?: string | undefined },

@@ -1,7 +1,6 @@
 /**
  * One owner per taint next to upstream Cluster API (docs/next-to-cluster-api.md): upstream owns `spec.taints`, the
- * product its annotations, each tracked in its own annotation, so there is no write war. A taint that becomes
- * upstream's is handed over (it leaves the product's annotation, stays on the Node), so a migration never flaps.
+ * product its annotations, each tracked in its own (no write war); a taint moving to upstream is handed over (no flap).
  */
 import type { EffectiveDeclaration } from './declarations.ts';
 import { planNodeTaints, type NodeTaintPlan, type PlanInput, type PlannedNode } from './taint-plan.ts';
@@ -73,8 +72,8 @@ export function planOwnedTaints(
     annotation: OWN_TRACKING_ANNOTATION,
     handedOver: ownership.upstreamIds,
     holdStartupTaint: ownership.awaitingUpstream,
-    ...(options.startupTaint ? { startupTaint: options.startupTaint } : {}),
-    ...(options.adoptAsInitialized ? { adoptAsInitialized: true } : {}),
+    startupTaint: options.startupTaint,
+    adoptAsInitialized: options.adoptAsInitialized,
   });
   return { plan, ownership };
 }

@@ -26,14 +26,9 @@ export type PropagationResult =
   | { readonly ok: false; readonly error: MalformedTrackingAnnotationError };
 
 /**
- * Applies a Machine's taints to a Node's state.
- * - Always taints are ensured (added, or value corrected in place) and tracked in the annotation;
- * - OnInitialization taints are ensured only while the Node has no tracking annotation;
- * - taints tracked earlier but no longer declared are removed (all values of that key+effect), except those
- *   handed over to another owner (`options.handedOver`): they only leave the annotation;
- * - nothing else is touched.
- * Returns `changed: true` when taints or the annotation differ from the input. A tracking annotation
- * entry that must be removed but is not `key:effect` yields `ok: false` (no write may happen).
+ * Applies a Machine's taints to a Node's state by upstream's rules (upstream-capi.md §3.3); a tracked taint handed
+ * over (`options.handedOver`) only leaves the annotation. Returns `changed: true` when taints or the annotation differ,
+ * `ok: false` when an entry to remove is not `key:effect` (no write may happen).
  * @example
  * propagateMachineTaints({ taints: [], annotations: {} }, [{ key: 'gpu', effect: 'NoSchedule', propagation: 'Always' }])
  * // { ok: true, changed: true, state: { taints: [{ key: 'gpu', effect: 'NoSchedule' }], annotations: { 'cluster.x-k8s.io/taints-from-machine': 'gpu:NoSchedule' } } }
@@ -81,8 +76,7 @@ export function ensureNodeTaint(taints: readonly Taint[], wanted: MachineTaint):
   const index = taints.findIndex((t) => isSameTaint(t, wanted));
   const desired = toNodeTaint(wanted);
   if (index === -1) return { taints: [...taints, desired], changed: true };
-  const current = taints[index] as Taint;
-  if (valueOf(current) === valueOf(wanted)) return { taints, changed: false };
+  if (valueOf(taints[index] as Taint) === valueOf(wanted)) return { taints, changed: false };
   return { taints: taints.map((t, i) => (i === index ? desired : t)), changed: true };
 }
 

@@ -83,9 +83,8 @@ export function planNodeTaints(input: PlanInput): NodeTaintPlan {
   const after = result.state;
   const annotationBefore = before.annotations[annotation];
   const annotationAfter = after.annotations[annotation];
-  const taintsChanged = after.taints !== before.taints;
   const annotationChanged = annotationBefore !== annotationAfter;
-  if (!taintsChanged && !annotationChanged) return { kind: 'unchanged', state: before };
+  if (after.taints === before.taints && !annotationChanged) return { kind: 'unchanged', state: before };
   return {
     kind: 'patch',
     before,

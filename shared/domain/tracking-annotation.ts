@@ -12,8 +12,7 @@ export function encodeOwnedTaints(ids: Iterable<string>): string {
 }
 
 /**
- * Decodes the annotation value into its entries, as upstream does: no trimming, empty entries
- * dropped, duplicates folded. Entries are not interpreted here (see `parseOwnedTaintId`).
+ * Decodes the annotation value into its raw entries, as upstream: no trimming, empty ones dropped, duplicates folded.
  * @example decodeOwnedTaints('a:NoSchedule,,a:NoSchedule') // Set { 'a:NoSchedule' }
  */
 export function decodeOwnedTaints(value: string): Set<string> {

@@ -55,7 +55,8 @@ export function validateMachineTaints(
     }
   });
   if (issues.length > 0) return { valid: false, issues };
-  return { valid: true, taints: (raw as Record<string, unknown>[]).map(toMachineTaint) };
+  const taint = ({ key, effect, propagation, value }: MachineTaint) => ({ key, effect, propagation, value });
+  return { valid: true, taints: (raw as MachineTaint[]).map(taint) };
 }
 
 /** Validates one taint; returns its issues (empty when valid). */
@@ -132,11 +133,6 @@ export function labelKeyIssues(key: string, field: string): DeclarationIssue[] {
     issues.push({ field, rule: 'labelKey', message: 'name part must consist of alphanumerics, "-", "_" or ".", and start and end with an alphanumeric' });
   }
   return issues;
-}
-
-function toMachineTaint(raw: Record<string, unknown>): MachineTaint {
-  const taint = { key: raw.key as string, effect: raw.effect as TaintEffect, propagation: raw.propagation as Propagation };
-  return typeof raw.value === 'string' ? { ...taint, value: raw.value } : taint;
 }
 
 /**

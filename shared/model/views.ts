@@ -139,13 +139,14 @@ function kept(map: Readonly<Record<string, string>>, keys: readonly string[]): R
   return Object.keys(out).length > 0 ? out : NONE;
 }
 
-/** The facts every Cluster API object shares; undefined when malformed or not namespaced. */
-function capiObject(o: unknown): (CapiObjectFacts & { parsed: ObjectParts }) | undefined {
+/** The common facts of a Cluster API object, then `read`'s of its parts; undefined when malformed or not namespaced. */
+function capiObject<K extends string, T>(kind: K, o: unknown, read: (p: ObjectParts) => T) {
   const p = objectParts(o);
   if (!p?.namespace) return undefined;
   const apiVersion = str(obj(o).apiVersion) ?? '';
   const clusterName = str(p.spec.clusterName);
   return {
+    kind,
     apiVersion: API_VERSIONS.get(apiVersion) ?? apiVersion,
     namespace: p.namespace,
     name: p.name,
@@ -155,42 +156,33 @@ function capiObject(o: unknown): (CapiObjectFacts & { parsed: ObjectParts }) | u
     labels: kept(p.labels, VIEW_LABELS),
     annotations: kept(p.annotations, VIEW_ANNOTATIONS),
     deleting: p.deleting,
-    parsed: p,
+    ...read(p),
   };
 }
 
 /** Reads a Machine (cluster.x-k8s.io JSON, any served version); undefined when malformed. */
 export function toMachineFacts(o: unknown): MachineFacts | undefined {
-  const c = capiObject(o);
-  if (!c) return undefined;
-  const { parsed: p, ...common } = c;
-  const nodeName = str(obj(p.status.nodeRef).name);
-  const providerID = nodeName ? undefined : str(p.spec.providerID);
-  return {
-    kind: 'Machine',
-    ...common,
-    specTaints: p.spec.taints ?? null,
-    ...(nodeName ? { nodeName } : {}),
-    ...(providerID ? { providerID } : {}),
-  };
+  return capiObject('Machine', o, (p) => {
+    const nodeName = str(obj(p.status.nodeRef).name);
+    return { specTaints: p.spec.taints ?? null, nodeName, providerID: nodeName ? undefined : str(p.spec.providerID) };
+  });
 }
 
 /** Reads a MachinePool (cluster.x-k8s.io JSON, any served version); undefined when malformed. */
 export function toMachinePoolFacts(o: unknown): MachinePoolFacts | undefined {
-  const c = capiObject(o);
-  if (!c) return undefined;
-  const { parsed: p, ...common } = c;
-  const template = obj(p.spec.template);
-  const nodeRefs = Array.isArray(p.status.nodeRefs) ? p.status.nodeRefs : [];
-  const nodeNames = [...new Set(nodeRefs.map((r) => str(obj(r).name)).filter((n): n is string => n !== undefined))].sort();
-  const declared = poolDeclarations({ annotations: p.annotations, templateAnnotations: stringMap(obj(template.metadata).annotations) }, [...DECLARATION_ANNOTATIONS, ROLLOUT_ANNOTATION]);
-  return {
-    kind: 'MachinePool',
-    ...common,
-    annotations: { ...common.annotations, ...declared },
-    specTaints: obj(template.spec).taints ?? null,
-    nodeNames,
-  };
+  return capiObject('MachinePool', o, (p) => {
+    const template = obj(p.spec.template);
+    const nodeRefs = Array.isArray(p.status.nodeRefs) ? p.status.nodeRefs : [];
+    const nodeNames = nodeRefs.map((r) => str(obj(r).name)).filter((n): n is string => n !== undefined);
+    const templateAnnotations = stringMap(obj(template.metadata).annotations);
+    const keys = [...DECLARATION_ANNOTATIONS, ROLLOUT_ANNOTATION];
+    const declared = poolDeclarations({ annotations: p.annotations, templateAnnotations }, keys);
+    return {
+      annotations: { ...kept(p.annotations, VIEW_ANNOTATIONS), ...declared },
+      specTaints: obj(template.spec).taints ?? null,
+      nodeNames: [...new Set(nodeNames)].sort(),
+    };
+  });
 }
 
 /** The Cluster an object belongs to: `spec.clusterName`, else its `cluster.x-k8s.io/cluster-name` label. */
@@ -206,20 +198,17 @@ export function isPaused(facts: WatchedFacts): boolean {
 
 /** Reads a MachineDeployment or MachineSet (cluster.x-k8s.io JSON, any served version); undefined when malformed. */
 export function toScalableFacts(kind: ScalableFacts['kind'], o: unknown): ScalableFacts | undefined {
-  const c = capiObject(o);
-  if (!c) return undefined;
-  const { parsed: p, ...common } = c;
-  const template = obj(p.spec.template);
-  const templateMeta = obj(template.metadata);
-  const owners: unknown[] = Array.isArray(p.metadata.ownerReferences) ? p.metadata.ownerReferences : [];
-  return {
-    kind,
-    ...common,
-    specTaints: obj(template.spec).taints ?? null,
-    templateAnnotations: kept(stringMap(templateMeta.annotations), DECLARATION_ANNOTATIONS),
-    templateLabels: kept(stringMap(templateMeta.labels), [CONTROL_PLANE_LABEL]),
-    ownedByMachineDeployment: owners.some((r) => obj(r).kind === 'MachineDeployment'),
-  };
+  return capiObject(kind, o, (p) => {
+    const template = obj(p.spec.template);
+    const templateMeta = obj(template.metadata);
+    const owners: unknown[] = Array.isArray(p.metadata.ownerReferences) ? p.metadata.ownerReferences : [];
+    return {
+      specTaints: obj(template.spec).taints ?? null,
+      templateAnnotations: kept(stringMap(templateMeta.annotations), DECLARATION_ANNOTATIONS),
+      templateLabels: kept(stringMap(templateMeta.labels), [CONTROL_PLANE_LABEL]),
+      ownedByMachineDeployment: owners.some((r) => obj(r).kind === 'MachineDeployment'),
+    };
+  });
 }
 
 /** Reads a MachineDeployment, MachineSet or MachinePool of `kind`; undefined when malformed. */
@@ -231,18 +220,16 @@ export function toScalableResourceFacts(kind: ScalableResourceFacts['kind'], o: 
 export function toNodeFacts(o: unknown): NodeFacts | undefined {
   const p = objectParts(o);
   if (!p) return undefined;
-  const creationTimestamp = kubeTime(p.metadata.creationTimestamp);
-  const providerID = str(p.spec.providerID);
   return {
     kind: 'Node',
     name: p.name,
     uid: p.uid,
     resourceVersion: p.resourceVersion,
-    ...(creationTimestamp ? { creationTimestamp } : {}),
+    creationTimestamp: kubeTime(p.metadata.creationTimestamp),
     labels: kept(p.labels, NODE_LABELS),
     annotations: kept(p.annotations, NODE_ANNOTATIONS),
     taints: taintsOf(p.spec.taints),
-    ...(providerID ? { providerID } : {}),
+    providerID: str(p.spec.providerID),
     writers: writersOf(p.metadata.managedFields),
   };
 }
@@ -256,10 +243,7 @@ function taintsOf(raw: unknown): readonly Taint[] | undefined {
   const readable = (t: unknown): t is Record<string, unknown> & { key: string; effect: string } => isObject(t) && typeof t.key === 'string' && typeof t.effect === 'string';
   if (!Array.isArray(raw) || !raw.every(readable)) return undefined;
   if (raw.length === 0) return NO_TAINTS;
-  return raw.map((t) => {
-    const [value, timeAdded] = [str(t.value), kubeTime(t.timeAdded)];
-    return { key: t.key, ...(value ? { value } : {}), effect: t.effect, ...(timeAdded ? { timeAdded } : {}) };
-  });
+  return raw.map((t) => ({ key: t.key, value: str(t.value), effect: t.effect, timeAdded: kubeTime(t.timeAdded) }));
 }
 
 /** A time as the API's JSON has it (RFC 3339); a Date (client-node's model) in the same form. */
@@ -269,7 +253,7 @@ function kubeTime(v: unknown): string | undefined {
 }
 
 /** Who last wrote `spec.taints` and the own tracking annotation (managedFields); anything ambiguous is left out. */
-function writersOf(managedFields: unknown): { taints?: string; ownTrackingAnnotation?: string } {
+function writersOf(managedFields: unknown): NodeFacts['writers'] {
   const taints = new Set<string>();
   const annotation = new Set<string>();
   for (const entry of Array.isArray(managedFields) ? managedFields : []) {
@@ -278,9 +262,7 @@ function writersOf(managedFields: unknown): { taints?: string; ownTrackingAnnota
     if (obj(obj(entry.fieldsV1['f:metadata'])['f:annotations'])[`f:${OWN_TRACKING_ANNOTATION}`] !== undefined) annotation.add(entry.manager);
   }
   const only = (set: Set<string>) => (set.size === 1 ? [...set][0] : undefined);
-  const t = only(taints);
-  const a = only(annotation);
-  return { ...(t ? { taints: t } : {}), ...(a ? { ownTrackingAnnotation: a } : {}) };
+  return { taints: only(taints), ownTrackingAnnotation: only(annotation) };
 }
 
 /** Reads a CAPI Cluster (v1beta1 or v1beta2 JSON); undefined when malformed. */
