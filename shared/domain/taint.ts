@@ -67,6 +67,10 @@ export function taintId(taint: TaintId): string {
   return `${taint.key}:${taint.effect}`;
 }
 
+/**
+ * Whether two taints are the same taint to Kubernetes: the same key and effect, whatever their values.
+ * @example isSameTaint({ key: 'gpu', effect: 'NoSchedule' }, { key: 'gpu', effect: 'NoExecute' }) // false
+ */
 export function isSameTaint(a: TaintId, b: TaintId): boolean {
   return a.key === b.key && a.effect === b.effect;
 }
