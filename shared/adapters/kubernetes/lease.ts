@@ -151,10 +151,7 @@ export class KubernetesLeaderLease implements LeaderLease, ForwarderRota {
     };
   }
 
-  /**
-   * Bounds one Lease operation (read + write) so that it ends well within the lease duration: a hung
-   * call fails like an unreachable API server instead of holding leadership decisions.
-   */
+  /** Bounds one operation (read + write) well within the lease duration: a hung call fails, holding no decision. */
   private bounded<T>(fn: () => Promise<T>): Promise<T> {
     const durationMs = this.o.leaseDurationSeconds * 1000;
     return withCallDeadline(Date.now() + durationMs * 0.6, fn, Math.max(1_000, durationMs / 3));
@@ -180,37 +177,33 @@ export class KubernetesLeaderLease implements LeaderLease, ForwarderRota {
 
   renew(checkpoint: Checkpoint): Promise<boolean> {
     return this.bounded(async () => {
-      for (let attempt = 0; attempt < CONFLICT_ATTEMPTS; attempt++) {
-        try {
-          const lease = await this.read();
-          if (!lease || (lease.spec?.holderIdentity ?? '') !== this.identity) return false;
-          await this.call('PUT', this.body(lease, checkpoint, this.identity));
-          this.lastRenewedAt = this.now().getTime();
-          return true;
-        } catch (err) {
-          if (statusOf(err) === 409) continue; // someone wrote in between; re-read and decide again
-          // A failed renewal keeps leadership only while the last successful one is still valid.
-          return this.now().getTime() - this.lastRenewedAt < this.o.leaseDurationSeconds * 1000 * 0.8;
-        }
+      try {
+        return await this.putHeld(checkpoint, this.identity);
+      } catch {
+        // A failed renewal keeps leadership only while the last successful one is still valid.
+        return this.now().getTime() - this.lastRenewedAt < this.o.leaseDurationSeconds * 1000 * 0.8;
       }
-      return false;
     });
   }
 
   release(checkpoint: Checkpoint): Promise<void> {
-    return this.bounded(async () => {
-      for (let attempt = 0; attempt < CONFLICT_ATTEMPTS; attempt++) {
-        const lease = await this.read();
-        if (!lease || (lease.spec?.holderIdentity ?? '') !== this.identity) return;
-        try {
-          await this.call('PUT', this.body(lease, checkpoint, ''));
-          return;
-        } catch (err) {
-          if (statusOf(err) === 409 && attempt < CONFLICT_ATTEMPTS - 1) continue; // a member's heartbeat in between
-          throw toProductError(`releasing ${this.where}`, err);
-        }
+    return this.bounded(async () => void (await this.putHeld(checkpoint, '')));
+  }
+
+  /** Writes the Lease with `holder` (this member to renew, '' to release); false when this member does not hold it. */
+  private async putHeld(checkpoint: Checkpoint, holder: string): Promise<boolean> {
+    for (let attempt = 1; ; attempt++) {
+      const lease = await this.read();
+      if (!lease || (lease.spec?.holderIdentity ?? '') !== this.identity) return false;
+      try {
+        await this.call('PUT', this.body(lease, checkpoint, holder));
+        this.lastRenewedAt = this.now().getTime();
+        return true;
+      } catch (err) {
+        // 409: someone (a member's heartbeat) wrote in between; re-read and decide again.
+        if (statusOf(err) !== 409 || attempt === CONFLICT_ATTEMPTS) throw toProductError(`writing ${this.where}`, err);
       }
-    });
+    }
   }
 
   updateMembers(change: Parameters<ForwarderRota['updateMembers']>[0]): Promise<LeaseRecord> {
@@ -225,7 +218,6 @@ export class KubernetesLeaderLease implements LeaderLease, ForwarderRota {
         };
         const members = change(record, this.now());
         if (members === undefined) return record;
-        // Of a Lease that exists only the annotation changes: holder, renewTime and checkpoint stay as written.
         const base = lease ?? this.body(undefined, {}, '');
         const annotations = { ...base.metadata?.annotations, [MEMBERS_ANNOTATION]: encodeMembers(members) };
         try {
