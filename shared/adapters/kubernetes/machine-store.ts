@@ -29,12 +29,10 @@ const LIST_PAGE_SIZE = 500;
 export class KubernetesMachineStore implements MachineStore {
   readonly #endpoint: ClusterEndpoint;
   readonly #capi: CapiApi;
-  readonly #pageSize: number;
 
-  constructor(endpoint: ClusterEndpoint, capi: CapiApi, options: { readonly listPageSize?: number } = {}) {
+  constructor(endpoint: ClusterEndpoint, capi: CapiApi) {
     this.#endpoint = endpoint;
     this.#capi = capi;
-    this.#pageSize = options.listPageSize ?? LIST_PAGE_SIZE;
   }
 
   getMachine(namespace: string, name: string): Promise<MachineFacts | undefined> {
@@ -66,15 +64,11 @@ export class KubernetesMachineStore implements MachineStore {
   async countMachines(namespace: string, labelSelector: string): Promise<number> {
     return this.#inServedVersion(`Counting Machines with ${labelSelector}`, async (version) => {
       const path = collectionPath(MACHINES, version, namespace);
-      return (await kubeList<unknown>(this.#endpoint, path, { labelSelector }, this.#pageSize)).length;
+      return (await kubeList<unknown>(this.#endpoint, path, { labelSelector }, LIST_PAGE_SIZE)).length;
     });
   }
 
-  /**
-   * One object, parsed, or undefined when it does not exist. MachinePools answer undefined when they are not served at
-   * all (a Cluster API without the CRD): no pool owns the Node. A 2xx that `parse` rejects (a broken proxy or a
-   * hostile server) is no answer from the cluster: transient, as in node-store.ts.
-   */
+  /** A 2xx that `parse` rejects (a broken proxy or a hostile server) is no answer: transient, as in node-store.ts. */
   async #get<T>(resource: Resource, namespace: string, name: string, parse: Parse<T>): Promise<T | undefined> {
     const operation = `Reading ${resource.kind} ${namespace}/${name}`;
     const object = await this.#inServedVersion(operation, async (version) => {
@@ -101,7 +95,7 @@ export class KubernetesMachineStore implements MachineStore {
     return this.#inServedVersion(operation, async (version) => {
       const path = collectionPath(resource, version, namespace);
       try {
-        return await kubeList<unknown>(this.#endpoint, path, query, this.#pageSize);
+        return await kubeList<unknown>(this.#endpoint, path, query, LIST_PAGE_SIZE);
       } catch (error) {
         if (resource === MACHINE_POOLS && statusOf(error) === 404) return []; // MachinePools not served: no pool
         throw error;
