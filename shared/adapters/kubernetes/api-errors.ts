@@ -47,24 +47,24 @@ export function statusDetail(status: number, body: unknown): string {
   return text === '' ? `HTTP ${status}` : `HTTP ${status}: ${escapedText(text, 300)}`;
 }
 
-/** The one table from an API status to the product's error; 429, 5xx and unexpected codes are transient. */
-export function errorForStatus(status: number, operation: string, detail: string, options: { readonly cause?: unknown; readonly resourceVersion?: string } = {}): Error {
+/** The one table from an API status to the product's error; 429, 5xx, unexpected codes and none are transient. */
+function errorForStatus(status: number | undefined, operation: string, detail: string, cause?: unknown, rv?: string): Error {
   switch (status) {
     case 401:
     case 403:
-      return new AccessDeniedError(operation, detail, options.cause);
+      return new AccessDeniedError(operation, detail, cause);
     case 404:
-      return new CollectionNotServedError(operation, detail, options.cause);
+      return new CollectionNotServedError(operation, detail, cause);
     case 410:
-      return new ResourceVersionGoneError(operation, options.resourceVersion, options.cause);
+      return new ResourceVersionGoneError(operation, rv, cause);
     default:
-      return new TransientError(operation, detail, options.cause);
+      return new TransientError(operation, detail, cause);
   }
 }
 
 /** A stream's list or watch answered `status` with `body` (at most some KiB): its error, by the one table. */
 export function streamStatusError(status: number, body: string, operation: string, resourceVersion: string | undefined): Error {
-  return errorForStatus(status, operation, statusDetail(status, body), resourceVersion === undefined ? {} : { resourceVersion });
+  return errorForStatus(status, operation, statusDetail(status, body), undefined, resourceVersion);
 }
 
 /**
@@ -113,10 +113,11 @@ export function isSystemError(error: unknown): error is Error & { readonly code:
 
 /** The product's error for an API failure no caller expects: a status by {@link errorForStatus}, else transient. */
 export function toProductError(operation: string, error: unknown): Error {
-  if (isCallTimeout(error)) return new CallTimeoutError(operation, describeApiError(error), error);
-  if (error instanceof KubeTransportError && error.code === ANSWER_TOO_LARGE) return new OversizedAnswerError(operation, describeApiError(error), error);
-  const status = statusOf(error);
-  return status === undefined ? new TransientError(operation, describeApiError(error), error) : errorForStatus(status, operation, describeApiError(error), { cause: error });
+  const detail = describeApiError(error);
+  if (isCallTimeout(error)) return new CallTimeoutError(operation, detail, error);
+  const tooLarge = error instanceof KubeTransportError && error.code === ANSWER_TOO_LARGE;
+  if (tooLarge) return new OversizedAnswerError(operation, detail, error);
+  return errorForStatus(statusOf(error), operation, detail, error);
 }
 
 /**
