@@ -67,10 +67,7 @@ export function streamStatusError(status: number, body: string, operation: strin
   return errorForStatus(status, operation, statusDetail(status, body), undefined, resourceVersion);
 }
 
-/**
- * What went wrong in a stream's attempt, safe to log: the product's own errors and system errors as they are, anything
- * else by its class only, because its message may quote a response body.
- */
+/** A stream failure safe to log: product and system errors as they are, any other by class (it may quote a body). */
 export function describeStreamFailure(err: unknown): string {
   if (err instanceof TaintPropagatorError) return err.message;
   if (isSystemError(err)) return err.message.includes(err.code) ? err.message.slice(0, 300) : `${err.code}: ${err.message.slice(0, 300)}`;
@@ -120,10 +117,7 @@ export function toProductError(operation: string, error: unknown): Error {
   return errorForStatus(statusOf(error), operation, detail, error);
 }
 
-/**
- * The error of a create that failed: for a 404, a TransientError saying that the namespace does not exist and how to
- * create it; otherwise as {@link toProductError}.
- */
+/** A failed create's error: for a 404, the namespace is missing and how to create it; else {@link toProductError}. */
 export function createFailure(operation: string, namespace: string, error: unknown): Error {
   if (statusOf(error) !== 404) return toProductError(operation, error);
   const fix = 'apply infra/rbac/management-cluster.yaml or set STATE_NAMESPACE';

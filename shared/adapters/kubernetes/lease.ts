@@ -1,8 +1,7 @@
 /**
- * Leader election on a coordination.k8s.io/v1 Lease (client-go's rules: a holder that has not renewed
- * within leaseDurationSeconds, as observed on our own clock, can be replaced; every write carries the
- * Lease's resourceVersion), with the forwarder's checkpoint stored in an annotation of the same Lease
- * so that leadership and resume point change hands together.
+ * Leader election on a coordination.k8s.io/v1 Lease by client-go's rules (expiry as observed on our own clock; every
+ * write carries the resourceVersion), with the forwarder's checkpoint in an annotation of the same Lease: leadership
+ * and resume point change hands together.
  */
 import type { Checkpoint } from '#shared/contract/streams.ts';
 import type { RotaMember } from '#shared/policy/forwarder-rota.ts';
@@ -103,7 +102,6 @@ export class KubernetesLeaderLease implements LeaderLease, ForwarderRota {
     this.where = `Lease ${options.namespace}/${options.name}`;
   }
 
-  /** GET or PUT the Lease, or POST it to the namespace's Leases. */
   private call(method: 'GET' | 'POST' | 'PUT', body?: LeaseObject): Promise<LeaseObject> {
     const leases = `/apis/coordination.k8s.io/v1/namespaces/${seg(this.o.namespace)}/leases`;
     const path = method === 'POST' ? leases : `${leases}/${seg(this.o.name)}`;

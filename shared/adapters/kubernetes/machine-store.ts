@@ -20,7 +20,6 @@ export const CLUSTERS = { group: CAPI_GROUP, plural: 'clusters', kind: 'Cluster'
 export const MACHINE_POOLS = { group: CAPI_GROUP, plural: 'machinepools', kind: 'MachinePool' } as const;
 
 type Resource = { readonly group: string; readonly plural: string; readonly kind: string };
-/** Reads an answer as the object's view; undefined when it is none (no name, uid or resourceVersion). */
 type Parse<T> = (answer: unknown) => T | undefined;
 
 /** Objects per list page: every answer stays far below kube-http's cap on an answer (MAX_RESPONSE_BYTES). */
@@ -86,10 +85,7 @@ export class KubernetesMachineStore implements MachineStore {
     return parsed;
   }
 
-  /**
-   * The objects of one Cluster (label `cluster.x-k8s.io/cluster-name`; every Cluster without a name) in a namespace
-   * ('' = all), page by page: a cluster's thousands of Machines never come in one answer.
-   */
+  /** The objects of one Cluster (all Clusters' without a name) in a namespace ('' = all), page by page. */
   #listOfCluster(operation: string, resource: Resource, namespace: string, cluster?: string): Promise<unknown[]> {
     const query = { labelSelector: cluster ? `${CLUSTER_NAME_LABEL}=${cluster}` : undefined };
     return this.#inServedVersion(operation, async (version) => {
