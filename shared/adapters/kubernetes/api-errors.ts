@@ -3,7 +3,7 @@
  * table ({@link errorForStatus}), so that no caller looks at HTTP codes or messages. Text a server sent reaches a
  * message only as a short, escaped excerpt: a server named by a kubeconfig may echo anything.
  */
-import { ANSWER_TOO_LARGE, KubeApiError, KubeTransportError } from './kube-http.ts';
+import { ANSWER_TOO_LARGE, KubeTransportError } from './kube-http.ts';
 import { AccessDeniedError, CallTimeoutError, OversizedAnswerError, TaintPropagatorError, TransientError } from '#shared/errors.ts';
 import { isCallTimeout } from './call-deadline.ts';
 
@@ -77,15 +77,11 @@ export function describeStreamFailure(err: unknown): string {
 
 /** The HTTP status of a failed API call, or undefined for transport failures. */
 export function statusOf(error: unknown): number | undefined {
-  if (error instanceof KubeApiError) return error.code;
   // A DOMException (timeout, abort) has a numeric `code` of its own that is no HTTP status.
   if (isCallTimeout(error)) return undefined;
-  if (typeof error === 'object' && error !== null) {
-    const e = error as { code?: unknown; statusCode?: unknown };
-    if (typeof e.statusCode === 'number') return e.statusCode;
-    if (typeof e.code === 'number') return e.code;
-  }
-  return undefined;
+  // KubeApiError's, or client-node's ApiException's (the developer tools).
+  const code = typeof error === 'object' && error !== null ? (error as { code?: unknown }).code : undefined;
+  return typeof code === 'number' ? code : undefined;
 }
 
 /** A short, credential-free description of an API failure (status + Kubernetes `reason`/`message`). */
