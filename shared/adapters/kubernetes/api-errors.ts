@@ -31,8 +31,7 @@ export function escapedText(text: string, max: number): string {
 /** {@link escapedText} of an unexpected answer (a malformed watch line), quoted so that where it ends is plain. */
 export function safeExcerpt(text: string, max = 80): string {
   const head = text.slice(0, max).replace(/["\\]/g, (c) => `\\${c}`);
-  const escaped = escapedText(head, head.length);
-  return `"${escaped}"${text.length > max ? ` (+${text.length - max} more characters)` : ''}`;
+  return `"${escapedText(head, head.length)}"${text.length > max ? ` (+${text.length - max} more characters)` : ''}`;
 }
 
 /** `HTTP <status>`, with a Kubernetes Status's reason and message (escaped, at most 300 characters) when `body` is one. */
@@ -122,7 +121,5 @@ export function createFailure(operation: string, namespace: string, error: unkno
 
 /** Kubernetes serialises times as RFC 3339 without fractions; client-node hands back Date objects. */
 export function toKubeTime(value: Date | string | undefined): string | undefined {
-  if (value === undefined) return undefined;
-  if (typeof value === 'string') return value;
-  return value.toISOString().replace(/\.\d{3}Z$/, 'Z');
+  return value instanceof Date ? value.toISOString().replace(/\.\d{3}Z$/, 'Z') : value;
 }
