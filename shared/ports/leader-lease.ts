@@ -28,9 +28,8 @@ export interface ForwarderRota {
   /** This forwarder's identity (its entry in the member list, the Lease's holderIdentity when it holds it). */
   readonly identity: string;
   /**
-   * Reads the Lease and writes the member list `change` returns for it (nothing when it returns undefined); the write
-   * carries the Lease's resourceVersion, and after a conflict the Lease is read and `change` asked again. `now` is
-   * the adapter's clock. Returns the record as it stands afterwards. Never touches the holder or the checkpoint.
+   * Writes the member list `change` returns for the Lease as read (nothing for undefined; after a conflict it is asked
+   * again; `now`: the adapter's clock). Returns the record afterwards. Never touches the holder or the checkpoint.
    */
   updateMembers(change: (record: LeaseRecord, now: Date) => readonly RotaMember[] | undefined): Promise<LeaseRecord>;
 }

@@ -5,9 +5,6 @@ import type { ScalableResourceFacts } from '#shared/model/views.ts';
 export interface ScalableResourceStore {
   /** Returns the resource, or undefined when it does not exist (or its kind is not served). */
   get(kind: ScalableKind, namespace: string, name: string): Promise<ScalableResourceFacts | undefined>;
-  /**
-   * Sets (string) or removes (null) annotations, guarded by `resourceVersion`: throws PatchConflictError when the
-   * resource changed since it was read. Returns the resourceVersion after the write.
-   */
+  /** Sets (string) or removes (null) annotations under `resourceVersion` (PatchConflictError); returns the new one. */
   patchAnnotations(resource: ScalableResourceFacts, annotations: Readonly<Record<string, string | null>>): Promise<string>;
 }

@@ -3,7 +3,7 @@
  * table ({@link errorForStatus}), so that no caller looks at HTTP codes or messages. Text a server sent reaches a
  * message only as a short, escaped excerpt: a server named by a kubeconfig may echo anything.
  */
-import { ANSWER_TOO_LARGE, KubeApiError, KubeTransportError } from './kube-http.ts';
+import { ANSWER_TOO_LARGE, KubeTransportError } from './kube-http.ts';
 import { AccessDeniedError, CallTimeoutError, OversizedAnswerError, TaintPropagatorError, TransientError } from '#shared/errors.ts';
 import { isCallTimeout } from './call-deadline.ts';
 
@@ -31,8 +31,7 @@ export function escapedText(text: string, max: number): string {
 /** {@link escapedText} of an unexpected answer (a malformed watch line), quoted so that where it ends is plain. */
 export function safeExcerpt(text: string, max = 80): string {
   const head = text.slice(0, max).replace(/["\\]/g, (c) => `\\${c}`);
-  const escaped = escapedText(head, head.length);
-  return `"${escaped}"${text.length > max ? ` (+${text.length - max} more characters)` : ''}`;
+  return `"${escapedText(head, head.length)}"${text.length > max ? ` (+${text.length - max} more characters)` : ''}`;
 }
 
 /** `HTTP <status>`, with a Kubernetes Status's reason and message (escaped, at most 300 characters) when `body` is one. */
@@ -47,30 +46,27 @@ export function statusDetail(status: number, body: unknown): string {
   return text === '' ? `HTTP ${status}` : `HTTP ${status}: ${escapedText(text, 300)}`;
 }
 
-/** The one table from an API status to the product's error; 429, 5xx and unexpected codes are transient. */
-export function errorForStatus(status: number, operation: string, detail: string, options: { readonly cause?: unknown; readonly resourceVersion?: string } = {}): Error {
+/** The one table from an API status to the product's error; 429, 5xx, unexpected codes and none are transient. */
+function errorForStatus(status: number | undefined, operation: string, detail: string, cause?: unknown, rv?: string): Error {
   switch (status) {
     case 401:
     case 403:
-      return new AccessDeniedError(operation, detail, options.cause);
+      return new AccessDeniedError(operation, detail, cause);
     case 404:
-      return new CollectionNotServedError(operation, detail, options.cause);
+      return new CollectionNotServedError(operation, detail, cause);
     case 410:
-      return new ResourceVersionGoneError(operation, options.resourceVersion, options.cause);
+      return new ResourceVersionGoneError(operation, rv, cause);
     default:
-      return new TransientError(operation, detail, options.cause);
+      return new TransientError(operation, detail, cause);
   }
 }
 
 /** A stream's list or watch answered `status` with `body` (at most some KiB): its error, by the one table. */
 export function streamStatusError(status: number, body: string, operation: string, resourceVersion: string | undefined): Error {
-  return errorForStatus(status, operation, statusDetail(status, body), resourceVersion === undefined ? {} : { resourceVersion });
+  return errorForStatus(status, operation, statusDetail(status, body), undefined, resourceVersion);
 }
 
-/**
- * What went wrong in a stream's attempt, safe to log: the product's own errors and system errors as they are, anything
- * else by its class only, because its message may quote a response body.
- */
+/** A stream failure safe to log: product and system errors as they are, any other by class (it may quote a body). */
 export function describeStreamFailure(err: unknown): string {
   if (err instanceof TaintPropagatorError) return err.message;
   if (isSystemError(err)) return err.message.includes(err.code) ? err.message.slice(0, 300) : `${err.code}: ${err.message.slice(0, 300)}`;
@@ -80,15 +76,11 @@ export function describeStreamFailure(err: unknown): string {
 
 /** The HTTP status of a failed API call, or undefined for transport failures. */
 export function statusOf(error: unknown): number | undefined {
-  if (error instanceof KubeApiError) return error.code;
   // A DOMException (timeout, abort) has a numeric `code` of its own that is no HTTP status.
   if (isCallTimeout(error)) return undefined;
-  if (typeof error === 'object' && error !== null) {
-    const e = error as { code?: unknown; statusCode?: unknown };
-    if (typeof e.statusCode === 'number') return e.statusCode;
-    if (typeof e.code === 'number') return e.code;
-  }
-  return undefined;
+  // KubeApiError's, or client-node's ApiException's (the developer tools).
+  const code = typeof error === 'object' && error !== null ? (error as { code?: unknown }).code : undefined;
+  return typeof code === 'number' ? code : undefined;
 }
 
 /** A short, credential-free description of an API failure (status + Kubernetes `reason`/`message`). */
@@ -113,16 +105,14 @@ export function isSystemError(error: unknown): error is Error & { readonly code:
 
 /** The product's error for an API failure no caller expects: a status by {@link errorForStatus}, else transient. */
 export function toProductError(operation: string, error: unknown): Error {
-  if (isCallTimeout(error)) return new CallTimeoutError(operation, describeApiError(error), error);
-  if (error instanceof KubeTransportError && error.code === ANSWER_TOO_LARGE) return new OversizedAnswerError(operation, describeApiError(error), error);
-  const status = statusOf(error);
-  return status === undefined ? new TransientError(operation, describeApiError(error), error) : errorForStatus(status, operation, describeApiError(error), { cause: error });
+  const detail = describeApiError(error);
+  if (isCallTimeout(error)) return new CallTimeoutError(operation, detail, error);
+  const tooLarge = error instanceof KubeTransportError && error.code === ANSWER_TOO_LARGE;
+  if (tooLarge) return new OversizedAnswerError(operation, detail, error);
+  return errorForStatus(statusOf(error), operation, detail, error);
 }
 
-/**
- * The error of a create that failed: for a 404, a TransientError saying that the namespace does not exist and how to
- * create it; otherwise as {@link toProductError}.
- */
+/** A failed create's error: for a 404, the namespace is missing and how to create it; else {@link toProductError}. */
 export function createFailure(operation: string, namespace: string, error: unknown): Error {
   if (statusOf(error) !== 404) return toProductError(operation, error);
   const fix = 'apply infra/rbac/management-cluster.yaml or set STATE_NAMESPACE';
@@ -131,7 +121,5 @@ export function createFailure(operation: string, namespace: string, error: unkno
 
 /** Kubernetes serialises times as RFC 3339 without fractions; client-node hands back Date objects. */
 export function toKubeTime(value: Date | string | undefined): string | undefined {
-  if (value === undefined) return undefined;
-  if (typeof value === 'string') return value;
-  return value.toISOString().replace(/\.\d{3}Z$/, 'Z');
+  return value instanceof Date ? value.toISOString().replace(/\.\d{3}Z$/, 'Z') : value;
 }

@@ -1,7 +1,6 @@
 /**
- * Deadlines for Kubernetes API calls: every call of kube-http.ts carries an AbortSignal, which also bounds reading the
- * body, of the innermost `withCallDeadline` scope's call timeout, never beyond its deadline. A call that runs out of
- * time rejects with a TimeoutError, which the stores map to a TransientError (retried), never a hang.
+ * Deadlines for Kubernetes API calls: each call's AbortSignal (the body read included) ends at the innermost
+ * `withCallDeadline` scope's call timeout or deadline; a call out of time is a retried TransientError, never a hang.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 

@@ -1,6 +1,6 @@
 /**
  * ClusterConnections over real API servers: the management cluster's own Nodes in `self` mode, or a workload cluster's
- * through its CAPI kubeconfig Secret. Stores are cached per cluster and rebuilt after `ttlMs`, so that rotated
+ * through its CAPI kubeconfig Secret. Stores are cached per cluster and rebuilt after CACHE_TTL_MS, so that rotated
  * credentials are picked up without a Secret read per event, and at once when the API server refuses the cached
  * credential (401/403): a revoked credential costs one retry, not a TTL.
  */
@@ -15,38 +15,39 @@ import type { ClusterEndpoint } from './kube-http.ts';
 import { KubernetesNodeStore } from './node-store.ts';
 import { KubernetesPodStore } from './pod-store.ts';
 
+const CACHE_TTL_MS = 5 * 60_000;
+
 /** Loads the credentials of a workload cluster (throws ClusterCredentialsError when it cannot). */
 export type WorkloadKubeConfigLoader = (cluster: { namespace: string; name: string }) => Promise<ClusterEndpoint>;
 
+interface Deps {
+  readonly management: () => Promise<ClusterEndpoint>;
+  readonly workload: WorkloadKubeConfigLoader;
+  readonly clock: Clock;
+  /** Told of an unusable or refused workload kubeconfig; the error still propagates (queue retry). */
+  readonly reporter?: ClusterCredentialsReporter;
+}
+
 export class KubernetesClusterConnections implements ClusterConnections {
-  readonly #management: () => Promise<ClusterEndpoint>;
-  readonly #workload: WorkloadKubeConfigLoader;
-  readonly #clock: Clock;
-  readonly #ttlMs: number;
-  readonly #reporter: ClusterCredentialsReporter | undefined;
+  readonly #d: Deps;
   readonly #cache = new Map<string, { store: NodeStore; kubeConfig: ClusterEndpoint; expires: number }>();
   /** Workload credentials being loaded: calls made meanwhile share the load (one Secret read). */
   readonly #loading = new Map<string, Promise<ClusterEndpoint>>();
 
-  /** `reporter` is told of an unusable or refused workload kubeconfig; the error still propagates (queue retry). */
-  constructor(args: { management: () => Promise<ClusterEndpoint>; workload: WorkloadKubeConfigLoader; clock: Clock; ttlMs?: number; reporter?: ClusterCredentialsReporter }) {
-    this.#reporter = args.reporter;
-    this.#management = args.management;
-    this.#workload = args.workload;
-    this.#clock = args.clock;
-    this.#ttlMs = args.ttlMs ?? 5 * 60_000;
+  constructor(deps: Deps) {
+    this.#d = deps;
   }
 
   async nodesOf(cluster: ClusterRef, options: { readonly report?: boolean } = {}): Promise<NodeStore> {
     const key = clusterKey(cluster);
-    const now = this.#clock.now().getTime();
-    const kubeConfig = cluster.mode === 'self' ? await this.#management() : undefined;
+    const now = this.#d.clock.now().getTime();
+    const kubeConfig = cluster.mode === 'self' ? await this.#d.management() : undefined;
     const cached = this.#cache.get(key);
     // In self mode the management credentials object changes when its token is refreshed.
     if (cached && cached.expires > now && (kubeConfig === undefined || cached.kubeConfig === kubeConfig)) return cached.store;
     const fresh = kubeConfig ?? (await this.#loadWorkload(cluster as { namespace: string; name: string }, options.report ?? true));
     const store = this.#forgettingOnRefusal(key, new KubernetesNodeStore(fresh));
-    this.#cache.set(key, { store, kubeConfig: fresh, expires: now + this.#ttlMs });
+    this.#cache.set(key, { store, kubeConfig: fresh, expires: now + CACHE_TTL_MS });
     return store;
   }
 
@@ -54,7 +55,7 @@ export class KubernetesClusterConnections implements ClusterConnections {
     const key = clusterKey({ mode: 'capi', ...cluster });
     let loading = this.#loading.get(key);
     if (loading === undefined) {
-      loading = this.#workload(cluster).finally(() => this.#loading.delete(key));
+      loading = this.#d.workload(cluster).finally(() => this.#loading.delete(key));
       this.#loading.set(key, loading);
     }
     try {
@@ -62,7 +63,7 @@ export class KubernetesClusterConnections implements ClusterConnections {
     } catch (err) {
       // Each caller that reports says so itself: a load started by one that does not (a speculative read) is reported
       // by the ordinary caller that shared it.
-      if (err instanceof ClusterCredentialsError && report) await this.#reporter?.report(cluster, err);
+      if (err instanceof ClusterCredentialsError && report) await this.#d.reporter?.report(cluster, err);
       throw err;
     }
   }

@@ -24,8 +24,7 @@ export class KubernetesEventRecorder implements EventRecorder {
   async record(object: InvolvedObject, type: 'Normal' | 'Warning', reason: string, message: string): Promise<void> {
     const now = this.#clock.now();
     const key = `${object.uid}\u0000${type}\u0000${reason}\u0000${message}`;
-    const last = this.#recent.get(key);
-    if (last !== undefined && now.getTime() - last < EVENT_DEDUP_WINDOW_MS) return;
+    if (now.getTime() - (this.#recent.get(key) ?? -Infinity) < EVENT_DEDUP_WINDOW_MS) return;
     // Times as Kubernetes stores them (RFC 3339, whole seconds); no eventTime.
     const at = toKubeTime(now);
     const body = {

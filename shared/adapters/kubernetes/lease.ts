@@ -1,8 +1,7 @@
 /**
- * Leader election on a coordination.k8s.io/v1 Lease (client-go's rules: a holder that has not renewed
- * within leaseDurationSeconds, as observed on our own clock, can be replaced; every write carries the
- * Lease's resourceVersion), with the forwarder's checkpoint stored in an annotation of the same Lease
- * so that leadership and resume point change hands together.
+ * Leader election on a coordination.k8s.io/v1 Lease by client-go's rules (expiry as observed on our own clock; every
+ * write carries the resourceVersion), with the forwarder's checkpoint in an annotation of the same Lease: leadership
+ * and resume point change hands together.
  */
 import type { Checkpoint } from '#shared/contract/streams.ts';
 import type { RotaMember } from '#shared/policy/forwarder-rota.ts';
@@ -103,7 +102,6 @@ export class KubernetesLeaderLease implements LeaderLease, ForwarderRota {
     this.where = `Lease ${options.namespace}/${options.name}`;
   }
 
-  /** GET or PUT the Lease, or POST it to the namespace's Leases. */
   private call(method: 'GET' | 'POST' | 'PUT', body?: LeaseObject): Promise<LeaseObject> {
     const leases = `/apis/coordination.k8s.io/v1/namespaces/${seg(this.o.namespace)}/leases`;
     const path = method === 'POST' ? leases : `${leases}/${seg(this.o.name)}`;
@@ -151,10 +149,7 @@ export class KubernetesLeaderLease implements LeaderLease, ForwarderRota {
     };
   }
 
-  /**
-   * Bounds one Lease operation (read + write) so that it ends well within the lease duration: a hung
-   * call fails like an unreachable API server instead of holding leadership decisions.
-   */
+  /** Bounds one operation (read + write) well within the lease duration: a hung call fails, holding no decision. */
   private bounded<T>(fn: () => Promise<T>): Promise<T> {
     const durationMs = this.o.leaseDurationSeconds * 1000;
     return withCallDeadline(Date.now() + durationMs * 0.6, fn, Math.max(1_000, durationMs / 3));
@@ -180,37 +175,33 @@ export class KubernetesLeaderLease implements LeaderLease, ForwarderRota {
 
   renew(checkpoint: Checkpoint): Promise<boolean> {
     return this.bounded(async () => {
-      for (let attempt = 0; attempt < CONFLICT_ATTEMPTS; attempt++) {
-        try {
-          const lease = await this.read();
-          if (!lease || (lease.spec?.holderIdentity ?? '') !== this.identity) return false;
-          await this.call('PUT', this.body(lease, checkpoint, this.identity));
-          this.lastRenewedAt = this.now().getTime();
-          return true;
-        } catch (err) {
-          if (statusOf(err) === 409) continue; // someone wrote in between; re-read and decide again
-          // A failed renewal keeps leadership only while the last successful one is still valid.
-          return this.now().getTime() - this.lastRenewedAt < this.o.leaseDurationSeconds * 1000 * 0.8;
-        }
+      try {
+        return await this.putHeld(checkpoint, this.identity);
+      } catch {
+        // A failed renewal keeps leadership only while the last successful one is still valid.
+        return this.now().getTime() - this.lastRenewedAt < this.o.leaseDurationSeconds * 1000 * 0.8;
       }
-      return false;
     });
   }
 
   release(checkpoint: Checkpoint): Promise<void> {
-    return this.bounded(async () => {
-      for (let attempt = 0; attempt < CONFLICT_ATTEMPTS; attempt++) {
-        const lease = await this.read();
-        if (!lease || (lease.spec?.holderIdentity ?? '') !== this.identity) return;
-        try {
-          await this.call('PUT', this.body(lease, checkpoint, ''));
-          return;
-        } catch (err) {
-          if (statusOf(err) === 409 && attempt < CONFLICT_ATTEMPTS - 1) continue; // a member's heartbeat in between
-          throw toProductError(`releasing ${this.where}`, err);
-        }
+    return this.bounded(async () => void (await this.putHeld(checkpoint, '')));
+  }
+
+  /** Writes the Lease with `holder` (this member to renew, '' to release); false when this member does not hold it. */
+  private async putHeld(checkpoint: Checkpoint, holder: string): Promise<boolean> {
+    for (let attempt = 1; ; attempt++) {
+      const lease = await this.read();
+      if (!lease || (lease.spec?.holderIdentity ?? '') !== this.identity) return false;
+      try {
+        await this.call('PUT', this.body(lease, checkpoint, holder));
+        this.lastRenewedAt = this.now().getTime();
+        return true;
+      } catch (err) {
+        // 409: someone (a member's heartbeat) wrote in between; re-read and decide again.
+        if (statusOf(err) !== 409 || attempt === CONFLICT_ATTEMPTS) throw toProductError(`writing ${this.where}`, err);
       }
-    });
+    }
   }
 
   updateMembers(change: Parameters<ForwarderRota['updateMembers']>[0]): Promise<LeaseRecord> {
@@ -225,7 +216,6 @@ export class KubernetesLeaderLease implements LeaderLease, ForwarderRota {
         };
         const members = change(record, this.now());
         if (members === undefined) return record;
-        // Of a Lease that exists only the annotation changes: holder, renewTime and checkpoint stay as written.
         const base = lease ?? this.body(undefined, {}, '');
         const annotations = { ...base.metadata?.annotations, [MEMBERS_ANNOTATION]: encodeMembers(members) };
         try {

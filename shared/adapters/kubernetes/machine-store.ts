@@ -20,7 +20,6 @@ export const CLUSTERS = { group: CAPI_GROUP, plural: 'clusters', kind: 'Cluster'
 export const MACHINE_POOLS = { group: CAPI_GROUP, plural: 'machinepools', kind: 'MachinePool' } as const;
 
 type Resource = { readonly group: string; readonly plural: string; readonly kind: string };
-/** Reads an answer as the object's view; undefined when it is none (no name, uid or resourceVersion). */
 type Parse<T> = (answer: unknown) => T | undefined;
 
 /** Objects per list page: every answer stays far below kube-http's cap on an answer (MAX_RESPONSE_BYTES). */
@@ -29,12 +28,10 @@ const LIST_PAGE_SIZE = 500;
 export class KubernetesMachineStore implements MachineStore {
   readonly #endpoint: ClusterEndpoint;
   readonly #capi: CapiApi;
-  readonly #pageSize: number;
 
-  constructor(endpoint: ClusterEndpoint, capi: CapiApi, options: { readonly listPageSize?: number } = {}) {
+  constructor(endpoint: ClusterEndpoint, capi: CapiApi) {
     this.#endpoint = endpoint;
     this.#capi = capi;
-    this.#pageSize = options.listPageSize ?? LIST_PAGE_SIZE;
   }
 
   getMachine(namespace: string, name: string): Promise<MachineFacts | undefined> {
@@ -66,15 +63,11 @@ export class KubernetesMachineStore implements MachineStore {
   async countMachines(namespace: string, labelSelector: string): Promise<number> {
     return this.#inServedVersion(`Counting Machines with ${labelSelector}`, async (version) => {
       const path = collectionPath(MACHINES, version, namespace);
-      return (await kubeList<unknown>(this.#endpoint, path, { labelSelector }, this.#pageSize)).length;
+      return (await kubeList<unknown>(this.#endpoint, path, { labelSelector }, LIST_PAGE_SIZE)).length;
     });
   }
 
-  /**
-   * One object, parsed, or undefined when it does not exist. MachinePools answer undefined when they are not served at
-   * all (a Cluster API without the CRD): no pool owns the Node. A 2xx that `parse` rejects (a broken proxy or a
-   * hostile server) is no answer from the cluster: transient, as in node-store.ts.
-   */
+  /** A 2xx that `parse` rejects (a broken proxy or a hostile server) is no answer: transient, as in node-store.ts. */
   async #get<T>(resource: Resource, namespace: string, name: string, parse: Parse<T>): Promise<T | undefined> {
     const operation = `Reading ${resource.kind} ${namespace}/${name}`;
     const object = await this.#inServedVersion(operation, async (version) => {
@@ -92,16 +85,13 @@ export class KubernetesMachineStore implements MachineStore {
     return parsed;
   }
 
-  /**
-   * The objects of one Cluster (label `cluster.x-k8s.io/cluster-name`; every Cluster without a name) in a namespace
-   * ('' = all), page by page: a cluster's thousands of Machines never come in one answer.
-   */
+  /** The objects of one Cluster (all Clusters' without a name) in a namespace ('' = all), page by page. */
   #listOfCluster(operation: string, resource: Resource, namespace: string, cluster?: string): Promise<unknown[]> {
     const query = { labelSelector: cluster ? `${CLUSTER_NAME_LABEL}=${cluster}` : undefined };
     return this.#inServedVersion(operation, async (version) => {
       const path = collectionPath(resource, version, namespace);
       try {
-        return await kubeList<unknown>(this.#endpoint, path, query, this.#pageSize);
+        return await kubeList<unknown>(this.#endpoint, path, query, LIST_PAGE_SIZE);
       } catch (error) {
         if (resource === MACHINE_POOLS && statusOf(error) === 404) return []; // MachinePools not served: no pool
         throw error;

@@ -28,7 +28,6 @@ export class KubernetesNodeStore implements NodeStore {
       throw toProductError(`Reading Node ${name}`, error);
     }
     const node = answeredNode(`Reading Node ${name}`, name, answer);
-    // Taints it cannot read are no answer either: the write carries the complete list, so nothing is planned from them.
     if (!node.taints) throw new TransientError(`Reading Node ${name}`, 'its spec.taints is not a list of taints');
     return { ...node, taints: node.taints };
   }
@@ -64,10 +63,7 @@ export class KubernetesNodeStore implements NodeStore {
   }
 }
 
-/**
- * The Node a GET or PATCH of `name` answered. A 2xx whose body is not that Node (a broken proxy, a hostile server) is
- * a transient failure, so that the cluster's backoff (docs/hostile-clusters.md) holds it back as any failed call.
- */
+/** The Node a GET or PATCH of `name` answered; any other 2xx is transient, for backoff (docs/hostile-clusters.md). */
 function answeredNode(operation: string, name: string, answer: unknown): NodeFacts {
   const node = toNodeFacts(answer);
   if (node?.name !== name) throw new TransientError(operation, `the answer is not the Node ${JSON.stringify(name)} (${answer === undefined ? 'an empty body' : 'another object'})`);

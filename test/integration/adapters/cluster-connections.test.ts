@@ -37,11 +37,11 @@ describeWithControlPlane('Class: KubernetesClusterConnections (credential rotati
     const oldKubeconfig = await grant(oldUser);
     await core.createNamespacedSecret({ namespace: ns, body: secret(oldKubeconfig) });
     const workload = workloadKubeConfigs(admin);
+    const start = new Date();
     const connections = new KubernetesClusterConnections({
       management: async (): Promise<KubeConfig> => admin,
       workload: (c) => workload.get({ mode: 'capi', ...c }),
-      clock: { now: () => new Date() },
-      ttlMs: 60 * 60_000, // an hour: only the refusal can make it read the Secret again
+      clock: { now: () => start }, // a stopped clock: only the refusal can make it read the Secret again
     });
     const ref = { mode: 'capi' as const, namespace: ns, name: cluster };
     expect((await (await connections.nodesOf(ref)).getNode(node))?.name).toBe(node);

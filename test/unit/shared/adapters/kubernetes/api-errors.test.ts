@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { CollectionNotServedError, errorForStatus, escapedText, ResourceVersionGoneError, safeExcerpt, streamStatusError, toProductError } from '#shared/adapters/kubernetes/api-errors.ts';
+import { CollectionNotServedError, escapedText, ResourceVersionGoneError, safeExcerpt, streamStatusError, toProductError } from '#shared/adapters/kubernetes/api-errors.ts';
 import { KubeApiError } from '#shared/adapters/kubernetes/kube-http.ts';
 import { AccessDeniedError, CallTimeoutError, TransientError } from '#shared/errors.ts';
 
-describe('Function: errorForStatus() (the one table)', () => {
+describe('Functions: streamStatusError() and toProductError() (the one table)', () => {
   it.each([
     { status: 401, type: AccessDeniedError },
     { status: 403, type: AccessDeniedError },
@@ -13,7 +13,7 @@ describe('Function: errorForStatus() (the one table)', () => {
     { status: 500, type: TransientError },
     { status: 418, type: TransientError },
   ])('maps $status to $type.name', ({ status, type }) => {
-    expect(errorForStatus(status, 'listing /api/v1/nodes', `HTTP ${status}`)).toBeInstanceOf(type);
+    expect(streamStatusError(status, '', 'listing /api/v1/nodes', undefined)).toBeInstanceOf(type);
   });
 
   it('is the table of the streams and of the one-off calls alike (a deadline first, for the calls)', () => {
