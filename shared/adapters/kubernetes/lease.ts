@@ -176,8 +176,12 @@ export class KubernetesLeaderLease implements LeaderLease, ForwarderRota {
   renew(checkpoint: Checkpoint): Promise<boolean> {
     return this.bounded(async () => {
       try {
-        return await this.putHeld(checkpoint, this.identity);
-      } catch {
+        const renewed = await this.putHeld(`renewing ${this.where}`, checkpoint, this.identity);
+        if (renewed) this.lastRenewedAt = this.now().getTime();
+        return renewed;
+      } catch (err) {
+        // Every attempt conflicted: other members keep writing the Lease, so leadership ends at once.
+        if (err instanceof Error && statusOf(err.cause) === 409) return false;
         // A failed renewal keeps leadership only while the last successful one is still valid.
         return this.now().getTime() - this.lastRenewedAt < this.o.leaseDurationSeconds * 1000 * 0.8;
       }
@@ -185,21 +189,23 @@ export class KubernetesLeaderLease implements LeaderLease, ForwarderRota {
   }
 
   release(checkpoint: Checkpoint): Promise<void> {
-    return this.bounded(async () => void (await this.putHeld(checkpoint, '')));
+    return this.bounded(async () => void (await this.putHeld(`releasing ${this.where}`, checkpoint, '')));
   }
 
-  /** Writes the Lease with `holder` (this member to renew, '' to release); false when this member does not hold it. */
-  private async putHeld(checkpoint: Checkpoint, holder: string): Promise<boolean> {
+  /**
+   * Writes the Lease with `holder` (this member to renew, '' to release); false when this member does not hold it.
+   * Throws `operation`'s error, whose cause is the last 409 when every attempt conflicted.
+   */
+  private async putHeld(operation: string, checkpoint: Checkpoint, holder: string): Promise<boolean> {
     for (let attempt = 1; ; attempt++) {
       const lease = await this.read();
       if (!lease || (lease.spec?.holderIdentity ?? '') !== this.identity) return false;
       try {
         await this.call('PUT', this.body(lease, checkpoint, holder));
-        this.lastRenewedAt = this.now().getTime();
         return true;
       } catch (err) {
         // 409: someone (a member's heartbeat) wrote in between; re-read and decide again.
-        if (statusOf(err) !== 409 || attempt === CONFLICT_ATTEMPTS) throw toProductError(`writing ${this.where}`, err);
+        if (statusOf(err) !== 409 || attempt === CONFLICT_ATTEMPTS) throw toProductError(operation, err);
       }
     }
   }
