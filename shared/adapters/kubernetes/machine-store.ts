@@ -81,7 +81,9 @@ export class KubernetesMachineStore implements MachineStore {
     });
     if (object === undefined) return undefined;
     const parsed = parse(object);
-    if (parsed === undefined) throw new TransientError(operation, `the answer is not the ${resource.kind}`);
+    if (parsed === undefined) {
+      throw new TransientError(operation, `the answer is not the ${resource.kind} (a malformed one)`);
+    }
     return parsed;
   }
 
