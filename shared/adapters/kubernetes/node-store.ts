@@ -28,6 +28,7 @@ export class KubernetesNodeStore implements NodeStore {
       throw toProductError(`Reading Node ${name}`, error);
     }
     const node = answeredNode(`Reading Node ${name}`, name, answer);
+    // Taints it cannot read are no answer either: the write carries the complete list, so nothing is planned from them.
     if (!node.taints) throw new TransientError(`Reading Node ${name}`, 'its spec.taints is not a list of taints');
     return { ...node, taints: node.taints };
   }
