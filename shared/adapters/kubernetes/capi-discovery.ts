@@ -25,6 +25,7 @@ export interface CapiDiscoveryOptions {
   readonly onChosen?: (version: CapiApiVersion) => void;
 }
 
+/** A CapiApi that asks the management cluster's API server, once, and again after a reported 404. */
 export class KubernetesCapiDiscovery implements CapiApi {
   readonly #endpoint: ClusterEndpoint;
   readonly #o: CapiDiscoveryOptions;
