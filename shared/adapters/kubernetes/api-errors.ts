@@ -31,7 +31,8 @@ export function escapedText(text: string, max: number): string {
 /** {@link escapedText} of an unexpected answer (a malformed watch line), quoted so that where it ends is plain. */
 export function safeExcerpt(text: string, max = 80): string {
   const head = text.slice(0, max).replace(/["\\]/g, (c) => `\\${c}`);
-  return `"${escapedText(head, head.length)}"${text.length > max ? ` (+${text.length - max} more characters)` : ''}`;
+  const escaped = escapedText(head, head.length);
+  return `"${escaped}"${text.length > max ? ` (+${text.length - max} more characters)` : ''}`;
 }
 
 /** `HTTP <status>`, with a Kubernetes Status's reason and message (escaped, at most 300 characters) when `body` is one. */
@@ -47,7 +48,13 @@ export function statusDetail(status: number, body: unknown): string {
 }
 
 /** The one table from an API status to the product's error; 429, 5xx, unexpected codes and none are transient. */
-function errorForStatus(status: number | undefined, operation: string, detail: string, cause?: unknown, rv?: string): Error {
+function errorForStatus(
+  status: number | undefined,
+  operation: string,
+  detail: string,
+  cause?: unknown,
+  rv?: string,
+): Error {
   switch (status) {
     case 401:
     case 403:

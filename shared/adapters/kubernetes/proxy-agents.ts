@@ -50,7 +50,10 @@ async function socksAgent(target: 'http:' | 'https:', proxy: URL, pool: https.Ag
         // The library's error keeps its options (the proxy's password): only its short message goes on.
         (err: unknown) => {
           const coded = err instanceof Error && typeof (err as { code?: unknown }).code === 'string';
-          callback(coded ? err : new ProxyTunnelError(err instanceof Error ? err.message : 'SOCKS error'), undefined as never);
+          callback(
+            coded ? err : new ProxyTunnelError(err instanceof Error ? err.message : 'SOCKS error'),
+            undefined as never,
+          );
         },
       );
       return undefined;
