@@ -9,7 +9,10 @@ import { oneOf, optionalString, requiredString, type Env } from './env.ts';
 export const ClusterMode = { Capi: 'capi', Self: 'self' } as const;
 export type ClusterMode = (typeof ClusterMode)[keyof typeof ClusterMode];
 
-/** Where the management cluster's credentials come from (MANAGEMENT_AUTH; docs/deploying.md, "Steps" 3). */
+/**
+ * Where the management cluster's credentials come from (MANAGEMENT_AUTH): `kubeconfig` for local runs only
+ * (docs/local-development.md), the others in AWS Lambda (docs/deploying.md, "Steps" 3).
+ */
 export type ManagementAccess =
   | { readonly auth: 'kubeconfig'; readonly kubeconfigPath: string | undefined }
   | {

@@ -12,9 +12,15 @@ export interface ForwarderConfig extends SharedSettings {
   readonly clusterMode: ClusterMode;
   /** Length of one window of the rota (a Lambda run's; `npm run forwarder` runs windows one after another). */
   readonly watchWindowSeconds: number;
-  /** How many members with time left make a new window exit instead of joining (docs/deploying.md; local runs: 1). */
+  /**
+   * How many members with time left make a new window exit instead of joining (local runs: 1); why two:
+   * functions/watch-forwarder/README.md, "Deployed form".
+   */
   readonly watchMembers: number;
-  /** A member with less than this left no longer counts, so that its successor joins in time (docs/deploying.md). */
+  /**
+   * A member with less than this left no longer counts, so that its successor joins in time (Lambda form: at least two
+   * schedule intervals + 30 s; functions/watch-forwarder/README.md, "Settings").
+   */
   readonly watchOverlapSeconds: number;
   /** Period of the full resync that re-announces every object; 0 turns it off. */
   readonly resyncIntervalSeconds: number;
