@@ -2,6 +2,7 @@
 import { isRecord as isObject } from '#shared/domain/validation.ts';
 
 export type Json = Record<string, unknown>;
+/** The domain's `isRecord`: true for a JSON object (not null, not an array). */
 export { isObject };
 
 /** A non-empty string, else undefined. */
