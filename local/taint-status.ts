@@ -5,7 +5,14 @@
  */
 import type { DeclarationIssue } from '#shared/errors.ts';
 import { declaredTaintsOf, type DeclarationSource, type EffectiveDeclaration, type PreviewTaint } from '#shared/domain/declarations.ts';
-import { countEvictions, noExecuteChangeOf, previewNoExecuteEvictions, type EvictionCounts, type PodEvictionPreview, type PodOnNode } from '#shared/domain/eviction-preview.ts';
+import {
+  countEvictions,
+  noExecuteChangeOf,
+  previewNoExecuteEvictions,
+  type EvictionCounts,
+  type PodEvictionPreview,
+  type PodOnNode,
+} from '#shared/domain/eviction-preview.ts';
 import { MACHINE_POOL_NAME_LABEL } from '#shared/domain/machine-pool.ts';
 import { PAUSED_ANNOTATION, pausedReason, type ClusterView } from '#shared/domain/pause.ts';
 import type { NodeWithTaints, OwnerFacts } from '#shared/model/views.ts';

@@ -3,7 +3,13 @@
  * controller would delete, counted on the Machine before a NoExecute taint is added or when a `@Preview` names one.
  */
 import type { ClusterRef } from '#shared/contract/cloud-event.ts';
-import { countEvictions, describeEvictionCounts, noExecuteChangeOf, previewNoExecuteEvictions, type EvictionCounts } from '#shared/domain/eviction-preview.ts';
+import {
+  countEvictions,
+  describeEvictionCounts,
+  noExecuteChangeOf,
+  previewNoExecuteEvictions,
+  type EvictionCounts,
+} from '#shared/domain/eviction-preview.ts';
 import { formatTaint, type Taint } from '#shared/domain/taint.ts';
 import type { NodeWithTaints } from '#shared/model/views.ts';
 import type { ClusterConnections } from '#shared/ports/cluster-connections.ts';

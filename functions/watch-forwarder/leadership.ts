@@ -2,7 +2,13 @@
  * The forwarder's place in the rota (shared/policy/forwarder-rota.ts; README, Deployed form): whether a window joins
  * or exits, its entry in the member list, and the Lease, which only decides who stores the checkpoint of what was sent.
  */
-import { countedMembers, withMember, withoutMember, type RotaPolicy } from '#shared/policy/forwarder-rota.ts';
+import {
+  countedMembers,
+  shouldJoin,
+  withMember,
+  withoutMember,
+  type RotaPolicy,
+} from '#shared/policy/forwarder-rota.ts';
 import type { Checkpoint } from '#shared/contract/streams.ts';
 import type { ForwarderRota, LeaderLease } from '#shared/ports/leader-lease.ts';
 import type { logger as defaultLogger } from '#shared/observability/logger.ts';
@@ -64,8 +70,7 @@ export class Leadership {
         let joins = false;
         const record = await rota.updateMembers((r, now) => {
           counted = countedMembers(r.members, now, term.policy, rota.identity).length;
-          // A window not longer than overlapMs would not count itself, and joins all the same (it covers what it can).
-          joins = counted < term.policy.targetMembers;
+          joins = shouldJoin(counted, term.policy);
           return joins ? withMember(r.members, { id: rota.identity, until: term.until, seenAt: now }, now, term.policy) : undefined;
         });
         if (!joins) return { joined: false, members: counted };

@@ -2,6 +2,7 @@
 import { isRecord as isObject } from '#shared/domain/validation.ts';
 
 export type Json = Record<string, unknown>;
+/** The domain's `isRecord`: true for a JSON object (not null, not an array). */
 export { isObject };
 
 /** A non-empty string, else undefined. */
@@ -21,7 +22,9 @@ export function stringMap(v: unknown): Record<string, string> {
 
 /** The entries of `map` whose key is in `keys`. */
 export function pick(map: Readonly<Record<string, string>>, keys: readonly string[]): Record<string, string> {
-  return Object.fromEntries(keys.flatMap((key) => (map[key] === undefined ? [] : [[key, map[key]] as const])));
+  const out: Record<string, string> = {};
+  for (const key of keys) if (map[key] !== undefined) out[key] = map[key];
+  return out;
 }
 
 /** The parts of any Kubernetes object, read defensively: a missing namespace is `''`, a missing object `{}`. */

@@ -39,6 +39,15 @@ export function countedMembers(members: readonly RotaMember[], now: Date, policy
   return members.filter((m) => m.id !== except && isLive(m, now, policy) && m.until.getTime() - now.getTime() >= policy.overlapMs);
 }
 
+/**
+ * Whether a newcomer joins, given how many others count ({@link countedMembers} without itself): fewer than
+ * `targetMembers`. A newcomer whose own window is not longer than `overlapMs` would not count itself, and joins all the
+ * same (it covers what it can).
+ */
+export function shouldJoin(counted: number, policy: RotaPolicy): boolean {
+  return counted < policy.targetMembers;
+}
+
 /** The member list with `entry` recorded (replacing its earlier entry) and every member that is no longer live dropped. */
 export function withMember(members: readonly RotaMember[], entry: RotaMember, now: Date, policy: RotaPolicy): RotaMember[] {
   return [...withoutMember(members, entry.id, now, policy), entry].sort((a, b) => a.id.localeCompare(b.id));

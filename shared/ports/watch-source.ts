@@ -49,6 +49,7 @@ export interface WatchStream<T extends WatchedFacts> {
 
 /** Where a stream starts: from a checkpointed resourceVersion (exact resume) or, when absent, a fresh list announcing every object. */
 export interface StreamStart {
+  /** Resume exactly here; without it the first list announces every object as `resynced` unless `quietLists`. */
   readonly resumeFrom?: string;
   /** The consumer judges what a list does not announce (`listed`'s `unannounced`; docs/watch-layer.md). */
   readonly quietLists?: boolean;

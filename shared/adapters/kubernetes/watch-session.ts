@@ -192,7 +192,9 @@ export class WatchSession<T extends WatchedFacts> implements WatchStream<T> {
       operation,
       caps: this.caps,
     }).catch((err: unknown) => {
-      if (!signal.aborted && isCallTimeout(err)) throw new TransientError(operation, `no answer within ${timeoutMs} ms`, err);
+      if (!signal.aborted && isCallTimeout(err)) {
+        throw new TransientError(operation, `no answer within ${timeoutMs} ms`, err);
+      }
       throw err;
     });
     if (resourceVersion === undefined) throw new TransientError(operation, 'the list has no resourceVersion');

@@ -97,9 +97,11 @@ export function createSqsEventPublisher(options: SqsEventPublisherOptions): Even
       const out = await sqs.send(new Command({ QueueUrl: options.queueUrl, Entries: chunk.map((e) => e.request) }));
       const okIds = new Set((out.Successful ?? []).map((s) => s.Id));
       const failed = new Map((out.Failed ?? []).map((f) => [f.Id, { reason: `${f.Code ?? 'Failed'}: ${f.Message ?? ''}`.trim(), retryable: f.SenderFault !== true }]));
+      const notReported = { reason: 'not reported by SendMessageBatch', retryable: true };
+      const unsent = chunk.filter((e) => !okIds.has(e.request.Id));
       return {
         sent: chunk.filter((e) => okIds.has(e.request.Id)),
-        unsent: chunk.filter((e) => !okIds.has(e.request.Id)).map((entry) => ({ entry, ...(failed.get(entry.request.Id) ?? { reason: 'not reported by SendMessageBatch', retryable: true }) })),
+        unsent: unsent.map((entry) => ({ entry, ...(failed.get(entry.request.Id) ?? notReported) })),
       };
     } catch (err) {
       const reason = err instanceof Error ? `${err.name}: ${err.message}` : String(err);

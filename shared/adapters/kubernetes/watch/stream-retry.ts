@@ -23,6 +23,7 @@ export interface RetryNumbers {
 
 export const DEFAULT_RETRY: RetryNumbers = { initialMs: 800, maxMs: 30_000, resetAfterMs: 120_000, shortWatchMs: 1_000, minWatchIntervalMs: 1_000, minRequestIntervalMs: 1_000 };
 
+/** How one attempt of a stream ended, as its session reports it to {@link StreamRetry.ended}. */
 export type AttemptEnd =
   /** It threw; `reason` is safe to log; `requests` it made (list pages, watch connects; unknown: no floor). */
   | { readonly kind: 'failed'; readonly error: unknown; readonly reason: string; readonly requests?: number }

@@ -6,7 +6,7 @@
 import type { ChangeKind } from '#shared/contract/cloud-event.ts';
 import { isObject } from '#shared/model/json.ts';
 import type { WatchedFacts } from '#shared/model/views.ts';
-import { escapedText, statusDetail } from '../api-errors.ts';
+import { escapedText } from '../api-errors.ts';
 
 export type DecodedLine<T extends WatchedFacts> =
   | { readonly kind: 'change'; readonly change: ChangeKind; readonly facts: T }
@@ -38,10 +38,8 @@ export function decodeWatchLine<T extends WatchedFacts>(line: string, toFacts: (
       return typeof rv === 'string' && rv !== '' ? { kind: 'bookmark', resourceVersion: rv } : { kind: 'malformed', reason: 'bookmark without resourceVersion' };
     }
     case 'ERROR':
-      if (!isObject(obj)) return { kind: 'error', reason: 'watch ERROR (no Status)' };
-      if (obj.code === 410) return { kind: 'gone' };
-      // metav1.Status's code is omitempty: absent, it is 0, as apimachinery decodes it; reason and message still tell.
-      return { kind: 'error', reason: `watch ERROR ${statusDetail(typeof obj.code === 'number' ? obj.code : 0, obj)}` };
+      if (isObject(obj) && obj.code === 410) return { kind: 'gone' };
+      return { kind: 'error', reason: `watch ERROR ${statusOfEvent(obj)}` };
     default: {
       const change = WATCH_TYPES[parsed.type];
       if (!change) return { kind: 'malformed', reason: `unknown event type ${escapedText(parsed.type, 40)}` };
@@ -49,4 +47,18 @@ export function decodeWatchLine<T extends WatchedFacts>(line: string, toFacts: (
       return facts ? { kind: 'change', change, facts } : { kind: 'malformed', reason: 'object without name, uid or resourceVersion' };
     }
   }
+}
+
+/**
+ * `code reason: message` of an ERROR event's Status, escaped and capped at 200; `(no Status)` when it carries none.
+ * Not api-errors' `statusDetail` (`HTTP <status>`): the stream itself answered 200, and a Status may omit its code.
+ */
+function statusOfEvent(obj: unknown): string {
+  if (!isObject(obj)) return '(no Status)';
+  const code = typeof obj.code === 'number' ? String(obj.code) : undefined;
+  const reason = typeof obj.reason === 'string' ? obj.reason : undefined;
+  const message = typeof obj.message === 'string' ? obj.message : undefined;
+  const head = [code, reason].filter((p) => p !== undefined).join(' ');
+  const text = [head, message].filter((p) => p !== undefined && p !== '').join(': ');
+  return text === '' ? '(no Status)' : escapedText(text, 200);
 }

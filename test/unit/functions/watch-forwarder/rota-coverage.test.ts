@@ -8,7 +8,14 @@
  * never more invocations at once than the reserved concurrency.
  */
 import { describe, expect, it } from 'vitest';
-import { countedMembers, withMember, withoutMember, type RotaMember, type RotaPolicy } from '#shared/policy/forwarder-rota.ts';
+import {
+  countedMembers,
+  shouldJoin,
+  withMember,
+  withoutMember,
+  type RotaMember,
+  type RotaPolicy,
+} from '#shared/policy/forwarder-rota.ts';
 
 const INTERVAL = 60_000;
 const TIMEOUT = 900_000;
@@ -71,7 +78,8 @@ function simulate(hours: number, killEveryMs: number, seed: number, policy: Rota
       const decidesAt = fireTime + INIT;
       const id = `run-${fired++}`;
       stats.runs++;
-      if (countedMembers(recorded, new Date(decidesAt), policy, id).length < policy.targetMembers) {
+      const counted = countedMembers(recorded, new Date(decidesAt), policy, id).length;
+      if (shouldJoin(counted, policy)) {
         const until = decidesAt + Math.min(WINDOW, fireTime + TIMEOUT - decidesAt - RESERVE);
         recorded = withMember(recorded, { id, until: new Date(until), seenAt: new Date(decidesAt) }, new Date(decidesAt), policy);
         runs.push({ firedAt: fireTime, endsAt: until + 1_000, member: { id, watchesFrom: decidesAt + LIST, until, lastBeat: decidesAt } });

@@ -4,7 +4,15 @@
  * test/unit/functions/watch-forwarder/rota-coverage.test.ts.
  */
 import { describe, expect, it } from 'vitest';
-import { countedMembers, isLive, withMember, withoutMember, type RotaMember, type RotaPolicy } from '#shared/policy/forwarder-rota.ts';
+import {
+  countedMembers,
+  isLive,
+  shouldJoin,
+  withMember,
+  withoutMember,
+  type RotaMember,
+  type RotaPolicy,
+} from '#shared/policy/forwarder-rota.ts';
 
 const policy: RotaPolicy = { targetMembers: 2, overlapMs: 150_000, staleAfterMs: 15_000 };
 const T = Date.parse('2026-11-25T02:00:00Z');
@@ -31,14 +39,32 @@ describe('Module: forwarder-rota', () => {
     expect(live).toEqual(['plenty', 'exactly-overlap', 'ending']);
   });
 
-  it('counts the others a newcomer weighs against targetMembers, never itself', () => {
-    const others = (members: RotaMember[]): number => countedMembers(members, at(0), policy, 'new').length;
-    expect(others([])).toBe(0);
-    expect(others([member('a', 600)])).toBe(1);
-    expect(others([member('a', 600), member('b', 149)])).toBe(1);
-    expect(others([member('a', 600), member('b', 300)])).toBe(2);
+  it('lets a newcomer join while fewer than targetMembers others count, never counting itself', () => {
+    const joins = (members: RotaMember[]): boolean =>
+      shouldJoin(countedMembers(members, at(0), policy, 'new').length, policy);
+    expect(joins([])).toBe(true);
+    expect(joins([member('a', 600)])).toBe(true);
+    expect(joins([member('a', 600), member('b', 149)])).toBe(true);
+    expect(joins([member('a', 600), member('b', 300)])).toBe(false);
     // A warm container runs its next window under the same identity: its old entry is not one of the others.
-    expect(others([member('a', 600), member('new', 300)])).toBe(1);
+    expect(joins([member('a', 600), member('new', 300)])).toBe(true);
+  });
+
+  it('lets a newcomer with less than overlapMs left join all the same, not counting for the next', () => {
+    // Prepare
+    const others = [member('a', 600)];
+    const joins = (members: RotaMember[], self: string): boolean =>
+      shouldJoin(countedMembers(members, at(0), policy, self).length, policy);
+
+    // Act
+    const shortJoins = joins(others, 'short');
+    const recorded = withMember(others, member('short', 149), at(0), policy);
+    const nextJoins = joins(recorded, 'next');
+
+    // Assess: the short window covers what it can, and the next newcomer still sees one member that counts
+    expect(shortJoins).toBe(true);
+    expect(recorded.map((m) => m.id)).toEqual(['a', 'short']);
+    expect(nextJoins).toBe(true);
   });
 
   it('records an entry in place of its earlier one and drops every entry that is no longer live', () => {

@@ -34,11 +34,16 @@ describe('Function: decodeWatchLine()', () => {
     const decoded = decodeWatchLine(line, toNodeFacts);
 
     // Assess
-    expect(decoded).toEqual({ kind: 'error', reason: 'watch ERROR HTTP 500: InternalError etcd down\\u001b[31m' });
+    expect(decoded).toEqual({ kind: 'error', reason: 'watch ERROR 500 InternalError: etcd down\\u001b[31m' });
   });
 
   it.each([
-    { name: 'a Status without a code (omitempty: 0)', object: { reason: 'Expired', message: `x\n${'y'.repeat(400)}` }, reason: `watch ERROR HTTP 0: Expired x\\u000a${'y'.repeat(290)}… (+110 more characters)` },
+    {
+      name: 'a Status without a code (omitempty)',
+      object: { reason: 'Expired', message: `x\n${'y'.repeat(400)}` },
+      reason: `watch ERROR Expired: x\\u000a${'y'.repeat(189)}… (+211 more characters)`,
+    },
+    { name: 'a Status with neither code, reason nor message', object: { kind: 'Status' }, reason: 'watch ERROR (no Status)' },
     { name: 'no Status', object: SECRET, reason: 'watch ERROR (no Status)' },
   ])('names an ERROR with $name by what it has, escaped and capped', ({ object, reason }) => {
     expect(decodeWatchLine(JSON.stringify({ type: 'ERROR', object }), toNodeFacts)).toEqual({ kind: 'error', reason });
